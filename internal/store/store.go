@@ -1,0 +1,115 @@
+// Package store keeps API objects in etcd. Each object lives under
+// <prefix>/<plural>/<namespace>/<name> as protobuf bytes; its resource
+// version is the etcd ModRevision of its key, so it is never stored.
+package store
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/protobuf/proto"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Sentinel errors; match with errors.Is. Returned errors wrap them with the
+// object's kind and key.
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrConflict: the object changed since the resource version the caller
+	// read (compare-and-swap failed), or a delete precondition failed.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: the call itself is malformed (missing name, zero resource
+	// version on Update, ...).
+	ErrInvalid = errors.New("invalid")
+)
+
+// Object is any stored API object.
+type Object interface {
+	proto.Message
+	GetMetadata() *apiv1.ObjectMeta
+}
+
+// Resource describes one kind of stored object.
+type Resource[T Object] struct {
+	Kind       string // "VirtualMachine"
+	Plural     string // "virtualmachines", the key segment
+	Namespaced bool
+	New        func() T
+}
+
+var (
+	VirtualMachines = Resource[*apiv1.VirtualMachine]{
+		Kind: "VirtualMachine", Plural: "virtualmachines", Namespaced: true,
+		New: func() *apiv1.VirtualMachine { return &apiv1.VirtualMachine{} },
+	}
+	VirtualMachineInstances = Resource[*apiv1.VirtualMachineInstance]{
+		Kind: "VirtualMachineInstance", Plural: "virtualmachineinstances", Namespaced: true,
+		New: func() *apiv1.VirtualMachineInstance { return &apiv1.VirtualMachineInstance{} },
+	}
+	Nodes = Resource[*apiv1.Node]{
+		Kind: "Node", Plural: "nodes", Namespaced: false,
+		New: func() *apiv1.Node { return &apiv1.Node{} },
+	}
+	Migrations = Resource[*apiv1.VirtualMachineInstanceMigration]{
+		Kind: "VirtualMachineInstanceMigration", Plural: "virtualmachineinstancemigrations", Namespaced: true,
+		New: func() *apiv1.VirtualMachineInstanceMigration { return &apiv1.VirtualMachineInstanceMigration{} },
+	}
+)
+
+// ListOptions filter List and Watch.
+type ListOptions struct {
+	Namespace     string // empty: all namespaces
+	LabelSelector string // Kubernetes selector syntax
+}
+
+// WatchOptions select what a watch delivers.
+type WatchOptions struct {
+	ListOptions
+	Name string // only this object, when set
+	// ResourceVersion 0 starts with ADDED for every current object, then
+	// SYNCED. Otherwise events after that revision; if it was compacted the
+	// watch sends RESET, ADDED for every current object, SYNCED, and goes on.
+	ResourceVersion int64
+}
+
+// DeleteOptions are preconditions of Delete.
+type DeleteOptions struct {
+	UID             string
+	ResourceVersion int64
+}
+
+// Event is one watch event. For DELETED, Object is the last stored state
+// with ResourceVersion set to the deletion revision. RESET and SYNCED carry
+// no object. Err is set on the final event of a watch that broke.
+type Event[T Object] struct {
+	Type     apiv1.EventType
+	Object   T
+	Revision int64
+	Err      error
+}
+
+// Store is the typed access to one resource.
+type Store[T Object] interface {
+	// Create stores a new object: it sets uid, creation_timestamp and
+	// generation 1 (when 0), and returns it with its resource version.
+	Create(ctx context.Context, obj T) (T, error)
+	Get(ctx context.Context, namespace, name string) (T, error)
+	// List returns matching objects sorted by namespace/name and the
+	// revision they were read at.
+	List(ctx context.Context, opts ListOptions) ([]T, int64, error)
+	// Update writes obj if its metadata.resource_version is still the stored
+	// one (ErrConflict otherwise; 0 is ErrInvalid). An object that has a
+	// deletion timestamp and no finalizers left is deleted instead.
+	Update(ctx context.Context, obj T) (T, error)
+	// GuaranteedUpdate reads the object, calls fn on a copy and writes the
+	// result with compare-and-swap, retrying on conflict. If fn returns an
+	// object equal to the input, nothing is written.
+	GuaranteedUpdate(ctx context.Context, namespace, name string, fn func(T) (T, error)) (T, error)
+	// Delete removes the object, or when it has finalizers sets its
+	// deletion timestamp and returns it (deleted=false).
+	Delete(ctx context.Context, namespace, name string, opts DeleteOptions) (obj T, deleted bool, err error)
+	// Watch streams events until ctx ends; the channel is then closed.
+	Watch(ctx context.Context, opts WatchOptions) (<-chan Event[T], error)
+}
