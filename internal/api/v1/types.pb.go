@@ -948,9 +948,9 @@ func (x *DomainSpec) GetFirmware() *Firmware {
 
 type CPU struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Cores         uint32                 `protobuf:"varint,1,opt,name=cores,proto3" json:"cores,omitempty"`
-	Sockets       uint32                 `protobuf:"varint,2,opt,name=sockets,proto3" json:"sockets,omitempty"`
-	Threads       uint32                 `protobuf:"varint,3,opt,name=threads,proto3" json:"threads,omitempty"`
+	Cores         int32                  `protobuf:"varint,1,opt,name=cores,proto3" json:"cores,omitempty"`
+	Sockets       int32                  `protobuf:"varint,2,opt,name=sockets,proto3" json:"sockets,omitempty"`
+	Threads       int32                  `protobuf:"varint,3,opt,name=threads,proto3" json:"threads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -985,21 +985,21 @@ func (*CPU) Descriptor() ([]byte, []int) {
 	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
-func (x *CPU) GetCores() uint32 {
+func (x *CPU) GetCores() int32 {
 	if x != nil {
 		return x.Cores
 	}
 	return 0
 }
 
-func (x *CPU) GetSockets() uint32 {
+func (x *CPU) GetSockets() int32 {
 	if x != nil {
 		return x.Sockets
 	}
 	return 0
 }
 
-func (x *CPU) GetThreads() uint32 {
+func (x *CPU) GetThreads() int32 {
 	if x != nil {
 		return x.Threads
 	}
@@ -1111,7 +1111,7 @@ type Disk struct {
 	Disk  *DiskTarget  `protobuf:"bytes,2,opt,name=disk,proto3" json:"disk,omitempty"`
 	Cdrom *CDRomTarget `protobuf:"bytes,3,opt,name=cdrom,proto3" json:"cdrom,omitempty"`
 	// 1 boots first; 0 means not bootable by order.
-	BootOrder     uint32 `protobuf:"varint,4,opt,name=boot_order,json=bootOrder,proto3" json:"boot_order,omitempty"`
+	BootOrder     int32  `protobuf:"varint,4,opt,name=boot_order,json=bootOrder,proto3" json:"boot_order,omitempty"`
 	Serial        string `protobuf:"bytes,5,opt,name=serial,proto3" json:"serial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1168,7 +1168,7 @@ func (x *Disk) GetCdrom() *CDRomTarget {
 	return nil
 }
 
-func (x *Disk) GetBootOrder() uint32 {
+func (x *Disk) GetBootOrder() int32 {
 	if x != nil {
 		return x.BootOrder
 	}
@@ -2666,9 +2666,9 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\adevices\x18\x03 \x01(\v2\x15.virtplane.v1.DevicesR\adevices\x122\n" +
 	"\bfirmware\x18\x04 \x01(\v2\x16.virtplane.v1.FirmwareR\bfirmware\"O\n" +
 	"\x03CPU\x12\x14\n" +
-	"\x05cores\x18\x01 \x01(\rR\x05cores\x12\x18\n" +
-	"\asockets\x18\x02 \x01(\rR\asockets\x12\x18\n" +
-	"\athreads\x18\x03 \x01(\rR\athreads\"\x1e\n" +
+	"\x05cores\x18\x01 \x01(\x05R\x05cores\x12\x18\n" +
+	"\asockets\x18\x02 \x01(\x05R\asockets\x12\x18\n" +
+	"\athreads\x18\x03 \x01(\x05R\athreads\"\x1e\n" +
 	"\x06Memory\x12\x14\n" +
 	"\x05guest\x18\x01 \x01(\tR\x05guest\"l\n" +
 	"\aDevices\x12(\n" +
@@ -2681,7 +2681,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x04disk\x18\x02 \x01(\v2\x18.virtplane.v1.DiskTargetR\x04disk\x12/\n" +
 	"\x05cdrom\x18\x03 \x01(\v2\x19.virtplane.v1.CDRomTargetR\x05cdrom\x12\x1d\n" +
 	"\n" +
-	"boot_order\x18\x04 \x01(\rR\tbootOrder\x12\x16\n" +
+	"boot_order\x18\x04 \x01(\x05R\tbootOrder\x12\x16\n" +
 	"\x06serial\x18\x05 \x01(\tR\x06serial\";\n" +
 	"\n" +
 	"DiskTarget\x12\x10\n" +
