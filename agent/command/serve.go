@@ -1,8 +1,100 @@
 package command
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
-// newServeCommand is replaced by the real server command.
+	"github.com/spf13/cobra"
+
+	"github.com/virtplane/terraform-provider-virtplane/agent/server"
+)
+
 func newServeCommand() *cobra.Command {
-	return &cobra.Command{Use: "serve", Short: "Run the agent"}
+	var (
+		o         server.Options
+		logLevel  string
+		logFormat string
+		shutdown  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the agent: API server, store and controllers (role server), node handler (role node)",
+		Long: `Run the virtplane agent.
+
+With no flags it starts an embedded etcd in --data-dir and serves the API on
+the unix socket --socket (local clients need no token). --listen adds a
+TLS listener that requires the bearer token written to <data-dir>/pki/token;
+clients trust <data-dir>/pki/ca.crt. --etcd-endpoints uses an external etcd
+cluster instead of the embedded one.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(logLevel, logFormat)
+			if err != nil {
+				return err
+			}
+			o.Logger = logger
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			a, err := server.Start(ctx, o)
+			if err != nil {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				logger.Info("shutting down", "grace", shutdown)
+			case <-a.Done():
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), shutdown)
+			defer cancel()
+			a.Shutdown(sctx)
+			return a.Err()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Role, "role", server.RoleAll, "what this agent runs: all, server or node")
+	f.StringVar(&o.DataDir, "data-dir", "/var/lib/virtplane", "state directory: embedded etcd, TLS material, token")
+	f.StringVar(&o.Socket, "socket", "/run/virtplane/agent.sock", "unix socket for local clients (mode 0600)")
+	f.StringVar(&o.Listen, "listen", "", "optional TLS listener for remote clients, e.g. 0.0.0.0:7443 (token required)")
+	f.StringSliceVar(&o.TLSSANs, "tls-san", nil, "extra DNS names or IPs for the generated server certificate")
+	f.StringVar(&o.TLSCertFile, "tls-cert-file", "", "server certificate instead of the generated one")
+	f.StringVar(&o.TLSKeyFile, "tls-key-file", "", "server key for --tls-cert-file")
+	f.StringVar(&o.TokenFile, "token-file", "", "API token file instead of <data-dir>/pki/token")
+	f.StringSliceVar(&o.EtcdEndpoints, "etcd-endpoints", nil, "external etcd cluster endpoints; empty starts an embedded etcd")
+	f.StringVar(&o.EtcdCAFile, "etcd-ca-file", "", "CA bundle of the external etcd cluster")
+	f.StringVar(&o.EtcdCertFile, "etcd-cert-file", "", "client certificate for the external etcd cluster")
+	f.StringVar(&o.EtcdKeyFile, "etcd-key-file", "", "client key for the external etcd cluster")
+	f.StringSliceVar(&o.EtcdListenClient, "etcd-listen-client", nil, "extra client URLs of the embedded etcd, e.g. http://127.0.0.1:2379")
+	f.StringVar(&o.EtcdPrefix, "etcd-prefix", "/virtplane", "key prefix in etcd")
+	f.StringVar(&o.MetricsListen, "metrics-listen", "127.0.0.1:9464", "Prometheus /metrics listener; empty disables")
+	f.StringVar(&o.NodeName, "node-name", "", "this host's node name (default: host name)")
+	f.BoolVar(&o.LeaderElect, "leader-elect", true, "run controllers only while holding the etcd leader election")
+	f.DurationVar(&o.LeaderLease, "leader-lease", 15*time.Second, "leader election session TTL")
+	f.DurationVar(&o.NodeLease, "node-lease", 40*time.Second, "fencing lease granted to node agents per heartbeat")
+	f.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often node agents heartbeat")
+	f.StringVar(&o.ImageDir, "image-dir", "", "node image directory (default <data-dir>/images)")
+	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long open calls may finish on SIGTERM")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", "text", "text or json")
+	return cmd
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	ho := &slog.HandlerOptions{Level: l}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, ho)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, ho)), nil
+	}
+	return nil, fmt.Errorf("--log-format: unsupported value %q: supported values: text, json", format)
 }

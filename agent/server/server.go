@@ -1,0 +1,454 @@
+// Package server is the agent's composition root: it opens the store
+// (embedded etcd by default, an external cluster when endpoints are given),
+// serves the gRPC API on a unix socket and optionally on TLS/TCP, exposes
+// metrics, and runs the controllers while it holds the leader election.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/leader"
+	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+)
+
+// Roles an agent can run.
+const (
+	RoleAll    = "all"
+	RoleServer = "server"
+	RoleNode   = "node"
+)
+
+// Options configure an agent; zero values get the documented defaults.
+type Options struct {
+	Role    string
+	DataDir string // default /var/lib/virtplane
+	Socket  string // default /run/virtplane/agent.sock
+	// Listen is the optional TLS/TCP listener ("0.0.0.0:7443"); it requires
+	// a bearer token on every call.
+	Listen  string
+	TLSSANs []string
+	// Overrides of the generated PKI files in DataDir/pki.
+	TLSCertFile, TLSKeyFile, TokenFile string
+
+	EtcdEndpoints                         []string // empty: embedded etcd
+	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
+	EtcdListenClient                      []string // extra listeners of the embedded etcd
+	EtcdPrefix                            string
+
+	MetricsListen string // "" disables
+
+	NodeName          string
+	LeaderElect       bool
+	LeaderLease       time.Duration
+	NodeLease         time.Duration
+	HeartbeatInterval time.Duration
+	ImageDir          string
+
+	// Controllers run while this agent leads; nil runs none.
+	Controllers func(ctx context.Context, deps Deps)
+
+	Logger *slog.Logger
+}
+
+// Deps is what controllers get from the composition root.
+type Deps struct {
+	Etcd   *clientv3.Client
+	Stores apiserver.Stores
+	Logger *slog.Logger
+}
+
+// Complete fills defaults.
+func (o *Options) Complete() {
+	if o.Role == "" {
+		o.Role = RoleAll
+	}
+	if o.DataDir == "" {
+		o.DataDir = "/var/lib/virtplane"
+	}
+	if o.Socket == "" {
+		o.Socket = "/run/virtplane/agent.sock"
+	}
+	if o.EtcdPrefix == "" {
+		o.EtcdPrefix = "/virtplane"
+	}
+	if o.NodeName == "" {
+		o.NodeName, _ = os.Hostname()
+	}
+	if o.LeaderLease == 0 {
+		o.LeaderLease = 15 * time.Second
+	}
+	if o.NodeLease == 0 {
+		o.NodeLease = 40 * time.Second
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = 10 * time.Second
+	}
+	if o.ImageDir == "" {
+		o.ImageDir = filepath.Join(o.DataDir, "images")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports flag combinations that cannot work.
+func (o *Options) Validate() error {
+	switch o.Role {
+	case RoleAll, RoleServer:
+	case RoleNode:
+		return errors.New("--role node: the node handler is not part of this agent version yet; use --role all or server")
+	default:
+		return fmt.Errorf("--role: unsupported value %q: supported values: all, server, node", o.Role)
+	}
+	if o.HeartbeatInterval >= o.NodeLease {
+		return fmt.Errorf("--heartbeat-interval (%v) must be shorter than --node-lease (%v)", o.HeartbeatInterval, o.NodeLease)
+	}
+	if len(o.EtcdEndpoints) > 0 && len(o.EtcdListenClient) > 0 {
+		return errors.New("--etcd-listen-client applies to the embedded etcd only; drop it or --etcd-endpoints")
+	}
+	return nil
+}
+
+// Agent is a running agent.
+type Agent struct {
+	opts     Options
+	log      *slog.Logger
+	etcd     *etcdserver.Server // nil with an external cluster
+	client   *clientv3.Client
+	unixSrv  *grpc.Server
+	tcpSrv   *grpc.Server
+	httpSrv  *http.Server
+	tcpAddr  net.Addr
+	metAddr  net.Addr
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	errOnce  sync.Once
+	err      error
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+// Start brings the agent up and returns once it serves. Stop it with
+// Shutdown; Done is closed when it stopped by itself (a listener failed).
+func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{opts: o, log: o.Logger, done: make(chan struct{})}
+	defer func() {
+		if retErr != nil {
+			a.Shutdown(context.Background())
+		}
+	}()
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data dir: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := store.RegisterMetrics(reg); err != nil {
+		return nil, fmt.Errorf("registering store metrics: %w", err)
+	}
+	apiMetrics, err := apiserver.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("registering API metrics: %w", err)
+	}
+	leaderGauge := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "virtplane_leader", Help: "1 while this agent holds the controller election.",
+	})
+	reg.MustRegister(leaderGauge)
+
+	if err := a.openStore(ctx); err != nil {
+		return nil, err
+	}
+	stOpts := store.Options{Prefix: o.EtcdPrefix + "/registry"}
+	stores := apiserver.Stores{
+		VMs:        store.New(a.client, store.VirtualMachines, stOpts),
+		VMIs:       store.New(a.client, store.VirtualMachineInstances, stOpts),
+		Nodes:      store.New(a.client, store.Nodes, stOpts),
+		Migrations: store.New(a.client, store.Migrations, stOpts),
+	}
+	api := apiserver.New(stores, apiserver.Options{
+		Validation:        validation.Options{ImageDir: o.ImageDir},
+		NodeLease:         o.NodeLease,
+		HeartbeatInterval: o.HeartbeatInterval,
+		Logger:            o.Logger.With("component", "api"),
+	})
+
+	runCtx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+
+	// Unix socket: local clients, no token; the 0600 mode is the access check.
+	a.unixSrv = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(apiMetrics.Unary),
+		grpc.ChainStreamInterceptor(apiMetrics.Stream),
+	)
+	api.Register(a.unixSrv)
+	ul, err := listenUnix(o.Socket)
+	if err != nil {
+		return nil, err
+	}
+	a.serve("unix", func() error { return a.unixSrv.Serve(ul) })
+
+	paths := pki.PathsIn(filepath.Join(o.DataDir, "pki"))
+	if err := pki.Ensure(paths, a.sans(), time.Now()); err != nil {
+		return nil, fmt.Errorf("preparing TLS material: %w", err)
+	}
+	if o.Listen != "" {
+		if err := a.startTCP(api, apiMetrics, paths); err != nil {
+			return nil, err
+		}
+	}
+	if o.MetricsListen != "" {
+		ml, err := net.Listen("tcp", o.MetricsListen)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-listen: %w", err)
+		}
+		a.metAddr = ml.Addr()
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		a.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		a.serve("metrics", func() error {
+			if err := a.httpSrv.Serve(ml); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+
+	deps := Deps{Etcd: a.client, Stores: stores, Logger: o.Logger.With("component", "controllers")}
+	runControllers := func(ctx context.Context) {
+		if o.Controllers != nil {
+			o.Controllers(ctx, deps)
+			return
+		}
+		<-ctx.Done()
+	}
+	if o.LeaderElect {
+		el := &leader.Elector{
+			Client:   a.client,
+			Key:      o.EtcdPrefix + "/leader",
+			Identity: o.NodeName + "/" + strconv.Itoa(os.Getpid()),
+			TTL:      o.LeaderLease,
+			Logger:   o.Logger.With("component", "leader"),
+			OnChange: func(leading bool) {
+				if leading {
+					leaderGauge.Set(1)
+				} else {
+					leaderGauge.Set(0)
+				}
+			},
+		}
+		a.serve("", func() error { return el.Run(runCtx, runControllers) })
+	} else {
+		leaderGauge.Set(1)
+		a.serve("", func() error { runControllers(runCtx); return nil })
+	}
+	a.log.Info("agent started", "role", o.Role, "socket", o.Socket, "listen", a.tcpAddr,
+		"metrics", a.metAddr, "data_dir", o.DataDir, "embedded_etcd", a.etcd != nil)
+	return a, nil
+}
+
+func (a *Agent) openStore(ctx context.Context) error {
+	o := a.opts
+	if len(o.EtcdEndpoints) == 0 {
+		srv, err := etcdserver.Start(ctx, etcdserver.Config{
+			DataDir:    filepath.Join(o.DataDir, "etcd"),
+			ClientURLs: o.EtcdListenClient,
+			Logger:     o.Logger.With("component", "etcd"),
+		})
+		if err != nil {
+			return fmt.Errorf("starting embedded etcd: %w", err)
+		}
+		a.etcd = srv
+		a.client = srv.Client()
+		return nil
+	}
+	var tlsCfg *tls.Config
+	if o.EtcdCAFile != "" || o.EtcdCertFile != "" {
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		if o.EtcdCAFile != "" {
+			pem, err := os.ReadFile(o.EtcdCAFile)
+			if err != nil {
+				return fmt.Errorf("--etcd-ca-file: %w", err)
+			}
+			tlsCfg.RootCAs = x509.NewCertPool()
+			if !tlsCfg.RootCAs.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--etcd-ca-file %s: no certificates found", o.EtcdCAFile)
+			}
+		}
+		if o.EtcdCertFile != "" {
+			pair, err := tls.LoadX509KeyPair(o.EtcdCertFile, o.EtcdKeyFile)
+			if err != nil {
+				return fmt.Errorf("--etcd-cert-file/--etcd-key-file: %w", err)
+			}
+			tlsCfg.Certificates = []tls.Certificate{pair}
+		}
+	}
+	c, err := etcdserver.Connect(ctx, o.EtcdEndpoints, tlsCfg)
+	if err != nil {
+		return fmt.Errorf("connecting to etcd %v: %w", o.EtcdEndpoints, err)
+	}
+	a.client = c
+	return nil
+}
+
+func (a *Agent) startTCP(api *apiserver.Server, m *apiserver.Metrics, paths pki.Paths) error {
+	o := a.opts
+	certFile, keyFile, tokenFile := paths.ServerCert, paths.ServerKey, paths.Token
+	if o.TLSCertFile != "" {
+		certFile, keyFile = o.TLSCertFile, o.TLSKeyFile
+	}
+	if o.TokenFile != "" {
+		tokenFile = o.TokenFile
+	}
+	tlsCfg, err := pki.ServerTLSConfig(certFile, keyFile)
+	if err != nil {
+		return err
+	}
+	token, err := pki.ReadToken(tokenFile)
+	if err != nil {
+		return err
+	}
+	auth := apiserver.TokenAuth{Token: token}
+	a.tcpSrv = grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(tlsCfg)),
+		grpc.ChainUnaryInterceptor(m.Unary, auth.Unary),
+		grpc.ChainStreamInterceptor(m.Stream, auth.Stream),
+	)
+	api.Register(a.tcpSrv)
+	l, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	a.tcpAddr = l.Addr()
+	a.serve("tcp", func() error { return a.tcpSrv.Serve(l) })
+	return nil
+}
+
+// sans are the names the server certificate must carry.
+func (a *Agent) sans() []string {
+	s := []string{"localhost", "127.0.0.1", "::1"}
+	if h, err := os.Hostname(); err == nil {
+		s = append(s, h)
+	}
+	if host, _, err := net.SplitHostPort(a.opts.Listen); err == nil && host != "" && host != "0.0.0.0" && host != "::" {
+		s = append(s, host)
+	}
+	return append(s, a.opts.TLSSANs...)
+}
+
+// serve runs fn in the background; an error from it stops the agent.
+func (a *Agent) serve(name string, fn func() error) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := fn(); err != nil {
+			a.errOnce.Do(func() { a.err = fmt.Errorf("%s listener: %w", name, err) })
+			a.log.Error("agent component failed", "component", name, "err", err)
+			a.stopOnce.Do(func() { close(a.done) })
+		}
+	}()
+}
+
+// Done is closed when a component failed; Err then says why.
+func (a *Agent) Done() <-chan struct{} { return a.done }
+
+// Err is the failure that closed Done.
+func (a *Agent) Err() error { return a.err }
+
+// TCPAddr is the bound TLS listener address, or nil.
+func (a *Agent) TCPAddr() net.Addr { return a.tcpAddr }
+
+// MetricsAddr is the bound metrics address, or nil.
+func (a *Agent) MetricsAddr() net.Addr { return a.metAddr }
+
+// Shutdown stops serving: in-flight calls get until ctx ends, then the
+// controllers stop and the store closes.
+func (a *Agent) Shutdown(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, s := range []*grpc.Server{a.unixSrv, a.tcpSrv} {
+		if s == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stopped := make(chan struct{})
+			go func() { s.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				s.Stop() // watches never end by themselves
+			}
+		}()
+	}
+	wg.Wait()
+	if a.httpSrv != nil {
+		_ = a.httpSrv.Shutdown(ctx)
+	}
+	if a.cancel != nil {
+		a.cancel()
+	}
+	a.wg.Wait()
+	if a.etcd != nil {
+		a.etcd.Close()
+	} else if a.client != nil {
+		_ = a.client.Close()
+	}
+	if a.unixSrv != nil {
+		_ = os.Remove(a.opts.Socket)
+	}
+	a.log.Info("agent stopped")
+}
+
+// listenUnix listens on path, replacing a stale socket but never one that
+// another agent still serves.
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating socket directory: %w", err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("--socket %s: another agent is serving it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("removing stale socket: %w", err)
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("--socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("restricting socket mode: %w", err)
+	}
+	return l, nil
+}

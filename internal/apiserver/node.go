@@ -1,0 +1,133 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+)
+
+type nodeService struct {
+	apiv1.UnimplementedNodesServer
+	s *Server
+}
+
+func (n *nodeService) Get(ctx context.Context, req *apiv1.GetNodeRequest) (*apiv1.Node, error) {
+	if req.GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name: Required value")
+	}
+	out, err := n.s.stores.Nodes.Get(ctx, "", req.GetName())
+	return out, toStatus(err)
+}
+
+func (n *nodeService) List(ctx context.Context, req *apiv1.ListNodesRequest) (*apiv1.ListNodesResponse, error) {
+	items, rev, err := n.s.stores.Nodes.List(ctx, store.ListOptions{LabelSelector: req.GetLabelSelector()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &apiv1.ListNodesResponse{Items: items, ResourceVersion: rev}, nil
+}
+
+func (n *nodeService) Watch(req *apiv1.WatchNodesRequest, stream apiv1.Nodes_WatchServer) error {
+	o := proto.Clone(req.GetOptions()).(*apiv1.WatchOptions)
+	if o == nil {
+		o = &apiv1.WatchOptions{}
+	}
+	o.Namespace = "" // nodes are cluster-scoped
+	return streamWatch(stream.Context(), n.s.stores.Nodes, o, func(t apiv1.EventType, obj *apiv1.Node, rev int64) error {
+		return stream.Send(&apiv1.NodeEvent{Type: t, Object: obj, ResourceVersion: rev})
+	})
+}
+
+// Register creates the node or refreshes what its agent reports. Spec
+// (unschedulable) belongs to operators and is kept.
+func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeRequest) (*apiv1.Node, error) {
+	in := req.GetNode()
+	if errs := validation.ValidateNode(in); len(errs) > 0 {
+		return nil, validation.ToStatusError("Node", in.GetMetadata().GetName(), errs)
+	}
+	now := n.s.opts.Clock()
+	name := in.Metadata.Name
+	refresh := func(node *apiv1.Node) *apiv1.Node {
+		if node.Metadata.Labels == nil {
+			node.Metadata.Labels = map[string]string{}
+		}
+		for k, v := range in.Metadata.Labels {
+			node.Metadata.Labels[k] = v
+		}
+		st := node.Status
+		if st == nil {
+			st = &apiv1.NodeStatus{}
+			node.Status = st
+		}
+		st.Capacity = in.GetStatus().GetCapacity()
+		st.Allocatable = in.GetStatus().GetAllocatable()
+		st.NodeInfo = in.GetStatus().GetNodeInfo()
+		st.Address = in.GetStatus().GetAddress()
+		st.Schedulable = in.GetStatus().GetSchedulable()
+		n.beat(st, now)
+		return node
+	}
+	out, err := n.s.stores.Nodes.GuaranteedUpdate(ctx, "", name, func(cur *apiv1.Node) (*apiv1.Node, error) {
+		return refresh(cur), nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		fresh := &apiv1.Node{Metadata: &apiv1.ObjectMeta{Name: name}, Spec: &apiv1.NodeSpec{}}
+		out, err = n.s.stores.Nodes.Create(ctx, refresh(fresh))
+		if errors.Is(err, store.ErrAlreadyExists) {
+			return n.Register(ctx, req) // raced with ourselves on another server
+		}
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	n.s.log.Info("node registered", "node", name)
+	return out, nil
+}
+
+// beat records a heartbeat and extends the fencing lease.
+func (n *nodeService) beat(st *apiv1.NodeStatus, now time.Time) {
+	st.Heartbeat = timestamppb.New(now)
+	st.LeaseExpiry = timestamppb.New(now.Add(n.s.opts.NodeLease))
+	st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
+		Type: "Ready", Status: apiv1.ConditionTrue, Reason: "NodeAgentHeartbeat",
+		Message: "node agent is posting heartbeats",
+	}, now)
+}
+
+func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest) (*apiv1.HeartbeatResponse, error) {
+	if req.GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name: Required value")
+	}
+	now := n.s.opts.Clock()
+	_, err := n.s.stores.Nodes.GuaranteedUpdate(ctx, "", req.GetName(), func(node *apiv1.Node) (*apiv1.Node, error) {
+		if node.Status == nil {
+			node.Status = &apiv1.NodeStatus{}
+		}
+		node.Status.Schedulable = req.GetSchedulable()
+		if len(req.GetAllocatable()) > 0 {
+			node.Status.Allocatable = req.GetAllocatable()
+		}
+		n.beat(node.Status, now)
+		return node, nil
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &apiv1.HeartbeatResponse{
+		LeaseDurationSeconds:     int64(n.s.opts.NodeLease.Seconds()),
+		HeartbeatIntervalSeconds: int64(n.s.opts.HeartbeatInterval.Seconds()),
+	}, nil
+}
+
+func (n *nodeService) Fence(context.Context, *apiv1.FenceNodeRequest) (*apiv1.FenceNodeResponse, error) {
+	return nil, notYet("node fence")
+}

@@ -1,0 +1,159 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+)
+
+type vmService struct {
+	apiv1.UnimplementedVirtualMachinesServer
+	s *Server
+}
+
+func keyOf(k *apiv1.ObjectKey) (string, string, error) {
+	ns, name := k.GetNamespace(), k.GetName()
+	if ns == "" {
+		ns = "default"
+	}
+	if name == "" {
+		return "", "", status.Error(codes.InvalidArgument, "key.name: Required value")
+	}
+	return ns, name, nil
+}
+
+func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	vm := proto.Clone(req.GetVm()).(*apiv1.VirtualMachine)
+	if vm == nil {
+		vm = &apiv1.VirtualMachine{}
+	}
+	validation.DefaultVirtualMachine(vm)
+	if errs := validation.ValidateVirtualMachine(vm, v.s.opts.Validation); len(errs) > 0 {
+		return nil, validation.ToStatusError("VirtualMachine", vm.GetMetadata().GetName(), errs)
+	}
+	// The server owns these; a client cannot preset them.
+	m := vm.Metadata
+	vm.Metadata = &apiv1.ObjectMeta{
+		Namespace: m.Namespace, Name: m.Name, Labels: m.Labels, Annotations: m.Annotations,
+	}
+	vm.Status = &apiv1.VirtualMachineStatus{}
+	out, err := v.s.stores.VMs.Create(ctx, vm)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	v.s.log.Info("virtual machine created", "vm", m.Namespace+"/"+m.Name, "uid", out.Metadata.Uid)
+	return out, nil
+}
+
+func (v *vmService) Get(ctx context.Context, req *apiv1.GetVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	ns, name, err := keyOf(req.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	out, err := v.s.stores.VMs.Get(ctx, ns, name)
+	return out, toStatus(err)
+}
+
+func (v *vmService) List(ctx context.Context, req *apiv1.ListVirtualMachinesRequest) (*apiv1.ListVirtualMachinesResponse, error) {
+	items, rev, err := v.s.stores.VMs.List(ctx, listOptions(req.GetOptions()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &apiv1.ListVirtualMachinesResponse{Items: items, ResourceVersion: rev}, nil
+}
+
+// Update replaces spec, labels and annotations. The compare-and-swap on
+// metadata.resource_version makes concurrent writers lose loudly instead of
+// silently overwriting each other.
+func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	in := proto.Clone(req.GetVm()).(*apiv1.VirtualMachine)
+	if in == nil {
+		in = &apiv1.VirtualMachine{}
+	}
+	validation.DefaultVirtualMachine(in)
+	rv := in.GetMetadata().GetResourceVersion()
+	if rv == 0 {
+		return nil, status.Error(codes.InvalidArgument, "metadata.resource_version: Required value: an update must carry the version it read")
+	}
+	old, err := v.s.stores.VMs.Get(ctx, in.Metadata.Namespace, in.Metadata.Name)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if errs := validation.ValidateVirtualMachine(in, v.s.opts.Validation); len(errs) > 0 {
+		return nil, validation.ToStatusError("VirtualMachine", in.Metadata.Name, errs)
+	}
+	if errs := validation.ValidateVirtualMachineUpdate(in, old, v.s.opts.Validation); len(errs) > 0 {
+		return nil, validation.ToStatusError("VirtualMachine", in.Metadata.Name, errs)
+	}
+	if old.Metadata.ResourceVersion != rv {
+		return nil, status.Errorf(codes.Aborted, "virtualmachine %q: %s", in.Metadata.Namespace+"/"+in.Metadata.Name, conflictMessage)
+	}
+	next := proto.Clone(old).(*apiv1.VirtualMachine)
+	next.Metadata.Labels = in.Metadata.Labels
+	next.Metadata.Annotations = in.Metadata.Annotations
+	specChanged := !proto.Equal(old.Spec, in.Spec)
+	next.Spec = in.Spec
+	if specChanged {
+		next.Metadata.Generation++
+	}
+	if proto.Equal(next, old) {
+		return old, nil
+	}
+	out, err := v.s.stores.VMs.Update(ctx, next)
+	return out, toStatus(err)
+}
+
+func (v *vmService) Delete(ctx context.Context, req *apiv1.DeleteVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	ns, name, err := keyOf(req.GetKey())
+	if err != nil {
+		return nil, err
+	}
+	o := req.GetOptions()
+	out, _, err := v.s.stores.VMs.Delete(ctx, ns, name, store.DeleteOptions{UID: o.GetUid(), ResourceVersion: o.GetResourceVersion()})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	v.s.log.Info("virtual machine deletion requested", "vm", ns+"/"+name)
+	return out, nil
+}
+
+func (v *vmService) Watch(req *apiv1.WatchVirtualMachinesRequest, stream apiv1.VirtualMachines_WatchServer) error {
+	return streamWatch(stream.Context(), v.s.stores.VMs, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachine, rev int64) error {
+		return stream.Send(&apiv1.VirtualMachineEvent{Type: t, Object: o, ResourceVersion: rev})
+	})
+}
+
+func notYet(verb string) error {
+	return status.Error(codes.Unimplemented, fmt.Sprintf("%s needs the VM controller, which this agent version does not have yet", verb))
+}
+
+func (v *vmService) Start(context.Context, *apiv1.StartVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	return nil, notYet("start")
+}
+
+func (v *vmService) Stop(context.Context, *apiv1.StopVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	return nil, notYet("stop")
+}
+
+func (v *vmService) Restart(context.Context, *apiv1.RestartVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	return nil, notYet("restart")
+}
+
+func (v *vmService) Pause(context.Context, *apiv1.PauseVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	return nil, notYet("pause")
+}
+
+func (v *vmService) Unpause(context.Context, *apiv1.UnpauseVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	return nil, notYet("unpause")
+}
+
+func (v *vmService) Migrate(context.Context, *apiv1.MigrateVirtualMachineRequest) (*apiv1.VirtualMachineInstanceMigration, error) {
+	return nil, notYet("migrate")
+}

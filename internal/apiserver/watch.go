@@ -1,0 +1,39 @@
+package apiserver
+
+import (
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+
+	"context"
+)
+
+// streamWatch relays a store watch to a gRPC stream through send.
+func streamWatch[T store.Object](ctx context.Context, st store.Store[T], o *apiv1.WatchOptions, send func(apiv1.EventType, T, int64) error) error {
+	opts := store.WatchOptions{
+		ListOptions: store.ListOptions{
+			Namespace:     o.GetNamespace(),
+			LabelSelector: o.GetLabelSelector(),
+		},
+		Name:            o.GetName(),
+		ResourceVersion: o.GetResourceVersion(),
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := st.Watch(ctx, opts)
+	if err != nil {
+		return toStatus(err)
+	}
+	for ev := range events {
+		if ev.Err != nil {
+			return toStatus(ev.Err)
+		}
+		if err := send(ev.Type, ev.Object, ev.Revision); err != nil {
+			return err
+		}
+	}
+	return toStatus(ctx.Err())
+}
+
+func listOptions(o *apiv1.ListOptions) store.ListOptions {
+	return store.ListOptions{Namespace: o.GetNamespace(), LabelSelector: o.GetLabelSelector()}
+}
