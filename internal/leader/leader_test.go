@@ -1,0 +1,142 @@
+package leader
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
+)
+
+// Two electors on one etcd: exactly one leads at any time, and the other
+// takes over when the leader stops.
+func TestOneLeaderAndHandover(t *testing.T) {
+	srv, err := etcdserver.Start(context.Background(), etcdserver.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+
+	var active, maxActive atomic.Int32
+	var mu sync.Mutex
+	leaders := []string{}
+	newElector := func(id string) *Elector {
+		return &Elector{
+			Client: srv.Client(), Key: "/test/leader", Identity: id, TTL: 5 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		}
+	}
+	lead := func(id string) func(ctx context.Context) {
+		return func(ctx context.Context) {
+			n := active.Add(1)
+			for {
+				m := maxActive.Load()
+				if n <= m || maxActive.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			mu.Lock()
+			leaders = append(leaders, id)
+			mu.Unlock()
+			<-ctx.Done()
+			active.Add(-1)
+		}
+	}
+	waitLeaders := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			got := len(leaders)
+			mu.Unlock()
+			if got >= n {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for leader #%d (have %v)", n, leaders)
+	}
+
+	ctxA, stopA := context.WithCancel(context.Background())
+	ctxB, stopB := context.WithCancel(context.Background())
+	defer stopB()
+	doneA := make(chan struct{})
+	go func() { _ = newElector("a").Run(ctxA, lead("a")); close(doneA) }()
+	waitLeaders(1)
+	go func() { _ = newElector("b").Run(ctxB, lead("b")) }()
+	time.Sleep(500 * time.Millisecond) // b campaigns but must not lead
+	mu.Lock()
+	if len(leaders) != 1 || leaders[0] != "a" {
+		t.Fatalf("leaders %v", leaders)
+	}
+	mu.Unlock()
+
+	start := time.Now()
+	stopA()
+	<-doneA
+	waitLeaders(2)
+	// Resigning hands over at once instead of after the 5 s TTL.
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("handover took %v", d)
+	}
+	if leaders[1] != "b" {
+		t.Fatalf("leaders %v", leaders)
+	}
+	if m := maxActive.Load(); m != 1 {
+		t.Fatalf("%d leaders at once", m)
+	}
+}
+
+// A leader whose session expires (etcd unreachable, lease revoked) stops
+// its work.
+func TestLeadershipLostWhenSessionExpires(t *testing.T) {
+	srv, err := etcdserver.Start(context.Background(), etcdserver.Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var changes []bool
+	var mu sync.Mutex
+	el := &Elector{
+		Client: srv.Client(), Key: "/test/leader", Identity: "a", TTL: 5 * time.Second,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnChange: func(l bool) { mu.Lock(); changes = append(changes, l); mu.Unlock() },
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	leadCtxs := make(chan context.Context, 4)
+	go func() {
+		_ = el.Run(ctx, func(lctx context.Context) { leadCtxs <- lctx; <-lctx.Done() })
+	}()
+	first := <-leadCtxs
+	// Revoke every lease: the session is gone as if etcd had expired it.
+	leases, err := srv.Client().Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases.Leases {
+		if _, err := srv.Client().Revoke(ctx, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-first.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("work not stopped after the session expired")
+	}
+	// It campaigns again with a fresh session and leads again.
+	select {
+	case <-leadCtxs:
+	case <-time.After(15 * time.Second):
+		t.Fatal("did not lead again")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(changes) < 3 || !changes[0] || changes[1] {
+		t.Fatalf("leadership changes %v", changes)
+	}
+}
