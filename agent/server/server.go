@@ -417,7 +417,7 @@ func (a *Agent) Shutdown(ctx context.Context) {
 	}
 	a.wg.Wait()
 	if a.etcd != nil {
-		a.etcd.Close()
+		_ = a.etcd.Close()
 	} else if a.client != nil {
 		_ = a.client.Close()
 	}

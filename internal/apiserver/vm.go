@@ -86,6 +86,9 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if in.Metadata.Uid == "" {
+		in.Metadata.Uid = old.Metadata.Uid // not given: this object; a different uid is refused below
+	}
 	if errs := validation.ValidateVirtualMachine(in, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError("VirtualMachine", in.Metadata.Name, errs)
 	}

@@ -1,0 +1,107 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+)
+
+// The helpers below hide the per-kind RPCs behind the object interface;
+// errors are raw gRPC errors for describeError.
+
+func getObject(ctx context.Context, c *client.Client, res *resource, namespace, name string) (object, error) {
+	key := &apiv1.ObjectKey{Namespace: namespace, Name: name}
+	switch res {
+	case vmResource:
+		return nilSafe(c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: key}))
+	case vmiResource:
+		return nilSafe(c.VMIs.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: key}))
+	default:
+		return nilSafe(c.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: name}))
+	}
+}
+
+// listObjects lists res in namespace ("" for all) matching selector.
+func listObjects(ctx context.Context, c *client.Client, res *resource, namespace, selector string) ([]object, error) {
+	opts := &apiv1.ListOptions{Namespace: namespace, LabelSelector: selector}
+	switch res {
+	case vmResource:
+		resp, err := c.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: opts})
+		return objects(resp.GetItems()), err
+	case vmiResource:
+		resp, err := c.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: opts})
+		return objects(resp.GetItems()), err
+	default:
+		resp, err := c.Nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: selector})
+		return objects(resp.GetItems()), err
+	}
+}
+
+// watchObjects calls fn for every event until the stream ends (nil), fails,
+// or fn returns an error (returned as is). obj is nil for RESET and SYNCED.
+func watchObjects(ctx context.Context, c *client.Client, res *resource, opts *apiv1.WatchOptions, fn func(apiv1.EventType, object) error) error {
+	var next func() (apiv1.EventType, object, error)
+	switch res {
+	case vmResource:
+		s, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		next = func() (apiv1.EventType, object, error) {
+			ev, err := s.Recv()
+			o, _ := nilSafe(ev.GetObject(), nil)
+			return ev.GetType(), o, err
+		}
+	case vmiResource:
+		s, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		next = func() (apiv1.EventType, object, error) {
+			ev, err := s.Recv()
+			o, _ := nilSafe(ev.GetObject(), nil)
+			return ev.GetType(), o, err
+		}
+	default:
+		s, err := c.Nodes.Watch(ctx, &apiv1.WatchNodesRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		next = func() (apiv1.EventType, object, error) {
+			ev, err := s.Recv()
+			o, _ := nilSafe(ev.GetObject(), nil)
+			return ev.GetType(), o, err
+		}
+	}
+	for {
+		typ, obj, err := next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(typ, obj); err != nil {
+			return err
+		}
+	}
+}
+
+// nilSafe keeps a nil *T from becoming a non-nil object interface.
+func nilSafe[T object](o T, err error) (object, error) {
+	if err != nil || !o.ProtoReflect().IsValid() {
+		return nil, err
+	}
+	return o, nil
+}
+
+func objects[T object](items []T) []object {
+	out := make([]object, len(items))
+	for i, it := range items {
+		out[i] = it
+	}
+	return out
+}

@@ -1,0 +1,156 @@
+package command
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+)
+
+type getOptions struct {
+	*rootOptions
+	output        string
+	allNamespaces bool
+	selector      string
+	watch         bool
+	now           func() time.Time
+}
+
+func newGetCommand(root *rootOptions) *cobra.Command {
+	o := &getOptions{rootOptions: root, now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "get TYPE [NAME]",
+		Short: "Display virtual machines (vm), their instances (vmi) or nodes",
+		Example: `  virtplane-agent get vms
+  virtplane-agent get vm demo -o yaml
+  virtplane-agent get vmi -A -l app=demo
+  virtplane-agent get nodes -w`,
+		Args:      cobra.RangeArgs(1, 2),
+		ValidArgs: resourceArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.output, "output", "o", formatTable, "output format: table, json or yaml")
+	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list objects of all namespaces")
+	f.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. app=web,tier!=db")
+	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, print changes as they happen")
+	return cmd
+}
+
+func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, args []string) error {
+	res, err := lookupResource(args[0])
+	if err != nil {
+		return err
+	}
+	var name string
+	if len(args) == 2 {
+		name = args[1]
+	}
+	if err := checkFormat(o.output); err != nil {
+		return err
+	}
+	if name != "" && o.allNamespaces {
+		return errors.New("a resource cannot be retrieved by name across all namespaces")
+	}
+	if name != "" && o.selector != "" {
+		return errors.New("a name cannot be combined with a label selector")
+	}
+	namespace := o.namespace
+	if o.allNamespaces || !res.Namespaced {
+		namespace = ""
+	}
+
+	c, err := o.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	switch {
+	case o.watch:
+		return o.runWatch(ctx, c, out, res, namespace, name)
+	case name != "":
+		obj, err := getObject(ctx, c, res, namespace, name)
+		if err != nil {
+			return describeError(err, res, name)
+		}
+		if o.output == formatTable {
+			return printTable(out, tableHeader(res, false), [][]string{tableRow(obj, o.now(), false)})
+		}
+		return printObject(out, o.output, obj)
+	}
+
+	items, err := listObjects(ctx, c, res, namespace, o.selector)
+	if err != nil {
+		return describeError(err, nil, "")
+	}
+	if o.output != formatTable {
+		return printList(out, o.output, items)
+	}
+	if len(items) == 0 {
+		_, err := fmt.Fprintln(errOut, noResources(namespace))
+		return err
+	}
+	withNS := o.allNamespaces && res.Namespaced
+	now := o.now()
+	rows := make([][]string, len(items))
+	for i, it := range items {
+		rows[i] = tableRow(it, now, withNS)
+	}
+	return printTable(out, tableHeader(res, withNS), rows)
+}
+
+func noResources(namespace string) string {
+	if namespace == "" {
+		return "No resources found"
+	}
+	return fmt.Sprintf("No resources found in %s namespace.", namespace)
+}
+
+// runWatch prints the current objects and then every change until the
+// stream ends or the user interrupts, like kubectl get -w.
+func (o *getOptions) runWatch(ctx context.Context, c *client.Client, out io.Writer, res *resource, namespace, name string) error {
+	withNS := o.allNamespaces && res.Namespaced
+	var table *streamTable
+	if o.output == formatTable {
+		var err error
+		if table, err = newStreamTable(out, tableHeader(res, withNS)); err != nil {
+			return err
+		}
+	}
+	printed := 0
+	opts := &apiv1.WatchOptions{Namespace: namespace, LabelSelector: o.selector, Name: name}
+	err := watchObjects(ctx, c, res, opts, func(typ apiv1.EventType, obj object) error {
+		switch typ {
+		case apiv1.EventType_ADDED, apiv1.EventType_MODIFIED, apiv1.EventType_DELETED:
+		default:
+			// RESET and SYNCED frame the listing; they are not objects.
+			return nil
+		}
+		if obj == nil {
+			return nil
+		}
+		printed++
+		switch {
+		case table != nil:
+			return table.row(tableRow(obj, o.now(), withNS))
+		case o.output == formatYAML && printed > 1:
+			if _, err := io.WriteString(out, "---\n"); err != nil {
+				return err
+			}
+		}
+		return printObject(out, o.output, obj)
+	})
+	if err == nil || interrupted(ctx, err) {
+		return nil
+	}
+	return describeError(err, res, name)
+}

@@ -1,0 +1,35 @@
+package command
+
+import (
+	"fmt"
+	"strings"
+)
+
+// resource is one kind of object the CLI knows by name.
+type resource struct {
+	Kind       string // "VirtualMachine": json/yaml kind and validation errors
+	Singular   string // "virtualmachine": messages, like kubectl
+	Namespaced bool
+}
+
+var (
+	vmResource   = &resource{Kind: "VirtualMachine", Singular: "virtualmachine", Namespaced: true}
+	vmiResource  = &resource{Kind: "VirtualMachineInstance", Singular: "virtualmachineinstance", Namespaced: true}
+	nodeResource = &resource{Kind: "Node", Singular: "node"}
+)
+
+var resourceNames = map[string]*resource{
+	"vm": vmResource, "vms": vmResource, "virtualmachine": vmResource, "virtualmachines": vmResource,
+	"vmi": vmiResource, "vmis": vmiResource, "virtualmachineinstance": vmiResource, "virtualmachineinstances": vmiResource,
+	"node": nodeResource, "nodes": nodeResource,
+}
+
+// resourceArgs is the completion list for the TYPE argument.
+var resourceArgs = []string{"vm", "vmi", "node"}
+
+func lookupResource(name string) (*resource, error) {
+	if r, ok := resourceNames[strings.ToLower(name)]; ok {
+		return r, nil
+	}
+	return nil, fmt.Errorf("unknown resource type %q (want vm, vmi or node)", name)
+}

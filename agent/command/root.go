@@ -1,0 +1,107 @@
+// Package command holds the virtplane-agent commands: the server (serve)
+// and a kubectl-like client for the agent's gRPC API.
+package command
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+)
+
+// rootOptions are the persistent flags every client command shares.
+type rootOptions struct {
+	endpoint  string
+	tokenFile string
+	caFile    string
+	namespace string
+
+	flags  *pflag.FlagSet
+	getenv func(string) string
+}
+
+// NewRootCommand builds the virtplane-agent command tree. Errors are
+// returned, not printed; the caller prints "error: ..." and exits 1.
+func NewRootCommand() *cobra.Command {
+	cmd, _ := newRootCommand(os.Getenv)
+	return cmd
+}
+
+// newRootCommand takes getenv, and returns the shared options, for tests.
+func newRootCommand(getenv func(string) string) (*cobra.Command, *rootOptions) {
+	o := &rootOptions{getenv: getenv}
+	cmd := &cobra.Command{
+		Use:   "virtplane-agent",
+		Short: "KubeVirt's VM lifecycle without Kubernetes",
+		Long: `virtplane-agent runs the virtplane server (serve) and talks to it like kubectl.
+
+The client commands reach the agent at --endpoint: unix:///path (default
+` + client.DefaultEndpoint + `, no token needed), host:port or
+https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
+		Version:       Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cmd.SetVersionTemplate("{{.Version}}\n")
+	// Flag mistakes get a pointer to help instead of the full usage text.
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w\nSee '%s --help' for usage.", err, c.CommandPath())
+	})
+
+	// The environment provides the defaults, so --help shows what will
+	// actually be used; explicit flags win.
+	endpoint := getenv(client.EnvEndpoint)
+	if endpoint == "" {
+		endpoint = client.DefaultEndpoint
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&o.endpoint, "endpoint", endpoint, "agent endpoint: unix:///path, host:port or https://host:port (env "+client.EnvEndpoint+")")
+	pf.StringVar(&o.tokenFile, "token-file", getenv(client.EnvTokenFile), "file holding the bearer token for TCP endpoints (env "+client.EnvTokenFile+"; "+client.EnvToken+" holds the token itself)")
+	pf.StringVar(&o.caFile, "ca-file", getenv(client.EnvCAFile), "PEM CA bundle to verify the agent; system roots when empty (env "+client.EnvCAFile+")")
+	pf.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the objects")
+	o.flags = pf
+
+	cmd.AddCommand(
+		newServeCommand(),
+		newGetCommand(o),
+		newApplyCommand(o),
+		newDeleteCommand(o),
+		newStartCommand(o),
+		newStopCommand(o),
+		newRestartCommand(o),
+		newPauseCommand(o),
+		newUnpauseCommand(o),
+		newVersionCommand(),
+	)
+	return cmd, o
+}
+
+// config is the connection configuration: flags, else environment, else
+// defaults.
+func (o *rootOptions) config() client.Config {
+	cfg := client.Config{
+		Endpoint:  o.endpoint,
+		Token:     o.getenv(client.EnvToken),
+		TokenFile: o.tokenFile,
+		CAFile:    o.caFile,
+	}
+	// An explicit --token-file must beat a token left in the environment,
+	// although the client prefers Token over TokenFile.
+	if o.flags.Changed("token-file") {
+		cfg.Token = ""
+	}
+	return cfg
+}
+
+// namespaceExplicit says whether -n was given rather than defaulted.
+func (o *rootOptions) namespaceExplicit() bool {
+	return o.flags.Changed("namespace")
+}
+
+func (o *rootOptions) dial(ctx context.Context) (*client.Client, error) {
+	return client.Dial(ctx, o.config())
+}

@@ -1,0 +1,202 @@
+// Package client connects to a virtplane agent's gRPC API. It is shared by
+// the virtplane-agent CLI, the Terraform provider and tests, so that all of
+// them resolve endpoints, TLS and tokens the same way.
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// DefaultEndpoint is the agent's local socket, used when no endpoint is set.
+const DefaultEndpoint = "unix:///run/virtplane/agent.sock"
+
+// Environment variables read by ConfigFromEnv.
+const (
+	EnvEndpoint  = "VIRTPLANE_ENDPOINT"
+	EnvToken     = "VIRTPLANE_TOKEN"
+	EnvTokenFile = "VIRTPLANE_TOKEN_FILE"
+	EnvCAFile    = "VIRTPLANE_CA_FILE"
+)
+
+// Config says where the agent is and how to authenticate to it.
+type Config struct {
+	// Endpoint is unix:///abs/path (or a bare absolute path), host:port or
+	// https://host:port. Empty means DefaultEndpoint.
+	Endpoint string
+	// Token is the bearer token for TCP endpoints; it wins over TokenFile.
+	Token string
+	// TokenFile holds the bearer token (surrounding whitespace is trimmed).
+	TokenFile string
+	// CAFile is a PEM bundle to verify the agent's certificate; empty means
+	// the system roots.
+	CAFile string
+}
+
+// ConfigFromEnv reads VIRTPLANE_ENDPOINT, VIRTPLANE_TOKEN,
+// VIRTPLANE_TOKEN_FILE and VIRTPLANE_CA_FILE. Unset variables stay empty so
+// callers can layer their own settings on top; Dial fills in the default
+// endpoint.
+func ConfigFromEnv() Config {
+	return Config{
+		Endpoint:  os.Getenv(EnvEndpoint),
+		Token:     os.Getenv(EnvToken),
+		TokenFile: os.Getenv(EnvTokenFile),
+		CAFile:    os.Getenv(EnvCAFile),
+	}
+}
+
+// Client bundles the service stubs of one agent connection.
+type Client struct {
+	VMs   apiv1.VirtualMachinesClient
+	VMIs  apiv1.VirtualMachineInstancesClient
+	Nodes apiv1.NodesClient
+	Conn  *grpc.ClientConn
+}
+
+// Dial prepares a connection to the agent described by cfg. Like
+// grpc.NewClient it does not connect yet: an unreachable agent or a
+// rejected token shows up as the status of the first RPC. Configuration
+// mistakes (malformed endpoint, unreadable CA or token file) fail here.
+// opts are appended after the ones Dial derives, so they can override them.
+func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	target, secure, err := parseEndpoint(cfg.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+
+	var dialOpts []grpc.DialOption
+	if secure {
+		tlsCfg, err := tlsConfig(cfg.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		dialOpts = append(dialOpts, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+		token, err := loadToken(cfg)
+		if err != nil {
+			return nil, err
+		}
+		// No token is not an error: the server answers Unauthenticated,
+		// which tells the user more than a local guess would.
+		if token != "" {
+			dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearerToken(token)))
+		}
+	} else {
+		// The unix socket is protected by file permissions; the token is
+		// not needed and is never sent over an unencrypted transport.
+		dialOpts = append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	dialOpts = append(dialOpts, opts...)
+
+	conn, err := grpc.NewClient(target, dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", cfg.Endpoint, err)
+	}
+	return &Client{
+		VMs:   apiv1.NewVirtualMachinesClient(conn),
+		VMIs:  apiv1.NewVirtualMachineInstancesClient(conn),
+		Nodes: apiv1.NewNodesClient(conn),
+		Conn:  conn,
+	}, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error {
+	if c == nil || c.Conn == nil {
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+// parseEndpoint turns an endpoint into a gRPC target and says whether it
+// needs TLS.
+func parseEndpoint(endpoint string) (target string, secure bool, err error) {
+	if endpoint == "" {
+		endpoint = DefaultEndpoint
+	}
+	switch {
+	case strings.HasPrefix(endpoint, "unix://"):
+		path := strings.TrimPrefix(endpoint, "unix://")
+		if !filepath.IsAbs(path) {
+			return "", false, fmt.Errorf("endpoint %q: unix socket path must be absolute (unix:///path/to/socket)", endpoint)
+		}
+		return "unix://" + path, false, nil
+	case strings.HasPrefix(endpoint, "/"):
+		return "unix://" + endpoint, false, nil
+	case strings.HasPrefix(endpoint, "http://"):
+		return "", false, fmt.Errorf("endpoint %q: plain-text TCP is not supported (the token would travel in clear); use https://host:port or a unix socket", endpoint)
+	}
+
+	hostPort := strings.TrimSuffix(strings.TrimPrefix(endpoint, "https://"), "/")
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil || host == "" || port == "" {
+		return "", false, fmt.Errorf("endpoint %q: want unix:///path, host:port or https://host:port", endpoint)
+	}
+	// Explicit dns scheme: grpc.NewClient would otherwise read "host:port"
+	// as a URL with scheme "host".
+	return "dns:///" + net.JoinHostPort(host, port), true, nil
+}
+
+func tlsConfig(caFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile == "" {
+		return cfg, nil // nil RootCAs means the system roots
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("read CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA file %s: no PEM certificates found", caFile)
+	}
+	cfg.RootCAs = pool
+	return cfg, nil
+}
+
+func loadToken(cfg Config) (string, error) {
+	if cfg.Token != "" {
+		return strings.TrimSpace(cfg.Token), nil
+	}
+	if cfg.TokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(cfg.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("token file %s is empty", cfg.TokenFile)
+	}
+	if strings.ContainsAny(token, "\r\n") {
+		return "", errors.New("token file " + cfg.TokenFile + " holds more than one line")
+	}
+	return token, nil
+}
+
+// bearerToken sends "authorization: Bearer <token>" with every RPC.
+type bearerToken string
+
+func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(t)}, nil
+}
+
+// RequireTransportSecurity keeps gRPC from ever sending the token in clear.
+func (bearerToken) RequireTransportSecurity() bool { return true }

@@ -1,0 +1,198 @@
+// Package etcdserver runs the embedded single-member etcd that stores
+// virtplane's API objects, and connects to an external etcd cluster.
+package etcdserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
+	"go.uber.org/zap"
+)
+
+// SocketName is the client socket the embedded server listens on inside
+// its data dir, e.g. for backups:
+//
+//	etcdctl --endpoints unix://<data-dir>/etcd.sock snapshot save backup.db
+const SocketName = "etcd.sock"
+
+// maxSocketPath is what fits in sockaddr_un.sun_path with its NUL.
+const maxSocketPath = 107
+
+// DefaultReadyTimeout bounds how long Start waits for the member to become
+// ready (WAL replay on a big data dir can take a while).
+const DefaultReadyTimeout = 60 * time.Second
+
+// Config configures the embedded server.
+type Config struct {
+	// DataDir holds etcd's data and its client socket. Required. Unix
+	// socket paths are limited to ~107 bytes, so keep it short.
+	DataDir string
+	// Name of the member; "virtplane" when empty.
+	Name string
+	// ClientURLs are extra client listeners, e.g. "http://127.0.0.1:2379".
+	// The unix socket DataDir/etcd.sock is always served.
+	ClientURLs []string
+	// AutoCompactionRetention, when > 0, compacts history older than this
+	// periodically. Off by default: watchers resuming from an old revision
+	// then never need a re-list.
+	AutoCompactionRetention time.Duration
+	// ReadyTimeout defaults to DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// Logger receives etcd's warnings and errors; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Server is a running embedded etcd member.
+type Server struct {
+	etcd      *embed.Etcd
+	client    *clientv3.Client
+	socket    string
+	stopping  *atomic.Bool
+	closeOnce sync.Once
+}
+
+// Start starts the member and waits until it serves requests. ctx only
+// bounds the start; the server runs until Close.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.DataDir == "" {
+		return nil, errors.New("etcdserver: DataDir is required")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("etcdserver: %w", err)
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("etcdserver: data dir: %w", err)
+	}
+	// etcd warns about data dirs others can read; the dir is ours alone.
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcdserver: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcdserver: %w", err)
+	}
+	// Say why rather than let bind fail with "invalid argument".
+	if sock := filepath.Join(dir, SocketName); len(sock) > maxSocketPath {
+		return nil, fmt.Errorf("etcdserver: socket path %s is longer than %d bytes; use a shorter data dir", sock, maxSocketPath)
+	}
+	stopping := new(atomic.Bool)
+	ec, err := embedConfig(dir, cfg, stopping)
+	if err != nil {
+		return nil, err
+	}
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("etcdserver: start in %s: %w", dir, err)
+	}
+	timeout := cfg.ReadyTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadyTimeout
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		stopping.Store(true)
+		e.Close()
+		return nil, fmt.Errorf("etcdserver: start in %s: %w", dir, err)
+	case <-timer.C:
+		stopping.Store(true)
+		e.Close()
+		return nil, fmt.Errorf("etcdserver: not ready after %s in %s", timeout, dir)
+	case <-ctx.Done():
+		stopping.Store(true)
+		e.Close()
+		return nil, fmt.Errorf("etcdserver: start in %s: %w", dir, ctx.Err())
+	}
+	return &Server{
+		etcd:     e,
+		client:   v3client.New(e.Server),
+		socket:   filepath.Join(dir, SocketName),
+		stopping: stopping,
+	}, nil
+}
+
+func embedConfig(dir string, cfg Config, stopping *atomic.Bool) (*embed.Config, error) {
+	ec := embed.NewConfig()
+	ec.Dir = dir
+	ec.Name = cfg.Name
+	if ec.Name == "" {
+		ec.Name = "virtplane"
+	}
+
+	// A single member never receives peer traffic, so it gets no peer
+	// listener at all (nothing to collide with when several servers run
+	// side by side). The advertised URL only feeds the member ID and is
+	// never dialed.
+	peer := url.URL{Scheme: "unix", Host: "virtplane-peer"}
+	ec.ListenPeerUrls = nil
+	ec.AdvertisePeerUrls = []url.URL{peer}
+	ec.InitialCluster = ec.Name + "=" + peer.String()
+	ec.InitialClusterToken = "virtplane-" + ec.Name
+
+	clientURLs := []url.URL{{Scheme: "unix", Path: filepath.Join(dir, SocketName)}}
+	for _, s := range cfg.ClientURLs {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("etcdserver: client URL %q: %w", s, err)
+		}
+		clientURLs = append(clientURLs, *u)
+	}
+	ec.ListenClientUrls = clientURLs
+	ec.AdvertiseClientUrls = clientURLs
+
+	// UnsafeNoFsync stays false: a write is acknowledged only once it is in
+	// the fsynced WAL, so it survives SIGKILL and power loss.
+	ec.UnsafeNoFsync = false
+
+	if cfg.AutoCompactionRetention > 0 {
+		ec.AutoCompactionMode = embed.CompactorModePeriodic
+		ec.AutoCompactionRetention = cfg.AutoCompactionRetention.String()
+	} else {
+		ec.AutoCompactionRetention = "0"
+	}
+
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	ec.Logger = "zap"
+	ec.LogLevel = "warn"
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(
+		zap.New(newSlogCore(lg.With("component", "etcd").Handler(), zap.WarnLevel, stopping)))
+	return ec, nil
+}
+
+// Client is an in-process client: requests go straight to the server
+// without a network hop. It is closed by Close.
+func (s *Server) Client() *clientv3.Client { return s.client }
+
+// SocketPath is the unix socket external tools (etcdctl) can use.
+func (s *Server) SocketPath() string { return s.socket }
+
+// Err reports a fatal server error after Start; it is closed when the
+// server stops.
+func (s *Server) Err() <-chan error { return s.etcd.Err() }
+
+// Close stops the server; acknowledged writes are on disk already.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.stopping.Store(true)
+		s.client.Close()
+		s.etcd.Close()
+	})
+	return nil
+}

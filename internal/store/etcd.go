@@ -1,0 +1,418 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/labels"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Options configure an etcd-backed store.
+type Options struct {
+	// Prefix of every key; DefaultPrefix when empty.
+	Prefix string
+	// Clock stamps creation and deletion timestamps; time.Now when nil.
+	Clock func() time.Time
+}
+
+// maxConflictRetries bounds GuaranteedUpdate and Delete under contention.
+// Every retry means another writer succeeded, so only pathological
+// contention gets this far.
+const maxConflictRetries = 1000
+
+type etcdStore[T Object] struct {
+	client  *clientv3.Client
+	res     Resource[T]
+	keys    keys
+	clock   func() time.Time
+	metrics storeMetrics
+}
+
+// New returns the store of res in etcd.
+func New[T Object](client *clientv3.Client, res Resource[T], opts Options) Store[T] {
+	clock := opts.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	return &etcdStore[T]{
+		client:  client,
+		res:     res,
+		keys:    newKeys(opts.Prefix, res.Plural, res.Kind, res.Namespaced),
+		clock:   clock,
+		metrics: newStoreMetrics(res.Kind),
+	}
+}
+
+func (s *etcdStore[T]) Create(ctx context.Context, obj T) (T, error) {
+	defer s.metrics.observe(opCreate, time.Now())
+	var zero T
+	md := obj.GetMetadata()
+	if md == nil {
+		return zero, fmt.Errorf("%s: %w: metadata is required", s.keys.kind, ErrInvalid)
+	}
+	key, err := s.keys.key(md.Namespace, md.Name)
+	if err != nil {
+		return zero, err
+	}
+	ref := s.keys.ref(md.Namespace, md.Name)
+
+	obj = clone(obj)
+	md = obj.GetMetadata()
+	md.Uid = uuid.NewString()
+	md.CreationTimestamp = timestamppb.New(s.clock())
+	if md.Generation == 0 {
+		md.Generation = 1
+	}
+	data, err := encode(obj)
+	if err != nil {
+		return zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, err)
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(data))).
+		Commit()
+	if err != nil {
+		return zero, fmt.Errorf("%s %q: create: %w", s.keys.kind, ref, err)
+	}
+	if !resp.Succeeded {
+		return zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, ErrAlreadyExists)
+	}
+	s.metrics.wrote(opCreate)
+	md.ResourceVersion = resp.Header.Revision
+	return obj, nil
+}
+
+func (s *etcdStore[T]) Get(ctx context.Context, namespace, name string) (T, error) {
+	defer s.metrics.observe(opGet, time.Now())
+	return s.get(ctx, namespace, name)
+}
+
+func (s *etcdStore[T]) get(ctx context.Context, namespace, name string) (T, error) {
+	var zero T
+	key, err := s.keys.key(namespace, name)
+	if err != nil {
+		return zero, err
+	}
+	ref := s.keys.ref(namespace, name)
+	resp, err := s.client.Get(ctx, key)
+	if err != nil {
+		return zero, fmt.Errorf("%s %q: get: %w", s.keys.kind, ref, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, ErrNotFound)
+	}
+	return s.decode(resp.Kvs[0].Value, resp.Kvs[0].ModRevision)
+}
+
+func (s *etcdStore[T]) List(ctx context.Context, opts ListOptions) ([]T, int64, error) {
+	defer s.metrics.observe(opList, time.Now())
+	f, err := s.newFilter(opts.Namespace, "", opts.LabelSelector)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.list(ctx, f)
+}
+
+// list reads everything f watches, at the current revision.
+func (s *etcdStore[T]) list(ctx context.Context, f filter[T]) ([]T, int64, error) {
+	var ops []clientv3.OpOption
+	if f.isPrefix {
+		ops = append(ops, clientv3.WithPrefix())
+	}
+	resp, err := s.client.Get(ctx, f.key, ops...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%ss: list: %w", s.keys.kind, err)
+	}
+	out := make([]T, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		obj, err := s.decode(kv.Value, kv.ModRevision)
+		if err != nil {
+			return nil, 0, err
+		}
+		if f.matches(obj) {
+			out = append(out, obj)
+		}
+	}
+	// Key order is almost namespace/name order, but not quite: "a-b/x"
+	// sorts before "a/x".
+	slices.SortFunc(out, func(a, b T) int {
+		am, bm := a.GetMetadata(), b.GetMetadata()
+		return cmp.Or(cmp.Compare(am.Namespace, bm.Namespace), cmp.Compare(am.Name, bm.Name))
+	})
+	return out, resp.Header.Revision, nil
+}
+
+func (s *etcdStore[T]) Update(ctx context.Context, obj T) (T, error) {
+	defer s.metrics.observe(opUpdate, time.Now())
+	out, _, err := s.update(ctx, obj)
+	return out, err
+}
+
+// update writes obj if the stored object is still at obj's resource
+// version. On ErrConflict it also returns the stored object read in the
+// same transaction, so callers can retry without another read.
+func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err error) {
+	var zero T
+	md := obj.GetMetadata()
+	if md == nil {
+		return zero, zero, fmt.Errorf("%s: %w: metadata is required", s.keys.kind, ErrInvalid)
+	}
+	key, err := s.keys.key(md.Namespace, md.Name)
+	if err != nil {
+		return zero, zero, err
+	}
+	ref := s.keys.ref(md.Namespace, md.Name)
+	rv := md.ResourceVersion
+	if rv <= 0 {
+		return zero, zero, fmt.Errorf("%s %q: %w: resource version is required", s.keys.kind, ref, ErrInvalid)
+	}
+
+	if md.DeletionTimestamp != nil && len(md.Finalizers) == 0 {
+		return s.deleteAt(ctx, key, ref, obj, rv)
+	}
+
+	out = clone(obj)
+	data, err := encode(out)
+	if err != nil {
+		return zero, zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, err)
+	}
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rv)).
+		Then(clientv3.OpPut(key, string(data))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return zero, zero, fmt.Errorf("%s %q: update: %w", s.keys.kind, ref, err)
+	}
+	if !resp.Succeeded {
+		current, err := s.failedCAS(resp, ref, rv)
+		return zero, current, err
+	}
+	s.metrics.wrote(opUpdate)
+	out.GetMetadata().ResourceVersion = resp.Header.Revision
+	return out, zero, nil
+}
+
+// deleteAt deletes key if it is still at revision rv, and returns last
+// with the deletion revision as its resource version, as a watch would.
+func (s *etcdStore[T]) deleteAt(ctx context.Context, key, ref string, last T, rv int64) (out, current T, err error) {
+	var zero T
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rv)).
+		Then(clientv3.OpDelete(key)).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return zero, zero, fmt.Errorf("%s %q: delete: %w", s.keys.kind, ref, err)
+	}
+	if !resp.Succeeded {
+		current, err := s.failedCAS(resp, ref, rv)
+		return zero, current, err
+	}
+	s.metrics.wrote(opDelete)
+	out = clone(last)
+	out.GetMetadata().ResourceVersion = resp.Header.Revision
+	return out, zero, nil
+}
+
+// failedCAS tells "gone" from "changed" using the Else read of a
+// compare-and-swap txn, and returns the current object in the latter case.
+func (s *etcdStore[T]) failedCAS(resp *clientv3.TxnResponse, ref string, rv int64) (T, error) {
+	var zero T
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, ErrNotFound)
+	}
+	current, err := s.decode(kvs[0].Value, kvs[0].ModRevision)
+	if err != nil {
+		return zero, err
+	}
+	return current, fmt.Errorf("%s %q: %w: resource version %d, stored %d",
+		s.keys.kind, ref, ErrConflict, rv, kvs[0].ModRevision)
+}
+
+func (s *etcdStore[T]) GuaranteedUpdate(ctx context.Context, namespace, name string, fn func(T) (T, error)) (T, error) {
+	defer s.metrics.observe(opGuaranteedUpdate, time.Now())
+	var zero T
+	cur, err := s.get(ctx, namespace, name)
+	if err != nil {
+		return zero, err
+	}
+	ref := s.keys.ref(namespace, name)
+	for attempt := 1; ; attempt++ {
+		out, err := fn(clone(cur))
+		if err != nil {
+			return zero, err
+		}
+		md := out.GetMetadata()
+		if md == nil || md.Namespace != namespace || md.Name != name {
+			return zero, fmt.Errorf("%s %q: %w: update function changed the object's name", s.keys.kind, ref, ErrInvalid)
+		}
+		if proto.Equal(cur, out) {
+			return cur, nil
+		}
+		// The compare-and-swap is against what fn saw, whatever fn did.
+		md.ResourceVersion = cur.GetMetadata().ResourceVersion
+		res, latest, err := s.update(ctx, out)
+		if !errors.Is(err, ErrConflict) {
+			return res, err
+		}
+		if attempt >= maxConflictRetries {
+			return zero, fmt.Errorf("giving up after %d attempts: %w", attempt, err)
+		}
+		if ctx.Err() != nil {
+			return zero, fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		cur = latest
+	}
+}
+
+func (s *etcdStore[T]) Delete(ctx context.Context, namespace, name string, opts DeleteOptions) (T, bool, error) {
+	defer s.metrics.observe(opDelete, time.Now())
+	var zero T
+	key, err := s.keys.key(namespace, name)
+	if err != nil {
+		return zero, false, err
+	}
+	ref := s.keys.ref(namespace, name)
+	cur, err := s.get(ctx, namespace, name)
+	if err != nil {
+		return zero, false, err
+	}
+	for attempt := 1; ; attempt++ {
+		md := cur.GetMetadata()
+		if opts.UID != "" && opts.UID != md.Uid {
+			return zero, false, fmt.Errorf("%s %q: %w: uid is %s, precondition %s",
+				s.keys.kind, ref, ErrConflict, md.Uid, opts.UID)
+		}
+		if opts.ResourceVersion != 0 && opts.ResourceVersion != md.ResourceVersion {
+			return zero, false, fmt.Errorf("%s %q: %w: resource version is %d, precondition %d",
+				s.keys.kind, ref, ErrConflict, md.ResourceVersion, opts.ResourceVersion)
+		}
+
+		var res, latest T
+		deleted := len(md.Finalizers) == 0
+		if deleted {
+			res, latest, err = s.deleteAt(ctx, key, ref, cur, md.ResourceVersion)
+		} else {
+			if md.DeletionTimestamp != nil {
+				return cur, false, nil // deletion already requested
+			}
+			next := clone(cur)
+			next.GetMetadata().DeletionTimestamp = timestamppb.New(s.clock())
+			res, latest, err = s.update(ctx, next)
+		}
+		if !errors.Is(err, ErrConflict) {
+			if err != nil {
+				return zero, false, err
+			}
+			return res, deleted, nil
+		}
+		if attempt >= maxConflictRetries {
+			return zero, false, fmt.Errorf("giving up after %d attempts: %w", attempt, err)
+		}
+		if ctx.Err() != nil {
+			return zero, false, fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		cur = latest
+	}
+}
+
+// encode marshals obj without its resource version, which is the key's
+// ModRevision and so can't be known before the write. It clears the field
+// on obj.
+func encode(obj Object) ([]byte, error) {
+	obj.GetMetadata().ResourceVersion = 0
+	data, err := proto.MarshalOptions{Deterministic: true}.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return data, nil
+}
+
+func (s *etcdStore[T]) decode(data []byte, rev int64) (T, error) {
+	obj := s.res.New()
+	if err := proto.Unmarshal(data, obj); err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: decode stored object: %w", s.keys.kind, err)
+	}
+	setMetadata(obj, obj.GetMetadata()).ResourceVersion = rev
+	return obj, nil
+}
+
+// newStub is an object that only has a namespace, name and resource
+// version, for a deletion whose last state etcd could not tell.
+func (s *etcdStore[T]) newStub(namespace, name string, rev int64) T {
+	obj := s.res.New()
+	setMetadata(obj, &apiv1.ObjectMeta{Namespace: namespace, Name: name, ResourceVersion: rev})
+	return obj
+}
+
+// setMetadata makes sure obj has metadata (md when it has none) and
+// returns it. Generic code can read metadata but only set it through
+// reflection.
+func setMetadata(obj Object, md *apiv1.ObjectMeta) *apiv1.ObjectMeta {
+	if got := obj.GetMetadata(); got != nil {
+		return got
+	}
+	if md == nil {
+		md = &apiv1.ObjectMeta{}
+	}
+	m := obj.ProtoReflect()
+	m.Set(m.Descriptor().Fields().ByName("metadata"), protoreflect.ValueOfMessage(md.ProtoReflect()))
+	return md
+}
+
+func clone[T Object](obj T) T {
+	return proto.Clone(obj).(T)
+}
+
+// filter selects the objects a List or Watch delivers.
+type filter[T Object] struct {
+	key      string // exact key, or prefix when isPrefix
+	isPrefix bool
+	name     string // only this name, when the key is a prefix
+	selector labels.Selector
+}
+
+func (s *etcdStore[T]) newFilter(namespace, name, selector string) (filter[T], error) {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return filter[T]{}, fmt.Errorf("%ss: label selector %q: %w: %w", s.keys.kind, selector, ErrInvalid, err)
+	}
+	f := filter[T]{selector: sel}
+	// A name within a namespace (or of a cluster-scoped object) is one
+	// key; a name in all namespaces needs the prefix and a name check.
+	if name != "" && (namespace != "" || !s.res.Namespaced) {
+		f.key, err = s.keys.key(namespace, name)
+		return f, err
+	}
+	f.key, err = s.keys.prefix(namespace)
+	f.isPrefix, f.name = true, name
+	return f, err
+}
+
+func (f filter[T]) matches(obj T) bool {
+	md := obj.GetMetadata()
+	if f.name != "" && md.Name != f.name {
+		return false
+	}
+	return f.selector.Empty() || f.selector.Matches(labels.Set(md.Labels))
+}
+
+// matchesAll says whether every object under the key passes, so a watch
+// need not decode previous states just to filter them.
+func (f filter[T]) matchesAll() bool {
+	return f.name == "" && f.selector.Empty()
+}
