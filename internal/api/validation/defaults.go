@@ -1,0 +1,148 @@
+package validation
+
+import (
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+const (
+	defaultNamespace                     = "default"
+	defaultNodeFailurePolicy             = "Wait"
+	defaultEvictionStrategy              = "None"
+	defaultDiskBus                       = "virtio"
+	defaultCDRomBus                      = "sata"
+	defaultInterfaceModel                = "virtio"
+	defaultTerminationGracePeriodSeconds = int64(30)
+)
+
+// DefaultVirtualMachine fills in defaults and canonicalises quantities, in
+// place. It creates the messages later code walks (metadata, spec,
+// template, its metadata and spec, domain, cpu, memory, devices) so callers
+// need no nil checks; nil list elements become empty messages, which
+// validation then reports. Values it cannot interpret are left alone so that
+// validation errors quote the user's input. Applying it twice is the same as
+// once.
+func DefaultVirtualMachine(vm *apiv1.VirtualMachine) {
+	if vm == nil {
+		return
+	}
+	if vm.Metadata == nil {
+		vm.Metadata = &apiv1.ObjectMeta{}
+	}
+	if vm.Metadata.Namespace == "" {
+		vm.Metadata.Namespace = defaultNamespace
+	}
+	if vm.Spec == nil {
+		vm.Spec = &apiv1.VirtualMachineSpec{}
+	}
+	spec := vm.Spec
+	if spec.NodeFailurePolicy == "" {
+		spec.NodeFailurePolicy = defaultNodeFailurePolicy
+	}
+	if spec.Template == nil {
+		spec.Template = &apiv1.VirtualMachineInstanceTemplateSpec{}
+	}
+	if spec.Template.Metadata == nil {
+		spec.Template.Metadata = &apiv1.ObjectMeta{}
+	}
+	if spec.Template.Spec == nil {
+		spec.Template.Spec = &apiv1.VirtualMachineInstanceSpec{}
+	}
+	defaultVMISpec(spec.Template.Spec)
+}
+
+// DefaultVirtualMachineInstance is DefaultVirtualMachine for an instance.
+func DefaultVirtualMachineInstance(vmi *apiv1.VirtualMachineInstance) {
+	if vmi == nil {
+		return
+	}
+	if vmi.Metadata == nil {
+		vmi.Metadata = &apiv1.ObjectMeta{}
+	}
+	if vmi.Metadata.Namespace == "" {
+		vmi.Metadata.Namespace = defaultNamespace
+	}
+	if vmi.Spec == nil {
+		vmi.Spec = &apiv1.VirtualMachineInstanceSpec{}
+	}
+	defaultVMISpec(vmi.Spec)
+}
+
+func defaultVMISpec(spec *apiv1.VirtualMachineInstanceSpec) {
+	if spec.Domain == nil {
+		spec.Domain = &apiv1.DomainSpec{}
+	}
+	d := spec.Domain
+	if d.Cpu == nil {
+		d.Cpu = &apiv1.CPU{}
+	}
+	// Only 0 (unset) becomes 1; negative counts stay for validation to report.
+	for _, n := range []*int32{&d.Cpu.Cores, &d.Cpu.Sockets, &d.Cpu.Threads} {
+		if *n == 0 {
+			*n = 1
+		}
+	}
+	if d.Memory == nil {
+		d.Memory = &apiv1.Memory{}
+	}
+	if validateGuestMemory(d.Memory.Guest, nil) == nil {
+		d.Memory.Guest = mustCanonical(d.Memory.Guest)
+	}
+	if d.Devices == nil {
+		d.Devices = &apiv1.Devices{}
+	}
+	for i, disk := range d.Devices.Disks {
+		if disk == nil {
+			disk = &apiv1.Disk{}
+			d.Devices.Disks[i] = disk
+		}
+		switch {
+		case disk.Disk == nil && disk.Cdrom == nil:
+			disk.Disk = &apiv1.DiskTarget{Bus: defaultDiskBus}
+		case disk.Disk != nil && disk.Cdrom != nil:
+			// Invalid either way; leave it for validation to report.
+		case disk.Disk != nil && disk.Disk.Bus == "":
+			disk.Disk.Bus = defaultDiskBus
+		case disk.Cdrom != nil && disk.Cdrom.Bus == "":
+			disk.Cdrom.Bus = defaultCDRomBus
+		}
+	}
+	for i, iface := range d.Devices.Interfaces {
+		if iface == nil {
+			iface = &apiv1.Interface{}
+			d.Devices.Interfaces[i] = iface
+		}
+		if iface.Model == "" {
+			iface.Model = defaultInterfaceModel
+		}
+	}
+	for i, v := range spec.Volumes {
+		if v == nil {
+			v = &apiv1.Volume{}
+			spec.Volumes[i] = v
+		}
+		if pv := v.Persistent; pv != nil && validateDiskSize(pv.Size, nil) == nil {
+			pv.Size = mustCanonical(pv.Size)
+		}
+	}
+	for i, n := range spec.Networks {
+		if n == nil {
+			spec.Networks[i] = &apiv1.Network{}
+		}
+	}
+	if spec.TerminationGracePeriodSeconds == nil {
+		g := defaultTerminationGracePeriodSeconds
+		spec.TerminationGracePeriodSeconds = &g
+	}
+	if spec.EvictionStrategy == "" {
+		spec.EvictionStrategy = defaultEvictionStrategy
+	}
+}
+
+// mustCanonical canonicalises a quantity already known to be valid.
+func mustCanonical(s string) string {
+	c, err := CanonicalQuantity(s)
+	if err != nil {
+		return s
+	}
+	return c
+}

@@ -1,0 +1,161 @@
+package validation
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// fuzzSeeds are JSON VMs as users write them, valid and not.
+var fuzzSeeds = []string{
+	`{}`,
+	`{"metadata":{},"spec":{}}`,
+	`{"metadata":{"name":"web"},"spec":{"run_strategy":"Always","template":{"spec":{"domain":{"memory":{"guest":"1Gi"}}}}}}`,
+	`{"metadata":{"name":"web","namespace":"prod","labels":{"app":"web"}},"spec":{"running":true,"template":{"spec":{
+	  "domain":{"cpu":{"cores":2},"memory":{"guest":"1024Mi"},"devices":{
+	    "disks":[{"name":"root","boot_order":1},{"name":"ci","cdrom":{}}],
+	    "interfaces":[{"name":"default","mac_address":"02:00:00:00:00:01"}]}},
+	  "volumes":[{"name":"root","image":{"name":"debian-12.qcow2"}},{"name":"ci","cloud_init_no_cloud":{"user_data":"#cloud-config\n"}}],
+	  "networks":[{"name":"default","user":{}}]}}}}`,
+	`{"metadata":{"name":"Web_1","namespace":"x y"},"spec":{"running":false,"run_strategy":"WaitAsReceiver","node_failure_policy":"Never"}}`,
+	`{"metadata":{"name":"db"},"spec":{"run_strategy":"Manual","template":{"spec":{
+	  "domain":{"cpu":{"cores":-1,"sockets":2147483647,"threads":2147483647},"memory":{"guest":"1e-999999999"},
+	    "devices":{"disks":[{"name":"a","disk":{"bus":"ide"},"cdrom":{"bus":"virtio"},"boot_order":-3},{"name":"a"},{}],
+	    "interfaces":[{"name":"n","model":"ne2k","mac_address":"ff:ff:ff:ff:ff:ff"},{"name":"n"}]},
+	    "firmware":{"kernel_boot":{"kernel":"../../boot/vmlinuz","initrd":"/boot/initrd","cmdline":"a\u0000b"}}},
+	  "volumes":[{"name":"a","image":{"name":"/etc/shadow"},"persistent":{"size":"-1","image":".."}},{"name":"b"},{"name":"a","cloud_init_no_cloud":{}}],
+	  "networks":[{"name":"n"},{"name":"n","user":{}}],
+	  "node_selector":{"bad key":"bad value"},"termination_grace_period_seconds":-5,"eviction_strategy":"Evict"}}}}`,
+	`{"metadata":{"name":"q"},"spec":{"run_strategy":"Once","template":{"spec":{"domain":{"memory":{"guest":"+01.5Gi"}},
+	  "volumes":[{"name":"d","persistent":{"size":"0.5Ti"}}]}}}}`,
+	`{"spec":{"template":{"spec":{"domain":{"devices":{"disks":[{}],"interfaces":[{}]}},"volumes":[{}],"networks":[{}]}}}}`,
+}
+
+func FuzzValidateVirtualMachine(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add([]byte(s))
+	}
+	valid, err := proto.Marshal(validVM())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(valid)
+	validJSON, err := protojson.Marshal(validVM())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(validJSON)
+
+	f.Fuzz(fuzzOne)
+}
+
+func fuzzOne(t *testing.T, data []byte) {
+	vm := &apiv1.VirtualMachine{}
+	if protojson.Unmarshal(data, vm) == nil {
+		checkVM(t, vm)
+	}
+	vm = &apiv1.VirtualMachine{}
+	if proto.Unmarshal(data, vm) == nil {
+		checkVM(t, vm)
+	}
+}
+
+// checkVM runs the server's create and update paths over vm and checks the
+// invariants that hold for any input.
+func checkVM(t *testing.T, vm *apiv1.VirtualMachine) {
+	opts := Options{ImageDir: testImageDir}
+	rawErrs := ValidateVirtualMachine(vm, opts)
+	_ = ValidateVirtualMachine(vm, Options{})
+
+	DefaultVirtualMachine(vm)
+	once := proto.Clone(vm)
+	DefaultVirtualMachine(vm)
+	if !proto.Equal(vm, once) {
+		t.Fatalf("defaulting is not idempotent:\n once  %v\n twice %v", once, vm)
+	}
+	if _, err := proto.Marshal(vm); err != nil {
+		t.Fatalf("defaulted VM does not marshal: %v", err)
+	}
+
+	errs := ValidateVirtualMachine(vm, opts)
+	if len(rawErrs) == 0 && len(errs) != 0 {
+		t.Fatalf("valid VM invalid after defaulting: %v", errs)
+	}
+	for _, e := range errs {
+		if e == nil || !(strings.HasPrefix(e.Field, "metadata") || strings.HasPrefix(e.Field, "spec")) {
+			t.Fatalf("bad error %v", e)
+		}
+	}
+	if len(errs) == 0 {
+		// A stored VM's quantities are canonical.
+		guest := vm.Spec.Template.Spec.Domain.Memory.Guest
+		if c, err := CanonicalQuantity(guest); err != nil || c != guest {
+			t.Fatalf("memory %q stored, canonical %q (%v)", guest, c, err)
+		}
+	}
+
+	_ = ValidateVirtualMachineUpdate(vm, validVM(), opts)
+	_ = ValidateVirtualMachineUpdate(validVM(), vm, opts)
+	_ = ValidateVirtualMachineUpdate(vm, vm, opts)
+	_ = ValidateVirtualMachineInstanceSpec(vm.Spec.Template.Spec, nil, opts)
+
+	err := ToStatusError("VirtualMachine", vm.GetMetadata().GetName(), errs)
+	if got, want := len(FieldViolations(err)), min(len(errs), maxReportedErrors); got != want {
+		t.Fatalf("%d violations for %d errors", got, len(errs))
+	}
+
+	vmi := &apiv1.VirtualMachineInstance{Spec: proto.Clone(vm.Spec.Template.Spec).(*apiv1.VirtualMachineInstanceSpec)}
+	DefaultVirtualMachineInstance(vmi)
+	_ = ValidateVirtualMachineInstanceSpec(vmi.Spec, nil, Options{})
+}
+
+// The seeds are only useful if they parse; the valid ones must be valid.
+func TestFuzzSeedsParse(t *testing.T) {
+	valid := map[int]bool{2: true, 3: true}
+	for i, s := range fuzzSeeds {
+		vm := &apiv1.VirtualMachine{}
+		if err := protojson.Unmarshal([]byte(s), vm); err != nil {
+			t.Errorf("seed %d: %v", i, err)
+			continue
+		}
+		DefaultVirtualMachine(vm)
+		if errs := ValidateVirtualMachine(vm, Options{}); (len(errs) == 0) != valid[i] {
+			t.Errorf("seed %d: valid %v, errors %v", i, valid[i], errs)
+		}
+	}
+}
+
+// The committed corpus files named valid_* must stay valid, so the fuzzer
+// starts from inputs that reach every rule.
+func TestFuzzCorpusValid(t *testing.T) {
+	files, err := filepath.Glob("testdata/fuzz/FuzzValidateVirtualMachine/valid_*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no valid corpus files (%v)", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		data, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[len(lines)-1], "[]byte("), ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		vm := &apiv1.VirtualMachine{}
+		if err := protojson.Unmarshal([]byte(data), vm); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		DefaultVirtualMachine(vm)
+		if errs := ValidateVirtualMachine(vm, Options{ImageDir: testImageDir}); len(errs) != 0 {
+			t.Errorf("%s: %v", f, errs)
+		}
+	}
+}

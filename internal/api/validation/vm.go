@@ -1,0 +1,83 @@
+// Package validation defaults and validates virtplane API objects before the
+// server stores them, and maps validation errors to gRPC statuses. Error
+// paths use the proto field names ("spec.template.spec.domain.memory.guest")
+// so they match what users write in JSON, YAML and Terraform.
+package validation
+
+import (
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Options carries node- or server-specific context for validation.
+type Options struct {
+	// ImageDir is the node image directory (e.g. /var/lib/virtplane/images).
+	// When set, absolute image paths inside it are accepted; when empty,
+	// image paths must be relative.
+	ImageDir string
+}
+
+var (
+	runStrategies       = []string{"Always", "Halted", "Manual", "Once", "RerunOnFailure"}
+	nodeFailurePolicies = []string{"RestartElsewhere", "Wait"}
+)
+
+// runStrategyWaitAsReceiver is KubeVirt's strategy for the target side of a
+// cross-cluster migration; virtplane has no such migrations.
+const runStrategyWaitAsReceiver = "WaitAsReceiver"
+
+// ValidateVirtualMachine checks a VM as submitted on create (after
+// DefaultVirtualMachine). Status is server-owned and not checked.
+func ValidateVirtualMachine(vm *apiv1.VirtualMachine, opts Options) field.ErrorList {
+	errs := ValidateObjectMeta(vm.GetMetadata(), true, field.NewPath("metadata"))
+	return append(errs, validateVMSpec(vm.GetSpec(), field.NewPath("spec"), opts)...)
+}
+
+// ValidateVirtualMachineUpdate checks newVM and that identity fields did not
+// change from oldVM. A nil oldVM leaves nothing to compare against.
+func ValidateVirtualMachineUpdate(newVM, oldVM *apiv1.VirtualMachine, opts Options) field.ErrorList {
+	errs := ValidateVirtualMachine(newVM, opts)
+	if oldVM == nil {
+		return errs
+	}
+	meta := field.NewPath("metadata")
+	newMeta, oldMeta := newVM.GetMetadata(), oldVM.GetMetadata()
+	errs = append(errs, validateImmutable(newMeta.GetNamespace(), oldMeta.GetNamespace(), meta.Child("namespace"))...)
+	errs = append(errs, validateImmutable(newMeta.GetName(), oldMeta.GetName(), meta.Child("name"))...)
+	errs = append(errs, validateImmutable(newMeta.GetUid(), oldMeta.GetUid(), meta.Child("uid"))...)
+	return errs
+}
+
+func validateVMSpec(spec *apiv1.VirtualMachineSpec, path *field.Path, opts Options) field.ErrorList {
+	if spec == nil {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	var errs field.ErrorList
+	switch rs := spec.GetRunStrategy(); {
+	case spec.Running != nil && rs != "":
+		errs = append(errs, field.Invalid(path.Child("running"), *spec.Running, "running and run_strategy are mutually exclusive"))
+	case spec.Running == nil && rs == "":
+		errs = append(errs, field.Required(path.Child("run_strategy"), "one of run_strategy or running is required"))
+	case rs == runStrategyWaitAsReceiver:
+		e := field.NotSupported(path.Child("run_strategy"), rs, runStrategies)
+		e.Detail = "WaitAsReceiver (KubeVirt's cross-cluster migration target) is not supported by virtplane; " + e.Detail
+		errs = append(errs, e)
+	case rs != "":
+		errs = append(errs, oneOf(rs, path.Child("run_strategy"), runStrategies)...)
+	}
+	if p := spec.GetNodeFailurePolicy(); p != "" {
+		errs = append(errs, oneOf(p, path.Child("node_failure_policy"), nodeFailurePolicies)...)
+	}
+
+	tp := path.Child("template")
+	tmpl := spec.GetTemplate()
+	if tmpl == nil {
+		return append(errs, field.Required(tp, ""))
+	}
+	// Only labels and annotations of the template metadata are used (they
+	// go onto the instance); other fields are ignored as in KubeVirt.
+	errs = append(errs, validateLabels(tmpl.GetMetadata().GetLabels(), tp.Child("metadata", "labels"))...)
+	errs = append(errs, validateAnnotations(tmpl.GetMetadata().GetAnnotations(), tp.Child("metadata", "annotations"))...)
+	return append(errs, ValidateVirtualMachineInstanceSpec(tmpl.GetSpec(), tp.Child("spec"), opts)...)
+}

@@ -1,0 +1,319 @@
+package validation
+
+import (
+	"net"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Allowed values, sorted so NotSupported lists them alphabetically.
+var (
+	diskBuses          = []string{"sata", "scsi", "virtio"}
+	cdromBuses         = []string{"sata", "scsi"}
+	interfaceModels    = []string{"e1000", "rtl8139", "virtio"}
+	evictionStrategies = []string{"External", "LiveMigrate", "LiveMigrateIfPossible", "None"}
+)
+
+const (
+	maxVCPUs         = 512
+	maxCloudInitData = 64 * 1024
+	maxKernelCmdline = 4096
+	maxDiskSerialLen = 20 // virtio-blk and ATA serials hold 20 bytes
+)
+
+var diskSerialRegexp = regexp.MustCompile(`^[A-Za-z0-9_.+-]+$`)
+
+// ValidateVirtualMachineInstanceSpec checks an instance spec (also a VM's
+// template spec). Zero values of optional fields are accepted as "use the
+// default", so the spec is valid before and after defaulting alike.
+func ValidateVirtualMachineInstanceSpec(spec *apiv1.VirtualMachineInstanceSpec, path *field.Path, opts Options) field.ErrorList {
+	if spec == nil {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	var errs field.ErrorList
+	// Volumes and networks are checked first because disks and interfaces
+	// refer to them; their errors are reported in field order below.
+	volumes := validateVolumes(spec.GetVolumes(), path.Child("volumes"), opts)
+	networks := validateNetworks(spec.GetNetworks(), path.Child("networks"))
+
+	domainPath := path.Child("domain")
+	if domain := spec.GetDomain(); domain == nil {
+		errs = append(errs, field.Required(domainPath, ""))
+	} else {
+		errs = append(errs, validateCPU(domain.GetCpu(), domainPath.Child("cpu"))...)
+		errs = append(errs, validateGuestMemory(domain.GetMemory().GetGuest(), domainPath.Child("memory", "guest"))...)
+		devicesPath := domainPath.Child("devices")
+		used := map[string]bool{}
+		errs = append(errs, validateDisks(domain.GetDevices().GetDisks(), devicesPath.Child("disks"), volumes.names, used)...)
+		errs = append(errs, validateInterfaces(domain.GetDevices().GetInterfaces(), devicesPath.Child("interfaces"), networks.names)...)
+		errs = append(errs, validateFirmware(domain.GetFirmware(), domainPath.Child("firmware"), opts)...)
+		// KubeVirt's rule: a volume only reaches the guest through a disk of
+		// the same name, so one without a disk is a mistake.
+		for i, v := range spec.GetVolumes() {
+			if n := v.GetName(); n != "" && volumes.names[n] == i && !used[n] {
+				volumes.errs = append(volumes.errs, field.Invalid(path.Child("volumes").Index(i).Child("name"), n, "volume is not used by any disk; add a disk with the same name"))
+			}
+		}
+	}
+	errs = append(errs, volumes.errs...)
+	errs = append(errs, networks.errs...)
+
+	errs = append(errs, validateLabels(spec.GetNodeSelector(), path.Child("node_selector"))...)
+	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
+		errs = append(errs, field.Invalid(path.Child("termination_grace_period_seconds"), *g, "must be greater than or equal to 0"))
+	}
+	if s := spec.GetEvictionStrategy(); s != "" {
+		errs = append(errs, oneOf(s, path.Child("eviction_strategy"), evictionStrategies)...)
+	}
+	return errs
+}
+
+// oneOf reports v unless it is one of allowed.
+func oneOf(v string, path *field.Path, allowed []string) field.ErrorList {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return field.ErrorList{field.NotSupported(path, v, allowed)}
+}
+
+func validateCPU(cpu *apiv1.CPU, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	product := int64(1)
+	for _, c := range []struct {
+		name string
+		n    int32
+	}{{"cores", cpu.GetCores()}, {"sockets", cpu.GetSockets()}, {"threads", cpu.GetThreads()}} {
+		switch {
+		case c.n < 0:
+			errs = append(errs, field.Invalid(path.Child(c.name), c.n, "must be at least 1"))
+		case c.n > 0 && product <= maxVCPUs:
+			// Stop multiplying once over the limit, so int64 cannot overflow.
+			product *= int64(c.n)
+		}
+	}
+	if product > maxVCPUs {
+		errs = append(errs, field.Invalid(path, product, "cores × sockets × threads must be at most 512"))
+	}
+	return errs
+}
+
+// nameIndex maps each name to the index of its first occurrence.
+type nameIndex map[string]int
+
+type namedResult struct {
+	names nameIndex
+	errs  field.ErrorList
+}
+
+func validateVolumes(volumes []*apiv1.Volume, path *field.Path, opts Options) namedResult {
+	r := namedResult{names: nameIndex{}}
+	cloudInit := false
+	for i, v := range volumes {
+		p := path.Index(i)
+		if v == nil {
+			r.errs = append(r.errs, field.Required(p, ""))
+			continue
+		}
+		r.errs = append(r.errs, uniqueName(v.GetName(), p.Child("name"), i, r.names, true)...)
+
+		var sources []string
+		if img := v.GetImage(); img != nil {
+			sources = append(sources, "image")
+			r.errs = append(r.errs, ValidateImagePath(img.GetName(), p.Child("image", "name"), opts.ImageDir)...)
+		}
+		if pv := v.GetPersistent(); pv != nil {
+			sources = append(sources, "persistent")
+			r.errs = append(r.errs, validateDiskSize(pv.GetSize(), p.Child("persistent", "size"))...)
+			if pv.GetImage() != "" {
+				r.errs = append(r.errs, ValidateImagePath(pv.GetImage(), p.Child("persistent", "image"), opts.ImageDir)...)
+			}
+		}
+		if ci := v.GetCloudInitNoCloud(); ci != nil {
+			sources = append(sources, "cloud_init_no_cloud")
+			cp := p.Child("cloud_init_no_cloud")
+			if cloudInit {
+				// Two NoCloud seeds would both claim the "cidata" label.
+				r.errs = append(r.errs, field.Forbidden(cp, "at most one cloud_init_no_cloud volume is allowed"))
+			}
+			cloudInit = true
+			if len(ci.GetUserData()) > maxCloudInitData {
+				r.errs = append(r.errs, field.TooLong(cp.Child("user_data"), "", maxCloudInitData))
+			}
+			if len(ci.GetNetworkData()) > maxCloudInitData {
+				r.errs = append(r.errs, field.TooLong(cp.Child("network_data"), "", maxCloudInitData))
+			}
+		}
+		if len(sources) == 0 {
+			r.errs = append(r.errs, field.Required(p, "must set exactly one of image, persistent or cloud_init_no_cloud"))
+		}
+		for _, extra := range sources[min(1, len(sources)):] {
+			r.errs = append(r.errs, field.Forbidden(p.Child(extra), "may not be set together with "+sources[0]+"; a volume has exactly one source"))
+		}
+	}
+	return r
+}
+
+func validateNetworks(networks []*apiv1.Network, path *field.Path) namedResult {
+	r := namedResult{names: nameIndex{}}
+	for i, n := range networks {
+		p := path.Index(i)
+		if n == nil {
+			r.errs = append(r.errs, field.Required(p, ""))
+			continue
+		}
+		r.errs = append(r.errs, uniqueName(n.GetName(), p.Child("name"), i, r.names, true)...)
+		if n.GetUser() == nil {
+			r.errs = append(r.errs, field.Required(p.Child("user"), "a network needs a kind; user is the only one supported"))
+		}
+	}
+	return r
+}
+
+// uniqueName checks a list element's name: required, optionally a DNS-1123
+// label, and not seen before. The first occurrence is recorded in seen.
+func uniqueName(name string, path *field.Path, i int, seen nameIndex, label bool) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	if _, dup := seen[name]; dup {
+		return field.ErrorList{field.Duplicate(path, name)}
+	}
+	seen[name] = i
+	if label {
+		return dns1123Label(name, path)
+	}
+	return nil
+}
+
+// validateDisks checks disks against the volumes they name; used collects
+// the names of volumes that have a disk.
+func validateDisks(disks []*apiv1.Disk, path *field.Path, volumes nameIndex, used map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	names := nameIndex{}
+	bootOrders := map[int32]bool{}
+	for i, d := range disks {
+		p := path.Index(i)
+		if d == nil {
+			errs = append(errs, field.Required(p, ""))
+			continue
+		}
+		name := d.GetName()
+		nameErrs := uniqueName(name, p.Child("name"), i, names, false)
+		errs = append(errs, nameErrs...)
+		if len(nameErrs) == 0 {
+			if _, ok := volumes[name]; ok {
+				used[name] = true
+			} else {
+				e := field.NotFound(p.Child("name"), name)
+				e.Detail = "no volume with this name; a disk names the volume that backs it"
+				errs = append(errs, e)
+			}
+		}
+
+		switch {
+		case d.GetDisk() != nil && d.GetCdrom() != nil:
+			errs = append(errs, field.Forbidden(p.Child("cdrom"), "may not be set together with disk; a disk has exactly one target"))
+		case d.GetDisk() != nil:
+			if bus := d.GetDisk().GetBus(); bus != "" {
+				errs = append(errs, oneOf(bus, p.Child("disk", "bus"), diskBuses)...)
+			}
+		case d.GetCdrom() != nil:
+			if bus := d.GetCdrom().GetBus(); bus != "" {
+				errs = append(errs, oneOf(bus, p.Child("cdrom", "bus"), cdromBuses)...)
+			}
+		}
+
+		switch bo := d.GetBootOrder(); {
+		case bo < 0:
+			errs = append(errs, field.Invalid(p.Child("boot_order"), bo, "must be greater than or equal to 0"))
+		case bo == 0: // not bootable by order
+		case bootOrders[bo]:
+			errs = append(errs, field.Duplicate(p.Child("boot_order"), bo))
+		default:
+			bootOrders[bo] = true
+		}
+
+		if s := d.GetSerial(); s != "" {
+			switch {
+			case len(s) > maxDiskSerialLen:
+				errs = append(errs, field.TooLong(p.Child("serial"), "", maxDiskSerialLen))
+			case !diskSerialRegexp.MatchString(s):
+				errs = append(errs, field.Invalid(p.Child("serial"), s, "must consist of letters, digits, '_', '.', '+' or '-'"))
+			}
+		}
+	}
+	return errs
+}
+
+// validateInterfaces checks interfaces against networks. Interface names are
+// unique and name their network, so no network can have two interfaces.
+func validateInterfaces(ifaces []*apiv1.Interface, path *field.Path, networks nameIndex) field.ErrorList {
+	var errs field.ErrorList
+	names := nameIndex{}
+	macs := map[string]bool{}
+	for i, iface := range ifaces {
+		p := path.Index(i)
+		if iface == nil {
+			errs = append(errs, field.Required(p, ""))
+			continue
+		}
+		name := iface.GetName()
+		nameErrs := uniqueName(name, p.Child("name"), i, names, false)
+		errs = append(errs, nameErrs...)
+		if _, ok := networks[name]; len(nameErrs) == 0 && !ok {
+			e := field.NotFound(p.Child("name"), name)
+			e.Detail = "no network with this name; an interface names the network it connects to"
+			errs = append(errs, e)
+		}
+		if m := iface.GetModel(); m != "" {
+			errs = append(errs, oneOf(m, p.Child("model"), interfaceModels)...)
+		}
+		if mac := iface.GetMacAddress(); mac != "" {
+			macPath := p.Child("mac_address")
+			hw, err := net.ParseMAC(mac)
+			switch {
+			case err != nil || len(hw) != 6:
+				errs = append(errs, field.Invalid(macPath, mac, "must be a MAC address such as 02:00:00:00:00:01"))
+			case hw[0]&1 != 0:
+				errs = append(errs, field.Invalid(macPath, mac, "must be a unicast MAC address (least significant bit of the first octet clear)"))
+			case hw.String() == "00:00:00:00:00:00":
+				errs = append(errs, field.Invalid(macPath, mac, "must not be all zeros"))
+			case macs[hw.String()]:
+				errs = append(errs, field.Duplicate(macPath, mac))
+			default:
+				macs[hw.String()] = true
+			}
+		}
+	}
+	return errs
+}
+
+func validateFirmware(fw *apiv1.Firmware, path *field.Path, opts Options) field.ErrorList {
+	kb := fw.GetKernelBoot()
+	if kb == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	p := path.Child("kernel_boot")
+	if kb.GetKernel() == "" {
+		errs = append(errs, field.Required(p.Child("kernel"), "required for kernel boot"))
+	} else {
+		errs = append(errs, ValidateImagePath(kb.GetKernel(), p.Child("kernel"), opts.ImageDir)...)
+	}
+	if kb.GetInitrd() != "" {
+		errs = append(errs, ValidateImagePath(kb.GetInitrd(), p.Child("initrd"), opts.ImageDir)...)
+	}
+	switch cmd := kb.GetCmdline(); {
+	case len(cmd) > maxKernelCmdline:
+		errs = append(errs, field.TooLong(p.Child("cmdline"), "", maxKernelCmdline))
+	case strings.IndexByte(cmd, 0) >= 0:
+		errs = append(errs, field.Invalid(p.Child("cmdline"), cmd, "must not contain NUL bytes"))
+	}
+	return errs
+}
