@@ -802,8 +802,12 @@ type VirtualMachineInstanceSpec struct {
 	TerminationGracePeriodSeconds *int64 `protobuf:"varint,5,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds,proto3,oneof" json:"termination_grace_period_seconds,omitempty"`
 	// None (default), LiveMigrate, LiveMigrateIfPossible or External.
 	EvictionStrategy string `protobuf:"bytes,6,opt,name=eviction_strategy,json=evictionStrategy,proto3" json:"eviction_strategy,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Desired pause state, set by the pause/unpause verbs (and by start
+	// --paused at creation); the node handler suspends or resumes the domain
+	// and reports the Paused condition.
+	Paused        bool `protobuf:"varint,7,opt,name=paused,proto3" json:"paused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VirtualMachineInstanceSpec) Reset() {
@@ -876,6 +880,13 @@ func (x *VirtualMachineInstanceSpec) GetEvictionStrategy() string {
 		return x.EvictionStrategy
 	}
 	return ""
+}
+
+func (x *VirtualMachineInstanceSpec) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
 }
 
 type DomainSpec struct {
@@ -2647,14 +2658,15 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x16VirtualMachineInstance\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12<\n" +
 	"\x04spec\x18\x02 \x01(\v2(.virtplane.v1.VirtualMachineInstanceSpecR\x04spec\x12B\n" +
-	"\x06status\x18\x03 \x01(\v2*.virtplane.v1.VirtualMachineInstanceStatusR\x06status\"\xf3\x03\n" +
+	"\x06status\x18\x03 \x01(\v2*.virtplane.v1.VirtualMachineInstanceStatusR\x06status\"\x8b\x04\n" +
 	"\x1aVirtualMachineInstanceSpec\x120\n" +
 	"\x06domain\x18\x01 \x01(\v2\x18.virtplane.v1.DomainSpecR\x06domain\x12.\n" +
 	"\avolumes\x18\x02 \x03(\v2\x14.virtplane.v1.VolumeR\avolumes\x121\n" +
 	"\bnetworks\x18\x03 \x03(\v2\x15.virtplane.v1.NetworkR\bnetworks\x12_\n" +
 	"\rnode_selector\x18\x04 \x03(\v2:.virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntryR\fnodeSelector\x12L\n" +
 	" termination_grace_period_seconds\x18\x05 \x01(\x03H\x00R\x1dterminationGracePeriodSeconds\x88\x01\x01\x12+\n" +
-	"\x11eviction_strategy\x18\x06 \x01(\tR\x10evictionStrategy\x1a?\n" +
+	"\x11eviction_strategy\x18\x06 \x01(\tR\x10evictionStrategy\x12\x16\n" +
+	"\x06paused\x18\a \x01(\bR\x06paused\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B#\n" +
