@@ -1,0 +1,81 @@
+package apiv1
+
+// Run strategies (KubeVirt core/v1 RunStrategy).
+const (
+	RunStrategyAlways         = "Always"
+	RunStrategyRerunOnFailure = "RerunOnFailure"
+	RunStrategyManual         = "Manual"
+	RunStrategyHalted         = "Halted"
+	RunStrategyOnce           = "Once"
+)
+
+// Node failure policies.
+const (
+	NodeFailurePolicyWait             = "Wait"
+	NodeFailurePolicyRestartElsewhere = "RestartElsewhere"
+)
+
+// VMI phases.
+const (
+	PhaseUnset      = ""
+	PhasePending    = "Pending"
+	PhaseScheduling = "Scheduling"
+	PhaseScheduled  = "Scheduled"
+	PhaseRunning    = "Running"
+	PhaseSucceeded  = "Succeeded"
+	PhaseFailed     = "Failed"
+	PhaseUnknown    = "Unknown"
+)
+
+// IsFinal reports whether a VMI phase is terminal.
+func IsFinal(phase string) bool { return phase == PhaseSucceeded || phase == PhaseFailed }
+
+// VM printable statuses, in the order the VM controller evaluates them.
+const (
+	PrintableTerminating        = "Terminating"
+	PrintableStopping           = "Stopping"
+	PrintableMigrating          = "Migrating"
+	PrintablePaused             = "Paused"
+	PrintableRunning            = "Running"
+	PrintableDataVolumeError    = "DataVolumeError"
+	PrintableErrorUnschedulable = "ErrorUnschedulable"
+	PrintableProvisioning       = "Provisioning"
+	PrintableStarting           = "Starting"
+	PrintableCrashLoopBackOff   = "CrashLoopBackOff"
+	PrintableStopped            = "Stopped"
+	PrintableUnknown            = "Unknown"
+)
+
+// Condition types.
+const (
+	ConditionReady             = "Ready"
+	ConditionFailure           = "Failure"
+	ConditionPaused            = "Paused"
+	ConditionRestartRequired   = "RestartRequired"
+	ConditionPodScheduled      = "PodScheduled" // KubeVirt's name for "placed on a node"
+	ConditionSynchronized      = "Synchronized"
+	ConditionSoftwareEmulation = "SoftwareEmulation"
+	ConditionProvisioning      = "Provisioning"
+	ConditionNodeFenced        = "Fenced"
+)
+
+// State change request actions.
+const (
+	StateChangeStart = "Start"
+	StateChangeStop  = "Stop"
+)
+
+// Well-known names.
+const (
+	// FinalizerVMController is held by the VM controller on VMs (so it can
+	// delete their instances first) and on VMIs (so it sees their final
+	// phase before they vanish).
+	FinalizerVMController = "virtplane.io/vm-controller"
+	// AnnotationVMGeneration on a VMI records the VM generation it was
+	// created from (RestartRequired detection).
+	AnnotationVMGeneration = "virtplane.io/vm-generation"
+	// LabelNodeName on a VMI names the node it runs on.
+	LabelNodeName = "virtplane.io/node-name"
+	// KindVirtualMachine is the owner reference kind of VMIs.
+	KindVirtualMachine = "VirtualMachine"
+)
