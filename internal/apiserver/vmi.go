@@ -3,6 +3,10 @@ package apiserver
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
@@ -33,4 +37,33 @@ func (v *vmiService) Watch(req *apiv1.WatchVirtualMachineInstancesRequest, strea
 	return streamWatch(stream.Context(), v.s.stores.VMIs, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachineInstance, rev int64) error {
 		return stream.Send(&apiv1.VirtualMachineInstanceEvent{Type: t, Object: o, ResourceVersion: rev})
 	})
+}
+
+// UpdateStatus replaces the status of a VMI, for node agents. The
+// compare-and-swap on the version they read keeps them from overwriting a
+// newer state (a deletion timestamp, a fence).
+func (v *vmiService) UpdateStatus(ctx context.Context, req *apiv1.UpdateVirtualMachineInstanceStatusRequest) (*apiv1.VirtualMachineInstance, error) {
+	in := req.GetVmi()
+	ns, name, err := keyOf(&apiv1.ObjectKey{Namespace: in.GetMetadata().GetNamespace(), Name: in.GetMetadata().GetName()})
+	if err != nil {
+		return nil, err
+	}
+	rv := in.GetMetadata().GetResourceVersion()
+	if rv == 0 {
+		return nil, status.Error(codes.InvalidArgument, "metadata.resource_version: Required value: a status update must carry the version it read")
+	}
+	cur, err := v.s.stores.VMIs.Get(ctx, ns, name)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if cur.Metadata.ResourceVersion != rv {
+		return nil, status.Errorf(codes.Aborted, "virtualmachineinstance %q: %s", ns+"/"+name, conflictMessage)
+	}
+	next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
+	next.Status = in.GetStatus()
+	if proto.Equal(next, cur) {
+		return cur, nil
+	}
+	out, err := v.s.stores.VMIs.Update(ctx, next)
+	return out, toStatus(err)
 }

@@ -1248,6 +1248,52 @@ func (x *VirtualMachineInstanceEvent) GetResourceVersion() int64 {
 	return 0
 }
 
+type UpdateVirtualMachineInstanceStatusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// metadata namespace, name and resource_version (compare-and-swap) and
+	// status are taken; the status replaces the stored one.
+	Vmi           *VirtualMachineInstance `protobuf:"bytes,1,opt,name=vmi,proto3" json:"vmi,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateVirtualMachineInstanceStatusRequest) Reset() {
+	*x = UpdateVirtualMachineInstanceStatusRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateVirtualMachineInstanceStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateVirtualMachineInstanceStatusRequest) ProtoMessage() {}
+
+func (x *UpdateVirtualMachineInstanceStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateVirtualMachineInstanceStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdateVirtualMachineInstanceStatusRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *UpdateVirtualMachineInstanceStatusRequest) GetVmi() *VirtualMachineInstance {
+	if x != nil {
+		return x.Vmi
+	}
+	return nil
+}
+
 type GetNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1257,7 +1303,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[23]
+	mi := &file_internal_api_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1315,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[23]
+	mi := &file_internal_api_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1328,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetNodeRequest) GetName() string {
@@ -1301,7 +1347,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[24]
+	mi := &file_internal_api_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1359,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[24]
+	mi := &file_internal_api_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1372,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListNodesRequest) GetLabelSelector() string {
@@ -1346,7 +1392,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[25]
+	mi := &file_internal_api_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1404,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[25]
+	mi := &file_internal_api_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1417,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListNodesResponse) GetItems() []*Node {
@@ -1397,7 +1443,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[26]
+	mi := &file_internal_api_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1455,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[26]
+	mi := &file_internal_api_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1468,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchNodesRequest) GetOptions() *WatchOptions {
@@ -1443,7 +1489,7 @@ type NodeEvent struct {
 
 func (x *NodeEvent) Reset() {
 	*x = NodeEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[27]
+	mi := &file_internal_api_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1501,7 @@ func (x *NodeEvent) String() string {
 func (*NodeEvent) ProtoMessage() {}
 
 func (x *NodeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[27]
+	mi := &file_internal_api_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1514,7 @@ func (x *NodeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvent.ProtoReflect.Descriptor instead.
 func (*NodeEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeEvent) GetType() EventType {
@@ -1503,7 +1549,7 @@ type RegisterNodeRequest struct {
 
 func (x *RegisterNodeRequest) Reset() {
 	*x = RegisterNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[28]
+	mi := &file_internal_api_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1561,7 @@ func (x *RegisterNodeRequest) String() string {
 func (*RegisterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[28]
+	mi := &file_internal_api_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1574,7 @@ func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RegisterNodeRequest) GetNode() *Node {
@@ -1550,7 +1596,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[29]
+	mi := &file_internal_api_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1608,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[29]
+	mi := &file_internal_api_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1621,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HeartbeatRequest) GetName() string {
@@ -1611,7 +1657,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[30]
+	mi := &file_internal_api_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1669,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[30]
+	mi := &file_internal_api_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1682,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HeartbeatResponse) GetLeaseDurationSeconds() int64 {
@@ -1662,7 +1708,7 @@ type FenceNodeRequest struct {
 
 func (x *FenceNodeRequest) Reset() {
 	*x = FenceNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1720,7 @@ func (x *FenceNodeRequest) String() string {
 func (*FenceNodeRequest) ProtoMessage() {}
 
 func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1733,7 @@ func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeRequest.ProtoReflect.Descriptor instead.
 func (*FenceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FenceNodeRequest) GetName() string {
@@ -1708,7 +1754,7 @@ type FenceNodeResponse struct {
 
 func (x *FenceNodeResponse) Reset() {
 	*x = FenceNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1766,7 @@ func (x *FenceNodeResponse) String() string {
 func (*FenceNodeResponse) ProtoMessage() {}
 
 func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1779,7 @@ func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeResponse.ProtoReflect.Descriptor instead.
 func (*FenceNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FenceNodeResponse) GetNode() *Node {
@@ -1822,7 +1868,9 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x1bVirtualMachineInstanceEvent\x12+\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x17.virtplane.v1.EventTypeR\x04type\x12<\n" +
 	"\x06object\x18\x02 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x06object\x12)\n" +
-	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion\"$\n" +
+	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion\"c\n" +
+	")UpdateVirtualMachineInstanceStatusRequest\x126\n" +
+	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\"$\n" +
 	"\x0eGetNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"9\n" +
 	"\x10ListNodesRequest\x12%\n" +
@@ -1873,11 +1921,12 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\aRestart\x12*.virtplane.v1.RestartVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12O\n" +
 	"\x05Pause\x12(.virtplane.v1.PauseVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12S\n" +
 	"\aUnpause\x12*.virtplane.v1.UnpauseVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12d\n" +
-	"\aMigrate\x12*.virtplane.v1.MigrateVirtualMachineRequest\x1a-.virtplane.v1.VirtualMachineInstanceMigration2\xcc\x02\n" +
+	"\aMigrate\x12*.virtplane.v1.MigrateVirtualMachineRequest\x1a-.virtplane.v1.VirtualMachineInstanceMigration2\xbb\x03\n" +
 	"\x17VirtualMachineInstances\x12[\n" +
 	"\x03Get\x12..virtplane.v1.GetVirtualMachineInstanceRequest\x1a$.virtplane.v1.VirtualMachineInstance\x12k\n" +
 	"\x04List\x120.virtplane.v1.ListVirtualMachineInstancesRequest\x1a1.virtplane.v1.ListVirtualMachineInstancesResponse\x12g\n" +
-	"\x05Watch\x121.virtplane.v1.WatchVirtualMachineInstancesRequest\x1a).virtplane.v1.VirtualMachineInstanceEvent0\x012\xa9\x03\n" +
+	"\x05Watch\x121.virtplane.v1.WatchVirtualMachineInstancesRequest\x1a).virtplane.v1.VirtualMachineInstanceEvent0\x01\x12m\n" +
+	"\fUpdateStatus\x127.virtplane.v1.UpdateVirtualMachineInstanceStatusRequest\x1a$.virtplane.v1.VirtualMachineInstance2\xa9\x03\n" +
 	"\x05Nodes\x127\n" +
 	"\x03Get\x12\x1c.virtplane.v1.GetNodeRequest\x1a\x12.virtplane.v1.Node\x12G\n" +
 	"\x04List\x12\x1e.virtplane.v1.ListNodesRequest\x1a\x1f.virtplane.v1.ListNodesResponse\x12C\n" +
@@ -1899,128 +1948,132 @@ func file_internal_api_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_api_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_internal_api_v1_service_proto_goTypes = []any{
-	(EventType)(0),                              // 0: virtplane.v1.EventType
-	(*ObjectKey)(nil),                           // 1: virtplane.v1.ObjectKey
-	(*ListOptions)(nil),                         // 2: virtplane.v1.ListOptions
-	(*WatchOptions)(nil),                        // 3: virtplane.v1.WatchOptions
-	(*DeleteOptions)(nil),                       // 4: virtplane.v1.DeleteOptions
-	(*CreateVirtualMachineRequest)(nil),         // 5: virtplane.v1.CreateVirtualMachineRequest
-	(*GetVirtualMachineRequest)(nil),            // 6: virtplane.v1.GetVirtualMachineRequest
-	(*ListVirtualMachinesRequest)(nil),          // 7: virtplane.v1.ListVirtualMachinesRequest
-	(*ListVirtualMachinesResponse)(nil),         // 8: virtplane.v1.ListVirtualMachinesResponse
-	(*UpdateVirtualMachineRequest)(nil),         // 9: virtplane.v1.UpdateVirtualMachineRequest
-	(*DeleteVirtualMachineRequest)(nil),         // 10: virtplane.v1.DeleteVirtualMachineRequest
-	(*WatchVirtualMachinesRequest)(nil),         // 11: virtplane.v1.WatchVirtualMachinesRequest
-	(*VirtualMachineEvent)(nil),                 // 12: virtplane.v1.VirtualMachineEvent
-	(*StartVirtualMachineRequest)(nil),          // 13: virtplane.v1.StartVirtualMachineRequest
-	(*StopVirtualMachineRequest)(nil),           // 14: virtplane.v1.StopVirtualMachineRequest
-	(*RestartVirtualMachineRequest)(nil),        // 15: virtplane.v1.RestartVirtualMachineRequest
-	(*PauseVirtualMachineRequest)(nil),          // 16: virtplane.v1.PauseVirtualMachineRequest
-	(*UnpauseVirtualMachineRequest)(nil),        // 17: virtplane.v1.UnpauseVirtualMachineRequest
-	(*MigrateVirtualMachineRequest)(nil),        // 18: virtplane.v1.MigrateVirtualMachineRequest
-	(*GetVirtualMachineInstanceRequest)(nil),    // 19: virtplane.v1.GetVirtualMachineInstanceRequest
-	(*ListVirtualMachineInstancesRequest)(nil),  // 20: virtplane.v1.ListVirtualMachineInstancesRequest
-	(*ListVirtualMachineInstancesResponse)(nil), // 21: virtplane.v1.ListVirtualMachineInstancesResponse
-	(*WatchVirtualMachineInstancesRequest)(nil), // 22: virtplane.v1.WatchVirtualMachineInstancesRequest
-	(*VirtualMachineInstanceEvent)(nil),         // 23: virtplane.v1.VirtualMachineInstanceEvent
-	(*GetNodeRequest)(nil),                      // 24: virtplane.v1.GetNodeRequest
-	(*ListNodesRequest)(nil),                    // 25: virtplane.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),                   // 26: virtplane.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),                   // 27: virtplane.v1.WatchNodesRequest
-	(*NodeEvent)(nil),                           // 28: virtplane.v1.NodeEvent
-	(*RegisterNodeRequest)(nil),                 // 29: virtplane.v1.RegisterNodeRequest
-	(*HeartbeatRequest)(nil),                    // 30: virtplane.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                   // 31: virtplane.v1.HeartbeatResponse
-	(*FenceNodeRequest)(nil),                    // 32: virtplane.v1.FenceNodeRequest
-	(*FenceNodeResponse)(nil),                   // 33: virtplane.v1.FenceNodeResponse
-	nil,                                         // 34: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	nil,                                         // 35: virtplane.v1.HeartbeatRequest.AllocatableEntry
-	(*VirtualMachine)(nil),                      // 36: virtplane.v1.VirtualMachine
-	(*VirtualMachineInstance)(nil),              // 37: virtplane.v1.VirtualMachineInstance
-	(*Node)(nil),                                // 38: virtplane.v1.Node
-	(*VirtualMachineInstanceMigration)(nil),     // 39: virtplane.v1.VirtualMachineInstanceMigration
+	(EventType)(0),                                    // 0: virtplane.v1.EventType
+	(*ObjectKey)(nil),                                 // 1: virtplane.v1.ObjectKey
+	(*ListOptions)(nil),                               // 2: virtplane.v1.ListOptions
+	(*WatchOptions)(nil),                              // 3: virtplane.v1.WatchOptions
+	(*DeleteOptions)(nil),                             // 4: virtplane.v1.DeleteOptions
+	(*CreateVirtualMachineRequest)(nil),               // 5: virtplane.v1.CreateVirtualMachineRequest
+	(*GetVirtualMachineRequest)(nil),                  // 6: virtplane.v1.GetVirtualMachineRequest
+	(*ListVirtualMachinesRequest)(nil),                // 7: virtplane.v1.ListVirtualMachinesRequest
+	(*ListVirtualMachinesResponse)(nil),               // 8: virtplane.v1.ListVirtualMachinesResponse
+	(*UpdateVirtualMachineRequest)(nil),               // 9: virtplane.v1.UpdateVirtualMachineRequest
+	(*DeleteVirtualMachineRequest)(nil),               // 10: virtplane.v1.DeleteVirtualMachineRequest
+	(*WatchVirtualMachinesRequest)(nil),               // 11: virtplane.v1.WatchVirtualMachinesRequest
+	(*VirtualMachineEvent)(nil),                       // 12: virtplane.v1.VirtualMachineEvent
+	(*StartVirtualMachineRequest)(nil),                // 13: virtplane.v1.StartVirtualMachineRequest
+	(*StopVirtualMachineRequest)(nil),                 // 14: virtplane.v1.StopVirtualMachineRequest
+	(*RestartVirtualMachineRequest)(nil),              // 15: virtplane.v1.RestartVirtualMachineRequest
+	(*PauseVirtualMachineRequest)(nil),                // 16: virtplane.v1.PauseVirtualMachineRequest
+	(*UnpauseVirtualMachineRequest)(nil),              // 17: virtplane.v1.UnpauseVirtualMachineRequest
+	(*MigrateVirtualMachineRequest)(nil),              // 18: virtplane.v1.MigrateVirtualMachineRequest
+	(*GetVirtualMachineInstanceRequest)(nil),          // 19: virtplane.v1.GetVirtualMachineInstanceRequest
+	(*ListVirtualMachineInstancesRequest)(nil),        // 20: virtplane.v1.ListVirtualMachineInstancesRequest
+	(*ListVirtualMachineInstancesResponse)(nil),       // 21: virtplane.v1.ListVirtualMachineInstancesResponse
+	(*WatchVirtualMachineInstancesRequest)(nil),       // 22: virtplane.v1.WatchVirtualMachineInstancesRequest
+	(*VirtualMachineInstanceEvent)(nil),               // 23: virtplane.v1.VirtualMachineInstanceEvent
+	(*UpdateVirtualMachineInstanceStatusRequest)(nil), // 24: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	(*GetNodeRequest)(nil),                            // 25: virtplane.v1.GetNodeRequest
+	(*ListNodesRequest)(nil),                          // 26: virtplane.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),                         // 27: virtplane.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),                         // 28: virtplane.v1.WatchNodesRequest
+	(*NodeEvent)(nil),                                 // 29: virtplane.v1.NodeEvent
+	(*RegisterNodeRequest)(nil),                       // 30: virtplane.v1.RegisterNodeRequest
+	(*HeartbeatRequest)(nil),                          // 31: virtplane.v1.HeartbeatRequest
+	(*HeartbeatResponse)(nil),                         // 32: virtplane.v1.HeartbeatResponse
+	(*FenceNodeRequest)(nil),                          // 33: virtplane.v1.FenceNodeRequest
+	(*FenceNodeResponse)(nil),                         // 34: virtplane.v1.FenceNodeResponse
+	nil,                                               // 35: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	nil,                                               // 36: virtplane.v1.HeartbeatRequest.AllocatableEntry
+	(*VirtualMachine)(nil),                            // 37: virtplane.v1.VirtualMachine
+	(*VirtualMachineInstance)(nil),                    // 38: virtplane.v1.VirtualMachineInstance
+	(*Node)(nil),                                      // 39: virtplane.v1.Node
+	(*VirtualMachineInstanceMigration)(nil),           // 40: virtplane.v1.VirtualMachineInstanceMigration
 }
 var file_internal_api_v1_service_proto_depIdxs = []int32{
-	36, // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	37, // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,  // 1: virtplane.v1.GetVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,  // 2: virtplane.v1.ListVirtualMachinesRequest.options:type_name -> virtplane.v1.ListOptions
-	36, // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
-	36, // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	37, // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
+	37, // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,  // 5: virtplane.v1.DeleteVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	4,  // 6: virtplane.v1.DeleteVirtualMachineRequest.options:type_name -> virtplane.v1.DeleteOptions
 	3,  // 7: virtplane.v1.WatchVirtualMachinesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 8: virtplane.v1.VirtualMachineEvent.type:type_name -> virtplane.v1.EventType
-	36, // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
+	37, // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
 	1,  // 10: virtplane.v1.StartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 11: virtplane.v1.StopVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 12: virtplane.v1.RestartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 13: virtplane.v1.PauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 14: virtplane.v1.UnpauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 15: virtplane.v1.MigrateVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	34, // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	35, // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
 	1,  // 17: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,  // 18: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
-	37, // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
+	38, // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
 	3,  // 20: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 21: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
-	37, // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
-	38, // 23: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
-	3,  // 24: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,  // 25: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
-	38, // 26: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
-	38, // 27: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
-	35, // 28: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
-	38, // 29: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
-	1,  // 30: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
-	5,  // 31: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
-	6,  // 32: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
-	7,  // 33: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
-	9,  // 34: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
-	10, // 35: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
-	11, // 36: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
-	13, // 37: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
-	14, // 38: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
-	15, // 39: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
-	16, // 40: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
-	17, // 41: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
-	18, // 42: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
-	19, // 43: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
-	20, // 44: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
-	22, // 45: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
-	24, // 46: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
-	25, // 47: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
-	27, // 48: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
-	29, // 49: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
-	30, // 50: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
-	32, // 51: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
-	36, // 52: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
-	36, // 53: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
-	8,  // 54: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
-	36, // 55: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
-	36, // 56: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
-	12, // 57: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
-	36, // 58: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
-	36, // 59: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
-	36, // 60: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
-	36, // 61: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
-	36, // 62: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
-	39, // 63: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	37, // 64: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
-	21, // 65: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
-	23, // 66: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
-	38, // 67: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
-	26, // 68: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
-	28, // 69: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
-	38, // 70: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
-	31, // 71: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
-	33, // 72: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
-	52, // [52:73] is the sub-list for method output_type
-	31, // [31:52] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	38, // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
+	38, // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	39, // 24: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
+	3,  // 25: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,  // 26: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
+	39, // 27: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
+	39, // 28: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
+	36, // 29: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
+	39, // 30: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
+	1,  // 31: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
+	5,  // 32: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
+	6,  // 33: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
+	7,  // 34: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
+	9,  // 35: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
+	10, // 36: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
+	11, // 37: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
+	13, // 38: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
+	14, // 39: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
+	15, // 40: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
+	16, // 41: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
+	17, // 42: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
+	18, // 43: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
+	19, // 44: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
+	20, // 45: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
+	22, // 46: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
+	24, // 47: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	25, // 48: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
+	26, // 49: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
+	28, // 50: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
+	30, // 51: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
+	31, // 52: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
+	33, // 53: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
+	37, // 54: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
+	37, // 55: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
+	8,  // 56: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
+	37, // 57: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
+	37, // 58: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
+	12, // 59: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
+	37, // 60: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
+	37, // 61: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
+	37, // 62: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
+	37, // 63: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
+	37, // 64: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
+	40, // 65: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	38, // 66: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
+	21, // 67: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
+	23, // 68: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
+	38, // 69: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
+	39, // 70: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
+	27, // 71: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
+	29, // 72: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
+	39, // 73: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
+	32, // 74: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
+	34, // 75: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
+	54, // [54:76] is the sub-list for method output_type
+	32, // [32:54] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_service_proto_init() }
@@ -2037,7 +2090,7 @@ func file_internal_api_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_service_proto_rawDesc), len(file_internal_api_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -546,9 +546,10 @@ var VirtualMachines_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	VirtualMachineInstances_Get_FullMethodName   = "/virtplane.v1.VirtualMachineInstances/Get"
-	VirtualMachineInstances_List_FullMethodName  = "/virtplane.v1.VirtualMachineInstances/List"
-	VirtualMachineInstances_Watch_FullMethodName = "/virtplane.v1.VirtualMachineInstances/Watch"
+	VirtualMachineInstances_Get_FullMethodName          = "/virtplane.v1.VirtualMachineInstances/Get"
+	VirtualMachineInstances_List_FullMethodName         = "/virtplane.v1.VirtualMachineInstances/List"
+	VirtualMachineInstances_Watch_FullMethodName        = "/virtplane.v1.VirtualMachineInstances/Watch"
+	VirtualMachineInstances_UpdateStatus_FullMethodName = "/virtplane.v1.VirtualMachineInstances/UpdateStatus"
 )
 
 // VirtualMachineInstancesClient is the client API for VirtualMachineInstances service.
@@ -558,6 +559,9 @@ type VirtualMachineInstancesClient interface {
 	Get(ctx context.Context, in *GetVirtualMachineInstanceRequest, opts ...grpc.CallOption) (*VirtualMachineInstance, error)
 	List(ctx context.Context, in *ListVirtualMachineInstancesRequest, opts ...grpc.CallOption) (*ListVirtualMachineInstancesResponse, error)
 	Watch(ctx context.Context, in *WatchVirtualMachineInstancesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[VirtualMachineInstanceEvent], error)
+	// For node agents: report what the node observed (phase, conditions,
+	// interfaces). Instances are created and deleted through their VM.
+	UpdateStatus(ctx context.Context, in *UpdateVirtualMachineInstanceStatusRequest, opts ...grpc.CallOption) (*VirtualMachineInstance, error)
 }
 
 type virtualMachineInstancesClient struct {
@@ -607,6 +611,16 @@ func (c *virtualMachineInstancesClient) Watch(ctx context.Context, in *WatchVirt
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type VirtualMachineInstances_WatchClient = grpc.ServerStreamingClient[VirtualMachineInstanceEvent]
 
+func (c *virtualMachineInstancesClient) UpdateStatus(ctx context.Context, in *UpdateVirtualMachineInstanceStatusRequest, opts ...grpc.CallOption) (*VirtualMachineInstance, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VirtualMachineInstance)
+	err := c.cc.Invoke(ctx, VirtualMachineInstances_UpdateStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VirtualMachineInstancesServer is the server API for VirtualMachineInstances service.
 // All implementations must embed UnimplementedVirtualMachineInstancesServer
 // for forward compatibility.
@@ -614,6 +628,9 @@ type VirtualMachineInstancesServer interface {
 	Get(context.Context, *GetVirtualMachineInstanceRequest) (*VirtualMachineInstance, error)
 	List(context.Context, *ListVirtualMachineInstancesRequest) (*ListVirtualMachineInstancesResponse, error)
 	Watch(*WatchVirtualMachineInstancesRequest, grpc.ServerStreamingServer[VirtualMachineInstanceEvent]) error
+	// For node agents: report what the node observed (phase, conditions,
+	// interfaces). Instances are created and deleted through their VM.
+	UpdateStatus(context.Context, *UpdateVirtualMachineInstanceStatusRequest) (*VirtualMachineInstance, error)
 	mustEmbedUnimplementedVirtualMachineInstancesServer()
 }
 
@@ -632,6 +649,9 @@ func (UnimplementedVirtualMachineInstancesServer) List(context.Context, *ListVir
 }
 func (UnimplementedVirtualMachineInstancesServer) Watch(*WatchVirtualMachineInstancesRequest, grpc.ServerStreamingServer[VirtualMachineInstanceEvent]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedVirtualMachineInstancesServer) UpdateStatus(context.Context, *UpdateVirtualMachineInstanceStatusRequest) (*VirtualMachineInstance, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateStatus not implemented")
 }
 func (UnimplementedVirtualMachineInstancesServer) mustEmbedUnimplementedVirtualMachineInstancesServer() {
 }
@@ -702,6 +722,24 @@ func _VirtualMachineInstances_Watch_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type VirtualMachineInstances_WatchServer = grpc.ServerStreamingServer[VirtualMachineInstanceEvent]
 
+func _VirtualMachineInstances_UpdateStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateVirtualMachineInstanceStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VirtualMachineInstancesServer).UpdateStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VirtualMachineInstances_UpdateStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VirtualMachineInstancesServer).UpdateStatus(ctx, req.(*UpdateVirtualMachineInstanceStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // VirtualMachineInstances_ServiceDesc is the grpc.ServiceDesc for VirtualMachineInstances service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -716,6 +754,10 @@ var VirtualMachineInstances_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "List",
 			Handler:    _VirtualMachineInstances_List_Handler,
+		},
+		{
+			MethodName: "UpdateStatus",
+			Handler:    _VirtualMachineInstances_UpdateStatus_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
