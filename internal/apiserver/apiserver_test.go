@@ -344,11 +344,3 @@ func TestNodeRegisterAndHeartbeat(t *testing.T) {
 		t.Fatalf("list nodes: %v %v", err, list)
 	}
 }
-
-func TestVerbsAnswerUnimplementedUntilControllers(t *testing.T) {
-	f := newFixture(t)
-	_, err := f.vms.Start(context.Background(), &apiv1.StartVirtualMachineRequest{Key: &apiv1.ObjectKey{Name: "x"}})
-	if code(err) != codes.Unimplemented {
-		t.Fatalf("start: %v", err)
-	}
-}

@@ -133,30 +133,13 @@ func (v *vmService) Watch(req *apiv1.WatchVirtualMachinesRequest, stream apiv1.V
 	})
 }
 
+// notYet answers for an RPC whose controller this agent does not have.
 func notYet(verb string) error {
 	return status.Error(codes.Unimplemented, fmt.Sprintf("%s needs the VM controller, which this agent version does not have yet", verb))
 }
 
-func (v *vmService) Start(context.Context, *apiv1.StartVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	return nil, notYet("start")
-}
-
-func (v *vmService) Stop(context.Context, *apiv1.StopVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	return nil, notYet("stop")
-}
-
-func (v *vmService) Restart(context.Context, *apiv1.RestartVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	return nil, notYet("restart")
-}
-
-func (v *vmService) Pause(context.Context, *apiv1.PauseVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	return nil, notYet("pause")
-}
-
-func (v *vmService) Unpause(context.Context, *apiv1.UnpauseVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	return nil, notYet("unpause")
-}
-
+// Migrate waits for the migration controller; the lifecycle verbs
+// (Start, Stop, Restart, Pause, Unpause) are in verbs.go.
 func (v *vmService) Migrate(context.Context, *apiv1.MigrateVirtualMachineRequest) (*apiv1.VirtualMachineInstanceMigration, error) {
-	return nil, notYet("migrate")
+	return nil, status.Error(codes.Unimplemented, "migrate is not implemented yet: live migration needs the migration controller, which this agent version does not have")
 }

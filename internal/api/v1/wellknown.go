@@ -74,6 +74,10 @@ const (
 	// AnnotationVMGeneration on a VMI records the VM generation it was
 	// created from (RestartRequired detection).
 	AnnotationVMGeneration = "virtplane.io/vm-generation"
+	// AnnotationNodeFailurePolicy on a VMI carries its VM's
+	// node_failure_policy, so the node agent can self-fence without reading
+	// VMs.
+	AnnotationNodeFailurePolicy = "virtplane.io/node-failure-policy"
 	// LabelNodeName on a VMI names the node it runs on.
 	LabelNodeName = "virtplane.io/node-name"
 	// KindVirtualMachine is the owner reference kind of VMIs.

@@ -153,6 +153,9 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *apiv1.Virtual
 		annotations[k] = v
 	}
 	annotations[apiv1.AnnotationVMGeneration] = strconv.FormatInt(vm.Metadata.Generation, 10)
+	if p := vm.GetSpec().GetNodeFailurePolicy(); p != "" {
+		annotations[apiv1.AnnotationNodeFailurePolicy] = p
+	}
 	labels := map[string]string{}
 	for k, v := range tmpl.GetMetadata().GetLabels() {
 		labels[k] = v
