@@ -73,6 +73,10 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 		st.NodeInfo = in.GetStatus().GetNodeInfo()
 		st.Address = in.GetStatus().GetAddress()
 		st.Schedulable = in.GetStatus().GetSchedulable()
+		// A fenced node re-joining has restarted its agent, which destroys
+		// the domains of the instances the fence failed; it may take new
+		// ones again (see fence.go).
+		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionNodeFenced)
 		n.beat(st, now)
 		return node
 	}
@@ -126,8 +130,4 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 		LeaseDurationSeconds:     int64(n.s.opts.NodeLease.Seconds()),
 		HeartbeatIntervalSeconds: int64(n.s.opts.HeartbeatInterval.Seconds()),
 	}, nil
-}
-
-func (n *nodeService) Fence(context.Context, *apiv1.FenceNodeRequest) (*apiv1.FenceNodeResponse, error) {
-	return nil, notYet("node fence")
 }

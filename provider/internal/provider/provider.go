@@ -1,21 +1,30 @@
-// Package provider is the virtplane Terraform provider. Resources and data
-// sources arrive with the provider issue; this holds its configuration.
+// Package provider is the virtplane Terraform provider: its configuration,
+// resources and data sources.
 package provider
 
 import (
 	"context"
+	"os"
+	"strconv"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
 var _ provider.Provider = (*virtplaneProvider)(nil)
 
 type virtplaneProvider struct {
 	version string
+	// getenv is os.Getenv; tests replace it.
+	getenv func(string) string
 }
 
 type providerModel struct {
@@ -27,7 +36,7 @@ type providerModel struct {
 
 // New returns the provider factory.
 func New(version string) func() provider.Provider {
-	return func() provider.Provider { return &virtplaneProvider{version: version} }
+	return func() provider.Provider { return &virtplaneProvider{version: version, getenv: os.Getenv} }
 }
 
 func (p *virtplaneProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -37,24 +46,32 @@ func (p *virtplaneProvider) Metadata(_ context.Context, _ provider.MetadataReque
 
 func (p *virtplaneProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Manages virtual machines on virtplane agents: KubeVirt's VM lifecycle without Kubernetes.",
+		Description: "Manages virtual machines on virtplane agents: KubeVirt's VM lifecycle without Kubernetes. " +
+			"A value in the provider block wins over its environment variable, which wins over the default.",
 		Attributes: map[string]schema.Attribute{
 			"endpoint": schema.StringAttribute{
-				Optional:    true,
-				Description: "Agent API endpoint: `unix:///run/virtplane/agent.sock` (default) or `host:port` for TLS. Env `VIRTPLANE_ENDPOINT`.",
+				Optional: true,
+				Description: "Agent API endpoint: `unix:///run/virtplane/agent.sock` (the default), a bare socket path, " +
+					"or `host:port` / `https://host:port` for the agent's TLS listener. Environment: `" + client.EnvEndpoint + "`.",
+				Validators: []validator.String{endpointValidator{}},
 			},
 			"token": schema.StringAttribute{
-				Optional:    true,
-				Sensitive:   true,
-				Description: "Bearer token for a TLS endpoint. Env `VIRTPLANE_TOKEN`.",
+				Optional:  true,
+				Sensitive: true,
+				Description: "Bearer token for a TLS endpoint (the agent writes it to `<data-dir>/pki/token`). " +
+					"Not sent over a unix socket. Conflicts with `token_file`. Environment: `" + client.EnvToken + "`.",
+				Validators: []validator.String{stringvalidator.ConflictsWith(path.MatchRoot("token_file"))},
 			},
 			"token_file": schema.StringAttribute{
-				Optional:    true,
-				Description: "File holding the bearer token. Env `VIRTPLANE_TOKEN_FILE`.",
+				Optional: true,
+				Description: "File holding the bearer token; keeps the token out of the configuration and state. " +
+					"Setting `token` or `token_file` here ignores both token environment variables. " +
+					"Environment: `" + client.EnvTokenFile + "`.",
 			},
 			"ca_file": schema.StringAttribute{
-				Optional:    true,
-				Description: "CA certificate that signed the agent's TLS certificate. Env `VIRTPLANE_CA_FILE`.",
+				Optional: true,
+				Description: "PEM CA bundle that signed the agent's TLS certificate (the agent writes it to " +
+					"`<data-dir>/pki/ca.crt`); unset means the system roots. Environment: `" + client.EnvCAFile + "`.",
 			},
 		},
 	}
@@ -63,8 +80,90 @@ func (p *virtplaneProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 func (p *virtplaneProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
 	var m providerModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	// Values that depend on resources not yet created are unknown during
+	// plan. Failing here would make such configurations unusable; instead
+	// nothing is dialled and readers report it only if they are read before
+	// apply.
+	if unknown := unknownAttributes(m); len(unknown) > 0 {
+		if req.ClientCapabilities.DeferralAllowed {
+			resp.Deferred = &provider.Deferred{Reason: provider.DeferredReasonProviderConfigUnknown}
+			return
+		}
+		p.setData(resp, &providerData{unknown: unknown})
+		return
+	}
+
+	r := resolveConfig(m, p.getenv)
+	tls, err := checkEndpoint(r.endpoint.value)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid virtplane endpoint",
+			r.endpoint.describe()+" "+strconv.Quote(r.endpoint.value)+": "+err.Error())
+		return
+	}
+	if tls {
+		if r.caFile.value != "" {
+			if err := checkCAFile(r.caFile.value); err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root("ca_file"), "Unusable ca_file",
+					r.caFile.describe()+": "+err.Error())
+			}
+		}
+		if r.token.value == "" && r.tokenFile.value != "" {
+			if err := checkTokenFile(r.tokenFile.value); err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root("token_file"), "Unusable token_file",
+					r.tokenFile.describe()+": "+err.Error())
+			}
+		}
+		if resp.Diagnostics.HasError() {
+			return
+		}
+	} else {
+		// Only warn about what the block itself says: environment variables
+		// are often exported for other endpoints and are harmless here.
+		for _, s := range []setting{r.token, r.tokenFile, r.caFile} {
+			if s.from == fromConfig {
+				resp.Diagnostics.AddAttributeWarning(path.Root(s.attr), s.attr+" is ignored for a unix socket endpoint",
+					"The agent's unix socket is protected by file permissions and carries no token or TLS; "+
+						s.attr+" only applies to a host:port endpoint.")
+			}
+		}
+	}
+
+	// Dial does not connect: an unreachable agent surfaces at the first
+	// call, where the diagnostic can say what was being done.
+	c, err := client.Dial(ctx, r.clientConfig())
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot configure the virtplane client", err.Error())
+		return
+	}
+	p.setData(resp, &providerData{client: c, endpoint: r.endpoint.value})
+}
+
+func (p *virtplaneProvider) setData(resp *provider.ConfigureResponse, d *providerData) {
+	resp.DataSourceData = d
+	resp.ResourceData = d
+}
+
+// unknownAttributes names the provider attributes whose values are not known
+// yet.
+func unknownAttributes(m providerModel) []string {
+	var out []string
+	for _, a := range []struct {
+		name string
+		v    types.String
+	}{{"endpoint", m.Endpoint}, {"token", m.Token}, {"token_file", m.TokenFile}, {"ca_file", m.CAFile}} {
+		if a.v.IsUnknown() {
+			out = append(out, a.name)
+		}
+	}
+	return out
 }
 
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource { return nil }
 
-func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource { return nil }
+func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{NewNodesDataSource}
+}

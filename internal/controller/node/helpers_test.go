@@ -1,0 +1,178 @@
+package node
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store/memstore"
+)
+
+// t0 is the controller's clock at the start of every test.
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+const (
+	lease  = 40 * time.Second
+	margin = 10 * time.Second
+)
+
+func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// readyNode is a node as the API leaves it after a heartbeat stamped hb
+// (by the API server's clock, which need not be the controller's).
+func readyNode(name string, hb time.Time) *apiv1.Node {
+	return &apiv1.Node{
+		Metadata: &apiv1.ObjectMeta{Name: name, Uid: "uid-" + name},
+		Spec:     &apiv1.NodeSpec{},
+		Status: &apiv1.NodeStatus{
+			Schedulable: true,
+			Heartbeat:   timestamppb.New(hb),
+			LeaseExpiry: timestamppb.New(hb.Add(lease)),
+			Conditions: []*apiv1.Condition{{
+				Type: apiv1.ConditionReady, Status: apiv1.ConditionTrue, Reason: "NodeAgentHeartbeat",
+				LastTransitionTime: timestamppb.New(hb),
+			}},
+		},
+	}
+}
+
+// vm is a VM with a node failure policy.
+func vm(name, policy string) *apiv1.VirtualMachine {
+	return &apiv1.VirtualMachine{
+		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: name, Uid: "vm-uid-" + name},
+		Spec:     &apiv1.VirtualMachineSpec{RunStrategy: apiv1.RunStrategyAlways, NodeFailurePolicy: policy},
+	}
+}
+
+// instance is the VMI of VM name, on node in phase.
+func instance(name, node, phase string) *apiv1.VirtualMachineInstance {
+	return &apiv1.VirtualMachineInstance{
+		Metadata: &apiv1.ObjectMeta{
+			Namespace: "default", Name: name, Uid: "vmi-uid-" + name,
+			OwnerReferences: []*apiv1.OwnerReference{{Kind: apiv1.KindVirtualMachine, Name: name, Uid: "vm-uid-" + name, Controller: true}},
+		},
+		Spec:   &apiv1.VirtualMachineInstanceSpec{},
+		Status: &apiv1.VirtualMachineInstanceStatus{Phase: phase, NodeName: node},
+	}
+}
+
+type fixture struct {
+	t       *testing.T
+	now     time.Time
+	nodeSt  *memstore.Store[*apiv1.Node]
+	vmiSt   *memstore.Store[*apiv1.VirtualMachineInstance]
+	vmSt    *memstore.Store[*apiv1.VirtualMachine]
+	nodeInf *informer.Informer[*apiv1.Node]
+	vmiInf  *informer.Informer[*apiv1.VirtualMachineInstance]
+	vmInf   *informer.Informer[*apiv1.VirtualMachine]
+	c       *Controller
+}
+
+func newFixture(t *testing.T, nodes []*apiv1.Node, vms []*apiv1.VirtualMachine, vmis ...*apiv1.VirtualMachineInstance) *fixture {
+	t.Helper()
+	f := &fixture{t: t, now: t0}
+	clock := func() time.Time { return f.now }
+	rev := new(int64)
+	f.nodeSt = memstore.New(store.Nodes, rev, clock)
+	f.vmiSt = memstore.New(store.VirtualMachineInstances, rev, clock)
+	f.vmSt = memstore.New(store.VirtualMachines, rev, clock)
+	f.nodeSt.Seed(nodes...)
+	f.vmiSt.Seed(vmis...)
+	f.vmSt.Seed(vms...)
+	f.nodeInf = informer.New(store.Store[*apiv1.Node](f.nodeSt), store.ListOptions{}, discard())
+	f.vmiInf = informer.New(store.Store[*apiv1.VirtualMachineInstance](f.vmiSt), store.ListOptions{}, discard())
+	f.vmInf = informer.New(store.Store[*apiv1.VirtualMachine](f.vmSt), store.ListOptions{}, discard())
+	f.c = f.newController()
+	f.syncCaches()
+	return f
+}
+
+func (f *fixture) newController() *Controller {
+	return New(Options{Lease: lease, FenceMargin: margin, Clock: func() time.Time { return f.now }},
+		f.nodeInf, f.vmiInf, f.vmInf, f.nodeSt, f.vmiSt, discard())
+}
+
+// syncCaches makes the informers show what the stores hold.
+func (f *fixture) syncCaches() {
+	f.t.Helper()
+	ctx := context.Background()
+	nodes, _, err := f.nodeSt.List(ctx, store.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	vmis, _, err := f.vmiSt.List(ctx, store.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	vms, _, err := f.vmSt.List(ctx, store.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.nodeInf.Fill(nodes...)
+	f.vmiInf.Fill(vmis...)
+	f.vmInf.Fill(vms...)
+}
+
+// at runs Reconcile for node at controller time t0+d.
+func (f *fixture) at(d time.Duration, node string) time.Duration {
+	f.t.Helper()
+	f.now = t0.Add(d)
+	res, err := f.c.Reconcile(context.Background(), node)
+	if err != nil {
+		f.t.Fatalf("reconcile %s at +%v: %v", node, d, err)
+	}
+	return res.RequeueAfter
+}
+
+// heartbeat does what the API's Heartbeat does, stamping hb.
+func (f *fixture) heartbeat(node string, hb time.Time) {
+	f.t.Helper()
+	_, err := f.nodeSt.GuaranteedUpdate(context.Background(), "", node, func(n *apiv1.Node) (*apiv1.Node, error) {
+		n.Status.Schedulable = true
+		n.Status.Heartbeat = timestamppb.New(hb)
+		n.Status.LeaseExpiry = timestamppb.New(hb.Add(lease))
+		n.Status.Conditions = apiv1.SetCondition(n.Status.Conditions, &apiv1.Condition{
+			Type: apiv1.ConditionReady, Status: apiv1.ConditionTrue, Reason: "NodeAgentHeartbeat",
+		}, hb)
+		return n, nil
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) node(name string) *apiv1.Node {
+	f.t.Helper()
+	n, err := f.nodeSt.Get(context.Background(), "", name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fixture) vmi(name string) *apiv1.VirtualMachineInstance {
+	f.t.Helper()
+	v, err := f.vmiSt.Get(context.Background(), "default", name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
+// failed lists the VMIs written to Failed so far, in write order.
+func (f *fixture) failed() []string {
+	var out []string
+	for _, w := range f.vmiSt.Writes() {
+		if w.Object.GetStatus().GetPhase() == apiv1.PhaseFailed {
+			out = append(out, w.Key)
+		}
+	}
+	return out
+}

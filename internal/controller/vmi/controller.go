@@ -1,0 +1,217 @@
+// Package vmi is the VMI controller: the part of KubeVirt's VMI controller
+// that, with Kubernetes, creates a launcher pod and lets kube-scheduler
+// place it. Here it places VMIs on nodes itself (phase "" or Pending →
+// Scheduled with status.node_name), reports why none fits, and fails VMIs
+// that cannot run anymore (deleted before placement, node deleted).
+package vmi
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+)
+
+// NodeIndex is the VMI informer index by status.node_name, shared with the
+// node controller (the VM controller does not use the name).
+const NodeIndex = "node"
+
+// IndexByNode is the NodeIndex function.
+func IndexByNode(v *apiv1.VirtualMachineInstance) []string {
+	if n := v.GetStatus().GetNodeName(); n != "" {
+		return []string{n}
+	}
+	return nil
+}
+
+// Options tune placement. Zero values get the defaults.
+type Options struct {
+	// MemoryOverhead is added to every VMI's guest memory: what QEMU,
+	// libvirt and the launcher use beyond the guest (KubeVirt computes
+	// it per VM, §8.1 of the reference). Default 160Mi. It is the
+	// --vm-memory-overhead flag (resource.QuantityValue parses it); the
+	// node/launcher issue will measure the real figure and update this
+	// default.
+	MemoryOverhead resource.Quantity
+	// CPUAllocationRatio is vCPUs per host CPU: a VMI requests
+	// vCPUs/ratio CPUs. Default 10 (KubeVirt's 100m per vCPU).
+	CPUAllocationRatio int64
+	// UnschedulableRetry is how often a VMI that fits nowhere is tried
+	// again even without node events. Default 30s.
+	UnschedulableRetry time.Duration
+	Clock              func() time.Time
+}
+
+// DefaultMemoryOverhead is the default Options.MemoryOverhead.
+const DefaultMemoryOverhead = "160Mi"
+
+func (o *Options) complete() {
+	if o.MemoryOverhead.IsZero() {
+		o.MemoryOverhead = resource.MustParse(DefaultMemoryOverhead)
+	}
+	if o.CPUAllocationRatio <= 0 {
+		o.CPUAllocationRatio = 10
+	}
+	if o.UnschedulableRetry <= 0 {
+		o.UnschedulableRetry = 30 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+}
+
+// Controller places VMIs on nodes.
+type Controller struct {
+	opts    Options
+	vmiInf  *informer.Informer[*apiv1.VirtualMachineInstance]
+	nodeInf *informer.Informer[*apiv1.Node]
+	vmis    informer.Lister[*apiv1.VirtualMachineInstance]
+	nodes   informer.Lister[*apiv1.Node]
+	store   store.Store[*apiv1.VirtualMachineInstance]
+	log     *slog.Logger
+	queue   controller.Queue
+	assumed *assumeCache
+	placeMu sync.Mutex // one placement decision at a time, see place
+}
+
+// New registers the controller's index and handlers on the shared
+// informers; call it before the informers run (an index added later would
+// miss the objects already cached). The caller runs the informers.
+func New(opts Options, vmis *informer.Informer[*apiv1.VirtualMachineInstance], nodes *informer.Informer[*apiv1.Node],
+	vmiStore store.Store[*apiv1.VirtualMachineInstance], log *slog.Logger) *Controller {
+	if vmis.HasSynced() || nodes.HasSynced() {
+		panic("vmi.New: informers already populated; create controllers before running their informers")
+	}
+	opts.complete()
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Controller{
+		opts: opts, vmiInf: vmis, nodeInf: nodes, vmis: vmis, nodes: nodes,
+		store: vmiStore, log: log.With("controller", "vmi"),
+		queue: controller.NewQueue("vmi"), assumed: newAssumeCache(),
+	}
+	vmis.AddIndex(NodeIndex, IndexByNode)
+	vmis.AddHandler(informer.Handler[*apiv1.VirtualMachineInstance]{
+		OnAdd:    c.vmiAdded,
+		OnUpdate: c.vmiUpdated,
+		OnDelete: c.vmiDeleted,
+	})
+	nodes.AddHandler(informer.Handler[*apiv1.Node]{
+		OnAdd:    func(*apiv1.Node) { c.enqueueUnplaced() },
+		OnUpdate: c.nodeUpdated,
+		OnDelete: c.nodeDeleted,
+	})
+	return c
+}
+
+// Run waits for the caches and processes VMIs until ctx ends. Placement
+// decisions are serialised internally, so several workers are safe.
+func (c *Controller) Run(ctx context.Context, workers int) {
+	for _, synced := range []<-chan struct{}{c.vmiInf.Synced(), c.nodeInf.Synced()} {
+		select {
+		case <-ctx.Done():
+			c.queue.ShutDown()
+			return
+		case <-synced:
+		}
+	}
+	c.log.Info("starting", "workers", workers)
+	controller.Run(ctx, "vmi", c.queue, workers, c, c.log)
+}
+
+// Handlers only enqueue keys; Reconcile reads the latest state.
+
+func (c *Controller) vmiAdded(v *apiv1.VirtualMachineInstance) {
+	if !apiv1.IsFinal(v.GetStatus().GetPhase()) {
+		c.queue.Add(informer.Key(v))
+	}
+}
+
+func (c *Controller) vmiUpdated(old, v *apiv1.VirtualMachineInstance) {
+	key := informer.Key(v)
+	if v.GetStatus().GetNodeName() != "" {
+		// The cache shows the placement now; it is counted from there.
+		c.assumed.forget(key)
+	}
+	if holdsCapacity(old) && !holdsCapacity(v) {
+		c.enqueueUnplaced()
+	}
+	if !apiv1.IsFinal(v.GetStatus().GetPhase()) {
+		c.queue.Add(key)
+	}
+}
+
+func (c *Controller) vmiDeleted(v *apiv1.VirtualMachineInstance) {
+	c.assumed.forget(informer.Key(v))
+	if holdsCapacity(v) {
+		c.enqueueUnplaced()
+	}
+}
+
+// holdsCapacity reports whether v counts against its node.
+func holdsCapacity(v *apiv1.VirtualMachineInstance) bool {
+	return v.GetStatus().GetNodeName() != "" && !apiv1.IsFinal(v.GetStatus().GetPhase())
+}
+
+func (c *Controller) nodeUpdated(old, n *apiv1.Node) {
+	if placementRelevantChange(old, n) {
+		c.enqueueUnplaced()
+	}
+}
+
+func (c *Controller) nodeDeleted(n *apiv1.Node) {
+	for _, v := range c.vmis.ByIndex(NodeIndex, n.GetMetadata().GetName()) {
+		c.queue.Add(informer.Key(v))
+	}
+	c.enqueueUnplaced()
+}
+
+// enqueueUnplaced retries every VMI still waiting for a node, as
+// kube-scheduler moves unschedulable pods back to its active queue on
+// cluster events.
+func (c *Controller) enqueueUnplaced() {
+	for _, v := range c.vmis.List() {
+		if needsPlacement(v) {
+			c.queue.Add(informer.Key(v))
+		}
+	}
+}
+
+func needsPlacement(v *apiv1.VirtualMachineInstance) bool {
+	st := v.GetStatus()
+	return st.GetNodeName() == "" && (st.GetPhase() == apiv1.PhaseUnset || st.GetPhase() == apiv1.PhasePending)
+}
+
+// placementRelevantChange ignores what every heartbeat rewrites (the
+// heartbeat and lease timestamps, the Ready probe times), so a fleet of
+// beating nodes does not re-run every unplaced VMI every few seconds; the
+// periodic retry covers the rest.
+func placementRelevantChange(old, n *apiv1.Node) bool {
+	return !proto.Equal(placementView(old), placementView(n))
+}
+
+func placementView(n *apiv1.Node) *apiv1.Node {
+	st := n.GetStatus()
+	view := &apiv1.Node{
+		Metadata: &apiv1.ObjectMeta{Labels: n.GetMetadata().GetLabels()},
+		Spec:     n.GetSpec(),
+		Status: &apiv1.NodeStatus{
+			Capacity: st.GetCapacity(), Allocatable: st.GetAllocatable(), Schedulable: st.GetSchedulable(),
+		},
+	}
+	for _, t := range []string{apiv1.ConditionReady, apiv1.ConditionNodeFenced} {
+		if cond := apiv1.FindCondition(st.GetConditions(), t); cond != nil {
+			view.Status.Conditions = append(view.Status.Conditions, &apiv1.Condition{Type: t, Status: cond.GetStatus()})
+		}
+	}
+	return view
+}

@@ -1,0 +1,205 @@
+package vmi
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Resource names in node capacity and allocatable maps.
+const (
+	resourceCPU    = "cpu"
+	resourceMemory = "memory"
+)
+
+// Reasons a node cannot take a VMI. The wording follows kube-scheduler's
+// filter plugins, so "0/3 nodes are available: ..." reads the way
+// KubeVirt users already know from their launcher pods.
+const (
+	reasonFenced             = "node(s) were fenced"
+	reasonNotReady           = "node(s) were not ready"
+	reasonCordoned           = "node(s) were unschedulable"
+	reasonAgentNotReady      = "node(s) had an agent that is not ready to run VMs"
+	reasonSelector           = "node(s) didn't match node selector"
+	reasonInsufficientCPU    = "Insufficient cpu"
+	reasonInsufficientMemory = "Insufficient memory"
+)
+
+// maxAmount caps node figures so that sums over a node's VMIs cannot
+// overflow int64; 2^62 bytes or millicores is far beyond any host.
+const maxAmount = int64(1) << 62
+
+// resources are CPU (millicores) and memory (bytes). int64 arithmetic keeps
+// the hot path free of the big-number code and of resource.Quantity's
+// shared internal state; quantities are only parsed at the edges.
+type resources struct {
+	milliCPU int64
+	memory   int64
+}
+
+func (r resources) plus(o resources) resources {
+	return resources{milliCPU: r.milliCPU + o.milliCPU, memory: r.memory + o.memory}
+}
+
+func (r resources) minus(o resources) resources {
+	return resources{milliCPU: r.milliCPU - o.milliCPU, memory: r.memory - o.memory}
+}
+
+// request is what a VMI reserves on its node: guest memory plus the
+// per-VM overhead, and its vCPUs divided by the CPU allocation ratio
+// (KubeVirt's 100m per vCPU at the default ratio of 10), rounded up.
+func request(spec *apiv1.VirtualMachineInstanceSpec, o Options) (resources, error) {
+	guest := spec.GetDomain().GetMemory().GetGuest()
+	q, err := resource.ParseQuantity(guest)
+	if err != nil {
+		return resources{}, fmt.Errorf("spec.domain.memory.guest %q: %w", guest, err)
+	}
+	cpu := spec.GetDomain().GetCpu()
+	vcpus := int64(1)
+	// Zero is "unset" (defaulted to 1 by the API); validation refuses
+	// negative counts, so treat them as 1 rather than as a credit.
+	for _, n := range []int32{cpu.GetCores(), cpu.GetSockets(), cpu.GetThreads()} {
+		vcpus *= int64(max(n, 1))
+	}
+	ratio := max(o.CPUAllocationRatio, 1)
+	return resources{
+		milliCPU: (vcpus*1000 + ratio - 1) / ratio,
+		memory:   amount(q, 0) + amount(o.MemoryOverhead, 0),
+	}, nil
+}
+
+// amount converts q to an int64 at scale (0 for units, resource.Milli for
+// millis), clamped to [0, maxAmount].
+func amount(q resource.Quantity, scale resource.Scale) int64 {
+	if q.Sign() <= 0 {
+		return 0
+	}
+	limit := resource.NewScaledQuantity(maxAmount, scale)
+	if q.Cmp(*limit) >= 0 {
+		return maxAmount
+	}
+	return q.ScaledValue(scale)
+}
+
+// allocatable reads a node's allocatable figure for name, falling back to
+// capacity; a missing or unparsable figure counts as zero so the node is
+// reported as insufficient rather than silently overcommitted.
+func allocatable(node *apiv1.Node, name string, scale resource.Scale) int64 {
+	s, ok := node.GetStatus().GetAllocatable()[name]
+	if !ok {
+		s = node.GetStatus().GetCapacity()[name]
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0
+	}
+	return amount(q, scale)
+}
+
+func nodeAllocatable(node *apiv1.Node) resources {
+	return resources{
+		milliCPU: allocatable(node, resourceCPU, resource.Milli),
+		memory:   allocatable(node, resourceMemory, 0),
+	}
+}
+
+// candidate is a node and what is already committed on it (cached VMIs
+// plus assumed placements).
+type candidate struct {
+	node *apiv1.Node
+	used resources
+}
+
+// decision is the outcome of choose: a node, or why there is none.
+type decision struct {
+	node    string
+	message string
+}
+
+// choose picks the node for a VMI with request req and node selector sel.
+// Among the nodes that fit it takes the one with the largest fraction of
+// memory still free after the placement (spreading load, as
+// kube-scheduler's LeastAllocated scoring does), ties broken by name so
+// that decisions are reproducible.
+func choose(req resources, sel map[string]string, nodes []candidate) decision {
+	reasons := map[string]int{}
+	best, bestScore := "", math.Inf(-1)
+	for _, c := range nodes {
+		if rs := unfit(c, req, sel); len(rs) > 0 {
+			for _, r := range rs {
+				reasons[r]++
+			}
+			continue
+		}
+		alloc := nodeAllocatable(c.node).memory
+		score := 0.0
+		if alloc > 0 {
+			score = float64(alloc-c.used.memory-req.memory) / float64(alloc)
+		}
+		name := c.node.GetMetadata().GetName()
+		if score > bestScore || (score == bestScore && name < best) {
+			best, bestScore = name, score
+		}
+	}
+	if best != "" {
+		return decision{node: best}
+	}
+	return decision{message: unavailableMessage(len(nodes), reasons)}
+}
+
+// unfit returns why c cannot take the VMI, or nil. Node state is checked
+// first and resources last; resources can report both cpu and memory,
+// like kube-scheduler's NodeResourcesFit.
+func unfit(c candidate, req resources, sel map[string]string) []string {
+	n := c.node
+	switch {
+	case apiv1.FindCondition(n.GetStatus().GetConditions(), apiv1.ConditionNodeFenced).GetStatus() == apiv1.ConditionTrue:
+		return []string{reasonFenced}
+	case apiv1.FindCondition(n.GetStatus().GetConditions(), apiv1.ConditionReady).GetStatus() != apiv1.ConditionTrue:
+		return []string{reasonNotReady}
+	case n.GetSpec().GetUnschedulable():
+		return []string{reasonCordoned}
+	case !n.GetStatus().GetSchedulable():
+		return []string{reasonAgentNotReady}
+	case !matches(sel, n.GetMetadata().GetLabels()):
+		return []string{reasonSelector}
+	}
+	free := nodeAllocatable(n).minus(c.used)
+	var out []string
+	if free.milliCPU < req.milliCPU {
+		out = append(out, reasonInsufficientCPU)
+	}
+	if free.memory < req.memory {
+		out = append(out, reasonInsufficientMemory)
+	}
+	return out
+}
+
+func matches(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// unavailableMessage renders kube-scheduler's FitError text:
+// "0/2 nodes are available: 1 Insufficient memory, 1 node(s) didn't match
+// node selector." with the reasons sorted as strings.
+func unavailableMessage(total int, reasons map[string]int) string {
+	if total == 0 {
+		return "0/0 nodes are available: no nodes are registered."
+	}
+	parts := make([]string, 0, len(reasons))
+	for r, n := range reasons {
+		parts = append(parts, fmt.Sprintf("%d %s", n, r))
+	}
+	sort.Strings(parts)
+	return fmt.Sprintf("0/%d nodes are available: %s.", total, strings.Join(parts, ", "))
+}

@@ -1,0 +1,167 @@
+package vmi
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+const mi = int64(1) << 20
+
+func defaults() Options {
+	var o Options
+	o.complete()
+	return o
+}
+
+func TestRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cpu        *apiv1.CPU
+		mem        string
+		ratio      int64
+		overhead   string
+		wantMilli  int64
+		wantMemory int64
+	}{
+		{"one vCPU is KubeVirt's 100m", &apiv1.CPU{Cores: 1}, "1Gi", 0, "", 100, 1024*mi + 160*mi},
+		{"cores x sockets x threads", &apiv1.CPU{Cores: 2, Sockets: 2, Threads: 2}, "512Mi", 0, "", 800, 672 * mi},
+		{"unset counts are one", nil, "1Gi", 0, "", 100, 1184 * mi},
+		{"ratio 3 rounds up", &apiv1.CPU{Cores: 1}, "1Gi", 3, "", 334, 1184 * mi},
+		{"ratio 1 is dedicated", &apiv1.CPU{Cores: 4}, "1Gi", 1, "", 4000, 1184 * mi},
+		{"overhead flag", &apiv1.CPU{Cores: 1}, "1Gi", 0, "256Mi", 100, 1280 * mi},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{CPUAllocationRatio: tc.ratio}
+			if tc.overhead != "" {
+				o.MemoryOverhead = resource.MustParse(tc.overhead)
+			}
+			o.complete()
+			spec := &apiv1.VirtualMachineInstanceSpec{Domain: &apiv1.DomainSpec{Cpu: tc.cpu, Memory: &apiv1.Memory{Guest: tc.mem}}}
+			got, err := request(spec, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.milliCPU != tc.wantMilli || got.memory != tc.wantMemory {
+				t.Fatalf("request = %dm, %dMi; want %dm, %dMi", got.milliCPU, got.memory/mi, tc.wantMilli, tc.wantMemory/mi)
+			}
+		})
+	}
+	if _, err := request(&apiv1.VirtualMachineInstanceSpec{}, defaults()); err == nil {
+		t.Fatal("missing guest memory accepted")
+	}
+}
+
+func TestChoose(t *testing.T) {
+	// 1 vCPU (100m) and 1Gi + 160Mi overhead.
+	req := resources{milliCPU: 100, memory: 1184 * mi}
+	big := node("big", "4", "8Gi", nil)
+	small := node("small", "4", "4Gi", nil)
+	zoneA := node("a", "4", "8Gi", map[string]string{"zone": "a"})
+	zoneB := node("b", "4", "8Gi", map[string]string{"zone": "b"})
+	for _, tc := range []struct {
+		name    string
+		sel     map[string]string
+		nodes   []candidate
+		want    string
+		message string
+	}{
+		{name: "fits", nodes: []candidate{{node: big}}, want: "big"},
+		{
+			name:  "spread: most free memory fraction after placement",
+			nodes: []candidate{{node: big, used: resources{memory: 6 * 1024 * mi}}, {node: small, used: resources{memory: 1024 * mi}}},
+			want:  "small",
+		},
+		{
+			name:  "spread: fraction, not absolute free memory",
+			nodes: []candidate{{node: big, used: resources{memory: 4 * 1024 * mi}}, {node: small}},
+			want:  "small", // big: (4Gi-1184Mi)/8Gi ≈ 0.36; small: (4Gi-1184Mi)/4Gi ≈ 0.71
+		},
+		{name: "tie broken by name", nodes: []candidate{{node: zoneB}, {node: zoneA}}, want: "a"},
+		{name: "selector", sel: map[string]string{"zone": "b"}, nodes: []candidate{{node: zoneA}, {node: zoneB}}, want: "b"},
+		{
+			name:    "insufficient memory",
+			nodes:   []candidate{{node: small, used: resources{memory: 3 * 1024 * mi}}},
+			message: "0/1 nodes are available: 1 Insufficient memory.",
+		},
+		{
+			name:    "insufficient cpu",
+			nodes:   []candidate{{node: node("n", "200m", "8Gi", nil), used: resources{milliCPU: 150}}},
+			message: "0/1 nodes are available: 1 Insufficient cpu.",
+		},
+		{
+			name:    "both resources on one node count twice",
+			nodes:   []candidate{{node: node("n", "50m", "1Gi", nil)}},
+			message: "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory.",
+		},
+		{
+			name:    "kube-scheduler's message",
+			sel:     map[string]string{"zone": "a"},
+			nodes:   []candidate{{node: zoneA, used: resources{memory: 7 * 1024 * mi}}, {node: zoneB}},
+			message: "0/2 nodes are available: 1 Insufficient memory, 1 node(s) didn't match node selector.",
+		},
+		{
+			name: "unusable nodes are skipped",
+			nodes: []candidate{
+				{node: withNode(big, func(n *apiv1.Node) { n.Metadata.Name = "cordoned"; n.Spec.Unschedulable = true })},
+				{node: withNode(big, func(n *apiv1.Node) {
+					n.Metadata.Name = "notready"
+					n.Status.Conditions[0].Status = apiv1.ConditionFalse
+				})},
+				{node: withNode(big, func(n *apiv1.Node) {
+					n.Metadata.Name = "fenced"
+					n.Status.Conditions = append(n.Status.Conditions, &apiv1.Condition{Type: apiv1.ConditionNodeFenced, Status: apiv1.ConditionTrue})
+				})},
+				{node: withNode(big, func(n *apiv1.Node) { n.Metadata.Name = "agent"; n.Status.Schedulable = false })},
+				{node: withNode(big, func(n *apiv1.Node) { n.Metadata.Name = "noready"; n.Status.Conditions = nil })},
+			},
+			message: "0/5 nodes are available: 1 node(s) had an agent that is not ready to run VMs, " +
+				"1 node(s) were fenced, 1 node(s) were unschedulable, 2 node(s) were not ready.",
+		},
+		{
+			name:  "unusable nodes skipped, a usable one chosen",
+			nodes: []candidate{{node: withNode(big, func(n *apiv1.Node) { n.Spec.Unschedulable = true })}, {node: small}},
+			want:  "small",
+		},
+		{
+			name:    "missing allocatable is zero",
+			nodes:   []candidate{{node: withNode(big, func(n *apiv1.Node) { n.Status.Allocatable = nil; n.Status.Capacity = nil })}},
+			message: "0/1 nodes are available: 1 Insufficient cpu, 1 Insufficient memory.",
+		},
+		{
+			name:  "capacity when allocatable is missing",
+			nodes: []candidate{{node: withNode(big, func(n *apiv1.Node) { n.Status.Allocatable = nil })}},
+			want:  "big",
+		},
+		{name: "no nodes", message: "0/0 nodes are available: no nodes are registered."},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := choose(req, tc.sel, tc.nodes)
+			if got.node != tc.want || got.message != tc.message {
+				t.Fatalf("choose = %+v; want node %q message %q", got, tc.want, tc.message)
+			}
+		})
+	}
+}
+
+func TestChooseExactFit(t *testing.T) {
+	// A node whose free memory equals the request takes it.
+	n := node("n", "100m", "1184Mi", nil)
+	if got := choose(resources{milliCPU: 100, memory: 1184 * mi}, nil, []candidate{{node: n}}); got.node != "n" {
+		t.Fatalf("exact fit refused: %+v", got)
+	}
+}
+
+func TestAmountCapsHugeQuantities(t *testing.T) {
+	if got := amount(resource.MustParse("1e40"), 0); got != maxAmount {
+		t.Fatalf("1e40 → %d", got)
+	}
+	if got := amount(resource.MustParse("-1"), 0); got != 0 {
+		t.Fatalf("-1 → %d", got)
+	}
+	if got := amount(resource.MustParse("1500m"), resource.Milli); got != 1500 {
+		t.Fatalf("1500m → %d", got)
+	}
+}

@@ -1,0 +1,216 @@
+package provider
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/labels"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+var (
+	_ datasource.DataSource              = (*nodesDataSource)(nil)
+	_ datasource.DataSourceWithConfigure = (*nodesDataSource)(nil)
+)
+
+// NewNodesDataSource returns the virtplane_nodes data source.
+func NewNodesDataSource() datasource.DataSource { return &nodesDataSource{} }
+
+type nodesDataSource struct {
+	data *providerData
+}
+
+type nodesDataSourceModel struct {
+	ID            types.String `tfsdk:"id"`
+	LabelSelector types.String `tfsdk:"label_selector"`
+	Nodes         []nodeModel  `tfsdk:"nodes"`
+}
+
+type nodeModel struct {
+	Name           types.String      `tfsdk:"name"`
+	Ready          types.Bool        `tfsdk:"ready"`
+	Schedulable    types.Bool        `tfsdk:"schedulable"`
+	Unschedulable  types.Bool        `tfsdk:"unschedulable"`
+	CPU            types.String      `tfsdk:"cpu"`
+	Memory         types.String      `tfsdk:"memory"`
+	CapacityCPU    types.String      `tfsdk:"capacity_cpu"`
+	CapacityMemory types.String      `tfsdk:"capacity_memory"`
+	KVMUsable      types.Bool        `tfsdk:"kvm_usable"`
+	AgentVersion   types.String      `tfsdk:"agent_version"`
+	LibvirtVersion types.String      `tfsdk:"libvirt_version"`
+	QEMUVersion    types.String      `tfsdk:"qemu_version"`
+	Heartbeat      types.String      `tfsdk:"heartbeat"`
+	Labels         map[string]string `tfsdk:"labels"`
+}
+
+// allNodesID is the id when no selector is set; it is not a valid selector,
+// so it cannot collide with one.
+const allNodesID = "*"
+
+func (d *nodesDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_nodes"
+}
+
+func (d *nodesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, Description: desc}
+	}
+	boolean := func(desc string) schema.BoolAttribute { return schema.BoolAttribute{Computed: true, Description: desc} }
+	resp.Schema = schema.Schema{
+		Description: "Lists the nodes registered with the virtplane agent, with their readiness, resources and " +
+			"versions, optionally filtered by labels. Use it to pick a node for a VM or to check that a host is " +
+			"ready before placing work on it.",
+		Attributes: map[string]schema.Attribute{
+			"id": str("The label selector in canonical form, or `*` when all nodes were listed."),
+			"label_selector": schema.StringAttribute{
+				Optional: true,
+				Description: "Only list nodes whose labels match this selector, in Kubernetes syntax: " +
+					"`zone=a`, `gpu!=true`, `tier in (db,web)`, `!maintenance`, comma-separated for AND. " +
+					"Unset lists every node.",
+				Validators: []validator.String{labelSelectorValidator{}},
+			},
+			"nodes": schema.ListNestedAttribute{
+				Computed:    true,
+				Description: "The matching nodes, sorted by name.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name": str("Node name, usually the host name."),
+					"ready": boolean("Whether the node's `Ready` condition is `True`, i.e. its agent is " +
+						"posting heartbeats. False when the condition is `False`, `Unknown` or missing."),
+					"schedulable": boolean("Whether the node agent reports that it can run new instances " +
+						"(for example KVM and libvirt are usable)."),
+					"unschedulable": boolean("Whether an operator cordoned the node (`spec.unschedulable`) " +
+						"to keep new instances off it."),
+					"cpu":             str("Allocatable CPUs as a quantity (`7`, `7500m`); null if not reported."),
+					"memory":          str("Allocatable memory as a quantity (`30Gi`); null if not reported."),
+					"capacity_cpu":    str("Total CPUs of the host as a quantity; null if not reported."),
+					"capacity_memory": str("Total memory of the host as a quantity; null if not reported."),
+					"kvm_usable":      boolean("Whether `/dev/kvm` is usable, so instances get hardware virtualisation."),
+					"agent_version":   str("Version of the virtplane node agent; null if not reported."),
+					"libvirt_version": str("Version of libvirt on the node; null if not reported."),
+					"qemu_version":    str("Version of QEMU on the node; null if not reported."),
+					"heartbeat":       str("Time of the last heartbeat, RFC 3339 in UTC; null if none was received."),
+					"labels": schema.MapAttribute{
+						Computed:    true,
+						ElementType: types.StringType,
+						Description: "Node labels; empty when the node has none.",
+					},
+				}},
+			},
+		},
+	}
+}
+
+func (d *nodesDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *nodesDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m nodesDataSourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if d.data == nil {
+		resp.Diagnostics.AddError("virtplane provider not configured",
+			"The data source was read before the provider was configured. This is a bug in the virtplane provider.")
+		return
+	}
+	if len(d.data.unknown) > 0 {
+		if req.ClientCapabilities.DeferralAllowed {
+			resp.Deferred = &datasource.Deferred{Reason: datasource.DeferredReasonProviderConfigUnknown}
+			return
+		}
+		resp.Diagnostics.AddError(notReadyError(d.data, "read virtplane_nodes"))
+		return
+	}
+
+	selector := m.LabelSelector.ValueString()
+	out, err := d.data.client.Nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: selector})
+	if err != nil {
+		// The validator catches bad selectors first; this covers an agent
+		// whose selector syntax differs from ours.
+		if status.Code(err) == codes.InvalidArgument {
+			resp.Diagnostics.AddAttributeError(path.Root("label_selector"), "Invalid label_selector",
+				"The agent rejected label_selector "+m.LabelSelector.String()+": "+status.Convert(err).Message())
+			return
+		}
+		resp.Diagnostics.AddError(apiError(err, d.data.endpoint, "list nodes"))
+		return
+	}
+
+	m.ID = types.StringValue(selectorID(selector))
+	m.Nodes = nodeModels(out.GetItems())
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// selectorID canonicalises the selector so that equivalent spellings give
+// the same id.
+func selectorID(selector string) string {
+	sel, err := labels.Parse(selector)
+	switch {
+	case err != nil:
+		return selector // unreachable: the validator parsed it already
+	case sel.Empty():
+		return allNodesID
+	}
+	return sel.String()
+}
+
+// nodeModels maps API nodes to the schema, sorted by name so that the list
+// does not reorder between refreshes.
+func nodeModels(items []*apiv1.Node) []nodeModel {
+	out := make([]nodeModel, 0, len(items))
+	for _, n := range items {
+		out = append(out, nodeToModel(n))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name.ValueString() < out[j].Name.ValueString() })
+	return out
+}
+
+func nodeToModel(n *apiv1.Node) nodeModel {
+	st := n.GetStatus()
+	info := st.GetNodeInfo()
+	ready := apiv1.FindCondition(st.GetConditions(), "Ready").GetStatus() == apiv1.ConditionTrue
+	m := nodeModel{
+		Name:           types.StringValue(n.GetMetadata().GetName()),
+		Ready:          types.BoolValue(ready),
+		Schedulable:    types.BoolValue(st.GetSchedulable()),
+		Unschedulable:  types.BoolValue(n.GetSpec().GetUnschedulable()),
+		CPU:            optString(st.GetAllocatable()["cpu"]),
+		Memory:         optString(st.GetAllocatable()["memory"]),
+		CapacityCPU:    optString(st.GetCapacity()["cpu"]),
+		CapacityMemory: optString(st.GetCapacity()["memory"]),
+		KVMUsable:      types.BoolValue(info.GetKvmUsable()),
+		AgentVersion:   optString(info.GetAgentVersion()),
+		LibvirtVersion: optString(info.GetLibvirtVersion()),
+		QEMUVersion:    optString(info.GetQemuVersion()),
+		Heartbeat:      types.StringNull(),
+		// Never null, so that lookup(node.labels, "k", "") works.
+		Labels: map[string]string{},
+	}
+	if hb := st.GetHeartbeat(); hb != nil {
+		m.Heartbeat = types.StringValue(hb.AsTime().UTC().Format(time.RFC3339))
+	}
+	for k, v := range n.GetMetadata().GetLabels() {
+		m.Labels[k] = v
+	}
+	return m
+}
+
+// optString maps "not reported" to null rather than "", so that
+// coalesce() and null checks work in configurations.
+func optString(s string) types.String {
+	if s == "" {
+		return types.StringNull()
+	}
+	return types.StringValue(s)
+}
