@@ -75,6 +75,7 @@ https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
 		newRestartCommand(o),
 		newPauseCommand(o),
 		newUnpauseCommand(o),
+		newNodeCommand(o),
 		newVersionCommand(),
 	)
 	return cmd, o

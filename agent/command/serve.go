@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
 )
@@ -21,6 +22,7 @@ func newServeCommand() *cobra.Command {
 		logLevel  string
 		logFormat string
 		shutdown  time.Duration
+		overhead  = k8sresource.QuantityValue{Quantity: k8sresource.MustParse("160Mi")}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -39,6 +41,7 @@ cluster instead of the embedded one.`,
 				return err
 			}
 			o.Logger = logger
+			o.ControllerOptions.MemoryOverhead = overhead.Quantity
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			a, err := server.Start(ctx, o)
@@ -77,6 +80,9 @@ cluster instead of the embedded one.`,
 	f.DurationVar(&o.LeaderLease, "leader-lease", 15*time.Second, "leader election session TTL")
 	f.DurationVar(&o.NodeLease, "node-lease", 40*time.Second, "fencing lease granted to node agents per heartbeat")
 	f.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often node agents heartbeat")
+	f.DurationVar(&o.ControllerOptions.FenceMargin, "fence-margin", 10*time.Second, "safety margin after a node lease before RestartElsewhere VMs move (docs/failover.md)")
+	f.Var(&overhead, "vm-memory-overhead", "memory reserved per VM beyond its guest memory at placement")
+	f.Int64Var(&o.ControllerOptions.CPUAllocationRatio, "cpu-allocation-ratio", 10, "vCPUs placed per host CPU")
 	f.StringVar(&o.ImageDir, "image-dir", "", "node image directory (default <data-dir>/images)")
 	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long open calls may finish on SIGTERM")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -67,7 +67,8 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	ImageDir          string
 
-	// Controllers run while this agent leads; nil runs none.
+	ControllerOptions ControllerOptions
+	// Controllers replaces the built-in controllers (tests); nil runs them.
 	Controllers func(ctx context.Context, deps Deps)
 
 	Logger *slog.Logger
@@ -105,6 +106,18 @@ func (o *Options) Complete() {
 	}
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = 10 * time.Second
+	}
+	if o.ControllerOptions.VMWorkers == 0 {
+		o.ControllerOptions.VMWorkers = 3
+	}
+	if o.ControllerOptions.VMIWorkers == 0 {
+		o.ControllerOptions.VMIWorkers = 10
+	}
+	if o.ControllerOptions.NodeWorkers == 0 {
+		o.ControllerOptions.NodeWorkers = 3
+	}
+	if o.ControllerOptions.FenceMargin == 0 {
+		o.ControllerOptions.FenceMargin = 10 * time.Second
 	}
 	if o.ImageDir == "" {
 		o.ImageDir = filepath.Join(o.DataDir, "images")
@@ -247,7 +260,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 			o.Controllers(ctx, deps)
 			return
 		}
-		<-ctx.Done()
+		runControllers(ctx, deps, o)
 	}
 	if o.LeaderElect {
 		el := &leader.Elector{

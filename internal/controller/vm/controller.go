@@ -11,6 +11,7 @@ package vm
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -36,6 +37,7 @@ type Controller struct {
 	vmSt   store.Store[*apiv1.VirtualMachine]
 	vmiSt  store.Store[*apiv1.VirtualMachineInstance]
 	exp    *controller.Expectations
+	writes *writtenVersions
 	queue  controller.Queue
 	log    *slog.Logger
 	synced []<-chan struct{}
@@ -84,9 +86,10 @@ func newController(opts Options, vms informer.Lister[*apiv1.VirtualMachine], vmi
 	}
 	return &Controller{
 		opts: opts, vms: vms, vmis: vmis, vmSt: vmSt, vmiSt: vmiSt,
-		exp:   controller.NewExpectations(opts.Clock),
-		queue: controller.NewQueue("vm"),
-		log:   log.With("controller", "vm"),
+		exp:    controller.NewExpectations(opts.Clock),
+		writes: &writtenVersions{m: map[string]int64{}},
+		queue:  controller.NewQueue("vm"),
+		log:    log.With("controller", "vm"),
 	}
 }
 
@@ -109,10 +112,11 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	vmi, vmiExists := c.vmis.GetByKey(key)
 	if !vmExists {
 		c.exp.Delete(key)
+		c.writes.forget(key)
 		if vmiExists && ownedByVM(vmi) && vmi.Metadata.DeletionTimestamp == nil {
 			// Its VM is gone (deleted before this controller put its
 			// finalizer on it): collect the orphan.
-			return controller.Result{}, c.deleteVMI(ctx, key, vmi, &pass{})
+			return controller.Result{}, c.removeVMI(ctx, key, vmi)
 		}
 		if vmiExists && ownedByVM(vmi) && hasFinalizer(vmi.Metadata, apiv1.FinalizerVMController) && apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
 			return controller.Result{}, c.releaseVMI(ctx, vmi, false)
@@ -122,7 +126,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	if vmiExists && !ownedBy(vmi, vm) {
 		if ownedByVM(vmi) && vmi.Metadata.DeletionTimestamp == nil {
 			// Left over from an earlier VM of the same name.
-			if err := c.deleteVMI(ctx, key, vmi, &pass{}); err != nil {
+			if err := c.removeVMI(ctx, key, vmi); err != nil {
 				return controller.Result{}, err
 			}
 		}
@@ -136,6 +140,12 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	if !vmiExists {
 		vmi = nil
 	}
+	if c.writes.stale(key, vm.Metadata.ResourceVersion) {
+		// The cache does not show our last write of this VM yet; deciding
+		// from it could, say, start a VMI inside a crash-loop backoff we
+		// just recorded. Its update event brings the key back.
+		return controller.Result{RequeueAfter: time.Second}, nil
+	}
 	if !c.exp.Satisfied(key) {
 		// The cache has not shown our last create or delete yet; the
 		// informer event will bring the key back.
@@ -148,8 +158,19 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	}
 	var p pass
 	res, syncErr := c.sync(ctx, key, next, vmi, &p)
-	if err := c.updateStatus(ctx, key, vm, next, vmi, syncErr, &p); err != nil {
+	observed := vmi
+	if p.created != nil {
+		observed = p.created
+	}
+	if err := c.updateStatus(ctx, key, vm, next, observed, syncErr); err != nil {
 		return controller.Result{}, err
+	}
+	// Now that the status records a final VMI's end, it may go: deleted,
+	// or just released from our finalizer (KubeVirt's handover).
+	if vmi != nil && apiv1.IsFinal(vmi.GetStatus().GetPhase()) && ownedBy(vmi, vm) {
+		if err := c.releaseVMI(ctx, vmi, p.deleteFinal); err != nil {
+			return controller.Result{}, err
+		}
 	}
 	if syncErr != nil {
 		return controller.Result{}, syncErr
@@ -192,4 +213,38 @@ func withoutFinalizer(fs []string, f string) []string {
 		}
 	}
 	return out
+}
+
+// writtenVersions remembers the resource version of each VM this
+// controller wrote last, until the cache shows it.
+type writtenVersions struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (w *writtenVersions) wrote(key string, rv int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.m[key] = rv
+}
+
+// stale reports whether a cached version predates our last write.
+func (w *writtenVersions) stale(key string, cached int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rv, ok := w.m[key]
+	if !ok {
+		return false
+	}
+	if cached >= rv {
+		delete(w.m, key)
+		return false
+	}
+	return true
+}
+
+func (w *writtenVersions) forget(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, key)
 }

@@ -36,7 +36,7 @@ func StartBackoff(n int32, r float64) time.Duration {
 
 // updateStatus computes the VM status from what was observed and the sync
 // result, hands over final VMIs, and writes the VM if it changed.
-func (c *Controller) updateStatus(ctx context.Context, key string, old, next *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, syncErr error, p *pass) error {
+func (c *Controller) updateStatus(ctx context.Context, key string, old, next *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, syncErr error) error {
 	st := next.Status
 	now := c.opts.Clock()
 	strategy := RunStrategy(next)
@@ -60,23 +60,17 @@ func (c *Controller) updateStatus(ctx context.Context, key string, old, next *ap
 	adds, dels := c.exp.Pending(key)
 	st.PrintableStatus = PrintableStatus(next, vmi, adds > 0, dels > 0)
 
-	// Handover: the status now reflects the final phase, so the VMI may go.
-	if vmi != nil && !p.released && apiv1.IsFinal(vmi.GetStatus().GetPhase()) && ownedBy(vmi, next) &&
-		hasFinalizer(vmi.Metadata, apiv1.FinalizerVMController) {
-		if err := c.releaseVMI(ctx, vmi, false); err != nil {
-			return err
-		}
-	}
-
 	if proto.Equal(old, next) {
 		return nil
 	}
-	if _, err := c.vmSt.Update(ctx, next); err != nil {
+	out, err := c.vmSt.Update(ctx, next)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
 		}
 		return err // a conflict requeues; the cache will show the newer VM
 	}
+	c.writes.wrote(key, out.Metadata.ResourceVersion)
 	return nil
 }
 

@@ -38,9 +38,11 @@ func RunStrategy(vm *apiv1.VirtualMachine) string {
 
 // sync acts on the VMI as the run strategy says (KubeVirt syncRunStrategy)
 // and may change next (finalizers, spec, status fields it owns).
-// pass carries what one reconcile pass did to the VMI.
+// pass carries what one reconcile pass did, or left for after the VM
+// status write, to the VMI.
 type pass struct {
-	released bool // our finalizer was already dropped from the VMI
+	created     *apiv1.VirtualMachineInstance // the VMI this pass created
+	deleteFinal bool                          // release and delete the final VMI once the status reflects it
 }
 
 func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, p *pass) (controller.Result, error) {
@@ -70,7 +72,7 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 	case apiv1.RunStrategyAlways:
 		switch {
 		case !exists:
-			return c.startWithBackoff(ctx, key, next)
+			return c.startWithBackoff(ctx, key, next, p)
 		case final:
 			return controller.Result{}, c.deleteVMI(ctx, key, vmi, p)
 		case hasStopRequestForVMI(st, vmi):
@@ -80,7 +82,7 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 		switch {
 		case !exists:
 			if hasStartRequest(st) || st.GetRunStrategy() != apiv1.RunStrategyRerunOnFailure {
-				return c.startWithBackoff(ctx, key, next)
+				return c.startWithBackoff(ctx, key, next, p)
 			}
 		case phase == apiv1.PhaseSucceeded:
 			return controller.Result{}, c.deleteVMI(ctx, key, vmi, p)
@@ -98,7 +100,7 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 		switch {
 		case !exists:
 			if hasStartRequest(st) {
-				return controller.Result{}, c.startVMI(ctx, key, next)
+				return controller.Result{}, c.startVMI(ctx, key, next, p)
 			}
 		case hasStopRequestForVMI(st, vmi) && !deleting:
 			return controller.Result{}, c.deleteVMI(ctx, key, vmi, p)
@@ -119,7 +121,7 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 		}
 	case apiv1.RunStrategyOnce:
 		if !exists {
-			return controller.Result{}, c.startVMI(ctx, key, next)
+			return controller.Result{}, c.startVMI(ctx, key, next, p)
 		}
 	default:
 		return controller.Result{}, controller.TerminalError(fmt.Errorf("unknown run strategy %q", RunStrategy(next)))
@@ -128,18 +130,18 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 }
 
 // startWithBackoff starts unless the crash-loop backoff still runs.
-func (c *Controller) startWithBackoff(ctx context.Context, key string, vm *apiv1.VirtualMachine) (controller.Result, error) {
+func (c *Controller) startWithBackoff(ctx context.Context, key string, vm *apiv1.VirtualMachine, p *pass) (controller.Result, error) {
 	if sf := vm.Status.GetStartFailure(); sf != nil && sf.RetryAfterTimestamp != nil {
 		if wait := sf.RetryAfterTimestamp.AsTime().Sub(c.opts.Clock()); wait > 0 {
 			return controller.Result{RequeueAfter: wait}, nil
 		}
 	}
-	return controller.Result{}, c.startVMI(ctx, key, vm)
+	return controller.Result{}, c.startVMI(ctx, key, vm, p)
 }
 
 // startVMI creates the VMI from the VM's template, named after the VM,
 // owned by it, and held by our finalizer until we saw its final phase.
-func (c *Controller) startVMI(ctx context.Context, key string, vm *apiv1.VirtualMachine) error {
+func (c *Controller) startVMI(ctx context.Context, key string, vm *apiv1.VirtualMachine, p *pass) error {
 	tmpl := vm.GetSpec().GetTemplate()
 	spec, _ := proto.Clone(tmpl.GetSpec()).(*apiv1.VirtualMachineInstanceSpec)
 	if spec == nil {
@@ -177,26 +179,43 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *apiv1.Virtual
 		},
 	}
 	c.exp.ExpectCreations(key, 1)
-	if _, err := c.vmiSt.Create(ctx, vmi); err != nil {
+	created, err := c.vmiSt.Create(ctx, vmi)
+	if err != nil {
 		c.exp.CreationFailed(key)
 		if errors.Is(err, store.ErrAlreadyExists) {
 			return err // the cache is behind; retry
 		}
 		return &syncError{reason: "FailedCreate", err: err}
 	}
-	c.log.Info("started instance", "vm", key)
+	// The status of this pass already counts the new VMI, which saves a
+	// VM write when the cache shows it.
+	p.created = created
+	c.log.Info("started instance", "vm", key, "vmi_uid", created.Metadata.Uid)
 	return nil
 }
 
 // deleteVMI asks for the VMI to be deleted; the node handler stops the
 // guest, and our finalizer keeps the object until we saw its final phase.
-// A final VMI is released and removed in the same write.
+// A final VMI is released and removed in one write, but only after the VM
+// status recorded its end (start failures are counted from it).
 func (c *Controller) deleteVMI(ctx context.Context, key string, vmi *apiv1.VirtualMachineInstance, p *pass) error {
 	if vmi.Metadata.DeletionTimestamp != nil {
 		return nil
 	}
 	if apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
-		p.released = true
+		p.deleteFinal = true
+		return nil
+	}
+	return c.removeVMI(ctx, key, vmi)
+}
+
+// removeVMI deletes the VMI now: released and removed when final,
+// otherwise marked for deletion so the node stops the guest.
+func (c *Controller) removeVMI(ctx context.Context, key string, vmi *apiv1.VirtualMachineInstance) error {
+	if vmi.Metadata.DeletionTimestamp != nil {
+		return nil
+	}
+	if apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
 		return c.releaseVMI(ctx, vmi, true)
 	}
 	c.exp.ExpectDeletions(key, 1)

@@ -567,3 +567,29 @@ func TestRunningFlagMapsToStrategy(t *testing.T) {
 		t.Fatal("running=false")
 	}
 }
+
+// The VMI's deletion can reach the cache before our VM status write does;
+// a pass on that stale VM must not start a VMI inside the backoff it just
+// recorded.
+func TestStaleVMCacheDoesNotSkipBackoff(t *testing.T) {
+	f := newFixture(t, newVM("Always"), newVMI(apiv1.PhaseFailed, false))
+	f.reconcile(t)
+	if f.vm(t).Status.GetStartFailure().GetConsecutiveFailCount() != 1 {
+		t.Fatal("failure not recorded")
+	}
+	// Only the VMI cache catches up.
+	f.vmiInf.Fill()
+	f.c.exp.DeletionObserved("default/web")
+	f.vmiSt.ResetWrites()
+	if d := f.reconcile(t); d == 0 {
+		t.Fatal("no requeue on a stale VM cache")
+	}
+	if f.vmiAction() != "none" {
+		t.Fatalf("acted on a stale VM: %s", f.vmiAction())
+	}
+	// Once the VM cache catches up, the backoff holds.
+	f.refresh()
+	if d := f.reconcile(t); d != 10*time.Second || f.vmiAction() != "none" {
+		t.Fatalf("requeue %v action %s", d, f.vmiAction())
+	}
+}

@@ -1,0 +1,516 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/virtplane/terraform-provider-virtplane/agent/server"
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/fakenode"
+)
+
+// Timings shortened for tests; the order of events is what matters.
+const (
+	testLease     = 3 * time.Second
+	testHeartbeat = time.Second
+	testMargin    = time.Second
+)
+
+type scenario struct {
+	t      *testing.T
+	ctx    context.Context
+	socket string
+	c      *client.Client
+	nodes  map[string]*fakenode.Node
+}
+
+func newScenario(t *testing.T, nodeNames ...string) *scenario {
+	t.Helper()
+	dir, err := shortTempDir(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket := filepath.Join(dir, "agent.sock")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := server.Start(context.Background(), server.Options{
+		DataDir: filepath.Join(dir, "data"), Socket: socket, LeaderElect: true,
+		NodeLease: testLease, HeartbeatInterval: testHeartbeat,
+		ControllerOptions: server.ControllerOptions{FenceMargin: testMargin},
+		Logger:            quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	s := &scenario{t: t, ctx: ctx, socket: socket, nodes: map[string]*fakenode.Node{}}
+	s.c, err = client.Dial(ctx, client.Config{Endpoint: "unix://" + socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodeNames {
+		fn, err := fakenode.Start(ctx, s.c, fakenode.Options{Name: n, StartDelay: 200 * time.Millisecond,
+			ShutdownDelay: 200 * time.Millisecond, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.nodes[n] = fn
+	}
+	t.Cleanup(func() {
+		for _, n := range s.nodes {
+			n.Stop()
+		}
+		s.c.Close()
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		a.Shutdown(sctx)
+		scancel()
+		cancel()
+	})
+	return s
+}
+
+// shortTempDir keeps the unix socket path under the 108-byte limit.
+func shortTempDir(t *testing.T) (string, error) {
+	dir := filepath.Join("/tmp", fmt.Sprintf("vp-%d", time.Now().UnixNano()))
+	t.Cleanup(func() { _ = removeAll(dir) })
+	return dir, mkdirAll(dir)
+}
+
+func scenarioVM(name, strategy, script, policy string) *apiv1.VirtualMachine {
+	return &apiv1.VirtualMachine{
+		Metadata: &apiv1.ObjectMeta{Name: name},
+		Spec: &apiv1.VirtualMachineSpec{
+			RunStrategy: strategy, NodeFailurePolicy: policy,
+			Template: &apiv1.VirtualMachineInstanceTemplateSpec{
+				Metadata: &apiv1.ObjectMeta{Annotations: map[string]string{fakenode.AnnotationScript: script}},
+				Spec: &apiv1.VirtualMachineInstanceSpec{
+					Domain: &apiv1.DomainSpec{Memory: &apiv1.Memory{Guest: "256Mi"}},
+				},
+			},
+		},
+	}
+}
+
+func (s *scenario) create(vm *apiv1.VirtualMachine) *apiv1.VirtualMachine {
+	s.t.Helper()
+	out, err := s.c.VMs.Create(s.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+func (s *scenario) key(name string) *apiv1.ObjectKey {
+	return &apiv1.ObjectKey{Namespace: "default", Name: name}
+}
+
+func (s *scenario) vm(name string) *apiv1.VirtualMachine {
+	s.t.Helper()
+	vm, err := s.c.VMs.Get(s.ctx, &apiv1.GetVirtualMachineRequest{Key: s.key(name)})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return vm
+}
+
+// vmi returns the VM's instance, or nil.
+func (s *scenario) vmi(name string) *apiv1.VirtualMachineInstance {
+	vmi, err := s.c.VMIs.Get(s.ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: s.key(name)})
+	if err != nil {
+		return nil
+	}
+	return vmi
+}
+
+// waitFor polls until cond holds; what is said on timeout.
+func (s *scenario) waitFor(d time.Duration, what string, cond func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	s.t.Fatalf("timed out after %v waiting for %s", d, what)
+}
+
+func (s *scenario) waitRunning(name, notUID string) *apiv1.VirtualMachineInstance {
+	s.t.Helper()
+	var vmi *apiv1.VirtualMachineInstance
+	s.waitFor(20*time.Second, name+" running (new instance)", func() bool {
+		vmi = s.vmi(name)
+		vm := s.vm(name)
+		return vmi != nil && vmi.Metadata.Uid != notUID && vmi.Status.GetPhase() == apiv1.PhaseRunning &&
+			vm.Status.GetPrintableStatus() == apiv1.PrintableRunning && vm.Status.GetReady()
+	})
+	return vmi
+}
+
+// statusLog records every printable status of a VM in order, through
+// `virtplane-agent get vm NAME -w`, as a user would watch it.
+type statusLog struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func (s *scenario) watchCLI(name string) *statusLog {
+	ctx, cancel := context.WithCancel(s.ctx)
+	l := &statusLog{stop: cancel, done: make(chan struct{})}
+	cmd := NewRootCommand()
+	cmd.SetArgs([]string{"--endpoint", "unix://" + s.socket, "get", "vm", name, "-w"})
+	cmd.SetOut(lockedWriter{l})
+	cmd.SetErr(io.Discard)
+	go func() {
+		defer close(l.done)
+		_ = cmd.ExecuteContext(ctx)
+	}()
+	return l
+}
+
+type lockedWriter struct{ l *statusLog }
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.l.mu.Lock()
+	defer w.l.mu.Unlock()
+	return w.l.buf.Write(p)
+}
+
+// statuses returns the STATUS column of the watch output, with repeats
+// folded.
+func (l *statusLog) statuses() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for i, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		f := strings.Fields(line)
+		if i == 0 || len(f) < 4 {
+			continue // header
+		}
+		st := f[2]
+		if len(out) == 0 || out[len(out)-1] != st {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func (l *statusLog) output() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *statusLog) close() { l.stop(); <-l.done }
+
+// expectSequence checks that want appears in order within got.
+func expectSequence(t *testing.T, l *statusLog, want ...string) {
+	t.Helper()
+	got := l.statuses()
+	i := 0
+	for _, g := range got {
+		if i < len(want) && g == want[i] {
+			i++
+		}
+	}
+	if i < len(want) {
+		t.Fatalf("status sequence %v does not contain %v in order; watch output:\n%s", got, want, l.output())
+	}
+	t.Logf("get vm -w: %v", got)
+}
+
+func TestScenarioAlwaysRestartsAfterFailureAndSuccess(t *testing.T) {
+	s := newScenario(t, "node-a", "node-b")
+	for _, script := range []string{"crash:1s", "exit:1s"} {
+		name := "always-" + strings.TrimSuffix(strings.Split(script, ":")[0], "")
+		w := s.watchCLI(name)
+		s.create(scenarioVM(name, "Always", script, ""))
+		first := s.waitRunning(name, "")
+		second := s.waitRunning(name, first.Metadata.Uid)
+		if second.Metadata.Uid == first.Metadata.Uid {
+			t.Fatal("no new instance")
+		}
+		w.close()
+		expectSequence(t, w, "Starting", "Running", "Starting", "Running")
+		if sf := s.vm(name).Status.StartFailure; sf != nil {
+			t.Fatalf("%s: a guest that ran is not a start failure: %v", script, sf)
+		}
+	}
+}
+
+func TestScenarioAlwaysCrashLoopBackoff(t *testing.T) {
+	s := newScenario(t, "node-a")
+	w := s.watchCLI("flaky")
+	s.create(scenarioVM("flaky", "Always", "fail-start", ""))
+	var failedAt time.Time
+	s.waitFor(20*time.Second, "CrashLoopBackOff", func() bool {
+		vm := s.vm("flaky")
+		if vm.Status.GetPrintableStatus() == apiv1.PrintableCrashLoopBackOff {
+			failedAt = time.Now()
+			return true
+		}
+		return false
+	})
+	sf := s.vm("flaky").Status.StartFailure
+	if sf.GetConsecutiveFailCount() != 1 {
+		t.Fatalf("start failure %v", sf)
+	}
+	// Retry 10–15 s after the failure, not before.
+	wait := time.Until(sf.RetryAfterTimestamp.AsTime())
+	if wait > 15*time.Second || wait < 5*time.Second {
+		t.Fatalf("retry in %v, want 10–15 s after the failure", wait)
+	}
+	time.Sleep(2 * time.Second)
+	if s.vmi("flaky") != nil {
+		t.Fatal("restarted during backoff")
+	}
+	s.waitFor(20*time.Second, "second failure", func() bool {
+		return s.vm("flaky").Status.GetStartFailure().GetConsecutiveFailCount() == 2
+	})
+	if since := time.Since(failedAt); since < 8*time.Second {
+		t.Fatalf("second attempt %v after the first failure", since)
+	}
+	sf = s.vm("flaky").Status.StartFailure
+	if wait := time.Until(sf.RetryAfterTimestamp.AsTime()); wait < 35*time.Second {
+		t.Fatalf("second backoff %v, want 40–60 s", wait)
+	}
+	w.close()
+	expectSequence(t, w, "Starting", "CrashLoopBackOff", "Starting", "CrashLoopBackOff")
+}
+
+func TestScenarioRerunOnFailure(t *testing.T) {
+	s := newScenario(t, "node-a")
+	// Restarted after a crash...
+	s.create(scenarioVM("crashes", "RerunOnFailure", "crash:1s", ""))
+	first := s.waitRunning("crashes", "")
+	s.waitRunning("crashes", first.Metadata.Uid)
+	// ...but not after the guest powered off.
+	w := s.watchCLI("exits")
+	s.create(scenarioVM("exits", "RerunOnFailure", "exit:1s", ""))
+	s.waitRunning("exits", "")
+	s.waitFor(20*time.Second, "Stopped", func() bool {
+		return s.vm("exits").Status.GetPrintableStatus() == apiv1.PrintableStopped && s.vmi("exits") == nil
+	})
+	time.Sleep(2 * time.Second)
+	if s.vmi("exits") != nil {
+		t.Fatal("RerunOnFailure restarted a guest that powered off")
+	}
+	w.close()
+	expectSequence(t, w, "Starting", "Running", "Stopped")
+}
+
+func TestScenarioOnceNeverRestarts(t *testing.T) {
+	s := newScenario(t, "node-a")
+	w := s.watchCLI("once")
+	s.create(scenarioVM("once", "Once", "exit:1s", ""))
+	first := s.waitRunning("once", "")
+	s.waitFor(20*time.Second, "Succeeded", func() bool {
+		vmi := s.vmi("once")
+		return vmi != nil && vmi.Status.GetPhase() == apiv1.PhaseSucceeded && s.vm("once").Status.GetPrintableStatus() == apiv1.PrintableStopped
+	})
+	time.Sleep(2 * time.Second)
+	vmi := s.vmi("once")
+	if vmi == nil || vmi.Metadata.Uid != first.Metadata.Uid || vmi.Status.Phase != apiv1.PhaseSucceeded {
+		t.Fatalf("Once restarted or lost its final instance: %v", vmi.GetStatus())
+	}
+	w.close()
+	expectSequence(t, w, "Starting", "Running", "Stopped")
+}
+
+func TestScenarioManualActsOnlyOnRequests(t *testing.T) {
+	s := newScenario(t, "node-a")
+	w := s.watchCLI("manual")
+	s.create(scenarioVM("manual", "Manual", "", ""))
+	time.Sleep(time.Second)
+	if s.vmi("manual") != nil || s.vm("manual").Status.GetPrintableStatus() != apiv1.PrintableStopped {
+		t.Fatal("Manual started by itself")
+	}
+	if _, err := s.c.VMs.Start(s.ctx, &apiv1.StartVirtualMachineRequest{Key: s.key("manual")}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitRunning("manual", "")
+	if _, err := s.c.VMs.Stop(s.ctx, &apiv1.StopVirtualMachineRequest{Key: s.key("manual")}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(20*time.Second, "stopped", func() bool {
+		return s.vm("manual").Status.GetPrintableStatus() == apiv1.PrintableStopped
+	})
+	if rs := s.vm("manual").Spec.RunStrategy; rs != "Manual" {
+		t.Fatalf("stop rewrote the strategy to %s", rs)
+	}
+	w.close()
+	expectSequence(t, w, "Stopped", "Starting", "Running", "Stopping", "Stopped")
+}
+
+func TestScenarioHaltedRemovesInstanceAndRestartMakesNewOne(t *testing.T) {
+	s := newScenario(t, "node-a")
+	w := s.watchCLI("web")
+	s.create(scenarioVM("web", "Always", "", ""))
+	first := s.waitRunning("web", "")
+	if _, err := s.c.VMs.Restart(s.ctx, &apiv1.RestartVirtualMachineRequest{Key: s.key("web")}); err != nil {
+		t.Fatal(err)
+	}
+	second := s.waitRunning("web", first.Metadata.Uid)
+	if second.Metadata.Uid == first.Metadata.Uid {
+		t.Fatal("restart kept the instance")
+	}
+	vm := s.vm("web")
+	if len(vm.Status.StateChangeRequests) != 0 {
+		t.Fatalf("requests left after restart: %v", vm.Status.StateChangeRequests)
+	}
+	// Switching to Halted removes the instance.
+	vm.Spec.RunStrategy = "Halted"
+	if _, err := s.c.VMs.Update(s.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(20*time.Second, "instance removed", func() bool {
+		return s.vmi("web") == nil && s.vm("web").Status.GetPrintableStatus() == apiv1.PrintableStopped
+	})
+	// Deleting the VM deletes it for good.
+	if _, err := s.c.VMs.Delete(s.ctx, &apiv1.DeleteVirtualMachineRequest{Key: s.key("web")}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor(20*time.Second, "VM gone", func() bool {
+		_, err := s.c.VMs.Get(s.ctx, &apiv1.GetVirtualMachineRequest{Key: s.key("web")})
+		return err != nil
+	})
+	w.close()
+	expectSequence(t, w, "Starting", "Running", "Stopping", "Starting", "Running", "Stopping", "Stopped")
+}
+
+// placedOn waits for the VM's running instance and returns its node.
+func (s *scenario) placedOn(name string) (string, *apiv1.VirtualMachineInstance) {
+	vmi := s.waitRunning(name, "")
+	return vmi.Status.NodeName, vmi
+}
+
+func other(n string) string {
+	if n == "node-a" {
+		return "node-b"
+	}
+	return "node-a"
+}
+
+func TestScenarioNodeLossRestartElsewhere(t *testing.T) {
+	s := newScenario(t, "node-a", "node-b")
+	s.create(scenarioVM("mover", "Always", "", apiv1.NodeFailurePolicyRestartElsewhere))
+	node, first := s.placedOn("mover")
+	killed := time.Now()
+	s.nodes[node].Kill()
+	second := s.waitRunning("mover", first.Metadata.Uid)
+	if second.Status.NodeName != other(node) {
+		t.Fatalf("moved to %s", second.Status.NodeName)
+	}
+	// Never before the lease plus the margin.
+	if moved := time.Since(killed); moved < testLease {
+		t.Fatalf("moved %v after the node died; the lease is %v", moved, testLease)
+	}
+	var spans []fakenode.Span
+	for _, n := range s.nodes {
+		spans = append(spans, n.Spans()...)
+	}
+	if err := fakenode.Overlap(spans); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.vm("mover"); f.Status.StartFailure != nil {
+		t.Fatalf("node loss counted as a start failure: %v", f.Status.StartFailure)
+	}
+}
+
+func TestScenarioNodeLossWaitUntilFence(t *testing.T) {
+	s := newScenario(t, "node-a", "node-b")
+	s.create(scenarioVM("stays", "Always", "", ""))
+	node, first := s.placedOn("stays")
+	s.nodes[node].Kill()
+	// The node goes NotReady, but a Wait VM stays put however long.
+	s.waitFor(20*time.Second, "node NotReady", func() bool {
+		n, err := s.c.Nodes.Get(s.ctx, &apiv1.GetNodeRequest{Name: node})
+		return err == nil && apiv1.FindCondition(n.Status.Conditions, "Ready").GetStatus() == "False"
+	})
+	time.Sleep(testLease + 2*testMargin)
+	if vmi := s.vmi("stays"); vmi == nil || vmi.Metadata.Uid != first.Metadata.Uid || vmi.Status.Phase != apiv1.PhaseRunning {
+		t.Fatalf("Wait VM moved without a fence: %v", vmi.GetStatus())
+	}
+	// The operator confirms the node is down.
+	cmd := NewRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--endpoint", "unix://" + s.socket, "node", "fence", node})
+	if err := cmd.ExecuteContext(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "default/stays failed") {
+		t.Fatalf("fence output: %s", out.String())
+	}
+	second := s.waitRunning("stays", first.Metadata.Uid)
+	if second.Status.NodeName != other(node) {
+		t.Fatalf("moved to %s", second.Status.NodeName)
+	}
+	// Fencing a live node is refused.
+	cmd = NewRootCommand()
+	cmd.SetOut(io.Discard)
+	cmd.SetArgs([]string{"--endpoint", "unix://" + s.socket, "node", "fence", other(node)})
+	if err := cmd.ExecuteContext(s.ctx); err == nil || !strings.Contains(err.Error(), "is Ready") {
+		t.Fatalf("fencing a live node: %v", err)
+	}
+}
+
+// Store writes for one VM start, from create to Running and Ready.
+func TestScenarioWritesPerVMStart(t *testing.T) {
+	s := newScenario(t, "node-a")
+	list, err := s.c.VMs.List(s.ctx, &apiv1.ListVirtualMachinesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	opts := &apiv1.WatchOptions{Name: "counted", ResourceVersion: list.ResourceVersion}
+	vmw, err := s.c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmiw, err := s.c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: proto.Clone(opts).(*apiv1.WatchOptions)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var writes []string
+	count := func(kind string, recv func() (apiv1.EventType, error)) {
+		for {
+			typ, err := recv()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			writes = append(writes, kind+" "+typ.String())
+			mu.Unlock()
+		}
+	}
+	go count("vm", func() (apiv1.EventType, error) { ev, err := vmw.Recv(); return ev.GetType(), err })
+	go count("vmi", func() (apiv1.EventType, error) { ev, err := vmiw.Recv(); return ev.GetType(), err })
+	s.create(scenarioVM("counted", "Always", "", ""))
+	s.waitRunning("counted", "")
+	time.Sleep(time.Second) // let any trailing write land
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("store writes for one VM start (create to Running and Ready): %d: %v", len(writes), writes)
+	if len(writes) > 6 {
+		t.Fatalf("%d store writes per VM start, target at most 6: %v", len(writes), writes)
+	}
+}
+
+func mkdirAll(dir string) error  { return os.MkdirAll(dir, 0o700) }
+func removeAll(dir string) error { return os.RemoveAll(dir) }

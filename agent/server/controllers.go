@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	nodectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/node"
+	vmctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vm"
+	vmictl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vmi"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+)
+
+// ControllerOptions tune the controllers the leader runs.
+type ControllerOptions struct {
+	VMWorkers, VMIWorkers, NodeWorkers int
+	// MemoryOverhead is reserved per VM beyond guest memory at placement.
+	MemoryOverhead     resource.Quantity
+	CPUAllocationRatio int64
+	// FenceMargin is added to the node lease before a RestartElsewhere
+	// VM's instance on a silent node is failed (docs/failover.md).
+	FenceMargin time.Duration
+}
+
+// runControllers builds informers and controllers for one leadership term
+// and runs them until ctx ends. Queues and caches are not reused across
+// terms: a new leader starts from a fresh listing.
+func runControllers(ctx context.Context, deps Deps, o Options) {
+	co := o.ControllerOptions
+	log := deps.Logger
+	st := deps.Stores
+	vmInf := informer.New(st.VMs, store.ListOptions{}, log.With("informer", "vm"))
+	vmiInf := informer.New(st.VMIs, store.ListOptions{}, log.With("informer", "vmi"))
+	nodeInf := informer.New(st.Nodes, store.ListOptions{}, log.With("informer", "node"))
+
+	// Controllers register handlers and indexes before the informers run.
+	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
+	vmic := vmictl.New(vmictl.Options{MemoryOverhead: co.MemoryOverhead, CPUAllocationRatio: co.CPUAllocationRatio},
+		vmiInf, nodeInf, st.VMIs, log)
+	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin},
+		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
+
+	var wg sync.WaitGroup
+	run := func(fn func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); fn() }()
+	}
+	run(func() { vmInf.Run(ctx) })
+	run(func() { vmiInf.Run(ctx) })
+	run(func() { nodeInf.Run(ctx) })
+	// Worker counts follow KubeVirt's (VM 3, VMI 10, node 3).
+	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
+	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
+	run(func() { nc.Run(ctx, max(co.NodeWorkers, 1)) })
+	log.Info("controllers running")
+	wg.Wait()
+	log.Info("controllers stopped")
+}
