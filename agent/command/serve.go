@@ -76,6 +76,9 @@ cluster instead of the embedded one.`,
 	f.StringVar(&o.EtcdPrefix, "etcd-prefix", "/virtplane", "key prefix in etcd")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "127.0.0.1:9464", "Prometheus /metrics listener; empty disables")
 	f.StringVar(&o.NodeName, "node-name", "", "this host's node name (default: host name)")
+	var controllers bool
+	f.BoolVar(&controllers, "controllers", true, "run the VM, VMI and node controllers (while leading); false serves the API only")
+	cmd.PreRun = func(*cobra.Command, []string) { o.NoControllers = !controllers }
 	f.BoolVar(&o.LeaderElect, "leader-elect", true, "run controllers only while holding the etcd leader election")
 	f.DurationVar(&o.LeaderLease, "leader-lease", 15*time.Second, "leader election session TTL")
 	f.DurationVar(&o.NodeLease, "node-lease", 40*time.Second, "fencing lease granted to node agents per heartbeat")

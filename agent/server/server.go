@@ -68,6 +68,9 @@ type Options struct {
 	ImageDir          string
 
 	ControllerOptions ControllerOptions
+	// NoControllers serves the API and store only (an API-only server
+	// next to others that run the controllers).
+	NoControllers bool
 	// Controllers replaces the built-in controllers (tests); nil runs them.
 	Controllers func(ctx context.Context, deps Deps)
 
@@ -256,11 +259,14 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 
 	deps := Deps{Etcd: a.client, Stores: stores, Logger: o.Logger.With("component", "controllers")}
 	runControllers := func(ctx context.Context) {
-		if o.Controllers != nil {
+		switch {
+		case o.Controllers != nil:
 			o.Controllers(ctx, deps)
-			return
+		case o.NoControllers:
+			<-ctx.Done()
+		default:
+			runControllers(ctx, deps, o)
 		}
-		runControllers(ctx, deps, o)
 	}
 	if o.LeaderElect {
 		el := &leader.Elector{
