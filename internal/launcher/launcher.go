@@ -1,0 +1,67 @@
+// Package launcher is the node agent's side of the launcher protocol: it
+// starts virtplane-launcher processes through hashicorp/go-plugin,
+// reattaches to them after the node agent restarts, and talks to them.
+// libvirtd owns QEMU, and launchers run in their own session, so neither a
+// node agent nor a launcher crash stops a guest.
+package launcher
+
+import (
+	"context"
+	"time"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+)
+
+// HandleVersion is the current Handle format; older ones are upgraded or
+// refused by Manager.Reattach.
+const HandleVersion = 1
+
+// Handle is what the node agent persists to find a launcher again: the
+// go-plugin reattach data plus the domain it manages.
+type Handle struct {
+	Version    int    `json:"version"`
+	VMIUID     string `json:"vmi_uid"`
+	VMIKey     string `json:"vmi_key"` // namespace/name
+	DomainName string `json:"domain_name"`
+	DomainUUID string `json:"domain_uuid,omitempty"`
+	// go-plugin ReattachConfig, serialisable.
+	Protocol        string `json:"protocol"`
+	ProtocolVersion int    `json:"protocol_version"`
+	Network         string `json:"network"` // "unix"
+	Addr            string `json:"addr"`
+	Pid             int    `json:"pid"`
+}
+
+// Manager starts and finds launchers.
+type Manager interface {
+	// Launch starts a new launcher for vmi. The domain is not touched
+	// until Sync.
+	Launch(ctx context.Context, vmi *apiv1.VirtualMachineInstance, domainName string) (Client, Handle, error)
+	// Reattach connects to a running launcher; it fails fast (and does
+	// not start anything) when the launcher is gone.
+	Reattach(ctx context.Context, h Handle) (Client, error)
+}
+
+// Client talks to one launcher. Every call takes a context: a launcher
+// that does not answer must not hang the node agent.
+type Client interface {
+	Sync(ctx context.Context, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*launcherpb.DomainStatus, error)
+	Shutdown(ctx context.Context) (*launcherpb.DomainStatus, error)
+	Kill(ctx context.Context) (*launcherpb.DomainStatus, error)
+	Delete(ctx context.Context) (*launcherpb.DomainStatus, error)
+	Pause(ctx context.Context) (*launcherpb.DomainStatus, error)
+	Unpause(ctx context.Context) (*launcherpb.DomainStatus, error)
+	GetDomain(ctx context.Context) (*launcherpb.DomainStatus, error)
+	Ping(ctx context.Context) error
+	// RenewLease arms or renews the launcher's self-fencing watchdog: the
+	// domain is destroyed if validFor passes without another renewal.
+	// 0 disarms it.
+	RenewLease(ctx context.Context, validFor time.Duration) error
+	// Events streams domain changes until ctx ends or the launcher goes.
+	Events(ctx context.Context) (<-chan *launcherpb.DomainEvent, error)
+	// Detach drops the connection and leaves the launcher running.
+	Detach()
+	// Stop ends the launcher process (after the domain was deleted).
+	Stop(ctx context.Context) error
+}

@@ -1,0 +1,2 @@
+// Package launcherpb is the generated node agent ↔ launcher protocol.
+package launcherpb
