@@ -73,6 +73,7 @@ cluster instead of the embedded one.`,
 	f.StringVar(&o.EtcdCertFile, "etcd-cert-file", "", "client certificate for the external etcd cluster")
 	f.StringVar(&o.EtcdKeyFile, "etcd-key-file", "", "client key for the external etcd cluster")
 	f.StringSliceVar(&o.EtcdListenClient, "etcd-listen-client", nil, "extra client URLs of the embedded etcd, e.g. http://127.0.0.1:2379")
+	f.DurationVar(&o.EtcdCompaction, "etcd-compaction", 10*time.Minute, "history the embedded etcd keeps before compacting it (0 keeps everything)")
 	f.StringVar(&o.EtcdPrefix, "etcd-prefix", "/virtplane", "key prefix in etcd")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "127.0.0.1:9464", "Prometheus /metrics listener; empty disables")
 	f.StringVar(&o.NodeName, "node-name", "", "this host's node name (default: host name)")

@@ -57,6 +57,9 @@ type Options struct {
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
 	EtcdListenClient                      []string // extra listeners of the embedded etcd
 	EtcdPrefix                            string
+	// EtcdCompaction is the history the embedded etcd keeps; without
+	// compaction every heartbeat would grow it until etcd stops writes.
+	EtcdCompaction time.Duration
 
 	MetricsListen string // "" disables
 
@@ -299,7 +302,9 @@ func (a *Agent) openStore(ctx context.Context) error {
 		srv, err := etcdserver.Start(ctx, etcdserver.Config{
 			DataDir:    filepath.Join(o.DataDir, "etcd"),
 			ClientURLs: o.EtcdListenClient,
-			Logger:     o.Logger.With("component", "etcd"),
+			// Watches that fall behind re-list (store.Watch handles it).
+			AutoCompactionRetention: o.EtcdCompaction,
+			Logger:                  o.Logger.With("component", "etcd"),
 		})
 		if err != nil {
 			return fmt.Errorf("starting embedded etcd: %w", err)
