@@ -1,26 +1,50 @@
 // Command virtplane-launcher manages one QEMU domain through libvirt for one
-// virtual machine instance, started by the node agent through go-plugin.
-// It is a cgo binary because it links libvirt; the libvirt code arrives with
-// the node agent and launcher issue.
+// virtual machine instance (KubeVirt's virt-launcher). The node agent starts
+// it through hashicorp/go-plugin (`serve`, the default) and reattaches to it
+// after restarts; libvirtd owns QEMU, so neither a launcher nor an agent
+// crash stops the guest. `probe`, `list-domains` and `version` are one-shot
+// helpers the pure-Go node agent runs through os/exec.
 package main
-
-/*
-#include <stdlib.h>
-*/
-import "C"
 
 import (
 	"fmt"
 	"os"
+	"strings"
 )
 
+// version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "version" {
-		fmt.Println(version)
-		return
+	args := os.Args[1:]
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
 	}
-	fmt.Fprintln(os.Stderr, "virtplane-launcher is started by the node agent; it does not run on its own yet")
-	os.Exit(2)
+	var code int
+	switch cmd {
+	case "serve":
+		code = serve(args)
+	case "probe":
+		code = probe(args)
+	case "list-domains":
+		code = listDomains(args)
+	case "version":
+		fmt.Println(version)
+	default:
+		fmt.Fprintf(os.Stderr, "virtplane-launcher: unknown command %q (serve, probe, list-domains or version)\n", cmd)
+		code = 2
+	}
+	os.Exit(code)
 }
+
+// envOr returns the environment variable key, or def.
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// defaultURI is the libvirt URI when --libvirt-uri is not given.
+func defaultURI() string { return envOr("VIRTPLANE_LIBVIRT_URI", "qemu:///system") }

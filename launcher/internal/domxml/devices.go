@@ -1,0 +1,206 @@
+package domxml
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+
+	"libvirt.org/go/libvirtxml"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+)
+
+// userAlias is libvirt's rule for user-chosen device aliases. Aliases let
+// the node agent map libvirt devices back to VMI disk and interface names.
+var userAlias = regexp.MustCompile(`^ua-[a-zA-Z0-9_-]+$`)
+
+func alias(kind, name string) *libvirtxml.DomainAlias {
+	a := "ua-" + kind + "-" + name
+	if !userAlias.MatchString(a) {
+		return nil
+	}
+	return &libvirtxml.DomainAlias{Name: a}
+}
+
+func buildDevices(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*libvirtxml.DomainDeviceList, error) {
+	zero := uint(0)
+	d := &libvirtxml.DomainDeviceList{
+		// q35 would otherwise get a qemu-xhci controller nobody uses.
+		Controllers: []libvirtxml.DomainController{{Type: "usb", Index: &zero, Model: "none"}},
+		// No balloon: guest memory is fixed, and the balloon's stats
+		// polling costs QEMU time for nothing.
+		MemBalloon: &libvirtxml.DomainMemBalloon{Model: "none"},
+		// pvpanic: a guest kernel panic becomes a libvirt Crashed event
+		// instead of a guest that hangs on its panic screen.
+		Panics: []libvirtxml.DomainPanic{{Model: "isa"}},
+	}
+
+	disks, scsi, err := buildDisks(opts.GetDisks())
+	if err != nil {
+		return nil, err
+	}
+	d.Disks = disks
+	if scsi {
+		d.Controllers = append(d.Controllers, libvirtxml.DomainController{Type: "scsi", Index: &zero, Model: "virtio-scsi"})
+	}
+
+	nics, err := buildInterfaces(vmi.GetSpec())
+	if err != nil {
+		return nil, err
+	}
+	d.Interfaces = nics
+
+	serial, console := buildConsole(opts.GetConsoleLogPath())
+	d.Serials = []libvirtxml.DomainSerial{serial}
+	d.Consoles = []libvirtxml.DomainConsole{console}
+	return d, nil
+}
+
+// buildConsole gives the guest one serial port as a pty whose output
+// virtlogd also appends to the console log. A pty keeps an interactive
+// console possible (virsh console), which type='file' would not; the log
+// is written by virtlogd as root, so the node agent can read it, and it
+// is rotated by virtlogd (max_size in virtlogd.conf) instead of growing
+// without bound.
+func buildConsole(logPath string) (libvirtxml.DomainSerial, libvirtxml.DomainConsole) {
+	port := uint(0)
+	var log *libvirtxml.DomainChardevLog
+	if logPath != "" {
+		log = &libvirtxml.DomainChardevLog{File: logPath, Append: "on"}
+	}
+	serial := libvirtxml.DomainSerial{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Target: &libvirtxml.DomainSerialTarget{Port: &port},
+		Log:    log,
+	}
+	consolePort := uint(0)
+	console := libvirtxml.DomainConsole{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &consolePort},
+	}
+	return serial, console
+}
+
+// buildDisks returns the disks and whether a virtio-scsi controller is
+// needed. Target names are assigned in order per prefix: virtio disks get
+// vda, vdb…; SATA and SCSI share the sd namespace in the guest, so they
+// share one counter.
+func buildDisks(srcs []*launcherpb.DiskSource) ([]libvirtxml.DomainDisk, bool, error) {
+	var (
+		out     []libvirtxml.DomainDisk
+		scsi    bool
+		counter = map[string]int{}
+	)
+	for _, s := range srcs {
+		device := s.GetDevice()
+		if device == "" {
+			device = "disk"
+		}
+		bus := s.GetBus()
+		switch device {
+		case "disk":
+			if bus == "" {
+				bus = "virtio"
+			}
+		case "cdrom":
+			if bus == "" {
+				bus = "sata"
+			}
+			if bus == "virtio" {
+				return nil, false, fmt.Errorf("disk %q: a cdrom cannot use the virtio bus", s.GetName())
+			}
+		default:
+			return nil, false, fmt.Errorf("disk %q: unknown device %q (disk or cdrom)", s.GetName(), device)
+		}
+		var prefix string
+		switch bus {
+		case "virtio":
+			prefix = "vd"
+		case "sata":
+			prefix = "sd"
+		case "scsi":
+			prefix = "sd"
+			scsi = true
+		default:
+			return nil, false, fmt.Errorf("disk %q: unknown bus %q (virtio, sata or scsi)", s.GetName(), bus)
+		}
+		format := s.GetFormat()
+		if format == "" {
+			format = "raw"
+		}
+		if format != "raw" && format != "qcow2" {
+			return nil, false, fmt.Errorf("disk %q: unknown format %q (raw or qcow2)", s.GetName(), format)
+		}
+		if !filepath.IsAbs(s.GetPath()) {
+			return nil, false, fmt.Errorf("disk %q: path %q is not absolute", s.GetName(), s.GetPath())
+		}
+
+		disk := libvirtxml.DomainDisk{
+			Device: device,
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: format},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.GetPath()}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: prefix + diskSuffix(counter[prefix]), Bus: bus},
+			Serial: s.GetSerial(),
+			Alias:  alias("disk", s.GetName()),
+		}
+		counter[prefix]++
+		if device == "cdrom" || s.GetReadOnly() {
+			disk.ReadOnly = &libvirtxml.DomainDiskReadOnly{}
+		}
+		if o := s.GetBootOrder(); o > 0 {
+			disk.Boot = &libvirtxml.DomainDeviceBoot{Order: uint(o)}
+		}
+		out = append(out, disk)
+	}
+	return out, scsi, nil
+}
+
+// diskSuffix maps 0→a, 25→z, 26→aa like the Linux sd/vd naming.
+func diskSuffix(i int) string {
+	s := ""
+	for i++; i > 0; i = (i - 1) / 26 {
+		s = string(rune('a'+(i-1)%26)) + s
+	}
+	return s
+}
+
+var nicModels = map[string]string{"": "virtio", "virtio": "virtio", "e1000": "e1000", "rtl8139": "rtl8139"}
+
+// buildInterfaces adds one user-mode (slirp) NIC per interface; that is the
+// only network kind virtplane has.
+func buildInterfaces(spec *apiv1.VirtualMachineInstanceSpec) ([]libvirtxml.DomainInterface, error) {
+	networks := map[string]*apiv1.Network{}
+	for _, n := range spec.GetNetworks() {
+		networks[n.GetName()] = n
+	}
+	var out []libvirtxml.DomainInterface
+	for _, iface := range spec.GetDomain().GetDevices().GetInterfaces() {
+		n, ok := networks[iface.GetName()]
+		if !ok {
+			return nil, fmt.Errorf("interface %q: no network of that name", iface.GetName())
+		}
+		if n.GetUser() == nil {
+			return nil, fmt.Errorf("interface %q: network %q is not a user network", iface.GetName(), n.GetName())
+		}
+		model, ok := nicModels[iface.GetModel()]
+		if !ok {
+			return nil, fmt.Errorf("interface %q: unknown model %q (virtio, e1000 or rtl8139)", iface.GetName(), iface.GetModel())
+		}
+		nic := libvirtxml.DomainInterface{
+			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: model},
+			Alias:  alias("net", iface.GetName()),
+		}
+		if mac := iface.GetMacAddress(); mac != "" {
+			hw, err := net.ParseMAC(mac)
+			if err != nil || len(hw) != 6 {
+				return nil, fmt.Errorf("interface %q: invalid MAC address %q", iface.GetName(), mac)
+			}
+			nic.MAC = &libvirtxml.DomainInterfaceMAC{Address: hw.String()}
+		}
+		out = append(out, nic)
+	}
+	return out, nil
+}

@@ -1,0 +1,72 @@
+package domxml
+
+import (
+	"encoding/xml"
+	"fmt"
+)
+
+// Namespace is the XML namespace of virtplane's domain metadata. libvirt
+// keys custom metadata by namespace URI, so one element per domain lives
+// under it.
+const Namespace = "https://virtplane.io/xmlns/domain/1"
+
+// NamespacePrefix is the prefix libvirt stores the element under when it is
+// written through virDomainSetMetadata.
+const NamespacePrefix = "virtplane"
+
+// Metadata is what virtplane records in the domain itself, so that it
+// survives launcher and node-agent restarts and even the VMI object's
+// deletion (KubeVirt keeps the grace period in domain metadata for the same
+// reason). The element is flat on purpose: virDomainSetMetadata puts the
+// namespace on the root and its direct children only.
+type Metadata struct {
+	// XMLName is set by the marshal helpers (an XMLName tag would override
+	// the namespace); parsing accepts any namespace because libvirt returns
+	// the element without it.
+	XMLName   xml.Name
+	UID       string `xml:"uid"`
+	Namespace string `xml:"namespace"`
+	Name      string `xml:"name"`
+	// GracePeriodSeconds is the VMI's termination grace period.
+	GracePeriodSeconds int64 `xml:"gracePeriodSeconds"`
+	// PausedByUser marks a Pause RPC, so Sync does not resume the domain.
+	PausedByUser bool `xml:"pausedByUser,omitempty"`
+	// ShutdownRequestedAt is the unix time of the first ACPI shutdown
+	// request, the start of the grace period.
+	ShutdownRequestedAt int64 `xml:"shutdownRequestedAt,omitempty"`
+}
+
+// MarshalNamespaced returns the element with its namespace declared, for
+// embedding in domain XML.
+func (m Metadata) MarshalNamespaced() (string, error) {
+	m.XMLName = xml.Name{Space: Namespace, Local: "vmi"}
+	return marshal(m)
+}
+
+// MarshalElement returns the element without a namespace, the form
+// virDomainSetMetadata wants (it adds the namespace from its uri and key
+// arguments).
+func (m Metadata) MarshalElement() (string, error) {
+	m.XMLName = xml.Name{Local: "vmi"}
+	return marshal(m)
+}
+
+func marshal(m Metadata) (string, error) {
+	b, err := xml.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("marshal domain metadata: %w", err)
+	}
+	return string(b), nil
+}
+
+// ParseMetadata parses the element returned by virDomainGetMetadata.
+func ParseMetadata(s string) (Metadata, error) {
+	var m Metadata
+	if err := xml.Unmarshal([]byte(s), &m); err != nil {
+		return Metadata{}, fmt.Errorf("parse domain metadata: %w", err)
+	}
+	if m.XMLName.Local != "vmi" {
+		return Metadata{}, fmt.Errorf("parse domain metadata: unexpected element <%s>", m.XMLName.Local)
+	}
+	return m, nil
+}

@@ -1,0 +1,252 @@
+// Package driver is the launcher's domain manager: the gRPC Launcher
+// service over one libvirt domain. It talks to libvirt only through Conn,
+// so its semantics (adoption, user pause, grace bookkeeping, self-fencing)
+// are unit-tested with a fake; launcher/internal/virt is the libvirt side.
+package driver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
+)
+
+// DefaultQEMUPidDir is where libvirtd's QEMU driver writes <name>.pid for
+// qemu:///system.
+const DefaultQEMUPidDir = "/run/libvirt/qemu"
+
+// Config describes the one domain a launcher manages.
+type Config struct {
+	DomainName string
+	// VMIUID is the VMI the launcher was started for. Empty means the
+	// first Sync decides.
+	VMIUID string
+	// QEMUPidDir defaults to DefaultQEMUPidDir.
+	QEMUPidDir string
+	Version    string
+	Logger     *slog.Logger
+	// Now is for tests.
+	Now func() time.Time
+}
+
+// Driver implements launcherpb.LauncherServer.
+type Driver struct {
+	launcherpb.UnimplementedLauncherServer
+
+	conn Conn
+	cfg  Config
+	log  *slog.Logger
+
+	// mu serialises the operations that change the domain, so that two
+	// RPCs never interleave their read-modify-write of state and metadata.
+	mu  sync.Mutex
+	uid string // guarded by mu
+
+	subs  *broadcaster
+	lease *watchdog
+
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// New returns a driver for cfg.DomainName and starts turning events into
+// DomainEvent updates. Call Close to stop it.
+func New(conn Conn, events <-chan Event, cfg Config) (*Driver, error) {
+	if cfg.DomainName == "" {
+		return nil, errors.New("driver: a domain name is required")
+	}
+	if cfg.QEMUPidDir == "" {
+		cfg.QEMUPidDir = DefaultQEMUPidDir
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &Driver{
+		conn: conn,
+		cfg:  cfg,
+		log:  cfg.Logger.With("domain", cfg.DomainName),
+		uid:  cfg.VMIUID,
+		subs: newBroadcaster(),
+		done: make(chan struct{}),
+	}
+	d.lease = newWatchdog(d.fence)
+	d.wg.Add(1)
+	go d.pump(events)
+	return d, nil
+}
+
+// Close stops the event pump and the lease watchdog and ends all Events
+// streams. It does not touch the domain: libvirtd keeps it running.
+func (d *Driver) Close() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	close(d.done)
+	d.lease.stop()
+	d.subs.close()
+	d.wg.Wait()
+}
+
+// lookup returns the domain, or nil when it does not exist.
+func (d *Driver) lookup() (Domain, error) {
+	dom, err := d.conn.LookupDomainByName(d.cfg.DomainName)
+	if errors.Is(err, ErrNoDomain) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, grpcError(fmt.Errorf("look up domain %s: %w", d.cfg.DomainName, err))
+	}
+	return dom, nil
+}
+
+// readMetadata returns the domain's virtplane metadata; ok is false when
+// it has none (a domain virtplane did not define).
+func readMetadata(dom Domain) (md domxml.Metadata, ok bool, err error) {
+	s, err := dom.GetMetadata(domxml.Namespace)
+	if errors.Is(err, ErrNoMetadata) {
+		return domxml.Metadata{}, false, nil
+	}
+	if err != nil {
+		return domxml.Metadata{}, false, fmt.Errorf("read domain metadata: %w", err)
+	}
+	md, err = domxml.ParseMetadata(s)
+	if err != nil {
+		return domxml.Metadata{}, false, err
+	}
+	return md, true, nil
+}
+
+func writeMetadata(dom Domain, md domxml.Metadata) error {
+	s, err := md.MarshalElement()
+	if err != nil {
+		return err
+	}
+	if err := dom.SetMetadata(s, domxml.NamespacePrefix, domxml.Namespace); err != nil {
+		return fmt.Errorf("write domain metadata: %w", err)
+	}
+	return nil
+}
+
+// owned checks that dom belongs to this launcher's VMI. A same-name domain
+// of another VMI (a stale instance) must never be driven by this one.
+func (d *Driver) owned(dom Domain) (domxml.Metadata, error) {
+	md, ok, err := readMetadata(dom)
+	if err != nil {
+		return md, grpcError(err)
+	}
+	if !ok {
+		return md, status.Errorf(codes.FailedPrecondition, "domain %s is not managed by virtplane (no metadata in %s)", d.cfg.DomainName, domxml.Namespace)
+	}
+	if d.uid != "" && md.UID != d.uid {
+		return md, status.Errorf(codes.FailedPrecondition, "domain %s belongs to VMI uid %s", d.cfg.DomainName, md.UID)
+	}
+	return md, nil
+}
+
+// statusOf reads the full DomainStatus of dom.
+func (d *Driver) statusOf(dom Domain) (*launcherpb.DomainStatus, error) {
+	st, reason, err := dom.GetState()
+	if err != nil {
+		return nil, grpcError(fmt.Errorf("get domain state: %w", err))
+	}
+	uuid, err := dom.GetUUIDString()
+	if err != nil {
+		return nil, grpcError(fmt.Errorf("get domain uuid: %w", err))
+	}
+	md, _, err := readMetadata(dom)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	s := &launcherpb.DomainStatus{
+		Exists:              true,
+		State:               st.String(),
+		Reason:              ReasonName(st, reason),
+		Uuid:                uuid,
+		Name:                d.cfg.DomainName,
+		VmiUid:              md.UID,
+		PausedByUser:        md.PausedByUser,
+		ShutdownRequestedAt: md.ShutdownRequestedAt,
+	}
+	if st.Active() {
+		s.QemuPid = int32(d.qemuPid())
+	}
+	return s, nil
+}
+
+// currentStatus looks the domain up and reports it, or that it is absent.
+func (d *Driver) currentStatus() (*launcherpb.DomainStatus, error) {
+	dom, err := d.lookup()
+	if err != nil {
+		return nil, err
+	}
+	if dom == nil {
+		return &launcherpb.DomainStatus{Exists: false, Name: d.cfg.DomainName}, nil
+	}
+	defer dom.Free()
+	return d.statusOf(dom)
+}
+
+func (d *Driver) qemuPid() int { return ReadQEMUPid(d.cfg.QEMUPidDir, d.cfg.DomainName) }
+
+// ReadQEMUPid reads libvirtd's <dir>/<name>.pid; 0 when it cannot.
+func ReadQEMUPid(dir, name string) int {
+	b, err := os.ReadFile(filepath.Join(dir, name+".pid"))
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// GetDomain reports the domain, including a foreign VMI uid: the node
+// agent uses that to spot a stale same-name domain.
+func (d *Driver) GetDomain(ctx context.Context, _ *launcherpb.Empty) (*launcherpb.DomainStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	return d.currentStatus()
+}
+
+// Ping answers liveness checks and tells the caller which process it
+// reached (a reattach must find the same pid it stored).
+func (d *Driver) Ping(context.Context, *launcherpb.Empty) (*launcherpb.PingResponse, error) {
+	return &launcherpb.PingResponse{Version: d.cfg.Version, Pid: int32(os.Getpid())}, nil
+}
+
+// grpcError maps driver errors to gRPC codes the node agent can act on.
+func grpcError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, ErrNotConnected):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	// libvirt's own failures: Unknown with libvirt's message.
+	return status.Error(codes.Unknown, err.Error())
+}

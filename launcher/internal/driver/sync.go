@@ -1,0 +1,151 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
+)
+
+// Sync is KubeVirt's SyncVirtualMachine: adopt or define the domain, start
+// it if it is down and the VMI has not run yet, resume it if something
+// other than the user paused it. Calling it again changes nothing.
+func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launcherpb.DomainStatus, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, status.FromContextError(err).Err()
+	}
+	vmi := req.GetVmi()
+	uid := vmi.GetMetadata().GetUid()
+	if uid == "" {
+		return nil, status.Error(codes.InvalidArgument, "sync: vmi.metadata.uid is required")
+	}
+	opts := proto.Clone(req.GetOptions()).(*launcherpb.SyncOptions)
+	if opts == nil {
+		opts = &launcherpb.SyncOptions{}
+	}
+	switch opts.GetDomainName() {
+	case "":
+		opts.DomainName = d.cfg.DomainName
+	case d.cfg.DomainName:
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "sync: this launcher manages domain %s, not %s", d.cfg.DomainName, opts.GetDomainName())
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.uid == "" {
+		d.uid = uid
+	} else if d.uid != uid {
+		return nil, status.Errorf(codes.InvalidArgument, "sync: this launcher serves VMI uid %s, not %s", d.uid, uid)
+	}
+
+	dom, err := d.lookup()
+	if err != nil {
+		return nil, err
+	}
+	var md domxml.Metadata
+	if dom == nil {
+		if dom, err = d.define(vmi, opts); err != nil {
+			return nil, err
+		}
+		md, _, err = readMetadata(dom)
+	} else {
+		md, err = d.adopt(dom, vmi)
+	}
+	if err != nil {
+		dom.Free()
+		return nil, grpcError(err)
+	}
+	defer dom.Free()
+
+	if err := d.converge(dom, vmi, md); err != nil {
+		return nil, err
+	}
+	return d.statusOf(dom)
+}
+
+func (d *Driver) define(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (Domain, error) {
+	def, err := domxml.Build(vmi, opts)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "sync: build domain: %v", err)
+	}
+	xml, err := def.Marshal()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "sync: marshal domain: %v", err)
+	}
+	dom, err := d.conn.DomainDefineXML(xml)
+	if err != nil {
+		return nil, grpcError(fmt.Errorf("define domain %s: %w", d.cfg.DomainName, err))
+	}
+	d.log.Info("defined domain", "vmi_uid", vmi.GetMetadata().GetUid(), "kvm", opts.GetKvm())
+	return dom, nil
+}
+
+// adopt takes over a domain that already exists — left by a launcher that
+// died, or by this one before a node-agent restart — if it is this VMI's.
+func (d *Driver) adopt(dom Domain, vmi *apiv1.VirtualMachineInstance) (domxml.Metadata, error) {
+	md, err := d.owned(dom)
+	if err != nil {
+		return md, err
+	}
+	// The grace period lives in the domain so that it outlives the VMI
+	// object; keep it current.
+	if g := domxml.GracePeriodSeconds(vmi); md.GracePeriodSeconds != g {
+		md.GracePeriodSeconds = g
+		if err := writeMetadata(dom, md); err != nil {
+			return md, err
+		}
+	}
+	return md, nil
+}
+
+// converge starts or resumes the domain as the VMI requires.
+func (d *Driver) converge(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.Metadata) error {
+	st, reason, err := dom.GetState()
+	if err != nil {
+		return grpcError(fmt.Errorf("get domain state: %w", err))
+	}
+	switch {
+	case st == StateShutoff || st == StateCrashed:
+		// KubeVirt starts a down domain only while the VMI has not run:
+		// a Running VMI whose domain is down has ended (its guest powered
+		// off or crashed) and must become Succeeded or Failed, not boot
+		// again behind the control plane's back.
+		phase := vmi.GetStatus().GetPhase()
+		if phase == apiv1.PhaseRunning || apiv1.IsFinal(phase) {
+			return nil
+		}
+		return d.start(dom, vmi, md)
+	case st == StatePaused && !md.PausedByUser:
+		if err := dom.Resume(); err != nil {
+			return grpcError(fmt.Errorf("resume domain: %w", err))
+		}
+		d.log.Info("resumed domain not paused by the user", "reason", ReasonName(st, reason))
+	}
+	return nil
+}
+
+func (d *Driver) start(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.Metadata) error {
+	// A new boot: forget the previous run's shutdown request. spec.paused
+	// ("start --paused") boots into the paused state and counts as a user
+	// pause, so Sync will not resume it.
+	paused := vmi.GetSpec().GetPaused()
+	if md.ShutdownRequestedAt != 0 || md.PausedByUser != paused {
+		md.ShutdownRequestedAt = 0
+		md.PausedByUser = paused
+		if err := writeMetadata(dom, md); err != nil {
+			return grpcError(err)
+		}
+	}
+	if err := dom.Create(paused); err != nil {
+		return grpcError(fmt.Errorf("start domain: %w", err))
+	}
+	d.log.Info("started domain", "paused", paused)
+	return nil
+}

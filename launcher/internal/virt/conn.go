@@ -1,0 +1,283 @@
+package virt
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"libvirt.org/go/libvirt"
+
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/driver"
+)
+
+// Keepalive makes a hung libvirtd look like a dropped connection (and so
+// trigger a reconnect) after about interval × count seconds.
+const (
+	keepaliveInterval = 5
+	keepaliveCount    = 3
+)
+
+// Options configure a Connection.
+type Options struct {
+	Logger *slog.Logger
+	// Events, when set, receives lifecycle events of every domain and an
+	// EventReconnected after each reconnect. It is called on libvirt's
+	// event-loop goroutine and must not block.
+	Events func(driver.Event)
+}
+
+// Connection is a libvirt connection that re-opens itself when libvirtd
+// goes away (restart, upgrade) and re-registers its event callbacks.
+// It implements driver.Conn.
+type Connection struct {
+	uri    string
+	log    *slog.Logger
+	events func(driver.Event)
+
+	mu           sync.Mutex
+	conn         *libvirt.Connect // nil while disconnected
+	callbackID   int
+	reconnecting bool
+	closed       bool
+	done         chan struct{}
+}
+
+var _ driver.Conn = (*Connection)(nil)
+
+// Open connects to uri. It starts the event loop if needed; it fails if
+// libvirt cannot be reached now (later drops are repaired in the
+// background).
+func Open(uri string, opts Options) (*Connection, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := StartEventLoop(opts.Logger); err != nil {
+		return nil, err
+	}
+	c := &Connection{uri: uri, log: opts.Logger.With("libvirt_uri", uri), events: opts.Events, done: make(chan struct{})}
+	conn, id, err := c.dial()
+	if err != nil {
+		return nil, err
+	}
+	c.conn, c.callbackID = conn, id
+	return c, nil
+}
+
+// dial opens a connection and registers the callbacks.
+func (c *Connection) dial() (*libvirt.Connect, int, error) {
+	conn, err := libvirt.NewConnect(c.uri)
+	if err != nil {
+		return nil, 0, fmt.Errorf("connect to %s: %w", c.uri, err)
+	}
+	// Not every driver has keepalives (test:///, embedded ones); that is fine.
+	_ = conn.SetKeepAlive(keepaliveInterval, keepaliveCount)
+	if err := conn.RegisterCloseCallback(func(_ *libvirt.Connect, reason libvirt.ConnectCloseReason) {
+		c.lost(conn, reason)
+	}); err != nil {
+		c.log.Debug("close callback not supported", "error", err)
+	}
+	id := -1
+	if c.events != nil {
+		id, err = conn.DomainEventLifecycleRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
+			// GetName reads the name the event carried: no RPC here.
+			name, _ := d.GetName()
+			c.events(driver.Event{Kind: driver.EventLifecycle, Domain: name, Type: int(ev.Event), Detail: ev.Detail})
+		})
+		if err != nil {
+			_, _ = conn.Close()
+			return nil, 0, fmt.Errorf("register lifecycle events on %s: %w", c.uri, err)
+		}
+	}
+	return conn, id, nil
+}
+
+// lost is libvirt's close callback (on the event-loop goroutine): drop the
+// connection and reconnect elsewhere.
+func (c *Connection) lost(conn *libvirt.Connect, reason libvirt.ConnectCloseReason) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn != conn || c.closed {
+		return
+	}
+	c.log.Warn("libvirt connection lost; reconnecting", "reason", int(reason))
+	c.startReconnectLocked()
+}
+
+// startReconnectLocked forgets the current connection and starts the
+// reconnect loop once.
+func (c *Connection) startReconnectLocked() {
+	old, oldID := c.conn, c.callbackID
+	c.conn = nil
+	if c.reconnecting || c.closed {
+		return
+	}
+	c.reconnecting = true
+	go c.reconnect(old, oldID)
+}
+
+func (c *Connection) reconnect(old *libvirt.Connect, oldID int) {
+	if old != nil {
+		// Best effort: the daemon side is gone already.
+		if oldID >= 0 {
+			_ = old.DomainEventDeregister(oldID)
+		}
+		_ = old.UnregisterCloseCallback()
+		_, _ = old.Close()
+	}
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		select {
+		case <-c.done:
+			return
+		case <-time.After(backoff):
+		}
+		conn, id, err := c.dial()
+		if err == nil {
+			c.mu.Lock()
+			if c.closed {
+				c.mu.Unlock()
+				_, _ = conn.Close()
+				return
+			}
+			c.conn, c.callbackID, c.reconnecting = conn, id, false
+			c.mu.Unlock()
+			c.log.Info("libvirt connection re-established", "attempts", attempt)
+			if c.events != nil {
+				c.events(driver.Event{Kind: driver.EventReconnected})
+			}
+			return
+		}
+		if attempt == 1 || attempt%20 == 0 {
+			c.log.Warn("reconnect to libvirt failed", "attempt", attempt, "error", err)
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// current returns the live connection with a reference taken, or
+// driver.ErrNotConnected. The caller releases it with release: the
+// reference keeps the C object valid if a reconnect closes the connection
+// meanwhile.
+func (c *Connection) current() (*libvirt.Connect, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conn == nil {
+		return nil, fmt.Errorf("%s: %w", c.uri, driver.ErrNotConnected)
+	}
+	if err := c.conn.Ref(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", c.uri, driver.ErrNotConnected, err)
+	}
+	return c.conn, nil
+}
+
+func release(conn *libvirt.Connect) { _, _ = conn.Close() }
+
+// Close closes the connection and stops reconnecting.
+func (c *Connection) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.done)
+	conn, id := c.conn, c.callbackID
+	c.conn = nil
+	c.mu.Unlock()
+	if conn == nil {
+		return nil
+	}
+	if id >= 0 {
+		_ = conn.DomainEventDeregister(id)
+	}
+	_ = conn.UnregisterCloseCallback()
+	if _, err := conn.Close(); err != nil {
+		return fmt.Errorf("close libvirt connection: %w", err)
+	}
+	return nil
+}
+
+// wrap translates libvirt errors into the driver's sentinels. Errors that
+// mean the daemon is gone also start a reconnect, for the cases the close
+// callback misses.
+func (c *Connection) wrap(conn *libvirt.Connect, err error) error {
+	if err == nil {
+		return nil
+	}
+	var lerr libvirt.Error
+	if !errors.As(err, &lerr) {
+		return err
+	}
+	switch lerr.Code {
+	case libvirt.ERR_NO_DOMAIN:
+		return fmt.Errorf("%w: %s", driver.ErrNoDomain, lerr.Message)
+	case libvirt.ERR_NO_DOMAIN_METADATA:
+		return fmt.Errorf("%w: %s", driver.ErrNoMetadata, lerr.Message)
+	case libvirt.ERR_SYSTEM_ERROR, libvirt.ERR_RPC, libvirt.ERR_NO_CONNECT, libvirt.ERR_INVALID_CONN, libvirt.ERR_INTERNAL_ERROR:
+		if alive, aerr := conn.IsAlive(); aerr != nil || !alive {
+			c.mu.Lock()
+			if c.conn == conn {
+				c.log.Warn("libvirt connection is dead; reconnecting", "error", lerr.Message)
+				c.startReconnectLocked()
+			}
+			c.mu.Unlock()
+			return fmt.Errorf("%w: %s", driver.ErrNotConnected, lerr.Message)
+		}
+	}
+	return &libvirtError{lerr}
+}
+
+// libvirtError prints just libvirt's message and keeps the libvirt.Error
+// for errors.As.
+type libvirtError struct{ err libvirt.Error }
+
+func (e *libvirtError) Error() string { return e.err.Message }
+func (e *libvirtError) Unwrap() error { return e.err }
+
+// LookupDomainByName implements driver.Conn.
+func (c *Connection) LookupDomainByName(name string) (driver.Domain, error) {
+	conn, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	defer release(conn)
+	d, err := conn.LookupDomainByName(name)
+	if err != nil {
+		return nil, c.wrap(conn, err)
+	}
+	return &domain{c: c, conn: conn, d: d}, nil
+}
+
+// DomainDefineXML implements driver.Conn.
+func (c *Connection) DomainDefineXML(xml string) (driver.Domain, error) {
+	conn, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	defer release(conn)
+	d, err := conn.DomainDefineXML(xml)
+	if err != nil {
+		return nil, c.wrap(conn, err)
+	}
+	return &domain{c: c, conn: conn, d: d}, nil
+}
+
+// ListAllDomains returns every domain, active or not.
+func (c *Connection) ListAllDomains() ([]driver.Domain, error) {
+	conn, err := c.current()
+	if err != nil {
+		return nil, err
+	}
+	defer release(conn)
+	ds, err := conn.ListAllDomains(0)
+	if err != nil {
+		return nil, c.wrap(conn, err)
+	}
+	out := make([]driver.Domain, len(ds))
+	for i := range ds {
+		out[i] = &domain{c: c, conn: conn, d: &ds[i]}
+	}
+	return out, nil
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/driver"
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/virt"
+)
+
+// oneShotFlags parses --libvirt-uri (and --qemu-pid-dir) for probe and
+// list-domains.
+func oneShotFlags(name string, args []string) (uri, pidDir string, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&uri, "libvirt-uri", defaultURI(), "libvirt connection URI (env VIRTPLANE_LIBVIRT_URI)")
+	fs.StringVar(&pidDir, "qemu-pid-dir", driver.DefaultQEMUPidDir, "where libvirtd writes QEMU pid files")
+	err = fs.Parse(args)
+	return uri, pidDir, err
+}
+
+func printJSON(v any) int {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintln(os.Stderr, "virtplane-launcher:", err)
+		return 1
+	}
+	return 0
+}
+
+func fail(cmd string, err error) int {
+	fmt.Fprintf(os.Stderr, "virtplane-launcher %s: %v\n", cmd, err)
+	return 1
+}
+
+// probe prints launcher.ProbeResult.
+func probe(args []string) int {
+	uri, _, err := oneShotFlags("probe", args)
+	if err != nil {
+		return 2
+	}
+	conn, err := virt.Open(uri, virt.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fail("probe", err)
+	}
+	defer conn.Close()
+	h, err := conn.HostInfo()
+	if err != nil {
+		return fail("probe", err)
+	}
+	r := launcher.ProbeResult{
+		LibvirtURI:      uri,
+		LibvirtVersion:  h.LibvirtVersion,
+		HypervisorType:  h.HypervisorType,
+		QEMUVersion:     h.HypervisorVersion,
+		Hostname:        h.Hostname,
+		Architecture:    runtime.GOARCH,
+		CPUs:            int(h.CPUs),
+		MemoryKiB:       h.MemoryKiB,
+		LauncherVersion: version,
+	}
+	r.KVMUsable, r.KVMReason = launcher.KVMUsable()
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		r.KernelVersion = unix.ByteSliceToString(u.Release[:])
+		r.Architecture = unix.ByteSliceToString(u.Machine[:])
+	}
+	return printJSON(r)
+}
+
+// listDomains prints every domain with virtplane metadata as
+// []launcher.DomainInfo.
+func listDomains(args []string) int {
+	uri, pidDir, err := oneShotFlags("list-domains", args)
+	if err != nil {
+		return 2
+	}
+	conn, err := virt.Open(uri, virt.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fail("list-domains", err)
+	}
+	defer conn.Close()
+	doms, err := conn.ListAllDomains()
+	if err != nil {
+		return fail("list-domains", err)
+	}
+	out := []launcher.DomainInfo{}
+	for _, d := range doms {
+		info, ok, err := describe(d, pidDir)
+		d.Free()
+		if err != nil {
+			// A domain may vanish between list and query; skip it.
+			if errors.Is(err, driver.ErrNoDomain) {
+				continue
+			}
+			return fail("list-domains", err)
+		}
+		if ok {
+			out = append(out, info)
+		}
+	}
+	return printJSON(out)
+}
+
+func describe(d driver.Domain, pidDir string) (launcher.DomainInfo, bool, error) {
+	s, err := d.GetMetadata(domxml.Namespace)
+	if errors.Is(err, driver.ErrNoMetadata) {
+		return launcher.DomainInfo{}, false, nil
+	}
+	if err != nil {
+		return launcher.DomainInfo{}, false, err
+	}
+	md, err := domxml.ParseMetadata(s)
+	if err != nil {
+		return launcher.DomainInfo{}, false, err
+	}
+	name, err := d.GetName()
+	if err != nil {
+		return launcher.DomainInfo{}, false, err
+	}
+	uuid, err := d.GetUUIDString()
+	if err != nil {
+		return launcher.DomainInfo{}, false, err
+	}
+	st, reason, err := d.GetState()
+	if err != nil {
+		return launcher.DomainInfo{}, false, err
+	}
+	info := launcher.DomainInfo{
+		Name: name, UUID: uuid, State: st.String(), Reason: driver.ReasonName(st, reason),
+		VMIUID: md.UID, VMINamespace: md.Namespace, VMIName: md.Name,
+		GracePeriodSeconds: md.GracePeriodSeconds, PausedByUser: md.PausedByUser,
+		ShutdownRequestedAt: md.ShutdownRequestedAt,
+	}
+	if st.Active() {
+		info.QEMUPid = driver.ReadQEMUPid(pidDir, name)
+	}
+	return info, true, nil
+}
