@@ -14,6 +14,7 @@ import (
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
 func newServeCommand() *cobra.Command {
@@ -23,6 +24,8 @@ func newServeCommand() *cobra.Command {
 		logFormat string
 		shutdown  time.Duration
 		overhead  = k8sresource.QuantityValue{Quantity: k8sresource.MustParse("160Mi")}
+		node      = &server.NodeOptions{}
+		reserved  = k8sresource.QuantityValue{Quantity: k8sresource.MustParse("512Mi")}
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -42,6 +45,11 @@ cluster instead of the embedded one.`,
 			}
 			o.Logger = logger
 			o.ControllerOptions.MemoryOverhead = overhead.Quantity
+			if o.Role == server.RoleAll || o.Role == server.RoleNode {
+				node.ReservedMemory = &reserved.Quantity
+				node.AgentVersion = Version
+				o.Node = node
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			a, err := server.Start(ctx, o)
@@ -89,6 +97,14 @@ cluster instead of the embedded one.`,
 	f.Int64Var(&o.ControllerOptions.CPUAllocationRatio, "cpu-allocation-ratio", 10, "vCPUs placed per host CPU")
 	f.StringVar(&o.ImageDir, "image-dir", "", "node image directory (default <data-dir>/images)")
 	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long open calls may finish on SIGTERM")
+	// Node agent (roles all and node).
+	f.StringVar(&node.Server.Endpoint, "server", "", "role node: the server's endpoint, unix:///path, host:port or https://host:port (default the local socket "+client.DefaultEndpoint+")")
+	f.StringVar(&node.Server.TokenFile, "server-token-file", "", "role node: file holding the server's bearer token (TCP endpoints)")
+	f.StringVar(&node.Server.CAFile, "server-ca-file", "", "role node: PEM CA bundle to verify the server; system roots when empty")
+	f.StringVar(&node.LibvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection URI the launchers use")
+	f.StringVar(&node.LauncherPath, "launcher-path", "", "virtplane-launcher binary (default: next to this executable, else from PATH)")
+	f.StringVar(&node.DataDir, "node-data-dir", "", "node state database and per-VMI files (default <data-dir>/node)")
+	f.Var(&reserved, "reserved-memory", "host memory kept from guests: allocatable = total memory minus this")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

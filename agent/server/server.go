@@ -28,6 +28,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/leader"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
@@ -76,6 +77,12 @@ type Options struct {
 	NoControllers bool
 	// Controllers replaces the built-in controllers (tests); nil runs them.
 	Controllers func(ctx context.Context, deps Deps)
+
+	// Node configures the node agent. Role node always runs it (nil takes
+	// the defaults); role all runs it when set, which the serve command
+	// always does, while in-process tests that bring fake nodes leave it
+	// nil.
+	Node *NodeOptions
 
 	Logger *slog.Logger
 }
@@ -131,14 +138,15 @@ func (o *Options) Complete() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Role == RoleNode && o.Node == nil {
+		o.Node = &NodeOptions{}
+	}
 }
 
 // Validate reports flag combinations that cannot work.
 func (o *Options) Validate() error {
 	switch o.Role {
-	case RoleAll, RoleServer:
-	case RoleNode:
-		return errors.New("--role node: the node handler is not part of this agent version yet; use --role all or server")
+	case RoleAll, RoleServer, RoleNode:
 	default:
 		return fmt.Errorf("--role: unsupported value %q: supported values: all, server, node", o.Role)
 	}
@@ -168,6 +176,9 @@ type Agent struct {
 	err      error
 	done     chan struct{}
 	stopOnce sync.Once
+
+	nodeCancel context.CancelFunc // the node agent, when running
+	nodeDone   chan struct{}
 }
 
 // Start brings the agent up and returns once it serves. Stop it with
@@ -176,6 +187,9 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	o.Complete()
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if o.Role == RoleNode {
+		return startNodeOnly(ctx, o)
 	}
 	a := &Agent{opts: o, log: o.Logger, done: make(chan struct{})}
 	defer func() {
@@ -290,6 +304,16 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	} else {
 		leaderGauge.Set(1)
 		a.serve("", func() error { runControllers(runCtx); return nil })
+	}
+	if o.Role == RoleAll && o.Node != nil {
+		// In-process, against the agent's own socket, like any node.
+		sock, err := filepath.Abs(o.Socket)
+		if err != nil {
+			return nil, fmt.Errorf("--socket: %w", err)
+		}
+		if err := a.startNodeAgent(ctx, client.Config{Endpoint: "unix://" + sock}); err != nil {
+			return nil, err
+		}
 	}
 	a.log.Info("agent started", "role", o.Role, "socket", o.Socket, "listen", a.tcpAddr,
 		"metrics", a.metAddr, "data_dir", o.DataDir, "embedded_etcd", a.etcd != nil)
@@ -415,6 +439,8 @@ func (a *Agent) MetricsAddr() net.Addr { return a.metAddr }
 // Shutdown stops serving: in-flight calls get until ctx ends, then the
 // controllers stop and the store closes.
 func (a *Agent) Shutdown(ctx context.Context) {
+	// The node agent goes first: its last heartbeat needs the API.
+	a.stopNodeAgent(ctx)
 	var wg sync.WaitGroup
 	for _, s := range []*grpc.Server{a.unixSrv, a.tcpSrv} {
 		if s == nil {

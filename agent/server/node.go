@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+)
+
+// LauncherBinary is the launcher's file name, looked for next to the agent.
+const LauncherBinary = "virtplane-launcher"
+
+// NodeOptions configure the node agent (KubeVirt's virt-handler) that
+// roles all and node run.
+type NodeOptions struct {
+	// Server is the API a role-node agent talks to (--server,
+	// --server-token-file, --server-ca-file); an empty endpoint is the
+	// local socket. Role all uses the agent's own socket instead.
+	Server client.Config
+	// LibvirtURI is what launchers connect to; default qemu:///system.
+	LibvirtURI string
+	// LauncherPath is the launcher binary; default: virtplane-launcher
+	// next to the agent executable, else from PATH.
+	LauncherPath string
+	// DataDir holds the node's state database and per-VMI files;
+	// default <data-dir>/node.
+	DataDir string
+	// ReservedMemory is kept from guests; nil means 512Mi.
+	ReservedMemory *resource.Quantity
+	AgentVersion   string
+
+	// Launchers replaces the launcher manager (tests).
+	Launchers launcher.Manager
+	// Tools replaces the launcher binary's probe and list-domains (tests).
+	Tools nodeagent.LauncherTools
+	// Host replaces the facts read from the host (tests).
+	Host *nodeagent.HostFacts
+}
+
+func (n *NodeOptions) complete(o *Options) {
+	if n.LibvirtURI == "" {
+		n.LibvirtURI = nodeagent.DefaultLibvirtURI
+	}
+	if n.LauncherPath == "" {
+		n.LauncherPath = defaultLauncherPath()
+	}
+	if n.DataDir == "" {
+		n.DataDir = filepath.Join(o.DataDir, "node")
+	}
+}
+
+// defaultLauncherPath prefers the launcher installed with the agent, so a
+// node runs the launcher of its own version.
+func defaultLauncherPath() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), LauncherBinary)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p
+		}
+	}
+	if p, err := exec.LookPath(LauncherBinary); err == nil {
+		return p
+	}
+	return LauncherBinary
+}
+
+// newLauncherManager returns the go-plugin launcher manager. Launcher
+// sockets live next to the agent's socket (under /run by default): they
+// must outlive agent restarts, and a reboot ends their launchers anyway.
+func newLauncherManager(o Options, n NodeOptions) launcher.Manager {
+	return launcher.NewManager(launcher.ManagerOptions{
+		LauncherPath: n.LauncherPath,
+		LibvirtURI:   n.LibvirtURI,
+		LogDir:       filepath.Join(n.DataDir, "logs"),
+		SocketDir:    filepath.Join(filepath.Dir(o.Socket), "launchers"),
+		Logger:       o.Logger.With("component", "launcher"),
+	})
+}
+
+// startNodeAgent runs the node agent against the API at cfg until
+// stopNodeAgent. Its failure stops the agent like a listener's.
+func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config) error {
+	o := a.opts
+	n := *o.Node
+	n.complete(&o)
+	imageDir, err := filepath.Abs(o.ImageDir)
+	if err != nil {
+		return fmt.Errorf("--image-dir: %w", err)
+	}
+	nodeDir, err := filepath.Abs(n.DataDir)
+	if err != nil {
+		return fmt.Errorf("--node-data-dir: %w", err)
+	}
+	mgr := n.Launchers
+	if mgr == nil {
+		mgr = newLauncherManager(o, n)
+	}
+	c, err := client.Dial(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("node agent: %w", err)
+	}
+	na, err := nodeagent.New(nodeagent.Options{
+		NodeName:       o.NodeName,
+		API:            c,
+		Launchers:      mgr,
+		Tools:          n.Tools,
+		NodeDataDir:    nodeDir,
+		ImageDir:       imageDir,
+		LibvirtURI:     n.LibvirtURI,
+		LauncherPath:   n.LauncherPath,
+		ReservedMemory: n.ReservedMemory,
+		AgentVersion:   n.AgentVersion,
+		Host:           n.Host,
+		Logger:         o.Logger,
+	})
+	if err != nil {
+		c.Close()
+		return err
+	}
+	// Its own context: the node agent stops first on shutdown, while the
+	// API still serves its last heartbeat.
+	nctx, cancel := context.WithCancel(context.Background())
+	a.nodeCancel, a.nodeDone = cancel, make(chan struct{})
+	go func() {
+		defer close(a.nodeDone)
+		defer c.Close()
+		if err := na.Run(nctx); err != nil {
+			a.errOnce.Do(func() { a.err = fmt.Errorf("node agent: %w", err) })
+			a.log.Error("node agent failed", "err", err)
+			a.stopOnce.Do(func() { close(a.done) })
+		}
+	}()
+	return nil
+}
+
+// stopNodeAgent stops the node agent, which detaches from its launchers
+// and leaves them and their guests running.
+func (a *Agent) stopNodeAgent(ctx context.Context) {
+	if a.nodeCancel == nil {
+		return
+	}
+	a.nodeCancel()
+	select {
+	case <-a.nodeDone:
+	case <-ctx.Done():
+		a.log.Warn("node agent did not stop in time")
+	case <-time.After(30 * time.Second):
+		a.log.Warn("node agent did not stop in time")
+	}
+}
+
+// startNodeOnly runs role node: no store, API or controllers, only the
+// node agent against a remote server.
+func startNodeOnly(ctx context.Context, o Options) (*Agent, error) {
+	a := &Agent{opts: o, log: o.Logger, done: make(chan struct{})}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data dir: %w", err)
+	}
+	if err := a.startNodeAgent(ctx, o.Node.Server); err != nil {
+		return nil, err
+	}
+	a.log.Info("node agent started", "role", o.Role, "server", o.Node.Server.Endpoint, "node", o.NodeName)
+	return a, nil
+}

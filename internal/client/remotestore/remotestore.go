@@ -1,0 +1,132 @@
+// Package remotestore adapts the agent's gRPC API to store.Store, read-only,
+// so that code written against a store (the informer) runs on a node that
+// reaches the control plane only through the API. Writes are refused:
+// node agents write through the API's own verbs (UpdateStatus).
+package remotestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+)
+
+// ErrReadOnly is returned by every write method.
+var ErrReadOnly = errors.New("remotestore is read-only")
+
+// VMIs is a read-only store.Store of VirtualMachineInstances over the API.
+type VMIs struct {
+	c apiv1.VirtualMachineInstancesClient
+}
+
+var _ store.Store[*apiv1.VirtualMachineInstance] = (*VMIs)(nil)
+
+// NewVMIs returns the adapter over c.
+func NewVMIs(c apiv1.VirtualMachineInstancesClient) *VMIs { return &VMIs{c: c} }
+
+// Get reads one VMI; a missing one is store.ErrNotFound.
+func (v *VMIs) Get(ctx context.Context, namespace, name string) (*apiv1.VirtualMachineInstance, error) {
+	out, err := v.c.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: &apiv1.ObjectKey{Namespace: namespace, Name: name}})
+	if err != nil {
+		return nil, fromStatus(err, namespace+"/"+name)
+	}
+	return out, nil
+}
+
+// List lists VMIs.
+func (v *VMIs) List(ctx context.Context, opts store.ListOptions) ([]*apiv1.VirtualMachineInstance, int64, error) {
+	out, err := v.c.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: &apiv1.ListOptions{
+		Namespace: opts.Namespace, LabelSelector: opts.LabelSelector,
+	}})
+	if err != nil {
+		return nil, 0, fromStatus(err, "")
+	}
+	return out.Items, out.ResourceVersion, nil
+}
+
+// Watch streams the API's watch as store events. When the stream breaks
+// the last event carries Err, as the etcd store's watch does, so the
+// informer resumes from its last revision.
+func (v *VMIs) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store.Event[*apiv1.VirtualMachineInstance], error) {
+	stream, err := v.c.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{
+		Namespace: opts.Namespace, LabelSelector: opts.LabelSelector, Name: opts.Name,
+		ResourceVersion: opts.ResourceVersion,
+	}})
+	if err != nil {
+		return nil, fromStatus(err, "")
+	}
+	out := make(chan store.Event[*apiv1.VirtualMachineInstance])
+	go func() {
+		defer close(out)
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if errors.Is(err, io.EOF) {
+					err = errors.New("watch stream ended by the server")
+				}
+				select {
+				case out <- store.Event[*apiv1.VirtualMachineInstance]{Err: fromStatus(err, "")}:
+				case <-ctx.Done():
+				}
+				return
+			}
+			select {
+			case out <- store.Event[*apiv1.VirtualMachineInstance]{Type: ev.Type, Object: ev.Object, Revision: ev.ResourceVersion}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// Create is refused.
+func (v *VMIs) Create(context.Context, *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
+	return nil, fmt.Errorf("create: %w", ErrReadOnly)
+}
+
+// Update is refused.
+func (v *VMIs) Update(context.Context, *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
+	return nil, fmt.Errorf("update: %w", ErrReadOnly)
+}
+
+// GuaranteedUpdate is refused.
+func (v *VMIs) GuaranteedUpdate(context.Context, string, string, func(*apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error)) (*apiv1.VirtualMachineInstance, error) {
+	return nil, fmt.Errorf("guaranteed update: %w", ErrReadOnly)
+}
+
+// Delete is refused.
+func (v *VMIs) Delete(context.Context, string, string, store.DeleteOptions) (*apiv1.VirtualMachineInstance, bool, error) {
+	return nil, false, fmt.Errorf("delete: %w", ErrReadOnly)
+}
+
+// fromStatus maps API status codes back to the store's sentinels, so
+// callers match errors the same way on both sides of the API.
+func fromStatus(err error, key string) error {
+	var sentinel error
+	switch status.Code(err) {
+	case codes.NotFound:
+		sentinel = store.ErrNotFound
+	case codes.AlreadyExists:
+		sentinel = store.ErrAlreadyExists
+	case codes.Aborted:
+		sentinel = store.ErrConflict
+	case codes.InvalidArgument:
+		sentinel = store.ErrInvalid
+	default:
+		return err
+	}
+	if key != "" {
+		return fmt.Errorf("virtualmachineinstance %s: %w: %w", key, sentinel, err)
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
+}

@@ -1,0 +1,134 @@
+package remotestore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+func setup(t *testing.T) (context.Context, store.Store[*apiv1.VirtualMachineInstance], *VMIs) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	etcd := storetest.Client(t)
+	opts := store.Options{Prefix: storetest.Prefix(t)}
+	stores := apiserver.Stores{
+		VMs: store.New(etcd, store.VirtualMachines, opts), VMIs: store.New(etcd, store.VirtualMachineInstances, opts),
+		Nodes: store.New(etcd, store.Nodes, opts), Migrations: store.New(etcd, store.Migrations, opts),
+	}
+	srv := apiserver.New(stores, apiserver.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	lis := bufconn.Listen(1 << 20)
+	g := grpc.NewServer()
+	srv.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	c, err := client.Dial(ctx, client.Config{Endpoint: "unix:///bufconn"},
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, stores.VMIs, NewVMIs(c.VMIs)
+}
+
+func vmi(name, node string) *apiv1.VirtualMachineInstance {
+	return &apiv1.VirtualMachineInstance{Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: name,
+		Labels: map[string]string{apiv1.LabelNodeName: node}}}
+}
+
+func TestReadsAndRefusesWrites(t *testing.T) {
+	ctx, st, rs := setup(t)
+	if _, err := st.Create(ctx, vmi("a", "n1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Create(ctx, vmi("b", "n2")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rs.Get(ctx, "default", "a")
+	if err != nil || got.Metadata.Name != "a" {
+		t.Fatalf("get: %v, %v", got, err)
+	}
+	if _, err := rs.Get(ctx, "default", "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("missing: want ErrNotFound, got %v", err)
+	}
+	items, rev, err := rs.List(ctx, store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=n1"})
+	if err != nil || len(items) != 1 || items[0].Metadata.Name != "a" || rev == 0 {
+		t.Fatalf("list: %v, %d, %v", items, rev, err)
+	}
+	if _, err := rs.Create(ctx, vmi("c", "n1")); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("create: %v", err)
+	}
+	if _, err := rs.Update(ctx, got); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("update: %v", err)
+	}
+	if _, _, err := rs.Delete(ctx, "default", "a", store.DeleteOptions{}); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := rs.GuaranteedUpdate(ctx, "default", "a", nil); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("guaranteed update: %v", err)
+	}
+}
+
+// The informer runs on the adapter as on the store: listing, then
+// changes, filtered by label.
+func TestInformerOverAPI(t *testing.T) {
+	ctx, st, rs := setup(t)
+	if _, err := st.Create(ctx, vmi("a", "n1")); err != nil {
+		t.Fatal(err)
+	}
+	inf := informer.New[*apiv1.VirtualMachineInstance](rs, store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=n1"}, nil)
+	deleted := make(chan string, 4)
+	inf.AddHandler(informer.Handler[*apiv1.VirtualMachineInstance]{OnDelete: func(v *apiv1.VirtualMachineInstance) { deleted <- v.Metadata.Name }})
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go inf.Run(ictx)
+	<-inf.Synced()
+	if _, ok := inf.Get("default", "a"); !ok {
+		t.Fatal("listing not cached")
+	}
+	if _, err := st.Create(ctx, vmi("b", "n1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Create(ctx, vmi("other", "n2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Delete(ctx, "default", "a", store.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case name := <-deleted:
+		if name != "a" {
+			t.Fatalf("deleted %s", name)
+		}
+	case <-ctx.Done():
+		t.Fatal("no delete event")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := inf.Get("default", "b"); ok {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, ok := inf.Get("default", "b"); !ok {
+		t.Fatal("added VMI not cached")
+	}
+	if _, ok := inf.Get("default", "other"); ok {
+		t.Fatal("another node's VMI cached")
+	}
+}

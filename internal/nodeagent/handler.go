@@ -1,0 +1,342 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+)
+
+// Reconcile handles one VMI key (namespace/name): it looks at the VMI as
+// cached, the local record and the domain as the launcher reports it, and
+// acts as decide says.
+func (a *Agent) Reconcile(ctx context.Context, key string) (controller.Result, error) {
+	vmi, ok := a.vmis.GetByKey(key)
+	if !ok {
+		vmi = nil
+	}
+	rec, err := a.recordFor(key)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	if vmi != nil && rec != nil && rec.UID != vmi.GetMetadata().GetUid() {
+		// A new VMI took the name of one whose domain is still here
+		// (domain names are per name): the old one is gone, so finish it
+		// first.
+		res, err := a.sync(ctx, key, nil, rec)
+		if err != nil || res.RequeueAfter > 0 {
+			return res, err
+		}
+		rec = nil
+	}
+	return a.sync(ctx, key, vmi, rec)
+}
+
+// recordFor returns the state record of key, or nil.
+func (a *Agent) recordFor(key string) (*state.VMI, error) {
+	recs, err := a.db.ListVMIs()
+	if err != nil {
+		return nil, fmt.Errorf("reading state records: %w", err)
+	}
+	for _, r := range recs {
+		if r.Key() == key {
+			return r, nil
+		}
+	}
+	return nil, nil
+}
+
+func (a *Agent) sync(ctx context.Context, key string, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (controller.Result, error) {
+	if vmi != nil && rec != nil {
+		if err := a.refreshRecord(rec, vmi); err != nil {
+			return controller.Result{}, err
+		}
+	}
+	var (
+		e   *entry
+		dom *launcherpb.DomainStatus
+	)
+	if rec != nil {
+		var err error
+		if e, err = a.ensureLauncher(ctx, vmi, rec); err == nil {
+			dom, err = a.getDomain(ctx, e)
+		}
+		if err != nil {
+			if unavailable(err) {
+				return a.launcherUnreachable(ctx, key, vmi, e, err)
+			}
+			return controller.Result{}, err
+		}
+		a.markReachable(key)
+	}
+
+	phase := vmi.GetStatus().GetPhase()
+	o := observation{
+		VMIExists:          vmi != nil,
+		VMIDeleting:        vmi.GetMetadata().GetDeletionTimestamp() != nil,
+		VMIFinal:           apiv1.IsFinal(phase),
+		VMIStarting:        phase == apiv1.PhaseScheduled && a.now().Sub(scheduledAt(vmi)) < a.opts.SlowStartWindow,
+		DomainExists:       dom.GetExists(),
+		DomainAlive:        domainAlive(dom),
+		DomainNeverStarted: shutoffNeverStarted(dom),
+	}
+	act := decide(o)
+	a.log.Debug("handling vmi", "vmi", key, "action", act, "phase", phase,
+		"domain_state", dom.GetState(), "domain_reason", dom.GetReason())
+	switch act {
+	case actShutdown:
+		return a.shutdown(ctx, vmi, rec, e, dom)
+	case actDelete:
+		return a.deleteAndCleanup(ctx, vmi, rec, e, dom)
+	case actUpdate:
+		return a.update(ctx, vmi, rec, e, dom)
+	}
+	return controller.Result{}, nil
+}
+
+// refreshRecord keeps what the record mirrors of the VMI current: the
+// grace period may be shortened (a force stop) while the VMI exists, and
+// must be known once it is gone.
+func (a *Agent) refreshRecord(rec *state.VMI, vmi *apiv1.VirtualMachineInstance) error {
+	if rec.UID != vmi.GetMetadata().GetUid() {
+		return nil
+	}
+	grace := gracePeriod(vmi)
+	if rec.GracePeriodSeconds == grace {
+		return nil
+	}
+	next := *rec
+	next.GracePeriodSeconds = grace
+	if err := a.db.PutVMI(&next); err != nil {
+		return fmt.Errorf("saving grace period of %s: %w", rec.Key(), err)
+	}
+	*rec = next
+	return nil
+}
+
+func gracePeriod(vmi *apiv1.VirtualMachineInstance) int64 {
+	if g := vmi.GetSpec().TerminationGracePeriodSeconds; g != nil {
+		return max(*g, 0)
+	}
+	return DefaultGracePeriod
+}
+
+// scheduledAt is when the VMI was placed here.
+func scheduledAt(vmi *apiv1.VirtualMachineInstance) time.Time {
+	for _, t := range vmi.GetStatus().GetPhaseTransitionTimestamps() {
+		if t.GetPhase() == apiv1.PhaseScheduled {
+			return t.GetTime().AsTime()
+		}
+	}
+	return vmi.GetMetadata().GetCreationTimestamp().AsTime()
+}
+
+func (a *Agent) getDomain(ctx context.Context, e *entry) (*launcherpb.DomainStatus, error) {
+	cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+	defer cancel()
+	d, err := e.client.GetDomain(cctx)
+	if err != nil {
+		if unavailable(err) {
+			a.markDead(e, err)
+		}
+		return nil, fmt.Errorf("getting domain of %s: %w", e.key, err)
+	}
+	return d, nil
+}
+
+// launcherUnreachable handles a launcher that cannot be reached or
+// started. The VMI keeps its phase for the launcher grace, because a
+// launcher that is starting, or an agent that just restarted, is no
+// reason to kill a guest (KubeVirt pain point #9); after it, the VMI
+// fails.
+func (a *Agent) launcherUnreachable(ctx context.Context, key string, vmi *apiv1.VirtualMachineInstance, e *entry, cause error) (controller.Result, error) {
+	if e != nil {
+		a.markDead(e, cause)
+	}
+	since := a.markUnreachable(key)
+	down := a.now().Sub(since)
+	retry := controller.Result{RequeueAfter: a.opts.LivenessInterval}
+	if vmi == nil || apiv1.IsFinal(vmi.GetStatus().GetPhase()) || down < a.opts.LauncherGrace {
+		a.log.Info("launcher unreachable; retrying", "vmi", key, "for", down.Round(time.Second), "err", cause)
+		return retry, nil
+	}
+	msg := fmt.Sprintf("the launcher has not been reachable for %s: %s", down.Round(time.Second), errorMessage(cause))
+	a.log.Warn("failing vmi: launcher unresponsive", "vmi", key, "err", cause)
+	if _, err := a.writeStatus(ctx, vmi, finalStatus(apiv1.PhaseFailed, ReasonLauncherUnresponsive, msg)); err != nil && !errors.Is(err, errVMIGone) {
+		return controller.Result{}, err
+	}
+	return retry, nil
+}
+
+// update converges the domain on a VMI that should run.
+func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, e *entry, dom *launcherpb.DomainStatus) (controller.Result, error) {
+	key := vmiKey(vmi)
+	phase := vmi.GetStatus().GetPhase()
+	if phase != apiv1.PhaseScheduled && phase != apiv1.PhaseRunning {
+		return controller.Result{}, nil // not handed to the node yet
+	}
+	if rec == nil {
+		if err := unsupportedVolumes(vmi); err != nil {
+			return a.prepareFailed(ctx, vmi, err)
+		}
+		rec = a.newRecord(vmi)
+		// Recorded before anything is started, so a crash from here on
+		// leaves a trace the next agent follows.
+		if err := a.db.PutVMI(rec); err != nil {
+			return controller.Result{}, fmt.Errorf("saving state record of %s: %w", key, err)
+		}
+	}
+	if rec.NodeFailurePolicy == apiv1.NodeFailurePolicyRestartElsewhere && a.lease.remaining(a.now()) <= 0 {
+		// Without a valid lease the guest could not be fenced, and the
+		// control plane may be starting it elsewhere.
+		a.log.Info("not starting a RestartElsewhere guest without a valid node lease", "vmi", key)
+		return controller.Result{RequeueAfter: time.Second}, nil
+	}
+
+	if e == nil || !e.synced {
+		opts, err := a.prepare(ctx, vmi, rec)
+		if err != nil {
+			return a.prepareFailed(ctx, vmi, err)
+		}
+		if e == nil {
+			if e, err = a.ensureLauncher(ctx, vmi, rec); err != nil {
+				if unavailable(err) {
+					return a.launcherUnreachable(ctx, key, vmi, e, err)
+				}
+				return controller.Result{}, err
+			}
+		}
+		sctx, cancel := context.WithTimeout(ctx, a.opts.SyncTimeout)
+		dom, err = e.client.Sync(sctx, vmi, opts)
+		cancel()
+		if err != nil {
+			if unavailable(err) {
+				return a.launcherUnreachable(ctx, key, vmi, e, err)
+			}
+			return a.syncFailed(ctx, vmi, err)
+		}
+		e.synced = true
+		a.markReachable(key)
+	}
+	// Nomad's rule: the handle is on disk before the VMI is reported
+	// Running, or a restart could not find this launcher again.
+	if err := a.persistHandle(rec, e); err != nil {
+		return controller.Result{}, err
+	}
+
+	if !dom.GetExists() {
+		if phase == apiv1.PhaseRunning {
+			return a.finish(ctx, vmi, apiv1.PhaseFailed, ReasonDomainNotFound, "the domain of the running VMI disappeared")
+		}
+		e.synced = false // define it again
+		return controller.Result{RequeueAfter: time.Second}, nil
+	}
+	if !domainAlive(dom) {
+		// Stopped meanwhile: the next pass records how it ended.
+		return controller.Result{RequeueAfter: time.Second}, nil
+	}
+	dom, err := a.reflectPause(ctx, vmi, e, dom)
+	if err != nil {
+		if unavailable(err) {
+			return a.launcherUnreachable(ctx, key, vmi, e, err)
+		}
+		return controller.Result{}, err
+	}
+	if _, err := a.writeStatus(ctx, vmi, runningStatus(dom, a.host.KVMUsable)); err != nil && !errors.Is(err, errVMIGone) {
+		return controller.Result{}, err
+	}
+	return controller.Result{}, nil
+}
+
+func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) *state.VMI {
+	md := vmi.GetMetadata()
+	policy := md.GetAnnotations()[apiv1.AnnotationNodeFailurePolicy]
+	if policy == "" {
+		policy = apiv1.NodeFailurePolicyWait
+	}
+	return &state.VMI{
+		UID: md.GetUid(), Namespace: md.GetNamespace(), Name: md.GetName(),
+		DomainName:         DomainName(md.GetNamespace(), md.GetName()),
+		GracePeriodSeconds: gracePeriod(vmi),
+		NodeFailurePolicy:  policy,
+		Dir:                a.vmiDir(md.GetUid()),
+		CreatedAt:          a.now().Round(0),
+	}
+}
+
+// DomainName is the libvirt domain name of a VMI. Namespaces and names are
+// DNS labels, which never contain '_', so names cannot clash.
+func DomainName(namespace, name string) string { return namespace + "_" + name }
+
+func vmiKey(vmi *apiv1.VirtualMachineInstance) string {
+	return vmi.GetMetadata().GetNamespace() + "/" + vmi.GetMetadata().GetName()
+}
+
+// reflectPause applies the VMI's desired pause state to the domain.
+func (a *Agent) reflectPause(ctx context.Context, vmi *apiv1.VirtualMachineInstance, e *entry, dom *launcherpb.DomainStatus) (*launcherpb.DomainStatus, error) {
+	want := vmi.GetSpec().GetPaused()
+	cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+	defer cancel()
+	switch {
+	case want && dom.GetState() == stateRunning:
+		d, err := e.client.Pause(cctx)
+		if err != nil {
+			return nil, fmt.Errorf("pausing %s: %w", e.key, err)
+		}
+		return d, nil
+	case !want && dom.GetState() == statePaused && dom.GetPausedByUser():
+		d, err := e.client.Unpause(cctx)
+		if err != nil {
+			return nil, fmt.Errorf("unpausing %s: %w", e.key, err)
+		}
+		return d, nil
+	}
+	return dom, nil
+}
+
+// syncFailed reports an error libvirt answered Sync with. A VMI that never
+// ran fails with libvirt's message (a missing kernel must not leave it
+// Scheduled forever); a running one keeps running and only shows the
+// condition, since the guest is fine.
+func (a *Agent) syncFailed(ctx context.Context, vmi *apiv1.VirtualMachineInstance, err error) (controller.Result, error) {
+	msg := errorMessage(err)
+	fail := vmi.GetStatus().GetPhase() != apiv1.PhaseRunning
+	a.log.Warn("syncing the domain failed", "vmi", vmiKey(vmi), "err", err, "failing_vmi", fail)
+	if _, werr := a.writeStatus(ctx, vmi, syncFailedStatus(ReasonSyncFailed, msg, fail)); werr != nil && !errors.Is(werr, errVMIGone) {
+		return controller.Result{}, werr
+	}
+	if fail {
+		return controller.Result{}, nil // final now: the next pass removes the domain
+	}
+	return controller.Result{}, fmt.Errorf("syncing %s: %w", vmiKey(vmi), err)
+}
+
+// prepareFailed reports a VMI whose files cannot be prepared.
+func (a *Agent) prepareFailed(ctx context.Context, vmi *apiv1.VirtualMachineInstance, err error) (controller.Result, error) {
+	var pe *prepareError
+	if !errors.As(err, &pe) {
+		return controller.Result{}, fmt.Errorf("preparing %s: %w", vmiKey(vmi), err)
+	}
+	fail := vmi.GetStatus().GetPhase() != apiv1.PhaseRunning
+	a.log.Warn("preparing the VMI failed", "vmi", vmiKey(vmi), "err", err, "failing_vmi", fail)
+	if _, werr := a.writeStatus(ctx, vmi, syncFailedStatus(pe.reason, err.Error(), fail)); werr != nil && !errors.Is(werr, errVMIGone) {
+		return controller.Result{}, werr
+	}
+	if fail {
+		return controller.Result{}, nil
+	}
+	return controller.Result{}, fmt.Errorf("preparing %s: %w", vmiKey(vmi), err)
+}
+
+// finish writes a final phase.
+func (a *Agent) finish(ctx context.Context, vmi *apiv1.VirtualMachineInstance, phase, reason, msg string) (controller.Result, error) {
+	if _, err := a.writeStatus(ctx, vmi, finalStatus(phase, reason, msg)); err != nil && !errors.Is(err, errVMIGone) {
+		return controller.Result{}, err
+	}
+	return controller.Result{}, nil
+}

@@ -1,0 +1,440 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
+)
+
+// The tests run the real API server over a real (embedded, shared) etcd,
+// reached through gRPC in memory; launchers are the fake.
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+const testNode = "node1"
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Now()} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// timeline records what happened, across the fake launcher, the state
+// database and the API, in order.
+type timeline struct {
+	mu sync.Mutex
+	ev []string
+}
+
+func (t *timeline) add(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ev = append(t.ev, s)
+}
+
+func (t *timeline) events() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.ev...)
+}
+
+// index returns the position of the first event with prefix, or -1.
+func (t *timeline) index(prefix string) int {
+	for i, e := range t.events() {
+		if strings.HasPrefix(e, prefix) {
+			return i
+		}
+	}
+	return -1
+}
+
+// recordingVMIs notes status writes in the timeline.
+type recordingVMIs struct {
+	apiv1.VirtualMachineInstancesClient
+	tl *timeline
+}
+
+func (r recordingVMIs) UpdateStatus(ctx context.Context, in *apiv1.UpdateVirtualMachineInstanceStatusRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error) {
+	r.tl.add("status:" + in.GetVmi().GetStatus().GetPhase())
+	return r.VirtualMachineInstancesClient.UpdateStatus(ctx, in, opts...)
+}
+
+// recordingNodes notes registrations in the timeline.
+type recordingNodes struct {
+	apiv1.NodesClient
+	tl *timeline
+}
+
+func (r recordingNodes) Register(ctx context.Context, in *apiv1.RegisterNodeRequest, opts ...grpc.CallOption) (*apiv1.Node, error) {
+	r.tl.add("register")
+	return r.NodesClient.Register(ctx, in, opts...)
+}
+
+type fakeTools struct{ m *fake.Manager }
+
+func (t fakeTools) Probe(context.Context, string) (ProbeInfo, error) {
+	return ProbeInfo{LibvirtVersion: "10.0.0", QemuVersion: "8.2.0", Hostname: "host1"}, nil
+}
+
+func (t fakeTools) ListDomains(context.Context, string) ([]DomainInfo, error) {
+	var out []DomainInfo
+	for _, d := range t.m.Domains() {
+		ns, name, _ := strings.Cut(d.VMIKey, "/")
+		out = append(out, DomainInfo{Name: d.Name, UUID: d.UUID, State: d.State, Reason: d.Reason,
+			VMIUID: d.VMIUID, VMINamespace: ns, VMIName: name})
+	}
+	return out, nil
+}
+
+// fakeImages stands in for qemu-img: bases must exist; overlays are empty
+// files.
+type fakeImages struct{}
+
+func (fakeImages) Format(_ context.Context, path string) (string, error) {
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("qemu-img: Could not open '%s': No such file or directory", path)
+	}
+	return "raw", nil
+}
+
+func (fakeImages) CreateOverlay(_ context.Context, base, _ string, overlay string) error {
+	return os.WriteFile(overlay, []byte("overlay of "+base), 0o600)
+}
+
+type harness struct {
+	t        *testing.T
+	ctx      context.Context
+	stores   apiserver.Stores
+	api      *client.Client
+	fake     *fake.Manager
+	db       *state.MemDB
+	clock    *fakeClock
+	tl       *timeline
+	nodeDir  string
+	imageDir string
+}
+
+type harnessOptions struct {
+	heartbeatInterval time.Duration
+	nodeLease         time.Duration
+}
+
+func newHarness(t *testing.T, ho ...harnessOptions) *harness {
+	t.Helper()
+	var hopts harnessOptions
+	if len(ho) > 0 {
+		hopts = ho[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	etcd := storetest.Client(t)
+	stOpts := store.Options{Prefix: storetest.Prefix(t)}
+	stores := apiserver.Stores{
+		VMs:        store.New(etcd, store.VirtualMachines, stOpts),
+		VMIs:       store.New(etcd, store.VirtualMachineInstances, stOpts),
+		Nodes:      store.New(etcd, store.Nodes, stOpts),
+		Migrations: store.New(etcd, store.Migrations, stOpts),
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := apiserver.New(stores, apiserver.Options{
+		NodeLease: hopts.nodeLease, HeartbeatInterval: hopts.heartbeatInterval, Logger: quiet,
+	})
+	lis := bufconn.Listen(1 << 20)
+	g := grpc.NewServer()
+	srv.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	c, err := client.Dial(ctx, client.Config{Endpoint: "unix:///bufconn"},
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	h := &harness{t: t, ctx: ctx, stores: stores, fake: fake.New(), db: state.NewMemDB(), clock: newFakeClock(),
+		tl: &timeline{}, nodeDir: t.TempDir(), imageDir: t.TempDir()}
+	h.api = &client.Client{VMs: c.VMs, VMIs: recordingVMIs{c.VMIs, h.tl}, Nodes: recordingNodes{c.Nodes, h.tl}, Conn: c.Conn}
+	h.fake.OnCall = func(c fake.Call) { h.tl.add("launcher:" + c.Op) }
+	h.db.OnPut = func(r *state.VMI) { h.tl.add(fmt.Sprintf("put:handle=%v", r.HasLauncher())) }
+	return h
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// options are the agent options of the harness; fake clock unless real.
+func (h *harness) options(realClock bool) Options {
+	o := Options{
+		NodeName: testNode, API: h.api, Launchers: h.fake, Tools: fakeTools{h.fake}, Images: fakeImages{},
+		State: h.db, NodeDataDir: h.nodeDir, ImageDir: h.imageDir,
+		Host:             &HostFacts{Hostname: "host1", CPUs: 4, MemoryBytes: 8 << 30, KVMUsable: false, KernelVersion: "6.1.0", Architecture: "amd64"},
+		LivenessInterval: 100 * time.Millisecond,
+		ReattachTimeout:  500 * time.Millisecond,
+		CallTimeout:      2 * time.Second,
+		Logger:           testLogger(h.t),
+	}
+	if !realClock {
+		o.Clock = h.clock.Now
+	}
+	return o
+}
+
+// directAgent is an agent whose reconciles the test drives itself: its
+// informer runs and its lease is valid, nothing else does.
+func (h *harness) directAgent(mod ...func(*Options)) *Agent {
+	h.t.Helper()
+	o := h.options(false)
+	for _, m := range mod {
+		m(&o)
+	}
+	a, err := New(o)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); a.vmis.Run(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		<-done
+		for _, e := range a.launchers.drain() {
+			e.stopWatching()
+		}
+	})
+	select {
+	case <-a.vmis.Synced():
+	case <-h.ctx.Done():
+		h.t.Fatal("informer did not sync")
+	}
+	a.lease.set(h.clock.Now().Add(40 * time.Second))
+	return a
+}
+
+// runAgent runs a full agent (real clock) until the returned stop is
+// called or the test ends.
+func (h *harness) runAgent(mod ...func(*Options)) (a *Agent, stop func()) {
+	h.t.Helper()
+	o := h.options(true)
+	for _, m := range mod {
+		m(&o)
+	}
+	a, err := New(o)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					h.t.Errorf("agent Run: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				h.t.Error("agent did not stop")
+			}
+		})
+	}
+	h.t.Cleanup(stop)
+	return a, stop
+}
+
+type vmiOption func(*apiv1.VirtualMachineInstance)
+
+func withGrace(s int64) vmiOption {
+	return func(v *apiv1.VirtualMachineInstance) { v.Spec.TerminationGracePeriodSeconds = &s }
+}
+
+func withPolicy(p string) vmiOption {
+	return func(v *apiv1.VirtualMachineInstance) { v.Metadata.Annotations[apiv1.AnnotationNodeFailurePolicy] = p }
+}
+
+func withKernel(kernel string) vmiOption {
+	return func(v *apiv1.VirtualMachineInstance) {
+		v.Spec.Domain.Firmware = &apiv1.Firmware{KernelBoot: &apiv1.KernelBoot{Kernel: kernel, Cmdline: "console=ttyS0"}}
+	}
+}
+
+func withImageDisk(volume, image string) vmiOption {
+	return func(v *apiv1.VirtualMachineInstance) {
+		v.Spec.Domain.Devices.Disks = append(v.Spec.Domain.Devices.Disks, &apiv1.Disk{Name: volume, Disk: &apiv1.DiskTarget{Bus: "virtio"}})
+		v.Spec.Volumes = append(v.Spec.Volumes, &apiv1.Volume{Name: volume, Image: &apiv1.ImageVolume{Name: image}})
+	}
+}
+
+func withoutFinalizer() vmiOption {
+	return func(v *apiv1.VirtualMachineInstance) { v.Metadata.Finalizers = nil }
+}
+
+// createVMI stores a VMI as the VMI controller leaves it after placing it
+// on testNode: Scheduled, labelled, with the VM controller's finalizer.
+func (h *harness) createVMI(name string, opts ...vmiOption) *apiv1.VirtualMachineInstance {
+	h.t.Helper()
+	now := time.Now()
+	grace := int64(30)
+	v := &apiv1.VirtualMachineInstance{
+		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: name,
+			Labels:      map[string]string{apiv1.LabelNodeName: testNode},
+			Annotations: map[string]string{},
+			Finalizers:  []string{apiv1.FinalizerVMController}},
+		Spec: &apiv1.VirtualMachineInstanceSpec{
+			Domain:                        &apiv1.DomainSpec{Memory: &apiv1.Memory{Guest: "128Mi"}, Devices: &apiv1.Devices{}},
+			TerminationGracePeriodSeconds: &grace,
+		},
+		Status: &apiv1.VirtualMachineInstanceStatus{Phase: apiv1.PhaseScheduled, NodeName: testNode,
+			PhaseTransitionTimestamps: []*apiv1.PhaseTransitionTimestamp{{Phase: apiv1.PhaseScheduled, Time: timestamppb.New(now)}}},
+	}
+	for _, o := range opts {
+		o(v)
+	}
+	out, err := h.stores.VMIs.Create(h.ctx, v)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func (h *harness) getVMI(name string) *apiv1.VirtualMachineInstance {
+	h.t.Helper()
+	v, err := h.stores.VMIs.Get(h.ctx, "default", name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return v
+}
+
+func (h *harness) updateVMI(name string, fn func(v *apiv1.VirtualMachineInstance)) *apiv1.VirtualMachineInstance {
+	h.t.Helper()
+	out, err := h.stores.VMIs.GuaranteedUpdate(h.ctx, "default", name, func(v *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
+		v = proto.Clone(v).(*apiv1.VirtualMachineInstance)
+		fn(v)
+		return v, nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// deleteVMI deletes the VMI: with its finalizer it only gets a deletion
+// timestamp, as when its VM stops it.
+func (h *harness) deleteVMI(name string) {
+	h.t.Helper()
+	if _, _, err := h.stores.VMIs.Delete(h.ctx, "default", name, store.DeleteOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// synced waits until a's cache shows the stored state of name (or its
+// absence).
+func (h *harness) synced(a *Agent, name string) {
+	h.t.Helper()
+	want, err := h.stores.VMIs.Get(h.ctx, "default", name)
+	gone := err != nil
+	h.eventually("cache shows "+name, func() bool {
+		got, ok := a.vmis.Get("default", name)
+		if gone {
+			return !ok
+		}
+		return ok && got.Metadata.ResourceVersion == want.Metadata.ResourceVersion
+	})
+}
+
+// reconcile syncs the cache, then runs one handler pass.
+func (h *harness) reconcile(a *Agent, name string) time.Duration {
+	h.t.Helper()
+	h.synced(a, name)
+	res, err := a.Reconcile(h.ctx, "default/"+name)
+	if err != nil {
+		h.t.Fatalf("reconcile %s: %v", name, err)
+	}
+	return res.RequeueAfter
+}
+
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.t.Fatalf("timed out waiting: %s", what)
+}
+
+func (h *harness) phase(name string) string {
+	return h.getVMI(name).GetStatus().GetPhase()
+}
+
+func (h *harness) waitPhase(name, phase string) *apiv1.VirtualMachineInstance {
+	h.t.Helper()
+	h.eventually(name+" "+phase, func() bool { return h.phase(name) == phase })
+	return h.getVMI(name)
+}
+
+func (h *harness) record(name string) *state.VMI {
+	h.t.Helper()
+	recs, err := h.db.ListVMIs()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+func domainOf(name string) string { return DomainName("default", name) }
+
+func writeFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

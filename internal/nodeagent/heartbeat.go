@@ -1,0 +1,164 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+)
+
+const defaultHeartbeatInterval = 10 * time.Second
+
+// leaseTracker holds the node's fencing lease as the agent sees it: it
+// ends a lease duration after the agent *sent* its last successful
+// heartbeat, on the agent's monotonic clock (docs/failover.md), so a slow
+// or retried RPC shortens the lease and never lengthens it.
+type leaseTracker struct {
+	mu     sync.Mutex
+	end    time.Time
+	fenced bool // the current expiry was acted on
+}
+
+func (l *leaseTracker) set(end time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.end, l.fenced = end, false
+}
+
+// remaining is how long the lease is still valid (≤ 0: expired or never
+// granted).
+func (l *leaseTracker) remaining(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end.IsZero() {
+		return 0
+	}
+	return l.end.Sub(now)
+}
+
+// expiredUnfenced reports, once per expiry, that the lease ran out.
+func (l *leaseTracker) expiredUnfenced(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.end.IsZero() || now.Before(l.end) || l.fenced {
+		return false
+	}
+	l.fenced = true
+	return true
+}
+
+// heartbeat reports the node alive. A schedulable heartbeat extends the
+// lease and renews the launchers' watchdogs; the last one, at shutdown,
+// only marks the node unschedulable.
+func (a *Agent) heartbeat(ctx context.Context, schedulable bool) (time.Duration, error) {
+	sent := a.now()
+	resp, err := a.api.Nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable})
+	if err != nil {
+		return 0, fmt.Errorf("heartbeat: %w", err)
+	}
+	interval := time.Duration(resp.GetHeartbeatIntervalSeconds()) * time.Second
+	if interval <= 0 {
+		interval = defaultHeartbeatInterval
+	}
+	if !schedulable {
+		return interval, nil
+	}
+	end := sent.Add(time.Duration(resp.GetLeaseDurationSeconds()) * time.Second)
+	a.lease.set(end)
+	// The wall-clock end is kept for the next agent: one that starts after
+	// it must fence before heartbeating again.
+	if err := a.db.PutNode(&state.Node{LeaseExpiry: end.Round(0)}); err != nil {
+		a.log.Warn("could not save the lease expiry", "err", err)
+	}
+	a.renewLeases(ctx)
+	return interval, nil
+}
+
+func (a *Agent) firstHeartbeat(ctx context.Context) (time.Duration, error) {
+	var interval time.Duration
+	err := retry(ctx, a, "heartbeat", func() error {
+		var err error
+		interval, err = a.heartbeat(ctx, true)
+		return err
+	})
+	return interval, err
+}
+
+func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		next, err := a.heartbeat(ctx, true)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			a.log.Warn("heartbeat failed", "err", err, "lease_left", a.lease.remaining(a.now()))
+		} else {
+			interval = next
+		}
+		if a.lease.expiredUnfenced(a.now()) {
+			a.selfFence(ctx, "the node lease expired without a successful heartbeat")
+		}
+		t.Reset(interval)
+	}
+}
+
+// renewLeases hands the launchers of RestartElsewhere VMIs the time left
+// on the lease; Wait VMIs never get one, so lease expiry never kills them.
+func (a *Agent) renewLeases(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, e := range a.launchers.list() {
+		if e.policy != apiv1.NodeFailurePolicyRestartElsewhere || e.isDead() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.renewLease(ctx, e); err != nil {
+				a.log.Warn("renewing launcher lease failed", "vmi", e.key, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// renewLease renews one launcher's watchdog. An expired lease is not
+// "renewed" with 0, which would disarm the watchdog: the domain must
+// die instead, and selfFence sees to that.
+func (a *Agent) renewLease(ctx context.Context, e *entry) error {
+	left := a.lease.remaining(a.now())
+	if left <= 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, min(a.opts.CallTimeout, left))
+	defer cancel()
+	return e.client.RenewLease(cctx, left)
+}
+
+// selfFence destroys the domains of RestartElsewhere VMIs: the control
+// plane may already be failing them over elsewhere. The launchers'
+// watchdogs do the same on their own; this covers a launcher whose
+// watchdog did not fire.
+func (a *Agent) selfFence(ctx context.Context, why string) {
+	for _, e := range a.launchers.list() {
+		if e.policy != apiv1.NodeFailurePolicyRestartElsewhere {
+			continue
+		}
+		a.log.Warn("self-fencing: destroying domain", "vmi", e.key, "why", why)
+		cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+		if _, err := e.client.Kill(cctx); err != nil {
+			a.log.Error("self-fencing kill failed", "vmi", e.key, "err", err)
+		}
+		cancel()
+		a.queue.Add(e.key)
+	}
+}

@@ -1,0 +1,124 @@
+package nodeagent
+
+import (
+	"testing"
+	"time"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// The node registers what the host has and heartbeats; a stopping agent
+// reports it unschedulable with a last heartbeat.
+func TestRegisterHeartbeatAndUnschedulableOnStop(t *testing.T) {
+	h := newHarness(t)
+	_, stop := h.runAgent()
+	var node *apiv1.Node
+	h.eventually("node registered and ready", func() bool {
+		n, err := h.stores.Nodes.Get(h.ctx, "", testNode)
+		node = n
+		return err == nil && n.Status.GetSchedulable() && n.Status.GetHeartbeat() != nil
+	})
+	st := node.Status
+	if st.Capacity["cpu"] != "4" || st.Capacity["memory"] != "8Gi" {
+		t.Errorf("capacity %v", st.Capacity)
+	}
+	if st.Allocatable["cpu"] != "4" || st.Allocatable["memory"] != "7680Mi" {
+		t.Errorf("allocatable %v, want memory 8Gi - 512Mi", st.Allocatable)
+	}
+	if node.Metadata.Labels[LabelKVM] != "false" {
+		t.Errorf("labels %v", node.Metadata.Labels)
+	}
+	ni := st.NodeInfo
+	if ni.GetLibvirtVersion() != "10.0.0" || ni.GetQemuVersion() != "8.2.0" || ni.GetKvmUsable() ||
+		ni.GetKernelVersion() != "6.1.0" || ni.GetArchitecture() != "amd64" || ni.GetHostname() != "host1" {
+		t.Errorf("node info %v", ni)
+	}
+	if n, _ := h.db.GetNode(); n.LeaseExpiry.IsZero() {
+		t.Error("lease expiry not saved")
+	}
+	stop()
+	n, err := h.stores.Nodes.Get(h.ctx, "", testNode)
+	if err != nil || n.Status.GetSchedulable() {
+		t.Fatalf("after stop: schedulable=%v, %v", n.GetStatus().GetSchedulable(), err)
+	}
+}
+
+// Each heartbeat renews the self-fencing lease of RestartElsewhere guests
+// with the time left on the node's lease; Wait guests never get one.
+func TestLeaseRenewedOnlyForRestartElsewhere(t *testing.T) {
+	h := newHarness(t, harnessOptions{heartbeatInterval: time.Second, nodeLease: 40 * time.Second})
+	_, _ = h.runAgent()
+	h.createVMI("re", withPolicy(apiv1.NodeFailurePolicyRestartElsewhere))
+	h.createVMI("w", withPolicy(apiv1.NodeFailurePolicyWait))
+	h.createVMI("default-policy")
+	for _, n := range []string{"re", "w", "default-policy"} {
+		h.waitPhase(n, apiv1.PhaseRunning)
+	}
+	h.eventually("two heartbeat renewals", func() bool {
+		d, _ := h.fake.Domain(domainOf("re"))
+		return len(d.Leases) >= 3 // armed at launch, then one per heartbeat
+	})
+	d, _ := h.fake.Domain(domainOf("re"))
+	for _, l := range d.Leases {
+		if l <= 30*time.Second || l > 40*time.Second {
+			t.Errorf("lease %v: want the time left on a 40 s lease", l)
+		}
+	}
+	for _, n := range []string{"w", "default-policy"} {
+		if d, _ := h.fake.Domain(domainOf(n)); len(d.Leases) != 0 {
+			t.Errorf("%s (Wait) got lease renewals %v", n, d.Leases)
+		}
+	}
+	for _, c := range h.fake.Calls() {
+		if c.Op == "RenewLease" && c.Domain != domainOf("re") {
+			t.Errorf("RenewLease on %s", c.Domain)
+		}
+		if c.Op == "RenewLease" && c.Lease <= 0 {
+			t.Errorf("RenewLease(%v) would disarm the watchdog", c.Lease)
+		}
+	}
+}
+
+// A RestartElsewhere guest is not started without a valid lease.
+func TestNoRestartElsewhereStartWithoutLease(t *testing.T) {
+	h := newHarness(t)
+	a := h.directAgent()
+	a.lease.set(time.Time{})
+	h.createVMI("nl", withPolicy(apiv1.NodeFailurePolicyRestartElsewhere))
+	if wait := h.reconcile(a, "nl"); wait <= 0 {
+		t.Fatal("no retry")
+	}
+	if h.fake.Count("Launch") != 0 {
+		t.Fatal("started a RestartElsewhere guest without a lease")
+	}
+	a.lease.set(h.clock.Now().Add(40 * time.Second))
+	h.reconcile(a, "nl")
+	if h.phase("nl") != apiv1.PhaseRunning {
+		t.Fatal("not started once the lease is valid")
+	}
+}
+
+// When the lease runs out the agent destroys RestartElsewhere guests
+// itself, in case a launcher's watchdog did not.
+func TestSelfFenceAtLeaseExpiry(t *testing.T) {
+	h := newHarness(t)
+	a := h.directAgent()
+	h.createVMI("re", withPolicy(apiv1.NodeFailurePolicyRestartElsewhere))
+	h.createVMI("w")
+	h.reconcile(a, "re")
+	h.reconcile(a, "w")
+	h.clock.Step(41 * time.Second)
+	if !a.lease.expiredUnfenced(h.clock.Now()) {
+		t.Fatal("lease not seen as expired")
+	}
+	a.selfFence(h.ctx, "test")
+	if d, _ := h.fake.Domain(domainOf("re")); d.State != "Shutoff" {
+		t.Errorf("RestartElsewhere domain %+v not destroyed", d)
+	}
+	if d, _ := h.fake.Domain(domainOf("w")); d.State != "Running" {
+		t.Errorf("Wait domain %+v touched", d)
+	}
+	if a.lease.expiredUnfenced(h.clock.Now()) {
+		t.Error("the same expiry fenced twice")
+	}
+}

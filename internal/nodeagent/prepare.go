@@ -1,0 +1,179 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+)
+
+// ImageTool inspects images and creates copy-on-write overlays.
+type ImageTool interface {
+	// Format returns the format of an image file (qcow2, raw, ...).
+	Format(ctx context.Context, path string) (string, error)
+	// CreateOverlay creates a qcow2 overlay backed by base.
+	CreateOverlay(ctx context.Context, base, baseFormat, overlay string) error
+}
+
+// QemuImg is the ImageTool that runs qemu-img (from PATH when Path is
+// empty).
+type QemuImg struct {
+	Path string
+}
+
+var _ ImageTool = QemuImg{}
+
+func (q QemuImg) bin() string {
+	if q.Path == "" {
+		return "qemu-img"
+	}
+	return q.Path
+}
+
+func (q QemuImg) Format(ctx context.Context, path string) (string, error) {
+	// -U (force share): base images are shared by running guests, whose
+	// QEMU holds a lock on them.
+	out, err := runCommand(ctx, q.bin(), "info", "-U", "--output=json", path)
+	if err != nil {
+		return "", err
+	}
+	var info struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", fmt.Errorf("qemu-img info %s: decoding output: %w", path, err)
+	}
+	if info.Format == "" {
+		return "", fmt.Errorf("qemu-img info %s: no format reported", path)
+	}
+	return info.Format, nil
+}
+
+func (q QemuImg) CreateOverlay(ctx context.Context, base, baseFormat, overlay string) error {
+	_, err := runCommand(ctx, q.bin(), "create", "-f", "qcow2", "-F", baseFormat, "-b", base, overlay)
+	return err
+}
+
+// prepareError is a VMI that cannot be prepared as it is; retrying does
+// not help, so the VMI fails with reason.
+type prepareError struct {
+	reason string
+	err    error
+}
+
+func (e *prepareError) Error() string { return e.err.Error() }
+func (e *prepareError) Unwrap() error { return e.err }
+
+// vmiDir is where a VMI's files live. It is named by uid so a new VMI of
+// the same name never sees an old one's disks.
+func (a *Agent) vmiDir(uid string) string {
+	return filepath.Join(a.opts.NodeDataDir, "vmis", uid)
+}
+
+// unsupportedVolumes reports volume kinds this agent cannot provide yet.
+func unsupportedVolumes(vmi *apiv1.VirtualMachineInstance) error {
+	for _, v := range vmi.GetSpec().GetVolumes() {
+		switch {
+		case v.GetPersistent() != nil:
+			return &prepareError{ReasonUnsupportedVolume, fmt.Errorf("volume %q: persistent volumes are not supported by this node agent yet", v.GetName())}
+		case v.GetCloudInitNoCloud() != nil:
+			return &prepareError{ReasonUnsupportedVolume, fmt.Errorf("volume %q: cloud_init_no_cloud volumes are not supported by this node agent yet", v.GetName())}
+		}
+	}
+	return nil
+}
+
+// prepare lays out the VMI's files and returns the options its domain is
+// built from. It is idempotent: an existing overlay is kept, since it
+// holds the guest's writes.
+func (a *Agent) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
+	if err := unsupportedVolumes(vmi); err != nil {
+		return nil, err
+	}
+	disksDir := filepath.Join(rec.Dir, "disks")
+	if err := os.MkdirAll(disksDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", disksDir, err)
+	}
+	opts := &launcherpb.SyncOptions{
+		Kvm:            a.host.KVMUsable,
+		ConsoleLogPath: filepath.Join(rec.Dir, "console.log"),
+		DomainName:     rec.DomainName,
+	}
+	volumes := map[string]*apiv1.Volume{}
+	for _, v := range vmi.GetSpec().GetVolumes() {
+		volumes[v.GetName()] = v
+	}
+	for _, d := range vmi.GetSpec().GetDomain().GetDevices().GetDisks() {
+		v := volumes[d.GetName()]
+		if v.GetImage() == nil {
+			return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("disk %q: no image volume of that name", d.GetName())}
+		}
+		src, err := a.prepareImageDisk(ctx, d, v.GetImage(), disksDir)
+		if err != nil {
+			return nil, err
+		}
+		opts.Disks = append(opts.Disks, src)
+	}
+	if kb := vmi.GetSpec().GetDomain().GetFirmware().GetKernelBoot(); kb != nil {
+		// Resolved only: whether the files exist is libvirt's to say, in
+		// the message the VMI then carries.
+		var err error
+		if kb.GetKernel() != "" {
+			if opts.KernelPath, err = validation.ResolveImagePath(a.opts.ImageDir, kb.GetKernel()); err != nil {
+				return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("kernel: %w", err)}
+			}
+		}
+		if kb.GetInitrd() != "" {
+			if opts.InitrdPath, err = validation.ResolveImagePath(a.opts.ImageDir, kb.GetInitrd()); err != nil {
+				return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("initrd: %w", err)}
+			}
+		}
+		opts.KernelCmdline = kb.GetCmdline()
+	}
+	return opts, nil
+}
+
+// prepareImageDisk gives a disk a qcow2 overlay over its base image, so
+// the guest never writes the shared base (KubeVirt's containerDisk). A
+// CD-ROM reads the base directly.
+func (a *Agent) prepareImageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.ImageVolume, disksDir string) (*launcherpb.DiskSource, error) {
+	base, err := validation.ResolveImagePath(a.opts.ImageDir, img.GetName())
+	if err != nil {
+		return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("disk %q: %w", d.GetName(), err)}
+	}
+	src := &launcherpb.DiskSource{Name: d.GetName(), BootOrder: d.GetBootOrder(), Serial: d.GetSerial()}
+	format, err := a.opts.Images.Format(ctx, base)
+	if err != nil {
+		return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("disk %q: reading image %s: %w", d.GetName(), img.GetName(), err)}
+	}
+	if cd := d.GetCdrom(); cd != nil {
+		src.Device, src.Bus, src.ReadOnly = "cdrom", cd.GetBus(), true
+		src.Path, src.Format = base, format
+		return src, nil
+	}
+	src.Device, src.Bus, src.ReadOnly = "disk", d.GetDisk().GetBus(), d.GetDisk().GetReadOnly()
+	src.Path, src.Format = filepath.Join(disksDir, filepath.Base(d.GetName())+".qcow2"), "qcow2"
+	if _, err := os.Stat(src.Path); err == nil {
+		return src, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
+	}
+	// Created aside and renamed, so a crash never leaves a half-made
+	// overlay that a later pass would take for the guest's disk.
+	tmp := src.Path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := a.opts.Images.CreateOverlay(ctx, base, format, tmp); err != nil {
+		return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("disk %q: creating overlay: %w", d.GetName(), err)}
+	}
+	if err := os.Rename(tmp, src.Path); err != nil {
+		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
+	}
+	return src, nil
+}

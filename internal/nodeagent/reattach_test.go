@@ -1,0 +1,175 @@
+package nodeagent
+
+import (
+	"testing"
+	"time"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+)
+
+func withPhaseRunning() vmiOption {
+	return func(v *apiv1.VirtualMachineInstance) { v.Status.Phase = apiv1.PhaseRunning }
+}
+
+// Stopping the agent detaches from launchers; a new agent on the same
+// database reattaches and never launches, and the guest is not restarted.
+func TestRestartReattachesAndNeverLaunches(t *testing.T) {
+	h := newHarness(t)
+	_, stop := h.runAgent()
+	h.createVMI("r")
+	h.waitPhase("r", apiv1.PhaseRunning)
+	stop()
+	if h.fake.Count("Stop") != 0 || h.fake.Count("Detach") != 1 {
+		t.Fatalf("agent stop: %d Stop, %d Detach calls; want 0 and 1", h.fake.Count("Stop"), h.fake.Count("Detach"))
+	}
+	if h.fake.AliveLaunchers(domainOf("r")) != 1 {
+		t.Fatal("launcher did not survive the agent")
+	}
+
+	_, stop = h.runAgent()
+	h.eventually("the new agent adopts", func() bool { return h.fake.Count("Sync") >= 2 && h.fake.Count("Reattach") >= 1 })
+	if n := h.fake.Count("Launch"); n != 1 {
+		t.Errorf("%d launches; a reattached launcher must be reused", n)
+	}
+	if d, _ := h.fake.Domain(domainOf("r")); d.Starts != 1 || d.State != fake.StateRunning {
+		t.Errorf("guest restarted or stopped: %+v", d)
+	}
+	if p := h.phase("r"); p != apiv1.PhaseRunning {
+		t.Errorf("phase %s", p)
+	}
+	stop()
+}
+
+// A launcher that dies while the agent runs is replaced within 5 s by one
+// that adopts the running domain.
+func TestDeadLauncherIsReplacedAndAdoptsDomain(t *testing.T) {
+	h := newHarness(t)
+	_, _ = h.runAgent()
+	h.createVMI("d")
+	h.waitPhase("d", apiv1.PhaseRunning)
+	oldPid := h.record("d").Handle.Pid
+
+	start := time.Now()
+	h.fake.CrashLaunchers(domainOf("d"))
+	h.eventually("a new launcher adopts the domain", func() bool {
+		r := h.record("d")
+		return h.fake.AliveLaunchers(domainOf("d")) == 1 && r != nil && r.Handle.Pid != oldPid && h.fake.Count("Sync") >= 2
+	})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("replacing the launcher took %v", took)
+	}
+	if d, _ := h.fake.Domain(domainOf("d")); d.Starts != 1 || d.State != fake.StateRunning {
+		t.Errorf("guest restarted or stopped: %+v", d)
+	}
+	if p := h.phase("d"); p != apiv1.PhaseRunning {
+		t.Errorf("phase %s", p)
+	}
+}
+
+// A launcher that hangs keeps its stream open; the ping finds it, and it
+// is stopped before a new one takes over.
+func TestHungLauncherIsReplaced(t *testing.T) {
+	h := newHarness(t)
+	_, _ = h.runAgent()
+	h.createVMI("hung")
+	h.waitPhase("hung", apiv1.PhaseRunning)
+	start := time.Now()
+	h.fake.HangLaunchers(domainOf("hung"))
+	h.eventually("a new launcher adopts the domain", func() bool {
+		return h.fake.Count("Launch") == 2 && h.fake.AliveLaunchers(domainOf("hung")) == 1 && h.fake.Count("Sync") >= 2
+	})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("replacing the launcher took %v", took)
+	}
+	if h.fake.Count("Stop") != 1 {
+		t.Errorf("the hung launcher was not stopped (%d Stop calls)", h.fake.Count("Stop"))
+	}
+	if d, _ := h.fake.Domain(domainOf("hung")); d.Starts != 1 {
+		t.Errorf("guest restarted: %+v", d)
+	}
+}
+
+// The launcher died while the agent was down: the restarted agent
+// launches a new one, whose Sync adopts the running guest.
+func TestRestartWithDeadLauncherAdopts(t *testing.T) {
+	h := newHarness(t)
+	_, stop := h.runAgent()
+	h.createVMI("x")
+	h.waitPhase("x", apiv1.PhaseRunning)
+	stop()
+	h.fake.CrashLaunchers(domainOf("x"))
+
+	_, _ = h.runAgent()
+	h.eventually("a new launcher adopts the domain", func() bool {
+		return h.fake.Count("Launch") == 2 && h.fake.AliveLaunchers(domainOf("x")) == 1 && h.fake.Count("Sync") >= 2
+	})
+	if d, _ := h.fake.Domain(domainOf("x")); d.Starts != 1 || d.State != fake.StateRunning {
+		t.Errorf("guest restarted or stopped: %+v", d)
+	}
+	if p := h.phase("x"); p != apiv1.PhaseRunning {
+		t.Errorf("phase %s", p)
+	}
+}
+
+// Domains that belong to nothing are removed; a domain of a VMI placed
+// here whose record was lost is adopted, not removed.
+func TestOrphanDomainsCleanedUp(t *testing.T) {
+	h := newHarness(t)
+	h.fake.AddDomain(fake.Domain{Name: "default_ghost", VMIUID: "uid-of-a-long-gone-vmi", VMIKey: "default/ghost"})
+	lost := h.createVMI("lost", withPhaseRunning())
+	h.fake.AddDomain(fake.Domain{Name: domainOf("lost"), VMIUID: lost.Metadata.Uid, VMIKey: "default/lost"})
+
+	_, _ = h.runAgent()
+	h.eventually("orphan removed", func() bool { _, ok := h.fake.Domain("default_ghost"); return !ok })
+	if n := h.fake.AliveLaunchers("default_ghost"); n != 0 {
+		t.Errorf("%d launchers left for the orphan", n)
+	}
+	h.eventually("lost VMI adopted", func() bool { r := h.record("lost"); return r != nil && r.HasLauncher() && h.fake.Count("Sync") >= 1 })
+	if d, ok := h.fake.Domain(domainOf("lost")); !ok || d.State != fake.StateRunning || d.Starts != 0 {
+		t.Errorf("adopted domain %+v (ok %v): must keep running, not restart", d, ok)
+	}
+}
+
+// An agent that starts after its last lease ended destroys its
+// RestartElsewhere domains before registering; Wait domains live on.
+func TestFailSafeRestartFencesRestartElsewhere(t *testing.T) {
+	h := newHarness(t)
+	re := h.createVMI("re", withPolicy(apiv1.NodeFailurePolicyRestartElsewhere), withPhaseRunning())
+	w := h.createVMI("w", withPhaseRunning())
+	for _, v := range []*apiv1.VirtualMachineInstance{re, w} {
+		name := v.Metadata.Name
+		policy := v.Metadata.Annotations[apiv1.AnnotationNodeFailurePolicy]
+		if policy == "" {
+			policy = apiv1.NodeFailurePolicyWait
+		}
+		h.fake.AddDomain(fake.Domain{Name: domainOf(name), VMIUID: v.Metadata.Uid, VMIKey: "default/" + name, Starts: 1})
+		if err := h.db.PutVMI(&state.VMI{UID: v.Metadata.Uid, Namespace: "default", Name: name, DomainName: domainOf(name),
+			Handle:             launcher.Handle{Version: 1, DomainName: domainOf(name), Addr: "/gone", Pid: 99999},
+			GracePeriodSeconds: 30, NodeFailurePolicy: policy, Dir: t.TempDir()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.db.PutNode(&state.Node{LeaseExpiry: time.Now().Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+
+	_, _ = h.runAgent()
+	h.eventually("registered", func() bool { return h.tl.index("register") >= 0 })
+	kill, reg := h.tl.index("launcher:Kill"), h.tl.index("register")
+	if kill < 0 || kill > reg {
+		t.Fatalf("RestartElsewhere domain not destroyed before registering: %v", h.tl.events())
+	}
+	v := h.waitPhase("re", apiv1.PhaseFailed)
+	if v.Status.Reason != ReasonDestroyed {
+		t.Errorf("reason %s", v.Status.Reason)
+	}
+	if d, ok := h.fake.Domain(domainOf("w")); !ok || d.State != fake.StateRunning || d.Starts != 1 {
+		t.Errorf("Wait domain touched: %+v", d)
+	}
+	if p := h.phase("w"); p != apiv1.PhaseRunning {
+		t.Errorf("Wait VMI phase %s", p)
+	}
+}

@@ -1,0 +1,85 @@
+package nodeagent
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// node builds the Node the agent registers: capacity from the host,
+// allocatable less the reserved memory, and what the host can run.
+func (a *Agent) node(ctx context.Context) *apiv1.Node {
+	h := a.host
+	probeCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	probe, err := a.opts.Tools.Probe(probeCtx, a.opts.LibvirtURI)
+	if err != nil {
+		// A node without a working launcher still registers: its
+		// versions stay empty, and launches fail with the reason.
+		a.log.Warn("launcher probe failed; libvirt and QEMU versions unknown", "err", err)
+	}
+	reserved := a.opts.ReservedMemory.Value()
+	alloc := max(h.MemoryBytes-reserved, 0)
+	cpus := strconv.Itoa(h.CPUs)
+	return &apiv1.Node{
+		Metadata: &apiv1.ObjectMeta{
+			Name:   a.opts.NodeName,
+			Labels: map[string]string{LabelKVM: strconv.FormatBool(h.KVMUsable)},
+		},
+		Status: &apiv1.NodeStatus{
+			Capacity:    map[string]string{"cpu": cpus, "memory": bytesQuantity(h.MemoryBytes)},
+			Allocatable: map[string]string{"cpu": cpus, "memory": bytesQuantity(alloc)},
+			Schedulable: true,
+			NodeInfo: &apiv1.NodeInfo{
+				Hostname:       h.Hostname,
+				AgentVersion:   a.opts.AgentVersion,
+				LibvirtVersion: probe.LibvirtVersion,
+				QemuVersion:    probe.QemuVersion,
+				KvmUsable:      h.KVMUsable,
+				KernelVersion:  h.KernelVersion,
+				Architecture:   h.Architecture,
+			},
+		},
+	}
+}
+
+func bytesQuantity(b int64) string {
+	return resource.NewQuantity(b, resource.BinarySI).String()
+}
+
+// register creates or refreshes the Node, retrying until it succeeds or
+// ctx ends: a control plane that is not up yet is no reason to exit.
+func (a *Agent) register(ctx context.Context) error {
+	n := a.node(ctx)
+	return retry(ctx, a, "registering node", func() error {
+		_, err := a.api.Nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: n})
+		return err
+	})
+}
+
+// retry calls fn with backoff (100 ms doubling to 5 s) until it succeeds
+// or ctx ends.
+func retry(ctx context.Context, a *Agent, what string, fn func() error) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		a.log.Warn(what+" failed; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}

@@ -1,0 +1,167 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+)
+
+// errVMIGone: the VMI was deleted or replaced by another of the same name
+// while the agent wrote its status; there is nothing left to report to.
+var errVMIGone = errors.New("vmi gone or replaced")
+
+// maxStatusAttempts bounds compare-and-swap retries; each retry means
+// another writer got in first, so this only trips under a write storm.
+const maxStatusAttempts = 10
+
+// writeStatus applies mutate to the VMI's status and writes it with
+// compare-and-swap on the version read. It starts from the cached copy and
+// reads afresh after a conflict. A final phase is never overwritten (the
+// node controller or a fence may have failed the VMI meanwhile), and
+// nothing is written when mutate changes nothing.
+func (a *Agent) writeStatus(ctx context.Context, cached *apiv1.VirtualMachineInstance, mutate func(st *apiv1.VirtualMachineInstanceStatus, now time.Time)) (*apiv1.VirtualMachineInstance, error) {
+	uid := cached.GetMetadata().GetUid()
+	ns, name := cached.GetMetadata().GetNamespace(), cached.GetMetadata().GetName()
+	cur := cached
+	for range maxStatusAttempts {
+		if cur.GetMetadata().GetUid() != uid {
+			return nil, errVMIGone
+		}
+		if apiv1.IsFinal(cur.GetStatus().GetPhase()) {
+			return cur, nil
+		}
+		next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
+		if next.Status == nil {
+			next.Status = &apiv1.VirtualMachineInstanceStatus{}
+		}
+		mutate(next.Status, a.now())
+		if proto.Equal(next.Status, cur.GetStatus()) {
+			return cur, nil
+		}
+		out, err := a.api.VMIs.UpdateStatus(ctx, &apiv1.UpdateVirtualMachineInstanceStatusRequest{Vmi: next})
+		switch status.Code(err) {
+		case codes.OK:
+			return out, nil
+		case codes.Aborted:
+			cur, err = a.api.VMIs.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
+			if status.Code(err) == codes.NotFound {
+				return nil, errVMIGone
+			}
+			if err != nil {
+				return nil, fmt.Errorf("reading vmi %s/%s after a conflict: %w", ns, name, err)
+			}
+		case codes.NotFound:
+			return nil, errVMIGone
+		default:
+			return nil, fmt.Errorf("writing status of vmi %s/%s: %w", ns, name, err)
+		}
+	}
+	return nil, fmt.Errorf("writing status of vmi %s/%s: still conflicting after %d attempts", ns, name, maxStatusAttempts)
+}
+
+// setPhase changes the phase and records when (KubeVirt's
+// phaseTransitionTimestamps).
+func setPhase(st *apiv1.VirtualMachineInstanceStatus, phase string, now time.Time) {
+	if st.Phase == phase {
+		return
+	}
+	st.Phase = phase
+	st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps, &apiv1.PhaseTransitionTimestamp{
+		Phase: phase, Time: timestamppb.New(now),
+	})
+}
+
+// runningStatus reports a running domain: phase Running, Ready, the
+// domain UUID, software emulation and pause state.
+func runningStatus(d *launcherpb.DomainStatus, kvm bool) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
+	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+		setPhase(st, apiv1.PhaseRunning, now)
+		st.Reason, st.Message = "", ""
+		if d.GetUuid() != "" {
+			st.DomainUuid = d.GetUuid()
+		}
+		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
+			Type: apiv1.ConditionReady, Status: apiv1.ConditionTrue, Reason: "DomainRunning",
+		}, now)
+		if kvm {
+			st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionSoftwareEmulation)
+		} else {
+			st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
+				Type: apiv1.ConditionSoftwareEmulation, Status: apiv1.ConditionTrue, Reason: "KVMUnavailable",
+				Message: "KVM is not usable on this node; the guest runs in software emulation (TCG)",
+			}, now)
+		}
+		if c := apiv1.FindCondition(st.Conditions, apiv1.ConditionSynchronized); c != nil && c.Status == apiv1.ConditionFalse {
+			st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionSynchronized)
+		}
+		setPausedCondition(st, d, now)
+	}
+}
+
+// setPausedCondition reflects a paused domain (KubeVirt
+// calculatePausedCondition).
+func setPausedCondition(st *apiv1.VirtualMachineInstanceStatus, d *launcherpb.DomainStatus, now time.Time) {
+	if d.GetState() != statePaused {
+		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionPaused)
+		return
+	}
+	c := &apiv1.Condition{Type: apiv1.ConditionPaused, Status: apiv1.ConditionTrue}
+	switch {
+	case d.GetPausedByUser() || d.GetReason() == "User":
+		c.Reason, c.Message = ReasonPausedByUser, "the VMI was paused by its user"
+	case d.GetReason() == "IOError":
+		c.Reason, c.Message = ReasonPausedIOError, "the guest was paused because of an I/O error"
+	default:
+		c.Reason, c.Message = "Paused", "libvirt reports the domain paused ("+d.GetReason()+")"
+	}
+	st.Conditions = apiv1.SetCondition(st.Conditions, c, now)
+}
+
+// finalStatus ends the VMI with phase (Succeeded or Failed).
+func finalStatus(phase, reason, message string) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
+	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+		setPhase(st, phase, now)
+		st.Reason, st.Message = reason, message
+		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
+			Type: apiv1.ConditionReady, Status: apiv1.ConditionFalse, Reason: reason, Message: message,
+		}, now)
+		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionPaused)
+	}
+}
+
+// syncFailedStatus records that converging the domain failed
+// (Synchronized=False, KubeVirt handleSyncError) and, with fail, fails the
+// VMI: a guest that cannot start must not hang in Scheduled.
+func syncFailedStatus(reason, message string, fail bool) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
+	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
+			Type: apiv1.ConditionSynchronized, Status: apiv1.ConditionFalse, Reason: reason, Message: message,
+		}, now)
+		if fail {
+			finalStatus(apiv1.PhaseFailed, reason, message)(st, now)
+		}
+	}
+}
+
+// errorMessage is the message a launcher error carries, without the gRPC
+// decoration: for a libvirt error, libvirt's own text.
+func errorMessage(err error) string {
+	// status.FromError would return the whole wrapped text; the innermost
+	// status carries the launcher's message alone.
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		if s := se.GRPCStatus(); s != nil {
+			return s.Message()
+		}
+	}
+	return err.Error()
+}
