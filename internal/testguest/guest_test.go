@@ -1,0 +1,153 @@
+package testguest_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+)
+
+// TestBootAndACPIShutdown boots the guest, checks the boot marker, and
+// shuts it down the way a graceful stop does: ACPI power button through
+// `virsh shutdown`.
+func TestBootAndACPIShutdown(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	// The far-off timer only ends a guest a killed test run left behind;
+	// the marker's reason tells it from the ACPI poweroff.
+	g := startGuest(t, uri, guestSpec{cmdline: testguest.Cmdline(testguest.Hostname("vp-acpi"), testguest.PoweroffAfter(10*time.Minute))})
+	f := g.waitBooted()
+	if f["hostname"] != "vp-acpi" {
+		t.Errorf("hostname = %q, want vp-acpi", f["hostname"])
+	}
+	if st := g.domstate(); st != "running (unpaused)" {
+		t.Errorf("domstate before shutdown = %q", st)
+	}
+	if _, err := virsh(uri, "shutdown", g.name); err != nil {
+		t.Fatal(err)
+	}
+	off := testguest.Fields(g.waitMarker(testguest.MarkerPoweroff, stopTimeout))
+	if off["reason"] != "acpi" {
+		t.Errorf("poweroff reason = %q, want acpi", off["reason"])
+	}
+	if reason := g.waitStopped(stopTimeout); reason != "shutdown" {
+		t.Errorf("shut off with reason %q, want shutdown", reason)
+	}
+}
+
+// TestPoweroffAfter: the guest powers itself off, which libvirt also
+// reports as a shutdown.
+func TestPoweroffAfter(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	g := startGuest(t, uri, guestSpec{cmdline: testguest.Cmdline(testguest.PoweroffAfter(time.Second))})
+	g.waitBooted()
+	if reason := g.waitStopped(bootTimeout); reason != "shutdown" {
+		t.Errorf("shut off with reason %q, want shutdown", reason)
+	}
+	off, ok := testguest.FindMarker(g.consoleText(), testguest.MarkerPoweroff)
+	if !ok || testguest.Fields(off)["reason"] != "timer" {
+		t.Errorf("poweroff marker %q (found %v), want reason=timer", off, ok)
+	}
+}
+
+// TestCrash: a kernel panic reaches libvirt through pvpanic, and
+// on_crash=destroy shuts the domain off with reason crashed.
+func TestCrash(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	g := startGuest(t, uri, guestSpec{cmdline: testguest.Cmdline(testguest.Crash(0))})
+	g.waitBooted()
+	if reason := g.waitStopped(bootTimeout); reason != "crashed" {
+		t.Errorf("shut off with reason %q, want crashed", reason)
+	}
+	console := g.consoleText()
+	if _, ok := testguest.FindMarker(console, testguest.MarkerCrash); !ok {
+		t.Errorf("no %s marker", testguest.MarkerCrash)
+	}
+	if !strings.Contains(console, "Kernel panic") {
+		t.Errorf("console shows no kernel panic:\n%s", console)
+	}
+}
+
+// TestPersist boots twice with the same raw disk: the second boot reads
+// what the first wrote.
+func TestPersist(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	disk := filepath.Join(workDir(t), "persist.raw")
+	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := guestSpec{
+		cmdline: testguest.Cmdline(testguest.Persist("/dev/vda"), testguest.PoweroffAfter(0)),
+		disks: []libvirtxml.DomainDisk{{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+		}},
+	}
+	for boot, prev := range []string{"none", testguest.PersistLinePrefix + "1"} {
+		g := startGuest(t, uri, spec)
+		g.waitBooted()
+		if reason := g.waitStopped(bootTimeout); reason != "shutdown" {
+			t.Fatalf("boot %d: shut off with reason %q, want shutdown", boot+1, reason)
+		}
+		console := g.consoleText()
+		if got, _ := testguest.FindMarker(console, testguest.MarkerPersistPrevious); got != prev {
+			t.Errorf("boot %d: previous = %q, want %q", boot+1, got, prev)
+		}
+		wrote, _ := testguest.FindMarker(console, testguest.MarkerPersistWrote)
+		if want := "boot=" + string(rune('1'+boot)); wrote != want {
+			t.Errorf("boot %d: wrote %q, want %q; console:\n%s", boot+1, wrote, want, console)
+		}
+	}
+	b, err := os.ReadFile(disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, _, _ := bytes.Cut(b[:512], []byte("\n")); string(line) != testguest.PersistLinePrefix+"2" {
+		t.Errorf("disk starts with %q", line)
+	}
+}
+
+// TestCIData attaches a cidata ISO as a SATA CD-ROM and checks that the
+// guest prints its user-data and meta-data.
+func TestCIData(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	iso := filepath.Join(workDir(t), "cidata.iso")
+	userData := "#cloud-config\nhostname: vp-cidata\nruncmd:\n  - echo hello\n"
+	metaData := "instance-id: iid-vp-cidata\nlocal-hostname: vp-cidata" // no final newline
+	if err := writeISO(iso, "cidata", map[string]string{"user-data": userData, "meta-data": metaData}); err != nil {
+		t.Fatal(err)
+	}
+	g := startGuest(t, uri, guestSpec{
+		cmdline: testguest.Cmdline(testguest.CIData(), testguest.PoweroffAfter(0)),
+		disks: []libvirtxml.DomainDisk{{
+			Device:   "cdrom",
+			Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: iso}},
+			Target:   &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
+			ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+		}},
+	})
+	g.waitBooted()
+	if reason := g.waitStopped(bootTimeout); reason != "shutdown" {
+		t.Errorf("shut off with reason %q, want shutdown", reason)
+	}
+	console := g.consoleText()
+	if got, ok := testguest.Between(console, testguest.MarkerUserdataBegin, testguest.MarkerUserdataEnd); !ok || got != userData {
+		t.Errorf("user-data = %q (complete: %v), want %q; console:\n%s", got, ok, userData, console)
+	}
+	if got, _ := testguest.Between(console, testguest.MarkerMetadataBegin, testguest.MarkerMetadataEnd); got != metaData+"\n" {
+		t.Errorf("meta-data = %q, want %q", got, metaData+"\n")
+	}
+}

@@ -1,0 +1,228 @@
+#!/bin/sh
+# /init of the virtplane test guest (busybox sh, PID 1 in the initramfs).
+# See internal/testguest/README.md. PID 1 must never exit (the kernel
+# panics if it does), so every path ends in poweroff, a crash or the idle
+# loop. The same file is the power-off helper: acpid and the poweroff timer
+# run "/init --virtplane-poweroff REASON" (never as PID 1).
+
+export PATH=/bin
+# Kernel command line words are data: never glob them.
+set -f
+
+# say prints one marker line where the test harness reads it: the kernel
+# console, and also ttyS0 when the console is elsewhere (console=tty0).
+say() {
+	echo "$*" >/dev/console 2>/dev/null
+	if ! grep -qw ttyS0 /sys/class/tty/console/active 2>/dev/null; then
+		echo "$*" >/dev/ttyS0 2>/dev/null
+	fi
+}
+
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+
+poweroff_now() {
+	say "VIRTPLANE-GUEST-POWEROFF reason=$1 uptime=$(uptime_s)"
+	umount /mnt/cidata 2>/dev/null
+	sync
+	# -f: reboot(2) directly; there is no init daemon to signal.
+	poweroff -f
+	# Only reached if the kernel refused.
+	say "VIRTPLANE-GUEST-WARNING poweroff failed"
+	exit 1
+}
+
+if [ "$1" = --virtplane-poweroff ] && [ "$$" != 1 ]; then
+	poweroff_now "${2:-unknown}"
+fi
+
+isnum() { case "$1" in '' | *[!0-9]*) return 1 ;; esac; }
+istrue() { case "$1" in 1 | y | yes | true | on) return 0 ;; esac; return 1; }
+warn() { say "VIRTPLANE-GUEST-WARNING $*"; }
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+# Without devtmpfs /dev holds only the console node the cpio carried.
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /tmp /run /mnt/cidata
+exec </dev/console >/dev/console 2>&1
+
+# --- kernel command line -------------------------------------------------
+host=virtplane-guest
+poweroff_after=
+crash=
+crash_after=0
+cidata=
+persist=
+wait_dev=30
+for arg in $(cat /proc/cmdline); do
+	val=${arg#*=}
+	case "$arg" in
+	virtplane.hostname=*)
+		case "$val" in
+		'' | *[!A-Za-z0-9.-]*) warn "ignoring bad $arg" ;;
+		*) host=$val ;;
+		esac
+		;;
+	virtplane.poweroff_after=*)
+		if isnum "$val"; then poweroff_after=$val; else warn "ignoring bad $arg"; fi
+		;;
+	virtplane.crash) crash=1 ;;
+	virtplane.crash=*) if istrue "$val"; then crash=1; else crash=; fi ;;
+	virtplane.crash_after=*)
+		if isnum "$val"; then crash_after=$val; else warn "ignoring bad $arg"; fi
+		;;
+	virtplane.cidata) cidata=1 ;;
+	virtplane.cidata=*) if istrue "$val"; then cidata=1; else cidata=; fi ;;
+	virtplane.persist=*)
+		case "$val" in
+		/dev/[a-z]*) persist=$val ;;
+		*) warn "ignoring bad $arg" ;;
+		esac
+		;;
+	virtplane.device_timeout=*)
+		if isnum "$val"; then wait_dev=$val; else warn "ignoring bad $arg"; fi
+		;;
+	esac
+done
+set +f
+hostname "$host"
+
+# --- modules -------------------------------------------------------------
+# The builder lists each group in dependency order (from the modules'
+# .modinfo depends=), so plain insmod is enough.
+load_modules() {
+	[ -f "/etc/virtplane/modules.$1" ] || return 0
+	while read -r m; do
+		[ -n "$m" ] || continue
+		insmod "/lib/modules/$m" || warn "insmod $m failed"
+	done <"/etc/virtplane/modules.$1"
+}
+load_modules base
+
+# ACPI power button (button.ko) -> input event (evdev.ko) -> acpid ->
+# /etc/acpi/PWRF/00000080 -> /init --virtplane-poweroff acpi.
+if [ -e /dev/input/event0 ]; then
+	acpid -c /etc/acpi -a /etc/acpid.conf -l /run/acpid.log -p /run/acpid.pid
+	# acpid forks before it opens the event devices and writes its pid
+	# file after: a button press before that would be lost.
+	i=0
+	while [ ! -s /run/acpid.pid ] && [ "$i" -lt 100 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+	[ -s /run/acpid.pid ] || warn "acpid did not start: ACPI shutdown will not work"
+else
+	warn "no input event device: ACPI shutdown will not work"
+fi
+
+# Printed once the guest reacts to the power button.
+say "VIRTPLANE-GUEST-BOOTED hostname=$(hostname) uptime=$(uptime_s)"
+
+# --- disks ---------------------------------------------------------------
+if [ -n "$cidata" ] || [ -n "$persist" ]; then
+	load_modules storage
+fi
+
+# iso_label prints the volume label of an ISO 9660 device: the primary
+# volume descriptor is sector 16 (byte 32768), "CD001" at byte 1 and the
+# 32-byte space-padded volume identifier at byte 40.
+iso_label() {
+	[ "$(dd if="$1" bs=1 skip=32769 count=5 2>/dev/null)" = CD001 ] || return 1
+	dd if="$1" bs=1 skip=32808 count=32 2>/dev/null | tr -d ' \000'
+}
+
+find_cidata() {
+	for d in /dev/sr* /dev/vd* /dev/sd*; do
+		[ -b "$d" ] || continue
+		case "$(iso_label "$d")" in
+		cidata | CIDATA) echo "$d" && return 0 ;;
+		esac
+	done
+	return 1
+}
+
+# print_file prints a file between two markers, ending the file's last
+# line so the END marker is always a line of its own.
+print_file() {
+	say "$1"
+	if [ -f "$2" ]; then
+		cat "$2" >/dev/console
+		[ -s "$2" ] && [ "$(tail -c 1 "$2" | wc -l)" = 0 ] && echo >/dev/console
+	fi
+	say "$3"
+}
+
+if [ -n "$cidata" ]; then
+	dev=
+	i=0
+	# Disks appear asynchronously after insmod (SCSI scanning, ATA probes).
+	while [ "$i" -lt "$wait_dev" ]; do
+		dev=$(find_cidata) && break
+		sleep 1
+		i=$((i + 1))
+	done
+	if [ -z "$dev" ]; then
+		warn "cidata: no ISO 9660 device labelled cidata"
+	elif ! mount -t iso9660 -o ro "$dev" /mnt/cidata; then
+		warn "cidata: mount $dev failed"
+	else
+		print_file VIRTPLANE-USERDATA-BEGIN /mnt/cidata/user-data VIRTPLANE-USERDATA-END
+		print_file VIRTPLANE-METADATA-BEGIN /mnt/cidata/meta-data VIRTPLANE-METADATA-END
+	fi
+fi
+
+if [ -n "$persist" ]; then
+	i=0
+	while [ ! -b "$persist" ] && [ "$i" -lt "$wait_dev" ]; do
+		sleep 1
+		i=$((i + 1))
+	done
+	if [ ! -b "$persist" ]; then
+		warn "persist: $persist is not a block device"
+	else
+		prev=$(dd if="$persist" bs=512 count=1 2>/dev/null | tr -d '\000' | head -n 1)
+		n=0
+		case "$prev" in
+		"VIRTPLANE-PERSIST boot="*)
+			n=${prev#VIRTPLANE-PERSIST boot=}
+			isnum "$n" || n=0
+			;;
+		*) prev=none ;;
+		esac
+		say "VIRTPLANE-PERSIST-PREVIOUS $prev"
+		n=$((n + 1))
+		# One zero-padded sector, so no older, longer line survives.
+		echo "VIRTPLANE-PERSIST boot=$n" >/tmp/persist
+		truncate -s 512 /tmp/persist
+		if dd if=/tmp/persist of="$persist" bs=512 count=1 conv=notrunc,fsync 2>/dev/null && sync; then
+			say "VIRTPLANE-PERSIST-WROTE boot=$n"
+		else
+			warn "persist: write to $persist failed"
+		fi
+	fi
+fi
+
+# --- timers --------------------------------------------------------------
+if [ -n "$poweroff_after" ]; then
+	(
+		sleep "$poweroff_after"
+		/init --virtplane-poweroff timer
+	) &
+fi
+if [ -n "$crash" ]; then
+	# Writes to /proc/sysrq-trigger work whatever this mask says, but
+	# Debian's default (0x01b6) hides the crash key from the keyboard.
+	echo 1 >/proc/sys/kernel/sysrq
+	(
+		sleep "$crash_after"
+		say "VIRTPLANE-GUEST-CRASH uptime=$(uptime_s)"
+		# sysrq "c" panics; pvpanic tells QEMU, and libvirt applies on_crash.
+		echo c >/proc/sysrq-trigger
+	) &
+fi
+
+# Idle forever; wait also reaps the timers' children.
+while :; do
+	sleep 3600 &
+	wait
+done

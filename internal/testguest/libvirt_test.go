@@ -1,0 +1,318 @@
+package testguest_test
+
+// Boots the test guest under the real libvirt. These tests run only when
+// VIRTPLANE_TEST_LIBVIRT_URI is set (make test sets it); they need
+// `make guest` first and VIRTPLANE_TEST_GUEST_DIR pointing at its output.
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+)
+
+const envLibvirtURI = "VIRTPLANE_TEST_LIBVIRT_URI"
+
+// Generous: guests boot in ~5 s alone under TCG, several times that when
+// the tests' guests share two host cores.
+const (
+	bootTimeout = 90 * time.Second
+	stopTimeout = 60 * time.Second
+)
+
+// guestSpec is what a test varies about the domain.
+type guestSpec struct {
+	cmdline string
+	disks   []libvirtxml.DomainDisk
+}
+
+// guest is one running transient domain with its serial console file.
+type guest struct {
+	t         *testing.T
+	uri, name string
+	console   string
+	events    *eventWatcher
+	resumed   time.Time
+}
+
+func libvirtURI(t *testing.T) string {
+	t.Helper()
+	uri := os.Getenv(envLibvirtURI)
+	if uri == "" {
+		t.Skipf("%s is not set; these tests boot the test guest under libvirt", envLibvirtURI)
+	}
+	if _, err := exec.LookPath("virsh"); err != nil {
+		t.Fatalf("virsh not found (Debian package libvirt-clients): %v", err)
+	}
+	return uri
+}
+
+// workDir is a directory QEMU can reach: it runs as libvirt-qemu under
+// qemu:///system, and t.TempDir's parents are 0700.
+func workDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "virtplane-testguest-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func uniqueName(t *testing.T) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	short := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(strings.TrimPrefix(t.Name(), "Test"), "-"))
+	if len(short) > 24 {
+		short = short[:24]
+	}
+	return fmt.Sprintf("vp-testguest-%s-%s", short, hex.EncodeToString(b))
+}
+
+// domainXML is the guest's domain: TCG (no KVM here), direct kernel boot,
+// serial console to a file, pvpanic, and destroy on every kind of stop so
+// the shut-off reason tells what happened.
+func domainXML(name, guestDir, console string, spec guestSpec) (string, error) {
+	port := uint(0)
+	src := &libvirtxml.DomainChardevSource{File: &libvirtxml.DomainChardevSourceFile{Path: console}}
+	d := &libvirtxml.Domain{
+		Type:   "qemu",
+		Name:   name,
+		Memory: &libvirtxml.DomainMemory{Value: 160, Unit: "MiB"},
+		VCPU:   &libvirtxml.DomainVCPU{Value: 1},
+		OS: &libvirtxml.DomainOS{
+			Type:    &libvirtxml.DomainOSType{Arch: "x86_64", Type: "hvm"},
+			Kernel:  testguest.Kernel(guestDir),
+			Initrd:  testguest.Initrd(guestDir),
+			Cmdline: spec.cmdline,
+		},
+		Features: &libvirtxml.DomainFeatureList{
+			ACPI: &libvirtxml.DomainFeature{},
+			APIC: &libvirtxml.DomainFeatureAPIC{},
+			TCG:  &libvirtxml.DomainFeatureTCG{TBCache: &libvirtxml.DomainFeatureTCGTBCache{Unit: "MiB", Size: 32}},
+		},
+		OnPoweroff: "destroy",
+		OnReboot:   "destroy", // a reboot would be an unnoticed panic=-1
+		OnCrash:    "destroy",
+		Devices: &libvirtxml.DomainDeviceList{
+			Disks: spec.disks,
+			// No USB controller or balloon: less to probe while booting.
+			Controllers: []libvirtxml.DomainController{{Type: "usb", Model: "none"}},
+			Serials:     []libvirtxml.DomainSerial{{Source: src, Target: &libvirtxml.DomainSerialTarget{Port: &port}}},
+			Consoles:    []libvirtxml.DomainConsole{{Source: src, Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port}}},
+			Panics:      []libvirtxml.DomainPanic{{Model: "isa"}},
+			MemBalloon:  &libvirtxml.DomainMemBalloon{Model: "none"},
+		},
+	}
+	return d.Marshal()
+}
+
+func virsh(uri string, args ...string) (string, error) {
+	cmd := exec.Command("virsh", append([]string{"-c", uri}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}
+
+// startGuest creates a transient domain, paused, and resumes it once the
+// lifecycle watcher has seen it, so no stop event can be missed.
+func startGuest(t *testing.T, uri string, spec guestSpec) *guest {
+	t.Helper()
+	guestDir, err := testguest.Dir()
+	if err != nil {
+		t.Fatalf("%s is set but the test guest is missing: %v", envLibvirtURI, err)
+	}
+	dir := workDir(t)
+	g := &guest{t: t, uri: uri, name: uniqueName(t), console: filepath.Join(dir, "console.log")}
+	xml, err := domainXML(g.name, guestDir, g.console, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xmlPath := filepath.Join(dir, "domain.xml")
+	if err := os.WriteFile(xmlPath, []byte(xml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g.events = watchEvents(t, uri)
+	if _, err := virsh(uri, "create", "--paused", xmlPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Transient: destroying also removes it. It is usually gone already.
+		if out, err := virsh(uri, "destroy", g.name); err != nil && !strings.Contains(out, "ailed to get domain") && !strings.Contains(out, "not running") {
+			t.Logf("cleanup: %v", err)
+		}
+	})
+	if !g.events.wait(g.name, 30*time.Second, "Started", "Suspended") {
+		t.Fatalf("lifecycle watcher never saw %s start; events: %v", g.name, g.events.all())
+	}
+	if _, err := virsh(uri, "resume", g.name); err != nil {
+		t.Fatal(err)
+	}
+	g.resumed = time.Now()
+	return g
+}
+
+func (g *guest) consoleText() string {
+	b, _ := os.ReadFile(g.console) // absent until QEMU writes
+	return string(b)
+}
+
+// waitMarker waits for marker on the console and returns what follows it.
+func (g *guest) waitMarker(marker string, timeout time.Duration) string {
+	g.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if rest, ok := testguest.FindMarker(g.consoleText(), marker); ok {
+			return rest
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("no %s on %s's console after %v; events %v; console:\n%s", marker, g.name, timeout, g.events.forDomain(g.name), g.consoleText())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitBooted waits for the boot marker and logs how long the boot took.
+func (g *guest) waitBooted() map[string]string {
+	g.t.Helper()
+	f := testguest.Fields(g.waitMarker(testguest.MarkerBooted, bootTimeout))
+	g.t.Logf("%s booted: marker %.1fs after resume, guest uptime %ss", g.name, time.Since(g.resumed).Seconds(), f["uptime"])
+	return f
+}
+
+// waitStopped waits for the domain to shut off and returns the reason as
+// libvirt's lifecycle event gives it (lower case: "shutdown", "crashed",
+// "destroyed"...). A transient domain is gone once shut off, so virsh
+// domstate --reason cannot tell; the event carries the same reason.
+func (g *guest) waitStopped(timeout time.Duration) string {
+	g.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if ev, ok := g.events.find(g.name, "Stopped"); ok {
+			return strings.ToLower(ev.detail)
+		}
+		// A persistent domain would stay and say it here.
+		if out, err := virsh(g.uri, "domstate", "--reason", g.name); err == nil && strings.HasPrefix(out, "shut off") {
+			return strings.Trim(strings.TrimSpace(strings.TrimPrefix(out, "shut off")), "()")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	g.t.Fatalf("%s did not shut off in %v; events %v; console:\n%s", g.name, timeout, g.events.forDomain(g.name), g.consoleText())
+	return ""
+}
+
+// domstate returns `virsh domstate --reason`, e.g. "running (unpaused)".
+func (g *guest) domstate() string {
+	out, err := virsh(g.uri, "domstate", "--reason", g.name)
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimSpace(out)
+}
+
+type lifecycleEvent struct {
+	domain, event, detail string
+}
+
+// eventWatcher runs `virsh event --loop` for lifecycle events of all
+// domains: the domain does not exist yet when it starts.
+type eventWatcher struct {
+	mu     sync.Mutex
+	events []lifecycleEvent
+}
+
+var eventLine = regexp.MustCompile(`^event 'lifecycle' for domain '([^']+)': (\S+) (.*)$`)
+
+func watchEvents(t *testing.T, uri string) *eventWatcher {
+	t.Helper()
+	w := &eventWatcher{}
+	cmd := exec.Command("virsh", "-c", uri, "event", "--event", "lifecycle", "--loop")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("virsh event: %v", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			m := eventLine.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+			if m == nil {
+				continue
+			}
+			w.mu.Lock()
+			w.events = append(w.events, lifecycleEvent{domain: m[1], event: m[2], detail: m[3]})
+			w.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-done
+		cmd.Wait()
+	})
+	return w
+}
+
+func (w *eventWatcher) find(domain string, kinds ...string) (lifecycleEvent, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, e := range w.events {
+		for _, k := range kinds {
+			if e.domain == domain && e.event == k {
+				return e, true
+			}
+		}
+	}
+	return lifecycleEvent{}, false
+}
+
+func (w *eventWatcher) wait(domain string, timeout time.Duration, kinds ...string) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if _, ok := w.find(domain, kinds...); ok {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+func (w *eventWatcher) all() []lifecycleEvent {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]lifecycleEvent(nil), w.events...)
+}
+
+func (w *eventWatcher) forDomain(domain string) []string {
+	var out []string
+	for _, e := range w.all() {
+		if e.domain == domain {
+			out = append(out, e.event+" "+e.detail)
+		}
+	}
+	return out
+}

@@ -1,0 +1,138 @@
+package testguest_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+)
+
+func TestCmdline(t *testing.T) {
+	base := "console=ttyS0 quiet panic=-1 "
+	for _, tc := range []struct {
+		opts []testguest.Option
+		want string // after the base and speed-up arguments
+	}{
+		{nil, ""},
+		{[]testguest.Option{testguest.PoweroffAfter(1500 * time.Millisecond)}, "virtplane.poweroff_after=2"},
+		{[]testguest.Option{testguest.PoweroffAfter(0)}, "virtplane.poweroff_after=0"},
+		{[]testguest.Option{testguest.Crash(0)}, "virtplane.crash"},
+		{[]testguest.Option{testguest.Crash(3 * time.Second)}, "virtplane.crash virtplane.crash_after=3"},
+		{[]testguest.Option{testguest.CIData(), testguest.Persist("/dev/vdb")}, "virtplane.cidata=1 virtplane.persist=/dev/vdb"},
+		{[]testguest.Option{testguest.Hostname("a-b"), testguest.DeviceTimeout(10 * time.Second), testguest.Extra("foo=bar")},
+			"virtplane.hostname=a-b virtplane.device_timeout=10 foo=bar"},
+	} {
+		got := testguest.Cmdline(tc.opts...)
+		if !strings.HasPrefix(got, base) {
+			t.Errorf("Cmdline() = %q, want prefix %q", got, base)
+		}
+		if !strings.HasSuffix(got, tc.want) {
+			t.Errorf("Cmdline() = %q, want suffix %q", got, tc.want)
+		}
+	}
+	if got := testguest.Cmdline(testguest.Verbose(), testguest.PanicTimeout(0)); strings.Contains(got, "quiet") || !strings.Contains(got, " panic=0 ") {
+		t.Errorf("Verbose, PanicTimeout(0): %q", got)
+	}
+}
+
+func TestFindMarker(t *testing.T) {
+	console := "[    1.0] kernel says hi\r\n" +
+		"VIRTPLANE-GUEST-BOOTED hostname=g uptime=3.5\r\n" +
+		"VIRTPLANE-PERSIST-PREVIOUS VIRTPLANE-PERSIST boot=4\r\n" +
+		"[    2.0] noise VIRTPLANE-GUEST-POWEROFF reason=acpi uptime=9\r\n" +
+		"VIRTPLANE-GUEST-CRASHED-NOT\r\n" +
+		"VIRTPLANE-GUEST-BOOTED hostname=g uptime=9.9\r\n" +
+		"VIRTPLANE-GUEST-WARN" // partial line
+	rest, ok := testguest.FindMarker(console, testguest.MarkerBooted)
+	if f := testguest.Fields(rest); !ok || f["hostname"] != "g" || f["uptime"] != "3.5" {
+		t.Errorf("booted: %q %v", rest, ok)
+	}
+	if rest, _ := testguest.FindMarker(console, testguest.MarkerPersistPrevious); rest != testguest.PersistLinePrefix+"4" {
+		t.Errorf("persist previous: %q", rest)
+	}
+	if rest, ok := testguest.FindMarker(console, testguest.MarkerPoweroff); !ok || testguest.Fields(rest)["reason"] != "acpi" {
+		t.Errorf("poweroff after noise: %q %v", rest, ok)
+	}
+	if _, ok := testguest.FindMarker(console, testguest.MarkerCrash); ok {
+		t.Error("MarkerCrash matched a longer word")
+	}
+	if _, ok := testguest.FindMarker(console, testguest.MarkerWarning); ok {
+		t.Error("MarkerWarning matched a partial word")
+	}
+	if n := testguest.CountMarker(console, testguest.MarkerBooted); n != 2 {
+		t.Errorf("CountMarker = %d, want 2", n)
+	}
+}
+
+func TestBetween(t *testing.T) {
+	console := "x\r\nVIRTPLANE-USERDATA-BEGIN\r\n#cloud-config\r\na: 1\r\nVIRTPLANE-USERDATA-END\r\n" +
+		"VIRTPLANE-METADATA-BEGIN\r\nVIRTPLANE-METADATA-END\r\n"
+	if got, ok := testguest.Between(console, testguest.MarkerUserdataBegin, testguest.MarkerUserdataEnd); !ok || got != "#cloud-config\na: 1\n" {
+		t.Errorf("user-data %q %v", got, ok)
+	}
+	if got, ok := testguest.Between(console, testguest.MarkerMetadataBegin, testguest.MarkerMetadataEnd); !ok || got != "" {
+		t.Errorf("empty meta-data %q %v", got, ok)
+	}
+	if _, ok := testguest.Between("VIRTPLANE-USERDATA-BEGIN\nhalf", testguest.MarkerUserdataBegin, testguest.MarkerUserdataEnd); ok {
+		t.Error("incomplete block reported complete")
+	}
+}
+
+// TestInitScript checks that /init prints every marker this package names
+// and is valid POSIX sh (busybox ash runs it; dash parses the same).
+func TestInitScript(t *testing.T) {
+	for _, m := range []string{
+		testguest.MarkerBooted, testguest.MarkerPoweroff, testguest.MarkerCrash, testguest.MarkerWarning,
+		testguest.MarkerUserdataBegin, testguest.MarkerUserdataEnd, testguest.MarkerMetadataBegin, testguest.MarkerMetadataEnd,
+		testguest.MarkerPersistPrevious, testguest.MarkerPersistWrote, testguest.PersistLinePrefix,
+	} {
+		if !strings.Contains(testguest.InitScript, m) {
+			t.Errorf("init.sh never prints %s", m)
+		}
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	path := filepath.Join(t.TempDir(), "init")
+	if err := os.WriteFile(path, []byte(testguest.InitScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(sh, "-n", path).CombinedOutput(); err != nil {
+		t.Errorf("sh -n init.sh: %v\n%s", err, out)
+	}
+}
+
+func TestDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(testguest.EnvDir, "")
+	if _, err := testguest.Dir(); err == nil {
+		t.Error("Dir() with the variable unset succeeded")
+	}
+	t.Setenv(testguest.EnvDir, dir)
+	if _, err := testguest.Dir(); err == nil {
+		t.Error("Dir() of an empty directory succeeded")
+	}
+	for _, f := range []string{testguest.KernelFile, testguest.InitrdFile} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := testguest.Dir()
+	if err != nil || got != dir {
+		t.Fatalf("Dir() = %q, %v", got, err)
+	}
+	if k := testguest.Kernel(got); k != filepath.Join(dir, testguest.KernelFile) {
+		t.Errorf("Kernel without vmlinux = %s", k)
+	}
+	if err := os.WriteFile(filepath.Join(dir, testguest.ELFKernelFile), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if k := testguest.Kernel(got); k != filepath.Join(dir, testguest.ELFKernelFile) {
+		t.Errorf("Kernel with vmlinux = %s", k)
+	}
+}
