@@ -1,7 +1,8 @@
 // Package acctest is the harness for the provider's acceptance tests
 // (TF_ACC=1). It serves the provider in-process to the real terraform CLI
 // and gives the tests an agent: the one VIRTPLANE_ENDPOINT points at, or
-// else an in-process agent with embedded etcd, started once per test binary.
+// else an in-process agent with embedded etcd and nodes to run VMs on (see
+// nodes.go), started once per test binary.
 //
 // Use it from a package's TestMain:
 //
@@ -59,6 +60,8 @@ type Agent struct {
 	// TLS is the in-process agent's TLS listener; nil for an external
 	// agent, whose TLS settings come from the environment.
 	TLS *TLSListener
+	// Nodes run the tests' VMs (see nodes.go).
+	Nodes *Nodes
 
 	providerBlock string
 	stop          func()
@@ -184,7 +187,7 @@ func externalAgent(ctx context.Context, endpoint string) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s (VIRTPLANE_ENDPOINT): %w", endpoint, err)
 	}
-	return &Agent{Endpoint: endpoint, External: true, Client: c, stop: func() { _ = c.Close() }}, nil
+	return &Agent{Endpoint: endpoint, External: true, Client: c, Nodes: externalNodes(), stop: func() { _ = c.Close() }}, nil
 }
 
 // startAgent runs an agent in this process with its data and socket in a
@@ -204,13 +207,16 @@ func startAgent(ctx context.Context) (*Agent, error) {
 		logOut = logFile
 	}
 	socket := filepath.Join(dir, "agent.sock")
+	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	nodeSetup := chooseNodes()
 	a, err := server.Start(ctx, server.Options{
 		DataDir:       filepath.Join(dir, "data"),
 		Socket:        socket,
 		Listen:        "127.0.0.1:0",
 		MetricsListen: "",
 		LeaderElect:   true,
-		Logger:        slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Node:          nodeSetup.agentNode,
+		Logger:        logger,
 	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
@@ -223,7 +229,15 @@ func startAgent(ctx context.Context) (*Agent, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("dial in-process agent: %w", err)
 	}
+	nodes, err := nodeSetup.start(ctx, c, logger)
+	if err != nil {
+		_ = c.Close()
+		a.Shutdown(ctx)
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	stop := func() {
+		nodes.stop()
 		_ = c.Close()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -237,6 +251,7 @@ func startAgent(ctx context.Context) (*Agent, error) {
 	return &Agent{
 		Endpoint: endpoint,
 		Client:   c,
+		Nodes:    nodes,
 		TLS: &TLSListener{
 			Endpoint:  a.TCPAddr().String(),
 			CAFile:    filepath.Join(pki, "ca.crt"),

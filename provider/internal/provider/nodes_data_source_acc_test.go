@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sort"
 	"testing"
 	"time"
 
@@ -109,14 +110,19 @@ func TestAccNodesDataSource(t *testing.T) {
 	}
 	var allStateChecks []statecheck.StateCheck
 	if !agent.External {
-		// Our own agent holds exactly these two, in name order.
+		// Our own agent holds exactly these two and the harness's nodes,
+		// in name order.
+		names := append([]string{a.name, b.name}, agent.Nodes.Names...)
+		sort.Strings(names)
+		bIndex := sort.SearchStrings(names, b.name)
 		allChecks = append(allChecks,
-			resource.TestCheckResourceAttr("data.virtplane_nodes.all", "nodes.#", "2"),
-			resource.TestCheckResourceAttr("data.virtplane_nodes.all", "nodes.0.name", a.name),
-			resource.TestCheckResourceAttr("data.virtplane_nodes.all", "nodes.1.name", b.name),
-		)
+			resource.TestCheckResourceAttr("data.virtplane_nodes.all", "nodes.#", fmt.Sprint(len(names))))
+		for i, n := range names {
+			allChecks = append(allChecks,
+				resource.TestCheckResourceAttr("data.virtplane_nodes.all", fmt.Sprintf("nodes.%d.name", i), n))
+		}
 		allStateChecks = append(allStateChecks,
-			statecheck.ExpectKnownValue("data.virtplane_nodes.all", tfjsonpath.New("nodes").AtSliceIndex(1),
+			statecheck.ExpectKnownValue("data.virtplane_nodes.all", tfjsonpath.New("nodes").AtSliceIndex(bIndex),
 				knownvalue.ObjectExact(map[string]knownvalue.Check{
 					"name":            knownvalue.StringExact(b.name),
 					"ready":           knownvalue.Bool(true),

@@ -162,8 +162,10 @@ func unknownAttributes(m providerModel) []string {
 	return out
 }
 
-func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource { return nil }
+func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{NewVMResource}
+}
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewNodesDataSource}
+	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource}
 }

@@ -1,0 +1,378 @@
+package provider
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"google.golang.org/protobuf/proto"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+)
+
+func mustMap(t *testing.T, m map[string]string) types.Map {
+	t.Helper()
+	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	return v
+}
+
+// fullModel sets every attribute a configuration can set, with values
+// that differ from the defaults where possible.
+func fullModel(t *testing.T) vmModel {
+	return vmModel{
+		Name:        types.StringValue("web"),
+		Namespace:   types.StringValue("prod"),
+		Labels:      mustMap(t, map[string]string{"app": "web"}),
+		Annotations: mustMap(t, map[string]string{"example.com/a": "b"}),
+		RunStrategy: types.StringValue("RerunOnFailure"),
+		CPU:         &cpuModel{Cores: types.Int64Value(2), Sockets: types.Int64Value(1), Threads: types.Int64Value(2)},
+		Memory:      quantityOf("1024Mi"),
+		Disks: []diskModel{
+			{Name: types.StringValue("root"), Bus: types.StringValue("virtio"), BootOrder: types.Int64Value(1), Image: types.StringNull(),
+				Persistent: &persistentModel{Size: quantityOf("10Gi"), Image: types.StringValue("debian.qcow2")}},
+			{Name: types.StringValue("scratch"), Bus: types.StringValue("scsi"), BootOrder: types.Int64Null(), Image: types.StringValue("blank.qcow2")},
+			{Name: types.StringValue("seed"), Bus: types.StringValue("sata"), BootOrder: types.Int64Null(), Image: types.StringNull(),
+				CloudInit: &cloudInitModel{UserData: types.StringValue("#cloud-config\n"), NetworkData: types.StringValue("version: 2\n")}},
+		},
+		Boot: &bootModel{Kernel: types.StringValue("vmlinuz"), Initrd: types.StringValue("initrd.img"), Cmdline: types.StringValue("console=ttyS0")},
+		Interfaces: []interfaceModel{
+			{Name: types.StringValue("default"), Model: types.StringValue("e1000"), MACAddress: types.StringValue("02:00:00:00:00:01")},
+		},
+		NodeSelector:           mustMap(t, map[string]string{"zone": "a"}),
+		NodeFailurePolicy:      types.StringValue("RestartElsewhere"),
+		TerminationGracePeriod: types.Int64Value(5),
+	}
+}
+
+// stored runs what the agent does on create: defaulting, then validation.
+func stored(t *testing.T, vm *apiv1.VirtualMachine) *apiv1.VirtualMachine {
+	t.Helper()
+	vm = proto.Clone(vm).(*apiv1.VirtualMachine)
+	validation.DefaultVirtualMachine(vm)
+	if errs := validation.ValidateVirtualMachine(vm, validation.Options{}); len(errs) > 0 {
+		t.Fatalf("the agent would reject the VM: %v", errs.ToAggregate())
+	}
+	vm.Metadata.Uid = "uid-1"
+	return vm
+}
+
+// Whatever a configuration sets comes back unchanged after the agent's
+// defaulting: the round trip that keeps plans empty and imports complete.
+func TestVMModelRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	in := fullModel(t)
+	vm, d := vmFromModel(ctx, &in)
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	out, d := vmToModel(ctx, stored(t, vm), nil, readOptions{})
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	if got := out.ID.ValueString(); got != "prod/web" {
+		t.Errorf("id = %q", got)
+	}
+	if !out.Memory.Equal(quantityOf("1Gi")) {
+		t.Errorf("memory read back as %s, want the canonical 1Gi", out.Memory)
+	}
+	if eq, _ := in.Memory.StringSemanticEquals(ctx, out.Memory); !eq {
+		t.Error("1024Mi and 1Gi must be semantically equal")
+	}
+	in.Memory = out.Memory
+	out.ID, out.UID, out.Status, out.RestartRequired = in.ID, in.UID, in.Status, in.RestartRequired
+	if diff := compareModels(in, out); diff != "" {
+		t.Errorf("round trip changed the model:\n%s", diff)
+	}
+}
+
+// compareModels renders differences of two models; "" when equal.
+func compareModels(a, b vmModel) string {
+	var diffs []string
+	eq := func(name string, x, y interface{ String() string }) {
+		if x.String() != y.String() {
+			diffs = append(diffs, name+": "+x.String()+" != "+y.String())
+		}
+	}
+	eq("name", a.Name, b.Name)
+	eq("namespace", a.Namespace, b.Namespace)
+	eq("labels", a.Labels, b.Labels)
+	eq("annotations", a.Annotations, b.Annotations)
+	eq("run_strategy", a.RunStrategy, b.RunStrategy)
+	eq("memory", a.Memory, b.Memory)
+	eq("node_selector", a.NodeSelector, b.NodeSelector)
+	eq("node_failure_policy", a.NodeFailurePolicy, b.NodeFailurePolicy)
+	eq("termination_grace_period", a.TerminationGracePeriod, b.TerminationGracePeriod)
+	if (a.CPU == nil) != (b.CPU == nil) || (a.CPU != nil && *a.CPU != *b.CPU) {
+		diffs = append(diffs, "cpu differs")
+	}
+	if (a.Boot == nil) != (b.Boot == nil) || (a.Boot != nil && *a.Boot != *b.Boot) {
+		diffs = append(diffs, "boot differs")
+	}
+	if len(a.Disks) != len(b.Disks) {
+		diffs = append(diffs, "disk count differs")
+	} else {
+		for i := range a.Disks {
+			x, y := a.Disks[i], b.Disks[i]
+			eq("disk name", x.Name, y.Name)
+			eq("disk bus", x.Bus, y.Bus)
+			eq("disk boot_order", x.BootOrder, y.BootOrder)
+			eq("disk image", x.Image, y.Image)
+			if (x.Persistent == nil) != (y.Persistent == nil) || (x.Persistent != nil && (!x.Persistent.Size.Equal(y.Persistent.Size) || !x.Persistent.Image.Equal(y.Persistent.Image))) {
+				diffs = append(diffs, "disk persistent differs")
+			}
+			if (x.CloudInit == nil) != (y.CloudInit == nil) || (x.CloudInit != nil && *x.CloudInit != *y.CloudInit) {
+				diffs = append(diffs, "disk cloud_init differs")
+			}
+		}
+	}
+	if len(a.Interfaces) != len(b.Interfaces) {
+		diffs = append(diffs, "interface count differs")
+	} else {
+		for i := range a.Interfaces {
+			if a.Interfaces[i] != b.Interfaces[i] {
+				diffs = append(diffs, "interface differs")
+			}
+		}
+	}
+	return strings.Join(diffs, "\n")
+}
+
+// A configuration that leaves everything to defaults reads back as the
+// schema's defaults, with absent blocks and maps still absent (no cpu block
+// for 1/1/1), so there is no perpetual diff.
+func TestVMModelDefaultsReadBackAsUnset(t *testing.T) {
+	ctx := context.Background()
+	in := vmModel{
+		Name: types.StringValue("min"), Namespace: types.StringValue("default"),
+		Labels: types.MapNull(types.StringType), Annotations: types.MapNull(types.StringType),
+		NodeSelector: types.MapNull(types.StringType), RunStrategy: types.StringValue("Always"),
+		Memory: quantityOf("256Mi"),
+		Disks: []diskModel{{Name: types.StringValue("root"), Bus: types.StringNull(), BootOrder: types.Int64Null(), Image: types.StringValue("a.qcow2")},
+			{Name: types.StringValue("seed"), Bus: types.StringNull(), BootOrder: types.Int64Null(), Image: types.StringNull(),
+				CloudInit: &cloudInitModel{UserData: types.StringValue("x"), NetworkData: types.StringNull()}}},
+		Interfaces: []interfaceModel{{Name: types.StringValue("default"), Model: types.StringNull(), MACAddress: types.StringNull()}},
+	}
+	vm, d := vmFromModel(ctx, &in)
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	out, d := vmToModel(ctx, stored(t, vm), nil, readOptions{prior: &in})
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	checks := map[string][2]string{
+		"cpu":                      {fmtPtr(out.CPU), "<nil>"},
+		"boot":                     {fmtPtr(out.Boot), "<nil>"},
+		"labels":                   {out.Labels.String(), "<null>"},
+		"annotations":              {out.Annotations.String(), "<null>"},
+		"node_selector":            {out.NodeSelector.String(), "<null>"},
+		"node_failure_policy":      {out.NodeFailurePolicy.ValueString(), "Wait"},
+		"termination_grace_period": {out.TerminationGracePeriod.String(), "30"},
+		"disk[0].bus":              {out.Disks[0].Bus.ValueString(), "virtio"},
+		"disk[1].bus":              {out.Disks[1].Bus.ValueString(), "sata"},
+		"disk[1].network_data":     {out.Disks[1].CloudInit.NetworkData.String(), "<null>"},
+		"interface[0].model":       {out.Interfaces[0].Model.ValueString(), "virtio"},
+		"interface[0].mac_address": {out.Interfaces[0].MACAddress.String(), "<null>"},
+	}
+	for name, c := range checks {
+		if c[0] != c[1] {
+			t.Errorf("%s read back as %s, want %s", name, c[0], c[1])
+		}
+	}
+
+	// The data source shows everything, defaults included.
+	full, _ := vmToModel(ctx, stored(t, vm), nil, readOptions{full: true})
+	if full.CPU == nil || full.Labels.IsNull() || full.NodeSelector.IsNull() {
+		t.Errorf("data source model hides defaults: cpu %v labels %s", full.CPU, full.Labels)
+	}
+}
+
+func fmtPtr[T any](p *T) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return "set"
+}
+
+// `x = ""` and `labels = {}` must read back as written, not as null.
+func TestVMModelEmptyValuesKeepTheirForm(t *testing.T) {
+	if got := readString("", types.StringValue("")); got.IsNull() {
+		t.Error(`"" read back as null after a config of ""`)
+	}
+	if got := readString("", types.StringNull()); !got.IsNull() {
+		t.Error(`"" read back as "" with no config`)
+	}
+	var diags = new(diagsT)
+	empty := mustMap(t, map[string]string{})
+	if got := mapFromAPI(nil, empty, false, &diags.d); got.IsNull() {
+		t.Error("empty map read back as null after a config of {}")
+	}
+	if got := mapFromAPI(nil, types.MapNull(types.StringType), false, &diags.d); !got.IsNull() {
+		t.Error("empty map read back as {} with no config")
+	}
+}
+
+// A VM written with the deprecated running flag maps to the run strategy
+// KubeVirt gives it, and an update moves it to run_strategy.
+func TestRunningFlagMapsToRunStrategy(t *testing.T) {
+	yes, no := true, false
+	for _, c := range []struct {
+		spec *apiv1.VirtualMachineSpec
+		want string
+	}{
+		{&apiv1.VirtualMachineSpec{Running: &yes}, "Always"},
+		{&apiv1.VirtualMachineSpec{Running: &no}, "Halted"},
+		{&apiv1.VirtualMachineSpec{RunStrategy: "Once"}, "Once"},
+	} {
+		if got := runStrategyOf(c.spec); got != c.want {
+			t.Errorf("runStrategyOf(%v) = %s, want %s", c.spec, got, c.want)
+		}
+	}
+	cur := &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Name: "x"}, Spec: &apiv1.VirtualMachineSpec{Running: &yes}}
+	next := mergeVM(cur, &apiv1.VirtualMachine{Spec: &apiv1.VirtualMachineSpec{RunStrategy: "Always",
+		Template: &apiv1.VirtualMachineInstanceTemplateSpec{Spec: &apiv1.VirtualMachineInstanceSpec{}}}})
+	if next.Spec.Running != nil || next.Spec.RunStrategy != "Always" {
+		t.Errorf("merge kept running=%v, run_strategy=%q", next.Spec.Running, next.Spec.RunStrategy)
+	}
+}
+
+// An update keeps what the schema does not model, so applying never
+// clobbers settings made with other tools.
+func TestMergeVMKeepsUnmanagedFields(t *testing.T) {
+	ctx := context.Background()
+	m := fullModel(t)
+	want, _ := vmFromModel(ctx, &m)
+	cur := stored(t, want)
+	cur.Metadata.Annotations = map[string]string{"tool": "x"}
+	cur.Spec.Template.Metadata.Labels = map[string]string{"tmpl": "y"}
+	cur.Spec.Template.Spec.EvictionStrategy = "LiveMigrate"
+	cur.Spec.Template.Spec.Domain.Devices.Disks[0].Serial = "SER1"
+	cur.Spec.Template.Spec.Domain.Devices.Disks[1].Disk.ReadOnly = true
+	cur.Spec.Template.Spec.Domain.Devices.Disks = append(cur.Spec.Template.Spec.Domain.Devices.Disks,
+		&apiv1.Disk{Name: "iso", Cdrom: &apiv1.CDRomTarget{Bus: "sata"}})
+	cur.Spec.Template.Spec.Volumes = append(cur.Spec.Template.Spec.Volumes,
+		&apiv1.Volume{Name: "iso", Image: &apiv1.ImageVolume{Name: "install.iso"}})
+	// The imported CD-ROM as the schema shows it: an image disk on sata.
+	read, _ := vmToModel(ctx, cur, nil, readOptions{})
+	m.Disks = append(m.Disks, read.Disks[3])
+
+	m.Memory = quantityOf("2Gi")
+	want, _ = vmFromModel(ctx, &m)
+	next := mergeVM(cur, want)
+	switch {
+	case next.Metadata.Annotations["tool"] != "x":
+		t.Error("VM annotations lost")
+	case next.Spec.Template.Metadata.Labels["tmpl"] != "y":
+		t.Error("template labels lost")
+	case next.Spec.Template.Spec.EvictionStrategy != "LiveMigrate":
+		t.Error("eviction strategy lost")
+	case next.Spec.Template.Spec.Domain.Devices.Disks[0].Serial != "SER1":
+		t.Error("disk serial lost")
+	case !next.Spec.Template.Spec.Domain.Devices.Disks[1].Disk.ReadOnly:
+		t.Error("read-only flag lost")
+	case next.Spec.Template.Spec.Domain.Memory.Guest != "2Gi":
+		t.Error("the planned memory was not applied")
+	case cur.Spec.Template.Spec.Domain.Memory.Guest != "1Gi":
+		t.Error("mergeVM modified its input")
+	case next.Spec.Template.Spec.Domain.Devices.Disks[3].Cdrom.GetBus() != "sata":
+		t.Errorf("CD-ROM turned into %v", next.Spec.Template.Spec.Domain.Devices.Disks[3])
+	}
+}
+
+func TestParseVMID(t *testing.T) {
+	for _, c := range []struct{ in, ns, name string }{
+		{"prod/web", "prod", "web"},
+		{"web", "default", "web"},
+	} {
+		ns, name, err := parseVMID(c.in)
+		if err != nil || ns != c.ns || name != c.name {
+			t.Errorf("parseVMID(%q) = %q, %q, %v", c.in, ns, name, err)
+		}
+	}
+	for _, bad := range []string{"", "/", "a/", "/b", "a/b/c"} {
+		if _, _, err := parseVMID(bad); err == nil {
+			t.Errorf("parseVMID(%q) accepted", bad)
+		}
+	}
+}
+
+func TestAttributePath(t *testing.T) {
+	for field, want := range map[string]string{
+		"metadata.name":                                                       "name",
+		"metadata.namespace":                                                  "namespace",
+		"metadata.labels":                                                     "labels",
+		"metadata.labels[app]":                                                `labels["app"]`,
+		"spec.run_strategy":                                                   "run_strategy",
+		"spec.running":                                                        "run_strategy",
+		"spec.node_failure_policy":                                            "node_failure_policy",
+		"spec.template.metadata.annotations":                                  "annotations",
+		"spec.template.spec.domain.memory.guest":                              "memory",
+		"spec.template.spec.domain.cpu":                                       "cpu",
+		"spec.template.spec.domain.cpu.cores":                                 "cpu.cores",
+		"spec.template.spec.domain.devices.disks[1].name":                     "disk[1].name",
+		"spec.template.spec.domain.devices.disks[2].disk.bus":                 "disk[2].bus",
+		"spec.template.spec.domain.devices.disks[0].cdrom.bus":                "disk[0].bus",
+		"spec.template.spec.domain.devices.disks[0].boot_order":               "disk[0].boot_order",
+		"spec.template.spec.volumes[1]":                                       "disk[1]",
+		"spec.template.spec.volumes[1].image.name":                            "disk[1].image",
+		"spec.template.spec.volumes[0].persistent.size":                       "disk[0].persistent.size",
+		"spec.template.spec.volumes[3].cloud_init_no_cloud.user_data":         "disk[3].cloud_init.user_data",
+		"spec.template.spec.volumes[3].cloud_init_no_cloud":                   "disk[3].cloud_init",
+		"spec.template.spec.domain.devices.interfaces[0].mac_address":         "interface[0].mac_address",
+		"spec.template.spec.networks[1].name":                                 "interface[1]",
+		"spec.template.spec.domain.firmware.kernel_boot.kernel":               "boot.kernel",
+		"spec.template.spec.node_selector[zone]":                              `node_selector["zone"]`,
+		"spec.template.spec.termination_grace_period_seconds":                 "termination_grace_period",
+		"spec.template.spec.domain.devices.disks[1].name[extra].nonsense.x.y": "disk[1]",
+	} {
+		p, ok := attributePath(field)
+		if !ok || p.String() != want {
+			t.Errorf("attributePath(%q) = %s, %v; want %s", field, p, ok, want)
+		}
+	}
+	for _, field := range []string{"status.ready", "spec.template.spec.eviction_strategy", "spec.template.metadata.labels", ""} {
+		if p, ok := attributePath(field); ok {
+			t.Errorf("attributePath(%q) = %s; want no attribute", field, p)
+		}
+	}
+}
+
+// The agent's own validation errors land on the attributes that caused
+// them: build a VM the agent rejects, validate it as the agent does, and
+// map its field violations back.
+func TestAgentErrorsLandOnAttributes(t *testing.T) {
+	ctx := context.Background()
+	m := fullModel(t)
+	m.Disks[1].Image = types.StringValue("../escape.qcow2")
+	m.Interfaces[0].MACAddress = types.StringValue("01:00:00:00:00:01") // multicast
+	m.Disks = append(m.Disks, diskModel{Name: types.StringValue("root"), Image: types.StringValue("dup.qcow2")})
+	vm, _ := vmFromModel(ctx, &m)
+	validation.DefaultVirtualMachine(vm)
+	err := validation.ToStatusError("VirtualMachine", "web", validation.ValidateVirtualMachine(vm, validation.Options{}))
+	if err == nil {
+		t.Fatal("the agent accepted an invalid VM")
+	}
+	var diags diagsT
+	addVMError(&diags.d, err, "unix:///x", "create virtual machine prod/web")
+	got := map[string]bool{}
+	for _, e := range diags.d.Errors() {
+		if wp, ok := e.(interface{ Path() path.Path }); ok {
+			got[wp.Path().String()] = true
+		}
+	}
+	for _, want := range []string{"disk[1].image", "interface[0].mac_address", "disk[3].name"} {
+		if !got[want] {
+			t.Errorf("no error on %s; got errors on %v (%v)", want, got, diags.d)
+		}
+	}
+}
+
+// diagsT gives tests an addressable diag.Diagnostics.
+type diagsT struct{ d diag.Diagnostics }

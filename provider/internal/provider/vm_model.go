@@ -1,0 +1,130 @@
+package provider
+
+import (
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Values of the provider-only update_policy attribute.
+const (
+	updatePolicyRestart = "restart"
+	updatePolicyNone    = "none"
+)
+
+// Defaults that equal the agent's (internal/api/validation/defaults.go), so
+// that what is read back never differs from an unset attribute.
+const (
+	defaultNamespace              = "default"
+	defaultRunStrategy            = apiv1.RunStrategyAlways
+	defaultNodeFailurePolicy      = apiv1.NodeFailurePolicyWait
+	defaultTerminationGracePeriod = int64(30)
+	defaultDiskBus                = "virtio"
+	defaultCDRomBus               = "sata"
+	defaultInterfaceModel         = "virtio"
+	defaultUpdatePolicy           = updatePolicyRestart
+)
+
+// Allowed values, in the order the documentation lists them.
+var (
+	runStrategies = []string{
+		apiv1.RunStrategyAlways, apiv1.RunStrategyRerunOnFailure, apiv1.RunStrategyManual,
+		apiv1.RunStrategyHalted, apiv1.RunStrategyOnce,
+	}
+	nodeFailurePolicies = []string{apiv1.NodeFailurePolicyWait, apiv1.NodeFailurePolicyRestartElsewhere}
+	diskBuses           = []string{"virtio", "sata", "scsi"}
+	cdromBuses          = []string{"sata", "scsi"}
+	interfaceModels     = []string{"virtio", "e1000", "rtl8139"}
+	updatePolicies      = []string{updatePolicyRestart, updatePolicyNone}
+	printableStatuses   = []string{
+		apiv1.PrintableRunning, apiv1.PrintableStopped, apiv1.PrintableStarting, apiv1.PrintableStopping,
+		apiv1.PrintablePaused, apiv1.PrintableMigrating, apiv1.PrintableTerminating, apiv1.PrintableCrashLoopBackOff,
+		apiv1.PrintableErrorUnschedulable, apiv1.PrintableProvisioning, apiv1.PrintableDataVolumeError,
+		apiv1.PrintableUnknown,
+	}
+)
+
+// vmModel holds what the virtplane_virtual_machine resource and data source
+// share; the resource adds its provider-only settings.
+type vmModel struct {
+	ID                     types.String     `tfsdk:"id"`
+	Name                   types.String     `tfsdk:"name"`
+	Namespace              types.String     `tfsdk:"namespace"`
+	UID                    types.String     `tfsdk:"uid"`
+	Labels                 types.Map        `tfsdk:"labels"`
+	Annotations            types.Map        `tfsdk:"annotations"`
+	RunStrategy            types.String     `tfsdk:"run_strategy"`
+	CPU                    *cpuModel        `tfsdk:"cpu"`
+	Memory                 quantityValue    `tfsdk:"memory"`
+	Disks                  []diskModel      `tfsdk:"disk"`
+	Boot                   *bootModel       `tfsdk:"boot"`
+	Interfaces             []interfaceModel `tfsdk:"interface"`
+	NodeSelector           types.Map        `tfsdk:"node_selector"`
+	NodeFailurePolicy      types.String     `tfsdk:"node_failure_policy"`
+	TerminationGracePeriod types.Int64      `tfsdk:"termination_grace_period"`
+	RestartRequired        types.Bool       `tfsdk:"restart_required"`
+	Status                 types.Object     `tfsdk:"status"`
+}
+
+// vmResourceModel is the resource's state.
+type vmResourceModel struct {
+	vmModel
+	UpdatePolicy types.String   `tfsdk:"update_policy"`
+	Timeouts     timeouts.Value `tfsdk:"timeouts"`
+}
+
+type cpuModel struct {
+	Cores   types.Int64 `tfsdk:"cores"`
+	Sockets types.Int64 `tfsdk:"sockets"`
+	Threads types.Int64 `tfsdk:"threads"`
+}
+
+type diskModel struct {
+	Name       types.String     `tfsdk:"name"`
+	Bus        types.String     `tfsdk:"bus"`
+	BootOrder  types.Int64      `tfsdk:"boot_order"`
+	Image      types.String     `tfsdk:"image"`
+	Persistent *persistentModel `tfsdk:"persistent"`
+	CloudInit  *cloudInitModel  `tfsdk:"cloud_init"`
+}
+
+type persistentModel struct {
+	Size  quantityValue `tfsdk:"size"`
+	Image types.String  `tfsdk:"image"`
+}
+
+type cloudInitModel struct {
+	UserData    types.String `tfsdk:"user_data"`
+	NetworkData types.String `tfsdk:"network_data"`
+}
+
+type bootModel struct {
+	Kernel  types.String `tfsdk:"kernel"`
+	Initrd  types.String `tfsdk:"initrd"`
+	Cmdline types.String `tfsdk:"cmdline"`
+}
+
+type interfaceModel struct {
+	Name       types.String `tfsdk:"name"`
+	Model      types.String `tfsdk:"model"`
+	MACAddress types.String `tfsdk:"mac_address"`
+}
+
+// Object types of the computed status attribute.
+var (
+	conditionAttrTypes = map[string]attr.Type{
+		"type":    types.StringType,
+		"status":  types.StringType,
+		"reason":  types.StringType,
+		"message": types.StringType,
+	}
+	statusAttrTypes = map[string]attr.Type{
+		"printable_status": types.StringType,
+		"phase":            types.StringType,
+		"ready":            types.BoolType,
+		"node":             types.StringType,
+		"conditions":       types.ListType{ElemType: types.ObjectType{AttrTypes: conditionAttrTypes}},
+	}
+)

@@ -1,0 +1,419 @@
+package provider
+
+import (
+	"context"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/attr/xattr"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// described is what every schema element offers for the docs.
+type described interface {
+	GetDescription() string
+	GetMarkdownDescription() string
+}
+
+// checkDescribed walks attributes and blocks and reports any without a
+// description: tfplugindocs renders them, and users read them.
+func checkDescribed(t *testing.T, prefix string, attrs map[string]described, blocks map[string]described) {
+	t.Helper()
+	for name, a := range attrs {
+		if a.GetDescription() == "" && a.GetMarkdownDescription() == "" {
+			t.Errorf("%s%s has no description", prefix, name)
+		}
+	}
+	for name, b := range blocks {
+		if b.GetDescription() == "" && b.GetMarkdownDescription() == "" {
+			t.Errorf("block %s%s has no description", prefix, name)
+		}
+	}
+}
+
+func resourceElems(attrs map[string]rschema.Attribute, blocks map[string]rschema.Block, prefix string, t *testing.T) {
+	t.Helper()
+	a := map[string]described{}
+	for k, v := range attrs {
+		a[k] = v
+		switch n := v.(type) {
+		case rschema.SingleNestedAttribute:
+			resourceElems(n.Attributes, nil, prefix+k+".", t)
+		case rschema.ListNestedAttribute:
+			resourceElems(n.NestedObject.Attributes, nil, prefix+k+".", t)
+		}
+	}
+	b := map[string]described{}
+	for k, v := range blocks {
+		b[k] = v
+		switch n := v.(type) {
+		case rschema.SingleNestedBlock:
+			resourceElems(n.Attributes, n.Blocks, prefix+k+".", t)
+		case rschema.ListNestedBlock:
+			resourceElems(n.NestedObject.Attributes, n.NestedObject.Blocks, prefix+k+".", t)
+		}
+	}
+	checkDescribed(t, prefix, a, b)
+}
+
+func dataElems(attrs map[string]dschema.Attribute, prefix string, t *testing.T) {
+	t.Helper()
+	a := map[string]described{}
+	for k, v := range attrs {
+		a[k] = v
+		switch n := v.(type) {
+		case dschema.SingleNestedAttribute:
+			dataElems(n.Attributes, prefix+k+".", t)
+		case dschema.ListNestedAttribute:
+			dataElems(n.NestedObject.Attributes, prefix+k+".", t)
+		}
+	}
+	checkDescribed(t, prefix, a, nil)
+}
+
+func TestVMSchemasDocumentEveryAttribute(t *testing.T) {
+	ctx := context.Background()
+	var rs resource.SchemaResponse
+	NewVMResource().Schema(ctx, resource.SchemaRequest{}, &rs)
+	if rs.Diagnostics.HasError() || rs.Schema.Description == "" {
+		t.Fatalf("resource schema: %v (description %q)", rs.Diagnostics, rs.Schema.Description)
+	}
+	resourceElems(rs.Schema.Attributes, rs.Schema.Blocks, "virtplane_virtual_machine.", t)
+	if d := rs.Schema.ValidateImplementation(ctx); d.HasError() {
+		t.Errorf("resource schema is invalid: %v", d)
+	}
+
+	for _, ds := range []datasource.DataSource{NewVMDataSource(), NewVMsDataSource()} {
+		var resp datasource.SchemaResponse
+		ds.Schema(ctx, datasource.SchemaRequest{}, &resp)
+		if resp.Schema.Description == "" {
+			t.Errorf("%T has no description", ds)
+		}
+		dataElems(resp.Schema.Attributes, reflect.TypeOf(ds).Elem().Name()+".", t)
+	}
+
+	// The data source returns the resource's attributes, minus the
+	// provider-only ones.
+	var dsResp datasource.SchemaResponse
+	NewVMDataSource().Schema(ctx, datasource.SchemaRequest{}, &dsResp)
+	for name := range rs.Schema.Attributes {
+		if _, ok := dsResp.Schema.Attributes[name]; !ok && name != "update_policy" {
+			t.Errorf("data source lacks attribute %s", name)
+		}
+	}
+	for name := range rs.Schema.Blocks {
+		if _, ok := dsResp.Schema.Attributes[name]; !ok && name != "timeouts" {
+			t.Errorf("data source lacks %s", name)
+		}
+	}
+
+	ud := rs.Schema.Blocks["disk"].(rschema.ListNestedBlock).NestedObject.Blocks["cloud_init"].(rschema.SingleNestedBlock).Attributes["user_data"]
+	if !ud.IsSensitive() {
+		t.Error("user_data must be sensitive")
+	}
+}
+
+func TestRestartChanges(t *testing.T) {
+	ctx := context.Background()
+	base := fullModel(t)
+	for _, c := range []struct {
+		name string
+		edit func(m *vmModel)
+		want string
+	}{
+		{"nothing", func(*vmModel) {}, ""},
+		{"memory spelled differently", func(m *vmModel) { m.Memory = quantityOf("1Gi") }, ""},
+		{"memory", func(m *vmModel) { m.Memory = quantityOf("2Gi") }, "memory"},
+		{"labels, annotations, strategy and grace never restart", func(m *vmModel) {
+			m.Labels = types.MapNull(types.StringType)
+			m.Annotations = types.MapNull(types.StringType)
+			m.RunStrategy = types.StringValue("Halted")
+			m.TerminationGracePeriod = types.Int64Value(99)
+		}, ""},
+		{"default bus spelled out", func(m *vmModel) {
+			m.Disks = append([]diskModel(nil), m.Disks...)
+			m.Disks[0].Bus = types.StringNull()
+		}, ""},
+		{"cpu and disk", func(m *vmModel) {
+			m.CPU = nil
+			m.Disks = m.Disks[:1]
+		}, "cpu, disk"},
+		{"cloud-init user data", func(m *vmModel) {
+			m.Disks = append([]diskModel(nil), m.Disks...)
+			m.Disks[2].CloudInit = &cloudInitModel{UserData: types.StringValue("#cloud-config\nx: 1\n"), NetworkData: m.Disks[2].CloudInit.NetworkData}
+		}, "disk"},
+		{"boot, interface, node_selector", func(m *vmModel) {
+			m.Boot = nil
+			m.Interfaces = nil
+			m.NodeSelector = types.MapNull(types.StringType)
+		}, "boot, interface, node_selector"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := base
+			c.edit(&plan)
+			if got := strings.Join(restartChanges(ctx, &base, &plan), ", "); got != c.want {
+				t.Errorf("restartChanges = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestQuantitySemanticEquality(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"1Gi", "1024Mi", true},
+		{"0.5Gi", "512Mi", true},
+		{"1Gi", "1073741824", true},
+		{"1G", "1Gi", false},
+		{"1Gi", "2Gi", false},
+		{"1GB", "1GB", false}, // invalid values are never equal
+	} {
+		got, _ := quantityOf(c.a).StringSemanticEquals(ctx, quantityOf(c.b))
+		if got != c.want {
+			t.Errorf("%s == %s: %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestQuantityValidation(t *testing.T) {
+	ctx := context.Background()
+	syntax := func(s string) string {
+		var resp xattr.ValidateAttributeResponse
+		quantityOf(s).ValidateAttribute(ctx, xattr.ValidateAttributeRequest{Path: path.Root("memory")}, &resp)
+		if !resp.Diagnostics.HasError() {
+			return ""
+		}
+		return resp.Diagnostics.Errors()[0].Detail()
+	}
+	for in, want := range map[string]string{
+		"512Mi":  "",
+		"1G":     "",
+		"1GB":    `memory "1GB" is not valid: it must be a Kubernetes quantity such as 512Mi or 1Gi: a number followed by a binary suffix (Ki, Mi, Gi, Ti: powers of 1024) or a decimal one (k, M, G, T: powers of 1000). Did you mean "1Gi"?`,
+		"512mb":  `Did you mean "512Mi"?`,
+		"2 GiB":  `Did you mean "2Gi"?`,
+		"lots":   `memory "lots" is not valid`,
+		"1.5TiB": `Did you mean "1.5Ti"?`,
+	} {
+		got := syntax(in)
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("%q: got %q, want %q", in, got, want)
+		}
+	}
+	rng := func(v quantityRange, s string) string {
+		var resp validator.StringResponse
+		v.ValidateString(ctx, validator.StringRequest{Path: path.Root("memory"), ConfigValue: types.StringValue(s)}, &resp)
+		if !resp.Diagnostics.HasError() {
+			return ""
+		}
+		return resp.Diagnostics.Errors()[0].Detail()
+	}
+	mem := quantityRange{min: "16Mi", max: "1Ti"}
+	for in, want := range map[string]string{
+		"16Mi": "", "1Ti": "", "8Mi": "must be at least 16Mi", "2Ti": "must be at most 1Ti",
+		"1000.5": "must be at least 16Mi", "16777216.5": "must be a whole number of bytes",
+	} {
+		if got := rng(mem, in); (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("memory %q: got %q, want %q", in, got, want)
+		}
+	}
+	if got := rng(quantityRange{max: "1Ei"}, "0"); !strings.Contains(got, "greater than zero") {
+		t.Errorf("size 0: %q", got)
+	}
+}
+
+func TestQuantityKeepState(t *testing.T) {
+	ctx := context.Background()
+	run := func(cfg, state string) string {
+		req := planmodifier.StringRequest{ConfigValue: types.StringValue(cfg), StateValue: types.StringValue(state), PlanValue: types.StringValue(cfg)}
+		resp := planmodifier.StringResponse{PlanValue: req.PlanValue}
+		quantityKeepState{}.PlanModifyString(ctx, req, &resp)
+		return resp.PlanValue.ValueString()
+	}
+	if got := run("1024Mi", "1Gi"); got != "1Gi" {
+		t.Errorf("equal quantity planned %q, want the state's 1Gi", got)
+	}
+	if got := run("2Gi", "1Gi"); got != "2Gi" {
+		t.Errorf("changed quantity planned %q", got)
+	}
+}
+
+func TestEnumValidator(t *testing.T) {
+	ctx := context.Background()
+	check := func(v string) string {
+		var resp validator.StringResponse
+		oneOf(runStrategies...).ValidateString(ctx, validator.StringRequest{Path: path.Root("run_strategy"), ConfigValue: types.StringValue(v)}, &resp)
+		if !resp.Diagnostics.HasError() {
+			return ""
+		}
+		e := resp.Diagnostics.Errors()[0]
+		return e.Summary() + ": " + e.Detail()
+	}
+	if got := check("Always"); got != "" {
+		t.Errorf("Always refused: %s", got)
+	}
+	want := `Invalid run_strategy: run_strategy must be one of "Always", "RerunOnFailure", "Manual", "Halted", "Once" (case-sensitive), got "always". Did you mean "Always"?`
+	if got := check("always"); got != want {
+		t.Errorf("always:\n got %s\nwant %s", got, want)
+	}
+	if got := check("Sometimes"); strings.Contains(got, "Did you mean") || !strings.Contains(got, `got "Sometimes"`) {
+		t.Errorf("Sometimes: %s", got)
+	}
+}
+
+func TestOtherValidators(t *testing.T) {
+	ctx := context.Background()
+	str := func(v validator.String, s string) bool {
+		var resp validator.StringResponse
+		v.ValidateString(ctx, validator.StringRequest{Path: path.Root("x"), ConfigValue: types.StringValue(s)}, &resp)
+		return !resp.Diagnostics.HasError()
+	}
+	for _, c := range []struct {
+		v    validator.String
+		in   string
+		want bool
+	}{
+		{dnsLabelValidator{}, "web-1", true},
+		{dnsLabelValidator{}, "Web", false},
+		{dnsLabelValidator{}, "a_b", false},
+		{macValidator{}, "02:00:00:00:00:01", true},
+		{macValidator{}, "01:00:00:00:00:01", false},
+		{macValidator{}, "00:00:00:00:00:00", false},
+		{macValidator{}, "nope", false},
+		{imagePathValidator{}, "debian/12.qcow2", true},
+		{imagePathValidator{}, "../etc/passwd", false},
+		{imagePathValidator{}, "/images/abs.qcow2", true}, // the agent decides
+		{imagePathValidator{}, "", false},
+	} {
+		if got := str(c.v, c.in); got != c.want {
+			t.Errorf("%T(%q) = %v, want %v", c.v, c.in, got, c.want)
+		}
+	}
+	labels := func(m map[string]string) bool {
+		var resp validator.MapResponse
+		labelMapValidator{}.ValidateMap(ctx, validator.MapRequest{Path: path.Root("labels"), ConfigValue: mustMap(t, m)}, &resp)
+		return !resp.Diagnostics.HasError()
+	}
+	if !labels(map[string]string{"app": "web", "example.com/tier": "db"}) {
+		t.Error("valid labels refused")
+	}
+	if labels(map[string]string{"bad key": "x"}) || labels(map[string]string{"k": "bad value!"}) {
+		t.Error("invalid labels accepted")
+	}
+}
+
+// planFor runs ModifyPlan on state → plan and returns the response.
+func planFor(t *testing.T, state, plan vmResourceModel) resource.ModifyPlanResponse {
+	t.Helper()
+	ctx := context.Background()
+	var sr resource.SchemaResponse
+	NewVMResource().Schema(ctx, resource.SchemaRequest{}, &sr)
+	st := tfsdk.State{Schema: sr.Schema}
+	if d := st.Set(ctx, &state); d.HasError() {
+		t.Fatal(d)
+	}
+	pl := tfsdk.Plan{Schema: sr.Schema}
+	if d := pl.Set(ctx, &plan); d.HasError() {
+		t.Fatal(d)
+	}
+	resp := resource.ModifyPlanResponse{Plan: pl}
+	(&vmResource{}).ModifyPlan(ctx, resource.ModifyPlanRequest{State: st, Plan: pl}, &resp)
+	return resp
+}
+
+// runningState is a VM as Read leaves it: running, with status.
+func runningState(t *testing.T) vmResourceModel {
+	t.Helper()
+	m := fullModel(t)
+	m.RunStrategy = types.StringValue("Always")
+	vm, d := vmFromModel(context.Background(), &m)
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	stored := stored(t, vm)
+	stored.Status = &apiv1.VirtualMachineStatus{PrintableStatus: "Running", Ready: true}
+	read, d := vmToModel(context.Background(), stored, vmiWith("a", "Running", true), readOptions{prior: &m})
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	return vmResourceModel{
+		vmModel:      read,
+		UpdatePolicy: types.StringValue("restart"),
+		Timeouts:     timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{"create": types.StringType, "update": types.StringType, "delete": types.StringType})},
+	}
+}
+
+func warnings(resp resource.ModifyPlanResponse) string {
+	var out []string
+	for _, w := range resp.Diagnostics.Warnings() {
+		out = append(out, w.Summary()+": "+w.Detail())
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestModifyPlanSaysWhatApplyDoes(t *testing.T) {
+	ctx := context.Background()
+	state := runningState(t)
+
+	// Another spelling of the same memory: the plan is the state.
+	plan := state
+	plan.Memory = quantityOf("1Gi") // state has the canonical 1Gi; config says 1Gi too
+	plan.Status = types.ObjectUnknown(statusAttrTypes)
+	plan.RestartRequired = types.BoolUnknown()
+	resp := planFor(t, state, plan)
+	var got vmResourceModel
+	resp.Plan.Get(ctx, &got)
+	if got.Status.IsUnknown() || got.RestartRequired.IsUnknown() || resp.Diagnostics.HasError() {
+		t.Errorf("a plan without changes kept unknowns: status %v restart_required %v %v", got.Status, got.RestartRequired, resp.Diagnostics)
+	}
+
+	// A memory change on a running VM restarts it.
+	plan.Memory = quantityOf("2Gi")
+	if w := warnings(planFor(t, state, plan)); !strings.Contains(w, "Apply restarts virtual machine prod/web: Changing memory takes effect only when the guest restarts") {
+		t.Errorf("memory change warnings: %q", w)
+	}
+	// ... or waits for one.
+	plan.UpdatePolicy = types.StringValue("none")
+	if w := warnings(planFor(t, state, plan)); !strings.Contains(w, "waits for a restart") || strings.Contains(w, "Apply restarts") {
+		t.Errorf("update_policy none warnings: %q", w)
+	}
+	// Labels never restart.
+	plan = state
+	plan.Labels = types.MapNull(types.StringType)
+	plan.Status = types.ObjectUnknown(statusAttrTypes)
+	if w := warnings(planFor(t, state, plan)); w != "" {
+		t.Errorf("label change warned: %q", w)
+	}
+
+	// restart_required left by update_policy none: switching to restart
+	// plans the restart.
+	state.RestartRequired = types.BoolValue(true)
+	state.UpdatePolicy = types.StringValue("none")
+	plan = state
+	plan.UpdatePolicy = types.StringValue("restart")
+	plan.Status = types.ObjectUnknown(statusAttrTypes)
+	plan.RestartRequired = types.BoolUnknown()
+	resp = planFor(t, state, plan)
+	resp.Plan.Get(ctx, &got)
+	if got.RestartRequired.IsUnknown() || got.RestartRequired.ValueBool() {
+		t.Errorf("restart_required planned %v, want false", got.RestartRequired)
+	}
+	if w := warnings(resp); !strings.Contains(w, "restart_required is true") {
+		t.Errorf("warnings: %q", w)
+	}
+}

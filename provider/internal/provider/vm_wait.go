@@ -1,0 +1,322 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+)
+
+// Waiting for the state a run strategy implies. Create and update wait;
+// read never does. The judgement (judgeVM) is a pure function of the VM and
+// its instance so it can be tested without an agent; waitVM feeds it from
+// watches, with a poll as a safety net.
+
+// waitTarget is what a wait is for.
+type waitTarget struct {
+	// strategy is the run strategy whose state is awaited.
+	strategy string
+	// notUID, when set, is the instance that existed before a restart: the
+	// state must be reached by a different one.
+	notUID string
+	// generation is the VM generation the controller must have acted on
+	// first, so that a status from before the change is not taken for
+	// its result.
+	generation int64
+}
+
+// verdict is judgeVM's answer.
+type verdict struct {
+	done bool
+	// err ends the wait: the VM cannot reach the target without help.
+	err error
+	// state says what the VM is doing, for logs and timeout messages.
+	state string
+}
+
+// describe renders what the VM is doing: its printable status, the
+// instance's phase and the conditions that explain a wait.
+func describe(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) string {
+	ps := vm.GetStatus().GetPrintableStatus()
+	if ps == "" {
+		ps = "not yet processed by the VM controller"
+	}
+	s := "status " + ps
+	if vmi != nil {
+		s += fmt.Sprintf(", instance %s in phase %s", shortUID(vmi.GetMetadata().GetUid()), orDefault(vmi.GetStatus().GetPhase(), "Pending"))
+		if n := vmi.GetStatus().GetNodeName(); n != "" {
+			s += " on node " + n
+		}
+	} else {
+		s += ", no instance"
+	}
+	for _, c := range vm.GetStatus().GetConditions() {
+		if c.GetType() == apiv1.ConditionReady || c.GetMessage() == "" {
+			continue
+		}
+		s += fmt.Sprintf("; %s=%s (%s): %s", c.GetType(), c.GetStatus(), c.GetReason(), c.GetMessage())
+	}
+	return s
+}
+
+func shortUID(uid string) string {
+	if len(uid) > 8 {
+		return uid[:8]
+	}
+	return uid
+}
+
+// judgeVM decides whether vm (and its instance vmi, nil when none) has
+// reached t, or can no longer reach it without help. The target states
+// follow KubeVirt's run strategies: Always and RerunOnFailure run and are
+// ready; Halted has no instance; Once has run (Running or Succeeded);
+// Manual is whatever the user last asked for, so there is nothing to wait
+// for.
+func judgeVM(t waitTarget, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) verdict {
+	st := vm.GetStatus()
+	v := verdict{state: describe(vm, vmi)}
+	if t.strategy == apiv1.RunStrategyManual {
+		v.done = true
+		return v
+	}
+	// A status written before the controller saw the change says nothing
+	// about the change.
+	if st.GetDesiredGeneration() < t.generation || st.GetPrintableStatus() == "" {
+		return v
+	}
+	if f := apiv1.FindCondition(st.GetConditions(), apiv1.ConditionFailure); f.GetStatus() == apiv1.ConditionTrue {
+		v.err = fmt.Errorf("the VM controller reports a failure (%s): %s", f.GetReason(), f.GetMessage())
+		return v
+	}
+	newInstance := vmi != nil && vmi.GetMetadata().GetUid() != t.notUID
+	phase := vmi.GetStatus().GetPhase()
+	switch st.GetPrintableStatus() {
+	case apiv1.PrintableErrorUnschedulable:
+		v.err = fmt.Errorf("no node can run it (ErrorUnschedulable): %s. Check node_selector, memory and cpu "+
+			"against the nodes (data source virtplane_nodes)", unschedulableMessage(vm, vmi))
+		return v
+	case apiv1.PrintableCrashLoopBackOff:
+		if t.strategy != apiv1.RunStrategyHalted {
+			v.err = crashLoopError(vm, vmi)
+			return v
+		}
+	}
+	switch t.strategy {
+	case apiv1.RunStrategyAlways, apiv1.RunStrategyRerunOnFailure:
+		switch {
+		case newInstance && phase == apiv1.PhaseRunning && st.GetReady() &&
+			st.GetPrintableStatus() == apiv1.PrintableRunning && instanceReady(vmi):
+			v.done = true
+		case newInstance && phase == apiv1.PhaseRunning && st.GetPrintableStatus() == apiv1.PrintablePaused:
+			// Paused by its user: it runs, and waiting would not unpause it.
+			v.done = true
+		}
+		if newInstance && phase == apiv1.PhaseSucceeded && t.strategy == apiv1.RunStrategyRerunOnFailure {
+			v.err = errors.New("the guest powered itself off (instance Succeeded), and RerunOnFailure does not " +
+				"restart a guest that shut down cleanly")
+		}
+	case apiv1.RunStrategyHalted:
+		v.done = vmi == nil && st.GetPrintableStatus() == apiv1.PrintableStopped
+	case apiv1.RunStrategyOnce:
+		switch {
+		case newInstance && (phase == apiv1.PhaseRunning || phase == apiv1.PhaseSucceeded):
+			v.done = true
+		case newInstance && phase == apiv1.PhaseFailed:
+			v.err = fmt.Errorf("its instance failed (%s), and Once does not start it again", instanceReason(vmi))
+		}
+	default:
+		// Unknown strategies (a newer agent) are accepted as Manual is.
+		v.done = true
+	}
+	return v
+}
+
+// instanceReady reports the instance's own Ready condition.
+func instanceReady(vmi *apiv1.VirtualMachineInstance) bool {
+	return apiv1.FindCondition(vmi.GetStatus().GetConditions(), apiv1.ConditionReady).GetStatus() == apiv1.ConditionTrue
+}
+
+func instanceReason(vmi *apiv1.VirtualMachineInstance) string {
+	st := vmi.GetStatus()
+	s := orDefault(st.GetReason(), "no reason given")
+	if st.GetMessage() != "" {
+		s += ": " + st.GetMessage()
+	}
+	return s
+}
+
+// unschedulableMessage is the placement controller's explanation
+// ("0/2 nodes are available: 2 node(s) didn't match node selector.").
+func unschedulableMessage(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) string {
+	for _, conds := range [][]*apiv1.Condition{vmi.GetStatus().GetConditions(), vm.GetStatus().GetConditions()} {
+		if c := apiv1.FindCondition(conds, apiv1.ConditionPodScheduled); c.GetStatus() == apiv1.ConditionFalse && c.GetMessage() != "" {
+			return strings.TrimSuffix(c.GetMessage(), ".")
+		}
+	}
+	return "the placement controller found no fitting node"
+}
+
+func crashLoopError(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) error {
+	sf := vm.GetStatus().GetStartFailure()
+	msg := fmt.Sprintf("it is in CrashLoopBackOff: its instance failed %d time(s) in a row before reaching Running",
+		sf.GetConsecutiveFailCount())
+	if vmi != nil && apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
+		msg += " (last: " + instanceReason(vmi) + ")"
+	}
+	if ra := sf.GetRetryAfterTimestamp(); ra != nil {
+		msg += "; the agent tries again after " + ra.AsTime().UTC().Format(time.RFC3339)
+	}
+	msg += ". Check the images, kernel and boot settings, and the node agent's log"
+	return errors.New(msg)
+}
+
+// getVM reads the VM and its instance (nil when it has none).
+func getVM(ctx context.Context, c *client.Client, ns, name string) (*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance, error) {
+	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
+	vm, err := c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: key})
+	if err != nil {
+		return nil, nil, err
+	}
+	vmi, err := c.VMIs.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: key})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return vm, nil, nil
+	case err != nil:
+		return nil, nil, err
+	}
+	// An instance of an earlier VM of the same name is not this VM's.
+	if owner := vmi.GetMetadata().GetOwnerReferences(); len(owner) > 0 && owner[0].GetUid() != vm.GetMetadata().GetUid() {
+		return vm, nil, nil
+	}
+	return vm, vmi, nil
+}
+
+// pollInterval bounds how long a missed watch event can delay a wait
+// (a variable for tests).
+var pollInterval = 2 * time.Second
+
+// changes signals (without blocking, coalescing) whenever the VM or its
+// instance changes, until ctx ends. Watches are an optimisation: if they
+// fail, the poll in waitVM still sees every state.
+func changes(ctx context.Context, c *client.Client, ns, name string) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	opts := &apiv1.WatchOptions{Namespace: ns, Name: name}
+	go func() {
+		w, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts})
+		if err != nil {
+			return
+		}
+		for {
+			if _, err := w.Recv(); err != nil {
+				return
+			}
+			notify()
+		}
+	}()
+	go func() {
+		w, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts})
+		if err != nil {
+			return
+		}
+		for {
+			if _, err := w.Recv(); err != nil {
+				return
+			}
+			notify()
+		}
+	}()
+	return ch
+}
+
+// errWaitTimeout marks a wait that ran out of time; the message says what
+// the VM was doing.
+var errWaitTimeout = errors.New("timed out")
+
+// waitVM waits until judge says done or fails, or ctx ends. It returns the
+// last VM and instance seen. A VM that disappears ends the wait with
+// codes.NotFound. Transient read errors are retried until ctx ends.
+func waitVM(ctx context.Context, c *client.Client, ns, name string, judge func(*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance) verdict) (*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changed := changes(wctx, c, ns, name)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	var (
+		lastVM    *apiv1.VirtualMachine
+		lastVMI   *apiv1.VirtualMachineInstance
+		lastState = "not read yet"
+		lastErr   error
+	)
+	for {
+		vm, vmi, err := getVM(ctx, c, ns, name)
+		switch {
+		case status.Code(err) == codes.NotFound:
+			return lastVM, lastVMI, err
+		case err != nil && ctx.Err() == nil:
+			lastErr = err
+			tflog.Debug(ctx, "reading the virtual machine failed; retrying", map[string]any{"error": err.Error()})
+		case err == nil:
+			lastVM, lastVMI, lastErr = vm, vmi, nil
+			v := judge(vm, vmi)
+			if v.state != lastState {
+				tflog.Debug(ctx, "waiting for the virtual machine", map[string]any{"vm": vmID(ns, name), "state": v.state})
+				lastState = v.state
+			}
+			if v.done || v.err != nil {
+				return vm, vmi, v.err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			msg := "it was last seen with " + lastState
+			if lastErr != nil {
+				msg += "; the last read failed: " + status.Convert(lastErr).Message()
+			}
+			return lastVM, lastVMI, fmt.Errorf("%w: %s", errWaitTimeout, msg)
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}
+
+// waitGone waits until the VM no longer exists.
+func waitGone(ctx context.Context, c *client.Client, ns, name string) error {
+	_, _, err := waitVM(ctx, c, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) verdict {
+		return verdict{state: describe(vm, vmi)}
+	})
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	return err
+}
+
+// targetDescription says in words what a wait for t waits for.
+func targetDescription(t waitTarget) string {
+	again := ""
+	if t.notUID != "" {
+		again = " again with a new instance"
+	}
+	switch t.strategy {
+	case apiv1.RunStrategyAlways, apiv1.RunStrategyRerunOnFailure:
+		return "to be Running and ready" + again + " (run_strategy " + t.strategy + ")"
+	case apiv1.RunStrategyHalted:
+		return "to be Stopped with no instance (run_strategy Halted)"
+	case apiv1.RunStrategyOnce:
+		return "to run once: Running or Succeeded" + again + " (run_strategy Once)"
+	}
+	return "to settle (run_strategy " + t.strategy + ")"
+}

@@ -1,0 +1,217 @@
+package provider
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+var (
+	_ datasource.DataSource              = (*vmsDataSource)(nil)
+	_ datasource.DataSourceWithConfigure = (*vmsDataSource)(nil)
+)
+
+// NewVMsDataSource returns the virtplane_virtual_machines data source.
+func NewVMsDataSource() datasource.DataSource { return &vmsDataSource{} }
+
+type vmsDataSource struct {
+	data *providerData
+}
+
+type vmsDataSourceModel struct {
+	ID              types.String     `tfsdk:"id"`
+	Namespace       types.String     `tfsdk:"namespace"`
+	LabelSelector   types.String     `tfsdk:"label_selector"`
+	PrintableStatus types.String     `tfsdk:"printable_status"`
+	VirtualMachines []vmSummaryModel `tfsdk:"virtual_machines"`
+}
+
+type vmSummaryModel struct {
+	ID              types.String      `tfsdk:"id"`
+	Namespace       types.String      `tfsdk:"namespace"`
+	Name            types.String      `tfsdk:"name"`
+	UID             types.String      `tfsdk:"uid"`
+	RunStrategy     types.String      `tfsdk:"run_strategy"`
+	PrintableStatus types.String      `tfsdk:"printable_status"`
+	Ready           types.Bool        `tfsdk:"ready"`
+	Node            types.String      `tfsdk:"node"`
+	Labels          map[string]string `tfsdk:"labels"`
+}
+
+func (d *vmsDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_virtual_machines"
+}
+
+func (d *vmsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, Description: desc}
+	}
+	resp.Schema = schema.Schema{
+		Description: "Lists virtual machines with their run strategy and status, optionally filtered by " +
+			"namespace, labels and printable status. One call to the agent for the VMs and one for their " +
+			"instances, whatever the number of VMs.",
+		Attributes: map[string]schema.Attribute{
+			"id": str("The filters in canonical form (`namespace=...;label_selector=...;printable_status=...`; `*` for none)."),
+			"namespace": schema.StringAttribute{
+				Optional:    true,
+				Description: "Only list VMs in this namespace; unset lists every namespace.",
+				Validators:  []validator.String{dnsLabelValidator{}},
+			},
+			"label_selector": schema.StringAttribute{
+				Optional: true,
+				Description: "Only list VMs whose labels match this selector, in Kubernetes syntax: `app=web`, " +
+					"`tier in (db,web)`, `!canary`, comma-separated for AND.",
+				Validators: []validator.String{labelSelectorValidator{}},
+			},
+			"printable_status": schema.StringAttribute{
+				Optional:    true,
+				Description: "Only list VMs with this printable status, e.g. `Running`, `Stopped` or `CrashLoopBackOff` (case-sensitive).",
+				Validators:  []validator.String{oneOf(printableStatuses...)},
+			},
+			"virtual_machines": schema.ListNestedAttribute{
+				Computed:    true,
+				Description: "The matching VMs, sorted by namespace and name.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"id":               str("`namespace/name`, the import ID of `virtplane_virtual_machine`."),
+					"namespace":        str("Namespace."),
+					"name":             str("Name."),
+					"uid":              str("Unique ID the agent gave the VM."),
+					"run_strategy":     str("`Always`, `RerunOnFailure`, `Manual`, `Halted` or `Once`."),
+					"printable_status": str("KubeVirt's printable status (`Running`, `Stopped`, ...); null before the VM controller first saw the VM."),
+					"ready":            schema.BoolAttribute{Computed: true, Description: "Whether the VM's instance is running and ready."},
+					"node":             str("Node of the VM's current instance; null when it has none."),
+					"labels": schema.MapAttribute{
+						Computed: true, ElementType: types.StringType,
+						Description: "Labels of the VM; empty when it has none.",
+					},
+				}},
+			},
+		},
+	}
+}
+
+func (d *vmsDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+func (d *vmsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m vmsDataSourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if d.data == nil {
+		resp.Diagnostics.AddError("virtplane provider not configured",
+			"The data source was read before the provider was configured. This is a bug in the virtplane provider.")
+		return
+	}
+	if len(d.data.unknown) > 0 {
+		if req.ClientCapabilities.DeferralAllowed {
+			resp.Deferred = &datasource.Deferred{Reason: datasource.DeferredReasonProviderConfigUnknown}
+			return
+		}
+		resp.Diagnostics.AddError(notReadyError(d.data, "read virtplane_virtual_machines"))
+		return
+	}
+	opts := &apiv1.ListOptions{Namespace: m.Namespace.ValueString(), LabelSelector: m.LabelSelector.ValueString()}
+	vms, err := d.data.client.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: opts})
+	if err != nil {
+		if status.Code(err) == codes.InvalidArgument {
+			resp.Diagnostics.AddAttributeError(path.Root("label_selector"), "Invalid label_selector",
+				"The agent rejected label_selector "+m.LabelSelector.String()+": "+status.Convert(err).Message())
+			return
+		}
+		resp.Diagnostics.AddError(apiError(err, d.data.endpoint, "list virtual machines"))
+		return
+	}
+	// Instances carry the node; they share their VM's name and namespace,
+	// and listing them by namespace only keeps this to two calls.
+	vmis, err := d.data.client.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{
+		Options: &apiv1.ListOptions{Namespace: m.Namespace.ValueString()},
+	})
+	if err != nil {
+		resp.Diagnostics.AddError(apiError(err, d.data.endpoint, "list virtual machine instances"))
+		return
+	}
+	m.ID = types.StringValue(vmsFilterID(m))
+	m.VirtualMachines = vmSummaries(vms.GetItems(), vmis.GetItems(), m.PrintableStatus.ValueString())
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// vmsFilterID renders the filters canonically; "*" when there are none.
+func vmsFilterID(m vmsDataSourceModel) string {
+	var parts []string
+	if ns := m.Namespace.ValueString(); ns != "" {
+		parts = append(parts, "namespace="+ns)
+	}
+	if sel := m.LabelSelector.ValueString(); sel != "" {
+		if id := selectorID(sel); id != allNodesID {
+			parts = append(parts, "label_selector="+id)
+		}
+	}
+	if ps := m.PrintableStatus.ValueString(); ps != "" {
+		parts = append(parts, "printable_status="+ps)
+	}
+	if len(parts) == 0 {
+		return "*"
+	}
+	return strings.Join(parts, ";")
+}
+
+// vmSummaries joins VMs with their instances, filters by printable status
+// ("" keeps all) and sorts by namespace and name.
+func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstance, printable string) []vmSummaryModel {
+	instances := map[string]*apiv1.VirtualMachineInstance{}
+	for _, vmi := range vmis {
+		md := vmi.GetMetadata()
+		instances[vmID(md.GetNamespace(), md.GetName())] = vmi
+	}
+	out := make([]vmSummaryModel, 0, len(vms))
+	for _, vm := range vms {
+		md := vm.GetMetadata()
+		st := vm.GetStatus()
+		if printable != "" && st.GetPrintableStatus() != printable {
+			continue
+		}
+		id := vmID(md.GetNamespace(), md.GetName())
+		node := ""
+		if vmi := instances[id]; vmi != nil {
+			if owner := vmi.GetMetadata().GetOwnerReferences(); len(owner) == 0 || owner[0].GetUid() == md.GetUid() {
+				node = vmi.GetStatus().GetNodeName()
+			}
+		}
+		s := vmSummaryModel{
+			ID:              types.StringValue(id),
+			Namespace:       types.StringValue(md.GetNamespace()),
+			Name:            types.StringValue(md.GetName()),
+			UID:             types.StringValue(md.GetUid()),
+			RunStrategy:     types.StringValue(runStrategyOf(vm.GetSpec())),
+			PrintableStatus: optString(st.GetPrintableStatus()),
+			Ready:           types.BoolValue(st.GetReady()),
+			Node:            optString(node),
+			Labels:          map[string]string{},
+		}
+		for k, v := range md.GetLabels() {
+			s.Labels[k] = v
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Namespace.ValueString() != b.Namespace.ValueString() {
+			return a.Namespace.ValueString() < b.Namespace.ValueString()
+		}
+		return a.Name.ValueString() < b.Name.ValueString()
+	})
+	return out
+}
