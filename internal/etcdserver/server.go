@@ -21,10 +21,33 @@ import (
 )
 
 // SocketName is the client socket the embedded server listens on inside
-// its data dir, e.g. for backups:
+// its data dir, e.g. for backups (SaveSnapshot, or etcdctl):
 //
-//	etcdctl --endpoints unix://<data-dir>/etcd.sock snapshot save backup.db
+//	etcdctl --endpoints unix://<data-dir>/etcd/etcd.sock snapshot save backup.db
 const SocketName = "etcd.sock"
+
+// DirName is the embedded etcd's directory inside the agent's data dir
+// (Config.DataDir is <data-dir>/DirName).
+const DirName = "etcd"
+
+// DefaultName is the member name when Config.Name is empty.
+const DefaultName = "virtplane"
+
+// PeerURL is the single member's advertised peer URL. It is never dialed
+// but is part of the member ID, so a restored data dir must carry it too.
+const PeerURL = "unix://virtplane-peer"
+
+// ClusterToken is the initial cluster token of a member called name; like
+// PeerURL it feeds the member and cluster IDs.
+func ClusterToken(name string) string { return "virtplane-" + name }
+
+// memberName is cfg.Name or DefaultName.
+func (cfg Config) memberName() string {
+	if cfg.Name == "" {
+		return DefaultName
+	}
+	return cfg.Name
+}
 
 // maxSocketPath is what fits in sockaddr_un.sun_path with its NUL.
 const maxSocketPath = 107
@@ -128,20 +151,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 func embedConfig(dir string, cfg Config, stopping *atomic.Bool) (*embed.Config, error) {
 	ec := embed.NewConfig()
 	ec.Dir = dir
-	ec.Name = cfg.Name
-	if ec.Name == "" {
-		ec.Name = "virtplane"
-	}
+	ec.Name = cfg.memberName()
 
 	// A single member never receives peer traffic, so it gets no peer
 	// listener at all (nothing to collide with when several servers run
 	// side by side). The advertised URL only feeds the member ID and is
 	// never dialed.
-	peer := url.URL{Scheme: "unix", Host: "virtplane-peer"}
+	peer, err := url.Parse(PeerURL)
+	if err != nil {
+		return nil, fmt.Errorf("etcdserver: peer URL: %w", err)
+	}
 	ec.ListenPeerUrls = nil
-	ec.AdvertisePeerUrls = []url.URL{peer}
-	ec.InitialCluster = ec.Name + "=" + peer.String()
-	ec.InitialClusterToken = "virtplane-" + ec.Name
+	ec.AdvertisePeerUrls = []url.URL{*peer}
+	ec.InitialCluster = ec.Name + "=" + PeerURL
+	ec.InitialClusterToken = ClusterToken(ec.Name)
 
 	clientURLs := []url.URL{{Scheme: "unix", Path: filepath.Join(dir, SocketName)}}
 	for _, s := range cfg.ClientURLs {
