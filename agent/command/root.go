@@ -76,6 +76,8 @@ https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
 		newPauseCommand(o),
 		newUnpauseCommand(o),
 		newNodeCommand(o),
+		newImageCommand(o),
+		newStoreCommand(o),
 		newVersionCommand(),
 	)
 	return cmd, o

@@ -1,0 +1,154 @@
+// Package imagestore manages a node's image directory: the base images
+// (qcow2 or raw) that image volumes are overlaid on and persistent volumes
+// are copied from. Volumes name images by their path relative to the
+// directory (validation.ResolveImagePath).
+//
+// Files whose name starts with "." belong to the store: cached checksums
+// and imports in progress. They never show up as images, and image names
+// may not start with ".".
+package imagestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+)
+
+// DefaultDir is where nodes keep their images.
+const DefaultDir = "/var/lib/virtplane/images"
+
+// Image formats the store holds.
+const (
+	FormatQCOW2 = "qcow2"
+	FormatRaw   = "raw"
+)
+
+// Errors callers may test with errors.Is. A missing image is
+// fs.ErrNotExist and an existing one fs.ErrExist.
+var (
+	ErrInvalidName = errors.New("invalid image name")
+	// ErrChecksumMismatch: the copy does not hash like the source, or not
+	// like the checksum the caller expected.
+	ErrChecksumMismatch = errors.New("checksum mismatch")
+	// ErrInvalidImage: qemu-img cannot open the image, finds it corrupt or
+	// truncated, or it is of a kind the store refuses (another format, a
+	// backing file, an external data file, encryption).
+	ErrInvalidImage = errors.New("invalid image")
+)
+
+// Image describes one image in the store.
+type Image struct {
+	// Name is the path relative to the store directory.
+	Name string `json:"name"`
+	// Format is qcow2 or raw, as qemu-img probes the content.
+	Format string `json:"format"`
+	// VirtualSize is the size of the disk the guest sees, in bytes.
+	VirtualSize int64 `json:"virtual_size"`
+	// Size is the length of the file in bytes (what SHA256 covers).
+	Size int64 `json:"size"`
+	// SHA256 is the hex SHA-256 of the file.
+	SHA256  string    `json:"sha256"`
+	ModTime time.Time `json:"mod_time"`
+	// Error says why List could not inspect the file; Format,
+	// VirtualSize and SHA256 are then empty.
+	Error string `json:"error,omitempty"`
+}
+
+// Store is an image directory. Its methods may be called concurrently,
+// also by several processes (the agent and the CLI): every change is a
+// rename.
+type Store struct {
+	dir         string
+	qemuImgPath string
+}
+
+// Open opens the image directory dir, creating it if missing, and removes
+// what crashed imports left behind.
+func Open(dir string) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("image directory %q: %w", dir, err)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return nil, fmt.Errorf("image directory: %w", err)
+	}
+	qemuImg, err := exec.LookPath("qemu-img")
+	if err != nil {
+		return nil, fmt.Errorf("qemu-img not found (Debian package qemu-utils): %w", err)
+	}
+	s := &Store{dir: abs, qemuImgPath: qemuImg}
+	s.removeStaleTemps(time.Now().Add(-staleTempAge))
+	return s, nil
+}
+
+// Dir returns the store's absolute directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Path returns the absolute path of image name, after checking the name.
+// It does not check that the image exists.
+func (s *Store) Path(name string) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", err
+	}
+	return validation.ResolveImagePath(s.dir, name)
+}
+
+// ValidateName checks an image name for the store: what
+// validation.ValidateImagePath accepts for a relative path (no "..", no
+// NUL), in clean form (no "//", "./" or trailing "/", so that one image
+// has one name), and with no element starting with "." (the store's own
+// files).
+func ValidateName(name string) error {
+	if errs := validation.ValidateImagePath(name, field.NewPath("name"), ""); len(errs) > 0 {
+		return fmt.Errorf("%w %q: %w", ErrInvalidName, name, errs.ToAggregate())
+	}
+	if filepath.IsAbs(name) {
+		return fmt.Errorf("%w %q: must be relative to the image directory", ErrInvalidName, name)
+	}
+	if filepath.Clean(name) != name {
+		return fmt.Errorf("%w %q: not in clean form (want %q)", ErrInvalidName, name, filepath.Clean(name))
+	}
+	for _, elem := range strings.Split(name, "/") {
+		if strings.HasPrefix(elem, ".") {
+			return fmt.Errorf("%w %q: elements must not start with '.' (reserved for the store's own files)", ErrInvalidName, name)
+		}
+	}
+	return nil
+}
+
+// Remove deletes image name and its cached checksum. Removing an image
+// that running VMs use is the caller's business: their QEMU keeps the
+// open file, but new overlays cannot be made.
+func (s *Store) Remove(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	path, err := s.Path(name)
+	if err != nil {
+		return err
+	}
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("remove image %q: %w", name, err)
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("remove image %q: is a directory: %w", name, fs.ErrNotExist)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("remove image %q: %w", name, err)
+	}
+	if err := os.Remove(sidecarPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove image %q: cached checksum: %w", name, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
