@@ -139,7 +139,7 @@ func describe(d driver.Domain, pidDir string) (launcher.DomainInfo, bool, error)
 		Name: name, UUID: uuid, State: st.String(), Reason: driver.ReasonName(st, reason),
 		VMIUID: md.UID, VMINamespace: md.Namespace, VMIName: md.Name,
 		GracePeriodSeconds: md.GracePeriodSeconds, PausedByUser: md.PausedByUser,
-		ShutdownRequestedAt: md.ShutdownRequestedAt,
+		ShutdownRequestedAt: md.ShutdownRequestedAt, NodeFailurePolicy: md.NodeFailurePolicy, Node: md.Node,
 	}
 	if st.Active() {
 		info.QEMUPid = driver.ReadQEMUPid(pidDir, name)

@@ -41,6 +41,12 @@ type DomainInfo struct {
 	PausedByUser        bool   `json:"paused_by_user,omitempty"`
 	ShutdownRequestedAt int64  `json:"shutdown_requested_at,omitempty"`
 	QEMUPid             int    `json:"qemu_pid,omitempty"`
+	// NodeFailurePolicy is what the domain metadata records (empty for a
+	// domain defined before it was recorded, which counts as Wait).
+	NodeFailurePolicy string `json:"node_failure_policy,omitempty"`
+	// Node is the node the domain was defined for (empty for a domain
+	// defined outside a node agent).
+	Node string `json:"node,omitempty"`
 }
 
 // Probe runs `launcherPath probe --libvirt-uri uri`.
@@ -80,7 +86,12 @@ func runJSON(ctx context.Context, v any, path string, args ...string) error {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", path, args[0], err, strings.TrimSpace(stderr.String()))
+		// The launcher explains itself on stderr; a binary that could not
+		// run at all says nothing there.
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return fmt.Errorf("%s %s: %w: %s", path, args[0], err, msg)
+		}
+		return fmt.Errorf("%s %s: %w", path, args[0], err)
 	}
 	if err := json.Unmarshal(stdout.Bytes(), v); err != nil {
 		return fmt.Errorf("%s %s: decode output: %w", path, args[0], err)

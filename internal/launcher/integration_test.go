@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
@@ -30,6 +33,11 @@ const helperAgentEnv = "VIRTPLANE_LAUNCHER_TEST_AGENT"
 func TestMain(m *testing.M) {
 	if os.Getenv(helperAgentEnv) != "" {
 		os.Exit(helperAgent())
+	}
+	if os.Getenv(helperSleeperEnv) != "" {
+		// A stand-in launcher process for KillLauncher (process_test.go).
+		time.Sleep(time.Hour)
+		os.Exit(0)
 	}
 	code := m.Run()
 	if builtDir != "" {
@@ -463,12 +471,87 @@ func TestLauncherReattachAndAdopt(t *testing.T) {
 	}
 }
 
+// TestHungLauncherKilledByHandle: a launcher that hangs (SIGSTOP) with an
+// armed lease cannot be reattached; it still holds the domain lock, so a
+// replacement is refused until KillLauncher ends it. The replacement then
+// adopts the running guest, and Stop of a hung launcher kills it by pid.
+func TestHungLauncherKilledByHandle(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, h := e.launch(ctx)
+	opts := e.syncOpts()
+	opts.NodeFailurePolicy = apiv1.NodeFailurePolicyRestartElsewhere
+	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), opts)
+	wantState(t, st, err, "Running", "Booted")
+	qemu := int(st.GetQemuPid())
+	if err := c.RenewLease(ctx, 3*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.Detach()
+	hang(t, h.Pid)
+
+	rctx, rcancel := context.WithTimeout(ctx, time.Second)
+	if _, err := e.m.Reattach(rctx, h); err == nil {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.Pid))
+		t.Fatalf("Reattach to a hung launcher succeeded; /proc/%d/status:\n%s", h.Pid, st)
+	}
+	rcancel()
+	if _, _, err := e.m.Launch(ctx, e.vmi(apiv1.PhaseRunning), e.domain); err == nil ||
+		!strings.Contains(err.Error(), "already manages") {
+		t.Fatalf("Launch next to a hung launcher = %v", err)
+	}
+	start := time.Now()
+	if err := e.m.KillLauncher(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("KillLauncher took %s", time.Since(start).Round(time.Millisecond))
+	if processAlive(h.Pid) {
+		t.Fatal("hung launcher survived KillLauncher")
+	}
+	c2, h2 := e.launch(ctx)
+	st, err = c2.Sync(ctx, e.vmi(apiv1.PhaseRunning), opts)
+	wantState(t, st, err, "Running", "Booted")
+	if int(st.GetQemuPid()) != qemu {
+		t.Fatalf("QEMU pid %d, was %d: the guest was restarted", st.GetQemuPid(), qemu)
+	}
+	// The dead launcher's lease (3 s) must not fence the adopted guest.
+	time.Sleep(4 * time.Second)
+	if st, err := c2.GetDomain(ctx); err != nil || st.GetState() != "Running" {
+		t.Fatalf("after the old lease ran out: %v, %v", st, err)
+	}
+
+	// Stop of a launcher that does not answer kills it by pid, even with
+	// a context that never ends.
+	hang(t, h2.Pid)
+	start = time.Now()
+	if err := c2.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Stop of a hung launcher took %s", time.Since(start).Round(time.Millisecond))
+	if processAlive(h2.Pid) {
+		t.Fatal("hung launcher survived Stop")
+	}
+	if !processAlive(qemu) {
+		t.Fatal("stopping the launcher stopped the guest")
+	}
+}
+
 func TestLauncherLeaseFences(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, _ := e.launch(ctx)
-	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), e.syncOpts())
+	// Recorded Wait first: the launcher refuses to arm the watchdog.
+	opts := e.syncOpts()
+	opts.NodeFailurePolicy = apiv1.NodeFailurePolicyWait
+	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), opts)
+	wantState(t, st, err, "Running", "Booted")
+	if err := c.RenewLease(ctx, time.Second); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("RenewLease of a Wait domain = %v, want FailedPrecondition", err)
+	}
+	opts.NodeFailurePolicy = apiv1.NodeFailurePolicyRestartElsewhere
+	st, err = c.Sync(ctx, e.vmi(apiv1.PhaseRunning), opts)
 	wantState(t, st, err, "Running", "Booted")
 	events, err := c.Events(ctx)
 	if err != nil {
@@ -508,7 +591,9 @@ func TestProbeAndListDomains(t *testing.T) {
 	}
 
 	c, _ := e.launch(ctx)
-	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), e.syncOpts())
+	opts := e.syncOpts()
+	opts.NodeFailurePolicy = apiv1.NodeFailurePolicyWait
+	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), opts)
 	wantState(t, st, err, "Running", "Booted")
 	ds, err := ListDomains(ctx, e.bin, e.uri)
 	if err != nil {
@@ -521,7 +606,8 @@ func TestProbeAndListDomains(t *testing.T) {
 		}
 	}
 	if found == nil || found.UUID != st.GetUuid() || found.VMIUID != "uid-"+e.domain || found.VMINamespace != "it" ||
-		found.State != "Running" || found.GracePeriodSeconds != 5 || found.QEMUPid != int(st.GetQemuPid()) {
+		found.State != "Running" || found.GracePeriodSeconds != 5 || found.QEMUPid != int(st.GetQemuPid()) ||
+		found.NodeFailurePolicy != apiv1.NodeFailurePolicyWait {
 		t.Fatalf("list-domains = %+v", ds)
 	}
 	if _, err := c.Kill(ctx); err != nil {

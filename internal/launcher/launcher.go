@@ -41,6 +41,14 @@ type Manager interface {
 	// Reattach connects to a running launcher; it fails fast (and does
 	// not start anything) when the launcher is gone.
 	Reattach(ctx context.Context, h Handle) (Client, error)
+	// KillLauncher ends, with SIGKILL, the launcher process of a handle
+	// that could not be reattached. Such a launcher may still run (hung):
+	// it holds the domain's lock, so a replacement would be refused, and
+	// its lease watchdog may be armed. The pid is checked first to be a
+	// virtplane-launcher serving h's domain, so a reused pid is never
+	// signalled; a process that is gone is not an error. It returns once
+	// the process has exited. The domain is not touched.
+	KillLauncher(ctx context.Context, h Handle) error
 }
 
 // Client talks to one launcher. Every call takes a context: a launcher

@@ -31,6 +31,11 @@ const (
 	reattachPingTimeout = 5 * time.Second
 	// stopGrace is how long Stop waits for the process after killing it.
 	stopGrace = 10 * time.Second
+	// stopAskTimeout bounds the polite part of Stop (go-plugin asks the
+	// launcher to exit over gRPC, then waits 2 s): a hung launcher never
+	// answers, and Stop must end it by pid even when its ctx has no
+	// deadline.
+	stopAskTimeout = 5 * time.Second
 )
 
 // ManagerOptions configure NewManager.
@@ -170,7 +175,7 @@ func (m *manager) Launch(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	if rc == nil || rc.Addr == nil {
 		return fail(errors.New("go-plugin returned no reattach config"))
 	}
-	c := m.newClient(pc, rpc, rc.Pid, rc.Addr.String(), nil, stdio)
+	c := m.newClient(pc, rpc, rc.Pid, rc.Addr.String(), domainName, nil, stdio)
 	p, err := c.ping(ctx)
 	if err != nil {
 		return fail(err)
@@ -200,7 +205,7 @@ func (m *manager) Launch(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	return c, h, nil
 }
 
-func (m *manager) newClient(pc *plugin.Client, rpc launcherpb.LauncherClient, pid int, addr string, ar *attachedRunner, logFile io.Closer) *grpcClient {
+func (m *manager) newClient(pc *plugin.Client, rpc launcherpb.LauncherClient, pid int, addr, domainName string, ar *attachedRunner, logFile io.Closer) *grpcClient {
 	var once sync.Once
 	release := func() {
 		once.Do(func() {
@@ -217,22 +222,7 @@ func (m *manager) newClient(pc *plugin.Client, rpc launcherpb.LauncherClient, pi
 		release()
 	}
 	stop := func(ctx context.Context) error {
-		// go-plugin's Kill asks the launcher to exit (controller
-		// Shutdown), waits two seconds, then SIGKILLs it; for a child it
-		// also reaps it.
-		done := make(chan struct{})
-		go func() {
-			pc.Kill()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
-		defer cancel()
-		err := waitGone(wctx, pid)
+		err := m.stopLauncher(ctx, pc.Kill, pid, domainName)
 		release()
 		// The socket is normally unlinked by the launcher; not after SIGKILL.
 		if rmErr := os.Remove(addr); rmErr == nil {
@@ -244,6 +234,34 @@ func (m *manager) newClient(pc *plugin.Client, rpc launcherpb.LauncherClient, pi
 		return nil
 	}
 	return &grpcClient{rpc: rpc, detach: detach, stop: stop}
+}
+
+// stopLauncher ends the launcher pid. ask is go-plugin's Kill, which asks
+// the launcher to exit (controller Shutdown), waits two seconds, then
+// SIGKILLs it, and for a child also reaps it. A hung launcher never
+// answers the request, so ask would block: after ctx or stopAskTimeout,
+// whichever ends first, the launcher is killed by pid (checked to still be
+// this domain's launcher), which also unblocks ask.
+func (m *manager) stopLauncher(ctx context.Context, ask func(), pid int, domainName string) error {
+	done := make(chan struct{})
+	go func() {
+		ask()
+		close(done)
+	}()
+	t := time.NewTimer(stopAskTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-t.C:
+		m.log.Warn("launcher did not exit when asked; killing it", "pid", pid, "domain", domainName)
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopGrace)
+	defer cancel()
+	if err := killLauncher(wctx, pid, domainName); err != nil && !errors.Is(err, errNotLauncher) {
+		return err
+	}
+	return nil
 }
 
 // logTail returns the end of a launcher log for error messages: a launcher

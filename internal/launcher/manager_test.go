@@ -82,12 +82,20 @@ func TestProcessHelpers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	if !processIsLauncherFor(cmd.Process.Pid, "ns_vm") || processIsLauncherFor(cmd.Process.Pid, "ns_v") {
-		t.Fatal("cmdline match wrong")
+	// Until the child has exec'd, /proc shows this test's command line.
+	deadline := time.Now().Add(5 * time.Second)
+	for !processIsLauncherFor(cmd.Process.Pid, "ns_vm") {
+		if time.Now().After(deadline) {
+			t.Fatal("cmdline match wrong: ns_vm not found")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if processIsLauncherFor(cmd.Process.Pid, "ns_v") {
+		t.Fatal("cmdline match wrong: prefix ns_v matched")
 	}
 	_ = cmd.Process.Kill()
 	// Killed but not yet reaped: a zombie is gone.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline = time.Now().Add(5 * time.Second)
 	for processAlive(cmd.Process.Pid) {
 		if time.Now().After(deadline) {
 			t.Fatal("zombie counted as alive")

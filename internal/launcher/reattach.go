@@ -92,7 +92,7 @@ func (m *manager) Reattach(ctx context.Context, h Handle) (Client, error) {
 		}
 		return fail(err)
 	}
-	c := m.newClient(pc, rpc, h.Pid, h.Addr, ar, closer)
+	c := m.newClient(pc, rpc, h.Pid, h.Addr, h.DomainName, ar, closer)
 	p, err := c.ping(ctx)
 	if err != nil {
 		return fail(err)

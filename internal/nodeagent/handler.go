@@ -222,6 +222,18 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 		}
 		e.synced = true
 		a.markReachable(key)
+		// Once per launcher: the first Sync defines and starts the domain,
+		// or adopts it (after an agent restart or a launcher crash).
+		a.log.Info("domain synced", "vmi", key, "launcher_pid", e.handle.Pid,
+			"state", dom.GetState(), "reason", dom.GetReason(), "qemu_pid", dom.GetQemuPid())
+		if rec.NodeFailurePolicy == apiv1.NodeFailurePolicyRestartElsewhere {
+			// Armed now, not at the next heartbeat: a launcher renewed
+			// before its first Sync (in adopt) may have refused because
+			// the domain did not record its policy yet.
+			if err := a.renewLease(ctx, e); err != nil {
+				a.log.Warn("arming launcher lease failed", "vmi", key, "err", err)
+			}
+		}
 	}
 	// Nomad's rule: the handle is on disk before the VMI is reported
 	// Running, or a restart could not find this launcher again.

@@ -21,6 +21,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
@@ -105,15 +106,15 @@ func (r recordingNodes) Register(ctx context.Context, in *apiv1.RegisterNodeRequ
 
 type fakeTools struct{ m *fake.Manager }
 
-func (t fakeTools) Probe(context.Context, string) (ProbeInfo, error) {
-	return ProbeInfo{LibvirtVersion: "10.0.0", QemuVersion: "8.2.0", Hostname: "host1"}, nil
+func (t fakeTools) Probe(context.Context, string) (launcher.ProbeResult, error) {
+	return launcher.ProbeResult{LibvirtVersion: "10.0.0", QEMUVersion: "8.2.0", Hostname: "host1"}, nil
 }
 
-func (t fakeTools) ListDomains(context.Context, string) ([]DomainInfo, error) {
-	var out []DomainInfo
+func (t fakeTools) ListDomains(context.Context, string) ([]launcher.DomainInfo, error) {
+	var out []launcher.DomainInfo
 	for _, d := range t.m.Domains() {
 		ns, name, _ := strings.Cut(d.VMIKey, "/")
-		out = append(out, DomainInfo{Name: d.Name, UUID: d.UUID, State: d.State, Reason: d.Reason,
+		out = append(out, launcher.DomainInfo{Name: d.Name, UUID: d.UUID, State: d.State, Reason: d.Reason, Node: d.Node,
 			VMIUID: d.VMIUID, VMINamespace: ns, VMIName: name})
 	}
 	return out, nil

@@ -69,6 +69,14 @@ func TestLeaseRenewedOnlyForRestartElsewhere(t *testing.T) {
 			t.Errorf("%s (Wait) got lease renewals %v", n, d.Leases)
 		}
 	}
+	// The policy reaches the domain metadata, where the launcher's
+	// watchdog reads it (docs/failover.md, point 3).
+	for n, want := range map[string]string{"re": apiv1.NodeFailurePolicyRestartElsewhere, "w": apiv1.NodeFailurePolicyWait,
+		"default-policy": apiv1.NodeFailurePolicyWait} {
+		if d, _ := h.fake.Domain(domainOf(n)); d.NodeFailurePolicy != want {
+			t.Errorf("%s: domain records policy %q, want %q", n, d.NodeFailurePolicy, want)
+		}
+	}
 	for _, c := range h.fake.Calls() {
 		if c.Op == "RenewLease" && c.Domain != domainOf("re") {
 			t.Errorf("RenewLease on %s", c.Domain)

@@ -127,7 +127,8 @@ func (a *Agent) ensureLauncher(ctx context.Context, vmi *apiv1.VirtualMachineIns
 	if e != nil {
 		// Dead or stale: make sure it cannot act on the domain any more
 		// (a hung launcher that wakes up must not fence a guest that a
-		// new launcher now runs), then forget it.
+		// new launcher now runs), then forget it. Stop kills by pid
+		// when the launcher does not answer.
 		a.launchers.remove(e)
 		e.stopWatching()
 		sctx, cancel := context.WithTimeout(ctx, a.opts.ReattachTimeout)
@@ -150,6 +151,9 @@ func (a *Agent) ensureLauncher(ctx context.Context, vmi *apiv1.VirtualMachineIns
 		a.launchers.markGone(rec.Handle)
 		a.log.Info("launcher is gone; starting a new one", "vmi", key, "pid", rec.Handle.Pid, "err", err)
 	}
+	if err := a.endOldLaunchers(ctx, rec, e); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", errLauncherUnavailable, key, err)
+	}
 
 	if vmi == nil {
 		vmi = stubVMI(rec)
@@ -161,6 +165,32 @@ func (a *Agent) ensureLauncher(ctx context.Context, vmi *apiv1.VirtualMachineIns
 	a.log.Info("launched launcher", "vmi", key, "pid", h.Pid, "domain", rec.DomainName)
 	e = a.adopt(ctx, rec, c, h)
 	return e, a.persistHandle(rec, e)
+}
+
+// endOldLaunchers makes sure no launcher the agent knew of for rec still
+// runs before a new one is started. One that could not be reattached may
+// still be alive — hung, or merely slow after an agent restart — holding
+// the domain lock (the new launcher would be refused) and perhaps an
+// armed lease watchdog that would later fence the guest its successor
+// runs. KillLauncher checks the pid first and is a no-op for a launcher
+// that is gone, so this costs nothing in the common case.
+func (a *Agent) endOldLaunchers(ctx context.Context, rec *state.VMI, old *entry) error {
+	var handles []launcher.Handle
+	if rec.HasLauncher() {
+		handles = append(handles, rec.Handle)
+	}
+	if old != nil && old.handle.Pid > 0 && old.handle != rec.Handle {
+		handles = append(handles, old.handle)
+	}
+	for _, h := range handles {
+		kctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+		err := a.opts.Launchers.KillLauncher(kctx, h)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("ending the unreachable launcher (pid %d): %w", h.Pid, err)
+		}
+	}
+	return nil
 }
 
 // persistHandle saves the entry's handle in rec unless it is there

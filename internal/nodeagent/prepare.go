@@ -71,6 +71,11 @@ type prepareError struct {
 func (e *prepareError) Error() string { return e.err.Error() }
 func (e *prepareError) Unwrap() error { return e.err }
 
+// ConsoleLogPath is the serial console log of the VMI whose directory is
+// vmiDir (<node data dir>/vmis/<uid>): virtlogd appends the guest's serial
+// output to it, and it goes with the directory when the VMI ends.
+func ConsoleLogPath(vmiDir string) string { return filepath.Join(vmiDir, "console.log") }
+
 // vmiDir is where a VMI's files live. It is named by uid so a new VMI of
 // the same name never sees an old one's disks.
 func (a *Agent) vmiDir(uid string) string {
@@ -103,8 +108,11 @@ func (a *Agent) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, 
 	}
 	opts := &launcherpb.SyncOptions{
 		Kvm:            a.host.KVMUsable,
-		ConsoleLogPath: filepath.Join(rec.Dir, "console.log"),
+		ConsoleLogPath: ConsoleLogPath(rec.Dir),
 		DomainName:     rec.DomainName,
+		// Recorded in the domain, so the launcher's lease watchdog
+		// never fences a Wait domain, whoever arms it.
+		NodeFailurePolicy: rec.NodeFailurePolicy,
 	}
 	volumes := map[string]*apiv1.Volume{}
 	for _, v := range vmi.GetSpec().GetVolumes() {

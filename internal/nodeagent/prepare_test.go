@@ -71,7 +71,7 @@ esac
 	tools := ExecTools{Path: script}
 	ctx := context.Background()
 	p, err := tools.Probe(ctx, "test:///default")
-	if err != nil || p.LibvirtVersion != "10.0.0" || p.QemuVersion != "8.2.0" {
+	if err != nil || p.LibvirtVersion != "10.0.0" || p.QEMUVersion != "8.2.0" {
 		t.Fatalf("probe %+v, %v", p, err)
 	}
 	doms, err := tools.ListDomains(ctx, "test:///default")

@@ -74,10 +74,14 @@ func (a *Agent) fenceIfLeaseExpired(ctx context.Context) {
 	}
 }
 
-// cleanupOrphans removes the domains virtplane defined on this host that
+// cleanupOrphans removes the domains virtplane defined for this node that
 // belong to nothing: no state record and no VMI placed here. Domains of a
 // VMI placed here without a record (a lost state database) are left for
 // the handler, whose new launcher adopts them by name and VMI uid.
+//
+// Only domains whose metadata names this node count: libvirtd may be
+// shared with another node agent (two node names on one host, parallel
+// test runs), whose guests are not ours to destroy.
 func (a *Agent) cleanupOrphans(ctx context.Context) {
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	doms, err := a.opts.Tools.ListDomains(lctx, a.opts.LibvirtURI)
@@ -102,6 +106,10 @@ func (a *Agent) cleanupOrphans(ctx context.Context) {
 		if (d.VMIUID != "" && known["uid/"+d.VMIUID]) || known["name/"+d.Name] {
 			continue
 		}
+		if d.Node != a.opts.NodeName {
+			a.log.Debug("leaving a domain of another node alone", "domain", d.Name, "domain_node", d.Node)
+			continue
+		}
 		a.log.Warn("cleaning up orphan domain", "domain", d.Name, "vmi_uid", d.VMIUID, "state", d.State)
 		if err := a.destroyOrphan(ctx, d); err != nil {
 			a.log.Error("cleaning up orphan domain failed", "domain", d.Name, "err", err)
@@ -111,7 +119,7 @@ func (a *Agent) cleanupOrphans(ctx context.Context) {
 
 // destroyOrphan kills and undefines a domain through a launcher of its
 // own, which is stopped afterwards.
-func (a *Agent) destroyOrphan(ctx context.Context, d DomainInfo) error {
+func (a *Agent) destroyOrphan(ctx context.Context, d launcher.DomainInfo) error {
 	stub := &apiv1.VirtualMachineInstance{Metadata: &apiv1.ObjectMeta{
 		Uid: d.VMIUID, Namespace: d.VMINamespace, Name: d.VMIName,
 	}}

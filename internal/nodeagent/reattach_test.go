@@ -114,11 +114,53 @@ func TestRestartWithDeadLauncherAdopts(t *testing.T) {
 	}
 }
 
-// Domains that belong to nothing are removed; a domain of a VMI placed
-// here whose record was lost is adopted, not removed.
+// The launcher hung while the agent was down: it cannot be reattached,
+// but it still holds the domain lock, so the restarted agent kills it by
+// its handle before it launches the replacement, which adopts the guest.
+func TestRestartWithHungLauncherKillsItFirst(t *testing.T) {
+	h := newHarness(t)
+	_, stop := h.runAgent()
+	h.createVMI("hung2")
+	h.waitPhase("hung2", apiv1.PhaseRunning)
+	oldPid := h.record("hung2").Handle.Pid
+	stop()
+	h.fake.HangLaunchers(domainOf("hung2"))
+
+	start := time.Now()
+	_, _ = h.runAgent()
+	h.eventually("a new launcher adopts the domain", func() bool {
+		r := h.record("hung2")
+		return r != nil && r.Handle.Pid != oldPid && h.fake.AliveLaunchers(domainOf("hung2")) == 1 && h.fake.Count("Sync") >= 2
+	})
+	t.Logf("replaced in %v", time.Since(start).Round(time.Millisecond))
+	kill, launch := -1, -1
+	for i, c := range h.fake.Calls() {
+		switch {
+		case c.Op == "KillLauncher" && c.Pid == oldPid && kill < 0:
+			kill = i
+		case c.Op == "Launch" && i > kill && kill >= 0 && launch < 0:
+			launch = i
+		}
+	}
+	if kill < 0 || launch < 0 {
+		t.Fatalf("the hung launcher was not killed before the new launch: %+v", h.fake.Calls())
+	}
+	if d, _ := h.fake.Domain(domainOf("hung2")); d.Starts != 1 || d.State != fake.StateRunning {
+		t.Errorf("guest restarted or stopped: %+v", d)
+	}
+	if p := h.phase("hung2"); p != apiv1.PhaseRunning {
+		t.Errorf("phase %s", p)
+	}
+}
+
+// Domains of this node that belong to nothing are removed; a domain of a
+// VMI placed here whose record was lost is adopted, not removed; domains
+// of other node agents sharing the libvirtd are left alone.
 func TestOrphanDomainsCleanedUp(t *testing.T) {
 	h := newHarness(t)
-	h.fake.AddDomain(fake.Domain{Name: "default_ghost", VMIUID: "uid-of-a-long-gone-vmi", VMIKey: "default/ghost"})
+	h.fake.AddDomain(fake.Domain{Name: "default_ghost", VMIUID: "uid-of-a-long-gone-vmi", VMIKey: "default/ghost", Node: testNode})
+	h.fake.AddDomain(fake.Domain{Name: "default_neighbour", VMIUID: "uid-n", VMIKey: "default/neighbour", Node: "node2", State: fake.StateRunning})
+	h.fake.AddDomain(fake.Domain{Name: "default_nodeless", VMIUID: "uid-x", VMIKey: "default/nodeless", State: fake.StateRunning})
 	lost := h.createVMI("lost", withPhaseRunning())
 	h.fake.AddDomain(fake.Domain{Name: domainOf("lost"), VMIUID: lost.Metadata.Uid, VMIKey: "default/lost"})
 
@@ -126,6 +168,11 @@ func TestOrphanDomainsCleanedUp(t *testing.T) {
 	h.eventually("orphan removed", func() bool { _, ok := h.fake.Domain("default_ghost"); return !ok })
 	if n := h.fake.AliveLaunchers("default_ghost"); n != 0 {
 		t.Errorf("%d launchers left for the orphan", n)
+	}
+	for _, name := range []string{"default_neighbour", "default_nodeless"} {
+		if d, ok := h.fake.Domain(name); !ok || d.State != fake.StateRunning {
+			t.Errorf("domain %s of another agent touched: %+v (exists %v)", name, d, ok)
+		}
 	}
 	h.eventually("lost VMI adopted", func() bool { r := h.record("lost"); return r != nil && r.HasLauncher() && h.fake.Count("Sync") >= 1 })
 	if d, ok := h.fake.Domain(domainOf("lost")); !ok || d.State != fake.StateRunning || d.Starts != 0 {

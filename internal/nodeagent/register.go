@@ -39,7 +39,7 @@ func (a *Agent) node(ctx context.Context) *apiv1.Node {
 				Hostname:       h.Hostname,
 				AgentVersion:   a.opts.AgentVersion,
 				LibvirtVersion: probe.LibvirtVersion,
-				QemuVersion:    probe.QemuVersion,
+				QemuVersion:    probe.QEMUVersion,
 				KvmUsable:      h.KVMUsable,
 				KernelVersion:  h.KernelVersion,
 				Architecture:   h.Architecture,

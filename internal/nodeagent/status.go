@@ -110,7 +110,7 @@ func runningStatus(d *launcherpb.DomainStatus, kvm bool) func(*apiv1.VirtualMach
 // setPausedCondition reflects a paused domain (KubeVirt
 // calculatePausedCondition).
 func setPausedCondition(st *apiv1.VirtualMachineInstanceStatus, d *launcherpb.DomainStatus, now time.Time) {
-	if d.GetState() != statePaused {
+	if d.GetState() != statePaused || (!d.GetPausedByUser() && transientPause(d.GetReason())) {
 		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionPaused)
 		return
 	}
@@ -124,6 +124,21 @@ func setPausedCondition(st *apiv1.VirtualMachineInstanceStatus, d *launcherpb.Do
 		c.Reason, c.Message = "Paused", "libvirt reports the domain paused ("+d.GetReason()+")"
 	}
 	st.Conditions = apiv1.SetCondition(st.Conditions, c, now)
+}
+
+// transientPause reports libvirt pause reasons that are steps of
+// something else rather than a paused guest. A guest panic stops QEMU
+// (Paused/Unknown: QEMU's STOP comes before its GUEST_PANICKED event),
+// then libvirt marks it crashed (Paused/Crashed on some versions) and
+// applies on_crash; the end-to-end tests saw a crashing VM show "Paused"
+// for seconds under load. QEMU is also paused around start and shutdown.
+// KubeVirt likewise reports only the pauses it knows (user, I/O error).
+func transientPause(reason string) bool {
+	switch reason {
+	case "Unknown", "Crashed", "StartingUp", "ShuttingDown":
+		return true
+	}
+	return false
 }
 
 // finalStatus ends the VMI with phase (Succeeded or Failed).

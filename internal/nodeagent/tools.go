@@ -3,71 +3,44 @@ package nodeagent
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strings"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 )
-
-// ProbeInfo is what `virtplane-launcher probe` prints.
-type ProbeInfo struct {
-	LibvirtVersion string `json:"libvirt_version"`
-	QemuVersion    string `json:"qemu_version"`
-	Hostname       string `json:"hostname"`
-}
-
-// DomainInfo is one element of `virtplane-launcher list-domains`.
-type DomainInfo struct {
-	Name         string `json:"name"`
-	UUID         string `json:"uuid"`
-	State        string `json:"state"`
-	Reason       string `json:"reason"`
-	VMIUID       string `json:"vmi_uid"`
-	VMINamespace string `json:"vmi_namespace"`
-	VMIName      string `json:"vmi_name"`
-}
 
 // LauncherTools are the launcher binary's one-shot commands, which the
 // agent needs without a launcher process (and without linking libvirt).
+// ExecTools is the real one; tests substitute a fake.
 type LauncherTools interface {
-	Probe(ctx context.Context, libvirtURI string) (ProbeInfo, error)
+	Probe(ctx context.Context, libvirtURI string) (launcher.ProbeResult, error)
 	// ListDomains lists the domains virtplane defined on the host.
-	ListDomains(ctx context.Context, libvirtURI string) ([]DomainInfo, error)
+	ListDomains(ctx context.Context, libvirtURI string) ([]launcher.DomainInfo, error)
 }
 
-// ExecTools runs the launcher binary at Path ("virtplane-launcher" from
-// PATH when empty).
+// ExecTools runs `virtplane-launcher probe|list-domains` at Path
+// ("virtplane-launcher" from PATH when empty) through internal/launcher,
+// which owns the commands' output format.
 type ExecTools struct {
 	Path string
 }
 
 var _ LauncherTools = ExecTools{}
 
-func (t ExecTools) Probe(ctx context.Context, uri string) (ProbeInfo, error) {
-	var out ProbeInfo
-	err := t.run(ctx, &out, "probe", "--libvirt-uri", uri)
-	return out, err
+func (t ExecTools) path() string {
+	if t.Path == "" {
+		return "virtplane-launcher"
+	}
+	return t.Path
 }
 
-func (t ExecTools) ListDomains(ctx context.Context, uri string) ([]DomainInfo, error) {
-	var out []DomainInfo
-	err := t.run(ctx, &out, "list-domains", "--libvirt-uri", uri)
-	return out, err
+func (t ExecTools) Probe(ctx context.Context, uri string) (launcher.ProbeResult, error) {
+	return launcher.Probe(ctx, t.path(), uri)
 }
 
-func (t ExecTools) run(ctx context.Context, into any, args ...string) error {
-	path := t.Path
-	if path == "" {
-		path = "virtplane-launcher"
-	}
-	stdout, err := runCommand(ctx, path, args...)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(stdout, into); err != nil {
-		return fmt.Errorf("%s %s: decoding output: %w", path, args[0], err)
-	}
-	return nil
+func (t ExecTools) ListDomains(ctx context.Context, uri string) ([]launcher.DomainInfo, error) {
+	return launcher.ListDomains(ctx, t.path(), uri)
 }
 
 // runCommand runs a command from an argument list (never a shell) and

@@ -50,6 +50,10 @@ type Domain struct {
 	PowerOffAfterACPI int
 	// Leases are the RenewLease durations received, in order.
 	Leases []time.Duration
+	// NodeFailurePolicy is what Sync recorded in the domain metadata.
+	NodeFailurePolicy string
+	// Node is the VMI's node when Sync defined the domain.
+	Node string
 }
 
 // Call is one recorded call.
@@ -119,6 +123,14 @@ func (m *Manager) Launch(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 		m.record(c)
 		return nil, launcher.Handle{}, m.launchErr
 	}
+	// Like the real launcher's flock: one launcher per domain, and a hung
+	// one still holds it.
+	for _, p := range m.procs {
+		if p.domain == domainName && p.alive {
+			m.record(c)
+			return nil, launcher.Handle{}, fmt.Errorf("launch %s: launcher exited: another launcher (pid %d) already manages this domain", domainName, p.pid)
+		}
+	}
 	m.nextPid++
 	p := &proc{pid: m.nextPid, domain: domainName, alive: true, subs: map[chan *launcherpb.DomainEvent]struct{}{}}
 	m.procs[p.pid] = p
@@ -151,6 +163,20 @@ func (m *Manager) Reattach(ctx context.Context, h launcher.Handle) (launcher.Cli
 		return nil, status.Errorf(codes.DeadlineExceeded, "reattaching to launcher pid %d: %v", h.Pid, ctx.Err())
 	}
 	return &client{m: m, pid: p.pid, domain: h.DomainName}, nil
+}
+
+// KillLauncher ends the launcher process of h, hung or not, if it is one
+// for h's domain.
+func (m *Manager) KillLauncher(_ context.Context, h launcher.Handle) error {
+	c := Call{Op: "KillLauncher", Domain: h.DomainName, Pid: h.Pid}
+	defer func() { m.notify(c) }()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.record(c)
+	if p := m.procs[h.Pid]; p != nil && p.alive && p.domain == h.DomainName {
+		m.exit(p)
+	}
+	return nil
 }
 
 // --- test controls ---------------------------------------------------------
@@ -386,11 +412,15 @@ func (c *client) Sync(ctx context.Context, vmi *apiv1.VirtualMachineInstance, op
 	phase := vmi.GetStatus().GetPhase()
 	if d == nil {
 		d = &Domain{Name: c.domain, UUID: uuid.NewString(), VMIUID: md.GetUid(), VMIKey: md.GetNamespace() + "/" + md.GetName(),
-			State: StateShutoff, Reason: ReasonUnknown, PowerOffAfterACPI: m.PowerOffAfterACPI}
+			State: StateShutoff, Reason: ReasonUnknown, PowerOffAfterACPI: m.PowerOffAfterACPI,
+			Node: vmi.GetStatus().GetNodeName()}
 		m.domains[c.domain] = d
 		m.emit(c.domain, "Defined/Added")
 	}
 	d.GracePeriodSeconds = vmi.GetSpec().GetTerminationGracePeriodSeconds()
+	if p := opts.GetNodeFailurePolicy(); p != "" {
+		d.NodeFailurePolicy = p
+	}
 	// Like libvirt, starting needs every file the domain points at.
 	if d.State == StateShutoff && phase != apiv1.PhaseRunning && !apiv1.IsFinal(phase) {
 		for _, p := range append([]string{opts.GetKernelPath(), opts.GetInitrdPath()}, diskPaths(opts)...) {

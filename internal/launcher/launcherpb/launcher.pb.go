@@ -138,9 +138,14 @@ type SyncOptions struct {
 	InitrdPath     string                 `protobuf:"bytes,6,opt,name=initrd_path,json=initrdPath,proto3" json:"initrd_path,omitempty"`
 	KernelCmdline  string                 `protobuf:"bytes,7,opt,name=kernel_cmdline,json=kernelCmdline,proto3" json:"kernel_cmdline,omitempty"`
 	// Domain name; unique per VMI namespace/name on the node.
-	DomainName    string `protobuf:"bytes,8,opt,name=domain_name,json=domainName,proto3" json:"domain_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DomainName string `protobuf:"bytes,8,opt,name=domain_name,json=domainName,proto3" json:"domain_name,omitempty"`
+	// The VM's node_failure_policy (Wait or RestartElsewhere), recorded in
+	// the domain metadata so the launcher's lease watchdog can decide
+	// without the API: it is never armed for a Wait domain
+	// (docs/failover.md, point 3). Empty keeps what the domain records.
+	NodeFailurePolicy string `protobuf:"bytes,9,opt,name=node_failure_policy,json=nodeFailurePolicy,proto3" json:"node_failure_policy,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SyncOptions) Reset() {
@@ -225,6 +230,13 @@ func (x *SyncOptions) GetKernelCmdline() string {
 func (x *SyncOptions) GetDomainName() string {
 	if x != nil {
 		return x.DomainName
+	}
+	return ""
+}
+
+func (x *SyncOptions) GetNodeFailurePolicy() string {
+	if x != nil {
+		return x.NodeFailurePolicy
 	}
 	return ""
 }
@@ -635,7 +647,7 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\tread_only\x18\x06 \x01(\bR\breadOnly\x12\x1d\n" +
 	"\n" +
 	"boot_order\x18\a \x01(\x05R\tbootOrder\x12\x16\n" +
-	"\x06serial\x18\b \x01(\tR\x06serial\"\xae\x02\n" +
+	"\x06serial\x18\b \x01(\tR\x06serial\"\xde\x02\n" +
 	"\vSyncOptions\x12\x10\n" +
 	"\x03kvm\x18\x01 \x01(\bR\x03kvm\x12 \n" +
 	"\ftb_cache_mib\x18\x02 \x01(\x05R\n" +
@@ -648,7 +660,8 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"initrdPath\x12%\n" +
 	"\x0ekernel_cmdline\x18\a \x01(\tR\rkernelCmdline\x12\x1f\n" +
 	"\vdomain_name\x18\b \x01(\tR\n" +
-	"domainName\"\x83\x01\n" +
+	"domainName\x12.\n" +
+	"\x13node_failure_policy\x18\t \x01(\tR\x11nodeFailurePolicy\"\x83\x01\n" +
 	"\vSyncRequest\x126\n" +
 	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\x12<\n" +
 	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\x8a\x02\n" +

@@ -53,7 +53,8 @@ type LauncherClient interface {
 	Unpause(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*DomainStatus, error)
 	GetDomain(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*DomainStatus, error)
 	Ping(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*PingResponse, error)
-	// Renew the self-fencing lease.
+	// Renew the self-fencing lease. Refused (FAILED_PRECONDITION) for a
+	// domain whose recorded node failure policy is not RestartElsewhere.
 	RenewLease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*Empty, error)
 	// Stream of domain changes from libvirt lifecycle events; the first
 	// message is the current status.
@@ -195,7 +196,8 @@ type LauncherServer interface {
 	Unpause(context.Context, *Empty) (*DomainStatus, error)
 	GetDomain(context.Context, *Empty) (*DomainStatus, error)
 	Ping(context.Context, *Empty) (*PingResponse, error)
-	// Renew the self-fencing lease.
+	// Renew the self-fencing lease. Refused (FAILED_PRECONDITION) for a
+	// domain whose recorded node failure policy is not RestartElsewhere.
 	RenewLease(context.Context, *LeaseRequest) (*Empty, error)
 	// Stream of domain changes from libvirt lifecycle events; the first
 	// message is the current status.

@@ -40,7 +40,7 @@ func Build(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*li
 	if err != nil {
 		return nil, err
 	}
-	meta, err := metadataFor(vmi)
+	meta, err := metadataFor(vmi, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func buildOS(opts *launcherpb.SyncOptions) (*libvirtxml.DomainOS, error) {
 	return o, nil
 }
 
-func metadataFor(vmi *apiv1.VirtualMachineInstance) (string, error) {
+func metadataFor(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (string, error) {
 	md := vmi.GetMetadata()
 	if md.GetUid() == "" {
 		return "", errors.New("vmi metadata.uid is required")
@@ -150,6 +150,8 @@ func metadataFor(vmi *apiv1.VirtualMachineInstance) (string, error) {
 		Namespace:          md.GetNamespace(),
 		Name:               md.GetName(),
 		GracePeriodSeconds: GracePeriodSeconds(vmi),
+		NodeFailurePolicy:  opts.GetNodeFailurePolicy(),
+		Node:               vmi.GetStatus().GetNodeName(),
 	}.MarshalNamespaced()
 }
 

@@ -52,12 +52,14 @@ func TestBuildGolden(t *testing.T) {
 				v := testVMI("1Gi")
 				v.Spec.Domain.Cpu = &apiv1.CPU{Sockets: 2, Cores: 2, Threads: 2}
 				v.Spec.TerminationGracePeriodSeconds = &grace
+				v.Status = &apiv1.VirtualMachineInstanceStatus{NodeName: "host-1"}
 				return v
 			},
 			opts: &launcherpb.SyncOptions{
-				DomainName:     "prod_db",
-				Kvm:            true,
-				ConsoleLogPath: "/var/log/virtplane/console/prod_db.log",
+				DomainName:        "prod_db",
+				Kvm:               true,
+				NodeFailurePolicy: "RestartElsewhere",
+				ConsoleLogPath:    "/var/log/virtplane/console/prod_db.log",
 				Disks: []*launcherpb.DiskSource{
 					{Name: "root", Path: "/var/lib/virtplane/disks/root.qcow2", Format: "qcow2", BootOrder: 1, Serial: "root0"},
 					{Name: "data", Path: "/var/lib/virtplane/disks/data.raw", Format: "raw", Bus: "virtio", ReadOnly: true},

@@ -3,6 +3,8 @@ package domxml
 import (
 	"encoding/xml"
 	"fmt"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // Namespace is the XML namespace of virtplane's domain metadata. libvirt
@@ -34,6 +36,22 @@ type Metadata struct {
 	// ShutdownRequestedAt is the unix time of the first ACPI shutdown
 	// request, the start of the grace period.
 	ShutdownRequestedAt int64 `xml:"shutdownRequestedAt,omitempty"`
+	// NodeFailurePolicy is the VM's node_failure_policy. It lives here so
+	// that the lease watchdog decides without the API (docs/failover.md,
+	// point 3): only a RestartElsewhere domain is ever fenced; empty
+	// counts as Wait, the safe default.
+	NodeFailurePolicy string `xml:"nodeFailurePolicy,omitempty"`
+	// Node is the node the VMI was placed on when the domain was
+	// defined. A node agent removes as orphans only the domains of its own
+	// node: another agent sharing the libvirtd (a second node name on one
+	// host, tests) owns the rest.
+	Node string `xml:"node,omitempty"`
+}
+
+// FencedOnLeaseExpiry reports whether the lease watchdog may destroy the
+// domain: only for the RestartElsewhere policy.
+func (m Metadata) FencedOnLeaseExpiry() bool {
+	return m.NodeFailurePolicy == apiv1.NodeFailurePolicyRestartElsewhere
 }
 
 // MarshalNamespaced returns the element with its namespace declared, for

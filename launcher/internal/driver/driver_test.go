@@ -68,7 +68,31 @@ func vmi(phase string) *apiv1.VirtualMachineInstance {
 }
 
 func (h *harness) sync(v *apiv1.VirtualMachineInstance) (*launcherpb.DomainStatus, error) {
-	return h.d.Sync(context.Background(), &launcherpb.SyncRequest{Vmi: v, Options: &launcherpb.SyncOptions{DomainName: testDomain}})
+	return h.syncPolicy(v, "")
+}
+
+// syncPolicy syncs as the node agent does, which passes the VMI's node
+// failure policy.
+func (h *harness) syncPolicy(v *apiv1.VirtualMachineInstance, policy string) (*launcherpb.DomainStatus, error) {
+	return h.d.Sync(context.Background(), &launcherpb.SyncRequest{Vmi: v,
+		Options: &launcherpb.SyncOptions{DomainName: testDomain, NodeFailurePolicy: policy}})
+}
+
+func (h *harness) renew(d time.Duration) error {
+	_, err := h.d.RenewLease(context.Background(), &launcherpb.LeaseRequest{ValidForMillis: d.Milliseconds()})
+	return err
+}
+
+// waitShutoff waits until the watchdog destroyed the domain.
+func (h *harness) waitShutoff(why string) {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for h.conn.get(testDomain).state != StateShutoff {
+		if time.Now().After(deadline) {
+			h.t.Fatal(why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (h *harness) mustSync(v *apiv1.VirtualMachineInstance) *launcherpb.DomainStatus {
@@ -465,10 +489,12 @@ func TestBroadcasterKeepsLatest(t *testing.T) {
 
 func TestLeaseExpiryDestroysDomain(t *testing.T) {
 	h := newHarness(t)
-	h.mustSync(vmi(apiv1.PhaseScheduled))
+	if _, err := h.syncPolicy(vmi(apiv1.PhaseScheduled), apiv1.NodeFailurePolicyRestartElsewhere); err != nil {
+		t.Fatal(err)
+	}
 	renew := func(d time.Duration) {
 		t.Helper()
-		if _, err := h.d.RenewLease(context.Background(), &launcherpb.LeaseRequest{ValidForMillis: d.Milliseconds()}); err != nil {
+		if err := h.renew(d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -487,31 +513,103 @@ func TestLeaseExpiryDestroysDomain(t *testing.T) {
 
 	// Not renewed: fenced.
 	renew(50 * time.Millisecond)
-	deadline := time.Now().Add(5 * time.Second)
-	for h.conn.get(testDomain).state != StateShutoff {
-		if time.Now().After(deadline) {
-			t.Fatal("domain still running after the lease expired")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	h.waitShutoff("domain still running after the lease expired")
 }
 
 func TestLeaseFenceRetriesUntilDestroyed(t *testing.T) {
 	h := newHarness(t)
-	h.mustSync(vmi(apiv1.PhaseScheduled))
+	if _, err := h.syncPolicy(vmi(apiv1.PhaseScheduled), apiv1.NodeFailurePolicyRestartElsewhere); err != nil {
+		t.Fatal(err)
+	}
 	h.conn.setOffline(true)
-	if _, err := h.d.RenewLease(context.Background(), &launcherpb.LeaseRequest{ValidForMillis: 10}); err != nil {
+	// Armed although the policy cannot be read: refusing a renewal
+	// because libvirtd is briefly away would fence a healthy guest.
+	if err := h.renew(10 * time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
 	h.conn.setOffline(false)
-	deadline := time.Now().Add(5 * time.Second)
-	for h.conn.get(testDomain).state != StateShutoff {
-		if time.Now().After(deadline) {
-			t.Fatal("fence did not retry after libvirt came back")
-		}
-		time.Sleep(10 * time.Millisecond)
+	h.waitShutoff("fence did not retry after libvirt came back")
+}
+
+// Sync records the node failure policy in the domain, also when adopting
+// a domain defined without it.
+func TestSyncRecordsNodeFailurePolicy(t *testing.T) {
+	h := newHarness(t)
+	if _, err := h.syncPolicy(vmi(apiv1.PhaseScheduled), apiv1.NodeFailurePolicyWait); err != nil {
+		t.Fatal(err)
 	}
+	if md := metadataOf(t, h.conn.get(testDomain)); md.NodeFailurePolicy != apiv1.NodeFailurePolicyWait {
+		t.Fatalf("metadata after define = %+v", md)
+	}
+
+	old, _ := domxml.Metadata{UID: testUID, GracePeriodSeconds: 30}.MarshalElement()
+	h.conn.get(testDomain).metadata = old
+	if _, err := h.syncPolicy(vmi(apiv1.PhaseRunning), apiv1.NodeFailurePolicyRestartElsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if md := metadataOf(t, h.conn.get(testDomain)); md.NodeFailurePolicy != apiv1.NodeFailurePolicyRestartElsewhere {
+		t.Fatalf("metadata after adoption = %+v", md)
+	}
+	// An empty policy (an older agent) keeps what the domain records.
+	h.mustSync(vmi(apiv1.PhaseRunning))
+	if md := metadataOf(t, h.conn.get(testDomain)); md.NodeFailurePolicy != apiv1.NodeFailurePolicyRestartElsewhere {
+		t.Fatalf("metadata after a sync without policy = %+v", md)
+	}
+}
+
+// The launcher refuses to arm the watchdog of a Wait domain, including
+// one with no recorded policy (Wait is the default).
+func TestLeaseRefusedForWaitDomain(t *testing.T) {
+	for _, policy := range []string{apiv1.NodeFailurePolicyWait, ""} {
+		h := newHarness(t)
+		if _, err := h.syncPolicy(vmi(apiv1.PhaseScheduled), policy); err != nil {
+			t.Fatal(err)
+		}
+		wantCode(t, h.renew(50*time.Millisecond), codes.FailedPrecondition, "node failure policy Wait")
+		if err := h.renew(0); err != nil {
+			t.Fatalf("disarming: %v", err)
+		}
+		time.Sleep(150 * time.Millisecond)
+		if s := h.conn.get(testDomain); s.state != StateRunning {
+			t.Fatalf("policy %q: Wait domain %s after a refused lease", policy, s.state)
+		}
+	}
+}
+
+// A new launcher is renewed before its first Sync, when there is no
+// domain to read the policy from. The watchdog is armed then, but neither
+// Sync of a Wait VMI nor expiry may kill a Wait domain.
+func TestWatchdogNeverKillsWaitDomain(t *testing.T) {
+	t.Run("disarmed by Sync", func(t *testing.T) {
+		h := newHarness(t)
+		if err := h.renew(80 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.syncPolicy(vmi(apiv1.PhaseScheduled), apiv1.NodeFailurePolicyWait); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if s := h.conn.get(testDomain); s.state != StateRunning {
+			t.Fatalf("Wait domain %s after the early lease expired", s.state)
+		}
+	})
+	t.Run("checked at expiry", func(t *testing.T) {
+		h := newHarness(t)
+		if err := h.renew(50 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		// Defined meanwhile by another launcher, as a Wait domain.
+		md, _ := domxml.Metadata{UID: testUID, NodeFailurePolicy: apiv1.NodeFailurePolicyWait}.MarshalElement()
+		h.conn.put(&fakeState{name: testDomain, uuid: "u-1", state: StateRunning, reason: 1, metadata: md})
+		time.Sleep(200 * time.Millisecond)
+		if s := h.conn.get(testDomain); s.state != StateRunning {
+			t.Fatalf("Wait domain %s after lease expiry", s.state)
+		}
+		if n := h.conn.callsMatching("Destroy"); n != 0 {
+			t.Fatalf("%d Destroy calls on a Wait domain", n)
+		}
+	})
 }
 
 func TestNames(t *testing.T) {

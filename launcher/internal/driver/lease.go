@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
 
@@ -75,8 +76,44 @@ func (d *Driver) RenewLease(ctx context.Context, req *launcherpb.LeaseRequest) (
 	if ms < 0 {
 		return nil, status.Error(codes.InvalidArgument, "valid_for_millis must not be negative")
 	}
+	if ms > 0 {
+		// Only a domain known to be Wait is refused. One that does not
+		// exist yet (a new launcher is renewed before its first Sync), or
+		// whose metadata cannot be read now, is armed: the policy is
+		// checked again when the watchdog fires, and refusing a renewal
+		// because libvirtd hiccuped would fence a healthy guest later.
+		if p, known := d.recordedPolicy(); known && p != apiv1.NodeFailurePolicyRestartElsewhere {
+			d.lease.renew(0)
+			return nil, status.Errorf(codes.FailedPrecondition,
+				"domain %s has node failure policy %s: lease expiry never destroys it, so no lease watchdog is armed", d.cfg.DomainName, policyName(p))
+		}
+	}
 	d.lease.renew(time.Duration(ms) * time.Millisecond)
 	return &launcherpb.Empty{}, nil
+}
+
+// recordedPolicy returns the node failure policy in the domain's
+// metadata; known is false when the domain or its metadata cannot be
+// read.
+func (d *Driver) recordedPolicy() (policy string, known bool) {
+	dom, err := d.lookup()
+	if err != nil || dom == nil {
+		return "", false
+	}
+	defer dom.Free()
+	md, ok, err := readMetadata(dom)
+	if err != nil || !ok {
+		return "", false
+	}
+	return md.NodeFailurePolicy, true
+}
+
+// policyName names an empty (pre-recording) policy as what it means.
+func policyName(p string) string {
+	if p == "" {
+		return apiv1.NodeFailurePolicyWait + " (none recorded)"
+	}
+	return p
 }
 
 // fence destroys the domain because the node agent stopped renewing the
@@ -86,6 +123,33 @@ func (d *Driver) RenewLease(ctx context.Context, req *launcherpb.LeaseRequest) (
 func (d *Driver) fence(still func() bool) {
 	d.log.Error("lease expired without renewal: destroying the domain (self-fence)")
 	for still() {
+		// The domain's own record decides, not whoever armed the
+		// watchdog: a Wait domain is never killed by lease expiry
+		// (docs/failover.md, point 3).
+		dom, err := d.lookup()
+		if err == nil && dom == nil {
+			d.log.Warn("self-fence: the domain does not exist; nothing to destroy")
+			return
+		}
+		if err == nil {
+			md, ok, merr := readMetadata(dom)
+			dom.Free()
+			if merr == nil && (!ok || !md.FencedOnLeaseExpiry()) {
+				d.log.Warn("self-fence skipped: the domain's node failure policy is not RestartElsewhere",
+					"node_failure_policy", policyName(md.NodeFailurePolicy))
+				return
+			}
+			err = merr
+		}
+		if err != nil {
+			d.log.Error("self-fence: cannot read the domain's policy; retrying", "error", err)
+			select {
+			case <-d.done:
+				return
+			case <-time.After(fenceRetry):
+			}
+			continue
+		}
 		st, err := d.Kill(context.Background(), &launcherpb.Empty{})
 		if err == nil {
 			d.log.Error("self-fenced: domain destroyed", "state", st.GetState(), "reason", st.GetReason())

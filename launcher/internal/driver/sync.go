@@ -56,7 +56,7 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 		}
 		md, _, err = readMetadata(dom)
 	} else {
-		md, err = d.adopt(dom, vmi)
+		md, err = d.adopt(dom, vmi, opts)
 	}
 	if err != nil {
 		dom.Free()
@@ -64,6 +64,11 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	defer dom.Free()
 
+	if !md.FencedOnLeaseExpiry() {
+		// A watchdog armed before the policy was known (a new launcher is
+		// renewed before its first Sync) must not outlive that knowledge.
+		d.lease.renew(0)
+	}
 	if err := d.converge(dom, vmi, md); err != nil {
 		return nil, err
 	}
@@ -89,15 +94,22 @@ func (d *Driver) define(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.Sync
 
 // adopt takes over a domain that already exists — left by a launcher that
 // died, or by this one before a node-agent restart — if it is this VMI's.
-func (d *Driver) adopt(dom Domain, vmi *apiv1.VirtualMachineInstance) (domxml.Metadata, error) {
+func (d *Driver) adopt(dom Domain, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (domxml.Metadata, error) {
 	md, err := d.owned(dom)
 	if err != nil {
 		return md, err
 	}
-	// The grace period lives in the domain so that it outlives the VMI
-	// object; keep it current.
+	// The grace period and the node failure policy live in the domain so
+	// that they outlive the VMI object and the API; keep them current (a
+	// domain defined before the policy was recorded gets it here).
+	changed := false
 	if g := domxml.GracePeriodSeconds(vmi); md.GracePeriodSeconds != g {
-		md.GracePeriodSeconds = g
+		md.GracePeriodSeconds, changed = g, true
+	}
+	if p := opts.GetNodeFailurePolicy(); p != "" && md.NodeFailurePolicy != p {
+		md.NodeFailurePolicy, changed = p, true
+	}
+	if changed {
 		if err := writeMetadata(dom, md); err != nil {
 			return md, err
 		}

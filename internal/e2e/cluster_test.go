@@ -1,0 +1,696 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/virtplane/terraform-provider-virtplane/agent/server"
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+)
+
+// Timeouts. Guests boot in about 7 s alone under TCG, several times that
+// when the package's guests share two cores.
+const (
+	bootTimeout  = 2 * time.Minute
+	stateTimeout = time.Minute
+	guestMemory  = "160Mi"
+)
+
+// cluster is one virtplane installation for one test: the API server and
+// controllers in this process, the node agent as a process of its own
+// (so that it can be SIGKILLed), all in a directory of its own, with a
+// node name and a namespace no other test uses.
+type cluster struct {
+	t      *testing.T
+	ctx    context.Context
+	dir    string
+	socket string
+	node   string
+	ns     string
+	api    *client.Client
+	rec    *recorder
+
+	nodeDir string // the node agent's --node-data-dir
+
+	consMu   sync.Mutex
+	consoles map[string]*console // by VMI uid
+
+	mu       sync.Mutex
+	agent    *exec.Cmd
+	agentRun int // how many times the node agent was started
+	exited   chan struct{}
+}
+
+// clusterOptions change the server's defaults.
+type clusterOptions struct {
+	nodeLease, heartbeat time.Duration
+}
+
+// newCluster starts the server and the node agent and waits until the
+// node is registered.
+func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
+	t.Helper()
+	requireEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	began := time.Now()
+	id := randomID(t)
+	// Short: unix socket paths (the API's, etcd's, the launchers') must
+	// stay under 108 bytes.
+	dir := filepath.Join("/tmp", "vpe2e-"+id)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{
+		t: t, ctx: ctx, dir: dir, socket: filepath.Join(dir, "api.sock"),
+		node: "e2e-" + id, ns: "e2e-" + id, nodeDir: filepath.Join(dir, "node"),
+		consoles: map[string]*console{},
+	}
+	t.Cleanup(c.cleanup)
+
+	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	var o clusterOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	srv, err := server.Start(ctx, server.Options{
+		DataDir: filepath.Join(dir, "server"), Socket: c.socket, LeaderElect: true,
+		ImageDir: env.imageDir, NodeLease: o.nodeLease, HeartbeatInterval: o.heartbeat,
+		Logger: slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The agent first: its open watch would hold up the server's
+		// graceful stop.
+		c.killAgent()
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		srv.Shutdown(sctx)
+	})
+	c.api, err = client.Dial(ctx, client.Config{Endpoint: "unix://" + c.socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.api.Close() })
+	c.rec = startRecorder(c)
+	c.startAgent()
+	c.waitFor(stateTimeout, "node "+c.node+" registered and schedulable", func() bool {
+		n, err := c.api.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: c.node})
+		return err == nil && n.GetStatus().GetSchedulable()
+	})
+	t.Logf("cluster %s up in %s", id, time.Since(began).Round(time.Millisecond))
+	return c
+}
+
+func randomID(t *testing.T) string {
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// agentLog is the log file of the n-th node agent run (1-based).
+func (c *cluster) agentLog(n int) string {
+	return filepath.Join(c.dir, fmt.Sprintf("agent-%d.log", n))
+}
+
+// startAgent starts `virtplane-agent serve --role node` against the
+// server, logging to agentLog(run).
+func (c *cluster) startAgent() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.agentRun++
+	logf, err := os.Create(c.agentLog(c.agentRun))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer logf.Close()
+	agentDir := filepath.Join(c.dir, "agent")
+	cmd := exec.Command(env.agent, "serve", "--role", "node",
+		"--server", "unix://"+c.socket,
+		"--node-name", c.node,
+		"--libvirt-uri", env.uri,
+		"--launcher-path", env.launcher,
+		"--node-data-dir", c.nodeDir,
+		"--image-dir", env.imageDir,
+		"--data-dir", agentDir,
+		// Launcher sockets go next to the agent's socket.
+		"--socket", filepath.Join(agentDir, "agent.sock"),
+		"--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	c.agent, c.exited = cmd, exited
+}
+
+// killAgent SIGKILLs the node agent and waits until it is gone.
+func (c *cluster) killAgent() {
+	c.t.Helper()
+	c.mu.Lock()
+	cmd, exited := c.agent, c.exited
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		c.t.Fatal("node agent did not die on SIGKILL")
+	}
+}
+
+// cleanup removes everything the test made on the host, whatever state
+// it is in: the node agent, every launcher and domain of the namespace,
+// and the directory.
+func (c *cluster) cleanup() {
+	began := time.Now()
+	defer func() { c.t.Logf("cleaned up in %s", time.Since(began).Round(time.Millisecond)) }()
+	c.killAgent()
+	// The recorder, which starts followers, has stopped by now (its
+	// cleanup ran first).
+	c.consMu.Lock()
+	for _, con := range c.consoles {
+		con.close()
+	}
+	c.consMu.Unlock()
+	domains := c.domainsOnHost()
+	for _, d := range domains {
+		for _, pid := range launcherPids(d) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	for _, d := range domains {
+		_, _ = virsh("destroy", d)
+		_, _ = virsh("undefine", d, "--nvram")
+	}
+	if c.t.Failed() {
+		c.dumpLogs()
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		c.t.Logf("removing %s: %v", c.dir, err)
+	}
+}
+
+// dumpLogs shows the ends of the agent and launcher logs of a failed
+// test.
+func (c *cluster) dumpLogs() {
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "agent-*.log"))
+	more, _ := filepath.Glob(filepath.Join(c.nodeDir, "logs", "*.log"))
+	for _, f := range append(logs, more...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		const max = 12000
+		if len(b) > max {
+			b = b[len(b)-max:]
+		}
+		c.t.Logf("--- %s (end)\n%s", f, b)
+	}
+}
+
+// domainsOnHost lists the libvirt domains of this cluster's namespace.
+func (c *cluster) domainsOnHost() []string {
+	out, err := virsh("list", "--all", "--name")
+	if err != nil {
+		c.t.Logf("virsh list: %v", err)
+		return nil
+	}
+	var ds []string
+	for _, n := range strings.Fields(out) {
+		if strings.HasPrefix(n, c.ns+"_") {
+			ds = append(ds, n)
+		}
+	}
+	return ds
+}
+
+func virsh(args ...string) (string, error) {
+	cmd := exec.Command("virsh", append([]string{"-c", env.uri}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return string(out), nil
+}
+
+// domainDefined reports whether libvirt knows the domain at all.
+func domainDefined(t *testing.T, name string) bool {
+	t.Helper()
+	out, err := virsh("list", "--all", "--name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range strings.Fields(out) {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// --- VMs ---------------------------------------------------------------------
+
+// guestVM is a VM that boots the test guest by direct kernel boot with
+// the given kernel command line (testguest.Cmdline).
+func (c *cluster) guestVM(name, strategy, cmdline string) *apiv1.VirtualMachine {
+	grace := int64(30)
+	return &apiv1.VirtualMachine{
+		Metadata: &apiv1.ObjectMeta{Namespace: c.ns, Name: name},
+		Spec: &apiv1.VirtualMachineSpec{
+			RunStrategy: strategy,
+			Template: &apiv1.VirtualMachineInstanceTemplateSpec{
+				Spec: &apiv1.VirtualMachineInstanceSpec{
+					Domain: &apiv1.DomainSpec{
+						Cpu:    &apiv1.CPU{Cores: 1},
+						Memory: &apiv1.Memory{Guest: guestMemory},
+						Firmware: &apiv1.Firmware{KernelBoot: &apiv1.KernelBoot{
+							Kernel: env.kernel, Initrd: testguest.InitrdFile, Cmdline: cmdline,
+						}},
+					},
+					TerminationGracePeriodSeconds: &grace,
+				},
+			},
+		},
+	}
+}
+
+func (c *cluster) create(vm *apiv1.VirtualMachine) {
+	c.t.Helper()
+	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
+		c.t.Fatalf("creating VM %s: %v", vm.GetMetadata().GetName(), err)
+	}
+}
+
+func (c *cluster) key(name string) *apiv1.ObjectKey {
+	return &apiv1.ObjectKey{Namespace: c.ns, Name: name}
+}
+
+// domain is the libvirt domain name of VM name's instance.
+func (c *cluster) domain(name string) string { return nodeagent.DomainName(c.ns, name) }
+
+func (c *cluster) vm(name string) *apiv1.VirtualMachine {
+	c.t.Helper()
+	vm, err := c.api.VMs.Get(c.ctx, &apiv1.GetVirtualMachineRequest{Key: c.key(name)})
+	if err != nil {
+		c.t.Fatalf("getting VM %s: %v", name, err)
+	}
+	return vm
+}
+
+// vmi returns the VM's instance, or nil when there is none.
+func (c *cluster) vmi(name string) *apiv1.VirtualMachineInstance {
+	c.t.Helper()
+	v, err := c.api.VMIs.Get(c.ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: c.key(name)})
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	if err != nil {
+		c.t.Fatalf("getting VMI %s: %v", name, err)
+	}
+	return v
+}
+
+// waitFor polls cond until it holds or d passes.
+func (c *cluster) waitFor(d time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		if c.ctx.Err() != nil {
+			c.t.Fatalf("test context ended waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitRunning waits until VM name runs an instance other than notUID and
+// reports Running and ready, and returns that instance.
+func (c *cluster) waitRunning(name, notUID string) *apiv1.VirtualMachineInstance {
+	c.t.Helper()
+	var vmi *apiv1.VirtualMachineInstance
+	c.waitFor(bootTimeout, name+" running", func() bool {
+		vmi = c.vmi(name)
+		if vmi == nil || vmi.GetMetadata().GetUid() == notUID || vmi.GetStatus().GetPhase() != apiv1.PhaseRunning {
+			return false
+		}
+		vm := c.vm(name)
+		return vm.GetStatus().GetPrintableStatus() == apiv1.PrintableRunning && vm.GetStatus().GetReady()
+	})
+	return vmi
+}
+
+// waitPrintable waits until VM name shows the printable status want.
+func (c *cluster) waitPrintable(name, want string, d time.Duration) {
+	c.t.Helper()
+	c.waitFor(d, name+" "+want, func() bool { return c.vm(name).GetStatus().GetPrintableStatus() == want })
+}
+
+// vmiDir is the node agent's directory of VMI uid.
+func (c *cluster) vmiDir(uid string) string { return filepath.Join(c.nodeDir, "vmis", uid) }
+
+// console returns the serial console of VMI uid, from the log the node
+// agent has virtlogd write. Every VMI's console is followed from the
+// moment the watch shows the VMI, so nothing is lost when the VMI ends
+// (and its directory goes) before the test looks.
+func (c *cluster) console(uid string) *console {
+	c.consMu.Lock()
+	defer c.consMu.Unlock()
+	con := c.consoles[uid]
+	if con == nil {
+		con = followConsole(c.t, nodeagent.ConsoleLogPath(c.vmiDir(uid)))
+		c.consoles[uid] = con
+	}
+	return con
+}
+
+// agentLogMatches returns the lines of the n-th agent run's log that
+// match re.
+func (c *cluster) agentLogMatches(n int, re *regexp.Regexp) []string {
+	b, err := os.ReadFile(c.agentLog(n))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if re.MatchString(line) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// --- console -----------------------------------------------------------------
+
+// console reads a guest's serial console log as virtlogd appends to it.
+// It keeps the file open, so it still reads everything after the node
+// agent removed the VMI's directory (which it does as soon as the VMI
+// ends).
+type console struct {
+	t    *testing.T
+	path string
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	stop chan struct{}
+	done chan struct{}
+}
+
+func followConsole(t *testing.T, path string) *console {
+	c := &console{t: t, path: path, stop: make(chan struct{}), done: make(chan struct{})}
+	go c.follow()
+	return c
+}
+
+func (c *console) close() {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	<-c.done
+}
+
+func (c *console) follow() {
+	defer close(c.done)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	chunk := make([]byte, 64*1024)
+	for {
+		if f == nil {
+			f, _ = os.Open(c.path)
+		}
+		for f != nil {
+			n, err := f.Read(chunk)
+			if n > 0 {
+				c.mu.Lock()
+				c.buf.Write(chunk[:n])
+				c.mu.Unlock()
+			}
+			if err != nil || n == 0 {
+				break
+			}
+		}
+		select {
+		case <-c.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *console) text() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String()
+}
+
+// waitMarker waits until the console shows marker and returns what
+// follows it.
+func (c *console) waitMarker(marker string, d time.Duration) string {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if rest, ok := testguest.FindMarker(c.text(), marker); ok {
+			return rest
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no %s on the console %s within %v; console:\n%s", marker, c.path, d, c.text())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// --- watching ----------------------------------------------------------------
+
+// recorder watches the cluster namespace's VMs and VMIs through the API
+// and keeps, in order, every printable status of each VM and every phase
+// of each VMI (by uid), so tests can assert on what was ever seen, not
+// only on what is there when they look.
+type recorder struct {
+	mu        sync.Mutex
+	vmStatus  map[string][]string // VM name → printable statuses, repeats folded
+	vmiPhases map[string][]string // VMI uid → phases, repeats folded
+	vmiLast   map[string]*apiv1.VirtualMachineInstance
+	onNewVMI  func(uid string)
+}
+
+func startRecorder(c *cluster) *recorder {
+	r := &recorder{vmStatus: map[string][]string{}, vmiPhases: map[string][]string{}, vmiLast: map[string]*apiv1.VirtualMachineInstance{},
+		onNewVMI: func(uid string) { c.console(uid) }}
+	ctx, cancel := context.WithCancel(c.ctx)
+	var wg sync.WaitGroup
+	c.t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			s, err := c.api.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{Namespace: c.ns}})
+			for err == nil {
+				var ev *apiv1.VirtualMachineEvent
+				if ev, err = s.Recv(); err == nil && ev.GetObject() != nil {
+					r.sawVM(ev.GetObject())
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			s, err := c.api.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{Namespace: c.ns}})
+			for err == nil {
+				var ev *apiv1.VirtualMachineInstanceEvent
+				if ev, err = s.Recv(); err == nil && ev.GetObject() != nil {
+					r.sawVMI(ev.GetObject())
+				}
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return r
+}
+
+func appendFolded(s []string, v string) []string {
+	if len(s) > 0 && s[len(s)-1] == v {
+		return s
+	}
+	return append(s, v)
+}
+
+func (r *recorder) sawVM(vm *apiv1.VirtualMachine) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name := vm.GetMetadata().GetName()
+	r.vmStatus[name] = appendFolded(r.vmStatus[name], vm.GetStatus().GetPrintableStatus())
+}
+
+func (r *recorder) sawVMI(v *apiv1.VirtualMachineInstance) {
+	r.mu.Lock()
+	uid := v.GetMetadata().GetUid()
+	_, known := r.vmiLast[uid]
+	r.vmiPhases[uid] = appendFolded(r.vmiPhases[uid], v.GetStatus().GetPhase())
+	r.vmiLast[uid] = v
+	r.mu.Unlock()
+	if !known && r.onNewVMI != nil {
+		r.onNewVMI(uid)
+	}
+}
+
+// statuses returns the printable statuses VM name went through.
+func (r *recorder) statuses(name string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.vmStatus[name]...)
+}
+
+// phases returns the phases VMI uid went through.
+func (r *recorder) phases(uid string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.vmiPhases[uid]...)
+}
+
+// last returns the last version of VMI uid the watch delivered, which
+// outlives the object.
+func (r *recorder) last(uid string) *apiv1.VirtualMachineInstance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.vmiLast[uid]
+}
+
+// waitFinal waits until VMI uid reached a final phase (seen through the
+// watch, so also when the VMI was deleted right after) and returns its
+// last version.
+func (c *cluster) waitFinal(uid string, d time.Duration) *apiv1.VirtualMachineInstance {
+	c.t.Helper()
+	var v *apiv1.VirtualMachineInstance
+	c.waitFor(d, "VMI "+uid+" final", func() bool {
+		v = c.rec.last(uid)
+		return apiv1.IsFinal(v.GetStatus().GetPhase())
+	})
+	return v
+}
+
+// --- processes ---------------------------------------------------------------
+
+// launcherPids returns the live launcher processes of this package's
+// launcher binary serving domain.
+func launcherPids(domain string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid := 0
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid <= 0 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) < 2 || args[0] != env.launcher || args[1] != "serve" || !alive(pid) {
+			continue
+		}
+		for i := 2; i+1 < len(args); i++ {
+			if args[i] == "--domain-name" && args[i+1] == domain {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// qemuPid is the QEMU process of a running domain, from libvirtd's pid
+// file; 0 when there is none.
+func qemuPid(domain string) int {
+	b, err := os.ReadFile(filepath.Join("/run/libvirt/qemu", domain+".pid"))
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &pid); err != nil || !alive(pid) {
+		return 0
+	}
+	return pid
+}
+
+// waitGone waits until pid has exited.
+func waitGone(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still alive after %v", pid, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// report appends a line to $VIRTPLANE_E2E_REPORT, if set, and logs it.
+func report(t *testing.T, format string, args ...any) {
+	t.Helper()
+	line := fmt.Sprintf(format, args...)
+	t.Log(line)
+	path := os.Getenv(envReport)
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Errorf("report: %v", err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.WriteString(f, time.Now().Format(time.RFC3339)+" "+t.Name()+": "+line+"\n")
+}

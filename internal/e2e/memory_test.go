@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// procStatus reads kB fields (VmRSS, RssAnon, ...) of /proc/<pid>/status.
+func procStatus(pid int, keys ...string) (map[string]int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]int64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		for _, want := range keys {
+			if k == want {
+				f := strings.Fields(v)
+				if len(f) > 0 {
+					out[k], _ = strconv.ParseInt(f[0], 10, 64)
+				}
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// guestRAM finds QEMU's guest RAM in /proc/<pid>/smaps: the anonymous
+// mapping whose size is the smallest one of at least the guest's memory
+// (QEMU maps each RAM block in one piece, a little larger for alignment).
+// It returns that mapping's size and resident set in kB: the guest RAM
+// actually touched, by the guest or by QEMU zeroing it.
+func guestRAM(pid int, guestKiB int64) (sizeKiB, rssKiB int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	type mapping struct {
+		anon      bool
+		size, rss int64
+	}
+	var maps []mapping
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		// A mapping header: "start-end perms offset dev inode [path]".
+		if strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+			maps = append(maps, mapping{anon: len(fields) < 6})
+			continue
+		}
+		if len(maps) == 0 || len(fields) < 2 {
+			continue
+		}
+		n, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "Size:":
+			maps[len(maps)-1].size = n
+		case "Rss:":
+			maps[len(maps)-1].rss = n
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, err
+	}
+	best := mapping{}
+	for _, m := range maps {
+		if m.anon && m.size >= guestKiB && (best.size == 0 || m.size < best.size) {
+			best = m
+		}
+	}
+	if best.size == 0 {
+		return 0, 0, fmt.Errorf("no anonymous mapping of at least %d kB in QEMU pid %d", guestKiB, pid)
+	}
+	return best.size, best.rss, nil
+}
+
+// measureMemory reports, for the booted idle guests vms, what a VM costs
+// on the host beyond its guest: the launcher's RSS, and QEMU's RSS less
+// the guest RAM the guest touched.
+func measureMemory(t *testing.T, vms map[string]*running) {
+	t.Helper()
+	q := resource.MustParse(guestMemory)
+	guestKiB := q.Value() / 1024
+	var names []string
+	for n := range vms {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var lRSS, lAnon, qRSS, gTouched, gMap, nonGuest, nonGuestAnon, qFile []int64
+	for _, n := range names {
+		r := vms[n]
+		l, err := procStatus(r.launcher, "VmRSS", "RssAnon")
+		if err != nil {
+			t.Fatalf("launcher of %s: %v", n, err)
+		}
+		q, err := procStatus(r.qemu, "VmRSS", "RssAnon", "RssFile", "RssShmem")
+		if err != nil {
+			t.Fatalf("QEMU of %s: %v", n, err)
+		}
+		size, touched, err := guestRAM(r.qemu, guestKiB)
+		if err != nil {
+			t.Fatalf("QEMU of %s: %v", n, err)
+		}
+		t.Logf("%s: launcher pid %d VmRSS %d kB RssAnon %d kB; QEMU pid %d VmRSS %d kB (RssAnon %d, RssFile %d, RssShmem %d), guest RAM mapping %d kB with %d kB resident, non-guest %d kB",
+			n, r.launcher, l["VmRSS"], l["RssAnon"], r.qemu, q["VmRSS"], q["RssAnon"], q["RssFile"], q["RssShmem"], size, touched, q["VmRSS"]-touched)
+		lRSS, lAnon = append(lRSS, l["VmRSS"]), append(lAnon, l["RssAnon"])
+		qRSS, gTouched, gMap = append(qRSS, q["VmRSS"]), append(gTouched, touched), append(gMap, size)
+		// Guest RAM is anonymous memory: what is left of RssAnon is
+		// QEMU's own private memory (TCG translation cache, device state,
+		// heap), while RssFile is mostly the binary and libraries that
+		// all QEMUs share.
+		nonGuest = append(nonGuest, q["VmRSS"]-touched)
+		nonGuestAnon = append(nonGuestAnon, q["RssAnon"]-touched)
+		qFile = append(qFile, q["RssFile"])
+	}
+	report(t, "memory per VM (%d idle test guests, TCG, %s guest RAM, 1 vCPU; MiB, mean [min-max]): "+
+		"launcher VmRSS %s, RssAnon %s; QEMU VmRSS %s of which guest RAM touched %s (mapping %s), "+
+		"QEMU non-guest %s (private: RssAnon - guest %s; RssFile %s). "+
+		"Method: VmRSS/RssAnon/RssFile from /proc/<pid>/status; guest RAM touched = Rss of QEMU's guest-RAM mapping "+
+		"(the smallest anonymous mapping of at least the guest size) in /proc/<qemu>/smaps; non-guest = QEMU VmRSS - that",
+		len(names), guestMemory, mib(lRSS), mib(lAnon), mib(qRSS), mib(gTouched), mib(gMap), mib(nonGuest), mib(nonGuestAnon), mib(qFile))
+}
+
+// mib renders kB figures as "mean [min-max]" MiB.
+func mib(kb []int64) string {
+	if len(kb) == 0 {
+		return "-"
+	}
+	lo, hi, sum := kb[0], kb[0], int64(0)
+	for _, v := range kb {
+		lo, hi, sum = min(lo, v), max(hi, v), sum+v
+	}
+	f := func(v int64) string { return strconv.FormatFloat(float64(v)/1024, 'f', 1, 64) }
+	return f(sum/int64(len(kb))) + " [" + f(lo) + "-" + f(hi) + "]"
+}
