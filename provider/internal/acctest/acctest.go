@@ -2,7 +2,9 @@
 // (TF_ACC=1). It serves the provider in-process to the real terraform CLI
 // and gives the tests an agent: the one VIRTPLANE_ENDPOINT points at, or
 // else an in-process agent with embedded etcd and nodes to run VMs on (see
-// nodes.go), started once per test binary.
+// nodes.go: the real node agent booting the test guest under libvirt, or
+// fake nodes with VIRTPLANE_ACC_FAKE_NODES=1), started once per test
+// binary.
 //
 // Use it from a package's TestMain:
 //
@@ -64,7 +66,7 @@ type Agent struct {
 	Nodes *Nodes
 
 	providerBlock string
-	stop          func()
+	stop          func() error
 }
 
 // TLSListener is where and how to reach an agent over TLS.
@@ -87,9 +89,18 @@ var (
 // Main prepares the terraform CLI environment, runs the tests and stops the
 // in-process agent if one was started. Without TF_ACC it only runs the
 // tests: acceptance tests skip themselves and unit tests need none of this.
+//
+// With TF_ACC it first checks that the environment says which nodes to
+// use, and fails the whole binary when it does not: skipping would let an
+// acceptance run pass without having run anything. A run that passed but
+// left launchers or domains on the host fails too.
 func Main(m *testing.M) int {
 	if os.Getenv("TF_ACC") == "" {
 		return m.Run()
+	}
+	if _, err := nodeEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, "acctest:", err)
+		return 1
 	}
 	cleanup, err := setupTerraform()
 	if err != nil {
@@ -97,8 +108,14 @@ func Main(m *testing.M) int {
 		return 1
 	}
 	defer cleanup()
-	defer stopShared()
-	return m.Run()
+	code := m.Run()
+	if err := stopShared(); err != nil {
+		fmt.Fprintln(os.Stderr, "acctest:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
 }
 
 // setupTerraform points terraform at a CLI configuration of our own (the
@@ -179,6 +196,7 @@ func SharedAgent(t *testing.T) *Agent {
 	if err != nil {
 		t.Fatalf("acceptance agent: %v", err)
 	}
+	t.Logf("acceptance agent %s, nodes %v", shared.Endpoint, shared.Nodes.Names)
 	return shared
 }
 
@@ -187,19 +205,30 @@ func externalAgent(ctx context.Context, endpoint string) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s (VIRTPLANE_ENDPOINT): %w", endpoint, err)
 	}
-	return &Agent{Endpoint: endpoint, External: true, Client: c, Nodes: externalNodes(), stop: func() { _ = c.Close() }}, nil
+	return &Agent{Endpoint: endpoint, External: true, Client: c, Nodes: externalNodes(), stop: func() error { return c.Close() }}, nil
 }
 
 // startAgent runs an agent in this process with its data and socket in a
-// temporary directory, plus a TLS listener on a free loopback port. The directory is short on purpose: unix socket paths
-// are limited to 108 bytes and t.TempDir() can be deep.
-func startAgent(ctx context.Context) (*Agent, error) {
+// temporary directory, plus a TLS listener on a free loopback port. The
+// directory is short on purpose: unix socket paths (the agent's, etcd's,
+// the launchers') are limited to 108 bytes and t.TempDir() can be deep.
+func startAgent(ctx context.Context) (_ *Agent, retErr error) {
 	dir, err := os.MkdirTemp("", "vpacc")
 	if err != nil {
 		return nil, fmt.Errorf("create agent dir: %w", err)
 	}
 	logOut := io.Discard
 	var logFile *os.File
+	// The failure paths below stop what they started first; the
+	// directory and the log go last.
+	defer func() {
+		if retErr != nil {
+			if logFile != nil {
+				_ = logFile.Close()
+			}
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	if p := os.Getenv(EnvAgentLog); p != "" {
 		if logFile, err = os.Create(p); err != nil {
 			return nil, fmt.Errorf("%s: %w", EnvAgentLog, err)
@@ -208,44 +237,57 @@ func startAgent(ctx context.Context) (*Agent, error) {
 	}
 	socket := filepath.Join(dir, "agent.sock")
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	nodeSetup := chooseNodes()
+	nodeSetup, err := chooseNodes(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
 	a, err := server.Start(ctx, server.Options{
 		DataDir:       filepath.Join(dir, "data"),
 		Socket:        socket,
 		Listen:        "127.0.0.1:0",
 		MetricsListen: "",
 		LeaderElect:   true,
+		NodeName:      nodeSetup.nodeName,
+		ImageDir:      nodeSetup.imageDir,
 		Node:          nodeSetup.agentNode,
 		Logger:        logger,
 	})
 	if err != nil {
-		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start in-process agent: %w", err)
+	}
+	shutdown := func() {
+		// Longer than the 30 s the agent gives the node agent to stop.
+		sctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		a.Shutdown(sctx)
 	}
 	endpoint := "unix://" + socket
 	c, err := client.Dial(ctx, client.Config{Endpoint: endpoint})
 	if err != nil {
-		a.Shutdown(ctx)
-		_ = os.RemoveAll(dir)
+		shutdown()
 		return nil, fmt.Errorf("dial in-process agent: %w", err)
 	}
 	nodes, err := nodeSetup.start(ctx, c, logger)
 	if err != nil {
 		_ = c.Close()
-		a.Shutdown(ctx)
-		_ = os.RemoveAll(dir)
+		shutdown()
 		return nil, err
 	}
-	stop := func() {
+	stop := func() error {
+		// The nodes' own shutdown first, while the API still serves;
+		// what they left on the host is only looked for once the agent
+		// (and with it the real node agent) has stopped.
 		nodes.stop()
 		_ = c.Close()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		a.Shutdown(sctx)
+		shutdown()
+		err := nodes.afterShutdown()
 		if logFile != nil {
 			_ = logFile.Close()
 		}
-		_ = os.RemoveAll(dir)
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return err
 	}
 	pki := filepath.Join(dir, "data", "pki")
 	return &Agent{
@@ -264,13 +306,17 @@ func startAgent(ctx context.Context) (*Agent, error) {
 	}, nil
 }
 
-func stopShared() {
+// stopShared stops the shared agent, if one was started, and reports what
+// it left behind.
+func stopShared() error {
 	mu.Lock()
 	defer mu.Unlock()
-	if shared != nil {
-		shared.stop()
-		shared = nil
+	if shared == nil {
+		return nil
 	}
+	err := shared.stop()
+	shared = nil
+	return err
 }
 
 // RandomName returns prefix plus a short random suffix, for objects that

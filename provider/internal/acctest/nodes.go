@@ -4,21 +4,43 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fakenode"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 )
 
-// Nodes are where the acceptance tests' VMs run. This file is the only
-// place that knows what they are: today two scripted fake node agents
-// (internal/fakenode) next to the in-process agent. chooseNodes is the
-// one switch: to run the tests on the real node agent and the test guest,
-// return a nodeSetup whose agentNode runs it in the agent (role all) and
-// whose start returns that node.
+// Environment that decides what the in-process agent's nodes are.
+const (
+	// EnvLibvirtURI is the libvirt the real node agent's launchers use
+	// (qemu:///system); with testguest.EnvDir it selects real nodes.
+	EnvLibvirtURI = "VIRTPLANE_TEST_LIBVIRT_URI"
+	// EnvFakeNodes=1 runs the tests on scripted fake nodes instead: no
+	// libvirt, no guest, seconds instead of minutes. For iterating on
+	// the provider; `make testacc` uses real nodes.
+	EnvFakeNodes = "VIRTPLANE_ACC_FAKE_NODES"
+)
+
+// Nodes are where the acceptance tests' VMs run. This file (with
+// libvirt.go for the real node's host side) is the only place that knows
+// what they are. chooseNodes is the one switch:
+//
+//   - real (the default): the real node agent runs inside the in-process
+//     agent (role all), launching virtplane-launcher processes that boot
+//     the test guest (internal/testguest) under libvirt, as TCG unless the
+//     host has usable KVM (the node decides);
+//   - fake (EnvFakeNodes=1): two scripted fake node agents
+//     (internal/fakenode) next to the in-process agent;
+//   - external (VIRTPLANE_ENDPOINT): whatever nodes that agent has; their
+//     image directory must hold the test guest.
 type Nodes struct {
 	// Names of the nodes, sorted.
 	Names []string
@@ -29,8 +51,16 @@ type Nodes struct {
 	// Scripted is true when guests follow fakenode scripts, set by the VM
 	// template annotation fakenode.virtplane.io/script (see ScriptAnnotation).
 	Scripted bool
+	// Kernel is the test guest's kernel file in the nodes' image
+	// directory (Initrd is testguest.InitrdFile).
+	Kernel string
 
-	stop func()
+	// host is the libvirt host of real nodes; nil otherwise.
+	host *libvirtHost
+	// stop runs while the agent still serves; afterShutdown once it has
+	// stopped, and reports what the run left behind on the host.
+	stop          func()
+	afterShutdown func() error
 }
 
 // ScriptAnnotation selects a fake guest's behaviour: "exit:2s" powers off
@@ -38,7 +68,7 @@ type Nodes struct {
 // running, "crash:2s" fails after running.
 const ScriptAnnotation = fakenode.AnnotationScript
 
-// nodeLabel marks the harness's nodes.
+// nodeLabel marks the fake nodes.
 const nodeLabel = "virtplane.io/acctest-node"
 
 // Fake node timings: short, so tests are quick, but not zero, so that the
@@ -48,28 +78,139 @@ const (
 	fakeShutdownDelay = 300 * time.Millisecond
 )
 
+type nodeMode int
+
+const (
+	modeReal nodeMode = iota
+	modeFake
+	modeExternal
+)
+
+// nodeEnv reads which nodes the environment asks for. Without
+// VIRTPLANE_ENDPOINT or an explicit EnvFakeNodes, real nodes are the only
+// choice, and missing settings for them are an error rather than a quiet
+// fallback: `make testacc` must never pass on fake nodes by accident.
+func nodeEnv() (nodeMode, error) {
+	if os.Getenv(client.EnvEndpoint) != "" {
+		return modeExternal, nil
+	}
+	if v := os.Getenv(EnvFakeNodes); v != "" {
+		fake, err := strconv.ParseBool(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s=%q: want 1 or 0", EnvFakeNodes, v)
+		}
+		if fake {
+			return modeFake, nil
+		}
+	}
+	var missing []string
+	if os.Getenv(EnvLibvirtURI) == "" {
+		missing = append(missing, EnvLibvirtURI+" is not set")
+	}
+	if _, err := testguest.Dir(); err != nil {
+		missing = append(missing, err.Error())
+	}
+	if len(missing) > 0 {
+		return 0, fmt.Errorf("the acceptance tests boot the test guest on the real node agent: %s.\n"+
+			"Run `make testacc` (it builds the guest and sets %s=qemu:///system and %s=bin/guest), "+
+			"or set %s=1 to run them on fake nodes, or VIRTPLANE_ENDPOINT to use an agent of your own",
+			strings.Join(missing, "; "), EnvLibvirtURI, testguest.EnvDir, EnvFakeNodes)
+	}
+	return modeReal, nil
+}
+
 // nodeSetup is how an in-process agent gets its nodes.
 type nodeSetup struct {
 	// agentNode runs the real node agent inside the agent; nil runs none.
 	agentNode *server.NodeOptions
+	// nodeName and imageDir go into the agent's options with agentNode.
+	nodeName, imageDir string
 	// start brings the nodes up once the agent serves, reached through c.
 	start func(ctx context.Context, c *client.Client, log *slog.Logger) (*Nodes, error)
 }
 
-// chooseNodes picks the nodes of the in-process agent.
-func chooseNodes() nodeSetup {
-	return nodeSetup{start: startFakeNodes}
+// chooseNodes picks the nodes of the in-process agent, whose files go
+// under dir.
+func chooseNodes(ctx context.Context, dir string) (nodeSetup, error) {
+	mode, err := nodeEnv()
+	if err != nil {
+		return nodeSetup{}, err
+	}
+	if mode == modeFake {
+		return nodeSetup{start: startFakeNodes}, nil
+	}
+	return realNodeSetup(ctx, dir)
+}
+
+// realNodeSetup prepares one real node: the launcher binary built from
+// this tree, an image directory with the test guest, and a node name no
+// earlier run used (domains carry it, which is how cleanup tells ours).
+func realNodeSetup(ctx context.Context, dir string) (nodeSetup, error) {
+	host, err := prepareLibvirtHost(ctx, dir, os.Getenv(EnvLibvirtURI))
+	if err != nil {
+		return nodeSetup{}, err
+	}
+	name := RandomName("acc-node")
+	host.node = name
+	return nodeSetup{
+		agentNode: &server.NodeOptions{
+			LibvirtURI:   host.uri,
+			LauncherPath: host.launcher,
+			DataDir:      host.nodeDir,
+			AgentVersion: "acctest",
+		},
+		nodeName: name,
+		imageDir: host.imageDir,
+		start: func(ctx context.Context, c *client.Client, _ *slog.Logger) (*Nodes, error) {
+			return startRealNode(ctx, c, host)
+		},
+	}, nil
+}
+
+// startRealNode waits for the node agent to register its node and picks
+// the label that keeps the tests' VMs on it. The node agent sets no labels
+// of ours; virtplane.io/kvm is one it always sets and that the nodes other
+// tests register lack.
+func startRealNode(ctx context.Context, c *client.Client, host *libvirtHost) (*Nodes, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var node *apiv1.Node
+	for {
+		n, err := c.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: host.node})
+		if err == nil && n.GetStatus().GetSchedulable() {
+			node = n
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("real node %s did not register as schedulable (last error: %v); set %s to see the node agent's log",
+				host.node, err, EnvAgentLog)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	kvm, ok := node.GetMetadata().GetLabels()[nodeagent.LabelKVM]
+	if !ok {
+		return nil, fmt.Errorf("real node %s has no %s label to select it by", host.node, nodeagent.LabelKVM)
+	}
+	return &Nodes{
+		Names:         []string{host.node},
+		Labels:        map[string]string{nodeagent.LabelKVM: kvm},
+		Kernel:        host.kernel,
+		host:          host,
+		stop:          host.drain,
+		afterShutdown: host.cleanup,
+	}, nil
 }
 
 // startFakeNodes registers two scripted fake node agents.
 func startFakeNodes(ctx context.Context, c *client.Client, log *slog.Logger) (*Nodes, error) {
-	n := &Nodes{Labels: map[string]string{nodeLabel: "fake"}, Scripted: true}
+	n := &Nodes{Labels: map[string]string{nodeLabel: "fake"}, Scripted: true, Kernel: testguest.ELFKernelFile}
 	var started []*fakenode.Node
 	n.stop = func() {
 		for _, f := range started {
 			f.Stop()
 		}
 	}
+	n.afterShutdown = func() error { return nil }
 	for i := 1; i <= 2; i++ {
 		name := fmt.Sprintf("acc-node-%d", i)
 		f, err := fakenode.Start(ctx, c, fakenode.Options{
@@ -89,11 +230,15 @@ func startFakeNodes(ctx context.Context, c *client.Client, log *slog.Logger) (*N
 }
 
 // externalNodes describes an external agent's nodes: whatever it has. The
-// tests then put no node_selector on their VMs, and tests that need guest
-// scripts skip.
+// tests then put no node_selector on their VMs, and cannot look at the
+// guests or the domains.
 func externalNodes() *Nodes {
-	return &Nodes{stop: func() {}}
+	return &Nodes{Kernel: testguest.ELFKernelFile, stop: func() {}, afterShutdown: func() error { return nil }}
 }
+
+// Real is true when the nodes boot real guests that this process can see
+// on the host (libvirt domains, serial consoles).
+func (n *Nodes) Real() bool { return n.host != nil }
 
 // NodeSelectorHCL is a node_selector argument that keeps a VM on these
 // nodes, or "" when any node will do.
@@ -113,4 +258,50 @@ func (n *Nodes) NodeSelectorHCL() string {
 	}
 	b.WriteString("  }")
 	return b.String()
+}
+
+// BootHCL is a boot block that boots the test guest with the kernel
+// command line testguest.Cmdline(opts...). Fake nodes ignore it.
+func (n *Nodes) BootHCL(opts ...testguest.Option) string {
+	return fmt.Sprintf(`boot {
+    kernel  = %q
+    initrd  = %q
+    cmdline = %q
+  }`, n.Kernel, testguest.InitrdFile, testguest.Cmdline(opts...))
+}
+
+// GuestBootTimeout bounds a TCG boot of the test guest: about 5-10 s
+// alone, several times that while the parallel tests' guests share two
+// cores.
+const GuestBootTimeout = 2 * time.Minute
+
+// WaitBooted waits until the guest of VMI uid has booted far enough to
+// obey the ACPI power button (testguest.MarkerBooted on its serial
+// console) and returns the marker's fields. A stop before that would wait
+// out the termination grace period. Without real nodes there is no
+// console to read, and it returns nil at once.
+func (n *Nodes) WaitBooted(ctx context.Context, uid string) (map[string]string, error) {
+	if n.host == nil {
+		return nil, nil
+	}
+	return n.host.waitMarker(ctx, uid, testguest.MarkerBooted)
+}
+
+// Domains returns the libvirt domains whose names start with
+// DomainName(namespace, prefix); nil without real nodes.
+func (n *Nodes) Domains(ctx context.Context, namespace, prefix string) ([]string, error) {
+	if n.host == nil {
+		return nil, nil
+	}
+	return n.host.domains(ctx, nodeagent.DomainName(namespace, prefix))
+}
+
+// DomainMemory returns the memory libvirt gave the domain of VM
+// namespace/name (<memory>, in bytes); ok is false without real nodes.
+func (n *Nodes) DomainMemory(ctx context.Context, namespace, name string) (bytes int64, ok bool, err error) {
+	if n.host == nil {
+		return 0, false, nil
+	}
+	b, err := n.host.domainMemory(ctx, nodeagent.DomainName(namespace, name))
+	return b, true, err
 }

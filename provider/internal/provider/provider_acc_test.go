@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { os.Exit(acctest.Main(m)) }
 // naming ca_file, before anything is dialled.
 func TestAccProviderBadCAFile(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing-ca.crt")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
 			Config: fmt.Sprintf(`
@@ -35,7 +35,7 @@ data "virtplane_nodes" "all" {}
 }
 
 func TestAccProviderBadEndpoint(t *testing.T) {
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
 			Config: `
@@ -50,7 +50,7 @@ data "virtplane_nodes" "all" {}
 }
 
 func TestAccProviderConflictingToken(t *testing.T) {
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
 			Config: `
@@ -69,7 +69,7 @@ data "virtplane_nodes" "all" {}
 // A stopped agent is reported with the endpoint, not as a generic RPC error.
 func TestAccProviderUnreachable(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "no-agent.sock")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
 			Config: fmt.Sprintf(`
@@ -87,7 +87,7 @@ data "virtplane_nodes" "all" {}
 // unknown during plan; that plan must succeed and the read happen at apply.
 func TestAccProviderUnknownConfig(t *testing.T) {
 	agent := acctest.SharedAgent(t)
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
 			Config: fmt.Sprintf(`
@@ -127,7 +127,7 @@ provider "virtplane" {
 data "virtplane_nodes" "all" {}
 `, agent.TLS.Endpoint, caFile, tokenFile)
 	}
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
 			{

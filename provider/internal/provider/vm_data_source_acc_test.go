@@ -13,14 +13,15 @@ import (
 )
 
 // The single-VM data source returns what the resource has; the list data
-// source filters by namespace, labels and printable status.
+// source filters by namespace, labels and printable status. web runs the
+// test guest; db, Halted, carries the disks and interfaces, which the
+// node agent cannot all provide yet.
 func TestAccVirtualMachineDataSources(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	run := acctest.RandomName("ds")
 	cfg := agent.ProviderConfig() + fmt.Sprintf(`
 resource "virtplane_virtual_machine" "web" {
   name   = "%[1]s-web"
-  memory = "256Mi"
   labels = {
     run  = %[1]q
     tier = "web"
@@ -29,6 +30,18 @@ resource "virtplane_virtual_machine" "web" {
   cpu {
     cores = 2
   }
+  %[3]s
+}
+
+resource "virtplane_virtual_machine" "db" {
+  name         = "%[1]s-db"
+  memory       = "128Mi"
+  run_strategy = "Halted"
+  labels = {
+    run  = %[1]q
+    tier = "db"
+  }
+  %[2]s
   disk {
     name  = "root"
     image = "tiny.qcow2"
@@ -44,19 +57,12 @@ resource "virtplane_virtual_machine" "web" {
   }
 }
 
-resource "virtplane_virtual_machine" "db" {
-  name         = "%[1]s-db"
-  memory       = "128Mi"
-  run_strategy = "Halted"
-  labels = {
-    run  = %[1]q
-    tier = "db"
-  }
-  %[2]s
-}
-
 data "virtplane_virtual_machine" "web" {
   name = virtplane_virtual_machine.web.name
+}
+
+data "virtplane_virtual_machine" "db" {
+  name = virtplane_virtual_machine.db.name
 }
 
 data "virtplane_virtual_machines" "run" {
@@ -75,9 +81,9 @@ data "virtplane_virtual_machines" "db" {
   label_selector = "run=%[1]s,tier in (db)"
   depends_on     = [virtplane_virtual_machine.web, virtplane_virtual_machine.db]
 }
-`, run, agent.Nodes.NodeSelectorHCL())
-	ds := "data.virtplane_virtual_machine.web"
-	resource.Test(t, resource.TestCase{
+`, run, agent.Nodes.NodeSelectorHCL(), guestBody(agent, guestMemory, ""))
+	ds, dbDS := "data.virtplane_virtual_machine.web", "data.virtplane_virtual_machine.db"
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
 		CheckDestroy:             checkDestroyed(agent),
 		Steps: []resource.TestStep{{
@@ -86,23 +92,27 @@ data "virtplane_virtual_machines" "db" {
 				// Everything the resource knows, the data source says.
 				resource.TestCheckResourceAttrPair(ds, "id", "virtplane_virtual_machine.web", "id"),
 				resource.TestCheckResourceAttrPair(ds, "uid", "virtplane_virtual_machine.web", "uid"),
-				resource.TestCheckResourceAttrPair(ds, "disk.1.cloud_init.user_data", "virtplane_virtual_machine.web", "disk.1.cloud_init.user_data"),
+				resource.TestCheckResourceAttrPair(ds, "boot.cmdline", "virtplane_virtual_machine.web", "boot.cmdline"),
 				resource.TestCheckResourceAttrPair(ds, "status.node", "virtplane_virtual_machine.web", "status.node"),
+				resource.TestCheckResourceAttrPair(dbDS, "disk.1.cloud_init.user_data", "virtplane_virtual_machine.db", "disk.1.cloud_init.user_data"),
+				guestBooted(agent, run+"-web", ""),
 			),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(ds, tfjsonpath.New("namespace"), knownvalue.StringExact("default")),
 				statecheck.ExpectKnownValue(ds, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Always")),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("memory"), knownvalue.StringExact("256Mi")),
+				statecheck.ExpectKnownValue(ds, tfjsonpath.New("memory"), knownvalue.StringExact(guestMemory)),
 				statecheck.ExpectKnownValue(ds, tfjsonpath.New("cpu"), knownvalue.ObjectExact(map[string]knownvalue.Check{
 					"cores": knownvalue.Int64Exact(2), "sockets": knownvalue.Int64Exact(1), "threads": knownvalue.Int64Exact(1),
 				})),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("disk").AtSliceIndex(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
+				statecheck.ExpectKnownValue(ds, tfjsonpath.New("boot").AtMapKey("kernel"), knownvalue.StringExact(agent.Nodes.Kernel)),
+				statecheck.ExpectKnownValue(ds, tfjsonpath.New("disk"), knownvalue.ListExact([]knownvalue.Check{})),
+				statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("disk").AtSliceIndex(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
 					"name": knownvalue.StringExact("root"), "bus": knownvalue.StringExact("virtio"),
 					"boot_order": knownvalue.Null(), "image": knownvalue.StringExact("tiny.qcow2"),
 					"persistent": knownvalue.Null(), "cloud_init": knownvalue.Null(),
 				})),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("disk").AtSliceIndex(1).AtMapKey("bus"), knownvalue.StringExact("sata")),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("interface").AtSliceIndex(0).AtMapKey("model"), knownvalue.StringExact("virtio")),
+				statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("disk").AtSliceIndex(1).AtMapKey("bus"), knownvalue.StringExact("sata")),
+				statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("interface").AtSliceIndex(0).AtMapKey("model"), knownvalue.StringExact("virtio")),
 				statecheck.ExpectKnownValue(ds, tfjsonpath.New("annotations"), knownvalue.MapExact(map[string]knownvalue.Check{})),
 				statecheck.ExpectKnownValue(ds, tfjsonpath.New("status").AtMapKey("printable_status"), knownvalue.StringExact("Running")),
 				statecheck.ExpectKnownValue(ds, tfjsonpath.New("termination_grace_period"), knownvalue.Int64Exact(30)),

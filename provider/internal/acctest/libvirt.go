@@ -1,0 +1,281 @@
+package acctest
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+)
+
+// libvirtHost is the host side of the real node: the files the harness
+// prepared for it, and what the tests read back from libvirt and the
+// guests' consoles.
+type libvirtHost struct {
+	uri      string
+	launcher string // virtplane-launcher built from this tree for the run
+	imageDir string // holds the test guest's kernel and initrd
+	nodeDir  string // the node agent's data dir (VMI dirs, consoles)
+	kernel   string // file name of the kernel in imageDir
+	node     string // node name, recorded in every domain it defines
+}
+
+// prepareLibvirtHost lays out dir for a real node: the launcher binary
+// and an image directory with the test guest.
+func prepareLibvirtHost(ctx context.Context, dir, uri string) (*libvirtHost, error) {
+	if _, err := exec.LookPath("virsh"); err != nil {
+		return nil, fmt.Errorf("virsh not found (Debian package libvirt-clients): the tests read domains back from libvirt with it: %w", err)
+	}
+	guestDir, err := testguest.Dir()
+	if err != nil {
+		return nil, err
+	}
+	// QEMU runs as another user under qemu:///system and must reach the
+	// kernel through dir, which os.MkdirTemp made 0700. Search only: the
+	// agent's data under it keeps its own 0700.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, err
+	}
+	h := &libvirtHost{
+		uri:      uri,
+		launcher: filepath.Join(dir, "bin", "virtplane-launcher"),
+		imageDir: filepath.Join(dir, "images"),
+		nodeDir:  filepath.Join(dir, "node"),
+	}
+	if err := os.Mkdir(h.imageDir, 0o755); err != nil {
+		return nil, err
+	}
+	// The uncompressed kernel when the guest build made one: it boots
+	// about 5 s faster under TCG.
+	kernel := testguest.Kernel(guestDir)
+	h.kernel = filepath.Base(kernel)
+	for _, src := range []string{kernel, testguest.Initrd(guestDir)} {
+		// Copied, not linked: libvirt relabels the files it boots from,
+		// and bin/guest is shared with other tests running meanwhile.
+		if err := copyFile(src, filepath.Join(h.imageDir, filepath.Base(src))); err != nil {
+			return nil, err
+		}
+	}
+	if err := buildLauncher(ctx, h.launcher); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// buildLauncher compiles this tree's launcher, so the tests never run an
+// installed or stale one. cgo: it links libvirt. The package path works
+// from any directory of the module, which is where go test runs.
+func buildLauncher(ctx context.Context, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version=acctest", "-o", out,
+		"github.com/virtplane/terraform-provider-virtplane/launcher")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building virtplane-launcher: %w\n%s", err, b)
+	}
+	return nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copying %s: %w", src, err)
+	}
+	return out.Close()
+}
+
+// virsh runs virsh on the node's libvirt with an argument list.
+func (h *libvirtHost) virsh(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "virsh", append([]string{"-c", h.uri}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("virsh %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return stdout.String(), nil
+}
+
+// domains lists every libvirt domain, running or not, whose name starts
+// with prefix. It asks virsh rather than the launcher: a domain the
+// launcher does not recognise as virtplane's counts too.
+func (h *libvirtHost) domains(ctx context.Context, prefix string) ([]string, error) {
+	out, err := h.virsh(ctx, "list", "--all", "--name")
+	if err != nil {
+		return nil, err
+	}
+	var ds []string
+	for _, n := range strings.Fields(out) {
+		if strings.HasPrefix(n, prefix) {
+			ds = append(ds, n)
+		}
+	}
+	return ds, nil
+}
+
+// domainMemory reads a domain's <memory> from its live XML, in bytes.
+func (h *libvirtHost) domainMemory(ctx context.Context, domain string) (int64, error) {
+	out, err := h.virsh(ctx, "dumpxml", domain)
+	if err != nil {
+		return 0, err
+	}
+	var d struct {
+		Memory struct {
+			Unit  string `xml:"unit,attr"`
+			Value int64  `xml:",chardata"`
+		} `xml:"memory"`
+	}
+	if err := xml.Unmarshal([]byte(out), &d); err != nil {
+		return 0, fmt.Errorf("domain %s XML: %w", domain, err)
+	}
+	unit := map[string]int64{"": 1 << 10, "KiB": 1 << 10, "k": 1 << 10, "MiB": 1 << 20, "M": 1 << 20, "GiB": 1 << 30, "G": 1 << 30, "b": 1, "bytes": 1}
+	mul, ok := unit[d.Memory.Unit]
+	if !ok {
+		return 0, fmt.Errorf("domain %s: memory unit %q", domain, d.Memory.Unit)
+	}
+	return d.Memory.Value * mul, nil
+}
+
+// waitMarker waits until the serial console of VMI uid, which virtlogd
+// writes into the VMI's directory, shows marker, and returns its fields.
+func (h *libvirtHost) waitMarker(ctx context.Context, uid, marker string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, GuestBootTimeout)
+	defer cancel()
+	path := nodeagent.ConsoleLogPath(filepath.Join(h.nodeDir, "vmis", uid))
+	var console []byte
+	for {
+		// The whole file each time: it is a few kB.
+		if b, err := os.ReadFile(path); err == nil {
+			console = b
+			if rest, ok := testguest.FindMarker(string(b), marker); ok {
+				return testguest.Fields(rest), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no %s on the console of VMI %s (%s) within %v; console:\n%s", marker, uid, path, GuestBootTimeout, console)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// ours lists the domains this run's node defined: libvirt domains whose
+// virtplane metadata names our node, which no other run (nor the e2e
+// tests sharing the host) uses.
+func (h *libvirtHost) ours(ctx context.Context) ([]launcher.DomainInfo, error) {
+	all, err := launcher.ListDomains(ctx, h.launcher, h.uri)
+	if err != nil {
+		return nil, err
+	}
+	var out []launcher.DomainInfo
+	for _, d := range all {
+		if d.Node == h.node {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// drain gives the node agent, while it still runs, a moment to undefine
+// domains of VMs destroyed just before the end.
+func (h *libvirtHost) drain() {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ds, err := h.ours(ctx)
+		cancel()
+		if err != nil || len(ds) == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// errLeftovers marks what a run left on the host.
+var errLeftovers = errors.New("left behind on the host")
+
+// cleanup runs after the agent stopped. The node agent leaves launchers
+// and their guests running when it stops (they outlive agent restarts),
+// so whatever a failed test left is ended here: our launchers by pid,
+// then our domains. It reports what it found, which after a passing run
+// must be nothing.
+func (h *libvirtHost) cleanup() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var found []string
+	for _, pid := range h.launcherPids() {
+		found = append(found, fmt.Sprintf("launcher pid %d", pid))
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	ds, err := h.ours(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the run's domains: %w", err)
+	}
+	var errs []error
+	for _, d := range ds {
+		found = append(found, "domain "+d.Name+" ("+d.State+")")
+		if d.State != "shutoff" {
+			if _, err := h.virsh(ctx, "destroy", d.Name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if _, err := h.virsh(ctx, "undefine", d.Name, "--nvram"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(found) > 0 {
+		errs = append(errs, fmt.Errorf("%w (now removed): %s", errLeftovers, strings.Join(found, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// launcherPids finds the live processes of this run's launcher binary,
+// whose path (in the run's temporary directory) is theirs alone.
+func (h *libvirtHost) launcherPids() []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid <= 0 {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv0, _, _ := strings.Cut(string(b), "\x00")
+		if argv0 == h.launcher && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
