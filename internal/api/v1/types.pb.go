@@ -676,8 +676,12 @@ type VirtualMachineStartFailure struct {
 	ConsecutiveFailCount int32                  `protobuf:"varint,1,opt,name=consecutive_fail_count,json=consecutiveFailCount,proto3" json:"consecutive_fail_count,omitempty"`
 	LastFailedVmiUid     string                 `protobuf:"bytes,2,opt,name=last_failed_vmi_uid,json=lastFailedVmiUid,proto3" json:"last_failed_vmi_uid,omitempty"`
 	RetryAfterTimestamp  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=retry_after_timestamp,json=retryAfterTimestamp,proto3" json:"retry_after_timestamp,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// Why the last instance failed (its reason and message), kept because
+	// the failed instance itself is deleted before the retry.
+	LastFailureReason  string `protobuf:"bytes,4,opt,name=last_failure_reason,json=lastFailureReason,proto3" json:"last_failure_reason,omitempty"`
+	LastFailureMessage string `protobuf:"bytes,5,opt,name=last_failure_message,json=lastFailureMessage,proto3" json:"last_failure_message,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *VirtualMachineStartFailure) Reset() {
@@ -729,6 +733,20 @@ func (x *VirtualMachineStartFailure) GetRetryAfterTimestamp() *timestamppb.Times
 		return x.RetryAfterTimestamp
 	}
 	return nil
+}
+
+func (x *VirtualMachineStartFailure) GetLastFailureReason() string {
+	if x != nil {
+		return x.LastFailureReason
+	}
+	return ""
+}
+
+func (x *VirtualMachineStartFailure) GetLastFailureMessage() string {
+	if x != nil {
+		return x.LastFailureMessage
+	}
+	return ""
 }
 
 type VirtualMachineInstance struct {
@@ -2650,11 +2668,13 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x04data\x18\x03 \x03(\v2*.virtplane.v1.StateChangeRequest.DataEntryR\x04data\x1a7\n" +
 	"\tDataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd1\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb3\x02\n" +
 	"\x1aVirtualMachineStartFailure\x124\n" +
 	"\x16consecutive_fail_count\x18\x01 \x01(\x05R\x14consecutiveFailCount\x12-\n" +
 	"\x13last_failed_vmi_uid\x18\x02 \x01(\tR\x10lastFailedVmiUid\x12N\n" +
-	"\x15retry_after_timestamp\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x13retryAfterTimestamp\"\xd0\x01\n" +
+	"\x15retry_after_timestamp\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x13retryAfterTimestamp\x12.\n" +
+	"\x13last_failure_reason\x18\x04 \x01(\tR\x11lastFailureReason\x120\n" +
+	"\x14last_failure_message\x18\x05 \x01(\tR\x12lastFailureMessage\"\xd0\x01\n" +
 	"\x16VirtualMachineInstance\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12<\n" +
 	"\x04spec\x18\x02 \x01(\v2(.virtplane.v1.VirtualMachineInstanceSpecR\x04spec\x12B\n" +

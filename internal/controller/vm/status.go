@@ -104,6 +104,7 @@ func (c *Controller) syncStartFailure(st *apiv1.VirtualMachineStatus, vmi *apiv1
 	}
 	sf.ConsecutiveFailCount++
 	sf.LastFailedVmiUid = vmi.Metadata.Uid
+	sf.LastFailureReason, sf.LastFailureMessage = failureCause(vmi)
 	r := rand.Float64()
 	if c.opts.Rand != nil {
 		r = c.opts.Rand()
@@ -144,4 +145,21 @@ func trimRequests(st *apiv1.VirtualMachineStatus, vmi *apiv1.VirtualMachineInsta
 			st.StateChangeRequests = nil
 		}
 	}
+}
+
+// failureCause is why a VMI failed: its status reason and message, or
+// those of a False Synchronized condition (a node's sync error, such as
+// libvirt refusing to start the domain).
+func failureCause(vmi *apiv1.VirtualMachineInstance) (string, string) {
+	st := vmi.GetStatus()
+	reason, msg := st.GetReason(), st.GetMessage()
+	if c := apiv1.FindCondition(st.GetConditions(), apiv1.ConditionSynchronized); c.GetStatus() == apiv1.ConditionFalse {
+		if reason == "" {
+			reason = c.GetReason()
+		}
+		if msg == "" {
+			msg = c.GetMessage()
+		}
+	}
+	return reason, msg
 }

@@ -593,3 +593,24 @@ func TestStaleVMCacheDoesNotSkipBackoff(t *testing.T) {
 		t.Fatalf("requeue %v action %s", d, f.vmiAction())
 	}
 }
+
+// The VM keeps why its last instance failed: the instance is deleted
+// before the retry, and users need the cause (e.g. libvirt's message).
+func TestStartFailureKeepsCause(t *testing.T) {
+	vmi := newVMI(apiv1.PhaseFailed, false)
+	vmi.Status.Conditions = []*apiv1.Condition{{Type: apiv1.ConditionSynchronized, Status: "False",
+		Reason: "SyncFailed", Message: "unable to stat: /images/vmlinuz: No such file or directory"}}
+	f := newFixture(t, newVM("Always"), vmi)
+	f.reconcile(t)
+	sf := f.vm(t).Status.StartFailure
+	if sf.GetLastFailureReason() != "SyncFailed" || sf.GetLastFailureMessage() != "unable to stat: /images/vmlinuz: No such file or directory" {
+		t.Fatalf("start failure %v", sf)
+	}
+	vmi = newVMI(apiv1.PhaseFailed, false)
+	vmi.Status.Reason, vmi.Status.Message = "GuestCrashed", "the guest kernel panicked"
+	f = newFixture(t, newVM("Always"), vmi)
+	f.reconcile(t)
+	if sf := f.vm(t).Status.StartFailure; sf.GetLastFailureReason() != "GuestCrashed" || sf.GetLastFailureMessage() != "the guest kernel panicked" {
+		t.Fatalf("start failure %v", sf)
+	}
+}

@@ -168,8 +168,12 @@ func crashLoopError(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance)
 	sf := vm.GetStatus().GetStartFailure()
 	msg := fmt.Sprintf("it is in CrashLoopBackOff: its instance failed %d time(s) in a row before reaching Running",
 		sf.GetConsecutiveFailCount())
-	if vmi != nil && apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
+	switch {
+	case vmi != nil && apiv1.IsFinal(vmi.GetStatus().GetPhase()):
 		msg += " (last: " + instanceReason(vmi) + ")"
+	case sf.GetLastFailureMessage() != "":
+		// The failed instance is gone; the VM kept why it failed.
+		msg += " (last: " + sf.GetLastFailureReason() + ": " + sf.GetLastFailureMessage() + ")"
 	}
 	if ra := sf.GetRetryAfterTimestamp(); ra != nil {
 		msg += "; the agent tries again after " + ra.AsTime().UTC().Format(time.RFC3339)
