@@ -235,7 +235,7 @@ func expectSequence(t *testing.T, l *statusLog, want ...string) {
 func TestScenarioAlwaysRestartsAfterFailureAndSuccess(t *testing.T) {
 	s := newScenario(t, "node-a", "node-b")
 	for _, script := range []string{"crash:1s", "exit:1s"} {
-		name := "always-" + strings.TrimSuffix(strings.Split(script, ":")[0], "")
+		name := "always-" + strings.Split(script, ":")[0]
 		w := s.watchCLI(name)
 		s.create(scenarioVM(name, "Always", script, ""))
 		first := s.waitRunning(name, "")

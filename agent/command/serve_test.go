@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
@@ -122,24 +119,10 @@ func TestAcknowledgedWritesSurviveSIGKILL(t *testing.T) {
 					return
 				}
 				if i%2 == 0 {
-					// The VM controller writes the VM too: retry on conflict,
-					// as every client of a compare-and-swap API does.
-					for {
-						vm.Spec.RunStrategy = "Always"
-						upd, err := c.VMs.Update(ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm})
-						if status.Code(err) == codes.Aborted {
-							if vm, err = c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: &apiv1.ObjectKey{Name: name}}); err != nil {
-								t.Errorf("get %s: %v", name, err)
-								return
-							}
-							continue
-						}
-						if err != nil {
-							t.Errorf("update %s: %v", name, err)
-							return
-						}
-						vm = upd
-						break
+					vm.Spec.RunStrategy = "Always"
+					if vm, err = c.VMs.Update(ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm}); err != nil {
+						t.Errorf("update %s: %v", name, err)
+						return
 					}
 				}
 				mu.Lock()

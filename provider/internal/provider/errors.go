@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -68,4 +69,24 @@ func apiError(err error, endpoint, what string) (summary, detail string) {
 	}
 	return "virtplane agent error",
 		fmt.Sprintf("Cannot %s: the agent at %s answered %s: %s", what, endpoint, st.Code(), msg)
+}
+
+// readyToRead reports whether a data source can talk to the agent. With
+// provider settings still unknown at plan time it defers the read where
+// Terraform allows that, and otherwise says which settings are unknown.
+func readyToRead(data *providerData, req datasource.ReadRequest, resp *datasource.ReadResponse, what string) bool {
+	if data == nil {
+		resp.Diagnostics.AddError("virtplane provider not configured",
+			"The data source was read before the provider was configured. This is a bug in the virtplane provider.")
+		return false
+	}
+	if len(data.unknown) > 0 {
+		if req.ClientCapabilities.DeferralAllowed {
+			resp.Deferred = &datasource.Deferred{Reason: datasource.DeferredReasonProviderConfigUnknown}
+			return false
+		}
+		resp.Diagnostics.AddError(notReadyError(data, what))
+		return false
+	}
+	return true
 }

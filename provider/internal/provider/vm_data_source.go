@@ -162,17 +162,7 @@ func (d *vmDataSource) Read(ctx context.Context, req datasource.ReadRequest, res
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if d.data == nil {
-		resp.Diagnostics.AddError("virtplane provider not configured",
-			"The data source was read before the provider was configured. This is a bug in the virtplane provider.")
-		return
-	}
-	if len(d.data.unknown) > 0 {
-		if req.ClientCapabilities.DeferralAllowed {
-			resp.Deferred = &datasource.Deferred{Reason: datasource.DeferredReasonProviderConfigUnknown}
-			return
-		}
-		resp.Diagnostics.AddError(notReadyError(d.data, "read virtplane_virtual_machine"))
+	if !readyToRead(d.data, req, resp, "read virtplane_virtual_machine") {
 		return
 	}
 	ns := orDefault(cfg.Namespace.ValueString(), defaultNamespace)
