@@ -216,17 +216,27 @@ func (l *statusLog) output() string {
 
 func (l *statusLog) close() { l.stop(); <-l.done }
 
-// expectSequence checks that want appears in order within got.
+// expectSequence waits until want appears in order within the statuses
+// the watch printed (its events may trail the API reads that ended the
+// scenario), then stops the watch.
 func expectSequence(t *testing.T, l *statusLog, want ...string) {
 	t.Helper()
-	got := l.statuses()
-	i := 0
-	for _, g := range got {
-		if i < len(want) && g == want[i] {
-			i++
+	defer l.close()
+	contains := func(got []string) bool {
+		i := 0
+		for _, g := range got {
+			if i < len(want) && g == want[i] {
+				i++
+			}
 		}
+		return i == len(want)
 	}
-	if i < len(want) {
+	deadline := time.Now().Add(10 * time.Second)
+	for !contains(l.statuses()) && time.Now().Before(deadline) {
+		time.Sleep(25 * time.Millisecond)
+	}
+	got := l.statuses()
+	if !contains(got) {
 		t.Fatalf("status sequence %v does not contain %v in order; watch output:\n%s", got, want, l.output())
 	}
 	t.Logf("get vm -w: %v", got)
@@ -243,7 +253,6 @@ func TestScenarioAlwaysRestartsAfterFailureAndSuccess(t *testing.T) {
 		if second.Metadata.Uid == first.Metadata.Uid {
 			t.Fatal("no new instance")
 		}
-		w.close()
 		expectSequence(t, w, "Starting", "Running", "Starting", "Running")
 		if sf := s.vm(name).Status.StartFailure; sf != nil {
 			t.Fatalf("%s: a guest that ran is not a start failure: %v", script, sf)
@@ -287,7 +296,6 @@ func TestScenarioAlwaysCrashLoopBackoff(t *testing.T) {
 	if wait := time.Until(sf.RetryAfterTimestamp.AsTime()); wait < 35*time.Second {
 		t.Fatalf("second backoff %v, want 40–60 s", wait)
 	}
-	w.close()
 	expectSequence(t, w, "Starting", "CrashLoopBackOff", "Starting", "CrashLoopBackOff")
 }
 
@@ -308,7 +316,6 @@ func TestScenarioRerunOnFailure(t *testing.T) {
 	if s.vmi("exits") != nil {
 		t.Fatal("RerunOnFailure restarted a guest that powered off")
 	}
-	w.close()
 	expectSequence(t, w, "Starting", "Running", "Stopped")
 }
 
@@ -326,7 +333,6 @@ func TestScenarioOnceNeverRestarts(t *testing.T) {
 	if vmi == nil || vmi.Metadata.Uid != first.Metadata.Uid || vmi.Status.Phase != apiv1.PhaseSucceeded {
 		t.Fatalf("Once restarted or lost its final instance: %v", vmi.GetStatus())
 	}
-	w.close()
 	expectSequence(t, w, "Starting", "Running", "Stopped")
 }
 
@@ -351,7 +357,6 @@ func TestScenarioManualActsOnlyOnRequests(t *testing.T) {
 	if rs := s.vm("manual").Spec.RunStrategy; rs != "Manual" {
 		t.Fatalf("stop rewrote the strategy to %s", rs)
 	}
-	w.close()
 	expectSequence(t, w, "Stopped", "Starting", "Running", "Stopping", "Stopped")
 }
 
@@ -387,7 +392,6 @@ func TestScenarioHaltedRemovesInstanceAndRestartMakesNewOne(t *testing.T) {
 		_, err := s.c.VMs.Get(s.ctx, &apiv1.GetVirtualMachineRequest{Key: s.key("web")})
 		return err != nil
 	})
-	w.close()
 	expectSequence(t, w, "Starting", "Running", "Stopping", "Starting", "Running", "Stopping", "Stopped")
 }
 
