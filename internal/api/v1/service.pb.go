@@ -1589,7 +1589,9 @@ type HeartbeatRequest struct {
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Schedulable bool                   `protobuf:"varint,2,opt,name=schedulable,proto3" json:"schedulable,omitempty"`
 	// Fresh figures, when they changed; empty keeps the stored ones.
-	Allocatable   map[string]string `protobuf:"bytes,3,rep,name=allocatable,proto3" json:"allocatable,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Allocatable map[string]string `protobuf:"bytes,3,rep,name=allocatable,proto3" json:"allocatable,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The node's image list, when it changed; unset keeps the stored one.
+	Images        *NodeImageList `protobuf:"bytes,4,opt,name=images,proto3" json:"images,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1645,6 +1647,57 @@ func (x *HeartbeatRequest) GetAllocatable() map[string]string {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetImages() *NodeImageList {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+type NodeImageList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*NodeImage           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeImageList) Reset() {
+	*x = NodeImageList{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeImageList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeImageList) ProtoMessage() {}
+
+func (x *NodeImageList) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeImageList.ProtoReflect.Descriptor instead.
+func (*NodeImageList) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *NodeImageList) GetItems() []*NodeImage {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node's lease is valid for this long from when the agent sent the
@@ -1657,7 +1710,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1722,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1735,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HeartbeatResponse) GetLeaseDurationSeconds() int64 {
@@ -1708,7 +1761,7 @@ type FenceNodeRequest struct {
 
 func (x *FenceNodeRequest) Reset() {
 	*x = FenceNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1773,7 @@ func (x *FenceNodeRequest) String() string {
 func (*FenceNodeRequest) ProtoMessage() {}
 
 func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1786,7 @@ func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeRequest.ProtoReflect.Descriptor instead.
 func (*FenceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FenceNodeRequest) GetName() string {
@@ -1754,7 +1807,7 @@ type FenceNodeResponse struct {
 
 func (x *FenceNodeResponse) Reset() {
 	*x = FenceNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[33]
+	mi := &file_internal_api_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1819,7 @@ func (x *FenceNodeResponse) String() string {
 func (*FenceNodeResponse) ProtoMessage() {}
 
 func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[33]
+	mi := &file_internal_api_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1832,7 @@ func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeResponse.ProtoReflect.Descriptor instead.
 func (*FenceNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FenceNodeResponse) GetNode() *Node {
@@ -1794,6 +1847,340 @@ func (x *FenceNodeResponse) GetFailedInstances() []*ObjectKey {
 		return x.FailedInstances
 	}
 	return nil
+}
+
+// ConsoleOpen says which console a client wants and how.
+type ConsoleOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The VM (or a bare VMI) by namespace and name.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Forward the client's input to the guest's serial port.
+	Interactive bool `protobuf:"varint,3,opt,name=interactive,proto3" json:"interactive,omitempty"`
+	// Show the kept log first: the current instance's, or the last ended
+	// one's when none runs.
+	Log bool `protobuf:"varint,4,opt,name=log,proto3" json:"log,omitempty"`
+	// Keep streaming new output (false: print the log and end).
+	Follow bool `protobuf:"varint,5,opt,name=follow,proto3" json:"follow,omitempty"`
+	// With log: at most this many bytes from the end (0: all that is kept).
+	TailBytes     int64 `protobuf:"varint,6,opt,name=tail_bytes,json=tailBytes,proto3" json:"tail_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleOpen) Reset() {
+	*x = ConsoleOpen{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleOpen) ProtoMessage() {}
+
+func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleOpen.ProtoReflect.Descriptor instead.
+func (*ConsoleOpen) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ConsoleOpen) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ConsoleOpen) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConsoleOpen) GetInteractive() bool {
+	if x != nil {
+		return x.Interactive
+	}
+	return false
+}
+
+func (x *ConsoleOpen) GetLog() bool {
+	if x != nil {
+		return x.Log
+	}
+	return false
+}
+
+func (x *ConsoleOpen) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *ConsoleOpen) GetTailBytes() int64 {
+	if x != nil {
+		return x.TailBytes
+	}
+	return 0
+}
+
+// ConsoleInput flows from the client to the guest: the first message
+// carries open, later ones data.
+type ConsoleInput struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Open          *ConsoleOpen           `protobuf:"bytes,1,opt,name=open,proto3" json:"open,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleInput) Reset() {
+	*x = ConsoleInput{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleInput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleInput) ProtoMessage() {}
+
+func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleInput.ProtoReflect.Descriptor instead.
+func (*ConsoleInput) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ConsoleInput) GetOpen() *ConsoleOpen {
+	if x != nil {
+		return x.Open
+	}
+	return nil
+}
+
+func (x *ConsoleInput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// ConsoleOutput flows from the guest to the client.
+type ConsoleOutput struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// Set on the node agent's first message of a session.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// A notice that is not guest output (the instance ended, ...); the
+	// client prints it apart from the data.
+	Notice        string `protobuf:"bytes,3,opt,name=notice,proto3" json:"notice,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleOutput) Reset() {
+	*x = ConsoleOutput{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleOutput) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleOutput) ProtoMessage() {}
+
+func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleOutput.ProtoReflect.Descriptor instead.
+func (*ConsoleOutput) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ConsoleOutput) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ConsoleOutput) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ConsoleOutput) GetNotice() string {
+	if x != nil {
+		return x.Notice
+	}
+	return ""
+}
+
+// ConsoleSession is a console request the API hands to the node that
+// holds the console.
+type ConsoleSession struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SessionId string                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Open      *ConsoleOpen           `protobuf:"bytes,2,opt,name=open,proto3" json:"open,omitempty"`
+	// The instance to attach to (empty when it has ended) and its VM's uid,
+	// under which ended instances' logs are kept.
+	VmiUid string `protobuf:"bytes,3,opt,name=vmi_uid,json=vmiUid,proto3" json:"vmi_uid,omitempty"`
+	VmUid  string `protobuf:"bytes,4,opt,name=vm_uid,json=vmUid,proto3" json:"vm_uid,omitempty"`
+	// The domain name on the node (<namespace>_<name>).
+	DomainName    string `protobuf:"bytes,5,opt,name=domain_name,json=domainName,proto3" json:"domain_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleSession) Reset() {
+	*x = ConsoleSession{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleSession) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleSession) ProtoMessage() {}
+
+func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleSession.ProtoReflect.Descriptor instead.
+func (*ConsoleSession) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *ConsoleSession) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ConsoleSession) GetOpen() *ConsoleOpen {
+	if x != nil {
+		return x.Open
+	}
+	return nil
+}
+
+func (x *ConsoleSession) GetVmiUid() string {
+	if x != nil {
+		return x.VmiUid
+	}
+	return ""
+}
+
+func (x *ConsoleSession) GetVmUid() string {
+	if x != nil {
+		return x.VmUid
+	}
+	return ""
+}
+
+func (x *ConsoleSession) GetDomainName() string {
+	if x != nil {
+		return x.DomainName
+	}
+	return ""
+}
+
+type ConsoleSessionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeName      string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsoleSessionsRequest) Reset() {
+	*x = ConsoleSessionsRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsoleSessionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsoleSessionsRequest) ProtoMessage() {}
+
+func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsoleSessionsRequest.ProtoReflect.Descriptor instead.
+func (*ConsoleSessionsRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ConsoleSessionsRequest) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
 }
 
 var File_internal_api_v1_service_proto protoreflect.FileDescriptor
@@ -1885,14 +2272,17 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x06object\x18\x02 \x01(\v2\x12.virtplane.v1.NodeR\x06object\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion\"=\n" +
 	"\x13RegisterNodeRequest\x12&\n" +
-	"\x04node\x18\x01 \x01(\v2\x12.virtplane.v1.NodeR\x04node\"\xdb\x01\n" +
+	"\x04node\x18\x01 \x01(\v2\x12.virtplane.v1.NodeR\x04node\"\x90\x02\n" +
 	"\x10HeartbeatRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vschedulable\x18\x02 \x01(\bR\vschedulable\x12Q\n" +
-	"\vallocatable\x18\x03 \x03(\v2/.virtplane.v1.HeartbeatRequest.AllocatableEntryR\vallocatable\x1a>\n" +
+	"\vallocatable\x18\x03 \x03(\v2/.virtplane.v1.HeartbeatRequest.AllocatableEntryR\vallocatable\x123\n" +
+	"\x06images\x18\x04 \x01(\v2\x1b.virtplane.v1.NodeImageListR\x06images\x1a>\n" +
 	"\x10AllocatableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x87\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\">\n" +
+	"\rNodeImageList\x12-\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.virtplane.v1.NodeImageR\x05items\"\x87\x01\n" +
 	"\x11HeartbeatResponse\x124\n" +
 	"\x16lease_duration_seconds\x18\x01 \x01(\x03R\x14leaseDurationSeconds\x12<\n" +
 	"\x1aheartbeat_interval_seconds\x18\x02 \x01(\x03R\x18heartbeatIntervalSeconds\"&\n" +
@@ -1900,7 +2290,33 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x7f\n" +
 	"\x11FenceNodeResponse\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.virtplane.v1.NodeR\x04node\x12B\n" +
-	"\x10failed_instances\x18\x02 \x03(\v2\x17.virtplane.v1.ObjectKeyR\x0ffailedInstances*d\n" +
+	"\x10failed_instances\x18\x02 \x03(\v2\x17.virtplane.v1.ObjectKeyR\x0ffailedInstances\"\xaa\x01\n" +
+	"\vConsoleOpen\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
+	"\vinteractive\x18\x03 \x01(\bR\vinteractive\x12\x10\n" +
+	"\x03log\x18\x04 \x01(\bR\x03log\x12\x16\n" +
+	"\x06follow\x18\x05 \x01(\bR\x06follow\x12\x1d\n" +
+	"\n" +
+	"tail_bytes\x18\x06 \x01(\x03R\ttailBytes\"Q\n" +
+	"\fConsoleInput\x12-\n" +
+	"\x04open\x18\x01 \x01(\v2\x19.virtplane.v1.ConsoleOpenR\x04open\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"Z\n" +
+	"\rConsoleOutput\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x16\n" +
+	"\x06notice\x18\x03 \x01(\tR\x06notice\"\xaf\x01\n" +
+	"\x0eConsoleSession\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12-\n" +
+	"\x04open\x18\x02 \x01(\v2\x19.virtplane.v1.ConsoleOpenR\x04open\x12\x17\n" +
+	"\avmi_uid\x18\x03 \x01(\tR\x06vmiUid\x12\x15\n" +
+	"\x06vm_uid\x18\x04 \x01(\tR\x05vmUid\x12\x1f\n" +
+	"\vdomain_name\x18\x05 \x01(\tR\n" +
+	"domainName\"5\n" +
+	"\x16ConsoleSessionsRequest\x12\x1b\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName*d\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05ADDED\x10\x01\x12\f\n" +
@@ -1933,7 +2349,11 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x05Watch\x12\x1f.virtplane.v1.WatchNodesRequest\x1a\x17.virtplane.v1.NodeEvent0\x01\x12A\n" +
 	"\bRegister\x12!.virtplane.v1.RegisterNodeRequest\x1a\x12.virtplane.v1.Node\x12L\n" +
 	"\tHeartbeat\x12\x1e.virtplane.v1.HeartbeatRequest\x1a\x1f.virtplane.v1.HeartbeatResponse\x12H\n" +
-	"\x05Fence\x12\x1e.virtplane.v1.FenceNodeRequest\x1a\x1f.virtplane.v1.FenceNodeResponseBIZGgithub.com/virtplane/terraform-provider-virtplane/internal/api/v1;apiv1b\x06proto3"
+	"\x05Fence\x12\x1e.virtplane.v1.FenceNodeRequest\x1a\x1f.virtplane.v1.FenceNodeResponse2\xe9\x01\n" +
+	"\bConsoles\x12E\n" +
+	"\x06Attach\x12\x1a.virtplane.v1.ConsoleInput\x1a\x1b.virtplane.v1.ConsoleOutput(\x010\x01\x12P\n" +
+	"\bSessions\x12$.virtplane.v1.ConsoleSessionsRequest\x1a\x1c.virtplane.v1.ConsoleSession0\x01\x12D\n" +
+	"\x05Serve\x12\x1b.virtplane.v1.ConsoleOutput\x1a\x1a.virtplane.v1.ConsoleInput(\x010\x01BIZGgithub.com/virtplane/terraform-provider-virtplane/internal/api/v1;apiv1b\x06proto3"
 
 var (
 	file_internal_api_v1_service_proto_rawDescOnce sync.Once
@@ -1948,7 +2368,7 @@ func file_internal_api_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_api_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_internal_api_v1_service_proto_goTypes = []any{
 	(EventType)(0),                                    // 0: virtplane.v1.EventType
 	(*ObjectKey)(nil),                                 // 1: virtplane.v1.ObjectKey
@@ -1982,98 +2402,115 @@ var file_internal_api_v1_service_proto_goTypes = []any{
 	(*NodeEvent)(nil),                                 // 29: virtplane.v1.NodeEvent
 	(*RegisterNodeRequest)(nil),                       // 30: virtplane.v1.RegisterNodeRequest
 	(*HeartbeatRequest)(nil),                          // 31: virtplane.v1.HeartbeatRequest
-	(*HeartbeatResponse)(nil),                         // 32: virtplane.v1.HeartbeatResponse
-	(*FenceNodeRequest)(nil),                          // 33: virtplane.v1.FenceNodeRequest
-	(*FenceNodeResponse)(nil),                         // 34: virtplane.v1.FenceNodeResponse
-	nil,                                               // 35: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	nil,                                               // 36: virtplane.v1.HeartbeatRequest.AllocatableEntry
-	(*VirtualMachine)(nil),                            // 37: virtplane.v1.VirtualMachine
-	(*VirtualMachineInstance)(nil),                    // 38: virtplane.v1.VirtualMachineInstance
-	(*Node)(nil),                                      // 39: virtplane.v1.Node
-	(*VirtualMachineInstanceMigration)(nil),           // 40: virtplane.v1.VirtualMachineInstanceMigration
+	(*NodeImageList)(nil),                             // 32: virtplane.v1.NodeImageList
+	(*HeartbeatResponse)(nil),                         // 33: virtplane.v1.HeartbeatResponse
+	(*FenceNodeRequest)(nil),                          // 34: virtplane.v1.FenceNodeRequest
+	(*FenceNodeResponse)(nil),                         // 35: virtplane.v1.FenceNodeResponse
+	(*ConsoleOpen)(nil),                               // 36: virtplane.v1.ConsoleOpen
+	(*ConsoleInput)(nil),                              // 37: virtplane.v1.ConsoleInput
+	(*ConsoleOutput)(nil),                             // 38: virtplane.v1.ConsoleOutput
+	(*ConsoleSession)(nil),                            // 39: virtplane.v1.ConsoleSession
+	(*ConsoleSessionsRequest)(nil),                    // 40: virtplane.v1.ConsoleSessionsRequest
+	nil,                                               // 41: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	nil,                                               // 42: virtplane.v1.HeartbeatRequest.AllocatableEntry
+	(*VirtualMachine)(nil),                            // 43: virtplane.v1.VirtualMachine
+	(*VirtualMachineInstance)(nil),                    // 44: virtplane.v1.VirtualMachineInstance
+	(*Node)(nil),                                      // 45: virtplane.v1.Node
+	(*NodeImage)(nil),                                 // 46: virtplane.v1.NodeImage
+	(*VirtualMachineInstanceMigration)(nil),           // 47: virtplane.v1.VirtualMachineInstanceMigration
 }
 var file_internal_api_v1_service_proto_depIdxs = []int32{
-	37, // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	43, // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,  // 1: virtplane.v1.GetVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,  // 2: virtplane.v1.ListVirtualMachinesRequest.options:type_name -> virtplane.v1.ListOptions
-	37, // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
-	37, // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	43, // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
+	43, // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,  // 5: virtplane.v1.DeleteVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	4,  // 6: virtplane.v1.DeleteVirtualMachineRequest.options:type_name -> virtplane.v1.DeleteOptions
 	3,  // 7: virtplane.v1.WatchVirtualMachinesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 8: virtplane.v1.VirtualMachineEvent.type:type_name -> virtplane.v1.EventType
-	37, // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
+	43, // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
 	1,  // 10: virtplane.v1.StartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 11: virtplane.v1.StopVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 12: virtplane.v1.RestartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 13: virtplane.v1.PauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 14: virtplane.v1.UnpauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 15: virtplane.v1.MigrateVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	35, // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	41, // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
 	1,  // 17: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,  // 18: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
-	38, // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
+	44, // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
 	3,  // 20: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 21: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
-	38, // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
-	38, // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
-	39, // 24: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
+	44, // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
+	44, // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	45, // 24: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
 	3,  // 25: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 26: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
-	39, // 27: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
-	39, // 28: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
-	36, // 29: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
-	39, // 30: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
-	1,  // 31: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
-	5,  // 32: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
-	6,  // 33: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
-	7,  // 34: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
-	9,  // 35: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
-	10, // 36: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
-	11, // 37: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
-	13, // 38: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
-	14, // 39: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
-	15, // 40: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
-	16, // 41: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
-	17, // 42: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
-	18, // 43: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
-	19, // 44: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
-	20, // 45: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
-	22, // 46: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
-	24, // 47: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
-	25, // 48: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
-	26, // 49: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
-	28, // 50: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
-	30, // 51: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
-	31, // 52: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
-	33, // 53: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
-	37, // 54: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
-	37, // 55: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
-	8,  // 56: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
-	37, // 57: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
-	37, // 58: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
-	12, // 59: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
-	37, // 60: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
-	37, // 61: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
-	37, // 62: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
-	37, // 63: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
-	37, // 64: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
-	40, // 65: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	38, // 66: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
-	21, // 67: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
-	23, // 68: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
-	38, // 69: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
-	39, // 70: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
-	27, // 71: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
-	29, // 72: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
-	39, // 73: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
-	32, // 74: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
-	34, // 75: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
-	54, // [54:76] is the sub-list for method output_type
-	32, // [32:54] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	45, // 27: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
+	45, // 28: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
+	42, // 29: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
+	32, // 30: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
+	46, // 31: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
+	45, // 32: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
+	1,  // 33: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
+	36, // 34: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
+	36, // 35: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
+	5,  // 36: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
+	6,  // 37: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
+	7,  // 38: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
+	9,  // 39: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
+	10, // 40: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
+	11, // 41: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
+	13, // 42: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
+	14, // 43: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
+	15, // 44: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
+	16, // 45: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
+	17, // 46: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
+	18, // 47: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
+	19, // 48: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
+	20, // 49: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
+	22, // 50: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
+	24, // 51: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	25, // 52: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
+	26, // 53: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
+	28, // 54: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
+	30, // 55: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
+	31, // 56: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
+	34, // 57: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
+	37, // 58: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
+	40, // 59: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
+	38, // 60: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
+	43, // 61: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
+	43, // 62: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
+	8,  // 63: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
+	43, // 64: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
+	43, // 65: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
+	12, // 66: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
+	43, // 67: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
+	43, // 68: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
+	43, // 69: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
+	43, // 70: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
+	43, // 71: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
+	47, // 72: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	44, // 73: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
+	21, // 74: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
+	23, // 75: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
+	44, // 76: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
+	45, // 77: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
+	27, // 78: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
+	29, // 79: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
+	45, // 80: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
+	33, // 81: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
+	35, // 82: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
+	38, // 83: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
+	39, // 84: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
+	37, // 85: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
+	61, // [61:86] is the sub-list for method output_type
+	36, // [36:61] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_service_proto_init() }
@@ -2090,9 +2527,9 @@ func file_internal_api_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_service_proto_rawDesc), len(file_internal_api_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   42,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_internal_api_v1_service_proto_goTypes,
 		DependencyIndexes: file_internal_api_v1_service_proto_depIdxs,

@@ -1069,3 +1069,184 @@ var Nodes_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "internal/api/v1/service.proto",
 }
+
+const (
+	Consoles_Attach_FullMethodName   = "/virtplane.v1.Consoles/Attach"
+	Consoles_Sessions_FullMethodName = "/virtplane.v1.Consoles/Sessions"
+	Consoles_Serve_FullMethodName    = "/virtplane.v1.Consoles/Serve"
+)
+
+// ConsolesClient is the client API for Consoles service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type ConsolesClient interface {
+	// A client's console: the first message opens it (see ConsoleOpen).
+	Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsoleInput, ConsoleOutput], error)
+	// Node agents keep this open to receive console sessions for their
+	// node; the API reaches nodes only through it, so a node needs no
+	// listener of its own.
+	Sessions(ctx context.Context, in *ConsoleSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ConsoleSession], error)
+	// A node agent serves one session: its first message names the
+	// session_id, then it sends guest output and receives client input.
+	Serve(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsoleOutput, ConsoleInput], error)
+}
+
+type consolesClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewConsolesClient(cc grpc.ClientConnInterface) ConsolesClient {
+	return &consolesClient{cc}
+}
+
+func (c *consolesClient) Attach(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsoleInput, ConsoleOutput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Consoles_ServiceDesc.Streams[0], Consoles_Attach_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ConsoleInput, ConsoleOutput]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consoles_AttachClient = grpc.BidiStreamingClient[ConsoleInput, ConsoleOutput]
+
+func (c *consolesClient) Sessions(ctx context.Context, in *ConsoleSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ConsoleSession], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Consoles_ServiceDesc.Streams[1], Consoles_Sessions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ConsoleSessionsRequest, ConsoleSession]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consoles_SessionsClient = grpc.ServerStreamingClient[ConsoleSession]
+
+func (c *consolesClient) Serve(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConsoleOutput, ConsoleInput], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Consoles_ServiceDesc.Streams[2], Consoles_Serve_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ConsoleOutput, ConsoleInput]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consoles_ServeClient = grpc.BidiStreamingClient[ConsoleOutput, ConsoleInput]
+
+// ConsolesServer is the server API for Consoles service.
+// All implementations must embed UnimplementedConsolesServer
+// for forward compatibility.
+type ConsolesServer interface {
+	// A client's console: the first message opens it (see ConsoleOpen).
+	Attach(grpc.BidiStreamingServer[ConsoleInput, ConsoleOutput]) error
+	// Node agents keep this open to receive console sessions for their
+	// node; the API reaches nodes only through it, so a node needs no
+	// listener of its own.
+	Sessions(*ConsoleSessionsRequest, grpc.ServerStreamingServer[ConsoleSession]) error
+	// A node agent serves one session: its first message names the
+	// session_id, then it sends guest output and receives client input.
+	Serve(grpc.BidiStreamingServer[ConsoleOutput, ConsoleInput]) error
+	mustEmbedUnimplementedConsolesServer()
+}
+
+// UnimplementedConsolesServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedConsolesServer struct{}
+
+func (UnimplementedConsolesServer) Attach(grpc.BidiStreamingServer[ConsoleInput, ConsoleOutput]) error {
+	return status.Error(codes.Unimplemented, "method Attach not implemented")
+}
+func (UnimplementedConsolesServer) Sessions(*ConsoleSessionsRequest, grpc.ServerStreamingServer[ConsoleSession]) error {
+	return status.Error(codes.Unimplemented, "method Sessions not implemented")
+}
+func (UnimplementedConsolesServer) Serve(grpc.BidiStreamingServer[ConsoleOutput, ConsoleInput]) error {
+	return status.Error(codes.Unimplemented, "method Serve not implemented")
+}
+func (UnimplementedConsolesServer) mustEmbedUnimplementedConsolesServer() {}
+func (UnimplementedConsolesServer) testEmbeddedByValue()                  {}
+
+// UnsafeConsolesServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ConsolesServer will
+// result in compilation errors.
+type UnsafeConsolesServer interface {
+	mustEmbedUnimplementedConsolesServer()
+}
+
+func RegisterConsolesServer(s grpc.ServiceRegistrar, srv ConsolesServer) {
+	// If the following call panics, it indicates UnimplementedConsolesServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Consoles_ServiceDesc, srv)
+}
+
+func _Consoles_Attach_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ConsolesServer).Attach(&grpc.GenericServerStream[ConsoleInput, ConsoleOutput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consoles_AttachServer = grpc.BidiStreamingServer[ConsoleInput, ConsoleOutput]
+
+func _Consoles_Sessions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ConsoleSessionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ConsolesServer).Sessions(m, &grpc.GenericServerStream[ConsoleSessionsRequest, ConsoleSession]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consoles_SessionsServer = grpc.ServerStreamingServer[ConsoleSession]
+
+func _Consoles_Serve_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ConsolesServer).Serve(&grpc.GenericServerStream[ConsoleOutput, ConsoleInput]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Consoles_ServeServer = grpc.BidiStreamingServer[ConsoleOutput, ConsoleInput]
+
+// Consoles_ServiceDesc is the grpc.ServiceDesc for Consoles service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Consoles_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "virtplane.v1.Consoles",
+	HandlerType: (*ConsolesServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Attach",
+			Handler:       _Consoles_Attach_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Sessions",
+			Handler:       _Consoles_Sessions_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Serve",
+			Handler:       _Consoles_Serve_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "internal/api/v1/service.proto",
+}

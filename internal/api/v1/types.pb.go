@@ -512,8 +512,11 @@ type VirtualMachineStatus struct {
 	RunStrategy        string `protobuf:"bytes,7,opt,name=run_strategy,json=runStrategy,proto3" json:"run_strategy,omitempty"`
 	ObservedGeneration int64  `protobuf:"varint,8,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
 	DesiredGeneration  int64  `protobuf:"varint,9,opt,name=desired_generation,json=desiredGeneration,proto3" json:"desired_generation,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The node the VM's latest instance was placed on. A VM with persistent
+	// volumes is pinned to it: its volumes live on that node's disk.
+	NodeName      string `protobuf:"bytes,10,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VirtualMachineStatus) Reset() {
@@ -607,6 +610,13 @@ func (x *VirtualMachineStatus) GetDesiredGeneration() int64 {
 		return x.DesiredGeneration
 	}
 	return 0
+}
+
+func (x *VirtualMachineStatus) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
 }
 
 type StateChangeRequest struct {
@@ -2229,7 +2239,10 @@ type NodeStatus struct {
 	// End of the node's fencing lease; see docs/failover.md.
 	LeaseExpiry *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=lease_expiry,json=leaseExpiry,proto3" json:"lease_expiry,omitempty"`
 	// Address the node agent can be reached at, if any.
-	Address       string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
+	Address string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
+	// Base images in the node image directory, refreshed by the node agent
+	// off the hot path.
+	Images        []*NodeImage `protobuf:"bytes,9,rep,name=images,proto3" json:"images,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2320,6 +2333,95 @@ func (x *NodeStatus) GetAddress() string {
 	return ""
 }
 
+func (x *NodeStatus) GetImages() []*NodeImage {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+// NodeImage is a base image a node holds, by name (its path relative to
+// the node image directory).
+type NodeImage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// qcow2, raw, ... as qemu-img reports it.
+	Format string `protobuf:"bytes,2,opt,name=format,proto3" json:"format,omitempty"`
+	// Size the guest sees, in bytes.
+	VirtualSizeBytes int64 `protobuf:"varint,3,opt,name=virtual_size_bytes,json=virtualSizeBytes,proto3" json:"virtual_size_bytes,omitempty"`
+	// File size on disk, in bytes.
+	SizeBytes int64 `protobuf:"varint,4,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Hex SHA-256 of the file.
+	Sha256        string `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeImage) Reset() {
+	*x = NodeImage{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeImage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeImage) ProtoMessage() {}
+
+func (x *NodeImage) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeImage.ProtoReflect.Descriptor instead.
+func (*NodeImage) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *NodeImage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NodeImage) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *NodeImage) GetVirtualSizeBytes() int64 {
+	if x != nil {
+		return x.VirtualSizeBytes
+	}
+	return 0
+}
+
+func (x *NodeImage) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *NodeImage) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 type NodeInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Hostname       string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
@@ -2335,7 +2437,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2449,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2462,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NodeInfo) GetHostname() string {
@@ -2423,7 +2525,7 @@ type VirtualMachineInstanceMigration struct {
 
 func (x *VirtualMachineInstanceMigration) Reset() {
 	*x = VirtualMachineInstanceMigration{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2537,7 @@ func (x *VirtualMachineInstanceMigration) String() string {
 func (*VirtualMachineInstanceMigration) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2550,7 @@ func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualMachineInstanceMigration.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigration) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *VirtualMachineInstanceMigration) GetMetadata() *ObjectMeta {
@@ -2483,7 +2585,7 @@ type VirtualMachineInstanceMigrationSpec struct {
 
 func (x *VirtualMachineInstanceMigrationSpec) Reset() {
 	*x = VirtualMachineInstanceMigrationSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2597,7 @@ func (x *VirtualMachineInstanceMigrationSpec) String() string {
 func (*VirtualMachineInstanceMigrationSpec) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2610,7 @@ func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use VirtualMachineInstanceMigrationSpec.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *VirtualMachineInstanceMigrationSpec) GetVmiName() string {
@@ -2537,7 +2639,7 @@ type VirtualMachineInstanceMigrationStatus struct {
 
 func (x *VirtualMachineInstanceMigrationStatus) Reset() {
 	*x = VirtualMachineInstanceMigrationStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2651,7 @@ func (x *VirtualMachineInstanceMigrationStatus) String() string {
 func (*VirtualMachineInstanceMigrationStatus) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2664,7 @@ func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use VirtualMachineInstanceMigrationStatus.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *VirtualMachineInstanceMigrationStatus) GetPhase() string {
@@ -2649,7 +2751,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\b_running\"\x98\x01\n" +
 	"\"VirtualMachineInstanceTemplateSpec\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12<\n" +
-	"\x04spec\x18\x02 \x01(\v2(.virtplane.v1.VirtualMachineInstanceSpecR\x04spec\"\xd2\x03\n" +
+	"\x04spec\x18\x02 \x01(\v2(.virtplane.v1.VirtualMachineInstanceSpecR\x04spec\"\xef\x03\n" +
 	"\x14VirtualMachineStatus\x12)\n" +
 	"\x10printable_status\x18\x01 \x01(\tR\x0fprintableStatus\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\x12\x14\n" +
@@ -2661,7 +2763,9 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\rstart_failure\x18\x06 \x01(\v2(.virtplane.v1.VirtualMachineStartFailureR\fstartFailure\x12!\n" +
 	"\frun_strategy\x18\a \x01(\tR\vrunStrategy\x12/\n" +
 	"\x13observed_generation\x18\b \x01(\x03R\x12observedGeneration\x12-\n" +
-	"\x12desired_generation\x18\t \x01(\x03R\x11desiredGeneration\"\xb7\x01\n" +
+	"\x12desired_generation\x18\t \x01(\x03R\x11desiredGeneration\x12\x1b\n" +
+	"\tnode_name\x18\n" +
+	" \x01(\tR\bnodeName\"\xb7\x01\n" +
 	"\x12StateChangeRequest\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12>\n" +
@@ -2793,7 +2897,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x04spec\x18\x02 \x01(\v2\x16.virtplane.v1.NodeSpecR\x04spec\x120\n" +
 	"\x06status\x18\x03 \x01(\v2\x18.virtplane.v1.NodeStatusR\x06status\"0\n" +
 	"\bNodeSpec\x12$\n" +
-	"\runschedulable\x18\x01 \x01(\bR\runschedulable\"\xbd\x04\n" +
+	"\runschedulable\x18\x01 \x01(\bR\runschedulable\"\xee\x04\n" +
 	"\n" +
 	"NodeStatus\x12B\n" +
 	"\bcapacity\x18\x01 \x03(\v2&.virtplane.v1.NodeStatus.CapacityEntryR\bcapacity\x12K\n" +
@@ -2805,13 +2909,21 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"conditions\x123\n" +
 	"\tnode_info\x18\x06 \x01(\v2\x16.virtplane.v1.NodeInfoR\bnodeInfo\x12=\n" +
 	"\flease_expiry\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\x12\x18\n" +
-	"\aaddress\x18\b \x01(\tR\aaddress\x1a;\n" +
+	"\aaddress\x18\b \x01(\tR\aaddress\x12/\n" +
+	"\x06images\x18\t \x03(\v2\x17.virtplane.v1.NodeImageR\x06images\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AllocatableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
+	"\tNodeImage\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\x12,\n" +
+	"\x12virtual_size_bytes\x18\x03 \x01(\x03R\x10virtualSizeBytes\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x04 \x01(\x03R\tsizeBytes\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\tR\x06sha256\"\x81\x02\n" +
 	"\bNodeInfo\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x12'\n" +
@@ -2851,7 +2963,7 @@ func file_internal_api_v1_types_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_types_proto_rawDescData
 }
 
-var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_internal_api_v1_types_proto_goTypes = []any{
 	(*ObjectMeta)(nil),                            // 0: virtplane.v1.ObjectMeta
 	(*OwnerReference)(nil),                        // 1: virtplane.v1.OwnerReference
@@ -2887,27 +2999,28 @@ var file_internal_api_v1_types_proto_goTypes = []any{
 	(*Node)(nil),                                  // 31: virtplane.v1.Node
 	(*NodeSpec)(nil),                              // 32: virtplane.v1.NodeSpec
 	(*NodeStatus)(nil),                            // 33: virtplane.v1.NodeStatus
-	(*NodeInfo)(nil),                              // 34: virtplane.v1.NodeInfo
-	(*VirtualMachineInstanceMigration)(nil),       // 35: virtplane.v1.VirtualMachineInstanceMigration
-	(*VirtualMachineInstanceMigrationSpec)(nil),   // 36: virtplane.v1.VirtualMachineInstanceMigrationSpec
-	(*VirtualMachineInstanceMigrationStatus)(nil), // 37: virtplane.v1.VirtualMachineInstanceMigrationStatus
-	nil,                           // 38: virtplane.v1.ObjectMeta.LabelsEntry
-	nil,                           // 39: virtplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                           // 40: virtplane.v1.StateChangeRequest.DataEntry
-	nil,                           // 41: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
-	nil,                           // 42: virtplane.v1.NodeStatus.CapacityEntry
-	nil,                           // 43: virtplane.v1.NodeStatus.AllocatableEntry
-	nil,                           // 44: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*NodeImage)(nil),                             // 34: virtplane.v1.NodeImage
+	(*NodeInfo)(nil),                              // 35: virtplane.v1.NodeInfo
+	(*VirtualMachineInstanceMigration)(nil),       // 36: virtplane.v1.VirtualMachineInstanceMigration
+	(*VirtualMachineInstanceMigrationSpec)(nil),   // 37: virtplane.v1.VirtualMachineInstanceMigrationSpec
+	(*VirtualMachineInstanceMigrationStatus)(nil), // 38: virtplane.v1.VirtualMachineInstanceMigrationStatus
+	nil,                           // 39: virtplane.v1.ObjectMeta.LabelsEntry
+	nil,                           // 40: virtplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                           // 41: virtplane.v1.StateChangeRequest.DataEntry
+	nil,                           // 42: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	nil,                           // 43: virtplane.v1.NodeStatus.CapacityEntry
+	nil,                           // 44: virtplane.v1.NodeStatus.AllocatableEntry
+	nil,                           // 45: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
 }
 var file_internal_api_v1_types_proto_depIdxs = []int32{
-	38, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
-	39, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
-	45, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	45, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	39, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
+	40, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
+	46, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	46, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 4: virtplane.v1.ObjectMeta.owner_references:type_name -> virtplane.v1.OwnerReference
-	45, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	45, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	46, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	46, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: virtplane.v1.VirtualMachine.metadata:type_name -> virtplane.v1.ObjectMeta
 	4,  // 8: virtplane.v1.VirtualMachine.spec:type_name -> virtplane.v1.VirtualMachineSpec
 	6,  // 9: virtplane.v1.VirtualMachine.status:type_name -> virtplane.v1.VirtualMachineStatus
@@ -2917,15 +3030,15 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 13: virtplane.v1.VirtualMachineStatus.conditions:type_name -> virtplane.v1.Condition
 	7,  // 14: virtplane.v1.VirtualMachineStatus.state_change_requests:type_name -> virtplane.v1.StateChangeRequest
 	8,  // 15: virtplane.v1.VirtualMachineStatus.start_failure:type_name -> virtplane.v1.VirtualMachineStartFailure
-	40, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
-	45, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
+	41, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
+	46, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 18: virtplane.v1.VirtualMachineInstance.metadata:type_name -> virtplane.v1.ObjectMeta
 	10, // 19: virtplane.v1.VirtualMachineInstance.spec:type_name -> virtplane.v1.VirtualMachineInstanceSpec
 	27, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
 	11, // 21: virtplane.v1.VirtualMachineInstanceSpec.domain:type_name -> virtplane.v1.DomainSpec
 	21, // 22: virtplane.v1.VirtualMachineInstanceSpec.volumes:type_name -> virtplane.v1.Volume
 	25, // 23: virtplane.v1.VirtualMachineInstanceSpec.networks:type_name -> virtplane.v1.Network
-	41, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	42, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
 	12, // 25: virtplane.v1.DomainSpec.cpu:type_name -> virtplane.v1.CPU
 	13, // 26: virtplane.v1.DomainSpec.memory:type_name -> virtplane.v1.Memory
 	14, // 27: virtplane.v1.DomainSpec.devices:type_name -> virtplane.v1.Devices
@@ -2943,30 +3056,31 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 39: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
 	29, // 40: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
 	30, // 41: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	45, // 42: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
-	45, // 43: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
-	45, // 44: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
+	46, // 42: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
+	46, // 43: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
+	46, // 44: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 45: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
 	32, // 46: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
 	33, // 47: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
-	42, // 48: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
-	43, // 49: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
-	45, // 50: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
+	43, // 48: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
+	44, // 49: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
+	46, // 50: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 51: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
-	34, // 52: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
-	45, // 53: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
-	0,  // 54: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
-	36, // 55: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
-	37, // 56: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
-	44, // 57: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	28, // 58: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
-	2,  // 59: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
-	30, // 60: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	61, // [61:61] is the sub-list for method output_type
-	61, // [61:61] is the sub-list for method input_type
-	61, // [61:61] is the sub-list for extension type_name
-	61, // [61:61] is the sub-list for extension extendee
-	0,  // [0:61] is the sub-list for field type_name
+	35, // 52: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
+	46, // 53: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
+	34, // 54: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
+	0,  // 55: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
+	37, // 56: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
+	38, // 57: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
+	45, // 58: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	28, // 59: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
+	2,  // 60: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
+	30, // 61: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_types_proto_init() }
@@ -2982,7 +3096,7 @@ func file_internal_api_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_types_proto_rawDesc), len(file_internal_api_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

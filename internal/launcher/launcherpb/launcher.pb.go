@@ -311,7 +311,9 @@ type DomainStatus struct {
 	// When a graceful shutdown was first requested (unix seconds), or 0.
 	ShutdownRequestedAt int64 `protobuf:"varint,8,opt,name=shutdown_requested_at,json=shutdownRequestedAt,proto3" json:"shutdown_requested_at,omitempty"`
 	// QEMU process id, when running.
-	QemuPid       int32 `protobuf:"varint,9,opt,name=qemu_pid,json=qemuPid,proto3" json:"qemu_pid,omitempty"`
+	QemuPid int32 `protobuf:"varint,9,opt,name=qemu_pid,json=qemuPid,proto3" json:"qemu_pid,omitempty"`
+	// The serial console's pty on the host (/dev/pts/N), when running.
+	ConsolePty    string `protobuf:"bytes,10,opt,name=console_pty,json=consolePty,proto3" json:"console_pty,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -407,6 +409,13 @@ func (x *DomainStatus) GetQemuPid() int32 {
 		return x.QemuPid
 	}
 	return 0
+}
+
+func (x *DomainStatus) GetConsolePty() string {
+	if x != nil {
+		return x.ConsolePty
+	}
+	return ""
 }
 
 type Empty struct {
@@ -664,7 +673,7 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x13node_failure_policy\x18\t \x01(\tR\x11nodeFailurePolicy\"\x83\x01\n" +
 	"\vSyncRequest\x126\n" +
 	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\x12<\n" +
-	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\x8a\x02\n" +
+	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\xab\x02\n" +
 	"\fDomainStatus\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -674,7 +683,10 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\avmi_uid\x18\x06 \x01(\tR\x06vmiUid\x12$\n" +
 	"\x0epaused_by_user\x18\a \x01(\bR\fpausedByUser\x122\n" +
 	"\x15shutdown_requested_at\x18\b \x01(\x03R\x13shutdownRequestedAt\x12\x19\n" +
-	"\bqemu_pid\x18\t \x01(\x05R\aqemuPid\"\a\n" +
+	"\bqemu_pid\x18\t \x01(\x05R\aqemuPid\x12\x1f\n" +
+	"\vconsole_pty\x18\n" +
+	" \x01(\tR\n" +
+	"consolePty\"\a\n" +
 	"\x05Empty\"\x11\n" +
 	"\x0fShutdownRequest\"8\n" +
 	"\fLeaseRequest\x12(\n" +
