@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -278,7 +279,25 @@ func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) *state.VMI {
 		NodeFailurePolicy:  policy,
 		Dir:                a.vmiDir(md.GetUid()),
 		CreatedAt:          a.now().Round(0),
+		VMUID:              OwnerVMUID(vmi),
 	}
+}
+
+// OwnerVMUID is the uid of the VM controlling vmi, or "" for a bare VMI.
+func OwnerVMUID(vmi *apiv1.VirtualMachineInstance) string {
+	for _, o := range vmi.GetMetadata().GetOwnerReferences() {
+		if o.GetKind() == apiv1.KindVirtualMachine && o.GetController() {
+			return o.GetUid()
+		}
+	}
+	return ""
+}
+
+// vmDir holds what a VM keeps on this node across its instances:
+// persistent volumes and the console logs of ended instances. It is
+// removed when the VM is deleted.
+func (a *Agent) vmDir(vmUID string) string {
+	return filepath.Join(a.opts.NodeDataDir, "vms", vmUID)
 }
 
 // DomainName is the libvirt domain name of a VMI. Namespaces and names are

@@ -41,6 +41,10 @@ type VMI struct {
 	// disk overlays); it is removed on cleanup.
 	Dir       string    `json:"dir"`
 	CreatedAt time.Time `json:"created_at"`
+	// VMUID is the uid of the VM that owns the VMI, if any: its
+	// persistent volumes and kept console logs live under
+	// <node data dir>/vms/<VMUID>.
+	VMUID string `json:"vm_uid,omitempty"`
 }
 
 // Key is the VMI's namespace/name.
