@@ -103,6 +103,9 @@ type Options struct {
 	// SyncTimeout bounds Sync, which may define and boot a domain;
 	// default 2 min.
 	SyncTimeout time.Duration
+	// VMDirGCPeriod is how often the files of deleted VMs are looked
+	// for; default DefaultVMDirGCPeriod.
+	VMDirGCPeriod time.Duration
 
 	// Clock is the agent's clock; time.Now when nil. Lease arithmetic uses
 	// its monotonic reading.
@@ -145,6 +148,7 @@ func (o *Options) complete() error {
 	setDefault(&o.ReattachTimeout, 2*time.Second)
 	setDefault(&o.CallTimeout, 10*time.Second)
 	setDefault(&o.SyncTimeout, 2*time.Minute)
+	setDefault(&o.VMDirGCPeriod, DefaultVMDirGCPeriod)
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -182,6 +186,9 @@ type Agent struct {
 	// be reached, for the launcher grace.
 	unreachable map[string]time.Time
 
+	// gcKick asks the VM directory collector for an early pass.
+	gcKick chan struct{}
+
 	closeOnce sync.Once
 }
 
@@ -197,6 +204,7 @@ func New(opts Options) (*Agent, error) {
 		queue:       controller.NewQueue("nodeagent"),
 		launchers:   newLauncherTable(),
 		unreachable: map[string]time.Time{},
+		gcKick:      make(chan struct{}, 1),
 		db:          opts.State,
 	}
 	if opts.Host != nil {
@@ -281,6 +289,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun(func() { a.heartbeatLoop(ctx, interval) })
 	goRun(func() { a.livenessLoop(ctx) })
 	goRun(func() { a.resyncLoop(ctx) })
+	goRun(func() { a.vmDirGCLoop(ctx) })
 	a.log.Info("node agent running", "kvm", a.host.KVMUsable)
 	controller.Run(ctx, "nodeagent", a.queue, a.opts.Workers, controller.ReconcileFunc(a.Reconcile), a.log)
 	wg.Wait()

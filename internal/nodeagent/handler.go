@@ -182,9 +182,6 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 		return controller.Result{}, nil // not handed to the node yet
 	}
 	if rec == nil {
-		if err := unsupportedVolumes(vmi); err != nil {
-			return a.prepareFailed(ctx, vmi, err)
-		}
 		rec = a.newRecord(vmi)
 		// Recorded before anything is started, so a crash from here on
 		// leaves a trace the next agent follows.
@@ -353,7 +350,10 @@ func (a *Agent) prepareFailed(ctx context.Context, vmi *apiv1.VirtualMachineInst
 	if !errors.As(err, &pe) {
 		return controller.Result{}, fmt.Errorf("preparing %s: %w", vmiKey(vmi), err)
 	}
-	fail := vmi.GetStatus().GetPhase() != apiv1.PhaseRunning
+	// A volume that could not be provisioned yet keeps the VMI waiting
+	// (the image may still be imported); anything else fails it unless
+	// it already runs.
+	fail := vmi.GetStatus().GetPhase() != apiv1.PhaseRunning && !pe.retry
 	a.log.Warn("preparing the VMI failed", "vmi", vmiKey(vmi), "err", err, "failing_vmi", fail)
 	if _, werr := a.writeStatus(ctx, vmi, syncFailedStatus(pe.reason, err.Error(), fail)); werr != nil && !errors.Is(werr, errVMIGone) {
 		return controller.Result{}, werr

@@ -109,24 +109,6 @@ func TestMissingKernelFailsWithLibvirtMessage(t *testing.T) {
 	}
 }
 
-func TestUnsupportedVolumeFails(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("pv", func(v *apiv1.VirtualMachineInstance) {
-		v.Spec.Domain.Devices.Disks = []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}}
-		v.Spec.Volumes = []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi"}}}
-	})
-	h.reconcile(a, "pv")
-	v := h.getVMI("pv")
-	c := apiv1.FindCondition(v.Status.Conditions, apiv1.ConditionSynchronized)
-	if v.Status.Phase != apiv1.PhaseFailed || c.GetReason() != ReasonUnsupportedVolume || !strings.Contains(c.GetMessage(), "persistent") {
-		t.Fatalf("phase %s, condition %v", v.Status.Phase, c)
-	}
-	if h.fake.Count("Launch") != 0 || h.record("pv") != nil {
-		t.Error("a launcher was started for a VMI that cannot run")
-	}
-}
-
 func TestPauseAndUnpause(t *testing.T) {
 	h := newHarness(t)
 	a := h.directAgent()

@@ -124,11 +124,20 @@ func (t fakeTools) ListDomains(context.Context, string) ([]launcher.DomainInfo, 
 // files.
 type fakeImages struct{}
 
-func (fakeImages) Format(_ context.Context, path string) (string, error) {
-	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("qemu-img: Could not open '%s': No such file or directory", path)
+func (fakeImages) Info(_ context.Context, path string) (ImageInfo, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return ImageInfo{}, fmt.Errorf("qemu-img: Could not open '%s': No such file or directory", path)
 	}
-	return "raw", nil
+	return ImageInfo{Format: "raw", VirtualSize: st.Size()}, nil
+}
+
+func (fakeImages) CreateBlank(_ context.Context, path string, size int64) error {
+	return os.WriteFile(path, []byte(fmt.Sprintf("blank %d", size)), 0o600)
+}
+
+func (fakeImages) CopyResized(_ context.Context, base, _, dst string, size int64) error {
+	return os.WriteFile(dst, []byte(fmt.Sprintf("copy of %s grown to %d", base, size)), 0o600)
 }
 
 func (fakeImages) CreateOverlay(_ context.Context, base, _ string, overlay string) error {

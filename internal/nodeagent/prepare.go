@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -14,12 +15,24 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
-// ImageTool inspects images and creates copy-on-write overlays.
+// ImageTool inspects images and creates the disks guests use.
 type ImageTool interface {
-	// Format returns the format of an image file (qcow2, raw, ...).
-	Format(ctx context.Context, path string) (string, error)
+	// Info returns the format (qcow2, raw, ...) and virtual size of an
+	// image file.
+	Info(ctx context.Context, path string) (ImageInfo, error)
 	// CreateOverlay creates a qcow2 overlay backed by base.
 	CreateOverlay(ctx context.Context, base, baseFormat, overlay string) error
+	// CreateBlank creates an empty qcow2 image of size bytes.
+	CreateBlank(ctx context.Context, path string, size int64) error
+	// CopyResized writes a standalone qcow2 copy of base grown to size
+	// bytes (never shrunk).
+	CopyResized(ctx context.Context, base, baseFormat, dst string, size int64) error
+}
+
+// ImageInfo is what ImageTool.Info reports.
+type ImageInfo struct {
+	Format      string
+	VirtualSize int64
 }
 
 // QemuImg is the ImageTool that runs qemu-img (from PATH when Path is
@@ -37,27 +50,48 @@ func (q QemuImg) bin() string {
 	return q.Path
 }
 
-func (q QemuImg) Format(ctx context.Context, path string) (string, error) {
+func (q QemuImg) Info(ctx context.Context, path string) (ImageInfo, error) {
 	// -U (force share): base images are shared by running guests, whose
 	// QEMU holds a lock on them.
 	out, err := runCommand(ctx, q.bin(), "info", "-U", "--output=json", path)
 	if err != nil {
-		return "", err
+		return ImageInfo{}, err
 	}
 	var info struct {
-		Format string `json:"format"`
+		Format      string `json:"format"`
+		VirtualSize int64  `json:"virtual-size"`
 	}
 	if err := json.Unmarshal(out, &info); err != nil {
-		return "", fmt.Errorf("qemu-img info %s: decoding output: %w", path, err)
+		return ImageInfo{}, fmt.Errorf("qemu-img info %s: decoding output: %w", path, err)
 	}
 	if info.Format == "" {
-		return "", fmt.Errorf("qemu-img info %s: no format reported", path)
+		return ImageInfo{}, fmt.Errorf("qemu-img info %s: no format reported", path)
 	}
-	return info.Format, nil
+	return ImageInfo{Format: info.Format, VirtualSize: info.VirtualSize}, nil
 }
 
 func (q QemuImg) CreateOverlay(ctx context.Context, base, baseFormat, overlay string) error {
 	_, err := runCommand(ctx, q.bin(), "create", "-f", "qcow2", "-F", baseFormat, "-b", base, overlay)
+	return err
+}
+
+func (q QemuImg) CreateBlank(ctx context.Context, path string, size int64) error {
+	_, err := runCommand(ctx, q.bin(), "create", "-q", "-f", "qcow2", path, strconv.FormatInt(size, 10))
+	return err
+}
+
+func (q QemuImg) CopyResized(ctx context.Context, base, baseFormat, dst string, size int64) error {
+	if _, err := runCommand(ctx, q.bin(), "convert", "-U", "-q", "-f", baseFormat, "-O", "qcow2", base, dst); err != nil {
+		return err
+	}
+	info, err := q.Info(ctx, dst)
+	if err != nil {
+		return err
+	}
+	if size <= info.VirtualSize {
+		return nil
+	}
+	_, err = runCommand(ctx, q.bin(), "resize", "-q", "-f", "qcow2", dst, strconv.FormatInt(size, 10))
 	return err
 }
 
@@ -66,6 +100,10 @@ func (q QemuImg) CreateOverlay(ctx context.Context, base, baseFormat, overlay st
 type prepareError struct {
 	reason string
 	err    error
+	// retry: the VMI stays as it is and the agent tries again with
+	// backoff (a persistent volume that could not be provisioned yet, as
+	// CDI retries a DataVolume import).
+	retry bool
 }
 
 func (e *prepareError) Error() string { return e.err.Error() }
@@ -82,26 +120,10 @@ func (a *Agent) vmiDir(uid string) string {
 	return filepath.Join(a.opts.NodeDataDir, "vmis", uid)
 }
 
-// unsupportedVolumes reports volume kinds this agent cannot provide yet.
-func unsupportedVolumes(vmi *apiv1.VirtualMachineInstance) error {
-	for _, v := range vmi.GetSpec().GetVolumes() {
-		switch {
-		case v.GetPersistent() != nil:
-			return &prepareError{ReasonUnsupportedVolume, fmt.Errorf("volume %q: persistent volumes are not supported by this node agent yet", v.GetName())}
-		case v.GetCloudInitNoCloud() != nil:
-			return &prepareError{ReasonUnsupportedVolume, fmt.Errorf("volume %q: cloud_init_no_cloud volumes are not supported by this node agent yet", v.GetName())}
-		}
-	}
-	return nil
-}
-
 // prepare lays out the VMI's files and returns the options its domain is
 // built from. It is idempotent: an existing overlay is kept, since it
 // holds the guest's writes.
 func (a *Agent) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
-	if err := unsupportedVolumes(vmi); err != nil {
-		return nil, err
-	}
 	disksDir := filepath.Join(rec.Dir, "disks")
 	if err := os.MkdirAll(disksDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", disksDir, err)
@@ -120,10 +142,20 @@ func (a *Agent) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, 
 	}
 	for _, d := range vmi.GetSpec().GetDomain().GetDevices().GetDisks() {
 		v := volumes[d.GetName()]
-		if v.GetImage() == nil {
-			return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("disk %q: no image volume of that name", d.GetName())}
+		var (
+			src *launcherpb.DiskSource
+			err error
+		)
+		switch {
+		case v.GetImage() != nil:
+			src, err = a.prepareImageDisk(ctx, d, v.GetImage(), disksDir)
+		case v.GetPersistent() != nil:
+			src, err = a.preparePersistentDisk(ctx, vmi, rec, d, v.GetPersistent())
+		case v.GetCloudInitNoCloud() != nil:
+			src, err = a.prepareCloudInitDisk(vmi, d, v.GetCloudInitNoCloud(), disksDir)
+		default:
+			err = &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("disk %q: no volume of that name", d.GetName())}
 		}
-		src, err := a.prepareImageDisk(ctx, d, v.GetImage(), disksDir)
 		if err != nil {
 			return nil, err
 		}
@@ -135,12 +167,12 @@ func (a *Agent) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, 
 		var err error
 		if kb.GetKernel() != "" {
 			if opts.KernelPath, err = validation.ResolveImagePath(a.opts.ImageDir, kb.GetKernel()); err != nil {
-				return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("kernel: %w", err)}
+				return nil, &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("kernel: %w", err)}
 			}
 		}
 		if kb.GetInitrd() != "" {
 			if opts.InitrdPath, err = validation.ResolveImagePath(a.opts.ImageDir, kb.GetInitrd()); err != nil {
-				return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("initrd: %w", err)}
+				return nil, &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("initrd: %w", err)}
 			}
 		}
 		opts.KernelCmdline = kb.GetCmdline()
@@ -154,12 +186,13 @@ func (a *Agent) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, 
 func (a *Agent) prepareImageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.ImageVolume, disksDir string) (*launcherpb.DiskSource, error) {
 	base, err := validation.ResolveImagePath(a.opts.ImageDir, img.GetName())
 	if err != nil {
-		return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("disk %q: %w", d.GetName(), err)}
+		return nil, &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("disk %q: %w", d.GetName(), err)}
 	}
 	src := &launcherpb.DiskSource{Name: d.GetName(), BootOrder: d.GetBootOrder(), Serial: d.GetSerial()}
-	format, err := a.opts.Images.Format(ctx, base)
+	info, err := a.opts.Images.Info(ctx, base)
+	format := info.Format
 	if err != nil {
-		return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("disk %q: reading image %s: %w", d.GetName(), img.GetName(), err)}
+		return nil, &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("disk %q: reading image %s: %w", d.GetName(), img.GetName(), err)}
 	}
 	if cd := d.GetCdrom(); cd != nil {
 		src.Device, src.Bus, src.ReadOnly = "cdrom", cd.GetBus(), true
@@ -178,7 +211,7 @@ func (a *Agent) prepareImageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.
 	tmp := src.Path + ".tmp"
 	_ = os.Remove(tmp)
 	if err := a.opts.Images.CreateOverlay(ctx, base, format, tmp); err != nil {
-		return nil, &prepareError{ReasonPrepareFailed, fmt.Errorf("disk %q: creating overlay: %w", d.GetName(), err)}
+		return nil, &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("disk %q: creating overlay: %w", d.GetName(), err)}
 	}
 	if err := os.Rename(tmp, src.Path); err != nil {
 		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)

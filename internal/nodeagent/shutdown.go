@@ -121,6 +121,9 @@ func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineI
 		return controller.Result{}, fmt.Errorf("dropping state record of %s: %w", key, err)
 	}
 	a.markReachable(key)
+	if rec.VMUID != "" {
+		a.kickVMDirGC() // the VM may be going too
+	}
 	a.log.Info("domain deleted and cleaned up", "vmi", key, "domain", rec.DomainName)
 	return controller.Result{}, nil
 }

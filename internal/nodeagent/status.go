@@ -103,6 +103,7 @@ func runningStatus(d *launcherpb.DomainStatus, kvm bool) func(*apiv1.VirtualMach
 		if c := apiv1.FindCondition(st.Conditions, apiv1.ConditionSynchronized); c != nil && c.Status == apiv1.ConditionFalse {
 			st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionSynchronized)
 		}
+		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionProvisioning)
 		setPausedCondition(st, d, now)
 	}
 }
@@ -161,6 +162,7 @@ func syncFailedStatus(reason, message string, fail bool) func(*apiv1.VirtualMach
 		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
 			Type: apiv1.ConditionSynchronized, Status: apiv1.ConditionFalse, Reason: reason, Message: message,
 		}, now)
+		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionProvisioning)
 		if fail {
 			finalStatus(apiv1.PhaseFailed, reason, message)(st, now)
 		}

@@ -78,7 +78,8 @@ const (
 	// node_failure_policy, so the node agent can self-fence without reading
 	// VMs.
 	AnnotationNodeFailurePolicy = "virtplane.io/node-failure-policy"
-	// LabelNodeName on a VMI names the node it runs on.
+	// LabelNodeName on a VMI names the node it runs on; every Node
+	// carries it with its own name.
 	LabelNodeName = "virtplane.io/node-name"
 	// KindVirtualMachine is the owner reference kind of VMIs.
 	KindVirtualMachine = "VirtualMachine"

@@ -129,6 +129,17 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 	return controller.Result{}, nil
 }
 
+// hasPersistentVolumes reports whether the VM's template has a
+// persistent volume.
+func hasPersistentVolumes(vm *apiv1.VirtualMachine) bool {
+	for _, v := range vm.GetSpec().GetTemplate().GetSpec().GetVolumes() {
+		if v.GetPersistent() != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // startWithBackoff starts unless the crash-loop backoff still runs.
 func (c *Controller) startWithBackoff(ctx context.Context, key string, vm *apiv1.VirtualMachine, p *pass) (controller.Result, error) {
 	if sf := vm.Status.GetStartFailure(); sf != nil && sf.RetryAfterTimestamp != nil {
@@ -149,6 +160,14 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *apiv1.Virtual
 	}
 	if req := firstRequest(vm.Status); req != nil && req.Action == apiv1.StateChangeStart && req.Data["paused"] == "true" {
 		spec.Paused = true
+	}
+	if n := vm.GetStatus().GetNodeName(); n != "" && hasPersistentVolumes(vm) {
+		// Persistent volumes live on the disk of the node that created
+		// them (local storage): every later instance runs there.
+		if spec.NodeSelector == nil {
+			spec.NodeSelector = map[string]string{}
+		}
+		spec.NodeSelector[apiv1.LabelNodeName] = n
 	}
 	annotations := map[string]string{}
 	for k, v := range tmpl.GetMetadata().GetAnnotations() {

@@ -1,0 +1,112 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// DefaultVMDirGCPeriod is how often the agent looks for the directories
+// of deleted VMs (persistent volumes, kept console logs).
+const DefaultVMDirGCPeriod = 10 * time.Second
+
+// vmDirGCDelay is how long after an instance's cleanup the agent checks
+// whether its VM is gone too: the VM controller drops the VM right after
+// its last instance, so deleting a VM removes its volumes within seconds.
+const vmDirGCDelay = time.Second
+
+// kickVMDirGC asks the collector for a pass soon.
+func (a *Agent) kickVMDirGC() {
+	select {
+	case a.gcKick <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Agent) vmDirGCLoop(ctx context.Context) {
+	t := time.NewTicker(a.opts.VMDirGCPeriod)
+	defer t.Stop()
+	a.gcVMDirs(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.gcKick:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(vmDirGCDelay):
+			}
+		}
+		a.gcVMDirs(ctx)
+	}
+}
+
+// gcVMDirs removes the directories of VMs that no longer exist. It only
+// ever deletes on the API's word: a VM that is NotFound, or whose name
+// now belongs to a VM with another uid. Any other error keeps the data.
+func (a *Agent) gcVMDirs(ctx context.Context) {
+	root := filepath.Join(a.opts.NodeDataDir, "vms")
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			a.log.Warn("listing VM directories", "err", err)
+		}
+		return
+	}
+	inUse := map[string]bool{}
+	recs, err := a.db.ListVMIs()
+	if err != nil {
+		a.log.Warn("listing state records", "err", err)
+		return
+	}
+	for _, r := range recs {
+		inUse[r.VMUID] = true
+	}
+	for _, e := range entries {
+		uid := e.Name()
+		if !e.IsDir() || inUse[uid] {
+			continue
+		}
+		dir := filepath.Join(root, uid)
+		b, err := os.ReadFile(filepath.Join(dir, vmMetaFile))
+		var m vmMeta
+		if err == nil {
+			err = json.Unmarshal(b, &m)
+		}
+		if err != nil || m.UID != uid {
+			a.log.Warn("VM directory without a valid "+vmMetaFile+"; leaving it", "dir", dir, "err", err)
+			continue
+		}
+		if !a.vmGone(ctx, m) {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			a.log.Warn("removing the files of a deleted VM", "dir", dir, "err", err)
+			continue
+		}
+		a.log.Info("deleted VM's volumes and logs removed", "vm", m.Namespace+"/"+m.Name, "uid", uid)
+	}
+}
+
+func (a *Agent) vmGone(ctx context.Context, m vmMeta) bool {
+	cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+	defer cancel()
+	vm, err := a.api.VMs.Get(cctx, &apiv1.GetVirtualMachineRequest{Key: &apiv1.ObjectKey{Namespace: m.Namespace, Name: m.Name}})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return true
+	case err != nil:
+		return false
+	}
+	return vm.GetMetadata().GetUid() != m.UID
+}

@@ -1,0 +1,187 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/cloudinit"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+)
+
+// ReasonDataVolumeError marks a persistent volume that could not be
+// provisioned (Synchronized=False); the VM shows printable status
+// DataVolumeError, as KubeVirt does for a failed DataVolume.
+const ReasonDataVolumeError = "DataVolumeError"
+
+// vmMetaFile names the VM a <node data dir>/vms/<uid> directory belongs
+// to, so the directory can be removed once that VM is gone.
+const vmMetaFile = "vm.json"
+
+type vmMeta struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+}
+
+// persistentPath is where a persistent volume lives: with its VM, so it
+// outlives instances, or with a bare VMI, whose lifetime it shares.
+func (a *Agent) persistentPath(rec *state.VMI, volume string) string {
+	dir := filepath.Join(rec.Dir, "volumes")
+	if rec.VMUID != "" {
+		dir = filepath.Join(a.vmDir(rec.VMUID), "volumes")
+	}
+	return filepath.Join(dir, filepath.Base(volume)+".qcow2")
+}
+
+// ensureVMDir creates the VM's node directory with its vm.json.
+func (a *Agent) ensureVMDir(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) error {
+	if rec.VMUID == "" {
+		return nil
+	}
+	dir := a.vmDir(rec.VMUID)
+	meta := filepath.Join(dir, vmMetaFile)
+	if _, err := os.Stat(meta); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", dir, err)
+	}
+	b, err := json.Marshal(vmMeta{Namespace: vmi.GetMetadata().GetNamespace(), Name: vmi.GetMetadata().GetName(), UID: rec.VMUID})
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(meta, b, 0o600)
+}
+
+// preparePersistentDisk provisions a persistent volume on first use (a
+// blank disk, or a copy of an image grown to the requested size) and
+// attaches it. While the copy runs the VMI carries Provisioning=True; a
+// failure leaves the VMI waiting with Synchronized=False/DataVolumeError
+// and is retried with backoff.
+func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume) (*launcherpb.DiskSource, error) {
+	path := a.persistentPath(rec, d.GetName())
+	src := &launcherpb.DiskSource{Name: d.GetName(), Path: path, Format: "qcow2", BootOrder: d.GetBootOrder(), Serial: d.GetSerial()}
+	if cd := d.GetCdrom(); cd != nil {
+		src.Device, src.Bus, src.ReadOnly = "cdrom", cd.GetBus(), true
+	} else {
+		src.Device, src.Bus, src.ReadOnly = "disk", d.GetDisk().GetBus(), d.GetDisk().GetReadOnly()
+	}
+	if err := a.ensureVMDir(vmi, rec); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err == nil {
+		return src, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
+	}
+
+	volErr := func(err error) error {
+		return &prepareError{reason: ReasonDataVolumeError, retry: true, err: fmt.Errorf("persistent volume %q: %w", d.GetName(), err)}
+	}
+	q, err := resource.ParseQuantity(pv.GetSize())
+	if err != nil || q.Sign() <= 0 {
+		return nil, volErr(fmt.Errorf("size %q is not a positive quantity", pv.GetSize()))
+	}
+	size := q.Value()
+	var base string
+	var info ImageInfo
+	if pv.GetImage() != "" {
+		if base, err = validation.ResolveImagePath(a.opts.ImageDir, pv.GetImage()); err != nil {
+			return nil, volErr(err)
+		}
+		if info, err = a.opts.Images.Info(ctx, base); err != nil {
+			return nil, volErr(fmt.Errorf("reading image %s: %w", pv.GetImage(), err))
+		}
+		if size < info.VirtualSize {
+			return nil, volErr(fmt.Errorf("size %s is below the virtual size of image %s (%d bytes)", pv.GetSize(), pv.GetImage(), info.VirtualSize))
+		}
+	}
+
+	msg := fmt.Sprintf("creating persistent volume %q (%s)", d.GetName(), pv.GetSize())
+	if base != "" {
+		msg = fmt.Sprintf("copying image %s into persistent volume %q (%s)", pv.GetImage(), d.GetName(), pv.GetSize())
+	}
+	if _, err := a.writeStatus(ctx, vmi, provisioningStatus(msg)); err != nil && !errors.Is(err, errVMIGone) {
+		return nil, err
+	}
+	a.log.Info("provisioning persistent volume", "vmi", vmiKey(vmi), "volume", d.GetName(), "size", pv.GetSize(), "image", pv.GetImage())
+	start := a.now()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
+	}
+	// Made aside and renamed: a half-written volume must never pass for
+	// the guest's data after a crash.
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if base == "" {
+		err = a.opts.Images.CreateBlank(ctx, tmp, size)
+	} else {
+		err = a.opts.Images.CopyResized(ctx, base, info.Format, tmp, size)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return nil, volErr(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
+	}
+	a.log.Info("persistent volume ready", "vmi", vmiKey(vmi), "volume", d.GetName(), "took", a.now().Sub(start).Round(time.Millisecond))
+	return src, nil
+}
+
+// prepareCloudInitDisk writes the NoCloud seed ISO of the VMI: meta-data
+// with instance-id = the VMI uid (cloud-init re-runs its per-instance
+// modules for each new instance) and local-hostname = the VM name.
+func (a *Agent) prepareCloudInitDisk(vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, ci *apiv1.CloudInitNoCloud, disksDir string) (*launcherpb.DiskSource, error) {
+	path := filepath.Join(disksDir, filepath.Base(d.GetName())+".iso")
+	src := &launcherpb.DiskSource{Name: d.GetName(), Path: path, Format: "raw", BootOrder: d.GetBootOrder(), Serial: d.GetSerial(), ReadOnly: true}
+	if cd := d.GetCdrom(); cd != nil {
+		src.Device, src.Bus = "cdrom", cd.GetBus()
+	} else {
+		src.Device, src.Bus = "disk", d.GetDisk().GetBus()
+	}
+	if _, err := os.Stat(path); err == nil {
+		return src, nil // the spec is immutable: the seed written is the seed
+	}
+	seed := cloudinit.Seed{
+		InstanceID:    vmi.GetMetadata().GetUid(),
+		Hostname:      vmi.GetMetadata().GetName(),
+		UserData:      ci.GetUserData(),
+		NetworkConfig: ci.GetNetworkData(),
+	}
+	if err := cloudinit.WriteNoCloudISO(path, 0o600, seed); err != nil {
+		return nil, &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("disk %q: %w", d.GetName(), err)}
+	}
+	return src, nil
+}
+
+// provisioningStatus sets Provisioning=True while a volume is created.
+func provisioningStatus(msg string) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
+	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
+			Type: apiv1.ConditionProvisioning, Status: apiv1.ConditionTrue, Reason: "Provisioning", Message: msg,
+		}, now)
+	}
+}
+
+func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, perm); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
+}

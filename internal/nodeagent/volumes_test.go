@@ -1,0 +1,233 @@
+package nodeagent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+)
+
+// ownedBy makes the VMI an instance of VM uid vmUID.
+func ownedBy(vmUID string) vmiOption {
+	return func(v *apiv1.VirtualMachineInstance) {
+		v.Metadata.OwnerReferences = []*apiv1.OwnerReference{{Kind: apiv1.KindVirtualMachine, Name: v.Metadata.Name, Uid: vmUID, Controller: true}}
+	}
+}
+
+func withVolumes(disks []*apiv1.Disk, vols []*apiv1.Volume) vmiOption {
+	return func(v *apiv1.VirtualMachineInstance) {
+		v.Spec.Domain.Devices.Disks = disks
+		v.Spec.Volumes = vols
+	}
+}
+
+func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
+	h := newHarness(t)
+	a := h.directAgent()
+	disks := []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}, {Name: "seed", Cdrom: &apiv1.CDRomTarget{Bus: "sata"}}}
+	vols := []*apiv1.Volume{
+		{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi"}},
+		{Name: "seed", CloudInitNoCloud: &apiv1.CloudInitNoCloud{UserData: "#cloud-config\n"}},
+	}
+	vmi := h.createVMI("pv", ownedBy("vm-1"), withVolumes(disks, vols))
+	h.reconcile(a, "pv")
+	if got := h.phase("pv"); got != apiv1.PhaseRunning {
+		t.Fatalf("phase %s, status %v", got, h.getVMI("pv").GetStatus())
+	}
+	if c := apiv1.FindCondition(h.getVMI("pv").Status.Conditions, apiv1.ConditionProvisioning); c != nil {
+		t.Errorf("Provisioning condition left after start: %v", c)
+	}
+	vol := filepath.Join(h.nodeDir, "vms", "vm-1", "volumes", "data.qcow2")
+	if b, err := os.ReadFile(vol); err != nil || string(b) != "blank 1073741824" {
+		t.Fatalf("persistent volume %s: %q, %v", vol, b, err)
+	}
+	iso := filepath.Join(h.nodeDir, "vmis", vmi.Metadata.Uid, "disks", "seed.iso")
+	if b, err := os.ReadFile(iso); err != nil || !bytes.Contains(b, []byte("CIDATA")) && !bytes.Contains(b, []byte("cidata")) {
+		t.Fatalf("cloud-init ISO %s: %v", iso, err)
+	}
+	var m vmMeta
+	if b, err := os.ReadFile(filepath.Join(h.nodeDir, "vms", "vm-1", vmMetaFile)); err != nil || json.Unmarshal(b, &m) != nil || m.Name != "pv" || m.UID != "vm-1" {
+		t.Fatalf("vm.json: %+v %v", m, err)
+	}
+
+	// The guest writes; the instance ends; the volume stays.
+	if err := os.WriteFile(vol, []byte("guest data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.fake.SetDomainState(DomainName("default", "pv"), stateShutoff, "Shutdown")
+	h.reconcile(a, "pv")
+	h.deleteVMI("pv")
+	h.reconcile(a, "pv")
+	if h.record("pv") != nil {
+		t.Fatal("record kept after cleanup")
+	}
+	if b, _ := os.ReadFile(vol); string(b) != "guest data" {
+		t.Fatalf("volume after the instance ended: %q", b)
+	}
+
+	// A new instance of the same VM gets the same volume, not a new one.
+	h.updateVMI("pv", func(v *apiv1.VirtualMachineInstance) { v.Metadata.Finalizers = nil })
+	h.eventually("old VMI gone", func() bool { _, err := h.stores.VMIs.Get(h.ctx, "default", "pv"); return err != nil })
+	h.createVMI("pv", ownedBy("vm-1"), withVolumes(disks, vols))
+	h.reconcile(a, "pv")
+	if b, _ := os.ReadFile(vol); string(b) != "guest data" {
+		t.Fatalf("second instance replaced the volume: %q", b)
+	}
+
+	// While the VM exists the collector keeps its directory.
+	vm := &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "pv"}, Spec: &apiv1.VirtualMachineSpec{}}
+	created, err := h.stores.VMs.Create(h.ctx, vm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.db.DeleteVMI(h.record("pv").UID); err != nil { // as if the instance were gone
+		t.Fatal(err)
+	}
+	dir := filepath.Join(h.nodeDir, "vms", "vm-1")
+	// A VM of the same name but another uid is not this VM.
+	a.gcVMDirs(h.ctx)
+	if created.Metadata.Uid != "vm-1" {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Fatalf("directory of a replaced VM kept: %v", err)
+		}
+	}
+}
+
+func TestVMDirCollectorKeepsExistingVMs(t *testing.T) {
+	h := newHarness(t)
+	a := h.directAgent()
+	vm, err := h.stores.VMs.Create(h.ctx, &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "keep"}, Spec: &apiv1.VirtualMachineSpec{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(uid, name string) string {
+		dir := filepath.Join(h.nodeDir, "vms", uid)
+		if err := os.MkdirAll(filepath.Join(dir, "volumes"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(vmMeta{Namespace: "default", Name: name, UID: uid})
+		if err := os.WriteFile(filepath.Join(dir, vmMetaFile), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	kept := mk(vm.Metadata.Uid, "keep")
+	gone := mk("uid-of-deleted", "deleted")
+	noMeta := filepath.Join(h.nodeDir, "vms", "no-meta")
+	if err := os.MkdirAll(noMeta, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	a.gcVMDirs(h.ctx)
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("directory of an existing VM removed: %v", err)
+	}
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Errorf("directory of a deleted VM kept: %v", err)
+	}
+	if _, err := os.Stat(noMeta); err != nil {
+		t.Errorf("directory without vm.json removed: %v", err)
+	}
+
+	// Deleting the VM lets the next pass remove its directory.
+	if _, _, err := h.stores.VMs.Delete(h.ctx, "default", "keep", store.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.gcVMDirs(h.ctx)
+	if _, err := os.Stat(kept); !os.IsNotExist(err) {
+		t.Errorf("directory of a just-deleted VM kept: %v", err)
+	}
+}
+
+func TestPersistentVolumeErrorWaitsAndRetries(t *testing.T) {
+	h := newHarness(t)
+	a := h.directAgent()
+	disks := []*apiv1.Disk{{Name: "root", Disk: &apiv1.DiskTarget{}}}
+	vols := []*apiv1.Volume{{Name: "root", Persistent: &apiv1.PersistentVolume{Size: "16", Image: "os.img"}}}
+	h.createVMI("dv", ownedBy("vm-2"), withVolumes(disks, vols))
+	h.synced(a, "dv")
+	if _, err := a.Reconcile(h.ctx, "default/dv"); err == nil {
+		t.Fatal("no error for a missing image")
+	}
+	v := h.getVMI("dv")
+	c := apiv1.FindCondition(v.Status.Conditions, apiv1.ConditionSynchronized)
+	if v.Status.Phase != apiv1.PhaseScheduled || c.GetReason() != ReasonDataVolumeError || !strings.Contains(c.GetMessage(), "os.img") {
+		t.Fatalf("phase %s, condition %v", v.Status.Phase, c)
+	}
+	if h.fake.Count("Launch") != 0 {
+		t.Error("a launcher was started without its volume")
+	}
+
+	// An image larger than the requested size is refused with both sizes.
+	if err := os.WriteFile(filepath.Join(h.imageDir, "os.img"), make([]byte, 64), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Reconcile(h.ctx, "default/dv"); err == nil {
+		t.Fatal("no error for a size below the image")
+	}
+	c = apiv1.FindCondition(h.getVMI("dv").Status.Conditions, apiv1.ConditionSynchronized)
+	if c.GetReason() != ReasonDataVolumeError || !strings.Contains(c.GetMessage(), "below the virtual size") || !strings.Contains(c.GetMessage(), "64 bytes") {
+		t.Fatalf("condition %v", c)
+	}
+
+	// Once the image fits, the retry provisions and starts the guest.
+	if err := os.WriteFile(filepath.Join(h.imageDir, "os.img"), make([]byte, 8), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.reconcile(a, "dv")
+	v = h.getVMI("dv")
+	if v.Status.Phase != apiv1.PhaseRunning || apiv1.FindCondition(v.Status.Conditions, apiv1.ConditionSynchronized) != nil {
+		t.Fatalf("after the fix: phase %s, conditions %v", v.Status.Phase, v.Status.Conditions)
+	}
+}
+
+func TestPersistentVolumeWithQemuImg(t *testing.T) {
+	if _, err := exec.LookPath("qemu-img"); err != nil {
+		t.Skip("qemu-img not installed")
+	}
+	h := newHarness(t)
+	a := h.directAgent(func(o *Options) { o.Images = QemuImg{} })
+	base := filepath.Join(h.imageDir, "base.raw")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "raw", base, "1M").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := os.WriteFile(base, bytes.Repeat([]byte{0xAB}, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(base)
+	disks := []*apiv1.Disk{{Name: "root", Disk: &apiv1.DiskTarget{}}, {Name: "blank", Disk: &apiv1.DiskTarget{Bus: "scsi"}}}
+	vols := []*apiv1.Volume{
+		{Name: "root", Persistent: &apiv1.PersistentVolume{Size: "4Mi", Image: "base.raw"}},
+		{Name: "blank", Persistent: &apiv1.PersistentVolume{Size: "2Gi"}},
+	}
+	h.createVMI("q", ownedBy("vm-q"), withVolumes(disks, vols))
+	h.reconcile(a, "q")
+	info := func(p string) ImageInfo {
+		t.Helper()
+		i, err := QemuImg{}.Info(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+	dir := filepath.Join(h.nodeDir, "vms", "vm-q", "volumes")
+	if i := info(filepath.Join(dir, "root.qcow2")); i.Format != "qcow2" || i.VirtualSize != 4<<20 {
+		t.Errorf("copied volume: %+v", i)
+	}
+	if i := info(filepath.Join(dir, "blank.qcow2")); i.Format != "qcow2" || i.VirtualSize != 2<<30 {
+		t.Errorf("blank volume: %+v", i)
+	}
+	out, err := exec.Command("qemu-img", "compare", "-U", "-f", "raw", "-F", "qcow2", base, filepath.Join(dir, "root.qcow2")).CombinedOutput()
+	if err != nil {
+		t.Errorf("copy differs from the image: %v: %s", err, out)
+	}
+	if after, _ := os.ReadFile(base); !bytes.Equal(before, after) {
+		t.Error("the base image changed")
+	}
+}
