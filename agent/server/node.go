@@ -161,12 +161,26 @@ func (a *Agent) stopNodeAgent(ctx context.Context) {
 // node agent against a remote server.
 func startNodeOnly(ctx context.Context, o Options) (*Agent, error) {
 	a := &Agent{opts: o, log: o.Logger, done: make(chan struct{})}
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating data dir: %w", err)
+	if err := ensureDataDir(o.DataDir); err != nil {
+		return nil, err
 	}
 	if err := a.startNodeAgent(ctx, o.Node.Server); err != nil {
 		return nil, err
 	}
 	a.log.Info("node agent started", "role", o.Role, "server", o.Node.Server.Endpoint, "node", o.NodeName)
 	return a, nil
+}
+
+// ensureDataDir creates the agent's data directory with mode 0711: QEMU
+// runs as its own user under qemu:///system and must traverse it to the
+// guests' disks below <data-dir>/node, while the secrets (pki, etcd) sit
+// in 0700 subdirectories and a listing is refused.
+func ensureDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return fmt.Errorf("creating data dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	return nil
 }

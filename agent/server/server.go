@@ -197,8 +197,8 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 			a.Shutdown(context.Background())
 		}
 	}()
-	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating data dir: %w", err)
+	if err := ensureDataDir(o.DataDir); err != nil {
+		return nil, err
 	}
 
 	reg := prometheus.NewRegistry()

@@ -125,7 +125,7 @@ func (a *Agent) vmiDir(uid string) string {
 // holds the guest's writes.
 func (a *Agent) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
 	disksDir := filepath.Join(rec.Dir, "disks")
-	if err := os.MkdirAll(disksDir, 0o700); err != nil {
+	if err := mkdirTraversable(disksDir); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", disksDir, err)
 	}
 	opts := &launcherpb.SyncOptions{

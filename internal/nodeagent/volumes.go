@@ -53,7 +53,7 @@ func (a *Agent) ensureVMDir(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) e
 	if _, err := os.Stat(meta); err == nil {
 		return nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirTraversable(dir); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
 	b, err := json.Marshal(vmMeta{Namespace: vmi.GetMetadata().GetNamespace(), Name: vmi.GetMetadata().GetName(), UID: rec.VMUID})
@@ -116,7 +116,7 @@ func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMac
 	}
 	a.log.Info("provisioning persistent volume", "vmi", vmiKey(vmi), "volume", d.GetName(), "size", pv.GetSize(), "image", pv.GetImage())
 	start := a.now()
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := mkdirTraversable(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
 	}
 	// Made aside and renamed: a half-written volume must never pass for
@@ -182,6 +182,30 @@ func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
 		return err
+	}
+	return nil
+}
+
+// mkdirTraversable creates dir and its missing parents up to the node
+// data dir with mode 0711: QEMU runs as its own user and must traverse
+// them to the disks libvirt hands it (libvirt relabels the files, not
+// their directories); others still cannot list them.
+func mkdirTraversable(dir string) error {
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		missing = append(missing, d)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		// The umask may have taken the execute bits.
+		if err := os.Chmod(missing[i], 0o711); err != nil {
+			return err
+		}
 	}
 	return nil
 }
