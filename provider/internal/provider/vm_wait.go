@@ -103,6 +103,10 @@ func judgeVM(t waitTarget, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineIn
 		v.err = fmt.Errorf("no node can run it (ErrorUnschedulable): %s. Check node_selector, memory and cpu "+
 			"against the nodes (data source virtplane_nodes)", unschedulableMessage(vm, vmi))
 		return v
+	case apiv1.PrintableDataVolumeError:
+		v.err = fmt.Errorf("a persistent volume could not be provisioned (DataVolumeError): %s. The node keeps "+
+			"retrying: once the cause is fixed (e.g. the image imported on the node) the VM starts on its own", dataVolumeMessage(vmi))
+		return v
 	case apiv1.PrintableCrashLoopBackOff:
 		if t.strategy != apiv1.RunStrategyHalted {
 			v.err = crashLoopError(vm, vmi)
@@ -162,6 +166,13 @@ func unschedulableMessage(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineIns
 		}
 	}
 	return "the placement controller found no fitting node"
+}
+
+func dataVolumeMessage(vmi *apiv1.VirtualMachineInstance) string {
+	if c := apiv1.FindCondition(vmi.GetStatus().GetConditions(), apiv1.ConditionSynchronized); c.GetMessage() != "" {
+		return strings.TrimSuffix(c.GetMessage(), ".")
+	}
+	return "the node agent gave no cause"
 }
 
 func crashLoopError(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) error {

@@ -88,6 +88,13 @@ func TestJudgeVM(t *testing.T) {
 			vmi.Status.Reason = "LauncherFailed"
 			return vmi
 		}(), fail, "failed 3 time(s) in a row before reaching Running (last: LauncherFailed); the agent tries again after 2030-01-02T03:04:05Z"},
+		{"persistent volume error", waitTarget{strategy: "Always", generation: 2}, vmWith("DataVolumeError", false, 2),
+			func() *apiv1.VirtualMachineInstance {
+				vmi := vmiWith("a", "Scheduled", false)
+				vmi.Status.Conditions = []*apiv1.Condition{{Type: "Synchronized", Status: "False", Reason: "DataVolumeError",
+					Message: `persistent volume "data": image os.img not found.`}}
+				return vmi
+			}(), fail, `(DataVolumeError): persistent volume "data": image os.img not found. The node keeps retrying`},
 		{"failure condition", waitTarget{strategy: "Halted", generation: 2},
 			vmWith("Stopped", false, 2, &apiv1.Condition{Type: "Failure", Status: "True", Reason: "FailedDelete", Message: "boom"}),
 			nil, fail, "(FailedDelete): boom"},
