@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs the Debian packages virtplane needs, idempotently: nothing
+# happens when they are all there. As root it installs what is missing
+# with apt-get; otherwise it names the missing packages and fails.
+#
+#   scripts/install-deps.sh demo   build the binaries and the test guest, run VMs (make demo)
+#   scripts/install-deps.sh test   all of demo's, plus what the test tiers use (make test, CI)
+#
+# Go and terraform are not Debian packages here: it only checks that they
+# are on PATH.
+set -euo pipefail
+
+# Building: git (version), gcc + pkg-config + libvirt-dev (the cgo
+# launcher), xz-utils (make guest unpacks the Debian kernel). Running:
+# libvirtd, QEMU, qemu-img (image store, disks).
+demo_pkgs=(git make gcc pkg-config libvirt-dev xz-utils
+  libvirt-daemon-system qemu-system-x86 qemu-utils)
+# The test tiers also cross-check the generated protobuf code and the
+# cloud-init ISO writer against the usual tools.
+test_pkgs=(protobuf-compiler busybox-static cpio
+  genisoimage libarchive-tools p7zip-full xorriso)
+
+case "${1:-}" in
+  demo) pkgs=("${demo_pkgs[@]}") ;;
+  test) pkgs=("${demo_pkgs[@]}" "${test_pkgs[@]}") ;;
+  *)
+    echo "usage: $0 demo|test" >&2
+    exit 2
+    ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "error: missing Debian packages: ${missing[*]}" >&2
+    echo "install them as root, then run this again:" >&2
+    echo "  sudo apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+command -v go >/dev/null || { echo "error: go is not on PATH (https://go.dev/dl/)" >&2; exit 1; }
+command -v terraform >/dev/null || { echo "error: terraform is not on PATH: the demo and the acceptance tier need the real terraform CLI (1.11+)" >&2; exit 1; }
