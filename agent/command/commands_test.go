@@ -434,8 +434,8 @@ func TestApplyAndGet(t *testing.T) {
 		t.Errorf("get vmi -o yaml: %q", out)
 	}
 	wantNodes := "" +
-		"NAME     STATUS   AGE   CPU   MEMORY   KVM   VERSION\n" +
-		"node-a   Ready    3h    4     7Gi      kvm   dev\n"
+		"NAME     STATUS   AGE   CPU   MEMORY   KVM   IMAGES   VERSION\n" +
+		"node-a   Ready    3h    4     7Gi      kvm   0        dev\n"
 	if out := mustRun(t, ep, "get", "nodes"); out != wantNodes {
 		t.Errorf("get nodes:\n%s\nwant:\n%s", out, wantNodes)
 	}

@@ -3,6 +3,7 @@ package command
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,7 +29,7 @@ func tableHeader(res *resource, withNamespace bool) []string {
 	case vmiResource:
 		cols = []string{"NAME", "AGE", "PHASE", "IP", "NODENAME", "READY"}
 	case nodeResource:
-		return []string{"NAME", "STATUS", "AGE", "CPU", "MEMORY", "KVM", "VERSION"}
+		return []string{"NAME", "STATUS", "AGE", "CPU", "MEMORY", "KVM", "IMAGES", "VERSION"}
 	}
 	if withNamespace && res.Namespaced {
 		cols = append([]string{"NAMESPACE"}, cols...)
@@ -73,6 +74,8 @@ func tableRow(obj object, now time.Time, withNamespace bool) []string {
 			cell(alloc["cpu"]),
 			cell(alloc["memory"]),
 			kvm,
+			// A count, like kubectl's RESTARTS; -o yaml lists them.
+			strconv.Itoa(len(o.GetStatus().GetImages())),
 			cell(o.GetStatus().GetNodeInfo().GetAgentVersion()),
 		}
 	default:

@@ -51,6 +51,13 @@ func TestTableRows(t *testing.T) {
 		return n
 	}
 
+	withImages := func(n *apiv1.Node, names ...string) *apiv1.Node {
+		for _, name := range names {
+			n.Status.Images = append(n.Status.Images, &apiv1.NodeImage{Name: name})
+		}
+		return n
+	}
+
 	tests := []struct {
 		name   string
 		obj    object
@@ -64,12 +71,14 @@ func TestTableRows(t *testing.T) {
 		{"vmi -A", vmi, true, []string{"prod", "web", "90s", "Running", "10.0.2.15", "node-a", "True"}},
 		{"vmi pending", &apiv1.VirtualMachineInstance{Metadata: &apiv1.ObjectMeta{Name: "p", CreationTimestamp: ago(0)}, Status: &apiv1.VirtualMachineInstanceStatus{Phase: "Pending"}},
 			false, []string{"p", "0s", "Pending", "<none>", "<none>", "False"}},
-		{"node ready", node("True", true, false, true), false, []string{"node-a", "Ready", "2d2h", "8", "15Gi", "kvm", "v0.1.0"}},
+		{"node ready", node("True", true, false, true), false, []string{"node-a", "Ready", "2d2h", "8", "15Gi", "kvm", "0", "v0.1.0"}},
 		// -A does not add NAMESPACE to cluster-scoped nodes.
-		{"node -A", node("True", true, false, true), true, []string{"node-a", "Ready", "2d2h", "8", "15Gi", "kvm", "v0.1.0"}},
-		{"node not ready, cordoned", node("False", true, true, false), false, []string{"node-a", "NotReady,SchedulingDisabled", "2d2h", "8", "15Gi", "tcg", "v0.1.0"}},
-		{"node unschedulable status", node("True", false, false, true), false, []string{"node-a", "Ready,SchedulingDisabled", "2d2h", "8", "15Gi", "kvm", "v0.1.0"}},
-		{"node without conditions", node("", true, false, true), false, []string{"node-a", "Unknown", "2d2h", "8", "15Gi", "kvm", "v0.1.0"}},
+		{"node -A", node("True", true, false, true), true, []string{"node-a", "Ready", "2d2h", "8", "15Gi", "kvm", "0", "v0.1.0"}},
+		{"node not ready, cordoned", node("False", true, true, false), false, []string{"node-a", "NotReady,SchedulingDisabled", "2d2h", "8", "15Gi", "tcg", "0", "v0.1.0"}},
+		{"node unschedulable status", node("True", false, false, true), false, []string{"node-a", "Ready,SchedulingDisabled", "2d2h", "8", "15Gi", "kvm", "0", "v0.1.0"}},
+		{"node without conditions", node("", true, false, true), false, []string{"node-a", "Unknown", "2d2h", "8", "15Gi", "kvm", "0", "v0.1.0"}},
+		{"node with images", withImages(node("True", true, false, false), "debian.qcow2", "vmlinuz"), false,
+			[]string{"node-a", "Ready", "2d2h", "8", "15Gi", "tcg", "2", "v0.1.0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +99,7 @@ func TestTableHeader(t *testing.T) {
 		{vmResource, false, []string{"NAME", "AGE", "STATUS", "READY"}},
 		{vmResource, true, []string{"NAMESPACE", "NAME", "AGE", "STATUS", "READY"}},
 		{vmiResource, false, []string{"NAME", "AGE", "PHASE", "IP", "NODENAME", "READY"}},
-		{nodeResource, true, []string{"NAME", "STATUS", "AGE", "CPU", "MEMORY", "KVM", "VERSION"}},
+		{nodeResource, true, []string{"NAME", "STATUS", "AGE", "CPU", "MEMORY", "KVM", "IMAGES", "VERSION"}},
 	}
 	for _, tt := range tests {
 		if got := tableHeader(tt.res, tt.withNS); !reflect.DeepEqual(got, tt.want) {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -63,6 +64,10 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 		for k, v := range in.Metadata.Labels {
 			node.Metadata.Labels[k] = v
 		}
+		// Every node carries its own name as a label, so a node selector
+		// can pin a VM to one node (a VM with persistent volumes is
+		// pinned to the node that holds them).
+		node.Metadata.Labels[apiv1.LabelNodeName] = name
 		st := node.Status
 		if st == nil {
 			st = &apiv1.NodeStatus{}
@@ -73,6 +78,9 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 		st.NodeInfo = in.GetStatus().GetNodeInfo()
 		st.Address = in.GetStatus().GetAddress()
 		st.Schedulable = in.GetStatus().GetSchedulable()
+		// The agent lists its image directory at start, so registering
+		// replaces the list, an empty one included.
+		st.Images = in.GetStatus().GetImages()
 		// A fenced node re-joining has restarted its agent, which destroys
 		// the domains of the instances the fence failed; it may take new
 		// ones again (see fence.go).
@@ -111,6 +119,13 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 	if req.GetName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "name: Required value")
 	}
+	imgs := req.GetImages()
+	if errs := validation.ValidateNodeImages(imgs.GetItems(), field.NewPath("images", "items")); len(errs) > 0 {
+		// Refusing the heartbeat would let the lease run out over an
+		// inventory; the stored list stays instead.
+		n.s.log.Warn("heartbeat carries an invalid image list; keeping the stored one", "node", req.GetName(), "err", errs.ToAggregate())
+		imgs = nil
+	}
 	now := n.s.opts.Clock()
 	_, err := n.s.stores.Nodes.GuaranteedUpdate(ctx, "", req.GetName(), func(node *apiv1.Node) (*apiv1.Node, error) {
 		if node.Status == nil {
@@ -119,6 +134,11 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 		node.Status.Schedulable = req.GetSchedulable()
 		if len(req.GetAllocatable()) > 0 {
 			node.Status.Allocatable = req.GetAllocatable()
+		}
+		// Sent only when the list changed; it rides on the write the
+		// heartbeat makes anyway.
+		if imgs != nil {
+			node.Status.Images = imgs.GetItems()
 		}
 		n.beat(node.Status, now)
 		return node, nil

@@ -34,9 +34,10 @@ type Options struct {
 
 // Server serves all API services.
 type Server struct {
-	stores Stores
-	opts   Options
-	log    *slog.Logger
+	stores   Stores
+	opts     Options
+	log      *slog.Logger
+	consoles *consoleHub
 }
 
 // New returns a server over stores.
@@ -53,7 +54,7 @@ func New(stores Stores, opts Options) *Server {
 	if opts.HeartbeatInterval == 0 {
 		opts.HeartbeatInterval = 10 * time.Second
 	}
-	return &Server{stores: stores, opts: opts, log: opts.Logger}
+	return &Server{stores: stores, opts: opts, log: opts.Logger, consoles: newConsoleHub()}
 }
 
 // Register adds every service to r.
@@ -61,4 +62,5 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterVirtualMachinesServer(r, &vmService{s: s})
 	apiv1.RegisterVirtualMachineInstancesServer(r, &vmiService{s: s})
 	apiv1.RegisterNodesServer(r, &nodeService{s: s})
+	apiv1.RegisterConsolesServer(r, &consoleService{s: s})
 }

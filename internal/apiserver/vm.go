@@ -38,6 +38,9 @@ func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineR
 	if errs := validation.ValidateVirtualMachine(vm, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError("VirtualMachine", vm.GetMetadata().GetName(), errs)
 	}
+	if err := v.s.checkImageSizes(ctx, vm.Metadata.Name, vm.Spec.Template.Spec, nil); err != nil {
+		return nil, err
+	}
 	// The server owns these; a client cannot preset them.
 	m := vm.Metadata
 	vm.Metadata = &apiv1.ObjectMeta{
@@ -94,6 +97,9 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 	}
 	if errs := validation.ValidateVirtualMachineUpdate(in, old, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError("VirtualMachine", in.Metadata.Name, errs)
+	}
+	if err := v.s.checkImageSizes(ctx, in.Metadata.Name, in.Spec.Template.Spec, old.GetSpec().GetTemplate().GetSpec()); err != nil {
+		return nil, err
 	}
 	if old.Metadata.ResourceVersion != rv {
 		return nil, status.Errorf(codes.Aborted, "virtualmachine %q: %s", in.Metadata.Namespace+"/"+in.Metadata.Name, conflictMessage)

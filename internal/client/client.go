@@ -61,10 +61,11 @@ func ConfigFromEnv() Config {
 
 // Client bundles the service stubs of one agent connection.
 type Client struct {
-	VMs   apiv1.VirtualMachinesClient
-	VMIs  apiv1.VirtualMachineInstancesClient
-	Nodes apiv1.NodesClient
-	Conn  *grpc.ClientConn
+	VMs      apiv1.VirtualMachinesClient
+	VMIs     apiv1.VirtualMachineInstancesClient
+	Nodes    apiv1.NodesClient
+	Consoles apiv1.ConsolesClient
+	Conn     *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -109,10 +110,11 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 		return nil, fmt.Errorf("connect to %s: %w", cfg.Endpoint, err)
 	}
 	return &Client{
-		VMs:   apiv1.NewVirtualMachinesClient(conn),
-		VMIs:  apiv1.NewVirtualMachineInstancesClient(conn),
-		Nodes: apiv1.NewNodesClient(conn),
-		Conn:  conn,
+		VMs:      apiv1.NewVirtualMachinesClient(conn),
+		VMIs:     apiv1.NewVirtualMachineInstancesClient(conn),
+		Nodes:    apiv1.NewNodesClient(conn),
+		Consoles: apiv1.NewConsolesClient(conn),
+		Conn:     conn,
 	}, nil
 }
 

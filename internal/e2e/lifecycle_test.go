@@ -114,7 +114,10 @@ func TestLibvirtErrorFailsVMI(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	vm := c.guestVM("broken", apiv1.RunStrategyAlways, testguest.Cmdline())
-	vm.Spec.Template.Spec.Domain.Firmware.KernelBoot.Kernel = "no-such-vmlinuz"
+	// By absolute path: placement checks only relative names against the
+	// node's image list (a missing one leaves the VMI unschedulable), so
+	// this one reaches libvirt.
+	vm.Spec.Template.Spec.Domain.Firmware.KernelBoot.Kernel = env.imageDir + "/no-such-vmlinuz"
 	start := time.Now()
 	c.create(vm)
 	var uid string

@@ -12,9 +12,13 @@ import (
 // Hashing a multi-gigabyte image takes seconds, so what List reports is
 // computed once and kept beside the image in a sidecar, ".NAME.info.json".
 // The sidecar is trusted only while the file is the same one: same inode,
-// size, modification and change time. The change time cannot be set from
-// user space and moves on every write, chmod or rename, so a file swapped
-// in with `cp -p` or `rsync -t` (same size and mtime) is hashed again.
+// size and modification time. A file swapped in by rename (image import,
+// rsync, cp to a new name and mv) has a new inode and is hashed again.
+// The change time is deliberately not part of the key: libvirt chowns base
+// images and kernels to QEMU's user on every guest start and back on stop,
+// and a multi-gigabyte image must not be re-read for that. Rewriting an
+// image in place while keeping its size and mtime goes unnoticed; images
+// are not edited in place.
 
 const sidecarSuffix = ".info.json"
 
@@ -23,7 +27,6 @@ type fileKey struct {
 	Inode   uint64 `json:"inode"`
 	Size    int64  `json:"size"`
 	MtimeNs int64  `json:"mtimeNs"`
-	CtimeNs int64  `json:"ctimeNs"`
 }
 
 type sidecar struct {
@@ -46,7 +49,6 @@ func keyOf(fi fs.FileInfo) (fileKey, error) {
 		Inode:   st.Ino,
 		Size:    st.Size,
 		MtimeNs: st.Mtim.Nano(),
-		CtimeNs: st.Ctim.Nano(),
 	}, nil
 }
 

@@ -44,15 +44,26 @@ func TestListUsesCache(t *testing.T) {
 		t.Fatalf("List = %+v, %v; want the cached checksum", list, err)
 	}
 
-	// Same size and modification time, different content (as `cp -p`
-	// would leave it): the change time gives it away.
+	// An ownership change (libvirt chowns images to QEMU's user on every
+	// guest start) is no reason to read the image again.
+	if err := os.Chown(path, 1, 1); err == nil {
+		if l, err := s.List(ctx); err != nil || len(l) != 1 || l[0].SHA256 != sc.SHA256 {
+			t.Fatalf("after chown List = %+v, %v; want the cached checksum", l, err)
+		}
+	}
+
+	// Same size and modification time, different content, swapped in by
+	// rename (as rsync -t leaves it): the new inode gives it away.
 	mtime := list[0].ModTime
 	data, _ := os.ReadFile(path)
 	data[0] ^= 0xff
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	if err := os.WriteFile(path+".new", data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chtimes(path, mtime, mtime); err != nil {
+	if err := os.Chtimes(path+".new", mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
 		t.Fatal(err)
 	}
 	list, err = s.List(ctx)

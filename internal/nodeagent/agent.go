@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -78,6 +79,9 @@ type Options struct {
 	// ImageDir is the node image directory images are resolved in;
 	// required, absolute.
 	ImageDir string
+	// ImageRefreshPeriod is how often ImageDir is looked at for the
+	// node's image list; default DefaultImageRefreshPeriod.
+	ImageRefreshPeriod time.Duration
 	// LibvirtURI is handed to the launcher tools; default qemu:///system.
 	LibvirtURI string
 	// LauncherPath is the virtplane-launcher binary for the default Tools.
@@ -145,6 +149,7 @@ func (o *Options) complete() error {
 	setDefault(&o.LauncherGrace, DefaultLauncherGrace)
 	setDefault(&o.ACPIInterval, DefaultACPIInterval)
 	setDefault(&o.SlowStartWindow, DefaultSlowStartWindow)
+	setDefault(&o.ImageRefreshPeriod, DefaultImageRefreshPeriod)
 	setDefault(&o.ReattachTimeout, 2*time.Second)
 	setDefault(&o.CallTimeout, 10*time.Second)
 	setDefault(&o.SyncTimeout, 2*time.Minute)
@@ -177,6 +182,7 @@ type Agent struct {
 
 	launchers *launcherTable
 	lease     leaseTracker
+	images    *imageInventory
 	// host is what registration reported; set by Run before the
 	// handler starts.
 	host HostFacts
@@ -203,12 +209,20 @@ func New(opts Options) (*Agent, error) {
 		log:         opts.Logger.With("component", "nodeagent", "node", opts.NodeName),
 		queue:       controller.NewQueue("nodeagent"),
 		launchers:   newLauncherTable(),
+		images:      newImageInventory(),
 		unreachable: map[string]time.Time{},
 		gcKick:      make(chan struct{}, 1),
 		db:          opts.State,
 	}
 	if opts.Host != nil {
 		a.host = *opts.Host
+	}
+	// Before the state database creates it 0700: QEMU must traverse it.
+	if err := mkdirTraversable(opts.NodeDataDir); err != nil {
+		return nil, fmt.Errorf("node agent: creating %s: %w", opts.NodeDataDir, err)
+	}
+	if err := os.Chmod(opts.NodeDataDir, 0o711); err != nil {
+		return nil, fmt.Errorf("node agent: %w", err)
 	}
 	if a.db == nil {
 		db, err := state.OpenBolt(filepath.Join(opts.NodeDataDir, "state.db"))
@@ -249,6 +263,11 @@ func (a *Agent) now() time.Time { return a.opts.Clock() }
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.Close()
 	defer a.queue.ShutDown()
+	// Started first, so that registration finds a listing if one is quick.
+	imagesCtx, stopImages := context.WithCancel(ctx)
+	imagesDone := make(chan struct{})
+	go func() { defer close(imagesDone); a.imageRefreshLoop(imagesCtx) }()
+	defer func() { stopImages(); <-imagesDone }()
 	if a.opts.Host == nil {
 		h, err := ReadHostFacts("/")
 		if err != nil {
@@ -289,6 +308,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun(func() { a.heartbeatLoop(ctx, interval) })
 	goRun(func() { a.livenessLoop(ctx) })
 	goRun(func() { a.resyncLoop(ctx) })
+	goRun(func() { a.consoleLoop(ctx) })
 	goRun(func() { a.vmDirGCLoop(ctx) })
 	a.log.Info("node agent running", "kvm", a.host.KVMUsable)
 	controller.Run(ctx, "nodeagent", a.queue, a.opts.Workers, controller.ReconcileFunc(a.Reconcile), a.log)

@@ -195,7 +195,7 @@ func newHarness(t *testing.T, ho ...harnessOptions) *harness {
 	t.Cleanup(func() { c.Close() })
 	h := &harness{t: t, ctx: ctx, stores: stores, fake: fake.New(), db: state.NewMemDB(), clock: newFakeClock(),
 		tl: &timeline{}, nodeDir: t.TempDir(), imageDir: t.TempDir()}
-	h.api = &client.Client{VMs: c.VMs, VMIs: recordingVMIs{c.VMIs, h.tl}, Nodes: recordingNodes{c.Nodes, h.tl}, Conn: c.Conn}
+	h.api = &client.Client{VMs: c.VMs, VMIs: recordingVMIs{c.VMIs, h.tl}, Nodes: recordingNodes{c.Nodes, h.tl}, Consoles: c.Consoles, Conn: c.Conn}
 	h.fake.OnCall = func(c fake.Call) { h.tl.add("launcher:" + c.Op) }
 	h.db.OnPut = func(r *state.VMI) { h.tl.add(fmt.Sprintf("put:handle=%v", r.HasLauncher())) }
 	return h

@@ -55,9 +55,15 @@ func (l *leaseTracker) expiredUnfenced(now time.Time) bool {
 // only marks the node unschedulable.
 func (a *Agent) heartbeat(ctx context.Context, schedulable bool) (time.Duration, error) {
 	sent := a.now()
-	resp, err := a.api.Nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable})
+	// The image list goes along only when it changed; listing happens in
+	// imageRefreshLoop, never here.
+	images := a.images.pending()
+	resp, err := a.api.Nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable, Images: images})
 	if err != nil {
 		return 0, fmt.Errorf("heartbeat: %w", err)
+	}
+	if images != nil {
+		a.images.markSent(images)
 	}
 	interval := time.Duration(resp.GetHeartbeatIntervalSeconds()) * time.Second
 	if interval <= 0 {
@@ -95,6 +101,12 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-a.images.changed:
+			// Early, once per changed list (at most one per refresh
+			// period); unchanged lists cost no extra beat.
+			if a.images.pending() == nil {
+				continue
+			}
 		}
 		next, err := a.heartbeat(ctx, true)
 		if err != nil {

@@ -56,10 +56,21 @@ func bytesQuantity(b int64) string {
 // ctx ends: a control plane that is not up yet is no reason to exit.
 func (a *Agent) register(ctx context.Context) error {
 	n := a.node(ctx)
-	return retry(ctx, a, "registering node", func() error {
+	// Registering replaces the stored list, with an empty one when the
+	// first listing is not ready: sent then records that.
+	images := a.images.forRegister(ctx, registerImageWait)
+	n.Status.Images = images.GetItems()
+	err := retry(ctx, a, "registering node", func() error {
 		_, err := a.api.Nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: n})
 		return err
 	})
+	if err == nil {
+		if images == nil {
+			images = &apiv1.NodeImageList{}
+		}
+		a.images.markSent(images)
+	}
+	return err
 }
 
 // retry calls fn with backoff (100 ms doubling to 5 s) until it succeeds

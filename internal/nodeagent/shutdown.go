@@ -114,6 +114,10 @@ func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineI
 			a.log.Warn("stopping launcher failed", "vmi", key, "err", err)
 		}
 	}
+	// The console log outlives the VMI's files, for `console --log`.
+	if err := a.keepConsoleLog(rec); err != nil {
+		a.log.Warn("keeping the console log failed", "vmi", key, "err", err)
+	}
 	if err := os.RemoveAll(rec.Dir); err != nil {
 		return controller.Result{}, fmt.Errorf("removing files of %s: %w", key, err)
 	}

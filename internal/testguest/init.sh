@@ -221,6 +221,16 @@ if [ -n "$crash" ]; then
 	) &
 fi
 
+# --- console input -------------------------------------------------------
+# Each line typed on the serial port is answered with
+# "VIRTPLANE-ECHO <line>", so tests can check console input end to end.
+# The line is only printed, never run; the loop ends with its input.
+(
+	while IFS= read -r line; do
+		printf 'VIRTPLANE-ECHO %s\n' "$line" >/dev/ttyS0
+	done
+) </dev/ttyS0 &
+
 # Idle forever; wait also reaps the timers' children.
 while :; do
 	sleep 3600 &

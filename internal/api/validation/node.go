@@ -9,12 +9,14 @@ import (
 
 // ValidateNode checks a node as registered by its agent: the name (a
 // DNS-1123 subdomain, since it is usually the hostname) and that the
-// resource figures the scheduler will parse are quantities.
+// resource figures the scheduler will parse are quantities, and its image
+// list.
 func ValidateNode(node *apiv1.Node) field.ErrorList {
 	errs := ValidateObjectMeta(node.GetMetadata(), false, field.NewPath("metadata"))
 	status := field.NewPath("status")
 	errs = append(errs, validateResourceList(node.GetStatus().GetCapacity(), status.Child("capacity"))...)
 	errs = append(errs, validateResourceList(node.GetStatus().GetAllocatable(), status.Child("allocatable"))...)
+	errs = append(errs, ValidateNodeImages(node.GetStatus().GetImages(), status.Child("images"))...)
 	return errs
 }
 

@@ -3,12 +3,15 @@ package vmi
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
 // Resource names in node capacity and allocatable maps.
@@ -26,6 +29,7 @@ const (
 	reasonCordoned           = "node(s) were unschedulable"
 	reasonAgentNotReady      = "node(s) had an agent that is not ready to run VMs"
 	reasonSelector           = "node(s) didn't match node selector"
+	reasonImages             = "node(s) didn't have the image(s)"
 	reasonInsufficientCPU    = "Insufficient cpu"
 	reasonInsufficientMemory = "Insufficient memory"
 )
@@ -121,16 +125,26 @@ type decision struct {
 	message string
 }
 
-// choose picks the node for a VMI with request req and node selector sel.
-// Among the nodes that fit it takes the one with the largest fraction of
-// memory still free after the placement (spreading load, as
-// kube-scheduler's LeastAllocated scoring does), ties broken by name so
-// that decisions are reproducible.
-func choose(req resources, sel map[string]string, nodes []candidate) decision {
+// choose picks the node for a VMI with request req, node selector sel and
+// the images it needs (requiredImages). Among the nodes that fit it takes
+// the one with the largest fraction of memory still free after the
+// placement (spreading load, as kube-scheduler's LeastAllocated scoring
+// does), ties broken by name so that decisions are reproducible.
+func choose(req resources, sel map[string]string, images []string, nodes []candidate) decision {
 	reasons := map[string]int{}
+	missing := map[string]bool{}
 	best, bestScore := "", math.Inf(-1)
 	for _, c := range nodes {
-		if rs := unfit(c, req, sel); len(rs) > 0 {
+		rs := unfit(c, req, sel)
+		if len(rs) == 0 {
+			if m := missingImages(c.node, images); len(m) > 0 {
+				rs = []string{reasonImages}
+				for _, name := range m {
+					missing[name] = true
+				}
+			}
+		}
+		if len(rs) > 0 {
 			for _, r := range rs {
 				reasons[r]++
 			}
@@ -149,7 +163,65 @@ func choose(req resources, sel map[string]string, nodes []candidate) decision {
 	if best != "" {
 		return decision{node: best}
 	}
-	return decision{message: unavailableMessage(len(nodes), reasons)}
+	msg := unavailableMessage(len(nodes), reasons)
+	if len(missing) > 0 {
+		msg += " Missing image(s): " + quotedList(missing) + "."
+	}
+	return decision{message: msg}
+}
+
+// requiredImages returns the images spec needs on its node, as nodes list
+// them: image volumes, persistent volumes' images, the kernel and initrd.
+// Absolute references are left out: nodes list images relative to their
+// image directory, and where each keeps it is not known here. A VMI
+// pinned to its node (LabelNodeName: its VM's persistent volumes live
+// there) does not need its persistent volumes' images any more: they were
+// copied when the volumes were made.
+func requiredImages(spec *apiv1.VirtualMachineInstanceSpec) []string {
+	refs := []string{spec.GetDomain().GetFirmware().GetKernelBoot().GetKernel(), spec.GetDomain().GetFirmware().GetKernelBoot().GetInitrd()}
+	_, pinned := spec.GetNodeSelector()[apiv1.LabelNodeName]
+	for _, v := range spec.GetVolumes() {
+		refs = append(refs, v.GetImage().GetName())
+		if !pinned {
+			refs = append(refs, v.GetPersistent().GetImage())
+		}
+	}
+	var out []string
+	for _, ref := range refs {
+		if name, ok := validation.ImageName(ref, ""); ok && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// missingImages returns which of images node does not list. A node that
+// lists no images at all is taken to have them: agents from before the
+// inventory and fake nodes report none, and for a real node with an empty
+// image directory the agent still fails the VMI naming the missing file,
+// as it did before nodes reported images.
+func missingImages(node *apiv1.Node, images []string) []string {
+	have := node.GetStatus().GetImages()
+	if len(have) == 0 {
+		return nil
+	}
+	var out []string
+	for _, name := range images {
+		if !slices.ContainsFunc(have, func(img *apiv1.NodeImage) bool { return img.GetName() == name }) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func quotedList(set map[string]bool) string {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, strconv.Quote(n))
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // unfit returns why c cannot take the VMI, or nil. Node state is checked

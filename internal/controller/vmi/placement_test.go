@@ -1,6 +1,7 @@
 package vmi
 
 import (
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -138,7 +139,7 @@ func TestChoose(t *testing.T) {
 		{name: "no nodes", message: "0/0 nodes are available: no nodes are registered."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := choose(req, tc.sel, tc.nodes)
+			got := choose(req, tc.sel, nil, tc.nodes)
 			if got.node != tc.want || got.message != tc.message {
 				t.Fatalf("choose = %+v; want node %q message %q", got, tc.want, tc.message)
 			}
@@ -149,7 +150,7 @@ func TestChoose(t *testing.T) {
 func TestChooseExactFit(t *testing.T) {
 	// A node whose free memory equals the request takes it.
 	n := node("n", "100m", "1184Mi", nil)
-	if got := choose(resources{milliCPU: 100, memory: 1184 * mi}, nil, []candidate{{node: n}}); got.node != "n" {
+	if got := choose(resources{milliCPU: 100, memory: 1184 * mi}, nil, nil, []candidate{{node: n}}); got.node != "n" {
 		t.Fatalf("exact fit refused: %+v", got)
 	}
 }
@@ -163,5 +164,111 @@ func TestAmountCapsHugeQuantities(t *testing.T) {
 	}
 	if got := amount(resource.MustParse("1500m"), resource.Milli); got != 1500 {
 		t.Fatalf("1500m → %d", got)
+	}
+}
+
+func TestChooseImages(t *testing.T) {
+	req := resources{milliCPU: 100, memory: 1184 * mi}
+	withImages := func(name string, images ...string) *apiv1.Node {
+		return withNode(node(name, "4", "8Gi", nil), func(n *apiv1.Node) {
+			for _, img := range images {
+				n.Status.Images = append(n.Status.Images, &apiv1.NodeImage{Name: img, Format: "raw"})
+			}
+		})
+	}
+	needs := []string{"debian.qcow2", "vmlinuz"}
+	for _, tc := range []struct {
+		name    string
+		images  []string
+		nodes   []candidate
+		want    string
+		message string
+	}{
+		{
+			name:   "only the node with every image fits",
+			images: needs,
+			// b has more free memory but only one of the images.
+			nodes: []candidate{{node: withImages("a", "debian.qcow2", "vmlinuz"), used: resources{memory: 4 * 1024 * mi}}, {node: withImages("b", "vmlinuz")}},
+			want:  "a",
+		},
+		{
+			name:   "a node that lists no images is not filtered",
+			images: needs,
+			nodes:  []candidate{{node: node("fake", "4", "8Gi", nil)}},
+			want:   "fake",
+		},
+		{name: "no images needed", nodes: []candidate{{node: withImages("a", "other.raw")}}, want: "a"},
+		{
+			name:    "the message names what is missing",
+			images:  needs,
+			nodes:   []candidate{{node: withImages("a", "debian.qcow2")}, {node: withImages("b", "other.raw")}, {node: withImages("c"), used: resources{memory: 8 * 1024 * mi}}},
+			message: `0/3 nodes are available: 1 Insufficient memory, 2 node(s) didn't have the image(s). Missing image(s): "debian.qcow2", "vmlinuz".`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := choose(req, nil, tc.images, tc.nodes)
+			if got.node != tc.want || got.message != tc.message {
+				t.Fatalf("choose = %+v; want node %q message %q", got, tc.want, tc.message)
+			}
+		})
+	}
+}
+
+func TestRequiredImages(t *testing.T) {
+	spec := &apiv1.VirtualMachineInstanceSpec{
+		Domain: &apiv1.DomainSpec{Firmware: &apiv1.Firmware{KernelBoot: &apiv1.KernelBoot{Kernel: "boot/vmlinuz", Initrd: "./boot/initrd.img"}}},
+		Volumes: []*apiv1.Volume{
+			{Name: "root", Image: &apiv1.ImageVolume{Name: "debian.qcow2"}},
+			{Name: "copy", Persistent: &apiv1.PersistentVolume{Image: "debian.qcow2", Size: "10Gi"}},
+			{Name: "blank", Persistent: &apiv1.PersistentVolume{Size: "1Gi"}},
+			{Name: "abs", Image: &apiv1.ImageVolume{Name: "/var/lib/virtplane/images/x.raw"}},
+			{Name: "ci", CloudInitNoCloud: &apiv1.CloudInitNoCloud{}},
+		},
+	}
+	got := requiredImages(spec)
+	if want := []string{"boot/initrd.img", "boot/vmlinuz", "debian.qcow2"}; !slices.Equal(got, want) {
+		t.Fatalf("requiredImages = %q, want %q", got, want)
+	}
+	if got := requiredImages(&apiv1.VirtualMachineInstanceSpec{}); len(got) != 0 {
+		t.Fatalf("requiredImages(empty) = %q", got)
+	}
+
+	// Pinned to the node holding its persistent volumes: their images
+	// were copied already and may be gone from the node.
+	pinned := &apiv1.VirtualMachineInstanceSpec{
+		NodeSelector: map[string]string{apiv1.LabelNodeName: "n1"},
+		Volumes:      []*apiv1.Volume{{Name: "copy", Persistent: &apiv1.PersistentVolume{Image: "debian.qcow2", Size: "10Gi"}}},
+	}
+	if got := requiredImages(pinned); len(got) != 0 {
+		t.Fatalf("requiredImages(pinned) = %q, want none", got)
+	}
+}
+
+// The controller passes the VMI's images to the choice: it lands on the
+// node that has them, and waits with a message naming them when none does.
+func TestPlaceByImages(t *testing.T) {
+	withImage := func(n *apiv1.Node, img string) *apiv1.Node {
+		return withNode(n, func(n *apiv1.Node) { n.Status.Images = []*apiv1.NodeImage{{Name: img, Format: "qcow2"}} })
+	}
+	needsImage := func(name, img string) *apiv1.VirtualMachineInstance {
+		v := vmi(name, 1, "1Gi")
+		v.Spec.Volumes = []*apiv1.Volume{{Name: "root", Image: &apiv1.ImageVolume{Name: img}}}
+		return v
+	}
+	nodes := []*apiv1.Node{withImage(node("big", "4", "8Gi", nil), "other.qcow2"), withImage(node("small", "4", "4Gi", nil), "debian.qcow2")}
+	f := newFixture(t, Options{}, nodes, needsImage("web", "debian.qcow2"), needsImage("lost", "missing.qcow2"))
+	if _, err := f.reconcile("web"); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.stored("web").Status.NodeName; got != "small" {
+		t.Errorf("web placed on %q, want small (the only node with its image)", got)
+	}
+	if _, err := f.reconcile("lost"); err != nil {
+		t.Fatal(err)
+	}
+	c := apiv1.FindCondition(f.stored("lost").Status.Conditions, apiv1.ConditionPodScheduled)
+	want := `0/2 nodes are available: 2 node(s) didn't have the image(s). Missing image(s): "missing.qcow2".`
+	if c.GetStatus() != apiv1.ConditionFalse || c.GetReason() != ReasonUnschedulable || c.GetMessage() != want {
+		t.Errorf("PodScheduled = %v; want False/%s %q", c, ReasonUnschedulable, want)
 	}
 }

@@ -57,6 +57,13 @@ type Driver struct {
 	subs  *broadcaster
 	lease *watchdog
 
+	// ptyMu guards the serial pty cached for one QEMU process: it is
+	// fixed while that process lives, and reading it costs a call for the
+	// whole domain XML on every status.
+	ptyMu  sync.Mutex
+	ptyPid int32
+	pty    string
+
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -186,8 +193,29 @@ func (d *Driver) statusOf(dom Domain) (*launcherpb.DomainStatus, error) {
 	}
 	if st.Active() {
 		s.QemuPid = int32(d.qemuPid())
+		s.ConsolePty = d.consolePty(dom, s.QemuPid)
 	}
 	return s, nil
+}
+
+// consolePty is the serial pty of the running dom, for console input; ""
+// when the live XML does not tell (the status is no less valid for it).
+func (d *Driver) consolePty(dom Domain, qemuPid int32) string {
+	d.ptyMu.Lock()
+	defer d.ptyMu.Unlock()
+	if qemuPid != 0 && qemuPid == d.ptyPid && d.pty != "" {
+		return d.pty
+	}
+	x, err := dom.GetXMLDesc()
+	if err == nil {
+		var pty string
+		if pty, err = domxml.SerialPty(x); err == nil {
+			d.ptyPid, d.pty = qemuPid, pty
+			return pty
+		}
+	}
+	d.log.Warn("reading the serial pty from the live domain XML", "err", err)
+	return ""
 }
 
 // currentStatus looks the domain up and reports it, or that it is absent.

@@ -50,10 +50,19 @@ type nodeModel struct {
 	QEMUVersion    types.String      `tfsdk:"qemu_version"`
 	Heartbeat      types.String      `tfsdk:"heartbeat"`
 	Labels         map[string]string `tfsdk:"labels"`
+	Images         []nodeImageModel  `tfsdk:"images"`
 }
 
 // allNodesID is the id when no selector is set; it is not a valid selector,
 // so it cannot collide with one.
+type nodeImageModel struct {
+	Name        types.String `tfsdk:"name"`
+	Format      types.String `tfsdk:"format"`
+	VirtualSize types.Int64  `tfsdk:"virtual_size"`
+	Size        types.Int64  `tfsdk:"size"`
+	SHA256      types.String `tfsdk:"sha256"`
+}
+
 const allNodesID = "*"
 
 func (d *nodesDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -102,6 +111,20 @@ func (d *nodesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 						Computed:    true,
 						ElementType: types.StringType,
 						Description: "Node labels; empty when the node has none.",
+					},
+					"images": schema.ListNestedAttribute{
+						Computed: true,
+						Description: "Base images in the node's image directory, sorted by name: what `image` " +
+							"volumes, `persistent.image` and `boot` files may name on this node. The node agent " +
+							"refreshes the list about every 15 seconds.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"name":   str("Image name, its path relative to the node image directory."),
+							"format": str("Format as qemu-img reports it (`qcow2`, `raw`, ...)."),
+							"virtual_size": schema.Int64Attribute{Computed: true,
+								Description: "Size the guest sees, in bytes; a persistent volume copied from the image must be at least this large."},
+							"size":   schema.Int64Attribute{Computed: true, Description: "File size on disk, in bytes."},
+							"sha256": str("Hex SHA-256 of the image file."),
+						}},
 					},
 				}},
 			},
@@ -193,6 +216,15 @@ func nodeToModel(n *apiv1.Node) nodeModel {
 	for k, v := range n.GetMetadata().GetLabels() {
 		m.Labels[k] = v
 	}
+	m.Images = make([]nodeImageModel, 0, len(st.GetImages()))
+	for _, img := range st.GetImages() {
+		m.Images = append(m.Images, nodeImageModel{
+			Name: types.StringValue(img.GetName()), Format: types.StringValue(img.GetFormat()),
+			VirtualSize: types.Int64Value(img.GetVirtualSizeBytes()), Size: types.Int64Value(img.GetSizeBytes()),
+			SHA256: types.StringValue(img.GetSha256()),
+		})
+	}
+	sort.Slice(m.Images, func(i, j int) bool { return m.Images[i].Name.ValueString() < m.Images[j].Name.ValueString() })
 	return m
 }
 

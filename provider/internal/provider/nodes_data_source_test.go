@@ -39,6 +39,10 @@ func TestNodeToModel(t *testing.T) {
 			NodeInfo: &apiv1.NodeInfo{
 				AgentVersion: "v1.2.3", LibvirtVersion: "10.0.0", QemuVersion: "8.2.2", KvmUsable: true,
 			},
+			Images: []*apiv1.NodeImage{
+				{Name: "vmlinux", Format: "raw", VirtualSizeBytes: 512, SizeBytes: 500, Sha256: "bb"},
+				{Name: "debian.qcow2", Format: "qcow2", VirtualSizeBytes: 3 << 30, SizeBytes: 1 << 20, Sha256: "aa"},
+			},
 		},
 	}
 	want := nodeModel{
@@ -56,6 +60,12 @@ func TestNodeToModel(t *testing.T) {
 		QEMUVersion:    types.StringValue("8.2.2"),
 		Heartbeat:      types.StringValue("2026-03-04T04:06:07Z"), // UTC, whole seconds
 		Labels:         map[string]string{"zone": "a"},
+		Images: []nodeImageModel{ // sorted by name
+			{Name: types.StringValue("debian.qcow2"), Format: types.StringValue("qcow2"), VirtualSize: types.Int64Value(3 << 30),
+				Size: types.Int64Value(1 << 20), SHA256: types.StringValue("aa")},
+			{Name: types.StringValue("vmlinux"), Format: types.StringValue("raw"), VirtualSize: types.Int64Value(512),
+				Size: types.Int64Value(500), SHA256: types.StringValue("bb")},
+		},
 	}
 	if got := nodeToModel(n); !reflect.DeepEqual(got, want) {
 		t.Errorf("nodeToModel:\n got %+v\nwant %+v", got, want)
@@ -87,6 +97,7 @@ func TestNodeToModelEmpty(t *testing.T) {
 		QEMUVersion:    types.StringNull(),
 		Heartbeat:      types.StringNull(),
 		Labels:         map[string]string{},
+		Images:         []nodeImageModel{},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("nodeToModel:\n got %+v\nwant %+v", got, want)

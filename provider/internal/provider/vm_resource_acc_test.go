@@ -777,12 +777,15 @@ func TestAccVirtualMachine_unschedulableFailsFast(t *testing.T) {
 func TestAccVirtualMachine_crashLoopFailsFast(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	name := acctest.RandomName("crash")
+	// The node has the file (placement checks the node's image list), but
+	// it is no kernel: QEMU refuses to start, so every instance fails.
 	body := fmt.Sprintf(`
   memory = %q
   boot {
-    kernel = "no-such-vmlinux"
+    kernel = %q
+    initrd = %q
   }
-`, guestMemory)
+`, guestMemory, testguest.InitrdFile, testguest.InitrdFile)
 	if agent.Nodes.Scripted {
 		body += fmt.Sprintf("  annotations = {\n    %q = \"fail-start\"\n  }\n", acctest.ScriptAnnotation)
 	}

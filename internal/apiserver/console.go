@@ -1,0 +1,236 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/google/uuid"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+)
+
+// consoleService relays serial consoles: a client's Attach is handed to
+// the node that holds the console through that node's Sessions stream,
+// and the node answers with a Serve stream that Attach pipes to the
+// client. Nodes need no listener of their own.
+type consoleService struct {
+	apiv1.UnimplementedConsolesServer
+	s *Server
+}
+
+func (c *consoleService) Attach(stream apiv1.Consoles_AttachServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return status.Error(codes.InvalidArgument, "open: Required value: the first message must open the console")
+	}
+	if err != nil {
+		return toStatus(err)
+	}
+	open, err := consoleOpen(first.GetOpen())
+	if err != nil {
+		return err
+	}
+	node, sess, err := c.resolve(ctx, open)
+	if err != nil {
+		return err
+	}
+	nc, err := c.s.consoles.handOff(ctx, node, sess)
+	if err != nil {
+		return err
+	}
+	defer nc.end()
+	c.s.log.Debug("console attached", "vmi", open.Namespace+"/"+open.Name, "node", node,
+		"session", sess.SessionId, "interactive", open.Interactive, "log", open.Log)
+	return pipeConsole(stream, nc, open.Interactive, node)
+}
+
+// consoleOpen defaults and validates what a client asks for.
+func consoleOpen(in *apiv1.ConsoleOpen) (*apiv1.ConsoleOpen, error) {
+	if in == nil {
+		return nil, status.Error(codes.InvalidArgument, "open: Required value: the first message must open the console")
+	}
+	open := proto.Clone(in).(*apiv1.ConsoleOpen)
+	if open.Namespace == "" {
+		open.Namespace = "default"
+	}
+	if open.Name == "" {
+		return nil, status.Error(codes.InvalidArgument, "open.name: Required value")
+	}
+	if open.TailBytes < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "open.tail_bytes: Invalid value: %d: must not be negative", open.TailBytes)
+	}
+	return open, nil
+}
+
+// resolve finds the node that holds the console: the running (or last)
+// instance's node, else the node the VM last ran on, which keeps the log
+// of its last instance.
+func (c *consoleService) resolve(ctx context.Context, open *apiv1.ConsoleOpen) (string, *apiv1.ConsoleSession, error) {
+	ns, name := open.Namespace, open.Name
+	key := ns + "/" + name
+	sess := &apiv1.ConsoleSession{SessionId: uuid.NewString(), Open: open, DomainName: ns + "_" + name}
+	vmi, err := c.s.stores.VMIs.Get(ctx, ns, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", nil, toStatus(err)
+	}
+	if node := vmi.GetStatus().GetNodeName(); err == nil && node != "" {
+		if phase := vmi.GetStatus().GetPhase(); open.Interactive && phase != apiv1.PhaseRunning {
+			return "", nil, status.Errorf(codes.FailedPrecondition, "VMI %s is %s: an interactive console needs a running instance", key, phase)
+		}
+		sess.VmiUid = vmi.GetMetadata().GetUid()
+		sess.VmUid = ownerVMUID(vmi)
+		return node, sess, nil
+	}
+	if open.Interactive {
+		return "", nil, status.Errorf(codes.FailedPrecondition, "VM %s has no running instance: an interactive console needs one", key)
+	}
+	vm, err := c.s.stores.VMs.Get(ctx, ns, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil, status.Errorf(codes.NotFound, "VM %s not found", key)
+	}
+	if err != nil {
+		return "", nil, toStatus(err)
+	}
+	node := vm.GetStatus().GetNodeName()
+	if node == "" {
+		return "", nil, status.Errorf(codes.NotFound, "VM %s has not run on any node", key)
+	}
+	sess.VmUid = vm.GetMetadata().GetUid()
+	return node, sess, nil
+}
+
+// ownerVMUID is the uid of the VM controlling vmi, or "" for a bare VMI.
+func ownerVMUID(vmi *apiv1.VirtualMachineInstance) string {
+	for _, o := range vmi.GetMetadata().GetOwnerReferences() {
+		if o.GetKind() == apiv1.KindVirtualMachine && o.GetController() {
+			return o.GetUid()
+		}
+	}
+	return ""
+}
+
+// pipeConsole copies the node's output to the client and, when
+// interactive, the client's input to the node, until either side ends.
+// Only this goroutine sends on the client stream; the node stream is sent
+// on by its own handler (Serve), so no stream has two senders.
+func pipeConsole(stream apiv1.Consoles_AttachServer, nc *nodeConsole, interactive bool, node string) error {
+	ctx := stream.Context()
+	input := make(chan []byte)
+	inputErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				inputErr <- err
+				return
+			}
+			if !interactive || len(m.GetData()) == 0 {
+				continue // a read-only console drops input
+			}
+			select {
+			case input <- m.GetData():
+			case <-nc.done:
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case out, ok := <-nc.out:
+			if !ok {
+				return nodeEnded(nc.recvErr, node)
+			}
+			if err := stream.Send(out); err != nil {
+				return toStatus(err)
+			}
+		case data := <-input:
+			select {
+			case nc.in <- data:
+			case <-nc.gone:
+			case <-ctx.Done():
+				return toStatus(ctx.Err())
+			}
+		case err := <-inputErr:
+			if errors.Is(err, io.EOF) {
+				// The client closed its input; output goes on until the
+				// node or the client ends the session.
+				inputErr = nil
+				continue
+			}
+			return toStatus(err)
+		case <-ctx.Done():
+			return toStatus(ctx.Err())
+		}
+	}
+}
+
+// nodeEnded maps how the node's Serve stream ended to the client's status:
+// the node closing it is the normal end of a console.
+func nodeEnded(err error, node string) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return status.Error(codes.Unavailable, fmt.Sprintf("node %s ended the console: %v", node, err))
+}
+
+func (c *consoleService) Sessions(req *apiv1.ConsoleSessionsRequest, stream apiv1.Consoles_SessionsServer) error {
+	node := req.GetNodeName()
+	if node == "" {
+		return status.Error(codes.InvalidArgument, "node_name: Required value")
+	}
+	ctx := stream.Context()
+	ns := c.s.consoles.register(node, ctx.Done())
+	defer c.s.consoles.unregister(node, ns)
+	// Headers at once tell the node agent that it is registered.
+	if err := stream.SendHeader(nil); err != nil {
+		return toStatus(err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return toStatus(ctx.Err())
+		case s := <-ns.sessions:
+			if err := stream.Send(s); err != nil {
+				return toStatus(err)
+			}
+		}
+	}
+}
+
+func (c *consoleService) Serve(stream apiv1.Consoles_ServeServer) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		return toStatus(err)
+	}
+	id := first.GetSessionId()
+	if id == "" {
+		return status.Error(codes.InvalidArgument, "session_id: Required value: the first message must name the session")
+	}
+	nc := newNodeConsole()
+	defer close(nc.gone)
+	go nc.receive(stream)
+	if !c.s.consoles.claim(id, nc) {
+		nc.end()
+		return status.Errorf(codes.NotFound, "console session %s: unknown, or its client gave up", id)
+	}
+	for {
+		select {
+		case data := <-nc.in:
+			if err := stream.Send(&apiv1.ConsoleInput{Data: data}); err != nil {
+				return toStatus(err)
+			}
+		case <-nc.done:
+			return nil
+		case <-ctx.Done():
+			return toStatus(ctx.Err())
+		}
+	}
+}

@@ -1,0 +1,28 @@
+package apiserver
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+)
+
+// checkImageSizes refuses persistent volumes smaller than the image they
+// are copied from, as the nodes' image lists report it. The nodes are read
+// only for a spec that has such a volume new or changed, so other creates
+// and updates cost no extra read. old is nil on create.
+func (s *Server) checkImageSizes(ctx context.Context, name string, spec, old *apiv1.VirtualMachineInstanceSpec) error {
+	dir := s.opts.Validation.ImageDir
+	if !validation.NeedsImageSizes(spec, old, dir) {
+		return nil
+	}
+	nodes, _, err := s.stores.Nodes.List(ctx, store.ListOptions{})
+	if err != nil {
+		return toStatus(err)
+	}
+	errs := validation.ValidatePersistentImageSizes(spec, old, field.NewPath("spec", "template", "spec"), validation.NodeImageSizes(nodes), dir)
+	return validation.ToStatusError("VirtualMachine", name, errs)
+}

@@ -1,0 +1,123 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+)
+
+// keptConsoleLogs is how many ended instances' console logs a VM keeps on
+// a node: the last one, and the one before it for comparison.
+const keptConsoleLogs = 2
+
+// keptLogsDir holds the console logs of a VM's ended instances, one
+// directory per VMI uid.
+func (a *Agent) keptLogsDir(vmUID string) string { return filepath.Join(a.vmDir(vmUID), "console") }
+
+// keepConsoleLog moves the console log of the ending VMI rec, with its
+// rotated files, under its VM's directory, where it outlives the VMI's
+// own directory, and drops all but the newest keptConsoleLogs there. A
+// bare VMI keeps nothing. Moving is idempotent: a retried cleanup finds
+// nothing left to move.
+func (a *Agent) keepConsoleLog(rec *state.VMI) error {
+	if rec.VMUID == "" {
+		return nil
+	}
+	names, err := logFiles(ConsoleLogPath(rec.Dir))
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	// The VM's directory with its vm.json, by which the directory is
+	// removed once the VM is deleted. The VMI is named after its VM.
+	owner := &apiv1.VirtualMachineInstance{Metadata: &apiv1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Name}}
+	if err := a.ensureVMDir(owner, rec); err != nil {
+		return fmt.Errorf("keeping console log: %w", err)
+	}
+	base := a.keptLogsDir(rec.VMUID)
+	dst := filepath.Join(base, rec.UID)
+	// 0700: guest output may hold secrets.
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		return fmt.Errorf("keeping console log: %w", err)
+	}
+	for _, n := range names {
+		// Same file system (both under the node data dir): a rename,
+		// which also leaves open readers (a following console) reading.
+		if err := os.Rename(n, filepath.Join(dst, filepath.Base(n))); err != nil {
+			return fmt.Errorf("keeping console log: %w", err)
+		}
+	}
+	return pruneKeptLogs(base, keptConsoleLogs, rec.UID)
+}
+
+type keptLog struct {
+	uid   string
+	mtime time.Time
+}
+
+// keptLogs lists the kept instance logs under base, newest first.
+func keptLogs(base string) ([]keptLog, error) {
+	ents, err := os.ReadDir(base)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing kept console logs: %w", err)
+	}
+	var out []keptLog
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, keptLog{e.Name(), fi.ModTime()})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].mtime.After(out[j].mtime) })
+	return out, nil
+}
+
+// pruneKeptLogs removes all but the newest keep logs under base; newest
+// (the one just kept) always stays, whatever the clock says.
+func pruneKeptLogs(base string, keep int, newest string) error {
+	logs, err := keptLogs(base)
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(logs, func(i, j int) bool { return logs[i].uid == newest && logs[j].uid != newest })
+	var errs []error
+	for _, l := range logs[min(keep, len(logs)):] {
+		if err := os.RemoveAll(filepath.Join(base, l.uid)); err != nil {
+			errs = append(errs, fmt.Errorf("removing old console log: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// keptLogPath returns the kept console log of VMI vmiUID of VM vmUID, or,
+// when that is not kept (or vmiUID is empty), the newest kept one; "" if
+// there is none.
+func (a *Agent) keptLogPath(vmUID, vmiUID string) (string, error) {
+	if vmUID == "" {
+		return "", nil
+	}
+	base := a.keptLogsDir(vmUID)
+	if vmiUID != "" {
+		p := ConsoleLogPath(filepath.Join(base, vmiUID))
+		if names, err := logFiles(p); err == nil && len(names) > 0 {
+			return p, nil
+		}
+	}
+	logs, err := keptLogs(base)
+	if err != nil || len(logs) == 0 {
+		return "", err
+	}
+	return ConsoleLogPath(filepath.Join(base, logs[0].uid)), nil
+}

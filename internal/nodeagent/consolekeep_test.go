@@ -1,0 +1,103 @@
+package nodeagent
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+)
+
+// An ended instance's log, rotated files included, moves under its VM;
+// only the two newest instances' logs stay.
+func TestKeepConsoleLogKeepsTwoNewest(t *testing.T) {
+	a := &Agent{opts: Options{NodeDataDir: t.TempDir()}}
+	base := a.keptLogsDir("vm1")
+	past := time.Now().Add(-time.Hour)
+	for i, uid := range []string{"u1", "u2", "u3"} {
+		rec := &state.VMI{UID: uid, Namespace: "ns", Name: "web", VMUID: "vm1", Dir: a.vmiDir(uid)}
+		if err := os.MkdirAll(rec.Dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		path := ConsoleLogPath(rec.Dir)
+		writeLog(t, path+".0", uid+" older\n")
+		writeLog(t, path, uid+" newer\n")
+		if err := a.keepConsoleLog(rec); err != nil {
+			t.Fatal(err)
+		}
+		if left, _ := logFiles(path); len(left) != 0 {
+			t.Fatalf("%s: files left behind: %v", uid, left)
+		}
+		// Each kept log older than the next, whatever the file system's
+		// timestamp resolution.
+		at := past.Add(time.Duration(i) * time.Minute)
+		if err := os.Chtimes(filepath.Join(base, uid), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ents, err := os.ReadDir(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	sort.Strings(got)
+	if want := []string{"u2", "u3"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("kept %v, want %v", got, want)
+	}
+
+	// Named, so that the VM's directory goes with the VM.
+	if b, err := os.ReadFile(filepath.Join(a.vmDir("vm1"), vmMetaFile)); err != nil || !strings.Contains(string(b), `"uid":"vm1"`) {
+		t.Fatalf("%s: %s, %v", vmMetaFile, b, err)
+	}
+
+	// The newest by default, a named one when asked; rotated files too.
+	p, err := a.keptLogPath("vm1", "")
+	if err != nil || p != ConsoleLogPath(filepath.Join(base, "u3")) {
+		t.Fatalf("keptLogPath = %q, %v", p, err)
+	}
+	p, err = a.keptLogPath("vm1", "u2")
+	if err != nil || p != ConsoleLogPath(filepath.Join(base, "u2")) {
+		t.Fatalf("keptLogPath(u2) = %q, %v", p, err)
+	}
+	var s logSink
+	fl, err := sendKept(p, 0, s.send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.Close()
+	if s.String() != "u2 older\nu2 newer\n" {
+		t.Fatalf("kept log of u2 = %q", s.String())
+	}
+	if p, err := a.keptLogPath("vm1", "u1"); err != nil || p != ConsoleLogPath(filepath.Join(base, "u3")) {
+		t.Fatalf("keptLogPath(pruned u1) = %q, %v; want the newest", p, err)
+	}
+	if p, err := a.keptLogPath("vm2", ""); err != nil || p != "" {
+		t.Fatalf("keptLogPath of a VM without logs = %q, %v", p, err)
+	}
+}
+
+// A bare VMI keeps nothing, and a VMI without a log is no error.
+func TestKeepConsoleLogNothingToKeep(t *testing.T) {
+	a := &Agent{opts: Options{NodeDataDir: t.TempDir()}}
+	bare := &state.VMI{UID: "b", Dir: a.vmiDir("b")}
+	if err := os.MkdirAll(bare.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeLog(t, ConsoleLogPath(bare.Dir), "x")
+	if err := a.keepConsoleLog(bare); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(a.opts.NodeDataDir, "vms")); !os.IsNotExist(err) {
+		t.Fatalf("a bare VMI's log was kept: %v", err)
+	}
+	if err := a.keepConsoleLog(&state.VMI{UID: "n", VMUID: "vm1", Dir: a.vmiDir("n")}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,271 @@
+package nodeagent
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// logSink collects what a log reader sends.
+type logSink struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *logSink) send(b []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Write(b)
+	return nil
+}
+
+func (s *logSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+func (s *logSink) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.String() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("sent %q, want %q", s.String(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func writeLog(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendLog(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rotateLog does what virtlogd does at max_size with max_backups n:
+// console.log.(n-2) → .(n-1), …, console.log → .0, and a new console.log.
+func rotateLog(t *testing.T, path string, n int) {
+	t.Helper()
+	for i := n - 1; i > 0; i-- {
+		_ = os.Rename(path+"."+strconv.Itoa(i-1), path+"."+strconv.Itoa(i))
+	}
+	if err := os.Rename(path, path+".0"); err != nil {
+		t.Fatal(err)
+	}
+	writeLog(t, path, "")
+}
+
+// rotatedLog lays out a log rotated three times: "a" is the oldest part.
+func rotatedLog(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "console.log")
+	writeLog(t, path, "aaaa\n")
+	rotateLog(t, path, 3)
+	appendLog(t, path, "bbbb\n")
+	rotateLog(t, path, 3)
+	appendLog(t, path, "cccc\n")
+	rotateLog(t, path, 3)
+	appendLog(t, path, "dd\n")
+	// Not ours: a backup that is no rotation number, and another log.
+	writeLog(t, path+".bak", "x")
+	writeLog(t, path+".01", "x")
+	writeLog(t, filepath.Join(filepath.Dir(path), "other.log.0"), "x")
+	return path
+}
+
+func TestLogFilesOldestFirst(t *testing.T) {
+	path := rotatedLog(t)
+	writeLog(t, path+".12", "old")
+	got, err := logFiles(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{path + ".12", path + ".2", path + ".1", path + ".0", path}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("logFiles = %v, want %v", got, want)
+	}
+	if got, err := logFiles(filepath.Join(t.TempDir(), "gone", "console.log")); err != nil || len(got) != 0 {
+		t.Fatalf("logFiles of a missing directory = %v, %v", got, err)
+	}
+}
+
+func TestSendKeptAllAndTail(t *testing.T) {
+	path := rotatedLog(t)
+	for _, tc := range []struct {
+		tail int64
+		want string
+	}{
+		{0, "aaaa\nbbbb\ncccc\ndd\n"},
+		{100, "aaaa\nbbbb\ncccc\ndd\n"},
+		{5, "c\ndd\n"}, // across the rotation boundary
+		{3, "dd\n"},
+		{1, "\n"},
+	} {
+		var s logSink
+		fl, err := sendKept(path, tc.tail, s.send)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fl.Close()
+		if s.String() != tc.want {
+			t.Errorf("tail %d: sent %q, want %q", tc.tail, s.String(), tc.want)
+		}
+	}
+}
+
+func TestSendKeptLargeInChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console.log")
+	big := strings.Repeat("0123456789abcdef", 3*logChunk/16+7)
+	writeLog(t, path, big)
+	var chunks int
+	var got bytes.Buffer
+	fl, err := sendKept(path, 0, func(b []byte) error {
+		if len(b) > logChunk {
+			t.Errorf("chunk of %d bytes", len(b))
+		}
+		chunks++
+		got.Write(b)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.Close()
+	if got.String() != big || chunks < 4 {
+		t.Fatalf("sent %d bytes in %d chunks, want %d bytes in at least 4", got.Len(), chunks, len(big))
+	}
+}
+
+// following picks up where the kept log ended: nothing lost, nothing
+// twice, across a rotation and a truncation.
+func TestFollowAcrossRotationAndTruncation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "console.log")
+	writeLog(t, path, "boot\n")
+	var s logSink
+	fl, err := sendKept(path, 0, s.send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	var alive atomic.Bool
+	alive.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- fl.follow(ctx, 5*time.Millisecond, alive.Load) }()
+
+	appendLog(t, path, "one\n")
+	s.waitFor(t, "boot\none\n")
+	// Written just before the rotation: still read from the renamed file.
+	appendLog(t, path, "two\n")
+	rotateLog(t, path, 3)
+	appendLog(t, path, "three\n")
+	s.waitFor(t, "boot\none\ntwo\nthree\n")
+	// Truncated in place (not virtlogd's way, but a log may be cut).
+	writeLog(t, path, "")
+	time.Sleep(30 * time.Millisecond)
+	appendLog(t, path, "4\n")
+	s.waitFor(t, "boot\none\ntwo\nthree\n4\n")
+
+	// The instance ends: what was written before is sent, then follow
+	// returns.
+	appendLog(t, path, "last\n")
+	alive.Store(false)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("follow did not end with the instance")
+	}
+	if got, want := s.String(), "boot\none\ntwo\nthree\n4\nlast\n"; got != want {
+		t.Fatalf("sent %q, want %q", got, want)
+	}
+}
+
+func TestFollowFromEnd(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "console.log")
+	writeLog(t, path, "old\n")
+	var s logSink
+	fl, err := followFromEnd(path, s.send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fl.follow(ctx, 5*time.Millisecond, func() bool { return true }) }()
+	appendLog(t, path, "new\n")
+	s.waitFor(t, "new\n")
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("follow ended with %v, want context.Canceled", err)
+	}
+
+	// A log that does not exist yet is all new once it appears.
+	later := filepath.Join(dir, "later.log")
+	var s2 logSink
+	fl2, err := followFromEnd(later, s2.send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl2.Close()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() { _ = fl2.follow(ctx2, 5*time.Millisecond, func() bool { return true }) }()
+	time.Sleep(20 * time.Millisecond)
+	writeLog(t, later, "first\n")
+	s2.waitFor(t, "first\n")
+}
+
+// A follower keeps reading the file after cleanup moved it away.
+func TestFollowAfterMove(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "vmi", "console.log")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeLog(t, path, "")
+	var s logSink
+	fl, err := followFromEnd(path, s.send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	appendLog(t, path, "bye\n")
+	if err := os.Rename(path, filepath.Join(dir, "kept.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Dir(path)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.follow(context.Background(), time.Millisecond, func() bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if s.String() != "bye\n" {
+		t.Fatalf("sent %q", s.String())
+	}
+}

@@ -1,0 +1,86 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/termraw"
+)
+
+// serialWriteTimeout bounds one write of client input: a guest that does
+// not read its serial port drops input rather than stall the session.
+const serialWriteTimeout = 5 * time.Second
+
+// serialPort is the node's end of a domain's serial pty, for client input.
+// Output is read from the console log, not from here: the pty is drained
+// and the bytes dropped, so that QEMU never blocks on a full pty buffer.
+type serialPort struct {
+	f   *os.File
+	log *slog.Logger
+	mu  sync.Mutex
+}
+
+// openSerial opens the serial pty of rec's running domain, as its
+// launcher reports it.
+func (a *Agent) openSerial(ctx context.Context, rec *state.VMI) (*serialPort, error) {
+	e := a.launchers.get(rec.Key())
+	if e == nil || e.uid != rec.UID || e.isDead() {
+		return nil, errors.New("the instance's launcher is not connected")
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+	dom, err := e.client.GetDomain(cctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("asking the launcher for the serial port: %w", err)
+	}
+	pty := dom.GetConsolePty()
+	if pty == "" {
+		return nil, errors.New("the domain has no serial pty (it is not running)")
+	}
+	return openSerialPty(pty, a.log.With("pty", pty))
+}
+
+// openSerialPty opens the pty at path and starts draining it.
+func openSerialPty(path string, log *slog.Logger) (*serialPort, error) {
+	// The path comes from another process and the agent runs as root:
+	// nothing but a pty is opened.
+	if !strings.HasPrefix(path, "/dev/pts/") || filepath.Clean(path) != path {
+		return nil, fmt.Errorf("the launcher reported %q as the serial pty", path)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening the serial pty: %w", err)
+	}
+	// QEMU made it raw; again, because an echoing pty would feed the
+	// guest's output back to it as input.
+	if _, err := termraw.MakeRaw(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("serial pty: %w", err)
+	}
+	p := &serialPort{f: f, log: log}
+	go func() { _, _ = io.Copy(io.Discard, f) }() // ends with Close
+	return p, nil
+}
+
+// write passes client input to the guest.
+func (p *serialPort) write(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.f.SetWriteDeadline(time.Now().Add(serialWriteTimeout))
+	if _, err := p.f.Write(b); err != nil {
+		p.log.Warn("console input dropped", "bytes", len(b), "err", err)
+	}
+}
+
+// Close closes the pty, which also ends the drain.
+func (p *serialPort) Close() error { return p.f.Close() }

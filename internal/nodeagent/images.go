@@ -1,0 +1,252 @@
+package nodeagent
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
+)
+
+// The node's image list (NodeStatus.images) is kept fresh by a goroutine of
+// its own: listing hashes new images, which takes seconds per gigabyte, and
+// must never hold up a heartbeat. Heartbeats only carry the latest list,
+// and only when it differs from what the server has.
+
+// DefaultImageRefreshPeriod is how often the image directory is looked at.
+const DefaultImageRefreshPeriod = 15 * time.Second
+
+// registerImageWait bounds how long registration waits for the first
+// listing. A node whose new images take longer to hash registers without
+// them, and a heartbeat brings them when they are ready.
+const registerImageWait = 5 * time.Second
+
+// imageInventory is the node's image list as last listed and as last
+// sent. Lists are replaced, never modified, so they are shared freely.
+type imageInventory struct {
+	mu      sync.Mutex
+	current *apiv1.NodeImageList // nil until the first listing
+	sent    *apiv1.NodeImageList // what the server holds; nil: unknown
+
+	listedOnce sync.Once
+	listed     chan struct{} // closed once a first listing was tried
+	// changed wakes the heartbeat loop when a list is pending, so that a
+	// new image is placeable without waiting for the next regular beat.
+	changed chan struct{}
+}
+
+func newImageInventory() *imageInventory {
+	return &imageInventory{listed: make(chan struct{}), changed: make(chan struct{}, 1)}
+}
+
+// set records a listing and reports whether it differs from the last.
+func (inv *imageInventory) set(l *apiv1.NodeImageList) (changed bool) {
+	inv.mu.Lock()
+	changed = !proto.Equal(l, inv.current)
+	inv.current = l
+	inv.mu.Unlock()
+	inv.tried()
+	if changed {
+		select {
+		case inv.changed <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+	return changed
+}
+
+// tried says the first listing is over, with a list or without.
+func (inv *imageInventory) tried() { inv.listedOnce.Do(func() { close(inv.listed) }) }
+
+// forRegister waits up to wait for the first listing and returns the list
+// to register with; nil when there is none yet.
+func (inv *imageInventory) forRegister(ctx context.Context, wait time.Duration) *apiv1.NodeImageList {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-inv.listed:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.current
+}
+
+// listedBefore reports whether a listing was recorded.
+func (inv *imageInventory) listedBefore() bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.current != nil
+}
+
+// pending returns the list a heartbeat should carry: the latest one when
+// the server does not have it, else nil.
+func (inv *imageInventory) pending() *apiv1.NodeImageList {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	if inv.current == nil || (inv.sent != nil && proto.Equal(inv.current, inv.sent)) {
+		return nil
+	}
+	return inv.current
+}
+
+// markSent records that the server stored l.
+func (inv *imageInventory) markSent(l *apiv1.NodeImageList) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.sent = l
+}
+
+// imageRefreshLoop lists the image directory now and then every
+// ImageRefreshPeriod until ctx ends.
+func (a *Agent) imageRefreshLoop(ctx context.Context) {
+	r := imageRefresher{a: a}
+	t := time.NewTicker(a.opts.ImageRefreshPeriod)
+	defer t.Stop()
+	for {
+		r.refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// imageRefresher is the state of imageRefreshLoop.
+type imageRefresher struct {
+	a       *Agent
+	store   *imagestore.Store
+	list    func(context.Context) ([]imagestore.Image, error) // store.List; tests count calls
+	lastErr string
+	// last fingerprints the directory as of the last complete listing.
+	last [sha256.Size]byte
+}
+
+func (r *imageRefresher) refresh(ctx context.Context) {
+	a := r.a
+	if r.store == nil {
+		s, err := imagestore.Open(a.opts.ImageDir)
+		if err != nil {
+			r.warn("cannot open the image directory; the node reports no images", err)
+			a.images.tried()
+			return
+		}
+		r.store = s
+	}
+	if r.list == nil {
+		r.list = r.store.List
+	}
+	fp, err := dirFingerprint(a.opts.ImageDir)
+	if err == nil && fp == r.last && a.images.listedBefore() {
+		return
+	}
+	imgs, err := r.list(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.warn("listing images failed; keeping the previous list", err)
+		}
+		a.images.tried()
+		return
+	}
+	r.last, r.lastErr = fp, ""
+	l := a.nodeImages(imgs)
+	if a.images.set(l) {
+		a.log.Info("node images listed", "count", len(l.Items))
+	}
+}
+
+// warn logs err once per cause, not every period.
+func (r *imageRefresher) warn(msg string, err error) {
+	if err.Error() != r.lastErr {
+		r.a.log.Warn(msg, "dir", r.a.opts.ImageDir, "err", err)
+	}
+	r.lastErr = err.Error()
+}
+
+// nodeImages turns a listing into the list the node reports. What counts
+// as an image is what imagestore.List finds: every regular file outside
+// the store's dot files. That includes the kernels and initrds of direct
+// kernel boot, which qemu-img takes for raw images (virtual size = file
+// size); they stay in the list, since placement needs to know which nodes
+// have them too. Files the store would refuse as base images (a backing
+// file, an unsupported format) are left out: no VMI can use them.
+func (a *Agent) nodeImages(imgs []imagestore.Image) *apiv1.NodeImageList {
+	l := &apiv1.NodeImageList{}
+	for _, img := range imgs {
+		if img.Error != "" {
+			a.log.Warn("image left out of the node's list", "image", img.Name, "err", img.Error)
+			continue
+		}
+		ni := &apiv1.NodeImage{Name: img.Name, Format: img.Format, VirtualSizeBytes: img.VirtualSize, SizeBytes: img.Size, Sha256: img.SHA256}
+		// The server refuses a list with a bad entry; better one image
+		// missing than the node never registering.
+		if errs := validation.ValidateNodeImages([]*apiv1.NodeImage{ni}, field.NewPath("images")); len(errs) > 0 {
+			a.log.Warn("image left out of the node's list", "image", img.Name, "err", errs.ToAggregate())
+			continue
+		}
+		if len(l.Items) == validation.MaxNodeImages {
+			a.log.Warn("too many images; the node's list is cut short", "max", validation.MaxNodeImages)
+			break
+		}
+		l.Items = append(l.Items, ni)
+	}
+	return l
+}
+
+// dirFingerprint hashes what a listing depends on, file by file as
+// imagestore.List walks them: name, size, modification time and inode,
+// which catches a file replaced by rename with one of the same size and
+// mtime. Not the change time: libvirt chowns images on every guest start
+// and stop (see imagestore's cache). It costs one stat per file, no reads,
+// so an unchanged directory is not listed again.
+func dirFingerprint(dir string) ([sha256.Size]byte, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path == dir {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil // the store's own files
+		}
+		if d.IsDir() {
+			return nil
+		}
+		fi, err := os.Stat(path) // follows symlinks, as List does
+		if err != nil {
+			fmt.Fprintf(h, "%s\x00error %v\n", path, err)
+			return nil
+		}
+		var ino uint64
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			ino = st.Ino
+		}
+		fmt.Fprintf(h, "%s\x00%d %d %d %v\n", path, fi.Size(), fi.ModTime().UnixNano(), ino, fi.Mode())
+		return nil
+	})
+	if err != nil {
+		return [sha256.Size]byte{}, fmt.Errorf("scanning %s: %w", dir, err)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum, nil
+}
