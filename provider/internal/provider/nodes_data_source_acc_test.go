@@ -61,7 +61,10 @@ func (n *testNode) attrs() map[string]string {
 		"libvirt_version": n.info.GetLibvirtVersion(),
 		"qemu_version":    n.info.GetQemuVersion(),
 		"heartbeat":       n.heartbeat,
-		"labels.%":        fmt.Sprint(len(n.labels)),
+		// The API adds the node-name label to every node.
+		"labels.%":                      fmt.Sprint(len(n.labels) + 1),
+		"labels." + apiv1.LabelNodeName: n.name,
+		"images.#":                      "0",
 	}
 	for k, v := range n.labels {
 		a["labels."+k] = v
@@ -140,7 +143,9 @@ func TestAccNodesDataSource(t *testing.T) {
 					"labels": knownvalue.MapExact(map[string]knownvalue.Check{
 						"virtplane.io/test-run": knownvalue.StringExact(run),
 						"zone":                  knownvalue.StringExact("b"),
+						apiv1.LabelNodeName:     knownvalue.StringExact(b.name),
 					}),
+					"images": knownvalue.ListExact([]knownvalue.Check{}),
 				})),
 		)
 	}
