@@ -44,19 +44,7 @@ func newFixture(t *testing.T) *fixture {
 		Migrations: store.New(c, store.Migrations, o),
 	}
 	f := &fixture{st: st, now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	api := New(st, Options{Clock: func() time.Time { return f.now }})
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	api.Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := serveInMemory(t, New(st, Options{Clock: func() time.Time { return f.now }}))
 	f.vms = apiv1.NewVirtualMachinesClient(conn)
 	f.vmis = apiv1.NewVirtualMachineInstancesClient(conn)
 	f.nodes = apiv1.NewNodesClient(conn)
@@ -343,4 +331,23 @@ func TestNodeRegisterAndHeartbeat(t *testing.T) {
 	if err != nil || len(list.Items) != 1 {
 		t.Fatalf("list nodes: %v %v", err, list)
 	}
+}
+
+// serveInMemory serves api over an in-memory listener until the test ends
+// and returns a client connection to it.
+func serveInMemory(t *testing.T, api *Server) *grpc.ClientConn {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	api.Register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
