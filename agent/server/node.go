@@ -35,7 +35,10 @@ type NodeOptions struct {
 	DataDir string
 	// ReservedMemory is kept from guests; nil means 512Mi.
 	ReservedMemory *resource.Quantity
-	AgentVersion   string
+	// Workers is how many VMIs the node agent handles at once; 0 means
+	// nodeagent.DefaultWorkers.
+	Workers      int
+	AgentVersion string
 
 	// Launchers replaces the launcher manager (tests).
 	Launchers launcher.Manager
@@ -118,6 +121,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config) error {
 		LauncherPath:   n.LauncherPath,
 		ReservedMemory: n.ReservedMemory,
 		AgentVersion:   n.AgentVersion,
+		Workers:        n.Workers,
 		Host:           n.Host,
 		Logger:         o.Logger,
 	})

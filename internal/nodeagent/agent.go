@@ -35,9 +35,12 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultLibvirtURI       = "qemu:///system"
-	DefaultReservedMemory   = "512Mi"
-	DefaultWorkers          = 4
+	DefaultLibvirtURI     = "qemu:///system"
+	DefaultReservedMemory = "512Mi"
+	// DefaultWorkers: a start mostly waits on libvirtd and QEMU, so the
+	// agent keeps several in flight; with 4, VMIs created 10 per second
+	// queued for seconds in the agent (docs/performance.md, density).
+	DefaultWorkers          = 16
 	DefaultResyncPeriod     = 30 * time.Second
 	DefaultLivenessInterval = 2 * time.Second
 	// DefaultLauncherGrace is how long a VMI's launcher may be unreachable

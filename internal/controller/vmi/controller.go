@@ -80,6 +80,7 @@ type Controller struct {
 	log     *slog.Logger
 	queue   controller.Queue
 	assumed *assumeCache
+	usage   *usage
 	placeMu sync.Mutex // one placement decision at a time, see place
 }
 
@@ -100,7 +101,15 @@ func New(opts Options, vmis *informer.Informer[*apiv1.VirtualMachineInstance], n
 		store: vmiStore, log: log.With("controller", "vmi"),
 		queue: controller.NewQueue("vmi"), assumed: newAssumeCache(),
 	}
+	c.usage = newUsage(c.opts, c.log)
 	vmis.AddIndex(NodeIndex, IndexByNode)
+	// Registered before the handler that enqueues, so a reconcile never
+	// sees a VMI in the cache that the totals do not count yet.
+	vmis.AddHandler(informer.Handler[*apiv1.VirtualMachineInstance]{
+		OnAdd:    c.usage.observe,
+		OnUpdate: func(_, v *apiv1.VirtualMachineInstance) { c.usage.observe(v) },
+		OnDelete: c.usage.forget,
+	})
 	vmis.AddHandler(informer.Handler[*apiv1.VirtualMachineInstance]{
 		OnAdd:    c.vmiAdded,
 		OnUpdate: c.vmiUpdated,

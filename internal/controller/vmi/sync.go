@@ -112,15 +112,20 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	return controller.Result{}, nil
 }
 
-// candidates lists the nodes with what each already carries: the cached
-// non-final VMIs on it plus the reservations the cache does not show yet.
+// candidates lists the nodes with what each already carries: the non-final
+// VMIs placed on it (usage, from the informer's events) plus the
+// reservations not counted there yet.
 func (c *Controller) candidates(now time.Time) []candidate {
 	pending := map[string]resources{}
 	for key, r := range c.assumed.snapshot(now) {
+		// Counted by usage once the informer delivered the placement; not
+		// at all once the VMI is gone, final or replaced by a new one of
+		// the same name.
+		if c.usage.counted(key, r.uid) {
+			continue
+		}
 		cached, ok := c.vmis.GetByKey(key)
-		// Counted from the cache once it shows the placement (or the
-		// VMI is gone, final, or replaced by a new one of the same name).
-		if !ok || cached.GetMetadata().GetUid() != r.uid || !needsPlacement(cached) {
+		if !ok || cached.GetMetadata().GetUid() != r.uid || apiv1.IsFinal(cached.GetStatus().GetPhase()) {
 			continue
 		}
 		pending[r.node] = pending[r.node].plus(r.req)
@@ -129,19 +134,7 @@ func (c *Controller) candidates(now time.Time) []candidate {
 	out := make([]candidate, 0, len(nodes))
 	for _, n := range nodes {
 		name := n.GetMetadata().GetName()
-		used := pending[name]
-		for _, v := range c.vmis.ByIndex(NodeIndex, name) {
-			if apiv1.IsFinal(v.GetStatus().GetPhase()) {
-				continue
-			}
-			req, err := request(v.GetSpec(), c.opts)
-			if err != nil {
-				c.log.Warn("vmi on node has an unreadable request; counting overhead only", "vmi", informer.Key(v), "err", err)
-				req = resources{memory: amount(c.opts.MemoryOverhead, 0)}
-			}
-			used = used.plus(req)
-		}
-		out = append(out, candidate{node: n, used: used})
+		out = append(out, candidate{node: n, used: c.usage.onNode(name).plus(pending[name])})
 	}
 	return out
 }
