@@ -85,6 +85,7 @@ cluster instead of the embedded one.`,
 	f.DurationVar(&o.EtcdCompaction, "etcd-compaction", 10*time.Minute, "history the embedded etcd keeps before compacting it (0 keeps everything)")
 	f.StringVar(&o.EtcdPrefix, "etcd-prefix", "/virtplane", "key prefix in etcd")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "127.0.0.1:9464", "Prometheus /metrics listener; empty disables")
+	f.BoolVar(&o.Pprof, "pprof", false, "also serve Go profiles under /debug/pprof/ on the metrics listener")
 	f.StringVar(&o.NodeName, "node-name", "", "this host's node name (default: host name)")
 	var controllers bool
 	f.BoolVar(&controllers, "controllers", true, "run the VM, VMI and node controllers (while leading); false serves the API only")

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,6 +64,10 @@ type Options struct {
 	EtcdCompaction time.Duration
 
 	MetricsListen string // "" disables
+	// Pprof serves net/http/pprof under /debug/pprof/ on the metrics
+	// listener (--pprof): profiles of a live agent, off by default since
+	// they expose internals to whoever reaches that listener.
+	Pprof bool
 
 	NodeName          string
 	LeaderElect       bool
@@ -265,6 +270,13 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		if o.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		a.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		a.serve("metrics", func() error {
 			if err := a.httpSrv.Serve(ml); !errors.Is(err, http.ErrServerClosed) {

@@ -107,9 +107,14 @@ func TestTCPRequiresToken(t *testing.T) {
 }
 
 func TestMetricsAndLeadership(t *testing.T) {
-	a := startAgent(t, Options{MetricsListen: "127.0.0.1:0", LeaderElect: true})
+	a := startAgent(t, Options{MetricsListen: "127.0.0.1:0", LeaderElect: true, Pprof: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if resp, err := http.Get("http://" + a.MetricsAddr().String() + "/debug/pprof/goroutine?debug=1"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("pprof: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	if err := listVMs(ctx, t, client.Config{Endpoint: "unix://" + a.opts.Socket}); err != nil {
 		t.Fatal(err)
 	}
