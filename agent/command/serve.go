@@ -107,7 +107,7 @@ cluster instead of the embedded one.`,
 	f.StringVar(&node.LauncherPath, "launcher-path", "", "virtplane-launcher binary (default: next to this executable, else from PATH)")
 	f.StringVar(&node.DataDir, "node-data-dir", "", "node state database and per-VMI files (default <data-dir>/node)")
 	f.Var(&reserved, "reserved-memory", "host memory kept from guests: allocatable = total memory minus this")
-	f.IntVar(&node.Workers, "node-workers", nodeagent.DefaultWorkers, "VMIs the node agent handles at once (starts, stops); each mostly waits on libvirtd and QEMU")
+	f.IntVar(&node.Workers, "node-workers", nodeagent.DefaultWorkers, "VMIs the node agent handles at once (starts, stops); default twice the CPUs, at least 4")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

@@ -30,6 +30,7 @@ const (
 var densityCfg struct {
 	n        int
 	interval time.Duration
+	workers  int // --node-workers; 0 keeps the agent's default
 }
 
 var densityBench = &measurement{
@@ -41,7 +42,14 @@ var densityBench = &measurement{
 		}
 		fs.IntVar(&densityCfg.n, "n", n, "VMs")
 		fs.DurationVar(&densityCfg.interval, "interval", 100*time.Millisecond, "between creates")
-		return func() string { return fmt.Sprintf("-n %d -interval %s", densityCfg.n, densityCfg.interval) }
+		fs.IntVar(&densityCfg.workers, "node-workers", 0, "the agent's --node-workers (0: its default)")
+		return func() string {
+			cmd := fmt.Sprintf("-n %d -interval %s", densityCfg.n, densityCfg.interval)
+			if densityCfg.workers > 0 {
+				cmd += fmt.Sprintf(" -node-workers %d", densityCfg.workers)
+			}
+			return cmd
+		}
 	},
 	run: runDensity,
 }
@@ -64,7 +72,7 @@ func runDensity(ctx context.Context, e *env, s *bench.Section) error {
 		"Reference from the issue: raw libvirt, 100 domains at 100 ms on this host, p50 7.6 s, p95 12.3 s.",
 	}
 	a, err := e.startAgent(ctx, bench.AgentConfig{Dir: filepath.Join(dir, "agent"), Role: bench.RoleAll, NodeName: ns,
-		MemoryOverhead: densityOverhead, CPUAllocationRatio: ratio})
+		MemoryOverhead: densityOverhead, CPUAllocationRatio: ratio, Extra: densityExtra()})
 	if err != nil {
 		return err
 	}
@@ -224,4 +232,11 @@ func densityRaw(ctx context.Context, e *env, dir, prefix, xml string, n int, int
 	}
 	e.log.Info("raw density", "n", n, "p50", bench.Percentile(lat, 50), "p95", bench.Percentile(lat, 95))
 	return lat, ctx.Err()
+}
+
+func densityExtra() []string {
+	if densityCfg.workers <= 0 {
+		return nil
+	}
+	return []string{"--node-workers", fmt.Sprint(densityCfg.workers)}
 }
