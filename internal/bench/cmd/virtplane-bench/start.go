@@ -255,6 +255,6 @@ func startBreakdown(s *bench.Section, ns, agentLog string, vps []vpStart, overla
 		s.AddRow(r.what, bench.Secs(bench.Percentile(r.ds, 50)), bench.Secs(bench.Percentile(r.ds, 95)), fmt.Sprint(len(r.ds)))
 	}
 	if overlap {
-		s.Note("The node agent had at most %d VMIs between `launched launcher` and `domain synced` at a time (its work queue runs 4 workers, nodeagent.DefaultWorkers, with no flag to change it).", most)
+		s.Note("The node agent had at most %d VMIs between `launched launcher` and `domain synced` at a time (the agent's --node-workers, default twice the CPUs and at least 4).", most)
 	}
 }
