@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// GuestRAM finds QEMU's guest RAM in /proc/<pid>/smaps, as
-// internal/e2e/memory_test.go does: the anonymous mapping whose size is the
+// GuestRAM finds QEMU's guest RAM in /proc/<pid>/smaps (the end-to-end
+// memory test uses it too): the anonymous mapping whose size is the
 // smallest one of at least the guest's memory (QEMU maps each RAM block in
 // one piece, a little larger for alignment). It returns that mapping's size
 // and resident set in kB: the guest RAM actually touched, by the guest or

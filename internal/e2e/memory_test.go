@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 )
 
 // procStatus reads kB fields (VmRSS, RssAnon, ...) of /proc/<pid>/status.
@@ -38,61 +40,6 @@ func procStatus(pid int, keys ...string) (map[string]int64, error) {
 	return out, sc.Err()
 }
 
-// guestRAM finds QEMU's guest RAM in /proc/<pid>/smaps: the anonymous
-// mapping whose size is the smallest one of at least the guest's memory
-// (QEMU maps each RAM block in one piece, a little larger for alignment).
-// It returns that mapping's size and resident set in kB: the guest RAM
-// actually touched, by the guest or by QEMU zeroing it.
-func guestRAM(pid int, guestKiB int64) (sizeKiB, rssKiB int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	type mapping struct {
-		anon      bool
-		size, rss int64
-	}
-	var maps []mapping
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			continue
-		}
-		// A mapping header: "start-end perms offset dev inode [path]".
-		if strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
-			maps = append(maps, mapping{anon: len(fields) < 6})
-			continue
-		}
-		if len(maps) == 0 || len(fields) < 2 {
-			continue
-		}
-		n, _ := strconv.ParseInt(fields[1], 10, 64)
-		switch fields[0] {
-		case "Size:":
-			maps[len(maps)-1].size = n
-		case "Rss:":
-			maps[len(maps)-1].rss = n
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, err
-	}
-	best := mapping{}
-	for _, m := range maps {
-		if m.anon && m.size >= guestKiB && (best.size == 0 || m.size < best.size) {
-			best = m
-		}
-	}
-	if best.size == 0 {
-		return 0, 0, fmt.Errorf("no anonymous mapping of at least %d kB in QEMU pid %d", guestKiB, pid)
-	}
-	return best.size, best.rss, nil
-}
-
 // measureMemory reports, for the booted idle guests vms, what a VM costs
 // on the host beyond its guest: the launcher's RSS, and QEMU's RSS less
 // the guest RAM the guest touched.
@@ -116,7 +63,7 @@ func measureMemory(t *testing.T, vms map[string]*running) {
 		if err != nil {
 			t.Fatalf("QEMU of %s: %v", n, err)
 		}
-		size, touched, err := guestRAM(r.qemu, guestKiB)
+		size, touched, err := bench.GuestRAM(r.qemu, guestKiB)
 		if err != nil {
 			t.Fatalf("QEMU of %s: %v", n, err)
 		}
