@@ -85,7 +85,7 @@ func (c *consoleService) resolve(ctx context.Context, open *apiv1.ConsoleOpen) (
 			return "", nil, status.Errorf(codes.FailedPrecondition, "VMI %s is %s: an interactive console needs a running instance", key, phase)
 		}
 		sess.VmiUid = vmi.GetMetadata().GetUid()
-		sess.VmUid = ownerVMUID(vmi)
+		sess.VmUid = apiv1.ControllingVMUID(vmi)
 		return node, sess, nil
 	}
 	if open.Interactive {
@@ -104,16 +104,6 @@ func (c *consoleService) resolve(ctx context.Context, open *apiv1.ConsoleOpen) (
 	}
 	sess.VmUid = vm.GetMetadata().GetUid()
 	return node, sess, nil
-}
-
-// ownerVMUID is the uid of the VM controlling vmi, or "" for a bare VMI.
-func ownerVMUID(vmi *apiv1.VirtualMachineInstance) string {
-	for _, o := range vmi.GetMetadata().GetOwnerReferences() {
-		if o.GetKind() == apiv1.KindVirtualMachine && o.GetController() {
-			return o.GetUid()
-		}
-	}
-	return ""
 }
 
 // pipeConsole copies the node's output to the client and, when

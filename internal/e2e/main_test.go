@@ -3,7 +3,6 @@ package e2e
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,17 +80,9 @@ func setup() (string, error) {
 		env.setupErr = err
 		return dir, err
 	}
-	// The uncompressed kernel when the build made one: it boots about
-	// 5 s faster under TCG.
-	kernel := testguest.Kernel(guestDir)
-	env.kernel = filepath.Base(kernel)
-	for _, src := range []string{kernel, testguest.Initrd(guestDir)} {
-		// Copied, not linked: libvirt relabels the files it boots from,
-		// and bin/guest is shared with other tests.
-		if err := copyFile(src, filepath.Join(env.imageDir, filepath.Base(src))); err != nil {
-			env.setupErr = err
-			return dir, err
-		}
+	if env.kernel, err = testguest.Install(guestDir, env.imageDir); err != nil {
+		env.setupErr = err
+		return dir, err
 	}
 
 	env.agent = filepath.Join(dir, "bin", "virtplane-agent")
@@ -127,23 +118,6 @@ func build(out, pkg, cgo string) error {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
 	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copying %s: %w", src, err)
-	}
-	return out.Close()
 }
 
 // requireEnv skips the test without libvirt or the guest, and fails it

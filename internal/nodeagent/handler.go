@@ -276,18 +276,8 @@ func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) *state.VMI {
 		NodeFailurePolicy:  policy,
 		Dir:                a.vmiDir(md.GetUid()),
 		CreatedAt:          a.now().Round(0),
-		VMUID:              OwnerVMUID(vmi),
+		VMUID:              apiv1.ControllingVMUID(vmi),
 	}
-}
-
-// OwnerVMUID is the uid of the VM controlling vmi, or "" for a bare VMI.
-func OwnerVMUID(vmi *apiv1.VirtualMachineInstance) string {
-	for _, o := range vmi.GetMetadata().GetOwnerReferences() {
-		if o.GetKind() == apiv1.KindVirtualMachine && o.GetController() {
-			return o.GetUid()
-		}
-	}
-	return ""
 }
 
 // vmDir holds what a VM keeps on this node across its instances:

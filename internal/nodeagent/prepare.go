@@ -188,18 +188,16 @@ func (a *Agent) prepareImageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.
 	if err != nil {
 		return nil, &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("disk %q: %w", d.GetName(), err)}
 	}
-	src := &launcherpb.DiskSource{Name: d.GetName(), BootOrder: d.GetBootOrder(), Serial: d.GetSerial()}
+	src := diskSource(d)
 	info, err := a.opts.Images.Info(ctx, base)
-	format := info.Format
 	if err != nil {
 		return nil, &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("disk %q: reading image %s: %w", d.GetName(), img.GetName(), err)}
 	}
-	if cd := d.GetCdrom(); cd != nil {
-		src.Device, src.Bus, src.ReadOnly = "cdrom", cd.GetBus(), true
+	format := info.Format
+	if src.Device == "cdrom" {
 		src.Path, src.Format = base, format
 		return src, nil
 	}
-	src.Device, src.Bus, src.ReadOnly = "disk", d.GetDisk().GetBus(), d.GetDisk().GetReadOnly()
 	src.Path, src.Format = filepath.Join(disksDir, filepath.Base(d.GetName())+".qcow2"), "qcow2"
 	if _, err := os.Stat(src.Path); err == nil {
 		return src, nil
@@ -217,4 +215,17 @@ func (a *Agent) prepareImageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.
 		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
 	}
 	return src, nil
+}
+
+// diskSource is what the VMI's disk says of its device: name, boot order,
+// serial, and disk or CD-ROM with its bus (a CD-ROM is read-only). The
+// caller adds the file.
+func diskSource(d *apiv1.Disk) *launcherpb.DiskSource {
+	src := &launcherpb.DiskSource{Name: d.GetName(), BootOrder: d.GetBootOrder(), Serial: d.GetSerial()}
+	if cd := d.GetCdrom(); cd != nil {
+		src.Device, src.Bus, src.ReadOnly = "cdrom", cd.GetBus(), true
+	} else {
+		src.Device, src.Bus, src.ReadOnly = "disk", d.GetDisk().GetBus(), d.GetDisk().GetReadOnly()
+	}
+	return src
 }

@@ -14,6 +14,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/cloudinit"
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
@@ -60,7 +61,7 @@ func (a *Agent) ensureVMDir(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) e
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(meta, b, 0o600)
+	return fsutil.WriteFileAtomic(meta, b, 0o600)
 }
 
 // preparePersistentDisk provisions a persistent volume on first use (a
@@ -70,12 +71,8 @@ func (a *Agent) ensureVMDir(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) e
 // and is retried with backoff.
 func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume) (*launcherpb.DiskSource, error) {
 	path := a.persistentPath(rec, d.GetName())
-	src := &launcherpb.DiskSource{Name: d.GetName(), Path: path, Format: "qcow2", BootOrder: d.GetBootOrder(), Serial: d.GetSerial()}
-	if cd := d.GetCdrom(); cd != nil {
-		src.Device, src.Bus, src.ReadOnly = "cdrom", cd.GetBus(), true
-	} else {
-		src.Device, src.Bus, src.ReadOnly = "disk", d.GetDisk().GetBus(), d.GetDisk().GetReadOnly()
-	}
+	src := diskSource(d)
+	src.Path, src.Format = path, "qcow2"
 	if err := a.ensureVMDir(vmi, rec); err != nil {
 		return nil, err
 	}
@@ -144,12 +141,8 @@ func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMac
 // modules for each new instance) and local-hostname = the VM name.
 func (a *Agent) prepareCloudInitDisk(vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, ci *apiv1.CloudInitNoCloud, disksDir string) (*launcherpb.DiskSource, error) {
 	path := filepath.Join(disksDir, filepath.Base(d.GetName())+".iso")
-	src := &launcherpb.DiskSource{Name: d.GetName(), Path: path, Format: "raw", BootOrder: d.GetBootOrder(), Serial: d.GetSerial(), ReadOnly: true}
-	if cd := d.GetCdrom(); cd != nil {
-		src.Device, src.Bus = "cdrom", cd.GetBus()
-	} else {
-		src.Device, src.Bus = "disk", d.GetDisk().GetBus()
-	}
+	src := diskSource(d)
+	src.Path, src.Format, src.ReadOnly = path, "raw", true
 	if _, err := os.Stat(path); err == nil {
 		return src, nil // the spec is immutable: the seed written is the seed
 	}
@@ -172,18 +165,6 @@ func provisioningStatus(msg string) func(*apiv1.VirtualMachineInstanceStatus, ti
 			Type: apiv1.ConditionProvisioning, Status: apiv1.ConditionTrue, Reason: "Provisioning", Message: msg,
 		}, now)
 	}
-}
-
-func writeFileAtomic(path string, b []byte, perm os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, perm); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
 }
 
 // mkdirTraversable creates dir and its missing parents up to the node

@@ -28,9 +28,23 @@ func withVolumes(disks []*apiv1.Disk, vols []*apiv1.Volume) vmiOption {
 	}
 }
 
+// provisioningProbe records the VMI's Provisioning condition as the
+// volume is being created.
+type provisioningProbe struct {
+	fakeImages
+	h    *harness
+	seen []*apiv1.Condition
+}
+
+func (p *provisioningProbe) CreateBlank(ctx context.Context, path string, size int64) error {
+	p.seen = append(p.seen, apiv1.FindCondition(p.h.getVMI("pv").GetStatus().GetConditions(), apiv1.ConditionProvisioning))
+	return p.fakeImages.CreateBlank(ctx, path, size)
+}
+
 func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	h := newHarness(t)
-	a := h.directAgent()
+	probe := &provisioningProbe{h: h}
+	a := h.directAgent(func(o *Options) { o.Images = probe })
 	disks := []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}, {Name: "seed", Cdrom: &apiv1.CDRomTarget{Bus: "sata"}}}
 	vols := []*apiv1.Volume{
 		{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi"}},
@@ -40,6 +54,9 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	h.reconcile(a, "pv")
 	if got := h.phase("pv"); got != apiv1.PhaseRunning {
 		t.Fatalf("phase %s, status %v", got, h.getVMI("pv").GetStatus())
+	}
+	if len(probe.seen) != 1 || probe.seen[0].GetStatus() != apiv1.ConditionTrue || !strings.Contains(probe.seen[0].GetMessage(), `"data"`) {
+		t.Errorf("while the volume was created the VMI showed Provisioning %v, want True naming the volume", probe.seen)
 	}
 	if c := apiv1.FindCondition(h.getVMI("pv").Status.Conditions, apiv1.ConditionProvisioning); c != nil {
 		t.Errorf("Provisioning condition left after start: %v", c)
@@ -81,22 +98,27 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 		t.Fatalf("second instance replaced the volume: %q", b)
 	}
 
-	// While the VM exists the collector keeps its directory.
+	// A VM of the same name but another uid is not this VM: once the
+	// instance is gone, the collector removes the old VM's directory.
 	vm := &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "pv"}, Spec: &apiv1.VirtualMachineSpec{}}
 	created, err := h.stores.VMs.Create(h.ctx, vm)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if created.Metadata.Uid == "vm-1" {
+		t.Fatal("the store reused the uid")
+	}
+	dir := filepath.Join(h.nodeDir, "vms", "vm-1")
+	a.gcVMDirs(h.ctx)
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("directory removed while an instance of its VM is on the node: %v", err)
+	}
 	if err := h.db.DeleteVMI(h.record("pv").UID); err != nil { // as if the instance were gone
 		t.Fatal(err)
 	}
-	dir := filepath.Join(h.nodeDir, "vms", "vm-1")
-	// A VM of the same name but another uid is not this VM.
 	a.gcVMDirs(h.ctx)
-	if created.Metadata.Uid != "vm-1" {
-		if _, err := os.Stat(dir); !os.IsNotExist(err) {
-			t.Fatalf("directory of a replaced VM kept: %v", err)
-		}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("directory of a replaced VM kept: %v", err)
 	}
 }
 

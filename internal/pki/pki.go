@@ -22,6 +22,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 )
 
 const (
@@ -69,7 +71,7 @@ func Ensure(p Paths, hosts []string, now time.Time) error {
 		if _, err := rand.Read(b); err != nil {
 			return fmt.Errorf("generating token: %w", err)
 		}
-		if err := writeFileAtomic(p.Token, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
+		if err := fsutil.WriteFileAtomic(p.Token, []byte(hex.EncodeToString(b)+"\n"), 0o600); err != nil {
 			return fmt.Errorf("writing token: %w", err)
 		}
 	} else if err != nil {
@@ -216,37 +218,13 @@ func writePair(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey) erro
 		return fmt.Errorf("encoding key: %w", err)
 	}
 	// Key first: a certificate without its key would be unusable.
-	if err := writeFileAtomic(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
 		return fmt.Errorf("writing %s: %w", keyFile, err)
 	}
-	if err := writeFileAtomic(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
 		return fmt.Errorf("writing %s: %w", certFile, err)
 	}
 	return nil
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 func serial() *big.Int {

@@ -9,6 +9,7 @@ package testguest
 import (
 	_ "embed"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -99,3 +100,35 @@ func Kernel(dir string) string {
 
 // Initrd returns the initramfs path in dir (<os><initrd>).
 func Initrd(dir string) string { return filepath.Join(dir, InitrdFile) }
+
+// Install copies the guest's kernel (the uncompressed one when the build
+// made it: it boots about 5 s faster under TCG) and initrd from dir into
+// imageDir, mode 0644, and returns the kernel's file name. Copied, not
+// linked: libvirt relabels the files it boots from, and dir is shared by
+// other tests running meanwhile.
+func Install(dir, imageDir string) (kernel string, err error) {
+	k := Kernel(dir)
+	for _, src := range []string{k, Initrd(dir)} {
+		if err := copyFile(src, filepath.Join(imageDir, filepath.Base(src))); err != nil {
+			return "", fmt.Errorf("installing the test guest: %w", err)
+		}
+	}
+	return filepath.Base(k), nil
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copying %s: %w", src, err)
+	}
+	return out.Close()
+}

@@ -178,22 +178,11 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	return res, nil
 }
 
-func ownedByVM(vmi *apiv1.VirtualMachineInstance) bool {
-	for _, o := range vmi.GetMetadata().GetOwnerReferences() {
-		if o.GetKind() == apiv1.KindVirtualMachine && o.GetController() {
-			return true
-		}
-	}
-	return false
-}
+func ownedByVM(vmi *apiv1.VirtualMachineInstance) bool { return apiv1.ControllingVMUID(vmi) != "" }
 
 func ownedBy(vmi *apiv1.VirtualMachineInstance, vm *apiv1.VirtualMachine) bool {
-	for _, o := range vmi.GetMetadata().GetOwnerReferences() {
-		if o.GetKind() == apiv1.KindVirtualMachine && o.GetController() {
-			return o.GetUid() == vm.GetMetadata().GetUid()
-		}
-	}
-	return false
+	uid := apiv1.ControllingVMUID(vmi)
+	return uid != "" && uid == vm.GetMetadata().GetUid()
 }
 
 func hasFinalizer(m *apiv1.ObjectMeta, f string) bool {

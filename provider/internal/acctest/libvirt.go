@@ -6,7 +6,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,16 +56,8 @@ func prepareLibvirtHost(ctx context.Context, dir, uri string) (*libvirtHost, err
 	if err := os.Mkdir(h.imageDir, 0o755); err != nil {
 		return nil, err
 	}
-	// The uncompressed kernel when the guest build made one: it boots
-	// about 5 s faster under TCG.
-	kernel := testguest.Kernel(guestDir)
-	h.kernel = filepath.Base(kernel)
-	for _, src := range []string{kernel, testguest.Initrd(guestDir)} {
-		// Copied, not linked: libvirt relabels the files it boots from,
-		// and bin/guest is shared with other tests running meanwhile.
-		if err := copyFile(src, filepath.Join(h.imageDir, filepath.Base(src))); err != nil {
-			return nil, err
-		}
+	if h.kernel, err = testguest.Install(guestDir, h.imageDir); err != nil {
+		return nil, err
 	}
 	if err := buildLauncher(ctx, h.launcher); err != nil {
 		return nil, err
@@ -85,23 +76,6 @@ func buildLauncher(ctx context.Context, out string) error {
 		return fmt.Errorf("building virtplane-launcher: %w\n%s", err, b)
 	}
 	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copying %s: %w", src, err)
-	}
-	return out.Close()
 }
 
 // virsh runs virsh on the node's libvirt with an argument list.

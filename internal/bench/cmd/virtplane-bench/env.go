@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -97,31 +96,12 @@ func (e *env) prepareImages(guestDir string) error {
 	if err := os.MkdirAll(e.images, 0o755); err != nil {
 		return err
 	}
-	kernel := testguest.Kernel(guestDir)
-	e.kernel, e.initrd = filepath.Base(kernel), testguest.InitrdFile
-	for _, src := range []string{kernel, testguest.Initrd(guestDir)} {
-		if err := copyFile(src, filepath.Join(e.images, filepath.Base(src))); err != nil {
-			return fmt.Errorf("test guest (make guest): %w", err)
-		}
+	kernel, err := testguest.Install(guestDir, e.images)
+	if err != nil {
+		return fmt.Errorf("test guest (make guest): %w", err)
 	}
+	e.kernel, e.initrd = kernel, testguest.InitrdFile
 	return nil
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copying %s: %w", src, err)
-	}
-	return out.Close()
 }
 
 // startAgent starts an agent and registers it for cleanup.

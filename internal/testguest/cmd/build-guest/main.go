@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 )
 
@@ -174,7 +175,7 @@ func build(o options) error {
 	}
 	os.Remove(filepath.Join(o.out, testguest.ELFKernelFile))
 	for _, f := range outputs {
-		if err := writeAtomic(filepath.Join(o.out, f.name), f.data, 0o644); err != nil {
+		if err := fsutil.WriteFileAtomic(filepath.Join(o.out, f.name), f.data, 0o644); err != nil {
 			return err
 		}
 		sum := sha256.Sum256(f.data)
@@ -185,7 +186,7 @@ func build(o options) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(o.out, manifestFile), append(mb, '\n'), 0o644)
+	return fsutil.WriteFileAtomic(filepath.Join(o.out, manifestFile), append(mb, '\n'), 0o644)
 }
 
 type output struct {
@@ -236,29 +237,4 @@ func readFirst(paths ...string) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("none of %s exists", strings.Join(paths, ", "))
-}
-
-// writeAtomic writes via a temporary file and rename, so readers (a test
-// booting the guest) never see half a file.
-func writeAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 )
 
@@ -113,5 +114,5 @@ func refreshFastKey(out, fast string) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(p, append(mb, '\n'), 0o644)
+	return fsutil.WriteFileAtomic(p, append(mb, '\n'), 0o644)
 }
