@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -47,4 +49,4 @@ func envOr(key, def string) string {
 }
 
 // defaultURI is the libvirt URI when --libvirt-uri is not given.
-func defaultURI() string { return envOr("VIRTPLANE_LIBVIRT_URI", "qemu:///system") }
+func defaultURI() string { return envOr("VIRTPLANE_LIBVIRT_URI", launcher.DefaultLibvirtURI) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 )
 
@@ -103,7 +104,7 @@ cluster instead of the embedded one.`,
 	f.StringVar(&node.Server.Endpoint, "server", "", "role node: the server's endpoint, unix:///path, host:port or https://host:port (default the local socket "+client.DefaultEndpoint+")")
 	f.StringVar(&node.Server.TokenFile, "server-token-file", "", "role node: file holding the server's bearer token (TCP endpoints)")
 	f.StringVar(&node.Server.CAFile, "server-ca-file", "", "role node: PEM CA bundle to verify the server; system roots when empty")
-	f.StringVar(&node.LibvirtURI, "libvirt-uri", "qemu:///system", "libvirt connection URI the launchers use")
+	f.StringVar(&node.LibvirtURI, "libvirt-uri", launcher.DefaultLibvirtURI, "libvirt connection URI the launchers use")
 	f.StringVar(&node.LauncherPath, "launcher-path", "", "virtplane-launcher binary (default: next to this executable, else from PATH)")
 	f.StringVar(&node.DataDir, "node-data-dir", "", "node state database and per-VMI files (default <data-dir>/node)")
 	f.Var(&reserved, "reserved-memory", "host memory kept from guests: allocatable = total memory minus this")

@@ -50,7 +50,7 @@ type NodeOptions struct {
 
 func (n *NodeOptions) complete(o *Options) {
 	if n.LibvirtURI == "" {
-		n.LibvirtURI = nodeagent.DefaultLibvirtURI
+		n.LibvirtURI = launcher.DefaultLibvirtURI
 	}
 	if n.LauncherPath == "" {
 		n.LauncherPath = defaultLauncherPath()

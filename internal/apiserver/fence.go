@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
@@ -128,9 +127,7 @@ func (n *nodeService) fenceInstance(ctx context.Context, vmi *apiv1.VirtualMachi
 		if cur.GetMetadata().GetUid() != m.GetUid() || st.GetNodeName() != node || apiv1.IsFinal(st.GetPhase()) {
 			return cur, nil
 		}
-		cur.Status.Phase = apiv1.PhaseFailed
-		cur.Status.PhaseTransitionTimestamps = append(cur.Status.PhaseTransitionTimestamps,
-			&apiv1.PhaseTransitionTimestamp{Phase: apiv1.PhaseFailed, Time: timestamppb.New(now)})
+		cur.Status.SetPhase(apiv1.PhaseFailed, now)
 		cur.Status.Reason = fenceVMIReason
 		cur.Status.Message = fenceVMIMessage
 		return cur, nil

@@ -215,19 +215,10 @@ func (s *Server) readVM(ctx context.Context, ns, name string) (*apiv1.VirtualMac
 		return vm, nil, nil
 	case err != nil:
 		return nil, nil, toStatus(err)
-	case !ownedBy(vmi, vm.GetMetadata().GetUid()):
+	case !apiv1.IsControlledBy(vmi, vm):
 		return vm, nil, nil
 	}
 	return vm, vmi, nil
-}
-
-func ownedBy(vmi *apiv1.VirtualMachineInstance, uid string) bool {
-	for _, ref := range vmi.GetMetadata().GetOwnerReferences() {
-		if ref.GetUid() == uid {
-			return true
-		}
-	}
-	return false
 }
 
 // setInstanceGrace writes grace to the instance's termination grace period

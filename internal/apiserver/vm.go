@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -137,11 +136,6 @@ func (v *vmService) Watch(req *apiv1.WatchVirtualMachinesRequest, stream apiv1.V
 	return streamWatch(stream.Context(), v.s.stores.VMs, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachine, rev int64) error {
 		return stream.Send(&apiv1.VirtualMachineEvent{Type: t, Object: o, ResourceVersion: rev})
 	})
-}
-
-// notYet answers for an RPC whose controller this agent does not have.
-func notYet(verb string) error {
-	return status.Error(codes.Unimplemented, fmt.Sprintf("%s needs the VM controller, which this agent version does not have yet", verb))
 }
 
 // Migrate waits for the migration controller; the lifecycle verbs

@@ -26,7 +26,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -222,10 +221,8 @@ func (n *Node) boot(ctx context.Context, g *guest, script string) {
 		return
 	}
 	ok := n.setStatus(ctx, g.key, g.uid, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
-		st.Phase = apiv1.PhaseRunning
+		st.SetPhase(apiv1.PhaseRunning, now)
 		st.Reason = ""
-		st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps,
-			&apiv1.PhaseTransitionTimestamp{Phase: apiv1.PhaseRunning, Time: timestamppb.New(now)})
 		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
 			Type: apiv1.ConditionReady, Status: apiv1.ConditionTrue, Reason: "GuestRunning"}, now)
 	})
@@ -267,10 +264,8 @@ func (n *Node) syncPaused(ctx context.Context, vmi *apiv1.VirtualMachineInstance
 
 func (n *Node) finish(ctx context.Context, key, uid, phase, reason string) {
 	n.setStatus(ctx, key, uid, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
-		st.Phase = phase
+		st.SetPhase(phase, now)
 		st.Reason = reason
-		st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps,
-			&apiv1.PhaseTransitionTimestamp{Phase: phase, Time: timestamppb.New(now)})
 		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
 			Type: apiv1.ConditionReady, Status: apiv1.ConditionFalse, Reason: "GuestNotRunning"}, now)
 	})

@@ -153,7 +153,7 @@ func TestRemove(t *testing.T) {
 
 func TestOpenRemovesStaleTemps(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "images")
-	s := newStoreAt(t, dir)
+	newStoreAt(t, dir) // creates dir
 	old := filepath.Join(dir, ".disk.tmp-1")
 	fresh := filepath.Join(dir, ".disk.tmp-2")
 	for _, p := range []string{old, fresh} {
@@ -165,7 +165,7 @@ func TestOpenRemovesStaleTemps(t *testing.T) {
 	if err := os.Chtimes(old, long, long); err != nil {
 		t.Fatal(err)
 	}
-	s = newStoreAt(t, dir)
+	s := newStoreAt(t, dir)
 	assertStoreFiles(t, s, ".disk.tmp-2")
 }
 

@@ -36,7 +36,6 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultLibvirtURI       = "qemu:///system"
 	DefaultReservedMemory   = "512Mi"
 	DefaultResyncPeriod     = 30 * time.Second
 	DefaultLivenessInterval = 2 * time.Second
@@ -51,7 +50,6 @@ const (
 	// DefaultSlowStartWindow is how long a Scheduled VMI's defined but
 	// stopped domain counts as still starting (KubeVirt: 5 minutes).
 	DefaultSlowStartWindow = 5 * time.Minute
-	DefaultGracePeriod     = int64(30)
 )
 
 // LabelKVM on a Node says whether guests there get KVM (true) or run in
@@ -131,7 +129,7 @@ func (o *Options) complete() error {
 		return fmt.Errorf("image dir %q must be an absolute path", o.ImageDir)
 	}
 	if o.LibvirtURI == "" {
-		o.LibvirtURI = DefaultLibvirtURI
+		o.LibvirtURI = launcher.DefaultLibvirtURI
 	}
 	if o.Tools == nil {
 		o.Tools = ExecTools{Path: o.LauncherPath}

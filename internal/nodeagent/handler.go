@@ -107,7 +107,7 @@ func (a *Agent) refreshRecord(rec *state.VMI, vmi *apiv1.VirtualMachineInstance)
 	if rec.UID != vmi.GetMetadata().GetUid() {
 		return nil
 	}
-	grace := gracePeriod(vmi)
+	grace := vmi.GetSpec().GracePeriodSeconds()
 	if rec.GracePeriodSeconds == grace {
 		return nil
 	}
@@ -118,13 +118,6 @@ func (a *Agent) refreshRecord(rec *state.VMI, vmi *apiv1.VirtualMachineInstance)
 	}
 	*rec = next
 	return nil
-}
-
-func gracePeriod(vmi *apiv1.VirtualMachineInstance) int64 {
-	if g := vmi.GetSpec().TerminationGracePeriodSeconds; g != nil {
-		return max(*g, 0)
-	}
-	return DefaultGracePeriod
 }
 
 // scheduledAt is when the VMI was placed here.
@@ -272,7 +265,7 @@ func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) *state.VMI {
 	return &state.VMI{
 		UID: md.GetUid(), Namespace: md.GetNamespace(), Name: md.GetName(),
 		DomainName:         DomainName(md.GetNamespace(), md.GetName()),
-		GracePeriodSeconds: gracePeriod(vmi),
+		GracePeriodSeconds: vmi.GetSpec().GracePeriodSeconds(),
 		NodeFailurePolicy:  policy,
 		Dir:                a.vmiDir(md.GetUid()),
 		CreatedAt:          a.now().Round(0),

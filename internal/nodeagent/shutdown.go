@@ -78,7 +78,7 @@ func (a *Agent) kill(ctx context.Context, vmi *apiv1.VirtualMachineInstance, e *
 // launcher and drops the VMI's files and record.
 func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, e *entry, dom *launcherpb.DomainStatus) (controller.Result, error) {
 	if vmi != nil && !apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
-		grace := gracePeriod(vmi)
+		grace := vmi.GetSpec().GracePeriodSeconds()
 		if rec != nil {
 			grace = rec.GracePeriodSeconds
 		}

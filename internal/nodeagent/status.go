@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
@@ -68,23 +67,11 @@ func (a *Agent) writeStatus(ctx context.Context, cached *apiv1.VirtualMachineIns
 	return nil, fmt.Errorf("writing status of vmi %s/%s: still conflicting after %d attempts", ns, name, maxStatusAttempts)
 }
 
-// setPhase changes the phase and records when (KubeVirt's
-// phaseTransitionTimestamps).
-func setPhase(st *apiv1.VirtualMachineInstanceStatus, phase string, now time.Time) {
-	if st.Phase == phase {
-		return
-	}
-	st.Phase = phase
-	st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps, &apiv1.PhaseTransitionTimestamp{
-		Phase: phase, Time: timestamppb.New(now),
-	})
-}
-
 // runningStatus reports a running domain: phase Running, Ready, the
 // domain UUID, software emulation and pause state.
 func runningStatus(d *launcherpb.DomainStatus, kvm bool) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
 	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
-		setPhase(st, apiv1.PhaseRunning, now)
+		st.SetPhase(apiv1.PhaseRunning, now)
 		st.Reason, st.Message = "", ""
 		if d.GetUuid() != "" {
 			st.DomainUuid = d.GetUuid()
@@ -145,7 +132,7 @@ func transientPause(reason string) bool {
 // finalStatus ends the VMI with phase (Succeeded or Failed).
 func finalStatus(phase, reason, message string) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
 	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
-		setPhase(st, phase, now)
+		st.SetPhase(phase, now)
 		st.Reason, st.Message = reason, message
 		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
 			Type: apiv1.ConditionReady, Status: apiv1.ConditionFalse, Reason: reason, Message: message,

@@ -37,7 +37,7 @@ func Start(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, paused b
 		if paused && !vm.GetSpec().GetTemplate().GetSpec().GetPaused() {
 			return queue(vm, startRequest(true))
 		}
-		setRunning(vm, true)
+		vm.SetRunning(true)
 		resetStartFailure(vm)
 		return nil
 	case apiv1.RunStrategyRerunOnFailure:

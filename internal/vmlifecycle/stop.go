@@ -4,10 +4,6 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// DefaultGracePeriodSeconds is the termination grace period of an instance
-// that does not set one (KubeVirt DefaultGracePeriodSeconds).
-const DefaultGracePeriodSeconds int64 = 30
-
 // Stop asks for the VM to stop (KubeVirt StopVMRequestHandler). gracePeriod,
 // when set, overrides the running instance's termination grace period; 0
 // kills at once.
@@ -36,7 +32,7 @@ func Stop(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, gracePeri
 	live := vmi != nil && !apiv1.IsFinal(vmi.GetStatus().GetPhase())
 	switch strategy {
 	case apiv1.RunStrategyAlways, apiv1.RunStrategyOnce:
-		setRunning(vm, false)
+		vm.SetRunning(false)
 		resetStartFailure(vm)
 	case apiv1.RunStrategyRerunOnFailure, apiv1.RunStrategyManual:
 		if !live {
@@ -49,7 +45,7 @@ func Stop(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, gracePeri
 		if !live {
 			return nil, refused(msgVMNotRunning)
 		}
-		if gracePeriod == nil || *gracePeriod >= gracePeriodOf(vmi) {
+		if gracePeriod == nil || *gracePeriod >= vmi.GetSpec().GracePeriodSeconds() {
 			return nil, refused("%s only supports manual stop requests with a shorter graceperiod", strategy)
 		}
 		if err := queue(vm, stopRequest(vmi)); err != nil {
@@ -63,14 +59,4 @@ func Stop(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, gracePeri
 		return &g, nil
 	}
 	return nil, nil
-}
-
-// gracePeriodOf is the instance's termination grace period. Unset counts as
-// the default: KubeVirt compares only against a set value, but its admission
-// always sets one, so an unset value never reaches that comparison there.
-func gracePeriodOf(vmi *apiv1.VirtualMachineInstance) int64 {
-	if g := vmi.GetSpec().TerminationGracePeriodSeconds; g != nil {
-		return *g
-	}
-	return DefaultGracePeriodSeconds
 }

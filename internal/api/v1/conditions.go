@@ -52,14 +52,3 @@ func RemoveCondition(conds []*Condition, t string) []*Condition {
 	}
 	return out
 }
-
-// ControllingVMUID is the uid of the VM that controls vmi (its controller
-// owner reference of kind VirtualMachine), or "" for a bare VMI.
-func ControllingVMUID(vmi *VirtualMachineInstance) string {
-	for _, o := range vmi.GetMetadata().GetOwnerReferences() {
-		if o.GetKind() == KindVirtualMachine && o.GetController() {
-			return o.GetUid()
-		}
-	}
-	return ""
-}

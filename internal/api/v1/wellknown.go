@@ -84,3 +84,65 @@ const (
 	// KindVirtualMachine is the owner reference kind of VMIs.
 	KindVirtualMachine = "VirtualMachine"
 )
+
+// Disk buses and interface models the launcher can build.
+const (
+	DiskBusVirtio = "virtio"
+	DiskBusSATA   = "sata"
+	DiskBusSCSI   = "scsi"
+
+	InterfaceModelVirtio  = "virtio"
+	InterfaceModelE1000   = "e1000"
+	InterfaceModelRTL8139 = "rtl8139"
+)
+
+// Eviction strategies (KubeVirt core/v1 EvictionStrategy).
+const (
+	EvictionStrategyNone                  = "None"
+	EvictionStrategyLiveMigrate           = "LiveMigrate"
+	EvictionStrategyLiveMigrateIfPossible = "LiveMigrateIfPossible"
+	EvictionStrategyExternal              = "External"
+)
+
+// Defaults the API applies to what a writer leaves unset
+// (internal/api/validation) and that clients (the provider, the CLI) show
+// for an unset attribute, so that what is read back never differs from
+// what was left out.
+const (
+	DefaultNamespace         = "default"
+	DefaultNodeFailurePolicy = NodeFailurePolicyWait
+	DefaultEvictionStrategy  = EvictionStrategyNone
+	DefaultDiskBus           = DiskBusVirtio
+	DefaultCDRomBus          = DiskBusSATA // KubeVirt: a CD-ROM cannot be virtio
+	DefaultInterfaceModel    = InterfaceModelVirtio
+)
+
+// The allowed values of enumerated fields, in the order documentation and
+// error messages list them. Each call returns a new slice.
+
+// RunStrategies lists the run strategies virtplane supports.
+func RunStrategies() []string {
+	return []string{RunStrategyAlways, RunStrategyRerunOnFailure, RunStrategyManual, RunStrategyHalted, RunStrategyOnce}
+}
+
+// NodeFailurePolicies lists the node failure policies.
+func NodeFailurePolicies() []string {
+	return []string{NodeFailurePolicyWait, NodeFailurePolicyRestartElsewhere}
+}
+
+// EvictionStrategies lists the eviction strategies.
+func EvictionStrategies() []string {
+	return []string{EvictionStrategyNone, EvictionStrategyLiveMigrate, EvictionStrategyLiveMigrateIfPossible, EvictionStrategyExternal}
+}
+
+// DiskBuses lists the buses of a disk.
+func DiskBuses() []string { return []string{DiskBusVirtio, DiskBusSATA, DiskBusSCSI} }
+
+// CDRomBuses lists the buses of a CD-ROM (no virtio: QEMU has no virtio
+// CD-ROM).
+func CDRomBuses() []string { return []string{DiskBusSATA, DiskBusSCSI} }
+
+// InterfaceModels lists the network interface models.
+func InterfaceModels() []string {
+	return []string{InterfaceModelVirtio, InterfaceModelE1000, InterfaceModelRTL8139}
+}

@@ -4,16 +4,6 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-const (
-	defaultNamespace                     = "default"
-	defaultNodeFailurePolicy             = "Wait"
-	defaultEvictionStrategy              = "None"
-	defaultDiskBus                       = "virtio"
-	defaultCDRomBus                      = "sata"
-	defaultInterfaceModel                = "virtio"
-	defaultTerminationGracePeriodSeconds = int64(30)
-)
-
 // DefaultVirtualMachine fills in defaults and canonicalises quantities, in
 // place. It creates the messages later code walks (metadata, spec,
 // template, its metadata and spec, domain, cpu, memory, devices) so callers
@@ -29,14 +19,14 @@ func DefaultVirtualMachine(vm *apiv1.VirtualMachine) {
 		vm.Metadata = &apiv1.ObjectMeta{}
 	}
 	if vm.Metadata.Namespace == "" {
-		vm.Metadata.Namespace = defaultNamespace
+		vm.Metadata.Namespace = apiv1.DefaultNamespace
 	}
 	if vm.Spec == nil {
 		vm.Spec = &apiv1.VirtualMachineSpec{}
 	}
 	spec := vm.Spec
 	if spec.NodeFailurePolicy == "" {
-		spec.NodeFailurePolicy = defaultNodeFailurePolicy
+		spec.NodeFailurePolicy = apiv1.DefaultNodeFailurePolicy
 	}
 	if spec.Template == nil {
 		spec.Template = &apiv1.VirtualMachineInstanceTemplateSpec{}
@@ -59,7 +49,7 @@ func DefaultVirtualMachineInstance(vmi *apiv1.VirtualMachineInstance) {
 		vmi.Metadata = &apiv1.ObjectMeta{}
 	}
 	if vmi.Metadata.Namespace == "" {
-		vmi.Metadata.Namespace = defaultNamespace
+		vmi.Metadata.Namespace = apiv1.DefaultNamespace
 	}
 	if vmi.Spec == nil {
 		vmi.Spec = &apiv1.VirtualMachineInstanceSpec{}
@@ -97,13 +87,13 @@ func defaultVMISpec(spec *apiv1.VirtualMachineInstanceSpec) {
 		}
 		switch {
 		case disk.Disk == nil && disk.Cdrom == nil:
-			disk.Disk = &apiv1.DiskTarget{Bus: defaultDiskBus}
+			disk.Disk = &apiv1.DiskTarget{Bus: apiv1.DefaultDiskBus}
 		case disk.Disk != nil && disk.Cdrom != nil:
 			// Invalid either way; leave it for validation to report.
 		case disk.Disk != nil && disk.Disk.Bus == "":
-			disk.Disk.Bus = defaultDiskBus
+			disk.Disk.Bus = apiv1.DefaultDiskBus
 		case disk.Cdrom != nil && disk.Cdrom.Bus == "":
-			disk.Cdrom.Bus = defaultCDRomBus
+			disk.Cdrom.Bus = apiv1.DefaultCDRomBus
 		}
 	}
 	for i, iface := range d.Devices.Interfaces {
@@ -112,7 +102,7 @@ func defaultVMISpec(spec *apiv1.VirtualMachineInstanceSpec) {
 			d.Devices.Interfaces[i] = iface
 		}
 		if iface.Model == "" {
-			iface.Model = defaultInterfaceModel
+			iface.Model = apiv1.DefaultInterfaceModel
 		}
 	}
 	for i, v := range spec.Volumes {
@@ -130,11 +120,11 @@ func defaultVMISpec(spec *apiv1.VirtualMachineInstanceSpec) {
 		}
 	}
 	if spec.TerminationGracePeriodSeconds == nil {
-		g := defaultTerminationGracePeriodSeconds
+		g := apiv1.DefaultTerminationGracePeriodSeconds
 		spec.TerminationGracePeriodSeconds = &g
 	}
 	if spec.EvictionStrategy == "" {
-		spec.EvictionStrategy = defaultEvictionStrategy
+		spec.EvictionStrategy = apiv1.DefaultEvictionStrategy
 	}
 }
 

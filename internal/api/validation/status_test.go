@@ -31,7 +31,7 @@ func TestToStatusError(t *testing.T) {
 		t.Fatalf("got %v, want InvalidArgument status", err)
 	}
 	wantMsg := `VirtualMachine "web" is invalid: ` +
-		`spec.run_strategy: Unsupported value: "always": supported values: "Always", "Halted", "Manual", "Once", "RerunOnFailure"; ` +
+		`spec.run_strategy: Unsupported value: "always": supported values: "Always", "RerunOnFailure", "Manual", "Halted", "Once"; ` +
 		`spec.template.spec.domain.memory.guest: Invalid value: "1GB": must be a quantity such as 512Mi or 1Gi`
 	if st.Message() != wantMsg {
 		t.Errorf("message\n got  %s\n want %s", st.Message(), wantMsg)

@@ -18,11 +18,6 @@ type Options struct {
 	ImageDir string
 }
 
-var (
-	runStrategies       = []string{"Always", "Halted", "Manual", "Once", "RerunOnFailure"}
-	nodeFailurePolicies = []string{"RestartElsewhere", "Wait"}
-)
-
 // runStrategyWaitAsReceiver is KubeVirt's strategy for the target side of a
 // cross-cluster migration; virtplane has no such migrations.
 const runStrategyWaitAsReceiver = "WaitAsReceiver"
@@ -60,14 +55,14 @@ func validateVMSpec(spec *apiv1.VirtualMachineSpec, path *field.Path, opts Optio
 	case spec.Running == nil && rs == "":
 		errs = append(errs, field.Required(path.Child("run_strategy"), "one of run_strategy or running is required"))
 	case rs == runStrategyWaitAsReceiver:
-		e := field.NotSupported(path.Child("run_strategy"), rs, runStrategies)
+		e := field.NotSupported(path.Child("run_strategy"), rs, apiv1.RunStrategies())
 		e.Detail = "WaitAsReceiver (KubeVirt's cross-cluster migration target) is not supported by virtplane; " + e.Detail
 		errs = append(errs, e)
 	case rs != "":
-		errs = append(errs, oneOf(rs, path.Child("run_strategy"), runStrategies)...)
+		errs = append(errs, oneOf(rs, path.Child("run_strategy"), apiv1.RunStrategies())...)
 	}
 	if p := spec.GetNodeFailurePolicy(); p != "" {
-		errs = append(errs, oneOf(p, path.Child("node_failure_policy"), nodeFailurePolicies)...)
+		errs = append(errs, oneOf(p, path.Child("node_failure_policy"), apiv1.NodeFailurePolicies())...)
 	}
 
 	tp := path.Child("template")

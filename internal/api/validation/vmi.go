@@ -10,14 +10,6 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// Allowed values, sorted so NotSupported lists them alphabetically.
-var (
-	diskBuses          = []string{"sata", "scsi", "virtio"}
-	cdromBuses         = []string{"sata", "scsi"}
-	interfaceModels    = []string{"e1000", "rtl8139", "virtio"}
-	evictionStrategies = []string{"External", "LiveMigrate", "LiveMigrateIfPossible", "None"}
-)
-
 const (
 	maxVCPUs         = 512
 	maxCloudInitData = 64 * 1024
@@ -67,7 +59,7 @@ func ValidateVirtualMachineInstanceSpec(spec *apiv1.VirtualMachineInstanceSpec, 
 		errs = append(errs, field.Invalid(path.Child("termination_grace_period_seconds"), *g, "must be greater than or equal to 0"))
 	}
 	if s := spec.GetEvictionStrategy(); s != "" {
-		errs = append(errs, oneOf(s, path.Child("eviction_strategy"), evictionStrategies)...)
+		errs = append(errs, oneOf(s, path.Child("eviction_strategy"), apiv1.EvictionStrategies())...)
 	}
 	return errs
 }
@@ -221,11 +213,11 @@ func validateDisks(disks []*apiv1.Disk, path *field.Path, volumes nameIndex, use
 			errs = append(errs, field.Forbidden(p.Child("cdrom"), "may not be set together with disk; a disk has exactly one target"))
 		case d.GetDisk() != nil:
 			if bus := d.GetDisk().GetBus(); bus != "" {
-				errs = append(errs, oneOf(bus, p.Child("disk", "bus"), diskBuses)...)
+				errs = append(errs, oneOf(bus, p.Child("disk", "bus"), apiv1.DiskBuses())...)
 			}
 		case d.GetCdrom() != nil:
 			if bus := d.GetCdrom().GetBus(); bus != "" {
-				errs = append(errs, oneOf(bus, p.Child("cdrom", "bus"), cdromBuses)...)
+				errs = append(errs, oneOf(bus, p.Child("cdrom", "bus"), apiv1.CDRomBuses())...)
 			}
 		}
 
@@ -272,7 +264,7 @@ func validateInterfaces(ifaces []*apiv1.Interface, path *field.Path, networks na
 			errs = append(errs, e)
 		}
 		if m := iface.GetModel(); m != "" {
-			errs = append(errs, oneOf(m, p.Child("model"), interfaceModels)...)
+			errs = append(errs, oneOf(m, p.Child("model"), apiv1.InterfaceModels())...)
 		}
 		if mac := iface.GetMacAddress(); mac != "" {
 			macPath := p.Child("mac_address")

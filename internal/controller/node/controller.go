@@ -13,7 +13,6 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
-	"github.com/virtplane/terraform-provider-virtplane/internal/controller/vmi"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -82,7 +81,7 @@ func New(opts Options, nodes *informer.Informer[*apiv1.Node], vmis *informer.Inf
 	}
 	// Same name and function as the VMI controller's: whichever registers
 	// last wins, and both run before the informer fills.
-	vmis.AddIndex(vmi.NodeIndex, vmi.IndexByNode)
+	vmis.AddIndex(controller.VMINodeIndex, controller.IndexVMIByNode)
 	nodes.AddHandler(informer.Handler[*apiv1.Node]{
 		OnAdd:    func(n *apiv1.Node) { c.queue.Add(informer.Key(n)) },
 		OnUpdate: func(_, n *apiv1.Node) { c.queue.Add(informer.Key(n)) },

@@ -10,7 +10,6 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
-	"github.com/virtplane/terraform-provider-virtplane/internal/controller/vmi"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -52,7 +51,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 
 // classify splits the node's non-final VMIs by their VM's policy.
 func (c *Controller) classify(node *apiv1.Node) (waiting, restart []*apiv1.VirtualMachineInstance) {
-	for _, v := range c.vmis.ByIndex(vmi.NodeIndex, node.GetMetadata().GetName()) {
+	for _, v := range c.vmis.ByIndex(controller.VMINodeIndex, node.GetMetadata().GetName()) {
 		switch {
 		case apiv1.IsFinal(v.GetStatus().GetPhase()):
 		case c.policyOf(v) == apiv1.NodeFailurePolicyRestartElsewhere:
@@ -73,11 +72,8 @@ func (c *Controller) policyOf(v *apiv1.VirtualMachineInstance) string {
 	if !ok {
 		return apiv1.NodeFailurePolicyWait
 	}
-	for _, ref := range m.GetOwnerReferences() {
-		if ref.GetKind() == apiv1.KindVirtualMachine && ref.GetUid() == vm.GetMetadata().GetUid() &&
-			vm.GetSpec().GetNodeFailurePolicy() == apiv1.NodeFailurePolicyRestartElsewhere {
-			return apiv1.NodeFailurePolicyRestartElsewhere
-		}
+	if apiv1.IsControlledBy(v, vm) && vm.GetSpec().GetNodeFailurePolicy() == apiv1.NodeFailurePolicyRestartElsewhere {
+		return apiv1.NodeFailurePolicyRestartElsewhere
 	}
 	return apiv1.NodeFailurePolicyWait
 }
@@ -164,7 +160,7 @@ func (c *Controller) failVMI(ctx context.Context, v *apiv1.VirtualMachineInstanc
 		if cur.GetMetadata().GetUid() != m.GetUid() || st.GetNodeName() != node || apiv1.IsFinal(st.GetPhase()) {
 			return cur, nil
 		}
-		vmi.SetPhase(cur.Status, apiv1.PhaseFailed, now)
+		cur.Status.SetPhase(apiv1.PhaseFailed, now)
 		cur.Status.Reason = ReasonNodeUnresponsive
 		cur.Status.Message = msg
 		return cur, nil

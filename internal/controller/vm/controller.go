@@ -123,7 +123,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 		}
 		return controller.Result{}, nil
 	}
-	if vmiExists && !ownedBy(vmi, vm) {
+	if vmiExists && !apiv1.IsControlledBy(vmi, vm) {
 		if ownedByVM(vmi) && vmi.Metadata.DeletionTimestamp == nil {
 			// Left over from an earlier VM of the same name.
 			if err := c.removeVMI(ctx, key, vmi); err != nil {
@@ -167,7 +167,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	}
 	// Now that the status records a final VMI's end, it may go: deleted,
 	// or just released from our finalizer (KubeVirt's handover).
-	if vmi != nil && apiv1.IsFinal(vmi.GetStatus().GetPhase()) && ownedBy(vmi, vm) {
+	if vmi != nil && apiv1.IsFinal(vmi.GetStatus().GetPhase()) && apiv1.IsControlledBy(vmi, vm) {
 		if err := c.releaseVMI(ctx, vmi, p.deleteFinal); err != nil {
 			return controller.Result{}, err
 		}
@@ -178,12 +178,9 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	return res, nil
 }
 
+// ownedByVM reports a VMI that some VM controls, this one or an earlier
+// one of the same name.
 func ownedByVM(vmi *apiv1.VirtualMachineInstance) bool { return apiv1.ControllingVMUID(vmi) != "" }
-
-func ownedBy(vmi *apiv1.VirtualMachineInstance, vm *apiv1.VirtualMachine) bool {
-	uid := apiv1.ControllingVMUID(vmi)
-	return uid != "" && uid == vm.GetMetadata().GetUid()
-}
 
 func hasFinalizer(m *apiv1.ObjectMeta, f string) bool {
 	for _, x := range m.GetFinalizers() {

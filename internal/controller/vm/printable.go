@@ -34,7 +34,7 @@ func PrintableStatus(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance
 	case (vmi == nil && createExpected) ||
 		(vmi != nil && (phase == apiv1.PhaseUnset || phase == apiv1.PhasePending || phase == apiv1.PhaseScheduling || phase == apiv1.PhaseScheduled)):
 		return apiv1.PrintableStarting
-	case (vmi == nil || final) && !createExpected && vm.GetStatus().GetStartFailure().GetConsecutiveFailCount() > 0 && crashLoopStrategy(RunStrategy(vm)):
+	case (vmi == nil || final) && !createExpected && vm.GetStatus().GetStartFailure().GetConsecutiveFailCount() > 0 && crashLoopStrategy(runStrategy(vm)):
 		return apiv1.PrintableCrashLoopBackOff
 	case final || (vmi == nil && !createExpected):
 		return apiv1.PrintableStopped

@@ -39,7 +39,7 @@ func StartBackoff(n int32, r float64) time.Duration {
 func (c *Controller) updateStatus(ctx context.Context, key string, old, next *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, syncErr error) error {
 	st := next.Status
 	now := c.opts.Clock()
-	strategy := RunStrategy(next)
+	strategy := runStrategy(next)
 
 	st.Created = vmi != nil
 	if vmi != nil {

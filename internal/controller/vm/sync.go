@@ -23,17 +23,11 @@ type syncError struct {
 func (e *syncError) Error() string { return fmt.Sprintf("%s: %v", e.reason, e.err) }
 func (e *syncError) Unwrap() error { return e.err }
 
-// RunStrategy is the effective strategy of a VM: run_strategy, or the
-// deprecated running flag (true → Always, false → Halted).
-func RunStrategy(vm *apiv1.VirtualMachine) string {
-	s := vm.GetSpec()
-	if s.GetRunStrategy() != "" {
-		return s.GetRunStrategy()
-	}
-	if s.Running != nil && s.GetRunning() {
-		return apiv1.RunStrategyAlways
-	}
-	return apiv1.RunStrategyHalted
+// runStrategy is the VM's effective run strategy, "" for a VM that sets
+// both fields (validation refuses it; sync reports it).
+func runStrategy(vm *apiv1.VirtualMachine) string {
+	s, _ := vm.GetSpec().EffectiveRunStrategy()
+	return s
 }
 
 // sync acts on the VMI as the run strategy says (KubeVirt syncRunStrategy)
@@ -68,7 +62,11 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 	final := exists && apiv1.IsFinal(phase)
 	deleting := exists && vmi.Metadata.DeletionTimestamp != nil
 
-	switch RunStrategy(next) {
+	strategy, err := next.GetSpec().EffectiveRunStrategy()
+	if err != nil {
+		return controller.Result{}, controller.TerminalError(err)
+	}
+	switch strategy {
 	case apiv1.RunStrategyAlways:
 		switch {
 		case !exists:
@@ -112,11 +110,7 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 		if hasStartRequest(st) {
 			// Start while Halted (the start --paused path): flip the spec;
 			// the next pass starts the VMI with the request's data.
-			if next.Spec.Running != nil {
-				next.Spec.Running = proto.Bool(true)
-			} else {
-				next.Spec.RunStrategy = apiv1.RunStrategyAlways
-			}
+			next.SetRunning(true)
 			next.Metadata.Generation++
 		}
 	case apiv1.RunStrategyOnce:
@@ -124,7 +118,7 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 			return controller.Result{}, c.startVMI(ctx, key, next, p)
 		}
 	default:
-		return controller.Result{}, controller.TerminalError(fmt.Errorf("unknown run strategy %q", RunStrategy(next)))
+		return controller.Result{}, controller.TerminalError(fmt.Errorf("unknown run strategy %q", strategy))
 	}
 	return controller.Result{}, nil
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -553,18 +552,6 @@ func TestPrintableStatusOrder(t *testing.T) {
 				t.Fatalf("got %s, want %s", got, c.want)
 			}
 		})
-	}
-}
-
-func TestRunningFlagMapsToStrategy(t *testing.T) {
-	vm := newVM("")
-	vm.Spec.Running = proto.Bool(true)
-	if RunStrategy(vm) != "Always" {
-		t.Fatal("running=true")
-	}
-	vm.Spec.Running = proto.Bool(false)
-	if RunStrategy(vm) != "Halted" {
-		t.Fatal("running=false")
 	}
 }
 

@@ -20,18 +20,6 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
-// NodeIndex is the VMI informer index by status.node_name, shared with the
-// node controller (the VM controller does not use the name).
-const NodeIndex = "node"
-
-// IndexByNode is the NodeIndex function.
-func IndexByNode(v *apiv1.VirtualMachineInstance) []string {
-	if n := v.GetStatus().GetNodeName(); n != "" {
-		return []string{n}
-	}
-	return nil
-}
-
 // Options tune placement. Zero values get the defaults.
 type Options struct {
 	// MemoryOverhead is added to every VMI's guest memory: what QEMU,
@@ -102,7 +90,7 @@ func New(opts Options, vmis *informer.Informer[*apiv1.VirtualMachineInstance], n
 		queue: controller.NewQueue("vmi"), assumed: newAssumeCache(),
 	}
 	c.usage = newUsage(c.opts, c.log)
-	vmis.AddIndex(NodeIndex, IndexByNode)
+	vmis.AddIndex(controller.VMINodeIndex, controller.IndexVMIByNode)
 	// Registered before the handler that enqueues, so a reconcile never
 	// sees a VMI in the cache that the totals do not count yet.
 	vmis.AddHandler(informer.Handler[*apiv1.VirtualMachineInstance]{
@@ -179,7 +167,7 @@ func (c *Controller) nodeUpdated(old, n *apiv1.Node) {
 }
 
 func (c *Controller) nodeDeleted(n *apiv1.Node) {
-	for _, v := range c.vmis.ByIndex(NodeIndex, n.GetMetadata().GetName()) {
+	for _, v := range c.vmis.ByIndex(controller.VMINodeIndex, n.GetMetadata().GetName()) {
 		c.queue.Add(informer.Key(v))
 	}
 	c.enqueueUnplaced()

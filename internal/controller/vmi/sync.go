@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
@@ -97,7 +96,7 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	out.Metadata.Labels[apiv1.LabelNodeName] = d.node
 	st := status(out)
 	st.NodeName = d.node
-	SetPhase(st, apiv1.PhaseScheduled, now)
+	st.SetPhase(apiv1.PhaseScheduled, now)
 	st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
 		Type: apiv1.ConditionPodScheduled, Status: apiv1.ConditionTrue,
 	}, now)
@@ -149,7 +148,7 @@ func (c *Controller) markUnschedulable(ctx context.Context, v *apiv1.VirtualMach
 	}
 	out := proto.Clone(v).(*apiv1.VirtualMachineInstance)
 	st := status(out)
-	SetPhase(st, apiv1.PhasePending, now)
+	st.SetPhase(apiv1.PhasePending, now)
 	st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
 		Type: apiv1.ConditionPodScheduled, Status: apiv1.ConditionFalse, Reason: ReasonUnschedulable, Message: msg,
 	}, now)
@@ -165,7 +164,7 @@ func (c *Controller) fail(ctx context.Context, v *apiv1.VirtualMachineInstance, 
 	now := c.opts.Clock()
 	out := proto.Clone(v).(*apiv1.VirtualMachineInstance)
 	st := status(out)
-	SetPhase(st, apiv1.PhaseFailed, now)
+	st.SetPhase(apiv1.PhaseFailed, now)
 	st.Reason, st.Message = reason, msg
 	if _, err := c.store.Update(ctx, out); err != nil {
 		return fmt.Errorf("failing vmi %s: %w", informer.Key(v), err)
@@ -179,16 +178,4 @@ func status(v *apiv1.VirtualMachineInstance) *apiv1.VirtualMachineInstanceStatus
 		v.Status = &apiv1.VirtualMachineInstanceStatus{}
 	}
 	return v.Status
-}
-
-// SetPhase changes the phase and records when, as KubeVirt's
-// phaseTransitionTimestamps do; the node controller uses it too.
-func SetPhase(st *apiv1.VirtualMachineInstanceStatus, phase string, now time.Time) {
-	if st.Phase == phase {
-		return
-	}
-	st.Phase = phase
-	st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps, &apiv1.PhaseTransitionTimestamp{
-		Phase: phase, Time: timestamppb.New(now),
-	})
 }

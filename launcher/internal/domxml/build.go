@@ -20,8 +20,6 @@ const (
 	// guest would mostly leave untouched but which inflates RSS under
 	// memory pressure; 32 MiB keeps TCG guests usable.
 	DefaultTBCacheMiB = 32
-	// DefaultGracePeriodSeconds is KubeVirt's default termination grace.
-	DefaultGracePeriodSeconds = 30
 )
 
 // Build returns the domain for vmi. opts carries what only the node knows:
@@ -149,17 +147,8 @@ func metadataFor(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions
 		UID:                md.GetUid(),
 		Namespace:          md.GetNamespace(),
 		Name:               md.GetName(),
-		GracePeriodSeconds: GracePeriodSeconds(vmi),
+		GracePeriodSeconds: vmi.GetSpec().GracePeriodSeconds(),
 		NodeFailurePolicy:  opts.GetNodeFailurePolicy(),
 		Node:               vmi.GetStatus().GetNodeName(),
 	}.MarshalNamespaced()
-}
-
-// GracePeriodSeconds is the VMI's termination grace period with KubeVirt's
-// default applied.
-func GracePeriodSeconds(vmi *apiv1.VirtualMachineInstance) int64 {
-	if g := vmi.GetSpec().TerminationGracePeriodSeconds; g != nil {
-		return *g
-	}
-	return DefaultGracePeriodSeconds
 }

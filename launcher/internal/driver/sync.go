@@ -103,7 +103,7 @@ func (d *Driver) adopt(dom Domain, vmi *apiv1.VirtualMachineInstance, opts *laun
 	// that they outlive the VMI object and the API; keep them current (a
 	// domain defined before the policy was recorded gets it here).
 	changed := false
-	if g := domxml.GracePeriodSeconds(vmi); md.GracePeriodSeconds != g {
+	if g := vmi.GetSpec().GracePeriodSeconds(); md.GracePeriodSeconds != g {
 		md.GracePeriodSeconds, changed = g, true
 	}
 	if p := opts.GetNodeFailurePolicy(); p != "" && md.NodeFailurePolicy != p {

@@ -68,8 +68,6 @@ func quantityOf(s string) quantityValue {
 	return quantityValue{StringValue: basetypes.NewStringValue(s)}
 }
 
-func quantityNull() quantityValue { return quantityValue{StringValue: basetypes.NewStringNull()} }
-
 func (v quantityValue) Type(context.Context) attr.Type { return quantityType{} }
 
 func (v quantityValue) Equal(o attr.Value) bool {

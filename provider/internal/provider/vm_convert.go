@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,7 +29,7 @@ func parseVMID(id string) (namespace, name string, err error) {
 	parts := strings.Split(id, "/")
 	switch {
 	case len(parts) == 1 && parts[0] != "":
-		return defaultNamespace, parts[0], nil
+		return apiv1.DefaultNamespace, parts[0], nil
 	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
 		return parts[0], parts[1], nil
 	}
@@ -157,7 +158,7 @@ func mergeVM(cur, want *apiv1.VirtualMachine) *apiv1.VirtualMachine {
 		switch {
 		case d.Disk != nil && o.Disk != nil:
 			d.Disk.ReadOnly = o.Disk.GetReadOnly()
-		case d.Disk != nil && o.Cdrom != nil && (d.Disk.Bus == "sata" || d.Disk.Bus == "scsi"):
+		case d.Disk != nil && o.Cdrom != nil && slices.Contains(apiv1.CDRomBuses(), d.Disk.Bus):
 			// An image attached as a CD-ROM by another tool stays one: the
 			// schema shows only its bus.
 			d.Cdrom, d.Disk = &apiv1.CDRomTarget{Bus: d.Disk.Bus}, nil
@@ -203,15 +204,12 @@ func vmToModel(ctx context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.Virtual
 		RunStrategy:            types.StringValue(runStrategyOf(spec)),
 		Memory:                 quantityOf(dom.GetMemory().GetGuest()),
 		NodeSelector:           mapFromAPI(ts.GetNodeSelector(), prior.NodeSelector, o.full, &diags),
-		NodeFailurePolicy:      types.StringValue(orDefault(spec.GetNodeFailurePolicy(), defaultNodeFailurePolicy)),
-		TerminationGracePeriod: types.Int64Value(defaultTerminationGracePeriod),
+		NodeFailurePolicy:      types.StringValue(orDefault(spec.GetNodeFailurePolicy(), apiv1.DefaultNodeFailurePolicy)),
+		TerminationGracePeriod: types.Int64Value(ts.GracePeriodSeconds()),
 		RestartRequired: types.BoolValue(apiv1.FindCondition(vm.GetStatus().GetConditions(),
 			apiv1.ConditionRestartRequired).GetStatus() == apiv1.ConditionTrue),
 		Disks:      []diskModel{},
 		Interfaces: []interfaceModel{},
-	}
-	if g := ts.TerminationGracePeriodSeconds; g != nil {
-		m.TerminationGracePeriod = types.Int64Value(*g)
 	}
 
 	cpu := cpuModel{
@@ -244,7 +242,7 @@ func vmToModel(ctx context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.Virtual
 		}
 		m.Interfaces = append(m.Interfaces, interfaceModel{
 			Name:       types.StringValue(iface.GetName()),
-			Model:      types.StringValue(orDefault(iface.GetModel(), defaultInterfaceModel)),
+			Model:      types.StringValue(orDefault(iface.GetModel(), apiv1.DefaultInterfaceModel)),
 			MACAddress: readString(iface.GetMacAddress(), pm),
 		})
 	}
@@ -272,9 +270,9 @@ func diskToModel(d *apiv1.Disk, vol *apiv1.Volume, prior *diskModel) diskModel {
 	dm := diskModel{Name: types.StringValue(d.GetName()), BootOrder: types.Int64Null(), Image: types.StringNull()}
 	switch {
 	case d.GetCdrom() != nil:
-		dm.Bus = types.StringValue(orDefault(d.GetCdrom().GetBus(), defaultCDRomBus))
+		dm.Bus = types.StringValue(orDefault(d.GetCdrom().GetBus(), apiv1.DefaultCDRomBus))
 	default:
-		dm.Bus = types.StringValue(orDefault(d.GetDisk().GetBus(), defaultDiskBus))
+		dm.Bus = types.StringValue(orDefault(d.GetDisk().GetBus(), apiv1.DefaultDiskBus))
 	}
 	if bo := d.GetBootOrder(); bo > 0 {
 		dm.BootOrder = types.Int64Value(int64(bo))
@@ -306,17 +304,13 @@ func diskToModel(d *apiv1.Disk, vol *apiv1.Volume, prior *diskModel) diskModel {
 	return dm
 }
 
-// runStrategyOf maps the deprecated running flag as KubeVirt does.
+// runStrategyOf is the VM's effective run strategy; a VM that sets both
+// fields (which the API refuses) shows its run_strategy.
 func runStrategyOf(spec *apiv1.VirtualMachineSpec) string {
-	switch {
-	case spec.GetRunStrategy() != "":
-		return spec.GetRunStrategy()
-	case spec.Running != nil && *spec.Running:
-		return apiv1.RunStrategyAlways
-	case spec.Running != nil:
-		return apiv1.RunStrategyHalted
+	if s, err := spec.EffectiveRunStrategy(); err == nil {
+		return s
 	}
-	return defaultRunStrategy
+	return spec.GetRunStrategy()
 }
 
 // statusObject is the computed status attribute.

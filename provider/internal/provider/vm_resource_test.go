@@ -257,7 +257,7 @@ func TestEnumValidator(t *testing.T) {
 	ctx := context.Background()
 	check := func(v string) string {
 		var resp validator.StringResponse
-		oneOf(runStrategies...).ValidateString(ctx, validator.StringRequest{Path: path.Root("run_strategy"), ConfigValue: types.StringValue(v)}, &resp)
+		oneOf(apiv1.RunStrategies()...).ValidateString(ctx, validator.StringRequest{Path: path.Root("run_strategy"), ConfigValue: types.StringValue(v)}, &resp)
 		if !resp.Diagnostics.HasError() {
 			return ""
 		}

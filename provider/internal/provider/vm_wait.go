@@ -208,7 +208,7 @@ func getVM(ctx context.Context, c *client.Client, ns, name string) (*apiv1.Virtu
 		return nil, nil, err
 	}
 	// An instance of an earlier VM of the same name is not this VM's.
-	if owner := vmi.GetMetadata().GetOwnerReferences(); len(owner) > 0 && owner[0].GetUid() != vm.GetMetadata().GetUid() {
+	if !apiv1.IsControlledBy(vmi, vm) {
 		return vm, nil, nil
 	}
 	return vm, vmi, nil

@@ -176,7 +176,7 @@ func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstan
 		id := vmID(md.GetNamespace(), md.GetName())
 		node := ""
 		if vmi := instances[id]; vmi != nil {
-			if owner := vmi.GetMetadata().GetOwnerReferences(); len(owner) == 0 || owner[0].GetUid() == md.GetUid() {
+			if apiv1.IsControlledBy(vmi, vm) {
 				node = vmi.GetStatus().GetNodeName()
 			}
 		}

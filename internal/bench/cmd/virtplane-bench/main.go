@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 )
 
 // measurement is one benchmark: its flags, and a run that fills a section.
@@ -57,7 +58,7 @@ func run(log *slog.Logger, args []string) error {
 	fs.StringVar(&o.binDir, "bin", "bin", "directory of the built virtplane-agent, virtplane-launcher and terraform-provider-virtplane")
 	fs.StringVar(&o.guestDir, "guest", "bin/guest", "the test guest (make guest)")
 	fs.StringVar(&o.workRoot, "work", "/tmp", "where the run's directory (agents' data, logs) is made; keep the path short")
-	fs.StringVar(&o.uri, "libvirt-uri", "qemu:///system", "libvirt for the real guests")
+	fs.StringVar(&o.uri, "libvirt-uri", launcher.DefaultLibvirtURI, "libvirt for the real guests")
 	fs.BoolVar(&o.keep, "keep", false, "keep the run's directory (agent and launcher logs)")
 	fs.StringVar(&results, "results", "", "JSON results file (default bin/bench/<mode>.json)")
 	fs.StringVar(&doc, "doc", "docs/performance.md", "page to write the figures into; empty skips it")
@@ -168,7 +169,7 @@ func run(log *slog.Logger, args []string) error {
 // same settings.
 func reproduce(o envOptions, name, flags string) string {
 	parts := []string{"bin/virtplane-bench", "-mode", o.mode}
-	if o.uri != "qemu:///system" {
+	if o.uri != launcher.DefaultLibvirtURI {
 		parts = append(parts, "-libvirt-uri", o.uri)
 	}
 	parts = append(parts, name)

@@ -1,0 +1,108 @@
+package apiv1
+
+import (
+	"errors"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// The domain rules below are defined here once and used by every component
+// (API server, controllers, node agent, launcher, provider, CLI), so that
+// none of them can disagree with another about what a VM means.
+
+// DefaultTerminationGracePeriodSeconds is KubeVirt's default termination
+// grace period: how long a guest has to shut down after the ACPI power
+// button before it is killed.
+const DefaultTerminationGracePeriodSeconds int64 = 30
+
+// GracePeriodSeconds is the instance's termination grace period: the spec's
+// value, DefaultTerminationGracePeriodSeconds when unset. Validation refuses
+// negative values on write; one read from an older store counts as 0 (kill
+// at once) rather than as a wait that never ends. Nil-safe.
+func (s *VirtualMachineInstanceSpec) GracePeriodSeconds() int64 {
+	if s == nil || s.TerminationGracePeriodSeconds == nil {
+		return DefaultTerminationGracePeriodSeconds
+	}
+	return max(*s.TerminationGracePeriodSeconds, 0)
+}
+
+// ErrRunningAndRunStrategy: a VM sets both the deprecated running flag and
+// run_strategy. Validation refuses it on write.
+var ErrRunningAndRunStrategy = errors.New("spec.running and spec.run_strategy are mutually exclusive")
+
+// EffectiveRunStrategy is the VM's run strategy as KubeVirt's
+// VirtualMachine.RunStrategy() computes it: run_strategy, or the deprecated
+// running flag (true → Always, false → Halted); neither means Halted. Both
+// set is ErrRunningAndRunStrategy. Nil-safe.
+func (s *VirtualMachineSpec) EffectiveRunStrategy() (string, error) {
+	if s == nil {
+		return RunStrategyHalted, nil
+	}
+	switch {
+	case s.Running != nil && s.RunStrategy != "":
+		return "", ErrRunningAndRunStrategy
+	case s.Running != nil && *s.Running:
+		return RunStrategyAlways, nil
+	case s.Running != nil:
+		return RunStrategyHalted, nil
+	case s.RunStrategy == "":
+		return RunStrategyHalted, nil
+	}
+	return s.RunStrategy, nil
+}
+
+// UsesRunningFlag reports whether the VM is written with the deprecated
+// running flag instead of run_strategy.
+func (s *VirtualMachineSpec) UsesRunningFlag() bool { return s != nil && s.Running != nil }
+
+// SetRunning makes the VM run (Always) or not (Halted) in whichever field
+// its author chose, so a VM written with the deprecated running flag keeps
+// using it (KubeVirt's getRunningPatch).
+func (vm *VirtualMachine) SetRunning(running bool) {
+	if vm.Spec == nil {
+		vm.Spec = &VirtualMachineSpec{}
+	}
+	s := vm.Spec
+	if s.Running != nil {
+		s.Running = &running
+		return
+	}
+	if running {
+		s.RunStrategy = RunStrategyAlways
+	} else {
+		s.RunStrategy = RunStrategyHalted
+	}
+}
+
+// ControllingVMUID is the uid of the VM that controls vmi (its controller
+// owner reference of kind VirtualMachine), or "" for a bare VMI.
+func ControllingVMUID(vmi *VirtualMachineInstance) string {
+	for _, o := range vmi.GetMetadata().GetOwnerReferences() {
+		if o.GetKind() == KindVirtualMachine && o.GetController() {
+			return o.GetUid()
+		}
+	}
+	return ""
+}
+
+// IsControlledBy reports whether vmi is vm's instance: it names vm as its
+// controller by uid. A bare VMI (no controller) or one left by an earlier
+// VM of the same name (another uid) is not.
+func IsControlledBy(vmi *VirtualMachineInstance, vm *VirtualMachine) bool {
+	uid := ControllingVMUID(vmi)
+	return uid != "" && uid == vm.GetMetadata().GetUid()
+}
+
+// SetPhase moves the instance to phase and records when, as KubeVirt's
+// phaseTransitionTimestamps do; setting the current phase again changes
+// nothing.
+func (st *VirtualMachineInstanceStatus) SetPhase(phase string, now time.Time) {
+	if st.Phase == phase {
+		return
+	}
+	st.Phase = phase
+	st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps, &PhaseTransitionTimestamp{
+		Phase: phase, Time: timestamppb.New(now),
+	})
+}
