@@ -1,0 +1,40 @@
+package testutil
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
+	var n atomic.Int32
+	Eventually(t, time.Minute, "the third check", func() bool { return n.Add(1) == 3 })
+	if got := n.Load(); got != 3 {
+		t.Errorf("checked %d times", got)
+	}
+}
+
+// fakeTB records a failure instead of ending the test that uses it.
+type fakeTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(format string, args ...any) { f.msg = fmt.Sprintf(format, args...) }
+
+func TestEventuallyFailsNamingWhatAndTheLastError(t *testing.T) {
+	f := &fakeTB{TB: t}
+	EventuallyNoError(f, 50*time.Millisecond, "the disk", func() error { return errors.New("still busy") })
+	if !strings.Contains(f.msg, "waiting for the disk: still busy") {
+		t.Errorf("failure message %q", f.msg)
+	}
+	f = &fakeTB{TB: t}
+	Eventually(f, 50*time.Millisecond, "nothing", func() bool { return false })
+	if !strings.Contains(f.msg, "waiting for nothing") || strings.Contains(f.msg, "condition not met") {
+		t.Errorf("failure message %q", f.msg)
+	}
+}
