@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // fakeConsoles answers Attach like the API with one scripted guest: it
@@ -145,13 +147,12 @@ func TestConsoleInteractiveEscape(t *testing.T) {
 
 	waitOut := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(out.String(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("stdout %q never showed %q (stderr %q)", out.String(), want, errOut.String())
+		testutil.EventuallyNoError(t, 10*time.Second, fmt.Sprintf("stdout to show %q", want), func() error {
+			if !strings.Contains(out.String(), want) {
+				return fmt.Errorf("stdout %q, stderr %q", out.String(), errOut.String())
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitOut("hello\r\n")
 	if _, err := inW.Write([]byte("ls\r")); err != nil {

@@ -19,6 +19,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fakenode"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // Timings shortened for tests; the order of events is what matters.
@@ -133,23 +134,10 @@ func (s *scenario) vmi(name string) *apiv1.VirtualMachineInstance {
 	return vmi
 }
 
-// waitFor polls until cond holds; what is said on timeout.
-func (s *scenario) waitFor(d time.Duration, what string, cond func() bool) {
-	s.t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	s.t.Fatalf("timed out after %v waiting for %s", d, what)
-}
-
 func (s *scenario) waitRunning(name, notUID string) *apiv1.VirtualMachineInstance {
 	s.t.Helper()
 	var vmi *apiv1.VirtualMachineInstance
-	s.waitFor(20*time.Second, name+" running (new instance)", func() bool {
+	testutil.Eventually(s.t, 20*time.Second, name+" running (new instance)", func() bool {
 		vmi = s.vmi(name)
 		vm := s.vm(name)
 		return vmi != nil && vmi.Metadata.Uid != notUID && vmi.Status.GetPhase() == apiv1.PhaseRunning &&
@@ -231,15 +219,13 @@ func expectSequence(t *testing.T, l *statusLog, want ...string) {
 		}
 		return i == len(want)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !contains(l.statuses()) && time.Now().Before(deadline) {
-		time.Sleep(25 * time.Millisecond)
-	}
-	got := l.statuses()
-	if !contains(got) {
-		t.Fatalf("status sequence %v does not contain %v in order; watch output:\n%s", got, want, l.output())
-	}
-	t.Logf("get vm -w: %v", got)
+	testutil.EventuallyNoError(t, 10*time.Second, fmt.Sprintf("get vm -w to print %v", want), func() error {
+		if got := l.statuses(); !contains(got) {
+			return fmt.Errorf("status sequence %v does not contain %v in order; watch output:\n%s", got, want, l.output())
+		}
+		return nil
+	})
+	t.Logf("get vm -w: %v", l.statuses())
 }
 
 func TestScenarioAlwaysRestartsAfterFailureAndSuccess(t *testing.T) {
@@ -265,7 +251,7 @@ func TestScenarioAlwaysCrashLoopBackoff(t *testing.T) {
 	w := s.watchCLI("flaky")
 	s.create(scenarioVM("flaky", "Always", "fail-start", ""))
 	var failedAt time.Time
-	s.waitFor(20*time.Second, "CrashLoopBackOff", func() bool {
+	testutil.Eventually(s.t, 20*time.Second, "CrashLoopBackOff", func() bool {
 		vm := s.vm("flaky")
 		if vm.Status.GetPrintableStatus() == apiv1.PrintableCrashLoopBackOff {
 			failedAt = time.Now()
@@ -282,11 +268,8 @@ func TestScenarioAlwaysCrashLoopBackoff(t *testing.T) {
 	if wait > 15*time.Second || wait < 5*time.Second {
 		t.Fatalf("retry in %v, want 10–15 s after the failure", wait)
 	}
-	time.Sleep(2 * time.Second)
-	if s.vmi("flaky") != nil {
-		t.Fatal("restarted during backoff")
-	}
-	s.waitFor(20*time.Second, "second failure", func() bool {
+	testutil.Consistently(t, 2*time.Second, "no instance during the backoff", func() bool { return s.vmi("flaky") == nil })
+	testutil.Eventually(s.t, 20*time.Second, "second failure", func() bool {
 		return s.vm("flaky").Status.GetStartFailure().GetConsecutiveFailCount() == 2
 	})
 	if since := time.Since(failedAt); since < 8*time.Second {
@@ -309,13 +292,12 @@ func TestScenarioRerunOnFailure(t *testing.T) {
 	w := s.watchCLI("exits")
 	s.create(scenarioVM("exits", "RerunOnFailure", "exit:1s", ""))
 	s.waitRunning("exits", "")
-	s.waitFor(20*time.Second, "Stopped", func() bool {
+	testutil.Eventually(s.t, 20*time.Second, "Stopped", func() bool {
 		return s.vm("exits").Status.GetPrintableStatus() == apiv1.PrintableStopped && s.vmi("exits") == nil
 	})
-	time.Sleep(2 * time.Second)
-	if s.vmi("exits") != nil {
-		t.Fatal("RerunOnFailure restarted a guest that powered off")
-	}
+	testutil.Consistently(t, 2*time.Second, "RerunOnFailure leaving a guest that powered off stopped", func() bool {
+		return s.vmi("exits") == nil
+	})
 	expectSequence(t, w, "Starting", "Running", "Stopped")
 }
 
@@ -324,15 +306,14 @@ func TestScenarioOnceNeverRestarts(t *testing.T) {
 	w := s.watchCLI("once")
 	s.create(scenarioVM("once", "Once", "exit:1s", ""))
 	first := s.waitRunning("once", "")
-	s.waitFor(20*time.Second, "Succeeded", func() bool {
+	testutil.Eventually(s.t, 20*time.Second, "Succeeded", func() bool {
 		vmi := s.vmi("once")
 		return vmi != nil && vmi.Status.GetPhase() == apiv1.PhaseSucceeded && s.vm("once").Status.GetPrintableStatus() == apiv1.PrintableStopped
 	})
-	time.Sleep(2 * time.Second)
-	vmi := s.vmi("once")
-	if vmi == nil || vmi.Metadata.Uid != first.Metadata.Uid || vmi.Status.Phase != apiv1.PhaseSucceeded {
-		t.Fatalf("Once restarted or lost its final instance: %v", vmi.GetStatus())
-	}
+	testutil.Consistently(t, 2*time.Second, "Once keeping its final instance and not restarting", func() bool {
+		vmi := s.vmi("once")
+		return vmi != nil && vmi.Metadata.Uid == first.Metadata.Uid && vmi.Status.Phase == apiv1.PhaseSucceeded
+	})
 	expectSequence(t, w, "Starting", "Running", "Stopped")
 }
 
@@ -340,10 +321,13 @@ func TestScenarioManualActsOnlyOnRequests(t *testing.T) {
 	s := newScenario(t, "node-a")
 	w := s.watchCLI("manual")
 	s.create(scenarioVM("manual", "Manual", "", ""))
-	time.Sleep(time.Second)
-	if s.vmi("manual") != nil || s.vm("manual").Status.GetPrintableStatus() != apiv1.PrintableStopped {
-		t.Fatal("Manual started by itself")
-	}
+	// The controller has seen the VM once it wrote a status.
+	testutil.Eventually(t, 20*time.Second, "Manual VM reconciled", func() bool {
+		return s.vm("manual").Status.GetPrintableStatus() == apiv1.PrintableStopped
+	})
+	testutil.Consistently(t, time.Second, "Manual not starting by itself", func() bool {
+		return s.vmi("manual") == nil && s.vm("manual").Status.GetPrintableStatus() == apiv1.PrintableStopped
+	})
 	if _, err := s.c.VMs.Start(s.ctx, &apiv1.StartVirtualMachineRequest{Key: s.key("manual")}); err != nil {
 		t.Fatal(err)
 	}
@@ -351,7 +335,7 @@ func TestScenarioManualActsOnlyOnRequests(t *testing.T) {
 	if _, err := s.c.VMs.Stop(s.ctx, &apiv1.StopVirtualMachineRequest{Key: s.key("manual")}); err != nil {
 		t.Fatal(err)
 	}
-	s.waitFor(20*time.Second, "stopped", func() bool {
+	testutil.Eventually(s.t, 20*time.Second, "stopped", func() bool {
 		return s.vm("manual").Status.GetPrintableStatus() == apiv1.PrintableStopped
 	})
 	if rs := s.vm("manual").Spec.RunStrategy; rs != "Manual" {
@@ -381,14 +365,14 @@ func TestScenarioHaltedRemovesInstanceAndRestartMakesNewOne(t *testing.T) {
 	if _, err := s.c.VMs.Update(s.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm}); err != nil {
 		t.Fatal(err)
 	}
-	s.waitFor(20*time.Second, "instance removed", func() bool {
+	testutil.Eventually(s.t, 20*time.Second, "instance removed", func() bool {
 		return s.vmi("web") == nil && s.vm("web").Status.GetPrintableStatus() == apiv1.PrintableStopped
 	})
 	// Deleting the VM deletes it for good.
 	if _, err := s.c.VMs.Delete(s.ctx, &apiv1.DeleteVirtualMachineRequest{Key: s.key("web")}); err != nil {
 		t.Fatal(err)
 	}
-	s.waitFor(20*time.Second, "VM gone", func() bool {
+	testutil.Eventually(s.t, 20*time.Second, "VM gone", func() bool {
 		_, err := s.c.VMs.Get(s.ctx, &apiv1.GetVirtualMachineRequest{Key: s.key("web")})
 		return err != nil
 	})
@@ -440,14 +424,14 @@ func TestScenarioNodeLossWaitUntilFence(t *testing.T) {
 	node, first := s.placedOn("stays")
 	s.nodes[node].Kill()
 	// The node goes NotReady, but a Wait VM stays put however long.
-	s.waitFor(20*time.Second, "node NotReady", func() bool {
+	testutil.Eventually(s.t, 20*time.Second, "node NotReady", func() bool {
 		n, err := s.c.Nodes.Get(s.ctx, &apiv1.GetNodeRequest{Name: node})
 		return err == nil && apiv1.FindCondition(n.Status.Conditions, "Ready").GetStatus() == "False"
 	})
-	time.Sleep(testLease + 2*testMargin)
-	if vmi := s.vmi("stays"); vmi == nil || vmi.Metadata.Uid != first.Metadata.Uid || vmi.Status.Phase != apiv1.PhaseRunning {
-		t.Fatalf("Wait VM moved without a fence: %v", vmi.GetStatus())
-	}
+	testutil.Consistently(t, testLease+2*testMargin, "a Wait VM staying on its lost node until fenced", func() bool {
+		vmi := s.vmi("stays")
+		return vmi != nil && vmi.Metadata.Uid == first.Metadata.Uid && vmi.Status.Phase == apiv1.PhaseRunning
+	})
 	// The operator confirms the node is down.
 	cmd := NewRootCommand()
 	var out bytes.Buffer
@@ -507,7 +491,12 @@ func TestScenarioWritesPerVMStart(t *testing.T) {
 	go count("vmi", func() (apiv1.EventType, error) { ev, err := vmiw.Recv(); return ev.GetType(), err })
 	s.create(scenarioVM("counted", "Always", "", ""))
 	s.waitRunning("counted", "")
-	time.Sleep(time.Second) // let any trailing write land
+	// A trailing write would come from a controller pass after Ready.
+	testutil.Consistently(t, time.Second, "no more than 6 writes", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(writes) <= 6
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("store writes for one VM start (create to Running and Ready): %d: %v", len(writes), writes)

@@ -14,6 +14,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // The test binary doubles as the agent binary, so the crash test runs the
@@ -55,22 +56,20 @@ func startAgentProc(t *testing.T, dataDir, socket string, extra ...string) *agen
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.EventuallyNoError(t, time.Minute, "the agent to serve", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		c, err := client.Dial(ctx, client.Config{Endpoint: "unix://" + socket})
-		if err == nil {
-			_, err = c.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{})
-			c.Close()
+		if err != nil {
+			return err
 		}
-		cancel()
-		if err == nil {
-			return p
+		defer c.Close()
+		if _, err = c.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{}); err != nil {
+			return fmt.Errorf("%w; log:\n%s", err, log.String())
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("agent did not come up; log:\n%s", log.String())
-	return nil
+		return nil
+	})
+	return p
 }
 
 func crashVM(name string) *apiv1.VirtualMachine {

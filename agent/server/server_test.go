@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 func startAgent(t *testing.T, o Options) *Agent {
@@ -119,19 +121,19 @@ func TestMetricsAndLeadership(t *testing.T) {
 		t.Fatal(err)
 	}
 	var body string
-	for ctx.Err() == nil {
+	testutil.EventuallyNoError(t, 30*time.Second, "the metrics to show the leader", func() error {
 		resp, err := http.Get("http://" + a.MetricsAddr().String() + "/metrics")
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		body = string(b)
-		if strings.Contains(body, "virtplane_leader 1") {
-			break
+		if !strings.Contains(body, "virtplane_leader 1") {
+			return errors.New("virtplane_leader is not 1")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, want := range []string{
 		"virtplane_leader 1",
 		`virtplane_api_requests_total{code="OK",method="List",service="VirtualMachines"} 1`,

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -26,6 +25,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // Timeouts. Guests boot in about 7 s alone under TCG, several times that
@@ -120,7 +120,7 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	t.Cleanup(func() { c.api.Close() })
 	c.rec = startRecorder(c)
 	c.startAgent()
-	c.waitFor(stateTimeout, "node "+c.node+" registered and schedulable", func() bool {
+	testutil.Eventually(c.t, stateTimeout, "node "+c.node+" registered and schedulable", func() bool {
 		n, err := c.api.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: c.node})
 		return err == nil && n.GetStatus().GetSchedulable()
 	})
@@ -343,27 +343,12 @@ func (c *cluster) vmi(name string) *apiv1.VirtualMachineInstance {
 	return v
 }
 
-// waitFor polls cond until it holds or d passes.
-func (c *cluster) waitFor(d time.Duration, what string, cond func() bool) {
-	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		if c.ctx.Err() != nil {
-			c.t.Fatalf("test context ended waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // waitRunning waits until VM name runs an instance other than notUID and
 // reports Running and ready, and returns that instance.
 func (c *cluster) waitRunning(name, notUID string) *apiv1.VirtualMachineInstance {
 	c.t.Helper()
 	var vmi *apiv1.VirtualMachineInstance
-	c.waitFor(bootTimeout, name+" running", func() bool {
+	testutil.Eventually(c.t, bootTimeout, name+" running", func() bool {
 		vmi = c.vmi(name)
 		if vmi == nil || vmi.GetMetadata().GetUid() == notUID || vmi.GetStatus().GetPhase() != apiv1.PhaseRunning {
 			return false
@@ -377,7 +362,7 @@ func (c *cluster) waitRunning(name, notUID string) *apiv1.VirtualMachineInstance
 // waitPrintable waits until VM name shows the printable status want.
 func (c *cluster) waitPrintable(name, want string, d time.Duration) {
 	c.t.Helper()
-	c.waitFor(d, name+" "+want, func() bool { return c.vm(name).GetStatus().GetPrintableStatus() == want })
+	testutil.Eventually(c.t, d, name+" "+want, func() bool { return c.vm(name).GetStatus().GetPrintableStatus() == want })
 }
 
 // vmiDir is the node agent's directory of VMI uid.
@@ -412,285 +397,4 @@ func (c *cluster) agentLogMatches(n int, re *regexp.Regexp) []string {
 		}
 	}
 	return out
-}
-
-// --- console -----------------------------------------------------------------
-
-// console reads a guest's serial console log as virtlogd appends to it.
-// It keeps the file open, so it still reads everything after the node
-// agent removed the VMI's directory (which it does as soon as the VMI
-// ends).
-type console struct {
-	t    *testing.T
-	path string
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	stop chan struct{}
-	done chan struct{}
-}
-
-func followConsole(t *testing.T, path string) *console {
-	c := &console{t: t, path: path, stop: make(chan struct{}), done: make(chan struct{})}
-	go c.follow()
-	return c
-}
-
-func (c *console) close() {
-	select {
-	case <-c.stop:
-	default:
-		close(c.stop)
-	}
-	<-c.done
-}
-
-func (c *console) follow() {
-	defer close(c.done)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var f *os.File
-	defer func() {
-		if f != nil {
-			f.Close()
-		}
-	}()
-	chunk := make([]byte, 64*1024)
-	for {
-		if f == nil {
-			f, _ = os.Open(c.path)
-		}
-		for f != nil {
-			n, err := f.Read(chunk)
-			if n > 0 {
-				c.mu.Lock()
-				c.buf.Write(chunk[:n])
-				c.mu.Unlock()
-			}
-			if err != nil || n == 0 {
-				break
-			}
-		}
-		select {
-		case <-c.stop:
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-func (c *console) text() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.buf.String()
-}
-
-// waitMarker waits until the console shows marker and returns what
-// follows it.
-func (c *console) waitMarker(marker string, d time.Duration) string {
-	c.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if rest, ok := testguest.FindMarker(c.text(), marker); ok {
-			return rest
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("no %s on the console %s within %v; console:\n%s", marker, c.path, d, c.text())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// --- watching ----------------------------------------------------------------
-
-// recorder watches the cluster namespace's VMs and VMIs through the API
-// and keeps, in order, every printable status of each VM and every phase
-// of each VMI (by uid), so tests can assert on what was ever seen, not
-// only on what is there when they look.
-type recorder struct {
-	mu        sync.Mutex
-	vmStatus  map[string][]string // VM name → printable statuses, repeats folded
-	vmiPhases map[string][]string // VMI uid → phases, repeats folded
-	vmiLast   map[string]*apiv1.VirtualMachineInstance
-	onNewVMI  func(uid string)
-}
-
-func startRecorder(c *cluster) *recorder {
-	r := &recorder{vmStatus: map[string][]string{}, vmiPhases: map[string][]string{}, vmiLast: map[string]*apiv1.VirtualMachineInstance{},
-		onNewVMI: func(uid string) { c.console(uid) }}
-	ctx, cancel := context.WithCancel(c.ctx)
-	var wg sync.WaitGroup
-	c.t.Cleanup(func() { cancel(); wg.Wait() })
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			s, err := c.api.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{Namespace: c.ns}})
-			for err == nil {
-				var ev *apiv1.VirtualMachineEvent
-				if ev, err = s.Recv(); err == nil && ev.GetObject() != nil {
-					r.sawVM(ev.GetObject())
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			s, err := c.api.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{Namespace: c.ns}})
-			for err == nil {
-				var ev *apiv1.VirtualMachineInstanceEvent
-				if ev, err = s.Recv(); err == nil && ev.GetObject() != nil {
-					r.sawVMI(ev.GetObject())
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}()
-	return r
-}
-
-func appendFolded(s []string, v string) []string {
-	if len(s) > 0 && s[len(s)-1] == v {
-		return s
-	}
-	return append(s, v)
-}
-
-func (r *recorder) sawVM(vm *apiv1.VirtualMachine) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	name := vm.GetMetadata().GetName()
-	r.vmStatus[name] = appendFolded(r.vmStatus[name], vm.GetStatus().GetPrintableStatus())
-}
-
-func (r *recorder) sawVMI(v *apiv1.VirtualMachineInstance) {
-	r.mu.Lock()
-	uid := v.GetMetadata().GetUid()
-	_, known := r.vmiLast[uid]
-	r.vmiPhases[uid] = appendFolded(r.vmiPhases[uid], v.GetStatus().GetPhase())
-	r.vmiLast[uid] = v
-	r.mu.Unlock()
-	if !known && r.onNewVMI != nil {
-		r.onNewVMI(uid)
-	}
-}
-
-// statuses returns the printable statuses VM name went through.
-func (r *recorder) statuses(name string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.vmStatus[name]...)
-}
-
-// phases returns the phases VMI uid went through.
-func (r *recorder) phases(uid string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.vmiPhases[uid]...)
-}
-
-// last returns the last version of VMI uid the watch delivered, which
-// outlives the object.
-func (r *recorder) last(uid string) *apiv1.VirtualMachineInstance {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.vmiLast[uid]
-}
-
-// waitFinal waits until VMI uid reached a final phase (seen through the
-// watch, so also when the VMI was deleted right after) and returns its
-// last version.
-func (c *cluster) waitFinal(uid string, d time.Duration) *apiv1.VirtualMachineInstance {
-	c.t.Helper()
-	var v *apiv1.VirtualMachineInstance
-	c.waitFor(d, "VMI "+uid+" final", func() bool {
-		v = c.rec.last(uid)
-		return apiv1.IsFinal(v.GetStatus().GetPhase())
-	})
-	return v
-}
-
-// --- processes ---------------------------------------------------------------
-
-// launcherPids returns the live launcher processes of this package's
-// launcher binary serving domain.
-func launcherPids(domain string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid := 0
-		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil || pid <= 0 {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) < 2 || args[0] != env.launcher || args[1] != "serve" || !alive(pid) {
-			continue
-		}
-		for i := 2; i+1 < len(args); i++ {
-			if args[i] == "--domain-name" && args[i+1] == domain {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// alive reports whether pid runs (a zombie does not).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
-}
-
-// qemuPid is the QEMU process of a running domain, from libvirtd's pid
-// file; 0 when there is none.
-func qemuPid(domain string) int {
-	b, err := os.ReadFile(filepath.Join("/run/libvirt/qemu", domain+".pid"))
-	if err != nil {
-		return 0
-	}
-	pid := 0
-	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d", &pid); err != nil || !alive(pid) {
-		return 0
-	}
-	return pid
-}
-
-// waitGone waits until pid has exited.
-func waitGone(t *testing.T, pid int, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive after %v", pid, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// report appends a line to $VIRTPLANE_E2E_REPORT, if set, and logs it.
-func report(t *testing.T, format string, args ...any) {
-	t.Helper()
-	line := fmt.Sprintf(format, args...)
-	t.Log(line)
-	path := os.Getenv(envReport)
-	if path == "" {
-		return
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Errorf("report: %v", err)
-		return
-	}
-	defer f.Close()
-	_, _ = io.WriteString(f, time.Now().Format(time.RFC3339)+" "+t.Name()+": "+line+"\n")
 }

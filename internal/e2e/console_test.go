@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // markerEcho is how the test guest answers a line typed on its serial
@@ -68,7 +70,7 @@ func TestConsole(t *testing.T) {
 		t.Errorf("follower's stderr %q: no %q notice", follower.errText(), nodeagent.NoticeInstanceEnded)
 	}
 	c.waitPrintable("con", apiv1.PrintableStopped, stateTimeout)
-	c.waitFor(stateTimeout, "the VMI gone", func() bool { return c.vmi("con") == nil })
+	testutil.Eventually(c.t, stateTimeout, "the VMI gone", func() bool { return c.vmi("con") == nil })
 	kept := nodeagent.ConsoleLogPath(filepath.Join(c.nodeDir, "vms", c.vm("con").GetMetadata().GetUid(), "console", uid))
 	if _, err := os.Stat(kept); err != nil {
 		t.Errorf("kept console log: %v", err)
@@ -180,25 +182,24 @@ func (p *cliConsole) typeIn(s string) {
 // waitMarker waits until stdout shows marker and returns what follows it.
 func (p *cliConsole) waitMarker(marker string, d time.Duration) string {
 	p.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if rest, ok := testguest.FindMarker(p.text(), marker); ok {
-			return rest
+	var rest string
+	testutil.EventuallyNoError(p.t, d, marker+" on the console", func() error {
+		var ok bool
+		if rest, ok = testguest.FindMarker(p.text(), marker); ok {
+			return nil
 		}
 		select {
 		case err := <-p.done:
 			p.done <- err
-			if rest, ok := testguest.FindMarker(p.text(), marker); ok {
-				return rest
+			if rest, ok = testguest.FindMarker(p.text(), marker); ok {
+				return nil
 			}
 			p.t.Fatalf("console ended (%v) without %s; stdout:\n%s\nstderr:\n%s", err, marker, p.text(), p.errText())
 		default:
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("no %s on the console within %v; stdout:\n%s\nstderr:\n%s", marker, d, p.text(), p.errText())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("stdout:\n%s\nstderr:\n%s", p.text(), p.errText())
+	})
+	return rest
 }
 
 // wait waits until the process exits and returns how it did.

@@ -11,6 +11,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // TestCreateRunStop: a VM created through the API runs and its guest
@@ -57,9 +58,9 @@ func TestCreateRunStop(t *testing.T) {
 		t.Errorf("VMI ended %s (%s: %s), want Succeeded", p, final.GetStatus().GetReason(), final.GetStatus().GetMessage())
 	}
 	c.waitPrintable("web", apiv1.PrintableStopped, stateTimeout)
-	c.waitFor(stateTimeout, "the domain undefined", func() bool { return !domainDefined(t, dom) })
-	c.waitFor(stateTimeout, "the launcher gone", func() bool { return len(launcherPids(dom)) == 0 })
-	c.waitFor(stateTimeout, "the VMI's files removed", func() bool {
+	testutil.Eventually(c.t, stateTimeout, "the domain undefined", func() bool { return !domainDefined(t, dom) })
+	testutil.Eventually(c.t, stateTimeout, "the launcher gone", func() bool { return len(launcherPids(dom)) == 0 })
+	testutil.Eventually(c.t, stateTimeout, "the VMI's files removed", func() bool {
 		_, err := os.Stat(c.vmiDir(uid))
 		return os.IsNotExist(err)
 	})
@@ -121,7 +122,7 @@ func TestLibvirtErrorFailsVMI(t *testing.T) {
 	start := time.Now()
 	c.create(vm)
 	var uid string
-	c.waitFor(stateTimeout, "an instance", func() bool {
+	testutil.Eventually(c.t, stateTimeout, "an instance", func() bool {
 		v := c.vmi("broken")
 		uid = v.GetMetadata().GetUid()
 		return uid != ""
@@ -142,7 +143,7 @@ func TestLibvirtErrorFailsVMI(t *testing.T) {
 		t.Errorf("VMI message %q does not carry libvirt's error", st.GetMessage())
 	}
 	c.waitPrintable("broken", apiv1.PrintableCrashLoopBackOff, stateTimeout)
-	c.waitFor(stateTimeout, "the never-started domain removed", func() bool { return !domainDefined(t, c.domain("broken")) })
+	testutil.Eventually(c.t, stateTimeout, "the never-started domain removed", func() bool { return !domainDefined(t, c.domain("broken")) })
 	t.Logf("VM statuses %v", c.rec.statuses("broken"))
 }
 
@@ -164,7 +165,7 @@ func TestOnceGuestEnds(t *testing.T) {
 	}
 	uids := map[string]string{}
 	for _, tc := range cases {
-		c.waitFor(stateTimeout, tc.name+" instance", func() bool {
+		testutil.Eventually(c.t, stateTimeout, tc.name+" instance", func() bool {
 			uids[tc.name] = c.vmi(tc.name).GetMetadata().GetUid()
 			return uids[tc.name] != ""
 		})
@@ -185,7 +186,14 @@ func TestOnceGuestEnds(t *testing.T) {
 		c.waitPrintable(tc.name, apiv1.PrintableStopped, stateTimeout)
 	}
 	// Not restarted: no other instance appears, and no domain runs.
-	time.Sleep(5 * time.Second)
+	testutil.Consistently(t, 5*time.Second, "no instance or QEMU coming back", func() bool {
+		for _, tc := range cases {
+			if v := c.vmi(tc.name); (v != nil && !apiv1.IsFinal(v.GetStatus().GetPhase())) || qemuPid(c.domain(tc.name)) != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, tc := range cases {
 		if v := c.vmi(tc.name); v != nil && !apiv1.IsFinal(v.GetStatus().GetPhase()) {
 			t.Errorf("%s: restarted as %s (%s)", tc.name, v.GetMetadata().GetUid(), v.GetStatus().GetPhase())

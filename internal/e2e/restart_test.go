@@ -10,6 +10,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // adoptionDeadline is how soon a new launcher must have adopted the
@@ -103,27 +104,37 @@ func TestNodeAgentKilledKeepsGuests(t *testing.T) {
 	c.killAgent()
 	killed := time.Now()
 	// The agent is gone; its launchers and guests are not.
-	time.Sleep(2 * time.Second)
-	for n, r := range vms {
-		if !alive(r.launcher) || !alive(r.qemu) {
-			t.Fatalf("%s: launcher %d alive %v, QEMU %d alive %v after the agent died", n, r.launcher, alive(r.launcher), r.qemu, alive(r.qemu))
+	testutil.Consistently(t, 2*time.Second, "every launcher and QEMU alive without the agent", func() bool {
+		for _, r := range vms {
+			if !alive(r.launcher) || !alive(r.qemu) {
+				return false
+			}
 		}
-	}
+		return true
+	})
 
 	c.startAgent()
 	reattached := regexp.MustCompile(`msg="reattached to launcher" .*vmi=` + c.ns + `/`)
 	synced := regexp.MustCompile(`msg="domain synced" `)
-	c.waitFor(stateTimeout, "the restarted agent reattached and synced every VMI", func() bool {
+	testutil.Eventually(c.t, stateTimeout, "the restarted agent reattached and synced every VMI", func() bool {
 		return len(c.agentLogMatches(2, reattached)) >= len(names) && len(c.agentLogMatches(2, synced)) >= len(names)
 	})
 	t.Logf("restarted agent reattached to %d launchers %s after the kill", len(names), time.Since(killed).Round(time.Millisecond))
-	// Let it settle (heartbeats, status writes, liveness rounds), and
-	// outlast the lease the RestartElsewhere launcher held when the agent
-	// died: its watchdog would fence the guest had the new agent not
-	// renewed it.
-	time.Sleep(time.Until(killed.Add(lease + 3*time.Second)))
+	// Through heartbeats, status writes and liveness rounds, and past the
+	// lease the RestartElsewhere launcher held when the agent died (its
+	// watchdog would fence the guest had the new agent not renewed it),
+	// every guest keeps its QEMU and no launcher is started.
+	launched := regexp.MustCompile(`msg="launched launcher"`)
+	testutil.Consistently(t, time.Until(killed.Add(lease+3*time.Second)), "the guests untouched past the lease", func() bool {
+		for _, r := range vms {
+			if qemuPid(r.domain) != r.qemu {
+				return false
+			}
+		}
+		return len(c.agentLogMatches(2, launched)) == 0
+	})
 
-	if l := c.agentLogMatches(2, regexp.MustCompile(`msg="launched launcher"`)); len(l) > 0 {
+	if l := c.agentLogMatches(2, launched); len(l) > 0 {
 		t.Errorf("the restarted agent started launchers:\n%v", l)
 	}
 	for _, line := range c.agentLogMatches(2, synced) {
@@ -154,7 +165,7 @@ func TestLauncherKilledIsReplaced(t *testing.T) {
 	}
 	killed := time.Now()
 	var newPid int
-	c.waitFor(30*time.Second, "a new launcher adopting the domain", func() bool {
+	testutil.Eventually(c.t, 30*time.Second, "a new launcher adopting the domain", func() bool {
 		ls := launcherPids(r.domain)
 		if len(ls) != 1 || ls[0] == r.launcher {
 			return false
@@ -176,8 +187,10 @@ func TestLauncherKilledIsReplaced(t *testing.T) {
 		t.Fatal("QEMU died with its launcher")
 	}
 	// A little later, still the same guest, instance and one launcher.
-	time.Sleep(3 * time.Second)
 	r.launcher = newPid
+	testutil.Consistently(t, 3*time.Second, "the same QEMU and the one new launcher", func() bool {
+		return qemuPid(r.domain) == r.qemu && slices.Equal(launcherPids(r.domain), []int{newPid})
+	})
 	c.checkUntouched("solo", r)
 	t.Logf("VM statuses %v", c.rec.statuses("solo"))
 }
@@ -209,10 +222,9 @@ func TestLeaseExpiryFencesOnlyRestartElsewhere(t *testing.T) {
 		}
 	}
 	// Past the lease by a margin, the Wait guest still runs.
-	time.Sleep(time.Until(killed.Add(lease + 4*time.Second)))
-	if !alive(staying.qemu) {
-		t.Fatal("the Wait guest was killed after lease expiry")
-	}
+	testutil.Consistently(t, time.Until(killed.Add(lease+4*time.Second)), "the Wait guest running past the lease", func() bool {
+		return alive(staying.qemu)
+	})
 
 	c.startAgent()
 	ended := c.waitFinal(moving.uid, stateTimeout)

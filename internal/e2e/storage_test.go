@@ -13,6 +13,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // baseImage creates a small qcow2 base image in the shared image
@@ -154,8 +155,8 @@ func TestImagePersistentAndCloudInit(t *testing.T) {
 		}
 	}
 	deleted := time.Now()
-	c.waitFor(stateTimeout, "the VMs gone", func() bool { return len(c.domainsOnHost()) == 0 })
-	c.waitFor(stateTimeout, "the persistent volume removed", func() bool {
+	testutil.Eventually(c.t, stateTimeout, "the VMs gone", func() bool { return len(c.domainsOnHost()) == 0 })
+	testutil.Eventually(c.t, stateTimeout, "the persistent volume removed", func() bool {
 		_, err := os.Stat(vmDir)
 		return os.IsNotExist(err)
 	})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -158,16 +159,13 @@ func TestAutoCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	// The compactor compacts once the retention passed and the revision
+	// moved on, so each check writes again.
+	testutil.Eventually(t, 30*time.Second, "the first revision compacted", func() bool {
 		if _, err := s.Client().Put(t.Context(), "k", "2"); err != nil {
 			t.Fatal(err)
 		}
 		_, err := s.Client().Get(t.Context(), "k", clientv3.WithRev(first.Header.Revision))
-		if errors.Is(err, rpctypes.ErrCompacted) {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatal("revision never compacted")
+		return errors.Is(err, rpctypes.ErrCompacted)
+	})
 }

@@ -52,3 +52,27 @@ func EventuallyNoError(tb testing.TB, timeout time.Duration, what string, check 
 	}
 	tb.Fatalf("timed out after %v waiting for %s: %v", time.Since(start).Round(time.Millisecond), what, last)
 }
+
+// Consistently checks that cond holds at once and every PollInterval for
+// d, and fails the test naming what broke as soon as it does not. It is
+// for what must not happen (a VM that must not restart by itself): it
+// asserts over a window that starts only after the test has seen the
+// system settle (with Eventually), so it can miss a late bug but never
+// fails a correct system.
+func Consistently(tb testing.TB, d time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	err := wait.PollUntilContextTimeout(tb.Context(), PollInterval, d, true, func(context.Context) (bool, error) {
+		if !cond() {
+			return false, errBroken
+		}
+		return false, nil
+	})
+	if errors.Is(err, errBroken) {
+		tb.Fatalf("%s stopped holding", what)
+	}
+	if tb.Context().Err() != nil {
+		tb.Fatalf("test ended while checking that %s holds", what)
+	}
+}
+
+var errBroken = errors.New("condition broke")

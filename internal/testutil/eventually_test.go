@@ -38,3 +38,18 @@ func TestEventuallyFailsNamingWhatAndTheLastError(t *testing.T) {
 		t.Errorf("failure message %q", f.msg)
 	}
 }
+
+func TestConsistentlyFailsAsSoonAsTheConditionBreaks(t *testing.T) {
+	f := &fakeTB{TB: t}
+	var n atomic.Int32
+	start := time.Now()
+	Consistently(f, time.Minute, "the guest stays up", func() bool { return n.Add(1) < 3 })
+	if !strings.Contains(f.msg, "the guest stays up stopped holding") || time.Since(start) > 10*time.Second {
+		t.Errorf("failure message %q after %v", f.msg, time.Since(start))
+	}
+	f = &fakeTB{TB: t}
+	Consistently(f, 60*time.Millisecond, "true", func() bool { return true })
+	if f.msg != "" {
+		t.Errorf("failed on a condition that held: %q", f.msg)
+	}
+}
