@@ -2,13 +2,16 @@ package provider
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
-
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
 // providerDataFrom unpacks what Configure stored. nil means the provider is
@@ -90,4 +93,39 @@ func readyToRead(data *providerData, req datasource.ReadRequest, resp *datasourc
 		return false
 	}
 	return true
+}
+
+// addVMError reports a failed agent call about a VM. Validation errors are
+// attached to the attributes that caused them, refusals carry the agent's
+// message.
+func addVMError(diags *diag.Diagnostics, err error, endpoint, what string) {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.InvalidArgument:
+		violations := validation.FieldViolations(err)
+		if len(violations) == 0 {
+			diags.AddError("virtplane rejected the virtual machine", fmt.Sprintf("Cannot %s: %s", what, st.Message()))
+			return
+		}
+		sort.SliceStable(violations, func(i, j int) bool { return violations[i].GetField() < violations[j].GetField() })
+		for _, v := range violations {
+			detail := fmt.Sprintf("Cannot %s: the agent rejected %s: %s", what, v.GetField(), v.GetDescription())
+			if p, ok := attributePath(v.GetField()); ok {
+				diags.AddAttributeError(p, "Invalid "+lastStep(p), detail)
+			} else {
+				diags.AddError("virtplane rejected the virtual machine", detail)
+			}
+		}
+	case codes.AlreadyExists:
+		diags.AddAttributeError(path.Root("name"), "Virtual machine already exists",
+			fmt.Sprintf("Cannot %s: a VM of that name exists already (%s). To manage it with Terraform, import it "+
+				"(terraform import <address> namespace/name, or an import block); otherwise choose another name.", what, st.Message()))
+	case codes.FailedPrecondition:
+		diags.AddError("virtplane refused the request", fmt.Sprintf("Cannot %s: %s", what, st.Message()))
+	case codes.NotFound:
+		diags.AddError("Virtual machine not found",
+			fmt.Sprintf("Cannot %s: it no longer exists (%s); it was deleted outside Terraform. Refresh, then apply to re-create it.", what, st.Message()))
+	default:
+		diags.AddError(apiError(err, endpoint, what))
+	}
 }

@@ -1,0 +1,308 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Create, read, update and delete of the virtplane_virtual_machine
+// resource: the agent calls, and the waits for the state the run strategy
+// implies (vm_wait.go).
+
+func (r *vmResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan vmResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "create a virtual machine") {
+		return
+	}
+	timeout, d := plan.Timeouts.Create(ctx, defaultTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	want, d := vmFromModel(ctx, &plan.vmModel)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns, name := want.Metadata.Namespace, want.Metadata.Name
+	id := vmID(ns, name)
+	created, err := r.data.client.VMs.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: want})
+	if err != nil {
+		r.addError(&resp.Diagnostics, err, "create virtual machine "+id)
+		return
+	}
+	tflog.Info(ctx, "virtual machine created", map[string]any{"vm": id, "uid": created.GetMetadata().GetUid()})
+
+	// Save the VM before waiting: if the wait fails or Terraform is
+	// interrupted, the resource is tainted and replaced by the next apply
+	// rather than forgotten (and then refused as "already exists").
+	r.setState(ctx, &resp.State, &resp.Diagnostics, created, nil, &plan)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	target := waitTarget{strategy: runStrategyOf(created.GetSpec()), generation: created.GetMetadata().GetGeneration()}
+	vm, vmi, err := waitVM(ctx, r.data.client, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) verdict {
+		return judgeVM(target, vm, vmi)
+	})
+	if vm != nil {
+		r.setState(ctx, &resp.State, &resp.Diagnostics, vm, vmi, &plan)
+	}
+	if err != nil {
+		r.addWaitError(&resp.Diagnostics, err, id, target, timeout, "create")
+	}
+}
+
+func (r *vmResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state vmResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if r.data != nil && len(r.data.unknown) > 0 && req.ClientCapabilities.DeferralAllowed {
+		resp.Deferred = &resource.Deferred{Reason: resource.DeferredReasonProviderConfigUnknown}
+		return
+	}
+	if !r.ready(&resp.Diagnostics, "read virtual machine "+state.ID.ValueString()) {
+		return
+	}
+	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
+	id := vmID(ns, name)
+	// One read of the VM and one of its instance: refresh never waits, so
+	// plans stay fast however many VMs there are.
+	vm, vmi, err := getVM(ctx, r.data.client, ns, name)
+	switch {
+	case status.Code(err) == codes.NotFound:
+		// Only a definite NotFound drops the VM; an unreachable agent is
+		// an error, never a reason to plan a second VM.
+		tflog.Warn(ctx, "virtual machine deleted outside Terraform; removing it from the state", map[string]any{"vm": id})
+		resp.State.RemoveResource(ctx)
+		return
+	case err != nil:
+		r.addError(&resp.Diagnostics, err, "read virtual machine "+id)
+		return
+	}
+	if uid := state.UID.ValueString(); uid != "" && uid != vm.GetMetadata().GetUid() {
+		// Same name, different VM: ours was deleted. Adopting the new one
+		// would let this configuration change or destroy a VM it never
+		// created.
+		resp.Diagnostics.AddWarning("Virtual machine "+id+" was replaced outside Terraform",
+			fmt.Sprintf("The VM Terraform created (uid %s) is gone and another VM of the same name (uid %s) exists. "+
+				"Terraform stops tracking it; to manage the new VM, import it: terraform import <address> %s",
+				uid, vm.GetMetadata().GetUid(), id))
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if state.UpdatePolicy.IsNull() {
+		state.UpdatePolicy = types.StringValue(defaultUpdatePolicy) // after import
+	}
+	r.setState(ctx, &resp.State, &resp.Diagnostics, vm, vmi, &state)
+}
+
+func (r *vmResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state vmResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "update a virtual machine") {
+		return
+	}
+	timeout, d := plan.Timeouts.Update(ctx, defaultTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	want, d := vmFromModel(ctx, &plan.vmModel)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns, name := want.Metadata.Namespace, want.Metadata.Name
+	id := vmID(ns, name)
+	c := r.data.client
+	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
+
+	// Compare-and-swap: the VM controller writes the status concurrently,
+	// so a conflict is normal. Each attempt re-reads and re-applies the
+	// plan onto what is stored.
+	var vm *apiv1.VirtualMachine
+	for attempt := 1; ; attempt++ {
+		cur, err := c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: key})
+		if err != nil {
+			r.addError(&resp.Diagnostics, err, "read virtual machine "+id+" before updating it")
+			return
+		}
+		if uid := state.UID.ValueString(); uid != "" && cur.GetMetadata().GetUid() != uid {
+			resp.Diagnostics.AddError("Virtual machine "+id+" was replaced outside Terraform",
+				fmt.Sprintf("The VM Terraform manages (uid %s) was deleted and another VM of the same name (uid %s) exists; "+
+					"Terraform does not update a VM it did not create. Refresh to drop the old one from the state.",
+					uid, cur.GetMetadata().GetUid()))
+			return
+		}
+		next := mergeVM(cur, want)
+		if proto.Equal(next, cur) {
+			vm = cur
+			break
+		}
+		vm, err = c.VMs.Update(ctx, &apiv1.UpdateVirtualMachineRequest{Vm: next})
+		if status.Code(err) == codes.Aborted && attempt < maxConflictRetries {
+			tflog.Debug(ctx, "update conflicted with another writer; retrying", map[string]any{"vm": id, "attempt": attempt})
+			continue
+		}
+		if err != nil {
+			r.addError(&resp.Diagnostics, err, "update virtual machine "+id)
+			return
+		}
+		tflog.Info(ctx, "virtual machine updated", map[string]any{"vm": id, "generation": vm.GetMetadata().GetGeneration()})
+		break
+	}
+	// The spec is stored: record it before waiting, so a failed wait does
+	// not make the next plan repeat the update.
+	r.setState(ctx, &resp.State, &resp.Diagnostics, vm, nil, &plan)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	// Let the controller act on the change; only then do its conditions
+	// (RestartRequired) describe the new spec.
+	strategy := runStrategyOf(vm.GetSpec())
+	gen := vm.GetMetadata().GetGeneration()
+	vm, vmi, err := waitVM(ctx, c, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) verdict {
+		st := vm.GetStatus()
+		return verdict{done: st.GetDesiredGeneration() >= gen && st.GetPrintableStatus() != "", state: describe(vm, vmi)}
+	})
+	if err != nil {
+		r.addWaitError(&resp.Diagnostics, err, id, waitTarget{strategy: strategy, generation: gen}, timeout, "update")
+		return
+	}
+
+	target := waitTarget{strategy: strategy, generation: gen}
+	restartRequired := apiv1.FindCondition(vm.GetStatus().GetConditions(), apiv1.ConditionRestartRequired).GetStatus() == apiv1.ConditionTrue
+	if restartRequired && vmi != nil {
+		switch {
+		case plan.UpdatePolicy.ValueString() == updatePolicyRestart &&
+			(strategy == apiv1.RunStrategyAlways || strategy == apiv1.RunStrategyRerunOnFailure || strategy == apiv1.RunStrategyManual):
+			if err := r.restart(ctx, key, id); err != nil {
+				r.addError(&resp.Diagnostics, err, "restart virtual machine "+id+" to apply the change")
+				return
+			}
+			target.notUID = vmi.GetMetadata().GetUid()
+			if strategy == apiv1.RunStrategyManual {
+				// A Manual VM that was running runs again after the restart.
+				target.strategy = apiv1.RunStrategyAlways
+			}
+		default:
+			tflog.Info(ctx, "virtual machine needs a restart to apply the change; not restarting it",
+				map[string]any{"vm": id, "update_policy": plan.UpdatePolicy.ValueString(), "run_strategy": strategy})
+		}
+	}
+
+	vm, vmi, err = waitVM(ctx, c, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) verdict {
+		return judgeVM(target, vm, vmi)
+	})
+	if vm != nil {
+		r.setState(ctx, &resp.State, &resp.Diagnostics, vm, vmi, &plan)
+	}
+	if err != nil {
+		r.addWaitError(&resp.Diagnostics, err, id, target, timeout, "update")
+	}
+}
+
+// restart asks for a restart, retrying conflicts with the controller's
+// status writes.
+func (r *vmResource) restart(ctx context.Context, key *apiv1.ObjectKey, id string) error {
+	for attempt := 1; ; attempt++ {
+		_, err := r.data.client.VMs.Restart(ctx, &apiv1.RestartVirtualMachineRequest{Key: key})
+		if status.Code(err) == codes.Aborted && attempt < maxConflictRetries {
+			continue
+		}
+		if err == nil {
+			tflog.Info(ctx, "virtual machine restart requested to apply a change", map[string]any{"vm": id})
+		}
+		return err
+	}
+}
+
+func (r *vmResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state vmResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "delete a virtual machine") {
+		return
+	}
+	timeout, d := state.Timeouts.Delete(ctx, defaultTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
+	id := vmID(ns, name)
+	// The uid precondition keeps destroy from deleting a VM of the same
+	// name that someone created after ours was deleted.
+	_, err := r.data.client.VMs.Delete(ctx, &apiv1.DeleteVirtualMachineRequest{
+		Key:     &apiv1.ObjectKey{Namespace: ns, Name: name},
+		Options: &apiv1.DeleteOptions{Uid: state.UID.ValueString()},
+	})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return
+	case status.Code(err) == codes.FailedPrecondition && state.UID.ValueString() != "":
+		resp.Diagnostics.AddWarning("Virtual machine "+id+" was replaced outside Terraform",
+			"The VM Terraform created is already gone; the VM now named "+id+" was created by someone else and was left alone.")
+		return
+	case err != nil:
+		r.addError(&resp.Diagnostics, err, "delete virtual machine "+id)
+		return
+	}
+	tflog.Info(ctx, "virtual machine deletion requested", map[string]any{"vm": id})
+	if err := waitGone(ctx, r.data.client, ns, name); err != nil {
+		if errors.Is(err, errWaitTimeout) {
+			resp.Diagnostics.AddError("Timed out deleting virtual machine "+id,
+				fmt.Sprintf("The VM was still there after %s: %s. Its guest gets termination_grace_period seconds "+
+					"to shut down before it is killed; a node that stopped answering holds its instances until it "+
+					"is fenced (docs/failover.md). Raise timeouts.delete, or lower termination_grace_period.",
+					timeout, strings.TrimPrefix(err.Error(), errWaitTimeout.Error()+": ")))
+			return
+		}
+		r.addError(&resp.Diagnostics, err, "wait for virtual machine "+id+" to be deleted")
+	}
+}
+
+// setState writes the VM as state, keeping the provider-only settings of
+// prior (the plan or the previous state).
+func (r *vmResource) setState(ctx context.Context, st stateSetter, diags *diag.Diagnostics, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, prior *vmResourceModel) {
+	m, d := vmToModel(ctx, vm, vmi, readOptions{prior: &prior.vmModel})
+	diags.Append(d...)
+	if d.HasError() {
+		return
+	}
+	out := vmResourceModel{vmModel: m, UpdatePolicy: prior.UpdatePolicy, Timeouts: prior.Timeouts}
+	if out.UpdatePolicy.IsNull() || out.UpdatePolicy.IsUnknown() {
+		out.UpdatePolicy = types.StringValue(defaultUpdatePolicy)
+	}
+	diags.Append(st.Set(ctx, &out)...)
+}
+
+// stateSetter is what resp.State offers to setState.
+type stateSetter interface {
+	Set(ctx context.Context, val any) diag.Diagnostics
+}

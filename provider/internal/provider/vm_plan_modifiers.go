@@ -1,0 +1,128 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Plan modification: defaults that depend on other attributes, and the plan
+// time account of what apply will do to a running guest.
+
+// diskBusDefault plans the bus the agent would choose for an unset one:
+// virtio for disks, sata for the cloud-init CD-ROM. A static default
+// cannot depend on the disk's source.
+type diskBusDefault struct{}
+
+func (diskBusDefault) Description(context.Context) string {
+	return "defaults to virtio, or sata for a cloud_init disk"
+}
+
+func (m diskBusDefault) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+
+func (diskBusDefault) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
+	if !req.ConfigValue.IsNull() {
+		return
+	}
+	var ci types.Object
+	if d := req.Plan.GetAttribute(ctx, req.Path.ParentPath().AtName("cloud_init"), &ci); d.HasError() || ci.IsUnknown() {
+		return
+	}
+	if ci.IsNull() {
+		resp.PlanValue = types.StringValue(apiv1.DefaultDiskBus)
+	} else {
+		resp.PlanValue = types.StringValue(apiv1.DefaultCDRomBus)
+	}
+}
+
+// ModifyPlan says at plan time what apply will do to a running guest, and
+// plans the restart that update_policy = "restart" owes a VM whose
+// restart_required is still true.
+func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() {
+		return // destroy or create
+	}
+	// The framework marks computed attributes unknown as soon as the
+	// configuration differs from the state, before attribute plan
+	// modifiers run. When those turn the difference into none (a memory
+	// spelled "0.5Gi" instead of "512Mi"), the unknowns alone would make an
+	// update: keep the state's values instead.
+	keep, ok := resp.Plan, true
+	for _, p := range []path.Path{path.Root("status"), path.Root("restart_required")} {
+		var v attr.Value
+		if d := req.State.GetAttribute(ctx, p, &v); d.HasError() {
+			ok = false
+			break
+		}
+		if d := keep.SetAttribute(ctx, p, v); d.HasError() {
+			ok = false
+			break
+		}
+	}
+	if ok && keep.Raw.Equal(req.State.Raw) {
+		resp.Plan = keep
+		return
+	}
+	var plan, state vmResourceModel
+	// Plans with unknown blocks (dynamic blocks over unknown values) cannot
+	// be judged yet; apply still does the right thing.
+	if d := req.Plan.Get(ctx, &plan); d.HasError() {
+		return
+	}
+	if d := req.State.Get(ctx, &state); d.HasError() {
+		return
+	}
+	strategy := plan.RunStrategy.ValueString()
+	restartable := strategy == apiv1.RunStrategyAlways || strategy == apiv1.RunStrategyRerunOnFailure || strategy == apiv1.RunStrategyManual
+	running := instanceActive(state.Status)
+	policy := plan.UpdatePolicy.ValueString()
+	id := vmID(state.Namespace.ValueString(), state.Name.ValueString())
+
+	changed := restartChanges(ctx, &state.vmModel, &plan.vmModel)
+	if len(changed) > 0 && running && strategy != apiv1.RunStrategyHalted {
+		what := strings.Join(changed, ", ")
+		if policy == updatePolicyRestart && restartable {
+			resp.Diagnostics.AddWarning("Apply restarts virtual machine "+id,
+				fmt.Sprintf("Changing %s takes effect only when the guest restarts, so apply restarts %s (update_policy = \"restart\") "+
+					"and waits for the new instance. The guest gets termination_grace_period seconds to shut down. "+
+					"Set update_policy = \"none\" to apply the change at the next restart instead.", what, id))
+		} else {
+			why := "update_policy = \"none\""
+			if policy == updatePolicyRestart {
+				why = "run_strategy = \"" + strategy + "\" is never restarted by the provider"
+			}
+			resp.Diagnostics.AddWarning("Change to "+id+" waits for a restart",
+				fmt.Sprintf("Changing %s takes effect only when the guest restarts; %s keeps running with the old settings "+
+					"(%s) and restart_required becomes true.", what, id, why))
+		}
+	}
+
+	if policy == updatePolicyRestart && restartable && running && state.RestartRequired.ValueBool() {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("restart_required"), false)...)
+		if len(changed) == 0 {
+			resp.Diagnostics.AddWarning("Apply restarts virtual machine "+id,
+				id+" runs with settings older than its configuration (restart_required is true) and update_policy is \"restart\", so apply restarts it.")
+		}
+	}
+}
+
+// instanceActive reports whether a status says the VM has an instance that
+// has not ended.
+func instanceActive(st types.Object) bool {
+	if st.IsNull() || st.IsUnknown() {
+		return false
+	}
+	phase, ok := st.Attributes()["phase"].(types.String)
+	if !ok || phase.IsNull() || phase.IsUnknown() {
+		return false
+	}
+	return !apiv1.IsFinal(phase.ValueString())
+}
