@@ -130,7 +130,8 @@ func mergeVM(cur, want *apiv1.VirtualMachine) *apiv1.VirtualMachine {
 		next.Spec = &apiv1.VirtualMachineSpec{}
 	}
 	spec := next.Spec
-	spec.Running = nil // deprecated; run_strategy replaces it
+	//lint:ignore SA1019 clearing the deprecated flag is how a VM moves to run_strategy
+	spec.Running = nil
 	spec.RunStrategy = want.GetSpec().GetRunStrategy()
 	spec.NodeFailurePolicy = want.GetSpec().GetNodeFailurePolicy()
 	if spec.Template == nil {

@@ -223,11 +223,12 @@ func TestVMModelEmptyValuesKeepTheirForm(t *testing.T) {
 // KubeVirt gives it, and an update moves it to run_strategy.
 func TestRunningFlagMapsToRunStrategy(t *testing.T) {
 	yes := true
+	//lint:ignore SA1019 a VM written with the deprecated flag is what is tested
 	cur := &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Name: "x"}, Spec: &apiv1.VirtualMachineSpec{Running: &yes}}
 	next := mergeVM(cur, &apiv1.VirtualMachine{Spec: &apiv1.VirtualMachineSpec{RunStrategy: "Always",
 		Template: &apiv1.VirtualMachineInstanceTemplateSpec{Spec: &apiv1.VirtualMachineInstanceSpec{}}}})
-	if next.Spec.Running != nil || next.Spec.RunStrategy != "Always" {
-		t.Errorf("merge kept running=%v, run_strategy=%q", next.Spec.Running, next.Spec.RunStrategy)
+	if next.Spec.UsesRunningFlag() || next.Spec.RunStrategy != "Always" {
+		t.Errorf("merge kept the running flag (%v), run_strategy=%q", next.Spec.UsesRunningFlag(), next.Spec.RunStrategy)
 	}
 }
 
