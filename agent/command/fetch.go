@@ -43,48 +43,46 @@ func listObjects(ctx context.Context, c *client.Client, res *resource, namespace
 // watchObjects calls fn for every event until the stream ends (nil), fails,
 // or fn returns an error (returned as is). obj is nil for RESET and SYNCED.
 func watchObjects(ctx context.Context, c *client.Client, res *resource, opts *apiv1.WatchOptions, fn func(apiv1.EventType, object) error) error {
-	var next func() (apiv1.EventType, object, error)
 	switch res {
 	case vmResource:
 		s, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts})
 		if err != nil {
 			return err
 		}
-		next = func() (apiv1.EventType, object, error) {
-			ev, err := s.Recv()
-			o, _ := nilSafe(ev.GetObject(), nil)
-			return ev.GetType(), o, err
-		}
+		return forEachEvent(s, fn)
 	case vmiResource:
 		s, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts})
 		if err != nil {
 			return err
 		}
-		next = func() (apiv1.EventType, object, error) {
-			ev, err := s.Recv()
-			o, _ := nilSafe(ev.GetObject(), nil)
-			return ev.GetType(), o, err
-		}
+		return forEachEvent(s, fn)
 	default:
 		s, err := c.Nodes.Watch(ctx, &apiv1.WatchNodesRequest{Options: opts})
 		if err != nil {
 			return err
 		}
-		next = func() (apiv1.EventType, object, error) {
-			ev, err := s.Recv()
-			o, _ := nilSafe(ev.GetObject(), nil)
-			return ev.GetType(), o, err
-		}
+		return forEachEvent(s, fn)
 	}
+}
+
+// watchEvent is the event message of one kind's Watch stream.
+type watchEvent[T object] interface {
+	GetType() apiv1.EventType
+	GetObject() T
+}
+
+// forEachEvent is watchObjects' loop over one kind's stream.
+func forEachEvent[E watchEvent[T], T object](s interface{ Recv() (E, error) }, fn func(apiv1.EventType, object) error) error {
 	for {
-		typ, obj, err := next()
+		ev, err := s.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if err := fn(typ, obj); err != nil {
+		obj, _ := nilSafe(ev.GetObject(), nil)
+		if err := fn(ev.GetType(), obj); err != nil {
 			return err
 		}
 	}

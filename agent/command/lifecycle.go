@@ -106,29 +106,29 @@ func newRestartCommand(o *rootOptions) *cobra.Command {
 }
 
 func newPauseCommand(o *rootOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "pause NAME",
-		Short: "Pause the guest CPUs of a running virtual machine",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.vmAction(cmd, args[0], "pause", func(ctx context.Context, c *client.Client, key *apiv1.ObjectKey) error {
-				_, err := c.VMs.Pause(ctx, &apiv1.PauseVirtualMachineRequest{Key: key})
-				return err
-			})
-		},
-	}
+	return newVMVerbCommand(o, "pause", "Pause the guest CPUs of a running virtual machine",
+		func(ctx context.Context, c *client.Client, key *apiv1.ObjectKey) error {
+			_, err := c.VMs.Pause(ctx, &apiv1.PauseVirtualMachineRequest{Key: key})
+			return err
+		})
 }
 
 func newUnpauseCommand(o *rootOptions) *cobra.Command {
+	return newVMVerbCommand(o, "unpause", "Resume the guest CPUs of a paused virtual machine",
+		func(ctx context.Context, c *client.Client, key *apiv1.ObjectKey) error {
+			_, err := c.VMs.Unpause(ctx, &apiv1.UnpauseVirtualMachineRequest{Key: key})
+			return err
+		})
+}
+
+// newVMVerbCommand is a lifecycle command without flags: VERB NAME.
+func newVMVerbCommand(o *rootOptions, verb, short string, call func(context.Context, *client.Client, *apiv1.ObjectKey) error) *cobra.Command {
 	return &cobra.Command{
-		Use:   "unpause NAME",
-		Short: "Resume the guest CPUs of a paused virtual machine",
+		Use:   verb + " NAME",
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return o.vmAction(cmd, args[0], "unpause", func(ctx context.Context, c *client.Client, key *apiv1.ObjectKey) error {
-				_, err := c.VMs.Unpause(ctx, &apiv1.UnpauseVirtualMachineRequest{Key: key})
-				return err
-			})
+			return o.vmAction(cmd, args[0], verb, call)
 		},
 	}
 }

@@ -1,7 +1,6 @@
 package command
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -34,7 +33,7 @@ func TestMain(m *testing.M) {
 
 type agentProc struct {
 	cmd *exec.Cmd
-	log *bytes.Buffer
+	log *syncBuffer
 }
 
 func startAgentProc(t *testing.T, dataDir, socket string, extra ...string) *agentProc {
@@ -46,7 +45,7 @@ func startAgentProc(t *testing.T, dataDir, socket string, extra ...string) *agen
 	args := append([]string{"serve", "--data-dir", dataDir, "--socket", socket, "--metrics-listen", "", "--log-level", "warn"}, extra...)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "VIRTPLANE_TEST_RUN_AGENT=1")
-	var log bytes.Buffer
+	var log syncBuffer // written by exec's copying goroutine
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
