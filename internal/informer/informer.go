@@ -27,12 +27,19 @@ type Handler[T store.Object] struct {
 	OnDelete func(obj T)
 }
 
+// Watcher is the part of a store an informer reads: its watch, which
+// lists first (ADDED..., SYNCED) and re-lists after compaction (RESET).
+// The etcd store, memstore and client/remotestore implement it.
+type Watcher[T store.Object] interface {
+	Watch(ctx context.Context, opts store.WatchOptions) (<-chan store.Event[T], error)
+}
+
 // IndexFunc returns the index values of an object.
 type IndexFunc[T store.Object] func(obj T) []string
 
 // Informer is a watched cache of one resource.
 type Informer[T store.Object] struct {
-	st   store.Store[T]
+	st   Watcher[T]
 	opts store.ListOptions
 	log  *slog.Logger
 
@@ -47,7 +54,7 @@ type Informer[T store.Object] struct {
 }
 
 // New returns an informer over st, limited by opts.
-func New[T store.Object](st store.Store[T], opts store.ListOptions, log *slog.Logger) *Informer[T] {
+func New[T store.Object](st Watcher[T], opts store.ListOptions, log *slog.Logger) *Informer[T] {
 	if log == nil {
 		log = slog.Default()
 	}

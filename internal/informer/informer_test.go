@@ -12,6 +12,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
@@ -30,18 +31,6 @@ func (r *recorder) snapshot() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.events...)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func TestInformerListsWatchesAndIndexes(t *testing.T) {
@@ -76,7 +65,7 @@ func TestInformerListsWatchesAndIndexes(t *testing.T) {
 	if _, _, err := st.Delete(ctx, "", "a", store.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "events", func() bool { return len(rec.snapshot()) == 4 })
+	testutil.Eventually(t, 10*time.Second, "four events", func() bool { return len(rec.snapshot()) == 4 })
 	want := []string{"add a", "add b", "update b", "delete a"}
 	if got := rec.snapshot(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("events %v, want %v", got, want)
@@ -133,7 +122,7 @@ func TestInformerResumesAfterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	go inf.Run(ctx)
-	waitFor(t, "re-list", func() bool { return len(rec.snapshot()) == 5 })
+	testutil.Eventually(t, 10*time.Second, "five events after the re-list", func() bool { return len(rec.snapshot()) == 5 })
 	got := rec.snapshot()
 	want := []string{"add a", "add b", "delete a", "update b", "add c"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

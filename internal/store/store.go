@@ -1,6 +1,15 @@
 // Package store keeps API objects in etcd. Each object lives under
 // <prefix>/<plural>/<namespace>/<name> as protobuf bytes; its resource
 // version is the etcd ModRevision of its key, so it is never stored.
+//
+// # Roles
+//
+// Store is every operation on one resource; only the API server uses them
+// all. Other code depends on the part it uses, declared where it is used:
+// an informer takes a Watcher (informer package), and each controller
+// declares the few writes it makes (the VMI controller only updates VMIs).
+// So a read-only adapter (client/remotestore) has no write methods to stub,
+// and a controller's test shows which writes it can make.
 package store
 
 import (
@@ -90,7 +99,9 @@ type Event[T Object] struct {
 	Err      error
 }
 
-// Store is the typed access to one resource.
+// Store is the typed access to one resource: every operation, which the
+// API server uses. Consumers that need less declare a narrower interface
+// of their own (see the package documentation).
 type Store[T Object] interface {
 	// Create stores a new object: it sets uid, creation_timestamp and
 	// generation 1 (when 0), and returns it with its resource version.

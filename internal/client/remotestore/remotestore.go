@@ -1,7 +1,8 @@
-// Package remotestore adapts the agent's gRPC API to store.Store, read-only,
-// so that code written against a store (the informer) runs on a node that
-// reaches the control plane only through the API. Writes are refused:
-// node agents write through the API's own verbs (UpdateStatus).
+// Package remotestore adapts the agent's gRPC API to the store's read
+// side (Get, List, Watch), so that code written against a store (the
+// informer, which needs only Watch) runs on a node that reaches the
+// control plane only through the API. It has no write methods: node agents
+// write through the API's own verbs (UpdateStatus).
 package remotestore
 
 import (
@@ -17,15 +18,10 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
-// ErrReadOnly is returned by every write method.
-var ErrReadOnly = errors.New("remotestore is read-only")
-
-// VMIs is a read-only store.Store of VirtualMachineInstances over the API.
+// VMIs reads VirtualMachineInstances over the API.
 type VMIs struct {
 	c apiv1.VirtualMachineInstancesClient
 }
-
-var _ store.Store[*apiv1.VirtualMachineInstance] = (*VMIs)(nil)
 
 // NewVMIs returns the adapter over c.
 func NewVMIs(c apiv1.VirtualMachineInstancesClient) *VMIs { return &VMIs{c: c} }
@@ -87,26 +83,6 @@ func (v *VMIs) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store
 		}
 	}()
 	return out, nil
-}
-
-// Create is refused.
-func (v *VMIs) Create(context.Context, *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
-	return nil, fmt.Errorf("create: %w", ErrReadOnly)
-}
-
-// Update is refused.
-func (v *VMIs) Update(context.Context, *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
-	return nil, fmt.Errorf("update: %w", ErrReadOnly)
-}
-
-// GuaranteedUpdate is refused.
-func (v *VMIs) GuaranteedUpdate(context.Context, string, string, func(*apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error)) (*apiv1.VirtualMachineInstance, error) {
-	return nil, fmt.Errorf("guaranteed update: %w", ErrReadOnly)
-}
-
-// Delete is refused.
-func (v *VMIs) Delete(context.Context, string, string, store.DeleteOptions) (*apiv1.VirtualMachineInstance, bool, error) {
-	return nil, false, fmt.Errorf("delete: %w", ErrReadOnly)
 }
 
 // fromStatus maps API status codes back to the store's sentinels, so

@@ -14,7 +14,6 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
-	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
 // Options tune failure detection. Zero values get the defaults.
@@ -44,6 +43,20 @@ func (o *Options) complete() {
 	}
 }
 
+// NodeStore is what the controller does to nodes in the store: a
+// linearizable read before it fails a silent node's VMIs (the cache may
+// lag), and condition updates.
+type NodeStore interface {
+	Get(ctx context.Context, namespace, name string) (*apiv1.Node, error)
+	GuaranteedUpdate(ctx context.Context, namespace, name string, fn func(*apiv1.Node) (*apiv1.Node, error)) (*apiv1.Node, error)
+}
+
+// VMIWriter is how the controller fails the VMIs of a silent node.
+type VMIWriter interface {
+	GuaranteedUpdate(ctx context.Context, namespace, name string,
+		fn func(*apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error)) (*apiv1.VirtualMachineInstance, error)
+}
+
 // Controller watches node heartbeats.
 type Controller struct {
 	opts      Options
@@ -53,8 +66,8 @@ type Controller struct {
 	nodes     informer.Lister[*apiv1.Node]
 	vmis      informer.Lister[*apiv1.VirtualMachineInstance]
 	vms       informer.Lister[*apiv1.VirtualMachine]
-	nodeStore store.Store[*apiv1.Node]
-	vmiStore  store.Store[*apiv1.VirtualMachineInstance]
+	nodeStore NodeStore
+	vmiStore  VMIWriter
 	log       *slog.Logger
 	queue     controller.Queue
 
@@ -65,8 +78,8 @@ type Controller struct {
 // New registers the controller's index and handlers on the shared
 // informers; call it before the informers run. The caller runs them.
 func New(opts Options, nodes *informer.Informer[*apiv1.Node], vmis *informer.Informer[*apiv1.VirtualMachineInstance],
-	vms *informer.Informer[*apiv1.VirtualMachine], nodeStore store.Store[*apiv1.Node],
-	vmiStore store.Store[*apiv1.VirtualMachineInstance], log *slog.Logger) *Controller {
+	vms *informer.Informer[*apiv1.VirtualMachine], nodeStore NodeStore,
+	vmiStore VMIWriter, log *slog.Logger) *Controller {
 	if nodes.HasSynced() || vmis.HasSynced() || vms.HasSynced() {
 		panic("node.New: informers already populated; create controllers before running their informers")
 	}

@@ -86,9 +86,9 @@ func newFixture(t *testing.T, nodes []*apiv1.Node, vms []*apiv1.VirtualMachine, 
 	f.nodeSt.Seed(nodes...)
 	f.vmiSt.Seed(vmis...)
 	f.vmSt.Seed(vms...)
-	f.nodeInf = informer.New(store.Store[*apiv1.Node](f.nodeSt), store.ListOptions{}, discard())
-	f.vmiInf = informer.New(store.Store[*apiv1.VirtualMachineInstance](f.vmiSt), store.ListOptions{}, discard())
-	f.vmInf = informer.New(store.Store[*apiv1.VirtualMachine](f.vmSt), store.ListOptions{}, discard())
+	f.nodeInf = informer.New[*apiv1.Node](nil, store.ListOptions{}, discard())
+	f.vmiInf = informer.New[*apiv1.VirtualMachineInstance](nil, store.ListOptions{}, discard())
+	f.vmInf = informer.New[*apiv1.VirtualMachine](nil, store.ListOptions{}, discard())
 	f.c = f.newController()
 	f.syncCaches()
 	return f

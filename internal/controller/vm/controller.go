@@ -29,13 +29,27 @@ type Options struct {
 	Rand func() float64
 }
 
+// VMWriter is how the controller writes a VM: its status and finalizer,
+// with compare-and-swap against the cached version.
+type VMWriter interface {
+	Update(ctx context.Context, vm *apiv1.VirtualMachine) (*apiv1.VirtualMachine, error)
+}
+
+// VMIWriter is how the controller acts on a VM's instance: it creates and
+// deletes it, and updates it to hand over its finalizer.
+type VMIWriter interface {
+	Create(ctx context.Context, vmi *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error)
+	Update(ctx context.Context, vmi *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error)
+	Delete(ctx context.Context, namespace, name string, opts store.DeleteOptions) (*apiv1.VirtualMachineInstance, bool, error)
+}
+
 // Controller is the VM controller.
 type Controller struct {
 	opts   Options
 	vms    informer.Lister[*apiv1.VirtualMachine]
 	vmis   informer.Lister[*apiv1.VirtualMachineInstance]
-	vmSt   store.Store[*apiv1.VirtualMachine]
-	vmiSt  store.Store[*apiv1.VirtualMachineInstance]
+	vmSt   VMWriter
+	vmiSt  VMIWriter
 	exp    *controller.Expectations
 	writes *writtenVersions
 	queue  controller.Queue
@@ -45,7 +59,7 @@ type Controller struct {
 
 // New wires the controller to its informers; they are run by the caller.
 func New(opts Options, vmInf *informer.Informer[*apiv1.VirtualMachine], vmiInf *informer.Informer[*apiv1.VirtualMachineInstance],
-	vmSt store.Store[*apiv1.VirtualMachine], vmiSt store.Store[*apiv1.VirtualMachineInstance], log *slog.Logger) *Controller {
+	vmSt VMWriter, vmiSt VMIWriter, log *slog.Logger) *Controller {
 	c := newController(opts, vmInf, vmiInf, vmSt, vmiSt, log)
 	c.synced = []<-chan struct{}{vmInf.Synced(), vmiInf.Synced()}
 	vmInf.AddHandler(informer.Handler[*apiv1.VirtualMachine]{
@@ -77,7 +91,7 @@ func New(opts Options, vmInf *informer.Informer[*apiv1.VirtualMachine], vmiInf *
 }
 
 func newController(opts Options, vms informer.Lister[*apiv1.VirtualMachine], vmis informer.Lister[*apiv1.VirtualMachineInstance],
-	vmSt store.Store[*apiv1.VirtualMachine], vmiSt store.Store[*apiv1.VirtualMachineInstance], log *slog.Logger) *Controller {
+	vmSt VMWriter, vmiSt VMIWriter, log *slog.Logger) *Controller {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}

@@ -17,7 +17,6 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
-	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
 // Options tune placement. Zero values get the defaults.
@@ -57,6 +56,12 @@ func (o *Options) complete() {
 	}
 }
 
+// VMIWriter is the one write the controller makes: a compare-and-swap
+// update of a VMI it read from the cache (placement, failure).
+type VMIWriter interface {
+	Update(ctx context.Context, vmi *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error)
+}
+
 // Controller places VMIs on nodes.
 type Controller struct {
 	opts    Options
@@ -64,7 +69,7 @@ type Controller struct {
 	nodeInf *informer.Informer[*apiv1.Node]
 	vmis    informer.Lister[*apiv1.VirtualMachineInstance]
 	nodes   informer.Lister[*apiv1.Node]
-	store   store.Store[*apiv1.VirtualMachineInstance]
+	store   VMIWriter
 	log     *slog.Logger
 	queue   controller.Queue
 	assumed *assumeCache
@@ -76,7 +81,7 @@ type Controller struct {
 // informers; call it before the informers run (an index added later would
 // miss the objects already cached). The caller runs the informers.
 func New(opts Options, vmis *informer.Informer[*apiv1.VirtualMachineInstance], nodes *informer.Informer[*apiv1.Node],
-	vmiStore store.Store[*apiv1.VirtualMachineInstance], log *slog.Logger) *Controller {
+	vmiStore VMIWriter, log *slog.Logger) *Controller {
 	if vmis.HasSynced() || nodes.HasSynced() {
 		panic("vmi.New: informers already populated; create controllers before running their informers")
 	}

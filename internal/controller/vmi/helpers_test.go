@@ -77,8 +77,8 @@ func newFixture(t *testing.T, opts Options, nodes []*apiv1.Node, vmis ...*apiv1.
 	f.nodeSt = memstore.New(store.Nodes, rev, clock)
 	f.vmiSt.Seed(vmis...)
 	f.nodeSt.Seed(nodes...)
-	f.vmiInf = informer.New(store.Store[*apiv1.VirtualMachineInstance](f.vmiSt), store.ListOptions{}, discard())
-	f.nodeInf = informer.New(store.Store[*apiv1.Node](f.nodeSt), store.ListOptions{}, discard())
+	f.vmiInf = informer.New[*apiv1.VirtualMachineInstance](nil, store.ListOptions{}, discard())
+	f.nodeInf = informer.New[*apiv1.Node](nil, store.ListOptions{}, discard())
 	opts.Clock = clock
 	f.c = New(opts, f.vmiInf, f.nodeInf, f.vmiSt, discard())
 	f.syncCaches()

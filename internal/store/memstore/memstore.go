@@ -1,7 +1,7 @@
-// Package memstore is an in-memory store.Store for unit tests of
-// controllers: it keeps objects in a map, bumps resource versions like etcd
-// does, records every write, and can inject failures. Integration tests use
-// the real etcd store.
+// Package memstore is an in-memory store (the store.Store reads and writes,
+// not Watch) for unit tests of controllers: it keeps objects in a map, bumps
+// resource versions like etcd does, records every write, and can inject
+// failures. Integration tests use the real etcd store.
 package memstore
 
 import (
@@ -28,7 +28,7 @@ type Write[T store.Object] struct {
 	Object T      // state after the write (before, for delete)
 }
 
-// Store is an in-memory store.Store.
+// Store is one in-memory resource.
 type Store[T store.Object] struct {
 	res store.Resource[T]
 	now func() time.Time
@@ -40,8 +40,6 @@ type Store[T store.Object] struct {
 	// FailNext, when set, is returned by the next write of that op.
 	failNext map[string]error
 }
-
-var _ store.Store[store.Object] = (*Store[store.Object])(nil)
 
 // New returns an empty store. Stores that share rev share one revision
 // counter, like one etcd; pass nil for a private one.
@@ -115,7 +113,7 @@ func (s *Store[T]) notFound(k string) error {
 	return fmt.Errorf("%s %q: %w", strings.ToLower(s.res.Kind), k, store.ErrNotFound)
 }
 
-// Create implements store.Store.
+// Create is store.Store's.
 func (s *Store[T]) Create(_ context.Context, obj T) (T, error) {
 	var zero T
 	s.mu.Lock()
@@ -144,7 +142,7 @@ func (s *Store[T]) Create(_ context.Context, obj T) (T, error) {
 	return s.clone(c), nil
 }
 
-// Get implements store.Store.
+// Get is store.Store's.
 func (s *Store[T]) Get(_ context.Context, ns, name string) (T, error) {
 	var zero T
 	s.mu.Lock()
@@ -156,7 +154,7 @@ func (s *Store[T]) Get(_ context.Context, ns, name string) (T, error) {
 	return s.clone(o), nil
 }
 
-// List implements store.Store.
+// List is store.Store's.
 func (s *Store[T]) List(_ context.Context, opts store.ListOptions) ([]T, int64, error) {
 	sel, err := labels.Parse(opts.LabelSelector)
 	if err != nil {
@@ -182,7 +180,7 @@ func (s *Store[T]) List(_ context.Context, opts store.ListOptions) ([]T, int64, 
 	return out, *s.rev, nil
 }
 
-// Update implements store.Store.
+// Update is store.Store's.
 func (s *Store[T]) Update(_ context.Context, obj T) (T, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,7 +216,7 @@ func (s *Store[T]) updateLocked(obj T) (T, error) {
 	return s.clone(c), nil
 }
 
-// GuaranteedUpdate implements store.Store.
+// GuaranteedUpdate is store.Store's.
 func (s *Store[T]) GuaranteedUpdate(ctx context.Context, ns, name string, fn func(T) (T, error)) (T, error) {
 	var zero T
 	for ctx.Err() == nil {
@@ -243,7 +241,7 @@ func (s *Store[T]) GuaranteedUpdate(ctx context.Context, ns, name string, fn fun
 	return zero, ctx.Err()
 }
 
-// Delete implements store.Store.
+// Delete is store.Store's.
 func (s *Store[T]) Delete(_ context.Context, ns, name string, opts store.DeleteOptions) (T, bool, error) {
 	var zero T
 	s.mu.Lock()
@@ -276,9 +274,4 @@ func (s *Store[T]) Delete(_ context.Context, ns, name string, opts store.DeleteO
 	c := s.clone(cur)
 	c.GetMetadata().ResourceVersion = s.bump()
 	return c, true, nil
-}
-
-// Watch is not supported: controllers' unit tests drive informers with Fill.
-func (s *Store[T]) Watch(context.Context, store.WatchOptions) (<-chan store.Event[T], error) {
-	return nil, errors.New("memstore: watch not supported; use informer.Fill in unit tests")
 }
