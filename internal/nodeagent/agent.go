@@ -30,6 +30,8 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -187,6 +189,8 @@ type Agent struct {
 
 	launchers *launcherTable
 	lease     leaseTracker
+	layout    nodedir.Layout
+	console   consoleRoom
 	images    *imageInventory
 	// host is what registration reported; set by Run before the
 	// handler starts.
@@ -218,12 +222,13 @@ func New(opts Options) (*Agent, error) {
 		unreachable: map[string]time.Time{},
 		gcKick:      make(chan struct{}, 1),
 		db:          opts.State,
+		layout:      nodedir.Layout{Root: opts.NodeDataDir},
 	}
 	if opts.Host != nil {
 		a.host = *opts.Host
 	}
 	// Before the state database creates it 0700: QEMU must traverse it.
-	if err := mkdirTraversable(opts.NodeDataDir); err != nil {
+	if err := nodedir.MkdirTraversable(opts.NodeDataDir); err != nil {
 		return nil, fmt.Errorf("node agent: creating %s: %w", opts.NodeDataDir, err)
 	}
 	if err := os.Chmod(opts.NodeDataDir, 0o711); err != nil {
@@ -236,6 +241,11 @@ func New(opts Options) (*Agent, error) {
 		}
 		a.db, a.ownsDB = db, true
 	}
+	cons := console.Options{NodeName: opts.NodeName, Instances: consoleInstances{a}, Layout: a.layout, Logger: a.log}
+	if opts.API.Consoles != nil {
+		cons.API = opts.API.Consoles
+	}
+	a.console = console.New(cons)
 	a.vmis = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
 		store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=" + opts.NodeName}, a.log.With("informer", "vmi"))
 	enqueue := func(v *apiv1.VirtualMachineInstance) { a.queue.Add(informer.Key(v)) }
@@ -313,7 +323,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	goRun(func() { a.heartbeatLoop(ctx, interval) })
 	goRun(func() { a.livenessLoop(ctx) })
 	goRun(func() { a.resyncLoop(ctx) })
-	goRun(func() { a.consoleLoop(ctx) })
+	goRun(func() { a.console.Run(ctx) })
 	goRun(func() { a.vmDirGCLoop(ctx) })
 	a.log.Info("node agent running", "kvm", a.host.KVMUsable)
 	controller.Run(ctx, "nodeagent", a.queue, a.opts.Workers, controller.ReconcileFunc(a.Reconcile), a.log)

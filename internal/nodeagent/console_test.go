@@ -125,6 +125,25 @@ func (c *testConsole) endErr() error {
 	return c.err
 }
 
+func writeLog(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func appendLog(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func withOwnerVM(vm *apiv1.VirtualMachine) vmiOption {
 	return func(v *apiv1.VirtualMachineInstance) {
 		v.Metadata.OwnerReferences = []*apiv1.OwnerReference{{
@@ -147,7 +166,7 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 	h.createVMI("web", withOwnerVM(vm), withGrace(0))
 	vmi := h.waitPhase("web", apiv1.PhaseRunning)
 	uid := vmi.GetMetadata().GetUid()
-	path := ConsoleLogPath(a.vmiDir(uid))
+	path := ConsoleLogPath(a.layout.VMIDir(uid))
 	writeLog(t, path, "BOOTED\n")
 
 	// Nothing but the log exists so far: a VM that never ran is refused.
@@ -198,7 +217,7 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 			t.Fatalf("console ended with %v", err)
 		}
 	}
-	kept := ConsoleLogPath(filepath.Join(a.vmDir(vm.Metadata.Uid), "console", uid))
+	kept := ConsoleLogPath(filepath.Join(a.layout.VMDir(vm.Metadata.Uid), "console", uid))
 	h.eventually("the log kept under the VM", func() bool { _, err := os.Stat(kept); return err == nil })
 
 	// The VMI is still there, final: its kept log is served.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -267,17 +266,10 @@ func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) *state.VMI {
 		DomainName:         DomainName(md.GetNamespace(), md.GetName()),
 		GracePeriodSeconds: vmi.GetSpec().GracePeriodSeconds(),
 		NodeFailurePolicy:  policy,
-		Dir:                a.vmiDir(md.GetUid()),
+		Dir:                a.layout.VMIDir(md.GetUid()),
 		CreatedAt:          a.now().Round(0),
 		VMUID:              apiv1.ControllingVMUID(vmi),
 	}
-}
-
-// vmDir holds what a VM keeps on this node across its instances:
-// persistent volumes and the console logs of ended instances. It is
-// removed when the VM is deleted.
-func (a *Agent) vmDir(vmUID string) string {
-	return filepath.Join(a.opts.NodeDataDir, "vms", vmUID)
 }
 
 // DomainName is the libvirt domain name of a VMI. Namespaces and names are

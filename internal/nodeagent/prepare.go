@@ -12,6 +12,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
@@ -109,23 +110,12 @@ type prepareError struct {
 func (e *prepareError) Error() string { return e.err.Error() }
 func (e *prepareError) Unwrap() error { return e.err }
 
-// ConsoleLogPath is the serial console log of the VMI whose directory is
-// vmiDir (<node data dir>/vmis/<uid>): virtlogd appends the guest's serial
-// output to it, and it goes with the directory when the VMI ends.
-func ConsoleLogPath(vmiDir string) string { return filepath.Join(vmiDir, "console.log") }
-
-// vmiDir is where a VMI's files live. It is named by uid so a new VMI of
-// the same name never sees an old one's disks.
-func (a *Agent) vmiDir(uid string) string {
-	return filepath.Join(a.opts.NodeDataDir, "vmis", uid)
-}
-
 // prepare lays out the VMI's files and returns the options its domain is
 // built from. It is idempotent: an existing overlay is kept, since it
 // holds the guest's writes.
 func (a *Agent) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
 	disksDir := filepath.Join(rec.Dir, "disks")
-	if err := mkdirTraversable(disksDir); err != nil {
+	if err := nodedir.MkdirTraversable(disksDir); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", disksDir, err)
 	}
 	opts := &launcherpb.SyncOptions{

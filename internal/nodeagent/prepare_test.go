@@ -117,7 +117,7 @@ func TestPrepareWithQemuImg(t *testing.T) {
 			},
 		},
 	}
-	rec := &state.VMI{UID: "u1", Namespace: "default", Name: "vm", DomainName: "default_vm", Dir: a.vmiDir("u1")}
+	rec := &state.VMI{UID: "u1", Namespace: "default", Name: "vm", DomainName: "default_vm", Dir: filepath.Join(nodeDir, "vmis", "u1")}
 	opts, err := a.prepare(ctx, vmi, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +169,7 @@ func TestPrepareWithQemuImg(t *testing.T) {
 
 	// A base image that is not there fails the preparation for good.
 	vmi.Spec.Volumes[0].Image.Name = "os/missing.img"
-	rec2 := &state.VMI{UID: "u2", Dir: a.vmiDir("u2"), DomainName: "default_vm2"}
+	rec2 := &state.VMI{UID: "u2", Dir: filepath.Join(nodeDir, "vmis", "u2"), DomainName: "default_vm2"}
 	_, err = a.prepare(ctx, vmi, rec2)
 	var pe *prepareError
 	if !errors.As(err, &pe) || pe.reason != ReasonPrepareFailed {

@@ -90,7 +90,7 @@ func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineI
 	}
 	if rec == nil {
 		if vmi != nil {
-			_ = os.RemoveAll(a.vmiDir(vmi.GetMetadata().GetUid()))
+			_ = os.RemoveAll(a.layout.VMIDir(vmi.GetMetadata().GetUid()))
 		}
 		return controller.Result{}, nil
 	}
@@ -115,7 +115,7 @@ func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineI
 		}
 	}
 	// The console log outlives the VMI's files, for `console --log`.
-	if err := a.keepConsoleLog(rec); err != nil {
+	if err := a.console.Keep(rec); err != nil {
 		a.log.Warn("keeping the console log failed", "vmi", key, "err", err)
 	}
 	if err := os.RemoveAll(rec.Dir); err != nil {

@@ -2,7 +2,6 @@ package nodeagent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
 
 // DefaultVMDirGCPeriod is how often the agent looks for the directories
@@ -55,7 +55,7 @@ func (a *Agent) vmDirGCLoop(ctx context.Context) {
 // ever deletes on the API's word: a VM that is NotFound, or whose name
 // now belongs to a VM with another uid. Any other error keeps the data.
 func (a *Agent) gcVMDirs(ctx context.Context) {
-	root := filepath.Join(a.opts.NodeDataDir, "vms")
+	root := a.layout.VMsDir()
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		if !errors.Is(err, os.ErrNotExist) {
@@ -78,13 +78,9 @@ func (a *Agent) gcVMDirs(ctx context.Context) {
 			continue
 		}
 		dir := filepath.Join(root, uid)
-		b, err := os.ReadFile(filepath.Join(dir, vmMetaFile))
-		var m vmMeta
-		if err == nil {
-			err = json.Unmarshal(b, &m)
-		}
+		m, err := nodedir.ReadVMMeta(dir)
 		if err != nil || m.UID != uid {
-			a.log.Warn("VM directory without a valid "+vmMetaFile+"; leaving it", "dir", dir, "err", err)
+			a.log.Warn("VM directory without a valid "+nodedir.VMMetaFile+"; leaving it", "dir", dir, "err", err)
 			continue
 		}
 		if !a.vmGone(ctx, m) {
@@ -98,7 +94,7 @@ func (a *Agent) gcVMDirs(ctx context.Context) {
 	}
 }
 
-func (a *Agent) vmGone(ctx context.Context, m vmMeta) bool {
+func (a *Agent) vmGone(ctx context.Context, m nodedir.VMMeta) bool {
 	cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
 	defer cancel()
 	vm, err := a.api.VMs.Get(cctx, &apiv1.GetVirtualMachineRequest{Key: &apiv1.ObjectKey{Namespace: m.Namespace, Name: m.Name}})

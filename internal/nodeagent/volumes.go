@@ -2,7 +2,6 @@ package nodeagent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,8 +13,8 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/cloudinit"
-	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
@@ -24,44 +23,14 @@ import (
 // DataVolumeError, as KubeVirt does for a failed DataVolume.
 const ReasonDataVolumeError = "DataVolumeError"
 
-// vmMetaFile names the VM a <node data dir>/vms/<uid> directory belongs
-// to, so the directory can be removed once that VM is gone.
-const vmMetaFile = "vm.json"
-
-type vmMeta struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	UID       string `json:"uid"`
-}
-
 // persistentPath is where a persistent volume lives: with its VM, so it
 // outlives instances, or with a bare VMI, whose lifetime it shares.
 func (a *Agent) persistentPath(rec *state.VMI, volume string) string {
 	dir := filepath.Join(rec.Dir, "volumes")
 	if rec.VMUID != "" {
-		dir = filepath.Join(a.vmDir(rec.VMUID), "volumes")
+		dir = filepath.Join(a.layout.VMDir(rec.VMUID), "volumes")
 	}
 	return filepath.Join(dir, filepath.Base(volume)+".qcow2")
-}
-
-// ensureVMDir creates the VM's node directory with its vm.json.
-func (a *Agent) ensureVMDir(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) error {
-	if rec.VMUID == "" {
-		return nil
-	}
-	dir := a.vmDir(rec.VMUID)
-	meta := filepath.Join(dir, vmMetaFile)
-	if _, err := os.Stat(meta); err == nil {
-		return nil
-	}
-	if err := mkdirTraversable(dir); err != nil {
-		return fmt.Errorf("creating %s: %w", dir, err)
-	}
-	b, err := json.Marshal(vmMeta{Namespace: vmi.GetMetadata().GetNamespace(), Name: vmi.GetMetadata().GetName(), UID: rec.VMUID})
-	if err != nil {
-		return err
-	}
-	return fsutil.WriteFileAtomic(meta, b, 0o600)
 }
 
 // preparePersistentDisk provisions a persistent volume on first use (a
@@ -73,8 +42,10 @@ func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMac
 	path := a.persistentPath(rec, d.GetName())
 	src := diskSource(d)
 	src.Path, src.Format = path, "qcow2"
-	if err := a.ensureVMDir(vmi, rec); err != nil {
-		return nil, err
+	if rec.VMUID != "" {
+		if err := a.layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := os.Stat(path); err == nil {
 		return src, nil
@@ -113,7 +84,7 @@ func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMac
 	}
 	a.log.Info("provisioning persistent volume", "vmi", vmiKey(vmi), "volume", d.GetName(), "size", pv.GetSize(), "image", pv.GetImage())
 	start := a.now()
-	if err := mkdirTraversable(filepath.Dir(path)); err != nil {
+	if err := nodedir.MkdirTraversable(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
 	}
 	// Made aside and renamed: a half-written volume must never pass for
@@ -165,28 +136,4 @@ func provisioningStatus(msg string) func(*apiv1.VirtualMachineInstanceStatus, ti
 			Type: apiv1.ConditionProvisioning, Status: apiv1.ConditionTrue, Reason: "Provisioning", Message: msg,
 		}, now)
 	}
-}
-
-// mkdirTraversable creates dir and its missing parents up to the node
-// data dir with mode 0711: QEMU runs as its own user and must traverse
-// them to the disks libvirt hands it (libvirt relabels the files, not
-// their directories); others still cannot list them.
-func mkdirTraversable(dir string) error {
-	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
-			break
-		}
-		missing = append(missing, d)
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o711); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
-		// The umask may have taken the execute bits.
-		if err := os.Chmod(missing[i], 0o711); err != nil {
-			return err
-		}
-	}
-	return nil
 }

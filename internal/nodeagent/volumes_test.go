@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
@@ -69,8 +70,7 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	if b, err := os.ReadFile(iso); err != nil || !bytes.Contains(b, []byte("CIDATA")) && !bytes.Contains(b, []byte("cidata")) {
 		t.Fatalf("cloud-init ISO %s: %v", iso, err)
 	}
-	var m vmMeta
-	if b, err := os.ReadFile(filepath.Join(h.nodeDir, "vms", "vm-1", vmMetaFile)); err != nil || json.Unmarshal(b, &m) != nil || m.Name != "pv" || m.UID != "vm-1" {
+	if m, err := nodedir.ReadVMMeta(filepath.Join(h.nodeDir, "vms", "vm-1")); err != nil || m.Name != "pv" || m.UID != "vm-1" {
 		t.Fatalf("vm.json: %+v %v", m, err)
 	}
 
@@ -134,8 +134,8 @@ func TestVMDirCollectorKeepsExistingVMs(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(dir, "volumes"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		b, _ := json.Marshal(vmMeta{Namespace: "default", Name: name, UID: uid})
-		if err := os.WriteFile(filepath.Join(dir, vmMetaFile), b, 0o600); err != nil {
+		b, _ := json.Marshal(nodedir.VMMeta{Namespace: "default", Name: name, UID: uid})
+		if err := os.WriteFile(filepath.Join(dir, nodedir.VMMetaFile), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return dir

@@ -1,4 +1,4 @@
-package nodeagent
+package console
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // virtlogd rotates a console log when it reaches max_size (virtlogd.conf,
@@ -179,10 +181,10 @@ func (l *logFollower) Close() {
 	}
 }
 
-// follow sends new output every interval until ctx ends or live reports
-// the instance gone; what was written before that is sent first.
-func (l *logFollower) follow(ctx context.Context, interval time.Duration, live func() bool) error {
-	t := time.NewTicker(interval)
+// follow sends new output every interval of clk until ctx ends or live
+// reports the instance gone; what was written before that is sent first.
+func (l *logFollower) follow(ctx context.Context, clk clock.WithTicker, interval time.Duration, live func() bool) error {
+	t := clk.NewTicker(interval)
 	defer t.Stop()
 	for {
 		ended := !live()
@@ -195,7 +197,7 @@ func (l *logFollower) follow(ctx context.Context, interval time.Duration, live f
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

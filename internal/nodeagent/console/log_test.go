@@ -1,8 +1,9 @@
-package nodeagent
+package console
 
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,6 +13,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // logSink collects what a log reader sends.
@@ -35,13 +40,60 @@ func (s *logSink) String() string {
 
 func (s *logSink) waitFor(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.String() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("sent %q, want %q", s.String(), want)
+	testutil.EventuallyNoError(t, 10*time.Second, fmt.Sprintf("%q sent", want), func() error {
+		if got := s.String(); got != want {
+			return fmt.Errorf("sent %q", got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+}
+
+// livePoller is the live callback of a follower, counting its calls:
+// each one starts a poll, so two more calls mean a whole poll ran.
+type livePoller struct {
+	alive atomic.Bool
+	calls atomic.Int64
+}
+
+func newLivePoller() *livePoller {
+	p := &livePoller{}
+	p.alive.Store(true)
+	return p
+}
+
+func (p *livePoller) live() bool {
+	p.calls.Add(1)
+	return p.alive.Load()
+}
+
+// waitPoll waits until the follower has polled once more, from start to
+// end, after the call.
+func (p *livePoller) waitPoll(t *testing.T) {
+	t.Helper()
+	n := p.calls.Load()
+	testutil.Eventually(t, 10*time.Second, "a whole poll of the follower", func() bool { return p.calls.Load() >= n+2 })
+}
+
+// followInBackground runs fl.follow until the test ends, then waits for
+// it to return, so the follower is never closed under a running poll.
+func followInBackground(t *testing.T, fl *logFollower, live func() bool) (cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, ended := make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(ended)
+		ch <- fl.follow(ctx, clock.RealClock{}, 5*time.Millisecond, live)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-ended:
+			fl.Close()
+		case <-time.After(10 * time.Second):
+			t.Error("follow did not end")
+		}
+	})
+	return cancel, ch
 }
 
 func writeLog(t *testing.T, path, s string) {
@@ -167,13 +219,8 @@ func TestFollowAcrossRotationAndTruncation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fl.Close()
-	var alive atomic.Bool
-	alive.Store(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- fl.follow(ctx, 5*time.Millisecond, alive.Load) }()
+	p := newLivePoller()
+	_, done := followInBackground(t, fl, p.live)
 
 	appendLog(t, path, "one\n")
 	s.waitFor(t, "boot\none\n")
@@ -184,14 +231,14 @@ func TestFollowAcrossRotationAndTruncation(t *testing.T) {
 	s.waitFor(t, "boot\none\ntwo\nthree\n")
 	// Truncated in place (not virtlogd's way, but a log may be cut).
 	writeLog(t, path, "")
-	time.Sleep(30 * time.Millisecond)
+	p.waitPoll(t) // the follower saw the file empty
 	appendLog(t, path, "4\n")
 	s.waitFor(t, "boot\none\ntwo\nthree\n4\n")
 
 	// The instance ends: what was written before is sent, then follow
 	// returns.
 	appendLog(t, path, "last\n")
-	alive.Store(false)
+	p.alive.Store(false)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -214,10 +261,7 @@ func TestFollowFromEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fl.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fl.follow(ctx, 5*time.Millisecond, func() bool { return true }) }()
+	cancel, done := followInBackground(t, fl, func() bool { return true })
 	appendLog(t, path, "new\n")
 	s.waitFor(t, "new\n")
 	cancel()
@@ -232,11 +276,9 @@ func TestFollowFromEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fl2.Close()
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	defer cancel2()
-	go func() { _ = fl2.follow(ctx2, 5*time.Millisecond, func() bool { return true }) }()
-	time.Sleep(20 * time.Millisecond)
+	p := newLivePoller()
+	followInBackground(t, fl2, p.live)
+	p.waitPoll(t) // polled while the file was missing
 	writeLog(t, later, "first\n")
 	s2.waitFor(t, "first\n")
 }
@@ -262,7 +304,7 @@ func TestFollowAfterMove(t *testing.T) {
 	if err := os.RemoveAll(filepath.Dir(path)); err != nil {
 		t.Fatal(err)
 	}
-	if err := fl.follow(context.Background(), time.Millisecond, func() bool { return false }); err != nil {
+	if err := fl.follow(context.Background(), clock.RealClock{}, time.Millisecond, func() bool { return false }); err != nil {
 		t.Fatal(err)
 	}
 	if s.String() != "bye\n" {

@@ -1,4 +1,4 @@
-package nodeagent
+package console
 
 import (
 	"os"
@@ -9,24 +9,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
 // An ended instance's log, rotated files included, moves under its VM;
 // only the two newest instances' logs stay.
 func TestKeepConsoleLogKeepsTwoNewest(t *testing.T) {
-	a := &Agent{opts: Options{NodeDataDir: t.TempDir()}}
+	a := New(Options{Layout: nodedir.Layout{Root: t.TempDir()}})
 	base := a.keptLogsDir("vm1")
 	past := time.Now().Add(-time.Hour)
 	for i, uid := range []string{"u1", "u2", "u3"} {
-		rec := &state.VMI{UID: uid, Namespace: "ns", Name: "web", VMUID: "vm1", Dir: a.vmiDir(uid)}
+		rec := &state.VMI{UID: uid, Namespace: "ns", Name: "web", VMUID: "vm1", Dir: a.opts.Layout.VMIDir(uid)}
 		if err := os.MkdirAll(rec.Dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		path := ConsoleLogPath(rec.Dir)
+		path := nodedir.ConsoleLogPath(rec.Dir)
 		writeLog(t, path+".0", uid+" older\n")
 		writeLog(t, path, uid+" newer\n")
-		if err := a.keepConsoleLog(rec); err != nil {
+		if err := a.Keep(rec); err != nil {
 			t.Fatal(err)
 		}
 		if left, _ := logFiles(path); len(left) != 0 {
@@ -53,17 +54,17 @@ func TestKeepConsoleLogKeepsTwoNewest(t *testing.T) {
 	}
 
 	// Named, so that the VM's directory goes with the VM.
-	if b, err := os.ReadFile(filepath.Join(a.vmDir("vm1"), vmMetaFile)); err != nil || !strings.Contains(string(b), `"uid":"vm1"`) {
-		t.Fatalf("%s: %s, %v", vmMetaFile, b, err)
+	if b, err := os.ReadFile(filepath.Join(a.opts.Layout.VMDir("vm1"), nodedir.VMMetaFile)); err != nil || !strings.Contains(string(b), `"uid":"vm1"`) {
+		t.Fatalf("%s: %s, %v", nodedir.VMMetaFile, b, err)
 	}
 
 	// The newest by default, a named one when asked; rotated files too.
 	p, err := a.keptLogPath("vm1", "")
-	if err != nil || p != ConsoleLogPath(filepath.Join(base, "u3")) {
+	if err != nil || p != nodedir.ConsoleLogPath(filepath.Join(base, "u3")) {
 		t.Fatalf("keptLogPath = %q, %v", p, err)
 	}
 	p, err = a.keptLogPath("vm1", "u2")
-	if err != nil || p != ConsoleLogPath(filepath.Join(base, "u2")) {
+	if err != nil || p != nodedir.ConsoleLogPath(filepath.Join(base, "u2")) {
 		t.Fatalf("keptLogPath(u2) = %q, %v", p, err)
 	}
 	var s logSink
@@ -75,7 +76,7 @@ func TestKeepConsoleLogKeepsTwoNewest(t *testing.T) {
 	if s.String() != "u2 older\nu2 newer\n" {
 		t.Fatalf("kept log of u2 = %q", s.String())
 	}
-	if p, err := a.keptLogPath("vm1", "u1"); err != nil || p != ConsoleLogPath(filepath.Join(base, "u3")) {
+	if p, err := a.keptLogPath("vm1", "u1"); err != nil || p != nodedir.ConsoleLogPath(filepath.Join(base, "u3")) {
 		t.Fatalf("keptLogPath(pruned u1) = %q, %v; want the newest", p, err)
 	}
 	if p, err := a.keptLogPath("vm2", ""); err != nil || p != "" {
@@ -85,19 +86,19 @@ func TestKeepConsoleLogKeepsTwoNewest(t *testing.T) {
 
 // A bare VMI keeps nothing, and a VMI without a log is no error.
 func TestKeepConsoleLogNothingToKeep(t *testing.T) {
-	a := &Agent{opts: Options{NodeDataDir: t.TempDir()}}
-	bare := &state.VMI{UID: "b", Dir: a.vmiDir("b")}
+	a := New(Options{Layout: nodedir.Layout{Root: t.TempDir()}})
+	bare := &state.VMI{UID: "b", Dir: a.opts.Layout.VMIDir("b")}
 	if err := os.MkdirAll(bare.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	writeLog(t, ConsoleLogPath(bare.Dir), "x")
-	if err := a.keepConsoleLog(bare); err != nil {
+	writeLog(t, nodedir.ConsoleLogPath(bare.Dir), "x")
+	if err := a.Keep(bare); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(a.opts.NodeDataDir, "vms")); !os.IsNotExist(err) {
+	if _, err := os.Stat(a.opts.Layout.VMsDir()); !os.IsNotExist(err) {
 		t.Fatalf("a bare VMI's log was kept: %v", err)
 	}
-	if err := a.keepConsoleLog(&state.VMI{UID: "n", VMUID: "vm1", Dir: a.vmiDir("n")}); err != nil {
+	if err := a.Keep(&state.VMI{UID: "n", VMUID: "vm1", Dir: a.opts.Layout.VMIDir("n")}); err != nil {
 		t.Fatal(err)
 	}
 }

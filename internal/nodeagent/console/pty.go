@@ -1,8 +1,7 @@
-package nodeagent
+package console
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,24 +29,13 @@ type serialPort struct {
 	mu  sync.Mutex
 }
 
-// openSerial opens the serial pty of rec's running domain, as its
-// launcher reports it.
-func (a *Agent) openSerial(ctx context.Context, rec *state.VMI) (*serialPort, error) {
-	e := a.launchers.get(rec.Key())
-	if e == nil || e.uid != rec.UID || e.isDead() {
-		return nil, errors.New("the instance's launcher is not connected")
-	}
-	cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
-	dom, err := e.client.GetDomain(cctx)
-	cancel()
+// openSerial opens the serial pty of rec's running domain.
+func (s *Server) openSerial(ctx context.Context, rec *state.VMI) (*serialPort, error) {
+	pty, err := s.opts.Instances.SerialPty(ctx, rec)
 	if err != nil {
-		return nil, fmt.Errorf("asking the launcher for the serial port: %w", err)
+		return nil, err
 	}
-	pty := dom.GetConsolePty()
-	if pty == "" {
-		return nil, errors.New("the domain has no serial pty (it is not running)")
-	}
-	return openSerialPty(pty, a.log.With("pty", pty))
+	return openSerialPty(pty, s.log.With("pty", pty))
 }
 
 // openSerialPty opens the pty at path and starts draining it.

@@ -1,4 +1,4 @@
-package nodeagent
+package console
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
@@ -18,28 +18,29 @@ const keptConsoleLogs = 2
 
 // keptLogsDir holds the console logs of a VM's ended instances, one
 // directory per VMI uid.
-func (a *Agent) keptLogsDir(vmUID string) string { return filepath.Join(a.vmDir(vmUID), "console") }
+func (s *Server) keptLogsDir(vmUID string) string {
+	return filepath.Join(s.opts.Layout.VMDir(vmUID), "console")
+}
 
-// keepConsoleLog moves the console log of the ending VMI rec, with its
+// Keep moves the console log of the ending VMI rec, with its
 // rotated files, under its VM's directory, where it outlives the VMI's
 // own directory, and drops all but the newest keptConsoleLogs there. A
 // bare VMI keeps nothing. Moving is idempotent: a retried cleanup finds
 // nothing left to move.
-func (a *Agent) keepConsoleLog(rec *state.VMI) error {
+func (s *Server) Keep(rec *state.VMI) error {
 	if rec.VMUID == "" {
 		return nil
 	}
-	names, err := logFiles(ConsoleLogPath(rec.Dir))
+	names, err := logFiles(nodedir.ConsoleLogPath(rec.Dir))
 	if err != nil || len(names) == 0 {
 		return err
 	}
 	// The VM's directory with its vm.json, by which the directory is
 	// removed once the VM is deleted. The VMI is named after its VM.
-	owner := &apiv1.VirtualMachineInstance{Metadata: &apiv1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Name}}
-	if err := a.ensureVMDir(owner, rec); err != nil {
+	if err := s.opts.Layout.EnsureVMDir(rec.VMUID, rec.Namespace, rec.Name); err != nil {
 		return fmt.Errorf("keeping console log: %w", err)
 	}
-	base := a.keptLogsDir(rec.VMUID)
+	base := s.keptLogsDir(rec.VMUID)
 	dst := filepath.Join(base, rec.UID)
 	// 0700: guest output may hold secrets.
 	if err := os.MkdirAll(dst, 0o700); err != nil {
@@ -104,13 +105,13 @@ func pruneKeptLogs(base string, keep int, newest string) error {
 // keptLogPath returns the kept console log of VMI vmiUID of VM vmUID, or,
 // when that is not kept (or vmiUID is empty), the newest kept one; "" if
 // there is none.
-func (a *Agent) keptLogPath(vmUID, vmiUID string) (string, error) {
+func (s *Server) keptLogPath(vmUID, vmiUID string) (string, error) {
 	if vmUID == "" {
 		return "", nil
 	}
-	base := a.keptLogsDir(vmUID)
+	base := s.keptLogsDir(vmUID)
 	if vmiUID != "" {
-		p := ConsoleLogPath(filepath.Join(base, vmiUID))
+		p := nodedir.ConsoleLogPath(filepath.Join(base, vmiUID))
 		if names, err := logFiles(p); err == nil && len(names) > 0 {
 			return p, nil
 		}
@@ -119,5 +120,5 @@ func (a *Agent) keptLogPath(vmUID, vmiUID string) (string, error) {
 	if err != nil || len(logs) == 0 {
 		return "", err
 	}
-	return ConsoleLogPath(filepath.Join(base, logs[0].uid)), nil
+	return nodedir.ConsoleLogPath(filepath.Join(base, logs[0].uid)), nil
 }
