@@ -194,26 +194,19 @@ func (r *vmResource) Update(ctx context.Context, req resource.UpdateRequest, res
 		return
 	}
 
-	target := waitTarget{strategy: strategy, generation: gen}
 	restartRequired := apiv1.FindCondition(vm.GetStatus().GetConditions(), apiv1.ConditionRestartRequired).GetStatus() == apiv1.ConditionTrue
-	if restartRequired && vmi != nil {
-		switch {
-		case plan.UpdatePolicy.ValueString() == updatePolicyRestart &&
-			(strategy == apiv1.RunStrategyAlways || strategy == apiv1.RunStrategyRerunOnFailure || strategy == apiv1.RunStrategyManual):
-			if err := r.restart(ctx, key, id); err != nil {
-				r.addError(&resp.Diagnostics, err, "restart virtual machine "+id+" to apply the change")
-				return
-			}
-			target.notUID = vmi.GetMetadata().GetUid()
-			if strategy == apiv1.RunStrategyManual {
-				// A Manual VM that was running runs again after the restart.
-				target.strategy = apiv1.RunStrategyAlways
-			}
-		default:
-			tflog.Info(ctx, "virtual machine needs a restart to apply the change; not restarting it",
-				map[string]any{"vm": id, "update_policy": plan.UpdatePolicy.ValueString(), "run_strategy": strategy})
+	decision := decideRestart(strategy, plan.UpdatePolicy.ValueString(), vmi != nil, restartRequired)
+	switch decision.action {
+	case restartNow:
+		if err := r.restart(ctx, key, id); err != nil {
+			r.addError(&resp.Diagnostics, err, "restart virtual machine "+id+" to apply the change")
+			return
 		}
+	case restartDeferred:
+		tflog.Info(ctx, "virtual machine needs a restart to apply the change; not restarting it",
+			map[string]any{"vm": id, "update_policy": plan.UpdatePolicy.ValueString(), "run_strategy": strategy, "why": decision.why})
 	}
+	target := decision.target(gen, vmi.GetMetadata().GetUid())
 
 	vm, vmi, err = waitVM(ctx, c, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) verdict {
 		return judgeVM(target, vm, vmi)

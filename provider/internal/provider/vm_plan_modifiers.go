@@ -80,32 +80,26 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	if d := req.State.Get(ctx, &state); d.HasError() {
 		return
 	}
-	strategy := plan.RunStrategy.ValueString()
-	restartable := strategy == apiv1.RunStrategyAlways || strategy == apiv1.RunStrategyRerunOnFailure || strategy == apiv1.RunStrategyManual
-	running := instanceActive(state.Status)
-	policy := plan.UpdatePolicy.ValueString()
 	id := vmID(state.Namespace.ValueString(), state.Name.ValueString())
-
 	changed := restartChanges(ctx, &state.vmModel, &plan.vmModel)
-	if len(changed) > 0 && running && strategy != apiv1.RunStrategyHalted {
-		what := strings.Join(changed, ", ")
-		if policy == updatePolicyRestart && restartable {
+	d := decideRestart(plan.RunStrategy.ValueString(), plan.UpdatePolicy.ValueString(),
+		instanceActive(state.Status), len(changed) > 0 || state.RestartRequired.ValueBool())
+
+	if what := strings.Join(changed, ", "); what != "" {
+		switch d.action {
+		case restartNow:
 			resp.Diagnostics.AddWarning("Apply restarts virtual machine "+id,
 				fmt.Sprintf("Changing %s takes effect only when the guest restarts, so apply restarts %s (update_policy = \"restart\") "+
 					"and waits for the new instance. The guest gets termination_grace_period seconds to shut down. "+
 					"Set update_policy = \"none\" to apply the change at the next restart instead.", what, id))
-		} else {
-			why := "update_policy = \"none\""
-			if policy == updatePolicyRestart {
-				why = "run_strategy = \"" + strategy + "\" is never restarted by the provider"
-			}
+		case restartDeferred:
 			resp.Diagnostics.AddWarning("Change to "+id+" waits for a restart",
 				fmt.Sprintf("Changing %s takes effect only when the guest restarts; %s keeps running with the old settings "+
-					"(%s) and restart_required becomes true.", what, id, why))
+					"(%s) and restart_required becomes true.", what, id, d.why))
 		}
 	}
 
-	if policy == updatePolicyRestart && restartable && running && state.RestartRequired.ValueBool() {
+	if d.action == restartNow && state.RestartRequired.ValueBool() {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("restart_required"), false)...)
 		if len(changed) == 0 {
 			resp.Diagnostics.AddWarning("Apply restarts virtual machine "+id,
