@@ -31,6 +31,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
@@ -69,8 +70,8 @@ type Options struct {
 	// Tools runs `virtplane-launcher probe|list-domains`; nil runs
 	// LauncherPath.
 	Tools LauncherTools
-	// Images prepares disk overlays; nil runs qemu-img.
-	Images ImageTool
+	// Images inspects images and creates disks; nil runs qemu-img.
+	Images disks.ImageTool
 	// State is the local database; nil opens <NodeDataDir>/state.db.
 	State state.StateDB
 	// NodeDataDir holds the state database and per-VMI directories;
@@ -80,7 +81,7 @@ type Options struct {
 	// required, absolute.
 	ImageDir string
 	// ImageRefreshPeriod is how often ImageDir is looked at for the
-	// node's image list; default DefaultImageRefreshPeriod.
+	// node's image list; default disks.DefaultImageRefreshPeriod.
 	ImageRefreshPeriod time.Duration
 	// LibvirtURI is handed to the launcher tools; default qemu:///system.
 	LibvirtURI string
@@ -136,9 +137,6 @@ func (o *Options) complete() error {
 	if o.Tools == nil {
 		o.Tools = ExecTools{Path: o.LauncherPath}
 	}
-	if o.Images == nil {
-		o.Images = QemuImg{}
-	}
 	if o.ReservedMemory == nil {
 		q := resource.MustParse(DefaultReservedMemory)
 		o.ReservedMemory = &q
@@ -149,7 +147,7 @@ func (o *Options) complete() error {
 	setDefault(&o.LauncherGrace, DefaultLauncherGrace)
 	setDefault(&o.ACPIInterval, DefaultACPIInterval)
 	setDefault(&o.SlowStartWindow, DefaultSlowStartWindow)
-	setDefault(&o.ImageRefreshPeriod, DefaultImageRefreshPeriod)
+	setDefault(&o.ImageRefreshPeriod, disks.DefaultImageRefreshPeriod)
 	setDefault(&o.ReattachTimeout, 2*time.Second)
 	setDefault(&o.CallTimeout, 10*time.Second)
 	setDefault(&o.SyncTimeout, 2*time.Minute)
@@ -191,7 +189,8 @@ type Agent struct {
 	lease     leaseTracker
 	layout    nodedir.Layout
 	console   consoleRoom
-	images    *imageInventory
+	images    imageList
+	disks     diskRoom
 	// host is what registration reported; set by Run before the
 	// handler starts.
 	host HostFacts
@@ -218,7 +217,6 @@ func New(opts Options) (*Agent, error) {
 		log:         opts.Logger.With("component", "nodeagent", "node", opts.NodeName),
 		queue:       controller.NewQueue("nodeagent"),
 		launchers:   newLauncherTable(),
-		images:      newImageInventory(),
 		unreachable: map[string]time.Time{},
 		gcKick:      make(chan struct{}, 1),
 		db:          opts.State,
@@ -246,6 +244,9 @@ func New(opts Options) (*Agent, error) {
 		cons.API = opts.API.Consoles
 	}
 	a.console = console.New(cons)
+	a.disks = disks.New(disks.Options{ImageDir: opts.ImageDir, Layout: a.layout, Images: opts.Images,
+		Progress: diskProgress{a}, Logger: a.log})
+	a.images = disks.NewInventory(disks.InventoryOptions{ImageDir: opts.ImageDir, RefreshPeriod: opts.ImageRefreshPeriod, Logger: a.log})
 	a.vmis = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
 		store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=" + opts.NodeName}, a.log.With("informer", "vmi"))
 	enqueue := func(v *apiv1.VirtualMachineInstance) { a.queue.Add(informer.Key(v)) }
@@ -281,7 +282,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Started first, so that registration finds a listing if one is quick.
 	imagesCtx, stopImages := context.WithCancel(ctx)
 	imagesDone := make(chan struct{})
-	go func() { defer close(imagesDone); a.imageRefreshLoop(imagesCtx) }()
+	go func() { defer close(imagesDone); a.images.Run(imagesCtx) }()
 	defer func() { stopImages(); <-imagesDone }()
 	if a.opts.Host == nil {
 		h, err := ReadHostFacts("/")

@@ -9,6 +9,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
@@ -189,7 +190,7 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 	}
 
 	if e == nil || !e.synced {
-		opts, err := a.prepare(ctx, vmi, rec)
+		opts, err := a.syncOptions(ctx, vmi, rec)
 		if err != nil {
 			return a.prepareFailed(ctx, vmi, err)
 		}
@@ -321,16 +322,16 @@ func (a *Agent) syncFailed(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 
 // prepareFailed reports a VMI whose files cannot be prepared.
 func (a *Agent) prepareFailed(ctx context.Context, vmi *apiv1.VirtualMachineInstance, err error) (controller.Result, error) {
-	var pe *prepareError
+	var pe *disks.Error
 	if !errors.As(err, &pe) {
 		return controller.Result{}, fmt.Errorf("preparing %s: %w", vmiKey(vmi), err)
 	}
 	// A volume that could not be provisioned yet keeps the VMI waiting
 	// (the image may still be imported); anything else fails it unless
 	// it already runs.
-	fail := vmi.GetStatus().GetPhase() != apiv1.PhaseRunning && !pe.retry
+	fail := vmi.GetStatus().GetPhase() != apiv1.PhaseRunning && !pe.Retry
 	a.log.Warn("preparing the VMI failed", "vmi", vmiKey(vmi), "err", err, "failing_vmi", fail)
-	if _, werr := a.writeStatus(ctx, vmi, syncFailedStatus(pe.reason, err.Error(), fail)); werr != nil && !errors.Is(werr, errVMIGone) {
+	if _, werr := a.writeStatus(ctx, vmi, syncFailedStatus(pe.Reason, err.Error(), fail)); werr != nil && !errors.Is(werr, errVMIGone) {
 		return controller.Result{}, werr
 	}
 	if fail {

@@ -23,6 +23,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
@@ -124,12 +125,12 @@ func (t fakeTools) ListDomains(context.Context, string) ([]launcher.DomainInfo, 
 // files.
 type fakeImages struct{}
 
-func (fakeImages) Info(_ context.Context, path string) (ImageInfo, error) {
+func (fakeImages) Info(_ context.Context, path string) (disks.ImageInfo, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		return ImageInfo{}, fmt.Errorf("qemu-img: Could not open '%s': No such file or directory", path)
+		return disks.ImageInfo{}, fmt.Errorf("qemu-img: Could not open '%s': No such file or directory", path)
 	}
-	return ImageInfo{Format: "raw", VirtualSize: st.Size()}, nil
+	return disks.ImageInfo{Format: "raw", VirtualSize: st.Size()}, nil
 }
 
 func (fakeImages) CreateBlank(_ context.Context, path string, size int64) error {
@@ -441,10 +442,15 @@ func domainOf(name string) string { return DomainName("default", name) }
 
 func writeFile(t *testing.T, path string) {
 	t.Helper()
+	writeFileData(t, path, []byte("x"))
+}
+
+func writeFileData(t *testing.T, path string, data []byte) {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

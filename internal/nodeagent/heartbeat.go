@@ -57,13 +57,13 @@ func (a *Agent) heartbeat(ctx context.Context, schedulable bool) (time.Duration,
 	sent := a.now()
 	// The image list goes along only when it changed; listing happens in
 	// imageRefreshLoop, never here.
-	images := a.images.pending()
+	images := a.images.Pending()
 	resp, err := a.api.Nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable, Images: images})
 	if err != nil {
 		return 0, fmt.Errorf("heartbeat: %w", err)
 	}
 	if images != nil {
-		a.images.markSent(images)
+		a.images.MarkSent(images)
 	}
 	interval := time.Duration(resp.GetHeartbeatIntervalSeconds()) * time.Second
 	if interval <= 0 {
@@ -101,10 +101,10 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-a.images.changed:
+		case <-a.images.Changed():
 			// Early, once per changed list (at most one per refresh
 			// period); unchanged lists cost no extra beat.
-			if a.images.pending() == nil {
+			if a.images.Pending() == nil {
 				continue
 			}
 		}

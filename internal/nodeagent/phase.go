@@ -3,6 +3,7 @@ package nodeagent
 import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 )
 
 // libvirt domain states, as the launcher reports them.
@@ -28,7 +29,8 @@ const (
 	ReasonDeletedBeforeStart   = "DeletedBeforeStart"
 	ReasonLauncherUnresponsive = "LauncherUnresponsive"
 	ReasonSyncFailed           = "SyncFailed"
-	ReasonPrepareFailed        = "PrepareFailed"
+	ReasonPrepareFailed        = disks.ReasonPrepareFailed
+	ReasonDataVolumeError      = disks.ReasonDataVolumeError
 	ReasonUnsupportedVolume    = "UnsupportedVolume"
 	ReasonPausedByUser         = "PausedByUser"
 	ReasonPausedIOError        = "PausedIOError"

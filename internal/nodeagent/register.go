@@ -58,7 +58,7 @@ func (a *Agent) register(ctx context.Context) error {
 	n := a.node(ctx)
 	// Registering replaces the stored list, with an empty one when the
 	// first listing is not ready: sent then records that.
-	images := a.images.forRegister(ctx, registerImageWait)
+	images := a.images.ForRegister(ctx, registerImageWait)
 	n.Status.Images = images.GetItems()
 	err := retry(ctx, a, "registering node", func() error {
 		_, err := a.api.Nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: n})
@@ -68,10 +68,15 @@ func (a *Agent) register(ctx context.Context) error {
 		if images == nil {
 			images = &apiv1.NodeImageList{}
 		}
-		a.images.markSent(images)
+		a.images.MarkSent(images)
 	}
 	return err
 }
+
+// registerImageWait bounds how long registration waits for the first
+// listing. A node whose new images take longer to hash registers without
+// them, and a heartbeat brings them when they are ready.
+const registerImageWait = 5 * time.Second
 
 // retry calls fn with backoff (100 ms doubling to 5 s) until it succeeds
 // or ctx ends.

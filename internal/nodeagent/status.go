@@ -169,3 +169,12 @@ func errorMessage(err error) string {
 	}
 	return err.Error()
 }
+
+// provisioningStatus sets Provisioning=True while a volume is created.
+func provisioningStatus(msg string) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
+	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
+			Type: apiv1.ConditionProvisioning, Status: apiv1.ConditionTrue, Reason: "Provisioning", Message: msg,
+		}, now)
+	}
+}

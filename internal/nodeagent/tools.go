@@ -1,11 +1,7 @@
 package nodeagent
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"os/exec"
-	"strings"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 )
@@ -41,21 +37,4 @@ func (t ExecTools) Probe(ctx context.Context, uri string) (launcher.ProbeResult,
 
 func (t ExecTools) ListDomains(ctx context.Context, uri string) ([]launcher.DomainInfo, error) {
 	return launcher.ListDomains(ctx, t.path(), uri)
-}
-
-// runCommand runs a command from an argument list (never a shell) and
-// returns its stdout; a failure carries its stderr, which is where the
-// tools explain themselves.
-func runCommand(ctx context.Context, path string, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, path, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			return nil, fmt.Errorf("%s %s: %w", path, strings.Join(args, " "), err)
-		}
-		return nil, fmt.Errorf("%s %s: %w: %s", path, strings.Join(args, " "), err, msg)
-	}
-	return stdout.Bytes(), nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -46,12 +47,12 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	h := newHarness(t)
 	probe := &provisioningProbe{h: h}
 	a := h.directAgent(func(o *Options) { o.Images = probe })
-	disks := []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}, {Name: "seed", Cdrom: &apiv1.CDRomTarget{Bus: "sata"}}}
+	devices := []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}, {Name: "seed", Cdrom: &apiv1.CDRomTarget{Bus: "sata"}}}
 	vols := []*apiv1.Volume{
 		{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi"}},
 		{Name: "seed", CloudInitNoCloud: &apiv1.CloudInitNoCloud{UserData: "#cloud-config\n"}},
 	}
-	vmi := h.createVMI("pv", ownedBy("vm-1"), withVolumes(disks, vols))
+	vmi := h.createVMI("pv", ownedBy("vm-1"), withVolumes(devices, vols))
 	h.reconcile(a, "pv")
 	if got := h.phase("pv"); got != apiv1.PhaseRunning {
 		t.Fatalf("phase %s, status %v", got, h.getVMI("pv").GetStatus())
@@ -92,7 +93,7 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	// A new instance of the same VM gets the same volume, not a new one.
 	h.updateVMI("pv", func(v *apiv1.VirtualMachineInstance) { v.Metadata.Finalizers = nil })
 	h.eventually("old VMI gone", func() bool { _, err := h.stores.VMIs.Get(h.ctx, "default", "pv"); return err != nil })
-	h.createVMI("pv", ownedBy("vm-1"), withVolumes(disks, vols))
+	h.createVMI("pv", ownedBy("vm-1"), withVolumes(devices, vols))
 	h.reconcile(a, "pv")
 	if b, _ := os.ReadFile(vol); string(b) != "guest data" {
 		t.Fatalf("second instance replaced the volume: %q", b)
@@ -170,9 +171,9 @@ func TestVMDirCollectorKeepsExistingVMs(t *testing.T) {
 func TestPersistentVolumeErrorWaitsAndRetries(t *testing.T) {
 	h := newHarness(t)
 	a := h.directAgent()
-	disks := []*apiv1.Disk{{Name: "root", Disk: &apiv1.DiskTarget{}}}
+	devices := []*apiv1.Disk{{Name: "root", Disk: &apiv1.DiskTarget{}}}
 	vols := []*apiv1.Volume{{Name: "root", Persistent: &apiv1.PersistentVolume{Size: "16", Image: "os.img"}}}
-	h.createVMI("dv", ownedBy("vm-2"), withVolumes(disks, vols))
+	h.createVMI("dv", ownedBy("vm-2"), withVolumes(devices, vols))
 	h.synced(a, "dv")
 	if _, err := a.Reconcile(h.ctx, "default/dv"); err == nil {
 		t.Fatal("no error for a missing image")
@@ -214,7 +215,7 @@ func TestPersistentVolumeWithQemuImg(t *testing.T) {
 		t.Skip("qemu-img not installed")
 	}
 	h := newHarness(t)
-	a := h.directAgent(func(o *Options) { o.Images = QemuImg{} })
+	a := h.directAgent(func(o *Options) { o.Images = disks.QemuImg{} })
 	base := filepath.Join(h.imageDir, "base.raw")
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "raw", base, "1M").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -223,16 +224,16 @@ func TestPersistentVolumeWithQemuImg(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := os.ReadFile(base)
-	disks := []*apiv1.Disk{{Name: "root", Disk: &apiv1.DiskTarget{}}, {Name: "blank", Disk: &apiv1.DiskTarget{Bus: "scsi"}}}
+	devices := []*apiv1.Disk{{Name: "root", Disk: &apiv1.DiskTarget{}}, {Name: "blank", Disk: &apiv1.DiskTarget{Bus: "scsi"}}}
 	vols := []*apiv1.Volume{
 		{Name: "root", Persistent: &apiv1.PersistentVolume{Size: "4Mi", Image: "base.raw"}},
 		{Name: "blank", Persistent: &apiv1.PersistentVolume{Size: "2Gi"}},
 	}
-	h.createVMI("q", ownedBy("vm-q"), withVolumes(disks, vols))
+	h.createVMI("q", ownedBy("vm-q"), withVolumes(devices, vols))
 	h.reconcile(a, "q")
-	info := func(p string) ImageInfo {
+	info := func(p string) disks.ImageInfo {
 		t.Helper()
-		i, err := QemuImg{}.Info(context.Background(), p)
+		i, err := disks.QemuImg{}.Info(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
 		}

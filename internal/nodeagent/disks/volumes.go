@@ -1,4 +1,4 @@
-package nodeagent
+package disks
 
 import (
 	"context"
@@ -18,32 +18,27 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
-// ReasonDataVolumeError marks a persistent volume that could not be
-// provisioned (Synchronized=False); the VM shows printable status
-// DataVolumeError, as KubeVirt does for a failed DataVolume.
-const ReasonDataVolumeError = "DataVolumeError"
-
 // persistentPath is where a persistent volume lives: with its VM, so it
 // outlives instances, or with a bare VMI, whose lifetime it shares.
-func (a *Agent) persistentPath(rec *state.VMI, volume string) string {
+func (p *Preparer) persistentPath(rec *state.VMI, volume string) string {
 	dir := filepath.Join(rec.Dir, "volumes")
 	if rec.VMUID != "" {
-		dir = filepath.Join(a.layout.VMDir(rec.VMUID), "volumes")
+		dir = filepath.Join(p.opts.Layout.VMDir(rec.VMUID), "volumes")
 	}
 	return filepath.Join(dir, filepath.Base(volume)+".qcow2")
 }
 
-// preparePersistentDisk provisions a persistent volume on first use (a
+// persistentDisk provisions a persistent volume on first use (a
 // blank disk, or a copy of an image grown to the requested size) and
 // attaches it. While the copy runs the VMI carries Provisioning=True; a
 // failure leaves the VMI waiting with Synchronized=False/DataVolumeError
 // and is retried with backoff.
-func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume) (*launcherpb.DiskSource, error) {
-	path := a.persistentPath(rec, d.GetName())
+func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume) (*launcherpb.DiskSource, error) {
+	path := p.persistentPath(rec, d.GetName())
 	src := diskSource(d)
 	src.Path, src.Format = path, "qcow2"
 	if rec.VMUID != "" {
-		if err := a.layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
+		if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
 			return nil, err
 		}
 	}
@@ -54,7 +49,7 @@ func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMac
 	}
 
 	volErr := func(err error) error {
-		return &prepareError{reason: ReasonDataVolumeError, retry: true, err: fmt.Errorf("persistent volume %q: %w", d.GetName(), err)}
+		return &Error{Reason: ReasonDataVolumeError, Retry: true, Err: fmt.Errorf("persistent volume %q: %w", d.GetName(), err)}
 	}
 	q, err := resource.ParseQuantity(pv.GetSize())
 	if err != nil || q.Sign() <= 0 {
@@ -64,10 +59,10 @@ func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMac
 	var base string
 	var info ImageInfo
 	if pv.GetImage() != "" {
-		if base, err = validation.ResolveImagePath(a.opts.ImageDir, pv.GetImage()); err != nil {
+		if base, err = validation.ResolveImagePath(p.opts.ImageDir, pv.GetImage()); err != nil {
 			return nil, volErr(err)
 		}
-		if info, err = a.opts.Images.Info(ctx, base); err != nil {
+		if info, err = p.opts.Images.Info(ctx, base); err != nil {
 			return nil, volErr(fmt.Errorf("reading image %s: %w", pv.GetImage(), err))
 		}
 		if size < info.VirtualSize {
@@ -79,11 +74,13 @@ func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMac
 	if base != "" {
 		msg = fmt.Sprintf("copying image %s into persistent volume %q (%s)", pv.GetImage(), d.GetName(), pv.GetSize())
 	}
-	if _, err := a.writeStatus(ctx, vmi, provisioningStatus(msg)); err != nil && !errors.Is(err, errVMIGone) {
-		return nil, err
+	if p.opts.Progress != nil {
+		if err := p.opts.Progress.Provisioning(ctx, vmi, msg); err != nil {
+			return nil, err
+		}
 	}
-	a.log.Info("provisioning persistent volume", "vmi", vmiKey(vmi), "volume", d.GetName(), "size", pv.GetSize(), "image", pv.GetImage())
-	start := a.now()
+	p.log.Info("provisioning persistent volume", "vmi", key(vmi), "volume", d.GetName(), "size", pv.GetSize(), "image", pv.GetImage())
+	start := p.opts.Clock.Now()
 	if err := nodedir.MkdirTraversable(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
 	}
@@ -92,9 +89,9 @@ func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMac
 	tmp := path + ".tmp"
 	_ = os.Remove(tmp)
 	if base == "" {
-		err = a.opts.Images.CreateBlank(ctx, tmp, size)
+		err = p.opts.Images.CreateBlank(ctx, tmp, size)
 	} else {
-		err = a.opts.Images.CopyResized(ctx, base, info.Format, tmp, size)
+		err = p.opts.Images.CopyResized(ctx, base, info.Format, tmp, size)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
@@ -103,14 +100,14 @@ func (a *Agent) preparePersistentDisk(ctx context.Context, vmi *apiv1.VirtualMac
 	if err := os.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
 	}
-	a.log.Info("persistent volume ready", "vmi", vmiKey(vmi), "volume", d.GetName(), "took", a.now().Sub(start).Round(time.Millisecond))
+	p.log.Info("persistent volume ready", "vmi", key(vmi), "volume", d.GetName(), "took", p.opts.Clock.Since(start).Round(time.Millisecond))
 	return src, nil
 }
 
-// prepareCloudInitDisk writes the NoCloud seed ISO of the VMI: meta-data
+// cloudInitDisk writes the NoCloud seed ISO of the VMI: meta-data
 // with instance-id = the VMI uid (cloud-init re-runs its per-instance
 // modules for each new instance) and local-hostname = the VM name.
-func (a *Agent) prepareCloudInitDisk(vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, ci *apiv1.CloudInitNoCloud, disksDir string) (*launcherpb.DiskSource, error) {
+func cloudInitDisk(vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, ci *apiv1.CloudInitNoCloud, disksDir string) (*launcherpb.DiskSource, error) {
 	path := filepath.Join(disksDir, filepath.Base(d.GetName())+".iso")
 	src := diskSource(d)
 	src.Path, src.Format, src.ReadOnly = path, "raw", true
@@ -124,16 +121,11 @@ func (a *Agent) prepareCloudInitDisk(vmi *apiv1.VirtualMachineInstance, d *apiv1
 		NetworkConfig: ci.GetNetworkData(),
 	}
 	if err := cloudinit.WriteNoCloudISO(path, 0o600, seed); err != nil {
-		return nil, &prepareError{reason: ReasonPrepareFailed, err: fmt.Errorf("disk %q: %w", d.GetName(), err)}
+		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
 	}
 	return src, nil
 }
 
-// provisioningStatus sets Provisioning=True while a volume is created.
-func provisioningStatus(msg string) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
-	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
-		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
-			Type: apiv1.ConditionProvisioning, Status: apiv1.ConditionTrue, Reason: "Provisioning", Message: msg,
-		}, now)
-	}
+func key(vmi *apiv1.VirtualMachineInstance) string {
+	return vmi.GetMetadata().GetNamespace() + "/" + vmi.GetMetadata().GetName()
 }

@@ -1,10 +1,11 @@
-package nodeagent
+package disks
 
 import (
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -28,14 +30,24 @@ import (
 // DefaultImageRefreshPeriod is how often the image directory is looked at.
 const DefaultImageRefreshPeriod = 15 * time.Second
 
-// registerImageWait bounds how long registration waits for the first
-// listing. A node whose new images take longer to hash registers without
-// them, and a heartbeat brings them when they are ready.
-const registerImageWait = 5 * time.Second
+// InventoryOptions configure an Inventory.
+type InventoryOptions struct {
+	// ImageDir is the node image directory.
+	ImageDir string
+	// RefreshPeriod is how often ImageDir is looked at; default
+	// DefaultImageRefreshPeriod.
+	RefreshPeriod time.Duration
+	// Clock times the refreshes; the real clock when nil.
+	Clock  clock.WithTicker
+	Logger *slog.Logger
+}
 
-// imageInventory is the node's image list as last listed and as last
-// sent. Lists are replaced, never modified, so they are shared freely.
-type imageInventory struct {
+// Inventory is the node's image list as last listed and as last sent.
+// Lists are replaced, never modified, so they are shared freely.
+type Inventory struct {
+	opts InventoryOptions
+	log  *slog.Logger
+
 	mu      sync.Mutex
 	current *apiv1.NodeImageList // nil until the first listing
 	sent    *apiv1.NodeImageList // what the server holds; nil: unknown
@@ -47,12 +59,26 @@ type imageInventory struct {
 	changed chan struct{}
 }
 
-func newImageInventory() *imageInventory {
-	return &imageInventory{listed: make(chan struct{}), changed: make(chan struct{}, 1)}
+// NewInventory returns an Inventory; Run keeps it fresh.
+func NewInventory(opts InventoryOptions) *Inventory {
+	if opts.RefreshPeriod <= 0 {
+		opts.RefreshPeriod = DefaultImageRefreshPeriod
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Inventory{opts: opts, log: opts.Logger, listed: make(chan struct{}), changed: make(chan struct{}, 1)}
 }
 
+// Changed is signalled when a list is pending, so that a new image is
+// placeable without waiting for the next regular heartbeat.
+func (inv *Inventory) Changed() <-chan struct{} { return inv.changed }
+
 // set records a listing and reports whether it differs from the last.
-func (inv *imageInventory) set(l *apiv1.NodeImageList) (changed bool) {
+func (inv *Inventory) set(l *apiv1.NodeImageList) (changed bool) {
 	inv.mu.Lock()
 	changed = !proto.Equal(l, inv.current)
 	inv.current = l
@@ -68,16 +94,16 @@ func (inv *imageInventory) set(l *apiv1.NodeImageList) (changed bool) {
 }
 
 // tried says the first listing is over, with a list or without.
-func (inv *imageInventory) tried() { inv.listedOnce.Do(func() { close(inv.listed) }) }
+func (inv *Inventory) tried() { inv.listedOnce.Do(func() { close(inv.listed) }) }
 
-// forRegister waits up to wait for the first listing and returns the list
+// ForRegister waits up to wait for the first listing and returns the list
 // to register with; nil when there is none yet.
-func (inv *imageInventory) forRegister(ctx context.Context, wait time.Duration) *apiv1.NodeImageList {
-	t := time.NewTimer(wait)
+func (inv *Inventory) ForRegister(ctx context.Context, wait time.Duration) *apiv1.NodeImageList {
+	t := inv.opts.Clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-inv.listed:
-	case <-t.C:
+	case <-t.C():
 	case <-ctx.Done():
 	}
 	inv.mu.Lock()
@@ -86,15 +112,15 @@ func (inv *imageInventory) forRegister(ctx context.Context, wait time.Duration) 
 }
 
 // listedBefore reports whether a listing was recorded.
-func (inv *imageInventory) listedBefore() bool {
+func (inv *Inventory) listedBefore() bool {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	return inv.current != nil
 }
 
-// pending returns the list a heartbeat should carry: the latest one when
+// Pending returns the list a heartbeat should carry: the latest one when
 // the server does not have it, else nil.
-func (inv *imageInventory) pending() *apiv1.NodeImageList {
+func (inv *Inventory) Pending() *apiv1.NodeImageList {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if inv.current == nil || (inv.sent != nil && proto.Equal(inv.current, inv.sent)) {
@@ -103,32 +129,32 @@ func (inv *imageInventory) pending() *apiv1.NodeImageList {
 	return inv.current
 }
 
-// markSent records that the server stored l.
-func (inv *imageInventory) markSent(l *apiv1.NodeImageList) {
+// MarkSent records that the server stored l.
+func (inv *Inventory) MarkSent(l *apiv1.NodeImageList) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	inv.sent = l
 }
 
-// imageRefreshLoop lists the image directory now and then every
-// ImageRefreshPeriod until ctx ends.
-func (a *Agent) imageRefreshLoop(ctx context.Context) {
-	r := imageRefresher{a: a}
-	t := time.NewTicker(a.opts.ImageRefreshPeriod)
+// Run lists the image directory now and then every refresh period until
+// ctx ends.
+func (inv *Inventory) Run(ctx context.Context) {
+	r := refresher{inv: inv}
+	t := inv.opts.Clock.NewTicker(inv.opts.RefreshPeriod)
 	defer t.Stop()
 	for {
 		r.refresh(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
 
-// imageRefresher is the state of imageRefreshLoop.
-type imageRefresher struct {
-	a       *Agent
+// refresher is the state of Run.
+type refresher struct {
+	inv     *Inventory
 	store   *imagestore.Store
 	list    func(context.Context) ([]imagestore.Image, error) // store.List; tests count calls
 	lastErr string
@@ -136,13 +162,13 @@ type imageRefresher struct {
 	last [sha256.Size]byte
 }
 
-func (r *imageRefresher) refresh(ctx context.Context) {
-	a := r.a
+func (r *refresher) refresh(ctx context.Context) {
+	inv := r.inv
 	if r.store == nil {
-		s, err := imagestore.Open(a.opts.ImageDir)
+		s, err := imagestore.Open(inv.opts.ImageDir)
 		if err != nil {
 			r.warn("cannot open the image directory; the node reports no images", err)
-			a.images.tried()
+			inv.tried()
 			return
 		}
 		r.store = s
@@ -150,8 +176,8 @@ func (r *imageRefresher) refresh(ctx context.Context) {
 	if r.list == nil {
 		r.list = r.store.List
 	}
-	fp, err := dirFingerprint(a.opts.ImageDir)
-	if err == nil && fp == r.last && a.images.listedBefore() {
+	fp, err := dirFingerprint(inv.opts.ImageDir)
+	if err == nil && fp == r.last && inv.listedBefore() {
 		return
 	}
 	imgs, err := r.list(ctx)
@@ -159,20 +185,20 @@ func (r *imageRefresher) refresh(ctx context.Context) {
 		if ctx.Err() == nil {
 			r.warn("listing images failed; keeping the previous list", err)
 		}
-		a.images.tried()
+		inv.tried()
 		return
 	}
 	r.last, r.lastErr = fp, ""
-	l := a.nodeImages(imgs)
-	if a.images.set(l) {
-		a.log.Info("node images listed", "count", len(l.Items))
+	l := inv.nodeImages(imgs)
+	if inv.set(l) {
+		inv.log.Info("node images listed", "count", len(l.Items))
 	}
 }
 
 // warn logs err once per cause, not every period.
-func (r *imageRefresher) warn(msg string, err error) {
+func (r *refresher) warn(msg string, err error) {
 	if err.Error() != r.lastErr {
-		r.a.log.Warn(msg, "dir", r.a.opts.ImageDir, "err", err)
+		r.inv.log.Warn(msg, "dir", r.inv.opts.ImageDir, "err", err)
 	}
 	r.lastErr = err.Error()
 }
@@ -184,22 +210,22 @@ func (r *imageRefresher) warn(msg string, err error) {
 // size); they stay in the list, since placement needs to know which nodes
 // have them too. Files the store would refuse as base images (a backing
 // file, an unsupported format) are left out: no VMI can use them.
-func (a *Agent) nodeImages(imgs []imagestore.Image) *apiv1.NodeImageList {
+func (inv *Inventory) nodeImages(imgs []imagestore.Image) *apiv1.NodeImageList {
 	l := &apiv1.NodeImageList{}
 	for _, img := range imgs {
 		if img.Error != "" {
-			a.log.Warn("image left out of the node's list", "image", img.Name, "err", img.Error)
+			inv.log.Warn("image left out of the node's list", "image", img.Name, "err", img.Error)
 			continue
 		}
 		ni := &apiv1.NodeImage{Name: img.Name, Format: img.Format, VirtualSizeBytes: img.VirtualSize, SizeBytes: img.Size, Sha256: img.SHA256}
 		// The server refuses a list with a bad entry; better one image
 		// missing than the node never registering.
 		if errs := validation.ValidateNodeImages([]*apiv1.NodeImage{ni}, field.NewPath("images")); len(errs) > 0 {
-			a.log.Warn("image left out of the node's list", "image", img.Name, "err", errs.ToAggregate())
+			inv.log.Warn("image left out of the node's list", "image", img.Name, "err", errs.ToAggregate())
 			continue
 		}
 		if len(l.Items) == validation.MaxNodeImages {
-			a.log.Warn("too many images; the node's list is cut short", "max", validation.MaxNodeImages)
+			inv.log.Warn("too many images; the node's list is cut short", "max", validation.MaxNodeImages)
 			break
 		}
 		l.Items = append(l.Items, ni)

@@ -1,0 +1,108 @@
+package disks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// ImageTool inspects images and creates the disks guests use.
+type ImageTool interface {
+	// Info returns the format (qcow2, raw, ...) and virtual size of an
+	// image file.
+	Info(ctx context.Context, path string) (ImageInfo, error)
+	// CreateOverlay creates a qcow2 overlay backed by base.
+	CreateOverlay(ctx context.Context, base, baseFormat, overlay string) error
+	// CreateBlank creates an empty qcow2 image of size bytes.
+	CreateBlank(ctx context.Context, path string, size int64) error
+	// CopyResized writes a standalone qcow2 copy of base grown to size
+	// bytes (never shrunk).
+	CopyResized(ctx context.Context, base, baseFormat, dst string, size int64) error
+}
+
+// ImageInfo is what ImageTool.Info reports.
+type ImageInfo struct {
+	Format      string
+	VirtualSize int64
+}
+
+// QemuImg is the ImageTool that runs qemu-img (from PATH when Path is
+// empty).
+type QemuImg struct {
+	Path string
+}
+
+var _ ImageTool = QemuImg{}
+
+func (q QemuImg) bin() string {
+	if q.Path == "" {
+		return "qemu-img"
+	}
+	return q.Path
+}
+
+func (q QemuImg) Info(ctx context.Context, path string) (ImageInfo, error) {
+	// -U (force share): base images are shared by running guests, whose
+	// QEMU holds a lock on them.
+	out, err := runCommand(ctx, q.bin(), "info", "-U", "--output=json", path)
+	if err != nil {
+		return ImageInfo{}, err
+	}
+	var info struct {
+		Format      string `json:"format"`
+		VirtualSize int64  `json:"virtual-size"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		return ImageInfo{}, fmt.Errorf("qemu-img info %s: decoding output: %w", path, err)
+	}
+	if info.Format == "" {
+		return ImageInfo{}, fmt.Errorf("qemu-img info %s: no format reported", path)
+	}
+	return ImageInfo{Format: info.Format, VirtualSize: info.VirtualSize}, nil
+}
+
+func (q QemuImg) CreateOverlay(ctx context.Context, base, baseFormat, overlay string) error {
+	_, err := runCommand(ctx, q.bin(), "create", "-f", "qcow2", "-F", baseFormat, "-b", base, overlay)
+	return err
+}
+
+func (q QemuImg) CreateBlank(ctx context.Context, path string, size int64) error {
+	_, err := runCommand(ctx, q.bin(), "create", "-q", "-f", "qcow2", path, strconv.FormatInt(size, 10))
+	return err
+}
+
+func (q QemuImg) CopyResized(ctx context.Context, base, baseFormat, dst string, size int64) error {
+	if _, err := runCommand(ctx, q.bin(), "convert", "-U", "-q", "-f", baseFormat, "-O", "qcow2", base, dst); err != nil {
+		return err
+	}
+	info, err := q.Info(ctx, dst)
+	if err != nil {
+		return err
+	}
+	if size <= info.VirtualSize {
+		return nil
+	}
+	_, err = runCommand(ctx, q.bin(), "resize", "-q", "-f", "qcow2", dst, strconv.FormatInt(size, 10))
+	return err
+}
+
+// runCommand runs a command from an argument list (never a shell) and
+// returns its stdout; a failure carries its stderr, which is where the
+// tools explain themselves.
+func runCommand(ctx context.Context, path string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, path, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			return nil, fmt.Errorf("%s %s: %w", path, strings.Join(args, " "), err)
+		}
+		return nil, fmt.Errorf("%s %s: %w: %s", path, strings.Join(args, " "), err, msg)
+	}
+	return stdout.Bytes(), nil
+}
