@@ -17,27 +17,35 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
+// commands are the subcommands that need libvirt.
+var commands = map[string]func(args []string) int{
+	"serve":        serve,
+	"probe":        probe,
+	"list-domains": listDomains,
+}
+
 func main() {
 	args := os.Args[1:]
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
 	}
-	var code int
-	switch cmd {
-	case "serve":
-		code = serve(args)
-	case "probe":
-		code = probe(args)
-	case "list-domains":
-		code = listDomains(args)
-	case "version":
+	if cmd == "version" {
 		fmt.Println(version)
-	default:
-		fmt.Fprintf(os.Stderr, "virtplane-launcher: unknown command %q (serve, probe, list-domains or version)\n", cmd)
-		code = 2
+		return
 	}
-	os.Exit(code)
+	run, ok := commands[cmd]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "virtplane-launcher: unknown command %q (serve, probe, list-domains or version)\n", cmd)
+		os.Exit(2)
+	}
+	// Before anything else: the node agent shows a failed launcher's
+	// stderr (it goes to the launcher log), so this is what it reports.
+	if !withLibvirt {
+		fmt.Fprintf(os.Stderr, "virtplane-launcher %s: %v\n", cmd, errNoLibvirt)
+		os.Exit(1)
+	}
+	os.Exit(run(args))
 }
 
 // envOr returns the environment variable key, or def.

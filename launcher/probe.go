@@ -48,7 +48,7 @@ func probe(args []string) int {
 	if err != nil {
 		return 2
 	}
-	conn, err := virt.Open(uri, virt.Options{Logger: slog.New(slog.DiscardHandler)})
+	conn, err := openLibvirt(uri, virt.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return fail("probe", err)
 	}
@@ -84,7 +84,7 @@ func listDomains(args []string) int {
 	if err != nil {
 		return 2
 	}
-	conn, err := virt.Open(uri, virt.Options{Logger: slog.New(slog.DiscardHandler)})
+	conn, err := openLibvirt(uri, virt.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return fail("list-domains", err)
 	}

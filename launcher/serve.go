@@ -163,10 +163,10 @@ func openLog(path string) (io.Writer, error) {
 	return f, nil
 }
 
-func openWithRetry(uri string, opts virt.Options) (*virt.Connection, error) {
+func openWithRetry(uri string, opts virt.Options) (libvirtConn, error) {
 	deadline := time.Now().Add(connectTimeout)
 	for {
-		conn, err := virt.Open(uri, opts)
+		conn, err := openLibvirt(uri, opts)
 		if err == nil || time.Now().After(deadline) {
 			return conn, err
 		}

@@ -4,6 +4,7 @@
 // etcd, VM specs, a watch that timestamps VMs reaching Running, summary
 // statistics, and the report that is rendered into docs/performance.md.
 //
-// Nothing here talks to libvirt: that is package bench/virt (cgo), so
-// that this package builds and tests without libvirt's headers.
+// Nothing here talks to libvirt: that is package bench/virt (cgo, built
+// with the libvirt tag), so that this package builds and tests without
+// libvirt's headers.
 package bench

@@ -53,7 +53,9 @@ var (
 	buildErr  error
 )
 
-// launcherBinary builds virtplane-launcher (cgo) once per test run.
+// launcherBinary builds virtplane-launcher once per test run, with the
+// libvirt tag (cgo: it needs libvirt's development files, which a host
+// that runs these tests has).
 func launcherBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -62,11 +64,11 @@ func launcherBinary(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(builtDir, "virtplane-launcher")
-		cmd := exec.Command("go", "build", "-ldflags", "-X main.version=it", "-o", builtBin,
+		cmd := exec.Command("go", "build", "-tags", "libvirt", "-ldflags", "-X main.version=it", "-o", builtBin,
 			"github.com/virtplane/terraform-provider-virtplane/launcher")
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build launcher: %w\n%s", err, out)
+			buildErr = fmt.Errorf("go build -tags libvirt launcher (needs libvirt's development files, Debian libvirt-dev): %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {

@@ -1,3 +1,5 @@
+//go:build libvirt
+
 package virt
 
 import (
@@ -18,15 +20,6 @@ const (
 	keepaliveInterval = 5
 	keepaliveCount    = 3
 )
-
-// Options configure a Connection.
-type Options struct {
-	Logger *slog.Logger
-	// Events, when set, receives lifecycle events of every domain and an
-	// EventReconnected after each reconnect. It is called on libvirt's
-	// event-loop goroutine and must not block.
-	Events func(driver.Event)
-}
 
 // Connection is a libvirt connection that re-opens itself when libvirtd
 // goes away (restart, upgrade) and re-registers its event callbacks.

@@ -1,6 +1,5 @@
-// Package virt is the libvirt side of the launcher: driver.Conn over
-// libvirt.org/go/libvirt (cgo), the default event loop, lifecycle event
-// registration and reconnection after libvirtd restarts.
+//go:build libvirt
+
 package virt
 
 import (

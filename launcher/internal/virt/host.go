@@ -1,16 +1,8 @@
+//go:build libvirt
+
 package virt
 
 import "fmt"
-
-// HostInfo is what probe reports about the hypervisor host.
-type HostInfo struct {
-	LibvirtVersion    string
-	HypervisorType    string
-	HypervisorVersion string
-	Hostname          string
-	CPUs              uint
-	MemoryKiB         uint64
-}
 
 // HostInfo queries versions and host facts.
 func (c *Connection) HostInfo() (HostInfo, error) {

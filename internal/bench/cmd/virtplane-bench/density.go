@@ -189,7 +189,7 @@ func densityRaw(ctx context.Context, e *env, dir, prefix, xml string, n int, int
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	conns := make([]*virt.Conn, n)
+	conns := make([]libvirtConn, n)
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
@@ -204,7 +204,7 @@ func densityRaw(ctx context.Context, e *env, dir, prefix, xml string, n int, int
 		if xmls[i], err = virt.Clone(xml, name, filepath.Join(dir, name+".log")); err != nil {
 			return nil, err
 		}
-		if conns[i], err = virt.Open(e.uri); err != nil {
+		if conns[i], err = openLibvirt(e.uri); err != nil {
 			return nil, err
 		}
 	}

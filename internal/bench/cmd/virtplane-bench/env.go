@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
-	"github.com/virtplane/terraform-provider-virtplane/internal/bench/virt"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 )
 
@@ -34,7 +33,7 @@ type env struct {
 	// prefix starts every libvirt domain name and namespace of this run:
 	// "bench-<id>".
 	prefix string
-	lv     *virt.Conn
+	lv     libvirtConn
 	keep   bool // keep the work directory (logs) afterwards
 	// profiles is where profiles of missed targets go (abs).
 	profiles string
@@ -65,6 +64,11 @@ func newEnv(ctx context.Context, log *slog.Logger, o envOptions) (*env, error) {
 			return nil, fmt.Errorf("%w (run make build)", err)
 		}
 	}
+	// First: a benchmark built without libvirt fails before it makes
+	// anything.
+	if e.lv, err = openLibvirt(e.uri); err != nil {
+		return nil, err
+	}
 	id := make([]byte, 3)
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
@@ -80,9 +84,6 @@ func newEnv(ctx context.Context, log *slog.Logger, o envOptions) (*env, error) {
 		return nil, err
 	}
 	if err := e.prepareImages(o.guestDir); err != nil {
-		return nil, err
-	}
-	if e.lv, err = virt.Open(e.uri); err != nil {
 		return nil, err
 	}
 	log.Info("benchmark environment", "work", e.work, "prefix", e.prefix, "bin", bin)
