@@ -1,100 +1,50 @@
-package store
+package store_test
 
 import (
-	"maps"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
 )
 
+// The tests are an external package because storetest, which runs the
+// conformance suite, imports the store.
+
 func TestMain(m *testing.M) { storetest.Main(m) }
 
-var testNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-
-func testOptions(t *testing.T) Options {
-	return Options{Prefix: storetest.Prefix(t), Clock: func() time.Time { return testNow }}
+func testOptions(t *testing.T) store.Options {
+	return store.Options{Prefix: storetest.Prefix(t), Clock: func() time.Time { return storetest.Now }}
 }
 
-// vmStore is a store under a key prefix of the test's own on the shared
-// server.
-func vmStore(t *testing.T) Store[*apiv1.VirtualMachine] {
-	return New(storetest.Client(t), VirtualMachines, testOptions(t))
+func vmStoreWith(t *testing.T, c *clientv3.Client) store.Store[*apiv1.VirtualMachine] {
+	return store.New(c, store.VirtualMachines, testOptions(t))
 }
 
-func vmStoreWith(t *testing.T, c *clientv3.Client) Store[*apiv1.VirtualMachine] {
-	return New(c, VirtualMachines, testOptions(t))
-}
-
-func newVM(ns, name string, labels map[string]string, finalizers ...string) *apiv1.VirtualMachine {
-	return &apiv1.VirtualMachine{
-		Metadata: &apiv1.ObjectMeta{Namespace: ns, Name: name, Labels: maps.Clone(labels), Finalizers: finalizers},
-		Spec:     &apiv1.VirtualMachineSpec{RunStrategy: "Halted"},
-	}
-}
-
-func mustCreate(t *testing.T, s Store[*apiv1.VirtualMachine], vm *apiv1.VirtualMachine) *apiv1.VirtualMachine {
+// writes reads the store's write counter of kind and op through reg.
+func writes(t *testing.T, reg *prometheus.Registry, kind, op string) float64 {
 	t.Helper()
-	out, err := s.Create(t.Context(), vm)
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
-}
-
-func names(vms []*apiv1.VirtualMachine) []string {
-	var out []string
-	for _, vm := range vms {
-		out = append(out, vm.Metadata.Namespace+"/"+vm.Metadata.Name)
-	}
-	return out
-}
-
-// next is the next event, failing the test if none comes soon.
-func next[T Object](t *testing.T, ch <-chan Event[T]) Event[T] {
-	t.Helper()
-	select {
-	case e, ok := <-ch:
-		if !ok {
-			t.Fatal("watch channel closed")
+	for _, mf := range mfs {
+		if mf.GetName() != "virtplane_store_writes_total" {
+			continue
 		}
-		return e
-	case <-time.After(10 * time.Second):
-		t.Fatal("no watch event within 10s")
-	}
-	panic("unreachable")
-}
-
-// expect checks the next event's type, object name and, when rev > 0,
-// revision.
-func expect(t *testing.T, ch <-chan Event[*apiv1.VirtualMachine], typ apiv1.EventType, name string, rev int64) Event[*apiv1.VirtualMachine] {
-	t.Helper()
-	e := next(t, ch)
-	if e.Err != nil {
-		t.Fatalf("watch error: %v", e.Err)
-	}
-	got := ""
-	if e.Object != nil {
-		got = e.Object.Metadata.Name
-		if e.Object.Metadata.ResourceVersion != e.Revision {
-			t.Errorf("%s %s: object resource version %d, event revision %d", e.Type, got, e.Object.Metadata.ResourceVersion, e.Revision)
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["kind"] == kind && labels["op"] == op {
+				return m.GetCounter().GetValue()
+			}
 		}
 	}
-	if e.Type != typ || got != name || (rev > 0 && e.Revision != rev) {
-		t.Fatalf("event %s %q rev %d, want %s %q rev %d", e.Type, got, e.Revision, typ, name, rev)
-	}
-	return e
-}
-
-func counter(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		panic(err)
-	}
-	return m.GetCounter().GetValue()
+	return 0
 }

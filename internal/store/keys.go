@@ -92,3 +92,21 @@ func (k keys) parse(key string) (namespace, name string) {
 	namespace, name, _ = strings.Cut(rest, "/")
 	return namespace, name
 }
+
+// CheckKey refuses the namespace and name of an object of r that the etcd
+// store refuses (ErrInvalid), so that other backends (memstore) refuse the
+// same, and returns how errors name the object ("namespace/name").
+func (r Resource[T]) CheckKey(namespace, name string) (ref string, err error) {
+	k := newKeys("", r.Plural, r.Kind, r.Namespaced)
+	if _, err := k.key(namespace, name); err != nil {
+		return "", err
+	}
+	return k.ref(namespace, name), nil
+}
+
+// CheckNamespace refuses a namespace to list or watch ("" for all) that
+// the etcd store refuses.
+func (r Resource[T]) CheckNamespace(namespace string) error {
+	_, err := newKeys("", r.Plural, r.Kind, r.Namespaced).prefix(namespace)
+	return err
+}

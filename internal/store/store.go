@@ -10,6 +10,17 @@
 // declares the few writes it makes (the VMI controller only updates VMIs).
 // So a read-only adapter (client/remotestore) has no write methods to stub,
 // and a controller's test shows which writes it can make.
+//
+// # Conformance
+//
+// storetest.RunConformance is the behaviour every backend must share: CAS
+// conflicts, GuaranteedUpdate, finalizers, delete preconditions, list
+// order and selectors, watch order, resume and re-list after compaction.
+// It runs against this etcd store on real embedded etcd
+// (conformance_test.go) and against memstore, the in-memory backend of
+// controller unit tests (memstore/conformance_test.go):
+//
+//	go test -run TestConformance ./internal/store/ ./internal/store/memstore/
 package store
 
 import (

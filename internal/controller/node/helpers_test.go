@@ -79,16 +79,16 @@ func newFixture(t *testing.T, nodes []*apiv1.Node, vms []*apiv1.VirtualMachine, 
 	t.Helper()
 	f := &fixture{t: t, now: t0}
 	clock := func() time.Time { return f.now }
-	rev := new(int64)
-	f.nodeSt = memstore.New(store.Nodes, rev, clock)
-	f.vmiSt = memstore.New(store.VirtualMachineInstances, rev, clock)
-	f.vmSt = memstore.New(store.VirtualMachines, rev, clock)
+	db := memstore.NewDB(clock)
+	f.nodeSt = memstore.New(db, store.Nodes)
+	f.vmiSt = memstore.New(db, store.VirtualMachineInstances)
+	f.vmSt = memstore.New(db, store.VirtualMachines)
 	f.nodeSt.Seed(nodes...)
 	f.vmiSt.Seed(vmis...)
 	f.vmSt.Seed(vms...)
-	f.nodeInf = informer.New[*apiv1.Node](nil, store.ListOptions{}, discard())
-	f.vmiInf = informer.New[*apiv1.VirtualMachineInstance](nil, store.ListOptions{}, discard())
-	f.vmInf = informer.New[*apiv1.VirtualMachine](nil, store.ListOptions{}, discard())
+	f.nodeInf = informer.New(f.nodeSt, store.ListOptions{}, discard())
+	f.vmiInf = informer.New(f.vmiSt, store.ListOptions{}, discard())
+	f.vmInf = informer.New(f.vmSt, store.ListOptions{}, discard())
 	f.c = f.newController()
 	f.syncCaches()
 	return f

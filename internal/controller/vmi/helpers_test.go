@@ -72,13 +72,13 @@ func newFixture(t *testing.T, opts Options, nodes []*apiv1.Node, vmis ...*apiv1.
 	t.Helper()
 	f := &fixture{t: t, now: t0}
 	clock := func() time.Time { return f.now }
-	rev := new(int64)
-	f.vmiSt = memstore.New(store.VirtualMachineInstances, rev, clock)
-	f.nodeSt = memstore.New(store.Nodes, rev, clock)
+	db := memstore.NewDB(clock)
+	f.vmiSt = memstore.New(db, store.VirtualMachineInstances)
+	f.nodeSt = memstore.New(db, store.Nodes)
 	f.vmiSt.Seed(vmis...)
 	f.nodeSt.Seed(nodes...)
-	f.vmiInf = informer.New[*apiv1.VirtualMachineInstance](nil, store.ListOptions{}, discard())
-	f.nodeInf = informer.New[*apiv1.Node](nil, store.ListOptions{}, discard())
+	f.vmiInf = informer.New(f.vmiSt, store.ListOptions{}, discard())
+	f.nodeInf = informer.New(f.nodeSt, store.ListOptions{}, discard())
 	opts.Clock = clock
 	f.c = New(opts, f.vmiInf, f.nodeInf, f.vmiSt, discard())
 	f.syncCaches()

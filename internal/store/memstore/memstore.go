@@ -1,14 +1,18 @@
-// Package memstore is an in-memory store (the store.Store reads and writes,
-// not Watch) for unit tests of controllers: it keeps objects in a map, bumps
-// resource versions like etcd does, records every write, and can inject
-// failures. Integration tests use the real etcd store.
+// Package memstore is an in-memory store.Store for unit tests of
+// controllers. It behaves like the etcd store — storetest.RunConformance
+// runs against both — including resource versions from one revision
+// counter per DB, watches with history, resume and re-list after
+// compaction. On top it records every write and can inject failures, which
+// controller tests use to see what a reconcile did. Integration tests use
+// the real etcd store.
 package memstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +25,58 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
+// DB is what one etcd is to its stores: the revision counter, the lock
+// and the compaction point they share.
+type DB struct {
+	now func() time.Time
+
+	mu        sync.Mutex
+	rev       int64
+	compacted int64
+	changed   chan struct{} // closed and replaced on every write, to wake watches
+	stores    []interface{ compact(rev int64) }
+}
+
+// NewDB returns an empty DB whose stores stamp timestamps with now
+// (time.Now when nil).
+func NewDB(now func() time.Time) *DB {
+	if now == nil {
+		now = time.Now
+	}
+	return &DB{now: now, changed: make(chan struct{})}
+}
+
+// Compact discards the history before rev, as etcd's compaction does: a
+// watch that needs older events gets RESET and a fresh listing.
+func (db *DB) Compact(rev int64) error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	switch {
+	case rev > db.rev:
+		return fmt.Errorf("memstore: compact to revision %d: future revision (now %d)", rev, db.rev)
+	case rev <= db.compacted:
+		return fmt.Errorf("memstore: compact to revision %d: already compacted to %d", rev, db.compacted)
+	}
+	db.compacted = rev
+	for _, s := range db.stores {
+		s.compact(rev)
+	}
+	db.wake() // lagging watches must notice
+	return nil
+}
+
+// bump starts the next revision; db.mu is held.
+func (db *DB) bump() int64 {
+	db.rev++
+	db.wake()
+	return db.rev
+}
+
+func (db *DB) wake() {
+	close(db.changed)
+	db.changed = make(chan struct{})
+}
+
 // Write is one recorded write.
 type Write[T store.Object] struct {
 	Op     string // create, update, delete
@@ -28,250 +84,332 @@ type Write[T store.Object] struct {
 	Object T      // state after the write (before, for delete)
 }
 
-// Store is one in-memory resource.
+// change is one entry of a store's history, as etcd keeps it: the state
+// before and after a write at rev.
+type change[T store.Object] struct {
+	rev               int64
+	prev, obj         T
+	hasPrev, isDelete bool
+}
+
+// Store is one resource in a DB.
 type Store[T store.Object] struct {
+	db  *DB
 	res store.Resource[T]
-	now func() time.Time
 
-	mu     sync.Mutex
-	rev    *int64
-	items  map[string]T
-	writes []Write[T]
-	// FailNext, when set, is returned by the next write of that op.
-	failNext map[string]error
+	// Guarded by db.mu.
+	items    map[string]T
+	history  []change[T]
+	writes   []Write[T]
+	failNext map[string]error // FailNext: returned by the next write of that op
 }
 
-// New returns an empty store. Stores that share rev share one revision
-// counter, like one etcd; pass nil for a private one.
-func New[T store.Object](res store.Resource[T], rev *int64, now func() time.Time) *Store[T] {
-	if rev == nil {
-		rev = new(int64)
-	}
-	if now == nil {
-		now = time.Now
-	}
-	return &Store[T]{res: res, now: now, rev: rev, items: map[string]T{}, failNext: map[string]error{}}
+var _ store.Store[store.Object] = (*Store[store.Object])(nil)
+
+// New returns the empty store of res in db.
+func New[T store.Object](db *DB, res store.Resource[T]) *Store[T] {
+	s := &Store[T]{db: db, res: res, items: map[string]T{}, failNext: map[string]error{}}
+	db.mu.Lock()
+	db.stores = append(db.stores, s)
+	db.mu.Unlock()
+	return s
 }
 
-func key(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
+func clone[T store.Object](o T) T { return proto.Clone(o).(T) }
+
+func (s *Store[T]) errorf(ref string, err error) error {
+	return fmt.Errorf("%s %q: %w", strings.ToLower(s.res.Kind), ref, err)
 }
 
-func (s *Store[T]) clone(o T) T { return proto.Clone(o).(T) }
+// key checks obj's metadata and names it as the etcd store does.
+func (s *Store[T]) key(obj T) (string, error) {
+	md := obj.GetMetadata()
+	if md == nil {
+		return "", fmt.Errorf("%s: %w: metadata is required", strings.ToLower(s.res.Kind), store.ErrInvalid)
+	}
+	return s.res.CheckKey(md.Namespace, md.Name)
+}
 
-func (s *Store[T]) bump() int64 { *s.rev++; return *s.rev }
+// put stores obj (nil: deletes key) at a new revision and records the
+// change; db.mu is held. It returns the revision.
+func (s *Store[T]) put(key string, obj T, isDelete bool) int64 {
+	rev := s.db.bump()
+	c := change[T]{rev: rev, isDelete: isDelete}
+	c.prev, c.hasPrev = s.items[key]
+	if isDelete {
+		delete(s.items, key)
+	} else {
+		obj.GetMetadata().ResourceVersion = rev
+		s.items[key] = obj
+		c.obj = obj
+	}
+	s.history = append(s.history, c)
+	return rev
+}
+
+// compact drops history before rev; db.mu is held.
+func (s *Store[T]) compact(rev int64) {
+	s.history = slices.Clone(s.history[s.firstAt(rev):])
+}
+
+// firstAt is the index of the first change at or after rev; db.mu is held.
+func (s *Store[T]) firstAt(rev int64) int {
+	i, _ := slices.BinarySearchFunc(s.history, rev, func(c change[T], rev int64) int { return cmp.Compare(c.rev, rev) })
+	return i
+}
 
 // Seed stores objects as they are (uid and timestamps kept), without
-// recording writes.
+// recording writes. Watches see them as created.
 func (s *Store[T]) Seed(objs ...T) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
 	for _, o := range objs {
-		c := s.clone(o)
-		c.GetMetadata().ResourceVersion = s.bump()
-		s.items[key(c.GetMetadata().GetNamespace(), c.GetMetadata().GetName())] = c
+		md := o.GetMetadata()
+		s.put(ref(md.GetNamespace(), md.GetName()), clone(o), false)
 	}
+}
+
+func ref(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }
 
 // Writes returns the writes recorded so far.
 func (s *Store[T]) Writes() []Write[T] {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Write[T](nil), s.writes...)
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return slices.Clone(s.writes)
 }
 
 // ResetWrites forgets recorded writes.
 func (s *Store[T]) ResetWrites() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
 	s.writes = nil
 }
 
 // FailNext makes the next write of op (create, update, delete) fail.
 func (s *Store[T]) FailNext(op string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
 	s.failNext[op] = err
 }
 
 func (s *Store[T]) injected(op string) error {
-	if err := s.failNext[op]; err != nil {
-		delete(s.failNext, op)
-		return err
-	}
-	return nil
+	err := s.failNext[op]
+	delete(s.failNext, op)
+	return err
 }
 
-func (s *Store[T]) record(op, k string, o T) {
-	s.writes = append(s.writes, Write[T]{Op: op, Key: k, Object: s.clone(o)})
-}
-
-func (s *Store[T]) notFound(k string) error {
-	return fmt.Errorf("%s %q: %w", strings.ToLower(s.res.Kind), k, store.ErrNotFound)
+func (s *Store[T]) record(op, key string, o T) {
+	s.writes = append(s.writes, Write[T]{Op: op, Key: key, Object: clone(o)})
 }
 
 // Create is store.Store's.
 func (s *Store[T]) Create(_ context.Context, obj T) (T, error) {
 	var zero T
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	key, err := s.key(obj)
+	if err != nil {
+		return zero, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
 	if err := s.injected("create"); err != nil {
 		return zero, err
 	}
-	m := obj.GetMetadata()
-	if m.GetName() == "" {
-		return zero, fmt.Errorf("name required: %w", store.ErrInvalid)
+	if _, ok := s.items[key]; ok {
+		return zero, s.errorf(key, store.ErrAlreadyExists)
 	}
-	k := key(m.GetNamespace(), m.GetName())
-	if _, ok := s.items[k]; ok {
-		return zero, fmt.Errorf("%s %q: %w", strings.ToLower(s.res.Kind), k, store.ErrAlreadyExists)
+	c := clone(obj)
+	md := c.GetMetadata()
+	md.Uid = uuid.NewString()
+	md.CreationTimestamp = timestamppb.New(s.db.now())
+	if md.Generation == 0 {
+		md.Generation = 1
 	}
-	c := s.clone(obj)
-	cm := c.GetMetadata()
-	cm.Uid = uuid.NewString()
-	cm.CreationTimestamp = timestamppb.New(s.now())
-	if cm.Generation == 0 {
-		cm.Generation = 1
-	}
-	cm.ResourceVersion = s.bump()
-	s.items[k] = c
-	s.record("create", k, c)
-	return s.clone(c), nil
+	s.put(key, c, false)
+	s.record("create", key, c)
+	return clone(c), nil
 }
 
 // Get is store.Store's.
-func (s *Store[T]) Get(_ context.Context, ns, name string) (T, error) {
+func (s *Store[T]) Get(_ context.Context, namespace, name string) (T, error) {
 	var zero T
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	o, ok := s.items[key(ns, name)]
-	if !ok {
-		return zero, s.notFound(key(ns, name))
+	key, err := s.res.CheckKey(namespace, name)
+	if err != nil {
+		return zero, err
 	}
-	return s.clone(o), nil
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	o, ok := s.items[key]
+	if !ok {
+		return zero, s.errorf(key, store.ErrNotFound)
+	}
+	return clone(o), nil
 }
 
 // List is store.Store's.
 func (s *Store[T]) List(_ context.Context, opts store.ListOptions) ([]T, int64, error) {
-	sel, err := labels.Parse(opts.LabelSelector)
+	f, err := s.newFilter(opts.Namespace, "", opts.LabelSelector)
 	if err != nil {
-		return nil, 0, fmt.Errorf("label selector: %w: %w", err, store.ErrInvalid)
+		return nil, 0, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []T
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return s.listLocked(f), s.db.rev, nil
+}
+
+func (s *Store[T]) listLocked(f filter[T]) []T {
+	out := []T{}
 	for _, o := range s.items {
-		m := o.GetMetadata()
-		if opts.Namespace != "" && m.GetNamespace() != opts.Namespace {
-			continue
+		if f.matches(o) {
+			out = append(out, clone(o))
 		}
-		if !sel.Matches(labels.Set(m.GetLabels())) {
-			continue
-		}
-		out = append(out, s.clone(o))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].GetMetadata(), out[j].GetMetadata()
-		return key(a.GetNamespace(), a.GetName()) < key(b.GetNamespace(), b.GetName())
+	slices.SortFunc(out, func(a, b T) int {
+		am, bm := a.GetMetadata(), b.GetMetadata()
+		return cmp.Or(cmp.Compare(am.Namespace, bm.Namespace), cmp.Compare(am.Name, bm.Name))
 	})
-	return out, *s.rev, nil
+	return out
 }
 
 // Update is store.Store's.
 func (s *Store[T]) Update(_ context.Context, obj T) (T, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.updateLocked(obj)
+	out, _, err := s.update(obj)
+	return out, err
 }
 
-func (s *Store[T]) updateLocked(obj T) (T, error) {
+// update writes obj if the stored object is at obj's resource version; on
+// ErrConflict it also returns the stored object, as the etcd store does.
+func (s *Store[T]) update(obj T) (out, current T, err error) {
 	var zero T
+	key, err := s.key(obj)
+	if err != nil {
+		return zero, zero, err
+	}
+	rv := obj.GetMetadata().ResourceVersion
+	if rv <= 0 {
+		return zero, zero, s.errorf(key, fmt.Errorf("%w: resource version is required", store.ErrInvalid))
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
 	if err := s.injected("update"); err != nil {
+		return zero, zero, err
+	}
+	cur, ok := s.items[key]
+	if !ok {
+		return zero, zero, s.errorf(key, store.ErrNotFound)
+	}
+	if stored := cur.GetMetadata().ResourceVersion; stored != rv {
+		return zero, clone(cur), s.errorf(key, fmt.Errorf("%w: resource version %d, stored %d", store.ErrConflict, rv, stored))
+	}
+	c := clone(obj)
+	if md := c.GetMetadata(); md.DeletionTimestamp != nil && len(md.Finalizers) == 0 {
+		md.ResourceVersion = s.put(key, zero, true)
+		s.record("delete", key, c)
+		return clone(c), zero, nil
+	}
+	s.put(key, c, false)
+	s.record("update", key, c)
+	return clone(c), zero, nil
+}
+
+// GuaranteedUpdate is store.Store's. fn runs without the lock: it may use
+// the store itself.
+func (s *Store[T]) GuaranteedUpdate(ctx context.Context, namespace, name string, fn func(T) (T, error)) (T, error) {
+	var zero T
+	cur, err := s.Get(ctx, namespace, name)
+	if err != nil {
 		return zero, err
 	}
-	m := obj.GetMetadata()
-	k := key(m.GetNamespace(), m.GetName())
-	if m.GetResourceVersion() == 0 {
-		return zero, fmt.Errorf("resource version required: %w", store.ErrInvalid)
-	}
-	cur, ok := s.items[k]
-	if !ok {
-		return zero, s.notFound(k)
-	}
-	if cur.GetMetadata().GetResourceVersion() != m.GetResourceVersion() {
-		return zero, fmt.Errorf("%s %q: %w", strings.ToLower(s.res.Kind), k, store.ErrConflict)
-	}
-	c := s.clone(obj)
-	c.GetMetadata().ResourceVersion = s.bump()
-	if c.GetMetadata().GetDeletionTimestamp() != nil && len(c.GetMetadata().GetFinalizers()) == 0 {
-		delete(s.items, k)
-		s.record("delete", k, c)
-		return s.clone(c), nil
-	}
-	s.items[k] = c
-	s.record("update", k, c)
-	return s.clone(c), nil
-}
-
-// GuaranteedUpdate is store.Store's.
-func (s *Store[T]) GuaranteedUpdate(ctx context.Context, ns, name string, fn func(T) (T, error)) (T, error) {
-	var zero T
-	for ctx.Err() == nil {
-		cur, err := s.Get(ctx, ns, name)
+	for {
+		out, err := fn(clone(cur))
 		if err != nil {
 			return zero, err
 		}
-		in := s.clone(cur)
-		out, err := fn(cur)
-		if err != nil {
-			return zero, err
+		md := out.GetMetadata()
+		if md == nil || md.Namespace != namespace || md.Name != name {
+			return zero, s.errorf(ref(namespace, name), fmt.Errorf("%w: update function changed the object's name", store.ErrInvalid))
 		}
-		if proto.Equal(in, out) {
-			return in, nil
+		if proto.Equal(cur, out) {
+			return cur, nil
 		}
-		res, err := s.Update(ctx, out)
-		if errors.Is(err, store.ErrConflict) {
-			continue
+		md.ResourceVersion = cur.GetMetadata().ResourceVersion
+		res, latest, err := s.update(out)
+		if !errors.Is(err, store.ErrConflict) {
+			return res, err
 		}
-		return res, err
+		if ctx.Err() != nil {
+			return zero, fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		cur = latest
 	}
-	return zero, ctx.Err()
 }
 
 // Delete is store.Store's.
-func (s *Store[T]) Delete(_ context.Context, ns, name string, opts store.DeleteOptions) (T, bool, error) {
+func (s *Store[T]) Delete(_ context.Context, namespace, name string, opts store.DeleteOptions) (T, bool, error) {
 	var zero T
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	key, err := s.res.CheckKey(namespace, name)
+	if err != nil {
+		return zero, false, err
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
 	if err := s.injected("delete"); err != nil {
 		return zero, false, err
 	}
-	k := key(ns, name)
-	cur, ok := s.items[k]
+	cur, ok := s.items[key]
 	if !ok {
-		return zero, false, s.notFound(k)
+		return zero, false, s.errorf(key, store.ErrNotFound)
 	}
-	m := cur.GetMetadata()
-	if (opts.UID != "" && opts.UID != m.GetUid()) || (opts.ResourceVersion != 0 && opts.ResourceVersion != m.GetResourceVersion()) {
-		return zero, false, fmt.Errorf("%s %q: precondition failed: %w", strings.ToLower(s.res.Kind), k, store.ErrConflict)
+	md := cur.GetMetadata()
+	if opts.UID != "" && opts.UID != md.Uid {
+		return zero, false, s.errorf(key, fmt.Errorf("%w: uid is %s, precondition %s", store.ErrConflict, md.Uid, opts.UID))
 	}
-	if len(m.GetFinalizers()) > 0 {
-		if m.GetDeletionTimestamp() != nil {
-			return s.clone(cur), false, nil
+	if opts.ResourceVersion != 0 && opts.ResourceVersion != md.ResourceVersion {
+		return zero, false, s.errorf(key, fmt.Errorf("%w: resource version is %d, precondition %d",
+			store.ErrConflict, md.ResourceVersion, opts.ResourceVersion))
+	}
+	if len(md.Finalizers) > 0 {
+		if md.DeletionTimestamp != nil {
+			return clone(cur), false, nil // deletion already requested
 		}
-		c := s.clone(cur)
-		c.GetMetadata().DeletionTimestamp = timestamppb.New(s.now())
-		c.GetMetadata().ResourceVersion = s.bump()
-		s.items[k] = c
-		s.record("update", k, c)
-		return s.clone(c), false, nil
+		c := clone(cur)
+		c.GetMetadata().DeletionTimestamp = timestamppb.New(s.db.now())
+		s.put(key, c, false)
+		s.record("update", key, c)
+		return clone(c), false, nil
 	}
-	delete(s.items, k)
-	s.record("delete", k, cur)
-	c := s.clone(cur)
-	c.GetMetadata().ResourceVersion = s.bump()
+	s.record("delete", key, cur)
+	c := clone(cur)
+	c.GetMetadata().ResourceVersion = s.put(key, zero, true)
 	return c, true, nil
+}
+
+// filter selects what a List or Watch delivers, refusing what the etcd
+// store refuses.
+type filter[T store.Object] struct {
+	namespace, name string
+	selector        labels.Selector
+}
+
+func (s *Store[T]) newFilter(namespace, name, selector string) (filter[T], error) {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return filter[T]{}, fmt.Errorf("%ss: label selector %q: %w: %w", strings.ToLower(s.res.Kind), selector, store.ErrInvalid, err)
+	}
+	if name != "" && (namespace != "" || !s.res.Namespaced) {
+		_, err = s.res.CheckKey(namespace, name)
+	} else {
+		err = s.res.CheckNamespace(namespace)
+	}
+	return filter[T]{namespace: namespace, name: name, selector: sel}, err
+}
+
+func (f filter[T]) matches(obj T) bool {
+	md := obj.GetMetadata()
+	return (f.namespace == "" || md.Namespace == f.namespace) && (f.name == "" || md.Name == f.name) &&
+		f.selector.Matches(labels.Set(md.Labels))
 }

@@ -1,5 +1,6 @@
 // Package storetest runs real embedded etcd servers for tests of code that
-// uses the store.
+// uses the store, and holds the conformance suite every store backend
+// passes (RunConformance).
 package storetest
 
 import (

@@ -1,0 +1,29 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
+)
+
+// The etcd store against the behaviour every backend shares, on real
+// embedded etcd.
+func TestConformance(t *testing.T) {
+	storetest.RunConformance(t, func(t *testing.T, o storetest.BackendOptions) storetest.Backend {
+		c := storetest.Client(t)
+		if o.Isolated {
+			c = storetest.NewServer(t).Client()
+		}
+		opts := store.Options{Prefix: storetest.Prefix(t), Clock: o.Clock}
+		return storetest.Backend{
+			VMs:   store.New(c, store.VirtualMachines, opts),
+			Nodes: store.New(c, store.Nodes, opts),
+			Compact: func(ctx context.Context, rev int64) error {
+				_, err := c.Compact(ctx, rev)
+				return err
+			},
+		}
+	})
+}
