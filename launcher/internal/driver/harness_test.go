@@ -2,77 +2,112 @@ package driver
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
 )
 
-// TestDriverThroughPlugin drives the real driver, over a fake libvirt,
-// through go-plugin's gRPC boundary with the node agent's Client — the
-// whole launcher minus the process and libvirtd.
-func TestDriverThroughPlugin(t *testing.T) {
-	h := newHarness(t)
-	gc, gs := plugin.TestPluginGRPCConn(t, false, launcher.PluginSet(h.d))
-	t.Cleanup(func() {
-		_ = gc.Conn.Close()
-		gs.Stop()
-	})
-	raw, err := gc.Dispense(launcher.PluginName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := launcher.NewClient(raw.(launcherpb.LauncherClient), func() { _ = gc.Conn.Close() }, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+const (
+	testDomain = "default_web"
+	testUID    = "uid-1"
+)
 
-	events, err := c.Events(ctx)
+// harness is one launcher's driver over a fake libvirt (fake_test.go),
+// called as the node agent calls it through gRPC.
+type harness struct {
+	t    *testing.T
+	conn *fakeConn
+	d    *Driver
+	now  time.Time
+	pids string
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	h := &harness{t: t, conn: newFakeConn(), now: time.Unix(1_700_000_000, 0), pids: t.TempDir()}
+	h.d = h.newDriver()
+	return h
+}
+
+// newDriver is a fresh launcher over the same libvirt, as after a launcher
+// crash.
+func (h *harness) newDriver() *Driver {
+	h.t.Helper()
+	d, err := New(h.conn, h.conn.events, Config{
+		DomainName: testDomain,
+		VMIUID:     testUID,
+		QEMUPidDir: h.pids,
+		Version:    "test",
+		Now:        func() time.Time { return h.now },
+	})
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
-	if ev := <-events; ev.GetEvent() != "Current" || ev.GetStatus().GetExists() {
-		t.Fatalf("first event = %v", ev)
-	}
-	st, err := c.Sync(ctx, vmi(apiv1.PhaseScheduled), &launcherpb.SyncOptions{DomainName: testDomain})
-	if err != nil || st.GetState() != "Running" {
-		t.Fatalf("Sync = %v, %v", st, err)
-	}
-	for ev := range events {
-		if ev.GetEvent() == "Started/Booted" {
-			break
-		}
-	}
-	if st, err := c.Pause(ctx); err != nil || st.GetReason() != "User" {
-		t.Fatalf("Pause = %v, %v", st, err)
-	}
-	if _, err := c.Delete(ctx); status.Code(err) != codes.FailedPrecondition {
-		t.Fatalf("Delete of a paused domain = %v", err)
-	}
-	if err := c.RenewLease(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := c.Kill(ctx); err != nil || st.GetReason() != "Destroyed" {
-		t.Fatalf("Kill = %v, %v", st, err)
-	}
-	if st, err := c.Delete(ctx); err != nil || st.GetExists() {
-		t.Fatalf("Delete = %v, %v", st, err)
+	h.t.Cleanup(d.Close)
+	return d
+}
+
+func vmi(phase string) *apiv1.VirtualMachineInstance {
+	return &apiv1.VirtualMachineInstance{
+		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "web", Uid: testUID},
+		Spec: &apiv1.VirtualMachineInstanceSpec{Domain: &apiv1.DomainSpec{
+			Memory: &apiv1.Memory{Guest: "128Mi"},
+		}},
+		Status: &apiv1.VirtualMachineInstanceStatus{Phase: phase},
 	}
 }
 
-func TestPauseOfStoppedDomainIsNoop(t *testing.T) {
-	h := newHarness(t)
-	h.mustSync(vmi(apiv1.PhaseScheduled))
-	if _, err := h.d.Kill(context.Background(), &launcherpb.Empty{}); err != nil {
+func (h *harness) sync(v *apiv1.VirtualMachineInstance) (*launcherpb.DomainStatus, error) {
+	return h.syncPolicy(v, "")
+}
+
+// syncPolicy syncs as the node agent does, which passes the VMI's node
+// failure policy.
+func (h *harness) syncPolicy(v *apiv1.VirtualMachineInstance, policy string) (*launcherpb.DomainStatus, error) {
+	return h.d.Sync(context.Background(), &launcherpb.SyncRequest{Vmi: v,
+		Options: &launcherpb.SyncOptions{DomainName: testDomain, NodeFailurePolicy: policy}})
+}
+
+func (h *harness) renew(d time.Duration) error {
+	_, err := h.d.RenewLease(context.Background(), &launcherpb.LeaseRequest{ValidForMillis: d.Milliseconds()})
+	return err
+}
+
+func (h *harness) mustSync(v *apiv1.VirtualMachineInstance) *launcherpb.DomainStatus {
+	h.t.Helper()
+	st, err := h.sync(v)
+	if err != nil {
+		h.t.Fatalf("Sync: %v", err)
+	}
+	return st
+}
+
+func wantState(t *testing.T, st *launcherpb.DomainStatus, state, reason string) {
+	t.Helper()
+	if st.GetState() != state || st.GetReason() != reason {
+		t.Fatalf("status = %s/%s, want %s/%s (%v)", st.GetState(), st.GetReason(), state, reason, st)
+	}
+}
+
+func wantCode(t *testing.T, err error, code codes.Code, msg string) {
+	t.Helper()
+	if status.Code(err) != code || !strings.Contains(err.Error(), msg) {
+		t.Fatalf("error = %v, want %s containing %q", err, code, msg)
+	}
+}
+
+func metadataOf(t *testing.T, s *fakeState) domxml.Metadata {
+	t.Helper()
+	md, err := domxml.ParseMetadata(s.metadata)
+	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := h.d.Pause(context.Background(), &launcherpb.Empty{})
-	if err != nil || st.GetState() != "Shutoff" || st.GetPausedByUser() {
-		t.Fatalf("Pause of a stopped domain = %v, %v", st, err)
-	}
+	return md
 }
