@@ -112,7 +112,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config) error {
 	}
 	na, err := nodeagent.New(nodeagent.Options{
 		NodeName:       o.NodeName,
-		API:            c,
+		API:            nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: c.Consoles},
 		Launchers:      mgr,
 		Tools:          n.Tools,
 		NodeDataDir:    nodeDir,

@@ -22,10 +22,10 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
@@ -59,12 +59,94 @@ const (
 // software emulation (false).
 const LabelKVM = "virtplane.io/kvm"
 
+// API is the control plane as the node agent uses it, each service
+// narrowed to the calls the agent makes.
+type API struct {
+	// VMIs is watched (through an informer) for the VMIs placed on this
+	// node, and takes their status writes; required.
+	VMIs apiv1.VirtualMachineInstancesClient
+	// Nodes registers the node and takes its heartbeats; required.
+	Nodes NodeReporter
+	// VMs tells whether a VM still exists, before its files are removed;
+	// required.
+	VMs VMReader
+	// Consoles carries console sessions; nil serves none.
+	Consoles console.API
+}
+
+// VMIStatusWriter is what the handler needs of the VMI service: status
+// writes with compare-and-swap, and a fresh read after a conflict.
+type VMIStatusWriter interface {
+	UpdateStatus(ctx context.Context, in *apiv1.UpdateVirtualMachineInstanceStatusRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error)
+	Get(ctx context.Context, in *apiv1.GetVirtualMachineInstanceRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error)
+}
+
+// NodeReporter is what registration and heartbeats need of the node
+// service.
+type NodeReporter interface {
+	Register(ctx context.Context, in *apiv1.RegisterNodeRequest, opts ...grpc.CallOption) (*apiv1.Node, error)
+	Heartbeat(ctx context.Context, in *apiv1.HeartbeatRequest, opts ...grpc.CallOption) (*apiv1.HeartbeatResponse, error)
+}
+
+// VMReader is what the VM directory collector needs of the VM service.
+type VMReader interface {
+	Get(ctx context.Context, in *apiv1.GetVirtualMachineRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachine, error)
+}
+
+// Timing are the agent's periods and timeouts; a zero field takes its
+// default.
+type Timing struct {
+	// ResyncPeriod: every VMI is handled again this often.
+	ResyncPeriod time.Duration
+	// LivenessInterval is how often launchers are pinged.
+	LivenessInterval time.Duration
+	// PingTimeout is how long a ping may take before the launcher counts
+	// as hung; default LivenessInterval.
+	PingTimeout time.Duration
+	// LauncherGrace is how long a launcher may be unreachable before its
+	// VMI fails.
+	LauncherGrace time.Duration
+	// ACPIInterval is how often ACPI shutdown is re-sent.
+	ACPIInterval time.Duration
+	// SlowStartWindow is how long a Scheduled VMI's defined but stopped
+	// domain counts as still starting.
+	SlowStartWindow time.Duration
+	// ReattachTimeout bounds a reattach: a launcher that does not answer
+	// quickly is treated as gone (fail fast). Default 2 s.
+	ReattachTimeout time.Duration
+	// CallTimeout bounds launcher calls other than Sync; default 10 s.
+	CallTimeout time.Duration
+	// SyncTimeout bounds Sync, which may define and boot a domain;
+	// default 2 min.
+	SyncTimeout time.Duration
+	// VMDirGCPeriod is how often the files of deleted VMs are looked
+	// for; default DefaultVMDirGCPeriod.
+	VMDirGCPeriod time.Duration
+	// ImageRefreshPeriod is how often ImageDir is looked at for the
+	// node's image list; default disks.DefaultImageRefreshPeriod.
+	ImageRefreshPeriod time.Duration
+}
+
+func (t *Timing) complete() {
+	setDefault(&t.ResyncPeriod, DefaultResyncPeriod)
+	setDefault(&t.LivenessInterval, DefaultLivenessInterval)
+	setDefault(&t.PingTimeout, t.LivenessInterval)
+	setDefault(&t.LauncherGrace, DefaultLauncherGrace)
+	setDefault(&t.ACPIInterval, DefaultACPIInterval)
+	setDefault(&t.SlowStartWindow, DefaultSlowStartWindow)
+	setDefault(&t.ImageRefreshPeriod, disks.DefaultImageRefreshPeriod)
+	setDefault(&t.ReattachTimeout, 2*time.Second)
+	setDefault(&t.CallTimeout, 10*time.Second)
+	setDefault(&t.SyncTimeout, 2*time.Minute)
+	setDefault(&t.VMDirGCPeriod, DefaultVMDirGCPeriod)
+}
+
 // Options configure an Agent.
 type Options struct {
 	// NodeName is this node's name; required.
 	NodeName string
-	// API is the connection to the control plane; required.
-	API *client.Client
+	// API is the control plane; required but for Consoles.
+	API API
 	// Launchers starts and reattaches launcher processes; required.
 	Launchers launcher.Manager
 	// Tools runs `virtplane-launcher probe|list-domains`; nil runs
@@ -80,9 +162,6 @@ type Options struct {
 	// ImageDir is the node image directory images are resolved in;
 	// required, absolute.
 	ImageDir string
-	// ImageRefreshPeriod is how often ImageDir is looked at for the
-	// node's image list; default disks.DefaultImageRefreshPeriod.
-	ImageRefreshPeriod time.Duration
 	// LibvirtURI is handed to the launcher tools; default qemu:///system.
 	LibvirtURI string
 	// LauncherPath is the virtplane-launcher binary for the default Tools.
@@ -94,23 +173,10 @@ type Options struct {
 	// Host overrides what is read from /proc and /dev (tests).
 	Host *HostFacts
 
-	Workers          int
-	ResyncPeriod     time.Duration
-	LivenessInterval time.Duration
-	LauncherGrace    time.Duration
-	ACPIInterval     time.Duration
-	SlowStartWindow  time.Duration
-	// ReattachTimeout bounds a reattach: a launcher that does not answer
-	// quickly is treated as gone (fail fast). Default 2 s.
-	ReattachTimeout time.Duration
-	// CallTimeout bounds launcher calls other than Sync; default 10 s.
-	CallTimeout time.Duration
-	// SyncTimeout bounds Sync, which may define and boot a domain;
-	// default 2 min.
-	SyncTimeout time.Duration
-	// VMDirGCPeriod is how often the files of deleted VMs are looked
-	// for; default DefaultVMDirGCPeriod.
-	VMDirGCPeriod time.Duration
+	// Workers is how many VMIs are handled at once; default
+	// DefaultWorkers.
+	Workers int
+	Timing  Timing
 
 	// Clock is the agent's clock; time.Now when nil. Lease arithmetic uses
 	// its monotonic reading.
@@ -122,8 +188,8 @@ func (o *Options) complete() error {
 	switch {
 	case o.NodeName == "":
 		return errors.New("node name is required")
-	case o.API == nil:
-		return errors.New("API client is required")
+	case o.API.VMIs == nil || o.API.Nodes == nil || o.API.VMs == nil:
+		return errors.New("API VMIs, Nodes and VMs are required")
 	case o.Launchers == nil:
 		return errors.New("launcher manager is required")
 	case o.NodeDataDir == "":
@@ -142,16 +208,7 @@ func (o *Options) complete() error {
 		o.ReservedMemory = &q
 	}
 	setDefault(&o.Workers, DefaultWorkers)
-	setDefault(&o.ResyncPeriod, DefaultResyncPeriod)
-	setDefault(&o.LivenessInterval, DefaultLivenessInterval)
-	setDefault(&o.LauncherGrace, DefaultLauncherGrace)
-	setDefault(&o.ACPIInterval, DefaultACPIInterval)
-	setDefault(&o.SlowStartWindow, DefaultSlowStartWindow)
-	setDefault(&o.ImageRefreshPeriod, disks.DefaultImageRefreshPeriod)
-	setDefault(&o.ReattachTimeout, 2*time.Second)
-	setDefault(&o.CallTimeout, 10*time.Second)
-	setDefault(&o.SyncTimeout, 2*time.Minute)
-	setDefault(&o.VMDirGCPeriod, DefaultVMDirGCPeriod)
+	o.Timing.complete()
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -178,8 +235,11 @@ func setDefault[T comparable](v *T, def T) {
 // Agent is a node agent.
 type Agent struct {
 	opts   Options
+	timing Timing // opts.Timing, completed
 	log    *slog.Logger
-	api    *client.Client
+	status VMIStatusWriter
+	nodes  NodeReporter
+	vms    VMReader
 	db     state.StateDB
 	ownsDB bool
 	queue  controller.Queue
@@ -213,7 +273,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
 	a := &Agent{
-		opts: opts, api: opts.API,
+		opts: opts, timing: opts.Timing, status: opts.API.VMIs, nodes: opts.API.Nodes, vms: opts.API.VMs,
 		log:         opts.Logger.With("component", "nodeagent", "node", opts.NodeName),
 		queue:       controller.NewQueue("nodeagent"),
 		launchers:   newLauncherTable(),
@@ -239,14 +299,11 @@ func New(opts Options) (*Agent, error) {
 		}
 		a.db, a.ownsDB = db, true
 	}
-	cons := console.Options{NodeName: opts.NodeName, Instances: consoleInstances{a}, Layout: a.layout, Logger: a.log}
-	if opts.API.Consoles != nil {
-		cons.API = opts.API.Consoles
-	}
-	a.console = console.New(cons)
+	a.console = console.New(console.Options{NodeName: opts.NodeName, API: opts.API.Consoles, Instances: consoleInstances{a},
+		Layout: a.layout, Logger: a.log})
 	a.disks = disks.New(disks.Options{ImageDir: opts.ImageDir, Layout: a.layout, Images: opts.Images,
 		Progress: diskProgress{a}, Logger: a.log})
-	a.images = disks.NewInventory(disks.InventoryOptions{ImageDir: opts.ImageDir, RefreshPeriod: opts.ImageRefreshPeriod, Logger: a.log})
+	a.images = disks.NewInventory(disks.InventoryOptions{ImageDir: opts.ImageDir, RefreshPeriod: opts.Timing.ImageRefreshPeriod, Logger: a.log})
 	a.vmis = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
 		store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=" + opts.NodeName}, a.log.With("informer", "vmi"))
 	enqueue := func(v *apiv1.VirtualMachineInstance) { a.queue.Add(informer.Key(v)) }
@@ -369,7 +426,7 @@ func (a *Agent) enqueueAll() {
 }
 
 func (a *Agent) resyncLoop(ctx context.Context) {
-	t := time.NewTicker(a.opts.ResyncPeriod)
+	t := time.NewTicker(a.timing.ResyncPeriod)
 	defer t.Stop()
 	for {
 		select {

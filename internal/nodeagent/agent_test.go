@@ -79,7 +79,8 @@ func TestNewValidatesOptions(t *testing.T) {
 	h := newHarness(t)
 	for name, mod := range map[string]func(*Options){
 		"no node name":       func(o *Options) { o.NodeName = "" },
-		"no API":             func(o *Options) { o.API = nil },
+		"no API":             func(o *Options) { o.API = API{} },
+		"no VM service":      func(o *Options) { o.API.VMs = nil },
 		"no launchers":       func(o *Options) { o.Launchers = nil },
 		"no data dir":        func(o *Options) { o.NodeDataDir = "" },
 		"relative image dir": func(o *Options) { o.ImageDir = "images" },

@@ -212,13 +212,16 @@ func testLogger(t *testing.T) *slog.Logger {
 // options are the agent options of the harness; fake clock unless real.
 func (h *harness) options(realClock bool) Options {
 	o := Options{
-		NodeName: testNode, API: h.api, Launchers: h.fake, Tools: fakeTools{h.fake}, Images: fakeImages{},
+		NodeName: testNode, API: API{VMIs: h.api.VMIs, Nodes: h.api.Nodes, VMs: h.api.VMs, Consoles: h.api.Consoles},
+		Launchers: h.fake, Tools: fakeTools{h.fake}, Images: fakeImages{},
 		State: h.db, NodeDataDir: h.nodeDir, ImageDir: h.imageDir,
-		Host:             &HostFacts{Hostname: "host1", CPUs: 4, MemoryBytes: 8 << 30, KVMUsable: false, KernelVersion: "6.1.0", Architecture: "amd64"},
-		LivenessInterval: 100 * time.Millisecond,
-		ReattachTimeout:  500 * time.Millisecond,
-		CallTimeout:      2 * time.Second,
-		Logger:           testLogger(h.t),
+		Host: &HostFacts{Hostname: "host1", CPUs: 4, MemoryBytes: 8 << 30, KVMUsable: false, KernelVersion: "6.1.0", Architecture: "amd64"},
+		Timing: Timing{
+			LivenessInterval: 100 * time.Millisecond,
+			ReattachTimeout:  500 * time.Millisecond,
+			CallTimeout:      2 * time.Second,
+		},
+		Logger: testLogger(h.t),
 	}
 	if !realClock {
 		o.Clock = h.clock.Now

@@ -58,7 +58,7 @@ func (a *Agent) heartbeat(ctx context.Context, schedulable bool) (time.Duration,
 	// The image list goes along only when it changed; listing happens in
 	// imageRefreshLoop, never here.
 	images := a.images.Pending()
-	resp, err := a.api.Nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable, Images: images})
+	resp, err := a.nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable, Images: images})
 	if err != nil {
 		return 0, fmt.Errorf("heartbeat: %w", err)
 	}
@@ -151,7 +151,7 @@ func (a *Agent) renewLease(ctx context.Context, e *entry) error {
 	if left <= 0 {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, min(a.opts.CallTimeout, left))
+	cctx, cancel := context.WithTimeout(ctx, min(a.timing.CallTimeout, left))
 	defer cancel()
 	return e.client.RenewLease(cctx, left)
 }
@@ -166,7 +166,7 @@ func (a *Agent) selfFence(ctx context.Context, why string) {
 			continue
 		}
 		a.log.Warn("self-fencing: destroying domain", "vmi", e.key, "why", why)
-		cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
 		if _, err := e.client.Kill(cctx); err != nil {
 			a.log.Error("self-fencing kill failed", "vmi", e.key, "err", err)
 		}

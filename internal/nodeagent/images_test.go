@@ -83,7 +83,7 @@ func TestImagesRegisteredAndSentOnChange(t *testing.T) {
 	rec := &recordingHeartbeats{NodesClient: h.api.Nodes}
 	h.api.Nodes = rec
 	writeFileData(t, filepath.Join(h.imageDir, "disk.raw"), make([]byte, 8192))
-	h.runAgent(func(o *Options) { o.ImageRefreshPeriod = 50 * time.Millisecond })
+	h.runAgent(func(o *Options) { o.Timing.ImageRefreshPeriod = 50 * time.Millisecond })
 	storedImages := func() string {
 		n, err := h.stores.Nodes.Get(h.ctx, "", testNode)
 		if err != nil {

@@ -131,7 +131,7 @@ func (a *Agent) ensureLauncher(ctx context.Context, vmi *apiv1.VirtualMachineIns
 		// when the launcher does not answer.
 		a.launchers.remove(e)
 		e.stopWatching()
-		sctx, cancel := context.WithTimeout(ctx, a.opts.ReattachTimeout)
+		sctx, cancel := context.WithTimeout(ctx, a.timing.ReattachTimeout)
 		if err := e.client.Stop(sctx); err != nil {
 			a.log.Warn("stopping an unreachable launcher failed", "vmi", key, "err", err)
 		}
@@ -140,7 +140,7 @@ func (a *Agent) ensureLauncher(ctx context.Context, vmi *apiv1.VirtualMachineIns
 	}
 
 	if rec.HasLauncher() && !a.launchers.isGone(rec.Handle) {
-		rctx, cancel := context.WithTimeout(ctx, a.opts.ReattachTimeout)
+		rctx, cancel := context.WithTimeout(ctx, a.timing.ReattachTimeout)
 		c, err := a.opts.Launchers.Reattach(rctx, rec.Handle)
 		cancel()
 		if err == nil {
@@ -183,7 +183,7 @@ func (a *Agent) endOldLaunchers(ctx context.Context, rec *state.VMI, old *entry)
 		handles = append(handles, old.handle)
 	}
 	for _, h := range handles {
-		kctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+		kctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
 		err := a.opts.Launchers.KillLauncher(kctx, h)
 		cancel()
 		if err != nil {
@@ -253,7 +253,7 @@ func (a *Agent) markDead(e *entry, why error) {
 // livenessLoop pings every launcher: a launcher that hangs keeps its
 // event stream open, so the stream alone does not show it.
 func (a *Agent) livenessLoop(ctx context.Context) {
-	t := time.NewTicker(a.opts.LivenessInterval)
+	t := time.NewTicker(a.timing.LivenessInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -269,7 +269,7 @@ func (a *Agent) livenessLoop(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pctx, cancel := context.WithTimeout(ctx, a.opts.LivenessInterval)
+				pctx, cancel := context.WithTimeout(ctx, a.timing.LivenessInterval)
 				defer cancel()
 				if err := e.client.Ping(pctx); err != nil && ctx.Err() == nil {
 					a.markDead(e, fmt.Errorf("ping: %w", err))

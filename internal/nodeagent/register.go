@@ -61,7 +61,7 @@ func (a *Agent) register(ctx context.Context) error {
 	images := a.images.ForRegister(ctx, registerImageWait)
 	n.Status.Images = images.GetItems()
 	err := retry(ctx, a, "registering node", func() error {
-		_, err := a.api.Nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: n})
+		_, err := a.nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: n})
 		return err
 	})
 	if err == nil {

@@ -46,12 +46,12 @@ func (a *Agent) writeStatus(ctx context.Context, cached *apiv1.VirtualMachineIns
 		if proto.Equal(next.Status, cur.GetStatus()) {
 			return cur, nil
 		}
-		out, err := a.api.VMIs.UpdateStatus(ctx, &apiv1.UpdateVirtualMachineInstanceStatusRequest{Vmi: next})
+		out, err := a.status.UpdateStatus(ctx, &apiv1.UpdateVirtualMachineInstanceStatusRequest{Vmi: next})
 		switch status.Code(err) {
 		case codes.OK:
 			return out, nil
 		case codes.Aborted:
-			cur, err = a.api.VMIs.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
+			cur, err = a.status.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
 			if status.Code(err) == codes.NotFound {
 				return nil, errVMIGone
 			}

@@ -32,7 +32,7 @@ func (a *Agent) kickVMDirGC() {
 }
 
 func (a *Agent) vmDirGCLoop(ctx context.Context) {
-	t := time.NewTicker(a.opts.VMDirGCPeriod)
+	t := time.NewTicker(a.timing.VMDirGCPeriod)
 	defer t.Stop()
 	a.gcVMDirs(ctx)
 	for {
@@ -95,9 +95,9 @@ func (a *Agent) gcVMDirs(ctx context.Context) {
 }
 
 func (a *Agent) vmGone(ctx context.Context, m nodedir.VMMeta) bool {
-	cctx, cancel := context.WithTimeout(ctx, a.opts.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
 	defer cancel()
-	vm, err := a.api.VMs.Get(cctx, &apiv1.GetVirtualMachineRequest{Key: &apiv1.ObjectKey{Namespace: m.Namespace, Name: m.Name}})
+	vm, err := a.vms.Get(cctx, &apiv1.GetVirtualMachineRequest{Key: &apiv1.ObjectKey{Namespace: m.Namespace, Name: m.Name}})
 	switch {
 	case status.Code(err) == codes.NotFound:
 		return true

@@ -1,0 +1,167 @@
+package nodeagent
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+)
+
+// Handler decisions and the status they write, on fakes (fakeapi_test.go).
+
+// A Scheduled VMI's domain that is defined but was never started is still
+// starting within the slow-start window (it is started); after it, the
+// VMI failed to start and the domain goes.
+func TestSlowStartWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		elapsed time.Duration
+		phase   string
+		reason  string
+	}{
+		{"within the window", DefaultSlowStartWindow - time.Second, apiv1.PhaseRunning, ""},
+		{"after the window", DefaultSlowStartWindow + time.Second, apiv1.PhaseFailed, ReasonDomainStopped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUnit(t)
+			v := u.create("s")
+			// Left by an earlier pass that recorded and defined it.
+			if err := u.db.PutVMI(u.a.newRecord(v)); err != nil {
+				t.Fatal(err)
+			}
+			u.fake.AddDomain(fake.Domain{Name: domainOf("s"), VMIUID: v.Metadata.Uid, VMIKey: "default/s",
+				State: fake.StateShutoff, Reason: fake.ReasonUnknown})
+			u.clock.Step(tc.elapsed)
+			u.mustReconcile("s")
+			got := u.vmis.get("s").Status
+			if got.Phase != tc.phase || got.Reason != tc.reason {
+				t.Fatalf("phase %s/%s, want %s/%s", got.Phase, got.Reason, tc.phase, tc.reason)
+			}
+			d, exists := u.fake.Domain(domainOf("s"))
+			if started := exists && d.Starts == 1; started != (tc.phase == apiv1.PhaseRunning) {
+				t.Errorf("domain %+v (exists %v)", d, exists)
+			}
+		})
+	}
+}
+
+// Starting writes Running once, with the domain's facts, and a pass that
+// finds nothing changed writes nothing.
+func TestStartWritesRunningOnce(t *testing.T) {
+	u := newUnit(t)
+	u.create("r")
+	u.mustReconcile("r")
+	u.mustReconcile("r")
+	if len(u.vmis.writes) != 1 {
+		t.Fatalf("%d status writes, want 1: %v", len(u.vmis.writes), u.vmis.writes)
+	}
+	st := u.vmis.writes[0]
+	d, _ := u.fake.Domain(domainOf("r"))
+	if st.Phase != apiv1.PhaseRunning || st.DomainUuid != d.UUID ||
+		apiv1.FindCondition(st.Conditions, apiv1.ConditionReady).GetStatus() != apiv1.ConditionTrue ||
+		apiv1.FindCondition(st.Conditions, apiv1.ConditionSoftwareEmulation).GetStatus() != apiv1.ConditionTrue {
+		t.Errorf("status %v", st)
+	}
+	if n := u.fake.Count("Sync"); n != 1 {
+		t.Errorf("%d Syncs", n)
+	}
+}
+
+// libvirt refusing to converge a running guest leaves it running and
+// shows the condition; the pass fails so that it is retried.
+func TestSyncErrorOfARunningVMIKeepsItRunning(t *testing.T) {
+	u := newUnit(t)
+	u.create("k")
+	u.mustReconcile("k")
+	// A new launcher syncs again: the old one died.
+	u.fake.CrashLaunchers(domainOf("k"))
+	u.fake.SetSyncError(domainOf("k"), "internal error: cannot update the domain")
+	// The pass that finds the launcher dead (through its ended event
+	// stream, or a refused call) replaces it; that is this one or the next.
+	_, err := u.reconcile("k")
+	if err == nil {
+		_, err = u.reconcile("k")
+	}
+	if err == nil {
+		t.Fatal("no error to retry with")
+	}
+	st := u.vmis.get("k").Status
+	c := apiv1.FindCondition(st.Conditions, apiv1.ConditionSynchronized)
+	if st.Phase != apiv1.PhaseRunning || c.GetStatus() != apiv1.ConditionFalse || c.GetReason() != ReasonSyncFailed ||
+		c.GetMessage() != "internal error: cannot update the domain" {
+		t.Fatalf("phase %s, Synchronized %v", st.Phase, c)
+	}
+	if d, _ := u.fake.Domain(domainOf("k")); d.State != fake.StateRunning {
+		t.Errorf("guest touched: %+v", d)
+	}
+}
+
+// A disk that cannot be prepared fails the VMI, unless the disk room
+// says to retry (a volume not provisioned yet): then it waits, showing
+// why, and the pass fails so that it is retried with backoff.
+func TestPrepareErrorFailsOrWaits(t *testing.T) {
+	for _, retry := range []bool{false, true} {
+		u := newUnit(t)
+		u.a.disks = fakeDisks{err: &disks.Error{Reason: ReasonDataVolumeError, Retry: retry, Err: errors.New("no space")}}
+		u.create("p")
+		_, err := u.reconcile("p")
+		st := u.vmis.get("p").Status
+		c := apiv1.FindCondition(st.Conditions, apiv1.ConditionSynchronized)
+		if c.GetStatus() != apiv1.ConditionFalse || c.GetReason() != ReasonDataVolumeError || c.GetMessage() != "no space" {
+			t.Errorf("retry %v: Synchronized %v", retry, c)
+		}
+		wantPhase := apiv1.PhaseFailed
+		if retry {
+			wantPhase = apiv1.PhaseScheduled
+		}
+		if st.Phase != wantPhase || (err != nil) != retry {
+			t.Errorf("retry %v: phase %s, err %v; want %s and an error only to retry", retry, st.Phase, err, wantPhase)
+		}
+		if u.fake.Count("Launch") != 0 {
+			t.Errorf("retry %v: a launcher started without its disks", retry)
+		}
+	}
+}
+
+// A force stop shortens the grace period while the VMI exists; the
+// record keeps it for when the VMI is gone.
+func TestGracePeriodFollowsTheVMI(t *testing.T) {
+	u := newUnit(t)
+	v := u.create("g", withGrace(60))
+	u.mustReconcile("g")
+	v.Spec.TerminationGracePeriodSeconds = new(int64)
+	u.vmis.put(v)
+	u.mustReconcile("g")
+	rec, err := u.db.GetVMI(v.Metadata.Uid)
+	if err != nil || rec.GracePeriodSeconds != 0 {
+		t.Fatalf("record %+v, %v: want grace 0", rec, err)
+	}
+}
+
+// The record is found by key among others, and a VMI without one is
+// handled as new.
+func TestRecordForFindsByKey(t *testing.T) {
+	u := newUnit(t)
+	for _, r := range []*state.VMI{
+		{UID: "u1", Namespace: "default", Name: "a"},
+		{UID: "u2", Namespace: "other", Name: "a"},
+		{UID: "u3", Namespace: "default", Name: "b"},
+	} {
+		if err := u.db.PutVMI(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, uid := range map[string]string{"default/a": "u1", "other/a": "u2", "default/b": "u3", "default/c": ""} {
+		rec, err := u.a.recordFor(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (rec == nil) != (uid == "") || (rec != nil && rec.UID != uid) {
+			t.Errorf("recordFor(%s) = %+v, want uid %q", key, rec, uid)
+		}
+	}
+}
