@@ -58,6 +58,8 @@ type ManagerOptions struct {
 type manager struct {
 	opts ManagerOptions
 	log  *slog.Logger
+	// askTimeout is stopAskTimeout; tests of a hung launcher shorten it.
+	askTimeout time.Duration
 }
 
 // NewManager returns a Manager that starts launchers with opts.
@@ -71,7 +73,7 @@ func NewManager(opts ManagerOptions) Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &manager{opts: opts, log: opts.Logger}
+	return &manager{opts: opts, log: opts.Logger, askTimeout: stopAskTimeout}
 }
 
 // LogPath is the log file of the launcher for domainName.
@@ -248,7 +250,7 @@ func (m *manager) stopLauncher(ctx context.Context, ask func(), pid int, domainN
 		ask()
 		close(done)
 	}()
-	t := time.NewTimer(stopAskTimeout)
+	t := time.NewTimer(m.askTimeout)
 	defer t.Stop()
 	select {
 	case <-done:

@@ -15,6 +15,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 func validHandle() Handle {
@@ -83,25 +85,17 @@ func TestProcessHelpers(t *testing.T) {
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	// Until the child has exec'd, /proc shows this test's command line.
-	deadline := time.Now().Add(5 * time.Second)
-	for !processIsLauncherFor(cmd.Process.Pid, "ns_vm") {
-		if time.Now().After(deadline) {
-			t.Fatal("cmdline match wrong: ns_vm not found")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "the cmdline match of ns_vm", func() bool {
+		return processIsLauncherFor(cmd.Process.Pid, "ns_vm")
+	})
 	if processIsLauncherFor(cmd.Process.Pid, "ns_v") {
 		t.Fatal("cmdline match wrong: prefix ns_v matched")
 	}
 	_ = cmd.Process.Kill()
 	// Killed but not yet reaped: a zombie is gone.
-	deadline = time.Now().Add(5 * time.Second)
-	for processAlive(cmd.Process.Pid) {
-		if time.Now().After(deadline) {
-			t.Fatal("zombie counted as alive")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "the killed (zombie) child to count as gone", func() bool {
+		return !processAlive(cmd.Process.Pid)
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := waitGone(ctx, cmd.Process.Pid); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // helperSleeperEnv makes the test binary sleep (TestMain): a process with
@@ -43,20 +46,16 @@ func hang(t *testing.T, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testutil.EventuallyNoError(t, 10*time.Second, fmt.Sprintf("pid %d stopped", pid), func() error {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'T' {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d not stopped: %s", pid, b)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return fmt.Errorf("/proc/%d/stat: %s", pid, b)
+	})
 }
 
 // sleeper starts a process that looks like the launcher of domain (or not,
@@ -80,13 +79,9 @@ func sleeper(t *testing.T, domain string, cookie bool) *exec.Cmd {
 	})
 	// Wait until the child runs the test binary (its cmdline is set at
 	// exec).
-	deadline := time.Now().Add(5 * time.Second)
-	for !processIsLauncherFor(cmd.Process.Pid, domain) {
-		if time.Now().After(deadline) {
-			t.Fatal("sleeper did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, "the sleeper to exec", func() bool {
+		return processIsLauncherFor(cmd.Process.Pid, domain)
+	})
 	return cmd
 }
 
@@ -139,21 +134,26 @@ func TestStopKillsUnresponsiveLauncher(t *testing.T) {
 	l := sleeper(t, "default_web", true)
 	hang(t, l.Process.Pid)
 	m := NewManager(ManagerOptions{LauncherPath: "unused", LogDir: t.TempDir()}).(*manager)
+	m.askTimeout = 100 * time.Millisecond
 	// go-plugin's polite request, as it behaves with a hung launcher:
 	// blocked until the process is gone.
+	asked := make(chan struct{})
 	ask := func() {
-		for processAlive(l.Process.Pid) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		close(asked)
+		_ = waitGone(context.Background(), l.Process.Pid)
 	}
 	start := time.Now()
 	if err := m.stopLauncher(context.Background(), ask, l.Process.Pid, "default_web"); err != nil {
 		t.Fatal(err)
 	}
+	took := time.Since(start)
+	<-asked
 	if processAlive(l.Process.Pid) {
 		t.Fatal("launcher still alive after Stop")
 	}
-	if took := time.Since(start); took > stopAskTimeout+3*time.Second {
-		t.Errorf("Stop took %v", took)
+	// Killed once the polite request timed out, not sooner, and soon
+	// after.
+	if took < m.askTimeout || took > m.askTimeout+3*time.Second {
+		t.Errorf("Stop took %v, want between %v and %v", took, m.askTimeout, m.askTimeout+3*time.Second)
 	}
 }
