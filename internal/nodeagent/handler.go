@@ -40,16 +40,14 @@ func (a *Agent) Reconcile(ctx context.Context, key string) (controller.Result, e
 
 // recordFor returns the state record of key, or nil.
 func (a *Agent) recordFor(key string) (*state.VMI, error) {
-	recs, err := a.db.ListVMIs()
+	rec, err := a.db.GetVMIByKey(key)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("reading state records: %w", err)
+		return nil, fmt.Errorf("reading the state record of %s: %w", key, err)
 	}
-	for _, r := range recs {
-		if r.Key() == key {
-			return r, nil
-		}
-	}
-	return nil, nil
+	return rec, nil
 }
 
 func (a *Agent) sync(ctx context.Context, key string, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (controller.Result, error) {

@@ -142,10 +142,22 @@ func TestGracePeriodFollowsTheVMI(t *testing.T) {
 	}
 }
 
-// The record is found by key among others, and a VMI without one is
-// handled as new.
+// noScanDB is a state database whose records must not be listed.
+type noScanDB struct {
+	state.StateDB
+	t *testing.T
+}
+
+func (d noScanDB) ListVMIs() ([]*state.VMI, error) {
+	d.t.Error("every record read to find one")
+	return d.StateDB.ListVMIs()
+}
+
+// The record is found by key among others, without reading them all, and
+// a VMI without one is handled as new.
 func TestRecordForFindsByKey(t *testing.T) {
 	u := newUnit(t)
+	u.a.db = noScanDB{u.db, t}
 	for _, r := range []*state.VMI{
 		{UID: "u1", Namespace: "default", Name: "a"},
 		{UID: "u2", Namespace: "other", Name: "a"},

@@ -13,12 +13,14 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// Bucket layout, schema version 1:
+// Bucket layout, schema version 2:
 //
 //	meta/
-//	    version -> "1"
+//	    version -> "2"
 //	vmis/
 //	    <vmi uid> -> JSON VMI record
+//	vmikeys/
+//	    <namespace/name> \x00 <vmi uid> -> "" (index of vmis by key)
 //	node/
 //	    state -> JSON Node record
 //
@@ -26,14 +28,15 @@ import (
 // than misread; older ones are brought forward by Upgrade.
 
 // SchemaVersion is the layout this code reads and writes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 var (
-	bucketMeta = []byte("meta")
-	bucketVMIs = []byte("vmis")
-	bucketNode = []byte("node")
-	keyVersion = []byte("version")
-	keyState   = []byte("state")
+	bucketMeta    = []byte("meta")
+	bucketVMIs    = []byte("vmis")
+	bucketVMIKeys = []byte("vmikeys")
+	bucketNode    = []byte("node")
+	keyVersion    = []byte("version")
+	keyState      = []byte("state")
 )
 
 // UpgradeFunc moves a database from one schema version to the next.
@@ -51,7 +54,26 @@ var upgrades = map[int]UpgradeFunc{
 		}
 		return nil
 	},
+	// Version 2 indexes the records by key, so the handler finds a VMI's
+	// record without reading them all.
+	1: func(tx *bolt.Tx) error {
+		idx, err := tx.CreateBucketIfNotExists(bucketVMIKeys)
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketVMIs).ForEach(func(k, raw []byte) error {
+			r := &VMI{}
+			if err := json.Unmarshal(raw, r); err != nil {
+				return fmt.Errorf("decoding vmi record %s: %w", k, err)
+			}
+			return idx.Put(keyIndex(r.Key(), r.UID), nil)
+		})
+	},
 }
+
+// keyIndex is the vmikeys entry of record uid with key: sorted by key,
+// then uid, so a prefix scan finds a key's records in uid order.
+func keyIndex(key, uid string) []byte { return []byte(key + "\x00" + uid) }
 
 // BoltDB is the StateDB on a bbolt file.
 type BoltDB struct {
@@ -131,6 +153,25 @@ func (b *BoltDB) GetVMI(uid string) (*VMI, error) {
 	return out, err
 }
 
+func (b *BoltDB) GetVMIByKey(key string) (*VMI, error) {
+	var out *VMI
+	err := b.db.View(func(tx *bolt.Tx) error {
+		prefix := keyIndex(key, "")
+		k, _ := tx.Bucket(bucketVMIKeys).Cursor().Seek(prefix)
+		if k == nil || !bytes.HasPrefix(k, prefix) {
+			return fmt.Errorf("vmi record of %s: %w", key, ErrNotFound)
+		}
+		uid := k[len(prefix):]
+		raw := tx.Bucket(bucketVMIs).Get(uid)
+		if raw == nil {
+			return fmt.Errorf("vmi record %s, indexed for %s, is missing", uid, key)
+		}
+		out = &VMI{}
+		return json.Unmarshal(raw, out)
+	})
+	return out, err
+}
+
 func (b *BoltDB) ListVMIs() ([]*VMI, error) {
 	var out []*VMI
 	err := b.db.View(func(tx *bolt.Tx) error {
@@ -155,25 +196,61 @@ func (b *BoltDB) PutVMI(r *VMI) error {
 	if err != nil {
 		return fmt.Errorf("encoding vmi record %s: %w", r.UID, err)
 	}
-	return b.put(bucketVMIs, []byte(r.UID), raw)
+	if b.unchanged(bucketVMIs, []byte(r.UID), raw) {
+		return nil
+	}
+	return b.db.Update(func(tx *bolt.Tx) error {
+		vmis, idx := tx.Bucket(bucketVMIs), tx.Bucket(bucketVMIKeys)
+		if err := unindex(vmis, idx, r.UID); err != nil {
+			return err
+		}
+		if err := idx.Put(keyIndex(r.Key(), r.UID), nil); err != nil {
+			return err
+		}
+		return vmis.Put([]byte(r.UID), raw)
+	})
 }
 
-// put skips unchanged values, as Nomad's boltdd does: the handler saves
-// records on every pass, and an unchanged write would still cost a sync.
-func (b *BoltDB) put(bucket, key, raw []byte) error {
+// unindex removes the index entry of the stored record uid, if any.
+func unindex(vmis, idx *bolt.Bucket, uid string) error {
+	raw := vmis.Get([]byte(uid))
+	if raw == nil {
+		return nil
+	}
+	old := &VMI{}
+	if err := json.Unmarshal(raw, old); err != nil {
+		return fmt.Errorf("decoding vmi record %s: %w", uid, err)
+	}
+	return idx.Delete(keyIndex(old.Key(), uid))
+}
+
+// unchanged reports whether key already holds raw. Writes skip unchanged
+// values, as Nomad's boltdd does: the handler saves records on every
+// pass, and an unchanged write would still cost a sync.
+func (b *BoltDB) unchanged(bucket, key, raw []byte) bool {
 	same := false
 	_ = b.db.View(func(tx *bolt.Tx) error {
 		same = bytes.Equal(tx.Bucket(bucket).Get(key), raw)
 		return nil
 	})
-	if same {
+	return same
+}
+
+func (b *BoltDB) put(bucket, key, raw []byte) error {
+	if b.unchanged(bucket, key, raw) {
 		return nil
 	}
 	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, raw) })
 }
 
 func (b *BoltDB) DeleteVMI(uid string) error {
-	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketVMIs).Delete([]byte(uid)) })
+	return b.db.Update(func(tx *bolt.Tx) error {
+		vmis := tx.Bucket(bucketVMIs)
+		if err := unindex(vmis, tx.Bucket(bucketVMIKeys), uid); err != nil {
+			return err
+		}
+		return vmis.Delete([]byte(uid))
+	})
 }
 
 func (b *BoltDB) GetNode() (*Node, error) {

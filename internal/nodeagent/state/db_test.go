@@ -1,8 +1,10 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +108,67 @@ func TestVMIRecords(t *testing.T) {
 	})
 }
 
+// Records are found by namespace/name through the index, which follows
+// puts that rename a record and deletes.
+func TestVMIRecordsByKey(t *testing.T) {
+	testDB(t, func(t *testing.T, db StateDB) {
+		if _, err := db.GetVMIByKey("default/vm-a"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("empty db: want ErrNotFound, got %v", err)
+		}
+		for _, uid := range []string{"b", "a", "c"} {
+			if err := db.PutVMI(record(uid)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, uid := range []string{"a", "b", "c"} {
+			got, err := db.GetVMIByKey("default/vm-" + uid)
+			if err != nil || got.UID != uid || got.Handle != record(uid).Handle {
+				t.Fatalf("by key vm-%s: %+v, %v", uid, got, err)
+			}
+		}
+		// A prefix of a key is not that key.
+		if _, err := db.GetVMIByKey("default/vm-"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("key prefix: want ErrNotFound, got %v", err)
+		}
+
+		// The same uid under another name moves in the index.
+		moved := record("a")
+		moved.Namespace = "other"
+		if err := db.PutVMI(moved); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.GetVMIByKey("default/vm-a"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("old key after a rename: want ErrNotFound, got %v", err)
+		}
+		if got, err := db.GetVMIByKey("other/vm-a"); err != nil || got.UID != "a" {
+			t.Fatalf("new key after a rename: %+v, %v", got, err)
+		}
+
+		// A second record of a key (a VMI that reused a name): the lowest
+		// uid first, the other once it is gone.
+		newer := record("z")
+		newer.Name = "vm-b"
+		if err := db.PutVMI(newer); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := db.GetVMIByKey("default/vm-b"); err != nil || got.UID != "b" {
+			t.Fatalf("shared key: %+v, %v; want uid b", got, err)
+		}
+		if err := db.DeleteVMI("b"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := db.GetVMIByKey("default/vm-b"); err != nil || got.UID != "z" {
+			t.Fatalf("shared key after deleting b: %+v, %v; want uid z", got, err)
+		}
+		if err := db.DeleteVMI("z"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.GetVMIByKey("default/vm-b"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("deleted: want ErrNotFound, got %v", err)
+		}
+	})
+}
+
 func TestNodeRecord(t *testing.T) {
 	testDB(t, func(t *testing.T, db StateDB) {
 		n, err := db.GetNode()
@@ -147,6 +210,43 @@ func TestBoltSurvivesReopen(t *testing.T) {
 	}
 }
 
+// A version 1 database (records, no key index) is indexed on open.
+func TestUpgradeIndexesKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	raw, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Update(func(tx *bolt.Tx) error {
+		if err := upgrades[0](tx); err != nil {
+			return err
+		}
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(keyVersion, []byte("1")); err != nil {
+			return err
+		}
+		b, err := json.Marshal(record("old"))
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketVMIs).Put([]byte("old"), b)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	raw.Close()
+	db, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got, err := db.GetVMIByKey("default/vm-old"); err != nil || got.UID != "old" {
+		t.Fatalf("record of a version 1 database by key: %+v, %v", got, err)
+	}
+}
+
 // A second agent on the same file fails instead of hanging on the lock.
 func TestBoltLocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
@@ -168,18 +268,21 @@ func TestUpgrade(t *testing.T) {
 	}
 	// A database from before versioning: no meta bucket.
 	var ran []int
-	steps := map[int]UpgradeFunc{0: func(tx *bolt.Tx) error {
-		ran = append(ran, 0)
-		return upgrades[0](tx)
-	}}
+	steps := map[int]UpgradeFunc{}
+	for v := range SchemaVersion {
+		steps[v] = func(tx *bolt.Tx) error {
+			ran = append(ran, v)
+			return upgrades[v](tx)
+		}
+	}
 	if err := raw.Update(func(tx *bolt.Tx) error { return Upgrade(tx, steps) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(ran) != 1 {
-		t.Fatalf("upgrade steps run: %v", ran)
+	if want := []int{0, 1}; !slices.Equal(ran, want) {
+		t.Fatalf("upgrade steps run: %v, want %v", ran, want)
 	}
 	// Already current: nothing runs.
-	if err := raw.Update(func(tx *bolt.Tx) error { return Upgrade(tx, steps) }); err != nil || len(ran) != 1 {
+	if err := raw.Update(func(tx *bolt.Tx) error { return Upgrade(tx, steps) }); err != nil || len(ran) != SchemaVersion {
 		t.Fatalf("second upgrade: ran %v, %v", ran, err)
 	}
 	// A newer agent's database is refused.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -15,6 +16,8 @@ import (
 type MemDB struct {
 	mu   sync.Mutex
 	vmis map[string][]byte
+	// keys indexes vmis: namespace/name to the uids of its records.
+	keys map[string]map[string]bool
 	node []byte
 	// OnPut, when set, is called after every successful PutVMI.
 	OnPut func(r *VMI)
@@ -23,7 +26,7 @@ type MemDB struct {
 var _ StateDB = (*MemDB)(nil)
 
 // NewMemDB returns an empty database.
-func NewMemDB() *MemDB { return &MemDB{vmis: map[string][]byte{}} }
+func NewMemDB() *MemDB { return &MemDB{vmis: map[string][]byte{}, keys: map[string]map[string]bool{}} }
 
 func (m *MemDB) GetVMI(uid string) (*VMI, error) {
 	m.mu.Lock()
@@ -34,6 +37,36 @@ func (m *MemDB) GetVMI(uid string) (*VMI, error) {
 	}
 	r := &VMI{}
 	return r, json.Unmarshal(raw, r)
+}
+
+func (m *MemDB) GetVMIByKey(key string) (*VMI, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	uids := make([]string, 0, len(m.keys[key]))
+	for uid := range m.keys[key] {
+		uids = append(uids, uid)
+	}
+	if len(uids) == 0 {
+		return nil, fmt.Errorf("vmi record of %s: %w", key, ErrNotFound)
+	}
+	r := &VMI{}
+	return r, json.Unmarshal(m.vmis[slices.Min(uids)], r)
+}
+
+// unindexLocked removes the index entry of the stored record uid.
+func (m *MemDB) unindexLocked(uid string) {
+	raw, ok := m.vmis[uid]
+	if !ok {
+		return
+	}
+	old := &VMI{}
+	if json.Unmarshal(raw, old) != nil {
+		return
+	}
+	delete(m.keys[old.Key()], uid)
+	if len(m.keys[old.Key()]) == 0 {
+		delete(m.keys, old.Key())
+	}
 }
 
 func (m *MemDB) ListVMIs() ([]*VMI, error) {
@@ -64,7 +97,12 @@ func (m *MemDB) PutVMI(r *VMI) error {
 		return err
 	}
 	m.mu.Lock()
+	m.unindexLocked(r.UID)
 	m.vmis[r.UID] = raw
+	if m.keys[r.Key()] == nil {
+		m.keys[r.Key()] = map[string]bool{}
+	}
+	m.keys[r.Key()][r.UID] = true
 	hook := m.OnPut
 	m.mu.Unlock()
 	if hook != nil {
@@ -78,6 +116,7 @@ func (m *MemDB) PutVMI(r *VMI) error {
 func (m *MemDB) DeleteVMI(uid string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.unindexLocked(uid)
 	delete(m.vmis, uid)
 	return nil
 }

@@ -68,6 +68,11 @@ type Node struct {
 type StateDB interface {
 	// GetVMI returns the record of uid, or ErrNotFound.
 	GetVMI(uid string) (*VMI, error)
+	// GetVMIByKey returns the record of the VMI namespace/name, or
+	// ErrNotFound, without reading the others. Two records share a key
+	// only while a VMI that reused a name waits for the old one's domain
+	// to go: the one of the lowest uid is returned.
+	GetVMIByKey(key string) (*VMI, error)
 	// ListVMIs returns every record, sorted by uid.
 	ListVMIs() ([]*VMI, error)
 	// PutVMI creates or replaces the record of r.UID.
