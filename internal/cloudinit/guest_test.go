@@ -20,6 +20,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 const envLibvirtURI = "VIRTPLANE_TEST_LIBVIRT_URI"
@@ -113,18 +114,16 @@ func bootWithCDROM(t *testing.T, uri, guestDir string, iso []byte) string {
 	// Transient: destroy removes it; usually it is gone already.
 	t.Cleanup(func() { exec.Command("virsh", "-c", uri, "destroy", name).Run() })
 
-	deadline := time.Now().Add(guestTimeout)
-	for {
+	var console string
+	testutil.EventuallyNoError(t, guestTimeout, "guest "+name+" to power off", func() error {
 		b, _ := os.ReadFile(consolePath) // absent until QEMU writes
-		console := string(b)
+		console = string(b)
 		if _, ok := testguest.FindMarker(console, testguest.MarkerPoweroff); ok {
-			return console
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("guest %s did not power off within %v; console:\n%s", name, guestTimeout, console)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("console:\n%s", console)
+	})
+	return console
 }
 
 func domainName(t *testing.T) string {

@@ -22,6 +22,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 const envLibvirtURI = "VIRTPLANE_TEST_LIBVIRT_URI"
@@ -162,9 +163,12 @@ func startGuest(t *testing.T, uri string, spec guestSpec) *guest {
 			t.Logf("cleanup: %v", err)
 		}
 	})
-	if !g.events.wait(g.name, 30*time.Second, "Started", "Suspended") {
-		t.Fatalf("lifecycle watcher never saw %s start; events: %v", g.name, g.events.all())
-	}
+	testutil.EventuallyNoError(t, 30*time.Second, "the lifecycle watcher to see "+g.name+" start", func() error {
+		if _, ok := g.events.find(g.name, "Started", "Suspended"); ok {
+			return nil
+		}
+		return fmt.Errorf("events: %v", g.events.all())
+	})
 	if _, err := virsh(uri, "resume", g.name); err != nil {
 		t.Fatal(err)
 	}
@@ -180,16 +184,16 @@ func (g *guest) consoleText() string {
 // waitMarker waits for marker on the console and returns what follows it.
 func (g *guest) waitMarker(marker string, timeout time.Duration) string {
 	g.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if rest, ok := testguest.FindMarker(g.consoleText(), marker); ok {
-			return rest
+	var rest string
+	testutil.EventuallyNoError(g.t, timeout, marker+" on "+g.name+"'s console", func() error {
+		console := g.consoleText()
+		var ok bool
+		if rest, ok = testguest.FindMarker(console, marker); ok {
+			return nil
 		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("no %s on %s's console after %v; events %v; console:\n%s", marker, g.name, timeout, g.events.forDomain(g.name), g.consoleText())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("events %v; console:\n%s", g.events.forDomain(g.name), console)
+	})
+	return rest
 }
 
 // waitBooted waits for the boot marker and logs how long the boot took.
@@ -202,23 +206,20 @@ func (g *guest) waitBooted() map[string]string {
 
 // waitStopped waits for the domain to shut off and returns the reason as
 // libvirt's lifecycle event gives it (lower case: "shutdown", "crashed",
-// "destroyed"...). A transient domain is gone once shut off, so virsh
-// domstate --reason cannot tell; the event carries the same reason.
+// "destroyed"...). Every guest here is transient (startGuest), gone once
+// shut off, so virsh domstate --reason cannot tell; the event carries the
+// same reason, and the watcher runs from before the guest started.
 func (g *guest) waitStopped(timeout time.Duration) string {
 	g.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var reason string
+	testutil.EventuallyNoError(g.t, timeout, g.name+" to shut off", func() error {
 		if ev, ok := g.events.find(g.name, "Stopped"); ok {
-			return strings.ToLower(ev.detail)
+			reason = strings.ToLower(ev.detail)
+			return nil
 		}
-		// A persistent domain would stay and say it here.
-		if out, err := virsh(g.uri, "domstate", "--reason", g.name); err == nil && strings.HasPrefix(out, "shut off") {
-			return strings.Trim(strings.TrimSpace(strings.TrimPrefix(out, "shut off")), "()")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	g.t.Fatalf("%s did not shut off in %v; events %v; console:\n%s", g.name, timeout, g.events.forDomain(g.name), g.consoleText())
-	return ""
+		return fmt.Errorf("events %v; console:\n%s", g.events.forDomain(g.name), g.consoleText())
+	})
+	return reason
 }
 
 // domstate returns `virsh domstate --reason`, e.g. "running (unpaused)".
@@ -288,17 +289,6 @@ func (w *eventWatcher) find(domain string, kinds ...string) (lifecycleEvent, boo
 		}
 	}
 	return lifecycleEvent{}, false
-}
-
-func (w *eventWatcher) wait(domain string, timeout time.Duration, kinds ...string) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if _, ok := w.find(domain, kinds...); ok {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
 }
 
 func (w *eventWatcher) all() []lifecycleEvent {
