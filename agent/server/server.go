@@ -94,9 +94,23 @@ type Options struct {
 
 // Deps is what controllers get from the composition root.
 type Deps struct {
-	Etcd   *clientv3.Client
+	Etcd *clientv3.Client
+	// Stores are for the controllers' reads and writes; with leader
+	// election they are fenced to the current term (store.Options.Fence).
 	Stores apiserver.Stores
 	Logger *slog.Logger
+}
+
+// newStores are the typed stores under prefix; a non-nil fence makes
+// their writes conditional on one leader term.
+func newStores(c *clientv3.Client, prefix string, fence *store.Fence) apiserver.Stores {
+	opts := store.Options{Prefix: prefix + "/registry", Fence: fence}
+	return apiserver.Stores{
+		VMs:        store.New(c, store.VirtualMachines, opts),
+		VMIs:       store.New(c, store.VirtualMachineInstances, opts),
+		Nodes:      store.New(c, store.Nodes, opts),
+		Migrations: store.New(c, store.Migrations, opts),
+	}
 }
 
 // Complete fills defaults.
@@ -223,13 +237,8 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	if err := a.openStore(ctx); err != nil {
 		return nil, err
 	}
-	stOpts := store.Options{Prefix: o.EtcdPrefix + "/registry"}
-	stores := apiserver.Stores{
-		VMs:        store.New(a.client, store.VirtualMachines, stOpts),
-		VMIs:       store.New(a.client, store.VirtualMachineInstances, stOpts),
-		Nodes:      store.New(a.client, store.Nodes, stOpts),
-		Migrations: store.New(a.client, store.Migrations, stOpts),
-	}
+	// The API's writes are users' requests, not the leader's: unfenced.
+	stores := newStores(a.client, o.EtcdPrefix, nil)
 	api := apiserver.New(stores, apiserver.Options{
 		Validation:        validation.Options{ImageDir: o.ImageDir},
 		NodeLease:         o.NodeLease,
@@ -287,7 +296,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	}
 
 	deps := Deps{Etcd: a.client, Stores: stores, Logger: o.Logger.With("component", "controllers")}
-	runControllers := func(ctx context.Context) {
+	runControllers := func(ctx context.Context, deps Deps) {
 		switch {
 		case o.Controllers != nil:
 			o.Controllers(ctx, deps)
@@ -312,10 +321,19 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 				}
 			},
 		}
-		a.serve("", func() error { return el.Run(runCtx, runControllers) })
+		a.serve("", func() error {
+			return el.Run(runCtx, func(ctx context.Context, term leader.Term) {
+				// A term's controllers write through stores fenced to it,
+				// so a leader paused past its lease cannot write after
+				// the next one was elected.
+				fenced := deps
+				fenced.Stores = newStores(a.client, o.EtcdPrefix, &store.Fence{Key: term.Key, Revision: term.Revision})
+				runControllers(ctx, fenced)
+			})
+		})
 	} else {
 		leaderGauge.Set(1)
-		a.serve("", func() error { runControllers(runCtx); return nil })
+		a.serve("", func() error { runControllers(runCtx, deps); return nil })
 	}
 	if o.Role == RoleAll && o.Node != nil {
 		// In-process, against the agent's own socket, like any node.

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -9,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // Two electors on one etcd: exactly one leads at any time, and the other
@@ -30,8 +34,8 @@ func TestOneLeaderAndHandover(t *testing.T) {
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		}
 	}
-	lead := func(id string) func(ctx context.Context) {
-		return func(ctx context.Context) {
+	lead := func(id string) func(ctx context.Context, _ Term) {
+		return func(ctx context.Context, _ Term) {
 			n := active.Add(1)
 			for {
 				m := maxActive.Load()
@@ -48,17 +52,11 @@ func TestOneLeaderAndHandover(t *testing.T) {
 	}
 	waitLeaders := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
+		testutil.Eventually(t, 15*time.Second, fmt.Sprintf("leader #%d", n), func() bool {
 			mu.Lock()
-			got := len(leaders)
-			mu.Unlock()
-			if got >= n {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("timed out waiting for leader #%d (have %v)", n, leaders)
+			defer mu.Unlock()
+			return len(leaders) >= n
+		})
 	}
 
 	ctxA, stopA := context.WithCancel(context.Background())
@@ -68,7 +66,9 @@ func TestOneLeaderAndHandover(t *testing.T) {
 	go func() { _ = newElector("a").Run(ctxA, lead("a")); close(doneA) }()
 	waitLeaders(1)
 	go func() { _ = newElector("b").Run(ctxB, lead("b")) }()
-	time.Sleep(500 * time.Millisecond) // b campaigns but must not lead
+	// b campaigns (its key is under the prefix, behind a's) but must not
+	// lead.
+	waitCandidates(t, srv.Client(), "/test/leader", 2)
 	mu.Lock()
 	if len(leaders) != 1 || leaders[0] != "a" {
 		t.Fatalf("leaders %v", leaders)
@@ -83,6 +83,8 @@ func TestOneLeaderAndHandover(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("handover took %v", d)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if leaders[1] != "b" {
 		t.Fatalf("leaders %v", leaders)
 	}
@@ -110,7 +112,7 @@ func TestLeadershipLostWhenSessionExpires(t *testing.T) {
 	defer cancel()
 	leadCtxs := make(chan context.Context, 4)
 	go func() {
-		_ = el.Run(ctx, func(lctx context.Context) { leadCtxs <- lctx; <-lctx.Done() })
+		_ = el.Run(ctx, func(lctx context.Context, _ Term) { leadCtxs <- lctx; <-lctx.Done() })
 	}()
 	first := <-leadCtxs
 	// Revoke every lease: the session is gone as if etcd had expired it.
@@ -139,4 +141,20 @@ func TestLeadershipLostWhenSessionExpires(t *testing.T) {
 	if len(changes) < 3 || !changes[0] || changes[1] {
 		t.Fatalf("leadership changes %v", changes)
 	}
+}
+
+// waitCandidates waits until n electors campaign under prefix: each has
+// its key there, the leader's with the lowest create revision.
+func waitCandidates(t *testing.T, c *clientv3.Client, prefix string, n int) {
+	t.Helper()
+	testutil.EventuallyNoError(t, 15*time.Second, fmt.Sprintf("%d campaign keys under %s", n, prefix), func() error {
+		resp, err := c.Get(t.Context(), prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return err
+		}
+		if resp.Count != int64(n) {
+			return fmt.Errorf("%d keys", resp.Count)
+		}
+		return nil
+	})
 }

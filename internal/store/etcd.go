@@ -24,6 +24,18 @@ type Options struct {
 	Prefix string
 	// Clock stamps creation and deletion timestamps; time.Now when nil.
 	Clock func() time.Time
+	// Fence, when set, makes every write conditional on a leader term
+	// (see the package documentation).
+	Fence *Fence
+}
+
+// Fence is one leader election term: the key the winner created under
+// the election prefix and that key's create revision. The key keeps that
+// revision until the term ends (resigned, or its lease expired); a later
+// term is another key or a new revision.
+type Fence struct {
+	Key      string
+	Revision int64
 }
 
 // maxConflictRetries bounds GuaranteedUpdate and Delete under contention.
@@ -36,6 +48,7 @@ type etcdStore[T Object] struct {
 	res     Resource[T]
 	keys    keys
 	clock   func() time.Time
+	fence   *Fence
 	metrics storeMetrics
 }
 
@@ -50,6 +63,7 @@ func New[T Object](client *clientv3.Client, res Resource[T], opts Options) Store
 		res:     res,
 		keys:    newKeys(opts.Prefix, res.Plural, res.Kind, res.Namespaced),
 		clock:   clock,
+		fence:   opts.Fence,
 		metrics: newStoreMetrics(res.Kind),
 	}
 }
@@ -78,10 +92,7 @@ func (s *etcdStore[T]) Create(ctx context.Context, obj T) (T, error) {
 	if err != nil {
 		return zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, err)
 	}
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(data))).
-		Commit()
+	resp, err := s.commit(ctx, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, string(data)))
 	if err != nil {
 		return zero, fmt.Errorf("%s %q: create: %w", s.keys.kind, ref, err)
 	}
@@ -187,11 +198,7 @@ func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err e
 	if err != nil {
 		return zero, zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, err)
 	}
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", rv)).
-		Then(clientv3.OpPut(key, string(data))).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	resp, err := s.commit(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", rv), clientv3.OpPut(key, string(data)), clientv3.OpGet(key))
 	if err != nil {
 		return zero, zero, fmt.Errorf("%s %q: update: %w", s.keys.kind, ref, err)
 	}
@@ -204,15 +211,34 @@ func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err e
 	return out, zero, nil
 }
 
+// commit runs the write transaction "if cmp then op else els", fenced to
+// the store's leader term if it has one. A transaction that failed only
+// because the term ended is ErrNotLeader; otherwise the caller reads why
+// cmp failed from the Else responses, which come first.
+func (s *etcdStore[T]) commit(ctx context.Context, cmp clientv3.Cmp, op clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	f := s.fence
+	if f == nil {
+		return s.client.Txn(ctx).If(cmp).Then(op).Else(els...).Commit()
+	}
+	resp, err := s.client.Txn(ctx).
+		If(cmp, clientv3.Compare(clientv3.CreateRevision(f.Key), "=", f.Revision)).
+		Then(op).
+		Else(append(els, clientv3.OpGet(f.Key))...).
+		Commit()
+	if err != nil || resp.Succeeded {
+		return resp, err
+	}
+	if kvs := resp.Responses[len(els)].GetResponseRange().GetKvs(); len(kvs) == 0 || kvs[0].CreateRevision != f.Revision {
+		return nil, fmt.Errorf("%w: the leader term of %s at revision %d has ended", ErrNotLeader, f.Key, f.Revision)
+	}
+	return resp, nil
+}
+
 // deleteAt deletes key if it is still at revision rv, and returns last
 // with the deletion revision as its resource version, as a watch would.
 func (s *etcdStore[T]) deleteAt(ctx context.Context, key, ref string, last T, rv int64) (out, current T, err error) {
 	var zero T
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", rv)).
-		Then(clientv3.OpDelete(key)).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	resp, err := s.commit(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", rv), clientv3.OpDelete(key), clientv3.OpGet(key))
 	if err != nil {
 		return zero, zero, fmt.Errorf("%s %q: delete: %w", s.keys.kind, ref, err)
 	}

@@ -11,6 +11,18 @@
 // So a read-only adapter (client/remotestore) has no write methods to stub,
 // and a controller's test shows which writes it can make.
 //
+// # Fenced writes
+//
+// Controllers run only while their agent holds the leader election, but a
+// leader paused past its session TTL (GC, SIGSTOP, a partition) may still
+// write after another was elected. A store built with Options.Fence adds
+// a compare on the election key to every write transaction: the write
+// commits only while the key this term created still exists with the
+// create revision the term won with (concurrency.Election's Key and Rev).
+// A refused write fails with ErrNotLeader, told apart from a conflict by
+// reading the key in the same transaction. Reads are not fenced, and the
+// API server's own stores have no fence: its writes are users' requests.
+//
 // # Conformance
 //
 // storetest.RunConformance is the behaviour every backend must share: CAS
@@ -43,6 +55,9 @@ var (
 	// ErrInvalid: the call itself is malformed (missing name, zero resource
 	// version on Update, ...).
 	ErrInvalid = errors.New("invalid")
+	// ErrNotLeader: a fenced store's write was refused because the leader
+	// term it was built for has ended (Options.Fence).
+	ErrNotLeader = errors.New("not leader")
 )
 
 // Object is any stored API object.
