@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // LogRecord is one line of an agent's JSON log (--log-format json).
@@ -79,20 +81,23 @@ func Matching(path, msg string) []LogRecord {
 // WaitLog polls path until a record with message msg appears and returns
 // it; a process that exits first is an error that quotes the log's end.
 func WaitLog(ctx context.Context, p *Process, msg string, timeout time.Duration) (LogRecord, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
+	var rec LogRecord
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		if m := Matching(p.LogPath, msg); len(m) > 0 {
-			return m[0], nil
+			rec = m[0]
+			return true, nil
 		}
 		select {
 		case <-p.Exited():
-			return LogRecord{}, fmt.Errorf("%s exited before logging %q:\n%s", p.Path, msg, Tail(p.LogPath, 2000))
-		case <-ctx.Done():
-			return LogRecord{}, fmt.Errorf("waiting for %q in %s: %w", msg, p.LogPath, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+			return false, fmt.Errorf("%s exited before logging %q:\n%s", p.Path, msg, Tail(p.LogPath, 2000))
+		default:
+			return false, nil
 		}
+	})
+	if wait.Interrupted(err) {
+		return rec, fmt.Errorf("waiting for %q in %s: %w", msg, p.LogPath, err)
 	}
+	return rec, err
 }
 
 // Tail returns the last n bytes of a file, for error messages.

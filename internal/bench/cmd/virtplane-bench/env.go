@@ -144,16 +144,14 @@ func (e *env) killLaunchers(prefix string) error {
 	for _, pid := range ls {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, pid := range ls {
-		for bench.Alive(pid) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("launcher %d still alive after SIGKILL", pid)
+	return waitUntil(context.Background(), 30*time.Second, fmt.Sprintf("launchers %v to exit after SIGKILL", ls), func() bool {
+		for _, pid := range ls {
+			if bench.Alive(pid) {
+				return false
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
-	}
-	return nil
+		return true
+	})
 }
 
 // cleanupAll ends every agent the run started and every launcher and

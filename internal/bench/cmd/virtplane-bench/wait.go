@@ -5,24 +5,26 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 )
 
-// waitUntil polls cond every 10 ms until it holds, ctx ends or timeout
-// passes.
+// waitUntil checks cond at once and then every 10 ms until it holds, ctx
+// ends or timeout passes. The latencies the benchmarks report come from
+// the tracker's timestamps, not from when this returns.
 func waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	default:
+		return fmt.Errorf("timed out after %s waiting for %s", timeout, what)
 	}
-	return nil
 }
 
 // minMemAvailable is the host memory a benchmark leaves free: below it the
