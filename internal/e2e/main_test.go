@@ -89,14 +89,14 @@ func setup() (string, error) {
 	env.launcher = filepath.Join(dir, "bin", "virtplane-launcher")
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, b := range []struct{ out, pkg, cgo string }{
-		{env.agent, "./agent", "0"},
-		{env.launcher, "./launcher", "1"},
+	for i, b := range []struct{ out, pkg, cgo, tags string }{
+		{env.agent, "./agent", "0", ""},
+		{env.launcher, "./launcher", "1", "libvirt"},
 	} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = build(b.out, b.pkg, b.cgo)
+			errs[i] = build(b.out, b.pkg, b.cgo, b.tags)
 		}()
 	}
 	wg.Wait()
@@ -108,9 +108,9 @@ func setup() (string, error) {
 }
 
 // build compiles a main package of this module (the module root is two
-// levels up from this package).
-func build(out, pkg, cgo string) error {
-	cmd := exec.Command("go", "build", "-ldflags", "-X main.version=e2e -X github.com/virtplane/terraform-provider-virtplane/agent/command.Version=e2e",
+// levels up from this package); the launcher needs the libvirt tag.
+func build(out, pkg, cgo, tags string) error {
+	cmd := exec.Command("go", "build", "-tags", tags, "-ldflags", "-X main.version=e2e -X github.com/virtplane/terraform-provider-virtplane/agent/command.Version=e2e",
 		"-o", out, pkg)
 	cmd.Dir = filepath.Join("..", "..")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
