@@ -123,13 +123,7 @@ func fencedInstance(vmi *apiv1.VirtualMachineInstance) bool {
 func (n *nodeService) fenceInstance(ctx context.Context, vmi *apiv1.VirtualMachineInstance, node string, now time.Time) (*apiv1.VirtualMachineInstance, error) {
 	m := vmi.GetMetadata()
 	out, err := n.s.stores.VMIs.GuaranteedUpdate(ctx, m.GetNamespace(), m.GetName(), func(cur *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
-		st := cur.GetStatus()
-		if cur.GetMetadata().GetUid() != m.GetUid() || st.GetNodeName() != node || apiv1.IsFinal(st.GetPhase()) {
-			return cur, nil
-		}
-		cur.Status.SetPhase(apiv1.PhaseFailed, now)
-		cur.Status.Reason = fenceVMIReason
-		cur.Status.Message = fenceVMIMessage
+		cur.FailOnNode(m.GetUid(), node, fenceVMIReason, fenceVMIMessage, now)
 		return cur, nil
 	})
 	if errors.Is(err, store.ErrNotFound) {

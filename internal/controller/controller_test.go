@@ -55,20 +55,27 @@ func TestRunnerRetriesRequeuesAndStops(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatalf("not converged: %v", calls)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Once the runner stopped, every result has been handled: a terminal
+	// error or a success is forgotten by the rate limiter, so a retry
+	// still pending would show as a requeue.
+	cancel()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("runner did not stop")
+	}
 	mu.Lock()
+	defer mu.Unlock()
 	if calls["bad"] != 1 {
 		t.Errorf("terminal error retried: %d calls", calls["bad"])
 	}
 	if calls["flaky"] != 3 || calls["poll"] != 2 {
 		t.Errorf("calls %v", calls)
 	}
-	mu.Unlock()
-	cancel()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		t.Fatal("runner did not stop")
+	for _, k := range []string{"flaky", "bad", "poll"} {
+		if n := q.NumRequeues(k); n != 0 {
+			t.Errorf("%s left with %d requeues", k, n)
+		}
 	}
 }
 

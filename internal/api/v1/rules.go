@@ -106,3 +106,18 @@ func (st *VirtualMachineInstanceStatus) SetPhase(phase string, now time.Time) {
 		Phase: phase, Time: timestamppb.New(now),
 	})
 }
+
+// FailOnNode fails the instance with reason and message if it is still the
+// instance uid, placed on node, and not final, and reports whether it did.
+// A decision taken about a node (its lease expired, an operator fenced it)
+// must not touch a newer instance of the same name, nor one placed
+// elsewhere since, nor rewrite how an instance ended.
+func (vmi *VirtualMachineInstance) FailOnNode(uid, node, reason, message string, now time.Time) bool {
+	st := vmi.GetStatus()
+	if vmi.GetMetadata().GetUid() != uid || st.GetNodeName() != node || IsFinal(st.GetPhase()) {
+		return false
+	}
+	st.SetPhase(PhaseFailed, now)
+	st.Reason, st.Message = reason, message
+	return true
+}

@@ -104,3 +104,33 @@ func TestSetPhaseRecordsTransitionsOnce(t *testing.T) {
 		t.Errorf("Running at %v", got)
 	}
 }
+
+func TestFailOnNodeTouchesOnlyThatInstanceThere(t *testing.T) {
+	now := time.Unix(100, 0)
+	vmi := func(uid, node, phase string) *VirtualMachineInstance {
+		return &VirtualMachineInstance{Metadata: &ObjectMeta{Uid: uid}, Status: &VirtualMachineInstanceStatus{NodeName: node, Phase: phase}}
+	}
+	for _, c := range []struct {
+		name string
+		vmi  *VirtualMachineInstance
+		want bool
+	}{
+		{"that instance there", vmi("u1", "n1", PhaseRunning), true},
+		{"a newer instance", vmi("u2", "n1", PhaseRunning), false},
+		{"moved elsewhere", vmi("u1", "n2", PhaseScheduled), false},
+		{"already ended", vmi("u1", "n1", PhaseSucceeded), false},
+		{"no status", &VirtualMachineInstance{Metadata: &ObjectMeta{Uid: "u1"}}, false},
+	} {
+		before := c.vmi.GetStatus().GetPhase()
+		got := c.vmi.FailOnNode("u1", "n1", "NodeUnresponsive", "gone", now)
+		st := c.vmi.GetStatus()
+		switch {
+		case got != c.want:
+			t.Errorf("%s: FailOnNode = %v", c.name, got)
+		case got && (st.GetPhase() != PhaseFailed || st.GetReason() != "NodeUnresponsive" || st.GetMessage() != "gone"):
+			t.Errorf("%s: status %v", c.name, st)
+		case !got && st.GetPhase() != before:
+			t.Errorf("%s: phase changed to %s", c.name, st.GetPhase())
+		}
+	}
+}

@@ -155,14 +155,7 @@ func (c *Controller) failVMI(ctx context.Context, v *apiv1.VirtualMachineInstanc
 	msg := fmt.Sprintf("node %s sent no heartbeat for %s; its agent destroyed the domain when its lease expired (node_failure_policy RestartElsewhere)",
 		node, silent.Round(time.Second))
 	_, err := c.vmiStore.GuaranteedUpdate(ctx, m.GetNamespace(), m.GetName(), func(cur *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
-		st := cur.GetStatus()
-		// Only the instance this decision was about, still on that node.
-		if cur.GetMetadata().GetUid() != m.GetUid() || st.GetNodeName() != node || apiv1.IsFinal(st.GetPhase()) {
-			return cur, nil
-		}
-		cur.Status.SetPhase(apiv1.PhaseFailed, now)
-		cur.Status.Reason = ReasonNodeUnresponsive
-		cur.Status.Message = msg
+		cur.FailOnNode(m.GetUid(), node, ReasonNodeUnresponsive, msg, now)
 		return cur, nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
