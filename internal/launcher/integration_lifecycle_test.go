@@ -125,17 +125,12 @@ func TestLauncherLeaseFences(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, _ := e.launch(ctx)
 	// Recorded Wait first: the launcher refuses to arm the watchdog.
-	opts := e.syncOpts()
-	opts.NodeFailurePolicy = apiv1.NodeFailurePolicyWait
-	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), opts)
-	wantState(t, st, err, "Running", "Booted")
+	c, _, _ := e.launchRunning(ctx, apiv1.NodeFailurePolicyWait)
 	if err := c.RenewLease(ctx, time.Second); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("RenewLease of a Wait domain = %v, want FailedPrecondition", err)
 	}
-	opts.NodeFailurePolicy = apiv1.NodeFailurePolicyRestartElsewhere
-	st, err = c.Sync(ctx, e.vmi(apiv1.PhaseRunning), opts)
+	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseRunning), e.policyOpts(apiv1.NodeFailurePolicyRestartElsewhere))
 	wantState(t, st, err, "Running", "Booted")
 	events, err := c.Events(ctx)
 	if err != nil {
@@ -174,11 +169,7 @@ func TestProbeAndListDomains(t *testing.T) {
 		t.Fatalf("version = %q, %v", v, err)
 	}
 
-	c, _ := e.launch(ctx)
-	opts := e.syncOpts()
-	opts.NodeFailurePolicy = apiv1.NodeFailurePolicyWait
-	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), opts)
-	wantState(t, st, err, "Running", "Booted")
+	c, _, st := e.launchRunning(ctx, apiv1.NodeFailurePolicyWait)
 	ds, err := ListDomains(ctx, e.bin, e.uri)
 	if err != nil {
 		t.Fatal(err)
@@ -211,9 +202,7 @@ func TestLauncherSIGTERMLeavesDomain(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, h := e.launch(ctx)
-	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), e.syncOpts())
-	wantState(t, st, err, "Running", "Booted")
+	c, h, st := e.launchRunning(ctx, "")
 	c.Detach()
 
 	start := time.Now()

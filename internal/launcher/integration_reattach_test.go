@@ -171,11 +171,7 @@ func TestHungLauncherKilledByHandle(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, h := e.launch(ctx)
-	opts := e.syncOpts()
-	opts.NodeFailurePolicy = apiv1.NodeFailurePolicyRestartElsewhere
-	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), opts)
-	wantState(t, st, err, "Running", "Booted")
+	c, h, st := e.launchRunning(ctx, apiv1.NodeFailurePolicyRestartElsewhere)
 	qemu := int(st.GetQemuPid())
 	const lease = 3 * time.Second
 	if err := c.RenewLease(ctx, lease); err != nil {
@@ -205,7 +201,7 @@ func TestHungLauncherKilledByHandle(t *testing.T) {
 		t.Fatal("hung launcher survived KillLauncher")
 	}
 	c2, h2 := e.launch(ctx)
-	st, err = c2.Sync(ctx, e.vmi(apiv1.PhaseRunning), opts)
+	st, err := c2.Sync(ctx, e.vmi(apiv1.PhaseRunning), e.policyOpts(apiv1.NodeFailurePolicyRestartElsewhere))
 	wantState(t, st, err, "Running", "Booted")
 	if int(st.GetQemuPid()) != qemu {
 		t.Fatalf("QEMU pid %d, was %d: the guest was restarted", st.GetQemuPid(), qemu)

@@ -170,6 +170,23 @@ func (e *env) launch(ctx context.Context) (Client, Handle) {
 	return c, h
 }
 
+// policyOpts is syncOpts with a node failure policy.
+func (e *env) policyOpts(policy string) *launcherpb.SyncOptions {
+	o := e.syncOpts()
+	o.NodeFailurePolicy = policy
+	return o
+}
+
+// launchRunning launches a launcher and boots a new VMI through it with
+// policy ("" for none, as from an older agent).
+func (e *env) launchRunning(ctx context.Context, policy string) (Client, Handle, *launcherpb.DomainStatus) {
+	e.t.Helper()
+	c, h := e.launch(ctx)
+	st, err := c.Sync(ctx, e.vmi(apiv1.PhaseScheduled), e.policyOpts(policy))
+	wantState(e.t, st, err, "Running", "Booted")
+	return c, h, st
+}
+
 func wantState(t *testing.T, st *launcherpb.DomainStatus, err error, state, reason string) {
 	t.Helper()
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
 	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/driver"
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/driver/drivertest"
 )
 
 // testURI is libvirt's in-process test driver: define, start, pause,
@@ -57,9 +57,9 @@ func TestDriverAgainstLibvirtTestDriver(t *testing.T) {
 	ctx := context.Background()
 	empty := &launcherpb.Empty{}
 
-	sub := &eventRecorder{ctx: ctx, ch: make(chan *launcherpb.DomainEvent, 64)}
+	sub := drivertest.NewStream(ctx)
 	go func() { _ = d.Events(empty, sub) }()
-	if ev := sub.next(t); ev.GetEvent() != "Current" || ev.GetStatus().GetExists() {
+	if ev := sub.Next(t); ev.GetEvent() != "Current" || ev.GetStatus().GetExists() {
 		t.Fatalf("first event = %v", ev)
 	}
 
@@ -75,13 +75,13 @@ func TestDriverAgainstLibvirtTestDriver(t *testing.T) {
 	if st.GetState() != "Running" || st.GetVmiUid() != uid || st.GetUuid() == "" {
 		t.Fatalf("after Sync: %v", st)
 	}
-	sub.waitFor(t, "Started/Booted")
+	sub.WaitFor(t, "Started/Booted")
 
 	st, err = d.Pause(ctx, empty)
 	if err != nil || st.GetState() != "Paused" || st.GetReason() != "User" || !st.GetPausedByUser() {
 		t.Fatalf("Pause = %v, %v", st, err)
 	}
-	sub.waitFor(t, "Suspended/Paused")
+	sub.WaitFor(t, "Suspended/Paused")
 	// The mark is in libvirt's copy of the metadata, where a new launcher
 	// would read it.
 	if st, err = d.Sync(ctx, &launcherpb.SyncRequest{Vmi: v}); err != nil || st.GetState() != "Paused" {
@@ -91,7 +91,7 @@ func TestDriverAgainstLibvirtTestDriver(t *testing.T) {
 	if err != nil || st.GetState() != "Running" || st.GetPausedByUser() {
 		t.Fatalf("Unpause = %v, %v", st, err)
 	}
-	sub.waitFor(t, "Resumed/Unpaused")
+	sub.WaitFor(t, "Resumed/Unpaused")
 
 	if _, err := d.Delete(ctx, empty); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("Delete while running = %v", err)
@@ -100,12 +100,12 @@ func TestDriverAgainstLibvirtTestDriver(t *testing.T) {
 	if err != nil || st.GetState() != "Shutoff" || st.GetReason() != "Destroyed" {
 		t.Fatalf("Kill = %v, %v", st, err)
 	}
-	sub.waitFor(t, "Stopped/Destroyed")
+	sub.WaitFor(t, "Stopped/Destroyed")
 	st, err = d.Delete(ctx, empty)
 	if err != nil || st.GetExists() {
 		t.Fatalf("Delete = %v, %v", st, err)
 	}
-	sub.waitFor(t, "Undefined/Removed")
+	sub.WaitFor(t, "Undefined/Removed")
 	if _, err := conn.LookupDomainByName(name); err == nil {
 		t.Fatal("domain still defined")
 	}
@@ -167,40 +167,5 @@ func TestMetadataThroughLibvirt(t *testing.T) {
 	}
 	if _, err := conn.LookupDomainByName(name + "-absent"); !errors.Is(err, driver.ErrNoDomain) {
 		t.Fatalf("absent lookup = %v", err)
-	}
-}
-
-// eventRecorder is the server side of an Events stream.
-type eventRecorder struct {
-	grpc.ServerStream
-	ctx context.Context
-	ch  chan *launcherpb.DomainEvent
-}
-
-func (r *eventRecorder) Context() context.Context { return r.ctx }
-
-func (r *eventRecorder) Send(ev *launcherpb.DomainEvent) error {
-	r.ch <- ev
-	return nil
-}
-
-func (r *eventRecorder) next(t *testing.T) *launcherpb.DomainEvent {
-	t.Helper()
-	select {
-	case ev := <-r.ch:
-		return ev
-	case <-time.After(10 * time.Second):
-		t.Fatal("no event within 10s")
-		return nil
-	}
-}
-
-// waitFor skips events until one named event arrives.
-func (r *eventRecorder) waitFor(t *testing.T, event string) *launcherpb.DomainEvent {
-	t.Helper()
-	for {
-		if ev := r.next(t); ev.GetEvent() == event {
-			return ev
-		}
 	}
 }
