@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console/consoletest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // testConsole is a client's console stream, collected in the background.
@@ -73,34 +75,26 @@ func (c *testConsole) output() (string, []string) {
 
 func (c *testConsole) waitData(substr string) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.EventuallyNoError(c.t, waitTimeout, fmt.Sprintf("console output %q", substr), func() error {
 		data, notes := c.output()
 		if strings.Contains(data, substr) {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("console never showed %q: data %q, notices %q, err %v", substr, data, notes, c.endErr())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("data %q, notices %q, stream end %v", data, notes, c.endErr())
+	})
 }
 
 func (c *testConsole) waitNotice(substr string) {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testutil.EventuallyNoError(c.t, waitTimeout, fmt.Sprintf("console notice %q", substr), func() error {
 		data, notes := c.output()
 		for _, n := range notes {
 			if strings.Contains(n, substr) {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("console never noticed %q: data %q, notices %q, err %v", substr, data, notes, c.endErr())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("data %q, notices %q, stream end %v", data, notes, c.endErr())
+	})
 }
 
 // waitEnd waits until the API ended the stream and returns its error
@@ -109,7 +103,7 @@ func (c *testConsole) waitEnd() error {
 	c.t.Helper()
 	select {
 	case <-c.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitTimeout):
 		data, notes := c.output()
 		c.t.Fatalf("console did not end: data %q, notices %q", data, notes)
 	}
@@ -123,25 +117,6 @@ func (c *testConsole) endErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
-}
-
-func writeLog(t *testing.T, path, s string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func appendLog(t *testing.T, path, s string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(s); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func withOwnerVM(vm *apiv1.VirtualMachine) vmiOption {
@@ -167,7 +142,7 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 	vmi := h.waitPhase("web", apiv1.PhaseRunning)
 	uid := vmi.GetMetadata().GetUid()
 	path := ConsoleLogPath(a.layout.VMIDir(uid))
-	writeLog(t, path, "BOOTED\n")
+	consoletest.WriteLog(t, path, "BOOTED\n")
 
 	// Nothing but the log exists so far: a VM that never ran is refused.
 	if _, err := h.stores.VMs.Create(h.ctx, &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "never"}}); err != nil {
@@ -183,22 +158,21 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 
 	logCon := h.attach(&apiv1.ConsoleOpen{Name: "web", Log: true, Follow: true})
 	logCon.waitData("BOOTED\n")
-	appendLog(t, path, "more\n")
+	consoletest.AppendLog(t, path, "more\n")
 	logCon.waitData("BOOTED\nmore\n")
 
 	// Without log, only what is written from now on. When the session
 	// starts is not observable, so lines are written until one arrives.
 	live := h.attach(&apiv1.ConsoleOpen{Name: "web", Follow: true})
-	for i := 0; ; i++ {
-		appendLog(t, path, fmt.Sprintf("tick %d\n", i))
+	ticks := 0
+	testutil.Eventually(t, waitTimeout, "the live console shows a line written after it started", func() bool {
 		if data, _ := live.output(); strings.Contains(data, "tick") {
-			break
+			return true
 		}
-		if i > 200 {
-			t.Fatal("live console shows nothing")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		consoletest.AppendLog(t, path, fmt.Sprintf("tick %d\n", ticks))
+		ticks++
+		return false
+	})
 	if data, _ := live.output(); strings.Contains(data, "BOOTED") {
 		t.Errorf("live console without log showed old output: %q", data)
 	}
@@ -208,7 +182,7 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 	inter.waitNotice("read-only console")
 	inter.cancel()
 
-	appendLog(t, path, "the end\n")
+	consoletest.AppendLog(t, path, "the end\n")
 	h.deleteVMI("web")
 	for _, c := range []*testConsole{logCon, live} {
 		c.waitData("the end\n")
@@ -218,10 +192,10 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 		}
 	}
 	kept := ConsoleLogPath(filepath.Join(a.layout.VMDir(vm.Metadata.Uid), "console", uid))
-	h.eventually("the log kept under the VM", func() bool { _, err := os.Stat(kept); return err == nil })
+	testutil.Eventually(t, waitTimeout, "the log kept under the VM", func() bool { _, err := os.Stat(kept); return err == nil })
 
 	// The VMI is still there, final: its kept log is served.
-	h.eventually("the VMI final", func() bool { return apiv1.IsFinal(h.phase("web")) })
+	testutil.Eventually(t, waitTimeout, "the VMI final", func() bool { return apiv1.IsFinal(h.phase("web")) })
 	whole, err := os.ReadFile(kept)
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +213,7 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 
 	// The VMI gone: the VM's last node serves its newest kept log.
 	h.updateVMI("web", func(v *apiv1.VirtualMachineInstance) { v.Metadata.Finalizers = nil })
-	h.eventually("the VMI gone", func() bool { _, err := h.stores.VMIs.Get(h.ctx, "default", "web"); return err != nil })
+	testutil.Eventually(t, waitTimeout, "the VMI gone", func() bool { _, err := h.stores.VMIs.Get(h.ctx, "default", "web"); return err != nil })
 	if _, err := h.stores.VMs.GuaranteedUpdate(h.ctx, "default", "web", func(v *apiv1.VirtualMachine) (*apiv1.VirtualMachine, error) {
 		v = proto.Clone(v).(*apiv1.VirtualMachine)
 		v.Status = &apiv1.VirtualMachineStatus{NodeName: testNode}

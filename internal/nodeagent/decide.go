@@ -4,7 +4,8 @@ package nodeagent
 type action int
 
 const (
-	actNothing action = iota
+	// The zero action is no decision; decide always makes one.
+	_ action = iota
 	// actShutdown stops the guest gracefully: ACPI until the grace period
 	// ends, then a kill.
 	actShutdown
@@ -17,7 +18,7 @@ const (
 )
 
 func (a action) String() string {
-	return [...]string{"nothing", "shutdown", "delete", "update"}[a]
+	return [...]string{"none", "shutdown", "delete", "update"}[a]
 }
 
 // observation is what the decision depends on.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
@@ -118,12 +119,12 @@ type unit struct {
 	vmis  *fakeVMIs
 	fake  *fake.Manager
 	db    *state.MemDB
-	clock *fakeClock
+	clock *clocktesting.FakeClock
 }
 
 func newUnit(t *testing.T) *unit {
 	t.Helper()
-	u := &unit{t: t, vmis: newFakeVMIs(), fake: fake.New(), db: state.NewMemDB(), clock: newFakeClock()}
+	u := &unit{t: t, vmis: newFakeVMIs(), fake: fake.New(), db: state.NewMemDB(), clock: clocktesting.NewFakeClock(time.Now())}
 	a, err := New(Options{
 		NodeName: testNode,
 		// Registration, heartbeats and the VM directory collector do not
@@ -132,7 +133,7 @@ func newUnit(t *testing.T) *unit {
 		Launchers: u.fake, Tools: fakeTools{u.fake}, Images: fakeImages{},
 		State: u.db, NodeDataDir: t.TempDir(), ImageDir: t.TempDir(),
 		Host:   &HostFacts{Hostname: "host1", CPUs: 4, MemoryBytes: 8 << 30},
-		Clock:  u.clock.Now,
+		Clock:  u.clock,
 		Logger: testLogger(t),
 	})
 	if err != nil {
@@ -152,21 +153,9 @@ func newUnit(t *testing.T) *unit {
 // testNode (Scheduled) and shows it to the agent's cache.
 func (u *unit) create(name string, opts ...vmiOption) *apiv1.VirtualMachineInstance {
 	now := u.clock.Now()
-	grace := int64(30)
-	v := &apiv1.VirtualMachineInstance{
-		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: name, Uid: "uid-" + name,
-			Labels:      map[string]string{apiv1.LabelNodeName: testNode},
-			Annotations: map[string]string{}, CreationTimestamp: timestamppb.New(now)},
-		Spec: &apiv1.VirtualMachineInstanceSpec{
-			Domain:                        &apiv1.DomainSpec{Memory: &apiv1.Memory{Guest: "128Mi"}, Devices: &apiv1.Devices{}},
-			TerminationGracePeriodSeconds: &grace,
-		},
-		Status: &apiv1.VirtualMachineInstanceStatus{Phase: apiv1.PhaseScheduled, NodeName: testNode,
-			PhaseTransitionTimestamps: []*apiv1.PhaseTransitionTimestamp{{Phase: apiv1.PhaseScheduled, Time: timestamppb.New(now)}}},
-	}
-	for _, o := range opts {
-		o(v)
-	}
+	v := scheduledVMI(name, now, opts...)
+	// What the store would add.
+	v.Metadata.Uid, v.Metadata.CreationTimestamp = "uid-"+name, timestamppb.New(now)
 	out := u.vmis.put(v)
 	u.sync()
 	return out

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
@@ -27,6 +28,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // The tests run the real API server over a real (embedded, shared) etcd,
@@ -35,24 +37,9 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 
 const testNode = "node1"
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Now()} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Step(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// waitTimeout bounds every wait for the agent: generous, for a loaded
+// two-core machine under -race; a passing test never waits it out.
+const waitTimeout = 30 * time.Second
 
 // timeline records what happened, across the fake launcher, the state
 // database and the API, in order.
@@ -152,7 +139,7 @@ type harness struct {
 	api      *client.Client
 	fake     *fake.Manager
 	db       *state.MemDB
-	clock    *fakeClock
+	clock    *clocktesting.FakeClock
 	tl       *timeline
 	nodeDir  string
 	imageDir string
@@ -194,7 +181,7 @@ func newHarness(t *testing.T, ho ...harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	h := &harness{t: t, ctx: ctx, stores: stores, fake: fake.New(), db: state.NewMemDB(), clock: newFakeClock(),
+	h := &harness{t: t, ctx: ctx, stores: stores, fake: fake.New(), db: state.NewMemDB(), clock: clocktesting.NewFakeClock(time.Now()),
 		tl: &timeline{}, nodeDir: t.TempDir(), imageDir: t.TempDir()}
 	h.api = &client.Client{VMs: c.VMs, VMIs: recordingVMIs{c.VMIs, h.tl}, Nodes: recordingNodes{c.Nodes, h.tl}, Consoles: c.Consoles, Conn: c.Conn}
 	h.fake.OnCall = func(c fake.Call) { h.tl.add("launcher:" + c.Op) }
@@ -218,13 +205,16 @@ func (h *harness) options(realClock bool) Options {
 		Host: &HostFacts{Hostname: "host1", CPUs: 4, MemoryBytes: 8 << 30, KVMUsable: false, KernelVersion: "6.1.0", Architecture: "amd64"},
 		Timing: Timing{
 			LivenessInterval: 100 * time.Millisecond,
-			ReattachTimeout:  500 * time.Millisecond,
-			CallTimeout:      2 * time.Second,
+			// A launcher counts as hung only when a test steps the fake
+			// clock past this: no ping is slow enough on a real clock,
+			// however loaded the machine (it would mark a healthy
+			// launcher dead).
+			PingTimeout: time.Hour,
 		},
 		Logger: testLogger(h.t),
 	}
 	if !realClock {
-		o.Clock = h.clock.Now
+		o.Clock = h.clock
 	}
 	return o
 }
@@ -260,8 +250,12 @@ func (h *harness) directAgent(mod ...func(*Options)) *Agent {
 	return a
 }
 
-// runAgent runs a full agent (real clock) until the returned stop is
-// called or the test ends.
+// onFakeClock runs an agent on the harness's fake clock: its loops
+// (liveness, heartbeats, resync) wait for the test to step it.
+func (h *harness) onFakeClock(o *Options) { o.Clock = h.clock }
+
+// runAgent runs a full agent (real clock unless a mod says otherwise)
+// until the returned stop is called or the test ends.
 func (h *harness) runAgent(mod ...func(*Options)) (a *Agent, stop func()) {
 	h.t.Helper()
 	o := h.options(true)
@@ -324,13 +318,22 @@ func withoutFinalizer() vmiOption {
 // on testNode: Scheduled, labelled, with the VM controller's finalizer.
 func (h *harness) createVMI(name string, opts ...vmiOption) *apiv1.VirtualMachineInstance {
 	h.t.Helper()
-	now := time.Now()
+	withFinalizer := func(v *apiv1.VirtualMachineInstance) { v.Metadata.Finalizers = []string{apiv1.FinalizerVMController} }
+	v := scheduledVMI(name, time.Now(), append([]vmiOption{withFinalizer}, opts...)...)
+	out, err := h.stores.VMIs.Create(h.ctx, v)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+// scheduledVMI is a VMI placed on testNode at now, with opts applied.
+func scheduledVMI(name string, now time.Time, opts ...vmiOption) *apiv1.VirtualMachineInstance {
 	grace := int64(30)
 	v := &apiv1.VirtualMachineInstance{
 		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: name,
 			Labels:      map[string]string{apiv1.LabelNodeName: testNode},
-			Annotations: map[string]string{},
-			Finalizers:  []string{apiv1.FinalizerVMController}},
+			Annotations: map[string]string{}},
 		Spec: &apiv1.VirtualMachineInstanceSpec{
 			Domain:                        &apiv1.DomainSpec{Memory: &apiv1.Memory{Guest: "128Mi"}, Devices: &apiv1.Devices{}},
 			TerminationGracePeriodSeconds: &grace,
@@ -341,11 +344,7 @@ func (h *harness) createVMI(name string, opts ...vmiOption) *apiv1.VirtualMachin
 	for _, o := range opts {
 		o(v)
 	}
-	out, err := h.stores.VMIs.Create(h.ctx, v)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return out
+	return v
 }
 
 func (h *harness) getVMI(name string) *apiv1.VirtualMachineInstance {
@@ -385,7 +384,7 @@ func (h *harness) synced(a *Agent, name string) {
 	h.t.Helper()
 	want, err := h.stores.VMIs.Get(h.ctx, "default", name)
 	gone := err != nil
-	h.eventually("cache shows "+name, func() bool {
+	testutil.Eventually(h.t, waitTimeout, "cache shows "+name, func() bool {
 		got, ok := a.vmis.Get("default", name)
 		if gone {
 			return !ok
@@ -405,25 +404,13 @@ func (h *harness) reconcile(a *Agent, name string) time.Duration {
 	return res.RequeueAfter
 }
 
-func (h *harness) eventually(what string, cond func() bool) {
-	h.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	h.t.Fatalf("timed out waiting: %s", what)
-}
-
 func (h *harness) phase(name string) string {
 	return h.getVMI(name).GetStatus().GetPhase()
 }
 
 func (h *harness) waitPhase(name, phase string) *apiv1.VirtualMachineInstance {
 	h.t.Helper()
-	h.eventually(name+" "+phase, func() bool { return h.phase(name) == phase })
+	testutil.Eventually(h.t, waitTimeout, name+" "+phase, func() bool { return h.phase(name) == phase })
 	return h.getVMI(name)
 }
 

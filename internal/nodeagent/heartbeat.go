@@ -56,7 +56,7 @@ func (l *leaseTracker) expiredUnfenced(now time.Time) bool {
 func (a *Agent) heartbeat(ctx context.Context, schedulable bool) (time.Duration, error) {
 	sent := a.now()
 	// The image list goes along only when it changed; listing happens in
-	// imageRefreshLoop, never here.
+	// the image inventory (disks.Inventory.Run), never here.
 	images := a.images.Pending()
 	resp, err := a.nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable, Images: images})
 	if err != nil {
@@ -94,13 +94,13 @@ func (a *Agent) firstHeartbeat(ctx context.Context) (time.Duration, error) {
 }
 
 func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
-	t := time.NewTimer(interval)
+	t := a.clock.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-a.images.Changed():
 			// Early, once per changed list (at most one per refresh
 			// period); unchanged lists cost no extra beat.

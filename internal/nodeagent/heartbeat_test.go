@@ -5,6 +5,7 @@ import (
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // The node registers what the host has and heartbeats; a stopping agent
@@ -13,7 +14,7 @@ func TestRegisterHeartbeatAndUnschedulableOnStop(t *testing.T) {
 	h := newHarness(t)
 	_, stop := h.runAgent()
 	var node *apiv1.Node
-	h.eventually("node registered and ready", func() bool {
+	testutil.Eventually(t, waitTimeout, "node registered and ready", func() bool {
 		n, err := h.stores.Nodes.Get(h.ctx, "", testNode)
 		node = n
 		return err == nil && n.Status.GetSchedulable() && n.Status.GetHeartbeat() != nil
@@ -33,9 +34,11 @@ func TestRegisterHeartbeatAndUnschedulableOnStop(t *testing.T) {
 		ni.GetKernelVersion() != "6.1.0" || ni.GetArchitecture() != "amd64" || ni.GetHostname() != "host1" {
 		t.Errorf("node info %v", ni)
 	}
-	if n, _ := h.db.GetNode(); n.LeaseExpiry.IsZero() {
-		t.Error("lease expiry not saved")
-	}
+	// Saved after the heartbeat returns, which the store may show first.
+	testutil.Eventually(t, waitTimeout, "lease expiry saved", func() bool {
+		n, err := h.db.GetNode()
+		return err == nil && !n.LeaseExpiry.IsZero()
+	})
 	stop()
 	n, err := h.stores.Nodes.Get(h.ctx, "", testNode)
 	if err != nil || n.Status.GetSchedulable() {
@@ -54,7 +57,7 @@ func TestLeaseRenewedOnlyForRestartElsewhere(t *testing.T) {
 	for _, n := range []string{"re", "w", "default-policy"} {
 		h.waitPhase(n, apiv1.PhaseRunning)
 	}
-	h.eventually("two heartbeat renewals", func() bool {
+	testutil.Eventually(t, waitTimeout, "two heartbeat renewals", func() bool {
 		d, _ := h.fake.Domain(domainOf("re"))
 		return len(d.Leases) >= 3 // armed at launch, then one per heartbeat
 	})

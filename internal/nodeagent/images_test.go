@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // needQemuImg skips tests that list images: imagestore reads them with
@@ -91,18 +92,21 @@ func TestImagesRegisteredAndSentOnChange(t *testing.T) {
 		}
 		return nodeImageNames(n.GetStatus().GetImages())
 	}
-	h.eventually("node registered with its image", func() bool { return storedImages() == "disk.raw" })
+	testutil.Eventually(t, waitTimeout, "node registered with its image", func() bool { return storedImages() == "disk.raw" })
 	rec.mu.Lock()
 	registered := rec.registered
 	rec.mu.Unlock()
 	if len(registered) != 1 || registered[0].GetSha256() != fmt.Sprintf("%x", sha256.Sum256(make([]byte, 8192))) {
 		t.Errorf("registered with %v", registered)
 	}
-	h.eventually("first heartbeat", func() bool { _, n := rec.withImages(); return n >= 1 })
+	testutil.Eventually(t, waitTimeout, "first heartbeat", func() bool { _, n := rec.withImages(); return n >= 1 })
 
 	writeFileData(t, filepath.Join(h.imageDir, "vmlinuz"), []byte("kernel"))
-	h.eventually("new image stored long before the next regular heartbeat", func() bool { return storedImages() == "disk.raw vmlinuz" })
-	time.Sleep(10 * 50 * time.Millisecond) // ten refresh periods with nothing new
+	testutil.Eventually(t, waitTimeout, "new image stored long before the next regular heartbeat", func() bool { return storedImages() == "disk.raw vmlinuz" })
+	testutil.Consistently(t, 10*50*time.Millisecond, "no heartbeat while no new list is pending", func() bool {
+		_, beats := rec.withImages()
+		return beats == 2
+	})
 	sent, beats := rec.withImages()
 	if beats != 2 || len(sent) != 1 || nodeImageNames(sent[0].GetItems()) != "disk.raw vmlinuz" {
 		t.Fatalf("%d heartbeats carried %d lists; want the first without one, then one early beat with the changed list", beats, len(sent))
@@ -131,14 +135,14 @@ func TestHashingDoesNotDelayHeartbeats(t *testing.T) {
 	f.Close()
 	start := time.Now()
 	_, stop := h.runAgent()
-	h.eventually("registered", func() bool {
+	testutil.Eventually(t, waitTimeout, "registered", func() bool {
 		_, err := h.stores.Nodes.Get(h.ctx, "", testNode)
 		return err == nil
 	})
 	if took := time.Since(start); took > registerImageWait+3*time.Second {
 		t.Errorf("registration took %v while hashing", took)
 	}
-	h.eventually("three heartbeats while hashing", func() bool { _, n := rec.withImages(); return n >= 3 })
+	testutil.Eventually(t, waitTimeout, "three heartbeats while hashing", func() bool { _, n := rec.withImages(); return n >= 3 })
 	n, _ := h.stores.Nodes.Get(h.ctx, "", testNode)
 	if len(n.GetStatus().GetImages()) != 0 {
 		t.Errorf("images reported before hashing finished: %v", n.Status.Images)

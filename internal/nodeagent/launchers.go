@@ -7,7 +7,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -253,13 +252,13 @@ func (a *Agent) markDead(e *entry, why error) {
 // livenessLoop pings every launcher: a launcher that hangs keeps its
 // event stream open, so the stream alone does not show it.
 func (a *Agent) livenessLoop(ctx context.Context) {
-	t := time.NewTicker(a.timing.LivenessInterval)
+	t := a.clock.NewTicker(a.timing.LivenessInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		var wg sync.WaitGroup
 		for _, e := range a.launchers.list() {
@@ -269,8 +268,13 @@ func (a *Agent) livenessLoop(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				pctx, cancel := context.WithTimeout(ctx, a.timing.LivenessInterval)
+				// The ping's deadline is on the agent's clock, like the
+				// interval: a launcher is hung when PingTimeout passed
+				// on that clock without an answer.
+				pctx, cancel := context.WithCancel(ctx)
 				defer cancel()
+				timeout := a.clock.AfterFunc(a.timing.PingTimeout, cancel)
+				defer timeout.Stop()
 				if err := e.client.Ping(pctx); err != nil && ctx.Err() == nil {
 					a.markDead(e, fmt.Errorf("ping: %w", err))
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 func withPhaseRunning() vmiOption {
@@ -16,9 +17,11 @@ func withPhaseRunning() vmiOption {
 
 // Stopping the agent detaches from launchers; a new agent on the same
 // database reattaches and never launches, and the guest is not restarted.
+// Nothing here needs time to pass: on the fake clock no liveness ping
+// runs, so none can find a healthy launcher slow.
 func TestRestartReattachesAndNeverLaunches(t *testing.T) {
 	h := newHarness(t)
-	_, stop := h.runAgent()
+	_, stop := h.runAgent(h.onFakeClock)
 	h.createVMI("r")
 	h.waitPhase("r", apiv1.PhaseRunning)
 	stop()
@@ -29,8 +32,8 @@ func TestRestartReattachesAndNeverLaunches(t *testing.T) {
 		t.Fatal("launcher did not survive the agent")
 	}
 
-	_, stop = h.runAgent()
-	h.eventually("the new agent adopts", func() bool { return h.fake.Count("Sync") >= 2 && h.fake.Count("Reattach") >= 1 })
+	_, stop = h.runAgent(h.onFakeClock)
+	testutil.Eventually(t, waitTimeout, "the new agent adopts", func() bool { return h.fake.Count("Sync") >= 2 && h.fake.Count("Reattach") >= 1 })
 	if n := h.fake.Count("Launch"); n != 1 {
 		t.Errorf("%d launches; a reattached launcher must be reused", n)
 	}
@@ -54,7 +57,7 @@ func TestDeadLauncherIsReplacedAndAdoptsDomain(t *testing.T) {
 
 	start := time.Now()
 	h.fake.CrashLaunchers(domainOf("d"))
-	h.eventually("a new launcher adopts the domain", func() bool {
+	testutil.Eventually(t, waitTimeout, "a new launcher adopts the domain", func() bool {
 		r := h.record("d")
 		return h.fake.AliveLaunchers(domainOf("d")) == 1 && r != nil && r.Handle.Pid != oldPid && h.fake.Count("Sync") >= 2
 	})
@@ -69,21 +72,36 @@ func TestDeadLauncherIsReplacedAndAdoptsDomain(t *testing.T) {
 	}
 }
 
-// A launcher that hangs keeps its stream open; the ping finds it, and it
-// is stopped before a new one takes over.
+// A launcher that hangs keeps its stream open; the ping finds it once
+// one ping timeout passed on the agent's clock without an answer (never
+// before), and it is stopped before a new one takes over.
 func TestHungLauncherIsReplaced(t *testing.T) {
 	h := newHarness(t)
-	_, _ = h.runAgent()
+	const interval, timeout = time.Second, time.Hour
+	_, _ = h.runAgent(h.onFakeClock, func(o *Options) {
+		o.Timing.LivenessInterval, o.Timing.PingTimeout = interval, timeout
+		o.Timing.ResyncPeriod = 24 * time.Hour // no other pass calls the hung launcher
+	})
 	h.createVMI("hung")
 	h.waitPhase("hung", apiv1.PhaseRunning)
-	start := time.Now()
 	h.fake.HangLaunchers(domainOf("hung"))
-	h.eventually("a new launcher adopts the domain", func() bool {
+	pings := h.fake.Count("Ping")
+	// The clock is stepped an interval at a time until a tick pings the
+	// hung launcher: far less than the ping timeout in all.
+	testutil.Eventually(t, waitTimeout, "a ping to the hung launcher", func() bool {
+		if h.fake.Count("Ping") > pings {
+			return true
+		}
+		h.clock.Step(interval)
+		return false
+	})
+	if n := h.fake.Count("Launch"); n != 1 {
+		t.Fatalf("the launcher was replaced while its ping could still answer (%d launches)", n)
+	}
+	h.clock.Step(timeout)
+	testutil.Eventually(t, waitTimeout, "a new launcher adopts the domain", func() bool {
 		return h.fake.Count("Launch") == 2 && h.fake.AliveLaunchers(domainOf("hung")) == 1 && h.fake.Count("Sync") >= 2
 	})
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("replacing the launcher took %v", took)
-	}
 	if h.fake.Count("Stop") != 1 {
 		t.Errorf("the hung launcher was not stopped (%d Stop calls)", h.fake.Count("Stop"))
 	}
@@ -103,7 +121,7 @@ func TestRestartWithDeadLauncherAdopts(t *testing.T) {
 	h.fake.CrashLaunchers(domainOf("x"))
 
 	_, _ = h.runAgent()
-	h.eventually("a new launcher adopts the domain", func() bool {
+	testutil.Eventually(t, waitTimeout, "a new launcher adopts the domain", func() bool {
 		return h.fake.Count("Launch") == 2 && h.fake.AliveLaunchers(domainOf("x")) == 1 && h.fake.Count("Sync") >= 2
 	})
 	if d, _ := h.fake.Domain(domainOf("x")); d.Starts != 1 || d.State != fake.StateRunning {
@@ -128,7 +146,7 @@ func TestRestartWithHungLauncherKillsItFirst(t *testing.T) {
 
 	start := time.Now()
 	_, _ = h.runAgent()
-	h.eventually("a new launcher adopts the domain", func() bool {
+	testutil.Eventually(t, waitTimeout, "a new launcher adopts the domain", func() bool {
 		r := h.record("hung2")
 		return r != nil && r.Handle.Pid != oldPid && h.fake.AliveLaunchers(domainOf("hung2")) == 1 && h.fake.Count("Sync") >= 2
 	})
@@ -165,7 +183,7 @@ func TestOrphanDomainsCleanedUp(t *testing.T) {
 	h.fake.AddDomain(fake.Domain{Name: domainOf("lost"), VMIUID: lost.Metadata.Uid, VMIKey: "default/lost"})
 
 	_, _ = h.runAgent()
-	h.eventually("orphan removed", func() bool { _, ok := h.fake.Domain("default_ghost"); return !ok })
+	testutil.Eventually(t, waitTimeout, "orphan removed", func() bool { _, ok := h.fake.Domain("default_ghost"); return !ok })
 	if n := h.fake.AliveLaunchers("default_ghost"); n != 0 {
 		t.Errorf("%d launchers left for the orphan", n)
 	}
@@ -174,7 +192,7 @@ func TestOrphanDomainsCleanedUp(t *testing.T) {
 			t.Errorf("domain %s of another agent touched: %+v (exists %v)", name, d, ok)
 		}
 	}
-	h.eventually("lost VMI adopted", func() bool { r := h.record("lost"); return r != nil && r.HasLauncher() && h.fake.Count("Sync") >= 1 })
+	testutil.Eventually(t, waitTimeout, "lost VMI adopted", func() bool { r := h.record("lost"); return r != nil && r.HasLauncher() && h.fake.Count("Sync") >= 1 })
 	if d, ok := h.fake.Domain(domainOf("lost")); !ok || d.State != fake.StateRunning || d.Starts != 0 {
 		t.Errorf("adopted domain %+v (ok %v): must keep running, not restart", d, ok)
 	}
@@ -204,7 +222,7 @@ func TestFailSafeRestartFencesRestartElsewhere(t *testing.T) {
 	}
 
 	_, _ = h.runAgent()
-	h.eventually("registered", func() bool { return h.tl.index("register") >= 0 })
+	testutil.Eventually(t, waitTimeout, "registered", func() bool { return h.tl.index("register") >= 0 })
 	kill, reg := h.tl.index("launcher:Kill"), h.tl.index("register")
 	if kill < 0 || kill > reg {
 		t.Fatalf("RestartElsewhere domain not destroyed before registering: %v", h.tl.events())

@@ -32,19 +32,19 @@ func (a *Agent) kickVMDirGC() {
 }
 
 func (a *Agent) vmDirGCLoop(ctx context.Context) {
-	t := time.NewTicker(a.timing.VMDirGCPeriod)
+	t := a.clock.NewTicker(a.timing.VMDirGCPeriod)
 	defer t.Stop()
 	a.gcVMDirs(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-a.gcKick:
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(vmDirGCDelay):
+			case <-a.clock.After(vmDirGCDelay):
 			}
 		}
 		a.gcVMDirs(ctx)

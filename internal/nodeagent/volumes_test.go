@@ -14,6 +14,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // ownedBy makes the VMI an instance of VM uid vmUID.
@@ -92,7 +93,7 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 
 	// A new instance of the same VM gets the same volume, not a new one.
 	h.updateVMI("pv", func(v *apiv1.VirtualMachineInstance) { v.Metadata.Finalizers = nil })
-	h.eventually("old VMI gone", func() bool { _, err := h.stores.VMIs.Get(h.ctx, "default", "pv"); return err != nil })
+	testutil.Eventually(t, waitTimeout, "old VMI gone", func() bool { _, err := h.stores.VMIs.Get(h.ctx, "default", "pv"); return err != nil })
 	h.createVMI("pv", ownedBy("vm-1"), withVolumes(devices, vols))
 	h.reconcile(a, "pv")
 	if b, _ := os.ReadFile(vol); string(b) != "guest data" {

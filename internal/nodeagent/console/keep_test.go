@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console/consoletest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
@@ -25,8 +26,8 @@ func TestKeepConsoleLogKeepsTwoNewest(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := nodedir.ConsoleLogPath(rec.Dir)
-		writeLog(t, path+".0", uid+" older\n")
-		writeLog(t, path, uid+" newer\n")
+		consoletest.WriteLog(t, path+".0", uid+" older\n")
+		consoletest.WriteLog(t, path, uid+" newer\n")
 		if err := a.Keep(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func TestKeepConsoleLogNothingToKeep(t *testing.T) {
 	if err := os.MkdirAll(bare.Dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	writeLog(t, nodedir.ConsoleLogPath(bare.Dir), "x")
+	consoletest.WriteLog(t, nodedir.ConsoleLogPath(bare.Dir), "x")
 	if err := a.Keep(bare); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console/consoletest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
@@ -96,59 +96,27 @@ func followInBackground(t *testing.T, fl *logFollower, live func() bool) (cancel
 	return cancel, ch
 }
 
-func writeLog(t *testing.T, path, s string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func appendLog(t *testing.T, path, s string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(s); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// rotateLog does what virtlogd does at max_size with max_backups n:
-// console.log.(n-2) → .(n-1), …, console.log → .0, and a new console.log.
-func rotateLog(t *testing.T, path string, n int) {
-	t.Helper()
-	for i := n - 1; i > 0; i-- {
-		_ = os.Rename(path+"."+strconv.Itoa(i-1), path+"."+strconv.Itoa(i))
-	}
-	if err := os.Rename(path, path+".0"); err != nil {
-		t.Fatal(err)
-	}
-	writeLog(t, path, "")
-}
-
 // rotatedLog lays out a log rotated three times: "a" is the oldest part.
 func rotatedLog(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "console.log")
-	writeLog(t, path, "aaaa\n")
-	rotateLog(t, path, 3)
-	appendLog(t, path, "bbbb\n")
-	rotateLog(t, path, 3)
-	appendLog(t, path, "cccc\n")
-	rotateLog(t, path, 3)
-	appendLog(t, path, "dd\n")
+	consoletest.WriteLog(t, path, "aaaa\n")
+	consoletest.RotateLog(t, path, 3)
+	consoletest.AppendLog(t, path, "bbbb\n")
+	consoletest.RotateLog(t, path, 3)
+	consoletest.AppendLog(t, path, "cccc\n")
+	consoletest.RotateLog(t, path, 3)
+	consoletest.AppendLog(t, path, "dd\n")
 	// Not ours: a backup that is no rotation number, and another log.
-	writeLog(t, path+".bak", "x")
-	writeLog(t, path+".01", "x")
-	writeLog(t, filepath.Join(filepath.Dir(path), "other.log.0"), "x")
+	consoletest.WriteLog(t, path+".bak", "x")
+	consoletest.WriteLog(t, path+".01", "x")
+	consoletest.WriteLog(t, filepath.Join(filepath.Dir(path), "other.log.0"), "x")
 	return path
 }
 
 func TestLogFilesOldestFirst(t *testing.T) {
 	path := rotatedLog(t)
-	writeLog(t, path+".12", "old")
+	consoletest.WriteLog(t, path+".12", "old")
 	got, err := logFiles(path)
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +157,7 @@ func TestSendKeptAllAndTail(t *testing.T) {
 func TestSendKeptLargeInChunks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "console.log")
 	big := strings.Repeat("0123456789abcdef", 3*logChunk/16+7)
-	writeLog(t, path, big)
+	consoletest.WriteLog(t, path, big)
 	var chunks int
 	var got bytes.Buffer
 	fl, err := sendKept(path, 0, func(b []byte) error {
@@ -213,7 +181,7 @@ func TestSendKeptLargeInChunks(t *testing.T) {
 // twice, across a rotation and a truncation.
 func TestFollowAcrossRotationAndTruncation(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "console.log")
-	writeLog(t, path, "boot\n")
+	consoletest.WriteLog(t, path, "boot\n")
 	var s logSink
 	fl, err := sendKept(path, 0, s.send)
 	if err != nil {
@@ -222,22 +190,22 @@ func TestFollowAcrossRotationAndTruncation(t *testing.T) {
 	p := newLivePoller()
 	_, done := followInBackground(t, fl, p.live)
 
-	appendLog(t, path, "one\n")
+	consoletest.AppendLog(t, path, "one\n")
 	s.waitFor(t, "boot\none\n")
 	// Written just before the rotation: still read from the renamed file.
-	appendLog(t, path, "two\n")
-	rotateLog(t, path, 3)
-	appendLog(t, path, "three\n")
+	consoletest.AppendLog(t, path, "two\n")
+	consoletest.RotateLog(t, path, 3)
+	consoletest.AppendLog(t, path, "three\n")
 	s.waitFor(t, "boot\none\ntwo\nthree\n")
 	// Truncated in place (not virtlogd's way, but a log may be cut).
-	writeLog(t, path, "")
+	consoletest.WriteLog(t, path, "")
 	p.waitPoll(t) // the follower saw the file empty
-	appendLog(t, path, "4\n")
+	consoletest.AppendLog(t, path, "4\n")
 	s.waitFor(t, "boot\none\ntwo\nthree\n4\n")
 
 	// The instance ends: what was written before is sent, then follow
 	// returns.
-	appendLog(t, path, "last\n")
+	consoletest.AppendLog(t, path, "last\n")
 	p.alive.Store(false)
 	select {
 	case err := <-done:
@@ -255,14 +223,14 @@ func TestFollowAcrossRotationAndTruncation(t *testing.T) {
 func TestFollowFromEnd(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "console.log")
-	writeLog(t, path, "old\n")
+	consoletest.WriteLog(t, path, "old\n")
 	var s logSink
 	fl, err := followFromEnd(path, s.send)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cancel, done := followInBackground(t, fl, func() bool { return true })
-	appendLog(t, path, "new\n")
+	consoletest.AppendLog(t, path, "new\n")
 	s.waitFor(t, "new\n")
 	cancel()
 	if err := <-done; err != context.Canceled {
@@ -279,7 +247,7 @@ func TestFollowFromEnd(t *testing.T) {
 	p := newLivePoller()
 	followInBackground(t, fl2, p.live)
 	p.waitPoll(t) // polled while the file was missing
-	writeLog(t, later, "first\n")
+	consoletest.WriteLog(t, later, "first\n")
 	s2.waitFor(t, "first\n")
 }
 
@@ -290,14 +258,14 @@ func TestFollowAfterMove(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeLog(t, path, "")
+	consoletest.WriteLog(t, path, "")
 	var s logSink
 	fl, err := followFromEnd(path, s.send)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer fl.Close()
-	appendLog(t, path, "bye\n")
+	consoletest.AppendLog(t, path, "bye\n")
 	if err := os.Rename(path, filepath.Join(dir, "kept.log")); err != nil {
 		t.Fatal(err)
 	}
