@@ -225,10 +225,15 @@ func (d *Driver) currentStatus() (*launcherpb.DomainStatus, error) {
 		return nil, err
 	}
 	if dom == nil {
-		return &launcherpb.DomainStatus{Exists: false, Name: d.cfg.DomainName}, nil
+		return d.absent(), nil
 	}
 	defer dom.Free()
 	return d.statusOf(dom)
+}
+
+// absent is the status of a domain that does not exist.
+func (d *Driver) absent() *launcherpb.DomainStatus {
+	return &launcherpb.DomainStatus{Exists: false, Name: d.cfg.DomainName}
 }
 
 func (d *Driver) qemuPid() int { return ReadQEMUPid(d.cfg.QEMUPidDir, d.cfg.DomainName) }

@@ -10,10 +10,10 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
 
-// withOwnedDomain runs fn on the domain under the lock after the ownership
-// check. A missing domain is not an error: the caller wanted it gone or
-// stopped, and it is.
-func (d *Driver) withOwnedDomain(ctx context.Context, fn func(Domain) error) (*launcherpb.DomainStatus, error) {
+// onOwnedDomain runs fn on the domain under the lock after the ownership
+// check, and returns what fn returns. A missing domain is not an error:
+// the caller wanted it gone or stopped, and it is.
+func (d *Driver) onOwnedDomain(ctx context.Context, fn func(Domain) (*launcherpb.DomainStatus, error)) (*launcherpb.DomainStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
@@ -24,16 +24,24 @@ func (d *Driver) withOwnedDomain(ctx context.Context, fn func(Domain) error) (*l
 		return nil, err
 	}
 	if dom == nil {
-		return &launcherpb.DomainStatus{Exists: false, Name: d.cfg.DomainName}, nil
+		return d.absent(), nil
 	}
 	defer dom.Free()
 	if _, err := d.owned(dom); err != nil {
 		return nil, err
 	}
-	if err := fn(dom); err != nil {
-		return nil, err
-	}
-	return d.statusOf(dom)
+	return fn(dom)
+}
+
+// withOwnedDomain is onOwnedDomain for an fn after which the domain's
+// status is the answer.
+func (d *Driver) withOwnedDomain(ctx context.Context, fn func(Domain) error) (*launcherpb.DomainStatus, error) {
+	return d.onOwnedDomain(ctx, func(dom Domain) (*launcherpb.DomainStatus, error) {
+		if err := fn(dom); err != nil {
+			return nil, err
+		}
+		return d.statusOf(dom)
+	})
 }
 
 // Shutdown presses the ACPI power button. The node agent re-sends it every
@@ -107,34 +115,22 @@ func (d *Driver) destroy(dom Domain) error {
 // Delete undefines the domain; it must be shut off first so that a Delete
 // never doubles as an unintended hard power-off.
 func (d *Driver) Delete(ctx context.Context, _ *launcherpb.Empty) (*launcherpb.DomainStatus, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, status.FromContextError(err).Err()
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	dom, err := d.lookup()
-	if err != nil {
-		return nil, err
-	}
-	if dom == nil {
-		return &launcherpb.DomainStatus{Exists: false, Name: d.cfg.DomainName}, nil
-	}
-	defer dom.Free()
-	if _, err := d.owned(dom); err != nil {
-		return nil, err
-	}
-	last, err := d.statusOf(dom)
-	if err != nil {
-		return nil, err
-	}
-	if last.GetState() != StateShutoff.String() {
-		return nil, status.Errorf(codes.FailedPrecondition, "domain %s is %s; Kill it before Delete", d.cfg.DomainName, last.GetState())
-	}
-	if err := dom.Undefine(); err != nil {
-		return nil, grpcError(fmt.Errorf("undefine domain: %w", err))
-	}
-	d.log.Info("undefined domain", "uuid", last.GetUuid())
-	return &launcherpb.DomainStatus{Exists: false, Name: d.cfg.DomainName, Uuid: last.GetUuid(), VmiUid: last.GetVmiUid()}, nil
+	return d.onOwnedDomain(ctx, func(dom Domain) (*launcherpb.DomainStatus, error) {
+		last, err := d.statusOf(dom)
+		if err != nil {
+			return nil, err
+		}
+		if last.GetState() != StateShutoff.String() {
+			return nil, status.Errorf(codes.FailedPrecondition, "domain %s is %s; Kill it before Delete", d.cfg.DomainName, last.GetState())
+		}
+		if err := dom.Undefine(); err != nil {
+			return nil, grpcError(fmt.Errorf("undefine domain: %w", err))
+		}
+		d.log.Info("undefined domain", "uuid", last.GetUuid())
+		gone := d.absent()
+		gone.Uuid, gone.VmiUid = last.GetUuid(), last.GetVmiUid()
+		return gone, nil
+	})
 }
 
 // Pause suspends the domain and records that the user wanted it, so that
