@@ -100,7 +100,8 @@ func bootWithCDROM(t *testing.T, uri, guestDir string, iso []byte) string {
 		t.Fatal(err)
 	}
 	name := domainName(t)
-	xml, err := guestDomain(name, guestDir, isoPath, consolePath).Marshal()
+	cmdline := testguest.Cmdline(testguest.CIData(), testguest.PoweroffAfter(0))
+	xml, err := testguest.Domain(name, guestDir, consolePath, cmdline, cdrom(isoPath)).Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,42 +136,13 @@ func domainName(t *testing.T) string {
 	return fmt.Sprintf("vp-cloudinit-%s-%s", short, hex.EncodeToString(b))
 }
 
-// guestDomain is the test guest's domain as testguest's README describes
-// it (TCG, direct kernel boot, serial console to a file), plus the seed.
-func guestDomain(name, guestDir, iso, console string) *libvirtxml.Domain {
-	port := uint(0)
-	src := &libvirtxml.DomainChardevSource{File: &libvirtxml.DomainChardevSourceFile{Path: console}}
-	return &libvirtxml.Domain{
-		Type:   "qemu",
-		Name:   name,
-		Memory: &libvirtxml.DomainMemory{Value: 160, Unit: "MiB"},
-		VCPU:   &libvirtxml.DomainVCPU{Value: 1},
-		OS: &libvirtxml.DomainOS{
-			Type:    &libvirtxml.DomainOSType{Arch: "x86_64", Type: "hvm"},
-			Kernel:  testguest.Kernel(guestDir),
-			Initrd:  testguest.Initrd(guestDir),
-			Cmdline: testguest.Cmdline(testguest.CIData(), testguest.PoweroffAfter(0)),
-		},
-		Features: &libvirtxml.DomainFeatureList{
-			ACPI: &libvirtxml.DomainFeature{},
-			APIC: &libvirtxml.DomainFeatureAPIC{},
-		},
-		OnPoweroff: "destroy",
-		OnReboot:   "destroy",
-		OnCrash:    "destroy",
-		Devices: &libvirtxml.DomainDeviceList{
-			Disks: []libvirtxml.DomainDisk{{
-				Device:   "cdrom",
-				Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
-				Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: iso}},
-				Target:   &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
-				ReadOnly: &libvirtxml.DomainDiskReadOnly{},
-			}},
-			Controllers: []libvirtxml.DomainController{{Type: "usb", Model: "none"}},
-			Serials:     []libvirtxml.DomainSerial{{Source: src, Target: &libvirtxml.DomainSerialTarget{Port: &port}}},
-			Consoles:    []libvirtxml.DomainConsole{{Source: src, Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port}}},
-			Panics:      []libvirtxml.DomainPanic{{Model: "isa"}},
-			MemBalloon:  &libvirtxml.DomainMemBalloon{Model: "none"},
-		},
+// cdrom attaches the seed ISO read-only on a SATA CD-ROM.
+func cdrom(iso string) libvirtxml.DomainDisk {
+	return libvirtxml.DomainDisk{
+		Device:   "cdrom",
+		Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+		Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: iso}},
+		Target:   &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
+		ReadOnly: &libvirtxml.DomainDiskReadOnly{},
 	}
 }

@@ -88,44 +88,6 @@ func uniqueName(t *testing.T) string {
 	return fmt.Sprintf("vp-testguest-%s-%s", short, hex.EncodeToString(b))
 }
 
-// domainXML is the guest's domain: TCG (no KVM here), direct kernel boot,
-// serial console to a file, pvpanic, and destroy on every kind of stop so
-// the shut-off reason tells what happened.
-func domainXML(name, guestDir, console string, spec guestSpec) (string, error) {
-	port := uint(0)
-	src := &libvirtxml.DomainChardevSource{File: &libvirtxml.DomainChardevSourceFile{Path: console}}
-	d := &libvirtxml.Domain{
-		Type:   "qemu",
-		Name:   name,
-		Memory: &libvirtxml.DomainMemory{Value: 160, Unit: "MiB"},
-		VCPU:   &libvirtxml.DomainVCPU{Value: 1},
-		OS: &libvirtxml.DomainOS{
-			Type:    &libvirtxml.DomainOSType{Arch: "x86_64", Type: "hvm"},
-			Kernel:  testguest.Kernel(guestDir),
-			Initrd:  testguest.Initrd(guestDir),
-			Cmdline: spec.cmdline,
-		},
-		Features: &libvirtxml.DomainFeatureList{
-			ACPI: &libvirtxml.DomainFeature{},
-			APIC: &libvirtxml.DomainFeatureAPIC{},
-			TCG:  &libvirtxml.DomainFeatureTCG{TBCache: &libvirtxml.DomainFeatureTCGTBCache{Unit: "MiB", Size: 32}},
-		},
-		OnPoweroff: "destroy",
-		OnReboot:   "destroy", // a reboot would be an unnoticed panic=-1
-		OnCrash:    "destroy",
-		Devices: &libvirtxml.DomainDeviceList{
-			Disks: spec.disks,
-			// No USB controller or balloon: less to probe while booting.
-			Controllers: []libvirtxml.DomainController{{Type: "usb", Model: "none"}},
-			Serials:     []libvirtxml.DomainSerial{{Source: src, Target: &libvirtxml.DomainSerialTarget{Port: &port}}},
-			Consoles:    []libvirtxml.DomainConsole{{Source: src, Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port}}},
-			Panics:      []libvirtxml.DomainPanic{{Model: "isa"}},
-			MemBalloon:  &libvirtxml.DomainMemBalloon{Model: "none"},
-		},
-	}
-	return d.Marshal()
-}
-
 func virsh(uri string, args ...string) (string, error) {
 	cmd := exec.Command("virsh", append([]string{"-c", uri}, args...)...)
 	out, err := cmd.CombinedOutput()
@@ -145,7 +107,7 @@ func startGuest(t *testing.T, uri string, spec guestSpec) *guest {
 	}
 	dir := workDir(t)
 	g := &guest{t: t, uri: uri, name: uniqueName(t), console: filepath.Join(dir, "console.log")}
-	xml, err := domainXML(g.name, guestDir, g.console, spec)
+	xml, err := testguest.Domain(g.name, guestDir, g.console, spec.cmdline, spec.disks...).Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
