@@ -31,12 +31,12 @@ func requireLibvirt(t *testing.T) {
 	}
 }
 
-// TestDriverAgainstLibvirtTestDriver runs the driver through the real
-// bindings: the fake's assumptions about libvirt are checked here.
-func TestDriverAgainstLibvirtTestDriver(t *testing.T) {
-	requireLibvirt(t)
+// openWithEvents opens uri with its events in a channel; when the channel
+// is full they are dropped, as the launcher drops them.
+func openWithEvents(t *testing.T, uri string) (*Connection, chan driver.Event) {
+	t.Helper()
 	events := make(chan driver.Event, 64)
-	conn, err := Open(testURI, Options{Events: func(e driver.Event) {
+	conn, err := Open(uri, Options{Events: func(e driver.Event) {
 		select {
 		case events <- e:
 		default:
@@ -46,6 +46,14 @@ func TestDriverAgainstLibvirtTestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
+	return conn, events
+}
+
+// TestDriverAgainstLibvirtTestDriver runs the driver through the real
+// bindings: the fake's assumptions about libvirt are checked here.
+func TestDriverAgainstLibvirtTestDriver(t *testing.T) {
+	requireLibvirt(t)
+	conn, events := openWithEvents(t, testURI)
 
 	name := fmt.Sprintf("vp-it-%d", time.Now().UnixNano())
 	uid := "uid-" + name

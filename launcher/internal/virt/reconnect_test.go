@@ -77,17 +77,7 @@ func TestReconnectAfterDaemonLoss(t *testing.T) {
 	p := newSockProxy(t, filepath.Join(t.TempDir(), "libvirt-sock"))
 	uri := "qemu+unix:///system?socket=" + p.ln.Addr().String()
 
-	events := make(chan driver.Event, 64)
-	conn, err := Open(uri, Options{Events: func(e driver.Event) {
-		select {
-		case events <- e:
-		default:
-		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn, events := openWithEvents(t, uri)
 	wait := func(what string, match func(driver.Event) bool) {
 		t.Helper()
 		timeout := time.After(30 * time.Second)
