@@ -16,30 +16,19 @@ import (
 // and resident set in kB: the guest RAM actually touched, by the guest or
 // by QEMU zeroing it. Guest RAM is private, so its Pss equals its Rss.
 func GuestRAM(pid int, guestKiB int64) (sizeKiB, rssKiB int64, err error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
 	type mapping struct {
 		anon      bool
 		size, rss int64
 	}
 	var maps []mapping
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
-			continue
-		}
-		// A mapping header: "start-end perms offset dev inode [path]".
-		if strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+	err = readSmaps(pid, func(header bool, fields []string) {
+		if header {
+			// "start-end perms offset dev inode [path]".
 			maps = append(maps, mapping{anon: len(fields) < 6})
-			continue
+			return
 		}
 		if len(maps) == 0 || len(fields) < 2 {
-			continue
+			return
 		}
 		n, _ := strconv.ParseInt(fields[1], 10, 64)
 		switch fields[0] {
@@ -48,9 +37,9 @@ func GuestRAM(pid int, guestKiB int64) (sizeKiB, rssKiB int64, err error) {
 		case "Rss:":
 			maps[len(maps)-1].rss = n
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, 0, fmt.Errorf("reading smaps of %d: %w", pid, err)
+	})
+	if err != nil {
+		return 0, 0, err
 	}
 	best := mapping{}
 	for _, m := range maps {
@@ -74,34 +63,23 @@ type Mapping struct {
 // path, or the pseudo-name, with unnamed anonymous memory as "[anon]") and
 // returns the groups, largest first.
 func RssByMapping(pid int) ([]Mapping, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	by := map[string]int64{}
 	cur := ""
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 {
-			continue
-		}
-		if strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":") {
+	err := readSmaps(pid, func(header bool, fields []string) {
+		if header {
 			cur = "[anon]"
 			if len(fields) >= 6 {
 				cur = strings.Join(fields[5:], " ")
 			}
-			continue
+			return
 		}
 		if fields[0] == "Rss:" && len(fields) >= 2 {
 			n, _ := strconv.ParseInt(fields[1], 10, 64)
 			by[cur] += n
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading smaps of %d: %w", pid, err)
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]Mapping, 0, len(by))
 	for k, v := range by {
@@ -109,4 +87,29 @@ func RssByMapping(pid int) ([]Mapping, error) {
 	}
 	slices.SortFunc(out, func(a, b Mapping) int { return int(b.RssKiB - a.RssKiB) })
 	return out, nil
+}
+
+// readSmaps calls line with the fields of every non-empty line of
+// /proc/<pid>/smaps; header is true for the line that starts a mapping
+// ("start-end perms offset dev inode [path]"), false for its "Key: value"
+// lines.
+func readSmaps(pid int, line func(header bool, fields []string)) error {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		line(strings.Contains(fields[0], "-") && !strings.HasSuffix(fields[0], ":"), fields)
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("reading smaps of %d: %w", pid, err)
+	}
+	return nil
 }

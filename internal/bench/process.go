@@ -49,15 +49,24 @@ func StartProcess(path string, args []string, logPath string) (*Process, error) 
 // Exited is closed once the process has exited and was reaped.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
 
-// Kill sends SIGKILL and waits until the process is gone.
-func (p *Process) Kill() error {
+// gone reports whether there is no process to end: none was started, or
+// it has exited.
+func (p *Process) gone() bool {
 	if p == nil {
-		return nil
+		return true
 	}
 	select {
 	case <-p.exited:
-		return nil
+		return true
 	default:
+		return false
+	}
+}
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (p *Process) Kill() error {
+	if p.gone() {
+		return nil
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("killing pid %d: %w", p.Pid, err)
@@ -72,13 +81,8 @@ func (p *Process) Kill() error {
 
 // Stop sends SIGTERM and waits up to grace, then kills.
 func (p *Process) Stop(grace time.Duration) error {
-	if p == nil {
+	if p.gone() {
 		return nil
-	}
-	select {
-	case <-p.exited:
-		return nil
-	default:
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {

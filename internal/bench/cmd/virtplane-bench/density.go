@@ -120,21 +120,16 @@ type densityResult struct {
 // densityVirtplane creates the VMs through the API on the schedule and
 // waits until all run.
 func densityVirtplane(ctx context.Context, e *env, a *bench.Agent, ns string, n int, interval time.Duration) (*densityResult, error) {
-	c, err := a.Client(ctx)
+	c, tr, done, err := track(ctx, a, ns)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Close()
+	defer done()
 	etcd, err := bench.DialEtcd(ctx, a.EtcdSocket())
 	if err != nil {
 		return nil, err
 	}
 	defer etcd.Close()
-	tr, err := bench.NewTracker(ctx, c, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer tr.Close()
 	r := &densityResult{}
 	if r.before, err = bench.ReadStoreCounts(ctx, a, etcd); err != nil {
 		return nil, err

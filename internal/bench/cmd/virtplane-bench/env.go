@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 )
 
@@ -180,4 +181,20 @@ func (e *env) close() {
 	if err := os.RemoveAll(e.work); err != nil {
 		e.log.Warn("removing the work directory", "dir", e.work, "err", err)
 	}
+}
+
+// track dials agent a and follows the VMs of namespace ns; done closes
+// both.
+func track(ctx context.Context, a *bench.Agent, ns string) (c *client.Client, tr *bench.Tracker, done func(), err error) {
+	if c, err = a.Client(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	if tr, err = bench.NewTracker(ctx, c, ns); err != nil {
+		_ = c.Close()
+		return nil, nil, nil, err
+	}
+	return c, tr, func() {
+		tr.Close()
+		_ = c.Close()
+	}, nil
 }

@@ -124,16 +124,11 @@ func overheadRun(ctx context.Context, e *env, n int) (ohResult, error) {
 		return r, err
 	}
 	defer func() { _ = e.teardown(ns, a) }()
-	c, err := a.Client(ctx)
+	c, tr, done, err := track(ctx, a, ns)
 	if err != nil {
 		return r, err
 	}
-	defer c.Close()
-	tr, err := bench.NewTracker(ctx, c, ns)
-	if err != nil {
-		return r, err
-	}
-	defer tr.Close()
+	defer done()
 	time.Sleep(2 * time.Second)
 	agent0, err := memOf(a.Pid)
 	if err != nil {

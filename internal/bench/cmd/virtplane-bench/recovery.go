@@ -51,16 +51,11 @@ func runRecovery(ctx context.Context, e *env, s *bench.Section) error {
 		return err
 	}
 	defer func() { _ = e.teardown(ns, node, srv) }()
-	c, err := srv.Client(ctx)
+	c, tr, done, err := track(ctx, srv, ns)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	tr, err := bench.NewTracker(ctx, c, ns)
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
+	defer done()
 	vms := make([]*apiv1.VirtualMachine, n)
 	for i := range vms {
 		vms[i] = bench.NoOSVM(ns, bench.VMName(i), densityMemory)

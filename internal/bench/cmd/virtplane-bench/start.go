@@ -129,16 +129,11 @@ func runStart(ctx context.Context, e *env, s *bench.Section) error {
 		return err
 	}
 	defer func() { _ = e.teardown(ns, a) }()
-	c, err := a.Client(ctx)
+	c, tr, done, err := track(ctx, a, ns)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	tr, err := bench.NewTracker(ctx, c, ns)
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
+	defer done()
 	st := &starter{e: e, ns: ns, dir: dir, c: c, tr: tr}
 
 	s.Setup = []string{

@@ -199,21 +199,16 @@ func startFakeNodes(ctx context.Context, endpoint, prefix string, n int) (stop f
 // waits until all run.
 func measureThroughput(ctx context.Context, e *env, a *bench.Agent, ns string, n, workers int, memory string) (tpResult, error) {
 	r := tpResult{n: n}
-	c, err := a.Client(ctx)
+	c, tr, done, err := track(ctx, a, ns)
 	if err != nil {
 		return r, err
 	}
-	defer c.Close()
+	defer done()
 	etcd, err := bench.DialEtcd(ctx, a.EtcdSocket())
 	if err != nil {
 		return r, err
 	}
 	defer etcd.Close()
-	tr, err := bench.NewTracker(ctx, c, ns)
-	if err != nil {
-		return r, err
-	}
-	defer tr.Close()
 	vms := make([]*apiv1.VirtualMachine, n)
 	for i := range vms {
 		vms[i] = bench.NoOSVM(ns, bench.VMName(i), memory)

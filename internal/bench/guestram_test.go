@@ -1,0 +1,39 @@
+package bench
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// Read against this test's own process: a Go binary always has anonymous
+// mappings and its executable mapped.
+func TestSmapsReaders(t *testing.T) {
+	pid := os.Getpid()
+	maps, err := RssByMapping(pid)
+	if err != nil || len(maps) == 0 {
+		t.Fatalf("RssByMapping = %v, %v", maps, err)
+	}
+	exe, _ := os.Executable()
+	var sawExe bool
+	for i, m := range maps {
+		if i > 0 && m.RssKiB > maps[i-1].RssKiB {
+			t.Fatalf("not largest first: %v", maps)
+		}
+		sawExe = sawExe || strings.HasSuffix(exe, m.Name)
+	}
+	if !sawExe {
+		t.Errorf("executable %s not among the mappings %v", exe, maps)
+	}
+
+	size, rss, err := GuestRAM(pid, 1)
+	if err != nil || size < 1 || rss > size {
+		t.Fatalf("GuestRAM(1 kB) = %d, %d, %v", size, rss, err)
+	}
+	if _, _, err := GuestRAM(pid, 1<<40); err == nil || !strings.Contains(err.Error(), "no anonymous mapping") {
+		t.Fatalf("GuestRAM(1 PB) = %v", err)
+	}
+	if _, err := RssByMapping(-1); err == nil {
+		t.Fatal("RssByMapping of no process succeeded")
+	}
+}
