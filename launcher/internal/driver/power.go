@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
 )
 
 // onOwnedDomain runs fn on the domain under the lock after the ownership
@@ -44,22 +45,31 @@ func (d *Driver) withOwnedDomain(ctx context.Context, fn func(Domain) error) (*l
 	})
 }
 
+// liveMetadata reads dom's state and, when a guest runs in it (running,
+// blocked or paused), its metadata; live is false otherwise.
+func liveMetadata(dom Domain) (s State, md domxml.Metadata, live bool, err error) {
+	s, _, err = dom.GetState()
+	if err != nil {
+		return s, md, false, grpcError(fmt.Errorf("get domain state: %w", err))
+	}
+	if s != StateRunning && s != StateBlocked && s != StatePaused {
+		return s, md, false, nil
+	}
+	if md, _, err = readMetadata(dom); err != nil {
+		return s, md, false, grpcError(err)
+	}
+	return s, md, true, nil
+}
+
 // Shutdown presses the ACPI power button. The node agent re-sends it every
 // few seconds because a booting guest may miss it; the first request time
 // is kept in the metadata as the start of the grace period.
 func (d *Driver) Shutdown(ctx context.Context, _ *launcherpb.ShutdownRequest) (*launcherpb.DomainStatus, error) {
 	requested := false
 	st, err := d.withOwnedDomain(ctx, func(dom Domain) error {
-		s, _, err := dom.GetState()
-		if err != nil {
-			return grpcError(fmt.Errorf("get domain state: %w", err))
-		}
-		if s != StateRunning && s != StateBlocked && s != StatePaused {
-			return nil
-		}
-		md, _, err := readMetadata(dom)
-		if err != nil {
-			return grpcError(err)
+		_, md, live, err := liveMetadata(dom)
+		if err != nil || !live {
+			return err
 		}
 		if md.ShutdownRequestedAt == 0 {
 			md.ShutdownRequestedAt = d.cfg.Now().Unix()
@@ -140,18 +150,11 @@ func (d *Driver) Delete(ctx context.Context, _ *launcherpb.Empty) (*launcherpb.D
 // next Pause or Unpause corrects, never a user-paused guest resumed.
 func (d *Driver) Pause(ctx context.Context, _ *launcherpb.Empty) (*launcherpb.DomainStatus, error) {
 	return d.withOwnedDomain(ctx, func(dom Domain) error {
-		s, _, err := dom.GetState()
-		if err != nil {
-			return grpcError(fmt.Errorf("get domain state: %w", err))
-		}
-		if s != StateRunning && s != StateBlocked && s != StatePaused {
-			// Nothing runs to pause; Sync honours spec.paused at the
-			// next start.
-			return nil
-		}
-		md, _, err := readMetadata(dom)
-		if err != nil {
-			return grpcError(err)
+		// When nothing runs there is nothing to pause; Sync honours
+		// spec.paused at the next start.
+		s, md, live, err := liveMetadata(dom)
+		if err != nil || !live {
+			return err
 		}
 		if !md.PausedByUser {
 			md.PausedByUser = true
