@@ -12,11 +12,15 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // libvirtHost is the host side of the real node: the files the harness
@@ -66,10 +70,12 @@ func prepareLibvirtHost(ctx context.Context, dir, uri string) (*libvirtHost, err
 }
 
 // buildLauncher compiles this tree's launcher, so the tests never run an
-// installed or stale one. cgo: it links libvirt. The package path works
-// from any directory of the module, which is where go test runs.
+// installed or stale one. cgo and the libvirt build tag: it links libvirt
+// (without the tag the launcher is built without it, and fails every
+// launch). The package path works from any directory of the module, which
+// is where go test runs.
 func buildLauncher(ctx context.Context, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.version=acctest", "-o", out,
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "libvirt", "-ldflags", "-X main.version=acctest", "-o", out,
 		"github.com/virtplane/terraform-provider-virtplane/launcher")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -131,25 +137,28 @@ func (h *libvirtHost) domainMemory(ctx context.Context, domain string) (int64, e
 
 // waitMarker waits until the serial console of VMI uid, which virtlogd
 // writes into the VMI's directory, shows marker, and returns its fields.
-func (h *libvirtHost) waitMarker(ctx context.Context, uid, marker string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, GuestBootTimeout)
-	defer cancel()
+func (h *libvirtHost) waitMarker(tb testing.TB, uid, marker string) map[string]string {
+	tb.Helper()
 	path := nodeagent.ConsoleLogPath(filepath.Join(h.nodeDir, "vmis", uid))
-	var console []byte
-	for {
+	var fields map[string]string
+	testutil.EventuallyNoError(tb, GuestBootTimeout, fmt.Sprintf("%s on the console of VMI %s", marker, uid), func() error {
 		// The whole file each time: it is a few kB.
-		if b, err := os.ReadFile(path); err == nil {
-			console = b
-			if rest, ok := testguest.FindMarker(string(b), marker); ok {
-				return testguest.Fields(rest), nil
-			}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("no %s on the console of VMI %s (%s) within %v; console:\n%s", marker, uid, path, GuestBootTimeout, console)
-		case <-time.After(200 * time.Millisecond):
+		// Complete lines only: the guest may be writing the marker's
+		// line as it is read, and a line cut short would yield some
+		// of its fields or none.
+		complete := b[:bytes.LastIndexByte(b, '\n')+1]
+		rest, ok := testguest.FindMarker(string(complete), marker)
+		if !ok {
+			return fmt.Errorf("not in %s yet; console:\n%s", path, b)
 		}
-	}
+		fields = testguest.Fields(rest)
+		return nil
+	})
+	return fields
 }
 
 // ours lists the domains this run's node defined: libvirt domains whose
@@ -170,19 +179,20 @@ func (h *libvirtHost) ours(ctx context.Context) ([]launcher.DomainInfo, error) {
 }
 
 // drain gives the node agent, while it still runs, a moment to undefine
-// domains of VMs destroyed just before the end.
+// domains of VMs destroyed just before the end. It runs after the tests,
+// with no test to fail: what is left is cleanup's to report.
 func (h *libvirtHost) drain() {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = wait.PollUntilContextTimeout(context.Background(), testutil.PollInterval, drainTimeout, true, func(ctx context.Context) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
 		ds, err := h.ours(ctx)
-		cancel()
-		if err != nil || len(ds) == 0 {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err != nil || len(ds) == 0, nil
+	})
 }
+
+// drainTimeout bounds drain: a guest that obeys the power button is gone
+// in seconds.
+const drainTimeout = 30 * time.Second
 
 // errLeftovers marks what a run left on the host.
 var errLeftovers = errors.New("left behind on the host")

@@ -8,7 +8,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -16,6 +19,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/fakenode"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // Environment that decides what the in-process agent's nodes are.
@@ -167,25 +171,26 @@ func realNodeSetup(ctx context.Context, dir string) (nodeSetup, error) {
 	}, nil
 }
 
+// nodeRegisterTimeout bounds the real node agent's start: it registers its
+// node once it has read libvirt's capabilities.
+const nodeRegisterTimeout = time.Minute
+
 // startRealNode waits for the node agent to register its node and picks
 // the label that keeps the tests' VMs on it. The node agent sets no labels
 // of ours; virtplane.io/kvm is one it always sets and that the nodes other
 // tests register lack.
 func startRealNode(ctx context.Context, c *client.Client, host *libvirtHost) (*Nodes, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var node *apiv1.Node
-	for {
-		n, err := c.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: host.node})
-		if err == nil && n.GetStatus().GetSchedulable() {
-			node = n
-			break
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("real node %s did not register as schedulable (last error: %v); set %s to see the node agent's log",
-				host.node, err, EnvAgentLog)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var (
+		node    *apiv1.Node
+		lastErr error
+	)
+	err := wait.PollUntilContextTimeout(ctx, testutil.PollInterval, nodeRegisterTimeout, true, func(ctx context.Context) (bool, error) {
+		node, lastErr = c.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: host.node})
+		return lastErr == nil && node.GetStatus().GetSchedulable(), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("real node %s did not register as schedulable (last error: %v); set %s to see the node agent's log",
+			host.node, lastErr, EnvAgentLog)
 	}
 	kvm, ok := node.GetMetadata().GetLabels()[nodeagent.LabelKVM]
 	if !ok {
@@ -277,14 +282,16 @@ const GuestBootTimeout = 2 * time.Minute
 
 // WaitBooted waits until the guest of VMI uid has booted far enough to
 // obey the ACPI power button (testguest.MarkerBooted on its serial
-// console) and returns the marker's fields. A stop before that would wait
+// console) and returns the marker's fields; it fails tb when the guest
+// does not boot within GuestBootTimeout. A stop before that would wait
 // out the termination grace period. Without real nodes there is no
 // console to read, and it returns nil at once.
-func (n *Nodes) WaitBooted(ctx context.Context, uid string) (map[string]string, error) {
+func (n *Nodes) WaitBooted(tb testing.TB, uid string) map[string]string {
+	tb.Helper()
 	if n.host == nil {
-		return nil, nil
+		return nil
 	}
-	return n.host.waitMarker(ctx, uid, testguest.MarkerBooted)
+	return n.host.waitMarker(tb, uid, testguest.MarkerBooted)
 }
 
 // Domains returns the libvirt domains whose names start with

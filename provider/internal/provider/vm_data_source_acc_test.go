@@ -85,7 +85,7 @@ data "virtplane_virtual_machines" "db" {
 	ds, dbDS := "data.virtplane_virtual_machine.web", "data.virtplane_virtual_machine.db"
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(agent),
+		CheckDestroy:             checkDestroyed(t, agent),
 		Steps: []resource.TestStep{{
 			Config: cfg,
 			Check: resource.ComposeAggregateTestCheckFunc(
@@ -95,7 +95,7 @@ data "virtplane_virtual_machines" "db" {
 				resource.TestCheckResourceAttrPair(ds, "boot.cmdline", "virtplane_virtual_machine.web", "boot.cmdline"),
 				resource.TestCheckResourceAttrPair(ds, "status.node", "virtplane_virtual_machine.web", "status.node"),
 				resource.TestCheckResourceAttrPair(dbDS, "disk.1.cloud_init.user_data", "virtplane_virtual_machine.db", "disk.1.cloud_init.user_data"),
-				guestBooted(agent, run+"-web", ""),
+				guestBooted(t, agent, run+"-web", ""),
 			),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue(ds, tfjsonpath.New("namespace"), knownvalue.StringExact("default")),

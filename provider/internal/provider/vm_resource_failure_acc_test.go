@@ -1,0 +1,178 @@
+package provider_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
+	"github.com/virtplane/terraform-provider-virtplane/provider/internal/acctest"
+)
+
+// Acceptance tests of what goes wrong: changes made outside Terraform, and
+// VMs that cannot run, which fail fast with the reason.
+
+// A VM deleted outside Terraform is planned for creation again; an agent
+// that cannot be reached is an error, never taken for a deletion.
+func TestAccVirtualMachine_driftDeleted(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	name := acctest.RandomName("gone")
+	body := guestBody(agent, guestMemory, "")
+	cfg := vmConfig(agent, name, body)
+	unreachable := fmt.Sprintf(`
+provider "virtplane" {
+  endpoint = "unix://%s/no-agent.sock"
+}
+resource "virtplane_virtual_machine" "test" {
+  name = %q
+  %s
+  %s
+}
+`, t.TempDir(), name, agent.Nodes.NodeSelectorHCL(), body)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
+		CheckDestroy:             checkDestroyed(t, agent),
+		Steps: []resource.TestStep{
+			{
+				Config:            cfg,
+				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
+				Check:             guestBooted(t, agent, name, ""),
+			},
+			{
+				Config:      unreachable,
+				PlanOnly:    true,
+				ExpectError: errorRe(`virtplane agent unreachable`, `Cannot read virtual machine default/`+name),
+			},
+			{
+				PreConfig: func() {
+					deleteVM(t, agent, name)
+					waitNoDomain(t, agent, "default", name)
+				},
+				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
+				Check:             guestBooted(t, agent, name, ""),
+			},
+		},
+	})
+}
+
+// A stop outside Terraform (which turns Always into Halted, as in
+// KubeVirt) shows as a change back to Always, and apply starts the VM.
+func TestAccVirtualMachine_driftStopped(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	name := acctest.RandomName("stopped")
+	cfg := vmConfig(agent, name, guestBody(agent, guestMemory, ""))
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
+		CheckDestroy:             checkDestroyed(t, agent),
+		Steps: []resource.TestStep{
+			{
+				Config:            cfg,
+				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
+				Check:             guestBooted(t, agent, name, ""),
+			},
+			{
+				PreConfig: func() {
+					key := &apiv1.ObjectKey{Namespace: "default", Name: name}
+					if _, err := agent.Client.VMs.Stop(t.Context(), &apiv1.StopVirtualMachineRequest{Key: key}); err != nil {
+						t.Fatalf("stop %s: %v", name, err)
+					}
+					testutil.EventuallyNoError(t, apiChangeTimeout, name+" to stop", func() error {
+						vm, vmi, err := apiVM(t.Context(), agent, "default", name)
+						switch {
+						case err != nil:
+							return err
+						case vmi != nil:
+							return fmt.Errorf("instance %s is still there, in phase %s", vmi.GetMetadata().GetUid(), vmi.GetStatus().GetPhase())
+						case vm.GetStatus().GetPrintableStatus() != apiv1.PrintableStopped:
+							return fmt.Errorf("VM is %s", vm.GetStatus().GetPrintableStatus())
+						}
+						return nil
+					})
+				},
+				Config: cfg,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue(vmAddr, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Always")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
+				Check:             guestBooted(t, agent, name, ""),
+			},
+		},
+	})
+}
+
+// A VM no node can take fails at once with the placement message instead
+// of waiting out the timeout, and is tainted rather than forgotten: the
+// next apply replaces it.
+func TestAccVirtualMachine_unschedulableFailsFast(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	name := acctest.RandomName("nofit")
+	cfg := func(memory string) string { return vmConfig(agent, name, guestBody(agent, memory, "")) }
+	start := time.Now()
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
+		CheckDestroy:             checkDestroyed(t, agent),
+		Steps: []resource.TestStep{
+			{
+				// 1Ti fits no node.
+				Config:      cfg("1Ti"),
+				ExpectError: errorRe(`no node can run it (ErrorUnschedulable): 0/`, ` nodes are available`),
+			},
+			{
+				PreConfig: func() {
+					if d := time.Since(start); d > 2*time.Minute {
+						t.Errorf("the unschedulable VM took %s to fail; it should fail fast", d)
+					}
+				},
+				Config: cfg(guestMemory),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
+				Check:             guestBooted(t, agent, name, ""),
+			},
+		},
+	})
+}
+
+// A guest that fails before it ever runs puts the VM in CrashLoopBackOff;
+// create says so instead of waiting. On real nodes the failure is
+// libvirt's: the kernel is not in the image directory. (Its message is
+// not asserted: the failed instance is usually deleted, and its reason
+// with it, by the time the provider sees the VM's status.)
+func TestAccVirtualMachine_crashLoopFailsFast(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	name := acctest.RandomName("crash")
+	// The node has the file (placement checks the node's image list), but
+	// it is no kernel: QEMU refuses to start, so every instance fails.
+	body := fmt.Sprintf(`
+  memory = %q
+  boot {
+    kernel = %q
+    initrd = %q
+  }
+`, guestMemory, testguest.InitrdFile, testguest.InitrdFile)
+	if agent.Nodes.Scripted {
+		body += fmt.Sprintf("  annotations = {\n    %q = \"fail-start\"\n  }\n", acctest.ScriptAnnotation)
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
+		CheckDestroy:             checkDestroyed(t, agent),
+		Steps: []resource.TestStep{{
+			Config:      vmConfig(agent, name, body),
+			ExpectError: errorRe(`it is in CrashLoopBackOff: its instance failed 1 time(s) in a row before reaching Running`),
+		}},
+	})
+}
