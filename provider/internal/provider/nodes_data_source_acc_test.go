@@ -74,6 +74,10 @@ func (n *testNode) attrs() map[string]string {
 
 func TestAccNodesDataSource(t *testing.T) {
 	agent := acctest.SharedAgent(t)
+	// Parallel before the nodes are registered, not in the middle of
+	// resource.ParallelTest: a test paused there for longer than the node
+	// lease (40 s) would find its nodes marked not ready.
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
@@ -150,7 +154,7 @@ func TestAccNodesDataSource(t *testing.T) {
 		)
 	}
 
-	resource.ParallelTest(t, resource.TestCase{
+	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
 		Steps: []resource.TestStep{
 			{
