@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -21,25 +22,29 @@ import (
 // resource: the agent calls, and the waits for the state the run strategy
 // implies (vm_wait.go).
 
+// planned is what create and update start from: the VM the plan asks for,
+// and the operation's time limit from the timeouts block (limit is
+// plan.Timeouts.Create or .Update). ok is false when diags has errors.
+func planned(ctx context.Context, plan *vmResourceModel, limit func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), diags *diag.Diagnostics) (want *apiv1.VirtualMachine, timeout time.Duration, ok bool) {
+	timeout, d := limit(ctx, defaultTimeout)
+	diags.Append(d...)
+	want, d = vmFromModel(ctx, &plan.vmModel)
+	diags.Append(d...)
+	return want, timeout, !diags.HasError()
+}
+
 func (r *vmResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan vmResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "create a virtual machine") {
 		return
 	}
-	timeout, d := plan.Timeouts.Create(ctx, defaultTimeout)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	want, timeout, ok := planned(ctx, &plan, plan.Timeouts.Create, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-
-	want, d := vmFromModel(ctx, &plan.vmModel)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
 	ns, name := want.Metadata.Namespace, want.Metadata.Name
 	id := vmID(ns, name)
 	created, err := r.data.client.VMs.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: want})
@@ -122,19 +127,12 @@ func (r *vmResource) Update(ctx context.Context, req resource.UpdateRequest, res
 	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "update a virtual machine") {
 		return
 	}
-	timeout, d := plan.Timeouts.Update(ctx, defaultTimeout)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	want, timeout, ok := planned(ctx, &plan, plan.Timeouts.Update, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-
-	want, d := vmFromModel(ctx, &plan.vmModel)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
 	ns, name := want.Metadata.Namespace, want.Metadata.Name
 	id := vmID(ns, name)
 	c := r.data.client
