@@ -2,10 +2,14 @@ package testguest
 
 import "strings"
 
-// consoleLines splits serial console output into lines. The guest's tty
-// writes "\r\n", and the file may end in a partial line.
+// consoleLines splits serial console output into its complete lines. The
+// guest's tty writes "\r\n". A console read while the guest writes may end
+// in a partial line: it is left out, since a marker line cut short would
+// yield some of its fields or none.
 func consoleLines(console string) []string {
-	return strings.Split(strings.ReplaceAll(console, "\r", ""), "\n")
+	console = strings.ReplaceAll(console, "\r", "")
+	complete := console[:strings.LastIndexByte(console, '\n')+1]
+	return strings.Split(strings.TrimSuffix(complete, "\n"), "\n")
 }
 
 // FindMarker returns what follows marker on the first console line that
@@ -15,22 +19,29 @@ func consoleLines(console string) []string {
 // interleaved kernel message) is ignored.
 func FindMarker(console, marker string) (string, bool) {
 	for _, line := range consoleLines(console) {
-		for off := 0; ; {
-			i := strings.Index(line[off:], marker)
-			if i < 0 {
-				break
-			}
-			rest := line[off+i+len(marker):]
-			if rest == "" {
-				return "", true
-			}
-			if rest[0] == ' ' {
-				return strings.TrimSpace(rest), true
-			}
-			off += i + len(marker)
+		if rest, ok := markerIn(line, marker); ok {
+			return rest, true
 		}
 	}
 	return "", false
+}
+
+// markerIn is FindMarker for one line.
+func markerIn(line, marker string) (string, bool) {
+	for off := 0; ; {
+		i := strings.Index(line[off:], marker)
+		if i < 0 {
+			return "", false
+		}
+		rest := line[off+i+len(marker):]
+		if rest == "" {
+			return "", true
+		}
+		if rest[0] == ' ' {
+			return strings.TrimSpace(rest), true
+		}
+		off += i + len(marker)
+	}
 }
 
 // CountMarker counts the console lines that carry marker, e.g. to see a
@@ -38,7 +49,7 @@ func FindMarker(console, marker string) (string, bool) {
 func CountMarker(console, marker string) int {
 	n := 0
 	for _, line := range consoleLines(console) {
-		if _, ok := FindMarker(line, marker); ok {
+		if _, ok := markerIn(line, marker); ok {
 			n++
 		}
 	}

