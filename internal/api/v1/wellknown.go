@@ -146,3 +146,13 @@ func CDRomBuses() []string { return []string{DiskBusSATA, DiskBusSCSI} }
 func InterfaceModels() []string {
 	return []string{InterfaceModelVirtio, InterfaceModelE1000, InterfaceModelRTL8139}
 }
+
+// PrintableStatuses lists the VM printable statuses, most common first.
+func PrintableStatuses() []string {
+	return []string{
+		PrintableRunning, PrintableStopped, PrintableStarting, PrintableStopping,
+		PrintablePaused, PrintableMigrating, PrintableTerminating, PrintableCrashLoopBackOff,
+		PrintableErrorUnschedulable, PrintableProvisioning, PrintableDataVolumeError,
+		PrintableUnknown,
+	}
+}

@@ -25,13 +25,7 @@ const (
 
 // Allowed values, in the order the documentation lists them.
 var (
-	updatePolicies    = []string{updatePolicyRestart, updatePolicyNone}
-	printableStatuses = []string{
-		apiv1.PrintableRunning, apiv1.PrintableStopped, apiv1.PrintableStarting, apiv1.PrintableStopping,
-		apiv1.PrintablePaused, apiv1.PrintableMigrating, apiv1.PrintableTerminating, apiv1.PrintableCrashLoopBackOff,
-		apiv1.PrintableErrorUnschedulable, apiv1.PrintableProvisioning, apiv1.PrintableDataVolumeError,
-		apiv1.PrintableUnknown,
-	}
+	updatePolicies = []string{updatePolicyRestart, updatePolicyNone}
 )
 
 // vmModel holds what the virtplane_virtual_machine resource and data source

@@ -76,7 +76,7 @@ func (d *vmsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, re
 			"printable_status": schema.StringAttribute{
 				Optional:    true,
 				Description: "Only list VMs with this printable status, e.g. `Running`, `Stopped` or `CrashLoopBackOff` (case-sensitive).",
-				Validators:  []validator.String{oneOf(printableStatuses...)},
+				Validators:  []validator.String{oneOf(apiv1.PrintableStatuses()...)},
 			},
 			"virtual_machines": schema.ListNestedAttribute{
 				Computed:    true,
