@@ -23,7 +23,7 @@ type fakeTB struct {
 	msg string
 }
 
-func (f *fakeTB) Helper() {}
+func (f *fakeTB) Helper()                           {}
 func (f *fakeTB) Fatalf(format string, args ...any) { f.msg = fmt.Sprintf(format, args...) }
 
 func TestEventuallyFailsNamingWhatAndTheLastError(t *testing.T) {
