@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 these tests write the deprecated running flag: VMs written with it must keep working
+
 package vmlifecycle
 
 import (

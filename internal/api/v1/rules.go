@@ -52,9 +52,15 @@ func (s *VirtualMachineSpec) EffectiveRunStrategy() (string, error) {
 	return s.RunStrategy, nil
 }
 
-// UsesRunningFlag reports whether the VM is written with the deprecated
-// running flag instead of run_strategy.
-func (s *VirtualMachineSpec) UsesRunningFlag() bool { return s != nil && s.Running != nil }
+// RunningFlag is the deprecated running flag, and whether the VM sets it
+// at all. Outside this package the field is read only through this and
+// EffectiveRunStrategy (staticcheck flags every other use).
+func (s *VirtualMachineSpec) RunningFlag() (running, set bool) {
+	if s == nil || s.Running == nil {
+		return false, false
+	}
+	return *s.Running, true
+}
 
 // SetRunning makes the VM run (Always) or not (Halted) in whichever field
 // its author chose, so a VM written with the deprecated running flag keeps

@@ -49,10 +49,11 @@ func validateVMSpec(spec *apiv1.VirtualMachineSpec, path *field.Path, opts Optio
 		return field.ErrorList{field.Required(path, "")}
 	}
 	var errs field.ErrorList
+	running, usesRunning := spec.RunningFlag()
 	switch rs := spec.GetRunStrategy(); {
-	case spec.Running != nil && rs != "":
-		errs = append(errs, field.Invalid(path.Child("running"), *spec.Running, "running and run_strategy are mutually exclusive"))
-	case spec.Running == nil && rs == "":
+	case usesRunning && rs != "":
+		errs = append(errs, field.Invalid(path.Child("running"), running, "running and run_strategy are mutually exclusive"))
+	case !usesRunning && rs == "":
 		errs = append(errs, field.Required(path.Child("run_strategy"), "one of run_strategy or running is required"))
 	case rs == runStrategyWaitAsReceiver:
 		e := field.NotSupported(path.Child("run_strategy"), rs, apiv1.RunStrategies())

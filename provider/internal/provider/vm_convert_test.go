@@ -227,8 +227,8 @@ func TestRunningFlagMapsToRunStrategy(t *testing.T) {
 	cur := &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Name: "x"}, Spec: &apiv1.VirtualMachineSpec{Running: &yes}}
 	next := mergeVM(cur, &apiv1.VirtualMachine{Spec: &apiv1.VirtualMachineSpec{RunStrategy: "Always",
 		Template: &apiv1.VirtualMachineInstanceTemplateSpec{Spec: &apiv1.VirtualMachineInstanceSpec{}}}})
-	if next.Spec.UsesRunningFlag() || next.Spec.RunStrategy != "Always" {
-		t.Errorf("merge kept the running flag (%v), run_strategy=%q", next.Spec.UsesRunningFlag(), next.Spec.RunStrategy)
+	if _, set := next.Spec.RunningFlag(); set || next.Spec.RunStrategy != "Always" {
+		t.Errorf("merge kept the running flag (%v), run_strategy=%q", set, next.Spec.RunStrategy)
 	}
 }
 
