@@ -104,13 +104,7 @@ type Deps struct {
 // newStores are the typed stores under prefix; a non-nil fence makes
 // their writes conditional on one leader term.
 func newStores(c *clientv3.Client, prefix string, fence *store.Fence) apiserver.Stores {
-	opts := store.Options{Prefix: prefix + "/registry", Fence: fence}
-	return apiserver.Stores{
-		VMs:        store.New(c, store.VirtualMachines, opts),
-		VMIs:       store.New(c, store.VirtualMachineInstances, opts),
-		Nodes:      store.New(c, store.Nodes, opts),
-		Migrations: store.New(c, store.Migrations, opts),
-	}
+	return apiserver.NewStores(c, store.Options{Prefix: prefix + "/registry", Fence: fence})
 }
 
 // Complete fills defaults.

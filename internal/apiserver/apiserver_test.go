@@ -2,21 +2,18 @@ package apiserver
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 type fixture struct {
@@ -36,15 +33,9 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	c := srv.Client()
-	o := store.Options{Prefix: "/test/registry"}
-	st := Stores{
-		VMs:        store.New(c, store.VirtualMachines, o),
-		VMIs:       store.New(c, store.VirtualMachineInstances, o),
-		Nodes:      store.New(c, store.Nodes, o),
-		Migrations: store.New(c, store.Migrations, o),
-	}
+	st := NewStores(c, store.Options{Prefix: "/test/registry"})
 	f := &fixture{st: st, now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	conn := serveInMemory(t, New(st, Options{Clock: func() time.Time { return f.now }}))
+	conn := testutil.ServeGRPC(t, New(st, Options{Clock: func() time.Time { return f.now }}).Register)
 	f.vms = apiv1.NewVirtualMachinesClient(conn)
 	f.vmis = apiv1.NewVirtualMachineInstancesClient(conn)
 	f.nodes = apiv1.NewNodesClient(conn)
@@ -331,23 +322,4 @@ func TestNodeRegisterAndHeartbeat(t *testing.T) {
 	if err != nil || len(list.Items) != 1 {
 		t.Fatalf("list nodes: %v %v", err, list)
 	}
-}
-
-// serveInMemory serves api over an in-memory listener until the test ends
-// and returns a client connection to it.
-func serveInMemory(t *testing.T, api *Server) *grpc.ClientConn {
-	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	api.Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
 }

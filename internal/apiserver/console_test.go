@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // consoleFixture is the API over a real in-process gRPC server; tests
@@ -25,7 +26,7 @@ type consoleFixture struct {
 func newConsoleFixture(t *testing.T) *consoleFixture {
 	t.Helper()
 	f := newFixture(t)
-	conn := serveInMemory(t, New(f.st, Options{}))
+	conn := testutil.ServeGRPC(t, New(f.st, Options{}).Register)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return &consoleFixture{fixture: f, consoles: apiv1.NewConsolesClient(conn), ctx: ctx}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"google.golang.org/grpc"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -20,6 +22,17 @@ type Stores struct {
 	VMIs       store.Store[*apiv1.VirtualMachineInstance]
 	Nodes      store.Store[*apiv1.Node]
 	Migrations store.Store[*apiv1.VirtualMachineInstanceMigration]
+}
+
+// NewStores returns the etcd stores of every kind the API serves, all with
+// opts (one key prefix; a leader's fence for controller writes).
+func NewStores(c *clientv3.Client, opts store.Options) Stores {
+	return Stores{
+		VMs:        store.New(c, store.VirtualMachines, opts),
+		VMIs:       store.New(c, store.VirtualMachineInstances, opts),
+		Nodes:      store.New(c, store.Nodes, opts),
+		Migrations: store.New(c, store.Migrations, opts),
+	}
 }
 
 // Options tune the API.

@@ -109,13 +109,18 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", cfg.Endpoint, err)
 	}
+	return New(conn), nil
+}
+
+// New returns a client of every API service over conn, which it owns.
+func New(conn *grpc.ClientConn) *Client {
 	return &Client{
 		VMs:      apiv1.NewVirtualMachinesClient(conn),
 		VMIs:     apiv1.NewVirtualMachineInstancesClient(conn),
 		Nodes:    apiv1.NewNodesClient(conn),
 		Consoles: apiv1.NewConsolesClient(conn),
 		Conn:     conn,
-	}, nil
+	}
 }
 
 // Close releases the connection.

@@ -192,8 +192,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.enqueueAll()
 
 	goRun(func() { a.heartbeatLoop(ctx, interval) })
-	goRun(func() { a.livenessLoop(ctx) })
-	goRun(func() { a.resyncLoop(ctx) })
+	goRun(func() { a.every(ctx, a.timing.LivenessInterval, a.pingLaunchers) })
+	goRun(func() { a.every(ctx, a.timing.ResyncPeriod, func(context.Context) { a.enqueueAll() }) })
 	goRun(func() { a.console.Run(ctx) })
 	goRun(func() { a.vmDirGCLoop(ctx) })
 	a.log.Info("node agent running", "kvm", a.host.KVMUsable)
@@ -238,15 +238,16 @@ func (a *Agent) enqueueAll() {
 	}
 }
 
-func (a *Agent) resyncLoop(ctx context.Context) {
-	t := a.clock.NewTicker(a.timing.ResyncPeriod)
+// every calls fn each period on the agent's clock until ctx ends.
+func (a *Agent) every(ctx context.Context, period time.Duration, fn func(context.Context)) {
+	t := a.clock.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
-			a.enqueueAll()
+			fn(ctx)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -159,28 +157,12 @@ func newHarness(t *testing.T, ho ...harnessOptions) *harness {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	etcd := storetest.Client(t)
-	stOpts := store.Options{Prefix: storetest.Prefix(t)}
-	stores := apiserver.Stores{
-		VMs:        store.New(etcd, store.VirtualMachines, stOpts),
-		VMIs:       store.New(etcd, store.VirtualMachineInstances, stOpts),
-		Nodes:      store.New(etcd, store.Nodes, stOpts),
-		Migrations: store.New(etcd, store.Migrations, stOpts),
-	}
+	stores := apiserver.NewStores(etcd, store.Options{Prefix: storetest.Prefix(t)})
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := apiserver.New(stores, apiserver.Options{
 		NodeLease: hopts.nodeLease, HeartbeatInterval: hopts.heartbeatInterval, Logger: quiet,
 	})
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
-	srv.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	c, err := client.Dial(ctx, client.Config{Endpoint: "unix:///bufconn"},
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := client.New(testutil.ServeGRPC(t, srv.Register))
 	h := &harness{t: t, ctx: ctx, stores: stores, fake: fake.New(), db: state.NewMemDB(), clock: clocktesting.NewFakeClock(time.Now()),
 		tl: &timeline{}, nodeDir: t.TempDir(), imageDir: t.TempDir()}
 	h.api = &client.Client{VMs: c.VMs, VMIs: recordingVMIs{c.VMIs, h.tl}, Nodes: recordingNodes{c.Nodes, h.tl}, Consoles: c.Consoles, Conn: c.Conn}

@@ -249,39 +249,31 @@ func (a *Agent) markDead(e *entry, why error) {
 	}
 }
 
-// livenessLoop pings every launcher: a launcher that hangs keeps its
-// event stream open, so the stream alone does not show it.
-func (a *Agent) livenessLoop(ctx context.Context) {
-	t := a.clock.NewTicker(a.timing.LivenessInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
+// pingLaunchers pings every launcher, each LivenessInterval: a launcher
+// that hangs keeps its event stream open, so the stream alone does not
+// show it.
+func (a *Agent) pingLaunchers(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, e := range a.launchers.list() {
+		if e.isDead() {
+			continue
 		}
-		var wg sync.WaitGroup
-		for _, e := range a.launchers.list() {
-			if e.isDead() {
-				continue
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The ping's deadline is on the agent's clock, like the
+			// interval: a launcher is hung when PingTimeout passed on
+			// that clock without an answer.
+			pctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			timeout := a.clock.AfterFunc(a.timing.PingTimeout, cancel)
+			defer timeout.Stop()
+			if err := e.client.Ping(pctx); err != nil && ctx.Err() == nil {
+				a.markDead(e, fmt.Errorf("ping: %w", err))
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// The ping's deadline is on the agent's clock, like the
-				// interval: a launcher is hung when PingTimeout passed
-				// on that clock without an answer.
-				pctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				timeout := a.clock.AfterFunc(a.timing.PingTimeout, cancel)
-				defer timeout.Stop()
-				if err := e.client.Ping(pctx); err != nil && ctx.Err() == nil {
-					a.markDead(e, fmt.Errorf("ping: %w", err))
-				}
-			}()
-		}
-		wg.Wait()
+		}()
 	}
+	wg.Wait()
 }
 
 // stubVMI stands in for a VMI that is gone when a launcher must be started

@@ -5,13 +5,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"reflect"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/test/bufconn"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
@@ -28,23 +24,9 @@ func setup(t *testing.T) (context.Context, store.Store[*apiv1.VirtualMachineInst
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	etcd := storetest.Client(t)
-	opts := store.Options{Prefix: storetest.Prefix(t)}
-	stores := apiserver.Stores{
-		VMs: store.New(etcd, store.VirtualMachines, opts), VMIs: store.New(etcd, store.VirtualMachineInstances, opts),
-		Nodes: store.New(etcd, store.Nodes, opts), Migrations: store.New(etcd, store.Migrations, opts),
-	}
+	stores := apiserver.NewStores(etcd, store.Options{Prefix: storetest.Prefix(t)})
 	srv := apiserver.New(stores, apiserver.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	lis := bufconn.Listen(1 << 20)
-	g := grpc.NewServer()
-	srv.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	c, err := client.Dial(ctx, client.Config{Endpoint: "unix:///bufconn"},
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := client.New(testutil.ServeGRPC(t, srv.Register))
 	return ctx, stores.VMIs, NewVMIs(c.VMIs)
 }
 

@@ -1,0 +1,30 @@
+package testutil
+
+import (
+	"context"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+)
+
+// ServeGRPC serves the services register adds on an in-memory listener
+// until the test ends, and returns a connection to them.
+func ServeGRPC(tb testing.TB, register func(grpc.ServiceRegistrar)) *grpc.ClientConn {
+	tb.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	register(srv)
+	go func() { _ = srv.Serve(lis) }()
+	tb.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	return conn
+}
