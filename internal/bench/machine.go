@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 )
 
 // Machine describes where the figures were measured.
@@ -36,9 +38,7 @@ func DescribeMachine(ctx context.Context, libvirtVersion, qemuVersion, dataDir s
 		m.Accel = "KVM"
 	}
 	m.CPUModel = cpuinfoField("model name")
-	if mem, err := kbFields("/proc/meminfo", []string{"MemTotal"}); err == nil {
-		m.MemoryKiB = mem["MemTotal"]
-	}
+	m.MemoryKiB = procfs.MemTotalKiB()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}

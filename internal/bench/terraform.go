@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 )
 
 // ProviderAddress is the provider's registry address.
@@ -138,11 +140,11 @@ func sampleProviderCPU(pid int, done <-chan struct{}) time.Duration {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for {
-		for _, c := range ChildPids(pid) {
-			if !strings.HasPrefix(comm(c), "terraform-provi") {
+		for _, c := range procfs.ChildPids(pid) {
+			if !strings.HasPrefix(procfs.Comm(c), "terraform-provi") {
 				continue
 			}
-			if v, err := CPUSeconds(c); err == nil {
+			if v, err := procfs.CPUSeconds(c); err == nil {
 				last[c] = v
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
@@ -81,7 +82,7 @@ func TestQEMUKilledRestartsAlways(t *testing.T) {
 	uid := first.GetMetadata().GetUid()
 	c.console(uid).waitMarker(testguest.MarkerBooted, bootTimeout)
 	dom := c.domain("db")
-	qemu := qemuPid(dom)
+	qemu := procfs.QEMUPid(dom)
 	if qemu == 0 {
 		t.Fatalf("no QEMU pid for %s", dom)
 	}
@@ -102,7 +103,7 @@ func TestQEMUKilledRestartsAlways(t *testing.T) {
 		t.Fatal("no new instance")
 	}
 	c.console(second.GetMetadata().GetUid()).waitMarker(testguest.MarkerBooted, bootTimeout)
-	if q := qemuPid(dom); q == 0 || q == qemu {
+	if q := procfs.QEMUPid(dom); q == 0 || q == qemu {
 		t.Errorf("QEMU pid %d after restart (was %d)", q, qemu)
 	}
 	t.Logf("new instance booted %s after the kill; VM statuses %v", time.Since(killed).Round(time.Millisecond), c.rec.statuses("db"))
@@ -188,7 +189,7 @@ func TestOnceGuestEnds(t *testing.T) {
 	// Not restarted: no other instance appears, and no domain runs.
 	testutil.Consistently(t, 5*time.Second, "no instance or QEMU coming back", func() bool {
 		for _, tc := range cases {
-			if v := c.vmi(tc.name); (v != nil && !apiv1.IsFinal(v.GetStatus().GetPhase())) || qemuPid(c.domain(tc.name)) != 0 {
+			if v := c.vmi(tc.name); (v != nil && !apiv1.IsFinal(v.GetStatus().GetPhase())) || procfs.QEMUPid(c.domain(tc.name)) != 0 {
 				return false
 			}
 		}
@@ -198,7 +199,7 @@ func TestOnceGuestEnds(t *testing.T) {
 		if v := c.vmi(tc.name); v != nil && !apiv1.IsFinal(v.GetStatus().GetPhase()) {
 			t.Errorf("%s: restarted as %s (%s)", tc.name, v.GetMetadata().GetUid(), v.GetStatus().GetPhase())
 		}
-		if q := qemuPid(c.domain(tc.name)); q != 0 {
+		if q := procfs.QEMUPid(c.domain(tc.name)); q != 0 {
 			t.Errorf("%s: QEMU %d runs again", tc.name, q)
 		}
 		if got := c.vm(tc.name).GetStatus().GetPrintableStatus(); got != apiv1.PrintableStopped {

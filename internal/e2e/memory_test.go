@@ -1,44 +1,13 @@
 package e2e
 
 import (
-	"bufio"
-	"fmt"
-	"os"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"k8s.io/apimachinery/pkg/api/resource"
-
-	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 )
-
-// procStatus reads kB fields (VmRSS, RssAnon, ...) of /proc/<pid>/status.
-func procStatus(pid int, keys ...string) (map[string]int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]int64{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		for _, want := range keys {
-			if k == want {
-				f := strings.Fields(v)
-				if len(f) > 0 {
-					out[k], _ = strconv.ParseInt(f[0], 10, 64)
-				}
-			}
-		}
-	}
-	return out, sc.Err()
-}
 
 // measureMemory reports, for the booted idle guests vms, what a VM costs
 // on the host beyond its guest: the launcher's RSS, and QEMU's RSS less
@@ -55,15 +24,15 @@ func measureMemory(t *testing.T, vms map[string]*running) {
 	var lRSS, lAnon, qRSS, gTouched, gMap, nonGuest, nonGuestAnon, qFile []int64
 	for _, n := range names {
 		r := vms[n]
-		l, err := procStatus(r.launcher, "VmRSS", "RssAnon")
+		l, err := procfs.ProcStatus(r.launcher, "VmRSS", "RssAnon")
 		if err != nil {
 			t.Fatalf("launcher of %s: %v", n, err)
 		}
-		q, err := procStatus(r.qemu, "VmRSS", "RssAnon", "RssFile", "RssShmem")
+		q, err := procfs.ProcStatus(r.qemu, "VmRSS", "RssAnon", "RssFile", "RssShmem")
 		if err != nil {
 			t.Fatalf("QEMU of %s: %v", n, err)
 		}
-		size, touched, err := bench.GuestRAM(r.qemu, guestKiB)
+		size, touched, err := procfs.GuestRAM(r.qemu, guestKiB)
 		if err != nil {
 			t.Fatalf("QEMU of %s: %v", n, err)
 		}

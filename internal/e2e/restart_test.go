@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
@@ -45,7 +46,7 @@ func bootAll(c *cluster, policies map[string]string, names ...string) map[string
 		vmi := c.waitRunning(n, "")
 		c.console(vmi.GetMetadata().GetUid()).waitMarker(testguest.MarkerBooted, bootTimeout)
 		r := &running{uid: vmi.GetMetadata().GetUid(), domain: c.domain(n), seen: len(c.rec.statuses(n))}
-		r.qemu = qemuPid(r.domain)
+		r.qemu = procfs.QEMUPid(r.domain)
 		ls := launcherPids(r.domain)
 		if r.qemu == 0 || len(ls) != 1 {
 			c.t.Fatalf("%s: QEMU pid %d, launchers %v; want one of each", n, r.qemu, ls)
@@ -62,7 +63,7 @@ func bootAll(c *cluster, policies map[string]string, names ...string) map[string
 // printable status but Running since the record.
 func (c *cluster) checkUntouched(name string, r *running) {
 	c.t.Helper()
-	if q := qemuPid(r.domain); q != r.qemu {
+	if q := procfs.QEMUPid(r.domain); q != r.qemu {
 		c.t.Errorf("%s: QEMU pid %d, was %d: the guest was restarted or stopped", name, q, r.qemu)
 	}
 	if ls := launcherPids(r.domain); !slices.Equal(ls, []int{r.launcher}) {
@@ -106,7 +107,7 @@ func TestNodeAgentKilledKeepsGuests(t *testing.T) {
 	// The agent is gone; its launchers and guests are not.
 	testutil.Consistently(t, 2*time.Second, "every launcher and QEMU alive without the agent", func() bool {
 		for _, r := range vms {
-			if !alive(r.launcher) || !alive(r.qemu) {
+			if !procfs.Alive(r.launcher) || !procfs.Alive(r.qemu) {
 				return false
 			}
 		}
@@ -127,7 +128,7 @@ func TestNodeAgentKilledKeepsGuests(t *testing.T) {
 	launched := regexp.MustCompile(`msg="launched launcher"`)
 	testutil.Consistently(t, time.Until(killed.Add(lease+3*time.Second)), "the guests untouched past the lease", func() bool {
 		for _, r := range vms {
-			if qemuPid(r.domain) != r.qemu {
+			if procfs.QEMUPid(r.domain) != r.qemu {
 				return false
 			}
 		}
@@ -183,13 +184,13 @@ func TestLauncherKilledIsReplaced(t *testing.T) {
 	if took > adoptionDeadline {
 		t.Errorf("adoption took %s, more than %s", took, adoptionDeadline)
 	}
-	if !alive(r.qemu) {
+	if !procfs.Alive(r.qemu) {
 		t.Fatal("QEMU died with its launcher")
 	}
 	// A little later, still the same guest, instance and one launcher.
 	r.launcher = newPid
 	testutil.Consistently(t, 3*time.Second, "the same QEMU and the one new launcher", func() bool {
-		return qemuPid(r.domain) == r.qemu && slices.Equal(launcherPids(r.domain), []int{newPid})
+		return procfs.QEMUPid(r.domain) == r.qemu && slices.Equal(launcherPids(r.domain), []int{newPid})
 	})
 	c.checkUntouched("solo", r)
 	t.Logf("VM statuses %v", c.rec.statuses("solo"))
@@ -213,17 +214,17 @@ func TestLeaseExpiryFencesOnlyRestartElsewhere(t *testing.T) {
 	killed := time.Now()
 	waitGone(t, moving.qemu, lease+15*time.Second)
 	t.Logf("RestartElsewhere guest fenced by its launcher %s after the agent died (lease %s)", time.Since(killed).Round(time.Millisecond), lease)
-	if !alive(staying.qemu) {
+	if !procfs.Alive(staying.qemu) {
 		t.Fatal("the Wait guest was killed at lease expiry")
 	}
 	for n, r := range vms {
-		if !alive(r.launcher) {
+		if !procfs.Alive(r.launcher) {
 			t.Errorf("%s: launcher died", n)
 		}
 	}
 	// Past the lease by a margin, the Wait guest still runs.
 	testutil.Consistently(t, time.Until(killed.Add(lease+4*time.Second)), "the Wait guest running past the lease", func() bool {
-		return alive(staying.qemu)
+		return procfs.Alive(staying.qemu)
 	})
 
 	c.startAgent()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
@@ -243,19 +244,9 @@ func (h *libvirtHost) launcherPids() []int {
 			continue
 		}
 		argv0, _, _ := strings.Cut(string(b), "\x00")
-		if argv0 == h.launcher && alive(pid) {
+		if argv0 == h.launcher && procfs.Alive(pid) {
 			out = append(out, pid)
 		}
 	}
 	return out
-}
-
-// alive reports whether pid runs (a zombie does not).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }

@@ -232,27 +232,11 @@ func changes(ctx context.Context, c *client.Client, ns, name string) <-chan stru
 	opts := &apiv1.WatchOptions{Namespace: ns, Name: name}
 	go func() {
 		w, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts})
-		if err != nil {
-			return
-		}
-		for {
-			if _, err := w.Recv(); err != nil {
-				return
-			}
-			notify()
-		}
+		notifyEach(w, err, notify)
 	}()
 	go func() {
 		w, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts})
-		if err != nil {
-			return
-		}
-		for {
-			if _, err := w.Recv(); err != nil {
-				return
-			}
-			notify()
-		}
+		notifyEach(w, err, notify)
 	}()
 	return ch
 }
@@ -334,4 +318,18 @@ func targetDescription(t waitTarget) string {
 		return "to run once: Running or Succeeded" + again + " (run_strategy Once)"
 	}
 	return "to settle (run_strategy " + t.strategy + ")"
+}
+
+// notifyEach calls notify for every event of a watch stream that opened
+// without err, until the stream ends.
+func notifyEach[E any](s interface{ Recv() (E, error) }, err error, notify func()) {
+	if err != nil {
+		return
+	}
+	for {
+		if _, err := s.Recv(); err != nil {
+			return
+		}
+		notify()
+	}
 }

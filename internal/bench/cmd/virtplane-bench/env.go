@@ -15,6 +15,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 )
 
@@ -141,13 +142,13 @@ func (e *env) teardown(prefix string, agents ...*bench.Agent) error {
 // killLaunchers SIGKILLs the launchers of this run's binary serving
 // domains named prefix*, and waits until they are gone.
 func (e *env) killLaunchers(prefix string) error {
-	ls := bench.Launchers(e.launcher, prefix)
+	ls := procfs.Launchers(e.launcher, prefix)
 	for _, pid := range ls {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	return waitUntil(context.Background(), 30*time.Second, fmt.Sprintf("launchers %v to exit after SIGKILL", ls), func() bool {
 		for _, pid := range ls {
-			if bench.Alive(pid) {
+			if procfs.Alive(pid) {
 				return false
 			}
 		}

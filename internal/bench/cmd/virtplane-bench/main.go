@@ -22,6 +22,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 )
 
 // measurement is one benchmark: its flags, and a run that fills a section.
@@ -134,11 +135,11 @@ func run(log *slog.Logger, args []string) error {
 		s := bench.Section{ID: m.id, Title: m.title, Started: time.Now()}
 		s.Command = reproduce(o, m.name, cmdFlags[m]())
 		log.Info("running", "benchmark", m.name, "command", s.Command)
-		load0, others := bench.LoadAvg1(), e.lv.RunningNotPrefixed(e.prefix)
+		load0, others := procfs.LoadAvg1(), e.lv.RunningNotPrefixed(e.prefix)
 		err := m.run(ctx, e, &s)
 		s.Took = time.Since(s.Started)
 		s.Note("Host load: 1-minute load average %s when the section started, %s when it ended; %d running libvirt domains of others (not this benchmark's) at the start.",
-			load0, bench.LoadAvg1(), others)
+			load0, procfs.LoadAvg1(), others)
 		if err != nil {
 			s.Error = err.Error()
 			failed = append(failed, m.name)

@@ -15,6 +15,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 )
 
@@ -45,7 +46,7 @@ type ohResult struct {
 	lRSS, lAnon, lPss   []int64 // launchers
 	qRSS, qPss, touched []int64 // QEMU, guest RAM touched
 	agent, daem         mem     // growth over all n VMs
-	lMaps, qMaps        []bench.Mapping
+	lMaps, qMaps        []procfs.Mapping
 }
 
 // perVM is the overhead of one result, per VM.
@@ -102,7 +103,7 @@ func runOverhead(ctx context.Context, e *env, s *bench.Section) error {
 }
 
 // mappings renders the n largest mappings as "name X MiB, ...".
-func mappings(ms []bench.Mapping, n int) string {
+func mappings(ms []procfs.Mapping, n int) string {
 	var parts []string
 	var rest int64
 	for i, m := range ms {
@@ -157,29 +158,29 @@ func overheadRun(ctx context.Context, e *env, n int) (ohResult, error) {
 
 	q := resource.MustParse(guestMemory)
 	guestKiB := q.Value() / 1024
-	launchers := bench.Launchers(e.launcher, ns)
+	launchers := procfs.Launchers(e.launcher, ns)
 	for _, d := range domains {
-		lp, qp := launchers[d], bench.QEMUPid(d)
+		lp, qp := launchers[d], procfs.QEMUPid(d)
 		if lp == 0 || qp == 0 {
 			return r, fmt.Errorf("%s: launcher pid %d, QEMU pid %d", d, lp, qp)
 		}
-		l, err := bench.ProcStatus(lp, "VmRSS", "RssAnon")
+		l, err := procfs.ProcStatus(lp, "VmRSS", "RssAnon")
 		if err != nil {
 			return r, err
 		}
-		lpss, err := bench.Pss(lp)
+		lpss, err := procfs.Pss(lp)
 		if err != nil {
 			return r, err
 		}
-		qs, err := bench.ProcStatus(qp, "VmRSS")
+		qs, err := procfs.ProcStatus(qp, "VmRSS")
 		if err != nil {
 			return r, err
 		}
-		qpss, err := bench.Pss(qp)
+		qpss, err := procfs.Pss(qp)
 		if err != nil {
 			return r, err
 		}
-		_, touched, err := bench.GuestRAM(qp, guestKiB)
+		_, touched, err := procfs.GuestRAM(qp, guestKiB)
 		if err != nil {
 			return r, err
 		}
@@ -193,10 +194,10 @@ func overheadRun(ctx context.Context, e *env, n int) (ohResult, error) {
 	daem1 := daemonMem()
 	r.agent = mem{rss: agent1.rss - agent0.rss, anon: agent1.anon - agent0.anon}
 	r.daem = mem{rss: daem1.rss - daem0.rss, anon: daem1.anon - daem0.anon}
-	if r.lMaps, err = bench.RssByMapping(launchers[domains[0]]); err != nil {
+	if r.lMaps, err = procfs.RssByMapping(launchers[domains[0]]); err != nil {
 		return r, err
 	}
-	if r.qMaps, err = bench.RssByMapping(bench.QEMUPid(domains[0])); err != nil {
+	if r.qMaps, err = procfs.RssByMapping(procfs.QEMUPid(domains[0])); err != nil {
 		return r, err
 	}
 	e.log.Info("overhead", "n", n, "launcher_rss_kb", mean(r.lRSS), "qemu_rss_kb", mean(r.qRSS), "touched_kb", mean(r.touched))
@@ -235,7 +236,7 @@ func waitBooted(ctx context.Context, e *env, domains []string, timeout time.Dura
 type mem struct{ rss, anon int64 }
 
 func memOf(pid int) (mem, error) {
-	st, err := bench.ProcStatus(pid, "VmRSS", "RssAnon")
+	st, err := procfs.ProcStatus(pid, "VmRSS", "RssAnon")
 	if err != nil {
 		return mem{}, err
 	}
@@ -247,7 +248,7 @@ func memOf(pid int) (mem, error) {
 func daemonMem() mem {
 	var m mem
 	for _, name := range daemons {
-		for _, pid := range bench.PidsByComm(name) {
+		for _, pid := range procfs.PidsByComm(name) {
 			if x, err := memOf(pid); err == nil {
 				m.rss, m.anon = m.rss+x.rss, m.anon+x.anon
 			}

@@ -11,6 +11,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 )
 
 var recoveryCfg struct{ n int }
@@ -68,10 +69,10 @@ func runRecovery(ctx context.Context, e *env, s *bench.Section) error {
 	}
 	time.Sleep(3 * time.Second)
 	before, uids := map[string]guestProcs{}, map[string]string{}
-	launchers := bench.Launchers(e.launcher, ns)
+	launchers := procfs.Launchers(e.launcher, ns)
 	for i := range n {
 		d := nodeagent.DomainName(ns, bench.VMName(i))
-		before[d] = guestProcs{qemu: bench.QEMUPid(d), launcher: launchers[d]}
+		before[d] = guestProcs{qemu: procfs.QEMUPid(d), launcher: launchers[d]}
 		if before[d].qemu == 0 || before[d].launcher == 0 {
 			return fmt.Errorf("%s: QEMU pid %d, launcher pid %d before the kill", d, before[d].qemu, before[d].launcher)
 		}
@@ -112,10 +113,10 @@ func runRecovery(ctx context.Context, e *env, s *bench.Section) error {
 	time.Sleep(5 * time.Second)
 
 	restartedGuests, newLaunchers := 0, len(bench.Matching(node.LogPath, "launched launcher"))
-	after := bench.Launchers(e.launcher, ns)
+	after := procfs.Launchers(e.launcher, ns)
 	sameLaunchers := 0
 	for d, p := range before {
-		if q := bench.QEMUPid(d); q != p.qemu {
+		if q := procfs.QEMUPid(d); q != p.qemu {
 			restartedGuests++
 		}
 		if after[d] == p.launcher {

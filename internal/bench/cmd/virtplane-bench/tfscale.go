@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 )
 
 var tfscaleCfg struct{ n, repeat, nodes int }
@@ -75,7 +76,7 @@ resource "virtplane_virtual_machine" "vm" {
 	// and the CPU the agent used meanwhile.
 	type runs struct{ wall, cpu, provider, agent []time.Duration }
 	timed := func(r *runs, t *bench.Terraform, args ...string) error {
-		a0, err := bench.CPUSeconds(a.Pid)
+		a0, err := procfs.CPUSeconds(a.Pid)
 		if err != nil {
 			return err
 		}
@@ -87,7 +88,7 @@ resource "virtplane_virtual_machine" "vm" {
 			}
 			return err
 		}
-		a1, err := bench.CPUSeconds(a.Pid)
+		a1, err := procfs.CPUSeconds(a.Pid)
 		if err != nil {
 			return err
 		}

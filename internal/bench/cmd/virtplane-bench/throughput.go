@@ -16,6 +16,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fakenode"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 )
 
 var throughputCfg struct {
@@ -217,11 +218,11 @@ func measureThroughput(ctx context.Context, e *env, a *bench.Agent, ns string, n
 	if err != nil {
 		return r, err
 	}
-	cpu0, err := bench.CPUSeconds(a.Pid)
+	cpu0, err := procfs.CPUSeconds(a.Pid)
 	if err != nil {
 		return r, err
 	}
-	self0, _ := bench.CPUSeconds(os.Getpid())
+	self0, _ := procfs.CPUSeconds(os.Getpid())
 	t0 := time.Now()
 	if err := bench.CreateAll(ctx, c, vms, workers); err != nil {
 		return r, err
@@ -236,13 +237,13 @@ func measureThroughput(ctx context.Context, e *env, a *bench.Agent, ns string, n
 			r.vmis = max(r.vmis, at.Sub(t0))
 		}
 	}
-	cpu1, err := bench.CPUSeconds(a.Pid)
+	cpu1, err := procfs.CPUSeconds(a.Pid)
 	if err != nil {
 		return r, err
 	}
-	self1, _ := bench.CPUSeconds(os.Getpid())
+	self1, _ := procfs.CPUSeconds(os.Getpid())
 	r.agentCPU, r.benchCPU = cpu1-cpu0, self1-self0
-	st, err := bench.ProcStatus(a.Pid, "VmHWM", "VmRSS")
+	st, err := procfs.ProcStatus(a.Pid, "VmHWM", "VmRSS")
 	if err != nil {
 		return r, err
 	}

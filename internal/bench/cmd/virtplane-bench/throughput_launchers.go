@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 )
 
 // The test:///default VMs' placement accounting: the smallest guest memory
@@ -31,19 +32,19 @@ func throughputTest(ctx context.Context, e *env, n, workers int) (tpResult, erro
 		return r, err
 	}
 	r.extra = append(r.extra, fmt.Sprintf("agent flags `--cpu-allocation-ratio %d --vm-memory-overhead %s`, guests %s.", cpuRatio(n), testDriverOverhead, testDriverMemory))
-	ls := bench.Launchers(e.launcher, ns)
+	ls := procfs.Launchers(e.launcher, ns)
 	var rss, anon, pss, threads int64
 	for _, pid := range ls {
-		st, err := bench.ProcStatus(pid, "VmRSS", "RssAnon", "Threads")
+		st, err := procfs.ProcStatus(pid, "VmRSS", "RssAnon", "Threads")
 		if err != nil {
 			continue
 		}
-		p, _ := bench.Pss(pid)
+		p, _ := procfs.Pss(pid)
 		rss, anon, pss, threads = rss+st["VmRSS"], anon+st["RssAnon"], pss+p, threads+st["Threads"]
 	}
 	if k := int64(len(ls)); k > 0 {
 		r.extra = append(r.extra, fmt.Sprintf("%d launcher processes: per launcher VmRSS %s, RssAnon %s, Pss %s, %d threads (all launchers: Pss %s, %d threads); agent VmRSS %s at the end, %d threads.",
-			k, bench.MiB(rss/k), bench.MiB(anon/k), bench.MiB(pss/k), threads/k, bench.MiB(pss), threads, bench.MiB(r.agentRSS), bench.Threads(a.Pid)))
+			k, bench.MiB(rss/k), bench.MiB(anon/k), bench.MiB(pss/k), threads/k, bench.MiB(pss), threads, bench.MiB(r.agentRSS), procfs.Threads(a.Pid)))
 	}
 	return r, nil
 }

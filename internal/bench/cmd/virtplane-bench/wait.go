@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"k8s.io/apimachinery/pkg/util/wait"
-
-	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 )
 
 // waitUntil checks cond at once and then every 10 ms until it holds, ctx
@@ -41,7 +40,7 @@ func watchdog(e *env, what string) func(vmis, vms int) error {
 	var logged time.Time
 	moved, lastVMIs, lastVMs := time.Now(), -1, -1
 	return func(vmis, vms int) error {
-		avail := bench.MemAvailableKiB()
+		avail := procfs.MemAvailableKiB()
 		if time.Since(logged) >= 10*time.Second {
 			logged = time.Now()
 			e.log.Info("waiting", "benchmark", what, "vmis_running", vmis, "vms_running", vms, "mem_available_mib", avail/1024)

@@ -1,4 +1,7 @@
-package bench
+// Package procfs reads what benchmarks and end-to-end tests need to know
+// about host processes from /proc: liveness, CPU time, memory, command
+// lines, the QEMU of a domain and the guest RAM it touched.
+package procfs
 
 import (
 	"bufio"
@@ -141,22 +144,44 @@ func cmdline(pid int) []string {
 
 // Launchers maps domain name to the pid of the live launcher process of
 // binary (its absolute path) serving it, for domains whose name starts with
-// prefix. Launchers run `<binary> serve ... --domain-name <domain>`.
+// prefix.
 func Launchers(binary, prefix string) map[string]int {
 	out := map[string]int{}
+	eachLauncher(binary, func(pid int, domain string) {
+		if strings.HasPrefix(domain, prefix) {
+			out[domain] = pid
+		}
+	})
+	return out
+}
+
+// LauncherPids lists the live launcher processes of binary serving domain:
+// one, unless something went wrong.
+func LauncherPids(binary, domain string) []int {
+	var out []int
+	eachLauncher(binary, func(pid int, d string) {
+		if d == domain {
+			out = append(out, pid)
+		}
+	})
+	return out
+}
+
+// eachLauncher calls fn for every live launcher process of binary, which
+// run as `<binary> serve ... --domain-name <domain>`.
+func eachLauncher(binary string, fn func(pid int, domain string)) {
 	for _, pid := range pids() {
 		args := cmdline(pid)
 		if len(args) < 2 || args[0] != binary || args[1] != "serve" || !Alive(pid) {
 			continue
 		}
 		for i := 2; i+1 < len(args); i++ {
-			if args[i] == "--domain-name" && strings.HasPrefix(args[i+1], prefix) {
-				out[args[i+1]] = pid
+			if args[i] == "--domain-name" {
+				fn(pid, args[i+1])
 				break
 			}
 		}
 	}
-	return out
 }
 
 // PidsByComm returns the live processes whose /proc/<pid>/comm is name
@@ -182,12 +207,17 @@ func Threads(pid int) int {
 }
 
 // MemAvailableKiB is the host's MemAvailable from /proc/meminfo, in kB.
-func MemAvailableKiB() int64 {
-	m, err := kbFields("/proc/meminfo", []string{"MemAvailable"})
+func MemAvailableKiB() int64 { return memInfoKiB("MemAvailable") }
+
+// MemTotalKiB is the host's memory, 0 when it cannot be read.
+func MemTotalKiB() int64 { return memInfoKiB("MemTotal") }
+
+func memInfoKiB(key string) int64 {
+	m, err := kbFields("/proc/meminfo", []string{key})
 	if err != nil {
 		return 0
 	}
-	return m["MemAvailable"]
+	return m[key]
 }
 
 // ChildPids lists the children of pid, from every thread's
@@ -209,8 +239,8 @@ func ChildPids(pid int) []int {
 	return out
 }
 
-// comm is the command name of pid (up to 15 characters).
-func comm(pid int) string {
+// Comm is the command name of pid (up to 15 characters).
+func Comm(pid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 	if err != nil {
 		return ""
