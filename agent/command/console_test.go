@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -72,22 +69,8 @@ func (f *fakeConsoles) lastOpen() *apiv1.ConsoleOpen {
 
 func startFakeConsoles(t *testing.T) (*fakeConsoles, string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "vpcon")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "agent.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f := &fakeConsoles{}
-	srv := grpc.NewServer()
-	apiv1.RegisterConsolesServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return f, "unix://" + sock
+	return f, serveUnix(t, func(srv *grpc.Server) { apiv1.RegisterConsolesServer(srv, f) })
 }
 
 func TestConsoleLogToStdoutNoticesToStderr(t *testing.T) {

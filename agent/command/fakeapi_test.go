@@ -297,27 +297,41 @@ func (f *fakeVMs) lastRequests() (*apiv1.StartVirtualMachineRequest, *apiv1.Stop
 // startFake serves the fakes on a unix socket and returns its endpoint.
 func startFake(t *testing.T) (*fakeVMs, string) {
 	t.Helper()
-	dir := t.TempDir()
-	if len(dir) > 80 { // unix socket paths are limited to 108 bytes
-		var err error
-		if dir, err = os.MkdirTemp("", "vp"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	}
-	sock := filepath.Join(dir, "agent.sock")
+	vms := newFakeVMs()
+	return vms, serveUnix(t, func(srv *grpc.Server) {
+		apiv1.RegisterVirtualMachinesServer(srv, vms)
+		apiv1.RegisterVirtualMachineInstancesServer(srv, fakeVMIs{})
+		apiv1.RegisterNodesServer(srv, fakeNodes{})
+	})
+}
+
+// serveUnix serves what register adds on a unix socket until the test
+// ends and returns the socket's endpoint: the CLI is tested through the
+// transport it uses by default.
+func serveUnix(t *testing.T, register func(*grpc.Server)) string {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t), "agent.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	vms := newFakeVMs()
 	srv := grpc.NewServer()
-	apiv1.RegisterVirtualMachinesServer(srv, vms)
-	apiv1.RegisterVirtualMachineInstancesServer(srv, fakeVMIs{})
-	apiv1.RegisterNodesServer(srv, fakeNodes{})
+	register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	return vms, "unix://" + sock
+	return "unix://" + sock
+}
+
+// shortTempDir is a temporary directory short enough for a unix socket
+// path in it (108 bytes at most), removed when the test ends.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "vp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }
 
 // syncBuffer is written by a command in a goroutine while the test reads.

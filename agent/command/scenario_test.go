@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -39,10 +38,7 @@ type scenario struct {
 
 func newScenario(t *testing.T, nodeNames ...string) *scenario {
 	t.Helper()
-	dir, err := shortTempDir(t)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := shortTempDir(t)
 	socket := filepath.Join(dir, "agent.sock")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a, err := server.Start(context.Background(), server.Options{
@@ -79,13 +75,6 @@ func newScenario(t *testing.T, nodeNames ...string) *scenario {
 		cancel()
 	})
 	return s
-}
-
-// shortTempDir keeps the unix socket path under the 108-byte limit.
-func shortTempDir(t *testing.T) (string, error) {
-	dir := filepath.Join("/tmp", fmt.Sprintf("vp-%d", time.Now().UnixNano()))
-	t.Cleanup(func() { _ = removeAll(dir) })
-	return dir, mkdirAll(dir)
 }
 
 func scenarioVM(name, strategy, script, policy string) *apiv1.VirtualMachine {
@@ -504,6 +493,3 @@ func TestScenarioWritesPerVMStart(t *testing.T) {
 		t.Fatalf("%d store writes per VM start, target at most 6: %v", len(writes), writes)
 	}
 }
-
-func mkdirAll(dir string) error  { return os.MkdirAll(dir, 0o700) }
-func removeAll(dir string) error { return os.RemoveAll(dir) }
