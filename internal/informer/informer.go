@@ -10,7 +10,10 @@ package informer
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -337,30 +340,22 @@ func (i *Informer[T]) GetByKey(key string) (T, bool) {
 func (i *Informer[T]) List() []T {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
-	keys := make([]string, 0, len(i.items))
-	for k := range i.items {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]T, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, i.items[k])
-	}
-	return out
+	return i.sortedLocked(maps.Keys(i.items))
 }
 
 // ByIndex returns the objects whose index value matches, sorted by key.
 func (i *Informer[T]) ByIndex(index, value string) []T {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
-	set := i.indices[index][value]
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]T, 0, len(keys))
-	for _, k := range keys {
+	return i.sortedLocked(maps.Keys(i.indices[index][value]))
+}
+
+// sortedLocked returns the cached objects of keys in key order; the
+// caller holds mu.
+func (i *Informer[T]) sortedLocked(keys iter.Seq[string]) []T {
+	sorted := slices.Sorted(keys)
+	out := make([]T, 0, len(sorted))
+	for _, k := range sorted {
 		out = append(out, i.items[k])
 	}
 	return out
