@@ -220,6 +220,12 @@ func (d *Driver) consolePty(dom Domain, qemuPid int32) string {
 
 // currentStatus looks the domain up and reports it, or that it is absent.
 func (d *Driver) currentStatus() (*launcherpb.DomainStatus, error) {
+	return d.onDomain(d.statusOf)
+}
+
+// onDomain looks the domain up and returns what fn returns for it, or
+// that it is absent.
+func (d *Driver) onDomain(fn func(Domain) (*launcherpb.DomainStatus, error)) (*launcherpb.DomainStatus, error) {
 	dom, err := d.lookup()
 	if err != nil {
 		return nil, err
@@ -228,7 +234,7 @@ func (d *Driver) currentStatus() (*launcherpb.DomainStatus, error) {
 		return d.absent(), nil
 	}
 	defer dom.Free()
-	return d.statusOf(dom)
+	return fn(dom)
 }
 
 // absent is the status of a domain that does not exist.

@@ -20,18 +20,12 @@ func (d *Driver) onOwnedDomain(ctx context.Context, fn func(Domain) (*launcherpb
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	dom, err := d.lookup()
-	if err != nil {
-		return nil, err
-	}
-	if dom == nil {
-		return d.absent(), nil
-	}
-	defer dom.Free()
-	if _, err := d.owned(dom); err != nil {
-		return nil, err
-	}
-	return fn(dom)
+	return d.onDomain(func(dom Domain) (*launcherpb.DomainStatus, error) {
+		if _, err := d.owned(dom); err != nil {
+			return nil, err
+		}
+		return fn(dom)
+	})
 }
 
 // withOwnedDomain is onOwnedDomain for an fn after which the domain's
