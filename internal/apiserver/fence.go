@@ -42,11 +42,7 @@ func (n *nodeService) Fence(ctx context.Context, req *apiv1.FenceNodeRequest) (*
 		if err := n.checkDown(node, now); err != nil {
 			return nil, err
 		}
-		if node.Status == nil {
-			node.Status = &apiv1.NodeStatus{}
-		}
-		node.Status.Schedulable = false
-		node.Status.Conditions = apiv1.SetCondition(node.Status.Conditions, &apiv1.Condition{
+		node.SetUnschedulable(&apiv1.Condition{
 			Type: apiv1.ConditionNodeFenced, Status: apiv1.ConditionTrue, Reason: fenceReason,
 			Message: "an operator confirmed the node is down; its instances were failed",
 		}, now)

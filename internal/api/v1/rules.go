@@ -127,3 +127,14 @@ func (vmi *VirtualMachineInstance) FailOnNode(uid, node, reason, message string,
 	st.Reason, st.Message = reason, message
 	return true
 }
+
+// SetUnschedulable takes the node out of placement and records why in the
+// condition c (NotReady from the node controller, Fenced from an
+// operator).
+func (n *Node) SetUnschedulable(c *Condition, now time.Time) {
+	if n.Status == nil {
+		n.Status = &NodeStatus{}
+	}
+	n.Status.Schedulable = false
+	n.Status.Conditions = SetCondition(n.Status.Conditions, c, now)
+}

@@ -94,11 +94,7 @@ func (c *Controller) markNotReady(ctx context.Context, node *apiv1.Node, obs obs
 		if !proto.Equal(n.GetStatus().GetHeartbeat(), obs.heartbeat) {
 			return n, nil
 		}
-		if n.Status == nil {
-			n.Status = &apiv1.NodeStatus{}
-		}
-		n.Status.Schedulable = false
-		n.Status.Conditions = apiv1.SetCondition(n.Status.Conditions, &apiv1.Condition{
+		n.SetUnschedulable(&apiv1.Condition{
 			Type: apiv1.ConditionReady, Status: apiv1.ConditionFalse, Reason: ReasonNodeUnresponsive,
 			Message: fmt.Sprintf("no heartbeat from the node agent for longer than the node lease (%s)", c.opts.Lease),
 		}, now)
