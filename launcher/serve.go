@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/driver"
@@ -163,16 +165,18 @@ func openLog(path string) (io.Writer, error) {
 	return f, nil
 }
 
-func openWithRetry(uri string, opts virt.Options) (libvirtConn, error) {
-	deadline := time.Now().Add(connectTimeout)
-	for {
-		conn, err := openLibvirt(uri, opts)
-		if err == nil || time.Now().After(deadline) {
-			return conn, err
+// openWithRetry opens libvirt, trying every second for connectTimeout: a
+// launcher started while libvirtd restarts waits for it. It returns the
+// last error when libvirt never answered.
+func openWithRetry(uri string, opts virt.Options) (conn libvirtConn, err error) {
+	_ = wait.PollUntilContextTimeout(context.Background(), time.Second, connectTimeout, true, func(context.Context) (bool, error) {
+		if conn, err = openLibvirt(uri, opts); err != nil {
+			opts.Logger.Warn("libvirt not reachable yet; retrying", "error", err)
+			return false, nil
 		}
-		opts.Logger.Warn("libvirt not reachable yet; retrying", "error", err)
-		time.Sleep(time.Second)
-	}
+		return true, nil
+	})
+	return conn, err
 }
 
 func parseLevel(s string) slog.Level {
