@@ -71,7 +71,7 @@ func (c *client) Sync(ctx context.Context, vmi *apiv1.VirtualMachineInstance, op
 		m.domains[c.domain] = d
 		m.emit(c.domain, "Defined/Added")
 	}
-	d.GracePeriodSeconds = vmi.GetSpec().GetTerminationGracePeriodSeconds()
+	d.GracePeriodSeconds = vmi.GetSpec().GracePeriodSeconds()
 	if p := opts.GetNodeFailurePolicy(); p != "" {
 		d.NodeFailurePolicy = p
 	}
