@@ -74,8 +74,8 @@ func consoleOpen(in *apiv1.ConsoleOpen) (*apiv1.ConsoleOpen, error) {
 // of its last instance.
 func (c *consoleService) resolve(ctx context.Context, open *apiv1.ConsoleOpen) (string, *apiv1.ConsoleSession, error) {
 	ns, name := open.Namespace, open.Name
-	key := ns + "/" + name
-	sess := &apiv1.ConsoleSession{SessionId: uuid.NewString(), Open: open, DomainName: ns + "_" + name}
+	key := apiv1.Ref(ns, name)
+	sess := &apiv1.ConsoleSession{SessionId: uuid.NewString(), Open: open, DomainName: apiv1.DomainName(ns, name)}
 	vmi, err := c.s.stores.VMIs.Get(ctx, ns, name)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return "", nil, toStatus(err)

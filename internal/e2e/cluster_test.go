@@ -319,7 +319,7 @@ func (c *cluster) key(name string) *apiv1.ObjectKey {
 }
 
 // domain is the libvirt domain name of VM name's instance.
-func (c *cluster) domain(name string) string { return nodeagent.DomainName(c.ns, name) }
+func (c *cluster) domain(name string) string { return apiv1.DomainName(c.ns, name) }
 
 func (c *cluster) vm(name string) *apiv1.VirtualMachine {
 	c.t.Helper()

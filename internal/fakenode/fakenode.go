@@ -168,7 +168,7 @@ func (n *Node) handle(ctx context.Context, typ apiv1.EventType, vmi *apiv1.Virtu
 		return
 	}
 	uid := vmi.Metadata.Uid
-	key := vmi.Metadata.Namespace + "/" + vmi.Metadata.Name
+	key := apiv1.Ref(vmi.Metadata.Namespace, vmi.Metadata.Name)
 	g := n.guests[uid]
 	if typ == apiv1.EventType_DELETED {
 		if g != nil {

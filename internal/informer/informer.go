@@ -74,15 +74,7 @@ func New[T store.Object](st Watcher[T], opts store.ListOptions, log *slog.Logger
 // cluster-scoped.
 func Key(obj store.Object) string {
 	m := obj.GetMetadata()
-	return KeyOf(m.GetNamespace(), m.GetName())
-}
-
-// KeyOf builds a cache key.
-func KeyOf(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
+	return apiv1.Ref(m.GetNamespace(), m.GetName())
 }
 
 // AddHandler registers h; add handlers before Run.
@@ -324,7 +316,7 @@ func (i *Informer[T]) unindex(k string, obj T) {
 func (i *Informer[T]) Get(namespace, name string) (T, bool) {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
-	obj, ok := i.items[KeyOf(namespace, name)]
+	obj, ok := i.items[apiv1.Ref(namespace, name)]
 	return obj, ok
 }
 

@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
@@ -56,7 +57,7 @@ func (f *fakeVMIs) putLocked(v *apiv1.VirtualMachineInstance) *apiv1.VirtualMach
 	v = proto.Clone(v).(*apiv1.VirtualMachineInstance)
 	f.rv++
 	v.Metadata.ResourceVersion = f.rv
-	f.vmis[vmiKey(v)] = v
+	f.vmis[informer.Key(v)] = v
 	return proto.Clone(v).(*apiv1.VirtualMachineInstance)
 }
 
@@ -74,7 +75,7 @@ func (f *fakeVMIs) UpdateStatus(_ context.Context, in *apiv1.UpdateVirtualMachin
 	defer f.mu.Unlock()
 	f.updates++
 	want := in.GetVmi()
-	cur, ok := f.vmis[vmiKey(want)]
+	cur, ok := f.vmis[informer.Key(want)]
 	if ok && f.meddles > 0 {
 		f.meddles--
 		next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)

@@ -8,6 +8,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
@@ -167,7 +168,7 @@ func (a *Agent) launcherUnreachable(ctx context.Context, key string, vmi *apiv1.
 
 // update converges the domain on a VMI that should run.
 func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, e *entry, dom *launcherpb.DomainStatus) (controller.Result, error) {
-	key := vmiKey(vmi)
+	key := informer.Key(vmi)
 	phase := vmi.GetStatus().GetPhase()
 	if phase != apiv1.PhaseScheduled && phase != apiv1.PhaseRunning {
 		return controller.Result{}, nil // not handed to the node yet
@@ -262,21 +263,13 @@ func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) *state.VMI {
 	}
 	return &state.VMI{
 		UID: md.GetUid(), Namespace: md.GetNamespace(), Name: md.GetName(),
-		DomainName:         DomainName(md.GetNamespace(), md.GetName()),
+		DomainName:         apiv1.DomainName(md.GetNamespace(), md.GetName()),
 		GracePeriodSeconds: vmi.GetSpec().GracePeriodSeconds(),
 		NodeFailurePolicy:  policy,
 		Dir:                a.layout.VMIDir(md.GetUid()),
 		CreatedAt:          a.now().Round(0),
 		VMUID:              apiv1.ControllingVMUID(vmi),
 	}
-}
-
-// DomainName is the libvirt domain name of a VMI. Namespaces and names are
-// DNS labels, which never contain '_', so names cannot clash.
-func DomainName(namespace, name string) string { return namespace + "_" + name }
-
-func vmiKey(vmi *apiv1.VirtualMachineInstance) string {
-	return vmi.GetMetadata().GetNamespace() + "/" + vmi.GetMetadata().GetName()
 }
 
 // reflectPause applies the VMI's desired pause state to the domain.
@@ -308,34 +301,34 @@ func (a *Agent) reflectPause(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 func (a *Agent) syncFailed(ctx context.Context, vmi *apiv1.VirtualMachineInstance, err error) (controller.Result, error) {
 	msg := errorMessage(err)
 	fail := vmi.GetStatus().GetPhase() != apiv1.PhaseRunning
-	a.log.Warn("syncing the domain failed", "vmi", vmiKey(vmi), "err", err, "failing_vmi", fail)
+	a.log.Warn("syncing the domain failed", "vmi", informer.Key(vmi), "err", err, "failing_vmi", fail)
 	if _, werr := a.writeStatus(ctx, vmi, syncFailedStatus(ReasonSyncFailed, msg, fail)); werr != nil && !errors.Is(werr, errVMIGone) {
 		return controller.Result{}, werr
 	}
 	if fail {
 		return controller.Result{}, nil // final now: the next pass removes the domain
 	}
-	return controller.Result{}, fmt.Errorf("syncing %s: %w", vmiKey(vmi), err)
+	return controller.Result{}, fmt.Errorf("syncing %s: %w", informer.Key(vmi), err)
 }
 
 // prepareFailed reports a VMI whose files cannot be prepared.
 func (a *Agent) prepareFailed(ctx context.Context, vmi *apiv1.VirtualMachineInstance, err error) (controller.Result, error) {
 	var pe *disks.Error
 	if !errors.As(err, &pe) {
-		return controller.Result{}, fmt.Errorf("preparing %s: %w", vmiKey(vmi), err)
+		return controller.Result{}, fmt.Errorf("preparing %s: %w", informer.Key(vmi), err)
 	}
 	// A volume that could not be provisioned yet keeps the VMI waiting
 	// (the image may still be imported); anything else fails it unless
 	// it already runs.
 	fail := vmi.GetStatus().GetPhase() != apiv1.PhaseRunning && !pe.Retry
-	a.log.Warn("preparing the VMI failed", "vmi", vmiKey(vmi), "err", err, "failing_vmi", fail)
+	a.log.Warn("preparing the VMI failed", "vmi", informer.Key(vmi), "err", err, "failing_vmi", fail)
 	if _, werr := a.writeStatus(ctx, vmi, syncFailedStatus(pe.Reason, err.Error(), fail)); werr != nil && !errors.Is(werr, errVMIGone) {
 		return controller.Result{}, werr
 	}
 	if fail {
 		return controller.Result{}, nil
 	}
-	return controller.Result{}, fmt.Errorf("preparing %s: %w", vmiKey(vmi), err)
+	return controller.Result{}, fmt.Errorf("preparing %s: %w", informer.Key(vmi), err)
 }
 
 // finish writes a final phase.

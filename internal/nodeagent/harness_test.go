@@ -410,7 +410,7 @@ func (h *harness) record(name string) *state.VMI {
 	return nil
 }
 
-func domainOf(name string) string { return DomainName("default", name) }
+func domainOf(name string) string { return apiv1.DomainName("default", name) }
 
 func writeFile(t *testing.T, path string) {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
@@ -86,7 +87,7 @@ func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineI
 		if _, err := a.writeStatus(ctx, vmi, finalStatus(phase, reason, msg)); err != nil && !errors.Is(err, errVMIGone) {
 			return controller.Result{}, err
 		}
-		a.log.Info("vmi ended", "vmi", vmiKey(vmi), "phase", phase, "reason", reason)
+		a.log.Info("vmi ended", "vmi", informer.Key(vmi), "phase", phase, "reason", reason)
 	}
 	if rec == nil {
 		if vmi != nil {

@@ -80,7 +80,7 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	if err := os.WriteFile(vol, []byte("guest data"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h.fake.SetDomainState(DomainName("default", "pv"), stateShutoff, "Shutdown")
+	h.fake.SetDomainState(apiv1.DomainName("default", "pv"), stateShutoff, "Shutdown")
 	h.reconcile(a, "pv")
 	h.deleteVMI("pv")
 	h.reconcile(a, "pv")

@@ -1,11 +1,9 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,7 +11,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
-	"k8s.io/apimachinery/pkg/labels"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -38,10 +35,11 @@ type Fence struct {
 	Revision int64
 }
 
-// maxConflictRetries bounds GuaranteedUpdate and Delete under contention.
+// MaxConflictRetries bounds GuaranteedUpdate and Delete under contention,
+// in every backend.
 // Every retry means another writer succeeded, so only pathological
 // contention gets this far.
-const maxConflictRetries = 1000
+const MaxConflictRetries = 1000
 
 type etcdStore[T Object] struct {
 	client  *clientv3.Client
@@ -79,7 +77,7 @@ func (s *etcdStore[T]) Create(ctx context.Context, obj T) (T, error) {
 	if err != nil {
 		return zero, err
 	}
-	ref := s.keys.ref(md.Namespace, md.Name)
+	ref := apiv1.Ref(md.Namespace, md.Name)
 
 	obj = clone(obj)
 	md = obj.GetMetadata()
@@ -115,7 +113,7 @@ func (s *etcdStore[T]) get(ctx context.Context, namespace, name string) (T, erro
 	if err != nil {
 		return zero, err
 	}
-	ref := s.keys.ref(namespace, name)
+	ref := apiv1.Ref(namespace, name)
 	resp, err := s.client.Get(ctx, key)
 	if err != nil {
 		return zero, fmt.Errorf("%s %q: get: %w", s.keys.kind, ref, err)
@@ -136,7 +134,7 @@ func (s *etcdStore[T]) List(ctx context.Context, opts ListOptions) ([]T, int64, 
 }
 
 // list reads everything f watches, at the current revision.
-func (s *etcdStore[T]) list(ctx context.Context, f filter[T]) ([]T, int64, error) {
+func (s *etcdStore[T]) list(ctx context.Context, f filter) ([]T, int64, error) {
 	var ops []clientv3.OpOption
 	if f.isPrefix {
 		ops = append(ops, clientv3.WithPrefix())
@@ -151,16 +149,11 @@ func (s *etcdStore[T]) list(ctx context.Context, f filter[T]) ([]T, int64, error
 		if err != nil {
 			return nil, 0, err
 		}
-		if f.matches(obj) {
+		if f.Matches(obj) {
 			out = append(out, obj)
 		}
 	}
-	// Key order is almost namespace/name order, but not quite: "a-b/x"
-	// sorts before "a/x".
-	slices.SortFunc(out, func(a, b T) int {
-		am, bm := a.GetMetadata(), b.GetMetadata()
-		return cmp.Or(cmp.Compare(am.Namespace, bm.Namespace), cmp.Compare(am.Name, bm.Name))
-	})
+	SortByRef(out)
 	return out, resp.Header.Revision, nil
 }
 
@@ -183,7 +176,7 @@ func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err e
 	if err != nil {
 		return zero, zero, err
 	}
-	ref := s.keys.ref(md.Namespace, md.Name)
+	ref := apiv1.Ref(md.Namespace, md.Name)
 	rv := md.ResourceVersion
 	if rv <= 0 {
 		return zero, zero, fmt.Errorf("%s %q: %w: resource version is required", s.keys.kind, ref, ErrInvalid)
@@ -275,7 +268,7 @@ func (s *etcdStore[T]) GuaranteedUpdate(ctx context.Context, namespace, name str
 	if err != nil {
 		return zero, err
 	}
-	ref := s.keys.ref(namespace, name)
+	ref := apiv1.Ref(namespace, name)
 	for attempt := 1; ; attempt++ {
 		out, err := fn(clone(cur))
 		if err != nil {
@@ -294,7 +287,7 @@ func (s *etcdStore[T]) GuaranteedUpdate(ctx context.Context, namespace, name str
 		if !errors.Is(err, ErrConflict) {
 			return res, err
 		}
-		if attempt >= maxConflictRetries {
+		if attempt >= MaxConflictRetries {
 			return zero, fmt.Errorf("giving up after %d attempts: %w", attempt, err)
 		}
 		if ctx.Err() != nil {
@@ -311,7 +304,7 @@ func (s *etcdStore[T]) Delete(ctx context.Context, namespace, name string, opts 
 	if err != nil {
 		return zero, false, err
 	}
-	ref := s.keys.ref(namespace, name)
+	ref := apiv1.Ref(namespace, name)
 	cur, err := s.get(ctx, namespace, name)
 	if err != nil {
 		return zero, false, err
@@ -345,7 +338,7 @@ func (s *etcdStore[T]) Delete(ctx context.Context, namespace, name string, opts 
 			}
 			return res, deleted, nil
 		}
-		if attempt >= maxConflictRetries {
+		if attempt >= MaxConflictRetries {
 			return zero, false, fmt.Errorf("giving up after %d attempts: %w", attempt, err)
 		}
 		if ctx.Err() != nil {
@@ -404,41 +397,26 @@ func clone[T Object](obj T) T {
 	return proto.Clone(obj).(T)
 }
 
-// filter selects the objects a List or Watch delivers.
-type filter[T Object] struct {
+// filter is a Selection with the etcd key (or prefix) it reads.
+type filter struct {
+	Selection
 	key      string // exact key, or prefix when isPrefix
 	isPrefix bool
-	name     string // only this name, when the key is a prefix
-	selector labels.Selector
 }
 
-func (s *etcdStore[T]) newFilter(namespace, name, selector string) (filter[T], error) {
-	sel, err := labels.Parse(selector)
+func (s *etcdStore[T]) newFilter(namespace, name, selector string) (filter, error) {
+	sel, err := s.res.Select(namespace, name, selector)
 	if err != nil {
-		return filter[T]{}, fmt.Errorf("%ss: label selector %q: %w: %w", s.keys.kind, selector, ErrInvalid, err)
+		return filter{}, err
 	}
-	f := filter[T]{selector: sel}
 	// A name within a namespace (or of a cluster-scoped object) is one
 	// key; a name in all namespaces needs the prefix and a name check.
+	f := filter{Selection: sel}
 	if name != "" && (namespace != "" || !s.res.Namespaced) {
 		f.key, err = s.keys.key(namespace, name)
 		return f, err
 	}
 	f.key, err = s.keys.prefix(namespace)
-	f.isPrefix, f.name = true, name
+	f.isPrefix = true
 	return f, err
-}
-
-func (f filter[T]) matches(obj T) bool {
-	md := obj.GetMetadata()
-	if f.name != "" && md.Name != f.name {
-		return false
-	}
-	return f.selector.Empty() || f.selector.Matches(labels.Set(md.Labels))
-}
-
-// matchesAll says whether every object under the key passes, so a watch
-// need not decode previous states just to filter them.
-func (f filter[T]) matchesAll() bool {
-	return f.name == "" && f.selector.Empty()
 }

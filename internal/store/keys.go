@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"strings"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // DefaultPrefix is where objects live unless Options.Prefix says otherwise.
@@ -28,19 +30,11 @@ func newKeys(prefix, plural, kind string, namespaced bool) keys {
 	}
 }
 
-// ref names an object in errors: "ns/name" or "name".
-func (k keys) ref(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
-}
-
 // key is the etcd key of one object. Only what would break the key layout
 // is checked here; names are validated properly before they reach the
 // store.
 func (k keys) key(namespace, name string) (string, error) {
-	ref := k.ref(namespace, name)
+	ref := apiv1.Ref(namespace, name)
 	switch {
 	case name == "":
 		return "", fmt.Errorf("%s %q: %w: name is required", k.kind, ref, ErrInvalid)
@@ -91,22 +85,4 @@ func (k keys) parse(key string) (namespace, name string) {
 	}
 	namespace, name, _ = strings.Cut(rest, "/")
 	return namespace, name
-}
-
-// CheckKey refuses the namespace and name of an object of r that the etcd
-// store refuses (ErrInvalid), so that other backends (memstore) refuse the
-// same, and returns how errors name the object ("namespace/name").
-func (r Resource[T]) CheckKey(namespace, name string) (ref string, err error) {
-	k := newKeys("", r.Plural, r.Kind, r.Namespaced)
-	if _, err := k.key(namespace, name); err != nil {
-		return "", err
-	}
-	return k.ref(namespace, name), nil
-}
-
-// CheckNamespace refuses a namespace to list or watch ("" for all) that
-// the etcd store refuses.
-func (r Resource[T]) CheckNamespace(namespace string) error {
-	_, err := newKeys("", r.Plural, r.Kind, r.Namespaced).prefix(namespace)
-	return err
 }

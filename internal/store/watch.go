@@ -44,7 +44,7 @@ func (s *etcdStore[T]) Watch(ctx context.Context, opts WatchOptions) (<-chan Eve
 
 type watcher[T Object] struct {
 	s   *etcdStore[T]
-	f   filter[T]
+	f   filter
 	out chan Event[T]
 }
 
@@ -152,19 +152,19 @@ func (w *watcher[T]) convert(ev *clientv3.Event) (Event[T], bool, error) {
 	var prev T
 	prevMatches := false
 	switch {
-	case ev.PrevKv != nil && (ev.Type == mvccpb.DELETE || !w.f.matchesAll()):
+	case ev.PrevKv != nil && (ev.Type == mvccpb.DELETE || !w.f.all()):
 		var err error
 		if prev, err = w.s.decode(ev.PrevKv.Value, rev); err != nil {
 			return zero, false, err
 		}
-		prevMatches = w.f.matches(prev)
+		prevMatches = w.f.Matches(prev)
 	case ev.PrevKv != nil:
 		prevMatches = true
 	case ev.Type == mvccpb.DELETE:
 		// etcd could not say what was deleted; the key still tells who.
 		ns, name := w.s.keys.parse(string(ev.Kv.Key))
 		prev = w.s.newStub(ns, name, rev)
-		prevMatches = w.f.name == "" || w.f.name == name
+		prevMatches = w.f.Name == "" || w.f.Name == name
 	}
 
 	if ev.Type == mvccpb.DELETE {
@@ -178,7 +178,7 @@ func (w *watcher[T]) convert(ev *clientv3.Event) (Event[T], bool, error) {
 	if err != nil {
 		return zero, false, err
 	}
-	matches := w.f.matches(obj)
+	matches := w.f.Matches(obj)
 	if ev.PrevKv == nil && !ev.IsCreate() {
 		// An update whose previous state etcd could not tell: assume it
 		// matched as it does now.

@@ -11,6 +11,20 @@ import (
 // (API server, controllers, node agent, launcher, provider, CLI), so that
 // none of them can disagree with another about what a VM means.
 
+// Ref names an object in caches, queues, logs and errors:
+// "namespace/name", or "name" when cluster-scoped.
+func Ref(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// DomainName is the libvirt domain name of a VMI: namespace_name.
+// Namespaces and names are DNS labels, which never contain '_', so names
+// cannot clash.
+func DomainName(namespace, name string) string { return namespace + "_" + name }
+
 // DefaultTerminationGracePeriodSeconds is KubeVirt's default termination
 // grace period: how long a guest has to shut down after the ACPI power
 // button before it is killed.

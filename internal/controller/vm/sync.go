@@ -11,6 +11,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
@@ -255,7 +256,7 @@ func (c *Controller) releaseVMI(ctx context.Context, vmi *apiv1.VirtualMachineIn
 	if proto.Equal(next, vmi) {
 		return nil
 	}
-	key := vmi.Metadata.Namespace + "/" + vmi.Metadata.Name
+	key := informer.Key(vmi)
 	if andDelete {
 		c.exp.ExpectDeletions(key, 1)
 	}

@@ -79,7 +79,7 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 			return nil, err
 		}
 	}
-	p.log.Info("provisioning persistent volume", "vmi", key(vmi), "volume", d.GetName(), "size", pv.GetSize(), "image", pv.GetImage())
+	p.log.Info("provisioning persistent volume", "vmi", apiv1.Ref(vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()), "volume", d.GetName(), "size", pv.GetSize(), "image", pv.GetImage())
 	start := p.opts.Clock.Now()
 	if err := nodedir.MkdirTraversable(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
@@ -100,7 +100,7 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	if err := os.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
 	}
-	p.log.Info("persistent volume ready", "vmi", key(vmi), "volume", d.GetName(), "took", p.opts.Clock.Since(start).Round(time.Millisecond))
+	p.log.Info("persistent volume ready", "vmi", apiv1.Ref(vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()), "volume", d.GetName(), "took", p.opts.Clock.Since(start).Round(time.Millisecond))
 	return src, nil
 }
 
@@ -124,8 +124,4 @@ func cloudInitDisk(vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, ci *apiv1.C
 		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
 	}
 	return src, nil
-}
-
-func key(vmi *apiv1.VirtualMachineInstance) string {
-	return vmi.GetMetadata().GetNamespace() + "/" + vmi.GetMetadata().GetName()
 }

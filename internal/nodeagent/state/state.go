@@ -11,6 +11,8 @@ import (
 	"errors"
 	"time"
 
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 )
 
@@ -48,7 +50,7 @@ type VMI struct {
 }
 
 // Key is the VMI's namespace/name.
-func (v *VMI) Key() string { return v.Namespace + "/" + v.Name }
+func (v *VMI) Key() string { return apiv1.Ref(v.Namespace, v.Name) }
 
 // HasLauncher reports whether a launcher was started for the VMI.
 func (v *VMI) HasLauncher() bool { return v.Handle.Addr != "" }

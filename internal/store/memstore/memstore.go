@@ -17,10 +17,11 @@ import (
 	"sync"
 	"time"
 
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+
 	"github.com/google/uuid"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -165,15 +166,8 @@ func (s *Store[T]) Seed(objs ...T) {
 	defer s.db.mu.Unlock()
 	for _, o := range objs {
 		md := o.GetMetadata()
-		s.put(ref(md.GetNamespace(), md.GetName()), clone(o), false)
+		s.put(apiv1.Ref(md.GetNamespace(), md.GetName()), clone(o), false)
 	}
-}
-
-func ref(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
 }
 
 // Writes returns the writes recorded so far.
@@ -252,7 +246,7 @@ func (s *Store[T]) Get(_ context.Context, namespace, name string) (T, error) {
 
 // List is store.Store's.
 func (s *Store[T]) List(_ context.Context, opts store.ListOptions) ([]T, int64, error) {
-	f, err := s.newFilter(opts.Namespace, "", opts.LabelSelector)
+	f, err := s.res.Select(opts.Namespace, "", opts.LabelSelector)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -261,17 +255,14 @@ func (s *Store[T]) List(_ context.Context, opts store.ListOptions) ([]T, int64, 
 	return s.listLocked(f), s.db.rev, nil
 }
 
-func (s *Store[T]) listLocked(f filter[T]) []T {
+func (s *Store[T]) listLocked(f store.Selection) []T {
 	out := []T{}
 	for _, o := range s.items {
-		if f.matches(o) {
+		if f.Matches(o) {
 			out = append(out, clone(o))
 		}
 	}
-	slices.SortFunc(out, func(a, b T) int {
-		am, bm := a.GetMetadata(), b.GetMetadata()
-		return cmp.Or(cmp.Compare(am.Namespace, bm.Namespace), cmp.Compare(am.Name, bm.Name))
-	})
+	store.SortByRef(out)
 	return out
 }
 
@@ -295,10 +286,15 @@ func (s *Store[T]) update(obj T) (out, current T, err error) {
 	}
 	s.db.mu.Lock()
 	defer s.db.mu.Unlock()
+	cur, ok := s.items[key]
 	if err := s.injected("update"); err != nil {
+		// Like a failed compare-and-swap: the stored object comes back
+		// for a retry.
+		if ok {
+			return zero, clone(cur), err
+		}
 		return zero, zero, err
 	}
-	cur, ok := s.items[key]
 	if !ok {
 		return zero, zero, s.errorf(key, store.ErrNotFound)
 	}
@@ -324,14 +320,14 @@ func (s *Store[T]) GuaranteedUpdate(ctx context.Context, namespace, name string,
 	if err != nil {
 		return zero, err
 	}
-	for {
+	for attempt := 1; ; attempt++ {
 		out, err := fn(clone(cur))
 		if err != nil {
 			return zero, err
 		}
 		md := out.GetMetadata()
 		if md == nil || md.Namespace != namespace || md.Name != name {
-			return zero, s.errorf(ref(namespace, name), fmt.Errorf("%w: update function changed the object's name", store.ErrInvalid))
+			return zero, s.errorf(apiv1.Ref(namespace, name), fmt.Errorf("%w: update function changed the object's name", store.ErrInvalid))
 		}
 		if proto.Equal(cur, out) {
 			return cur, nil
@@ -341,8 +337,14 @@ func (s *Store[T]) GuaranteedUpdate(ctx context.Context, namespace, name string,
 		if !errors.Is(err, store.ErrConflict) {
 			return res, err
 		}
+		if attempt >= store.MaxConflictRetries {
+			return zero, fmt.Errorf("giving up after %d attempts: %w", attempt, err)
+		}
 		if ctx.Err() != nil {
 			return zero, fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		if latest.GetMetadata() == nil { // an injected conflict on a deleted object
+			return zero, err
 		}
 		cur = latest
 	}
@@ -386,30 +388,4 @@ func (s *Store[T]) Delete(_ context.Context, namespace, name string, opts store.
 	c := clone(cur)
 	c.GetMetadata().ResourceVersion = s.put(key, zero, true)
 	return c, true, nil
-}
-
-// filter selects what a List or Watch delivers, refusing what the etcd
-// store refuses.
-type filter[T store.Object] struct {
-	namespace, name string
-	selector        labels.Selector
-}
-
-func (s *Store[T]) newFilter(namespace, name, selector string) (filter[T], error) {
-	sel, err := labels.Parse(selector)
-	if err != nil {
-		return filter[T]{}, fmt.Errorf("%ss: label selector %q: %w: %w", strings.ToLower(s.res.Kind), selector, store.ErrInvalid, err)
-	}
-	if name != "" && (namespace != "" || !s.res.Namespaced) {
-		_, err = s.res.CheckKey(namespace, name)
-	} else {
-		err = s.res.CheckNamespace(namespace)
-	}
-	return filter[T]{namespace: namespace, name: name, selector: sel}, err
-}
-
-func (f filter[T]) matches(obj T) bool {
-	md := obj.GetMetadata()
-	return (f.namespace == "" || md.Namespace == f.namespace) && (f.name == "" || md.Name == f.name) &&
-		f.selector.Matches(labels.Set(md.Labels))
 }

@@ -22,7 +22,7 @@ func (s *Store[T]) Watch(ctx context.Context, opts store.WatchOptions) (<-chan s
 	if opts.ResourceVersion < 0 {
 		return nil, fmt.Errorf("%ss: %w: negative resource version %d", strings.ToLower(s.res.Kind), store.ErrInvalid, opts.ResourceVersion)
 	}
-	f, err := s.newFilter(opts.Namespace, opts.Name, opts.LabelSelector)
+	f, err := s.res.Select(opts.Namespace, opts.Name, opts.LabelSelector)
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +40,7 @@ func (s *Store[T]) Watch(ctx context.Context, opts store.WatchOptions) (<-chan s
 
 type watcher[T store.Object] struct {
 	s   *Store[T]
-	f   filter[T]
+	f   store.Selection
 	out chan store.Event[T]
 }
 
@@ -66,8 +66,9 @@ func (w *watcher[T]) run(ctx context.Context, listed bool, initial []T, rev int6
 		}
 		changes := w.s.changesAfter(rev)
 		// Everything up to db.rev is now read, so compaction up to there
-		// cannot cut this watch off.
-		rev = db.rev
+		// cannot cut this watch off. A watch from a future revision stays
+		// there, as etcd's does.
+		rev = max(rev, db.rev)
 		wake := db.changed
 		db.mu.Unlock()
 
@@ -95,8 +96,8 @@ func (s *Store[T]) changesAfter(rev int64) []change[T] {
 // store's watch, an object that starts matching the filter is ADDED and
 // one that stops matching is DELETED with its last matching state.
 func (w *watcher[T]) event(c change[T]) (store.Event[T], bool) {
-	prevMatches := c.hasPrev && w.f.matches(c.prev)
-	matches := !c.isDelete && w.f.matches(c.obj)
+	prevMatches := c.hasPrev && w.f.Matches(c.prev)
+	matches := !c.isDelete && w.f.Matches(c.obj)
 	switch {
 	case matches && prevMatches:
 		return store.Event[T]{Type: apiv1.EventType_MODIFIED, Object: clone(c.obj), Revision: c.rev}, true

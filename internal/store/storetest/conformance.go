@@ -61,6 +61,7 @@ func RunConformance(t *testing.T, newBackend NewBackend) {
 		{"GuaranteedUpdateConcurrent", testGuaranteedUpdateConcurrent},
 		{"GuaranteedUpdateRetriesWithLatest", testGuaranteedUpdateRetriesWithLatest},
 		{"GuaranteedUpdateChecks", testGuaranteedUpdateChecks},
+		{"GuaranteedUpdateComparesWhatFnSaw", testGuaranteedUpdateComparesWhatFnSaw},
 		{"Finalizers", testFinalizers},
 		{"DeletePreconditions", testDeletePreconditions},
 		{"WatchInitialList", testWatchInitialList},
@@ -406,6 +407,52 @@ func testGuaranteedUpdateChecks(t *testing.T, nb NewBackend) {
 	Expect(t, w, apiv1.EventType_MODIFIED, "a", changed.Metadata.ResourceVersion)
 	if got, _ := s.Get(t.Context(), "ns", "b"); got != nil {
 		t.Errorf("renaming fn stored %v", got)
+	}
+}
+
+// GuaranteedUpdate's compare-and-swap is against the version fn was
+// given, whatever fn sets as metadata.resource_version: fn can neither
+// make the write invalid (0) or fail (a version that never was), nor skip
+// the check by naming a newer version than it saw.
+func testGuaranteedUpdateComparesWhatFnSaw(t *testing.T, nb NewBackend) {
+	s := backend(t, nb).VMs
+	MustCreate(t, s, NewVM("ns", "a", nil))
+	for _, rv := range []int64{0, 1 << 40} {
+		calls := 0
+		out, err := s.GuaranteedUpdate(t.Context(), "ns", "a", func(vm *apiv1.VirtualMachine) (*apiv1.VirtualMachine, error) {
+			calls++
+			vm.Metadata.ResourceVersion = rv
+			vm.Metadata.Labels = map[string]string{"rv": strconv.FormatInt(rv, 10)}
+			return vm, nil
+		})
+		if err != nil || calls != 1 || out.Metadata.Labels["rv"] != strconv.FormatInt(rv, 10) {
+			t.Errorf("fn setting resource version %d: %v after %d calls (%v)", rv, err, calls, out.GetMetadata())
+		}
+	}
+
+	var seen []string
+	out, err := s.GuaranteedUpdate(t.Context(), "ns", "a", func(vm *apiv1.VirtualMachine) (*apiv1.VirtualMachine, error) {
+		seen = append(seen, vm.Spec.RunStrategy)
+		if len(seen) == 1 {
+			other, err := s.GuaranteedUpdate(t.Context(), "ns", "a", func(vm *apiv1.VirtualMachine) (*apiv1.VirtualMachine, error) {
+				vm.Spec.RunStrategy = "Manual"
+				return vm, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			// Claiming the newer version fn never saw must not let the
+			// write overwrite it.
+			vm.Metadata.ResourceVersion = other.Metadata.ResourceVersion
+		}
+		vm.Metadata.Labels = map[string]string{"mine": "yes"}
+		return vm, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Halted", "Manual"}; !slices.Equal(seen, want) || out.Spec.RunStrategy != "Manual" {
+		t.Errorf("fn saw %v and wrote %q: a concurrent write was overwritten", seen, out.Spec.RunStrategy)
 	}
 }
 

@@ -300,7 +300,7 @@ func (n *Nodes) Domains(ctx context.Context, namespace, prefix string) ([]string
 	if n.host == nil {
 		return nil, nil
 	}
-	return n.host.domains(ctx, nodeagent.DomainName(namespace, prefix))
+	return n.host.domains(ctx, apiv1.DomainName(namespace, prefix))
 }
 
 // DomainMemory returns the memory libvirt gave the domain of VM
@@ -309,6 +309,6 @@ func (n *Nodes) DomainMemory(ctx context.Context, namespace, name string) (bytes
 	if n.host == nil {
 		return 0, false, nil
 	}
-	b, err := n.host.domainMemory(ctx, nodeagent.DomainName(namespace, name))
+	b, err := n.host.domainMemory(ctx, apiv1.DomainName(namespace, name))
 	return b, true, err
 }

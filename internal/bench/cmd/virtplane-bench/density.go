@@ -14,7 +14,6 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench/virt"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 )
 
 // The density shape: KubeVirt CI's small no-OS guest.
@@ -160,7 +159,7 @@ func densityVirtplane(ctx context.Context, e *env, a *bench.Agent, ns string, n 
 		r.timeline = append(r.timeline, vpStart{name: name, created: issued[name], sched: bench.PhaseTime(tr.VMI(name), apiv1.PhaseScheduled), vmiRun: t1, vmRun: t2})
 	}
 	e.log.Info("virtplane density", "n", n, "p50", bench.Percentile(r.vmi, 50), "p95", bench.Percentile(r.vmi, 95))
-	r.xml, err = e.lv.InactiveXML(nodeagent.DomainName(ns, bench.VMName(0)))
+	r.xml, err = e.lv.InactiveXML(apiv1.DomainName(ns, bench.VMName(0)))
 	return r, err
 }
 

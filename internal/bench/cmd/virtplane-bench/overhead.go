@@ -14,7 +14,6 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 )
@@ -149,7 +148,7 @@ func overheadRun(ctx context.Context, e *env, n int) (ohResult, error) {
 	}
 	domains := make([]string, n)
 	for i := range vms {
-		domains[i] = nodeagent.DomainName(ns, bench.VMName(i))
+		domains[i] = apiv1.DomainName(ns, bench.VMName(i))
 	}
 	if err := waitBooted(ctx, e, domains, 10*time.Minute); err != nil {
 		return r, err

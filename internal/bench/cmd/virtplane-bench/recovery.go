@@ -10,7 +10,6 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 )
 
@@ -71,7 +70,7 @@ func runRecovery(ctx context.Context, e *env, s *bench.Section) error {
 	before, uids := map[string]guestProcs{}, map[string]string{}
 	launchers := procfs.Launchers(e.launcher, ns)
 	for i := range n {
-		d := nodeagent.DomainName(ns, bench.VMName(i))
+		d := apiv1.DomainName(ns, bench.VMName(i))
 		before[d] = guestProcs{qemu: procfs.QEMUPid(d), launcher: launchers[d]}
 		if before[d].qemu == 0 || before[d].launcher == 0 {
 			return fmt.Errorf("%s: QEMU pid %d, launcher pid %d before the kill", d, before[d].qemu, before[d].launcher)

@@ -16,7 +16,6 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench/virt"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 )
 
@@ -91,7 +90,7 @@ func (st *starter) stopVirtplane(ctx context.Context, name string) error {
 	if _, err := st.c.VMs.Delete(ctx, &apiv1.DeleteVirtualMachineRequest{Key: key}); err != nil {
 		return fmt.Errorf("deleting %s: %w", name, err)
 	}
-	dom := nodeagent.DomainName(st.ns, name)
+	dom := apiv1.DomainName(st.ns, name)
 	return waitUntil(ctx, 2*time.Minute, name+" deleted", func() bool {
 		_, err := st.c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: key})
 		if status.Code(err) != codes.NotFound {
@@ -148,7 +147,7 @@ func runStart(ctx context.Context, e *env, s *bench.Section) error {
 	if _, err := st.startVirtplane(ctx, "warmup"); err != nil {
 		return err
 	}
-	if st.raw, err = e.lv.InactiveXML(nodeagent.DomainName(ns, "warmup")); err != nil {
+	if st.raw, err = e.lv.InactiveXML(apiv1.DomainName(ns, "warmup")); err != nil {
 		return err
 	}
 	if err := st.stopVirtplane(ctx, "warmup"); err != nil {
