@@ -92,19 +92,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Deps is what controllers get from the composition root.
+// Deps is what controllers get from the composition root: stores, never a
+// raw etcd client, whose writes would escape the leader term.
 type Deps struct {
-	Etcd *clientv3.Client
 	// Stores are for the controllers' reads and writes; with leader
-	// election they are fenced to the current term (store.Options.Fence).
+	// election they are bound to the current term (store.Options.LeaderTerm).
 	Stores apiserver.Stores
 	Logger *slog.Logger
 }
 
-// newStores are the typed stores under prefix; a non-nil fence makes
-// their writes conditional on one leader term.
-func newStores(c *clientv3.Client, prefix string, fence *store.Fence) apiserver.Stores {
-	return apiserver.NewStores(c, store.Options{Prefix: prefix + "/registry", Fence: fence})
+// newStores are the typed stores under prefix; a non-nil term makes their
+// writes conditional on that leader term.
+func newStores(c *clientv3.Client, prefix string, term *store.LeaderTerm) apiserver.Stores {
+	return apiserver.NewStores(c, store.Options{Prefix: prefix + "/registry", LeaderTerm: term})
 }
 
 // Complete fills defaults.
@@ -156,12 +156,18 @@ func (o *Options) Complete() {
 	}
 }
 
+// minLeaderLease is the shortest --leader-lease the agent takes.
+const minLeaderLease = 5 * time.Second
+
 // Validate reports flag combinations that cannot work.
 func (o *Options) Validate() error {
 	switch o.Role {
 	case RoleAll, RoleServer, RoleNode:
 	default:
 		return fmt.Errorf("--role: unsupported value %q: supported values: all, server, node", o.Role)
+	}
+	if o.LeaderLease < minLeaderLease {
+		return fmt.Errorf("--leader-lease (%v) must be at least %v: a shorter election lease expires on ordinary hiccups", o.LeaderLease, minLeaderLease)
 	}
 	if o.HeartbeatInterval >= o.NodeLease {
 		return fmt.Errorf("--heartbeat-interval (%v) must be shorter than --node-lease (%v)", o.HeartbeatInterval, o.NodeLease)
@@ -289,7 +295,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		})
 	}
 
-	deps := Deps{Etcd: a.client, Stores: stores, Logger: o.Logger.With("component", "controllers")}
+	deps := Deps{Stores: stores, Logger: o.Logger.With("component", "controllers")}
 	runControllers := func(ctx context.Context, deps Deps) {
 		switch {
 		case o.Controllers != nil:
@@ -316,12 +322,12 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 			},
 		}
 		a.serve("", func() error {
-			return el.Run(runCtx, func(ctx context.Context, term leader.Term) {
-				// A term's controllers write through stores fenced to it,
+			return el.Run(runCtx, func(ctx context.Context, term store.LeaderTerm) {
+				// A term's controllers write through stores bound to it,
 				// so a leader paused past its lease cannot write after
 				// the next one was elected.
 				fenced := deps
-				fenced.Stores = newStores(a.client, o.EtcdPrefix, &store.Fence{Key: term.Key, Revision: term.Revision})
+				fenced.Stores = newStores(a.client, o.EtcdPrefix, &term)
 				runControllers(ctx, fenced)
 			})
 		})

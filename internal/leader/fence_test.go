@@ -5,12 +5,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
+	"net/url"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -18,104 +21,39 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
 )
 
-// freezer is a TCP proxy to etcd that the test can freeze: while frozen
-// it forwards nothing, as if the process behind it were stopped (SIGSTOP,
-// a long GC pause) or cut off. What was sent meanwhile arrives after the
+// freezer puts etcd's test proxy between a client and etcd: paused, it
+// forwards nothing, as if the process behind it were stopped (SIGSTOP, a
+// long GC pause) or cut off; what was sent meanwhile arrives after the
 // thaw, as a resumed process's requests would.
-type freezer struct {
-	ln     net.Listener
-	target string // etcd's unix socket
-
-	mu     sync.Mutex
-	thawed chan struct{} // closed while not frozen
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
+type freezer struct{ proxy.Server }
 
 func newFreezer(t *testing.T, socket string) *freezer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	dir, err := os.MkdirTemp("", "fence") // a unix socket path is at most 108 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &freezer{ln: ln, target: socket, thawed: make(chan struct{})}
-	close(p.thawed)
-	p.wg.Go(p.accept)
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *freezer) addr() string { return p.ln.Addr().String() }
-
-func (p *freezer) accept() {
-	for {
-		down, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		up, err := net.Dial("unix", p.target)
-		if err != nil {
-			down.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, down, up)
-		p.mu.Unlock()
-		p.wg.Go(func() { p.pipe(up, down) })
-		p.wg.Go(func() { p.pipe(down, up) })
-	}
-}
-
-func (p *freezer) pipe(dst, src net.Conn) {
-	defer dst.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			thawed := p.thawed
-			p.mu.Unlock()
-			<-thawed
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *freezer) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.thawed = make(chan struct{})
-}
-
-func (p *freezer) thaw() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p := proxy.NewServer(proxy.ServerConfig{
+		Logger: zap.NewNop(),
+		From:   url.URL{Scheme: "unix", Host: filepath.Join(dir, "proxy.sock")},
+		To:     url.URL{Scheme: "unix", Host: socket},
+	})
+	t.Cleanup(func() { p.Close() })
 	select {
-	case <-p.thawed:
-	default:
-		close(p.thawed)
+	case <-p.Ready():
+	case err := <-p.Error():
+		t.Fatal(err)
 	}
+	return &freezer{p}
 }
 
-func (p *freezer) close() {
-	p.ln.Close()
-	p.thaw()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
+func (p *freezer) freeze() { p.PauseTx(); p.PauseRx() }
+func (p *freezer) thaw()   { p.UnpauseTx(); p.UnpauseRx() }
 
 type won struct {
 	id   string
-	term Term
+	term store.LeaderTerm
 }
 
 // A leader paused past its session TTL: another elector takes over, and
@@ -126,7 +64,7 @@ func TestPausedLeaderWriteIsFenced(t *testing.T) {
 	srv := storetest.NewServer(t)
 	proxy := newFreezer(t, srv.SocketPath())
 	// a reaches etcd only through the proxy; b directly.
-	clientA, err := clientv3.New(clientv3.Config{Endpoints: []string{proxy.addr()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	clientA, err := clientv3.New(clientv3.Config{Endpoints: []string{proxy.From()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,17 +78,17 @@ func TestPausedLeaderWriteIsFenced(t *testing.T) {
 	t.Cleanup(func() { cancel(); running.Wait() })
 	elect := func(id string, c *clientv3.Client) {
 		el := &Elector{
-			Client: c, Key: prefix, Identity: id, TTL: 2 * time.Second, MinTTL: time.Second,
+			Client: c, Key: prefix, Identity: id, TTL: 2 * time.Second,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		}
 		running.Go(func() {
-			_ = el.Run(ctx, func(lctx context.Context, term Term) {
+			_ = el.Run(ctx, func(lctx context.Context, term store.LeaderTerm) {
 				terms <- won{id, term}
 				<-lctx.Done()
 			})
 		})
 	}
-	nextTerm := func(want string) Term {
+	nextTerm := func(want string) store.LeaderTerm {
 		t.Helper()
 		select {
 		case w := <-terms:
@@ -163,10 +101,10 @@ func TestPausedLeaderWriteIsFenced(t *testing.T) {
 		}
 		panic("unreachable")
 	}
-	stores := func(c *clientv3.Client, term *Term) store.Store[*apiv1.VirtualMachine] {
+	stores := func(c *clientv3.Client, term *store.LeaderTerm) store.Store[*apiv1.VirtualMachine] {
 		opts := store.Options{Prefix: "/test/registry"}
 		if term != nil {
-			opts.Fence = &store.Fence{Key: term.Key, Revision: term.Revision}
+			opts.LeaderTerm = term
 		}
 		return store.New(c, store.VirtualMachines, opts)
 	}

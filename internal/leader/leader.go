@@ -5,8 +5,8 @@
 // Cancelling is not enough on its own: a process paused past its lease
 // (GC, SIGSTOP, a partition) learns it lost only after it resumes, and a
 // write it makes in between would land after the next leader's. So the
-// work gets the Term it was elected for, and writes that must not outlive
-// it go through stores fenced to it (store.Options.Fence): etcd refuses
+// work gets the term it was elected for, and writes that must not outlive
+// it go through stores bound to it (store.Options.LeaderTerm): etcd refuses
 // them once the term's key is gone.
 package leader
 
@@ -17,32 +17,20 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// DefaultMinTTL is the shortest session lease an Elector uses unless
-// MinTTL says otherwise: shorter leases expire on ordinary hiccups.
-const DefaultMinTTL = 5 * time.Second
-
-// Term is one won election: the key this process created under the
-// election prefix and the key's create revision. The key keeps that
-// revision exactly as long as the term lasts.
-type Term struct {
-	Key      string
-	Revision int64
-}
-
 // Elector campaigns for leadership under Key.
 type Elector struct {
 	Client   *clientv3.Client
-	Key      string        // election prefix, e.g. "/virtplane/leader"
-	Identity string        // written as the leader value: host name and pid
-	TTL      time.Duration // session lease, in whole seconds; at least MinTTL
-	// MinTTL bounds TTL from below; DefaultMinTTL when zero. Tests lower
-	// it to expire a paused leader quickly (etcd itself grants no lease
-	// under about 2 s with its default timing).
-	MinTTL time.Duration
+	Key      string // election prefix, e.g. "/virtplane/leader"
+	Identity string // written as the leader value: host name and pid
+	// TTL is the session lease, in whole seconds (at least one). The
+	// agent refuses a --leader-lease under 5 s; tests go lower to expire
+	// a paused leader quickly.
+	TTL    time.Duration
 	Logger *slog.Logger
 	// OnChange, if set, is told when this process gains or loses leadership.
 	OnChange func(leading bool)
@@ -51,16 +39,12 @@ type Elector struct {
 // Run campaigns until ctx ends. Each time it is elected it calls lead with
 // the term and a context that is cancelled when leadership is lost, and
 // waits for lead to return before campaigning again.
-func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term Term)) error {
+func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term store.LeaderTerm)) error {
 	log := e.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	minTTL := e.MinTTL
-	if minTTL <= 0 {
-		minTTL = DefaultMinTTL
-	}
-	ttl := max(int(max(e.TTL, minTTL).Seconds()), 1)
+	ttl := max(int(e.TTL.Seconds()), 1)
 	retry := time.Second
 	for ctx.Err() == nil {
 		err := e.term(ctx, ttl, lead, log)
@@ -79,7 +63,7 @@ func (e *Elector) Run(ctx context.Context, lead func(ctx context.Context, term T
 }
 
 // term is one session: campaign, lead, resign.
-func (e *Elector) term(ctx context.Context, ttl int, lead func(ctx context.Context, term Term), log *slog.Logger) error {
+func (e *Elector) term(ctx context.Context, ttl int, lead func(ctx context.Context, term store.LeaderTerm), log *slog.Logger) error {
 	sess, err := concurrency.NewSession(e.Client, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("creating election session: %w", err)
@@ -106,7 +90,7 @@ func (e *Elector) term(ctx context.Context, ttl int, lead func(ctx context.Conte
 	}
 
 	leadCtx, cancelLead := context.WithCancel(ctx)
-	term := Term{Key: el.Key(), Revision: el.Rev()}
+	term := store.LeaderTerm{Key: el.Key(), Revision: el.Rev()}
 	log.Info("became leader", "identity", e.Identity, "lease", fmt.Sprintf("%x", sess.Lease()),
 		"key", term.Key, "revision", term.Revision)
 	e.changed(true)

@@ -21,16 +21,16 @@ type Options struct {
 	Prefix string
 	// Clock stamps creation and deletion timestamps; time.Now when nil.
 	Clock func() time.Time
-	// Fence, when set, makes every write conditional on a leader term
-	// (see the package documentation).
-	Fence *Fence
+	// LeaderTerm, when set, makes every write conditional on that leader
+	// term (see the package documentation).
+	LeaderTerm *LeaderTerm
 }
 
-// Fence is one leader election term: the key the winner created under
-// the election prefix and that key's create revision. The key keeps that
-// revision until the term ends (resigned, or its lease expired); a later
-// term is another key or a new revision.
-type Fence struct {
+// LeaderTerm is one won leader election (internal/leader): the key the
+// winner created under the election prefix and that key's create
+// revision. The key keeps that revision until the term ends (resigned, or
+// its lease expired); a later term is another key or a new revision.
+type LeaderTerm struct {
 	Key      string
 	Revision int64
 }
@@ -46,7 +46,7 @@ type etcdStore[T Object] struct {
 	res     Resource[T]
 	keys    keys
 	clock   func() time.Time
-	fence   *Fence
+	term    *LeaderTerm
 	metrics storeMetrics
 }
 
@@ -61,7 +61,7 @@ func New[T Object](client *clientv3.Client, res Resource[T], opts Options) Store
 		res:     res,
 		keys:    newKeys(opts.Prefix, res.Plural, res.Kind, res.Namespaced),
 		clock:   clock,
-		fence:   opts.Fence,
+		term:    opts.LeaderTerm,
 		metrics: newStoreMetrics(res.Kind),
 	}
 }
@@ -209,7 +209,7 @@ func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err e
 // because the term ended is ErrNotLeader; otherwise the caller reads why
 // cmp failed from the Else responses, which come first.
 func (s *etcdStore[T]) commit(ctx context.Context, cmp clientv3.Cmp, op clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
-	f := s.fence
+	f := s.term
 	if f == nil {
 		return s.client.Txn(ctx).If(cmp).Then(op).Else(els...).Commit()
 	}

@@ -29,7 +29,7 @@ func TestFencedWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	fenced := opts
-	fenced.Fence = &store.Fence{Key: el.Key(), Revision: el.Rev()}
+	fenced.LeaderTerm = &store.LeaderTerm{Key: el.Key(), Revision: el.Rev()}
 	s, unfenced := store.New(c, store.VirtualMachines, fenced), store.New(c, store.VirtualMachines, opts)
 
 	// While the term lasts, writes pass and fail as unfenced ones do.

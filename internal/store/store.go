@@ -15,7 +15,7 @@
 //
 // Controllers run only while their agent holds the leader election, but a
 // leader paused past its session TTL (GC, SIGSTOP, a partition) may still
-// write after another was elected. A store built with Options.Fence adds
+// write after another was elected. A store built with Options.LeaderTerm adds
 // a compare on the election key to every write transaction: the write
 // commits only while the key this term created still exists with the
 // create revision the term won with (concurrency.Election's Key and Rev).
@@ -56,7 +56,7 @@ var (
 	// version on Update, ...).
 	ErrInvalid = errors.New("invalid")
 	// ErrNotLeader: a fenced store's write was refused because the leader
-	// term it was built for has ended (Options.Fence).
+	// term it was built for has ended (Options.LeaderTerm).
 	ErrNotLeader = errors.New("not leader")
 )
 

@@ -1,8 +1,7 @@
-// Package remotestore adapts the agent's gRPC API to the store's read
-// side (Get, List, Watch), so that code written against a store (the
-// informer, which needs only Watch) runs on a node that reaches the
-// control plane only through the API. It has no write methods: node agents
-// write through the API's own verbs (UpdateStatus).
+// Package remotestore adapts the agent's gRPC watch to the store's
+// Watcher, so that an informer runs on a node that reaches the control
+// plane only through the API. It reads nothing else and has no write
+// methods: node agents write through the API's own verbs (UpdateStatus).
 package remotestore
 
 import (
@@ -18,33 +17,13 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
-// VMIs reads VirtualMachineInstances over the API.
+// VMIs watches VirtualMachineInstances over the API.
 type VMIs struct {
 	c apiv1.VirtualMachineInstancesClient
 }
 
 // NewVMIs returns the adapter over c.
 func NewVMIs(c apiv1.VirtualMachineInstancesClient) *VMIs { return &VMIs{c: c} }
-
-// Get reads one VMI; a missing one is store.ErrNotFound.
-func (v *VMIs) Get(ctx context.Context, namespace, name string) (*apiv1.VirtualMachineInstance, error) {
-	out, err := v.c.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: &apiv1.ObjectKey{Namespace: namespace, Name: name}})
-	if err != nil {
-		return nil, fromStatus(err, namespace+"/"+name)
-	}
-	return out, nil
-}
-
-// List lists VMIs.
-func (v *VMIs) List(ctx context.Context, opts store.ListOptions) ([]*apiv1.VirtualMachineInstance, int64, error) {
-	out, err := v.c.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: &apiv1.ListOptions{
-		Namespace: opts.Namespace, LabelSelector: opts.LabelSelector,
-	}})
-	if err != nil {
-		return nil, 0, fromStatus(err, "")
-	}
-	return out.Items, out.ResourceVersion, nil
-}
 
 // Watch streams the API's watch as store events. When the stream breaks
 // the last event carries Err, as the etcd store's watch does, so the
@@ -55,7 +34,7 @@ func (v *VMIs) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store
 		ResourceVersion: opts.ResourceVersion,
 	}})
 	if err != nil {
-		return nil, fromStatus(err, "")
+		return nil, fromStatus(err)
 	}
 	out := make(chan store.Event[*apiv1.VirtualMachineInstance])
 	go func() {
@@ -70,7 +49,7 @@ func (v *VMIs) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store
 					err = errors.New("watch stream ended by the server")
 				}
 				select {
-				case out <- store.Event[*apiv1.VirtualMachineInstance]{Err: fromStatus(err, "")}:
+				case out <- store.Event[*apiv1.VirtualMachineInstance]{Err: fromStatus(err)}:
 				case <-ctx.Done():
 				}
 				return
@@ -87,7 +66,7 @@ func (v *VMIs) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store
 
 // fromStatus maps API status codes back to the store's sentinels, so
 // callers match errors the same way on both sides of the API.
-func fromStatus(err error, key string) error {
+func fromStatus(err error) error {
 	var sentinel error
 	switch status.Code(err) {
 	case codes.NotFound:
@@ -100,9 +79,6 @@ func fromStatus(err error, key string) error {
 		sentinel = store.ErrInvalid
 	default:
 		return err
-	}
-	if key != "" {
-		return fmt.Errorf("virtualmachineinstance %s: %w: %w", key, sentinel, err)
 	}
 	return fmt.Errorf("%w: %w", sentinel, err)
 }

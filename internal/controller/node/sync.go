@@ -150,8 +150,9 @@ func (c *Controller) failVMI(ctx context.Context, v *apiv1.VirtualMachineInstanc
 	m := v.GetMetadata()
 	msg := fmt.Sprintf("node %s sent no heartbeat for %s; its agent destroyed the domain when its lease expired (node_failure_policy RestartElsewhere)",
 		node, silent.Round(time.Second))
+	var failed bool
 	_, err := c.vmiStore.GuaranteedUpdate(ctx, m.GetNamespace(), m.GetName(), func(cur *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
-		cur.FailOnNode(m.GetUid(), node, ReasonNodeUnresponsive, msg, now)
+		failed = cur.FailOnNode(m.GetUid(), node, ReasonNodeUnresponsive, msg, now)
 		return cur, nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -160,6 +161,8 @@ func (c *Controller) failVMI(ctx context.Context, v *apiv1.VirtualMachineInstanc
 	if err != nil {
 		return fmt.Errorf("failing vmi %s on unresponsive node %s: %w", informer.Key(v), node, err)
 	}
-	c.log.Warn("vmi failed: node unresponsive", "vmi", informer.Key(v), "node", node)
+	if failed { // else another instance now, or it ended meanwhile
+		c.log.Warn("vmi failed: node unresponsive", "vmi", informer.Key(v), "node", node)
+	}
 	return nil
 }

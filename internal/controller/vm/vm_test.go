@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -231,5 +232,44 @@ func TestFinalizerAddedAndOrphanCollected(t *testing.T) {
 	f.reconcile(t)
 	if f.vmiAction() != "delete" {
 		t.Fatalf("orphan: %s", f.vmiAction())
+	}
+}
+
+// A VM written with the deprecated running flag goes through the same
+// decisions as its effective run strategy, and one that sets both fields
+// (refused on write) is a terminal error that touches nothing.
+func TestRunningFlagThroughSync(t *testing.T) {
+	withFlag := func(running bool) *apiv1.VirtualMachine {
+		vm := newVM("")
+		vm.Spec.Running = &running //lint:ignore SA1019 the flag under test
+		return vm
+	}
+	f := newFixture(t, withFlag(true), nil)
+	f.reconcile(t)
+	if got := f.vmiAction(); got != "start" {
+		t.Errorf("running=true without an instance: %s, want start", got)
+	}
+	f = newFixture(t, withFlag(false), newVMI("Running", true))
+	f.reconcile(t)
+	if got := f.vmiAction(); got != "delete" {
+		t.Errorf("running=false with a running instance: %s, want delete", got)
+	}
+	// A start request flips the flag the author used, not run_strategy.
+	vm := withFlag(false)
+	vm.Status.StateChangeRequests = []*apiv1.StateChangeRequest{startReq()}
+	f = newFixture(t, vm, nil)
+	f.reconcile(t)
+	if running, set := f.vm(t).Spec.RunningFlag(); !set || !running || f.vm(t).Spec.RunStrategy != "" {
+		t.Errorf("start flipped running=%v (set %v), run_strategy %q", running, set, f.vm(t).Spec.RunStrategy)
+	}
+
+	both := withFlag(true)
+	both.Spec.RunStrategy = apiv1.RunStrategyAlways
+	f = newFixture(t, both, nil)
+	if _, err := f.c.Reconcile(context.Background(), "default/web"); !errors.Is(err, apiv1.ErrRunningAndRunStrategy) {
+		t.Errorf("both fields: %v, want ErrRunningAndRunStrategy", err)
+	}
+	if got := f.vmiAction(); got != "none" {
+		t.Errorf("both fields: %s, want no instance", got)
 	}
 }
