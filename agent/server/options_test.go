@@ -1,0 +1,33 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Flag values that cannot work are refused naming the flag.
+func TestValidateRefusesFlagsThatCannotWork(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		set  func(*Options)
+		want string // "" = valid
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"leader lease at the floor", func(o *Options) { o.LeaderLease = 5 * time.Second }, ""},
+		{"leader lease too short", func(o *Options) { o.LeaderLease = 2 * time.Second }, "--leader-lease (2s) must be at least 5s"},
+		{"heartbeat not shorter than the lease", func(o *Options) { o.HeartbeatInterval, o.NodeLease = time.Minute, time.Minute }, "--heartbeat-interval"},
+		{"unknown role", func(o *Options) { o.Role = "both" }, "--role"},
+	} {
+		o := Options{}
+		c.set(&o)
+		o.Complete()
+		err := o.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
