@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -187,21 +188,18 @@ func TestOnceGuestEnds(t *testing.T) {
 		c.waitPrintable(tc.name, apiv1.PrintableStopped, stateTimeout)
 	}
 	// Not restarted: no other instance appears, and no domain runs.
-	testutil.Consistently(t, 5*time.Second, "no instance or QEMU coming back", func() bool {
+	testutil.ConsistentlyNoError(t, 5*time.Second, "no instance or QEMU coming back", func() error {
 		for _, tc := range cases {
-			if v := c.vmi(tc.name); (v != nil && !apiv1.IsFinal(v.GetStatus().GetPhase())) || procfs.QEMUPid(c.domain(tc.name)) != 0 {
-				return false
+			if v := c.vmi(tc.name); v != nil && !apiv1.IsFinal(v.GetStatus().GetPhase()) {
+				return fmt.Errorf("%s: restarted as %s (%s)", tc.name, v.GetMetadata().GetUid(), v.GetStatus().GetPhase())
+			}
+			if q := procfs.QEMUPid(c.domain(tc.name)); q != 0 {
+				return fmt.Errorf("%s: QEMU %d runs again", tc.name, q)
 			}
 		}
-		return true
+		return nil
 	})
 	for _, tc := range cases {
-		if v := c.vmi(tc.name); v != nil && !apiv1.IsFinal(v.GetStatus().GetPhase()) {
-			t.Errorf("%s: restarted as %s (%s)", tc.name, v.GetMetadata().GetUid(), v.GetStatus().GetPhase())
-		}
-		if q := procfs.QEMUPid(c.domain(tc.name)); q != 0 {
-			t.Errorf("%s: QEMU %d runs again", tc.name, q)
-		}
 		if got := c.vm(tc.name).GetStatus().GetPrintableStatus(); got != apiv1.PrintableStopped {
 			t.Errorf("%s: VM %s, want Stopped", tc.name, got)
 		}

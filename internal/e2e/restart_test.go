@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -117,7 +118,8 @@ func TestNodeAgentKilledKeepsGuests(t *testing.T) {
 	c.startAgent()
 	reattached := regexp.MustCompile(`msg="reattached to launcher" .*vmi=` + c.ns + `/`)
 	synced := regexp.MustCompile(`msg="domain synced" `)
-	testutil.Eventually(c.t, stateTimeout, "the restarted agent reattached and synced every VMI", func() bool {
+	// Each check scans the agent's whole log: every 200 ms.
+	testutil.Every(200*time.Millisecond).Eventually(c.t, stateTimeout, "the restarted agent reattached and synced every VMI", func() bool {
 		return len(c.agentLogMatches(2, reattached)) >= len(names) && len(c.agentLogMatches(2, synced)) >= len(names)
 	})
 	t.Logf("restarted agent reattached to %d launchers %s after the kill", len(names), time.Since(killed).Round(time.Millisecond))
@@ -126,18 +128,17 @@ func TestNodeAgentKilledKeepsGuests(t *testing.T) {
 	// watchdog would fence the guest had the new agent not renewed it),
 	// every guest keeps its QEMU and no launcher is started.
 	launched := regexp.MustCompile(`msg="launched launcher"`)
-	testutil.Consistently(t, time.Until(killed.Add(lease+3*time.Second)), "the guests untouched past the lease", func() bool {
-		for _, r := range vms {
-			if procfs.QEMUPid(r.domain) != r.qemu {
-				return false
+	testutil.Every(200*time.Millisecond).ConsistentlyNoError(t, time.Until(killed.Add(lease+3*time.Second)), "the guests untouched past the lease", func() error {
+		for n, r := range vms {
+			if q := procfs.QEMUPid(r.domain); q != r.qemu {
+				return fmt.Errorf("%s: QEMU pid %d, was %d", n, q, r.qemu)
 			}
 		}
-		return len(c.agentLogMatches(2, launched)) == 0
+		if l := c.agentLogMatches(2, launched); len(l) > 0 {
+			return fmt.Errorf("the restarted agent started launchers:\n%v", l)
+		}
+		return nil
 	})
-
-	if l := c.agentLogMatches(2, launched); len(l) > 0 {
-		t.Errorf("the restarted agent started launchers:\n%v", l)
-	}
 	for _, line := range c.agentLogMatches(2, synced) {
 		ok := false
 		for _, r := range vms {

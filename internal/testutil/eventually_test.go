@@ -53,3 +53,26 @@ func TestConsistentlyFailsAsSoonAsTheConditionBreaks(t *testing.T) {
 		t.Errorf("failed on a condition that held: %q", f.msg)
 	}
 }
+
+func TestConsistentlyNoErrorQuotesWhatBroke(t *testing.T) {
+	f := &fakeTB{TB: t}
+	var n atomic.Int32
+	ConsistentlyNoError(f, time.Minute, "one instance", func() error {
+		if n.Add(1) < 3 {
+			return nil
+		}
+		return errors.New("two instances")
+	})
+	if f.msg != "one instance stopped holding: two instances" {
+		t.Errorf("failure message %q", f.msg)
+	}
+}
+
+func TestEveryPollsAtItsInterval(t *testing.T) {
+	var n atomic.Int32
+	start := time.Now()
+	Every(50*time.Millisecond).Eventually(t, time.Minute, "the third check", func() bool { return n.Add(1) == 3 })
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("three checks 50 ms apart took %v", d)
+	}
+}

@@ -179,7 +179,8 @@ func (h *libvirtHost) ours(ctx context.Context) ([]launcher.DomainInfo, error) {
 // domains of VMs destroyed just before the end. It runs after the tests,
 // with no test to fail: what is left is cleanup's to report.
 func (h *libvirtHost) drain() {
-	_ = wait.PollUntilContextTimeout(context.Background(), testutil.PollInterval, drainTimeout, true, func(ctx context.Context) (bool, error) {
+	// Each check runs the launcher's list-domains: every 200 ms.
+	_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, drainTimeout, true, func(ctx context.Context) (bool, error) {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		ds, err := h.ours(ctx)

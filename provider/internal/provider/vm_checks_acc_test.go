@@ -92,7 +92,8 @@ const domainGoneTimeout = 15 * time.Second
 // that of VM ns/name's (nothing to check without real nodes).
 func waitNoDomain(t *testing.T, agent *acctest.Agent, ns, name string) {
 	t.Helper()
-	testutil.EventuallyNoError(t, domainGoneTimeout, "libvirt to have no domain of "+ns+"/"+name, func() error {
+	// Each check lists libvirt's domains: every 200 ms, not every 20.
+	testutil.Every(200*time.Millisecond).EventuallyNoError(t, domainGoneTimeout, "libvirt to have no domain of "+ns+"/"+name, func() error {
 		ds, err := agent.Nodes.Domains(t.Context(), ns, name)
 		if err != nil {
 			return err

@@ -182,12 +182,8 @@ func TestAccVirtualMachine_once(t *testing.T) {
 						})
 						// What is tested is that nothing happens: an Always VM
 						// would have a new instance within this window.
-						testutil.Consistently(t, onceNoRestartWindow, "the powered-off Once VM keeping its instance", func() bool {
-							err := sameInstance(agent, name, &uid)(nil)
-							if err != nil {
-								t.Log(err)
-							}
-							return err == nil
+						testutil.ConsistentlyNoError(t, onceNoRestartWindow, "the powered-off Once VM keeping its instance", func() error {
+							return sameInstance(agent, name, &uid)(nil)
 						})
 						return nil
 					},

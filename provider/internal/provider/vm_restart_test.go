@@ -7,10 +7,18 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// Every run strategy (and one this provider does not know) × running or
-// not × update_policy × a change waiting for a restart or not: what apply
-// does, and the state it then waits for.
-func TestDecideRestart(t *testing.T) {
+// restartCases: every run strategy (and one this provider does not
+// know) × update_policy × running or not × a change waiting for a restart
+// or not, with what apply does and the state it then waits for.
+type restartCase struct {
+	strategy, policy string
+	running, pending bool
+	action           restartAction
+	why              string
+	wait             string
+}
+
+func restartCases() []restartCase {
 	const (
 		always, rerun, manual = apiv1.RunStrategyAlways, apiv1.RunStrategyRerunOnFailure, apiv1.RunStrategyManual
 		halted, once, unknown = apiv1.RunStrategyHalted, apiv1.RunStrategyOnce, "Sometimes"
@@ -23,13 +31,7 @@ func TestDecideRestart(t *testing.T) {
 		whyOnce   = `run_strategy = "Once" is never restarted by the provider`
 		whyNewer  = `run_strategy = "Sometimes" is never restarted by the provider`
 	)
-	for _, c := range []struct {
-		strategy, policy string
-		running, pending bool
-		action           restartAction
-		why              string
-		wait             string
-	}{
+	return []restartCase{
 		{always, restart, run, pending, restartNow, "", always},
 		{always, restart, run, settled, restartNone, "", always},
 		{always, restart, stopped, pending, restartNone, "", always},
@@ -86,7 +88,14 @@ func TestDecideRestart(t *testing.T) {
 		{unknown, none, run, settled, restartNone, "", unknown},
 		{unknown, none, stopped, pending, restartNone, "", unknown},
 		{unknown, none, stopped, settled, restartNone, "", unknown},
-	} {
+	}
+}
+
+// Every run strategy (and one this provider does not know) × running or
+// not × update_policy × a change waiting for a restart or not: what apply
+// does, and the state it then waits for.
+func TestDecideRestart(t *testing.T) {
+	for _, c := range restartCases() {
 		name := fmt.Sprintf("%s/%s/running=%v/pending=%v", c.strategy, c.policy, c.running, c.pending)
 		t.Run(name, func(t *testing.T) {
 			d := decideRestart(c.strategy, c.policy, c.running, c.pending)
@@ -106,21 +115,22 @@ func TestDecideRestart(t *testing.T) {
 	}
 }
 
-// The table above covers every allowed value: a strategy or policy added
-// to the API must be added to it.
+// The table covers every combination of every allowed value: a strategy
+// or policy added to the API, or a row deleted, fails here.
 func TestDecideRestartTableIsComplete(t *testing.T) {
-	covered := map[string]bool{
-		apiv1.RunStrategyAlways: true, apiv1.RunStrategyRerunOnFailure: true, apiv1.RunStrategyManual: true,
-		apiv1.RunStrategyHalted: true, apiv1.RunStrategyOnce: true,
+	rows := map[string]bool{}
+	for _, c := range restartCases() {
+		rows[fmt.Sprint(c.strategy, c.policy, c.running, c.pending)] = true
 	}
-	for _, s := range apiv1.RunStrategies() {
-		if !covered[s] {
-			t.Errorf("run strategy %q is not in TestDecideRestart", s)
-		}
-	}
-	for _, p := range updatePolicies {
-		if p != updatePolicyRestart && p != updatePolicyNone {
-			t.Errorf("update_policy %q is not in TestDecideRestart", p)
+	for _, s := range append(apiv1.RunStrategies(), "Sometimes") {
+		for _, p := range updatePolicies {
+			for _, running := range []bool{true, false} {
+				for _, pending := range []bool{true, false} {
+					if !rows[fmt.Sprint(s, p, running, pending)] {
+						t.Errorf("no row for %s/%s/running=%v/pending=%v", s, p, running, pending)
+					}
+				}
+			}
 		}
 	}
 }

@@ -31,7 +31,7 @@ func vmWith(printable string, ready bool, gen int64, conds ...*apiv1.Condition) 
 func vmiWith(uid, phase string, ready bool) *apiv1.VirtualMachineInstance {
 	vmi := &apiv1.VirtualMachineInstance{
 		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "web", Uid: uid,
-			OwnerReferences: []*apiv1.OwnerReference{{Kind: "VirtualMachine", Name: "web", Uid: "vm-uid"}}},
+			OwnerReferences: []*apiv1.OwnerReference{{Kind: apiv1.KindVirtualMachine, Name: "web", Uid: "vm-uid", Controller: true}}},
 		Status: &apiv1.VirtualMachineInstanceStatus{Phase: phase, NodeName: "n1"},
 	}
 	if ready {
@@ -227,14 +227,47 @@ func TestWaitVMNotFound(t *testing.T) {
 }
 
 // An instance owned by an earlier VM of the same name is not this VM's.
-func TestGetVMIgnoresForeignInstance(t *testing.T) {
-	vms := &fakeVMs{seq: []*apiv1.VirtualMachine{vmWith("Running", true, 1)}}
-	other := vmiWith("x", "Running", true)
-	other.Metadata.OwnerReferences[0].Uid = "older-vm"
-	c := &client.Client{VMs: vms, VMIs: stubVMI{other}}
-	_, vmi, err := getVM(context.Background(), c, "default", "web")
-	if err != nil || vmi != nil {
-		t.Errorf("getVM = %v, %v; want no instance", vmi, err)
+// getVM returns the VM's own instance only: not one an earlier VM of the
+// same name left, nor a bare VMI of that name.
+func TestGetVMKeepsOnlyItsOwnInstance(t *testing.T) {
+	earlier := vmiWith("x", "Running", true)
+	earlier.Metadata.OwnerReferences[0].Uid = "older-vm"
+	bare := vmiWith("y", "Running", true)
+	bare.Metadata.OwnerReferences = nil
+	for _, c := range []struct {
+		name string
+		vmi  *apiv1.VirtualMachineInstance
+		want string // uid, "" for none
+	}{
+		{"own", vmiWith("mine", "Running", true), "mine"},
+		{"earlier VM's", earlier, ""},
+		{"bare", bare, ""},
+	} {
+		vms := &fakeVMs{seq: []*apiv1.VirtualMachine{vmWith("Running", true, 1)}}
+		_, vmi, err := getVM(context.Background(), &client.Client{VMs: vms, VMIs: stubVMI{c.vmi}}, "default", "web")
+		if err != nil || vmi.GetMetadata().GetUid() != c.want {
+			t.Errorf("%s instance: getVM = %v, %v; want %q", c.name, vmi.GetMetadata().GetUid(), err, c.want)
+		}
+	}
+}
+
+// The data source shows a VM's node only from its own instance.
+func TestVMSummariesNodeFromOwnInstance(t *testing.T) {
+	vm := vmWith("Running", true, 1)
+	bare := vmiWith("y", "Running", true)
+	bare.Metadata.OwnerReferences = nil
+	for _, c := range []struct {
+		name string
+		vmi  *apiv1.VirtualMachineInstance
+		want string
+	}{
+		{"own", vmiWith("mine", "Running", true), "n1"},
+		{"bare", bare, ""},
+	} {
+		got := vmSummaries([]*apiv1.VirtualMachine{vm}, []*apiv1.VirtualMachineInstance{c.vmi}, "")
+		if len(got) != 1 || got[0].Node.ValueString() != c.want {
+			t.Errorf("%s instance: summaries %+v, want node %q", c.name, got, c.want)
+		}
 	}
 }
 
