@@ -8,35 +8,35 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// Bucket layout, schema version 2:
+// Bucket layout, schema version 1:
 //
 //	meta/
-//	    version -> "2"
+//	    version -> "1"
 //	vmis/
 //	    <vmi uid> -> JSON VMI record
-//	vmikeys/
-//	    <namespace/name> \x00 <vmi uid> -> "" (index of vmis by key)
 //	node/
 //	    state -> JSON Node record
 //
 // A database written by a newer agent (higher version) is refused rather
-// than misread; older ones are brought forward by Upgrade.
+// than misread; older ones are brought forward by Upgrade. The index of
+// records by key is kept in memory (keyIndex), not in the file, so that
+// it costs no schema version: an agent can be rolled back.
 
 // SchemaVersion is the layout this code reads and writes.
-const SchemaVersion = 2
+const SchemaVersion = 1
 
 var (
-	bucketMeta    = []byte("meta")
-	bucketVMIs    = []byte("vmis")
-	bucketVMIKeys = []byte("vmikeys")
-	bucketNode    = []byte("node")
-	keyVersion    = []byte("version")
-	keyState      = []byte("state")
+	bucketMeta = []byte("meta")
+	bucketVMIs = []byte("vmis")
+	bucketNode = []byte("node")
+	keyVersion = []byte("version")
+	keyState   = []byte("state")
 )
 
 // UpgradeFunc moves a database from one schema version to the next.
@@ -54,37 +54,23 @@ var upgrades = map[int]UpgradeFunc{
 		}
 		return nil
 	},
-	// Version 2 indexes the records by key, so the handler finds a VMI's
-	// record without reading them all.
-	1: func(tx *bolt.Tx) error {
-		idx, err := tx.CreateBucketIfNotExists(bucketVMIKeys)
-		if err != nil {
-			return err
-		}
-		return tx.Bucket(bucketVMIs).ForEach(func(k, raw []byte) error {
-			r := &VMI{}
-			if err := json.Unmarshal(raw, r); err != nil {
-				return fmt.Errorf("decoding vmi record %s: %w", k, err)
-			}
-			return idx.Put(keyIndex(r.Key(), r.UID), nil)
-		})
-	},
 }
-
-// keyIndex is the vmikeys entry of record uid with key: sorted by key,
-// then uid, so a prefix scan finds a key's records in uid order.
-func keyIndex(key, uid string) []byte { return []byte(key + "\x00" + uid) }
 
 // BoltDB is the StateDB on a bbolt file.
 type BoltDB struct {
 	db *bolt.DB
+	// mu serializes record writes with their index updates, and guards
+	// keys.
+	mu   sync.Mutex
+	keys *keyIndex
 }
 
 var _ StateDB = (*BoltDB)(nil)
 
 // OpenBolt opens (creating it if needed) the database at path and upgrades
-// it to SchemaVersion. A second agent on the same file fails after a
-// second instead of waiting for the lock forever.
+// it to SchemaVersion, then indexes its records by key (one pass at
+// start-up). A second agent on the same file fails after a second instead
+// of waiting for the lock forever.
 func OpenBolt(path string) (*BoltDB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("creating state directory: %w", err)
@@ -97,7 +83,31 @@ func OpenBolt(path string) (*BoltDB, error) {
 		db.Close()
 		return nil, fmt.Errorf("state database %s: %w", path, err)
 	}
-	return &BoltDB{db: db}, nil
+	keys, err := indexRecords(db)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("state database %s: %w", path, err)
+	}
+	return &BoltDB{db: db, keys: keys}, nil
+}
+
+// indexRecords indexes the stored records by key.
+func indexRecords(db *bolt.DB) (*keyIndex, error) {
+	keys := newKeyIndex()
+	err := db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketVMIs).ForEach(func(k, raw []byte) error {
+			var r VMI
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return fmt.Errorf("decoding vmi record %s: %w", k, err)
+			}
+			if err := keys.check(r.Key(), string(k)); err != nil {
+				return err
+			}
+			keys.put(r.Key(), string(k))
+			return nil
+		})
+	})
+	return keys, err
 }
 
 // Upgrade runs steps from the stored version up to SchemaVersion in tx
@@ -154,22 +164,13 @@ func (b *BoltDB) GetVMI(uid string) (*VMI, error) {
 }
 
 func (b *BoltDB) GetVMIByKey(key string) (*VMI, error) {
-	var out *VMI
-	err := b.db.View(func(tx *bolt.Tx) error {
-		prefix := keyIndex(key, "")
-		k, _ := tx.Bucket(bucketVMIKeys).Cursor().Seek(prefix)
-		if k == nil || !bytes.HasPrefix(k, prefix) {
-			return fmt.Errorf("vmi record of %s: %w", key, ErrNotFound)
-		}
-		uid := k[len(prefix):]
-		raw := tx.Bucket(bucketVMIs).Get(uid)
-		if raw == nil {
-			return fmt.Errorf("vmi record %s, indexed for %s, is missing", uid, key)
-		}
-		out = &VMI{}
-		return json.Unmarshal(raw, out)
-	})
-	return out, err
+	b.mu.Lock()
+	uid, ok := b.keys.uid(key)
+	b.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("vmi record of %s: %w", key, ErrNotFound)
+	}
+	return b.GetVMI(uid)
 }
 
 func (b *BoltDB) ListVMIs() ([]*VMI, error) {
@@ -196,61 +197,40 @@ func (b *BoltDB) PutVMI(r *VMI) error {
 	if err != nil {
 		return fmt.Errorf("encoding vmi record %s: %w", r.UID, err)
 	}
-	if b.unchanged(bucketVMIs, []byte(r.UID), raw) {
-		return nil
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.keys.check(r.Key(), r.UID); err != nil {
+		return err
 	}
-	return b.db.Update(func(tx *bolt.Tx) error {
-		vmis, idx := tx.Bucket(bucketVMIs), tx.Bucket(bucketVMIKeys)
-		if err := unindex(vmis, idx, r.UID); err != nil {
-			return err
-		}
-		if err := idx.Put(keyIndex(r.Key(), r.UID), nil); err != nil {
-			return err
-		}
-		return vmis.Put([]byte(r.UID), raw)
-	})
+	if err := b.put(bucketVMIs, []byte(r.UID), raw); err != nil {
+		return err
+	}
+	b.keys.put(r.Key(), r.UID)
+	return nil
 }
 
-// unindex removes the index entry of the stored record uid, if any.
-func unindex(vmis, idx *bolt.Bucket, uid string) error {
-	raw := vmis.Get([]byte(uid))
-	if raw == nil {
-		return nil
-	}
-	old := &VMI{}
-	if err := json.Unmarshal(raw, old); err != nil {
-		return fmt.Errorf("decoding vmi record %s: %w", uid, err)
-	}
-	return idx.Delete(keyIndex(old.Key(), uid))
-}
-
-// unchanged reports whether key already holds raw. Writes skip unchanged
-// values, as Nomad's boltdd does: the handler saves records on every
-// pass, and an unchanged write would still cost a sync.
-func (b *BoltDB) unchanged(bucket, key, raw []byte) bool {
+// put skips unchanged values, as Nomad's boltdd does: the handler saves
+// records on every pass, and an unchanged write would still cost a sync.
+func (b *BoltDB) put(bucket, key, raw []byte) error {
 	same := false
 	_ = b.db.View(func(tx *bolt.Tx) error {
 		same = bytes.Equal(tx.Bucket(bucket).Get(key), raw)
 		return nil
 	})
-	return same
-}
-
-func (b *BoltDB) put(bucket, key, raw []byte) error {
-	if b.unchanged(bucket, key, raw) {
+	if same {
 		return nil
 	}
 	return b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put(key, raw) })
 }
 
 func (b *BoltDB) DeleteVMI(uid string) error {
-	return b.db.Update(func(tx *bolt.Tx) error {
-		vmis := tx.Bucket(bucketVMIs)
-		if err := unindex(vmis, tx.Bucket(bucketVMIKeys), uid); err != nil {
-			return err
-		}
-		return vmis.Delete([]byte(uid))
-	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketVMIs).Delete([]byte(uid)) }); err != nil {
+		return err
+	}
+	b.keys.remove(uid)
+	return nil
 }
 
 func (b *BoltDB) GetNode() (*Node, error) {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -109,7 +108,7 @@ func TestVMIRecords(t *testing.T) {
 }
 
 // Records are found by namespace/name through the index, which follows
-// puts that rename a record and deletes.
+// puts and deletes; a key has one record at a time.
 func TestVMIRecordsByKey(t *testing.T) {
 	testDB(t, func(t *testing.T, db StateDB) {
 		if _, err := db.GetVMIByKey("default/vm-a"); !errors.Is(err, ErrNotFound) {
@@ -131,30 +130,23 @@ func TestVMIRecordsByKey(t *testing.T) {
 			t.Fatalf("key prefix: want ErrNotFound, got %v", err)
 		}
 
-		// The same uid under another name moves in the index.
-		moved := record("a")
-		moved.Namespace = "other"
-		if err := db.PutVMI(moved); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.GetVMIByKey("default/vm-a"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("old key after a rename: want ErrNotFound, got %v", err)
-		}
-		if got, err := db.GetVMIByKey("other/vm-a"); err != nil || got.UID != "a" {
-			t.Fatalf("new key after a rename: %+v, %v", got, err)
-		}
-
-		// A second record of a key (a VMI that reused a name): the lowest
-		// uid first, the other once it is gone.
+		// A VMI that reused a name (uid z for vm-b) is recorded only once
+		// the old record is gone: a second record of a key is refused.
 		newer := record("z")
 		newer.Name = "vm-b"
-		if err := db.PutVMI(newer); err != nil {
-			t.Fatal(err)
+		if err := db.PutVMI(newer); err == nil {
+			t.Fatal("a second record of default/vm-b was accepted")
 		}
 		if got, err := db.GetVMIByKey("default/vm-b"); err != nil || got.UID != "b" {
 			t.Fatalf("shared key: %+v, %v; want uid b", got, err)
 		}
+		if _, err := db.GetVMI("z"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("refused record stored: %v", err)
+		}
 		if err := db.DeleteVMI("b"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.PutVMI(newer); err != nil {
 			t.Fatal(err)
 		}
 		if got, err := db.GetVMIByKey("default/vm-b"); err != nil || got.UID != "z" {
@@ -208,42 +200,51 @@ func TestBoltSurvivesReopen(t *testing.T) {
 	if r, err := db.GetVMI("x"); err != nil || r.Handle.Pid != 4242 {
 		t.Fatalf("after reopen: %+v, %v", r, err)
 	}
+	// The key index is rebuilt from the records.
+	if r, err := db.GetVMIByKey("default/vm-x"); err != nil || r.UID != "x" {
+		t.Fatalf("by key after reopen: %+v, %v", r, err)
+	}
+	if err := db.DeleteVMI("x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GetVMIByKey("default/vm-x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted after reopen: want ErrNotFound, got %v", err)
+	}
 }
 
-// A version 1 database (records, no key index) is indexed on open.
-func TestUpgradeIndexesKeys(t *testing.T) {
+// A file with two records of one key (which PutVMI never writes) is
+// refused rather than half indexed.
+func TestBoltRefusesSharedKey(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	raw, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := raw.Update(func(tx *bolt.Tx) error {
-		if err := upgrades[0](tx); err != nil {
+		if err := Upgrade(tx, upgrades); err != nil {
 			return err
 		}
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
+		for _, uid := range []string{"a", "z"} {
+			r := record(uid)
+			r.Name = "vm-a"
+			b, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketVMIs).Put([]byte(uid), b); err != nil {
+				return err
+			}
 		}
-		if err := meta.Put(keyVersion, []byte("1")); err != nil {
-			return err
-		}
-		b, err := json.Marshal(record("old"))
-		if err != nil {
-			return err
-		}
-		return tx.Bucket(bucketVMIs).Put([]byte("old"), b)
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	raw.Close()
-	db, err := OpenBolt(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if got, err := db.GetVMIByKey("default/vm-old"); err != nil || got.UID != "old" {
-		t.Fatalf("record of a version 1 database by key: %+v, %v", got, err)
+	if db, err := OpenBolt(path); err == nil || !strings.Contains(err.Error(), "default/vm-a") {
+		if db != nil {
+			db.Close()
+		}
+		t.Fatalf("two records of default/vm-a: want a refusal naming the key, got %v", err)
 	}
 }
 
@@ -268,21 +269,18 @@ func TestUpgrade(t *testing.T) {
 	}
 	// A database from before versioning: no meta bucket.
 	var ran []int
-	steps := map[int]UpgradeFunc{}
-	for v := range SchemaVersion {
-		steps[v] = func(tx *bolt.Tx) error {
-			ran = append(ran, v)
-			return upgrades[v](tx)
-		}
-	}
+	steps := map[int]UpgradeFunc{0: func(tx *bolt.Tx) error {
+		ran = append(ran, 0)
+		return upgrades[0](tx)
+	}}
 	if err := raw.Update(func(tx *bolt.Tx) error { return Upgrade(tx, steps) }); err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{0, 1}; !slices.Equal(ran, want) {
-		t.Fatalf("upgrade steps run: %v, want %v", ran, want)
+	if len(ran) != 1 {
+		t.Fatalf("upgrade steps run: %v", ran)
 	}
 	// Already current: nothing runs.
-	if err := raw.Update(func(tx *bolt.Tx) error { return Upgrade(tx, steps) }); err != nil || len(ran) != SchemaVersion {
+	if err := raw.Update(func(tx *bolt.Tx) error { return Upgrade(tx, steps) }); err != nil || len(ran) != 1 {
 		t.Fatalf("second upgrade: ran %v, %v", ran, err)
 	}
 	// A newer agent's database is refused.

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"sync"
 )
@@ -16,8 +15,7 @@ import (
 type MemDB struct {
 	mu   sync.Mutex
 	vmis map[string][]byte
-	// keys indexes vmis: namespace/name to the uids of its records.
-	keys map[string]map[string]bool
+	keys *keyIndex
 	node []byte
 	// OnPut, when set, is called after every successful PutVMI.
 	OnPut func(r *VMI)
@@ -26,7 +24,7 @@ type MemDB struct {
 var _ StateDB = (*MemDB)(nil)
 
 // NewMemDB returns an empty database.
-func NewMemDB() *MemDB { return &MemDB{vmis: map[string][]byte{}, keys: map[string]map[string]bool{}} }
+func NewMemDB() *MemDB { return &MemDB{vmis: map[string][]byte{}, keys: newKeyIndex()} }
 
 func (m *MemDB) GetVMI(uid string) (*VMI, error) {
 	m.mu.Lock()
@@ -42,31 +40,12 @@ func (m *MemDB) GetVMI(uid string) (*VMI, error) {
 func (m *MemDB) GetVMIByKey(key string) (*VMI, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	uids := make([]string, 0, len(m.keys[key]))
-	for uid := range m.keys[key] {
-		uids = append(uids, uid)
-	}
-	if len(uids) == 0 {
+	uid, ok := m.keys.uid(key)
+	if !ok {
 		return nil, fmt.Errorf("vmi record of %s: %w", key, ErrNotFound)
 	}
 	r := &VMI{}
-	return r, json.Unmarshal(m.vmis[slices.Min(uids)], r)
-}
-
-// unindexLocked removes the index entry of the stored record uid.
-func (m *MemDB) unindexLocked(uid string) {
-	raw, ok := m.vmis[uid]
-	if !ok {
-		return
-	}
-	old := &VMI{}
-	if json.Unmarshal(raw, old) != nil {
-		return
-	}
-	delete(m.keys[old.Key()], uid)
-	if len(m.keys[old.Key()]) == 0 {
-		delete(m.keys, old.Key())
-	}
+	return r, json.Unmarshal(m.vmis[uid], r)
 }
 
 func (m *MemDB) ListVMIs() ([]*VMI, error) {
@@ -97,12 +76,12 @@ func (m *MemDB) PutVMI(r *VMI) error {
 		return err
 	}
 	m.mu.Lock()
-	m.unindexLocked(r.UID)
-	m.vmis[r.UID] = raw
-	if m.keys[r.Key()] == nil {
-		m.keys[r.Key()] = map[string]bool{}
+	if err := m.keys.check(r.Key(), r.UID); err != nil {
+		m.mu.Unlock()
+		return err
 	}
-	m.keys[r.Key()][r.UID] = true
+	m.vmis[r.UID] = raw
+	m.keys.put(r.Key(), r.UID)
 	hook := m.OnPut
 	m.mu.Unlock()
 	if hook != nil {
@@ -116,8 +95,8 @@ func (m *MemDB) PutVMI(r *VMI) error {
 func (m *MemDB) DeleteVMI(uid string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.unindexLocked(uid)
 	delete(m.vmis, uid)
+	m.keys.remove(uid)
 	return nil
 }
 

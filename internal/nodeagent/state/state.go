@@ -71,13 +71,16 @@ type StateDB interface {
 	// GetVMI returns the record of uid, or ErrNotFound.
 	GetVMI(uid string) (*VMI, error)
 	// GetVMIByKey returns the record of the VMI namespace/name, or
-	// ErrNotFound, without reading the others. Two records share a key
-	// only while a VMI that reused a name waits for the old one's domain
-	// to go: the one of the lowest uid is returned.
+	// ErrNotFound, without reading the others. A key has at most one
+	// record: the handler records a VMI that reused a name only once it
+	// dropped the old VMI's record (after its domain went), and PutVMI
+	// refuses a second record of a key.
 	GetVMIByKey(key string) (*VMI, error)
 	// ListVMIs returns every record, sorted by uid.
 	ListVMIs() ([]*VMI, error)
-	// PutVMI creates or replaces the record of r.UID.
+	// PutVMI creates or replaces the record of r.UID. It fails if
+	// another record has r's key. A record's namespace/name never
+	// changes: a uid is one VMI's.
 	PutVMI(r *VMI) error
 	// DeleteVMI removes the record of uid; a missing one is no error.
 	DeleteVMI(uid string) error
