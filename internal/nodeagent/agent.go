@@ -49,7 +49,7 @@ type Agent struct {
 	timing Timing // opts.Timing, completed
 	clock  clock.WithTickerAndDelayedExecution
 	log    *slog.Logger
-	status VMIStatusWriter
+	status vmiStatusWriter
 	nodes  NodeReporter
 	vms    VMReader
 	db     state.StateDB

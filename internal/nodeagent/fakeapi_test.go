@@ -64,7 +64,7 @@ func (f *fakeVMIs) putLocked(v *apiv1.VirtualMachineInstance) *apiv1.VirtualMach
 func (f *fakeVMIs) get(name string) *apiv1.VirtualMachineInstance {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if v, ok := f.vmis["default/"+name]; ok {
+	if v, ok := f.vmis[apiv1.Ref("default", name)]; ok {
 		return proto.Clone(v).(*apiv1.VirtualMachineInstance)
 	}
 	return nil
@@ -98,7 +98,7 @@ func (f *fakeVMIs) Get(_ context.Context, in *apiv1.GetVirtualMachineInstanceReq
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gets++
-	v, ok := f.vmis[in.GetKey().GetNamespace()+"/"+in.GetKey().GetName()]
+	v, ok := f.vmis[apiv1.Ref(in.GetKey().GetNamespace(), in.GetKey().GetName())]
 	if !ok {
 		return nil, status.Error(codes.NotFound, "vmi not found")
 	}

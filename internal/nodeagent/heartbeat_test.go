@@ -26,7 +26,7 @@ func TestRegisterHeartbeatAndUnschedulableOnStop(t *testing.T) {
 	if st.Allocatable["cpu"] != "4" || st.Allocatable["memory"] != "7680Mi" {
 		t.Errorf("allocatable %v, want memory 8Gi - 512Mi", st.Allocatable)
 	}
-	if node.Metadata.Labels[LabelKVM] != "false" {
+	if node.Metadata.Labels[apiv1.LabelKVM] != "false" {
 		t.Errorf("labels %v", node.Metadata.Labels)
 	}
 	ni := st.NodeInfo

@@ -38,10 +38,6 @@ const (
 	DefaultSlowStartWindow = 5 * time.Minute
 )
 
-// LabelKVM on a Node says whether guests there get KVM (true) or run in
-// software emulation (false).
-const LabelKVM = "virtplane.io/kvm"
-
 // API is the control plane as the node agent uses it, each service
 // narrowed to the calls the agent makes.
 type API struct {
@@ -55,13 +51,6 @@ type API struct {
 	VMs VMReader
 	// Consoles carries console sessions; nil serves none.
 	Consoles console.API
-}
-
-// VMIStatusWriter is what the handler needs of the VMI service: status
-// writes with compare-and-swap, and a fresh read after a conflict.
-type VMIStatusWriter interface {
-	UpdateStatus(ctx context.Context, in *apiv1.UpdateVirtualMachineInstanceStatusRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error)
-	Get(ctx context.Context, in *apiv1.GetVirtualMachineInstanceRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error)
 }
 
 // NodeReporter is what registration and heartbeats need of the node

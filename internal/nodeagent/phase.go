@@ -3,7 +3,6 @@ package nodeagent
 import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 )
 
 // libvirt domain states, as the launcher reports them.
@@ -29,9 +28,6 @@ const (
 	ReasonDeletedBeforeStart   = "DeletedBeforeStart"
 	ReasonLauncherUnresponsive = "LauncherUnresponsive"
 	ReasonSyncFailed           = "SyncFailed"
-	ReasonPrepareFailed        = disks.ReasonPrepareFailed
-	ReasonDataVolumeError      = disks.ReasonDataVolumeError
-	ReasonUnsupportedVolume    = "UnsupportedVolume"
 	ReasonPausedByUser         = "PausedByUser"
 	ReasonPausedIOError        = "PausedIOError"
 )

@@ -29,7 +29,7 @@ func (a *Agent) node(ctx context.Context) *apiv1.Node {
 	return &apiv1.Node{
 		Metadata: &apiv1.ObjectMeta{
 			Name:   a.opts.NodeName,
-			Labels: map[string]string{LabelKVM: strconv.FormatBool(h.KVMUsable)},
+			Labels: map[string]string{apiv1.LabelKVM: strconv.FormatBool(h.KVMUsable)},
 		},
 		Status: &apiv1.NodeStatus{
 			Capacity:    map[string]string{"cpu": cpus, "memory": bytesQuantity(h.MemoryBytes)},

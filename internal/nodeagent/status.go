@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -13,6 +14,13 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
+
+// vmiStatusWriter is what the handler needs of the VMI service: status
+// writes with compare-and-swap, and a fresh read after a conflict.
+type vmiStatusWriter interface {
+	UpdateStatus(ctx context.Context, in *apiv1.UpdateVirtualMachineInstanceStatusRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error)
+	Get(ctx context.Context, in *apiv1.GetVirtualMachineInstanceRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error)
+}
 
 // errVMIGone: the VMI was deleted or replaced by another of the same name
 // while the agent wrote its status; there is nothing left to report to.
@@ -30,6 +38,7 @@ const maxStatusAttempts = 10
 func (a *Agent) writeStatus(ctx context.Context, cached *apiv1.VirtualMachineInstance, mutate func(st *apiv1.VirtualMachineInstanceStatus, now time.Time)) (*apiv1.VirtualMachineInstance, error) {
 	uid := cached.GetMetadata().GetUid()
 	ns, name := cached.GetMetadata().GetNamespace(), cached.GetMetadata().GetName()
+	key := apiv1.Ref(ns, name)
 	cur := cached
 	for range maxStatusAttempts {
 		if cur.GetMetadata().GetUid() != uid {
@@ -56,15 +65,15 @@ func (a *Agent) writeStatus(ctx context.Context, cached *apiv1.VirtualMachineIns
 				return nil, errVMIGone
 			}
 			if err != nil {
-				return nil, fmt.Errorf("reading vmi %s/%s after a conflict: %w", ns, name, err)
+				return nil, fmt.Errorf("reading vmi %s after a conflict: %w", key, err)
 			}
 		case codes.NotFound:
 			return nil, errVMIGone
 		default:
-			return nil, fmt.Errorf("writing status of vmi %s/%s: %w", ns, name, err)
+			return nil, fmt.Errorf("writing status of vmi %s: %w", key, err)
 		}
 	}
-	return nil, fmt.Errorf("writing status of vmi %s/%s: still conflicting after %d attempts", ns, name, maxStatusAttempts)
+	return nil, fmt.Errorf("writing status of vmi %s: still conflicting after %d attempts", key, maxStatusAttempts)
 }
 
 // runningStatus reports a running domain: phase Running, Ready, the

@@ -106,12 +106,12 @@ func TestSyncErrorOfARunningVMIKeepsItRunning(t *testing.T) {
 func TestPrepareErrorFailsOrWaits(t *testing.T) {
 	for _, retry := range []bool{false, true} {
 		u := newUnit(t)
-		u.a.disks = fakeDisks{err: &disks.Error{Reason: ReasonDataVolumeError, Retry: retry, Err: errors.New("no space")}}
+		u.a.disks = fakeDisks{err: &disks.Error{Reason: apiv1.ReasonDataVolumeError, Retry: retry, Err: errors.New("no space")}}
 		u.create("p")
 		_, err := u.reconcile("p")
 		st := u.vmis.get("p").Status
 		c := apiv1.FindCondition(st.Conditions, apiv1.ConditionSynchronized)
-		if c.GetStatus() != apiv1.ConditionFalse || c.GetReason() != ReasonDataVolumeError || c.GetMessage() != "no space" {
+		if c.GetStatus() != apiv1.ConditionFalse || c.GetReason() != apiv1.ReasonDataVolumeError || c.GetMessage() != "no space" {
 			t.Errorf("retry %v: Synchronized %v", retry, c)
 		}
 		wantPhase := apiv1.PhaseFailed

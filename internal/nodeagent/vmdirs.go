@@ -90,7 +90,7 @@ func (a *Agent) gcVMDirs(ctx context.Context) {
 			a.log.Warn("removing the files of a deleted VM", "dir", dir, "err", err)
 			continue
 		}
-		a.log.Info("deleted VM's volumes and logs removed", "vm", m.Namespace+"/"+m.Name, "uid", uid)
+		a.log.Info("deleted VM's volumes and logs removed", "vm", apiv1.Ref(m.Namespace, m.Name), "uid", uid)
 	}
 }
 

@@ -181,7 +181,7 @@ func TestPersistentVolumeErrorWaitsAndRetries(t *testing.T) {
 	}
 	v := h.getVMI("dv")
 	c := apiv1.FindCondition(v.Status.Conditions, apiv1.ConditionSynchronized)
-	if v.Status.Phase != apiv1.PhaseScheduled || c.GetReason() != ReasonDataVolumeError || !strings.Contains(c.GetMessage(), "os.img") {
+	if v.Status.Phase != apiv1.PhaseScheduled || c.GetReason() != apiv1.ReasonDataVolumeError || !strings.Contains(c.GetMessage(), "os.img") {
 		t.Fatalf("phase %s, condition %v", v.Status.Phase, c)
 	}
 	if h.fake.Count("Launch") != 0 {
@@ -196,7 +196,7 @@ func TestPersistentVolumeErrorWaitsAndRetries(t *testing.T) {
 		t.Fatal("no error for a size below the image")
 	}
 	c = apiv1.FindCondition(h.getVMI("dv").Status.Conditions, apiv1.ConditionSynchronized)
-	if c.GetReason() != ReasonDataVolumeError || !strings.Contains(c.GetMessage(), "below the virtual size") || !strings.Contains(c.GetMessage(), "64 bytes") {
+	if c.GetReason() != apiv1.ReasonDataVolumeError || !strings.Contains(c.GetMessage(), "below the virtual size") || !strings.Contains(c.GetMessage(), "64 bytes") {
 		t.Fatalf("condition %v", c)
 	}
 

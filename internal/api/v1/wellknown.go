@@ -81,6 +81,9 @@ const (
 	// LabelNodeName on a VMI names the node it runs on; every Node
 	// carries it with its own name.
 	LabelNodeName = "virtplane.io/node-name"
+	// LabelKVM on a Node says whether guests there get KVM ("true") or
+	// run in software emulation ("false").
+	LabelKVM = "virtplane.io/kvm"
 	// KindVirtualMachine is the owner reference kind of VMIs.
 	KindVirtualMachine = "VirtualMachine"
 )
@@ -156,3 +159,12 @@ func PrintableStatuses() []string {
 		PrintableUnknown,
 	}
 }
+
+// Condition reasons read by more than the component that writes them.
+const (
+	// ReasonDataVolumeError on a VMI's Synchronized=False condition marks
+	// a persistent volume the node could not provision; the VM shows
+	// printable status DataVolumeError, as KubeVirt does for a failed
+	// DataVolume.
+	ReasonDataVolumeError = "DataVolumeError"
+)

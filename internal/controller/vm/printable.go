@@ -25,7 +25,7 @@ func PrintableStatus(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance
 		return apiv1.PrintablePaused
 	case phase == apiv1.PhaseRunning:
 		return apiv1.PrintableRunning
-	case sync.GetStatus() == apiv1.ConditionFalse && sync.GetReason() == "DataVolumeError":
+	case sync.GetStatus() == apiv1.ConditionFalse && sync.GetReason() == apiv1.ReasonDataVolumeError:
 		return apiv1.PrintableDataVolumeError
 	case sched.GetStatus() == apiv1.ConditionFalse && sched.GetReason() == "Unschedulable" && !final:
 		return apiv1.PrintableErrorUnschedulable

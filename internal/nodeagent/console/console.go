@@ -163,7 +163,7 @@ type session struct {
 // output out, client input to the serial port when interactive.
 func (s *Server) serve(ctx context.Context, cs *apiv1.ConsoleSession) {
 	open := cs.GetOpen()
-	log := s.log.With("session", cs.GetSessionId(), "vmi", open.GetNamespace()+"/"+open.GetName(),
+	log := s.log.With("session", cs.GetSessionId(), "vmi", apiv1.Ref(open.GetNamespace(), open.GetName()),
 		"interactive", open.GetInteractive(), "log", open.GetLog(), "follow", open.GetFollow())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -246,7 +246,7 @@ func (ss *session) notice(msg string) error {
 func (ss *session) run(ctx context.Context) (string, error) {
 	srv, s, open := ss.srv, ss.s, ss.s.GetOpen()
 	defer ss.enableInput(nil) // whatever happens, input stops waiting
-	key := open.GetNamespace() + "/" + open.GetName()
+	key := apiv1.Ref(open.GetNamespace(), open.GetName())
 	rec := srv.record(s.GetVmiUid())
 	if rec == nil {
 		return ss.ended(key)

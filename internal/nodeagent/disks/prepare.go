@@ -23,14 +23,10 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
-// Reasons an Error fails or holds a VMI with.
-const (
-	ReasonPrepareFailed = "PrepareFailed"
-	// ReasonDataVolumeError marks a persistent volume that could not be
-	// provisioned (Synchronized=False); the VM shows printable status
-	// DataVolumeError, as KubeVirt does for a failed DataVolume.
-	ReasonDataVolumeError = "DataVolumeError"
-)
+// ReasonPrepareFailed is the reason an Error fails a VMI with when its
+// files cannot be prepared; a persistent volume that cannot be
+// provisioned holds it with apiv1.ReasonDataVolumeError instead.
+const ReasonPrepareFailed = "PrepareFailed"
 
 // Progress is told when a slow step starts, so that the VMI can show it.
 type Progress interface {

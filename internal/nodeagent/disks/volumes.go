@@ -49,7 +49,7 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	}
 
 	volErr := func(err error) error {
-		return &Error{Reason: ReasonDataVolumeError, Retry: true, Err: fmt.Errorf("persistent volume %q: %w", d.GetName(), err)}
+		return &Error{Reason: apiv1.ReasonDataVolumeError, Retry: true, Err: fmt.Errorf("persistent volume %q: %w", d.GetName(), err)}
 	}
 	q, err := resource.ParseQuantity(pv.GetSize())
 	if err != nil || q.Sign() <= 0 {

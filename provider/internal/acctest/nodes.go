@@ -17,7 +17,6 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fakenode"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
@@ -192,13 +191,13 @@ func startRealNode(ctx context.Context, c *client.Client, host *libvirtHost) (*N
 		return nil, fmt.Errorf("real node %s did not register as schedulable (last error: %v); set %s to see the node agent's log",
 			host.node, lastErr, EnvAgentLog)
 	}
-	kvm, ok := node.GetMetadata().GetLabels()[nodeagent.LabelKVM]
+	kvm, ok := node.GetMetadata().GetLabels()[apiv1.LabelKVM]
 	if !ok {
-		return nil, fmt.Errorf("real node %s has no %s label to select it by", host.node, nodeagent.LabelKVM)
+		return nil, fmt.Errorf("real node %s has no %s label to select it by", host.node, apiv1.LabelKVM)
 	}
 	return &Nodes{
 		Names:         []string{host.node},
-		Labels:        map[string]string{nodeagent.LabelKVM: kvm},
+		Labels:        map[string]string{apiv1.LabelKVM: kvm},
 		Kernel:        host.kernel,
 		host:          host,
 		stop:          host.drain,
