@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // fakeVMs is an in-memory VirtualMachines service with just enough
@@ -310,7 +310,7 @@ func startFake(t *testing.T) (*fakeVMs, string) {
 // transport it uses by default.
 func serveUnix(t *testing.T, register func(*grpc.Server)) string {
 	t.Helper()
-	sock := filepath.Join(shortTempDir(t), "agent.sock")
+	sock := filepath.Join(testutil.ShortTempDir(t), "agent.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -320,18 +320,6 @@ func serveUnix(t *testing.T, register func(*grpc.Server)) string {
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return "unix://" + sock
-}
-
-// shortTempDir is a temporary directory short enough for a unix socket
-// path in it (108 bytes at most), removed when the test ends.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "vp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
 }
 
 // syncBuffer is written by a command in a goroutine while the test reads.

@@ -2,8 +2,6 @@ package command
 
 import (
 	"context"
-	"errors"
-	"io"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -72,20 +70,11 @@ type watchEvent[T object] interface {
 }
 
 // forEachEvent is watchObjects' loop over one kind's stream.
-func forEachEvent[E watchEvent[T], T object](s interface{ Recv() (E, error) }, fn func(apiv1.EventType, object) error) error {
-	for {
-		ev, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+func forEachEvent[E watchEvent[T], T object](s client.Stream[E], fn func(apiv1.EventType, object) error) error {
+	return client.EachEvent(s, func(ev E) error {
 		obj, _ := nilSafe(ev.GetObject(), nil)
-		if err := fn(ev.GetType(), obj); err != nil {
-			return err
-		}
-	}
+		return fn(ev.GetType(), obj)
+	})
 }
 
 // nilSafe keeps a nil *T from becoming a non-nil object interface.

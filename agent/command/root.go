@@ -49,7 +49,8 @@ https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	// Flag mistakes get a pointer to help instead of the full usage text.
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return fmt.Errorf("%w\nsee '%s --help' for usage", err, c.CommandPath())
+		//lint:ignore ST1005 printed to the user as the last lines of the message, a sentence
+		return fmt.Errorf("%w\nSee '%s --help' for usage.", err, c.CommandPath())
 	})
 
 	// The environment provides the defaults, so --help shows what will

@@ -38,7 +38,7 @@ type scenario struct {
 
 func newScenario(t *testing.T, nodeNames ...string) *scenario {
 	t.Helper()
-	dir := shortTempDir(t)
+	dir := testutil.ShortTempDir(t)
 	socket := filepath.Join(dir, "agent.sock")
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a, err := server.Start(context.Background(), server.Options{

@@ -58,47 +58,35 @@ func (t *Tracker) Close() {
 func (t *Tracker) watchVMIs(ctx context.Context, c *client.Client) {
 	defer t.done.Done()
 	var once sync.Once
-	for ctx.Err() == nil {
-		s, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{Namespace: t.namespace}})
-		for err == nil {
-			var ev *apiv1.VirtualMachineInstanceEvent
-			if ev, err = s.Recv(); err != nil {
-				break
-			}
-			if ev.GetType() == apiv1.EventType_SYNCED {
-				once.Do(t.synced.Done)
-			}
-			if v := ev.GetObject(); v != nil && ev.GetType() != apiv1.EventType_DELETED {
-				t.sawVMI(v)
-			}
+	client.Follow(ctx, func(ctx context.Context) (apiv1.VirtualMachineInstances_WatchClient, error) {
+		return c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{Namespace: t.namespace}})
+	}, func(ev *apiv1.VirtualMachineInstanceEvent) {
+		if ev.GetType() == apiv1.EventType_SYNCED {
+			once.Do(t.synced.Done)
 		}
-		sleepCtx(ctx, 100*time.Millisecond)
-	}
+		if v := ev.GetObject(); v != nil && ev.GetType() != apiv1.EventType_DELETED {
+			t.sawVMI(v)
+		}
+	})
 	once.Do(t.synced.Done)
 }
 
 func (t *Tracker) watchVMs(ctx context.Context, c *client.Client) {
 	defer t.done.Done()
 	var once sync.Once
-	for ctx.Err() == nil {
-		s, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{Namespace: t.namespace}})
-		for err == nil {
-			var ev *apiv1.VirtualMachineEvent
-			if ev, err = s.Recv(); err != nil {
-				break
-			}
-			if ev.GetType() == apiv1.EventType_SYNCED {
-				once.Do(t.synced.Done)
-			}
-			if vm := ev.GetObject(); vm != nil && ev.GetType() != apiv1.EventType_DELETED {
-				st := vm.GetStatus()
-				if st.GetPrintableStatus() == apiv1.PrintableRunning && st.GetReady() {
-					t.mark(t.vmRun, vm.GetMetadata().GetName())
-				}
+	client.Follow(ctx, func(ctx context.Context) (apiv1.VirtualMachines_WatchClient, error) {
+		return c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{Namespace: t.namespace}})
+	}, func(ev *apiv1.VirtualMachineEvent) {
+		if ev.GetType() == apiv1.EventType_SYNCED {
+			once.Do(t.synced.Done)
+		}
+		if vm := ev.GetObject(); vm != nil && ev.GetType() != apiv1.EventType_DELETED {
+			st := vm.GetStatus()
+			if st.GetPrintableStatus() == apiv1.PrintableRunning && st.GetReady() {
+				t.mark(t.vmRun, vm.GetMetadata().GetName())
 			}
 		}
-		sleepCtx(ctx, 100*time.Millisecond)
-	}
+	})
 	once.Do(t.synced.Done)
 }
 
@@ -201,11 +189,4 @@ func PhaseTime(v *apiv1.VirtualMachineInstance, phase string) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -24,6 +26,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // echoServer answers Nodes.Get with the authorization header it received,
@@ -66,24 +69,8 @@ func dial(t *testing.T, cfg Config) *Client {
 	return c
 }
 
-// shortTempDir keeps unix socket paths under the 108-byte limit even when
-// t.TempDir() is deep.
-func shortTempDir(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if len(dir) < 80 {
-		return dir
-	}
-	dir, err := os.MkdirTemp("", "vp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return dir
-}
-
 func TestDialUnix(t *testing.T) {
-	sock := filepath.Join(shortTempDir(t), "agent.sock")
+	sock := filepath.Join(testutil.ShortTempDir(t), "agent.sock")
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -249,4 +236,45 @@ func TestConfigFromEnv(t *testing.T) {
 	if got := ConfigFromEnv(); got != want {
 		t.Errorf("ConfigFromEnv() = %+v, want %+v", got, want)
 	}
+}
+
+// EachEvent ends quietly when the server ends the stream, and passes on
+// the stream's and fn's errors.
+func TestEachEvent(t *testing.T) {
+	boom, stop := errors.New("boom"), errors.New("stop")
+	for _, c := range []struct {
+		name  string
+		recv  []error // the error of each Recv; nil delivers event i
+		fnErr error   // returned by fn for the second event
+		want  error
+		seen  int
+	}{
+		{"server ends it", []error{nil, nil, io.EOF}, nil, nil, 2},
+		{"stream fails", []error{nil, boom}, nil, boom, 1},
+		{"fn stops it", []error{nil, nil, nil}, stop, stop, 2},
+	} {
+		s := &fakeStream{errs: c.recv}
+		seen := 0
+		err := EachEvent[int](s, func(int) error {
+			seen++
+			if seen == 2 {
+				return c.fnErr
+			}
+			return nil
+		})
+		if !errors.Is(err, c.want) || (c.want == nil && err != nil) || seen != c.seen {
+			t.Errorf("%s: %v after %d events, want %v after %d", c.name, err, seen, c.want, c.seen)
+		}
+	}
+}
+
+type fakeStream struct {
+	errs []error
+	i    int
+}
+
+func (f *fakeStream) Recv() (int, error) {
+	err := f.errs[f.i]
+	f.i++
+	return f.i, err
 }

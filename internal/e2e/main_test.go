@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // Environment the tests need; without it they skip.
@@ -89,15 +91,11 @@ func setup() (string, error) {
 	env.launcher = filepath.Join(dir, "bin", "virtplane-launcher")
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
-	for i, b := range []struct{ out, pkg, cgo, tags string }{
-		{env.agent, "./agent", "0", ""},
-		{env.launcher, "./launcher", "1", "libvirt"},
+	for i, build := range []func() error{
+		func() error { return testutil.BuildAgent(context.Background(), env.agent, "e2e") },
+		func() error { return testutil.BuildLauncher(context.Background(), env.launcher, "e2e") },
 	} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = build(b.out, b.pkg, b.cgo, b.tags)
-		}()
+		wg.Go(func() { errs[i] = build() })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -105,19 +103,6 @@ func setup() (string, error) {
 		return dir, err
 	}
 	return dir, nil
-}
-
-// build compiles a main package of this module (the module root is two
-// levels up from this package); the launcher needs the libvirt tag.
-func build(out, pkg, cgo, tags string) error {
-	cmd := exec.Command("go", "build", "-tags", tags, "-ldflags", "-X main.version=e2e -X github.com/virtplane/terraform-provider-virtplane/agent/command.Version=e2e",
-		"-o", out, pkg)
-	cmd.Dir = filepath.Join("..", "..")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-	}
-	return nil
 }
 
 // requireEnv skips the test without libvirt or the guest, and fails it

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // --- watching ----------------------------------------------------------------
@@ -31,30 +31,26 @@ func startRecorder(c *cluster) *recorder {
 	var wg sync.WaitGroup
 	c.t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Add(2)
-	// A watch that breaks is opened again after a pause (wait.Until).
+	opts := &apiv1.WatchOptions{Namespace: c.ns}
 	go func() {
 		defer wg.Done()
-		wait.UntilWithContext(ctx, func(ctx context.Context) {
-			s, err := c.api.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{Namespace: c.ns}})
-			for err == nil {
-				var ev *apiv1.VirtualMachineEvent
-				if ev, err = s.Recv(); err == nil && ev.GetObject() != nil {
-					r.sawVM(ev.GetObject())
-				}
+		client.Follow(ctx, func(ctx context.Context) (apiv1.VirtualMachines_WatchClient, error) {
+			return c.api.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts})
+		}, func(ev *apiv1.VirtualMachineEvent) {
+			if ev.GetObject() != nil {
+				r.sawVM(ev.GetObject())
 			}
-		}, 100*time.Millisecond)
+		})
 	}()
 	go func() {
 		defer wg.Done()
-		wait.UntilWithContext(ctx, func(ctx context.Context) {
-			s, err := c.api.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{Namespace: c.ns}})
-			for err == nil {
-				var ev *apiv1.VirtualMachineInstanceEvent
-				if ev, err = s.Recv(); err == nil && ev.GetObject() != nil {
-					r.sawVMI(ev.GetObject())
-				}
+		client.Follow(ctx, func(ctx context.Context) (apiv1.VirtualMachineInstances_WatchClient, error) {
+			return c.api.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts})
+		}, func(ev *apiv1.VirtualMachineInstanceEvent) {
+			if ev.GetObject() != nil {
+				r.sawVMI(ev.GetObject())
 			}
-		}, 100*time.Millisecond)
+		})
 	}()
 	return r
 }

@@ -247,7 +247,7 @@ func (n *Node) boot(ctx context.Context, g *guest, script string) {
 
 func (n *Node) syncPaused(ctx context.Context, vmi *apiv1.VirtualMachineInstance) {
 	want := vmi.GetSpec().GetPaused()
-	have := apiv1.FindCondition(vmi.GetStatus().GetConditions(), apiv1.ConditionPaused).GetStatus() == apiv1.ConditionTrue
+	have := apiv1.IsConditionTrue(vmi.GetStatus().GetConditions(), apiv1.ConditionPaused)
 	if want == have {
 		return
 	}

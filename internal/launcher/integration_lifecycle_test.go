@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
@@ -26,7 +27,7 @@ func TestLauncherLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, h := e.launch(ctx)
-	if sid := sessionID(h.Pid); sid != h.Pid {
+	if sid := procfs.SessionID(h.Pid); sid != h.Pid {
 		t.Errorf("launcher session %d: not its own session", sid)
 	}
 

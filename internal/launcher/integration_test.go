@@ -16,6 +16,8 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // These tests run the real virtplane-launcher against a real libvirtd with
@@ -59,12 +61,7 @@ func launcherBinary(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(builtDir, "virtplane-launcher")
-		cmd := exec.Command("go", "build", "-tags", "libvirt", "-ldflags", "-X main.version=it", "-o", builtBin,
-			"github.com/virtplane/terraform-provider-virtplane/launcher")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build -tags libvirt launcher (needs libvirt's development files, Debian libvirt-dev): %w\n%s", err, out)
-		}
+		buildErr = testutil.BuildLauncher(context.Background(), builtBin, "it")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -216,29 +213,11 @@ func waitEvent(t *testing.T, ch <-chan *launcherpb.DomainEvent, event string) *l
 }
 
 // rss reads VmRSS and its anonymous and file-backed parts (KiB) of pid.
+// rss is pid's resident memory for the log: total, anonymous, file pages.
 func rss(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	kb, err := procfs.ProcStatus(pid, "VmRSS", "RssAnon", "RssFile")
 	if err != nil {
 		return err.Error()
 	}
-	var parts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		for _, k := range []string{"VmRSS:", "RssAnon:", "RssFile:"} {
-			if strings.HasPrefix(line, k) {
-				parts = append(parts, strings.Join(strings.Fields(line), " "))
-			}
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func sessionID(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return -1
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	sid, _ := strconv.Atoi(f[3])
-	return sid
+	return fmt.Sprintf("VmRSS %d kB, RssAnon %d kB, RssFile %d kB", kb["VmRSS"], kb["RssAnon"], kb["RssFile"])
 }

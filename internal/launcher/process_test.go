@@ -1,18 +1,17 @@
 package launcher
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
@@ -46,16 +45,7 @@ func hang(t *testing.T, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	testutil.EventuallyNoError(t, 10*time.Second, fmt.Sprintf("pid %d stopped", pid), func() error {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return err
-		}
-		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'T' {
-			return nil
-		}
-		return fmt.Errorf("/proc/%d/stat: %s", pid, b)
-	})
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("pid %d stopped", pid), func() bool { return procfs.State(pid) == 'T' })
 }
 
 // sleeper starts a process that looks like the launcher of domain (or not,

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // freezer puts etcd's test proxy between a client and etcd: paused, it
@@ -29,11 +29,7 @@ type freezer struct{ proxy.Server }
 
 func newFreezer(t *testing.T, socket string) *freezer {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "fence") // a unix socket path is at most 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir := testutil.ShortTempDir(t)
 	p := proxy.NewServer(proxy.ServerConfig{
 		Logger: zap.NewNop(),
 		From:   url.URL{Scheme: "unix", Host: filepath.Join(dir, "proxy.sock")},

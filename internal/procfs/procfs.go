@@ -96,15 +96,55 @@ func kbFields(path string, keys []string) (map[string]int64, error) {
 
 // Alive reports whether pid runs (a zombie does not).
 func Alive(pid int) bool {
+	s := State(pid)
+	return s != 0 && s != 'Z' && s != 'X'
+}
+
+// State is pid's state letter from /proc/<pid>/stat (R, S, T for stopped,
+// Z for a zombie ...), 0 when there is no such process.
+func State(pid int) byte {
+	if f := statFields(pid); len(f) > 0 {
+		return f[0][0]
+	}
+	return 0
+}
+
+// SessionID is pid's session, -1 when there is no such process.
+func SessionID(pid int) int {
+	if f := statFields(pid); len(f) > 3 {
+		if sid, err := strconv.Atoi(f[3]); err == nil {
+			return sid
+		}
+	}
+	return -1
+}
+
+// statFields are the fields of /proc/<pid>/stat after the command name
+// (which may hold spaces and parentheses): state, ppid, pgrp, session, ...
+func statFields(pid int) []string {
 	if pid <= 0 {
-		return false
+		return nil
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return nil
 	}
 	i := bytes.LastIndexByte(b, ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// PidsOf lists the live processes running binary (their argv[0]).
+func PidsOf(binary string) []int {
+	var out []int
+	for _, pid := range pids() {
+		if args := cmdline(pid); len(args) > 0 && args[0] == binary && Alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // QEMUPid is the QEMU process of a running qemu:///system domain, from

@@ -3,6 +3,7 @@ package testutil
 import (
 	"context"
 	"net"
+	"os"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -27,4 +28,17 @@ func ServeGRPC(tb testing.TB, register func(grpc.ServiceRegistrar)) *grpc.Client
 	}
 	tb.Cleanup(func() { conn.Close() })
 	return conn
+}
+
+// ShortTempDir is a temporary directory, removed when the test ends, short
+// enough for unix socket paths in it: they are limited to 108 bytes, and
+// t.TempDir() can be deeper than that allows.
+func ShortTempDir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "vp")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }

@@ -52,3 +52,9 @@ func RemoveCondition(conds []*Condition, t string) []*Condition {
 	}
 	return out
 }
+
+// IsConditionTrue reports whether conds has a condition of type t with
+// status True.
+func IsConditionTrue(conds []*Condition, t string) bool {
+	return FindCondition(conds, t).GetStatus() == ConditionTrue
+}

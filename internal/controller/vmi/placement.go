@@ -230,7 +230,7 @@ func quotedList(set map[string]bool) string {
 func unfit(c candidate, req resources, sel map[string]string) []string {
 	n := c.node
 	switch {
-	case apiv1.FindCondition(n.GetStatus().GetConditions(), apiv1.ConditionNodeFenced).GetStatus() == apiv1.ConditionTrue:
+	case apiv1.IsConditionTrue(n.GetStatus().GetConditions(), apiv1.ConditionNodeFenced):
 		return []string{reasonFenced}
 	case apiv1.FindCondition(n.GetStatus().GetConditions(), apiv1.ConditionReady).GetStatus() != apiv1.ConditionTrue:
 		return []string{reasonNotReady}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -102,25 +103,25 @@ func buildDisks(srcs []*launcherpb.DiskSource) ([]libvirtxml.DomainDisk, bool, e
 		switch device {
 		case "disk":
 			if bus == "" {
-				bus = "virtio"
+				bus = apiv1.DefaultDiskBus
 			}
 		case "cdrom":
 			if bus == "" {
-				bus = "sata"
+				bus = apiv1.DefaultCDRomBus
 			}
-			if bus == "virtio" {
-				return nil, false, fmt.Errorf("disk %q: a cdrom cannot use the virtio bus", s.GetName())
+			if !slices.Contains(apiv1.CDRomBuses(), bus) {
+				return nil, false, fmt.Errorf("disk %q: a cdrom cannot use the %s bus", s.GetName(), bus)
 			}
 		default:
 			return nil, false, fmt.Errorf("disk %q: unknown device %q (disk or cdrom)", s.GetName(), device)
 		}
 		var prefix string
 		switch bus {
-		case "virtio":
+		case apiv1.DiskBusVirtio:
 			prefix = "vd"
-		case "sata":
+		case apiv1.DiskBusSATA:
 			prefix = "sd"
-		case "scsi":
+		case apiv1.DiskBusSCSI:
 			prefix = "sd"
 			scsi = true
 		default:
@@ -166,7 +167,14 @@ func diskSuffix(i int) string {
 	return s
 }
 
-var nicModels = map[string]string{"": "virtio", "virtio": "virtio", "e1000": "e1000", "rtl8139": "rtl8139"}
+// nicModels maps the API's interface models to QEMU's; unset is the
+// API's default.
+var nicModels = map[string]string{
+	"":                          apiv1.DefaultInterfaceModel,
+	apiv1.InterfaceModelVirtio:  "virtio",
+	apiv1.InterfaceModelE1000:   "e1000",
+	apiv1.InterfaceModelRTL8139: "rtl8139",
+}
 
 // buildInterfaces adds one user-mode (slirp) NIC per interface; that is the
 // only network kind virtplane has.

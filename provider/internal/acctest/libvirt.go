@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -64,25 +63,10 @@ func prepareLibvirtHost(ctx context.Context, dir, uri string) (*libvirtHost, err
 	if h.kernel, err = testguest.Install(guestDir, h.imageDir); err != nil {
 		return nil, err
 	}
-	if err := buildLauncher(ctx, h.launcher); err != nil {
+	if err := testutil.BuildLauncher(ctx, h.launcher, "acctest"); err != nil {
 		return nil, err
 	}
 	return h, nil
-}
-
-// buildLauncher compiles this tree's launcher, so the tests never run an
-// installed or stale one. cgo and the libvirt build tag: it links libvirt
-// (without the tag the launcher is built without it, and fails every
-// launch). The package path works from any directory of the module, which
-// is where go test runs.
-func buildLauncher(ctx context.Context, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "libvirt", "-ldflags", "-X main.version=acctest", "-o", out,
-		"github.com/virtplane/terraform-provider-virtplane/launcher")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building virtplane-launcher: %w\n%s", err, b)
-	}
-	return nil
 }
 
 // virsh runs virsh on the node's libvirt with an argument list.
@@ -232,22 +216,4 @@ func (h *libvirtHost) cleanup() error {
 
 // launcherPids finds the live processes of this run's launcher binary,
 // whose path (in the run's temporary directory) is theirs alone.
-func (h *libvirtHost) launcherPids() []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		argv0, _, _ := strings.Cut(string(b), "\x00")
-		if argv0 == h.launcher && procfs.Alive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+func (h *libvirtHost) launcherPids() []int { return procfs.PidsOf(h.launcher) }

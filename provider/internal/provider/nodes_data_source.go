@@ -192,7 +192,7 @@ func nodeModels(items []*apiv1.Node) []nodeModel {
 func nodeToModel(n *apiv1.Node) nodeModel {
 	st := n.GetStatus()
 	info := st.GetNodeInfo()
-	ready := apiv1.FindCondition(st.GetConditions(), "Ready").GetStatus() == apiv1.ConditionTrue
+	ready := apiv1.IsConditionTrue(st.GetConditions(), apiv1.ConditionReady)
 	m := nodeModel{
 		Name:           types.StringValue(n.GetMetadata().GetName()),
 		Ready:          types.BoolValue(ready),

@@ -192,7 +192,7 @@ func (r *vmResource) Update(ctx context.Context, req resource.UpdateRequest, res
 		return
 	}
 
-	restartRequired := apiv1.FindCondition(vm.GetStatus().GetConditions(), apiv1.ConditionRestartRequired).GetStatus() == apiv1.ConditionTrue
+	restartRequired := apiv1.IsConditionTrue(vm.GetStatus().GetConditions(), apiv1.ConditionRestartRequired)
 	decision := decideRestart(strategy, plan.UpdatePolicy.ValueString(), vmi != nil, restartRequired)
 	switch decision.action {
 	case restartNow:

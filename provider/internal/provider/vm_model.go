@@ -14,8 +14,7 @@ const (
 	updatePolicyNone    = "none"
 )
 
-// Defaults that equal the agent's (internal/api/validation/defaults.go), so
-// that what is read back never differs from an unset attribute.
+// Provider-side defaults; the API's own are apiv1's Default* constants.
 const (
 	// A resource that leaves run_strategy out runs (the API itself
 	// needs one of run_strategy or running).

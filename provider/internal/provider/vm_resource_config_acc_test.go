@@ -59,7 +59,7 @@ func TestAccVirtualMachine_planTimeValidation(t *testing.T) {
     }
   }`),
 				PlanOnly:    true,
-				ExpectError: errorRe(`cloud_init disk, attached as a CD-ROM, whose bus must be one of ["sata" "scsi"]`),
+				ExpectError: errorRe(`cloud_init disk, attached as a CD-ROM, whose bus must be one of "sata", "scsi"`),
 			},
 			{
 				Config:      cfg(`memory = "1Gi"` + "\n" + `node_failure_policy = "wait"`),

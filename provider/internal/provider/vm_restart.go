@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 
@@ -97,58 +99,22 @@ func restartChanges(ctx context.Context, state, plan *vmModel) []string {
 	if !proto.Equal(a.Domain.Memory, b.Domain.Memory) {
 		out = append(out, "memory")
 	}
-	if !equalDisks(a, b) {
+	if !equalMessages(a.Volumes, b.Volumes) || !equalMessages(a.Domain.Devices.Disks, b.Domain.Devices.Disks) {
 		out = append(out, "disk")
 	}
 	if !proto.Equal(a.Domain.Firmware, b.Domain.Firmware) {
 		out = append(out, "boot")
 	}
-	if !equalInterfaces(a, b) {
+	if !equalMessages(a.Domain.Devices.Interfaces, b.Domain.Devices.Interfaces) {
 		out = append(out, "interface")
 	}
-	if !equalStringMaps(a.NodeSelector, b.NodeSelector) {
+	if !maps.Equal(a.NodeSelector, b.NodeSelector) {
 		out = append(out, "node_selector")
 	}
 	return out
 }
 
-func equalDisks(a, b *apiv1.VirtualMachineInstanceSpec) bool {
-	if len(a.Volumes) != len(b.Volumes) || len(a.Domain.Devices.Disks) != len(b.Domain.Devices.Disks) {
-		return false
-	}
-	for i := range a.Volumes {
-		if !proto.Equal(a.Volumes[i], b.Volumes[i]) {
-			return false
-		}
-	}
-	for i := range a.Domain.Devices.Disks {
-		if !proto.Equal(a.Domain.Devices.Disks[i], b.Domain.Devices.Disks[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func equalInterfaces(a, b *apiv1.VirtualMachineInstanceSpec) bool {
-	if len(a.Domain.Devices.Interfaces) != len(b.Domain.Devices.Interfaces) {
-		return false
-	}
-	for i := range a.Domain.Devices.Interfaces {
-		if !proto.Equal(a.Domain.Devices.Interfaces[i], b.Domain.Devices.Interfaces[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func equalStringMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+// equalMessages compares two lists of API messages element by element.
+func equalMessages[M proto.Message](a, b []M) bool {
+	return slices.EqualFunc(a, b, func(x, y M) bool { return proto.Equal(x, y) })
 }

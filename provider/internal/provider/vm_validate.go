@@ -82,7 +82,7 @@ func validateDisks(ds []diskModel, diags *diag.Diagnostics) {
 			cloudInit = i
 			if bus := d.Bus.ValueString(); !d.Bus.IsUnknown() && !d.Bus.IsNull() && !slices.Contains(apiv1.CDRomBuses(), bus) {
 				diags.AddAttributeError(p.AtName("bus"), "Invalid bus",
-					fmt.Sprintf("disk[%d] is a cloud_init disk, attached as a CD-ROM, whose bus must be one of %q, got %q.", i, apiv1.CDRomBuses(), bus))
+					fmt.Sprintf("disk[%d] is a cloud_init disk, attached as a CD-ROM, whose bus must be one of %s, got %q.", i, oneOf(apiv1.CDRomBuses()...).list(), bus))
 			}
 		}
 		if len(sources) != 1 && !d.Image.IsUnknown() {

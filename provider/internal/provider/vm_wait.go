@@ -145,7 +145,7 @@ func judgeVM(t waitTarget, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineIn
 
 // instanceReady reports the instance's own Ready condition.
 func instanceReady(vmi *apiv1.VirtualMachineInstance) bool {
-	return apiv1.FindCondition(vmi.GetStatus().GetConditions(), apiv1.ConditionReady).GetStatus() == apiv1.ConditionTrue
+	return apiv1.IsConditionTrue(vmi.GetStatus().GetConditions(), apiv1.ConditionReady)
 }
 
 func instanceReason(vmi *apiv1.VirtualMachineInstance) string {
@@ -230,13 +230,16 @@ func changes(ctx context.Context, c *client.Client, ns, name string) <-chan stru
 		}
 	}
 	opts := &apiv1.WatchOptions{Namespace: ns, Name: name}
+	each := func(*apiv1.VirtualMachineEvent) error { notify(); return nil }
 	go func() {
-		w, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts})
-		notifyEach(w, err, notify)
+		if w, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts}); err == nil {
+			_ = client.EachEvent(w, each)
+		}
 	}()
 	go func() {
-		w, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts})
-		notifyEach(w, err, notify)
+		if w, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts}); err == nil {
+			_ = client.EachEvent(w, func(*apiv1.VirtualMachineInstanceEvent) error { notify(); return nil })
+		}
 	}()
 	return ch
 }
@@ -318,18 +321,4 @@ func targetDescription(t waitTarget) string {
 		return "to run once: Running or Succeeded" + again + " (run_strategy Once)"
 	}
 	return "to settle (run_strategy " + t.strategy + ")"
-}
-
-// notifyEach calls notify for every event of a watch stream that opened
-// without err, until the stream ends.
-func notifyEach[E any](s interface{ Recv() (E, error) }, err error, notify func()) {
-	if err != nil {
-		return
-	}
-	for {
-		if _, err := s.Recv(); err != nil {
-			return
-		}
-		notify()
-	}
 }

@@ -50,7 +50,7 @@ type envOptions struct {
 	keep                                  bool
 }
 
-func newEnv(ctx context.Context, log *slog.Logger, o envOptions) (*env, error) {
+func newEnv(ctx context.Context, log *slog.Logger, o envOptions) (_ *env, err error) {
 	bin, err := filepath.Abs(o.binDir)
 	if err != nil {
 		return nil, err
@@ -71,6 +71,11 @@ func newEnv(ctx context.Context, log *slog.Logger, o envOptions) (*env, error) {
 	if e.lv, err = openLibvirt(e.uri); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			_ = e.lv.Close()
+		}
+	}()
 	id := make([]byte, 3)
 	if _, err := rand.Read(id); err != nil {
 		return nil, err
