@@ -207,9 +207,9 @@ func vmToModel(ctx context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.Virtual
 		NodeSelector:           mapFromAPI(ts.GetNodeSelector(), prior.NodeSelector, o.full, &diags),
 		NodeFailurePolicy:      types.StringValue(orDefault(spec.GetNodeFailurePolicy(), apiv1.DefaultNodeFailurePolicy)),
 		TerminationGracePeriod: types.Int64Value(ts.GracePeriodSeconds()),
-		RestartRequired: types.BoolValue(apiv1.IsConditionTrue(vm.GetStatus().GetConditions(), apiv1.ConditionRestartRequired)),
-		Disks:      []diskModel{},
-		Interfaces: []interfaceModel{},
+		RestartRequired:        types.BoolValue(apiv1.IsConditionTrue(vm.GetStatus().GetConditions(), apiv1.ConditionRestartRequired)),
+		Disks:                  []diskModel{},
+		Interfaces:             []interfaceModel{},
 	}
 
 	cpu := cpuModel{
