@@ -23,7 +23,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
@@ -366,7 +366,7 @@ func (c *cluster) waitPrintable(name, want string, d time.Duration) {
 }
 
 // vmiDir is the node agent's directory of VMI uid.
-func (c *cluster) vmiDir(uid string) string { return filepath.Join(c.nodeDir, "vmis", uid) }
+func (c *cluster) vmiDir(uid string) string { return nodedir.Layout{Root: c.nodeDir}.VMIDir(uid) }
 
 // console returns the serial console of VMI uid, from the log the node
 // agent has virtlogd write. Every VMI's console is followed from the
@@ -377,7 +377,7 @@ func (c *cluster) console(uid string) *console {
 	defer c.consMu.Unlock()
 	con := c.consoles[uid]
 	if con == nil {
-		con = followConsole(c.t, nodeagent.ConsoleLogPath(c.vmiDir(uid)))
+		con = followConsole(c.t, nodedir.ConsoleLogPath(c.vmiDir(uid)))
 		c.consoles[uid] = con
 	}
 	return con

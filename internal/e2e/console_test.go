@@ -7,14 +7,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	nodeconsole "github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
@@ -66,12 +66,12 @@ func TestConsole(t *testing.T) {
 	if err := follower.wait(stateTimeout); err != nil {
 		t.Fatalf("follower after the instance ended: %v; stderr %q", err, follower.errText())
 	}
-	if !strings.Contains(follower.errText(), "["+nodeagent.NoticeInstanceEnded+"]") {
-		t.Errorf("follower's stderr %q: no %q notice", follower.errText(), nodeagent.NoticeInstanceEnded)
+	if !strings.Contains(follower.errText(), "["+nodeconsole.NoticeInstanceEnded+"]") {
+		t.Errorf("follower's stderr %q: no %q notice", follower.errText(), nodeconsole.NoticeInstanceEnded)
 	}
 	c.waitPrintable("con", apiv1.PrintableStopped, stateTimeout)
 	testutil.Eventually(c.t, stateTimeout, "the VMI gone", func() bool { return c.vmi("con") == nil })
-	kept := nodeagent.ConsoleLogPath(filepath.Join(c.nodeDir, "vms", c.vm("con").GetMetadata().GetUid(), "console", uid))
+	kept := nodedir.ConsoleLogPath(nodedir.Layout{Root: c.nodeDir}.KeptLogDir(c.vm("con").GetMetadata().GetUid(), uid))
 	if _, err := os.Stat(kept); err != nil {
 		t.Errorf("kept console log: %v", err)
 	}

@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -105,7 +104,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
 	if a.db == nil {
-		db, err := state.OpenBolt(filepath.Join(opts.NodeDataDir, "state.db"))
+		db, err := state.OpenBolt(a.layout.StateDBPath())
 		if err != nil {
 			return nil, fmt.Errorf("node agent: %w", err)
 		}

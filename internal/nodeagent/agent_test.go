@@ -99,7 +99,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if _, err := os.Stat(filepath.Join(h.nodeDir, "state.db")); err != nil {
+	if _, err := os.Stat(h.layout().StateDBPath()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +16,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console/consoletest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
@@ -141,7 +142,7 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 	h.createVMI("web", withOwnerVM(vm), withGrace(0))
 	vmi := h.waitPhase("web", apiv1.PhaseRunning)
 	uid := vmi.GetMetadata().GetUid()
-	path := ConsoleLogPath(a.layout.VMIDir(uid))
+	path := nodedir.ConsoleLogPath(a.layout.VMIDir(uid))
 	consoletest.WriteLog(t, path, "BOOTED\n")
 
 	// Nothing but the log exists so far: a VM that never ran is refused.
@@ -186,12 +187,12 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 	h.deleteVMI("web")
 	for _, c := range []*testConsole{logCon, live} {
 		c.waitData("the end\n")
-		c.waitNotice(NoticeInstanceEnded)
+		c.waitNotice(console.NoticeInstanceEnded)
 		if err := c.waitEnd(); err != nil {
 			t.Fatalf("console ended with %v", err)
 		}
 	}
-	kept := ConsoleLogPath(filepath.Join(a.layout.VMDir(vm.Metadata.Uid), "console", uid))
+	kept := nodedir.ConsoleLogPath(a.layout.KeptLogDir(vm.Metadata.Uid, uid))
 	testutil.Eventually(t, waitTimeout, "the log kept under the VM", func() bool { _, err := os.Stat(kept); return err == nil })
 
 	// The VMI is still there, final: its kept log is served.
@@ -204,7 +205,7 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 	if err := ended.waitEnd(); err != nil {
 		t.Fatal(err)
 	}
-	if data, notes := ended.output(); data != string(whole[len(whole)-13:]) || len(notes) != 1 || notes[0] != NoticeInstanceEnded {
+	if data, notes := ended.output(); data != string(whole[len(whole)-13:]) || len(notes) != 1 || notes[0] != console.NoticeInstanceEnded {
 		t.Fatalf("ended instance's log, last 13 bytes: %q, notices %q; log %q", data, notes, whole)
 	}
 	if err := h.attach(&apiv1.ConsoleOpen{Name: "web", Interactive: true}).waitEnd(); status.Code(err) != codes.FailedPrecondition {

@@ -6,17 +6,8 @@ import (
 	"fmt"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
-
-// NoticeInstanceEnded is the notice a console session ends with when its
-// instance ended.
-const NoticeInstanceEnded = console.NoticeInstanceEnded
-
-// ConsoleLogPath is the serial console log of the VMI whose directory is
-// vmiDir (<node data dir>/vmis/<uid>); see package nodedir.
-func ConsoleLogPath(vmiDir string) string { return nodedir.ConsoleLogPath(vmiDir) }
 
 // consoleRoom is what the agent needs of package console: serving the
 // node's console sessions, and keeping an ended instance's log.

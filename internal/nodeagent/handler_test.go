@@ -9,6 +9,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
 
 // Starting a VMI: record, launch, save the handle, sync, and only then
@@ -56,7 +57,7 @@ func TestStartPersistsHandleBeforeRunning(t *testing.T) {
 		rec.NodeFailurePolicy != apiv1.NodeFailurePolicyWait {
 		t.Fatalf("record %+v", rec)
 	}
-	if _, err := os.Stat(filepath.Join(rec.Dir, "disks", "root.qcow2")); err != nil {
+	if _, err := os.Stat(filepath.Join(nodedir.DisksDir(rec.Dir), "root.qcow2")); err != nil {
 		t.Errorf("overlay: %v", err)
 	}
 

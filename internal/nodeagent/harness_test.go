@@ -23,6 +23,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/storetest"
@@ -409,6 +410,9 @@ func (h *harness) record(name string) *state.VMI {
 	}
 	return nil
 }
+
+// layout is the node data directory the harness's agents use.
+func (h *harness) layout() nodedir.Layout { return nodedir.Layout{Root: h.nodeDir} }
 
 func domainOf(name string) string { return apiv1.DomainName("default", name) }
 

@@ -64,15 +64,15 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	if c := apiv1.FindCondition(h.getVMI("pv").Status.Conditions, apiv1.ConditionProvisioning); c != nil {
 		t.Errorf("Provisioning condition left after start: %v", c)
 	}
-	vol := filepath.Join(h.nodeDir, "vms", "vm-1", "volumes", "data.qcow2")
+	vol := filepath.Join(nodedir.VolumesDir(h.layout().VMDir("vm-1")), "data.qcow2")
 	if b, err := os.ReadFile(vol); err != nil || string(b) != "blank 1073741824" {
 		t.Fatalf("persistent volume %s: %q, %v", vol, b, err)
 	}
-	iso := filepath.Join(h.nodeDir, "vmis", vmi.Metadata.Uid, "disks", "seed.iso")
+	iso := filepath.Join(nodedir.DisksDir(h.layout().VMIDir(vmi.Metadata.Uid)), "seed.iso")
 	if b, err := os.ReadFile(iso); err != nil || !bytes.Contains(b, []byte("CIDATA")) && !bytes.Contains(b, []byte("cidata")) {
 		t.Fatalf("cloud-init ISO %s: %v", iso, err)
 	}
-	if m, err := nodedir.ReadVMMeta(filepath.Join(h.nodeDir, "vms", "vm-1")); err != nil || m.Name != "pv" || m.UID != "vm-1" {
+	if m, err := nodedir.ReadVMMeta(h.layout().VMDir("vm-1")); err != nil || m.Name != "pv" || m.UID != "vm-1" {
 		t.Fatalf("vm.json: %+v %v", m, err)
 	}
 
@@ -110,7 +110,7 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	if created.Metadata.Uid == "vm-1" {
 		t.Fatal("the store reused the uid")
 	}
-	dir := filepath.Join(h.nodeDir, "vms", "vm-1")
+	dir := h.layout().VMDir("vm-1")
 	a.gcVMDirs(h.ctx)
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("directory removed while an instance of its VM is on the node: %v", err)
@@ -132,8 +132,8 @@ func TestVMDirCollectorKeepsExistingVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	mk := func(uid, name string) string {
-		dir := filepath.Join(h.nodeDir, "vms", uid)
-		if err := os.MkdirAll(filepath.Join(dir, "volumes"), 0o700); err != nil {
+		dir := h.layout().VMDir(uid)
+		if err := os.MkdirAll(nodedir.VolumesDir(dir), 0o700); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := json.Marshal(nodedir.VMMeta{Namespace: "default", Name: name, UID: uid})
@@ -144,7 +144,7 @@ func TestVMDirCollectorKeepsExistingVMs(t *testing.T) {
 	}
 	kept := mk(vm.Metadata.Uid, "keep")
 	gone := mk("uid-of-deleted", "deleted")
-	noMeta := filepath.Join(h.nodeDir, "vms", "no-meta")
+	noMeta := h.layout().VMDir("no-meta")
 	if err := os.MkdirAll(noMeta, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestPersistentVolumeWithQemuImg(t *testing.T) {
 		}
 		return i
 	}
-	dir := filepath.Join(h.nodeDir, "vms", "vm-q", "volumes")
+	dir := nodedir.VolumesDir(h.layout().VMDir("vm-q"))
 	if i := info(filepath.Join(dir, "root.qcow2")); i.Format != "qcow2" || i.VirtualSize != 4<<20 {
 		t.Errorf("copied volume: %+v", i)
 	}

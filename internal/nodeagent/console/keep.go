@@ -16,12 +16,6 @@ import (
 // a node: the last one, and the one before it for comparison.
 const keptConsoleLogs = 2
 
-// keptLogsDir holds the console logs of a VM's ended instances, one
-// directory per VMI uid.
-func (s *Server) keptLogsDir(vmUID string) string {
-	return filepath.Join(s.opts.Layout.VMDir(vmUID), "console")
-}
-
 // Keep moves the console log of the ending VMI rec, with its
 // rotated files, under its VM's directory, where it outlives the VMI's
 // own directory, and drops all but the newest keptConsoleLogs there. A
@@ -40,8 +34,8 @@ func (s *Server) Keep(rec *state.VMI) error {
 	if err := s.opts.Layout.EnsureVMDir(rec.VMUID, rec.Namespace, rec.Name); err != nil {
 		return fmt.Errorf("keeping console log: %w", err)
 	}
-	base := s.keptLogsDir(rec.VMUID)
-	dst := filepath.Join(base, rec.UID)
+	base := s.opts.Layout.KeptLogsDir(rec.VMUID)
+	dst := s.opts.Layout.KeptLogDir(rec.VMUID, rec.UID)
 	// 0700: guest output may hold secrets.
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		return fmt.Errorf("keeping console log: %w", err)
@@ -109,16 +103,15 @@ func (s *Server) keptLogPath(vmUID, vmiUID string) (string, error) {
 	if vmUID == "" {
 		return "", nil
 	}
-	base := s.keptLogsDir(vmUID)
 	if vmiUID != "" {
-		p := nodedir.ConsoleLogPath(filepath.Join(base, vmiUID))
+		p := nodedir.ConsoleLogPath(s.opts.Layout.KeptLogDir(vmUID, vmiUID))
 		if names, err := logFiles(p); err == nil && len(names) > 0 {
 			return p, nil
 		}
 	}
-	logs, err := keptLogs(base)
+	logs, err := keptLogs(s.opts.Layout.KeptLogsDir(vmUID))
 	if err != nil || len(logs) == 0 {
 		return "", err
 	}
-	return nodedir.ConsoleLogPath(filepath.Join(base, logs[0].uid)), nil
+	return nodedir.ConsoleLogPath(s.opts.Layout.KeptLogDir(vmUID, logs[0].uid)), nil
 }

@@ -18,7 +18,7 @@ import (
 // only the two newest instances' logs stay.
 func TestKeepConsoleLogKeepsTwoNewest(t *testing.T) {
 	a := New(Options{Layout: nodedir.Layout{Root: t.TempDir()}})
-	base := a.keptLogsDir("vm1")
+	base := a.opts.Layout.KeptLogsDir("vm1")
 	past := time.Now().Add(-time.Hour)
 	for i, uid := range []string{"u1", "u2", "u3"} {
 		rec := &state.VMI{UID: uid, Namespace: "ns", Name: "web", VMUID: "vm1", Dir: a.opts.Layout.VMIDir(uid)}

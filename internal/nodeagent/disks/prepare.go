@@ -92,7 +92,7 @@ func failed(err error) *Error { return &Error{Reason: ReasonPrepareFailed, Err: 
 // kept, since it holds the guest's writes. An error the VMI should show is
 // an *Error.
 func (p *Preparer) Prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
-	disksDir := filepath.Join(rec.Dir, "disks")
+	disksDir := nodedir.DisksDir(rec.Dir)
 	if err := nodedir.MkdirTraversable(disksDir); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", disksDir, err)
 	}

@@ -49,12 +49,12 @@ func TestPrepareWithQemuImg(t *testing.T) {
 			},
 		},
 	}
-	rec := &state.VMI{UID: "u1", Namespace: "default", Name: "vm", DomainName: "default_vm", Dir: filepath.Join(nodeDir, "vmis", "u1")}
+	rec := &state.VMI{UID: "u1", Namespace: "default", Name: "vm", DomainName: "default_vm", Dir: nodedir.Layout{Root: nodeDir}.VMIDir("u1")}
 	opts, err := a.Prepare(ctx, vmi, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.ConsoleLogPath != filepath.Join(rec.Dir, "console.log") {
+	if opts.ConsoleLogPath != nodedir.ConsoleLogPath(rec.Dir) {
 		t.Errorf("options %+v", opts)
 	}
 	if opts.KernelPath != filepath.Join(imageDir, "k/vmlinuz") || opts.InitrdPath != filepath.Join(imageDir, "k/initrd") || opts.KernelCmdline != "console=ttyS0" {
@@ -101,7 +101,7 @@ func TestPrepareWithQemuImg(t *testing.T) {
 
 	// A base image that is not there fails the preparation for good.
 	vmi.Spec.Volumes[0].Image.Name = "os/missing.img"
-	rec2 := &state.VMI{UID: "u2", Dir: filepath.Join(nodeDir, "vmis", "u2"), DomainName: "default_vm2"}
+	rec2 := &state.VMI{UID: "u2", Dir: nodedir.Layout{Root: nodeDir}.VMIDir("u2"), DomainName: "default_vm2"}
 	_, err = a.Prepare(ctx, vmi, rec2)
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Reason != ReasonPrepareFailed || pe.Retry {

@@ -21,11 +21,11 @@ import (
 // persistentPath is where a persistent volume lives: with its VM, so it
 // outlives instances, or with a bare VMI, whose lifetime it shares.
 func (p *Preparer) persistentPath(rec *state.VMI, volume string) string {
-	dir := filepath.Join(rec.Dir, "volumes")
+	dir := rec.Dir
 	if rec.VMUID != "" {
-		dir = filepath.Join(p.opts.Layout.VMDir(rec.VMUID), "volumes")
+		dir = p.opts.Layout.VMDir(rec.VMUID)
 	}
-	return filepath.Join(dir, filepath.Base(volume)+".qcow2")
+	return filepath.Join(nodedir.VolumesDir(dir), filepath.Base(volume)+".qcow2")
 }
 
 // persistentDisk provisions a persistent volume on first use (a
@@ -37,10 +37,8 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	path := p.persistentPath(rec, d.GetName())
 	src := diskSource(d)
 	src.Path, src.Format = path, "qcow2"
-	if rec.VMUID != "" {
-		if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
-			return nil, err
-		}
+	if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(path); err == nil {
 		return src, nil

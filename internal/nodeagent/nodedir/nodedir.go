@@ -4,13 +4,18 @@
 // that names a VM's directory, and the directory modes QEMU needs. The
 // disk and console rooms of the node agent both build on it.
 //
+//	<root>/state.db                  the agent's local database (package state)
 //	<root>/vmis/<vmi uid>/           one instance; removed when it ends
 //	    console.log[.N]              serial console, written by virtlogd
 //	    disks/                       overlays and seeds
+//	    volumes/                     persistent volumes of a VMI without a VM
 //	<root>/vms/<vm uid>/             a VM across its instances
 //	    vm.json                      which VM this is
 //	    volumes/                     persistent volumes
 //	    console/<vmi uid>/           console logs of ended instances
+//
+// Nothing else spells these names: the agent, its rooms and the tests
+// that look at a node's files all build paths here.
 package nodedir
 
 import (
@@ -40,6 +45,9 @@ type Layout struct {
 	Root string
 }
 
+// StateDBPath is the node agent's local database.
+func (l Layout) StateDBPath() string { return filepath.Join(l.Root, "state.db") }
+
 // VMIDir is where a VMI's files live. It is named by uid so a new VMI of
 // the same name never sees an old one's disks.
 func (l Layout) VMIDir(uid string) string { return filepath.Join(l.Root, "vmis", uid) }
@@ -52,14 +60,39 @@ func (l Layout) VMsDir() string { return filepath.Join(l.Root, "vms") }
 // removed when the VM is deleted.
 func (l Layout) VMDir(vmUID string) string { return filepath.Join(l.VMsDir(), vmUID) }
 
-// ConsoleLogPath is the serial console log of the VMI whose directory is
-// vmiDir: virtlogd appends the guest's serial output to it, and it goes
-// with the directory when the VMI ends.
-func ConsoleLogPath(vmiDir string) string { return filepath.Join(vmiDir, "console.log") }
+// KeptLogsDir holds the console logs of VM vmUID's ended instances, one
+// directory per VMI uid (KeptLogDir).
+func (l Layout) KeptLogsDir(vmUID string) string { return filepath.Join(l.VMDir(vmUID), "console") }
+
+// KeptLogDir holds the kept console log of VMI vmiUID of VM vmUID, under
+// the name ConsoleLogPath gives it.
+func (l Layout) KeptLogDir(vmUID, vmiUID string) string {
+	return filepath.Join(l.KeptLogsDir(vmUID), vmiUID)
+}
+
+// ConsoleLogPath is the serial console log in dir, a VMI's directory or
+// a kept log's (KeptLogDir): virtlogd appends the guest's serial output
+// to it in the VMI's directory, and it goes with that directory when the
+// VMI ends unless it is kept.
+func ConsoleLogPath(dir string) string { return filepath.Join(dir, "console.log") }
+
+// DisksDir holds the disk overlays and cloud-init seeds of the VMI whose
+// directory is vmiDir.
+func DisksDir(vmiDir string) string { return filepath.Join(vmiDir, "disks") }
+
+// VolumesDir holds the persistent volumes kept in dir: a VM's directory
+// (VMDir), where they outlive instances, or the directory of a VMI
+// without a VM, whose lifetime they share.
+func VolumesDir(dir string) string { return filepath.Join(dir, "volumes") }
 
 // EnsureVMDir creates the directory of VM vmUID (namespace/name) with
-// its vm.json, unless it has one.
+// its vm.json, unless it has one. A VMI without a VM (vmUID "") has no
+// VM directory: nothing is created, so that no vm.json ever lands in
+// VMsDir itself.
 func (l Layout) EnsureVMDir(vmUID, namespace, name string) error {
+	if vmUID == "" {
+		return nil
+	}
 	dir := l.VMDir(vmUID)
 	meta := filepath.Join(dir, VMMetaFile)
 	if _, err := os.Stat(meta); err == nil {

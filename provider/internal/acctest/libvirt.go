@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
@@ -124,7 +124,7 @@ func (h *libvirtHost) domainMemory(ctx context.Context, domain string) (int64, e
 // writes into the VMI's directory, shows marker, and returns its fields.
 func (h *libvirtHost) waitMarker(tb testing.TB, uid, marker string) map[string]string {
 	tb.Helper()
-	path := nodeagent.ConsoleLogPath(filepath.Join(h.nodeDir, "vmis", uid))
+	path := nodedir.ConsoleLogPath(nodedir.Layout{Root: h.nodeDir}.VMIDir(uid))
 	var fields map[string]string
 	testutil.EventuallyNoError(tb, GuestBootTimeout, fmt.Sprintf("%s on the console of VMI %s", marker, uid), func() error {
 		// The whole file each time: it is a few kB.
