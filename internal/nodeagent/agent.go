@@ -17,8 +17,19 @@
 // rest, each behind a narrow interface declared here: package console
 // serves consoles, package disks prepares a VMI's files and lists the
 // node's images, package nodedir lays out the node data directory, and
-// package state keeps the local database. Everything timed runs on
-// Options.Clock, so tests step a fake clock instead of sleeping.
+// package state keeps the local database.
+//
+// The agent reads and waits on Options.Clock for what it times itself:
+// the node lease and the launchers' leases, the launcher grace, the
+// slow-start window, the shutdown grace period, liveness pings and their
+// timeout, registration retries, and its periodic loops (heartbeats,
+// resync, VM directory collection, image listing, console reconnection
+// and log polling); tests step a fake clock instead of sleeping. Two
+// things run on real time: the work queue (controller.NewQueue) waits out
+// a pass's RequeueAfter and the per-key failure backoff on its own clock,
+// so a requeued VMI is handled again after real time (tests drive those
+// passes themselves), and call deadlines (Timing's timeouts but
+// PingTimeout) are context deadlines.
 package nodeagent
 
 import (
@@ -28,8 +39,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
@@ -44,9 +53,7 @@ import (
 
 // Agent is a node agent.
 type Agent struct {
-	opts   Options
-	timing Timing // opts.Timing, completed
-	clock  clock.WithTickerAndDelayedExecution
+	opts   Options // completed: defaults filled in
 	log    *slog.Logger
 	status vmiStatusWriter
 	nodes  NodeReporter
@@ -84,7 +91,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
 	a := &Agent{
-		opts: opts, timing: opts.Timing, clock: opts.Clock, status: opts.API.VMIs, nodes: opts.API.Nodes, vms: opts.API.VMs,
+		opts: opts, status: opts.API.VMIs, nodes: opts.API.Nodes, vms: opts.API.VMs,
 		log:         opts.Logger.With("component", "nodeagent", "node", opts.NodeName),
 		queue:       controller.NewQueue("nodeagent"),
 		launchers:   newLauncherTable(),
@@ -139,7 +146,7 @@ func (a *Agent) Close() error {
 	return err
 }
 
-func (a *Agent) now() time.Time { return a.clock.Now() }
+func (a *Agent) now() time.Time { return a.opts.Clock.Now() }
 
 // Run registers the node, reattaches to the launchers of an earlier run,
 // and handles VMIs until ctx ends. It then reports the node unschedulable
@@ -191,8 +198,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.enqueueAll()
 
 	goRun(func() { a.heartbeatLoop(ctx, interval) })
-	goRun(func() { a.every(ctx, a.timing.LivenessInterval, a.pingLaunchers) })
-	goRun(func() { a.every(ctx, a.timing.ResyncPeriod, func(context.Context) { a.enqueueAll() }) })
+	goRun(func() { a.every(ctx, a.opts.Timing.LivenessInterval, a.pingLaunchers) })
+	goRun(func() { a.every(ctx, a.opts.Timing.ResyncPeriod, func(context.Context) { a.enqueueAll() }) })
 	goRun(func() { a.console.Run(ctx) })
 	goRun(func() { a.vmDirGCLoop(ctx) })
 	a.log.Info("node agent running", "kvm", a.host.KVMUsable)
@@ -239,7 +246,7 @@ func (a *Agent) enqueueAll() {
 
 // every calls fn each period on the agent's clock until ctx ends.
 func (a *Agent) every(ctx context.Context, period time.Duration, fn func(context.Context)) {
-	t := a.clock.NewTicker(period)
+	t := a.opts.Clock.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {

@@ -39,7 +39,7 @@ func (c consoleInstances) SerialPty(ctx context.Context, rec *state.VMI) (string
 	if e == nil || e.uid != rec.UID || e.isDead() {
 		return "", errors.New("the instance's launcher is not connected")
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 	dom, err := e.client.GetDomain(cctx)
 	cancel()
 	if err != nil {

@@ -80,7 +80,7 @@ func (a *Agent) sync(ctx context.Context, key string, vmi *apiv1.VirtualMachineI
 		VMIExists:          vmi != nil,
 		VMIDeleting:        vmi.GetMetadata().GetDeletionTimestamp() != nil,
 		VMIFinal:           apiv1.IsFinal(phase),
-		VMIStarting:        phase == apiv1.PhaseScheduled && a.now().Sub(scheduledAt(vmi)) < a.timing.SlowStartWindow,
+		VMIStarting:        phase == apiv1.PhaseScheduled && a.now().Sub(scheduledAt(vmi)) < a.opts.Timing.SlowStartWindow,
 		DomainExists:       dom.GetExists(),
 		DomainAlive:        domainAlive(dom),
 		DomainNeverStarted: shutoffNeverStarted(dom),
@@ -130,7 +130,7 @@ func scheduledAt(vmi *apiv1.VirtualMachineInstance) time.Time {
 }
 
 func (a *Agent) getDomain(ctx context.Context, e *entry) (*launcherpb.DomainStatus, error) {
-	cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 	defer cancel()
 	d, err := e.client.GetDomain(cctx)
 	if err != nil {
@@ -153,8 +153,8 @@ func (a *Agent) launcherUnreachable(ctx context.Context, key string, vmi *apiv1.
 	}
 	since := a.markUnreachable(key)
 	down := a.now().Sub(since)
-	retry := controller.Result{RequeueAfter: a.timing.LivenessInterval}
-	if vmi == nil || apiv1.IsFinal(vmi.GetStatus().GetPhase()) || down < a.timing.LauncherGrace {
+	retry := controller.Result{RequeueAfter: a.opts.Timing.LivenessInterval}
+	if vmi == nil || apiv1.IsFinal(vmi.GetStatus().GetPhase()) || down < a.opts.Timing.LauncherGrace {
 		a.log.Info("launcher unreachable; retrying", "vmi", key, "for", down.Round(time.Second), "err", cause)
 		return retry, nil
 	}
@@ -201,7 +201,7 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 				return controller.Result{}, err
 			}
 		}
-		sctx, cancel := context.WithTimeout(ctx, a.timing.SyncTimeout)
+		sctx, cancel := context.WithTimeout(ctx, a.opts.Timing.SyncTimeout)
 		dom, err = e.client.Sync(sctx, vmi, opts)
 		cancel()
 		if err != nil {
@@ -275,7 +275,7 @@ func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) *state.VMI {
 // reflectPause applies the VMI's desired pause state to the domain.
 func (a *Agent) reflectPause(ctx context.Context, vmi *apiv1.VirtualMachineInstance, e *entry, dom *launcherpb.DomainStatus) (*launcherpb.DomainStatus, error) {
 	want := vmi.GetSpec().GetPaused()
-	cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 	defer cancel()
 	switch {
 	case want && dom.GetState() == stateRunning:

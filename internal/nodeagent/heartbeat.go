@@ -94,7 +94,7 @@ func (a *Agent) firstHeartbeat(ctx context.Context) (time.Duration, error) {
 }
 
 func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
-	t := a.clock.NewTimer(interval)
+	t := a.opts.Clock.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -151,7 +151,7 @@ func (a *Agent) renewLease(ctx context.Context, e *entry) error {
 	if left <= 0 {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, min(a.timing.CallTimeout, left))
+	cctx, cancel := context.WithTimeout(ctx, min(a.opts.Timing.CallTimeout, left))
 	defer cancel()
 	return e.client.RenewLease(cctx, left)
 }
@@ -166,7 +166,7 @@ func (a *Agent) selfFence(ctx context.Context, why string) {
 			continue
 		}
 		a.log.Warn("self-fencing: destroying domain", "vmi", e.key, "why", why)
-		cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 		if _, err := e.client.Kill(cctx); err != nil {
 			a.log.Error("self-fencing kill failed", "vmi", e.key, "err", err)
 		}

@@ -130,7 +130,7 @@ func (a *Agent) ensureLauncher(ctx context.Context, vmi *apiv1.VirtualMachineIns
 		// when the launcher does not answer.
 		a.launchers.remove(e)
 		e.stopWatching()
-		sctx, cancel := context.WithTimeout(ctx, a.timing.ReattachTimeout)
+		sctx, cancel := context.WithTimeout(ctx, a.opts.Timing.ReattachTimeout)
 		if err := e.client.Stop(sctx); err != nil {
 			a.log.Warn("stopping an unreachable launcher failed", "vmi", key, "err", err)
 		}
@@ -139,7 +139,7 @@ func (a *Agent) ensureLauncher(ctx context.Context, vmi *apiv1.VirtualMachineIns
 	}
 
 	if rec.HasLauncher() && !a.launchers.isGone(rec.Handle) {
-		rctx, cancel := context.WithTimeout(ctx, a.timing.ReattachTimeout)
+		rctx, cancel := context.WithTimeout(ctx, a.opts.Timing.ReattachTimeout)
 		c, err := a.opts.Launchers.Reattach(rctx, rec.Handle)
 		cancel()
 		if err == nil {
@@ -182,7 +182,7 @@ func (a *Agent) endOldLaunchers(ctx context.Context, rec *state.VMI, old *entry)
 		handles = append(handles, old.handle)
 	}
 	for _, h := range handles {
-		kctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+		kctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 		err := a.opts.Launchers.KillLauncher(kctx, h)
 		cancel()
 		if err != nil {
@@ -266,7 +266,7 @@ func (a *Agent) pingLaunchers(ctx context.Context) {
 			// that clock without an answer.
 			pctx, cancel := context.WithCancel(ctx)
 			defer cancel()
-			timeout := a.clock.AfterFunc(a.timing.PingTimeout, cancel)
+			timeout := a.opts.Clock.AfterFunc(a.opts.Timing.PingTimeout, cancel)
 			defer timeout.Stop()
 			if err := e.client.Ping(pctx); err != nil && ctx.Err() == nil {
 				a.markDead(e, fmt.Errorf("ping: %w", err))

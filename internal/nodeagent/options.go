@@ -95,7 +95,8 @@ type Timing struct {
 	// for; default DefaultVMDirGCPeriod.
 	VMDirGCPeriod time.Duration
 	// ImageRefreshPeriod is how often ImageDir is looked at for the
-	// node's image list; default disks.DefaultImageRefreshPeriod.
+	// node's image list; zero leaves the image inventory's default
+	// (disks.DefaultImageRefreshPeriod).
 	ImageRefreshPeriod time.Duration
 }
 
@@ -106,7 +107,6 @@ func (t *Timing) complete() {
 	setDefault(&t.LauncherGrace, DefaultLauncherGrace)
 	setDefault(&t.ACPIInterval, DefaultACPIInterval)
 	setDefault(&t.SlowStartWindow, DefaultSlowStartWindow)
-	setDefault(&t.ImageRefreshPeriod, disks.DefaultImageRefreshPeriod)
 	setDefault(&t.ReattachTimeout, 2*time.Second)
 	setDefault(&t.CallTimeout, 10*time.Second)
 	setDefault(&t.SyncTimeout, 2*time.Minute)
@@ -150,11 +150,12 @@ type Options struct {
 	Workers int
 	Timing  Timing
 
-	// Clock times everything the agent does by the clock: leases, the
-	// launcher grace and pings, shutdown, backoff and its loops; the real
-	// clock when nil. Lease arithmetic uses its monotonic reading.
-	// Deadlines of calls (Timing's timeouts but PingTimeout) are real
-	// time.
+	// Clock times what the agent times itself (see the package doc):
+	// leases, the launcher grace and pings, the shutdown grace period,
+	// registration retries and its loops; the real clock when nil. Lease
+	// arithmetic uses its monotonic reading. The work queue's requeues
+	// and backoff, and deadlines of calls (Timing's timeouts but
+	// PingTimeout), are real time.
 	Clock  clock.WithTickerAndDelayedExecution
 	Logger *slog.Logger
 }

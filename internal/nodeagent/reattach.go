@@ -22,7 +22,7 @@ func (a *Agent) restore(ctx context.Context) error {
 		if !rec.HasLauncher() {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, a.timing.ReattachTimeout)
+		rctx, cancel := context.WithTimeout(ctx, a.opts.Timing.ReattachTimeout)
 		c, err := a.opts.Launchers.Reattach(rctx, rec.Handle)
 		cancel()
 		if err != nil {
@@ -66,7 +66,7 @@ func (a *Agent) fenceIfLeaseExpired(ctx context.Context) {
 			a.log.Error("fencing: no launcher", "vmi", rec.Key(), "err", err)
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 		if _, err := e.client.Kill(cctx); err != nil {
 			a.log.Error("fencing: kill failed", "vmi", rec.Key(), "err", err)
 		}
@@ -127,7 +127,7 @@ func (a *Agent) destroyOrphan(ctx context.Context, d launcher.DomainInfo) error 
 	if err != nil {
 		return fmt.Errorf("launching: %w", err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 	defer cancel()
 	defer func() {
 		if err := c.Stop(cctx); err != nil {

@@ -94,7 +94,7 @@ func retry(ctx context.Context, a *Agent, what string, fn func() error) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", what, err)
-		case <-a.clock.After(backoff):
+		case <-a.opts.Clock.After(backoff):
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}

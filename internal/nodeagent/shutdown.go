@@ -44,7 +44,7 @@ func (a *Agent) shutdown(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	if !now.Before(deadline) {
 		return a.kill(ctx, vmi, e, "grace period expired")
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 	_, err := e.client.Shutdown(cctx)
 	cancel()
 	if err != nil {
@@ -55,11 +55,11 @@ func (a *Agent) shutdown(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	} else {
 		a.log.Info("shutting down guest", "vmi", e.key, "grace_left", deadline.Sub(now).Round(time.Second))
 	}
-	return controller.Result{RequeueAfter: min(a.timing.ACPIInterval, deadline.Sub(now))}, nil
+	return controller.Result{RequeueAfter: min(a.opts.Timing.ACPIInterval, deadline.Sub(now))}, nil
 }
 
 func (a *Agent) kill(ctx context.Context, vmi *apiv1.VirtualMachineInstance, e *entry, why string) (controller.Result, error) {
-	cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 	_, err := e.client.Kill(cctx)
 	cancel()
 	if err != nil {
@@ -97,7 +97,7 @@ func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineI
 	}
 	key := rec.Key()
 	if e != nil {
-		cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 		defer cancel()
 		if dom.GetExists() {
 			if dom.GetState() != stateShutoff {

@@ -32,7 +32,7 @@ func (a *Agent) kickVMDirGC() {
 }
 
 func (a *Agent) vmDirGCLoop(ctx context.Context) {
-	t := a.clock.NewTicker(a.timing.VMDirGCPeriod)
+	t := a.opts.Clock.NewTicker(a.opts.Timing.VMDirGCPeriod)
 	defer t.Stop()
 	a.gcVMDirs(ctx)
 	for {
@@ -44,7 +44,7 @@ func (a *Agent) vmDirGCLoop(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 				return
-			case <-a.clock.After(vmDirGCDelay):
+			case <-a.opts.Clock.After(vmDirGCDelay):
 			}
 		}
 		a.gcVMDirs(ctx)
@@ -95,7 +95,7 @@ func (a *Agent) gcVMDirs(ctx context.Context) {
 }
 
 func (a *Agent) vmGone(ctx context.Context, m nodedir.VMMeta) bool {
-	cctx, cancel := context.WithTimeout(ctx, a.timing.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 	defer cancel()
 	vm, err := a.vms.Get(cctx, &apiv1.GetVirtualMachineRequest{Key: &apiv1.ObjectKey{Namespace: m.Namespace, Name: m.Name}})
 	switch {

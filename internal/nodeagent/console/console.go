@@ -57,8 +57,9 @@ type Options struct {
 	API       API
 	Instances Instances
 	Layout    nodedir.Layout
-	// Clock times reconnection backoff and log polling; the real clock
-	// when nil.
+	// Clock times reconnection backoff, log polling and the wait (at
+	// most 5 s) for the API to end a session's stream after the node
+	// half-closed it; the real clock when nil.
 	Clock  clock.WithTicker
 	Logger *slog.Logger
 }
