@@ -85,14 +85,14 @@ func TestNewValidatesOptions(t *testing.T) {
 		"no data dir":        func(o *Options) { o.NodeDataDir = "" },
 		"relative image dir": func(o *Options) { o.ImageDir = "images" },
 	} {
-		o := h.options(true)
+		o := h.options()
 		mod(&o)
 		if _, err := New(o); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
 	// Without a State the bolt database is opened in the node data dir.
-	o := h.options(true)
+	o := h.options()
 	o.State = nil
 	a, err := New(o)
 	if err != nil {

@@ -41,9 +41,13 @@ type fakeVMIs struct {
 	writes  []*apiv1.VirtualMachineInstanceStatus // accepted status writes
 	updates int                                   // UpdateStatus calls
 	gets    int                                   // Get calls
+	// tl notes accepted status writes ("status:<phase>").
+	tl *timeline
 }
 
-func newFakeVMIs() *fakeVMIs { return &fakeVMIs{vmis: map[string]*apiv1.VirtualMachineInstance{}} }
+func newFakeVMIs(tl *timeline) *fakeVMIs {
+	return &fakeVMIs{vmis: map[string]*apiv1.VirtualMachineInstance{}, tl: tl}
+}
 
 // put stores v as a write would: a new resource version, and a uid for a
 // new object.
@@ -91,6 +95,7 @@ func (f *fakeVMIs) UpdateStatus(_ context.Context, in *apiv1.UpdateVirtualMachin
 	next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
 	next.Status = proto.Clone(want.GetStatus()).(*apiv1.VirtualMachineInstanceStatus)
 	f.writes = append(f.writes, proto.Clone(next.Status).(*apiv1.VirtualMachineInstanceStatus))
+	f.tl.add("status:" + next.GetStatus().GetPhase())
 	return f.putLocked(next), nil
 }
 
@@ -113,26 +118,32 @@ func (f *fakeVMIs) counts() (updates, gets int) {
 }
 
 // unit is an agent on fakes whose reconciles the test drives; its cache
-// holds what the test filled in.
+// holds what the test filled in. Its timeline has the fake launcher's
+// calls, the state puts and the accepted status writes, in order.
 type unit struct {
-	t     *testing.T
-	a     *Agent
-	vmis  *fakeVMIs
-	fake  *fake.Manager
-	db    *state.MemDB
-	clock *clocktesting.FakeClock
+	t        *testing.T
+	a        *Agent
+	vmis     *fakeVMIs
+	fake     *fake.Manager
+	db       *state.MemDB
+	clock    *clocktesting.FakeClock
+	tl       *timeline
+	imageDir string
 }
 
 func newUnit(t *testing.T) *unit {
 	t.Helper()
-	u := &unit{t: t, vmis: newFakeVMIs(), fake: fake.New(), db: state.NewMemDB(), clock: clocktesting.NewFakeClock(time.Now())}
+	tl := &timeline{}
+	u := &unit{t: t, vmis: newFakeVMIs(tl), fake: fake.New(), db: state.NewMemDB(), clock: clocktesting.NewFakeClock(time.Now()),
+		tl: tl, imageDir: t.TempDir()}
+	tl.follow(u.fake, u.db)
 	a, err := New(Options{
 		NodeName: testNode,
 		// Registration, heartbeats and the VM directory collector do not
 		// run in unit tests.
 		API:       API{VMIs: u.vmis, Nodes: struct{ NodeReporter }{}, VMs: struct{ VMReader }{}},
 		Launchers: u.fake, Tools: fakeTools{u.fake}, Images: fakeImages{},
-		State: u.db, NodeDataDir: t.TempDir(), ImageDir: t.TempDir(),
+		State: u.db, NodeDataDir: t.TempDir(), ImageDir: u.imageDir,
 		Host:   &HostFacts{Hostname: "host1", CPUs: 4, MemoryBytes: 8 << 30},
 		Clock:  u.clock,
 		Logger: testLogger(t),

@@ -3,74 +3,12 @@ package nodeagent
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
-
-// Starting a VMI: record, launch, save the handle, sync, and only then
-// report Running (Nomad: persist the handle before reporting running).
-func TestStartPersistsHandleBeforeRunning(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	writeFile(t, filepath.Join(h.imageDir, "base.img"))
-	h.createVMI("web", withImageDisk("root", "base.img"))
-	h.reconcile(a, "web")
-
-	ev := h.tl.events()
-	launch, put, sync, running := h.tl.index("launcher:Launch"), h.tl.index("put:handle=true"), h.tl.index("launcher:Sync"), h.tl.index("status:Running")
-	if launch < 0 || put < 0 || sync < 0 || running < 0 {
-		t.Fatalf("missing steps in %v", ev)
-	}
-	if !(h.tl.index("put:handle=false") < launch && launch < put && put < sync && sync < running) {
-		t.Fatalf("want record, Launch, handle saved, Sync, Running in that order; got %v", ev)
-	}
-
-	v := h.getVMI("web")
-	st := v.GetStatus()
-	if st.Phase != apiv1.PhaseRunning {
-		t.Fatalf("phase %s", st.Phase)
-	}
-	d, ok := h.fake.Domain(domainOf("web"))
-	if !ok || d.State != fake.StateRunning || d.VMIUID != v.Metadata.Uid || d.Starts != 1 {
-		t.Fatalf("domain %+v", d)
-	}
-	if st.DomainUuid != d.UUID {
-		t.Errorf("domain_uuid %q, want %q", st.DomainUuid, d.UUID)
-	}
-	if c := apiv1.FindCondition(st.Conditions, apiv1.ConditionReady); c.GetStatus() != apiv1.ConditionTrue {
-		t.Errorf("Ready condition %v", c)
-	}
-	if c := apiv1.FindCondition(st.Conditions, apiv1.ConditionSoftwareEmulation); c.GetStatus() != apiv1.ConditionTrue {
-		t.Errorf("SoftwareEmulation condition %v (no KVM on this host)", c)
-	}
-	last := st.PhaseTransitionTimestamps[len(st.PhaseTransitionTimestamps)-1]
-	if last.Phase != apiv1.PhaseRunning || last.Time == nil {
-		t.Errorf("no Running transition timestamp: %v", st.PhaseTransitionTimestamps)
-	}
-	rec := h.record("web")
-	if rec == nil || rec.Handle.Pid == 0 || rec.DomainName != "default_web" || rec.GracePeriodSeconds != 30 ||
-		rec.NodeFailurePolicy != apiv1.NodeFailurePolicyWait {
-		t.Fatalf("record %+v", rec)
-	}
-	if _, err := os.Stat(filepath.Join(nodedir.DisksDir(rec.Dir), "root.qcow2")); err != nil {
-		t.Errorf("overlay: %v", err)
-	}
-
-	// A second pass writes nothing and syncs nothing.
-	writes := strings.Count(strings.Join(h.tl.events(), " "), "status:")
-	h.reconcile(a, "web")
-	if got := strings.Count(strings.Join(h.tl.events(), " "), "status:"); got != writes {
-		t.Errorf("an unchanged VMI was written again (%d → %d status writes)", writes, got)
-	}
-	if n := h.fake.Count("Sync"); n != 1 {
-		t.Errorf("Sync called %d times", n)
-	}
-}
 
 // A kernel file that is not there: libvirt's message ends up on the VMI,
 // which fails instead of hanging in Scheduled, and the domain is removed.

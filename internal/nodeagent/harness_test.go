@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks/diskstest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
@@ -39,6 +39,10 @@ const testNode = "node1"
 // waitTimeout bounds every wait for the agent: generous, for a loaded
 // two-core machine under -race; a passing test never waits it out.
 const waitTimeout = 30 * time.Second
+
+// stopTimeout bounds an agent's stop, which waits for all it runs (the
+// handler, its loops, an image listing under way) to end.
+const stopTimeout = 20 * time.Second
 
 // timeline records what happened, across the fake launcher, the state
 // database and the API, in order.
@@ -57,6 +61,13 @@ func (t *timeline) events() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return append([]string(nil), t.ev...)
+}
+
+// follow notes the fake launcher's calls ("launcher:<op>") and the state
+// database's puts ("put:handle=<has launcher>").
+func (t *timeline) follow(m *fake.Manager, db *state.MemDB) {
+	m.OnCall = func(c fake.Call) { t.add("launcher:" + c.Op) }
+	db.OnPut = func(r *state.VMI) { t.add(fmt.Sprintf("put:handle=%v", r.HasLauncher())) }
 }
 
 // index returns the position of the first event with prefix, or -1.
@@ -167,8 +178,7 @@ func newHarness(t *testing.T, ho ...harnessOptions) *harness {
 	h := &harness{t: t, ctx: ctx, stores: stores, fake: fake.New(), db: state.NewMemDB(), clock: clocktesting.NewFakeClock(time.Now()),
 		tl: &timeline{}, nodeDir: t.TempDir(), imageDir: t.TempDir()}
 	h.api = &client.Client{VMs: c.VMs, VMIs: recordingVMIs{c.VMIs, h.tl}, Nodes: recordingNodes{c.Nodes, h.tl}, Consoles: c.Consoles, Conn: c.Conn}
-	h.fake.OnCall = func(c fake.Call) { h.tl.add("launcher:" + c.Op) }
-	h.db.OnPut = func(r *state.VMI) { h.tl.add(fmt.Sprintf("put:handle=%v", r.HasLauncher())) }
+	h.tl.follow(h.fake, h.db)
 	return h
 }
 
@@ -179,9 +189,10 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// options are the agent options of the harness; fake clock unless real.
-func (h *harness) options(realClock bool) Options {
-	o := Options{
+// options are the agent options of the harness, on the real clock; the
+// onFakeClock mod puts an agent on the harness's fake clock.
+func (h *harness) options() Options {
+	return Options{
 		NodeName: testNode, API: API{VMIs: h.api.VMIs, Nodes: h.api.Nodes, VMs: h.api.VMs, Consoles: h.api.Consoles},
 		Launchers: h.fake, Tools: fakeTools{h.fake}, Images: fakeImages{},
 		State: h.db, NodeDataDir: h.nodeDir, ImageDir: h.imageDir,
@@ -196,17 +207,12 @@ func (h *harness) options(realClock bool) Options {
 		},
 		Logger: testLogger(h.t),
 	}
-	if !realClock {
-		o.Clock = h.clock
-	}
-	return o
 }
 
-// directAgent is an agent whose reconciles the test drives itself: its
-// informer runs and its lease is valid, nothing else does.
-func (h *harness) directAgent(mod ...func(*Options)) *Agent {
+// newAgent is an agent with the harness's options, changed by mod.
+func (h *harness) newAgent(mod ...func(*Options)) *Agent {
 	h.t.Helper()
-	o := h.options(false)
+	o := h.options()
 	for _, m := range mod {
 		m(&o)
 	}
@@ -214,6 +220,15 @@ func (h *harness) directAgent(mod ...func(*Options)) *Agent {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return a
+}
+
+// directAgent is an agent on the fake clock whose reconciles the test
+// drives itself: its informer runs and its lease is valid, nothing else
+// does.
+func (h *harness) directAgent(mod ...func(*Options)) *Agent {
+	h.t.Helper()
+	a := h.newAgent(append([]func(*Options){h.onFakeClock}, mod...)...)
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); a.vmis.Run(ctx) }()
@@ -234,21 +249,30 @@ func (h *harness) directAgent(mod ...func(*Options)) *Agent {
 }
 
 // onFakeClock runs an agent on the harness's fake clock: its loops
-// (liveness, heartbeats, resync) wait for the test to step it.
+// (liveness, heartbeats, resync, image listing) wait for the test to step
+// it.
 func (h *harness) onFakeClock(o *Options) { o.Clock = h.clock }
 
-// runAgent runs a full agent (real clock unless a mod says otherwise)
-// until the returned stop is called or the test ends.
+// stepUntil steps the fake clock by step until cond holds: for what an
+// agent does on that clock (a loop's period, a timer) however many steps
+// it takes, since a step before the agent waits moves nothing.
+func (h *harness) stepUntil(step time.Duration, what string, cond func() bool) {
+	h.t.Helper()
+	testutil.Eventually(h.t, waitTimeout, what, func() bool {
+		if cond() {
+			return true
+		}
+		h.clock.Step(step)
+		return false
+	})
+}
+
+// runAgent runs a full agent (on the real clock unless a mod says
+// otherwise, such as onFakeClock) until the returned stop is called or
+// the test ends.
 func (h *harness) runAgent(mod ...func(*Options)) (a *Agent, stop func()) {
 	h.t.Helper()
-	o := h.options(true)
-	for _, m := range mod {
-		m(&o)
-	}
-	a, err := New(o)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	a = h.newAgent(mod...)
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
@@ -261,7 +285,7 @@ func (h *harness) runAgent(mod ...func(*Options)) (a *Agent, stop func()) {
 				if err != nil {
 					h.t.Errorf("agent Run: %v", err)
 				}
-			case <-time.After(20 * time.Second):
+			case <-time.After(stopTimeout):
 				h.t.Error("agent did not stop")
 			}
 		})
@@ -416,17 +440,9 @@ func (h *harness) layout() nodedir.Layout { return nodedir.Layout{Root: h.nodeDi
 
 func domainOf(name string) string { return apiv1.DomainName("default", name) }
 
+// writeFile puts a one-byte file at path: an image or a device node that
+// only has to exist.
 func writeFile(t *testing.T, path string) {
 	t.Helper()
-	writeFileData(t, path, []byte("x"))
-}
-
-func writeFileData(t *testing.T, path string, data []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	diskstest.WriteFile(t, path, []byte("x"))
 }

@@ -1,8 +1,13 @@
 package nodeagent
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
@@ -131,5 +136,91 @@ func TestSelfFenceAtLeaseExpiry(t *testing.T) {
 	}
 	if a.lease.expiredUnfenced(h.clock.Now()) {
 		t.Error("the same expiry fenced twice")
+	}
+}
+
+// beatRecorder is the node service as heartbeats use it: it accepts every
+// beat and keeps the image list each carried (nil for none).
+type beatRecorder struct {
+	NodeReporter // registration is not called by the heartbeat loop
+	mu           sync.Mutex
+	beats        []*apiv1.NodeImageList
+}
+
+func (b *beatRecorder) Heartbeat(_ context.Context, in *apiv1.HeartbeatRequest, _ ...grpc.CallOption) (*apiv1.HeartbeatResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.beats = append(b.beats, in.GetImages())
+	return &apiv1.HeartbeatResponse{LeaseDurationSeconds: 40, HeartbeatIntervalSeconds: 3600}, nil
+}
+
+func (b *beatRecorder) carried() []*apiv1.NodeImageList {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]*apiv1.NodeImageList(nil), b.beats...)
+}
+
+// handedImages is the image inventory as the heartbeat loop uses it, with
+// the pending list set by the test. Its Changed channel is unbuffered, so
+// a wake-up sent has been taken by the loop, and the next one is taken
+// only once the loop handled it.
+type handedImages struct {
+	imageList // listing and registration are not called by the loop
+	changed   chan struct{}
+	mu        sync.Mutex
+	pending   *apiv1.NodeImageList
+}
+
+func (h *handedImages) Changed() <-chan struct{} { return h.changed }
+
+func (h *handedImages) setPending(l *apiv1.NodeImageList) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pending = l
+}
+
+func (h *handedImages) Pending() *apiv1.NodeImageList {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.pending
+}
+
+func (h *handedImages) MarkSent(l *apiv1.NodeImageList) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if proto.Equal(l, h.pending) {
+		h.pending = nil
+	}
+}
+
+// The heartbeat loop beats early when the image inventory has a new list
+// pending, once; a wake-up with nothing pending (a listing equal to what
+// the server has) costs no beat. Its regular beat, an hour away on the
+// fake clock, never comes.
+func TestHeartbeatLoopBeatsEarlyForAPendingList(t *testing.T) {
+	u := newUnit(t)
+	nodes := &beatRecorder{}
+	imgs := &handedImages{changed: make(chan struct{})}
+	u.a.nodes, u.a.images = nodes, imgs
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); u.a.heartbeatLoop(ctx, time.Hour) }()
+	defer func() { cancel(); <-done }()
+	// Returns once the loop took the wake-up, so the one before it is
+	// handled.
+	wake := func() { imgs.changed <- struct{}{} }
+
+	wake()
+	wake()
+	if b := nodes.carried(); len(b) != 0 {
+		t.Fatalf("%d beats with nothing pending", len(b))
+	}
+	l := &apiv1.NodeImageList{Items: []*apiv1.NodeImage{{Name: "new.raw"}}}
+	imgs.setPending(l)
+	wake() // the early beat
+	wake() // sent: nothing pending
+	wake()
+	if b := nodes.carried(); len(b) != 1 || !proto.Equal(b[0], l) {
+		t.Fatalf("beats carried %v; want one, with the pending list", b)
 	}
 }

@@ -2,12 +2,8 @@ package nodeagent
 
 import (
 	"context"
-	"crypto/sha256"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,25 +11,9 @@ import (
 	"google.golang.org/grpc"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks/diskstest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
-
-// needQemuImg skips tests that list images: imagestore reads them with
-// qemu-img.
-func needQemuImg(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img not installed (Debian package qemu-utils)")
-	}
-}
-
-func nodeImageNames(items []*apiv1.NodeImage) string {
-	names := make([]string, len(items))
-	for i, img := range items {
-		names[i] = img.GetName()
-	}
-	return strings.Join(names, " ")
-}
 
 // recordingHeartbeats keeps the image lists heartbeats carried (nil for
 // none) and counts registrations.
@@ -76,80 +56,100 @@ func (r *recordingHeartbeats) withImages() ([]*apiv1.NodeImageList, int) {
 }
 
 // The agent registers with its images; a changed list goes out with an
-// early heartbeat, once, and an unchanged one costs no beat at all.
+// early heartbeat, once, and unchanged listings cost no beat (the
+// heartbeat loop's side of that: TestHeartbeatLoopBeatsEarlyForAPendingList;
+// the inventory's: disks.TestImageRefresh). On the fake clock, stepped a
+// refresh period at a time, the regular beat never comes.
 func TestImagesRegisteredAndSentOnChange(t *testing.T) {
-	needQemuImg(t)
-	// Regular beats are too far apart to matter here.
-	h := newHarness(t, harnessOptions{heartbeatInterval: time.Minute})
+	diskstest.NeedQemuImg(t)
+	const refresh = time.Second
+	h := newHarness(t, harnessOptions{heartbeatInterval: time.Hour})
 	rec := &recordingHeartbeats{NodesClient: h.api.Nodes}
 	h.api.Nodes = rec
-	writeFileData(t, filepath.Join(h.imageDir, "disk.raw"), make([]byte, 8192))
-	h.runAgent(func(o *Options) { o.Timing.ImageRefreshPeriod = 50 * time.Millisecond })
+	diskstest.WriteFile(t, filepath.Join(h.imageDir, "disk.raw"), make([]byte, 8192))
+	h.runAgent(h.onFakeClock, func(o *Options) { o.Timing.ImageRefreshPeriod = refresh })
 	storedImages := func() string {
 		n, err := h.stores.Nodes.Get(h.ctx, "", testNode)
 		if err != nil {
 			return ""
 		}
-		return nodeImageNames(n.GetStatus().GetImages())
+		return diskstest.ImageNames(n.GetStatus().GetImages())
 	}
+	// The first listing runs at once: registration needs no step.
 	testutil.Eventually(t, waitTimeout, "node registered with its image", func() bool { return storedImages() == "disk.raw" })
 	rec.mu.Lock()
 	registered := rec.registered
 	rec.mu.Unlock()
-	if len(registered) != 1 || registered[0].GetSha256() != fmt.Sprintf("%x", sha256.Sum256(make([]byte, 8192))) {
+	if len(registered) != 1 || registered[0].GetSha256() != diskstest.SHA256(make([]byte, 8192)) {
 		t.Errorf("registered with %v", registered)
 	}
 	testutil.Eventually(t, waitTimeout, "first heartbeat", func() bool { _, n := rec.withImages(); return n >= 1 })
 
-	writeFileData(t, filepath.Join(h.imageDir, "vmlinuz"), []byte("kernel"))
-	testutil.Eventually(t, waitTimeout, "new image stored long before the next regular heartbeat", func() bool { return storedImages() == "disk.raw vmlinuz" })
-	testutil.Consistently(t, 10*50*time.Millisecond, "no heartbeat while no new list is pending", func() bool {
-		_, beats := rec.withImages()
-		return beats == 2
-	})
+	// New images appear whole (renamed into place), as a listing may run
+	// at any step.
+	aside := t.TempDir()
+	place := func(name string, data []byte) {
+		diskstest.WriteFile(t, filepath.Join(aside, name), data)
+		if err := os.Rename(filepath.Join(aside, name), filepath.Join(h.imageDir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	place("vmlinuz", []byte("kernel"))
+	sentLists := func() int { sent, _ := rec.withImages(); return len(sent) }
+	h.stepUntil(refresh, "the new image sent long before the next regular heartbeat", func() bool { return sentLists() == 1 })
+	if got := storedImages(); got != "disk.raw vmlinuz" {
+		t.Fatalf("stored images %q", got)
+	}
+	// The clock moves on over listings of the unchanged directory, then
+	// the directory changes once more. The inventory lists in order, so
+	// once that change is sent every earlier listing is done, and none
+	// of them may have cost a beat.
+	for range 5 {
+		h.clock.Step(refresh)
+	}
+	place("z.raw", make([]byte, 4096))
+	h.stepUntil(refresh, "the second new image sent", func() bool { return sentLists() == 2 })
 	sent, beats := rec.withImages()
-	if beats != 2 || len(sent) != 1 || nodeImageNames(sent[0].GetItems()) != "disk.raw vmlinuz" {
-		t.Fatalf("%d heartbeats carried %d lists; want the first without one, then one early beat with the changed list", beats, len(sent))
+	if beats != 3 || diskstest.ImageNames(sent[0].GetItems()) != "disk.raw vmlinuz" ||
+		diskstest.ImageNames(sent[1].GetItems()) != "disk.raw vmlinuz z.raw" || storedImages() != "disk.raw vmlinuz z.raw" {
+		t.Fatalf("%d heartbeats carried %d lists; want the first without one, then one early beat per changed list", beats, len(sent))
 	}
 }
 
 // Hashing a large new image holds up neither registration (beyond
-// registerImageWait) nor heartbeats, and stopping the agent stops it.
+// registerImageWait on the agent's clock: disks.TestForRegister) nor
+// heartbeats, and stopping the agent stops it.
 func TestHashingDoesNotDelayHeartbeats(t *testing.T) {
-	needQemuImg(t)
+	diskstest.NeedQemuImg(t)
 	if testing.Short() {
-		t.Skip("hashes for several seconds")
+		t.Skip("hashes until the agent stops")
 	}
 	h := newHarness(t, harnessOptions{heartbeatInterval: time.Second})
 	rec := &recordingHeartbeats{NodesClient: h.api.Nodes}
 	h.api.Nodes = rec
-	// Sparse: nothing is written, but hashing reads 64 GiB of zeros,
-	// far longer than the test runs.
+	// Sparse: nothing is written, but hashing reads 1 TiB of zeros,
+	// which takes many minutes: the listing never ends while the test
+	// runs, and an agent whose stop did not end it would outlast
+	// stopTimeout.
 	f, err := os.Create(filepath.Join(h.imageDir, "huge.raw"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Truncate(64 << 30); err != nil {
-		t.Skipf("no sparse 64 GiB file here: %v", err)
+	if err := f.Truncate(1 << 40); err != nil {
+		t.Skipf("no sparse 1 TiB file here: %v", err)
 	}
 	f.Close()
-	start := time.Now()
-	_, stop := h.runAgent()
-	testutil.Eventually(t, waitTimeout, "registered", func() bool {
+	_, stop := h.runAgent(h.onFakeClock)
+	h.stepUntil(time.Second, "registered while hashing", func() bool {
 		_, err := h.stores.Nodes.Get(h.ctx, "", testNode)
 		return err == nil
 	})
-	if took := time.Since(start); took > registerImageWait+3*time.Second {
-		t.Errorf("registration took %v while hashing", took)
-	}
-	testutil.Eventually(t, waitTimeout, "three heartbeats while hashing", func() bool { _, n := rec.withImages(); return n >= 3 })
+	h.stepUntil(time.Second, "three heartbeats while hashing", func() bool { _, n := rec.withImages(); return n >= 3 })
 	n, _ := h.stores.Nodes.Get(h.ctx, "", testNode)
 	if len(n.GetStatus().GetImages()) != 0 {
 		t.Errorf("images reported before hashing finished: %v", n.Status.Images)
 	}
-	stopped := time.Now()
+	// Run returns only once the inventory's listing returned: stop fails
+	// the test if that takes longer than stopTimeout.
 	stop()
-	if took := time.Since(stopped); took > 5*time.Second {
-		t.Errorf("stopping took %v: hashing did not stop with the agent", took)
-	}
 }

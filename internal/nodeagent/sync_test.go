@@ -2,12 +2,15 @@ package nodeagent
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
@@ -49,25 +52,62 @@ func TestSlowStartWindow(t *testing.T) {
 	}
 }
 
-// Starting writes Running once, with the domain's facts, and a pass that
-// finds nothing changed writes nothing.
-func TestStartWritesRunningOnce(t *testing.T) {
+// Starting a VMI: record, launch, save the handle, sync, and only then
+// report Running (Nomad: persist the handle before reporting running),
+// with the domain's facts, once: a pass that finds nothing changed writes
+// and syncs nothing.
+func TestStartPersistsHandleBeforeRunning(t *testing.T) {
 	u := newUnit(t)
-	u.create("r")
-	u.mustReconcile("r")
-	u.mustReconcile("r")
-	if len(u.vmis.writes) != 1 {
-		t.Fatalf("%d status writes, want 1: %v", len(u.vmis.writes), u.vmis.writes)
+	writeFile(t, filepath.Join(u.imageDir, "base.img"))
+	v := u.create("web", withImageDisk("root", "base.img"))
+	u.mustReconcile("web")
+
+	ev := u.tl.events()
+	launch, put, sync, running := u.tl.index("launcher:Launch"), u.tl.index("put:handle=true"), u.tl.index("launcher:Sync"), u.tl.index("status:Running")
+	if launch < 0 || put < 0 || sync < 0 || running < 0 {
+		t.Fatalf("missing steps in %v", ev)
 	}
-	st := u.vmis.writes[0]
-	d, _ := u.fake.Domain(domainOf("r"))
-	if st.Phase != apiv1.PhaseRunning || st.DomainUuid != d.UUID ||
-		apiv1.FindCondition(st.Conditions, apiv1.ConditionReady).GetStatus() != apiv1.ConditionTrue ||
-		apiv1.FindCondition(st.Conditions, apiv1.ConditionSoftwareEmulation).GetStatus() != apiv1.ConditionTrue {
-		t.Errorf("status %v", st)
+	if !(u.tl.index("put:handle=false") < launch && launch < put && put < sync && sync < running) {
+		t.Fatalf("want record, Launch, handle saved, Sync, Running in that order; got %v", ev)
+	}
+
+	st := u.vmis.get("web").GetStatus()
+	if st.Phase != apiv1.PhaseRunning {
+		t.Fatalf("phase %s", st.Phase)
+	}
+	d, ok := u.fake.Domain(domainOf("web"))
+	if !ok || d.State != fake.StateRunning || d.VMIUID != v.Metadata.Uid || d.Starts != 1 {
+		t.Fatalf("domain %+v", d)
+	}
+	if st.DomainUuid != d.UUID {
+		t.Errorf("domain_uuid %q, want %q", st.DomainUuid, d.UUID)
+	}
+	if c := apiv1.FindCondition(st.Conditions, apiv1.ConditionReady); c.GetStatus() != apiv1.ConditionTrue {
+		t.Errorf("Ready condition %v", c)
+	}
+	if c := apiv1.FindCondition(st.Conditions, apiv1.ConditionSoftwareEmulation); c.GetStatus() != apiv1.ConditionTrue {
+		t.Errorf("SoftwareEmulation condition %v (no KVM on this host)", c)
+	}
+	last := st.PhaseTransitionTimestamps[len(st.PhaseTransitionTimestamps)-1]
+	if last.Phase != apiv1.PhaseRunning || last.Time == nil {
+		t.Errorf("no Running transition timestamp: %v", st.PhaseTransitionTimestamps)
+	}
+	rec, err := u.db.GetVMIByKey("default/web")
+	if err != nil || rec.Handle.Pid == 0 || rec.DomainName != "default_web" || rec.GracePeriodSeconds != 30 ||
+		rec.NodeFailurePolicy != apiv1.NodeFailurePolicyWait {
+		t.Fatalf("record %+v, %v", rec, err)
+	}
+	if _, err := os.Stat(filepath.Join(nodedir.DisksDir(rec.Dir), "root.qcow2")); err != nil {
+		t.Errorf("overlay: %v", err)
+	}
+
+	// A second pass writes nothing and syncs nothing.
+	u.mustReconcile("web")
+	if len(u.vmis.writes) != 1 {
+		t.Errorf("an unchanged VMI was written again: %d status writes, want 1: %v", len(u.vmis.writes), u.vmis.writes)
 	}
 	if n := u.fake.Count("Sync"); n != 1 {
-		t.Errorf("%d Syncs", n)
+		t.Errorf("Sync called %d times", n)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks/diskstest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
@@ -212,9 +213,7 @@ func TestPersistentVolumeErrorWaitsAndRetries(t *testing.T) {
 }
 
 func TestPersistentVolumeWithQemuImg(t *testing.T) {
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img not installed")
-	}
+	diskstest.NeedQemuImg(t)
 	h := newHarness(t)
 	a := h.directAgent(func(o *Options) { o.Images = disks.QemuImg{} })
 	base := filepath.Join(h.imageDir, "base.raw")

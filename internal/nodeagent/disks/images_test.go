@@ -2,60 +2,46 @@ package disks
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks/diskstest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
-func needQemuImg(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img not installed (Debian package qemu-utils)")
-	}
-}
+// testTimeout bounds a wait for a goroutine of the test: generous, for a
+// loaded machine under -race.
+const testTimeout = 30 * time.Second
 
-func writeImage(t *testing.T, path string, data []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
+// signalled reports whether inv has woken the heartbeat loop since the
+// last call.
+func signalled(inv *Inventory) bool {
+	select {
+	case <-inv.Changed():
+		return true
+	default:
+		return false
 	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-func imageNames(l *apiv1.NodeImageList) string {
-	var names []string
-	for _, img := range l.GetItems() {
-		names = append(names, img.GetName())
-	}
-	return strings.Join(names, " ")
 }
 
 // The refresher lists the directory with imagestore, reports what a VMI
 // can use, and lists again only when a file changed.
 func TestImageRefresh(t *testing.T) {
-	needQemuImg(t)
+	diskstest.NeedQemuImg(t)
 	dir := t.TempDir()
 	kernel := []byte("not really a kernel, but qemu-img calls it raw")
-	writeImage(t, filepath.Join(dir, "boot", "vmlinuz"), kernel)
-	writeImage(t, filepath.Join(dir, "disk.raw"), make([]byte, 1<<20))
-	writeImage(t, filepath.Join(dir, ".hidden"), []byte("x"))
+	diskstest.WriteFile(t, filepath.Join(dir, "boot", "vmlinuz"), kernel)
+	diskstest.WriteFile(t, filepath.Join(dir, "disk.raw"), make([]byte, 1<<20))
+	diskstest.WriteFile(t, filepath.Join(dir, ".hidden"), []byte("x"))
 	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", filepath.Join(dir, "base.qcow2"), "64M").CombinedOutput(); err != nil {
 		t.Fatalf("qemu-img create: %v\n%s", err, out)
 	}
@@ -83,13 +69,16 @@ func TestImageRefresh(t *testing.T) {
 	}
 	r.refresh(ctx)
 	l := inv.Pending()
-	if got := imageNames(l); got != "base.qcow2 boot/vmlinuz disk.raw" {
+	if got := diskstest.ImageNames(l.GetItems()); got != "base.qcow2 boot/vmlinuz disk.raw" {
 		t.Fatalf("listed %q", got)
+	}
+	if !signalled(inv) {
+		t.Error("a new list did not wake the heartbeat loop")
 	}
 	// qemu-img rounds a raw file up to whole 512-byte sectors.
 	want := []*apiv1.NodeImage{
-		{Name: "boot/vmlinuz", Format: "raw", VirtualSizeBytes: 512, SizeBytes: int64(len(kernel)), Sha256: sha256Hex(kernel)},
-		{Name: "disk.raw", Format: "raw", VirtualSizeBytes: 1 << 20, SizeBytes: 1 << 20, Sha256: sha256Hex(make([]byte, 1<<20))},
+		{Name: "boot/vmlinuz", Format: "raw", VirtualSizeBytes: 512, SizeBytes: int64(len(kernel)), Sha256: diskstest.SHA256(kernel)},
+		{Name: "disk.raw", Format: "raw", VirtualSizeBytes: 1 << 20, SizeBytes: 1 << 20, Sha256: diskstest.SHA256(make([]byte, 1<<20))},
 	}
 	for i, w := range want {
 		if got := l.Items[i+1]; !proto.Equal(got, w) {
@@ -114,6 +103,9 @@ func TestImageRefresh(t *testing.T) {
 	if lists != 1 {
 		t.Fatalf("unchanged directory listed again (%d listings)", lists)
 	}
+	if signalled(inv) {
+		t.Error("an unchanged directory woke the heartbeat loop")
+	}
 
 	// A file replaced by rename with one of the same size and
 	// modification time is noticed too.
@@ -124,7 +116,7 @@ func TestImageRefresh(t *testing.T) {
 	}
 	changed := make([]byte, 1<<20)
 	changed[0] = 1
-	writeImage(t, p+".new", changed)
+	diskstest.WriteFile(t, p+".new", changed)
 	if err := os.Chtimes(p+".new", fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
@@ -133,16 +125,19 @@ func TestImageRefresh(t *testing.T) {
 	}
 	r.refresh(ctx)
 	l2 := inv.Pending()
-	if lists != 2 || l2 == nil || l2.Items[2].Sha256 != sha256Hex(changed) {
+	if lists != 2 || l2 == nil || l2.Items[2].Sha256 != diskstest.SHA256(changed) {
 		t.Fatalf("after rewrite: %d listings, pending %v", lists, l2)
+	}
+	if !signalled(inv) {
+		t.Error("a rewritten image did not wake the heartbeat loop")
 	}
 	inv.MarkSent(l2)
 
 	// A listing equal to the sent one is not pending.
-	writeImage(t, filepath.Join(dir, "new.raw"), make([]byte, 4096))
+	diskstest.WriteFile(t, filepath.Join(dir, "new.raw"), make([]byte, 4096))
 	r.refresh(ctx)
-	if lists != 3 || imageNames(inv.Pending()) != "base.qcow2 boot/vmlinuz disk.raw new.raw" {
-		t.Fatalf("after adding: %d listings, pending %q", lists, imageNames(inv.Pending()))
+	if lists != 3 || diskstest.ImageNames(inv.Pending().GetItems()) != "base.qcow2 boot/vmlinuz disk.raw new.raw" {
+		t.Fatalf("after adding: %d listings, pending %q", lists, diskstest.ImageNames(inv.Pending().GetItems()))
 	}
 	if err := os.Remove(filepath.Join(dir, "new.raw")); err != nil {
 		t.Fatal(err)
@@ -150,5 +145,68 @@ func TestImageRefresh(t *testing.T) {
 	r.refresh(ctx)
 	if p := inv.Pending(); lists != 4 || p != nil {
 		t.Fatalf("after removing again: %d listings, pending %v", lists, p)
+	}
+	// Both changes woke the heartbeat loop, which finds nothing pending
+	// now: the wake-ups coalesce into one.
+	if !signalled(inv) || signalled(inv) {
+		t.Error("the changes did not wake the heartbeat loop once")
+	}
+}
+
+// Registration waits for the first listing, at most wait on the
+// inventory's clock, and takes what there is then: nil without a list.
+func TestForRegister(t *testing.T) {
+	newInv := func() (*Inventory, *clocktesting.FakeClock) {
+		clk := clocktesting.NewFakeClock(time.Now())
+		return NewInventory(InventoryOptions{ImageDir: t.TempDir(), Clock: clk, Logger: slog.New(slog.DiscardHandler)}), clk
+	}
+	register := func(inv *Inventory, wait time.Duration) <-chan *apiv1.NodeImageList {
+		got := make(chan *apiv1.NodeImageList, 1)
+		go func() { got <- inv.ForRegister(context.Background(), wait) }()
+		return got
+	}
+	const wait = 5 * time.Second
+	returned := func(got <-chan *apiv1.NodeImageList, l **apiv1.NodeImageList) func() bool {
+		return func() bool {
+			select {
+			case *l = <-got:
+				return true
+			default:
+				return false
+			}
+		}
+	}
+
+	// No listing: the wait runs out on the clock, not before.
+	inv, clk := newInv()
+	got := register(inv, wait)
+	testutil.Eventually(t, testTimeout, "registration waiting on the clock", clk.HasWaiters)
+	clk.Step(wait - time.Nanosecond)
+	var l *apiv1.NodeImageList
+	if returned(got, &l)() {
+		t.Fatalf("returned %v before the wait ran out", l)
+	}
+	clk.Step(time.Nanosecond)
+	testutil.Eventually(t, testTimeout, "registration once the wait ran out", returned(got, &l))
+	if l != nil {
+		t.Fatalf("without a listing: %v", l)
+	}
+
+	// A listing ends the wait at once, with its list; so does a failed
+	// first listing, without one.
+	inv, _ = newInv()
+	got = register(inv, time.Hour)
+	listed := &apiv1.NodeImageList{Items: []*apiv1.NodeImage{{Name: "a.raw"}}}
+	inv.set(listed)
+	testutil.Eventually(t, testTimeout, "registration after the first listing", returned(got, &l))
+	if !proto.Equal(l, listed) {
+		t.Fatalf("after a listing: %v", l)
+	}
+	inv, _ = newInv()
+	got = register(inv, time.Hour)
+	inv.tried()
+	testutil.Eventually(t, testTimeout, "registration after a failed first listing", returned(got, &l))
+	if l != nil {
+		t.Fatalf("after a failed listing: %v", l)
 	}
 }

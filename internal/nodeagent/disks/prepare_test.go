@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks/diskstest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
@@ -19,9 +20,7 @@ import (
 // prepare with the real qemu-img: an overlay over the base, kept across
 // passes, and kernel paths resolved in the image directory.
 func TestPrepareWithQemuImg(t *testing.T) {
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img not installed")
-	}
+	diskstest.NeedQemuImg(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	imageDir, nodeDir := t.TempDir(), t.TempDir()

@@ -107,13 +107,27 @@ func TestVMIRecords(t *testing.T) {
 	})
 }
 
+// wantByKey checks what GetVMIByKey finds for key: the record of uid, or
+// none (ErrNotFound) when uid is "".
+func wantByKey(t *testing.T, db StateDB, key, uid string) {
+	t.Helper()
+	got, err := db.GetVMIByKey(key)
+	if uid == "" {
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s: want ErrNotFound, got %+v, %v", key, got, err)
+		}
+		return
+	}
+	if err != nil || got.UID != uid {
+		t.Fatalf("%s: %+v, %v; want uid %s", key, got, err, uid)
+	}
+}
+
 // Records are found by namespace/name through the index, which follows
 // puts and deletes; a key has one record at a time.
 func TestVMIRecordsByKey(t *testing.T) {
 	testDB(t, func(t *testing.T, db StateDB) {
-		if _, err := db.GetVMIByKey("default/vm-a"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("empty db: want ErrNotFound, got %v", err)
-		}
+		wantByKey(t, db, "default/vm-a", "") // empty db
 		for _, uid := range []string{"b", "a", "c"} {
 			if err := db.PutVMI(record(uid)); err != nil {
 				t.Fatal(err)
@@ -125,10 +139,7 @@ func TestVMIRecordsByKey(t *testing.T) {
 				t.Fatalf("by key vm-%s: %+v, %v", uid, got, err)
 			}
 		}
-		// A prefix of a key is not that key.
-		if _, err := db.GetVMIByKey("default/vm-"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("key prefix: want ErrNotFound, got %v", err)
-		}
+		wantByKey(t, db, "default/vm-", "") // a prefix of a key is not that key
 
 		// A VMI that reused a name (uid z for vm-b) is recorded only once
 		// the old record is gone: a second record of a key is refused.
@@ -137,9 +148,7 @@ func TestVMIRecordsByKey(t *testing.T) {
 		if err := db.PutVMI(newer); err == nil {
 			t.Fatal("a second record of default/vm-b was accepted")
 		}
-		if got, err := db.GetVMIByKey("default/vm-b"); err != nil || got.UID != "b" {
-			t.Fatalf("shared key: %+v, %v; want uid b", got, err)
-		}
+		wantByKey(t, db, "default/vm-b", "b")
 		if _, err := db.GetVMI("z"); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("refused record stored: %v", err)
 		}
@@ -149,15 +158,11 @@ func TestVMIRecordsByKey(t *testing.T) {
 		if err := db.PutVMI(newer); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := db.GetVMIByKey("default/vm-b"); err != nil || got.UID != "z" {
-			t.Fatalf("shared key after deleting b: %+v, %v; want uid z", got, err)
-		}
+		wantByKey(t, db, "default/vm-b", "z")
 		if err := db.DeleteVMI("z"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.GetVMIByKey("default/vm-b"); !errors.Is(err, ErrNotFound) {
-			t.Fatalf("deleted: want ErrNotFound, got %v", err)
-		}
+		wantByKey(t, db, "default/vm-b", "")
 	})
 }
 
@@ -200,16 +205,12 @@ func TestBoltSurvivesReopen(t *testing.T) {
 	if r, err := db.GetVMI("x"); err != nil || r.Handle.Pid != 4242 {
 		t.Fatalf("after reopen: %+v, %v", r, err)
 	}
-	// The key index is rebuilt from the records.
-	if r, err := db.GetVMIByKey("default/vm-x"); err != nil || r.UID != "x" {
-		t.Fatalf("by key after reopen: %+v, %v", r, err)
-	}
+	// The key index is rebuilt from the records, deletes included.
+	wantByKey(t, db, "default/vm-x", "x")
 	if err := db.DeleteVMI("x"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.GetVMIByKey("default/vm-x"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("deleted after reopen: want ErrNotFound, got %v", err)
-	}
+	wantByKey(t, db, "default/vm-x", "")
 }
 
 // A file with two records of one key (which PutVMI never writes) is
