@@ -206,7 +206,7 @@ func TestFailSafeRestartFencesRestartElsewhere(t *testing.T) {
 		if policy == "" {
 			policy = apiv1.NodeFailurePolicyWait
 		}
-		h.fake.AddDomain(fake.Domain{Name: domainOf(name), VMIUID: v.Metadata.Uid, VMIKey: "default/" + name, Starts: 1})
+		h.fake.AddDomain(fake.Domain{Name: domainOf(name), VMIUID: v.Metadata.Uid, VMIKey: apiv1.Ref("default", name), Starts: 1})
 		if err := h.db.PutVMI(&state.VMI{UID: v.Metadata.Uid, Namespace: "default", Name: name, DomainName: domainOf(name),
 			Handle:             launcher.Handle{Version: 1, DomainName: domainOf(name), Addr: "/gone", Pid: 99999},
 			GracePeriodSeconds: 30, NodeFailurePolicy: policy, Dir: t.TempDir()}); err != nil {
