@@ -6,8 +6,6 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -350,52 +348,6 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	return a, nil
 }
 
-func (a *Agent) openStore(ctx context.Context) error {
-	o := a.opts
-	if len(o.EtcdEndpoints) == 0 {
-		srv, err := etcdserver.Start(ctx, etcdserver.Config{
-			DataDir:    filepath.Join(o.DataDir, "etcd"),
-			ClientURLs: o.EtcdListenClient,
-			// Watches that fall behind re-list (store.Watch handles it).
-			AutoCompactionRetention: o.EtcdCompaction,
-			Logger:                  o.Logger.With("component", "etcd"),
-		})
-		if err != nil {
-			return fmt.Errorf("starting embedded etcd: %w", err)
-		}
-		a.etcd = srv
-		a.client = srv.Client()
-		return nil
-	}
-	var tlsCfg *tls.Config
-	if o.EtcdCAFile != "" || o.EtcdCertFile != "" {
-		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
-		if o.EtcdCAFile != "" {
-			pem, err := os.ReadFile(o.EtcdCAFile)
-			if err != nil {
-				return fmt.Errorf("--etcd-ca-file: %w", err)
-			}
-			tlsCfg.RootCAs = x509.NewCertPool()
-			if !tlsCfg.RootCAs.AppendCertsFromPEM(pem) {
-				return fmt.Errorf("--etcd-ca-file %s: no certificates found", o.EtcdCAFile)
-			}
-		}
-		if o.EtcdCertFile != "" {
-			pair, err := tls.LoadX509KeyPair(o.EtcdCertFile, o.EtcdKeyFile)
-			if err != nil {
-				return fmt.Errorf("--etcd-cert-file/--etcd-key-file: %w", err)
-			}
-			tlsCfg.Certificates = []tls.Certificate{pair}
-		}
-	}
-	c, err := etcdserver.Connect(ctx, o.EtcdEndpoints, tlsCfg)
-	if err != nil {
-		return fmt.Errorf("connecting to etcd %v: %w", o.EtcdEndpoints, err)
-	}
-	a.client = c
-	return nil
-}
-
 func (a *Agent) startTCP(api *apiserver.Server, m *apiserver.Metrics, paths pki.Paths) error {
 	o := a.opts
 	certFile, keyFile, tokenFile := paths.ServerCert, paths.ServerKey, paths.Token
@@ -465,70 +417,3 @@ func (a *Agent) TCPAddr() net.Addr { return a.tcpAddr }
 
 // MetricsAddr is the bound metrics address, or nil.
 func (a *Agent) MetricsAddr() net.Addr { return a.metAddr }
-
-// Shutdown stops serving: in-flight calls get until ctx ends, then the
-// controllers stop and the store closes.
-func (a *Agent) Shutdown(ctx context.Context) {
-	// The node agent goes first: its last heartbeat needs the API.
-	a.stopNodeAgent(ctx)
-	var wg sync.WaitGroup
-	for _, s := range []*grpc.Server{a.unixSrv, a.tcpSrv} {
-		if s == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			stopped := make(chan struct{})
-			go func() { s.GracefulStop(); close(stopped) }()
-			select {
-			case <-stopped:
-			case <-ctx.Done():
-				s.Stop() // watches never end by themselves
-			}
-		}()
-	}
-	wg.Wait()
-	if a.httpSrv != nil {
-		_ = a.httpSrv.Shutdown(ctx)
-	}
-	if a.cancel != nil {
-		a.cancel()
-	}
-	a.wg.Wait()
-	if a.etcd != nil {
-		_ = a.etcd.Close()
-	} else if a.client != nil {
-		_ = a.client.Close()
-	}
-	if a.unixSrv != nil {
-		_ = os.Remove(a.opts.Socket)
-	}
-	a.log.Info("agent stopped")
-}
-
-// listenUnix listens on path, replacing a stale socket but never one that
-// another agent still serves.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("creating socket directory: %w", err)
-	}
-	if _, err := os.Stat(path); err == nil {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("--socket %s: another agent is serving it", path)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("removing stale socket: %w", err)
-		}
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("--socket: %w", err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("restricting socket mode: %w", err)
-	}
-	return l, nil
-}
