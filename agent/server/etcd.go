@@ -4,12 +4,21 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
 )
+
+// validateEtcd reports etcd flag combinations that cannot work.
+func (o *Options) validateEtcd() error {
+	if len(o.EtcdEndpoints) > 0 && len(o.EtcdListenClient) > 0 {
+		return errors.New("--etcd-listen-client applies to the embedded etcd only; drop it or --etcd-endpoints")
+	}
+	return nil
+}
 
 func (a *Agent) openStore(ctx context.Context) error {
 	o := a.opts

@@ -56,7 +56,10 @@ type Options struct {
 	EtcdEndpoints                         []string // empty: embedded etcd
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
 	EtcdListenClient                      []string // extra listeners of the embedded etcd
-	EtcdPrefix                            string
+	// EtcdQuotaBytes is the embedded etcd's backend quota; 0 takes the
+	// default (etcd.go).
+	EtcdQuotaBytes int64
+	EtcdPrefix     string
 	// EtcdCompaction is the history the embedded etcd keeps; without
 	// compaction every heartbeat would grow it until etcd stops writes.
 	EtcdCompaction time.Duration
@@ -170,10 +173,7 @@ func (o *Options) Validate() error {
 	if o.HeartbeatInterval >= o.NodeLease {
 		return fmt.Errorf("--heartbeat-interval (%v) must be shorter than --node-lease (%v)", o.HeartbeatInterval, o.NodeLease)
 	}
-	if len(o.EtcdEndpoints) > 0 && len(o.EtcdListenClient) > 0 {
-		return errors.New("--etcd-listen-client applies to the embedded etcd only; drop it or --etcd-endpoints")
-	}
-	return nil
+	return o.validateEtcd()
 }
 
 // Agent is a running agent.
