@@ -91,6 +91,14 @@ var (
 		Kind: "VirtualMachineInstanceMigration", Plural: "virtualmachineinstancemigrations", Namespaced: true,
 		New: func() *apiv1.VirtualMachineInstanceMigration { return &apiv1.VirtualMachineInstanceMigration{} },
 	}
+	BootstrapTokens = Resource[*apiv1.BootstrapToken]{
+		Kind: "BootstrapToken", Plural: "bootstraptokens", Namespaced: false,
+		New: func() *apiv1.BootstrapToken { return &apiv1.BootstrapToken{} },
+	}
+	NodeCredentials = Resource[*apiv1.NodeCredential]{
+		Kind: "NodeCredential", Plural: "nodecredentials", Namespaced: false,
+		New: func() *apiv1.NodeCredential { return &apiv1.NodeCredential{} },
+	}
 )
 
 // ListOptions filter List and Watch.

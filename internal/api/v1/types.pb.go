@@ -2695,6 +2695,248 @@ func (x *VirtualMachineInstanceMigrationStatus) GetMigrationState() *MigrationSt
 	return nil
 }
 
+// BootstrapToken lets one host join as a node (kubeadm's bootstrap token):
+// the token "<id>.<secret>" is shown once at creation; the store keeps the
+// id as the object's name and only a SHA-256 hash of the secret. A join
+// consumes it.
+type BootstrapToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *BootstrapTokenSpec    `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BootstrapToken) Reset() {
+	*x = BootstrapToken{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BootstrapToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BootstrapToken) ProtoMessage() {}
+
+func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
+func (*BootstrapToken) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *BootstrapToken) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *BootstrapToken) GetSpec() *BootstrapTokenSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+type BootstrapTokenSpec struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	SecretSha256 []byte                 `protobuf:"bytes,1,opt,name=secret_sha256,json=secretSha256,proto3" json:"secret_sha256,omitempty"`
+	Expires      *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires,proto3" json:"expires,omitempty"`
+	Description  string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// The only node name the token may join as; empty: any name that has no
+	// credential yet.
+	NodeName      string `protobuf:"bytes,4,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BootstrapTokenSpec) Reset() {
+	*x = BootstrapTokenSpec{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BootstrapTokenSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BootstrapTokenSpec) ProtoMessage() {}
+
+func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BootstrapTokenSpec.ProtoReflect.Descriptor instead.
+func (*BootstrapTokenSpec) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *BootstrapTokenSpec) GetSecretSha256() []byte {
+	if x != nil {
+		return x.SecretSha256
+	}
+	return nil
+}
+
+func (x *BootstrapTokenSpec) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
+}
+
+func (x *BootstrapTokenSpec) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *BootstrapTokenSpec) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+// NodeCredential lists the client certificates that authenticate one node
+// (its name is the node's). The API accepts a node certificate only while
+// its serial is listed here, so deleting the record revokes the node.
+type NodeCredential struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Certificates  []*NodeCertificate     `protobuf:"bytes,2,rep,name=certificates,proto3" json:"certificates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCredential) Reset() {
+	*x = NodeCredential{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCredential) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCredential) ProtoMessage() {}
+
+func (x *NodeCredential) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
+func (*NodeCredential) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *NodeCredential) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *NodeCredential) GetCertificates() []*NodeCertificate {
+	if x != nil {
+		return x.Certificates
+	}
+	return nil
+}
+
+type NodeCertificate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hex serial number.
+	Serial        string                 `protobuf:"bytes,1,opt,name=serial,proto3" json:"serial,omitempty"`
+	NotAfter      *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	Issued        *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=issued,proto3" json:"issued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeCertificate) Reset() {
+	*x = NodeCertificate{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeCertificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeCertificate) ProtoMessage() {}
+
+func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeCertificate.ProtoReflect.Descriptor instead.
+func (*NodeCertificate) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *NodeCertificate) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *NodeCertificate) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
+func (x *NodeCertificate) GetIssued() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Issued
+	}
+	return nil
+}
+
 var File_internal_api_v1_types_proto protoreflect.FileDescriptor
 
 const file_internal_api_v1_types_proto_rawDesc = "" +
@@ -2949,7 +3191,22 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\x03 \x03(\v2\x17.virtplane.v1.ConditionR\n" +
 	"conditions\x12E\n" +
-	"\x0fmigration_state\x18\x04 \x01(\v2\x1c.virtplane.v1.MigrationStateR\x0emigrationStateBIZGgithub.com/virtplane/terraform-provider-virtplane/internal/api/v1;apiv1b\x06proto3"
+	"\x0fmigration_state\x18\x04 \x01(\v2\x1c.virtplane.v1.MigrationStateR\x0emigrationState\"|\n" +
+	"\x0eBootstrapToken\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x124\n" +
+	"\x04spec\x18\x02 \x01(\v2 .virtplane.v1.BootstrapTokenSpecR\x04spec\"\xae\x01\n" +
+	"\x12BootstrapTokenSpec\x12#\n" +
+	"\rsecret_sha256\x18\x01 \x01(\fR\fsecretSha256\x124\n" +
+	"\aexpires\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1b\n" +
+	"\tnode_name\x18\x04 \x01(\tR\bnodeName\"\x89\x01\n" +
+	"\x0eNodeCredential\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12A\n" +
+	"\fcertificates\x18\x02 \x03(\v2\x1d.virtplane.v1.NodeCertificateR\fcertificates\"\x96\x01\n" +
+	"\x0fNodeCertificate\x12\x16\n" +
+	"\x06serial\x18\x01 \x01(\tR\x06serial\x127\n" +
+	"\tnot_after\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\x122\n" +
+	"\x06issued\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06issuedBIZGgithub.com/virtplane/terraform-provider-virtplane/internal/api/v1;apiv1b\x06proto3"
 
 var (
 	file_internal_api_v1_types_proto_rawDescOnce sync.Once
@@ -2963,7 +3220,7 @@ func file_internal_api_v1_types_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_types_proto_rawDescData
 }
 
-var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_internal_api_v1_types_proto_goTypes = []any{
 	(*ObjectMeta)(nil),                            // 0: virtplane.v1.ObjectMeta
 	(*OwnerReference)(nil),                        // 1: virtplane.v1.OwnerReference
@@ -3004,23 +3261,27 @@ var file_internal_api_v1_types_proto_goTypes = []any{
 	(*VirtualMachineInstanceMigration)(nil),       // 36: virtplane.v1.VirtualMachineInstanceMigration
 	(*VirtualMachineInstanceMigrationSpec)(nil),   // 37: virtplane.v1.VirtualMachineInstanceMigrationSpec
 	(*VirtualMachineInstanceMigrationStatus)(nil), // 38: virtplane.v1.VirtualMachineInstanceMigrationStatus
-	nil,                           // 39: virtplane.v1.ObjectMeta.LabelsEntry
-	nil,                           // 40: virtplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                           // 41: virtplane.v1.StateChangeRequest.DataEntry
-	nil,                           // 42: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
-	nil,                           // 43: virtplane.v1.NodeStatus.CapacityEntry
-	nil,                           // 44: virtplane.v1.NodeStatus.AllocatableEntry
-	nil,                           // 45: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
+	(*BootstrapToken)(nil),                        // 39: virtplane.v1.BootstrapToken
+	(*BootstrapTokenSpec)(nil),                    // 40: virtplane.v1.BootstrapTokenSpec
+	(*NodeCredential)(nil),                        // 41: virtplane.v1.NodeCredential
+	(*NodeCertificate)(nil),                       // 42: virtplane.v1.NodeCertificate
+	nil,                                           // 43: virtplane.v1.ObjectMeta.LabelsEntry
+	nil,                                           // 44: virtplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                                           // 45: virtplane.v1.StateChangeRequest.DataEntry
+	nil,                                           // 46: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	nil,                                           // 47: virtplane.v1.NodeStatus.CapacityEntry
+	nil,                                           // 48: virtplane.v1.NodeStatus.AllocatableEntry
+	nil,                                           // 49: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),                 // 50: google.protobuf.Timestamp
 }
 var file_internal_api_v1_types_proto_depIdxs = []int32{
-	39, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
-	40, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
-	46, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	46, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	43, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
+	44, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
+	50, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	50, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 4: virtplane.v1.ObjectMeta.owner_references:type_name -> virtplane.v1.OwnerReference
-	46, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	46, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	50, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	50, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: virtplane.v1.VirtualMachine.metadata:type_name -> virtplane.v1.ObjectMeta
 	4,  // 8: virtplane.v1.VirtualMachine.spec:type_name -> virtplane.v1.VirtualMachineSpec
 	6,  // 9: virtplane.v1.VirtualMachine.status:type_name -> virtplane.v1.VirtualMachineStatus
@@ -3030,15 +3291,15 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 13: virtplane.v1.VirtualMachineStatus.conditions:type_name -> virtplane.v1.Condition
 	7,  // 14: virtplane.v1.VirtualMachineStatus.state_change_requests:type_name -> virtplane.v1.StateChangeRequest
 	8,  // 15: virtplane.v1.VirtualMachineStatus.start_failure:type_name -> virtplane.v1.VirtualMachineStartFailure
-	41, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
-	46, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
+	45, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
+	50, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 18: virtplane.v1.VirtualMachineInstance.metadata:type_name -> virtplane.v1.ObjectMeta
 	10, // 19: virtplane.v1.VirtualMachineInstance.spec:type_name -> virtplane.v1.VirtualMachineInstanceSpec
 	27, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
 	11, // 21: virtplane.v1.VirtualMachineInstanceSpec.domain:type_name -> virtplane.v1.DomainSpec
 	21, // 22: virtplane.v1.VirtualMachineInstanceSpec.volumes:type_name -> virtplane.v1.Volume
 	25, // 23: virtplane.v1.VirtualMachineInstanceSpec.networks:type_name -> virtplane.v1.Network
-	42, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	46, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
 	12, // 25: virtplane.v1.DomainSpec.cpu:type_name -> virtplane.v1.CPU
 	13, // 26: virtplane.v1.DomainSpec.memory:type_name -> virtplane.v1.Memory
 	14, // 27: virtplane.v1.DomainSpec.devices:type_name -> virtplane.v1.Devices
@@ -3056,31 +3317,38 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 39: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
 	29, // 40: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
 	30, // 41: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	46, // 42: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
-	46, // 43: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
-	46, // 44: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
+	50, // 42: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
+	50, // 43: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
+	50, // 44: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 45: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
 	32, // 46: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
 	33, // 47: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
-	43, // 48: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
-	44, // 49: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
-	46, // 50: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
+	47, // 48: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
+	48, // 49: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
+	50, // 50: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 51: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
 	35, // 52: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
-	46, // 53: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
+	50, // 53: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
 	34, // 54: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
 	0,  // 55: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
 	37, // 56: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
 	38, // 57: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
-	45, // 58: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	49, // 58: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
 	28, // 59: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
 	2,  // 60: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
 	30, // 61: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	62, // [62:62] is the sub-list for method output_type
-	62, // [62:62] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	0,  // 62: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
+	40, // 63: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
+	50, // 64: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
+	0,  // 65: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
+	42, // 66: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
+	50, // 67: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
+	50, // 68: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_types_proto_init() }
@@ -3096,7 +3364,7 @@ func file_internal_api_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_types_proto_rawDesc), len(file_internal_api_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
