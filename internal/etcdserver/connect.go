@@ -25,14 +25,7 @@ func Connect(ctx context.Context, endpoints []string, tlsCfg *tls.Config) (*clie
 	if len(endpoints) == 0 {
 		return nil, errors.New("etcd: no endpoints")
 	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: ConnectTimeout,
-		TLS:         tlsCfg,
-		// The client warns on every retried request; only errors are news.
-		Logger: zap.New(newSlogCore(slog.Default().With("component", "etcd-client").Handler(),
-			zap.ErrorLevel, new(atomic.Bool))),
-	})
+	cli, err := newClient(endpoints, tlsCfg, slog.Default(), new(atomic.Bool))
 	if err != nil {
 		return nil, fmt.Errorf("etcd %s: %w", strings.Join(endpoints, ","), err)
 	}
@@ -73,4 +66,16 @@ func checkHealth(ctx context.Context, cli *clientv3.Client, endpoints []string) 
 		errs = append(errs, err)
 	}
 	return fmt.Errorf("etcd unreachable: %w", errors.Join(errs...))
+}
+
+// newClient is a client of endpoints that logs through lg; stopping
+// demotes its errors to debug once its server is shutting down.
+func newClient(endpoints []string, tlsCfg *tls.Config, lg *slog.Logger, stopping *atomic.Bool) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: ConnectTimeout,
+		TLS:         tlsCfg,
+		// The client warns on every retried request; only errors are news.
+		Logger: zap.New(newSlogCore(lg.With("component", "etcd-client").Handler(), zap.ErrorLevel, stopping)),
+	})
 }

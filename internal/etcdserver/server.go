@@ -16,7 +16,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.etcd.io/etcd/server/v3/etcdserver/api/v3client"
 	"go.uber.org/zap"
 )
 
@@ -109,8 +108,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if sock := filepath.Join(dir, SocketName); len(sock) > maxSocketPath {
 		return nil, fmt.Errorf("etcdserver: socket path %s is longer than %d bytes; use a shorter data dir", sock, maxSocketPath)
 	}
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
 	stopping := new(atomic.Bool)
-	ec, err := embedConfig(dir, cfg, stopping)
+	ec, err := embedConfig(dir, cfg, lg, stopping)
 	if err != nil {
 		return nil, err
 	}
@@ -140,15 +143,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcdserver: start in %s: %w", dir, ctx.Err())
 	}
-	return &Server{
-		etcd:     e,
-		client:   v3client.New(e.Server),
-		socket:   filepath.Join(dir, SocketName),
-		stopping: stopping,
-	}, nil
+	sock := filepath.Join(dir, SocketName)
+	cli, err := newClient([]string{"unix://" + sock}, nil, lg, stopping)
+	if err != nil {
+		stopping.Store(true)
+		e.Close()
+		return nil, fmt.Errorf("etcdserver: client of %s: %w", sock, err)
+	}
+	return &Server{etcd: e, client: cli, socket: sock, stopping: stopping}, nil
 }
 
-func embedConfig(dir string, cfg Config, stopping *atomic.Bool) (*embed.Config, error) {
+func embedConfig(dir string, cfg Config, lg *slog.Logger, stopping *atomic.Bool) (*embed.Config, error) {
 	ec := embed.NewConfig()
 	ec.Dir = dir
 	ec.Name = cfg.memberName()
@@ -188,10 +193,6 @@ func embedConfig(dir string, cfg Config, stopping *atomic.Bool) (*embed.Config, 
 		ec.AutoCompactionRetention = "0"
 	}
 
-	lg := cfg.Logger
-	if lg == nil {
-		lg = slog.Default()
-	}
 	ec.Logger = "zap"
 	ec.LogLevel = "warn"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(
@@ -199,11 +200,19 @@ func embedConfig(dir string, cfg Config, stopping *atomic.Bool) (*embed.Config, 
 	return ec, nil
 }
 
-// Client is an in-process client: requests go straight to the server
-// without a network hop. It is closed by Close.
+// Client is the member's own client, connected through SocketPath like any
+// other client. It is closed by Close.
+//
+// It is deliberately not etcd's in-process client (v3client), which saves
+// the socket hop but pipes gRPC through in-memory streams: about 150
+// watches cancelled at once deadlocked it for good, so controllers stopped
+// and Close hung (TestWatchStorm). A real client has gRPC's flow control
+// and the server's own stream handling between the two ends.
 func (s *Server) Client() *clientv3.Client { return s.client }
 
-// SocketPath is the unix socket external tools (etcdctl) can use.
+// SocketPath is the unix socket the member serves in its data dir: its own
+// Client and external tools (etcdctl, snapshots) connect there. The data
+// dir is 0700, so only the agent's user reaches it.
 func (s *Server) SocketPath() string { return s.socket }
 
 // Err reports a fatal server error after Start; it is closed when the
