@@ -48,7 +48,7 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 	case vmiResource:
 		return errors.New("VirtualMachineInstances are deleted through their VirtualMachine: stop it (virtplane-agent stop NAME) or delete the VM (virtplane-agent delete vm NAME)")
 	case nodeResource:
-		return errors.New("nodes cannot be deleted with this command")
+		return errors.New("nodes are deleted with `virtplane-agent node delete NODE`, which also revokes their certificates")
 	}
 	names := args[1:]
 

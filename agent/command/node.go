@@ -44,5 +44,6 @@ re-registers. See docs/failover.md.`,
 			return nil
 		},
 	})
+	cmd.AddCommand(newNodeJoinCommand(), newNodeRevokeCommand(o), newNodeDeleteCommand(o))
 	return cmd
 }

@@ -102,13 +102,13 @@ cluster instead of the embedded one.`,
 	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long open calls may finish on SIGTERM")
 	// Node agent (roles all and node).
 	f.StringVar(&node.Server.Endpoint, "server", "", "role node: the server's endpoint, unix:///path, host:port or https://host:port (default the local socket "+client.DefaultEndpoint+")")
-	f.StringVar(&node.Server.TokenFile, "server-token-file", "", "role node: file holding the server's bearer token (TCP endpoints)")
 	f.StringVar(&node.Server.CAFile, "server-ca-file", "", "role node: PEM CA bundle to verify the server; system roots when empty")
 	f.StringVar(&node.LibvirtURI, "libvirt-uri", launcher.DefaultLibvirtURI, "libvirt connection URI the launchers use")
 	f.StringVar(&node.LauncherPath, "launcher-path", "", "virtplane-launcher binary (default: next to this executable, else from PATH)")
 	f.StringVar(&node.DataDir, "node-data-dir", "", "node state database and per-VMI files (default <data-dir>/node)")
 	f.Var(&reserved, "reserved-memory", "host memory kept from guests: allocatable = total memory minus this")
 	f.IntVar(&node.Workers, "node-workers", nodeagent.DefaultWorkers, "VMIs the node agent handles at once (starts, stops); default twice the CPUs, at least 4")
+	addIdentityFlags(f, &o, node)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/clock"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 )
 
 // LauncherBinary is the launcher's file name, looked for next to the agent.
@@ -22,9 +24,15 @@ const LauncherBinary = "virtplane-launcher"
 // roles all and node run.
 type NodeOptions struct {
 	// Server is the API a role-node agent talks to (--server,
-	// --server-token-file, --server-ca-file); an empty endpoint is the
-	// local socket. Role all uses the agent's own socket instead.
+	// --server-ca-file); an empty endpoint is the local socket. Over TLS
+	// the node authenticates with the certificate it joined with
+	// (<data-dir>/identity). Role all uses the agent's own socket instead.
 	Server client.Config
+	// JoinToken and JoinCAHash join the node on its first start when it
+	// has no identity yet (as `virtplane-agent node join` does).
+	JoinToken, JoinCAHash string
+	// Clock times certificate renewal; nil is the real clock.
+	Clock clock.WithTicker
 	// LibvirtURI is what launchers connect to; default qemu:///system.
 	LibvirtURI string
 	// LauncherPath is the launcher binary; default: virtplane-launcher
@@ -90,7 +98,7 @@ func newLauncherManager(o Options, n NodeOptions) launcher.Manager {
 
 // startNodeAgent runs the node agent against the API at cfg until
 // stopNodeAgent. Its failure stops the agent like a listener's.
-func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config) error {
+func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.KeyPair) error {
 	o := a.opts
 	n := *o.Node
 	n.complete(&o)
@@ -133,6 +141,15 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config) error {
 	// API still serves its last heartbeat.
 	nctx, cancel := context.WithCancel(context.Background())
 	a.nodeCancel, a.nodeDone = cancel, make(chan struct{})
+	if kp != nil {
+		clk := n.Clock
+		if clk == nil {
+			clk = clock.RealClock{}
+		}
+		r := &renewer{api: c.Bootstrap, id: pki.IdentityDir(o.DataDir), kp: kp, node: o.NodeName, clock: clk,
+			log: o.Logger.With("component", "identity")}
+		go r.run(nctx)
+	}
 	go func() {
 		defer close(a.nodeDone)
 		defer c.Close()
@@ -168,7 +185,11 @@ func startNodeOnly(ctx context.Context, o Options) (*Agent, error) {
 	if err := ensureDataDir(o.DataDir); err != nil {
 		return nil, err
 	}
-	if err := a.startNodeAgent(ctx, o.Node.Server); err != nil {
+	cfg, kp, err := a.nodeClientConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.startNodeAgent(ctx, cfg, kp); err != nil {
 		return nil, err
 	}
 	a.log.Info("node agent started", "role", o.Role, "server", o.Node.Server.Endpoint, "node", o.NodeName)

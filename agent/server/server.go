@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -235,6 +236,14 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	if err := a.openStore(ctx); err != nil {
 		return nil, err
 	}
+	paths := pki.PathsIn(filepath.Join(o.DataDir, "pki"))
+	if err := pki.Ensure(paths, a.sans(), time.Now()); err != nil {
+		return nil, fmt.Errorf("preparing TLS material: %w", err)
+	}
+	ca, err := pki.LoadCA(paths)
+	if err != nil {
+		return nil, err
+	}
 	// The API's writes are users' requests, not the leader's: unfenced.
 	stores := newStores(a.client, o.EtcdPrefix, nil)
 	api := apiserver.New(stores, apiserver.Options{
@@ -242,16 +251,21 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		NodeLease:         o.NodeLease,
 		HeartbeatInterval: o.HeartbeatInterval,
 		Logger:            o.Logger.With("component", "api"),
+		CA:                ca,
+		NodeCertValidity:  o.NodeCertValidity,
+		Limits:            o.APILimits,
+		Metrics:           apiMetrics,
 	})
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
+	// The node credential cache: node certificates are refused (with
+	// Unavailable) until it has loaded.
+	a.serve("", func() error { api.Run(runCtx); return nil })
 
-	// Unix socket: local clients, no token; the 0600 mode is the access check.
-	a.unixSrv = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(apiMetrics.Unary),
-		grpc.ChainStreamInterceptor(apiMetrics.Stream),
-	)
+	// Unix socket: the 0600 mode is the authentication (callers are
+	// admins, or role all's node agent acting as its node).
+	a.unixSrv = grpc.NewServer(api.ServerOptions(apiserver.Listener{Unix: true}, nil, nil)...)
 	api.Register(a.unixSrv)
 	ul, err := listenUnix(o.Socket)
 	if err != nil {
@@ -259,12 +273,8 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	}
 	a.serve("unix", func() error { return a.unixSrv.Serve(ul) })
 
-	paths := pki.PathsIn(filepath.Join(o.DataDir, "pki"))
-	if err := pki.Ensure(paths, a.sans(), time.Now()); err != nil {
-		return nil, fmt.Errorf("preparing TLS material: %w", err)
-	}
 	if o.Listen != "" {
-		if err := a.startTCP(api, apiMetrics, paths); err != nil {
+		if err := a.startTCP(runCtx, api, paths, ca); err != nil {
 			return nil, err
 		}
 	}
@@ -339,7 +349,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		if err != nil {
 			return nil, fmt.Errorf("--socket: %w", err)
 		}
-		if err := a.startNodeAgent(ctx, client.Config{Endpoint: "unix://" + sock}); err != nil {
+		if err := a.startNodeAgent(ctx, client.Config{Endpoint: "unix://" + sock, ActAsNode: o.NodeName}, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -348,29 +358,33 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	return a, nil
 }
 
-func (a *Agent) startTCP(api *apiserver.Server, m *apiserver.Metrics, paths pki.Paths) error {
+func (a *Agent) startTCP(ctx context.Context, api *apiserver.Server, paths pki.Paths, ca *pki.CA) error {
 	o := a.opts
-	certFile, keyFile, tokenFile := paths.ServerCert, paths.ServerKey, paths.Token
-	if o.TLSCertFile != "" {
-		certFile, keyFile = o.TLSCertFile, o.TLSKeyFile
-	}
+	tokenFile := paths.Token
 	if o.TokenFile != "" {
 		tokenFile = o.TokenFile
-	}
-	tlsCfg, err := pki.ServerTLSConfig(certFile, keyFile)
-	if err != nil {
-		return err
 	}
 	token, err := pki.ReadToken(tokenFile)
 	if err != nil {
 		return err
 	}
-	auth := apiserver.TokenAuth{Token: token}
-	a.tcpSrv = grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(tlsCfg)),
-		grpc.ChainUnaryInterceptor(m.Unary, auth.Unary),
-		grpc.ChainStreamInterceptor(m.Stream, auth.Stream),
-	)
+	// The generated certificate is sent with the CA, which a joining node
+	// checks against the pin it was given; an operator's own certificate
+	// is sent as it is.
+	var kp *pki.KeyPair
+	if o.TLSCertFile != "" {
+		kp, err = pki.LoadKeyPair(o.TLSCertFile, o.TLSKeyFile)
+	} else {
+		kp, err = pki.LoadKeyPair(paths.ServerCert, paths.ServerKey, paths.CACert)
+	}
+	if err != nil {
+		return fmt.Errorf("loading server certificate: %w", err)
+	}
+	a.serve("", func() error { a.renewServerCert(ctx, paths, kp); return nil })
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	opts := api.ServerOptions(apiserver.Listener{Token: token}, nil, nil)
+	a.tcpSrv = grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(pki.ServerTLSConfig(kp, pool))))...)
 	api.Register(a.tcpSrv)
 	l, err := net.Listen("tcp", o.Listen)
 	if err != nil {

@@ -176,7 +176,10 @@ func (c *consoleService) Sessions(req *apiv1.ConsoleSessionsRequest, stream apiv
 		return status.Error(codes.InvalidArgument, "node_name: Required value")
 	}
 	ctx := stream.Context()
-	ns := c.s.consoles.register(node, ctx.Done())
+	ns, err := c.s.consoles.register(node, ctx.Done())
+	if err != nil {
+		return err
+	}
 	defer c.s.consoles.unregister(node, ns)
 	// Headers at once tell the node agent that it is registered.
 	if err := stream.SendHeader(nil); err != nil {
@@ -207,7 +210,13 @@ func (c *consoleService) Serve(stream apiv1.Consoles_ServeServer) error {
 	nc := newNodeConsole()
 	defer close(nc.gone)
 	go nc.receive(stream)
-	if !c.s.consoles.claim(id, nc) {
+	// A node serves only the sessions handed to it (authz.go lets nodes
+	// call Serve at all).
+	var node string
+	if who := IdentityFrom(ctx); who.Kind == Node {
+		node = who.Node
+	}
+	if !c.s.consoles.claim(id, node, nc) {
 		nc.end()
 		return status.Errorf(codes.NotFound, "console session %s: unknown, or its client gave up", id)
 	}

@@ -22,11 +22,17 @@ const consoleHandoff = 10 * time.Second
 type consoleHub struct {
 	mu      sync.Mutex
 	nodes   map[string]*nodeSessions
-	pending map[string]chan *nodeConsole
+	pending map[string]pendingSession
+}
+
+// pendingSession is an Attach waiting for the node it was handed to.
+type pendingSession struct {
+	node  string
+	ready chan *nodeConsole
 }
 
 func newConsoleHub() *consoleHub {
-	return &consoleHub{nodes: map[string]*nodeSessions{}, pending: map[string]chan *nodeConsole{}}
+	return &consoleHub{nodes: map[string]*nodeSessions{}, pending: map[string]pendingSession{}}
 }
 
 // nodeSessions is one open Sessions stream of a node.
@@ -35,14 +41,24 @@ type nodeSessions struct {
 	closed   <-chan struct{}
 }
 
-// register makes ns the node's Sessions stream; a reconnecting node
-// replaces its older stream.
-func (h *consoleHub) register(node string, closed <-chan struct{}) *nodeSessions {
+// register makes ns the node's Sessions stream. A second stream for a
+// node is refused while the first is open: whoever holds it receives what
+// users type at that node's consoles. A node agent that reconnects finds
+// its old stream gone (its connection closed, or keepalive ended it) and
+// retries until then.
+func (h *consoleHub) register(node string, closed <-chan struct{}) (*nodeSessions, error) {
 	ns := &nodeSessions{sessions: make(chan *apiv1.ConsoleSession), closed: closed}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if old := h.nodes[node]; old != nil {
+		select {
+		case <-old.closed:
+		default:
+			return nil, status.Errorf(codes.AlreadyExists, "node %s already holds its console session stream", node)
+		}
+	}
 	h.nodes[node] = ns
-	return ns
+	return ns, nil
 }
 
 func (h *consoleHub) unregister(node string, ns *nodeSessions) {
@@ -59,7 +75,7 @@ func (h *consoleHub) handOff(ctx context.Context, node string, sess *apiv1.Conso
 	ns := h.nodes[node]
 	ready := make(chan *nodeConsole, 1)
 	if ns != nil {
-		h.pending[sess.SessionId] = ready
+		h.pending[sess.SessionId] = pendingSession{node: node, ready: ready}
 	}
 	h.mu.Unlock()
 	if ns == nil {
@@ -99,16 +115,16 @@ func (h *consoleHub) handOff(ctx context.Context, node string, sess *apiv1.Conso
 }
 
 // claim hands a node's Serve stream to the Attach waiting for session id;
-// false if none waits.
-func (h *consoleHub) claim(id string, nc *nodeConsole) bool {
+// false if none waits for it from node (empty: an admin, any node).
+func (h *consoleHub) claim(id, node string, nc *nodeConsole) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	ready, ok := h.pending[id]
-	if !ok {
+	p, ok := h.pending[id]
+	if !ok || (node != "" && p.node != node) {
 		return false
 	}
 	delete(h.pending, id)
-	ready <- nc // buffered; sent under the lock, see handOff
+	p.ready <- nc // buffered; sent under the lock, see handOff
 	return true
 }
 

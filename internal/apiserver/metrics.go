@@ -14,6 +14,7 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	refusals *prometheus.CounterVec
 }
 
 // NewMetrics registers the API collectors with reg.
@@ -28,8 +29,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "Latency of unary API calls; for watches, how long the stream was open.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14),
 		}, []string{"service", "method"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "virtplane_api_refused_total",
+			Help: "Calls refused before their handler ran, by reason: unauthenticated, rate, streams.",
+		}, []string{"service", "method", "reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.refusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -4,6 +4,7 @@
 package apiserver
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
@@ -22,6 +25,9 @@ type Stores struct {
 	VMIs       store.Store[*apiv1.VirtualMachineInstance]
 	Nodes      store.Store[*apiv1.Node]
 	Migrations store.Store[*apiv1.VirtualMachineInstanceMigration]
+	// Credentials of nodes; nil serves no node certificates (tests).
+	BootstrapTokens store.Store[*apiv1.BootstrapToken]
+	NodeCredentials store.Store[*apiv1.NodeCredential]
 }
 
 // NewStores returns the etcd stores of every kind the API serves, all with
@@ -32,6 +38,9 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 		VMIs:       store.New(c, store.VirtualMachineInstances, opts),
 		Nodes:      store.New(c, store.Nodes, opts),
 		Migrations: store.New(c, store.Migrations, opts),
+		// Credentials are the API's own writes, never a leader's: no fence.
+		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
+		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),
 	}
 }
 
@@ -43,6 +52,17 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	Clock             func() time.Time
 	Logger            *slog.Logger
+
+	// CA signs node certificates (Bootstrap.Join and Renew); nil issues
+	// none.
+	CA *pki.CA
+	// NodeCertValidity is how long a node certificate is valid;
+	// 0 means pki.DefaultNodeCertValidity.
+	NodeCertValidity time.Duration
+	// Limits bound each caller (limits.go).
+	Limits Limits
+	// Metrics, when set, count calls and refusals.
+	Metrics *Metrics
 }
 
 // Server serves all API services.
@@ -51,6 +71,8 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	consoles *consoleHub
+	creds    *nodeCreds
+	limits   *limiter
 }
 
 // New returns a server over stores.
@@ -67,8 +89,17 @@ func New(stores Stores, opts Options) *Server {
 	if opts.HeartbeatInterval == 0 {
 		opts.HeartbeatInterval = 10 * time.Second
 	}
-	return &Server{stores: stores, opts: opts, log: opts.Logger, consoles: newConsoleHub()}
+	s := &Server{stores: stores, opts: opts, log: opts.Logger, consoles: newConsoleHub(), limits: newLimiter(opts.Limits, opts.Metrics)}
+	var creds informer.Watcher[*apiv1.NodeCredential]
+	if stores.NodeCredentials != nil {
+		creds = stores.NodeCredentials
+	}
+	s.creds = newCredentials(creds, opts.Clock, opts.Logger)
+	return s
 }
+
+// Run keeps the server's caches (the node credentials) until ctx ends.
+func (s *Server) Run(ctx context.Context) { s.creds.run(ctx) }
 
 // Register adds every service to r.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
@@ -76,4 +107,5 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterVirtualMachineInstancesServer(r, &vmiService{s: s})
 	apiv1.RegisterNodesServer(r, &nodeService{s: s})
 	apiv1.RegisterConsolesServer(r, &consoleService{s: s})
+	apiv1.RegisterBootstrapServer(r, &bootstrapService{s: s})
 }

@@ -59,6 +59,17 @@ func (v *vmiService) UpdateStatus(ctx context.Context, req *apiv1.UpdateVirtualM
 	if cur.Metadata.ResourceVersion != rv {
 		return nil, status.Errorf(codes.Aborted, "virtualmachineinstance %q: %s", ns+"/"+name, conflictMessage)
 	}
+	// A node reports only on its own instances and cannot move one: where
+	// an instance runs is the scheduler's, and a node that could claim
+	// instances could read their secrets.
+	if id := IdentityFrom(ctx); id.Kind == Node {
+		if !onNode(cur, id.Node) {
+			return nil, status.Errorf(codes.PermissionDenied, "node %s may update only its own instances; %s runs on %q", id.Node, ns+"/"+name, cur.GetStatus().GetNodeName())
+		}
+		if got, want := in.GetStatus().GetNodeName(), cur.GetStatus().GetNodeName(); got != want {
+			return nil, status.Errorf(codes.PermissionDenied, "status.node_name: node %s may not change it from %q to %q", id.Node, want, got)
+		}
+	}
 	next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
 	next.Status = in.GetStatus()
 	if proto.Equal(next, cur) {

@@ -5,8 +5,10 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -44,6 +47,23 @@ type Config struct {
 	// CAFile is a PEM bundle to verify the agent's certificate; empty means
 	// the system roots.
 	CAFile string
+	// ClientCertificate authenticates a node over TLS instead of a token
+	// (pki.KeyPair.GetClientCertificate: a renewed certificate is used on
+	// the next connection).
+	ClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+	// PinnedCA ("sha256:<hex>" of a CA's public key, as
+	// CreateBootstrapTokenResponse.ca_cert_hash) trusts the server when
+	// the chain it presents holds a CA with that key and its certificate
+	// verifies against that CA: how a joining node trusts a server it has
+	// no CA file for yet (kubeadm's discovery token CA hash).
+	PinnedCA string
+	// ActAsNode makes calls on the unix socket as that node rather than as
+	// an admin: role all's in-process node agent is held to what a node
+	// may do (apiv1.NodeHeader).
+	ActAsNode string
+	// DialOptions are appended to the ones Dial derives (keepalive,
+	// tests).
+	DialOptions []grpc.DialOption
 }
 
 // ConfigFromEnv reads VIRTPLANE_ENDPOINT, VIRTPLANE_TOKEN,
@@ -61,11 +81,12 @@ func ConfigFromEnv() Config {
 
 // Client bundles the service stubs of one agent connection.
 type Client struct {
-	VMs      apiv1.VirtualMachinesClient
-	VMIs     apiv1.VirtualMachineInstancesClient
-	Nodes    apiv1.NodesClient
-	Consoles apiv1.ConsolesClient
-	Conn     *grpc.ClientConn
+	VMs       apiv1.VirtualMachinesClient
+	VMIs      apiv1.VirtualMachineInstancesClient
+	Nodes     apiv1.NodesClient
+	Consoles  apiv1.ConsolesClient
+	Bootstrap apiv1.BootstrapClient
+	Conn      *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -88,6 +109,11 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 		if err != nil {
 			return nil, err
 		}
+		tlsCfg.GetClientCertificate = cfg.ClientCertificate
+		if cfg.PinnedCA != "" {
+			host, _, _ := net.SplitHostPort(strings.TrimPrefix(target, "dns:///"))
+			pinCA(tlsCfg, cfg.PinnedCA, host)
+		}
 		dialOpts = append(dialOpts, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
 		token, err := loadToken(cfg)
 		if err != nil {
@@ -102,7 +128,18 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 		// The unix socket is protected by file permissions; the token is
 		// not needed and is never sent over an unencrypted transport.
 		dialOpts = append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if cfg.ActAsNode != "" {
+			md := metadata.Pairs(apiv1.NodeHeader, cfg.ActAsNode)
+			dialOpts = append(dialOpts,
+				grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+					return invoker(metadata.NewOutgoingContext(ctx, metadata.Join(md, outgoing(ctx))), method, req, reply, cc, o...)
+				}),
+				grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+					return streamer(metadata.NewOutgoingContext(ctx, metadata.Join(md, outgoing(ctx))), desc, cc, method, o...)
+				}))
+		}
 	}
+	dialOpts = append(dialOpts, cfg.DialOptions...)
 	dialOpts = append(dialOpts, opts...)
 
 	conn, err := grpc.NewClient(target, dialOpts...)
@@ -115,11 +152,12 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 // New returns a client of every API service over conn, which it owns.
 func New(conn *grpc.ClientConn) *Client {
 	return &Client{
-		VMs:      apiv1.NewVirtualMachinesClient(conn),
-		VMIs:     apiv1.NewVirtualMachineInstancesClient(conn),
-		Nodes:    apiv1.NewNodesClient(conn),
-		Consoles: apiv1.NewConsolesClient(conn),
-		Conn:     conn,
+		VMs:       apiv1.NewVirtualMachinesClient(conn),
+		VMIs:      apiv1.NewVirtualMachineInstancesClient(conn),
+		Nodes:     apiv1.NewNodesClient(conn),
+		Consoles:  apiv1.NewConsolesClient(conn),
+		Bootstrap: apiv1.NewBootstrapClient(conn),
+		Conn:      conn,
 	}
 }
 
@@ -177,6 +215,32 @@ func tlsConfig(caFile string) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// pinCA replaces chain verification by the system or a CA file with the
+// pin: Go's verification is skipped only to be done here, against the CA
+// the pin names.
+func pinCA(cfg *tls.Config, pin, host string) {
+	cfg.InsecureSkipVerify = true
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("server sent no certificate")
+		}
+		for _, ca := range cs.PeerCertificates[1:] {
+			sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
+			if "sha256:"+hex.EncodeToString(sum[:]) != pin || !ca.IsCA {
+				continue
+			}
+			pool := x509.NewCertPool()
+			pool.AddCert(ca)
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, DNSName: host})
+			if err != nil {
+				return fmt.Errorf("server certificate does not verify against the pinned CA: %w", err)
+			}
+			return nil
+		}
+		return fmt.Errorf("the server's CA does not match the pinned %s: check --ca-cert-hash (printed by `virtplane-agent token create`)", pin)
+	}
+}
+
 func loadToken(cfg Config) (string, error) {
 	if cfg.Token != "" {
 		return strings.TrimSpace(cfg.Token), nil
@@ -196,6 +260,11 @@ func loadToken(cfg Config) (string, error) {
 		return "", errors.New("token file " + cfg.TokenFile + " holds more than one line")
 	}
 	return token, nil
+}
+
+func outgoing(ctx context.Context) metadata.MD {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return md
 }
 
 // bearerToken sends "authorization: Bearer <token>" with every RPC.

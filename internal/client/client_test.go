@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -233,7 +234,7 @@ func TestConfigFromEnv(t *testing.T) {
 	t.Setenv(EnvTokenFile, "/tok")
 	t.Setenv(EnvCAFile, "/ca.pem")
 	want := Config{Endpoint: "agent:7443", Token: "tok", TokenFile: "/tok", CAFile: "/ca.pem"}
-	if got := ConfigFromEnv(); got != want {
+	if got := ConfigFromEnv(); !reflect.DeepEqual(got, want) {
 		t.Errorf("ConfigFromEnv() = %+v, want %+v", got, want)
 	}
 }

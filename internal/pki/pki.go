@@ -93,13 +93,17 @@ func ReadToken(path string) (string, error) {
 	return tok, nil
 }
 
-// ServerTLSConfig loads the server key pair for a TLS listener.
-func ServerTLSConfig(certFile, keyFile string) (*tls.Config, error) {
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("loading server certificate: %w", err)
+// ServerTLSConfig is a TLS listener's config: it presents kp's current
+// certificate (renewed without a restart) and verifies a client
+// certificate when one is sent, against clientCAs (nodes; admins send a
+// token instead, so a certificate is optional at this layer).
+func ServerTLSConfig(kp *KeyPair, clientCAs *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		GetCertificate: kp.GetCertificate,
+		ClientAuth:     tls.VerifyClientCertIfGiven,
+		ClientCAs:      clientCAs,
+		MinVersion:     tls.VersionTLS12,
 	}
-	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
 func ensureCA(p Paths, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {

@@ -1,8 +1,10 @@
 package pki
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -76,15 +78,58 @@ func TestEnsureCreatesAndKeeps(t *testing.T) {
 	}
 }
 
-func TestServerTLSConfig(t *testing.T) {
+// A server renews its certificate while running: Ensure reissues it near
+// expiry and the KeyPair presents the new one on the next handshake.
+func TestKeyPairPresentsRenewedCertificate(t *testing.T) {
 	p := PathsIn(t.TempDir())
-	if err := Ensure(p, []string{"localhost"}, time.Now()); err != nil {
+	t0 := time.Now()
+	if err := Ensure(p, []string{"localhost"}, t0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ServerTLSConfig(p.ServerCert, p.ServerKey); err != nil {
+	kp, err := LoadKeyPair(p.ServerCert, p.ServerKey, p.CACert)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ServerTLSConfig(p.ServerCert, p.CAKey); err == nil {
+	ca, err := LoadCA(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := handshake(t, kp, ca, t0)
+	if changed, err := kp.Reload(); err != nil || changed {
+		t.Fatalf("reload of unchanged files: changed %v, err %v", changed, err)
+	}
+	later := t0.Add(serverValidity - renewBefore + time.Hour)
+	if err := Ensure(p, []string{"localhost"}, later); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := kp.Reload(); err != nil || !changed {
+		t.Fatalf("reload after renewal: changed %v, err %v", changed, err)
+	}
+	if second := handshake(t, kp, ca, later); second.SerialNumber.Cmp(first.SerialNumber) == 0 {
+		t.Fatal("the renewed certificate is not presented")
+	}
+	if _, err := LoadKeyPair(p.ServerCert, p.CAKey); err == nil {
 		t.Fatal("mismatched key accepted")
 	}
+}
+
+// handshake connects a client that trusts only ca and returns the leaf the
+// server presented.
+func handshake(t *testing.T, kp *KeyPair, ca *CA, now time.Time) *x509.Certificate {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	c, s := net.Pipe()
+	defer c.Close()
+	defer s.Close()
+	go func() { _ = tls.Server(s, ServerTLSConfig(kp, pool)).Handshake() }()
+	cl := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12, Time: func() time.Time { return now }})
+	if err := cl.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	st := cl.ConnectionState()
+	if len(st.PeerCertificates) != 2 || !st.PeerCertificates[1].Equal(ca.Cert) {
+		t.Fatalf("server chain has %d certificates, want the leaf and the CA (for the join pin)", len(st.PeerCertificates))
+	}
+	return st.PeerCertificates[0]
 }

@@ -168,3 +168,9 @@ const (
 	// DataVolume.
 	ReasonDataVolumeError = "DataVolumeError"
 )
+
+// NodeHeader on a call over the agent's unix socket makes the caller the
+// named node instead of an admin: role all's in-process node agent sends
+// it so that it is held to what any node may do. Only the root-only socket
+// honours it (a root caller is an admin and may act as less).
+const NodeHeader = "virtplane-node"

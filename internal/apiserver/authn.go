@@ -1,0 +1,95 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/subtle"
+	"net"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
+)
+
+// Listener says how callers of one listener authenticate.
+type Listener struct {
+	// Unix marks the root-only (0600) unix socket: its callers are admins.
+	Unix bool
+	// Token is the admins' bearer token on a TLS listener.
+	Token string
+}
+
+// authenticate decides who is calling, from the connection and the
+// headers only: it runs in the transport's tap handle, before grpc reads
+// a byte of the request body.
+func (s *Server) authenticate(ctx context.Context, l Listener, info *tap.Info) (Identity, error) {
+	if l.Unix {
+		if v := info.Header.Get(apiv1.NodeHeader); len(v) > 0 {
+			if v[0] == "" {
+				return Identity{}, status.Error(codes.Unauthenticated, apiv1.NodeHeader+": empty node name")
+			}
+			return Identity{Kind: Node, Node: v[0], Peer: "unix", Trusted: true}, nil
+		}
+		return Identity{Kind: Admin, Peer: "unix", Trusted: true}, nil
+	}
+	p, _ := peer.FromContext(ctx)
+	addr := "unknown"
+	if p != nil && p.Addr != nil {
+		addr = p.Addr.String()
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			addr = host
+		}
+	}
+	if p != nil {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+			leaf := ti.State.VerifiedChains[0][0]
+			node, ok := pki.NodeName(leaf)
+			if !ok {
+				return Identity{}, status.Error(codes.Unauthenticated, "client certificate is not a node certificate")
+			}
+			serial := pki.SerialHex(leaf)
+			if err := s.creds.check(node, serial); err != nil {
+				return Identity{}, err
+			}
+			return Identity{Kind: Node, Node: node, Serial: serial, Peer: addr}, nil
+		}
+	}
+	if vals := info.Header.Get("authorization"); len(vals) > 0 {
+		tok, ok := strings.CutPrefix(vals[0], "Bearer ")
+		if !ok || l.Token == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(l.Token)) != 1 {
+			return Identity{}, status.Error(codes.Unauthenticated, "invalid bearer token")
+		}
+		return Identity{Kind: Admin, Peer: addr}, nil
+	}
+	if info.FullMethodName == apiv1.Bootstrap_Join_FullMethodName {
+		return Identity{Kind: Anonymous, Peer: addr}, nil
+	}
+	return Identity{}, status.Error(codes.Unauthenticated,
+		"no credential: admins set VIRTPLANE_TOKEN or --token-file; nodes join with a bootstrap token (virtplane-agent node join)")
+}
+
+// tapHandle authenticates and rate-limits a call before its body is read,
+// so an unauthenticated caller costs no more than its headers.
+func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		id, err := s.authenticate(ctx, l, info)
+		if err != nil {
+			s.limits.refused(info.FullMethodName, "unauthenticated")
+			return nil, err
+		}
+		if err := s.limits.allow(id, info.FullMethodName); err != nil {
+			return nil, err
+		}
+		ctx = WithIdentity(ctx, id)
+		if id.Kind == Node && id.Serial != "" {
+			// A revocation cancels the node's open calls and streams.
+			ctx = s.creds.track(ctx, id)
+		}
+		return ctx, nil
+	}
+}

@@ -1,0 +1,201 @@
+package apiserver
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Authorization, per method (docs/security.md has the table):
+//   - admins may call everything;
+//   - anonymous callers only Bootstrap.Join (the token in it authenticates);
+//   - nodes only the methods in nodeRules, each checked to act for the
+//     calling node alone, as Kubernetes' node authorizer and
+//     NodeRestriction hold a kubelet to its own Node and its pods.
+//
+// Every method of the API is listed either in nodeRules or in adminOnly;
+// a test keeps it so, so a new method is never open to nodes by omission.
+
+// nodeRule checks a node's call: before sees the request (a stream's
+// first message), after may refuse or trim the response.
+type nodeRule struct {
+	before func(node string, req any) error
+	after  func(node string, resp any) (any, error)
+}
+
+var nodeRules = map[string]nodeRule{
+	// A VM's name and uid tell a node whether the VM its files belong to
+	// still exists; the spec only when the VM last ran on that node.
+	apiv1.VirtualMachines_Get_FullMethodName: {after: func(node string, resp any) (any, error) {
+		vm := resp.(*apiv1.VirtualMachine)
+		if vm.GetStatus().GetNodeName() == node {
+			return vm, nil
+		}
+		md := vm.GetMetadata()
+		return &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{
+			Namespace: md.GetNamespace(), Name: md.GetName(), Uid: md.GetUid(), ResourceVersion: md.GetResourceVersion(),
+		}}, nil
+	}},
+	apiv1.VirtualMachineInstances_Get_FullMethodName: {after: func(node string, resp any) (any, error) {
+		if vmi := resp.(*apiv1.VirtualMachineInstance); !onNode(vmi, node) {
+			return nil, status.Errorf(codes.PermissionDenied, "node %s may read only its own instances", node)
+		}
+		return resp, nil
+	}},
+	apiv1.VirtualMachineInstances_List_FullMethodName: {before: func(node string, req any) error {
+		return ownNodeSelector(node, req.(*apiv1.ListVirtualMachineInstancesRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.VirtualMachineInstances_Watch_FullMethodName: {before: func(node string, req any) error {
+		return ownNodeSelector(node, req.(*apiv1.WatchVirtualMachineInstancesRequest).GetOptions().GetLabelSelector())
+	}},
+	// The handler checks that the instance is the node's (vmi.go).
+	apiv1.VirtualMachineInstances_UpdateStatus_FullMethodName: {},
+	apiv1.Nodes_Get_FullMethodName: {before: func(node string, req any) error {
+		return sameNode(node, "name", req.(*apiv1.GetNodeRequest).GetName())
+	}},
+	apiv1.Nodes_Register_FullMethodName: {before: func(node string, req any) error {
+		return sameNode(node, "node.metadata.name", req.(*apiv1.RegisterNodeRequest).GetNode().GetMetadata().GetName())
+	}},
+	apiv1.Nodes_Heartbeat_FullMethodName: {before: func(node string, req any) error {
+		return sameNode(node, "name", req.(*apiv1.HeartbeatRequest).GetName())
+	}},
+	apiv1.Consoles_Sessions_FullMethodName: {before: func(node string, req any) error {
+		return sameNode(node, "node_name", req.(*apiv1.ConsoleSessionsRequest).GetNodeName())
+	}},
+	// The handler checks that the session was handed to this node.
+	apiv1.Consoles_Serve_FullMethodName: {},
+	// The handler renews the calling node's own certificate.
+	apiv1.Bootstrap_Renew_FullMethodName: {},
+}
+
+var adminOnly = map[string]bool{
+	apiv1.VirtualMachines_Create_FullMethodName:  true,
+	apiv1.VirtualMachines_List_FullMethodName:    true,
+	apiv1.VirtualMachines_Update_FullMethodName:  true,
+	apiv1.VirtualMachines_Delete_FullMethodName:  true,
+	apiv1.VirtualMachines_Watch_FullMethodName:   true,
+	apiv1.VirtualMachines_Start_FullMethodName:   true,
+	apiv1.VirtualMachines_Stop_FullMethodName:    true,
+	apiv1.VirtualMachines_Restart_FullMethodName: true,
+	apiv1.VirtualMachines_Pause_FullMethodName:   true,
+	apiv1.VirtualMachines_Unpause_FullMethodName: true,
+	apiv1.VirtualMachines_Migrate_FullMethodName: true,
+	apiv1.Nodes_List_FullMethodName:              true,
+	apiv1.Nodes_Watch_FullMethodName:             true,
+	apiv1.Nodes_Fence_FullMethodName:             true,
+	apiv1.Nodes_Revoke_FullMethodName:            true,
+	apiv1.Nodes_Delete_FullMethodName:            true,
+	apiv1.Consoles_Attach_FullMethodName:         true,
+	apiv1.Bootstrap_CreateToken_FullMethodName:   true,
+	// Join is for anonymous callers (and admins); a node already has a
+	// certificate and renews it instead.
+	apiv1.Bootstrap_Join_FullMethodName: true,
+}
+
+func onNode(vmi *apiv1.VirtualMachineInstance, node string) bool {
+	return vmi.GetStatus().GetNodeName() == node || vmi.GetMetadata().GetLabels()[apiv1.LabelNodeName] == node
+}
+
+func sameNode(node, field, got string) error {
+	if got != node {
+		return status.Errorf(codes.PermissionDenied, "%s: node %s may act only for itself, not for %q", field, node, got)
+	}
+	return nil
+}
+
+// ownNodeSelector requires a node's instance list or watch to select its
+// own instances: the selector must hold virtplane.io/node-name=<node>.
+func ownNodeSelector(node, selector string) error {
+	deny := status.Errorf(codes.PermissionDenied,
+		"options.label_selector: node %s may list only its own instances (%s=%s)", node, apiv1.LabelNodeName, node)
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return deny
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if r.Key() != apiv1.LabelNodeName {
+			continue
+		}
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			if v := r.Values(); v.Len() == 1 && v.Has(node) {
+				return nil
+			}
+		}
+	}
+	return deny
+}
+
+// authorize decides whether id may call method at all.
+func authorize(id Identity, method string) (nodeRule, error) {
+	switch id.Kind {
+	case Admin:
+		return nodeRule{}, nil
+	case Anonymous:
+		if method == apiv1.Bootstrap_Join_FullMethodName {
+			return nodeRule{}, nil
+		}
+		return nodeRule{}, status.Error(codes.Unauthenticated, "no credential")
+	}
+	rule, ok := nodeRules[method]
+	if !ok {
+		return nodeRule{}, status.Errorf(codes.PermissionDenied, "%s may not call %s: it is for admins", id, method)
+	}
+	return rule, nil
+}
+
+func (s *Server) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	id := IdentityFrom(ctx)
+	rule, err := authorize(id, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	if rule.before != nil {
+		if err := rule.before(id.Node, req); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := h(ctx, req)
+	if err != nil || rule.after == nil {
+		return resp, err
+	}
+	return rule.after(id.Node, resp)
+}
+
+func (s *Server) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	id := IdentityFrom(ss.Context())
+	rule, err := authorize(id, info.FullMethod)
+	if err != nil {
+		return err
+	}
+	if rule.before != nil {
+		ss = &checkedStream{ServerStream: ss, check: func(m any) error { return rule.before(id.Node, m) }}
+	}
+	return h(srv, ss)
+}
+
+// checkedStream runs check on the first message a stream receives, which
+// for a server stream is its request.
+type checkedStream struct {
+	grpc.ServerStream
+	check   func(any) error
+	checked bool
+}
+
+func (c *checkedStream) RecvMsg(m any) error {
+	if err := c.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if !c.checked {
+		c.checked = true
+		return c.check(m)
+	}
+	return nil
+}
