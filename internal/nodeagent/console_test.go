@@ -142,7 +142,7 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 	h.createVMI("web", withOwnerVM(vm), withGrace(0))
 	vmi := h.waitPhase("web", apiv1.PhaseRunning)
 	uid := vmi.GetMetadata().GetUid()
-	path := nodedir.ConsoleLogPath(a.layout.VMIDir(uid))
+	path := nodedir.ConsoleLogPath(h.vmiDir(uid))
 	consoletest.WriteLog(t, path, "BOOTED\n")
 
 	// Nothing but the log exists so far: a VM that never ran is refused.
@@ -192,7 +192,11 @@ func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 			t.Fatalf("console ended with %v", err)
 		}
 	}
-	kept := nodedir.ConsoleLogPath(a.layout.KeptLogDir(vm.Metadata.Uid, uid))
+	keptDir, err := a.layout.KeptLogDir(vm.Metadata.Uid, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := nodedir.ConsoleLogPath(keptDir)
 	testutil.Eventually(t, waitTimeout, "the log kept under the VM", func() bool { _, err := os.Stat(kept); return err == nil })
 
 	// The VMI is still there, final: its kept log is served.

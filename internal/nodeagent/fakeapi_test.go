@@ -167,7 +167,7 @@ func (u *unit) create(name string, opts ...vmiOption) *apiv1.VirtualMachineInsta
 	now := u.clock.Now()
 	v := scheduledVMI(name, now, opts...)
 	// What the store would add.
-	v.Metadata.Uid, v.Metadata.CreationTimestamp = "uid-"+name, timestamppb.New(now)
+	v.Metadata.Uid, v.Metadata.CreationTimestamp = testUID(name), timestamppb.New(now)
 	out := u.vmis.put(v)
 	u.sync()
 	return out

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
@@ -20,6 +21,11 @@ import (
 func (a *Agent) Reconcile(ctx context.Context, key string) (controller.Result, error) {
 	vmi, ok := a.vmis.GetByKey(key)
 	if !ok {
+		vmi = nil
+	}
+	if vmi != nil && !a.admissible(vmi) {
+		// As if it were not here: it never runs on this node, and a
+		// record of this key (another VMI's) is finished as usual.
 		vmi = nil
 	}
 	rec, err := a.recordFor(key)
@@ -37,6 +43,20 @@ func (a *Agent) Reconcile(ctx context.Context, key string) (controller.Result, e
 		rec = nil
 	}
 	return a.sync(ctx, key, vmi, rec)
+}
+
+// admissible reports whether the node may act on vmi at all: its uid,
+// its VM's uid, namespace and name become directory and domain names
+// here, so a VMI whose identity the API would never have written (one put
+// straight into etcd) is refused and logged, and no file is made for it.
+func (a *Agent) admissible(vmi *apiv1.VirtualMachineInstance) bool {
+	errs := validation.ValidateInstanceIdentity(vmi)
+	if len(errs) == 0 {
+		return true
+	}
+	a.log.Error("refusing a VMI whose identity is invalid; it was not written through the API",
+		"vmi", informer.Key(vmi), "err", errs.ToAggregate())
+	return false
 }
 
 // recordFor returns the state record of key, or nil.
@@ -174,7 +194,10 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 		return controller.Result{}, nil // not handed to the node yet
 	}
 	if rec == nil {
-		rec = a.newRecord(vmi)
+		var err error
+		if rec, err = a.newRecord(vmi); err != nil {
+			return controller.Result{}, fmt.Errorf("recording %s: %w", key, err)
+		}
 		// Recorded before anything is started, so a crash from here on
 		// leaves a trace the next agent follows.
 		if err := a.db.PutVMI(rec); err != nil {
@@ -255,8 +278,13 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 	return controller.Result{}, nil
 }
 
-func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) *state.VMI {
+// newRecord is the state record of vmi, which admissible accepted.
+func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) (*state.VMI, error) {
 	md := vmi.GetMetadata()
+	dir, err := a.layout.VMIDir(md.GetUid())
+	if err != nil {
+		return nil, err
+	}
 	policy := md.GetAnnotations()[apiv1.AnnotationNodeFailurePolicy]
 	if policy == "" {
 		policy = apiv1.NodeFailurePolicyWait
@@ -266,10 +294,10 @@ func (a *Agent) newRecord(vmi *apiv1.VirtualMachineInstance) *state.VMI {
 		DomainName:         apiv1.DomainName(md.GetNamespace(), md.GetName()),
 		GracePeriodSeconds: vmi.GetSpec().GracePeriodSeconds(),
 		NodeFailurePolicy:  policy,
-		Dir:                a.layout.VMIDir(md.GetUid()),
+		Dir:                dir,
 		CreatedAt:          a.now().Round(0),
 		VMUID:              apiv1.ControllingVMUID(vmi),
-	}
+	}, nil
 }
 
 // reflectPause applies the VMI's desired pause state to the domain.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -91,7 +90,10 @@ func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineI
 	}
 	if rec == nil {
 		if vmi != nil {
-			_ = os.RemoveAll(a.layout.VMIDir(vmi.GetMetadata().GetUid()))
+			// Files made before a record could be saved, if any.
+			if err := a.layout.RemoveVMIDir(vmi.GetMetadata().GetUid()); err != nil {
+				a.log.Warn("removing the files of an instance without a record", "vmi", informer.Key(vmi), "err", err)
+			}
 		}
 		return controller.Result{}, nil
 	}
@@ -119,7 +121,11 @@ func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineI
 	if err := a.console.Keep(rec); err != nil {
 		a.log.Warn("keeping the console log failed", "vmi", key, "err", err)
 	}
-	if err := os.RemoveAll(rec.Dir); err != nil {
+	if err := a.layout.CheckVMIDir(rec.UID, rec.Dir); err != nil {
+		// A record an older agent wrote for a uid that was a path: its
+		// domain is gone now, its "directory" is left alone.
+		a.log.Error("not removing the files of a record whose directory is not its own", "vmi", key, "dir", rec.Dir, "err", err)
+	} else if err := a.layout.RemoveVMIDir(rec.UID); err != nil {
 		return controller.Result{}, fmt.Errorf("removing files of %s: %w", key, err)
 	}
 	if err := a.db.DeleteVMI(rec.UID); err != nil {

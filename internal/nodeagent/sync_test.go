@@ -33,7 +33,11 @@ func TestSlowStartWindow(t *testing.T) {
 			u := newUnit(t)
 			v := u.create("s")
 			// Left by an earlier pass that recorded and defined it.
-			if err := u.db.PutVMI(u.a.newRecord(v)); err != nil {
+			rec, err := u.a.newRecord(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := u.db.PutVMI(rec); err != nil {
 				t.Fatal(err)
 			}
 			u.fake.AddDomain(fake.Domain{Name: domainOf("s"), VMIUID: v.Metadata.Uid, VMIKey: "default/s",

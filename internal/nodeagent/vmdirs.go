@@ -77,7 +77,11 @@ func (a *Agent) gcVMDirs(ctx context.Context) {
 		if !e.IsDir() || inUse[uid] {
 			continue
 		}
-		dir := filepath.Join(root, uid)
+		dir, err := a.layout.VMDir(uid)
+		if err != nil {
+			a.log.Warn("not a VM directory; leaving it", "dir", filepath.Join(root, uid), "err", err)
+			continue
+		}
 		m, err := nodedir.ReadVMMeta(dir)
 		if err != nil || m.UID != uid {
 			a.log.Warn("VM directory without a valid "+nodedir.VMMetaFile+"; leaving it", "dir", dir, "err", err)
@@ -86,7 +90,7 @@ func (a *Agent) gcVMDirs(ctx context.Context) {
 		if !a.vmGone(ctx, m) {
 			continue
 		}
-		if err := os.RemoveAll(dir); err != nil {
+		if err := a.layout.RemoveVMDir(uid); err != nil {
 			a.log.Warn("removing the files of a deleted VM", "dir", dir, "err", err)
 			continue
 		}

@@ -54,7 +54,7 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 		{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi"}},
 		{Name: "seed", CloudInitNoCloud: &apiv1.CloudInitNoCloud{UserData: "#cloud-config\n"}},
 	}
-	vmi := h.createVMI("pv", ownedBy("vm-1"), withVolumes(devices, vols))
+	vmi := h.createVMI("pv", ownedBy(testUID("vm-1")), withVolumes(devices, vols))
 	h.reconcile(a, "pv")
 	if got := h.phase("pv"); got != apiv1.PhaseRunning {
 		t.Fatalf("phase %s, status %v", got, h.getVMI("pv").GetStatus())
@@ -65,15 +65,15 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	if c := apiv1.FindCondition(h.getVMI("pv").Status.Conditions, apiv1.ConditionProvisioning); c != nil {
 		t.Errorf("Provisioning condition left after start: %v", c)
 	}
-	vol := filepath.Join(nodedir.VolumesDir(h.layout().VMDir("vm-1")), "data.qcow2")
+	vol := filepath.Join(nodedir.VolumesDir(h.vmDir(testUID("vm-1"))), "data.qcow2")
 	if b, err := os.ReadFile(vol); err != nil || string(b) != "blank 1073741824" {
 		t.Fatalf("persistent volume %s: %q, %v", vol, b, err)
 	}
-	iso := filepath.Join(nodedir.DisksDir(h.layout().VMIDir(vmi.Metadata.Uid)), "seed.iso")
+	iso := filepath.Join(nodedir.DisksDir(h.vmiDir(vmi.Metadata.Uid)), "seed.iso")
 	if b, err := os.ReadFile(iso); err != nil || !bytes.Contains(b, []byte("CIDATA")) && !bytes.Contains(b, []byte("cidata")) {
 		t.Fatalf("cloud-init ISO %s: %v", iso, err)
 	}
-	if m, err := nodedir.ReadVMMeta(h.layout().VMDir("vm-1")); err != nil || m.Name != "pv" || m.UID != "vm-1" {
+	if m, err := nodedir.ReadVMMeta(h.vmDir(testUID("vm-1"))); err != nil || m.Name != "pv" || m.UID != testUID("vm-1") {
 		t.Fatalf("vm.json: %+v %v", m, err)
 	}
 
@@ -95,7 +95,7 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	// A new instance of the same VM gets the same volume, not a new one.
 	h.updateVMI("pv", func(v *apiv1.VirtualMachineInstance) { v.Metadata.Finalizers = nil })
 	testutil.Eventually(t, waitTimeout, "old VMI gone", func() bool { _, err := h.stores.VMIs.Get(h.ctx, "default", "pv"); return err != nil })
-	h.createVMI("pv", ownedBy("vm-1"), withVolumes(devices, vols))
+	h.createVMI("pv", ownedBy(testUID("vm-1")), withVolumes(devices, vols))
 	h.reconcile(a, "pv")
 	if b, _ := os.ReadFile(vol); string(b) != "guest data" {
 		t.Fatalf("second instance replaced the volume: %q", b)
@@ -108,10 +108,10 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if created.Metadata.Uid == "vm-1" {
+	if created.Metadata.Uid == testUID("vm-1") {
 		t.Fatal("the store reused the uid")
 	}
-	dir := h.layout().VMDir("vm-1")
+	dir := h.vmDir(testUID("vm-1"))
 	a.gcVMDirs(h.ctx)
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("directory removed while an instance of its VM is on the node: %v", err)
@@ -133,7 +133,7 @@ func TestVMDirCollectorKeepsExistingVMs(t *testing.T) {
 		t.Fatal(err)
 	}
 	mk := func(uid, name string) string {
-		dir := h.layout().VMDir(uid)
+		dir := h.vmDir(uid)
 		if err := os.MkdirAll(nodedir.VolumesDir(dir), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -144,9 +144,18 @@ func TestVMDirCollectorKeepsExistingVMs(t *testing.T) {
 		return dir
 	}
 	kept := mk(vm.Metadata.Uid, "keep")
-	gone := mk("uid-of-deleted", "deleted")
-	noMeta := h.layout().VMDir("no-meta")
+	gone := mk(testUID("deleted"), "deleted")
+	noMeta := h.vmDir(testUID("no-meta"))
 	if err := os.MkdirAll(noMeta, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Not named by a uid: not the layout's, whatever its vm.json says.
+	notUID := filepath.Join(h.layout().VMsDir(), "not-a-uid")
+	if err := os.MkdirAll(notUID, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(nodedir.VMMeta{Namespace: "default", Name: "deleted", UID: "not-a-uid"})
+	if err := os.WriteFile(filepath.Join(notUID, nodedir.VMMetaFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a.gcVMDirs(h.ctx)
@@ -158,6 +167,9 @@ func TestVMDirCollectorKeepsExistingVMs(t *testing.T) {
 	}
 	if _, err := os.Stat(noMeta); err != nil {
 		t.Errorf("directory without vm.json removed: %v", err)
+	}
+	if _, err := os.Stat(notUID); err != nil {
+		t.Errorf("directory not named by a uid removed: %v", err)
 	}
 
 	// Deleting the VM lets the next pass remove its directory.
@@ -175,7 +187,7 @@ func TestPersistentVolumeErrorWaitsAndRetries(t *testing.T) {
 	a := h.directAgent()
 	devices := []*apiv1.Disk{{Name: "root", Disk: &apiv1.DiskTarget{}}}
 	vols := []*apiv1.Volume{{Name: "root", Persistent: &apiv1.PersistentVolume{Size: "16", Image: "os.img"}}}
-	h.createVMI("dv", ownedBy("vm-2"), withVolumes(devices, vols))
+	h.createVMI("dv", ownedBy(testUID("vm-2")), withVolumes(devices, vols))
 	h.synced(a, "dv")
 	if _, err := a.Reconcile(h.ctx, "default/dv"); err == nil {
 		t.Fatal("no error for a missing image")
@@ -229,7 +241,7 @@ func TestPersistentVolumeWithQemuImg(t *testing.T) {
 		{Name: "root", Persistent: &apiv1.PersistentVolume{Size: "4Mi", Image: "base.raw"}},
 		{Name: "blank", Persistent: &apiv1.PersistentVolume{Size: "2Gi"}},
 	}
-	h.createVMI("q", ownedBy("vm-q"), withVolumes(devices, vols))
+	h.createVMI("q", ownedBy(testUID("vm-q")), withVolumes(devices, vols))
 	h.reconcile(a, "q")
 	info := func(p string) disks.ImageInfo {
 		t.Helper()
@@ -239,7 +251,7 @@ func TestPersistentVolumeWithQemuImg(t *testing.T) {
 		}
 		return i
 	}
-	dir := nodedir.VolumesDir(h.layout().VMDir("vm-q"))
+	dir := nodedir.VolumesDir(h.vmDir(testUID("vm-q")))
 	if i := info(filepath.Join(dir, "root.qcow2")); i.Format != "qcow2" || i.VirtualSize != 4<<20 {
 		t.Errorf("copied volume: %+v", i)
 	}

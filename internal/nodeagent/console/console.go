@@ -253,6 +253,9 @@ func (ss *session) run(ctx context.Context) (string, error) {
 		return ss.ended(key)
 	}
 	live := func() bool { return srv.record(rec.UID) != nil }
+	if err := srv.opts.Layout.CheckVMIDir(rec.UID, rec.Dir); err != nil {
+		return "", err
+	}
 	path := nodedir.ConsoleLogPath(rec.Dir)
 	var (
 		fl  *logFollower

@@ -25,6 +25,13 @@ func (s *Server) Keep(rec *state.VMI) error {
 	if rec.VMUID == "" {
 		return nil
 	}
+	if err := s.opts.Layout.CheckVMIDir(rec.UID, rec.Dir); err != nil {
+		return fmt.Errorf("keeping console log: %w", err)
+	}
+	dst, err := s.opts.Layout.KeptLogDir(rec.VMUID, rec.UID)
+	if err != nil {
+		return fmt.Errorf("keeping console log: %w", err)
+	}
 	names, err := logFiles(nodedir.ConsoleLogPath(rec.Dir))
 	if err != nil || len(names) == 0 {
 		return err
@@ -34,8 +41,6 @@ func (s *Server) Keep(rec *state.VMI) error {
 	if err := s.opts.Layout.EnsureVMDir(rec.VMUID, rec.Namespace, rec.Name); err != nil {
 		return fmt.Errorf("keeping console log: %w", err)
 	}
-	base := s.opts.Layout.KeptLogsDir(rec.VMUID)
-	dst := s.opts.Layout.KeptLogDir(rec.VMUID, rec.UID)
 	// 0700: guest output may hold secrets.
 	if err := os.MkdirAll(dst, 0o700); err != nil {
 		return fmt.Errorf("keeping console log: %w", err)
@@ -47,7 +52,7 @@ func (s *Server) Keep(rec *state.VMI) error {
 			return fmt.Errorf("keeping console log: %w", err)
 		}
 	}
-	return pruneKeptLogs(base, keptConsoleLogs, rec.UID)
+	return s.pruneKeptLogs(rec.VMUID, keptConsoleLogs, rec.UID)
 }
 
 type keptLog struct {
@@ -79,9 +84,14 @@ func keptLogs(base string) ([]keptLog, error) {
 	return out, nil
 }
 
-// pruneKeptLogs removes all but the newest keep logs under base; newest
-// (the one just kept) always stays, whatever the clock says.
-func pruneKeptLogs(base string, keep int, newest string) error {
+// pruneKeptLogs removes all but the newest keep logs of VM vmUID; newest
+// (the one just kept) always stays, whatever the clock says. An entry not
+// named by a VMI uid is not one of ours and stays too.
+func (s *Server) pruneKeptLogs(vmUID string, keep int, newest string) error {
+	base, err := s.opts.Layout.KeptLogsDir(vmUID)
+	if err != nil {
+		return err
+	}
 	logs, err := keptLogs(base)
 	if err != nil {
 		return err
@@ -89,7 +99,11 @@ func pruneKeptLogs(base string, keep int, newest string) error {
 	sort.SliceStable(logs, func(i, j int) bool { return logs[i].uid == newest && logs[j].uid != newest })
 	var errs []error
 	for _, l := range logs[min(keep, len(logs)):] {
-		if err := os.RemoveAll(filepath.Join(base, l.uid)); err != nil {
+		dir, err := s.opts.Layout.KeptLogDir(vmUID, l.uid)
+		if err != nil {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("removing old console log: %w", err))
 		}
 	}
@@ -98,20 +112,34 @@ func pruneKeptLogs(base string, keep int, newest string) error {
 
 // keptLogPath returns the kept console log of VMI vmiUID of VM vmUID, or,
 // when that is not kept (or vmiUID is empty), the newest kept one; "" if
-// there is none.
+// there is none. The uids come from the session the API sent; one that is
+// not a uid is an error, never a path to read.
 func (s *Server) keptLogPath(vmUID, vmiUID string) (string, error) {
 	if vmUID == "" {
 		return "", nil
 	}
 	if vmiUID != "" {
-		p := nodedir.ConsoleLogPath(s.opts.Layout.KeptLogDir(vmUID, vmiUID))
+		dir, err := s.opts.Layout.KeptLogDir(vmUID, vmiUID)
+		if err != nil {
+			return "", err
+		}
+		p := nodedir.ConsoleLogPath(dir)
 		if names, err := logFiles(p); err == nil && len(names) > 0 {
 			return p, nil
 		}
 	}
-	logs, err := keptLogs(s.opts.Layout.KeptLogsDir(vmUID))
+	base, err := s.opts.Layout.KeptLogsDir(vmUID)
+	if err != nil {
+		return "", err
+	}
+	logs, err := keptLogs(base)
 	if err != nil || len(logs) == 0 {
 		return "", err
 	}
-	return nodedir.ConsoleLogPath(s.opts.Layout.KeptLogDir(vmUID, logs[0].uid)), nil
+	for _, l := range logs {
+		if dir, err := s.opts.Layout.KeptLogDir(vmUID, l.uid); err == nil {
+			return nodedir.ConsoleLogPath(dir), nil
+		}
+	}
+	return "", nil
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 
 	"k8s.io/utils/clock"
 
@@ -92,6 +91,11 @@ func failed(err error) *Error { return &Error{Reason: ReasonPrepareFailed, Err: 
 // kept, since it holds the guest's writes. An error the VMI should show is
 // an *Error.
 func (p *Preparer) Prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
+	// Every file below is made in the record's directory: it must be the
+	// VMI's own under the node data dir, whatever wrote the record.
+	if err := p.opts.Layout.CheckVMIDir(rec.UID, rec.Dir); err != nil {
+		return nil, failed(err)
+	}
 	disksDir := nodedir.DisksDir(rec.Dir)
 	if err := nodedir.MkdirTraversable(disksDir); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", disksDir, err)
@@ -159,7 +163,10 @@ func (p *Preparer) imageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.Imag
 		src.Path, src.Format = base, format
 		return src, nil
 	}
-	src.Path, src.Format = filepath.Join(disksDir, filepath.Base(d.GetName())+".qcow2"), "qcow2"
+	if src.Path, err = nodedir.FileIn(disksDir, d.GetName()+".qcow2"); err != nil {
+		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
+	}
+	src.Format = "qcow2"
 	if _, err := os.Stat(src.Path); err == nil {
 		return src, nil
 	} else if !errors.Is(err, os.ErrNotExist) {

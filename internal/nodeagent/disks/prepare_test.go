@@ -17,6 +17,11 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
+const (
+	uid1 = "5d1e0f2a-0000-4000-8000-000000000001"
+	uid2 = "5d1e0f2a-0000-4000-8000-000000000002"
+)
+
 // prepare with the real qemu-img: an overlay over the base, kept across
 // passes, and kernel paths resolved in the image directory.
 func TestPrepareWithQemuImg(t *testing.T) {
@@ -31,9 +36,10 @@ func TestPrepareWithQemuImg(t *testing.T) {
 	if out, err := exec.Command("qemu-img", "create", "-f", "raw", base, "1M").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	a := New(Options{ImageDir: imageDir, Layout: nodedir.Layout{Root: nodeDir}, Images: QemuImg{}})
+	layout := nodedir.Layout{Root: nodeDir}
+	a := New(Options{ImageDir: imageDir, Layout: layout, Images: QemuImg{}})
 	vmi := &apiv1.VirtualMachineInstance{
-		Metadata: &apiv1.ObjectMeta{Uid: "u1", Namespace: "default", Name: "vm"},
+		Metadata: &apiv1.ObjectMeta{Uid: uid1, Namespace: "default", Name: "vm"},
 		Spec: &apiv1.VirtualMachineInstanceSpec{
 			Domain: &apiv1.DomainSpec{
 				Devices: &apiv1.Devices{Disks: []*apiv1.Disk{
@@ -48,7 +54,11 @@ func TestPrepareWithQemuImg(t *testing.T) {
 			},
 		},
 	}
-	rec := &state.VMI{UID: "u1", Namespace: "default", Name: "vm", DomainName: "default_vm", Dir: nodedir.Layout{Root: nodeDir}.VMIDir("u1")}
+	dir1, err := layout.VMIDir(uid1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &state.VMI{UID: uid1, Namespace: "default", Name: "vm", DomainName: "default_vm", Dir: dir1}
 	opts, err := a.Prepare(ctx, vmi, rec)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +110,11 @@ func TestPrepareWithQemuImg(t *testing.T) {
 
 	// A base image that is not there fails the preparation for good.
 	vmi.Spec.Volumes[0].Image.Name = "os/missing.img"
-	rec2 := &state.VMI{UID: "u2", Dir: nodedir.Layout{Root: nodeDir}.VMIDir("u2"), DomainName: "default_vm2"}
+	dir2, err := layout.VMIDir(uid2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec2 := &state.VMI{UID: uid2, Dir: dir2, DomainName: "default_vm2"}
 	_, err = a.Prepare(ctx, vmi, rec2)
 	var pe *Error
 	if !errors.As(err, &pe) || pe.Reason != ReasonPrepareFailed || pe.Retry {

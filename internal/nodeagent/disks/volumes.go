@@ -20,12 +20,16 @@ import (
 
 // persistentPath is where a persistent volume lives: with its VM, so it
 // outlives instances, or with a bare VMI, whose lifetime it shares.
-func (p *Preparer) persistentPath(rec *state.VMI, volume string) string {
+// rec.Dir is checked by Prepare.
+func (p *Preparer) persistentPath(rec *state.VMI, volume string) (string, error) {
 	dir := rec.Dir
 	if rec.VMUID != "" {
-		dir = p.opts.Layout.VMDir(rec.VMUID)
+		var err error
+		if dir, err = p.opts.Layout.VMDir(rec.VMUID); err != nil {
+			return "", err
+		}
 	}
-	return filepath.Join(nodedir.VolumesDir(dir), filepath.Base(volume)+".qcow2")
+	return nodedir.FileIn(nodedir.VolumesDir(dir), volume+".qcow2")
 }
 
 // persistentDisk provisions a persistent volume on first use (a
@@ -34,7 +38,10 @@ func (p *Preparer) persistentPath(rec *state.VMI, volume string) string {
 // failure leaves the VMI waiting with Synchronized=False/DataVolumeError
 // and is retried with backoff.
 func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume) (*launcherpb.DiskSource, error) {
-	path := p.persistentPath(rec, d.GetName())
+	path, err := p.persistentPath(rec, d.GetName())
+	if err != nil {
+		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
+	}
 	src := diskSource(d)
 	src.Path, src.Format = path, "qcow2"
 	if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
@@ -106,7 +113,10 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 // with instance-id = the VMI uid (cloud-init re-runs its per-instance
 // modules for each new instance) and local-hostname = the VM name.
 func cloudInitDisk(vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, ci *apiv1.CloudInitNoCloud, disksDir string) (*launcherpb.DiskSource, error) {
-	path := filepath.Join(disksDir, filepath.Base(d.GetName())+".iso")
+	path, err := nodedir.FileIn(disksDir, d.GetName()+".iso")
+	if err != nil {
+		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
+	}
 	src := diskSource(d)
 	src.Path, src.Format, src.ReadOnly = path, "raw", true
 	if _, err := os.Stat(path); err == nil {

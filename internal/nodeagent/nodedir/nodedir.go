@@ -24,7 +24,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 )
 
@@ -40,6 +42,12 @@ type VMMeta struct {
 }
 
 // Layout is a node data directory.
+//
+// Directories named by a uid are only ever built from a UUID in canonical
+// form (validation.CheckUID): the uid comes from the API, and a uid such
+// as "../../x" or "" must be an error, never a path. Paths that take a uid
+// return one; files named after API data (a disk's name) go through
+// FileIn.
 type Layout struct {
 	// Root is the node data directory (absolute).
 	Root string
@@ -48,26 +56,133 @@ type Layout struct {
 // StateDBPath is the node agent's local database.
 func (l Layout) StateDBPath() string { return filepath.Join(l.Root, "state.db") }
 
+// VMIsDir holds the directories of VMIs.
+func (l Layout) VMIsDir() string { return filepath.Join(l.Root, vmisDir) }
+
 // VMIDir is where a VMI's files live. It is named by uid so a new VMI of
 // the same name never sees an old one's disks.
-func (l Layout) VMIDir(uid string) string { return filepath.Join(l.Root, "vmis", uid) }
+func (l Layout) VMIDir(uid string) (string, error) { return l.uidDir(vmisDir, uid) }
 
 // VMsDir holds the directories of VMs.
-func (l Layout) VMsDir() string { return filepath.Join(l.Root, "vms") }
+func (l Layout) VMsDir() string { return filepath.Join(l.Root, vmsDir) }
 
 // VMDir holds what a VM keeps on this node across its instances:
 // persistent volumes and the console logs of ended instances. It is
 // removed when the VM is deleted.
-func (l Layout) VMDir(vmUID string) string { return filepath.Join(l.VMsDir(), vmUID) }
+func (l Layout) VMDir(vmUID string) (string, error) { return l.uidDir(vmsDir, vmUID) }
 
 // KeptLogsDir holds the console logs of VM vmUID's ended instances, one
 // directory per VMI uid (KeptLogDir).
-func (l Layout) KeptLogsDir(vmUID string) string { return filepath.Join(l.VMDir(vmUID), "console") }
+func (l Layout) KeptLogsDir(vmUID string) (string, error) {
+	dir, err := l.VMDir(vmUID)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "console"), nil
+}
 
 // KeptLogDir holds the kept console log of VMI vmiUID of VM vmUID, under
 // the name ConsoleLogPath gives it.
-func (l Layout) KeptLogDir(vmUID, vmiUID string) string {
-	return filepath.Join(l.KeptLogsDir(vmUID), vmiUID)
+func (l Layout) KeptLogDir(vmUID, vmiUID string) (string, error) {
+	base, err := l.KeptLogsDir(vmUID)
+	if err != nil {
+		return "", err
+	}
+	if err := checkUID("VMI", vmiUID); err != nil {
+		return "", err
+	}
+	return filepath.Join(base, vmiUID), nil
+}
+
+// CheckVMIDir reports an error unless dir is the directory of VMI uid in
+// this layout. A state record carries its VMI's directory; one written by
+// an older agent from a uid that was a path, or under another data dir,
+// must not be taken for a place to write or remove files.
+func (l Layout) CheckVMIDir(uid, dir string) error {
+	want, err := l.VMIDir(uid)
+	if err != nil {
+		return err
+	}
+	if filepath.Clean(dir) != want {
+		return fmt.Errorf("%w: %q is not the directory of VMI %s (%s)", ErrOutside, dir, uid, want)
+	}
+	return nil
+}
+
+// RemoveVMIDir removes the directory of VMI uid with all it holds.
+func (l Layout) RemoveVMIDir(uid string) error {
+	if err := checkUID("VMI", uid); err != nil {
+		return err
+	}
+	return l.removeAll(filepath.Join(vmisDir, uid))
+}
+
+// RemoveVMDir removes the directory of VM vmUID with all it holds.
+func (l Layout) RemoveVMDir(vmUID string) error {
+	if err := checkUID("VM", vmUID); err != nil {
+		return err
+	}
+	return l.removeAll(filepath.Join(vmsDir, vmUID))
+}
+
+// removeAll removes rel under Root through an os.Root, so that not even a
+// symlink planted on the way (vmis -> /) takes the removal outside.
+func (l Layout) removeAll(rel string) error {
+	r, err := os.OpenRoot(l.Root)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return r.RemoveAll(rel)
+}
+
+// ErrOutside: a path built from API data would not stay inside the
+// directory it belongs in.
+var ErrOutside = errors.New("path outside its directory")
+
+// FileIn returns the file name in dir, where name comes from API data (a
+// disk's name and a suffix): it must be one local path element, so the
+// file is in dir and nowhere else.
+func FileIn(dir, name string) (string, error) {
+	if !isElement(name) {
+		return "", fmt.Errorf("%w: %q is not a file name", ErrOutside, name)
+	}
+	return filepath.Join(dir, name), nil
+}
+
+const (
+	vmisDir = "vmis"
+	vmsDir  = "vms"
+)
+
+func (l Layout) uidDir(parent, uid string) (string, error) {
+	kind := "VMI"
+	if parent == vmsDir {
+		kind = "VM"
+	}
+	if err := checkUID(kind, uid); err != nil {
+		return "", err
+	}
+	return filepath.Join(l.Root, parent, uid), nil
+}
+
+// checkUID admits only UUIDs as directory names. isElement is implied by
+// a UUID; it is checked too so that no future change of the uid rule can
+// make this a path.
+func checkUID(kind, uid string) error {
+	if err := validation.CheckUID(uid); err != nil {
+		return fmt.Errorf("%s directory: %w", kind, err)
+	}
+	if !isElement(uid) {
+		return fmt.Errorf("%s directory: %w: %q", kind, ErrOutside, uid)
+	}
+	return nil
+}
+
+// isElement: s names an entry of a directory, not the directory itself,
+// its parent or anything further.
+func isElement(s string) bool {
+	return filepath.IsLocal(s) && s != "." && !strings.ContainsRune(s, filepath.Separator)
 }
 
 // ConsoleLogPath is the serial console log in dir, a VMI's directory or
@@ -93,7 +208,10 @@ func (l Layout) EnsureVMDir(vmUID, namespace, name string) error {
 	if vmUID == "" {
 		return nil
 	}
-	dir := l.VMDir(vmUID)
+	dir, err := l.VMDir(vmUID)
+	if err != nil {
+		return err
+	}
 	meta := filepath.Join(dir, VMMetaFile)
 	if _, err := os.Stat(meta); err == nil {
 		return nil

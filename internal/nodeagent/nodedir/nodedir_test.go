@@ -7,21 +7,42 @@ import (
 	"testing"
 )
 
+const (
+	vmiUID = "0b6c8f3e-1111-4aaa-8bbb-000000000001"
+	vmUID  = "0b6c8f3e-2222-4aaa-8bbb-000000000002"
+)
+
+// mustFor returns a check of a path-or-error result that fails t.
+func mustFor(t *testing.T) func(string, error) string {
+	return func(p string, err error) string {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
 // The layout is on disk across agent versions: a new agent must find what
 // an old one wrote, so the names are pinned here, spelled out.
 func TestLayoutPaths(t *testing.T) {
+	must := mustFor(t)
 	l := Layout{Root: "/node"}
+	vmiDir := must(l.VMIDir(vmiUID))
+	vmDir := must(l.VMDir(vmUID))
 	for _, p := range []struct{ got, want string }{
 		{l.StateDBPath(), "/node/state.db"},
-		{l.VMIDir("i1"), "/node/vmis/i1"},
-		{ConsoleLogPath(l.VMIDir("i1")), "/node/vmis/i1/console.log"},
-		{DisksDir(l.VMIDir("i1")), "/node/vmis/i1/disks"},
-		{VolumesDir(l.VMIDir("i1")), "/node/vmis/i1/volumes"},
+		{l.VMIsDir(), "/node/vmis"},
+		{vmiDir, "/node/vmis/" + vmiUID},
+		{ConsoleLogPath(vmiDir), "/node/vmis/" + vmiUID + "/console.log"},
+		{DisksDir(vmiDir), "/node/vmis/" + vmiUID + "/disks"},
+		{VolumesDir(vmiDir), "/node/vmis/" + vmiUID + "/volumes"},
 		{l.VMsDir(), "/node/vms"},
-		{l.VMDir("v1"), "/node/vms/v1"},
-		{VolumesDir(l.VMDir("v1")), "/node/vms/v1/volumes"},
-		{l.KeptLogsDir("v1"), "/node/vms/v1/console"},
-		{ConsoleLogPath(l.KeptLogDir("v1", "i1")), "/node/vms/v1/console/i1/console.log"},
+		{vmDir, "/node/vms/" + vmUID},
+		{VolumesDir(vmDir), "/node/vms/" + vmUID + "/volumes"},
+		{must(l.KeptLogsDir(vmUID)), "/node/vms/" + vmUID + "/console"},
+		{ConsoleLogPath(must(l.KeptLogDir(vmUID, vmiUID))), "/node/vms/" + vmUID + "/console/" + vmiUID + "/console.log"},
+		{must(FileIn("/node/vmis/x/disks", "root.qcow2")), "/node/vmis/x/disks/root.qcow2"},
 	} {
 		if p.got != p.want {
 			t.Errorf("got %s, want %s", p.got, p.want)
@@ -29,9 +50,116 @@ func TestLayoutPaths(t *testing.T) {
 	}
 }
 
+// A uid is a directory name only if it is a UUID: anything else, a path
+// above all, is an error and never a path.
+func TestBadUIDIsNeverAPath(t *testing.T) {
+	l := Layout{Root: "/node"}
+	for _, uid := range []string{
+		"", ".", "..", "../../003/victim", "/etc", "a/b", "vm-1",
+		"0B6C8F3E-1111-4AAA-8BBB-000000000001",          // upper case: another spelling
+		"{0b6c8f3e-1111-4aaa-8bbb-000000000001}",        // braces
+		"urn:uuid:0b6c8f3e-1111-4aaa-8bbb-000000000001", // URN
+		"0b6c8f3e11114aaa8bbb000000000001",              // no hyphens
+		"0b6c8f3e-1111-4aaa-8bbb-00000000000/",
+	} {
+		for name, f := range map[string]func() (string, error){
+			"VMIDir":      func() (string, error) { return l.VMIDir(uid) },
+			"VMDir":       func() (string, error) { return l.VMDir(uid) },
+			"KeptLogsDir": func() (string, error) { return l.KeptLogsDir(uid) },
+			"KeptLogDir":  func() (string, error) { return l.KeptLogDir(vmUID, uid) },
+			"KeptLogDir/vm": func() (string, error) {
+				return l.KeptLogDir(uid, vmiUID)
+			},
+		} {
+			if p, err := f(); err == nil || p != "" {
+				t.Errorf("%s(%q) = %q, %v; want an error and no path", name, uid, p, err)
+			}
+		}
+		if err := l.RemoveVMIDir(uid); err == nil {
+			t.Errorf("RemoveVMIDir(%q) accepted", uid)
+		}
+		if err := l.RemoveVMDir(uid); err == nil {
+			t.Errorf("RemoveVMDir(%q) accepted", uid)
+		}
+		if err := l.EnsureVMDir(uid, "default", "web"); uid != "" && err == nil {
+			t.Errorf("EnsureVMDir(%q) accepted", uid)
+		}
+	}
+	for _, name := range []string{"", ".", "..", "../x", "a/b", "/abs"} {
+		if p, err := FileIn("/node/vmis/x/disks", name); err == nil || !errors.Is(err, ErrOutside) {
+			t.Errorf("FileIn(%q) = %q, %v; want ErrOutside", name, p, err)
+		}
+	}
+}
+
+// A state record's directory counts only if it is its VMI's directory
+// here: one an older agent built from a path, or under another data dir,
+// is refused.
+func TestCheckVMIDir(t *testing.T) {
+	l := Layout{Root: "/node"}
+	if err := l.CheckVMIDir(vmiUID, "/node/vmis/"+vmiUID); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.CheckVMIDir(vmiUID, "/node/vmis/"+vmiUID+"/"); err != nil {
+		t.Fatalf("trailing slash: %v", err)
+	}
+	for _, c := range []struct{ uid, dir string }{
+		{vmiUID, "/other/vmis/" + vmiUID},
+		{vmiUID, "/node/vmis/" + vmUID},
+		{vmiUID, "/node/vmis"},
+		{"../../003/victim", "/node/vmis/../../003/victim"},
+		{"", "/node/vmis"},
+	} {
+		if err := l.CheckVMIDir(c.uid, c.dir); err == nil {
+			t.Errorf("CheckVMIDir(%q, %q) accepted", c.uid, c.dir)
+		}
+	}
+}
+
+// Removal goes through an os.Root: a symlink planted in the layout does
+// not take it outside the data dir.
+func TestRemoveStaysInsideRoot(t *testing.T) {
+	must := mustFor(t)
+	root, outside := t.TempDir(), t.TempDir()
+	victim := filepath.Join(outside, vmiUID)
+	if err := os.MkdirAll(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(victim, "keep"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "vmis")); err != nil {
+		t.Fatal(err)
+	}
+	l := Layout{Root: root}
+	if err := l.RemoveVMIDir(vmiUID); err == nil {
+		t.Error("removal through a symlink out of the data dir reported success")
+	}
+	if _, err := os.Stat(filepath.Join(victim, "keep")); err != nil {
+		t.Fatalf("removal followed a symlink out of the data dir: %v", err)
+	}
+
+	// A real directory goes, with what it holds.
+	l = Layout{Root: t.TempDir()}
+	dir := must(l.VMIDir(vmiUID))
+	if err := MkdirTraversable(DisksDir(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RemoveVMIDir(vmiUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("VMI directory kept: %v", err)
+	}
+	if err := l.RemoveVMIDir(vmiUID); err != nil {
+		t.Fatalf("removing a missing directory: %v", err)
+	}
+}
+
 // EnsureVMDir writes a VM's vm.json once; a VMI without a VM (no VM uid)
 // gets nothing, never a vm.json in the VMs directory itself.
 func TestEnsureVMDir(t *testing.T) {
+	must := mustFor(t)
 	l := Layout{Root: t.TempDir()}
 	if err := l.EnsureVMDir("", "default", "bare"); err != nil {
 		t.Fatal(err)
@@ -43,22 +171,23 @@ func TestEnsureVMDir(t *testing.T) {
 		t.Fatalf("a VMI without a VM wrote %s: %v", VMMetaFile, err)
 	}
 
-	if err := l.EnsureVMDir("v1", "default", "web"); err != nil {
+	if err := l.EnsureVMDir(vmUID, "default", "web"); err != nil {
 		t.Fatal(err)
 	}
-	m, err := ReadVMMeta(l.VMDir("v1"))
-	if err != nil || m != (VMMeta{Namespace: "default", Name: "web", UID: "v1"}) {
+	vmDir := must(l.VMDir(vmUID))
+	m, err := ReadVMMeta(vmDir)
+	if err != nil || m != (VMMeta{Namespace: "default", Name: "web", UID: vmUID}) {
 		t.Fatalf("vm.json: %+v, %v", m, err)
 	}
-	fi, err := os.Stat(l.VMDir("v1"))
+	fi, err := os.Stat(vmDir)
 	if err != nil || fi.Mode().Perm() != 0o711 {
 		t.Fatalf("VM directory mode: %v, %v; want 0711 for QEMU to traverse", fi.Mode(), err)
 	}
 	// An existing vm.json is kept as it is.
-	if err := l.EnsureVMDir("v1", "default", "other"); err != nil {
+	if err := l.EnsureVMDir(vmUID, "default", "other"); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := ReadVMMeta(l.VMDir("v1")); err != nil || m.Name != "web" {
+	if m, err := ReadVMMeta(vmDir); err != nil || m.Name != "web" {
 		t.Fatalf("vm.json rewritten: %+v, %v", m, err)
 	}
 }
