@@ -23,6 +23,10 @@ type slogCore struct {
 var benign = map[string]bool{
 	"Running http and grpc server on single port. This is not recommended for production.": true,
 	"simple token is not cryptographically signed":                                         true,
+	// The data dir's socket is plain on purpose; the TLS files are for
+	// the extra listeners.
+	"scheme is http or unix while key and cert files are present; ignoring key and cert files":           true,
+	"scheme is http or unix while --client-cert-auth is enabled; ignoring client cert auth for this URL": true,
 }
 
 func newSlogCore(h slog.Handler, min zapcore.Level, stopping *atomic.Bool) zapcore.Core {

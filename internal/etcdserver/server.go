@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -62,9 +63,20 @@ type Config struct {
 	DataDir string
 	// Name of the member; "virtplane" when empty.
 	Name string
-	// ClientURLs are extra client listeners, e.g. "http://127.0.0.1:2379".
-	// The unix socket DataDir/etcd.sock is always served.
+	// ClientURLs are extra client listeners, "https://127.0.0.1:2379" or
+	// "unixs:///path", served with ClientTLS and client-certificate auth.
+	// Plain http:// and unix:// are refused: etcd has no other access
+	// check, so they would hand the whole store (cloud-init user data
+	// included) to whoever reaches them. The unix socket DataDir/etcd.sock
+	// is always served, plain, inside the 0700 data dir.
 	ClientURLs []string
+	// ClientTLS is required with ClientURLs.
+	ClientTLS *ClientTLS
+	// QuotaBackendBytes is the backend size at which etcd raises its
+	// NOSPACE alarm and refuses every write, heartbeats included, until an
+	// operator compacts, defragments and disarms it; DefaultQuotaBytes
+	// when 0.
+	QuotaBackendBytes int64
 	// AutoCompactionRetention, when > 0, compacts history older than this
 	// periodically. Off by default: watchers resuming from an old revision
 	// then never need a re-list.
@@ -75,11 +87,23 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultQuotaBytes is the embedded member's storage quota unless
+// Config.QuotaBackendBytes says otherwise (etcd's own default).
+const DefaultQuotaBytes = 2 << 30
+
+// ClientTLS are PEM files that secure the extra client listeners: the
+// server's certificate and key, and the CA whose client certificates are
+// let in (pki.EnsureEtcd makes all three).
+type ClientTLS struct {
+	CertFile, KeyFile, ClientCAFile string
+}
+
 // Server is a running embedded etcd member.
 type Server struct {
 	etcd      *embed.Etcd
 	client    *clientv3.Client
 	socket    string
+	quota     int64
 	stopping  *atomic.Bool
 	closeOnce sync.Once
 }
@@ -150,7 +174,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcdserver: client of %s: %w", sock, err)
 	}
-	return &Server{etcd: e, client: cli, socket: sock, stopping: stopping}, nil
+	return &Server{etcd: e, client: cli, socket: sock, quota: ec.QuotaBackendBytes, stopping: stopping}, nil
 }
 
 func embedConfig(dir string, cfg Config, lg *slog.Logger, stopping *atomic.Bool) (*embed.Config, error) {
@@ -171,16 +195,29 @@ func embedConfig(dir string, cfg Config, lg *slog.Logger, stopping *atomic.Bool)
 	ec.InitialCluster = ec.Name + "=" + PeerURL
 	ec.InitialClusterToken = ClusterToken(ec.Name)
 
-	clientURLs := []url.URL{{Scheme: "unix", Path: filepath.Join(dir, SocketName)}}
-	for _, s := range cfg.ClientURLs {
-		u, err := url.Parse(s)
-		if err != nil {
-			return nil, fmt.Errorf("etcdserver: client URL %q: %w", s, err)
-		}
-		clientURLs = append(clientURLs, *u)
+	extra, err := ExtraClientURLs(cfg.ClientURLs)
+	if err != nil {
+		return nil, fmt.Errorf("etcdserver: %w", err)
 	}
+	clientURLs := append([]url.URL{{Scheme: "unix", Path: filepath.Join(dir, SocketName)}}, extra...)
 	ec.ListenClientUrls = clientURLs
 	ec.AdvertiseClientUrls = clientURLs
+	if len(extra) > 0 {
+		t := cfg.ClientTLS
+		if t == nil || t.CertFile == "" || t.KeyFile == "" || t.ClientCAFile == "" {
+			return nil, errors.New("etcdserver: extra client URLs need ClientTLS (certificate, key and client CA)")
+		}
+		// Only the TLS listeners use it: etcd serves the unix socket
+		// plain, as our own client expects.
+		ec.ClientTLSInfo.CertFile = t.CertFile
+		ec.ClientTLSInfo.KeyFile = t.KeyFile
+		ec.ClientTLSInfo.TrustedCAFile = t.ClientCAFile
+		ec.ClientTLSInfo.ClientCertAuth = true
+	}
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	if ec.QuotaBackendBytes <= 0 {
+		ec.QuotaBackendBytes = DefaultQuotaBytes
+	}
 
 	// UnsafeNoFsync stays false: a write is acknowledged only once it is in
 	// the fsynced WAL, so it survives SIGKILL and power loss.
@@ -200,6 +237,27 @@ func embedConfig(dir string, cfg Config, lg *slog.Logger, stopping *atomic.Bool)
 	return ec, nil
 }
 
+// ExtraClientURLs parses extra client listener URLs and refuses those
+// etcd would serve without TLS and client-certificate auth.
+func ExtraClientURLs(urls []string) ([]url.URL, error) {
+	var out []url.URL
+	for _, s := range urls {
+		u, err := url.Parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("client URL %q: %w", s, err)
+		}
+		switch u.Scheme {
+		case "https", "unixs":
+		case "http", "unix":
+			return nil, fmt.Errorf("client URL %q: %s:// serves etcd with no TLS and no authentication; use https:// (or unixs://), which requires a client certificate", s, u.Scheme)
+		default:
+			return nil, fmt.Errorf("client URL %q: unsupported scheme %q: use https:// or unixs://", s, u.Scheme)
+		}
+		out = append(out, *u)
+	}
+	return out, nil
+}
+
 // Client is the member's own client, connected through SocketPath like any
 // other client. It is closed by Close.
 //
@@ -214,6 +272,21 @@ func (s *Server) Client() *clientv3.Client { return s.client }
 // Client and external tools (etcdctl, snapshots) connect there. The data
 // dir is 0700, so only the agent's user reaches it.
 func (s *Server) SocketPath() string { return s.socket }
+
+// ExtraAddrs are the bound addresses of the ClientURLs listeners (a port 0
+// there is the port the system chose), in no particular order.
+func (s *Server) ExtraAddrs() []net.Addr {
+	var out []net.Addr
+	for _, l := range s.etcd.Clients {
+		if a := l.Addr(); a.String() != s.socket && a.Network() != "unix" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Quota is the member's storage quota in bytes.
+func (s *Server) Quota() int64 { return s.quota }
 
 // Err reports a fatal server error after Start; it is closed when the
 // server stops.

@@ -74,31 +74,25 @@ func TestParallelServers(t *testing.T) {
 func TestConnectToSocket(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	extra := "unix://" + filepath.Join(t.TempDir(), "extra.sock")
-	s, err := Start(t.Context(), Config{DataDir: dir, ClientURLs: []string{extra}, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := start(t, dir)
 	if want := filepath.Join(dir, SocketName); s.SocketPath() != want {
 		t.Errorf("SocketPath() = %q, want %q", s.SocketPath(), want)
 	}
 	if _, err := s.Client().Put(t.Context(), "k", "v"); err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range []string{"unix://" + s.SocketPath(), extra} {
-		cli, err := Connect(t.Context(), []string{ep}, nil)
-		if err != nil {
-			t.Fatalf("Connect(%s): %v", ep, err)
-		}
-		resp, err := cli.Get(t.Context(), "k")
-		cli.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
-			t.Fatalf("%s: got %v", ep, resp.Kvs)
-		}
+	ep := "unix://" + s.SocketPath()
+	cli, err := Connect(t.Context(), []string{ep}, nil)
+	if err != nil {
+		t.Fatalf("Connect(%s): %v", ep, err)
+	}
+	resp, err := cli.Get(t.Context(), "k")
+	cli.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
+		t.Fatalf("%s: got %v", ep, resp.Kvs)
 	}
 }
 
