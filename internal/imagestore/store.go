@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -103,25 +102,15 @@ func (s *Store) Path(name string) (string, error) {
 	return validation.ResolveImagePath(s.dir, name)
 }
 
-// ValidateName checks an image name for the store: what
-// validation.ValidateImagePath accepts for a relative path (no "..", no
-// NUL), in clean form (no "//", "./" or trailing "/", so that one image
-// has one name), and with no element starting with "." (the store's own
-// files).
+// ValidateName checks an image name for the store. The rule is
+// validation.ValidateImageName, the one the API applies to the images
+// volumes name and nodes list, so that every name the API accepts is a
+// file of the store and never one of its own dot files: relative and
+// local, in clean form (one image, one name), and no element starting
+// with "." (checksum sidecars, imports in progress).
 func ValidateName(name string) error {
-	if errs := validation.ValidateImagePath(name, field.NewPath("name"), ""); len(errs) > 0 {
+	if errs := validation.ValidateImageName(name, field.NewPath("name")); len(errs) > 0 {
 		return fmt.Errorf("%w %q: %w", ErrInvalidName, name, errs.ToAggregate())
-	}
-	if filepath.IsAbs(name) {
-		return fmt.Errorf("%w %q: must be relative to the image directory", ErrInvalidName, name)
-	}
-	if filepath.Clean(name) != name {
-		return fmt.Errorf("%w %q: not in clean form (want %q)", ErrInvalidName, name, filepath.Clean(name))
-	}
-	for _, elem := range strings.Split(name, "/") {
-		if strings.HasPrefix(elem, ".") {
-			return fmt.Errorf("%w %q: elements must not start with '.' (reserved for the store's own files)", ErrInvalidName, name)
-		}
 	}
 	return nil
 }

@@ -21,8 +21,8 @@ const MaxNodeImages = 1000
 var sha256Regexp = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // ValidateNodeImages checks an image list a node agent reports: names are
-// what placement compares volume references with, so they must be
-// relative, clean (one image, one name) and unique.
+// what placement compares volume references with, so they must be image
+// names (ValidateImageName) and unique.
 func ValidateNodeImages(images []*apiv1.NodeImage, path *field.Path) field.ErrorList {
 	if len(images) > MaxNodeImages {
 		return field.ErrorList{field.TooMany(path, len(images), MaxNodeImages)}
@@ -32,10 +32,8 @@ func ValidateNodeImages(images []*apiv1.NodeImage, path *field.Path) field.Error
 	for i, img := range images {
 		p := path.Index(i)
 		name := img.GetName()
-		if nerrs := ValidateImagePath(name, p.Child("name"), ""); len(nerrs) > 0 {
+		if nerrs := ValidateImageName(name, p.Child("name")); len(nerrs) > 0 {
 			errs = append(errs, nerrs...)
-		} else if filepath.Clean(name) != name {
-			errs = append(errs, field.Invalid(p.Child("name"), name, fmt.Sprintf("must be in clean form (%q)", filepath.Clean(name))))
 		} else if seen[name] {
 			errs = append(errs, field.Duplicate(p.Child("name"), name))
 		}
