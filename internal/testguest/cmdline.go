@@ -98,6 +98,23 @@ func DeviceTimeout(d time.Duration) Option {
 	}
 }
 
+// Network brings the guest's first NIC up by DHCP and prints
+// MarkerNetUp.
+func Network() Option {
+	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.net=1") }
+}
+
+// NetProbe brings the network up (Network) and then fetches
+// http://<target>/ for each target, in order, printing one
+// MarkerNetProbe line each and MarkerNetProbeDone after the last. A
+// target is an IP literal and a port: "10.0.2.2:8080",
+// "[fec0::2]:8080" (net.JoinHostPort). Targets in 127.0.0.0/8 are routed
+// out of the NIC rather than to the guest's own loopback, as a hostile
+// guest could send them.
+func NetProbe(targets ...string) Option {
+	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.netprobe="+strings.Join(targets, ",")) }
+}
+
 // PanicTimeout sets the kernel's panic= (seconds before rebooting after a
 // panic; 0 waits forever, negative reboots at once).
 func PanicTimeout(secs int) Option { return func(c *cmdline) { c.panicSecs = secs } }

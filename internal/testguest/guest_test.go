@@ -2,8 +2,10 @@ package testguest_test
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,5 +151,60 @@ func TestCIData(t *testing.T) {
 	}
 	if got, _ := testguest.Between(console, testguest.MarkerMetadataBegin, testguest.MarkerMetadataEnd); got != metaData+"\n" {
 		t.Errorf("meta-data = %q, want %q", got, metaData+"\n")
+	}
+}
+
+// TestNetwork: with a NIC, the guest gets QEMU user networking's lease by
+// DHCP and reports each probe. The probed port has no listener (a port
+// the test held and closed), so the answer does not depend on the host's
+// guest firewall: refused either way. What a guest may reach on the host
+// is internal/e2e's TestGuestCannotReachHost. A disk too: the storage and
+// net module groups share the virtio modules, loaded once without a
+// warning.
+func TestNetwork(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	target := net.JoinHostPort("10.0.2.2", strconv.Itoa(closed))
+	disk := filepath.Join(workDir(t), "persist.raw")
+	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startGuest(t, uri, guestSpec{
+		nic:     true,
+		cmdline: testguest.Cmdline(testguest.Persist("/dev/vda"), testguest.NetProbe(target), testguest.PoweroffAfter(0)),
+		disks: []libvirtxml.DomainDisk{{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+		}},
+	})
+	g.waitBooted()
+	up := testguest.Fields(g.waitMarker(testguest.MarkerNetUp, bootTimeout))
+	if up["ip"] != "10.0.2.15/24" || up["router"] != "10.0.2.2" || up["dns"] != "10.0.2.3" {
+		t.Errorf("lease %v, want QEMU's defaults 10.0.2.15/24 via 10.0.2.2, DNS 10.0.2.3", up)
+	}
+	if done := testguest.Fields(g.waitMarker(testguest.MarkerNetProbeDone, bootTimeout)); done["count"] != "1" {
+		t.Errorf("%s %v, want count=1", testguest.MarkerNetProbeDone, done)
+	}
+	probes, _ := testguest.NetProbes(g.consoleText())
+	if p := probes[target]; p.Reached || !strings.Contains(p.Error, "refused") {
+		t.Errorf("probe of a closed port: %+v, want refused", p)
+	}
+	if reason := g.waitStopped(stopTimeout); reason != "shutdown" {
+		t.Errorf("shut off with reason %q, want shutdown", reason)
+	}
+	console := g.consoleText()
+	if w, ok := testguest.FindMarker(console, testguest.MarkerWarning); ok {
+		t.Errorf("warning %q; console:\n%s", w, console)
+	}
+	if got, _ := testguest.FindMarker(console, testguest.MarkerPersistWrote); got != "boot=1" {
+		t.Errorf("persist wrote %q, want boot=1", got)
 	}
 }

@@ -3,7 +3,8 @@
 # See internal/testguest/README.md. PID 1 must never exit (the kernel
 # panics if it does), so every path ends in poweroff, a crash or the idle
 # loop. The same file is the power-off helper: acpid and the poweroff timer
-# run "/init --virtplane-poweroff REASON" (never as PID 1).
+# run "/init --virtplane-poweroff REASON", and udhcpc's event script runs
+# "/init --virtplane-dhcp EVENT" (never as PID 1).
 
 export PATH=/bin
 # Kernel command line words are data: never glob them.
@@ -35,6 +36,29 @@ if [ "$1" = --virtplane-poweroff ] && [ "$$" != 1 ]; then
 	poweroff_now "${2:-unknown}"
 fi
 
+# udhcpc's event script: the lease is in the environment ($ip, $mask as
+# a prefix length, $router and $dns as space-separated lists). The lease
+# is also written to /run/net.lease as shell assignments for /init.
+if [ "$1" = --virtplane-dhcp ] && [ "$$" != 1 ]; then
+	case "$2" in
+	deconfig)
+		ip -4 addr flush dev "$interface"
+		ip link set "$interface" up
+		;;
+	bound | renew)
+		ip -4 addr flush dev "$interface"
+		ip addr add "$ip/${mask:-24}" dev "$interface" || exit 1
+		gw=${router%% *}
+		if [ -n "$gw" ]; then
+			ip route add default via "$gw" dev "$interface" || exit 1
+		fi
+		dnslist=$(echo $dns | tr ' ' ,)
+		echo "ip=$ip/${mask:-24} router=$gw dns=$dnslist" >/run/net.lease
+		;;
+	esac
+	exit 0
+fi
+
 isnum() { case "$1" in '' | *[!0-9]*) return 1 ;; esac; }
 istrue() { case "$1" in 1 | y | yes | true | on) return 0 ;; esac; return 1; }
 warn() { say "VIRTPLANE-GUEST-WARNING $*"; }
@@ -54,6 +78,8 @@ crash_after=0
 cidata=
 persist=
 wait_dev=30
+net=
+netprobe=
 for arg in $(cat /proc/cmdline); do
 	val=${arg#*=}
 	case "$arg" in
@@ -82,6 +108,15 @@ for arg in $(cat /proc/cmdline); do
 	virtplane.device_timeout=*)
 		if isnum "$val"; then wait_dev=$val; else warn "ignoring bad $arg"; fi
 		;;
+	virtplane.net) net=1 ;;
+	virtplane.net=*) if istrue "$val"; then net=1; else net=; fi ;;
+	virtplane.netprobe=*)
+		# Comma-separated HOST:PORT, IPv6 as [ADDR]:PORT: IP literals only.
+		case "$val" in
+		'' | *[!]0-9A-Fa-f.:[,]*) warn "ignoring bad $arg" ;;
+		*) netprobe=$val net=1 ;;
+		esac
+		;;
 	esac
 done
 set +f
@@ -90,10 +125,13 @@ hostname "$host"
 # --- modules -------------------------------------------------------------
 # The builder lists each group in dependency order (from the modules'
 # .modinfo depends=), so plain insmod is enough.
+# Groups may share modules (virtio_pci: disks and NICs); one another group
+# loaded already is skipped (sysfs names use '_' for '-').
 load_modules() {
 	[ -f "/etc/virtplane/modules.$1" ] || return 0
 	while read -r m; do
 		[ -n "$m" ] || continue
+		[ -d "/sys/module/$(echo "${m%.ko}" | tr - _)" ] && continue
 		insmod "/lib/modules/$m" || warn "insmod $m failed"
 	done <"/etc/virtplane/modules.$1"
 }
@@ -200,6 +238,100 @@ if [ -n "$persist" ]; then
 			warn "persist: write to $persist failed"
 		fi
 	fi
+fi
+
+# --- network -------------------------------------------------------------
+# virtplane.net brings the first NIC up by DHCP (QEMU user networking:
+# 10.0.2.15/24, gateway 10.0.2.2, and IPv6 by router advertisement).
+# virtplane.netprobe also fetches http://TARGET/ for each target and says
+# whether the guest reached it, so tests can check what a guest reaches.
+
+# oneword keeps a marker field one word: the first line of its input,
+# anything but [A-Za-z0-9._:/=-] turned into '_', at most 120 bytes.
+oneword() { head -n 1 | tr -d '\r\n' | tr -c 'A-Za-z0-9._:/=-' _ | head -c 120; }
+
+net_if=
+router=
+if [ -n "$net" ]; then
+	load_modules net
+	ip link set lo up
+	i=0
+	while [ -z "$net_if" ] && [ "$i" -lt "$wait_dev" ]; do
+		for d in /sys/class/net/*; do
+			case "${d##*/}" in
+			lo | '*') ;;
+			*) net_if=${d##*/} && break ;;
+			esac
+		done
+		[ -n "$net_if" ] || sleep 1
+		i=$((i + 1))
+	done
+	if [ -z "$net_if" ]; then
+		warn "net: no network interface"
+	else
+		# No duplicate address detection: the SLAAC address is usable
+		# as soon as the router advertisement arrives.
+		echo 0 >"/proc/sys/net/ipv6/conf/$net_if/accept_dad"
+		ip link set "$net_if" up
+		if udhcpc -i "$net_if" -s /etc/virtplane/udhcpc.script -n -q -t 5 -T 1 >/dev/null 2>&1 && [ -s /run/net.lease ]; then
+			. /run/net.lease
+			say "VIRTPLANE-NET-UP iface=$net_if ip=$ip router=$router dns=$dns"
+		else
+			warn "net: no DHCP lease on $net_if"
+			net_if=
+		fi
+	fi
+fi
+
+# route_loopback sends 127.0.0.0/8 out of the NIC instead of to lo. A
+# hostile guest need not name the gateway to reach the host: it may send
+# packets for 127.0.0.1 itself. Its own stack keeps them (127.0.0.1 is on
+# lo, and 127/8 is martian elsewhere) until the address goes and
+# route_localnet allows it; what remains is what the host side makes of
+# such packets.
+lo_routed=
+route_loopback() {
+	[ -z "$lo_routed" ] || return 0
+	lo_routed=1
+	echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet
+	echo 1 >"/proc/sys/net/ipv4/conf/$net_if/route_localnet"
+	ip addr del 127.0.0.1/8 dev lo
+	ip route add 127.0.0.0/8 via "$router" dev "$net_if" || warn "netprobe: cannot route 127.0.0.0/8 via $router"
+}
+
+# wait_ipv6 waits for an IPv6 address beyond link-local on the NIC
+# (SLAAC; QEMU's fec0::/64 is site-local, not global).
+wait_ipv6() {
+	i=0
+	while [ "$i" -lt "$wait_dev" ]; do
+		ip -6 addr show dev "$net_if" | grep inet6 | grep -qv 'scope link' && return 0
+		sleep 1
+		i=$((i + 1))
+	done
+	warn "netprobe: no IPv6 address beyond link-local on $net_if"
+}
+
+if [ -n "$netprobe" ] && [ -n "$net_if" ]; then
+	n=0
+	set -f # [ADDR] is a glob
+	for target in $(echo "$netprobe" | tr , ' '); do
+		case "$target" in
+		127.*) route_loopback ;;
+		'['*) wait_ipv6 ;;
+		esac
+		# Debian's busybox wget has no -T (it crashes on it); a dropped
+		# SYN would take the guest's TCP minutes to give up.
+		if timeout 15 wget -q -O /tmp/probe.body "http://$target/" 2>/tmp/probe.err; then
+			say "VIRTPLANE-NETPROBE target=$target result=reached body=$(oneword </tmp/probe.body)"
+		else
+			say "VIRTPLANE-NETPROBE target=$target result=blocked error=$(oneword </tmp/probe.err)"
+		fi
+		n=$((n + 1))
+	done
+	set +f
+	say "VIRTPLANE-NETPROBE-DONE count=$n"
+elif [ -n "$netprobe" ]; then
+	say "VIRTPLANE-NETPROBE-DONE count=0"
 fi
 
 # --- timers --------------------------------------------------------------

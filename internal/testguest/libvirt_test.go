@@ -38,6 +38,9 @@ const (
 type guestSpec struct {
 	cmdline string
 	disks   []libvirtxml.DomainDisk
+	// nic adds a user-mode (slirp) virtio NIC, as virtplane's domains
+	// have.
+	nic bool
 }
 
 // guest is one running transient domain with its serial console file.
@@ -107,7 +110,14 @@ func startGuest(t *testing.T, uri string, spec guestSpec) *guest {
 	}
 	dir := workDir(t)
 	g := &guest{t: t, uri: uri, name: uniqueName(t), console: filepath.Join(dir, "console.log")}
-	xml, err := testguest.Domain(g.name, guestDir, g.console, spec.cmdline, spec.disks...).Marshal()
+	dom := testguest.Domain(g.name, guestDir, g.console, spec.cmdline, spec.disks...)
+	if spec.nic {
+		dom.Devices.Interfaces = []libvirtxml.DomainInterface{{
+			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
+			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+		}}
+	}
+	xml, err := dom.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,3 +87,30 @@ func Fields(rest string) map[string]string {
 	}
 	return m
 }
+
+// ProbeResult is one MarkerNetProbe line: what the guest got fetching
+// http://<Target>/.
+type ProbeResult struct {
+	Target string
+	// Reached is true when the guest got an HTTP response; Body is then
+	// its first line, Error otherwise wget's message (both reduced to
+	// one word of [A-Za-z0-9._:/=-], other bytes as '_').
+	Reached     bool
+	Body, Error string
+}
+
+// NetProbes returns the guest's probe results by target, and whether it
+// has printed MarkerNetProbeDone, after which there are no more.
+func NetProbes(console string) (map[string]ProbeResult, bool) {
+	out := map[string]ProbeResult{}
+	for _, line := range consoleLines(console) {
+		rest, ok := markerIn(line, MarkerNetProbe)
+		if !ok {
+			continue
+		}
+		f := Fields(rest)
+		out[f["target"]] = ProbeResult{Target: f["target"], Reached: f["result"] == "reached", Body: f["body"], Error: f["error"]}
+	}
+	_, done := FindMarker(console, MarkerNetProbeDone)
+	return out, done
+}

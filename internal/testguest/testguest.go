@@ -57,6 +57,17 @@ const (
 	// PersistLinePrefix starts the line the guest keeps on the persist
 	// disk.
 	PersistLinePrefix = "VIRTPLANE-PERSIST boot="
+	// MarkerNetUp: "iface=<name> ip=<addr/prefix> router=<addr>
+	// dns=<addr,...>", once DHCP configured the first NIC (Network,
+	// NetProbe).
+	MarkerNetUp = "VIRTPLANE-NET-UP"
+	// MarkerNetProbe: "target=<host:port> result=reached body=<first
+	// line>" or "target=<host:port> result=blocked error=<wget's
+	// message>", one line per NetProbe target, in order; NetProbes
+	// parses them.
+	MarkerNetProbe = "VIRTPLANE-NETPROBE"
+	// MarkerNetProbeDone: "count=<n>", after the last probe.
+	MarkerNetProbeDone = "VIRTPLANE-NETPROBE-DONE"
 )
 
 // InitScript is the guest's /init. The builder copies it into the

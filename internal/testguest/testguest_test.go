@@ -1,6 +1,7 @@
 package testguest_test
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +26,8 @@ func TestCmdline(t *testing.T) {
 		{[]testguest.Option{testguest.CIData(), testguest.Persist("/dev/vdb")}, "virtplane.cidata=1 virtplane.persist=/dev/vdb"},
 		{[]testguest.Option{testguest.Hostname("a-b"), testguest.DeviceTimeout(10 * time.Second), testguest.Extra("foo=bar")},
 			"virtplane.hostname=a-b virtplane.device_timeout=10 foo=bar"},
+		{[]testguest.Option{testguest.Network()}, "virtplane.net=1"},
+		{[]testguest.Option{testguest.NetProbe("10.0.2.2:80", "[fec0::2]:80")}, "virtplane.netprobe=10.0.2.2:80,[fec0::2]:80"},
 	} {
 		got := testguest.Cmdline(tc.opts...)
 		if !strings.HasPrefix(got, base) {
@@ -97,6 +100,7 @@ func TestInitScript(t *testing.T) {
 		testguest.MarkerBooted, testguest.MarkerPoweroff, testguest.MarkerCrash, testguest.MarkerWarning,
 		testguest.MarkerUserdataBegin, testguest.MarkerUserdataEnd, testguest.MarkerMetadataBegin, testguest.MarkerMetadataEnd,
 		testguest.MarkerPersistPrevious, testguest.MarkerPersistWrote, testguest.PersistLinePrefix,
+		testguest.MarkerNetUp, testguest.MarkerNetProbe, testguest.MarkerNetProbeDone,
 	} {
 		if !strings.Contains(testguest.InitScript, m) {
 			t.Errorf("init.sh never prints %s", m)
@@ -112,6 +116,25 @@ func TestInitScript(t *testing.T) {
 	}
 	if out, err := exec.Command(sh, "-n", path).CombinedOutput(); err != nil {
 		t.Errorf("sh -n init.sh: %v\n%s", err, out)
+	}
+}
+
+func TestNetProbes(t *testing.T) {
+	console := "VIRTPLANE-NET-UP iface=eth0 ip=10.0.2.15/24 router=10.0.2.2 dns=10.0.2.3\r\n" +
+		"VIRTPLANE-NETPROBE target=10.0.2.2:80 result=reached body=hello\r\n" +
+		"VIRTPLANE-NETPROBE target=[fec0::2]:80 result=blocked error=wget:_can_t_connect\r\n" +
+		"VIRTPLANE-NETPROBE target=127.0.0.1:80 result=bloc" // still being written
+	got, done := testguest.NetProbes(console)
+	want := map[string]testguest.ProbeResult{
+		"10.0.2.2:80":  {Target: "10.0.2.2:80", Reached: true, Body: "hello"},
+		"[fec0::2]:80": {Target: "[fec0::2]:80", Error: "wget:_can_t_connect"},
+	}
+	if done || !maps.Equal(got, want) {
+		t.Errorf("NetProbes = %v, %v; want %v, false", got, done, want)
+	}
+	got, done = testguest.NetProbes(console + "cked error=x\r\nVIRTPLANE-NETPROBE-DONE count=3\r\n")
+	if !done || len(got) != 3 || got["127.0.0.1:80"].Reached {
+		t.Errorf("after the last probe: %v, %v", got, done)
 	}
 }
 

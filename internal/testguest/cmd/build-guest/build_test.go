@@ -78,6 +78,28 @@ func TestModuleOrder(t *testing.T) {
 	}
 }
 
+// TestOrderGroups: groups after base are loaded on their own flags, so
+// each lists what it needs beyond base, even what another group lists.
+func TestOrderGroups(t *testing.T) {
+	km := fakeModules()
+	got, err := orderGroups(km, []moduleGroup{
+		{"base", []moduleWant{{name: "scsi_common"}}},
+		{"disk", []moduleWant{{name: "sr_mod"}}},
+		{"other", []moduleWant{{name: "scsi_mod"}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"base":  {"kernel/scsi_common.ko"},
+		"disk":  {"kernel/cdrom.ko", "kernel/scsi_mod.ko", "kernel/sr_mod.ko"},
+		"other": {"kernel/scsi_mod.ko"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("orderGroups = %v, want %v", got, want)
+	}
+}
+
 func TestInitramfs(t *testing.T) {
 	dir := t.TempDir()
 	for _, m := range []string{"a.ko", "b.ko"} {
@@ -86,7 +108,7 @@ func TestInitramfs(t *testing.T) {
 		}
 	}
 	busybox := []byte("\x7fELF\x00" + strings.Join(applets, "\x00") + "\x00")
-	in := initramfsInputs{busybox: busybox, modulesDir: dir, groups: map[string][]string{"base": {"b.ko", "a.ko"}}}
+	in := initramfsInputs{busybox: busybox, modulesDir: dir, groups: map[string][]string{"base": {"b.ko", "a.ko"}, "net": {"a.ko"}}}
 	tr, err := buildTree(in)
 	if err != nil {
 		t.Fatal(err)
@@ -110,13 +132,21 @@ func TestInitramfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"init\x00", "dev/console\x00", "bin/sh\x00", "lib/modules/a.ko\x00", "etc/acpi/PWRF/00000080\x00", "TRAILER!!!\x00"} {
+	for _, want := range []string{"init\x00", "dev/console\x00", "bin/sh\x00", "bin/wget\x00", "lib/modules/a.ko\x00",
+		"etc/acpi/PWRF/00000080\x00", udhcpcScriptPath + "\x00", "etc/virtplane/modules.net\x00", "TRAILER!!!\x00"} {
 		if !bytes.Contains(raw, []byte(want)) {
 			t.Errorf("initramfs lacks %q", strings.TrimSuffix(want, "\x00"))
 		}
 	}
 	if !bytes.Contains(raw, []byte("b.ko\na.ko\n")) {
 		t.Error("modules.base does not keep the load order")
+	}
+	// A module two groups share is stored once.
+	if n := bytes.Count(raw, []byte("lib/modules/a.ko\x00")); n != 1 {
+		t.Errorf("a.ko stored %d times", n)
+	}
+	if e := tr[udhcpcScriptPath]; e.mode != cpio.TypeReg|0o755 || !strings.Contains(string(e.data), "--virtplane-dhcp") {
+		t.Errorf("udhcpc script = %+v", e)
 	}
 	if !bytes.Contains(raw, []byte(testguest.InitScript)) {
 		t.Error("init is not init.sh")

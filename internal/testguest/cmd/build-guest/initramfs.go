@@ -18,8 +18,8 @@ import (
 // (echo, printf, test and [ are ash builtins.)
 var applets = []string{
 	"acpid", "cat", "cut", "dd", "grep", "head", "hostname", "insmod",
-	"mkdir", "mount", "poweroff", "sh", "sleep", "sync", "tail", "tr",
-	"truncate", "umount", "wc",
+	"ip", "mkdir", "mount", "poweroff", "sh", "sleep", "sync", "tail", "timeout",
+	"tr", "truncate", "udhcpc", "umount", "wc", "wget",
 }
 
 // acpid maps the KEY_POWER event to the action "PWRF/00000080" and runs
@@ -27,6 +27,14 @@ var applets = []string{
 const (
 	acpidConf    = "PWRF PWRF/00000080\n"
 	acpidHandler = "#!/bin/sh\nexec /init --virtplane-poweroff acpi\n"
+)
+
+// udhcpcScript is what udhcpc runs on each DHCP event ($1: deconfig,
+// bound, renew...; the lease in the environment); /init configures the
+// interface.
+const (
+	udhcpcScriptPath = "etc/virtplane/udhcpc.script"
+	udhcpcScript     = "#!/bin/sh\nexec /init --virtplane-dhcp \"$@\"\n"
 )
 
 type fileEntry struct {
@@ -85,6 +93,7 @@ func buildTree(in initramfsInputs) (tree, error) {
 	t.file("init", 0o755, []byte(testguest.InitScript))
 	t.file("etc/acpid.conf", 0o644, []byte(acpidConf))
 	t.file("etc/acpi/PWRF/00000080", 0o755, []byte(acpidHandler))
+	t.file(udhcpcScriptPath, 0o755, []byte(udhcpcScript))
 
 	groupNames := make([]string, 0, len(in.groups))
 	for g := range in.groups {
@@ -96,15 +105,18 @@ func buildTree(in initramfsInputs) (tree, error) {
 		var list strings.Builder
 		for _, rel := range in.groups[g] {
 			base := filepath.Base(rel)
-			if prev, dup := seen[base]; dup {
+			// Groups may share modules (virtio_pci: disks and NICs);
+			// the file is stored once.
+			if prev, dup := seen[base]; dup && prev != rel {
 				return nil, fmt.Errorf("modules %s and %s share a file name", prev, rel)
+			} else if !dup {
+				seen[base] = rel
+				data, err := os.ReadFile(filepath.Join(in.modulesDir, rel))
+				if err != nil {
+					return nil, fmt.Errorf("reading module: %w", err)
+				}
+				t.file("lib/modules/"+base, 0o644, data)
 			}
-			seen[base] = rel
-			data, err := os.ReadFile(filepath.Join(in.modulesDir, rel))
-			if err != nil {
-				return nil, fmt.Errorf("reading module: %w", err)
-			}
-			t.file("lib/modules/"+base, 0o644, data)
 			list.WriteString(base + "\n")
 		}
 		t.file("etc/virtplane/modules."+g, 0o644, []byte(list.String()))

@@ -26,8 +26,9 @@ import (
 )
 
 // builderVersion changes when the output changes for reasons the
-// manifest key cannot see.
-const builderVersion = 1
+// manifest key cannot see. 2: the net module group, the network applets
+// and the udhcpc script.
+const builderVersion = 2
 
 var verbose = true
 
@@ -131,12 +132,9 @@ func build(o options) error {
 	if err != nil {
 		return err
 	}
-	groups := map[string][]string{}
-	loaded := map[string]bool{}
-	for _, g := range moduleGroups {
-		if groups[g.name], err = km.order(g.modules, loaded); err != nil {
-			return fmt.Errorf("kernel %s: %w", release, err)
-		}
+	groups, err := orderGroups(km, moduleGroups)
+	if err != nil {
+		return fmt.Errorf("kernel %s: %w", release, err)
 	}
 	busybox, err := readFirst(filepath.Join(broot, "bin/busybox"), filepath.Join(broot, "usr/bin/busybox"))
 	if err != nil {

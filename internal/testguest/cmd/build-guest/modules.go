@@ -6,6 +6,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,7 +14,10 @@ import (
 )
 
 // moduleGroup is a set of modules /init loads together from
-// /etc/virtplane/modules.<name>, dependencies first.
+// /etc/virtplane/modules.<name>, dependencies first. The first group,
+// base, is always loaded; every later group is loaded on its own flag, so
+// it lists all it needs beyond base, even modules another group lists too
+// (/init skips a module that is already loaded).
 type moduleGroup struct {
 	name    string
 	modules []moduleWant
@@ -45,6 +49,15 @@ var moduleGroups = []moduleGroup{
 		{"sd_mod", "SCSI/SATA disks (/dev/sd*)"},
 		{"sr_mod", "SCSI/SATA/IDE CD-ROMs (/dev/sr*)"},
 		{"isofs", "ISO 9660, the cidata filesystem"},
+	}},
+	// Loaded only with virtplane.net or virtplane.netprobe: one driver
+	// per NIC model the API offers (packet sockets, which udhcpc needs,
+	// and IPv6 are built in).
+	{"net", []moduleWant{
+		{"virtio_pci", "virtio devices on PCI"},
+		{"virtio_net", "model virtio, the API's default NIC"},
+		{"e1000", "model e1000"},
+		{"8139too", "model rtl8139"},
 	}},
 }
 
@@ -174,6 +187,26 @@ func (km *kernelModules) order(want []moduleWant, loaded map[string]bool) ([]str
 		if err := visit(w.name, ""); err != nil {
 			return nil, err
 		}
+	}
+	return out, nil
+}
+
+// orderGroups orders each group's modules: base first, then every other
+// group on top of base alone, since /init loads each of those only on its
+// own flag.
+func orderGroups(km *kernelModules, groups []moduleGroup) (map[string][]string, error) {
+	out := map[string][]string{}
+	base := map[string]bool{}
+	for i, g := range groups {
+		loaded := base
+		if i > 0 {
+			loaded = maps.Clone(base)
+		}
+		mods, err := km.order(g.modules, loaded)
+		if err != nil {
+			return nil, err
+		}
+		out[g.name] = mods
 	}
 	return out, nil
 }
