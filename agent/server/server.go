@@ -78,6 +78,16 @@ type Options struct {
 	HeartbeatInterval time.Duration
 	ImageDir          string
 
+	// NodeCertValidity is how long the node certificates this server signs
+	// are valid (0: pki.DefaultNodeCertValidity); nodes renew at 2/3.
+	NodeCertValidity time.Duration
+	// CertCheckInterval is how often the server renews its own
+	// certificate when it nears expiry and reloads changed files
+	// (0: one hour).
+	CertCheckInterval time.Duration
+	// APILimits bound each API caller (apiserver.Limits).
+	APILimits apiserver.Limits
+
 	ControllerOptions ControllerOptions
 	// NoControllers serves the API and store only (an API-only server
 	// next to others that run the controllers).

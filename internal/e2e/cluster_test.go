@@ -55,6 +55,11 @@ type cluster struct {
 	consMu   sync.Mutex
 	consoles map[string]*console // by VMI uid
 
+	// serverArgs point the node agent at the server: the unix socket, or
+	// the TLS listener with a bootstrap token (clusterOptions.tls).
+	serverArgs []string
+	tlsAddr    string
+
 	mu       sync.Mutex
 	agent    *exec.Cmd
 	agentRun int // how many times the node agent was started
@@ -64,6 +69,9 @@ type cluster struct {
 // clusterOptions change the server's defaults.
 type clusterOptions struct {
 	nodeLease, heartbeat time.Duration
+	// tls: the node joins over TLS on 127.0.0.1 with a bootstrap token
+	// and authenticates by its certificate, as a second host would.
+	tls bool
 }
 
 // newCluster starts the server and the node agent and waits until the
@@ -97,11 +105,15 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	srv, err := server.Start(ctx, server.Options{
+	so := server.Options{
 		DataDir: filepath.Join(dir, "server"), Socket: c.socket, LeaderElect: true,
 		ImageDir: env.imageDir, NodeLease: o.nodeLease, HeartbeatInterval: o.heartbeat,
 		Logger: slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	if o.tls {
+		so.Listen = "127.0.0.1:0"
+	}
+	srv, err := server.Start(ctx, so)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +130,15 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.api.Close() })
+	c.serverArgs = []string{"--server", "unix://" + c.socket}
+	if o.tls {
+		tok, err := c.api.Bootstrap.CreateToken(ctx, &apiv1.CreateBootstrapTokenRequest{TtlSeconds: 600, NodeName: c.node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.tlsAddr = srv.TCPAddr().String()
+		c.serverArgs = []string{"--server", "https://" + c.tlsAddr, "--join-token", tok.Token, "--ca-cert-hash", tok.CaCertHash}
+	}
 	c.rec = startRecorder(c)
 	c.startAgent()
 	testutil.Eventually(c.t, stateTimeout, "node "+c.node+" registered and schedulable", func() bool {
@@ -154,8 +175,8 @@ func (c *cluster) startAgent() {
 	}
 	defer logf.Close()
 	agentDir := filepath.Join(c.dir, "agent")
-	cmd := exec.Command(env.agent, "serve", "--role", "node",
-		"--server", "unix://"+c.socket,
+	args := append([]string{"serve", "--role", "node"}, c.serverArgs...)
+	cmd := exec.Command(env.agent, append(args,
 		"--node-name", c.node,
 		"--libvirt-uri", env.uri,
 		"--launcher-path", env.launcher,
@@ -164,7 +185,7 @@ func (c *cluster) startAgent() {
 		"--data-dir", agentDir,
 		// Launcher sockets go next to the agent's socket.
 		"--socket", filepath.Join(agentDir, "agent.sock"),
-		"--log-level", "debug")
+		"--log-level", "debug")...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
