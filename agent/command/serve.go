@@ -52,6 +52,9 @@ cluster instead of the embedded one.`,
 				node.AgentVersion = Version
 				o.Node = node
 			}
+			if shutdown <= 0 {
+				return fmt.Errorf("--shutdown-timeout (%v) must be positive", shutdown)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			a, err := server.Start(ctx, o)
@@ -60,9 +63,12 @@ cluster instead of the embedded one.`,
 			}
 			select {
 			case <-ctx.Done():
-				logger.Info("shutting down", "grace", shutdown)
+				logger.Info("shutting down", "timeout", shutdown)
 			case <-a.Done():
 			}
+			// A second signal ends the process at once.
+			stop()
+			// Shutdown returns by this deadline whatever is stuck.
 			sctx, cancel := context.WithTimeout(context.Background(), shutdown)
 			defer cancel()
 			a.Shutdown(sctx)
@@ -82,7 +88,8 @@ cluster instead of the embedded one.`,
 	f.StringVar(&o.EtcdCAFile, "etcd-ca-file", "", "CA bundle of the external etcd cluster")
 	f.StringVar(&o.EtcdCertFile, "etcd-cert-file", "", "client certificate for the external etcd cluster")
 	f.StringVar(&o.EtcdKeyFile, "etcd-key-file", "", "client key for the external etcd cluster")
-	f.StringSliceVar(&o.EtcdListenClient, "etcd-listen-client", nil, "extra client URLs of the embedded etcd, e.g. http://127.0.0.1:2379")
+	f.StringSliceVar(&o.EtcdListenClient, "etcd-listen-client", nil, "extra client URLs of the embedded etcd, https only, e.g. https://127.0.0.1:2379; clients need <data-dir>/pki/etcd/client.crt and client.key, and trust ca.crt there")
+	f.Int64Var(&o.EtcdQuotaBytes, "etcd-quota-bytes", 2<<30, "the embedded etcd's storage quota (at least 64 MiB); VM writes are refused from 90% of it. With --etcd-endpoints: the cluster's --quota-backend-bytes, for /metrics and that refusal")
 	f.DurationVar(&o.EtcdCompaction, "etcd-compaction", 10*time.Minute, "history the embedded etcd keeps before compacting it (0 keeps everything)")
 	f.StringVar(&o.EtcdPrefix, "etcd-prefix", "/virtplane", "key prefix in etcd")
 	f.StringVar(&o.MetricsListen, "metrics-listen", "127.0.0.1:9464", "Prometheus /metrics listener; empty disables")
@@ -99,7 +106,7 @@ cluster instead of the embedded one.`,
 	f.Var(&overhead, "vm-memory-overhead", "memory reserved per VM beyond its guest memory at placement")
 	f.Int64Var(&o.ControllerOptions.CPUAllocationRatio, "cpu-allocation-ratio", 10, "vCPUs placed per host CPU")
 	f.StringVar(&o.ImageDir, "image-dir", "", "node image directory (default <data-dir>/images)")
-	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long open calls may finish on SIGTERM")
+	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long stopping may take on SIGTERM: open calls finish, then controllers and etcd stop; what has not stopped by then is logged and left")
 	// Node agent (roles all and node).
 	f.StringVar(&node.Server.Endpoint, "server", "", "role node: the server's endpoint, unix:///path, host:port or https://host:port (default the local socket "+client.DefaultEndpoint+")")
 	f.StringVar(&node.Server.CAFile, "server-ca-file", "", "role node: PEM CA bundle to verify the server; system roots when empty")
