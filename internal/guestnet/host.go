@@ -1,0 +1,126 @@
+package guestnet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"libvirt.org/go/libvirtxml"
+)
+
+// QEMUUsers returns the users libvirt runs QEMU as, from its capabilities
+// (`virsh -c uri capabilities`; virsh is libvirt-clients): the base
+// labels of the DAC security model, "+<uid>:+<gid>" per domain type
+// (qemu, kvm). They follow qemu.conf's user; a domain may override its
+// label, which virtplane's never do.
+func QEMUUsers(ctx context.Context, virsh, uri string) ([]uint32, error) {
+	if virsh == "" {
+		virsh = "virsh"
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, virsh, "-c", uri, "capabilities")
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("libvirt capabilities (%s -c %s capabilities): %w: %s", virsh, uri, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return qemuUsers(string(out))
+}
+
+func qemuUsers(capsXML string) ([]uint32, error) {
+	var caps libvirtxml.Caps
+	if err := caps.Unmarshal(capsXML); err != nil {
+		return nil, fmt.Errorf("libvirt capabilities: %w", err)
+	}
+	var uids []uint32
+	for _, m := range caps.Host.SecModel {
+		if m.Name != "dac" {
+			continue
+		}
+		for _, l := range m.Labels {
+			if l.Type != "qemu" && l.Type != "kvm" {
+				continue
+			}
+			uid, err := labelUser(l.Value)
+			if err != nil {
+				return nil, fmt.Errorf("libvirt capabilities: DAC base label %q of %s domains: %w", l.Value, l.Type, err)
+			}
+			uids = append(uids, uid)
+		}
+	}
+	if len(uids) == 0 {
+		return nil, errors.New("libvirt capabilities name no DAC base label for qemu or kvm domains: which user QEMU runs as is unknown")
+	}
+	slices.Sort(uids)
+	return slices.Compact(uids), nil
+}
+
+// labelUser reads the user of a DAC label, "user:group": "+<uid>" as
+// libvirt writes it, or a user name.
+func labelUser(label string) (uint32, error) {
+	name, _, ok := strings.Cut(label, ":")
+	if !ok || name == "" {
+		return 0, errors.New("not user:group")
+	}
+	if n, ok := strings.CutPrefix(name, "+"); ok {
+		uid, err := strconv.ParseUint(n, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("uid %q: %w", n, err)
+		}
+		return uint32(uid), nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, err
+	}
+	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("uid of %s: %w", name, err)
+	}
+	return uint32(uid), nil
+}
+
+// ErrNoDaemon: no running libvirt daemon was found by its pid file.
+var ErrNoDaemon = errors.New("no running libvirt QEMU daemon (virtqemud or libvirtd) found")
+
+// daemons are the libvirt daemons that start QEMU, by their pid files'
+// and processes' names: the modular one first.
+var daemons = []string{"virtqemud", "libvirtd"}
+
+// DaemonNetNS returns the network namespace file of the running libvirt
+// daemon that starts QEMU (root's pid file in runDir, /run when empty):
+// QEMU runs in the namespace it inherits from the daemon, which need not
+// be the agent's (tests put node agents in namespaces of their own).
+func DaemonNetNS(runDir string) (string, error) {
+	if runDir == "" {
+		runDir = "/run"
+	}
+	for _, d := range daemons {
+		b, err := os.ReadFile(filepath.Join(runDir, d+".pid"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			continue
+		}
+		// A stale pid file may name another process by now.
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || strings.TrimSpace(string(comm)) != d {
+			continue
+		}
+		return fmt.Sprintf("/proc/%d/ns/net", pid), nil
+	}
+	return "", ErrNoDaemon
+}
