@@ -187,11 +187,13 @@ func (r *renewer) renew(ctx context.Context) error {
 
 // renewServerCert reissues the server's certificate when it nears expiry
 // (pki.Ensure) and reloads its files, which an operator may also replace:
-// the listener presents the current one on each new connection.
-func (a *Agent) renewServerCert(ctx context.Context, paths pki.Paths, kp *pki.KeyPair) {
+// the listener presents the current one on each new connection. It
+// reloads the admin token file too (a rotated token takes effect within
+// CertCheckInterval).
+func (a *Agent) renewServerCert(ctx context.Context, paths pki.Paths, kp *pki.KeyPair, reloadToken func()) {
 	every := a.opts.CertCheckInterval
 	if every <= 0 {
-		every = time.Hour
+		every = time.Minute
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -201,6 +203,7 @@ func (a *Agent) renewServerCert(ctx context.Context, paths pki.Paths, kp *pki.Ke
 			return
 		case <-t.C:
 		}
+		reloadToken()
 		if a.opts.TLSCertFile == "" {
 			if err := pki.Ensure(paths, a.sans(), time.Now()); err != nil {
 				a.log.Error("renewing the server certificate", "err", err)

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,7 +84,7 @@ type Options struct {
 	NodeCertValidity time.Duration
 	// CertCheckInterval is how often the server renews its own
 	// certificate when it nears expiry and reloads changed files
-	// (0: one hour).
+	// (0: one minute).
 	CertCheckInterval time.Duration
 	// APILimits bound each API caller (apiserver.Limits).
 	APILimits apiserver.Limits
@@ -390,10 +391,20 @@ func (a *Agent) startTCP(ctx context.Context, api *apiserver.Server, paths pki.P
 	if err != nil {
 		return fmt.Errorf("loading server certificate: %w", err)
 	}
-	a.serve("", func() error { a.renewServerCert(ctx, paths, kp); return nil })
+	var current atomic.Pointer[string]
+	current.Store(&token)
+	reloadToken := func() {
+		if t, err := pki.ReadToken(tokenFile); err != nil {
+			a.log.Error("reloading the API token; keeping the current one", "err", err)
+		} else if t != *current.Load() {
+			current.Store(&t)
+			a.log.Info("API token reloaded", "file", tokenFile)
+		}
+	}
+	a.serve("", func() error { a.renewServerCert(ctx, paths, kp, reloadToken); return nil })
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	opts := api.ServerOptions(apiserver.Listener{Token: token}, nil, nil)
+	opts := api.ServerOptions(apiserver.Listener{Token: func() string { return *current.Load() }}, nil, nil)
 	a.tcpSrv = grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(pki.ServerTLSConfig(kp, pool))))...)
 	api.Register(a.tcpSrv)
 	l, err := net.Listen("tcp", o.Listen)

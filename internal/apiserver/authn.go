@@ -20,8 +20,9 @@ import (
 type Listener struct {
 	// Unix marks the root-only (0600) unix socket: its callers are admins.
 	Unix bool
-	// Token is the admins' bearer token on a TLS listener.
-	Token string
+	// Token returns the admins' bearer token on a TLS listener; it is
+	// asked on every call, so a rotated token takes effect at once.
+	Token func() string
 }
 
 // authenticate decides who is calling, from the connection and the
@@ -61,7 +62,11 @@ func (s *Server) authenticate(ctx context.Context, l Listener, info *tap.Info) (
 	}
 	if vals := info.Header.Get("authorization"); len(vals) > 0 {
 		tok, ok := strings.CutPrefix(vals[0], "Bearer ")
-		if !ok || l.Token == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(l.Token)) != 1 {
+		want := ""
+		if l.Token != nil {
+			want = l.Token()
+		}
+		if !ok || want == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(want)) != 1 {
 			return Identity{}, status.Error(codes.Unauthenticated, "invalid bearer token")
 		}
 		return Identity{Kind: Admin, Peer: addr}, nil

@@ -83,7 +83,7 @@ func newSecEnv(t *testing.T, limits Limits) *secEnv {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	opts := e.srv.ServerOptions(Listener{Token: token}, nil, nil)
+	opts := e.srv.ServerOptions(Listener{Token: func() string { return token }}, nil, nil)
 	opts = append(opts, grpc.Creds(credentials.NewTLS(pki.ServerTLSConfig(kp, pool))), grpc.StatsHandler(e.payloads))
 	gs := grpc.NewServer(opts...)
 	e.srv.Register(gs)
