@@ -155,6 +155,12 @@ func (a *Agent) now() time.Time { return a.opts.Clock.Now() }
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.Close()
 	defer a.queue.ShutDown()
+	// Before anything else: guests of an earlier run may be up already.
+	stopFirewall, err := a.startGuestFirewall(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopFirewall()
 	// Started first, so that registration finds a listing if one is quick.
 	imagesCtx, stopImages := context.WithCancel(ctx)
 	imagesDone := make(chan struct{})

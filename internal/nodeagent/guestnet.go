@@ -1,0 +1,86 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
+)
+
+// startGuestFirewall installs the guest firewall (package guestnet:
+// guests' QEMU may not open connections to this host's own addresses,
+// loopback included) before the agent touches any guest, and keeps it
+// until ctx ends; stop waits for that. A firewall that cannot be
+// installed stops the agent: guests that reach the host's loopback reach
+// the agent's API and metrics.
+//
+// Only for guests that are QEMU processes on this host: the real
+// launcher tools on libvirt's QEMU driver. Tests' fake tools and the test
+// driver (test:///default) run no QEMU.
+//
+// The table goes into the network namespace of the libvirt daemon, which
+// QEMU inherits; tests may run node agents in namespaces of their own.
+// It stays when the agent stops: guests keep running.
+func (a *Agent) startGuestFirewall(ctx context.Context) (stop func(), err error) {
+	if _, real := a.opts.Tools.(ExecTools); !real {
+		return func() {}, nil
+	}
+	local, err := qemuDriverLocal(a.opts.LibvirtURI)
+	if err != nil || !local {
+		return func() {}, err
+	}
+	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	uids, err := guestnet.QEMUUsers(uctx, "", a.opts.LibvirtURI)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("guest firewall: which user QEMU runs as: %w", err)
+	}
+	// nil: the agent's own namespace.
+	var netns func() (string, error)
+	if ns, err := guestnet.DaemonNetNS(""); err != nil {
+		// The daemon must be running for anything to work; without its
+		// pid file, assume it shares the agent's namespace.
+		a.log.Warn("guest firewall: libvirt's daemon not found by its pid file; installing in the agent's network namespace", "err", err)
+	} else if same, err := guestnet.SameNetNS(ns, "/proc/self/ns/net"); err != nil || !same {
+		a.log.Info("guest firewall: installing in libvirt's network namespace, not the agent's", "netns", ns)
+		// Found again each time: the daemon may restart.
+		netns = func() (string, error) { return guestnet.DaemonNetNS("") }
+	}
+	fw, err := guestnet.New(guestnet.Config{UIDs: uids, NetNS: netns, Clock: a.opts.Clock, Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = fw.Ensure(ectx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancelRun := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); fw.Run(rctx) }()
+	return func() { cancelRun(); <-done }, nil
+}
+
+// qemuDriverLocal reports whether uri names libvirt's QEMU driver
+// (qemu:///system, qemu+unix:///system...) and so guests that are QEMU
+// processes; an error when they would run on another host, where a
+// firewall here cannot confine them.
+func qemuDriverLocal(uri string) (bool, error) {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return false, fmt.Errorf("libvirt URI %q: %w", uri, err)
+	}
+	driver, transport, _ := strings.Cut(u.Scheme, "+")
+	if driver != "qemu" {
+		return false, nil
+	}
+	if (transport != "" && transport != "unix") || (u.Hostname() != "" && u.Hostname() != "localhost") {
+		return false, errors.New("guest firewall: libvirt URI " + uri + " names another host: the node agent must run on the host its guests run on")
+	}
+	return true, nil
+}
