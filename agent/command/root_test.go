@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -58,7 +59,7 @@ func TestConfigPrecedence(t *testing.T) {
 			if err := cmd.Execute(); err != nil {
 				t.Fatal(err)
 			}
-			if got := o.config(); got != tt.want {
+			if got := o.config(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("config = %+v\nwant     %+v", got, tt.want)
 			}
 			if o.namespace != tt.wantNamespace || o.namespaceExplicit() != tt.wantExplicit {
