@@ -12,13 +12,16 @@ set -euo pipefail
 
 # Building: git (version), gcc + pkg-config + libvirt-dev (the cgo
 # launcher), xz-utils (make guest unpacks the Debian kernel). Running:
-# libvirtd, QEMU, qemu-img (image store, disks).
+# libvirtd, QEMU, qemu-img (image store, disks); the node agent's guest
+# firewall needs nft (nftables) and asks virsh (libvirt-clients) which
+# user QEMU runs as.
 demo_pkgs=(git make gcc pkg-config libvirt-dev xz-utils
-  libvirt-daemon-system qemu-system-x86 qemu-utils)
+  libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils nftables)
 # The test tiers also cross-check the generated protobuf code and the
-# cloud-init ISO writer against the usual tools.
+# cloud-init ISO writer against the usual tools, and the guest firewall
+# tests make network namespaces and veth pairs (iproute2).
 test_pkgs=(protobuf-compiler busybox-static cpio
-  genisoimage libarchive-tools p7zip-full xorriso)
+  genisoimage libarchive-tools p7zip-full xorriso iproute2)
 
 case "${1:-}" in
   demo) pkgs=("${demo_pkgs[@]}") ;;
