@@ -155,3 +155,23 @@ func TestEtcdListenClientRequiresTheEtcdClientCertificate(t *testing.T) {
 		t.Fatalf("over plain http: read %q", v)
 	}
 }
+
+// --etcd-quota-bytes reaches the embedded member, and the usage the
+// quota guard and /metrics read is measured against it.
+func TestEtcdQuotaReachesTheMember(t *testing.T) {
+	const quota = 128 << 20
+	a := startAgent(t, Options{EtcdQuotaBytes: quota})
+	if got := a.etcd.Quota(); got != quota {
+		t.Fatalf("embedded etcd quota %d, want %d", got, quota)
+	}
+	u, err := a.storageUsage().Usage(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Quota != quota || u.DBSize <= 0 || u.InUse <= 0 {
+		t.Fatalf("usage %+v", u)
+	}
+	if d := startAgent(t, Options{}); d.etcd.Quota() != 2<<30 {
+		t.Fatalf("default quota %d, want 2 GiB", d.etcd.Quota())
+	}
+}
