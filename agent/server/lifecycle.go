@@ -156,11 +156,13 @@ func closed(c <-chan struct{}) bool {
 
 // socketUmask is the umask while the API socket is bound: bind(2) creates
 // the file with mode 0777 minus the umask, so the socket is never, even for
-// an instant, open to group or others. Only group and other bits are
-// masked: the umask is process-wide, and a directory some other goroutine
-// (etcd) creates in that instant must keep its owner bits; losing group or
-// other bits only tightens such a file. The owner's execute bit on a
-// socket means nothing (connect needs write permission).
+// an instant, open to group or others. The umask is process-wide, which is
+// safe here: Start binds the socket before the node agent and its
+// launchers (child processes inherit the umask) exist, so only etcd's
+// goroutines run meanwhile, and its files are 0600 and 0700 anyway. Only
+// group and other bits are masked, so a directory created in that instant
+// keeps its owner's search bit; the owner's execute bit on a socket means
+// nothing (connect needs write permission).
 const socketUmask = 0o077
 
 // listenUnix listens on path, the API's root-only socket (--socket). Its
