@@ -26,6 +26,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"k8s.io/utils/clock"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
@@ -247,6 +248,9 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	if err := a.openStore(ctx); err != nil {
 		return nil, err
 	}
+	usage := a.storageUsage()
+	reg.MustRegister(usage)
+	quota := apiserver.NewQuotaGuard(usage, clock.RealClock{}, apiserver.QuotaOptions{Logger: o.Logger.With("component", "quota")})
 	paths := pki.PathsIn(filepath.Join(o.DataDir, "pki"))
 	if err := pki.Ensure(paths, a.sans(), time.Now()); err != nil {
 		return nil, fmt.Errorf("preparing TLS material: %w", err)
@@ -273,10 +277,11 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	// The node credential cache: node certificates are refused (with
 	// Unavailable) until it has loaded.
 	a.serve("", func() error { api.Run(runCtx); return nil })
+	a.serve("", func() error { quota.Run(runCtx); return nil })
 
 	// Unix socket: the 0600 mode is the authentication (callers are
 	// admins, or role all's node agent acting as its node).
-	a.unixSrv = grpc.NewServer(api.ServerOptions(apiserver.Listener{Unix: true}, nil, nil)...)
+	a.unixSrv = grpc.NewServer(api.ServerOptions(apiserver.Listener{Unix: true}, []grpc.UnaryServerInterceptor{quota.Unary}, nil)...)
 	api.Register(a.unixSrv)
 	ul, err := listenUnix(o.Socket)
 	if err != nil {
@@ -285,7 +290,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	a.serve("unix", func() error { return a.unixSrv.Serve(ul) })
 
 	if o.Listen != "" {
-		if err := a.startTCP(runCtx, api, paths, ca); err != nil {
+		if err := a.startTCP(runCtx, api, paths, ca, quota.Unary); err != nil {
 			return nil, err
 		}
 	}
@@ -369,7 +374,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	return a, nil
 }
 
-func (a *Agent) startTCP(ctx context.Context, api *apiserver.Server, paths pki.Paths, ca *pki.CA) error {
+func (a *Agent) startTCP(ctx context.Context, api *apiserver.Server, paths pki.Paths, ca *pki.CA, quota grpc.UnaryServerInterceptor) error {
 	o := a.opts
 	tokenFile := paths.Token
 	if o.TokenFile != "" {
@@ -404,7 +409,7 @@ func (a *Agent) startTCP(ctx context.Context, api *apiserver.Server, paths pki.P
 	a.serve("", func() error { a.renewServerCert(ctx, paths, kp, reloadToken); return nil })
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	opts := api.ServerOptions(apiserver.Listener{Token: func() string { return *current.Load() }}, nil, nil)
+	opts := api.ServerOptions(apiserver.Listener{Token: func() string { return *current.Load() }}, []grpc.UnaryServerInterceptor{quota}, nil)
 	a.tcpSrv = grpc.NewServer(append(opts, grpc.Creds(credentials.NewTLS(pki.ServerTLSConfig(kp, pool))))...)
 	api.Register(a.tcpSrv)
 	l, err := net.Listen("tcp", o.Listen)
