@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -22,8 +20,8 @@ type nodeService struct {
 }
 
 func (n *nodeService) Get(ctx context.Context, req *apiv1.GetNodeRequest) (*apiv1.Node, error) {
-	if req.GetName() == "" {
-		return nil, status.Error(codes.InvalidArgument, "name: Required value")
+	if errs := validation.ValidateNodeName(req.GetName(), field.NewPath("name")); len(errs) > 0 {
+		return nil, validation.ToStatusError("Node", req.GetName(), errs)
 	}
 	out, err := n.s.stores.Nodes.Get(ctx, "", req.GetName())
 	return out, toStatus(err)
@@ -51,7 +49,10 @@ func (n *nodeService) Watch(req *apiv1.WatchNodesRequest, stream apiv1.Nodes_Wat
 // Register creates the node or refreshes what its agent reports. Spec
 // (unschedulable) belongs to operators and is kept.
 func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeRequest) (*apiv1.Node, error) {
-	in := req.GetNode()
+	in, _ := proto.Clone(req.GetNode()).(*apiv1.Node)
+	// What the schema does not know is not stored (node_info and images
+	// are kept as sent).
+	validation.DiscardUnknown(in)
 	if errs := validation.ValidateNode(in); len(errs) > 0 {
 		return nil, validation.ToStatusError("Node", in.GetMetadata().GetName(), errs)
 	}
@@ -116,10 +117,11 @@ func (n *nodeService) beat(st *apiv1.NodeStatus, now time.Time) {
 }
 
 func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest) (*apiv1.HeartbeatResponse, error) {
-	if req.GetName() == "" {
-		return nil, status.Error(codes.InvalidArgument, "name: Required value")
+	if errs := validation.ValidateHeartbeat(req.GetName(), req.GetAllocatable(), nil); len(errs) > 0 {
+		return nil, validation.ToStatusError("Node", req.GetName(), errs)
 	}
-	imgs := req.GetImages()
+	imgs, _ := proto.Clone(req.GetImages()).(*apiv1.NodeImageList)
+	validation.DiscardUnknown(imgs)
 	if errs := validation.ValidateNodeImages(imgs.GetItems(), field.NewPath("images", "items")); len(errs) > 0 {
 		// Refusing the heartbeat would let the lease run out over an
 		// inventory; the stored list stays instead.
@@ -133,6 +135,10 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 		}
 		node.Status.Schedulable = req.GetSchedulable()
 		if len(req.GetAllocatable()) > 0 {
+			// What a node can give is part of what it registered.
+			if errs := validation.ValidateAllocatable(req.GetAllocatable(), node.Status.GetCapacity(), field.NewPath("allocatable")); len(errs) > 0 {
+				return nil, validation.ToStatusError("Node", req.GetName(), errs)
+			}
 			node.Status.Allocatable = req.GetAllocatable()
 		}
 		// Sent only when the list changed; it rides on the write the

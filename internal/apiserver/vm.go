@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -17,13 +18,16 @@ type vmService struct {
 	s *Server
 }
 
+// keyOf is the namespace and name a request names an object by, checked
+// as stored objects' are (DNS-1123 labels), so that a name no object can
+// have is InvalidArgument before it reaches the store.
 func keyOf(k *apiv1.ObjectKey) (string, string, error) {
 	ns, name := k.GetNamespace(), k.GetName()
 	if ns == "" {
-		ns = "default"
+		ns = apiv1.DefaultNamespace
 	}
-	if name == "" {
-		return "", "", status.Error(codes.InvalidArgument, "key.name: Required value")
+	if errs := validation.ValidateObjectKey(ns, name, field.NewPath("key")); len(errs) > 0 {
+		return "", "", validation.ToStatusError("ObjectKey", apiv1.Ref(ns, name), errs)
 	}
 	return ns, name, nil
 }
@@ -124,6 +128,11 @@ func (v *vmService) Delete(ctx context.Context, req *apiv1.DeleteVirtualMachineR
 		return nil, err
 	}
 	o := req.GetOptions()
+	if uid := o.GetUid(); uid != "" {
+		if errs := validation.ValidateUID(uid, field.NewPath("options", "uid")); len(errs) > 0 {
+			return nil, validation.ToStatusError("VirtualMachine", name, errs)
+		}
+	}
 	out, _, err := v.s.stores.VMs.Delete(ctx, ns, name, store.DeleteOptions{UID: o.GetUid(), ResourceVersion: o.GetResourceVersion()})
 	if err != nil {
 		return nil, toStatus(err)

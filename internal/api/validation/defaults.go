@@ -1,6 +1,9 @@
 package validation
 
 import (
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
@@ -15,6 +18,7 @@ func DefaultVirtualMachine(vm *apiv1.VirtualMachine) {
 	if vm == nil {
 		return
 	}
+	DiscardUnknown(vm)
 	if vm.Metadata == nil {
 		vm.Metadata = &apiv1.ObjectMeta{}
 	}
@@ -31,8 +35,14 @@ func DefaultVirtualMachine(vm *apiv1.VirtualMachine) {
 	if spec.Template == nil {
 		spec.Template = &apiv1.VirtualMachineInstanceTemplateSpec{}
 	}
-	if spec.Template.Metadata == nil {
+	// Only the labels and annotations of the template's metadata go onto
+	// the instance (as in KubeVirt, the rest is ignored); the rest is
+	// dropped rather than stored, since nothing validates what nothing
+	// reads, and a name or finalizer list there would be unbounded.
+	if m := spec.Template.Metadata; m == nil {
 		spec.Template.Metadata = &apiv1.ObjectMeta{}
+	} else {
+		spec.Template.Metadata = &apiv1.ObjectMeta{Labels: m.Labels, Annotations: m.Annotations}
 	}
 	if spec.Template.Spec == nil {
 		spec.Template.Spec = &apiv1.VirtualMachineInstanceSpec{}
@@ -45,6 +55,7 @@ func DefaultVirtualMachineInstance(vmi *apiv1.VirtualMachineInstance) {
 	if vmi == nil {
 		return
 	}
+	DiscardUnknown(vmi)
 	if vmi.Metadata == nil {
 		vmi.Metadata = &apiv1.ObjectMeta{}
 	}
@@ -135,4 +146,45 @@ func mustCanonical(s string) string {
 		return s
 	}
 	return c
+}
+
+// DiscardUnknown drops the fields the server's schema does not have from m
+// and every message in it. A client can send any field number; protobuf
+// keeps what it does not know and would store it unvalidated and
+// unbounded. Dropping them is what Kubernetes does with unknown fields.
+func DiscardUnknown(m proto.Message) {
+	if m == nil {
+		return
+	}
+	discardUnknown(m.ProtoReflect())
+}
+
+func discardUnknown(m protoreflect.Message) {
+	if !m.IsValid() {
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList():
+			if fd.Message() != nil {
+				l := v.List()
+				for i := range l.Len() {
+					discardUnknown(l.Get(i).Message())
+				}
+			}
+		case fd.IsMap():
+			if fd.MapValue().Message() != nil {
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					discardUnknown(mv.Message())
+					return true
+				})
+			}
+		case fd.Message() != nil:
+			discardUnknown(v.Message())
+		}
+		return true
+	})
+	if len(m.GetUnknown()) > 0 {
+		m.SetUnknown(nil)
+	}
 }

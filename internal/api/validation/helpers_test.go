@@ -103,6 +103,7 @@ func duplicate(f string) want    { return want{field.ErrorTypeDuplicate, f} }
 func notFound(f string) want     { return want{field.ErrorTypeNotFound, f} }
 func forbidden(f string) want    { return want{field.ErrorTypeForbidden, f} }
 func tooLong(f string) want      { return want{field.ErrorTypeTooLong, f} }
+func tooMany(f string) want      { return want{field.ErrorTypeTooMany, f} }
 
 // Common paths.
 const (

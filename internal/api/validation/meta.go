@@ -11,9 +11,20 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// totalAnnotationSizeLimit matches Kubernetes: annotations are for tools,
-// not bulk data, and every write carries them.
-const totalAnnotationSizeLimit = 256 * 1024
+const (
+	// totalAnnotationSizeLimit matches Kubernetes: annotations are for
+	// tools, not bulk data, and every write carries them.
+	totalAnnotationSizeLimit = 256 * 1024
+	// MaxLabels bounds the labels of an object (and a node selector).
+	// Each label is bounded by its syntax (a 316-byte key, a 63-byte
+	// value); the count bounds what every selector match and every
+	// stored copy costs. Kubernetes objects rarely carry more than a
+	// few dozen.
+	MaxLabels = 64
+	// MaxAnnotations bounds the number of annotations; their total size
+	// is bounded by totalAnnotationSizeLimit.
+	MaxAnnotations = 256
+)
 
 // ValidateObjectMeta checks the user-settable parts of metadata. Namespaced
 // objects (VMs, instances) need a namespace and a DNS-1123 label name, since
@@ -33,9 +44,7 @@ func ValidateObjectMeta(meta *apiv1.ObjectMeta, namespaced bool, path *field.Pat
 	case namespaced:
 		errs = append(errs, dns1123Label(meta.GetName(), namePath)...)
 	default:
-		for _, msg := range utilvalidation.IsDNS1123Subdomain(meta.GetName()) {
-			errs = append(errs, field.Invalid(namePath, meta.GetName(), msg))
-		}
+		errs = append(errs, dns1123Subdomain(meta.GetName(), namePath)...)
 	}
 	nsPath := path.Child("namespace")
 	switch {
@@ -59,10 +68,21 @@ func dns1123Label(s string, path *field.Path) field.ErrorList {
 	return errs
 }
 
+func dns1123Subdomain(s string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range utilvalidation.IsDNS1123Subdomain(s) {
+		errs = append(errs, field.Invalid(path, s, msg))
+	}
+	return errs
+}
+
 // validateLabels checks label (and node selector) syntax. content.* are what
 // util/validation.IsQualifiedName and IsValidLabelValue alias (deprecated
 // there).
 func validateLabels(labels map[string]string, path *field.Path) field.ErrorList {
+	if len(labels) > MaxLabels {
+		return field.ErrorList{field.TooMany(path, len(labels), MaxLabels)}
+	}
 	var errs field.ErrorList
 	for _, k := range sortedKeys(labels) {
 		for _, msg := range content.IsLabelKey(k) {
@@ -76,6 +96,9 @@ func validateLabels(labels map[string]string, path *field.Path) field.ErrorList 
 }
 
 func validateAnnotations(annotations map[string]string, path *field.Path) field.ErrorList {
+	if len(annotations) > MaxAnnotations {
+		return field.ErrorList{field.TooMany(path, len(annotations), MaxAnnotations)}
+	}
 	var errs field.ErrorList
 	total := 0
 	for _, k := range sortedKeys(annotations) {

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -40,7 +41,39 @@ func TestValidateNode(t *testing.T) {
 		{"allocatable empty", func(n *apiv1.Node) { n.Status.Allocatable["cpu"] = "" },
 			[]want{invalid("status.allocatable[cpu]")}},
 		{"resource name invalid", func(n *apiv1.Node) { n.Status.Capacity["a b"] = "1" },
-			[]want{invalid("status.capacity")}},
+			[]want{notSupported("status.capacity")}},
+		{"resource unknown", func(n *apiv1.Node) { n.Status.Allocatable["example.com/gpu"] = "1" },
+			[]want{notSupported("status.allocatable")}},
+		// Issue 13: a phantom node with 1 PiB of memory was accepted.
+		{"memory of no host", func(n *apiv1.Node) { n.Status.Capacity["memory"] = "1Pi" },
+			[]want{invalid("status.capacity[memory]")}},
+		{"memory at the bound", func(n *apiv1.Node) { n.Status.Capacity["memory"] = "64Ti"; n.Status.Allocatable["memory"] = "64Ti" }, nil},
+		{"cpus of no host", func(n *apiv1.Node) { n.Status.Capacity["cpu"] = "5000" },
+			[]want{invalid("status.capacity[cpu]")}},
+		{"cpus at the bound", func(n *apiv1.Node) { n.Status.Capacity["cpu"] = "4096" }, nil},
+		{"not canonical", func(n *apiv1.Node) { n.Status.Capacity["memory"] = "32768Mi" },
+			[]want{invalid("status.capacity[memory]")}},
+		{"not canonical cpu", func(n *apiv1.Node) { n.Status.Allocatable["cpu"] = "7.5" },
+			[]want{invalid("status.allocatable[cpu]")}},
+		{"fraction of a byte", func(n *apiv1.Node) { n.Status.Allocatable["memory"] = "1500m" },
+			[]want{invalid("status.allocatable[memory]")}},
+		{"allocatable above capacity", func(n *apiv1.Node) { n.Status.Allocatable["memory"] = "64Gi" },
+			[]want{invalid("status.allocatable[memory]")}},
+		{"node info", func(n *apiv1.Node) {
+			n.Status.NodeInfo = &apiv1.NodeInfo{Hostname: "host-1", AgentVersion: "v1.2.3 (abc)", LibvirtVersion: "9.0.0",
+				QemuVersion: "7.2.19", KernelVersion: "6.1.0-28-amd64", Architecture: "amd64"}
+			n.Status.Address = "[2001:db8::1]:7443"
+		}, nil},
+		{"node info escapes", func(n *apiv1.Node) {
+			n.Status.NodeInfo = &apiv1.NodeInfo{Hostname: "host\x1b[2J", QemuVersion: strings.Repeat("9", 257), Architecture: "\xff"}
+		}, []want{invalid("status.node_info.hostname"), tooLong("status.node_info.qemu_version"), invalid("status.node_info.architecture")}},
+		{"address with spaces", func(n *apiv1.Node) { n.Status.Address = "10.0.0.1 evil" }, []want{invalid("status.address")}},
+		{"address too long", func(n *apiv1.Node) { n.Status.Address = strings.Repeat("a", 300) }, []want{tooLong("status.address")}},
+		{"too many labels", func(n *apiv1.Node) {
+			for i := range MaxLabels {
+				n.Metadata.Labels[fmt.Sprintf("l%d", i)] = "x"
+			}
+		}, []want{tooMany("metadata.labels")}},
 		{"metadata missing", func(n *apiv1.Node) { n.Metadata = nil }, []want{required("metadata")}},
 	}
 	for _, tc := range cases {
@@ -62,4 +95,15 @@ func TestValidateObjectMeta(t *testing.T) {
 	expectErrors(t, ValidateObjectMeta(&apiv1.ObjectMeta{Name: "a.b"}, false, p))
 	// Server-managed fields are not the user's to get wrong.
 	expectErrors(t, ValidateObjectMeta(&apiv1.ObjectMeta{Name: "a", Namespace: "b", Uid: "x", ResourceVersion: 7, Generation: 2}, true, p))
+}
+
+func TestValidateHeartbeat(t *testing.T) {
+	capacity := map[string]string{"cpu": "8", "memory": "32Gi"}
+	expectErrors(t, ValidateHeartbeat("node-1", map[string]string{"cpu": "8", "memory": "30Gi"}, capacity))
+	expectErrors(t, ValidateHeartbeat("node-1", nil, nil))
+	expectErrors(t, ValidateHeartbeat("", nil, nil), required("name"))
+	expectErrors(t, ValidateHeartbeat("Node_1", nil, nil), invalid("name"))
+	expectErrors(t, ValidateHeartbeat("node-1", map[string]string{"memory": "1Pi"}, nil), invalid("allocatable[memory]"))
+	expectErrors(t, ValidateHeartbeat("node-1", map[string]string{"memory": "33Gi"}, capacity), invalid("allocatable[memory]"))
+	expectErrors(t, ValidateHeartbeat("node-1", map[string]string{"pods": "110"}, capacity), notSupported("allocatable"))
 }

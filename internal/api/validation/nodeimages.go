@@ -18,6 +18,15 @@ import (
 // report no more than this many images.
 const MaxNodeImages = 1000
 
+// MaxNodeImageListBytes bounds the encoded size of a node's image list,
+// for the same reason: a thousand images with names near PATH_MAX would
+// not fit in a Node. Node agents cut their list short at this size.
+const MaxNodeImageListBytes = 512 << 10
+
+// nodeImageFormats are the formats of images a node may list: those the
+// image store takes as base images (imagestore.FormatQCOW2, FormatRaw).
+var nodeImageFormats = []string{"qcow2", "raw"}
+
 var sha256Regexp = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // ValidateNodeImages checks an image list a node agent reports: names are
@@ -26,6 +35,11 @@ var sha256Regexp = regexp.MustCompile(`^[0-9a-f]{64}$`)
 func ValidateNodeImages(images []*apiv1.NodeImage, path *field.Path) field.ErrorList {
 	if len(images) > MaxNodeImages {
 		return field.ErrorList{field.TooMany(path, len(images), MaxNodeImages)}
+	}
+	if n := NodeImageListSize(images); n > MaxNodeImageListBytes {
+		e := field.TooLong(path, "", MaxNodeImageListBytes)
+		e.Detail = fmt.Sprintf("the list encodes to %d bytes, more than the %d allowed", n, MaxNodeImageListBytes)
+		return field.ErrorList{e}
 	}
 	var errs field.ErrorList
 	seen := map[string]bool{}
@@ -44,11 +58,20 @@ func ValidateNodeImages(images []*apiv1.NodeImage, path *field.Path) field.Error
 		if v := img.GetSizeBytes(); v < 0 {
 			errs = append(errs, field.Invalid(p.Child("size_bytes"), v, "must not be negative"))
 		}
+		if f := img.GetFormat(); f != "" {
+			errs = append(errs, oneOf(f, p.Child("format"), nodeImageFormats)...)
+		}
 		if s := img.GetSha256(); s != "" && !sha256Regexp.MatchString(s) {
 			errs = append(errs, field.Invalid(p.Child("sha256"), s, "must be 64 lowercase hex digits"))
 		}
 	}
 	return errs
+}
+
+// NodeImageListSize is the encoded size of an image list, as
+// MaxNodeImageListBytes counts it.
+func NodeImageListSize(images []*apiv1.NodeImage) int {
+	return proto.Size(&apiv1.NodeImageList{Items: images})
 }
 
 // ImageName returns the name under which nodes list the image that

@@ -19,6 +19,11 @@ func TestValidateNodeImages(t *testing.T) {
 	for i := range many {
 		many[i] = img(fmt.Sprintf("i%d.raw", i))
 	}
+	// Few enough, but names near PATH_MAX: too large for a Node.
+	var long []*apiv1.NodeImage
+	for i := 0; NodeImageListSize(long) <= MaxNodeImageListBytes; i++ {
+		long = append(long, img(fmt.Sprintf("%s/%04d.raw", strings.Repeat(strings.Repeat("d", 250)+"/", 15), i)))
+	}
 	cases := []struct {
 		name   string
 		images []*apiv1.NodeImage
@@ -35,6 +40,11 @@ func TestValidateNodeImages(t *testing.T) {
 			[]want{invalid("status.images[0].virtual_size_bytes"), invalid("status.images[0].size_bytes")}},
 		{"bad checksum", []*apiv1.NodeImage{{Name: "a.raw", Sha256: strings.ToUpper(sum)}}, []want{invalid("status.images[0].sha256")}},
 		{"too many", many, []want{{field.ErrorTypeTooMany, "status.images"}}},
+		{"too large", long, []want{tooLong("status.images")}},
+		{"store files", []*apiv1.NodeImage{img(".hidden.info.json"), img("os/.a.raw.tmp-1")},
+			[]want{invalid("status.images[0].name"), invalid("status.images[1].name")}},
+		{"not clean", []*apiv1.NodeImage{img("sub/./x")}, []want{invalid("status.images[0].name")}},
+		{"unknown format", []*apiv1.NodeImage{{Name: "a.vmdk", Format: "vmdk"}}, []want{notSupported("status.images[0].format")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

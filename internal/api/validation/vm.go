@@ -5,6 +5,9 @@
 package validation
 
 import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -26,7 +29,79 @@ const runStrategyWaitAsReceiver = "WaitAsReceiver"
 // DefaultVirtualMachine). Status is server-owned and not checked.
 func ValidateVirtualMachine(vm *apiv1.VirtualMachine, opts Options) field.ErrorList {
 	errs := ValidateObjectMeta(vm.GetMetadata(), true, field.NewPath("metadata"))
-	return append(errs, validateVMSpec(vm.GetSpec(), field.NewPath("spec"), opts)...)
+	errs = append(errs, validateVMSpec(vm.GetSpec(), field.NewPath("spec"), opts)...)
+	return append(errs, validateVMSize(vm, MaxObjectBytes)...)
+}
+
+// MaxObjectBytes bounds the encoded size of a VM as submitted. etcd takes
+// a write of at most 1.5 MiB (its --max-request-bytes default), and the
+// VM's status and its instance's copy of the template come on top; a write
+// over that would fail in the store as an Internal error. The limits of
+// the single fields keep every VM below this (TestLargestVMIsStored in
+// apiserver proves it for one with every field at its limit), so this is
+// the backstop for fields added later.
+const MaxObjectBytes = 1 << 20
+
+// validateVMSize reports a VM that encodes to more than limit bytes, at
+// its largest part, so that the error names a field a user can shrink.
+func validateVMSize(vm *apiv1.VirtualMachine, limit int) field.ErrorList {
+	total := proto.Size(vm)
+	if total <= limit {
+		return nil
+	}
+	tmpl := vm.GetSpec().GetTemplate()
+	spec := field.NewPath("spec")
+	tspec := spec.Child("template", "spec")
+	type part struct {
+		path *field.Path
+		size int
+	}
+	largest := func(parts ...part) part {
+		best := parts[0]
+		for _, p := range parts[1:] {
+			if p.size > best.size {
+				best = p
+			}
+		}
+		return best
+	}
+	best := largest(
+		part{field.NewPath("metadata", "labels"), mapSize(vm.GetMetadata().GetLabels())},
+		part{field.NewPath("metadata", "annotations"), mapSize(vm.GetMetadata().GetAnnotations())},
+		part{spec.Child("template", "metadata", "labels"), mapSize(tmpl.GetMetadata().GetLabels())},
+		part{spec.Child("template", "metadata", "annotations"), mapSize(tmpl.GetMetadata().GetAnnotations())},
+		part{tspec.Child("volumes"), listSize(tmpl.GetSpec().GetVolumes())},
+		part{tspec.Child("networks"), listSize(tmpl.GetSpec().GetNetworks())},
+		part{tspec.Child("domain"), proto.Size(tmpl.GetSpec().GetDomain())},
+		part{tspec.Child("node_selector"), mapSize(tmpl.GetSpec().GetNodeSelector())},
+	)
+	if best.size*2 < total {
+		// No one field makes it large: name the message that does.
+		best = largest(
+			part{field.NewPath("metadata"), proto.Size(vm.GetMetadata())},
+			part{spec, proto.Size(vm.GetSpec())},
+			part{field.NewPath("status"), proto.Size(vm.GetStatus())},
+		)
+	}
+	e := field.TooLong(best.path, "", limit)
+	e.Detail = fmt.Sprintf("the object encodes to %d bytes, more than the %d allowed; this is its largest part (%d bytes)", total, limit, best.size)
+	return field.ErrorList{e}
+}
+
+func mapSize(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+func listSize[T proto.Message](l []T) int {
+	n := 0
+	for _, m := range l {
+		n += proto.Size(m)
+	}
+	return n
 }
 
 // ValidateVirtualMachineUpdate checks newVM and that identity fields did not
@@ -40,6 +115,9 @@ func ValidateVirtualMachineUpdate(newVM, oldVM *apiv1.VirtualMachine, opts Optio
 	newMeta, oldMeta := newVM.GetMetadata(), oldVM.GetMetadata()
 	errs = append(errs, validateImmutable(newMeta.GetNamespace(), oldMeta.GetNamespace(), meta.Child("namespace"))...)
 	errs = append(errs, validateImmutable(newMeta.GetName(), oldMeta.GetName(), meta.Child("name"))...)
+	if uidErrs := ValidateUID(newMeta.GetUid(), meta.Child("uid")); len(uidErrs) > 0 {
+		return append(errs, uidErrs...)
+	}
 	errs = append(errs, validateImmutable(newMeta.GetUid(), oldMeta.GetUid(), meta.Child("uid"))...)
 	return errs
 }

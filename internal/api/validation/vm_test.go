@@ -425,7 +425,9 @@ func TestValidateVirtualMachineUpdate(t *testing.T) {
 		{"name", func(vm *apiv1.VirtualMachine) { vm.Metadata.Name = "web2" }, []want{invalid("metadata.name")}},
 		{"namespace", func(vm *apiv1.VirtualMachine) { vm.Metadata.Namespace = "dev" }, []want{invalid("metadata.namespace")}},
 		{"uid", func(vm *apiv1.VirtualMachine) { vm.Metadata.Uid = "other" }, []want{invalid("metadata.uid")}},
-		{"uid cleared", func(vm *apiv1.VirtualMachine) { vm.Metadata.Uid = "" }, []want{invalid("metadata.uid")}},
+		{"uid cleared", func(vm *apiv1.VirtualMachine) { vm.Metadata.Uid = "" }, []want{required("metadata.uid")}},
+		{"uid another UUID", func(vm *apiv1.VirtualMachine) { vm.Metadata.Uid = "6f1c2a3e-0000-4000-8000-000000000002" }, []want{invalid("metadata.uid")}},
+		{"uid a path", func(vm *apiv1.VirtualMachine) { vm.Metadata.Uid = "../../003/victim" }, []want{invalid("metadata.uid")}},
 		{"new object also validated", func(vm *apiv1.VirtualMachine) { vm.Spec.RunStrategy = "Sometimes" },
 			[]want{notSupported("spec.run_strategy")}},
 	}

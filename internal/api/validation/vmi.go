@@ -11,6 +11,10 @@ import (
 )
 
 const (
+	// MaxDevices bounds each of a spec's lists (disks, volumes,
+	// interfaces, networks): a guest's PCI bus and libvirt's domain XML
+	// grow with them, and no VM here needs more.
+	MaxDevices       = 64
 	maxVCPUs         = 512
 	maxCloudInitData = 64 * 1024
 	maxKernelCmdline = 4096
@@ -25,6 +29,11 @@ var diskSerialRegexp = regexp.MustCompile(`^[A-Za-z0-9_.+-]+$`)
 func ValidateVirtualMachineInstanceSpec(spec *apiv1.VirtualMachineInstanceSpec, path *field.Path, opts Options) field.ErrorList {
 	if spec == nil {
 		return field.ErrorList{field.Required(path, "")}
+	}
+	if errs := validateDeviceCounts(spec, path); len(errs) > 0 {
+		// The lists refer to each other by name: checking their elements
+		// would bury this in errors, and cost work for nothing.
+		return errs
 	}
 	var errs field.ErrorList
 	// Volumes and networks are checked first because disks and interfaces
@@ -60,6 +69,26 @@ func ValidateVirtualMachineInstanceSpec(spec *apiv1.VirtualMachineInstanceSpec, 
 	}
 	if s := spec.GetEvictionStrategy(); s != "" {
 		errs = append(errs, oneOf(s, path.Child("eviction_strategy"), apiv1.EvictionStrategies())...)
+	}
+	return errs
+}
+
+// validateDeviceCounts bounds the spec's lists (MaxDevices).
+func validateDeviceCounts(spec *apiv1.VirtualMachineInstanceSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	devices := path.Child("domain", "devices")
+	for _, l := range []struct {
+		path *field.Path
+		n    int
+	}{
+		{devices.Child("disks"), len(spec.GetDomain().GetDevices().GetDisks())},
+		{devices.Child("interfaces"), len(spec.GetDomain().GetDevices().GetInterfaces())},
+		{path.Child("volumes"), len(spec.GetVolumes())},
+		{path.Child("networks"), len(spec.GetNetworks())},
+	} {
+		if l.n > MaxDevices {
+			errs = append(errs, field.TooMany(l.path, l.n, MaxDevices))
+		}
 	}
 	return errs
 }

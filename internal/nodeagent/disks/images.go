@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
@@ -212,6 +213,7 @@ func (r *refresher) warn(msg string, err error) {
 // file, an unsupported format) are left out: no VMI can use them.
 func (inv *Inventory) nodeImages(imgs []imagestore.Image) *apiv1.NodeImageList {
 	l := &apiv1.NodeImageList{}
+	size := 0 // NodeImageListSize(l.Items), kept as items are added
 	for _, img := range imgs {
 		if img.Error != "" {
 			inv.log.Warn("image left out of the node's list", "image", img.Name, "err", img.Error)
@@ -228,6 +230,12 @@ func (inv *Inventory) nodeImages(imgs []imagestore.Image) *apiv1.NodeImageList {
 			inv.log.Warn("too many images; the node's list is cut short", "max", validation.MaxNodeImages)
 			break
 		}
+		itemSize := protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(ni))
+		if size+itemSize > validation.MaxNodeImageListBytes {
+			inv.log.Warn("image list too large; the node's list is cut short", "max_bytes", validation.MaxNodeImageListBytes, "images", len(l.Items))
+			break
+		}
+		size += itemSize
 		l.Items = append(l.Items, ni)
 	}
 	return l

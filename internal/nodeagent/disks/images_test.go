@@ -2,17 +2,21 @@ package disks
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks/diskstest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
@@ -208,5 +212,35 @@ func TestForRegister(t *testing.T) {
 	testutil.Eventually(t, testTimeout, "registration after a failed first listing", returned(got, &l))
 	if l != nil {
 		t.Fatalf("after a failed listing: %v", l)
+	}
+}
+
+// The list a node reports always passes the server's validation: images
+// the server would refuse are left out, and a list that would be too
+// large for a Node is cut short, by count and by size.
+func TestNodeImagesFitTheServersLimits(t *testing.T) {
+	inv := NewInventory(InventoryOptions{ImageDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	sum := strings.Repeat("ab", 32)
+	var imgs []imagestore.Image
+	for i := range 2 * validation.MaxNodeImages {
+		// Long names: the byte bound is reached before the count.
+		name := fmt.Sprintf("%s/%s/%05d.raw", strings.Repeat("d", 250), strings.Repeat("e", 250), i)
+		imgs = append(imgs, imagestore.Image{Name: name, Format: "raw", VirtualSize: 1, Size: 1, SHA256: sum})
+	}
+	imgs = append(imgs, imagestore.Image{Name: "sub/./x", Format: "raw", SHA256: sum})
+	l := inv.nodeImages(imgs)
+	if errs := validation.ValidateNodeImages(l.Items, field.NewPath("images")); len(errs) > 0 {
+		t.Fatalf("the node's list is refused: %v", errs.ToAggregate())
+	}
+	if n := validation.NodeImageListSize(l.Items); n > validation.MaxNodeImageListBytes || n < validation.MaxNodeImageListBytes-400 {
+		t.Errorf("list of %d bytes: want it cut just under %d", n, validation.MaxNodeImageListBytes)
+	}
+
+	imgs = imgs[:0]
+	for i := range validation.MaxNodeImages + 5 {
+		imgs = append(imgs, imagestore.Image{Name: fmt.Sprintf("i%d.raw", i), Format: "raw", SHA256: sum})
+	}
+	if l := inv.nodeImages(imgs); len(l.Items) != validation.MaxNodeImages {
+		t.Errorf("%d images listed, want the first %d", len(l.Items), validation.MaxNodeImages)
 	}
 }

@@ -1,0 +1,29 @@
+package nodeagent
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+)
+
+// What the agent registers passes the server's node validation for any
+// real host: quantities in canonical form, allocatable within capacity.
+func TestRegisteredNodeIsValid(t *testing.T) {
+	h := newHarness(t)
+	for _, mem := range []int64{8 << 30, 8167432193, 8_000_000_000, 1 << 30, 64 << 40, 512 << 20} {
+		a := h.newAgent(func(o *Options) {
+			host := *o.Host
+			host.MemoryBytes = mem
+			host.CPUs = 192
+			o.Host = &host
+			reserved := resource.MustParse("1Gi")
+			o.ReservedMemory = &reserved
+		})
+		n := a.node(h.ctx)
+		if errs := validation.ValidateNode(n); len(errs) > 0 {
+			t.Errorf("memory %d: the node registers %v, which the server refuses: %v", mem, n.GetStatus(), errs.ToAggregate())
+		}
+	}
+}
