@@ -3,7 +3,6 @@ package imagestore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -106,19 +105,6 @@ func renameNoReplace(tmp, path string) error {
 	}
 	if err != nil {
 		return &os.LinkError{Op: "rename", Old: tmp, New: path, Err: err}
-	}
-	return nil
-}
-
-// syncDir makes a rename or removal in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 )
 
 // ImportOptions tune Import.
@@ -75,7 +77,9 @@ func (s *Store) Import(ctx context.Context, name, srcPath string, opts ImportOpt
 	}
 
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Durably: an image committed into a new subdirectory must not lose
+	// the directory to a power cut.
+	if _, err := fsutil.MkdirAll(dir, 0o755); err != nil {
 		return Image{}, err
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+tempMarker+"*")
@@ -103,7 +107,7 @@ func (s *Store) Import(ctx context.Context, name, srcPath string, opts ImportOpt
 		return Image{}, err
 	}
 	committed = true
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		return Image{}, err
 	}
 

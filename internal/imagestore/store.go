@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 )
 
 // DefaultDir is where nodes keep their images.
@@ -78,7 +79,7 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image directory %q: %w", dir, err)
 	}
-	if err := os.MkdirAll(abs, 0o755); err != nil {
+	if _, err := fsutil.MkdirAll(abs, 0o755); err != nil {
 		return nil, fmt.Errorf("image directory: %w", err)
 	}
 	qemuImg, err := exec.LookPath("qemu-img")
@@ -139,5 +140,5 @@ func (s *Store) Remove(ctx context.Context, name string) error {
 	if err := os.Remove(sidecarPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove image %q: cached checksum: %w", name, err)
 	}
-	return syncDir(filepath.Dir(path))
+	return fsutil.SyncDir(filepath.Dir(path))
 }

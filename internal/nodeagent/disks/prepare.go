@@ -17,6 +17,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
@@ -172,14 +173,17 @@ func (p *Preparer) imageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.Imag
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
 	}
-	// Created aside and renamed, so a crash never leaves a half-made
-	// overlay that a later pass would take for the guest's disk.
+	// Created aside, synced and renamed (fsutil.Commit), so a crash, a
+	// power cut included, never leaves a half-made overlay that a later
+	// pass would take for the guest's disk; what a crash leaves is the
+	// temporary file, removed and made again here.
 	tmp := src.Path + ".tmp"
 	_ = os.Remove(tmp)
 	if err := p.opts.Images.CreateOverlay(ctx, base, format, tmp); err != nil {
+		_ = os.Remove(tmp)
 		return nil, failed(fmt.Errorf("disk %q: creating overlay: %w", d.GetName(), err))
 	}
-	if err := os.Rename(tmp, src.Path); err != nil {
+	if err := fsutil.Commit(tmp, src.Path); err != nil {
 		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
 	}
 	return src, nil

@@ -13,6 +13,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/cloudinit"
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
@@ -89,8 +90,11 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	if err := nodedir.MkdirTraversable(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
 	}
-	// Made aside and renamed: a half-written volume must never pass for
-	// the guest's data after a crash.
+	// Made aside, synced and renamed (fsutil.Commit): a half-written
+	// volume must never pass for the guest's data after a crash or a
+	// power cut, and once the guest writes to it, its name must not be
+	// lost (a lost rename would have a blank volume made again). A crash
+	// leaves the temporary file, removed and made again here.
 	tmp := path + ".tmp"
 	_ = os.Remove(tmp)
 	if base == "" {
@@ -102,7 +106,7 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 		_ = os.Remove(tmp)
 		return nil, volErr(err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsutil.Commit(tmp, path); err != nil {
 		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
 	}
 	p.log.Info("persistent volume ready", "vmi", apiv1.Ref(vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()), "volume", d.GetName(), "took", p.opts.Clock.Since(start).Round(time.Millisecond))
@@ -130,6 +134,11 @@ func cloudInitDisk(vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, ci *apiv1.C
 	}
 	if err := cloudinit.WriteNoCloudISO(path, 0o600, seed); err != nil {
 		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
+	}
+	// WriteNoCloudISO syncs the seed before its rename; the rename is
+	// made durable here. (A lost one only means writing it again.)
+	if err := fsutil.SyncDir(disksDir); err != nil {
+		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
 	}
 	return src, nil
 }

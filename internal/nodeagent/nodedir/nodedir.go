@@ -242,21 +242,16 @@ func ReadVMMeta(dir string) (VMMeta, error) {
 // MkdirTraversable creates dir and its missing parents with mode 0711:
 // QEMU runs as its own user and must traverse them to the disks libvirt
 // hands it (libvirt relabels the files, not their directories); others
-// still cannot list them.
+// still cannot list them. Each directory it creates is durable (its
+// parent synced), as the volumes later committed in it must be.
 func MkdirTraversable(dir string) error {
-	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
-			break
-		}
-		missing = append(missing, d)
+	created, err := fsutil.MkdirAll(dir, 0o711)
+	if err != nil {
+		return err
 	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o711); err != nil && !errors.Is(err, os.ErrExist) {
-			return err
-		}
+	for _, d := range created {
 		// The umask may have taken the execute bits.
-		if err := os.Chmod(missing[i], 0o711); err != nil {
+		if err := os.Chmod(d, 0o711); err != nil {
 			return err
 		}
 	}
