@@ -8,8 +8,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/vmlifecycle"
 )
@@ -54,6 +56,9 @@ func (v *vmService) Stop(ctx context.Context, req *apiv1.StopVirtualMachineReque
 		return nil, err
 	}
 	grace := req.GracePeriodSeconds
+	if err := checkGrace(name, grace); err != nil {
+		return nil, err
+	}
 	out, err := v.s.changeVM(ctx, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) (*int64, error) {
 		return vmlifecycle.Stop(vm, vmi, grace)
 	})
@@ -70,6 +75,9 @@ func (v *vmService) Restart(ctx context.Context, req *apiv1.RestartVirtualMachin
 		return nil, err
 	}
 	grace := req.GracePeriodSeconds
+	if err := checkGrace(name, grace); err != nil {
+		return nil, err
+	}
 	out, err := v.s.changeVM(ctx, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) (*int64, error) {
 		return vmlifecycle.Restart(vm, vmi, grace)
 	})
@@ -104,6 +112,17 @@ func (v *vmService) Unpause(ctx context.Context, req *apiv1.UnpauseVirtualMachin
 	}
 	v.s.log.Info("virtual machine unpause requested", "vm", ns+"/"+name)
 	return out, nil
+}
+
+// checkGrace refuses a grace period above what a node can count
+// (validation.MaxGracePeriodSeconds); a negative one is vmlifecycle's to
+// refuse, in KubeVirt's words.
+func checkGrace(name string, grace *int64) error {
+	if grace == nil || *grace < 0 {
+		return nil
+	}
+	return validation.ToStatusError("VirtualMachine", name,
+		validation.ValidateGracePeriod(*grace, field.NewPath("grace_period_seconds")))
 }
 
 // vmDecision is a vmlifecycle verb bound to its request: it mutates vm or

@@ -188,3 +188,22 @@ func largestVM() *apiv1.VirtualMachine {
 	spec.Domain.Firmware = &apiv1.Firmware{KernelBoot: &apiv1.KernelBoot{Kernel: image(1000), Initrd: image(1001), Cmdline: strings.Repeat("c", 4096)}}
 	return vm
 }
+
+// A stop or restart cannot set a grace period a node cannot count: a
+// period that wraps around time.Duration would kill the guest at once.
+func TestVerbGraceLimit(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if _, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: validVM("web")}); err != nil {
+		t.Fatal(err)
+	}
+	huge := int64(1e11)
+	_, err := f.vms.Stop(ctx, &apiv1.StopVirtualMachineRequest{Key: &apiv1.ObjectKey{Name: "web"}, GracePeriodSeconds: &huge})
+	wantInvalid(t, err, "grace_period_seconds")
+	_, err = f.vms.Restart(ctx, &apiv1.RestartVirtualMachineRequest{Key: &apiv1.ObjectKey{Name: "web"}, GracePeriodSeconds: &huge})
+	wantInvalid(t, err, "grace_period_seconds")
+	vm, err := f.vms.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: &apiv1.ObjectKey{Name: "web"}})
+	if err != nil || vm.Spec.RunStrategy != "Always" {
+		t.Fatalf("a refused stop changed the VM: %v %v", err, vm.GetSpec())
+	}
+}

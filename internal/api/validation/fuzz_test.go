@@ -99,6 +99,7 @@ func checkVM(t *testing.T, vm *apiv1.VirtualMachine) {
 		if c, err := CanonicalQuantity(guest); err != nil || c != guest {
 			t.Fatalf("memory %q stored, canonical %q (%v)", guest, c, err)
 		}
+		checkStorable(t, vm)
 	}
 
 	_ = ValidateVirtualMachineUpdate(vm, validVM(), opts)
@@ -114,6 +115,41 @@ func checkVM(t *testing.T, vm *apiv1.VirtualMachine) {
 	vmi := &apiv1.VirtualMachineInstance{Spec: proto.Clone(vm.Spec.Template.Spec).(*apiv1.VirtualMachineInstanceSpec)}
 	DefaultVirtualMachineInstance(vmi)
 	_ = ValidateVirtualMachineInstanceSpec(vmi.Spec, nil, Options{})
+}
+
+// checkStorable checks what holds for every VM validation accepts: it
+// fits the store (MaxObjectBytes), carries nothing the schema does not
+// know, its lists are bounded, and every image it names resolves inside
+// the image directory to a valid image name (never a store file).
+func checkStorable(t *testing.T, vm *apiv1.VirtualMachine) {
+	t.Helper()
+	if n := proto.Size(vm); n > MaxObjectBytes {
+		t.Fatalf("valid VM of %d bytes", n)
+	}
+	if len(vm.ProtoReflect().GetUnknown()) > 0 {
+		t.Fatal("valid VM keeps unknown fields")
+	}
+	spec := vm.Spec.Template.Spec
+	if len(spec.Volumes) > MaxDevices || len(spec.Domain.Devices.Disks) > MaxDevices || len(vm.Metadata.Labels) > MaxLabels {
+		t.Fatal("valid VM over a count limit")
+	}
+	refs := []string{spec.Domain.GetFirmware().GetKernelBoot().GetKernel(), spec.Domain.GetFirmware().GetKernelBoot().GetInitrd()}
+	for _, v := range spec.Volumes {
+		refs = append(refs, v.GetImage().GetName(), v.GetPersistent().GetImage())
+	}
+	for _, ref := range refs {
+		if ref == "" {
+			continue
+		}
+		p, err := ResolveImagePath(testImageDir, ref)
+		if err != nil {
+			t.Fatalf("valid VM names image %q, which does not resolve: %v", ref, err)
+		}
+		name, ok := ImageName(ref, testImageDir)
+		if !ok || filepath.Join(testImageDir, name) != p || len(ValidateImageName(name, nil)) > 0 {
+			t.Fatalf("valid VM names image %q, which resolves to %q outside the rule (%q)", ref, p, name)
+		}
+	}
 }
 
 // The seeds are only useful if they parse; the valid ones must be valid.

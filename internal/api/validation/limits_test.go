@@ -63,6 +63,13 @@ func TestValidateVirtualMachineLimits(t *testing.T) {
 		{name: "too many volumes", mutate: func(vm *apiv1.VirtualMachine) {
 			_, tspecOf(vm).Volumes = mkDisks(MaxDevices + 1)
 		}, want: []want{tooMany(vols)}},
+		{name: "grace period of a year", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).TerminationGracePeriodSeconds = ptr(int64(MaxGracePeriodSeconds))
+		}},
+		// A node counts it in time.Duration: 1e11 s wraps around.
+		{name: "grace period past a node's clock", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).TerminationGracePeriodSeconds = ptr(int64(1e11))
+		}, want: []want{invalid(tspec + ".termination_grace_period_seconds")}},
 		{name: "interfaces at the limit", mutate: func(vm *apiv1.VirtualMachine) {
 			devicesOf(vm).Interfaces, tspecOf(vm).Networks = nics(MaxDevices)
 		}},

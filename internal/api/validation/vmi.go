@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"net"
 	"regexp"
 	"strings"
@@ -64,13 +65,31 @@ func ValidateVirtualMachineInstanceSpec(spec *apiv1.VirtualMachineInstanceSpec, 
 	errs = append(errs, networks.errs...)
 
 	errs = append(errs, validateLabels(spec.GetNodeSelector(), path.Child("node_selector"))...)
-	if g := spec.TerminationGracePeriodSeconds; g != nil && *g < 0 {
-		errs = append(errs, field.Invalid(path.Child("termination_grace_period_seconds"), *g, "must be greater than or equal to 0"))
+	if g := spec.TerminationGracePeriodSeconds; g != nil {
+		errs = append(errs, ValidateGracePeriod(*g, path.Child("termination_grace_period_seconds"))...)
 	}
 	if s := spec.GetEvictionStrategy(); s != "" {
 		errs = append(errs, oneOf(s, path.Child("eviction_strategy"), apiv1.EvictionStrategies())...)
 	}
 	return errs
+}
+
+// MaxGracePeriodSeconds bounds a termination grace period: a year is
+// longer than any guest takes to shut down, and node agents count the
+// period in time.Duration, which overflows past 292 years (a period that
+// wraps around to a negative one would kill the guest at once).
+const MaxGracePeriodSeconds = 365 * 24 * 3600
+
+// ValidateGracePeriod checks a grace period in seconds (a spec's, or a
+// stop or restart request's): 0 to MaxGracePeriodSeconds.
+func ValidateGracePeriod(g int64, path *field.Path) field.ErrorList {
+	switch {
+	case g < 0:
+		return field.ErrorList{field.Invalid(path, g, "must be greater than or equal to 0")}
+	case g > MaxGracePeriodSeconds:
+		return field.ErrorList{field.Invalid(path, g, fmt.Sprintf("must be at most %d (a year)", MaxGracePeriodSeconds))}
+	}
+	return nil
 }
 
 // validateDeviceCounts bounds the spec's lists (MaxDevices).
