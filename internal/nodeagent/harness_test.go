@@ -14,9 +14,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
@@ -80,14 +82,19 @@ func (t *timeline) index(prefix string) int {
 	return -1
 }
 
-// recordingVMIs notes status writes in the timeline.
+// recordingVMIs notes status writes in the timeline, and fails the test
+// on a status the API's validation would refuse.
 type recordingVMIs struct {
 	apiv1.VirtualMachineInstancesClient
 	tl *timeline
+	t  testing.TB
 }
 
 func (r recordingVMIs) UpdateStatus(ctx context.Context, in *apiv1.UpdateVirtualMachineInstanceStatusRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error) {
 	r.tl.add("status:" + in.GetVmi().GetStatus().GetPhase())
+	if errs := validation.ValidateVirtualMachineInstanceStatus(in.GetVmi().GetStatus(), field.NewPath("status")); len(errs) > 0 {
+		r.t.Errorf("the agent wrote a status the API refuses: %v", errs.ToAggregate())
+	}
 	return r.VirtualMachineInstancesClient.UpdateStatus(ctx, in, opts...)
 }
 
@@ -177,7 +184,7 @@ func newHarness(t *testing.T, ho ...harnessOptions) *harness {
 	c := client.New(testutil.ServeGRPC(t, srv.Register))
 	h := &harness{t: t, ctx: ctx, stores: stores, fake: fake.New(), db: state.NewMemDB(), clock: clocktesting.NewFakeClock(time.Now()),
 		tl: &timeline{}, nodeDir: t.TempDir(), imageDir: t.TempDir()}
-	h.api = &client.Client{VMs: c.VMs, VMIs: recordingVMIs{c.VMIs, h.tl}, Nodes: recordingNodes{c.Nodes, h.tl}, Consoles: c.Consoles, Conn: c.Conn}
+	h.api = &client.Client{VMs: c.VMs, VMIs: recordingVMIs{c.VMIs, h.tl, t}, Nodes: recordingNodes{c.Nodes, h.tl}, Consoles: c.Consoles, Conn: c.Conn}
 	h.tl.follow(h.fake, h.db)
 	return h
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
 
@@ -52,6 +53,7 @@ func (a *Agent) writeStatus(ctx context.Context, cached *apiv1.VirtualMachineIns
 			next.Status = &apiv1.VirtualMachineInstanceStatus{}
 		}
 		mutate(next.Status, a.now())
+		clipMessages(next.Status)
 		if proto.Equal(next.Status, cur.GetStatus()) {
 			return cur, nil
 		}
@@ -74,6 +76,17 @@ func (a *Agent) writeStatus(ctx context.Context, cached *apiv1.VirtualMachineIns
 		}
 	}
 	return nil, fmt.Errorf("writing status of vmi %s: still conflicting after %d attempts", key, maxStatusAttempts)
+}
+
+// clipMessages keeps the messages of st within what the API accepts
+// (validation.ClipStatusMessage): they quote libvirt and qemu-img, whose
+// output is not ours to bound, and a status the API refused would leave
+// the VMI showing nothing at all.
+func clipMessages(st *apiv1.VirtualMachineInstanceStatus) {
+	st.Message = validation.ClipStatusMessage(st.Message)
+	for _, c := range st.Conditions {
+		c.Message = validation.ClipStatusMessage(c.Message)
+	}
 }
 
 // runningStatus reports a running domain: phase Running, Ready, the
