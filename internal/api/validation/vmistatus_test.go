@@ -48,7 +48,9 @@ func TestValidateVirtualMachineInstanceStatus(t *testing.T) {
 			[]want{required("status.conditions[0].type")}},
 		{"duplicate condition", func(st *apiv1.VirtualMachineInstanceStatus) { st.Conditions[1].Type = "Ready" },
 			[]want{duplicate("status.conditions[1].type")}},
-		{"huge message", func(st *apiv1.VirtualMachineInstanceStatus) { st.Conditions[1].Message = strings.Repeat("m", MaxStatusMessageLen+1) },
+		{"huge message", func(st *apiv1.VirtualMachineInstanceStatus) {
+			st.Conditions[1].Message = strings.Repeat("m", MaxStatusMessageLen+1)
+		},
 			[]want{tooLong("status.conditions[1].message")}},
 		{"escape in message", func(st *apiv1.VirtualMachineInstanceStatus) { st.Message = "\x1b[2J" }, []want{invalid("status.message")}},
 		{"too many conditions", func(st *apiv1.VirtualMachineInstanceStatus) {
