@@ -387,7 +387,25 @@ func (c *cluster) waitPrintable(name, want string, d time.Duration) {
 }
 
 // vmiDir is the node agent's directory of VMI uid.
-func (c *cluster) vmiDir(uid string) string { return nodedir.Layout{Root: c.nodeDir}.VMIDir(uid) }
+func (c *cluster) vmiDir(uid string) string {
+	d, err := nodedir.Layout{Root: c.nodeDir}.VMIDir(uid)
+	c.must(err)
+	return d
+}
+
+// vmDir is the node agent's directory of VM uid.
+func (c *cluster) vmDir(uid string) string {
+	d, err := nodedir.Layout{Root: c.nodeDir}.VMDir(uid)
+	c.must(err)
+	return d
+}
+
+func (c *cluster) must(err error) {
+	c.t.Helper()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
 
 // console returns the serial console of VMI uid, from the log the node
 // agent has virtlogd write. Every VMI's console is followed from the

@@ -71,7 +71,9 @@ func TestConsole(t *testing.T) {
 	}
 	c.waitPrintable("con", apiv1.PrintableStopped, stateTimeout)
 	testutil.Eventually(c.t, stateTimeout, "the VMI gone", func() bool { return c.vmi("con") == nil })
-	kept := nodedir.ConsoleLogPath(nodedir.Layout{Root: c.nodeDir}.KeptLogDir(c.vm("con").GetMetadata().GetUid(), uid))
+	keptDir, err := nodedir.Layout{Root: c.nodeDir}.KeptLogDir(c.vm("con").GetMetadata().GetUid(), uid)
+	c.must(err)
+	kept := nodedir.ConsoleLogPath(keptDir)
 	if _, err := os.Stat(kept); err != nil {
 		t.Errorf("kept console log: %v", err)
 	}

@@ -112,7 +112,7 @@ func TestImagePersistentAndCloudInit(t *testing.T) {
 	if vm.GetStatus().GetNodeName() != c.node {
 		t.Errorf("status.node_name %q, want %s", vm.GetStatus().GetNodeName(), c.node)
 	}
-	volume := filepath.Join(nodedir.VolumesDir(nodedir.Layout{Root: c.nodeDir}.VMDir(vm.GetMetadata().GetUid())), "data.qcow2")
+	volume := filepath.Join(nodedir.VolumesDir(c.vmDir(vm.GetMetadata().GetUid())), "data.qcow2")
 	if _, err := os.Stat(volume); err != nil {
 		t.Fatalf("persistent volume: %v", err)
 	}
