@@ -28,6 +28,9 @@ func (n *nodeService) Get(ctx context.Context, req *apiv1.GetNodeRequest) (*apiv
 }
 
 func (n *nodeService) List(ctx context.Context, req *apiv1.ListNodesRequest) (*apiv1.ListNodesResponse, error) {
+	if err := validation.ToStatusError("LabelSelector", "", validation.ValidateLabelSelector(req.GetLabelSelector(), field.NewPath("label_selector"))); err != nil {
+		return nil, err
+	}
 	items, rev, err := n.s.stores.Nodes.List(ctx, store.ListOptions{LabelSelector: req.GetLabelSelector()})
 	if err != nil {
 		return nil, toStatus(err)
@@ -41,6 +44,9 @@ func (n *nodeService) Watch(req *apiv1.WatchNodesRequest, stream apiv1.Nodes_Wat
 		o = &apiv1.WatchOptions{}
 	}
 	o.Namespace = "" // nodes are cluster-scoped
+	if err := checkSelector(o.GetLabelSelector()); err != nil {
+		return err
+	}
 	return streamWatch(stream.Context(), n.s.stores.Nodes, o, func(t apiv1.EventType, obj *apiv1.Node, rev int64) error {
 		return stream.Send(&apiv1.NodeEvent{Type: t, Object: obj, ResourceVersion: rev})
 	})

@@ -32,6 +32,12 @@ func keyOf(k *apiv1.ObjectKey) (string, string, error) {
 	return ns, name, nil
 }
 
+// checkSelector refuses a label selector of a list or watch that is too
+// large to match against every object (validation.ValidateLabelSelector).
+func checkSelector(s string) error {
+	return validation.ToStatusError("LabelSelector", "", validation.ValidateLabelSelector(s, field.NewPath("options", "label_selector")))
+}
+
 func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
 	vm := proto.Clone(req.GetVm()).(*apiv1.VirtualMachine)
 	if vm == nil {
@@ -68,6 +74,9 @@ func (v *vmService) Get(ctx context.Context, req *apiv1.GetVirtualMachineRequest
 }
 
 func (v *vmService) List(ctx context.Context, req *apiv1.ListVirtualMachinesRequest) (*apiv1.ListVirtualMachinesResponse, error) {
+	if err := checkSelector(req.GetOptions().GetLabelSelector()); err != nil {
+		return nil, err
+	}
 	items, rev, err := v.s.stores.VMs.List(ctx, listOptions(req.GetOptions()))
 	if err != nil {
 		return nil, toStatus(err)
@@ -142,6 +151,9 @@ func (v *vmService) Delete(ctx context.Context, req *apiv1.DeleteVirtualMachineR
 }
 
 func (v *vmService) Watch(req *apiv1.WatchVirtualMachinesRequest, stream apiv1.VirtualMachines_WatchServer) error {
+	if err := checkSelector(req.GetOptions().GetLabelSelector()); err != nil {
+		return err
+	}
 	return streamWatch(stream.Context(), v.s.stores.VMs, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachine, rev int64) error {
 		return stream.Send(&apiv1.VirtualMachineEvent{Type: t, Object: o, ResourceVersion: rev})
 	})

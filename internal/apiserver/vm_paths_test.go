@@ -2,9 +2,12 @@ package apiserver
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
 // Issue 13: image names that name the image store's own files
@@ -75,5 +78,44 @@ func TestRequestUIDsAndKeys(t *testing.T) {
 			field = "key.namespace"
 		}
 		wantInvalid(t, err, field)
+	}
+}
+
+// A label selector is matched against every object listed and every
+// event watched: one past its bounds is refused before any of that.
+func TestLabelSelectorLimits(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var terms []string
+	for i := range validation.MaxLabels + 1 {
+		terms = append(terms, fmt.Sprintf("l%d=x", i))
+	}
+	huge := strings.Join(terms, ",")
+	_, err := f.vms.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: &apiv1.ListOptions{LabelSelector: huge}})
+	wantInvalid(t, err, "options.label_selector")
+	_, err = f.nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: strings.Repeat("a", 9000)})
+	wantInvalid(t, err, "label_selector")
+	for _, watch := range []func() error{
+		func() error {
+			s, err := f.vms.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{LabelSelector: huge}})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		},
+		func() error {
+			s, err := f.nodes.Watch(ctx, &apiv1.WatchNodesRequest{Options: &apiv1.WatchOptions{LabelSelector: huge}})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		},
+	} {
+		wantInvalid(t, watch(), "options.label_selector")
+	}
+	if _, err := f.vms.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: &apiv1.ListOptions{LabelSelector: "app=web"}}); err != nil {
+		t.Fatalf("a plain selector: %v", err)
 	}
 }
