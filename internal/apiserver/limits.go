@@ -19,9 +19,10 @@ import (
 // defaults below.
 type Limits struct {
 	// MaxRecvMsgSize caps a request message. The largest legitimate one is
-	// a VM: user data ≤ 64 KiB and annotations ≤ 256 KiB, so 1 MiB leaves
-	// room without letting a caller make the server buffer grpc's 4 MiB
-	// default.
+	// a VM with every field at its limit (validation.MaxObjectBytes, 1 MiB;
+	// 982 KiB measured), so 2 MiB leaves room for the request around it
+	// while a caller can no longer make the server buffer grpc's 4 MiB
+	// default per stream.
 	MaxRecvMsgSize int
 	// MaxConcurrentStreams per TLS connection (HTTP/2 SETTINGS): further
 	// streams wait on the client side.
@@ -36,7 +37,7 @@ type Limits struct {
 
 // Defaults of Limits.
 const (
-	DefaultMaxRecvMsgSize       = 1 << 20
+	DefaultMaxRecvMsgSize       = 2 << 20
 	DefaultMaxConcurrentStreams = 256
 	DefaultAdminStreams         = 1024
 	// A node holds its VMI watch, its console session stream and one

@@ -356,9 +356,13 @@ func TestUnauthenticatedBodiesAreNotRead(t *testing.T) {
 	if n := e.payloads.count(apiv1.VirtualMachines_Create_FullMethodName); n != 0 {
 		t.Fatalf("the server read %d unauthenticated request bodies", n)
 	}
-	// An admin's oversized request is refused by size, not buffered at 4 MiB.
+	// An admin's oversized request is refused by size, not buffered at
+	// 4 MiB; the largest valid VM fits the cap.
 	_, err := e.admin().VMs.Create(ctx(), &apiv1.CreateVirtualMachineRequest{Vm: big})
 	wantCode(t, "an admin's 3.7 MB create", err, codes.ResourceExhausted)
+	if _, err := e.admin().VMs.Create(ctx(), &apiv1.CreateVirtualMachineRequest{Vm: largestVM()}); err != nil {
+		t.Fatalf("the largest valid VM over TLS: %v", clipErr(err))
+	}
 }
 
 func TestRateAndStreamLimits(t *testing.T) {

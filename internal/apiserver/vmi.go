@@ -6,8 +6,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
 // vmiService is read-only: instances are created by the VM controller.
@@ -26,6 +28,9 @@ func (v *vmiService) Get(ctx context.Context, req *apiv1.GetVirtualMachineInstan
 }
 
 func (v *vmiService) List(ctx context.Context, req *apiv1.ListVirtualMachineInstancesRequest) (*apiv1.ListVirtualMachineInstancesResponse, error) {
+	if err := checkSelector(req.GetOptions().GetLabelSelector()); err != nil {
+		return nil, err
+	}
 	items, rev, err := v.s.stores.VMIs.List(ctx, listOptions(req.GetOptions()))
 	if err != nil {
 		return nil, toStatus(err)
@@ -34,6 +39,9 @@ func (v *vmiService) List(ctx context.Context, req *apiv1.ListVirtualMachineInst
 }
 
 func (v *vmiService) Watch(req *apiv1.WatchVirtualMachineInstancesRequest, stream apiv1.VirtualMachineInstances_WatchServer) error {
+	if err := checkSelector(req.GetOptions().GetLabelSelector()); err != nil {
+		return err
+	}
 	return streamWatch(stream.Context(), v.s.stores.VMIs, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachineInstance, rev int64) error {
 		return stream.Send(&apiv1.VirtualMachineInstanceEvent{Type: t, Object: o, ResourceVersion: rev})
 	})
@@ -43,7 +51,8 @@ func (v *vmiService) Watch(req *apiv1.WatchVirtualMachineInstancesRequest, strea
 // compare-and-swap on the version they read keeps them from overwriting a
 // newer state (a deletion timestamp, a fence).
 func (v *vmiService) UpdateStatus(ctx context.Context, req *apiv1.UpdateVirtualMachineInstanceStatusRequest) (*apiv1.VirtualMachineInstance, error) {
-	in := req.GetVmi()
+	in := proto.Clone(req.GetVmi()).(*apiv1.VirtualMachineInstance)
+	validation.DiscardUnknown(in)
 	ns, name, err := keyOf(&apiv1.ObjectKey{Namespace: in.GetMetadata().GetNamespace(), Name: in.GetMetadata().GetName()})
 	if err != nil {
 		return nil, err
@@ -56,8 +65,11 @@ func (v *vmiService) UpdateStatus(ctx context.Context, req *apiv1.UpdateVirtualM
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if cur.Metadata.ResourceVersion != rv {
+	if cur.Metadata.ResourceVersion != rv || (in.GetMetadata().GetUid() != "" && in.GetMetadata().GetUid() != cur.GetMetadata().GetUid()) {
 		return nil, status.Errorf(codes.Aborted, "virtualmachineinstance %q: %s", ns+"/"+name, conflictMessage)
+	}
+	if errs := validation.ValidateVirtualMachineInstanceStatus(in.GetStatus(), field.NewPath("status")); len(errs) > 0 {
+		return nil, validation.ToStatusError("VirtualMachineInstance", ns+"/"+name, errs)
 	}
 	// A node reports only on its own instances and cannot move one: where
 	// an instance runs is the scheduler's, and a node that could claim

@@ -124,7 +124,11 @@ func (h *libvirtHost) domainMemory(ctx context.Context, domain string) (int64, e
 // writes into the VMI's directory, shows marker, and returns its fields.
 func (h *libvirtHost) waitMarker(tb testing.TB, uid, marker string) map[string]string {
 	tb.Helper()
-	path := nodedir.ConsoleLogPath(nodedir.Layout{Root: h.nodeDir}.VMIDir(uid))
+	dir, err := nodedir.Layout{Root: h.nodeDir}.VMIDir(uid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := nodedir.ConsoleLogPath(dir)
 	var fields map[string]string
 	testutil.EventuallyNoError(tb, GuestBootTimeout, fmt.Sprintf("%s on the console of VMI %s", marker, uid), func() error {
 		// The whole file each time: it is a few kB.

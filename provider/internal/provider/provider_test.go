@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -89,7 +90,7 @@ func TestResolveConfigPrecedence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := resolveConfig(tt.m, mapEnv(tt.env))
-			if got := r.clientConfig(); got != tt.want {
+			if got := r.clientConfig(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("config = %+v, want %+v", got, tt.want)
 			}
 			byAttr := map[string]setting{"endpoint": r.endpoint, "token": r.token, "token_file": r.tokenFile, "ca_file": r.caFile}
