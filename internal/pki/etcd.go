@@ -1,14 +1,9 @@
 package pki
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -60,22 +55,11 @@ func EnsureEtcd(p EtcdPaths, hosts []string, now time.Time) error {
 	if err := os.Chmod(p.Dir, 0o700); err != nil {
 		return fmt.Errorf("etcd pki directory: %w", err)
 	}
-	caCert, caKey, err := ensureEtcdCA(p, now)
+	caCert, caKey, err := ensureCA(p.CACert, p.CAKey, "virtplane etcd CA", now)
 	if err != nil {
 		return err
 	}
-	server := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "virtplane-etcd", Organization: []string{"virtplane"}},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			server.IPAddresses = append(server.IPAddresses, ip)
-		} else if h != "" {
-			server.DNSNames = append(server.DNSNames, h)
-		}
-	}
-	if err := ensureLeaf(p.ServerCert, p.ServerKey, server, caCert, caKey, hosts, now); err != nil {
+	if err := ensureLeaf(p.ServerCert, p.ServerKey, serverTemplate("virtplane-etcd", hosts), caCert, caKey, hosts, now); err != nil {
 		return err
 	}
 	client := &x509.Certificate{
@@ -83,63 +67,4 @@ func EnsureEtcd(p EtcdPaths, hosts []string, now time.Time) error {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	return ensureLeaf(p.ClientCert, p.ClientKey, client, caCert, caKey, nil, now)
-}
-
-func ensureEtcdCA(p EtcdPaths, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	cert, key, err := loadPair(p.CACert, p.CAKey)
-	if err == nil {
-		return cert, key, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, fmt.Errorf("loading etcd CA: %w", err)
-	}
-	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, fmt.Errorf("generating etcd CA key: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "virtplane etcd CA", Organization: []string{"virtplane"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(caValidity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-		MaxPathLenZero:        true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating etcd CA certificate: %w", err)
-	}
-	if err := writePair(p.CACert, p.CAKey, der, key); err != nil {
-		return nil, nil, err
-	}
-	cert, err = x509.ParseCertificate(der)
-	return cert, key, err
-}
-
-// ensureLeaf keeps the pair at certFile/keyFile when certCovers says it
-// still serves hosts, else issues tmpl (subject, usages, SANs) anew with a
-// fresh key.
-func ensureLeaf(certFile, keyFile string, tmpl *x509.Certificate, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, now time.Time) error {
-	if cert, _, err := loadPair(certFile, keyFile); err == nil {
-		if certCovers(cert, caCert, hosts, now) {
-			return nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("loading %s: %w", certFile, err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return fmt.Errorf("generating key for %s: %w", certFile, err)
-	}
-	tmpl.SerialNumber = serial()
-	tmpl.NotBefore = now.Add(-time.Hour)
-	tmpl.NotAfter = now.Add(serverValidity)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
-	if err != nil {
-		return fmt.Errorf("creating %s: %w", certFile, err)
-	}
-	return writePair(certFile, keyFile, der, key)
 }

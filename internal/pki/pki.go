@@ -59,11 +59,11 @@ func Ensure(p Paths, hosts []string, now time.Time) error {
 			return fmt.Errorf("creating pki directory: %w", err)
 		}
 	}
-	caCert, caKey, err := ensureCA(p, now)
+	caCert, caKey, err := ensureCA(p.CACert, p.CAKey, "virtplane CA", now)
 	if err != nil {
 		return err
 	}
-	if err := ensureServerCert(p, caCert, caKey, hosts, now); err != nil {
+	if err := ensureLeaf(p.ServerCert, p.ServerKey, serverTemplate("virtplane-agent", hosts), caCert, caKey, hosts, now); err != nil {
 		return err
 	}
 	if _, err := os.Stat(p.Token); errors.Is(err, os.ErrNotExist) {
@@ -106,21 +106,23 @@ func ServerTLSConfig(kp *KeyPair, clientCAs *x509.CertPool) *tls.Config {
 	}
 }
 
-func ensureCA(p Paths, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	cert, key, err := loadPair(p.CACert, p.CAKey)
+// ensureCA loads the CA at certFile/keyFile, creating it (named
+// commonName) when neither exists.
+func ensureCA(certFile, keyFile, commonName string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	cert, key, err := loadPair(certFile, keyFile)
 	if err == nil {
 		return cert, key, nil
 	}
 	if !errors.Is(err, os.ErrNotExist) {
-		return nil, nil, fmt.Errorf("loading CA: %w", err)
+		return nil, nil, fmt.Errorf("loading %s: %w", commonName, err)
 	}
 	key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("generating CA key: %w", err)
+		return nil, nil, fmt.Errorf("generating %s key: %w", commonName, err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "virtplane CA", Organization: []string{"virtplane"}},
+		Subject:               pkix.Name{CommonName: commonName, Organization: []string{"virtplane"}},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(caValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
@@ -130,34 +132,20 @@ func ensureCA(p Paths, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, err
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("creating CA certificate: %w", err)
+		return nil, nil, fmt.Errorf("creating %s certificate: %w", commonName, err)
 	}
-	if err := writePair(p.CACert, p.CAKey, der, key); err != nil {
+	if err := writePair(certFile, keyFile, der, key); err != nil {
 		return nil, nil, err
 	}
 	cert, err = x509.ParseCertificate(der)
 	return cert, key, err
 }
 
-func ensureServerCert(p Paths, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, now time.Time) error {
-	if cert, _, err := loadPair(p.ServerCert, p.ServerKey); err == nil {
-		if certCovers(cert, caCert, hosts, now) {
-			return nil
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("loading server certificate: %w", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return fmt.Errorf("generating server key: %w", err)
-	}
+// serverTemplate is a server certificate for hosts (DNS names or IPs).
+func serverTemplate(commonName string, hosts []string) *x509.Certificate {
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: "virtplane-agent", Organization: []string{"virtplane"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(serverValidity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		Subject:     pkix.Name{CommonName: commonName, Organization: []string{"virtplane"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -166,11 +154,33 @@ func ensureServerCert(p Paths, caCert *x509.Certificate, caKey *ecdsa.PrivateKey
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
+	return tmpl
+}
+
+// ensureLeaf keeps the pair at certFile/keyFile when certCovers says it
+// still serves hosts, else issues tmpl (subject, usages, SANs) anew with a
+// fresh key.
+func ensureLeaf(certFile, keyFile string, tmpl *x509.Certificate, caCert *x509.Certificate, caKey *ecdsa.PrivateKey, hosts []string, now time.Time) error {
+	if cert, _, err := loadPair(certFile, keyFile); err == nil {
+		if certCovers(cert, caCert, hosts, now) {
+			return nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("loading %s: %w", certFile, err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("generating key for %s: %w", certFile, err)
+	}
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-time.Hour)
+	tmpl.NotAfter = now.Add(serverValidity)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {
-		return fmt.Errorf("creating server certificate: %w", err)
+		return fmt.Errorf("creating %s: %w", certFile, err)
 	}
-	return writePair(p.ServerCert, p.ServerKey, der, key)
+	return writePair(certFile, keyFile, der, key)
 }
 
 // certCovers reports whether cert is signed by ca, valid long enough, and
