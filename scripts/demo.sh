@@ -4,17 +4,25 @@
 # up: installs what is missing (scripts/install-deps.sh; as root), prepares
 # the host (scripts/host-setup.sh), builds the binaries and the test guest,
 # starts an agent (role all: API, embedded etcd, controllers, node agent)
-# with its state under .demo/, imports the guest into the node image
+# with its state under /var/lib/virtplane-demo/<checkout hash> (where QEMU,
+# which runs as libvirt-qemu, can reach it from any checkout: /root is
+# 0700; not root: .demo/ in the checkout), imports the guest into the node image
 # directory, installs the provider into a local Terraform filesystem mirror
 # and applies examples/quickstart, then shows the VMs and their consoles.
 # Safe to run again: a running agent is reused and the apply is idempotent.
 #
 # down: terraform destroy, deletes any VM left, stops the agent and
-# removes .demo/.
+# removes the state directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-DEMO=$(realpath -m "${VIRTPLANE_DEMO_DIR:-$ROOT/.demo}")
+# One state directory per checkout, outside it: QEMU runs as libvirt-qemu
+# and cannot traverse a checkout's parents when they are private (/root is
+# 0700), and a path with a space stays out of sockets and configs.
+DEMO_BASE=/var/lib/virtplane-demo
+default_demo=$DEMO_BASE/$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)
+if [ "$(id -u)" != 0 ]; then default_demo=$ROOT/.demo; fi
+DEMO=$(realpath -m "${VIRTPLANE_DEMO_DIR:-$default_demo}")
 # down removes it: never a directory that holds anything else.
 case "$DEMO" in
   / | "$ROOT" | "${HOME:-/}" | "$(dirname "$ROOT")")
@@ -223,6 +231,8 @@ up() {
   HAVE_CONSOLE=no
   if "$AGENT" console --help >/dev/null 2>&1; then HAVE_CONSOLE=yes; fi
   # QEMU runs as another user and must traverse to the node's files.
+  echo "demo state in $DEMO"
+  if [ "$DEMO" != "$ROOT/.demo" ] && [ -z "${VIRTPLANE_DEMO_DIR:-}" ]; then install -d -m 0755 "$DEMO_BASE"; fi
   install -d -m 0755 "$DEMO" "$DEMO/data" "$IMAGES"
   mkdir -p "$TFDIR"
   start_agent
@@ -279,7 +289,9 @@ down() {
     echo "agent stopped"
   fi
   rm -rf "$DEMO"
-  echo "demo state removed"
+  # The base directory goes with the last checkout's state.
+  if [ -z "${VIRTPLANE_DEMO_DIR:-}" ] && [ -d "$DEMO_BASE" ]; then rmdir "$DEMO_BASE" 2>/dev/null || true; fi
+  echo "demo state removed ($DEMO)"
 }
 
 case "${1:-up}" in

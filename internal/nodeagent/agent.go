@@ -155,6 +155,9 @@ func (a *Agent) now() time.Time { return a.opts.Clock.Now() }
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.Close()
 	defer a.queue.ShutDown()
+	if err := a.preflight(ctx); err != nil {
+		return err
+	}
 	// Before anything else: guests of an earlier run may be up already.
 	stopFirewall, err := a.startGuestFirewall(ctx)
 	if err != nil {
