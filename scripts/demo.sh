@@ -261,7 +261,7 @@ up() {
   cat <<EOF
 
 Try it (the agent keeps running; its log is $DEMO/agent.log):
-  export PATH=$ROOT/bin:\$PATH VIRTPLANE_ENDPOINT=$VIRTPLANE_ENDPOINT
+  export PATH="$ROOT/bin:\$PATH" VIRTPLANE_ENDPOINT=$VIRTPLANE_ENDPOINT
   virtplane-agent get vm -w
   $see_console
   export TF_CLI_CONFIG_FILE=$TF_CLI_CONFIG_FILE
