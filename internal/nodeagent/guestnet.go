@@ -26,11 +26,7 @@ import (
 // QEMU inherits; tests may run node agents in namespaces of their own.
 // It stays when the agent stops: guests keep running.
 func (a *Agent) startGuestFirewall(ctx context.Context) (stop func(), err error) {
-	if _, real := a.opts.Tools.(ExecTools); !real {
-		return func() {}, nil
-	}
-	local, err := qemuDriverLocal(a.opts.LibvirtURI)
-	if err != nil || !local {
+	if local, err := a.localQEMU(); err != nil || !local {
 		return func() {}, err
 	}
 	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -64,6 +60,17 @@ func (a *Agent) startGuestFirewall(ctx context.Context) (stop func(), err error)
 	done := make(chan struct{})
 	go func() { defer close(done); fw.Run(rctx) }()
 	return func() { cancelRun(); <-done }, nil
+}
+
+// localQEMU reports whether this node's guests are QEMU processes on this
+// host, the case in which host-side checks and rules apply: the real
+// launcher tools on libvirt's local QEMU driver. Tests' fake tools and the
+// test driver (test:///default) run no QEMU.
+func (a *Agent) localQEMU() (bool, error) {
+	if _, real := a.opts.Tools.(ExecTools); !real {
+		return false, nil
+	}
+	return qemuDriverLocal(a.opts.LibvirtURI)
 }
 
 // qemuDriverLocal reports whether uri names libvirt's QEMU driver

@@ -26,12 +26,9 @@ import (
 // "Permission denied" from libvirt.
 //
 // Like the guest firewall, only for guests that are QEMU processes on
-// this host (the real launcher tools on the local QEMU driver).
+// this host (localQEMU).
 func (a *Agent) preflight(ctx context.Context) error {
-	if _, real := a.opts.Tools.(ExecTools); !real {
-		return nil
-	}
-	if local, err := qemuDriverLocal(a.opts.LibvirtURI); err != nil || !local {
+	if local, err := a.localQEMU(); err != nil || !local {
 		return err
 	}
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
