@@ -42,7 +42,9 @@ func startAgentProc(t *testing.T, dataDir, socket string, extra ...string) *agen
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"serve", "--data-dir", dataDir, "--socket", socket, "--metrics-listen", "", "--log-level", "warn"}, extra...)
+	// Role server: the store is under test, and a node agent would refuse
+	// to start in a test's temporary dir, which QEMU cannot reach.
+	args := append([]string{"serve", "--role", "server", "--data-dir", dataDir, "--socket", socket, "--metrics-listen", "", "--log-level", "warn"}, extra...)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "VIRTPLANE_TEST_RUN_AGENT=1")
 	var log syncBuffer // written by exec's copying goroutine
