@@ -86,14 +86,13 @@ type limiter struct {
 type bucket struct {
 	rate    *rate.Limiter
 	streams int
-	used    time.Time
 }
 
 func newLimiter(l Limits, m *Metrics) *limiter {
 	return &limiter{l: l.withDefaults(), metrics: m, buckets: map[string]*bucket{}}
 }
 
-// maxBuckets bounds the table: anonymous callers come from any address.
+// maxBuckets bounds the table.
 const maxBuckets = 10000
 
 func (lm *limiter) bucketLocked(id Identity) *bucket {
@@ -101,7 +100,14 @@ func (lm *limiter) bucketLocked(id Identity) *bucket {
 	b := lm.buckets[k]
 	if b == nil {
 		if len(lm.buckets) >= maxBuckets {
-			lm.evictLocked()
+			// Anonymous callers come from any address: drop the buckets
+			// of callers with no open stream. Their rate state restarts
+			// full, which costs at most one burst each.
+			for k, b := range lm.buckets {
+				if b.streams == 0 {
+					delete(lm.buckets, k)
+				}
+			}
 		}
 		r, burst := lm.l.AdminRate, lm.l.AdminBurst
 		switch id.Kind {
@@ -113,28 +119,7 @@ func (lm *limiter) bucketLocked(id Identity) *bucket {
 		b = &bucket{rate: rate.NewLimiter(r, burst)}
 		lm.buckets[k] = b
 	}
-	b.used = time.Now()
 	return b
-}
-
-// evictLocked drops idle buckets (no open stream), oldest half first.
-func (lm *limiter) evictLocked() {
-	cutoff := time.Now().Add(-time.Minute)
-	for k, b := range lm.buckets {
-		if b.streams == 0 && b.used.Before(cutoff) {
-			delete(lm.buckets, k)
-		}
-	}
-	if len(lm.buckets) >= maxBuckets {
-		for k, b := range lm.buckets {
-			if b.streams == 0 {
-				delete(lm.buckets, k)
-			}
-			if len(lm.buckets) < maxBuckets/2 {
-				break
-			}
-		}
-	}
 }
 
 // allow takes one request from id's rate bucket.

@@ -5,10 +5,8 @@ package client
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 )
 
 // DefaultEndpoint is the agent's local socket, used when no endpoint is set.
@@ -129,13 +128,13 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 		// not needed and is never sent over an unencrypted transport.
 		dialOpts = append(dialOpts, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if cfg.ActAsNode != "" {
-			md := metadata.Pairs(apiv1.NodeHeader, cfg.ActAsNode)
+			node := cfg.ActAsNode
 			dialOpts = append(dialOpts,
 				grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
-					return invoker(metadata.NewOutgoingContext(ctx, metadata.Join(md, outgoing(ctx))), method, req, reply, cc, o...)
+					return invoker(metadata.AppendToOutgoingContext(ctx, apiv1.NodeHeader, node), method, req, reply, cc, o...)
 				}),
 				grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
-					return streamer(metadata.NewOutgoingContext(ctx, metadata.Join(md, outgoing(ctx))), desc, cc, method, o...)
+					return streamer(metadata.AppendToOutgoingContext(ctx, apiv1.NodeHeader, node), desc, cc, method, o...)
 				}))
 		}
 	}
@@ -225,8 +224,7 @@ func pinCA(cfg *tls.Config, pin, host string) {
 			return errors.New("server sent no certificate")
 		}
 		for _, ca := range cs.PeerCertificates[1:] {
-			sum := sha256.Sum256(ca.RawSubjectPublicKeyInfo)
-			if "sha256:"+hex.EncodeToString(sum[:]) != pin || !ca.IsCA {
+			if pki.PublicKeyHash(ca) != pin || !ca.IsCA {
 				continue
 			}
 			pool := x509.NewCertPool()
@@ -260,11 +258,6 @@ func loadToken(cfg Config) (string, error) {
 		return "", errors.New("token file " + cfg.TokenFile + " holds more than one line")
 	}
 	return token, nil
-}
-
-func outgoing(ctx context.Context) metadata.MD {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	return md
 }
 
 // bearerToken sends "authorization: Bearer <token>" with every RPC.

@@ -155,11 +155,15 @@ func (a *Agent) now() time.Time { return a.opts.Clock.Now() }
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.Close()
 	defer a.queue.ShutDown()
-	if err := a.preflight(ctx); err != nil {
+	uids, err := a.qemuUsers(ctx)
+	if err != nil {
+		return fmt.Errorf("preflight: %w", err)
+	}
+	if err := a.preflight(uids); err != nil {
 		return err
 	}
 	// Before anything else: guests of an earlier run may be up already.
-	stopFirewall, err := a.startGuestFirewall(ctx)
+	stopFirewall, err := a.startGuestFirewall(ctx, uids)
 	if err != nil {
 		return err
 	}

@@ -18,22 +18,15 @@ import (
 // installed stops the agent: guests that reach the host's loopback reach
 // the agent's API and metrics.
 //
-// Only for guests that are QEMU processes on this host: the real
-// launcher tools on libvirt's QEMU driver. Tests' fake tools and the test
-// driver (test:///default) run no QEMU.
+// uids are QEMU's users (qemuUsers): none when the guests are not QEMU
+// processes on this host, and then nothing is installed.
 //
 // The table goes into the network namespace of the libvirt daemon, which
 // QEMU inherits; tests may run node agents in namespaces of their own.
 // It stays when the agent stops: guests keep running.
-func (a *Agent) startGuestFirewall(ctx context.Context) (stop func(), err error) {
-	if local, err := a.localQEMU(); err != nil || !local {
-		return func() {}, err
-	}
-	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	uids, err := guestnet.QEMUUsers(uctx, "", a.opts.LibvirtURI)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("guest firewall: which user QEMU runs as: %w", err)
+func (a *Agent) startGuestFirewall(ctx context.Context, uids []uint32) (stop func(), err error) {
+	if len(uids) == 0 {
+		return func() {}, nil // no QEMU on this host (qemuUsers)
 	}
 	// nil: the agent's own namespace.
 	var netns func() (string, error)
@@ -60,6 +53,22 @@ func (a *Agent) startGuestFirewall(ctx context.Context) (stop func(), err error)
 	done := make(chan struct{})
 	go func() { defer close(done); fw.Run(rctx) }()
 	return func() { cancelRun(); <-done }, nil
+}
+
+// qemuUsers are the uids QEMU runs as, from libvirt's capabilities; nil
+// when this node's guests are not QEMU processes on this host (localQEMU),
+// where neither the preflight nor the guest firewall applies.
+func (a *Agent) qemuUsers(ctx context.Context) ([]uint32, error) {
+	if local, err := a.localQEMU(); err != nil || !local {
+		return nil, err
+	}
+	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	uids, err := guestnet.QEMUUsers(uctx, "", a.opts.LibvirtURI)
+	if err != nil {
+		return nil, fmt.Errorf("which user QEMU runs as: %w", err)
+	}
+	return uids, nil
 }
 
 // localQEMU reports whether this node's guests are QEMU processes on this

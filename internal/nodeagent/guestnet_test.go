@@ -57,7 +57,14 @@ func TestGuestFirewallOnlyForQEMU(t *testing.T) {
 		{ExecTools{Path: "/nonexistent"}, "qemu+ssh://other/system", "another host"},
 	} {
 		a := &Agent{opts: Options{Tools: tc.tools, LibvirtURI: tc.uri}}
-		stop, err := a.startGuestFirewall(context.Background())
+		uids, err := a.qemuUsers(context.Background())
+		if err == nil && len(uids) != 0 {
+			t.Errorf("%T on %s: QEMU users %v, want none", tc.tools, tc.uri, uids)
+		}
+		var stop func()
+		if err == nil {
+			stop, err = a.startGuestFirewall(context.Background(), uids)
+		}
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%T on %s: %v, want error %q", tc.tools, tc.uri, err, tc.wantErr)

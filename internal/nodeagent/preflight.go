@@ -1,7 +1,6 @@
 package nodeagent
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,11 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
 )
 
 // preflight refuses to start a node whose guests could not start: QEMU
@@ -26,17 +22,8 @@ import (
 // "Permission denied" from libvirt.
 //
 // Like the guest firewall, only for guests that are QEMU processes on
-// this host (localQEMU).
-func (a *Agent) preflight(ctx context.Context) error {
-	if local, err := a.localQEMU(); err != nil || !local {
-		return err
-	}
-	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	uids, err := guestnet.QEMUUsers(qctx, "", a.opts.LibvirtURI)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("preflight: which user QEMU runs as: %w", err)
-	}
+// this host: uids is empty otherwise (qemuUsers).
+func (a *Agent) preflight(uids []uint32) error {
 	for _, uid := range uids {
 		who, err := lookupQEMUUser(uid)
 		if err != nil {

@@ -48,13 +48,15 @@ func (k *KeyPair) Reload() (bool, error) {
 		}
 	}
 	raw := append(append([]byte{}, certPEM...), keyPEM...)
+	var chainPEM []byte
 	for _, f := range k.chainFiles {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			return false, fmt.Errorf("reading certificate chain: %w", err)
 		}
-		raw = append(raw, b...)
+		chainPEM = append(chainPEM, b...)
 	}
+	raw = append(raw, chainPEM...)
 	k.mu.RLock()
 	same := k.raw != nil && bytes.Equal(raw, k.raw)
 	k.mu.RUnlock()
@@ -65,16 +67,13 @@ func (k *KeyPair) Reload() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("loading %s: %w", k.certFile, err)
 	}
-	for _, f := range k.chainFiles {
-		b, _ := os.ReadFile(f)
-		for {
-			var blk *pem.Block
-			if blk, b = pem.Decode(b); blk == nil {
-				break
-			}
-			if blk.Type == "CERTIFICATE" {
-				pair.Certificate = append(pair.Certificate, blk.Bytes)
-			}
+	for b := chainPEM; ; {
+		var blk *pem.Block
+		if blk, b = pem.Decode(b); blk == nil {
+			break
+		}
+		if blk.Type == "CERTIFICATE" {
+			pair.Certificate = append(pair.Certificate, blk.Bytes)
 		}
 	}
 	k.mu.Lock()
