@@ -204,7 +204,9 @@ func (a *Agent) renewServerCert(ctx context.Context, paths pki.Paths, kp *pki.Ke
 		case <-t.C:
 		}
 		reloadToken()
-		if a.opts.TLSCertFile == "" {
+		// Ensure reissues a certificate that nears expiry; the names it
+		// must hold do not change while the agent runs.
+		if a.opts.TLSCertFile == "" && pki.RenewalDue(kp.Leaf(), time.Now()) {
 			if err := pki.Ensure(paths, a.sans(), time.Now()); err != nil {
 				a.log.Error("renewing the server certificate", "err", err)
 				continue

@@ -156,3 +156,30 @@ func TestSecondAgentOnSameSocketRefused(t *testing.T) {
 		t.Fatalf("unexpected error: %v", err)
 	}
 }
+
+// A rotated token file takes effect without a restart: the new token is
+// accepted and the old one refused within the check interval.
+func TestTokenRotationWithoutRestart(t *testing.T) {
+	a := startAgent(t, Options{Listen: "127.0.0.1:0", LeaderElect: true, CertCheckInterval: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pkiDir := filepath.Join(a.opts.DataDir, "pki")
+	tokenFile := filepath.Join(pkiDir, "token")
+	old, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := client.Config{Endpoint: a.TCPAddr().String(), CAFile: filepath.Join(pkiDir, "ca.crt")}
+	oldCfg, newCfg := tcp, tcp
+	oldCfg.Token, newCfg.Token = strings.TrimSpace(string(old)), strings.Repeat("ab", 32)
+	if err := listVMs(ctx, t, oldCfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte(newCfg.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyNoError(t, 10*time.Second, "the new token accepted", func() error { return listVMs(ctx, t, newCfg) })
+	if err := listVMs(ctx, t, oldCfg); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("the old token after rotation: %v", err)
+	}
+}

@@ -163,7 +163,7 @@ func (b *bootstrapService) Join(ctx context.Context, req *apiv1.JoinRequest) (*a
 		}
 		return nil, toStatus(err)
 	}
-	if err := b.putCredential(ctx, node, cert, "", true); err != nil {
+	if err := b.putCredential(ctx, node, cert, ""); err != nil {
 		return nil, err
 	}
 	b.s.log.Info("node joined", "node", node, "serial", pki.SerialHex(cert), "token", tok.Metadata.Name, "not_after", cert.NotAfter)
@@ -182,27 +182,29 @@ func (b *bootstrapService) Renew(ctx context.Context, req *apiv1.RenewRequest) (
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "csr_pem: %v", err)
 	}
-	if err := b.putCredential(ctx, id.Node, cert, id.Serial, false); err != nil {
+	if err := b.putCredential(ctx, id.Node, cert, id.Serial); err != nil {
 		return nil, err
 	}
 	b.s.log.Info("node certificate renewed", "node", id.Node, "old_serial", id.Serial, "serial", pki.SerialHex(cert), "not_after", cert.NotAfter)
 	return &apiv1.JoinResponse{CertificatePem: certPEM, CaPem: b.s.opts.CA.PEM}, nil
 }
 
-// putCredential lists cert as the node's. A join replaces every earlier
-// certificate; a renewal keeps only the one renewing (its open connections
-// go on until it expires) besides the new one.
-func (b *bootstrapService) putCredential(ctx context.Context, node string, cert *x509.Certificate, keep string, create bool) error {
+// putCredential lists cert as the node's. A join (keep empty) replaces
+// every earlier certificate and creates the record if need be; a renewal
+// keeps only the certificate renewing, keep (its open connections go on
+// until it expires), besides the new one.
+func (b *bootstrapService) putCredential(ctx context.Context, node string, cert *x509.Certificate, keep string) error {
+	join := keep == ""
 	entry := &apiv1.NodeCertificate{Serial: pki.SerialHex(cert), NotAfter: timestamppb.New(cert.NotAfter), Issued: timestamppb.New(b.s.opts.Clock())}
 	_, err := b.s.stores.NodeCredentials.GuaranteedUpdate(ctx, "", node, func(cur *apiv1.NodeCredential) (*apiv1.NodeCredential, error) {
-		if !create && !slices.ContainsFunc(cur.Certificates, func(c *apiv1.NodeCertificate) bool { return c.GetSerial() == keep }) {
+		if !join && !slices.ContainsFunc(cur.Certificates, func(c *apiv1.NodeCertificate) bool { return c.GetSerial() == keep }) {
 			return nil, status.Errorf(codes.Unauthenticated, "node %s: certificate %s was revoked", node, keep)
 		}
-		cur.Certificates = slices.DeleteFunc(cur.Certificates, func(c *apiv1.NodeCertificate) bool { return c.GetSerial() != keep || keep == "" })
+		cur.Certificates = slices.DeleteFunc(cur.Certificates, func(c *apiv1.NodeCertificate) bool { return c.GetSerial() != keep })
 		cur.Certificates = append(cur.Certificates, entry)
 		return cur, nil
 	})
-	if errors.Is(err, store.ErrNotFound) && create {
+	if errors.Is(err, store.ErrNotFound) && join {
 		_, err = b.s.stores.NodeCredentials.Create(ctx, &apiv1.NodeCredential{
 			Metadata: &apiv1.ObjectMeta{Name: node}, Certificates: []*apiv1.NodeCertificate{entry},
 		})
@@ -216,6 +218,7 @@ func (b *bootstrapService) putCredential(ctx context.Context, node string, cert 
 	return nil
 }
 
+// valid reports whether nc lists a certificate that has not expired.
 func valid(nc *apiv1.NodeCredential, now time.Time) bool {
 	return slices.ContainsFunc(nc.GetCertificates(), func(c *apiv1.NodeCertificate) bool {
 		return now.Before(c.GetNotAfter().AsTime())

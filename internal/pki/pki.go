@@ -183,10 +183,16 @@ func ensureLeaf(certFile, keyFile string, tmpl *x509.Certificate, caCert *x509.C
 	return writePair(certFile, keyFile, der, key)
 }
 
+// RenewalDue reports whether a server certificate is close enough to
+// expiry to be reissued (Ensure does it).
+func RenewalDue(cert *x509.Certificate, now time.Time) bool {
+	return now.Add(renewBefore).After(cert.NotAfter)
+}
+
 // certCovers reports whether cert is signed by ca, valid long enough, and
 // names every host.
 func certCovers(cert, ca *x509.Certificate, hosts []string, now time.Time) bool {
-	if cert.CheckSignatureFrom(ca) != nil || now.Add(renewBefore).After(cert.NotAfter) {
+	if cert.CheckSignatureFrom(ca) != nil || RenewalDue(cert, now) {
 		return false
 	}
 	for _, h := range hosts {
