@@ -1984,6 +1984,437 @@ func (x *FenceNodeResponse) GetFailedInstances() []*ObjectKey {
 	return nil
 }
 
+type CreateImageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         *Image                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateImageRequest) Reset() {
+	*x = CreateImageRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateImageRequest) ProtoMessage() {}
+
+func (x *CreateImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateImageRequest.ProtoReflect.Descriptor instead.
+func (*CreateImageRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *CreateImageRequest) GetImage() *Image {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+type GetImageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetImageRequest) Reset() {
+	*x = GetImageRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetImageRequest) ProtoMessage() {}
+
+func (x *GetImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetImageRequest.ProtoReflect.Descriptor instead.
+func (*GetImageRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GetImageRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ListImagesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	LabelSelector string                 `protobuf:"bytes,1,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListImagesRequest) Reset() {
+	*x = ListImagesRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListImagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListImagesRequest) ProtoMessage() {}
+
+func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
+func (*ListImagesRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ListImagesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+type ListImagesResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Items           []*Image               `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	ResourceVersion int64                  `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListImagesResponse) Reset() {
+	*x = ListImagesResponse{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListImagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListImagesResponse) ProtoMessage() {}
+
+func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
+func (*ListImagesResponse) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListImagesResponse) GetItems() []*Image {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *ListImagesResponse) GetResourceVersion() int64 {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return 0
+}
+
+type UpdateImageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Labels, annotations and spec.nodes may change; the source (url,
+	// sha256, format) may not.
+	Image         *Image `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateImageRequest) Reset() {
+	*x = UpdateImageRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateImageRequest) ProtoMessage() {}
+
+func (x *UpdateImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateImageRequest.ProtoReflect.Descriptor instead.
+func (*UpdateImageRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *UpdateImageRequest) GetImage() *Image {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+type DeleteImageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteImageRequest) Reset() {
+	*x = DeleteImageRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteImageRequest) ProtoMessage() {}
+
+func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteImageRequest.ProtoReflect.Descriptor instead.
+func (*DeleteImageRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeleteImageRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type WatchImagesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Options       *WatchOptions          `protobuf:"bytes,1,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchImagesRequest) Reset() {
+	*x = WatchImagesRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchImagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchImagesRequest) ProtoMessage() {}
+
+func (x *WatchImagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchImagesRequest.ProtoReflect.Descriptor instead.
+func (*WatchImagesRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *WatchImagesRequest) GetOptions() *WatchOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+type ImageEvent struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Type            EventType              `protobuf:"varint,1,opt,name=type,proto3,enum=virtplane.v1.EventType" json:"type,omitempty"`
+	Object          *Image                 `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	ResourceVersion int64                  `protobuf:"varint,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ImageEvent) Reset() {
+	*x = ImageEvent{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageEvent) ProtoMessage() {}
+
+func (x *ImageEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageEvent.ProtoReflect.Descriptor instead.
+func (*ImageEvent) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ImageEvent) GetType() EventType {
+	if x != nil {
+		return x.Type
+	}
+	return EventType_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *ImageEvent) GetObject() *Image {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *ImageEvent) GetResourceVersion() int64 {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return 0
+}
+
+type UpdateImageNodeStatusRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Replaces the caller's own entry (status.node must be the caller).
+	Status        *ImageNodeStatus `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateImageNodeStatusRequest) Reset() {
+	*x = UpdateImageNodeStatusRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateImageNodeStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateImageNodeStatusRequest) ProtoMessage() {}
+
+func (x *UpdateImageNodeStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateImageNodeStatusRequest.ProtoReflect.Descriptor instead.
+func (*UpdateImageNodeStatusRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *UpdateImageNodeStatusRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateImageNodeStatusRequest) GetStatus() *ImageNodeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // ConsoleOpen says which console a client wants and how.
 type ConsoleOpen struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2005,7 +2436,7 @@ type ConsoleOpen struct {
 
 func (x *ConsoleOpen) Reset() {
 	*x = ConsoleOpen{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2448,7 @@ func (x *ConsoleOpen) String() string {
 func (*ConsoleOpen) ProtoMessage() {}
 
 func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2461,7 @@ func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOpen.ProtoReflect.Descriptor instead.
 func (*ConsoleOpen) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConsoleOpen) GetNamespace() string {
@@ -2087,7 +2518,7 @@ type ConsoleInput struct {
 
 func (x *ConsoleInput) Reset() {
 	*x = ConsoleInput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2099,7 +2530,7 @@ func (x *ConsoleInput) String() string {
 func (*ConsoleInput) ProtoMessage() {}
 
 func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2112,7 +2543,7 @@ func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleInput.ProtoReflect.Descriptor instead.
 func (*ConsoleInput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ConsoleInput) GetOpen() *ConsoleOpen {
@@ -2144,7 +2575,7 @@ type ConsoleOutput struct {
 
 func (x *ConsoleOutput) Reset() {
 	*x = ConsoleOutput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2587,7 @@ func (x *ConsoleOutput) String() string {
 func (*ConsoleOutput) ProtoMessage() {}
 
 func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2600,7 @@ func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOutput.ProtoReflect.Descriptor instead.
 func (*ConsoleOutput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ConsoleOutput) GetData() []byte {
@@ -2211,7 +2642,7 @@ type ConsoleSession struct {
 
 func (x *ConsoleSession) Reset() {
 	*x = ConsoleSession{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +2654,7 @@ func (x *ConsoleSession) String() string {
 func (*ConsoleSession) ProtoMessage() {}
 
 func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +2667,7 @@ func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSession.ProtoReflect.Descriptor instead.
 func (*ConsoleSession) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConsoleSession) GetSessionId() string {
@@ -2283,7 +2714,7 @@ type ConsoleSessionsRequest struct {
 
 func (x *ConsoleSessionsRequest) Reset() {
 	*x = ConsoleSessionsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2726,7 @@ func (x *ConsoleSessionsRequest) String() string {
 func (*ConsoleSessionsRequest) ProtoMessage() {}
 
 func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2739,7 @@ func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ConsoleSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ConsoleSessionsRequest) GetNodeName() string {
@@ -2332,7 +2763,7 @@ type CreateBootstrapTokenRequest struct {
 
 func (x *CreateBootstrapTokenRequest) Reset() {
 	*x = CreateBootstrapTokenRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2775,7 @@ func (x *CreateBootstrapTokenRequest) String() string {
 func (*CreateBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2788,7 @@ func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CreateBootstrapTokenRequest) GetTtlSeconds() int64 {
@@ -2396,7 +2827,7 @@ type CreateBootstrapTokenResponse struct {
 
 func (x *CreateBootstrapTokenResponse) Reset() {
 	*x = CreateBootstrapTokenResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2839,7 @@ func (x *CreateBootstrapTokenResponse) String() string {
 func (*CreateBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2852,7 @@ func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreateBootstrapTokenResponse) GetToken() string {
@@ -2457,7 +2888,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2900,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2913,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -2516,7 +2947,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2528,7 +2959,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2541,7 +2972,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *JoinResponse) GetCertificatePem() []byte {
@@ -2567,7 +2998,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +3010,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +3023,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RenewRequest) GetCsrPem() []byte {
@@ -2715,7 +3146,30 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x7f\n" +
 	"\x11FenceNodeResponse\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.virtplane.v1.NodeR\x04node\x12B\n" +
-	"\x10failed_instances\x18\x02 \x03(\v2\x17.virtplane.v1.ObjectKeyR\x0ffailedInstances\"\xaa\x01\n" +
+	"\x10failed_instances\x18\x02 \x03(\v2\x17.virtplane.v1.ObjectKeyR\x0ffailedInstances\"?\n" +
+	"\x12CreateImageRequest\x12)\n" +
+	"\x05image\x18\x01 \x01(\v2\x13.virtplane.v1.ImageR\x05image\"%\n" +
+	"\x0fGetImageRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\":\n" +
+	"\x11ListImagesRequest\x12%\n" +
+	"\x0elabel_selector\x18\x01 \x01(\tR\rlabelSelector\"j\n" +
+	"\x12ListImagesResponse\x12)\n" +
+	"\x05items\x18\x01 \x03(\v2\x13.virtplane.v1.ImageR\x05items\x12)\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"?\n" +
+	"\x12UpdateImageRequest\x12)\n" +
+	"\x05image\x18\x01 \x01(\v2\x13.virtplane.v1.ImageR\x05image\"(\n" +
+	"\x12DeleteImageRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"J\n" +
+	"\x12WatchImagesRequest\x124\n" +
+	"\aoptions\x18\x01 \x01(\v2\x1a.virtplane.v1.WatchOptionsR\aoptions\"\x91\x01\n" +
+	"\n" +
+	"ImageEvent\x12+\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x17.virtplane.v1.EventTypeR\x04type\x12+\n" +
+	"\x06object\x18\x02 \x01(\v2\x13.virtplane.v1.ImageR\x06object\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion\"i\n" +
+	"\x1cUpdateImageNodeStatusRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x125\n" +
+	"\x06status\x18\x02 \x01(\v2\x1d.virtplane.v1.ImageNodeStatusR\x06status\"\xaa\x01\n" +
 	"\vConsoleOpen\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -2795,7 +3249,15 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x1e.virtplane.v1.HeartbeatRequest\x1a\x1f.virtplane.v1.HeartbeatResponse\x12H\n" +
 	"\x05Fence\x12\x1e.virtplane.v1.FenceNodeRequest\x1a\x1f.virtplane.v1.FenceNodeResponse\x12K\n" +
 	"\x06Revoke\x12\x1f.virtplane.v1.RevokeNodeRequest\x1a .virtplane.v1.RevokeNodeResponse\x12=\n" +
-	"\x06Delete\x12\x1f.virtplane.v1.DeleteNodeRequest\x1a\x12.virtplane.v1.Node2\xe9\x01\n" +
+	"\x06Delete\x12\x1f.virtplane.v1.DeleteNodeRequest\x1a\x12.virtplane.v1.Node2\xed\x03\n" +
+	"\x06Images\x12?\n" +
+	"\x06Create\x12 .virtplane.v1.CreateImageRequest\x1a\x13.virtplane.v1.Image\x129\n" +
+	"\x03Get\x12\x1d.virtplane.v1.GetImageRequest\x1a\x13.virtplane.v1.Image\x12I\n" +
+	"\x04List\x12\x1f.virtplane.v1.ListImagesRequest\x1a .virtplane.v1.ListImagesResponse\x12?\n" +
+	"\x06Update\x12 .virtplane.v1.UpdateImageRequest\x1a\x13.virtplane.v1.Image\x12?\n" +
+	"\x06Delete\x12 .virtplane.v1.DeleteImageRequest\x1a\x13.virtplane.v1.Image\x12E\n" +
+	"\x05Watch\x12 .virtplane.v1.WatchImagesRequest\x1a\x18.virtplane.v1.ImageEvent0\x01\x12S\n" +
+	"\x10UpdateNodeStatus\x12*.virtplane.v1.UpdateImageNodeStatusRequest\x1a\x13.virtplane.v1.Image2\xe9\x01\n" +
 	"\bConsoles\x12E\n" +
 	"\x06Attach\x12\x1a.virtplane.v1.ConsoleInput\x1a\x1b.virtplane.v1.ConsoleOutput(\x010\x01\x12P\n" +
 	"\bSessions\x12$.virtplane.v1.ConsoleSessionsRequest\x1a\x1c.virtplane.v1.ConsoleSession0\x01\x12D\n" +
@@ -2818,7 +3280,7 @@ func file_internal_api_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_api_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_internal_api_v1_service_proto_goTypes = []any{
 	(EventType)(0),                                    // 0: virtplane.v1.EventType
 	(*ObjectKey)(nil),                                 // 1: virtplane.v1.ObjectKey
@@ -2859,128 +3321,160 @@ var file_internal_api_v1_service_proto_goTypes = []any{
 	(*RevokeNodeResponse)(nil),                        // 36: virtplane.v1.RevokeNodeResponse
 	(*FenceNodeRequest)(nil),                          // 37: virtplane.v1.FenceNodeRequest
 	(*FenceNodeResponse)(nil),                         // 38: virtplane.v1.FenceNodeResponse
-	(*ConsoleOpen)(nil),                               // 39: virtplane.v1.ConsoleOpen
-	(*ConsoleInput)(nil),                              // 40: virtplane.v1.ConsoleInput
-	(*ConsoleOutput)(nil),                             // 41: virtplane.v1.ConsoleOutput
-	(*ConsoleSession)(nil),                            // 42: virtplane.v1.ConsoleSession
-	(*ConsoleSessionsRequest)(nil),                    // 43: virtplane.v1.ConsoleSessionsRequest
-	(*CreateBootstrapTokenRequest)(nil),               // 44: virtplane.v1.CreateBootstrapTokenRequest
-	(*CreateBootstrapTokenResponse)(nil),              // 45: virtplane.v1.CreateBootstrapTokenResponse
-	(*JoinRequest)(nil),                               // 46: virtplane.v1.JoinRequest
-	(*JoinResponse)(nil),                              // 47: virtplane.v1.JoinResponse
-	(*RenewRequest)(nil),                              // 48: virtplane.v1.RenewRequest
-	nil,                                               // 49: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	nil,                                               // 50: virtplane.v1.HeartbeatRequest.AllocatableEntry
-	(*VirtualMachine)(nil),                            // 51: virtplane.v1.VirtualMachine
-	(*VirtualMachineInstance)(nil),                    // 52: virtplane.v1.VirtualMachineInstance
-	(*Node)(nil),                                      // 53: virtplane.v1.Node
-	(*NodeImage)(nil),                                 // 54: virtplane.v1.NodeImage
-	(*timestamppb.Timestamp)(nil),                     // 55: google.protobuf.Timestamp
-	(*VirtualMachineInstanceMigration)(nil),           // 56: virtplane.v1.VirtualMachineInstanceMigration
+	(*CreateImageRequest)(nil),                        // 39: virtplane.v1.CreateImageRequest
+	(*GetImageRequest)(nil),                           // 40: virtplane.v1.GetImageRequest
+	(*ListImagesRequest)(nil),                         // 41: virtplane.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),                        // 42: virtplane.v1.ListImagesResponse
+	(*UpdateImageRequest)(nil),                        // 43: virtplane.v1.UpdateImageRequest
+	(*DeleteImageRequest)(nil),                        // 44: virtplane.v1.DeleteImageRequest
+	(*WatchImagesRequest)(nil),                        // 45: virtplane.v1.WatchImagesRequest
+	(*ImageEvent)(nil),                                // 46: virtplane.v1.ImageEvent
+	(*UpdateImageNodeStatusRequest)(nil),              // 47: virtplane.v1.UpdateImageNodeStatusRequest
+	(*ConsoleOpen)(nil),                               // 48: virtplane.v1.ConsoleOpen
+	(*ConsoleInput)(nil),                              // 49: virtplane.v1.ConsoleInput
+	(*ConsoleOutput)(nil),                             // 50: virtplane.v1.ConsoleOutput
+	(*ConsoleSession)(nil),                            // 51: virtplane.v1.ConsoleSession
+	(*ConsoleSessionsRequest)(nil),                    // 52: virtplane.v1.ConsoleSessionsRequest
+	(*CreateBootstrapTokenRequest)(nil),               // 53: virtplane.v1.CreateBootstrapTokenRequest
+	(*CreateBootstrapTokenResponse)(nil),              // 54: virtplane.v1.CreateBootstrapTokenResponse
+	(*JoinRequest)(nil),                               // 55: virtplane.v1.JoinRequest
+	(*JoinResponse)(nil),                              // 56: virtplane.v1.JoinResponse
+	(*RenewRequest)(nil),                              // 57: virtplane.v1.RenewRequest
+	nil,                                               // 58: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	nil,                                               // 59: virtplane.v1.HeartbeatRequest.AllocatableEntry
+	(*VirtualMachine)(nil),                            // 60: virtplane.v1.VirtualMachine
+	(*VirtualMachineInstance)(nil),                    // 61: virtplane.v1.VirtualMachineInstance
+	(*Node)(nil),                                      // 62: virtplane.v1.Node
+	(*NodeImage)(nil),                                 // 63: virtplane.v1.NodeImage
+	(*Image)(nil),                                     // 64: virtplane.v1.Image
+	(*ImageNodeStatus)(nil),                           // 65: virtplane.v1.ImageNodeStatus
+	(*timestamppb.Timestamp)(nil),                     // 66: google.protobuf.Timestamp
+	(*VirtualMachineInstanceMigration)(nil),           // 67: virtplane.v1.VirtualMachineInstanceMigration
 }
 var file_internal_api_v1_service_proto_depIdxs = []int32{
-	51, // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	60, // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,  // 1: virtplane.v1.GetVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,  // 2: virtplane.v1.ListVirtualMachinesRequest.options:type_name -> virtplane.v1.ListOptions
-	51, // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
-	51, // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	60, // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
+	60, // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,  // 5: virtplane.v1.DeleteVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	4,  // 6: virtplane.v1.DeleteVirtualMachineRequest.options:type_name -> virtplane.v1.DeleteOptions
 	3,  // 7: virtplane.v1.WatchVirtualMachinesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 8: virtplane.v1.VirtualMachineEvent.type:type_name -> virtplane.v1.EventType
-	51, // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
+	60, // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
 	1,  // 10: virtplane.v1.StartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 11: virtplane.v1.StopVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 12: virtplane.v1.RestartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 13: virtplane.v1.PauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 14: virtplane.v1.UnpauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 15: virtplane.v1.MigrateVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	49, // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	58, // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
 	1,  // 17: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,  // 18: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
-	52, // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
+	61, // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
 	3,  // 20: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 21: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
-	52, // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
-	52, // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
-	53, // 24: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
+	61, // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
+	61, // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	62, // 24: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
 	3,  // 25: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 26: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
-	53, // 27: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
-	53, // 28: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
-	50, // 29: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
+	62, // 27: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
+	62, // 28: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
+	59, // 29: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
 	32, // 30: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
-	54, // 31: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
-	53, // 32: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
+	63, // 31: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
+	62, // 32: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
 	1,  // 33: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
-	39, // 34: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
-	39, // 35: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
-	55, // 36: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	5,  // 37: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
-	6,  // 38: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
-	7,  // 39: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
-	9,  // 40: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
-	10, // 41: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
-	11, // 42: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
-	13, // 43: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
-	14, // 44: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
-	15, // 45: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
-	16, // 46: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
-	17, // 47: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
-	18, // 48: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
-	19, // 49: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
-	20, // 50: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
-	22, // 51: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
-	24, // 52: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
-	25, // 53: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
-	26, // 54: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
-	28, // 55: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
-	30, // 56: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
-	31, // 57: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
-	37, // 58: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
-	35, // 59: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
-	34, // 60: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
-	40, // 61: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
-	43, // 62: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
-	41, // 63: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
-	44, // 64: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
-	46, // 65: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
-	48, // 66: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
-	51, // 67: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
-	51, // 68: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
-	8,  // 69: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
-	51, // 70: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
-	51, // 71: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
-	12, // 72: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
-	51, // 73: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
-	51, // 74: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
-	51, // 75: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
-	51, // 76: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
-	51, // 77: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
-	56, // 78: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	52, // 79: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
-	21, // 80: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
-	23, // 81: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
-	52, // 82: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
-	53, // 83: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
-	27, // 84: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
-	29, // 85: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
-	53, // 86: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
-	33, // 87: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
-	38, // 88: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
-	36, // 89: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
-	53, // 90: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
-	41, // 91: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
-	42, // 92: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
-	40, // 93: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
-	45, // 94: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
-	47, // 95: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
-	47, // 96: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
-	67, // [67:97] is the sub-list for method output_type
-	37, // [37:67] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	64, // 34: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
+	64, // 35: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
+	64, // 36: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
+	3,  // 37: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,  // 38: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
+	64, // 39: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
+	65, // 40: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
+	48, // 41: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
+	48, // 42: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
+	66, // 43: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	5,  // 44: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
+	6,  // 45: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
+	7,  // 46: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
+	9,  // 47: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
+	10, // 48: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
+	11, // 49: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
+	13, // 50: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
+	14, // 51: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
+	15, // 52: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
+	16, // 53: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
+	17, // 54: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
+	18, // 55: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
+	19, // 56: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
+	20, // 57: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
+	22, // 58: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
+	24, // 59: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	25, // 60: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
+	26, // 61: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
+	28, // 62: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
+	30, // 63: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
+	31, // 64: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
+	37, // 65: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
+	35, // 66: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
+	34, // 67: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
+	39, // 68: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
+	40, // 69: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
+	41, // 70: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
+	43, // 71: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
+	44, // 72: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
+	45, // 73: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
+	47, // 74: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
+	49, // 75: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
+	52, // 76: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
+	50, // 77: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
+	53, // 78: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
+	55, // 79: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
+	57, // 80: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
+	60, // 81: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
+	60, // 82: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
+	8,  // 83: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
+	60, // 84: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
+	60, // 85: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
+	12, // 86: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
+	60, // 87: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
+	60, // 88: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
+	60, // 89: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
+	60, // 90: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
+	60, // 91: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
+	67, // 92: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	61, // 93: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
+	21, // 94: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
+	23, // 95: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
+	61, // 96: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
+	62, // 97: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
+	27, // 98: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
+	29, // 99: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
+	62, // 100: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
+	33, // 101: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
+	38, // 102: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
+	36, // 103: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
+	62, // 104: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
+	64, // 105: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
+	64, // 106: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
+	42, // 107: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
+	64, // 108: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
+	64, // 109: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
+	46, // 110: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
+	64, // 111: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
+	50, // 112: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
+	51, // 113: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
+	49, // 114: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
+	54, // 115: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
+	56, // 116: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
+	56, // 117: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
+	81, // [81:118] is the sub-list for method output_type
+	44, // [44:81] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_service_proto_init() }
@@ -2997,9 +3491,9 @@ func file_internal_api_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_service_proto_rawDesc), len(file_internal_api_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   59,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   6,
 		},
 		GoTypes:           file_internal_api_v1_service_proto_goTypes,
 		DependencyIndexes: file_internal_api_v1_service_proto_depIdxs,

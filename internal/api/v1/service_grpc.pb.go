@@ -1154,6 +1154,346 @@ var Nodes_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	Images_Create_FullMethodName           = "/virtplane.v1.Images/Create"
+	Images_Get_FullMethodName              = "/virtplane.v1.Images/Get"
+	Images_List_FullMethodName             = "/virtplane.v1.Images/List"
+	Images_Update_FullMethodName           = "/virtplane.v1.Images/Update"
+	Images_Delete_FullMethodName           = "/virtplane.v1.Images/Delete"
+	Images_Watch_FullMethodName            = "/virtplane.v1.Images/Watch"
+	Images_UpdateNodeStatus_FullMethodName = "/virtplane.v1.Images/UpdateNodeStatus"
+)
+
+// ImagesClient is the client API for Images service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type ImagesClient interface {
+	Create(ctx context.Context, in *CreateImageRequest, opts ...grpc.CallOption) (*Image, error)
+	Get(ctx context.Context, in *GetImageRequest, opts ...grpc.CallOption) (*Image, error)
+	List(ctx context.Context, in *ListImagesRequest, opts ...grpc.CallOption) (*ListImagesResponse, error)
+	Update(ctx context.Context, in *UpdateImageRequest, opts ...grpc.CallOption) (*Image, error)
+	// Refused while a VM or instance uses the image; nodes then remove
+	// their copies.
+	Delete(ctx context.Context, in *DeleteImageRequest, opts ...grpc.CallOption) (*Image, error)
+	Watch(ctx context.Context, in *WatchImagesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ImageEvent], error)
+	// Node agents report their pull of the image.
+	UpdateNodeStatus(ctx context.Context, in *UpdateImageNodeStatusRequest, opts ...grpc.CallOption) (*Image, error)
+}
+
+type imagesClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewImagesClient(cc grpc.ClientConnInterface) ImagesClient {
+	return &imagesClient{cc}
+}
+
+func (c *imagesClient) Create(ctx context.Context, in *CreateImageRequest, opts ...grpc.CallOption) (*Image, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Image)
+	err := c.cc.Invoke(ctx, Images_Create_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *imagesClient) Get(ctx context.Context, in *GetImageRequest, opts ...grpc.CallOption) (*Image, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Image)
+	err := c.cc.Invoke(ctx, Images_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *imagesClient) List(ctx context.Context, in *ListImagesRequest, opts ...grpc.CallOption) (*ListImagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListImagesResponse)
+	err := c.cc.Invoke(ctx, Images_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *imagesClient) Update(ctx context.Context, in *UpdateImageRequest, opts ...grpc.CallOption) (*Image, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Image)
+	err := c.cc.Invoke(ctx, Images_Update_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *imagesClient) Delete(ctx context.Context, in *DeleteImageRequest, opts ...grpc.CallOption) (*Image, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Image)
+	err := c.cc.Invoke(ctx, Images_Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *imagesClient) Watch(ctx context.Context, in *WatchImagesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ImageEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Images_ServiceDesc.Streams[0], Images_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchImagesRequest, ImageEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Images_WatchClient = grpc.ServerStreamingClient[ImageEvent]
+
+func (c *imagesClient) UpdateNodeStatus(ctx context.Context, in *UpdateImageNodeStatusRequest, opts ...grpc.CallOption) (*Image, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Image)
+	err := c.cc.Invoke(ctx, Images_UpdateNodeStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ImagesServer is the server API for Images service.
+// All implementations must embed UnimplementedImagesServer
+// for forward compatibility.
+type ImagesServer interface {
+	Create(context.Context, *CreateImageRequest) (*Image, error)
+	Get(context.Context, *GetImageRequest) (*Image, error)
+	List(context.Context, *ListImagesRequest) (*ListImagesResponse, error)
+	Update(context.Context, *UpdateImageRequest) (*Image, error)
+	// Refused while a VM or instance uses the image; nodes then remove
+	// their copies.
+	Delete(context.Context, *DeleteImageRequest) (*Image, error)
+	Watch(*WatchImagesRequest, grpc.ServerStreamingServer[ImageEvent]) error
+	// Node agents report their pull of the image.
+	UpdateNodeStatus(context.Context, *UpdateImageNodeStatusRequest) (*Image, error)
+	mustEmbedUnimplementedImagesServer()
+}
+
+// UnimplementedImagesServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedImagesServer struct{}
+
+func (UnimplementedImagesServer) Create(context.Context, *CreateImageRequest) (*Image, error) {
+	return nil, status.Error(codes.Unimplemented, "method Create not implemented")
+}
+func (UnimplementedImagesServer) Get(context.Context, *GetImageRequest) (*Image, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedImagesServer) List(context.Context, *ListImagesRequest) (*ListImagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedImagesServer) Update(context.Context, *UpdateImageRequest) (*Image, error) {
+	return nil, status.Error(codes.Unimplemented, "method Update not implemented")
+}
+func (UnimplementedImagesServer) Delete(context.Context, *DeleteImageRequest) (*Image, error) {
+	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedImagesServer) Watch(*WatchImagesRequest, grpc.ServerStreamingServer[ImageEvent]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedImagesServer) UpdateNodeStatus(context.Context, *UpdateImageNodeStatusRequest) (*Image, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateNodeStatus not implemented")
+}
+func (UnimplementedImagesServer) mustEmbedUnimplementedImagesServer() {}
+func (UnimplementedImagesServer) testEmbeddedByValue()                {}
+
+// UnsafeImagesServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ImagesServer will
+// result in compilation errors.
+type UnsafeImagesServer interface {
+	mustEmbedUnimplementedImagesServer()
+}
+
+func RegisterImagesServer(s grpc.ServiceRegistrar, srv ImagesServer) {
+	// If the following call panics, it indicates UnimplementedImagesServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Images_ServiceDesc, srv)
+}
+
+func _Images_Create_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateImageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ImagesServer).Create(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Images_Create_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ImagesServer).Create(ctx, req.(*CreateImageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Images_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetImageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ImagesServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Images_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ImagesServer).Get(ctx, req.(*GetImageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Images_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListImagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ImagesServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Images_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ImagesServer).List(ctx, req.(*ListImagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Images_Update_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateImageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ImagesServer).Update(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Images_Update_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ImagesServer).Update(ctx, req.(*UpdateImageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Images_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteImageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ImagesServer).Delete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Images_Delete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ImagesServer).Delete(ctx, req.(*DeleteImageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Images_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchImagesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ImagesServer).Watch(m, &grpc.GenericServerStream[WatchImagesRequest, ImageEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Images_WatchServer = grpc.ServerStreamingServer[ImageEvent]
+
+func _Images_UpdateNodeStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateImageNodeStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ImagesServer).UpdateNodeStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Images_UpdateNodeStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ImagesServer).UpdateNodeStatus(ctx, req.(*UpdateImageNodeStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Images_ServiceDesc is the grpc.ServiceDesc for Images service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Images_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "virtplane.v1.Images",
+	HandlerType: (*ImagesServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Create",
+			Handler:    _Images_Create_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _Images_Get_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _Images_List_Handler,
+		},
+		{
+			MethodName: "Update",
+			Handler:    _Images_Update_Handler,
+		},
+		{
+			MethodName: "Delete",
+			Handler:    _Images_Delete_Handler,
+		},
+		{
+			MethodName: "UpdateNodeStatus",
+			Handler:    _Images_UpdateNodeStatus_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _Images_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "internal/api/v1/service.proto",
+}
+
+const (
 	Consoles_Attach_FullMethodName   = "/virtplane.v1.Consoles/Attach"
 	Consoles_Sessions_FullMethodName = "/virtplane.v1.Consoles/Sessions"
 	Consoles_Serve_FullMethodName    = "/virtplane.v1.Consoles/Serve"

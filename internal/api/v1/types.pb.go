@@ -1383,8 +1383,14 @@ func (x *Interface) GetMacAddress() string {
 }
 
 type Firmware struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	KernelBoot    *KernelBoot            `protobuf:"bytes,1,opt,name=kernel_boot,json=kernelBoot,proto3" json:"kernel_boot,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Boots this kernel directly (QEMU -kernel); the bootloader and the
+	// disks' boot sectors are not used.
+	KernelBoot *KernelBoot `protobuf:"bytes,1,opt,name=kernel_boot,json=kernelBoot,proto3" json:"kernel_boot,omitempty"`
+	// The firmware that boots the guest from its disks when there is no
+	// kernel_boot: BIOS (SeaBIOS, the default) or EFI (OVMF). KubeVirt's
+	// spec.domain.firmware.bootloader.
+	Bootloader    *Bootloader `protobuf:"bytes,2,opt,name=bootloader,proto3" json:"bootloader,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1426,6 +1432,148 @@ func (x *Firmware) GetKernelBoot() *KernelBoot {
 	return nil
 }
 
+func (x *Firmware) GetBootloader() *Bootloader {
+	if x != nil {
+		return x.Bootloader
+	}
+	return nil
+}
+
+// Bootloader: at most one of bios and efi; neither means BIOS.
+type Bootloader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bios          *BIOSBootloader        `protobuf:"bytes,1,opt,name=bios,proto3" json:"bios,omitempty"`
+	Efi           *EFIBootloader         `protobuf:"bytes,2,opt,name=efi,proto3" json:"efi,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Bootloader) Reset() {
+	*x = Bootloader{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Bootloader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Bootloader) ProtoMessage() {}
+
+func (x *Bootloader) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Bootloader.ProtoReflect.Descriptor instead.
+func (*Bootloader) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Bootloader) GetBios() *BIOSBootloader {
+	if x != nil {
+		return x.Bios
+	}
+	return nil
+}
+
+func (x *Bootloader) GetEfi() *EFIBootloader {
+	if x != nil {
+		return x.Efi
+	}
+	return nil
+}
+
+type BIOSBootloader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BIOSBootloader) Reset() {
+	*x = BIOSBootloader{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BIOSBootloader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BIOSBootloader) ProtoMessage() {}
+
+func (x *BIOSBootloader) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BIOSBootloader.ProtoReflect.Descriptor instead.
+func (*BIOSBootloader) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{21}
+}
+
+type EFIBootloader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Secure Boot with Microsoft's and the distribution's keys enrolled
+	// (needs the q35 machine and SMM). Off by default.
+	SecureBoot    bool `protobuf:"varint,1,opt,name=secure_boot,json=secureBoot,proto3" json:"secure_boot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EFIBootloader) Reset() {
+	*x = EFIBootloader{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EFIBootloader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EFIBootloader) ProtoMessage() {}
+
+func (x *EFIBootloader) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EFIBootloader.ProtoReflect.Descriptor instead.
+func (*EFIBootloader) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *EFIBootloader) GetSecureBoot() bool {
+	if x != nil {
+		return x.SecureBoot
+	}
+	return false
+}
+
 type KernelBoot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Paths relative to the node image directory.
@@ -1438,7 +1586,7 @@ type KernelBoot struct {
 
 func (x *KernelBoot) Reset() {
 	*x = KernelBoot{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[20]
+	mi := &file_internal_api_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1598,7 @@ func (x *KernelBoot) String() string {
 func (*KernelBoot) ProtoMessage() {}
 
 func (x *KernelBoot) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[20]
+	mi := &file_internal_api_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1611,7 @@ func (x *KernelBoot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KernelBoot.ProtoReflect.Descriptor instead.
 func (*KernelBoot) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KernelBoot) GetKernel() string {
@@ -1500,7 +1648,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[21]
+	mi := &file_internal_api_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1660,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[21]
+	mi := &file_internal_api_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1673,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{21}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Volume) GetName() string {
@@ -1568,7 +1716,7 @@ type ImageVolume struct {
 
 func (x *ImageVolume) Reset() {
 	*x = ImageVolume{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[22]
+	mi := &file_internal_api_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1580,7 +1728,7 @@ func (x *ImageVolume) String() string {
 func (*ImageVolume) ProtoMessage() {}
 
 func (x *ImageVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[22]
+	mi := &file_internal_api_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1593,7 +1741,7 @@ func (x *ImageVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageVolume.ProtoReflect.Descriptor instead.
 func (*ImageVolume) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ImageVolume) GetName() string {
@@ -1617,7 +1765,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[23]
+	mi := &file_internal_api_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1777,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[23]
+	mi := &file_internal_api_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1790,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PersistentVolume) GetSize() string {
@@ -1669,7 +1817,7 @@ type CloudInitNoCloud struct {
 
 func (x *CloudInitNoCloud) Reset() {
 	*x = CloudInitNoCloud{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[24]
+	mi := &file_internal_api_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1681,7 +1829,7 @@ func (x *CloudInitNoCloud) String() string {
 func (*CloudInitNoCloud) ProtoMessage() {}
 
 func (x *CloudInitNoCloud) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[24]
+	mi := &file_internal_api_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1694,7 +1842,7 @@ func (x *CloudInitNoCloud) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloudInitNoCloud.ProtoReflect.Descriptor instead.
 func (*CloudInitNoCloud) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CloudInitNoCloud) GetUserData() string {
@@ -1722,7 +1870,7 @@ type Network struct {
 
 func (x *Network) Reset() {
 	*x = Network{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[25]
+	mi := &file_internal_api_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1882,7 @@ func (x *Network) String() string {
 func (*Network) ProtoMessage() {}
 
 func (x *Network) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[25]
+	mi := &file_internal_api_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1895,7 @@ func (x *Network) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Network.ProtoReflect.Descriptor instead.
 func (*Network) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Network) GetName() string {
@@ -1772,7 +1920,7 @@ type UserNetwork struct {
 
 func (x *UserNetwork) Reset() {
 	*x = UserNetwork{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[26]
+	mi := &file_internal_api_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +1932,7 @@ func (x *UserNetwork) String() string {
 func (*UserNetwork) ProtoMessage() {}
 
 func (x *UserNetwork) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[26]
+	mi := &file_internal_api_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +1945,7 @@ func (x *UserNetwork) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserNetwork.ProtoReflect.Descriptor instead.
 func (*UserNetwork) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 type VirtualMachineInstanceStatus struct {
@@ -1819,7 +1967,7 @@ type VirtualMachineInstanceStatus struct {
 
 func (x *VirtualMachineInstanceStatus) Reset() {
 	*x = VirtualMachineInstanceStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[27]
+	mi := &file_internal_api_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1979,7 @@ func (x *VirtualMachineInstanceStatus) String() string {
 func (*VirtualMachineInstanceStatus) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[27]
+	mi := &file_internal_api_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1992,7 @@ func (x *VirtualMachineInstanceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualMachineInstanceStatus.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *VirtualMachineInstanceStatus) GetPhase() string {
@@ -1920,7 +2068,7 @@ type PhaseTransitionTimestamp struct {
 
 func (x *PhaseTransitionTimestamp) Reset() {
 	*x = PhaseTransitionTimestamp{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[28]
+	mi := &file_internal_api_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2080,7 @@ func (x *PhaseTransitionTimestamp) String() string {
 func (*PhaseTransitionTimestamp) ProtoMessage() {}
 
 func (x *PhaseTransitionTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[28]
+	mi := &file_internal_api_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2093,7 @@ func (x *PhaseTransitionTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseTransitionTimestamp.ProtoReflect.Descriptor instead.
 func (*PhaseTransitionTimestamp) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PhaseTransitionTimestamp) GetPhase() string {
@@ -1974,7 +2122,7 @@ type InterfaceStatus struct {
 
 func (x *InterfaceStatus) Reset() {
 	*x = InterfaceStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[29]
+	mi := &file_internal_api_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2134,7 @@ func (x *InterfaceStatus) String() string {
 func (*InterfaceStatus) ProtoMessage() {}
 
 func (x *InterfaceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[29]
+	mi := &file_internal_api_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2147,7 @@ func (x *InterfaceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterfaceStatus.ProtoReflect.Descriptor instead.
 func (*InterfaceStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *InterfaceStatus) GetName() string {
@@ -2045,7 +2193,7 @@ type MigrationState struct {
 
 func (x *MigrationState) Reset() {
 	*x = MigrationState{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[30]
+	mi := &file_internal_api_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2205,7 @@ func (x *MigrationState) String() string {
 func (*MigrationState) ProtoMessage() {}
 
 func (x *MigrationState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[30]
+	mi := &file_internal_api_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2218,7 @@ func (x *MigrationState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationState.ProtoReflect.Descriptor instead.
 func (*MigrationState) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MigrationState) GetMigrationUid() string {
@@ -2133,7 +2281,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[31]
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2293,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[31]
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2306,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Node) GetMetadata() *ObjectMeta {
@@ -2192,7 +2340,7 @@ type NodeSpec struct {
 
 func (x *NodeSpec) Reset() {
 	*x = NodeSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[32]
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2352,7 @@ func (x *NodeSpec) String() string {
 func (*NodeSpec) ProtoMessage() {}
 
 func (x *NodeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[32]
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2365,7 @@ func (x *NodeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
 func (*NodeSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NodeSpec) GetUnschedulable() bool {
@@ -2249,7 +2397,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[33]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2409,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[33]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2422,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeStatus) GetCapacity() map[string]string {
@@ -2359,7 +2507,7 @@ type NodeImage struct {
 
 func (x *NodeImage) Reset() {
 	*x = NodeImage{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2519,7 @@ func (x *NodeImage) String() string {
 func (*NodeImage) ProtoMessage() {}
 
 func (x *NodeImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2532,7 @@ func (x *NodeImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeImage.ProtoReflect.Descriptor instead.
 func (*NodeImage) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NodeImage) GetName() string {
@@ -2437,7 +2585,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2597,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2610,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NodeInfo) GetHostname() string {
@@ -2525,7 +2673,7 @@ type VirtualMachineInstanceMigration struct {
 
 func (x *VirtualMachineInstanceMigration) Reset() {
 	*x = VirtualMachineInstanceMigration{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2685,7 @@ func (x *VirtualMachineInstanceMigration) String() string {
 func (*VirtualMachineInstanceMigration) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2698,7 @@ func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualMachineInstanceMigration.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigration) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *VirtualMachineInstanceMigration) GetMetadata() *ObjectMeta {
@@ -2585,7 +2733,7 @@ type VirtualMachineInstanceMigrationSpec struct {
 
 func (x *VirtualMachineInstanceMigrationSpec) Reset() {
 	*x = VirtualMachineInstanceMigrationSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2745,7 @@ func (x *VirtualMachineInstanceMigrationSpec) String() string {
 func (*VirtualMachineInstanceMigrationSpec) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2758,7 @@ func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use VirtualMachineInstanceMigrationSpec.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *VirtualMachineInstanceMigrationSpec) GetVmiName() string {
@@ -2639,7 +2787,7 @@ type VirtualMachineInstanceMigrationStatus struct {
 
 func (x *VirtualMachineInstanceMigrationStatus) Reset() {
 	*x = VirtualMachineInstanceMigrationStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[38]
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2799,7 @@ func (x *VirtualMachineInstanceMigrationStatus) String() string {
 func (*VirtualMachineInstanceMigrationStatus) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[38]
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2812,7 @@ func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use VirtualMachineInstanceMigrationStatus.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *VirtualMachineInstanceMigrationStatus) GetPhase() string {
@@ -2695,10 +2843,351 @@ func (x *VirtualMachineInstanceMigrationStatus) GetMigrationState() *MigrationSt
 	return nil
 }
 
-// BootstrapToken lets one host join as a node (kubeadm's bootstrap token):
-// the token "<id>.<secret>" is shown once at creation; the store keeps the
-// id as the object's name and only a SHA-256 hash of the secret. A join
-// consumes it.
+// Image is a disk image (or kernel) that nodes download by URL into their
+// image directory, under the Image's name, and that volumes name like any
+// other image. KubeVirt's CDI import of a DataVolume from HTTP; Incus and
+// Proxmox download images by URL the same way. Cluster-scoped.
+type Image struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	Spec          *ImageSpec             `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	Status        *ImageStatus           `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Image) Reset() {
+	*x = Image{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Image) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Image) ProtoMessage() {}
+
+func (x *Image) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Image.ProtoReflect.Descriptor instead.
+func (*Image) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *Image) GetMetadata() *ObjectMeta {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *Image) GetSpec() *ImageSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *Image) GetStatus() *ImageStatus {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+type ImageSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where nodes download it: https://, http:// or file:// (a path on each
+	// node). Immutable.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// Hex SHA-256 the download must have; a node that gets anything else
+	// keeps nothing and reports the mismatch. Optional (then each node
+	// reports what it got); immutable.
+	Sha256 string `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	// qcow2 or raw; empty takes it from the name's extension (.qcow2, .raw),
+	// else whatever qemu-img detects. Immutable.
+	Format string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
+	// Which nodes pull it: "" (on demand: a node pulls it when an instance
+	// placed there needs it) or "all" (every node pulls it at once, and
+	// nodes that join later too).
+	Nodes         string `protobuf:"bytes,4,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageSpec) Reset() {
+	*x = ImageSpec{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageSpec) ProtoMessage() {}
+
+func (x *ImageSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageSpec.ProtoReflect.Descriptor instead.
+func (*ImageSpec) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ImageSpec) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *ImageSpec) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *ImageSpec) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *ImageSpec) GetNodes() string {
+	if x != nil {
+		return x.Nodes
+	}
+	return ""
+}
+
+type ImageStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One entry per node that has pulled, is pulling or failed to pull the
+	// image, sorted by node. Each node writes only its own entry.
+	Nodes         []*ImageNodeStatus `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageStatus) Reset() {
+	*x = ImageStatus{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageStatus) ProtoMessage() {}
+
+func (x *ImageStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageStatus.ProtoReflect.Descriptor instead.
+func (*ImageStatus) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ImageStatus) GetNodes() []*ImageNodeStatus {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type ImageNodeStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Pulling, Ready or Failed.
+	Phase string `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	// Bytes downloaded so far, and the total when the source said (else 0).
+	BytesDone  int64 `protobuf:"varint,3,opt,name=bytes_done,json=bytesDone,proto3" json:"bytes_done,omitempty"`
+	BytesTotal int64 `protobuf:"varint,4,opt,name=bytes_total,json=bytesTotal,proto3" json:"bytes_total,omitempty"`
+	// Download rate over the last seconds, and the time left at that rate
+	// (0 when unknown).
+	BytesPerSecond int64 `protobuf:"varint,5,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	EtaSeconds     int64 `protobuf:"varint,6,opt,name=eta_seconds,json=etaSeconds,proto3" json:"eta_seconds,omitempty"`
+	// Why the last attempt failed, or what the pull is doing.
+	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	// The image as the node verified it (Ready only).
+	Sha256           string `protobuf:"bytes,8,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Format           string `protobuf:"bytes,9,opt,name=format,proto3" json:"format,omitempty"`
+	VirtualSizeBytes int64  `protobuf:"varint,10,opt,name=virtual_size_bytes,json=virtualSizeBytes,proto3" json:"virtual_size_bytes,omitempty"`
+	SizeBytes        int64  `protobuf:"varint,11,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Attempts made since the last success.
+	Attempts       int32                  `protobuf:"varint,12,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	LastUpdateTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=last_update_time,json=lastUpdateTime,proto3" json:"last_update_time,omitempty"`
+	// The Image uid this entry is about (a re-created Image of the same
+	// name is a different image).
+	ImageUid      string `protobuf:"bytes,14,opt,name=image_uid,json=imageUid,proto3" json:"image_uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageNodeStatus) Reset() {
+	*x = ImageNodeStatus{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageNodeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageNodeStatus) ProtoMessage() {}
+
+func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageNodeStatus.ProtoReflect.Descriptor instead.
+func (*ImageNodeStatus) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ImageNodeStatus) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ImageNodeStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *ImageNodeStatus) GetBytesDone() int64 {
+	if x != nil {
+		return x.BytesDone
+	}
+	return 0
+}
+
+func (x *ImageNodeStatus) GetBytesTotal() int64 {
+	if x != nil {
+		return x.BytesTotal
+	}
+	return 0
+}
+
+func (x *ImageNodeStatus) GetBytesPerSecond() int64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *ImageNodeStatus) GetEtaSeconds() int64 {
+	if x != nil {
+		return x.EtaSeconds
+	}
+	return 0
+}
+
+func (x *ImageNodeStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ImageNodeStatus) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *ImageNodeStatus) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *ImageNodeStatus) GetVirtualSizeBytes() int64 {
+	if x != nil {
+		return x.VirtualSizeBytes
+	}
+	return 0
+}
+
+func (x *ImageNodeStatus) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *ImageNodeStatus) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *ImageNodeStatus) GetLastUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastUpdateTime
+	}
+	return nil
+}
+
+func (x *ImageNodeStatus) GetImageUid() string {
+	if x != nil {
+		return x.ImageUid
+	}
+	return ""
+}
+
 type BootstrapToken struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -2709,7 +3198,7 @@ type BootstrapToken struct {
 
 func (x *BootstrapToken) Reset() {
 	*x = BootstrapToken{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +3210,7 @@ func (x *BootstrapToken) String() string {
 func (*BootstrapToken) ProtoMessage() {}
 
 func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +3223,7 @@ func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
 func (*BootstrapToken) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BootstrapToken) GetMetadata() *ObjectMeta {
@@ -2765,7 +3254,7 @@ type BootstrapTokenSpec struct {
 
 func (x *BootstrapTokenSpec) Reset() {
 	*x = BootstrapTokenSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2777,7 +3266,7 @@ func (x *BootstrapTokenSpec) String() string {
 func (*BootstrapTokenSpec) ProtoMessage() {}
 
 func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2790,7 +3279,7 @@ func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapTokenSpec.ProtoReflect.Descriptor instead.
 func (*BootstrapTokenSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BootstrapTokenSpec) GetSecretSha256() []byte {
@@ -2834,7 +3323,7 @@ type NodeCredential struct {
 
 func (x *NodeCredential) Reset() {
 	*x = NodeCredential{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +3335,7 @@ func (x *NodeCredential) String() string {
 func (*NodeCredential) ProtoMessage() {}
 
 func (x *NodeCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +3348,7 @@ func (x *NodeCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
 func (*NodeCredential) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeCredential) GetMetadata() *ObjectMeta {
@@ -2888,7 +3377,7 @@ type NodeCertificate struct {
 
 func (x *NodeCertificate) Reset() {
 	*x = NodeCertificate{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3389,7 @@ func (x *NodeCertificate) String() string {
 func (*NodeCertificate) ProtoMessage() {}
 
 func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3402,7 @@ func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCertificate.ProtoReflect.Descriptor instead.
 func (*NodeCertificate) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeCertificate) GetSerial() string {
@@ -3071,10 +3560,21 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1f\n" +
 	"\vmac_address\x18\x03 \x01(\tR\n" +
-	"macAddress\"E\n" +
+	"macAddress\"\x7f\n" +
 	"\bFirmware\x129\n" +
 	"\vkernel_boot\x18\x01 \x01(\v2\x18.virtplane.v1.KernelBootR\n" +
-	"kernelBoot\"V\n" +
+	"kernelBoot\x128\n" +
+	"\n" +
+	"bootloader\x18\x02 \x01(\v2\x18.virtplane.v1.BootloaderR\n" +
+	"bootloader\"m\n" +
+	"\n" +
+	"Bootloader\x120\n" +
+	"\x04bios\x18\x01 \x01(\v2\x1c.virtplane.v1.BIOSBootloaderR\x04bios\x12-\n" +
+	"\x03efi\x18\x02 \x01(\v2\x1b.virtplane.v1.EFIBootloaderR\x03efi\"\x10\n" +
+	"\x0eBIOSBootloader\"0\n" +
+	"\rEFIBootloader\x12\x1f\n" +
+	"\vsecure_boot\x18\x01 \x01(\bR\n" +
+	"secureBoot\"V\n" +
 	"\n" +
 	"KernelBoot\x12\x16\n" +
 	"\x06kernel\x18\x01 \x01(\tR\x06kernel\x12\x16\n" +
@@ -3191,7 +3691,38 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\x03 \x03(\v2\x17.virtplane.v1.ConditionR\n" +
 	"conditions\x12E\n" +
-	"\x0fmigration_state\x18\x04 \x01(\v2\x1c.virtplane.v1.MigrationStateR\x0emigrationState\"|\n" +
+	"\x0fmigration_state\x18\x04 \x01(\v2\x1c.virtplane.v1.MigrationStateR\x0emigrationState\"\x9d\x01\n" +
+	"\x05Image\x124\n" +
+	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12+\n" +
+	"\x04spec\x18\x02 \x01(\v2\x17.virtplane.v1.ImageSpecR\x04spec\x121\n" +
+	"\x06status\x18\x03 \x01(\v2\x19.virtplane.v1.ImageStatusR\x06status\"c\n" +
+	"\tImageSpec\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\x12\x14\n" +
+	"\x05nodes\x18\x04 \x01(\tR\x05nodes\"B\n" +
+	"\vImageStatus\x123\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1d.virtplane.v1.ImageNodeStatusR\x05nodes\"\xdc\x03\n" +
+	"\x0fImageNodeStatus\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x1d\n" +
+	"\n" +
+	"bytes_done\x18\x03 \x01(\x03R\tbytesDone\x12\x1f\n" +
+	"\vbytes_total\x18\x04 \x01(\x03R\n" +
+	"bytesTotal\x12(\n" +
+	"\x10bytes_per_second\x18\x05 \x01(\x03R\x0ebytesPerSecond\x12\x1f\n" +
+	"\veta_seconds\x18\x06 \x01(\x03R\n" +
+	"etaSeconds\x12\x18\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12\x16\n" +
+	"\x06sha256\x18\b \x01(\tR\x06sha256\x12\x16\n" +
+	"\x06format\x18\t \x01(\tR\x06format\x12,\n" +
+	"\x12virtual_size_bytes\x18\n" +
+	" \x01(\x03R\x10virtualSizeBytes\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\v \x01(\x03R\tsizeBytes\x12\x1a\n" +
+	"\battempts\x18\f \x01(\x05R\battempts\x12D\n" +
+	"\x10last_update_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x0elastUpdateTime\x12\x1b\n" +
+	"\timage_uid\x18\x0e \x01(\tR\bimageUid\"|\n" +
 	"\x0eBootstrapToken\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x124\n" +
 	"\x04spec\x18\x02 \x01(\v2 .virtplane.v1.BootstrapTokenSpecR\x04spec\"\xae\x01\n" +
@@ -3220,7 +3751,7 @@ func file_internal_api_v1_types_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_types_proto_rawDescData
 }
 
-var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_internal_api_v1_types_proto_goTypes = []any{
 	(*ObjectMeta)(nil),                            // 0: virtplane.v1.ObjectMeta
 	(*OwnerReference)(nil),                        // 1: virtplane.v1.OwnerReference
@@ -3242,46 +3773,53 @@ var file_internal_api_v1_types_proto_goTypes = []any{
 	(*CDRomTarget)(nil),                           // 17: virtplane.v1.CDRomTarget
 	(*Interface)(nil),                             // 18: virtplane.v1.Interface
 	(*Firmware)(nil),                              // 19: virtplane.v1.Firmware
-	(*KernelBoot)(nil),                            // 20: virtplane.v1.KernelBoot
-	(*Volume)(nil),                                // 21: virtplane.v1.Volume
-	(*ImageVolume)(nil),                           // 22: virtplane.v1.ImageVolume
-	(*PersistentVolume)(nil),                      // 23: virtplane.v1.PersistentVolume
-	(*CloudInitNoCloud)(nil),                      // 24: virtplane.v1.CloudInitNoCloud
-	(*Network)(nil),                               // 25: virtplane.v1.Network
-	(*UserNetwork)(nil),                           // 26: virtplane.v1.UserNetwork
-	(*VirtualMachineInstanceStatus)(nil),          // 27: virtplane.v1.VirtualMachineInstanceStatus
-	(*PhaseTransitionTimestamp)(nil),              // 28: virtplane.v1.PhaseTransitionTimestamp
-	(*InterfaceStatus)(nil),                       // 29: virtplane.v1.InterfaceStatus
-	(*MigrationState)(nil),                        // 30: virtplane.v1.MigrationState
-	(*Node)(nil),                                  // 31: virtplane.v1.Node
-	(*NodeSpec)(nil),                              // 32: virtplane.v1.NodeSpec
-	(*NodeStatus)(nil),                            // 33: virtplane.v1.NodeStatus
-	(*NodeImage)(nil),                             // 34: virtplane.v1.NodeImage
-	(*NodeInfo)(nil),                              // 35: virtplane.v1.NodeInfo
-	(*VirtualMachineInstanceMigration)(nil),       // 36: virtplane.v1.VirtualMachineInstanceMigration
-	(*VirtualMachineInstanceMigrationSpec)(nil),   // 37: virtplane.v1.VirtualMachineInstanceMigrationSpec
-	(*VirtualMachineInstanceMigrationStatus)(nil), // 38: virtplane.v1.VirtualMachineInstanceMigrationStatus
-	(*BootstrapToken)(nil),                        // 39: virtplane.v1.BootstrapToken
-	(*BootstrapTokenSpec)(nil),                    // 40: virtplane.v1.BootstrapTokenSpec
-	(*NodeCredential)(nil),                        // 41: virtplane.v1.NodeCredential
-	(*NodeCertificate)(nil),                       // 42: virtplane.v1.NodeCertificate
-	nil,                                           // 43: virtplane.v1.ObjectMeta.LabelsEntry
-	nil,                                           // 44: virtplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                                           // 45: virtplane.v1.StateChangeRequest.DataEntry
-	nil,                                           // 46: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
-	nil,                                           // 47: virtplane.v1.NodeStatus.CapacityEntry
-	nil,                                           // 48: virtplane.v1.NodeStatus.AllocatableEntry
-	nil,                                           // 49: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),                 // 50: google.protobuf.Timestamp
+	(*Bootloader)(nil),                            // 20: virtplane.v1.Bootloader
+	(*BIOSBootloader)(nil),                        // 21: virtplane.v1.BIOSBootloader
+	(*EFIBootloader)(nil),                         // 22: virtplane.v1.EFIBootloader
+	(*KernelBoot)(nil),                            // 23: virtplane.v1.KernelBoot
+	(*Volume)(nil),                                // 24: virtplane.v1.Volume
+	(*ImageVolume)(nil),                           // 25: virtplane.v1.ImageVolume
+	(*PersistentVolume)(nil),                      // 26: virtplane.v1.PersistentVolume
+	(*CloudInitNoCloud)(nil),                      // 27: virtplane.v1.CloudInitNoCloud
+	(*Network)(nil),                               // 28: virtplane.v1.Network
+	(*UserNetwork)(nil),                           // 29: virtplane.v1.UserNetwork
+	(*VirtualMachineInstanceStatus)(nil),          // 30: virtplane.v1.VirtualMachineInstanceStatus
+	(*PhaseTransitionTimestamp)(nil),              // 31: virtplane.v1.PhaseTransitionTimestamp
+	(*InterfaceStatus)(nil),                       // 32: virtplane.v1.InterfaceStatus
+	(*MigrationState)(nil),                        // 33: virtplane.v1.MigrationState
+	(*Node)(nil),                                  // 34: virtplane.v1.Node
+	(*NodeSpec)(nil),                              // 35: virtplane.v1.NodeSpec
+	(*NodeStatus)(nil),                            // 36: virtplane.v1.NodeStatus
+	(*NodeImage)(nil),                             // 37: virtplane.v1.NodeImage
+	(*NodeInfo)(nil),                              // 38: virtplane.v1.NodeInfo
+	(*VirtualMachineInstanceMigration)(nil),       // 39: virtplane.v1.VirtualMachineInstanceMigration
+	(*VirtualMachineInstanceMigrationSpec)(nil),   // 40: virtplane.v1.VirtualMachineInstanceMigrationSpec
+	(*VirtualMachineInstanceMigrationStatus)(nil), // 41: virtplane.v1.VirtualMachineInstanceMigrationStatus
+	(*Image)(nil),                                 // 42: virtplane.v1.Image
+	(*ImageSpec)(nil),                             // 43: virtplane.v1.ImageSpec
+	(*ImageStatus)(nil),                           // 44: virtplane.v1.ImageStatus
+	(*ImageNodeStatus)(nil),                       // 45: virtplane.v1.ImageNodeStatus
+	(*BootstrapToken)(nil),                        // 46: virtplane.v1.BootstrapToken
+	(*BootstrapTokenSpec)(nil),                    // 47: virtplane.v1.BootstrapTokenSpec
+	(*NodeCredential)(nil),                        // 48: virtplane.v1.NodeCredential
+	(*NodeCertificate)(nil),                       // 49: virtplane.v1.NodeCertificate
+	nil,                                           // 50: virtplane.v1.ObjectMeta.LabelsEntry
+	nil,                                           // 51: virtplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                                           // 52: virtplane.v1.StateChangeRequest.DataEntry
+	nil,                                           // 53: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	nil,                                           // 54: virtplane.v1.NodeStatus.CapacityEntry
+	nil,                                           // 55: virtplane.v1.NodeStatus.AllocatableEntry
+	nil,                                           // 56: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),                 // 57: google.protobuf.Timestamp
 }
 var file_internal_api_v1_types_proto_depIdxs = []int32{
-	43, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
-	44, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
-	50, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	50, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	50, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
+	51, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
+	57, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	57, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 4: virtplane.v1.ObjectMeta.owner_references:type_name -> virtplane.v1.OwnerReference
-	50, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	50, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	57, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	57, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: virtplane.v1.VirtualMachine.metadata:type_name -> virtplane.v1.ObjectMeta
 	4,  // 8: virtplane.v1.VirtualMachine.spec:type_name -> virtplane.v1.VirtualMachineSpec
 	6,  // 9: virtplane.v1.VirtualMachine.status:type_name -> virtplane.v1.VirtualMachineStatus
@@ -3291,15 +3829,15 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 13: virtplane.v1.VirtualMachineStatus.conditions:type_name -> virtplane.v1.Condition
 	7,  // 14: virtplane.v1.VirtualMachineStatus.state_change_requests:type_name -> virtplane.v1.StateChangeRequest
 	8,  // 15: virtplane.v1.VirtualMachineStatus.start_failure:type_name -> virtplane.v1.VirtualMachineStartFailure
-	45, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
-	50, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
+	52, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
+	57, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 18: virtplane.v1.VirtualMachineInstance.metadata:type_name -> virtplane.v1.ObjectMeta
 	10, // 19: virtplane.v1.VirtualMachineInstance.spec:type_name -> virtplane.v1.VirtualMachineInstanceSpec
-	27, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
+	30, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
 	11, // 21: virtplane.v1.VirtualMachineInstanceSpec.domain:type_name -> virtplane.v1.DomainSpec
-	21, // 22: virtplane.v1.VirtualMachineInstanceSpec.volumes:type_name -> virtplane.v1.Volume
-	25, // 23: virtplane.v1.VirtualMachineInstanceSpec.networks:type_name -> virtplane.v1.Network
-	46, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	24, // 22: virtplane.v1.VirtualMachineInstanceSpec.volumes:type_name -> virtplane.v1.Volume
+	28, // 23: virtplane.v1.VirtualMachineInstanceSpec.networks:type_name -> virtplane.v1.Network
+	53, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
 	12, // 25: virtplane.v1.DomainSpec.cpu:type_name -> virtplane.v1.CPU
 	13, // 26: virtplane.v1.DomainSpec.memory:type_name -> virtplane.v1.Memory
 	14, // 27: virtplane.v1.DomainSpec.devices:type_name -> virtplane.v1.Devices
@@ -3308,47 +3846,55 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	18, // 30: virtplane.v1.Devices.interfaces:type_name -> virtplane.v1.Interface
 	16, // 31: virtplane.v1.Disk.disk:type_name -> virtplane.v1.DiskTarget
 	17, // 32: virtplane.v1.Disk.cdrom:type_name -> virtplane.v1.CDRomTarget
-	20, // 33: virtplane.v1.Firmware.kernel_boot:type_name -> virtplane.v1.KernelBoot
-	22, // 34: virtplane.v1.Volume.image:type_name -> virtplane.v1.ImageVolume
-	23, // 35: virtplane.v1.Volume.persistent:type_name -> virtplane.v1.PersistentVolume
-	24, // 36: virtplane.v1.Volume.cloud_init_no_cloud:type_name -> virtplane.v1.CloudInitNoCloud
-	26, // 37: virtplane.v1.Network.user:type_name -> virtplane.v1.UserNetwork
-	28, // 38: virtplane.v1.VirtualMachineInstanceStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
-	2,  // 39: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
-	29, // 40: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
-	30, // 41: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	50, // 42: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
-	50, // 43: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
-	50, // 44: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
-	0,  // 45: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
-	32, // 46: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
-	33, // 47: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
-	47, // 48: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
-	48, // 49: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
-	50, // 50: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 51: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
-	35, // 52: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
-	50, // 53: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
-	34, // 54: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
-	0,  // 55: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
-	37, // 56: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
-	38, // 57: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
-	49, // 58: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	28, // 59: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
-	2,  // 60: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
-	30, // 61: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	0,  // 62: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
-	40, // 63: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
-	50, // 64: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
-	0,  // 65: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
-	42, // 66: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
-	50, // 67: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
-	50, // 68: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	23, // 33: virtplane.v1.Firmware.kernel_boot:type_name -> virtplane.v1.KernelBoot
+	20, // 34: virtplane.v1.Firmware.bootloader:type_name -> virtplane.v1.Bootloader
+	21, // 35: virtplane.v1.Bootloader.bios:type_name -> virtplane.v1.BIOSBootloader
+	22, // 36: virtplane.v1.Bootloader.efi:type_name -> virtplane.v1.EFIBootloader
+	25, // 37: virtplane.v1.Volume.image:type_name -> virtplane.v1.ImageVolume
+	26, // 38: virtplane.v1.Volume.persistent:type_name -> virtplane.v1.PersistentVolume
+	27, // 39: virtplane.v1.Volume.cloud_init_no_cloud:type_name -> virtplane.v1.CloudInitNoCloud
+	29, // 40: virtplane.v1.Network.user:type_name -> virtplane.v1.UserNetwork
+	31, // 41: virtplane.v1.VirtualMachineInstanceStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
+	2,  // 42: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
+	32, // 43: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	33, // 44: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
+	57, // 45: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
+	57, // 46: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
+	57, // 47: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
+	0,  // 48: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
+	35, // 49: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
+	36, // 50: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
+	54, // 51: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
+	55, // 52: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
+	57, // 53: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
+	2,  // 54: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
+	38, // 55: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
+	57, // 56: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
+	37, // 57: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
+	0,  // 58: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
+	40, // 59: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
+	41, // 60: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
+	56, // 61: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	31, // 62: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
+	2,  // 63: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
+	33, // 64: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
+	0,  // 65: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
+	43, // 66: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
+	44, // 67: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
+	45, // 68: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
+	57, // 69: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
+	0,  // 70: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
+	47, // 71: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
+	57, // 72: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
+	0,  // 73: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
+	49, // 74: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
+	57, // 75: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
+	57, // 76: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
+	77, // [77:77] is the sub-list for method output_type
+	77, // [77:77] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_types_proto_init() }
@@ -3364,7 +3910,7 @@ func file_internal_api_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_types_proto_rawDesc), len(file_internal_api_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
