@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -22,6 +23,8 @@ type fixture struct {
 	nodes apiv1.NodesClient
 	st    Stores
 	now   time.Time
+	srv   *Server
+	conn  grpc.ClientConnInterface
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -35,7 +38,9 @@ func newFixture(t *testing.T) *fixture {
 	c := srv.Client()
 	st := NewStores(c, store.Options{Prefix: "/test/registry"})
 	f := &fixture{st: st, now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	conn := testutil.ServeGRPC(t, New(st, Options{Clock: func() time.Time { return f.now }}).Register)
+	f.srv = New(st, Options{Clock: func() time.Time { return f.now }})
+	conn := testutil.ServeGRPC(t, f.srv.Register)
+	f.conn = conn
 	f.vms = apiv1.NewVirtualMachinesClient(conn)
 	f.vmis = apiv1.NewVirtualMachineInstancesClient(conn)
 	f.nodes = apiv1.NewNodesClient(conn)

@@ -72,6 +72,13 @@ var nodeRules = map[string]nodeRule{
 	apiv1.Consoles_Serve_FullMethodName: {},
 	// The handler renews the calling node's own certificate.
 	apiv1.Bootstrap_Renew_FullMethodName: {},
+	// Images are cluster-wide and hold no secrets (URLs with credentials
+	// are refused): every node pulls by them.
+	apiv1.Images_Get_FullMethodName:   {},
+	apiv1.Images_List_FullMethodName:  {},
+	apiv1.Images_Watch_FullMethodName: {},
+	// The handler checks that the node reports its own pull.
+	apiv1.Images_UpdateNodeStatus_FullMethodName: {},
 }
 
 var adminOnly = map[string]bool{
@@ -93,6 +100,9 @@ var adminOnly = map[string]bool{
 	apiv1.Nodes_Delete_FullMethodName:            true,
 	apiv1.Consoles_Attach_FullMethodName:         true,
 	apiv1.Bootstrap_CreateToken_FullMethodName:   true,
+	apiv1.Images_Create_FullMethodName:           true,
+	apiv1.Images_Update_FullMethodName:           true,
+	apiv1.Images_Delete_FullMethodName:           true,
 	// Join is for anonymous callers (and admins); a node already has a
 	// certificate and renews it instead.
 	apiv1.Bootstrap_Join_FullMethodName: true,

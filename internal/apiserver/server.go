@@ -25,6 +25,7 @@ type Stores struct {
 	VMIs       store.Store[*apiv1.VirtualMachineInstance]
 	Nodes      store.Store[*apiv1.Node]
 	Migrations store.Store[*apiv1.VirtualMachineInstanceMigration]
+	Images     store.Store[*apiv1.Image]
 	// Credentials of nodes; nil serves no node certificates (tests).
 	BootstrapTokens store.Store[*apiv1.BootstrapToken]
 	NodeCredentials store.Store[*apiv1.NodeCredential]
@@ -38,6 +39,7 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 		VMIs:       store.New(c, store.VirtualMachineInstances, opts),
 		Nodes:      store.New(c, store.Nodes, opts),
 		Migrations: store.New(c, store.Migrations, opts),
+		Images:     store.New(c, store.Images, opts),
 		// Credentials are the API's own writes, never a leader's: no fence.
 		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
 		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),
@@ -107,5 +109,6 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterVirtualMachineInstancesServer(r, &vmiService{s: s})
 	apiv1.RegisterNodesServer(r, &nodeService{s: s})
 	apiv1.RegisterConsolesServer(r, &consoleService{s: s})
+	apiv1.RegisterImagesServer(r, &imageService{s: s})
 	apiv1.RegisterBootstrapServer(r, &bootstrapService{s: s})
 }

@@ -85,6 +85,7 @@ type Client struct {
 	Nodes     apiv1.NodesClient
 	Consoles  apiv1.ConsolesClient
 	Bootstrap apiv1.BootstrapClient
+	Images    apiv1.ImagesClient
 	Conn      *grpc.ClientConn
 }
 
@@ -156,6 +157,7 @@ func New(conn *grpc.ClientConn) *Client {
 		Nodes:     apiv1.NewNodesClient(conn),
 		Consoles:  apiv1.NewConsolesClient(conn),
 		Bootstrap: apiv1.NewBootstrapClient(conn),
+		Images:    apiv1.NewImagesClient(conn),
 		Conn:      conn,
 	}
 }

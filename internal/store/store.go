@@ -91,6 +91,10 @@ var (
 		Kind: "VirtualMachineInstanceMigration", Plural: "virtualmachineinstancemigrations", Namespaced: true,
 		New: func() *apiv1.VirtualMachineInstanceMigration { return &apiv1.VirtualMachineInstanceMigration{} },
 	}
+	Images = Resource[*apiv1.Image]{
+		Kind: "Image", Plural: "images", Namespaced: false,
+		New: func() *apiv1.Image { return &apiv1.Image{} },
+	}
 	BootstrapTokens = Resource[*apiv1.BootstrapToken]{
 		Kind: "BootstrapToken", Plural: "bootstraptokens", Namespaced: false,
 		New: func() *apiv1.BootstrapToken { return &apiv1.BootstrapToken{} },
