@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	nodectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/node"
 	vmctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vm"
 	vmictl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vmi"
@@ -35,11 +36,13 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	vmInf := informer.New(st.VMs, store.ListOptions{}, log.With("informer", "vm"))
 	vmiInf := informer.New(st.VMIs, store.ListOptions{}, log.With("informer", "vmi"))
 	nodeInf := informer.New(st.Nodes, store.ListOptions{}, log.With("informer", "node"))
+	imageInf := informer.New(st.Images, store.ListOptions{}, log.With("informer", "image"))
 
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
-	vmic := vmictl.New(vmictl.Options{MemoryOverhead: co.MemoryOverhead, CPUAllocationRatio: co.CPUAllocationRatio},
+	vmic := vmictl.New(vmictl.Options{MemoryOverhead: co.MemoryOverhead, CPUAllocationRatio: co.CPUAllocationRatio, Images: imageInf},
 		vmiInf, nodeInf, st.VMIs, log)
+	imageInf.AddHandler(informer.Handler[*apiv1.Image]{OnAdd: func(*apiv1.Image) { vmic.ImagesChanged() }})
 	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin},
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
 
@@ -51,6 +54,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { vmInf.Run(ctx) })
 	run(func() { vmiInf.Run(ctx) })
 	run(func() { nodeInf.Run(ctx) })
+	run(func() { imageInf.Run(ctx) })
 	// Worker counts follow KubeVirt's (VM 3, VMI 10, node 3).
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })

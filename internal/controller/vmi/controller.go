@@ -36,6 +36,14 @@ type Options struct {
 	// again even without node events. Default 30s.
 	UnschedulableRetry time.Duration
 	Clock              func() time.Time
+	// Images, when set, says which images nodes can pull (an Image object
+	// names them): a node without such an image still fits.
+	Images ImageLister
+}
+
+// ImageLister reads Image objects from a cache.
+type ImageLister interface {
+	Get(namespace, name string) (*apiv1.Image, bool)
 }
 
 // DefaultMemoryOverhead is the default Options.MemoryOverhead.
@@ -116,6 +124,15 @@ func New(opts Options, vmis *informer.Informer[*apiv1.VirtualMachineInstance], n
 	return c
 }
 
+// pullable says whether nodes can pull image name.
+func (c *Controller) pullable(name string) bool {
+	if c.opts.Images == nil {
+		return false
+	}
+	_, ok := c.opts.Images.Get("", name)
+	return ok
+}
+
 // Run waits for the caches and processes VMIs until ctx ends. Placement
 // decisions are serialised internally, so several workers are safe.
 func (c *Controller) Run(ctx context.Context, workers int) {
@@ -181,6 +198,10 @@ func (c *Controller) nodeDeleted(n *apiv1.Node) {
 // enqueueUnplaced retries every VMI still waiting for a node, as
 // kube-scheduler moves unschedulable pods back to its active queue on
 // cluster events.
+// ImagesChanged re-tries placement of the VMIs not placed yet: an Image
+// created since may make a node fit.
+func (c *Controller) ImagesChanged() { c.enqueueUnplaced() }
+
 func (c *Controller) enqueueUnplaced() {
 	for _, v := range c.vmis.List() {
 		if needsPlacement(v) {

@@ -126,20 +126,27 @@ type decision struct {
 }
 
 // choose picks the node for a VMI with request req, node selector sel and
-// the images it needs (requiredImages). Among the nodes that fit it takes
-// the one with the largest fraction of memory still free after the
-// placement (spreading load, as kube-scheduler's LeastAllocated scoring
-// does), ties broken by name so that decisions are reproducible.
-func choose(req resources, sel map[string]string, images []string, nodes []candidate) decision {
+// the images it needs (requiredImages). A node that lacks an image it
+// could pull (pullable: an Image object names it) still fits; one that
+// lacks any other image does not. Among the nodes that fit it prefers
+// those holding more of the images already (no download before the
+// start), then the one with the largest fraction of memory still free
+// after the placement (spreading load, as kube-scheduler's
+// LeastAllocated scoring does), ties broken by name so that decisions
+// are reproducible.
+func choose(req resources, sel map[string]string, images []string, pullable func(string) bool, nodes []candidate) decision {
 	reasons := map[string]int{}
 	missing := map[string]bool{}
-	best, bestScore := "", math.Inf(-1)
+	best, bestHave, bestScore := "", -1, math.Inf(-1)
 	for _, c := range nodes {
 		rs := unfit(c, req, sel)
+		have := len(images)
 		if len(rs) == 0 {
-			if m := missingImages(c.node, images); len(m) > 0 {
-				rs = []string{reasonImages}
-				for _, name := range m {
+			m := missingImages(c.node, images)
+			have -= len(m)
+			for _, name := range m {
+				if pullable == nil || !pullable(name) {
+					rs = []string{reasonImages}
 					missing[name] = true
 				}
 			}
@@ -156,8 +163,8 @@ func choose(req resources, sel map[string]string, images []string, nodes []candi
 			score = float64(alloc-c.used.memory-req.memory) / float64(alloc)
 		}
 		name := c.node.GetMetadata().GetName()
-		if score > bestScore || (score == bestScore && name < best) {
-			best, bestScore = name, score
+		if have > bestHave || (have == bestHave && (score > bestScore || (score == bestScore && name < best))) {
+			best, bestHave, bestScore = name, have, score
 		}
 	}
 	if best != "" {

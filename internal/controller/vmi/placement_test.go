@@ -139,7 +139,7 @@ func TestChoose(t *testing.T) {
 		{name: "no nodes", message: "0/0 nodes are available: no nodes are registered."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := choose(req, tc.sel, nil, tc.nodes)
+			got := choose(req, tc.sel, nil, nil, tc.nodes)
 			if got.node != tc.want || got.message != tc.message {
 				t.Fatalf("choose = %+v; want node %q message %q", got, tc.want, tc.message)
 			}
@@ -150,7 +150,7 @@ func TestChoose(t *testing.T) {
 func TestChooseExactFit(t *testing.T) {
 	// A node whose free memory equals the request takes it.
 	n := node("n", "100m", "1184Mi", nil)
-	if got := choose(resources{milliCPU: 100, memory: 1184 * mi}, nil, nil, []candidate{{node: n}}); got.node != "n" {
+	if got := choose(resources{milliCPU: 100, memory: 1184 * mi}, nil, nil, nil, []candidate{{node: n}}); got.node != "n" {
 		t.Fatalf("exact fit refused: %+v", got)
 	}
 }
@@ -178,12 +178,34 @@ func TestChooseImages(t *testing.T) {
 	}
 	needs := []string{"debian.qcow2", "vmlinuz"}
 	for _, tc := range []struct {
-		name    string
-		images  []string
-		nodes   []candidate
-		want    string
-		message string
+		name     string
+		images   []string
+		pullable []string
+		nodes    []candidate
+		want     string
+		message  string
 	}{
+		{
+			name:     "an image nodes can pull does not filter; a node holding it is preferred over free memory",
+			images:   needs,
+			pullable: []string{"debian.qcow2"},
+			nodes:    []candidate{{node: withImages("a", "vmlinuz"), used: resources{memory: 2 * 1024 * mi}}, {node: withImages("b", "vmlinuz", "debian.qcow2"), used: resources{memory: 4 * 1024 * mi}}},
+			want:     "b",
+		},
+		{
+			name:     "without a holder the pull goes to the emptiest node",
+			images:   needs,
+			pullable: []string{"debian.qcow2"},
+			nodes:    []candidate{{node: withImages("a", "vmlinuz"), used: resources{memory: 2 * 1024 * mi}}, {node: withImages("b", "vmlinuz")}},
+			want:     "b",
+		},
+		{
+			name:     "an image that cannot be pulled still filters",
+			images:   needs,
+			pullable: []string{"debian.qcow2"},
+			nodes:    []candidate{{node: withImages("a", "other.raw")}},
+			message:  `0/1 nodes are available: 1 node(s) didn't have the image(s). Missing image(s): "vmlinuz".`,
+		},
 		{
 			name:   "only the node with every image fits",
 			images: needs,
@@ -206,7 +228,7 @@ func TestChooseImages(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := choose(req, nil, tc.images, tc.nodes)
+			got := choose(req, nil, tc.images, func(n string) bool { return slices.Contains(tc.pullable, n) }, tc.nodes)
 			if got.node != tc.want || got.message != tc.message {
 				t.Fatalf("choose = %+v; want node %q message %q", got, tc.want, tc.message)
 			}

@@ -80,7 +80,7 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	// cannot both see the same free capacity; the write itself happens
 	// outside it, as kube-scheduler binds asynchronously after assuming.
 	c.placeMu.Lock()
-	d := choose(req, v.GetSpec().GetNodeSelector(), requiredImages(v.GetSpec()), c.candidates(now))
+	d := choose(req, v.GetSpec().GetNodeSelector(), requiredImages(v.GetSpec()), c.pullable, c.candidates(now))
 	if d.node != "" {
 		c.assumed.assume(key, reservation{uid: uid, node: d.node, req: req, at: now})
 	}
