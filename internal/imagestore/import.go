@@ -98,19 +98,30 @@ func (s *Store) Import(ctx context.Context, name, srcPath string, opts ImportOpt
 	if err != nil {
 		return Image{}, err
 	}
-	if opts.Replace {
-		err = os.Rename(tmp.Name(), path)
-	} else if err = renameNoReplace(tmp.Name(), path); errors.Is(err, fs.ErrExist) {
+	img, err = publish(tmp.Name(), name, path, opts.Replace, format, vsize, sum)
+	if err != nil {
+		return Image{}, err
+	}
+	committed = true
+	return img, nil
+}
+
+// publish renames the verified file tmp to path, the file of image name,
+// and records what was verified in its sidecar. It fails without touching
+// path when path exists and replace is false.
+func publish(tmp, name, path string, replace bool, format string, vsize int64, sum string) (Image, error) {
+	var err error
+	if replace {
+		err = os.Rename(tmp, path)
+	} else if err = renameNoReplace(tmp, path); errors.Is(err, fs.ErrExist) {
 		err = existsError()
 	}
 	if err != nil {
 		return Image{}, err
 	}
-	committed = true
-	if err := fsutil.SyncDir(dir); err != nil {
+	if err := fsutil.SyncDir(filepath.Dir(path)); err != nil {
 		return Image{}, err
 	}
-
 	fi, err := os.Stat(path)
 	if err != nil {
 		return Image{}, err
@@ -160,23 +171,30 @@ func (s *Store) copyAndVerify(ctx context.Context, tmp, src *os.File, srcInfo fs
 	if copySum != sum {
 		return "", 0, "", fmt.Errorf("%w: copy has sha256 %s, source read as %s", ErrChecksumMismatch, copySum, sum)
 	}
+	format, vsize, err = s.verifyContent(ctx, tmp.Name(), srcPath, n, wantFormat)
+	return format, vsize, sum, err
+}
 
-	info, err := s.info(ctx, tmp.Name(), srcPath)
+// verifyContent runs qemu-img's checks on the file at path (shown in
+// messages as shown), of n bytes: it must open as qcow2 or raw (wantFormat
+// when set), need no other file, and a qcow2 must pass qemu-img check.
+func (s *Store) verifyContent(ctx context.Context, path, shown string, n int64, wantFormat string) (format string, vsize int64, err error) {
+	info, err := s.info(ctx, path, shown)
 	if err != nil {
-		return "", 0, "", err
+		return "", 0, err
 	}
 	if err := checkInfo(info); err != nil {
-		return "", 0, "", err
+		return "", 0, err
 	}
 	if wantFormat != "" && info.Format != wantFormat {
-		return "", 0, "", fmt.Errorf("%w: content is %s, expected %s (a damaged qcow2 header reads as raw)", ErrInvalidImage, info.Format, wantFormat)
+		return "", 0, fmt.Errorf("%w: content is %s, expected %s (a damaged qcow2 header reads as raw)", ErrInvalidImage, info.Format, wantFormat)
 	}
 	if info.Format == FormatQCOW2 {
-		if err := s.check(ctx, tmp.Name(), srcPath, n, info); err != nil {
-			return "", 0, "", err
+		if err := s.check(ctx, path, shown, n, info); err != nil {
+			return "", 0, err
 		}
 	}
-	return info.Format, info.VirtualSize, sum, nil
+	return info.Format, info.VirtualSize, nil
 }
 
 func existsError() error {

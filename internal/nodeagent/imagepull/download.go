@@ -1,0 +1,230 @@
+package imagepull
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+)
+
+// resumeInfo is kept next to a download in progress (<download>.json): a
+// later attempt resumes the file only for the same image and source, and
+// only while the server still has the same content (If-Range).
+type resumeInfo struct {
+	ImageUID     string `json:"imageUID"`
+	URL          string `json:"url"`
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"lastModified,omitempty"`
+}
+
+func resumeInfoPath(download string) string { return download + ".json" }
+
+func readResumeInfo(download string) (resumeInfo, bool) {
+	b, err := os.ReadFile(resumeInfoPath(download))
+	if err != nil {
+		return resumeInfo{}, false
+	}
+	var ri resumeInfo
+	if json.Unmarshal(b, &ri) != nil {
+		return resumeInfo{}, false
+	}
+	return ri, true
+}
+
+// counter tells a pull's progress as bytes arrive.
+type counter interface {
+	// start is called once the size is known: done bytes are there
+	// already (a resumed download), total is 0 when unknown.
+	start(done, total int64)
+	add(n int64)
+}
+
+// maxErrorBody bounds what is read of an error response for the message.
+const maxErrorBody = 512
+
+// fetch downloads src into the file download, resuming what an earlier
+// attempt for the same image (uid) left there when the server supports
+// ranges and still has the same content.
+func (p *Puller) fetch(ctx context.Context, uid, src, download string, c counter) error {
+	u, err := url.Parse(src)
+	if err != nil {
+		return err
+	}
+	if u.Scheme == "file" {
+		os.Remove(resumeInfoPath(download))
+		return copyFile(ctx, u.Path, download, c)
+	}
+	return p.fetchHTTP(ctx, uid, src, download, c)
+}
+
+func (p *Puller) fetchHTTP(ctx context.Context, uid, src, download string, c counter) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("User-Agent", "virtplane-agent")
+	var have int64
+	if ri, ok := readResumeInfo(download); ok && ri.ImageUID == uid && ri.URL == src && (ri.ETag != "" || ri.LastModified != "") {
+		if fi, err := os.Stat(download); err == nil && fi.Size() > 0 {
+			have = fi.Size()
+			req.Header.Set("Range", "bytes="+strconv.FormatInt(have, 10)+"-")
+			// Only the same content may be continued; otherwise the
+			// server sends all of it (200).
+			if ri.ETag != "" && !strings.HasPrefix(ri.ETag, "W/") {
+				req.Header.Set("If-Range", ri.ETag)
+			} else {
+				req.Header.Set("If-Range", ri.LastModified)
+			}
+		}
+	}
+	resp, err := p.opts.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+
+	flags := os.O_WRONLY | os.O_CREATE
+	switch resp.StatusCode {
+	case http.StatusPartialContent:
+		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
+			return fmt.Errorf("%s: server resumed at %q, not at byte %d", redact(src), resp.Header.Get("Content-Range"), have)
+		}
+		flags |= os.O_APPEND
+	case http.StatusOK:
+		have = 0
+		flags |= os.O_TRUNC
+	default:
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		msg := strings.TrimSpace(string(body))
+		if msg != "" {
+			msg = ": " + firstLine(msg)
+		}
+		return fmt.Errorf("%s: %s%s", redact(src), resp.Status, msg)
+	}
+	total := int64(0)
+	if resp.ContentLength >= 0 {
+		total = have + resp.ContentLength
+	}
+	if err := p.checkSpace(download, total-have); err != nil {
+		return err
+	}
+	// Written before the data: an agent killed from here on leaves a
+	// download the next attempt can continue.
+	ri := resumeInfo{ImageUID: uid, URL: src, ETag: resp.Header.Get("ETag"), LastModified: resp.Header.Get("Last-Modified")}
+	b, _ := json.Marshal(ri)
+	if err := fsutil.WriteFileAtomic(resumeInfoPath(download), b, 0o600); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(download, flags, 0o600)
+	if err != nil {
+		return err
+	}
+	c.start(have, total)
+	n, err := io.Copy(f, countingReader{r: contextReader{ctx: ctx, r: resp.Body}, c: c})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: after %d bytes: %w", redact(src), have+n, err)
+	}
+	if total > 0 && have+n != total {
+		return fmt.Errorf("%s: got %d bytes of %d", redact(src), have+n, total)
+	}
+	return nil
+}
+
+// copyFile copies a file:// source. No resume: a local copy is quick to
+// repeat.
+func copyFile(ctx context.Context, src, download string, c counter) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", src)
+	}
+	out, err := os.OpenFile(download, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	c.start(0, fi.Size())
+	_, err = io.Copy(out, countingReader{r: contextReader{ctx: ctx, r: in}, c: c})
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// rangeStart parses the first byte of a "bytes a-b/n" Content-Range.
+func rangeStart(cr string) (int64, bool) {
+	rest, ok := strings.CutPrefix(cr, "bytes ")
+	if !ok {
+		return 0, false
+	}
+	first, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(first, 10, 64)
+	return n, err == nil
+}
+
+type countingReader struct {
+	r io.Reader
+	c counter
+}
+
+func (cr countingReader) Read(p []byte) (int, error) {
+	n, err := cr.r.Read(p)
+	if n > 0 {
+		cr.c.add(int64(n))
+	}
+	return n, err
+}
+
+// contextReader stops a copy when ctx ends, between reads.
+type contextReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c contextReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+func redact(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<URL>"
+	}
+	return u.Redacted()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// errNoSpace is returned when the image cannot fit.
+var errNoSpace = errors.New("not enough free space")

@@ -1,0 +1,321 @@
+// Package imagepull downloads Images (API objects) into the node's image
+// directory: KubeVirt CDI's HTTP import, done by the node agent itself.
+//
+// A pull downloads next to the image (imagestore.DownloadPath), resuming
+// what an earlier attempt left when the server supports ranges, then has
+// the image store verify it (checksum, qemu-img) and rename it into place,
+// so an image is complete and verified or absent. Concurrent Ensure calls
+// for one image share one download. Each pull reports its progress
+// (bytes, rate, ETA) in the Image's status entry for this node, and a
+// record per image (<RecordDir>/<name>.json) remembers which Image (uid)
+// the file came from, so a re-created Image of the same name is pulled
+// again and a deleted one's file can be removed.
+package imagepull
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"k8s.io/utils/clock"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
+)
+
+// API is the image service as the puller uses it.
+type API interface {
+	UpdateNodeStatus(ctx context.Context, in *apiv1.UpdateImageNodeStatusRequest, opts ...grpc.CallOption) (*apiv1.Image, error)
+}
+
+// Options configure a Puller.
+type Options struct {
+	NodeName string
+	// Store is the node's image directory; required.
+	Store *imagestore.Store
+	// RecordDir keeps one record per pulled image; required.
+	RecordDir string
+	// API takes status reports; required.
+	API API
+	// HTTPClient downloads; nil uses one with connection and header
+	// timeouts, proxies from the environment.
+	HTTPClient *http.Client
+	// ReportInterval is how often progress is reported while pulling;
+	// default 2 s.
+	ReportInterval time.Duration
+	Clock          clock.WithTicker
+	Logger         *slog.Logger
+}
+
+// Progress is how far a pull is.
+type Progress struct {
+	Done, Total int64 // bytes; Total 0 when unknown
+	Rate        int64 // bytes per second
+	ETA         time.Duration
+}
+
+func (p Progress) String() string {
+	s := humanBytes(p.Done)
+	if p.Total > 0 {
+		s = fmt.Sprintf("%d%% of %s", p.Done*100/p.Total, humanBytes(p.Total))
+	}
+	if p.Rate > 0 {
+		s += fmt.Sprintf(", %s/s", humanBytes(p.Rate))
+	}
+	if p.ETA > 0 {
+		s += fmt.Sprintf(", %s left", p.ETA.Round(time.Second))
+	}
+	return s
+}
+
+// Puller pulls images for one node.
+type Puller struct {
+	opts   Options
+	log    *slog.Logger
+	ctx    context.Context // pulls run on it, not on their callers'
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	pulls    map[string]*pull // in flight, by image name
+	attempts map[string]int32 // failed attempts since the last success
+	wg       sync.WaitGroup
+}
+
+// New returns a Puller; Close stops its pulls.
+func New(opts Options) (*Puller, error) {
+	if opts.Store == nil || opts.API == nil || opts.RecordDir == "" || opts.NodeName == "" {
+		return nil, errors.New("imagepull: Store, API, RecordDir and NodeName are required")
+	}
+	if opts.HTTPClient == nil {
+		opts.HTTPClient = defaultHTTPClient()
+	}
+	if opts.ReportInterval <= 0 {
+		opts.ReportInterval = 2 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if _, err := fsutil.MkdirAll(opts.RecordDir, 0o700); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Puller{opts: opts, log: opts.Logger.With("component", "imagepull"), ctx: ctx, cancel: cancel,
+		pulls: map[string]*pull{}, attempts: map[string]int32{}}, nil
+}
+
+func defaultHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = time.Minute
+	return &http.Client{Transport: t}
+}
+
+// Close cancels the pulls under way (their downloads stay for a resume)
+// and waits for them.
+func (p *Puller) Close() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+// record is what a pulled image's record holds.
+type record struct {
+	ImageUID string `json:"imageUID"`
+	URL      string `json:"url"`
+	SHA256   string `json:"sha256"`
+}
+
+func (p *Puller) recordPath(name string) (string, error) {
+	if err := imagestore.ValidateName(name); err != nil || strings.Contains(name, "/") {
+		return "", fmt.Errorf("image name %q: not an Image name", name)
+	}
+	return filepath.Join(p.opts.RecordDir, name+".json"), nil
+}
+
+func (p *Puller) readRecord(name string) (record, bool) {
+	path, err := p.recordPath(name)
+	if err != nil {
+		return record{}, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return record{}, false
+	}
+	var r record
+	if json.Unmarshal(b, &r) != nil {
+		return record{}, false
+	}
+	return r, true
+}
+
+// Have says whether img is on the node: pulled for this Image (its uid)
+// and still there.
+func (p *Puller) Have(img *apiv1.Image) bool {
+	name := img.GetMetadata().GetName()
+	r, ok := p.readRecord(name)
+	if !ok || r.ImageUID != img.GetMetadata().GetUid() {
+		return false
+	}
+	path, err := p.opts.Store.Path(name)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(path)
+	return err == nil
+}
+
+// Records returns the uid of the Image each pulled image came from, by
+// name.
+func (p *Puller) Records() (map[string]string, error) {
+	ents, err := os.ReadDir(p.opts.RecordDir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || e.IsDir() {
+			continue
+		}
+		if r, ok := p.readRecord(name); ok {
+			out[name] = r.ImageUID
+		}
+	}
+	return out, nil
+}
+
+// Remove deletes the image pulled for Image uid, and its record; an image
+// of that name from another Image, or imported by hand, is kept.
+func (p *Puller) Remove(ctx context.Context, name, uid string) error {
+	r, ok := p.readRecord(name)
+	if !ok || r.ImageUID != uid {
+		return nil
+	}
+	p.mu.Lock()
+	_, pulling := p.pulls[name]
+	p.mu.Unlock()
+	if pulling {
+		return nil // a new Image of that name is being pulled
+	}
+	if err := p.opts.Store.Remove(ctx, name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	path, _ := p.recordPath(name)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	p.log.Info("removed the image of a deleted Image", "image", name, "uid", uid)
+	return nil
+}
+
+// Ensure returns once img is on the node, pulling it unless it is there
+// already; a pull under way for it is joined, not repeated. watch, when
+// set, sees the progress every report interval while Ensure waits. When
+// ctx ends Ensure returns but the pull goes on: others may want it.
+func (p *Puller) Ensure(ctx context.Context, img *apiv1.Image, watch func(Progress)) error {
+	if p.Have(img) {
+		return nil
+	}
+	pl := p.start(img)
+	t := p.opts.Clock.NewTicker(p.opts.ReportInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-pl.done:
+			return pl.err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C():
+			if watch != nil {
+				watch(pl.progress())
+			}
+		}
+	}
+}
+
+// start returns the pull of img under way, or starts one.
+func (p *Puller) start(img *apiv1.Image) *pull {
+	name := img.GetMetadata().GetName()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pl, ok := p.pulls[name]; ok && pl.uid == img.GetMetadata().GetUid() {
+		return pl
+	}
+	pl := &pull{p: p, img: img, uid: img.GetMetadata().GetUid(), done: make(chan struct{}), began: p.opts.Clock.Now()}
+	p.pulls[name] = pl
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		pl.err = pl.run(p.ctx)
+		p.mu.Lock()
+		if p.pulls[name] == pl {
+			delete(p.pulls, name)
+		}
+		if pl.err == nil {
+			delete(p.attempts, name)
+		}
+		p.mu.Unlock()
+		close(pl.done)
+	}()
+	return pl
+}
+
+func (p *Puller) nextAttempt(name string) int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.attempts[name]++
+	return p.attempts[name]
+}
+
+// checkSpace fails when need bytes do not fit beside download.
+func (p *Puller) checkSpace(download string, need int64) error {
+	if need <= 0 {
+		return nil
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(download), &st); err != nil {
+		return nil // cannot tell; the write will say
+	}
+	if free := int64(st.Bavail) * st.Bsize; need > free {
+		return fmt.Errorf("%w: the image needs %s, %s has %s free", errNoSpace, humanBytes(need), p.opts.Store.Dir(), humanBytes(free))
+	}
+	return nil
+}
+
+// report writes this node's entry in the Image's status; best effort.
+func (p *Puller) report(ctx context.Context, name string, st *apiv1.ImageNodeStatus) {
+	st.Node = p.opts.NodeName
+	if len(st.Message) > 1024 {
+		st.Message = st.Message[:1024] + "…"
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := p.opts.API.UpdateNodeStatus(cctx, &apiv1.UpdateImageNodeStatusRequest{Name: name, Status: st}); err != nil {
+		p.log.Warn("reporting the pull failed", "image", name, "phase", st.Phase, "err", err)
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
