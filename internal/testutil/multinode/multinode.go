@@ -1,0 +1,269 @@
+package multinode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Options change Start's defaults.
+type Options struct {
+	// NamePrefix starts every node's Name (default "vpmn"): names are
+	// <prefix>-<run id>-<index>.
+	NamePrefix string
+	// StartTimeout bounds the daemons of all nodes coming up (default 2
+	// minutes: a few seconds with the capabilities cache, ~20 s per node
+	// without it, more on a loaded two-core host).
+	StartTimeout time.Duration
+}
+
+func (o *Options) complete() {
+	if o.NamePrefix == "" {
+		o.NamePrefix = "vpmn"
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 2 * time.Minute
+	}
+}
+
+// Node is one private libvirt host.
+type Node struct {
+	// Index is the node's position in what Start returned, from 0.
+	Index int
+	// Name is unique to this run: the node's hostname in its UTS
+	// namespace, and a fine virtplane node name.
+	Name string
+	// URI reaches the node's libvirtd over its unix socket, from the
+	// host's namespaces (node agents, virsh, the test).
+	URI string
+	// TCPURI reaches the node's libvirtd from the other nodes' network
+	// namespaces only (qemu+tcp://Addr:TCPPort/system, no auth): the
+	// destination of a peer-to-peer migration.
+	TCPURI string
+	// Addr is the node's link-local IPv4 address in its network
+	// namespace; migration_host and migration_address are this.
+	Addr    string
+	TCPPort int
+	// MigrationPortMin and MigrationPortMax are the node's incoming
+	// migration port range (qemu.conf).
+	MigrationPortMin, MigrationPortMax int
+	// HostUUID is the node's libvirtd host_uuid.
+	HostUUID string
+	// NetNS is the node's network namespace, under /run/netns.
+	NetNS string
+	// Root is the node's private directory (0755): etc, run, lib, log
+	// and cache are bind-mounted over libvirt's directories in the
+	// node's mount namespace; the daemons' output and pid files are
+	// here too. Tests may put the node agent's dirs under it.
+	Root string
+
+	holder, virtlogd, libvirtd *proc
+}
+
+// Socket is the node's libvirtd socket (in the host's view).
+func (n *Node) Socket() string { return filepath.Join(n.Root, "run", "libvirt-sock") }
+
+// QEMUPidDir is where the node's libvirtd writes <domain>.pid for running
+// QEMUs (the node's /run/libvirt/qemu, seen from the host).
+func (n *Node) QEMUPidDir() string { return filepath.Join(n.Root, "run", "qemu") }
+
+// LibvirtdLog is the node's libvirtd log file (levels warning and up).
+func (n *Node) LibvirtdLog() string { return filepath.Join(n.Root, "log", "libvirtd.log") }
+
+// LibvirtdPid and VirtlogdPid are the daemons' processes.
+func (n *Node) LibvirtdPid() int { return n.libvirtd.pid() }
+
+// VirtlogdPid is the node's virtlogd process.
+func (n *Node) VirtlogdPid() int { return n.virtlogd.pid() }
+
+const (
+	runDirPrefix = "vpmn-" // /tmp/vpmn-<id>
+	nsPrefix     = "vpmn-" // /run/netns/vpmn-<id>-<i>, vpmn-<id>-hub
+	baseTCPPort  = 16509
+	baseMigPort  = 49152
+	migPorts     = 64
+	// MaxNodes bounds n: addresses are .1 to .250 of one /24.
+	MaxNodes = 250
+)
+
+// run is one Start: its nodes and the namespaces and dirs they share.
+type run struct {
+	id     string
+	dir    string
+	subnet int // 169.254.<subnet>.0/24
+	hub    string
+	nodes  []*Node
+}
+
+// Start creates n private libvirt hosts and returns them once every
+// node's libvirtd answers on its URI. t.Cleanup removes all of it.
+func Start(t testing.TB, n int, opts Options) []*Node {
+	t.Helper()
+	if reason := Unavailable(); reason != "" {
+		t.Skip(reason)
+	}
+	if n < 1 || n > MaxNodes {
+		t.Fatalf("multinode.Start: n = %d: want 1 to %d nodes", n, MaxNodes)
+	}
+	opts.complete()
+	sweepStale(t)
+	r, err := newRun(n, opts)
+	if err != nil {
+		t.Fatalf("multinode: %v", err)
+	}
+	// Registered before anything exists, so a failing start is undone.
+	t.Cleanup(func() { r.cleanup(t) })
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
+	defer cancel()
+	if err := r.start(ctx); err != nil {
+		t.Fatalf("multinode: starting %d nodes (run %s): %v", n, r.id, err)
+	}
+	t.Logf("multinode: %d nodes up in %s (run %s, 169.254.%d.0/24)", n, time.Since(began).Round(time.Millisecond), r.id, r.subnet)
+	return r.nodes
+}
+
+// Unavailable says why Start would skip on this host, "" when it would
+// not: it needs root and libvirt's daemons and tools.
+func Unavailable() string {
+	if os.Geteuid() != 0 {
+		return fmt.Sprintf("multinode: needs root to create namespaces and run libvirtd (euid %d)", os.Geteuid())
+	}
+	for _, bin := range []string{"libvirtd", "virtlogd", "unshare", "nsenter", "ip", "mount", "umount", "hostname", "virsh", "sleep", "cp"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			return "multinode: " + bin + " not found (libvirt-daemon-system, libvirt-clients, util-linux, iproute2, hostname): " + err.Error()
+		}
+	}
+	if _, err := user.Lookup(qemuUser); err != nil {
+		return "multinode: QEMU's user " + qemuUser + " not found (libvirt-daemon-system makes it): " + err.Error()
+	}
+	return ""
+}
+
+// qemuUser is who libvirt's QEMU driver runs guests as on Debian; the
+// nodes' qemu.conf leaves it at that default.
+const qemuUser = "libvirt-qemu"
+
+func newRun(n int, opts Options) (*run, error) {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	id := hex.EncodeToString(b[:3])
+	r := &run{
+		id:     id,
+		dir:    filepath.Join(os.TempDir(), runDirPrefix+id),
+		subnet: 1 + int(b[3])%254,
+		hub:    nsPrefix + id + "-hub",
+	}
+	for i := range n {
+		addr := fmt.Sprintf("169.254.%d.%d", r.subnet, i+1)
+		port := baseTCPPort + i
+		uuid, err := newUUID()
+		if err != nil {
+			return nil, err
+		}
+		root := filepath.Join(r.dir, strconv.Itoa(i))
+		r.nodes = append(r.nodes, &Node{
+			Index:            i,
+			Name:             fmt.Sprintf("%s-%s-%d", opts.NamePrefix, id, i),
+			URI:              "qemu+unix:///system?socket=" + filepath.Join(root, "run", "libvirt-sock"),
+			TCPURI:           fmt.Sprintf("qemu+tcp://%s:%d/system", addr, port),
+			Addr:             addr,
+			TCPPort:          port,
+			MigrationPortMin: baseMigPort + i*migPorts,
+			MigrationPortMax: baseMigPort + (i+1)*migPorts - 1,
+			HostUUID:         uuid,
+			NetNS:            fmt.Sprintf("%s%s-%d", nsPrefix, id, i),
+			Root:             root,
+		})
+	}
+	return r, nil
+}
+
+func newUUID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+// start makes the run's dir, its network and every node.
+func (r *run) start(ctx context.Context) error {
+	if err := os.Mkdir(r.dir, 0o755); err != nil {
+		return err
+	}
+	// Mkdir applies the umask.
+	if err := os.Chmod(r.dir, 0o755); err != nil {
+		return err
+	}
+	// Before any namespace exists: a sweeper that finds namespaces of
+	// this run also finds who owns them.
+	if err := writeOwner(r.dir); err != nil {
+		return err
+	}
+	if err := r.makeNetwork(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.nodes))
+	for i, n := range r.nodes {
+		wg.Go(func() {
+			if err := n.start(ctx); err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", n.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// cleanup undoes start, whatever state it got to, and fails the test if
+// anything is left behind.
+func (r *run) cleanup(t testing.TB) {
+	began := time.Now()
+	if t.Failed() {
+		for _, n := range r.nodes {
+			n.dumpLogs(t)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.nodes))
+	for i, n := range r.nodes {
+		wg.Go(func() { errs[i] = n.stop() })
+	}
+	wg.Wait()
+	if err := errors.Join(append(errs, r.removeNetwork(), removeRunDir(r.dir))...); err != nil {
+		t.Errorf("multinode: cleaning up run %s: %v", r.id, err)
+	}
+	for _, n := range r.nodes {
+		for _, p := range []*proc{n.holder, n.virtlogd, n.libvirtd} {
+			if p != nil && p.alive() {
+				t.Errorf("multinode: %s of node %s (pid %d) still runs after cleanup", p.name, n.Name, p.pid())
+			}
+		}
+	}
+	t.Logf("multinode: run %s cleaned up in %s", r.id, time.Since(began).Round(time.Millisecond))
+}
+
+// removeRunDir removes a run's dir; already gone is fine.
+func removeRunDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("removing %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package multinode
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ownerFile names the process that made a run (pid and start time, so a
+// reused pid is not taken for it).
+const ownerFile = "owner"
+
+func writeOwner(dir string) error {
+	st, err := startTime(os.Getpid())
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, ownerFile), fmt.Appendf(nil, "%d %s\n", os.Getpid(), st), 0o644)
+}
+
+// startTime is field 22 of /proc/<pid>/stat: when the process started,
+// in clock ticks since boot.
+func startTime(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	return f[19], nil
+}
+
+// ownerAlive reports whether the process that made the run in dir still
+// runs. A dir without an owner yet is a run being made, unless it is old.
+func ownerAlive(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+	if err != nil {
+		fi, serr := os.Stat(dir)
+		return serr == nil && time.Since(fi.ModTime()) < time.Minute
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return false
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil {
+		return false
+	}
+	st, err := startTime(pid)
+	return err == nil && st == f[1]
+}
+
+// sweepStale removes the runs whose test process died without cleaning
+// up (go test's -timeout kills it): their processes, namespaces and dirs.
+// Runs of live processes, other test packages' among them, are left
+// alone.
+func sweepStale(t testing.TB) {
+	t.Helper()
+	live := map[string]bool{}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*"))
+	var errs []error
+	for _, dir := range dirs {
+		id := strings.TrimPrefix(filepath.Base(dir), runDirPrefix)
+		if ownerAlive(dir) {
+			live[id] = true
+			continue
+		}
+		errs = append(errs, sweepRun(t, id, dir))
+	}
+	// Namespaces whose run has no dir: made before the dir went, by a
+	// cleanup that died half-way.
+	nss, _ := filepath.Glob(filepath.Join(netnsDir, nsPrefix+"*"))
+	for _, ns := range nss {
+		id, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(ns), nsPrefix), "-")
+		if !live[id] {
+			if _, err := os.Stat(filepath.Join(os.TempDir(), runDirPrefix+id)); errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, sweepRun(t, id, ""))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Logf("multinode: sweeping stale runs: %v", err)
+	}
+}
+
+// sweepRun kills what runs in run id's namespaces, deletes them and
+// removes dir ("" for none).
+func sweepRun(t testing.TB, id, dir string) error {
+	nss, _ := filepath.Glob(filepath.Join(netnsDir, nsPrefix+id+"-*"))
+	var errs []error
+	for _, ns := range nss {
+		name := filepath.Base(ns)
+		errs = append(errs, killNetNS(name, 15*time.Second), deleteNetNS(name))
+	}
+	if dir != "" {
+		errs = append(errs, removeRunDir(dir))
+	}
+	t.Logf("multinode: swept stale run %s (%d namespaces, dir %q)", id, len(nss), dir)
+	return errors.Join(errs...)
+}
