@@ -239,4 +239,3 @@ func randomHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
-
