@@ -120,7 +120,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	}
 	na, err := nodeagent.New(nodeagent.Options{
 		NodeName:       o.NodeName,
-		API:            nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: c.Consoles},
+		API:            nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: c.Consoles, Images: c.Images},
 		Launchers:      mgr,
 		Tools:          n.Tools,
 		NodeDataDir:    nodeDir,

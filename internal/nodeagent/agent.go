@@ -69,6 +69,7 @@ type Agent struct {
 	console   consoleRoom
 	images    imageList
 	disks     diskRoom
+	pulls     *imagePulls // nil without Options.API.Images
 	// host is what registration reported; set by Run before the
 	// handler starts.
 	host HostFacts
@@ -123,6 +124,9 @@ func New(opts Options) (*Agent, error) {
 		Progress: diskProgress{a}, Clock: opts.Clock, Logger: a.log})
 	a.images = disks.NewInventory(disks.InventoryOptions{ImageDir: opts.ImageDir, RefreshPeriod: opts.Timing.ImageRefreshPeriod,
 		Clock: opts.Clock, Logger: a.log})
+	if err := a.newImagePulls(); err != nil {
+		return nil, fmt.Errorf("node agent: %w", err)
+	}
 	a.vmis = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
 		store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=" + opts.NodeName}, a.log.With("informer", "vmi"))
 	enqueue := func(v *apiv1.VirtualMachineInstance) { a.queue.Add(informer.Key(v)) }
@@ -201,11 +205,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); fn() }()
 	}
 	goRun(func() { a.vmis.Run(ctx) })
-	select {
-	case <-a.vmis.Synced():
-	case <-ctx.Done():
-		wg.Wait()
-		return a.stopped(ctx, nil)
+	stopPulls := a.runImagePulls(ctx)
+	defer stopPulls()
+	for _, synced := range []<-chan struct{}{a.vmis.Synced(), a.imagesSynced()} {
+		select {
+		case <-synced:
+		case <-ctx.Done():
+			wg.Wait()
+			return a.stopped(ctx, nil)
+		}
 	}
 	a.cleanupOrphans(ctx)
 	a.enqueueAll()

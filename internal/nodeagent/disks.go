@@ -30,11 +30,16 @@ type imageList interface {
 	MarkSent(l *apiv1.NodeImageList)
 	// Changed is signalled when a list becomes pending.
 	Changed() <-chan struct{}
+	// Refresh asks for a listing soon (an image was pulled or removed).
+	Refresh()
 }
 
 // syncOptions prepares the VMI's files and completes the options its
 // domain is built from with what the agent knows.
 func (a *Agent) syncOptions(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
+	if err := a.pullImages(ctx, vmi); err != nil {
+		return nil, err
+	}
 	opts, err := a.disks.Prepare(ctx, vmi, rec)
 	if err != nil {
 		return nil, err

@@ -51,6 +51,8 @@ type API struct {
 	VMs VMReader
 	// Consoles carries console sessions; nil serves none.
 	Consoles console.API
+	// Images are watched and pulled (imagepulls.go); nil pulls none.
+	Images ImageAPI
 }
 
 // NodeReporter is what registration and heartbeats need of the node

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -29,18 +30,57 @@ func NewVMIs(c apiv1.VirtualMachineInstancesClient) *VMIs { return &VMIs{c: c} }
 // the last event carries Err, as the etcd store's watch does, so the
 // informer resumes from its last revision.
 func (v *VMIs) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store.Event[*apiv1.VirtualMachineInstance], error) {
-	stream, err := v.c.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{
-		Namespace: opts.Namespace, LabelSelector: opts.LabelSelector, Name: opts.Name,
-		ResourceVersion: opts.ResourceVersion,
-	}})
+	stream, err := v.c.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: watchOptions(opts)})
 	if err != nil {
 		return nil, fromStatus(err)
 	}
-	out := make(chan store.Event[*apiv1.VirtualMachineInstance])
+	return events[*apiv1.VirtualMachineInstance](ctx, stream.Recv), nil
+}
+
+// Images watches Images over the API.
+type Images struct {
+	c ImageWatcher
+}
+
+// ImageWatcher is the watch of the image service.
+type ImageWatcher interface {
+	Watch(ctx context.Context, in *apiv1.WatchImagesRequest, opts ...grpc.CallOption) (apiv1.Images_WatchClient, error)
+}
+
+// NewImages returns the adapter over c.
+func NewImages(c ImageWatcher) *Images { return &Images{c: c} }
+
+// Watch is as VMIs.Watch.
+func (i *Images) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store.Event[*apiv1.Image], error) {
+	stream, err := i.c.Watch(ctx, &apiv1.WatchImagesRequest{Options: watchOptions(opts)})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return events[*apiv1.Image](ctx, stream.Recv), nil
+}
+
+func watchOptions(opts store.WatchOptions) *apiv1.WatchOptions {
+	return &apiv1.WatchOptions{
+		Namespace: opts.Namespace, LabelSelector: opts.LabelSelector, Name: opts.Name,
+		ResourceVersion: opts.ResourceVersion,
+	}
+}
+
+// event is a watch event of the API.
+type event[T store.Object] interface {
+	GetType() apiv1.EventType
+	GetObject() T
+	GetResourceVersion() int64
+}
+
+// events turns a watch stream's messages into store events until the
+// stream breaks (a last event carries the error) or ctx ends.
+func events[T store.Object, E event[T]](ctx context.Context, recv func() (E, error)) <-chan store.Event[T] {
+	out := make(chan store.Event[T])
 	go func() {
 		defer close(out)
 		for {
-			ev, err := stream.Recv()
+			ev, err := recv()
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -49,19 +89,19 @@ func (v *VMIs) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store
 					err = errors.New("watch stream ended by the server")
 				}
 				select {
-				case out <- store.Event[*apiv1.VirtualMachineInstance]{Err: fromStatus(err)}:
+				case out <- store.Event[T]{Err: fromStatus(err)}:
 				case <-ctx.Done():
 				}
 				return
 			}
 			select {
-			case out <- store.Event[*apiv1.VirtualMachineInstance]{Type: ev.Type, Object: ev.Object, Revision: ev.ResourceVersion}:
+			case out <- store.Event[T]{Type: ev.GetType(), Object: ev.GetObject(), Revision: ev.GetResourceVersion()}:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	return out, nil
+	return out
 }
 
 // fromStatus maps API status codes back to the store's sentinels, so

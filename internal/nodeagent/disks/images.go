@@ -58,6 +58,8 @@ type Inventory struct {
 	// changed wakes the heartbeat loop when a list is pending, so that a
 	// new image is placeable without waiting for the next regular beat.
 	changed chan struct{}
+	// refresh asks Run for a listing before the period is over.
+	refresh chan struct{}
 }
 
 // NewInventory returns an Inventory; Run keeps it fresh.
@@ -71,12 +73,22 @@ func NewInventory(opts InventoryOptions) *Inventory {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Inventory{opts: opts, log: opts.Logger, listed: make(chan struct{}), changed: make(chan struct{}, 1)}
+	return &Inventory{opts: opts, log: opts.Logger, listed: make(chan struct{}), changed: make(chan struct{}, 1),
+		refresh: make(chan struct{}, 1)}
 }
 
 // Changed is signalled when a list is pending, so that a new image is
 // placeable without waiting for the next regular heartbeat.
 func (inv *Inventory) Changed() <-chan struct{} { return inv.changed }
+
+// Refresh asks for a listing soon: an image was added or removed by the
+// agent itself, and placement should know before the next period.
+func (inv *Inventory) Refresh() {
+	select {
+	case inv.refresh <- struct{}{}:
+	default: // one is pending already
+	}
+}
 
 // set records a listing and reports whether it differs from the last.
 func (inv *Inventory) set(l *apiv1.NodeImageList) (changed bool) {
@@ -149,6 +161,7 @@ func (inv *Inventory) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C():
+		case <-inv.refresh:
 		}
 	}
 }
