@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"regexp"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -330,30 +329,6 @@ func validateInterfaces(ifaces []*apiv1.Interface, path *field.Path, networks na
 				macs[hw.String()] = true
 			}
 		}
-	}
-	return errs
-}
-
-func validateFirmware(fw *apiv1.Firmware, path *field.Path, opts Options) field.ErrorList {
-	kb := fw.GetKernelBoot()
-	if kb == nil {
-		return nil
-	}
-	var errs field.ErrorList
-	p := path.Child("kernel_boot")
-	if kb.GetKernel() == "" {
-		errs = append(errs, field.Required(p.Child("kernel"), "required for kernel boot"))
-	} else {
-		errs = append(errs, ValidateImagePath(kb.GetKernel(), p.Child("kernel"), opts.ImageDir)...)
-	}
-	if kb.GetInitrd() != "" {
-		errs = append(errs, ValidateImagePath(kb.GetInitrd(), p.Child("initrd"), opts.ImageDir)...)
-	}
-	switch cmd := kb.GetCmdline(); {
-	case len(cmd) > maxKernelCmdline:
-		errs = append(errs, field.TooLong(p.Child("cmdline"), "", maxKernelCmdline))
-	case strings.IndexByte(cmd, 0) >= 0:
-		errs = append(errs, field.Invalid(p.Child("cmdline"), cmd, "must not contain NUL bytes"))
 	}
 	return errs
 }
