@@ -144,8 +144,13 @@ type SyncOptions struct {
 	// without the API: it is never armed for a Wait domain
 	// (docs/failover.md, point 3). Empty keeps what the domain records.
 	NodeFailurePolicy string `protobuf:"bytes,9,opt,name=node_failure_policy,json=nodeFailurePolicy,proto3" json:"node_failure_policy,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// EFI variable store of a guest that boots through EFI firmware: a file
+	// in the VM's node directory, so its boot entries outlive instances.
+	// libvirt copies the firmware's VARS template there on the first start.
+	// Empty for BIOS and kernel boot.
+	NvramPath     string `protobuf:"bytes,10,opt,name=nvram_path,json=nvramPath,proto3" json:"nvram_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncOptions) Reset() {
@@ -237,6 +242,13 @@ func (x *SyncOptions) GetDomainName() string {
 func (x *SyncOptions) GetNodeFailurePolicy() string {
 	if x != nil {
 		return x.NodeFailurePolicy
+	}
+	return ""
+}
+
+func (x *SyncOptions) GetNvramPath() string {
+	if x != nil {
+		return x.NvramPath
 	}
 	return ""
 }
@@ -656,7 +668,7 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\tread_only\x18\x06 \x01(\bR\breadOnly\x12\x1d\n" +
 	"\n" +
 	"boot_order\x18\a \x01(\x05R\tbootOrder\x12\x16\n" +
-	"\x06serial\x18\b \x01(\tR\x06serial\"\xde\x02\n" +
+	"\x06serial\x18\b \x01(\tR\x06serial\"\xfd\x02\n" +
 	"\vSyncOptions\x12\x10\n" +
 	"\x03kvm\x18\x01 \x01(\bR\x03kvm\x12 \n" +
 	"\ftb_cache_mib\x18\x02 \x01(\x05R\n" +
@@ -670,7 +682,10 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x0ekernel_cmdline\x18\a \x01(\tR\rkernelCmdline\x12\x1f\n" +
 	"\vdomain_name\x18\b \x01(\tR\n" +
 	"domainName\x12.\n" +
-	"\x13node_failure_policy\x18\t \x01(\tR\x11nodeFailurePolicy\"\x83\x01\n" +
+	"\x13node_failure_policy\x18\t \x01(\tR\x11nodeFailurePolicy\x12\x1d\n" +
+	"\n" +
+	"nvram_path\x18\n" +
+	" \x01(\tR\tnvramPath\"\x83\x01\n" +
 	"\vSyncRequest\x126\n" +
 	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\x12<\n" +
 	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\xab\x02\n" +

@@ -46,7 +46,7 @@ func Build(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*li
 	if err != nil {
 		return nil, err
 	}
-	osDef, err := buildOS(opts)
+	osDef, err := buildOS(vmi.GetSpec(), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -73,6 +73,9 @@ func Build(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*li
 		// and the VM's run strategy decides what happens next.
 		OnCrash: "destroy",
 		Devices: devices,
+	}
+	if needsSMM(vmi.GetSpec()) {
+		dom.Features.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
 	}
 	if opts.GetKvm() {
 		dom.Type = "kvm"
@@ -116,26 +119,6 @@ func topology(cpu *apiv1.CPU) (sockets, cores, threads uint) {
 		return uint(v)
 	}
 	return one(cpu.GetSockets()), one(cpu.GetCores()), one(cpu.GetThreads())
-}
-
-func buildOS(opts *launcherpb.SyncOptions) (*libvirtxml.DomainOS, error) {
-	o := &libvirtxml.DomainOS{
-		// q35 gives the guest AHCI for SATA cdroms and PCIe; KubeVirt uses
-		// it too.
-		Type: &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "q35", Type: "hvm"},
-	}
-	if opts.GetKernelPath() == "" {
-		if opts.GetInitrdPath() != "" || opts.GetKernelCmdline() != "" {
-			return nil, errors.New("initrd or kernel command line given without a kernel")
-		}
-		// Disks carry <boot order>; no <boot dev> here, libvirt refuses
-		// both together.
-		return o, nil
-	}
-	o.Kernel = opts.GetKernelPath()
-	o.Initrd = opts.GetInitrdPath()
-	o.Cmdline = opts.GetKernelCmdline()
-	return o, nil
 }
 
 func metadataFor(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (string, error) {

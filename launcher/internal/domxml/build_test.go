@@ -84,6 +84,54 @@ func TestBuildGolden(t *testing.T) {
 			},
 			opts: &launcherpb.SyncOptions{DomainName: "default_web"},
 		},
+		{
+			// No boot order anywhere: the first disk boots.
+			name: "tcg_bios_disk",
+			vmi: func() *apiv1.VirtualMachineInstance {
+				v := testVMI("256Mi")
+				v.Spec.Domain.Firmware = &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Bios: &apiv1.BIOSBootloader{}}}
+				return v
+			},
+			opts: &launcherpb.SyncOptions{
+				DomainName: "default_web",
+				Disks: []*launcherpb.DiskSource{
+					{Name: "root", Path: "/var/lib/virtplane/vmis/u/disks/root.qcow2", Format: "qcow2"},
+					{Name: "cloudinit", Path: "/var/lib/virtplane/vmis/u/disks/cloudinit.iso", Format: "raw", Device: "cdrom"},
+				},
+			},
+		},
+		{
+			name: "tcg_efi_disk",
+			vmi: func() *apiv1.VirtualMachineInstance {
+				v := testVMI("384Mi")
+				v.Spec.Domain.Firmware = &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}
+				return v
+			},
+			opts: &launcherpb.SyncOptions{
+				DomainName: "default_web",
+				NvramPath:  "/var/lib/virtplane/vms/6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f/nvram.fd",
+				Disks: []*launcherpb.DiskSource{
+					{Name: "cloudinit", Path: "/var/lib/virtplane/vmis/u/disks/cloudinit.iso", Format: "raw", Device: "cdrom"},
+					{Name: "root", Path: "/var/lib/virtplane/vmis/u/disks/root.qcow2", Format: "qcow2", BootOrder: 2},
+				},
+			},
+		},
+		{
+			name: "kvm_efi_secure_boot",
+			vmi: func() *apiv1.VirtualMachineInstance {
+				v := testVMI("1Gi")
+				v.Spec.Domain.Firmware = &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{SecureBoot: true}}}
+				return v
+			},
+			opts: &launcherpb.SyncOptions{
+				DomainName: "default_web",
+				Kvm:        true,
+				NvramPath:  "/var/lib/virtplane/vms/6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f/nvram.fd",
+				Disks: []*launcherpb.DiskSource{
+					{Name: "root", Path: "/var/lib/virtplane/vmis/u/disks/root.qcow2", Format: "qcow2"},
+				},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,6 +198,20 @@ func TestBuildErrors(t *testing.T) {
 			v.Spec.Networks = []*apiv1.Network{{Name: "n", User: &apiv1.UserNetwork{}}}
 			v.Spec.Domain.Devices = &apiv1.Devices{Interfaces: []*apiv1.Interface{{Name: "n", MacAddress: "zz"}}}
 		}, "invalid MAC"},
+		{"efi without nvram", func(v *apiv1.VirtualMachineInstance, _ *launcherpb.SyncOptions) { v.Spec.Domain.Firmware = efi() }, "needs an NVRAM path"},
+		{"relative nvram", func(v *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
+			v.Spec.Domain.Firmware, o.NvramPath = efi(), "vms/x/nvram.fd"
+		}, "not absolute"},
+		{"unclean nvram", func(v *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
+			v.Spec.Domain.Firmware, o.NvramPath = efi(), "/var/lib/virtplane/vms/../../etc/x"
+		}, "not absolute and clean"},
+		{"nvram for bios", func(_ *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) { o.NvramPath = "/n.fd" }, "only for EFI"},
+		{"nvram with kernel boot", func(_ *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
+			o.KernelPath, o.NvramPath = "/k", "/n.fd"
+		}, "kernel boot cannot use EFI"},
+		{"efi with kernel boot", func(v *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
+			v.Spec.Domain.Firmware, o.KernelPath = efi(), "/k"
+		}, "kernel boot cannot use EFI"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,6 +224,10 @@ func TestBuildErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func efi() *apiv1.Firmware {
+	return &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}
 }
 
 func TestDiskSuffix(t *testing.T) {

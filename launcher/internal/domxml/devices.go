@@ -42,6 +42,7 @@ func buildDevices(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOption
 	if err != nil {
 		return nil, err
 	}
+	defaultBootDisk(disks, opts.GetKernelPath() != "")
 	d.Disks = disks
 	if scsi {
 		d.Controllers = append(d.Controllers, libvirtxml.DomainController{Type: "scsi", Index: &zero, Model: "virtio-scsi"})
