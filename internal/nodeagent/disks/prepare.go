@@ -143,7 +143,30 @@ func (p *Preparer) Prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		}
 		opts.KernelCmdline = kb.GetCmdline()
 	}
+	if validation.BootsEFI(vmi.GetSpec()) {
+		var err error
+		if opts.NvramPath, err = p.nvramPath(vmi, rec); err != nil {
+			return nil, err
+		}
+	}
 	return opts, nil
+}
+
+// nvramPath is where an EFI guest's variable store lives: with its VM,
+// like a persistent volume, or with a bare VMI. The directory is made
+// here; the file is libvirt's to create from the firmware's template.
+func (p *Preparer) nvramPath(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (string, error) {
+	dir := rec.Dir // checked by Prepare
+	if rec.VMUID != "" {
+		var err error
+		if dir, err = p.opts.Layout.VMDir(rec.VMUID); err != nil {
+			return "", failed(fmt.Errorf("nvram: %w", err))
+		}
+		if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
+			return "", fmt.Errorf("nvram: %w", err)
+		}
+	}
+	return nodedir.NVRAMPath(dir), nil
 }
 
 // imageDisk gives a disk a qcow2 overlay over its base image, so

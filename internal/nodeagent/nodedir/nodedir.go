@@ -12,6 +12,7 @@
 //	<root>/vms/<vm uid>/             a VM across its instances
 //	    vm.json                      which VM this is
 //	    volumes/                     persistent volumes
+//	    nvram.fd                     EFI variables of an EFI-booted VM
 //	    console/<vmi uid>/           console logs of ended instances
 //
 // Nothing else spells these names: the agent, its rooms and the tests
@@ -199,6 +200,12 @@ func DisksDir(vmiDir string) string { return filepath.Join(vmiDir, "disks") }
 // (VMDir), where they outlive instances, or the directory of a VMI
 // without a VM, whose lifetime they share.
 func VolumesDir(dir string) string { return filepath.Join(dir, "volumes") }
+
+// NVRAMPath is the EFI variable store kept in dir: a VM's directory
+// (VMDir), so the guest's boot entries outlive its instances and go with
+// the VM, or the directory of a VMI without a VM. libvirt fills it from
+// the firmware's VARS template on the first start.
+func NVRAMPath(dir string) string { return filepath.Join(dir, "nvram.fd") }
 
 // EnsureVMDir creates the directory of VM vmUID (namespace/name) with
 // its vm.json, unless it has one. A VMI without a VM (vmUID "") has no
