@@ -67,8 +67,15 @@ type Node struct {
 	// here too. Tests may put the node agent's dirs under it.
 	Root string
 
+	runDir                     string
 	holder, virtlogd, libvirtd *proc
 }
+
+// RunDir is a directory (0755) shared by the nodes of one Start and
+// removed with them (also by the sweep of a run whose test died): a place
+// for files every node's QEMU opens at one path, such as a kernel or a
+// disk on "shared storage" for migrations.
+func (n *Node) RunDir() string { return n.runDir }
 
 // Socket is the node's libvirtd socket (in the host's view).
 func (n *Node) Socket() string { return filepath.Join(n.Root, "run", "libvirt-sock") }
@@ -186,6 +193,7 @@ func newRun(n int, opts Options) (*run, error) {
 			HostUUID:         uuid,
 			NetNS:            fmt.Sprintf("%s%s-%d", nsPrefix, id, i),
 			Root:             root,
+			runDir:           r.dir,
 		})
 	}
 	return r, nil

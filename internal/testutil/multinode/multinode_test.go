@@ -134,16 +134,9 @@ func TestLiveMigrationBetweenNodes(t *testing.T) {
 	a, b := nodes[0], nodes[1]
 	ctx := t.Context()
 
-	// Both nodes see /tmp alike: the kernel and the console log are at
-	// one path for either QEMU. 0755: QEMU runs as libvirt-qemu.
-	dir, err := os.MkdirTemp("", "vpmig-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// Both nodes see the run's dir alike: the kernel and the console log
+	// are at one path for either QEMU.
+	dir := a.RunDir()
 	if _, err := testguest.Install(guestDir, dir); err != nil {
 		t.Fatal(err)
 	}
