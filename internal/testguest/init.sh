@@ -59,6 +59,71 @@ if [ "$1" = --virtplane-dhcp ] && [ "$$" != 1 ]; then
 	exit 0
 fi
 
+# ciuser prints the first entry of the "users:" list of a #cloud-config
+# user-data file as "name <name>" and one "key <key>" line per
+# ssh_authorized_keys item, and exits 3 without output when the file
+# does not start with the #cloud-config header. It reads a documented
+# subset of YAML (README.md): block lists and mappings indented with
+# spaces, plain or quoted scalars, a one-line [a, b] key list, comments.
+# An entry that is a plain scalar (cloud-init's "- default") is skipped.
+ciuser() {
+	awk '
+	function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
+	# scalar: a quoted scalar up to its closing quote (no escapes), or
+	# a plain one up to a comment.
+	function scalar(s,   q, i) {
+		s = trim(s)
+		q = substr(s, 1, 1)
+		if (q == "\"" || q == "\047") {
+			i = index(substr(s, 2), q)
+			if (i > 0) return substr(s, 2, i - 1)
+		}
+		sub(/[ \t]+#.*$/, "", s)
+		return s
+	}
+	function indent(s) { match(s, /^ */); return RLENGTH }
+	# field handles "key: value" of the current entry.
+	function field(text, ind,   k, v, n, i, parts) {
+		k = text; sub(/:.*/, "", k)
+		v = text; sub(/^[^:]*:/, "", v); v = trim(v)
+		inkeys = 0
+		if (k == "name") name = scalar(v)
+		if (k != "ssh_authorized_keys") return
+		if (v == "") { inkeys = 1; keysind = ind; return }
+		if (v ~ /^\[.*\]$/) {
+			n = split(substr(v, 2, length(v) - 2), parts, ",")
+			for (i = 1; i <= n; i++) if (trim(parts[i]) != "") keys[nkeys++] = scalar(parts[i])
+		}
+	}
+	{ sub(/\r$/, "") }
+	NR == 1 { if ($0 !~ /^#cloud-config[ \t]*$/) exit 3; next }
+	/^[ \t]*(#.*)?$/ { next }
+	!inusers { if ($0 ~ /^users:[ \t]*(#.*)?$/) { inusers = 1; itemind = -1 }; next }
+	{
+		ind = indent($0); text = trim($0)
+		if (text ~ /^-( |$)/ && (itemind < 0 || ind <= itemind)) {
+			if (name != "") exit
+			itemind = ind; inentry = 0; inkeys = 0; nkeys = 0
+			rest = trim(substr(text, 2))
+			if (rest ~ /^[A-Za-z0-9_-]+:( |$)/) { inentry = 1; field(rest, ind + 2) }
+			next
+		}
+		if (ind == 0) exit
+		if (inkeys && text ~ /^-( |$)/ && ind >= keysind) { keys[nkeys++] = scalar(substr(text, 2)); next }
+		if (inentry && text ~ /^[A-Za-z0-9_-]+:( |$)/) field(text, ind)
+	}
+	END {
+		if (name == "") exit
+		print "name " name
+		for (i = 0; i < nkeys; i++) if (keys[i] != "") print "key " keys[i]
+	}' "$1"
+}
+
+if [ "$1" = --virtplane-ciuser ] && [ "$$" != 1 ]; then
+	ciuser "$2"
+	exit $?
+fi
+
 isnum() { case "$1" in '' | *[!0-9]*) return 1 ;; esac; }
 istrue() { case "$1" in 1 | y | yes | true | on) return 0 ;; esac; return 1; }
 warn() { say "VIRTPLANE-GUEST-WARNING $*"; }
@@ -153,8 +218,13 @@ else
 	warn "no input event device: ACPI shutdown will not work"
 fi
 
+# The kernel has /sys/firmware/efi only when EFI firmware started it
+# (OVMF); SeaBIOS and QEMU's direct kernel boot leave none.
+firmware=bios
+[ -d /sys/firmware/efi ] && firmware=efi
+
 # Printed once the guest reacts to the power button.
-say "VIRTPLANE-GUEST-BOOTED hostname=$(hostname) uptime=$(uptime_s)"
+say "VIRTPLANE-GUEST-BOOTED hostname=$(hostname) uptime=$(uptime_s) firmware=$firmware"
 
 # --- disks ---------------------------------------------------------------
 if [ -n "$cidata" ] || [ -n "$persist" ]; then
@@ -190,6 +260,42 @@ print_file() {
 	say "$3"
 }
 
+# ciuser_setup makes the first cloud-config user (uid 1000, home
+# /home/NAME, NAME's ssh_authorized_keys in ~/.ssh/authorized_keys) as
+# cloud-init's users module would, and says so with one line: the name,
+# the number of keys and the SHA-256 of each key line as written, at
+# most 8 (key0=...).
+ciuser_setup() {
+	ciuser "$1" >/tmp/ciuser || return 0
+	name=$(grep '^name ' /tmp/ciuser | cut -c6-)
+	[ -n "$name" ] || return 0
+	case "$name" in
+	[a-z_]*) ;;
+	*) warn "cloud-init: bad user name" && return 0 ;;
+	esac
+	case "$name" in
+	*[!a-z0-9_-]*) warn "cloud-init: bad user name" && return 0 ;;
+	esac
+	[ "${#name}" -le 32 ] || { warn "cloud-init: user name over 32 characters" && return 0; }
+	home=/home/$name
+	mkdir -p "$home/.ssh"
+	grep '^key ' /tmp/ciuser | cut -c5- >"$home/.ssh/authorized_keys"
+	[ -f /etc/passwd ] || echo "root:x:0:0:root:/root:/bin/sh" >/etc/passwd
+	[ -f /etc/group ] || echo "root:x:0:" >/etc/group
+	echo "$name:x:1000:1000:$name:$home:/bin/sh" >>/etc/passwd
+	echo "$name:x:1000:" >>/etc/group
+	chown -R 1000:1000 "$home"
+	chmod 0700 "$home" "$home/.ssh"
+	chmod 0600 "$home/.ssh/authorized_keys"
+	n=0
+	sums=
+	while IFS= read -r key; do
+		[ "$n" -lt 8 ] && sums="$sums key$n=$(printf '%s' "$key" | sha256sum | cut -d' ' -f1)"
+		n=$((n + 1))
+	done <"$home/.ssh/authorized_keys"
+	say "VIRTPLANE-GUEST-CLOUDINIT-USER name=$name uid=1000 home=$home keys=$n$sums"
+}
+
 if [ -n "$cidata" ]; then
 	dev=
 	i=0
@@ -206,6 +312,7 @@ if [ -n "$cidata" ]; then
 	else
 		print_file VIRTPLANE-USERDATA-BEGIN /mnt/cidata/user-data VIRTPLANE-USERDATA-END
 		print_file VIRTPLANE-METADATA-BEGIN /mnt/cidata/meta-data VIRTPLANE-METADATA-END
+		ciuser_setup /mnt/cidata/user-data
 	fi
 fi
 

@@ -1,6 +1,12 @@
 package testguest
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // consoleLines splits serial console output into its complete lines. The
 // guest's tty writes "\r\n". A console read while the guest writes may end
@@ -113,4 +119,51 @@ func NetProbes(console string) (map[string]ProbeResult, bool) {
 	}
 	_, done := FindMarker(console, MarkerNetProbeDone)
 	return out, done
+}
+
+// CloudInitUser is what MarkerCloudInitUser says of the user the guest
+// made from its cloud-config.
+type CloudInitUser struct {
+	Name, Home string
+	UID        int
+	// Keys counts the authorized key lines written; KeySHA256 holds the
+	// hex SHA-256 of each of the first 8, in order (KeySHA256 of a key).
+	Keys      int
+	KeySHA256 []string
+}
+
+// FindCloudInitUser parses the guest's MarkerCloudInitUser line. ok is
+// false until the guest printed it; err says what is wrong with a line
+// that does not parse.
+func FindCloudInitUser(console string) (u CloudInitUser, ok bool, err error) {
+	rest, ok := FindMarker(console, MarkerCloudInitUser)
+	if !ok {
+		return u, false, nil
+	}
+	f := Fields(rest)
+	u.Name, u.Home = f["name"], f["home"]
+	if u.UID, err = strconv.Atoi(f["uid"]); err != nil {
+		return u, true, fmt.Errorf("%s %q: uid: %w", MarkerCloudInitUser, rest, err)
+	}
+	if u.Keys, err = strconv.Atoi(f["keys"]); err != nil {
+		return u, true, fmt.Errorf("%s %q: keys: %w", MarkerCloudInitUser, rest, err)
+	}
+	if u.Name == "" {
+		return u, true, fmt.Errorf("%s %q: no name", MarkerCloudInitUser, rest)
+	}
+	for i := 0; i < min(u.Keys, 8); i++ {
+		sum, ok := f[fmt.Sprintf("key%d", i)]
+		if !ok {
+			return u, true, fmt.Errorf("%s %q: no key%d", MarkerCloudInitUser, rest, i)
+		}
+		u.KeySHA256 = append(u.KeySHA256, sum)
+	}
+	return u, true, nil
+}
+
+// KeySHA256 is the hex SHA-256 the guest prints for an authorized key
+// line (without its line end).
+func KeySHA256(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
 }

@@ -32,8 +32,9 @@ const (
 // Marker lines the guest prints on its serial console. Each starts a line;
 // what follows a marker is described next to it.
 const (
-	// MarkerBooted: "hostname=<name> uptime=<seconds>". Printed once the
-	// guest reacts to the ACPI power button.
+	// MarkerBooted: "hostname=<name> uptime=<seconds> firmware=<bios|efi>".
+	// Printed once the guest reacts to the ACPI power button. firmware is
+	// efi when the kernel was started by EFI firmware (OVMF).
 	MarkerBooted = "VIRTPLANE-GUEST-BOOTED"
 	// MarkerPoweroff: "reason=<acpi|timer> uptime=<seconds>", right before
 	// the guest powers itself off.
@@ -48,6 +49,11 @@ const (
 	MarkerUserdataEnd   = "VIRTPLANE-USERDATA-END"
 	MarkerMetadataBegin = "VIRTPLANE-METADATA-BEGIN"
 	MarkerMetadataEnd   = "VIRTPLANE-METADATA-END"
+	// MarkerCloudInitUser: "name=<user> uid=1000 home=<dir> keys=<n>
+	// key0=<sha256> ...": the first user of a #cloud-config user-data
+	// (with CIData), made in the guest with its ssh_authorized_keys in
+	// <home>/.ssh/authorized_keys; FindCloudInitUser parses it.
+	MarkerCloudInitUser = "VIRTPLANE-GUEST-CLOUDINIT-USER"
 	// MarkerPersistPrevious: the line found at the start of the persist
 	// disk ("VIRTPLANE-PERSIST boot=<n>"), or "none".
 	MarkerPersistPrevious = "VIRTPLANE-PERSIST-PREVIOUS"

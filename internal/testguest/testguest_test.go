@@ -100,7 +100,7 @@ func TestInitScript(t *testing.T) {
 		testguest.MarkerBooted, testguest.MarkerPoweroff, testguest.MarkerCrash, testguest.MarkerWarning,
 		testguest.MarkerUserdataBegin, testguest.MarkerUserdataEnd, testguest.MarkerMetadataBegin, testguest.MarkerMetadataEnd,
 		testguest.MarkerPersistPrevious, testguest.MarkerPersistWrote, testguest.PersistLinePrefix,
-		testguest.MarkerNetUp, testguest.MarkerNetProbe, testguest.MarkerNetProbeDone,
+		testguest.MarkerNetUp, testguest.MarkerNetProbe, testguest.MarkerNetProbeDone, testguest.MarkerCloudInitUser,
 	} {
 		if !strings.Contains(testguest.InitScript, m) {
 			t.Errorf("init.sh never prints %s", m)

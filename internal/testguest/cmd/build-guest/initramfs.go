@@ -17,8 +17,8 @@ import (
 // applets are the busybox commands init.sh runs, linked in /bin.
 // (echo, printf, test and [ are ash builtins.)
 var applets = []string{
-	"acpid", "cat", "cut", "dd", "grep", "head", "hostname", "insmod",
-	"ip", "mkdir", "mount", "poweroff", "sh", "sleep", "sync", "tail", "timeout",
+	"acpid", "awk", "cat", "chmod", "chown", "cut", "dd", "grep", "head", "hostname", "insmod",
+	"ip", "mkdir", "mount", "poweroff", "sh", "sha256sum", "sleep", "sync", "tail", "timeout",
 	"tr", "truncate", "udhcpc", "umount", "wc", "wget",
 }
 
