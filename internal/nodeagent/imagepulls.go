@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -123,10 +124,21 @@ func (a *Agent) reconcileImage(ctx context.Context, name string) (controller.Res
 	img, ok := ip.inf.Get("", name)
 	if ok && img.GetSpec().GetNodes() == validation.ImageNodesAll {
 		if err := ip.puller.Ensure(ctx, img, nil); err != nil {
-			return controller.Result{}, fmt.Errorf("pulling image %s: %w", name, err)
+			if ctx.Err() != nil {
+				return controller.Result{}, nil
+			}
+			// Its own backoff, not the queue's: that one starts at
+			// milliseconds, and a server that fails or a checksum that
+			// does not match must not be fetched again at once.
+			after := pullRetry(ip.puller.Attempts(name))
+			a.log.Info("image pull failed; retrying later", "image", name, "retry_in", after, "err", err)
+			return controller.Result{RequeueAfter: after}, nil
 		}
 		a.images.Refresh()
 		return controller.Result{}, nil
+	}
+	if !ok {
+		ip.puller.Discard(name)
 	}
 	recs, err := ip.puller.Records()
 	if err != nil {
@@ -145,6 +157,20 @@ func (a *Agent) reconcileImage(ctx context.Context, name string) (controller.Res
 	}
 	a.images.Refresh()
 	return controller.Result{}, nil
+}
+
+// Backoff of failed eager pulls: 5 s doubling to 5 minutes.
+const (
+	pullRetryBase = 5 * time.Second
+	pullRetryMax  = 5 * time.Minute
+)
+
+func pullRetry(attempts int32) time.Duration {
+	d := pullRetryBase
+	for i := int32(1); i < attempts && d < pullRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, pullRetryMax)
 }
 
 // localImageUsers lists the instances on this node that refer to image

@@ -66,6 +66,26 @@ func (p *Puller) fetch(ctx context.Context, uid, src, download string, c counter
 }
 
 func (p *Puller) fetchHTTP(ctx context.Context, uid, src, download string, c counter) error {
+	err := p.fetchHTTPOnce(ctx, uid, src, download, c)
+	if errors.Is(err, errRangeNotSatisfiable) {
+		// The kept part is as long as the content or longer (complete
+		// but never committed, or the content shrank): start over.
+		discard(download)
+		err = p.fetchHTTPOnce(ctx, uid, src, download, c)
+	}
+	return err
+}
+
+// errRangeNotSatisfiable: the server has no bytes past what is kept.
+var errRangeNotSatisfiable = errors.New("range not satisfiable")
+
+// discard removes a download and its resume record.
+func discard(download string) {
+	os.Remove(download)
+	os.Remove(resumeInfoPath(download))
+}
+
+func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c counter) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 	if err != nil {
 		return err
@@ -101,6 +121,11 @@ func (p *Puller) fetchHTTP(ctx context.Context, uid, src, download string, c cou
 	case http.StatusOK:
 		have = 0
 		flags |= os.O_TRUNC
+	case http.StatusRequestedRangeNotSatisfiable:
+		if have > 0 {
+			return fmt.Errorf("%s: resuming at byte %d: %w", redact(src), have, errRangeNotSatisfiable)
+		}
+		fallthrough
 	default:
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		msg := strings.TrimSpace(string(body))

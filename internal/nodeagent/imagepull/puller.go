@@ -220,6 +220,27 @@ func (p *Puller) Remove(ctx context.Context, name, uid string) error {
 	return nil
 }
 
+// Discard removes what a pull of image name left (a download kept for a
+// resume) unless one is under way: its Image is gone.
+func (p *Puller) Discard(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, pulling := p.pulls[name]; pulling {
+		return
+	}
+	delete(p.attempts, name)
+	if dl, err := p.opts.Store.DownloadPath(name); err == nil {
+		discard(dl)
+	}
+}
+
+// Attempts is how many pulls of image name failed since the last success.
+func (p *Puller) Attempts(name string) int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.attempts[name]
+}
+
 // Ensure returns once img is on the node, pulling it unless it is there
 // already; a pull under way for it is joined, not repeated. watch, when
 // set, sees the progress every report interval while Ensure waits. When

@@ -346,3 +346,32 @@ func TestHTTPErrorIsReported(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestCompleteButUncommittedDownloadStartsOver: an agent killed between
+// the last byte and the commit leaves a download as long as the content;
+// resuming it asks for a range past the end (416), so the pull starts
+// over instead of failing forever.
+func TestCompleteButUncommittedDownloadStartsOver(t *testing.T) {
+	e := newEnv(t)
+	content, sum := qcow2(t)
+	srv, gets := server(t, content)
+	img := image("whole.qcow2", srv.URL+"/img.qcow2", sum)
+	dl, err := e.store.DownloadPath("whole.qcow2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dl, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ri := `{"imageUID":"` + img.Metadata.Uid + `","url":"` + img.Spec.Url + `","etag":"\"v1\""}`
+	if err := os.WriteFile(resumeInfoPath(dl), []byte(ri), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.puller().Ensure(t.Context(), img, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := gets.Load(); n != 2 {
+		t.Fatalf("%d requests, want the 416 and a full download", n)
+	}
+	assertOnlyImages(t, e.store.Dir(), "whole.qcow2")
+}
