@@ -94,8 +94,13 @@ func (n *Node) LibvirtdPid() int { return n.libvirtd.pid() }
 func (n *Node) VirtlogdPid() int { return n.virtlogd.pid() }
 
 const (
+	// runBase holds the runs' dirs: /tmp, not $TMPDIR, so that every
+	// test process finds (and sweeps) every run, and socket paths stay
+	// short.
+	runBase      = "/tmp"
 	runDirPrefix = "vpmn-" // /tmp/vpmn-<id>
 	nsPrefix     = "vpmn-" // /run/netns/vpmn-<id>-<i>, vpmn-<id>-hub
+	runIDLen     = 6       // hex digits
 	baseTCPPort  = 16509
 	baseMigPort  = 49152
 	migPorts     = 64
@@ -166,10 +171,10 @@ func newRun(n int, opts Options) (*run, error) {
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
-	id := hex.EncodeToString(b[:3])
+	id := hex.EncodeToString(b[:runIDLen/2])
 	r := &run{
 		id:     id,
-		dir:    filepath.Join(os.TempDir(), runDirPrefix+id),
+		dir:    filepath.Join(runBase, runDirPrefix+id),
 		subnet: 1 + int(b[3])%254,
 		hub:    nsPrefix + id + "-hub",
 	}

@@ -2,6 +2,7 @@ package multinode
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -68,24 +69,16 @@ func ownerAlive(dir string) bool {
 // alone.
 func sweepStale(t testing.TB) {
 	t.Helper()
-	live := map[string]bool{}
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*"))
-	var errs []error
-	for _, dir := range dirs {
-		id := strings.TrimPrefix(filepath.Base(dir), runDirPrefix)
-		if ownerAlive(dir) {
-			live[id] = true
-			continue
-		}
-		errs = append(errs, sweepRun(t, id, dir))
-	}
-	// Namespaces whose run has no dir: made before the dir went, by a
-	// cleanup that died half-way.
+	live, err := sweepDirs(t, runBase)
+	// Namespaces whose run dir is gone: a run's dir is made before its
+	// namespaces, and a cleanup that failed to delete them still removed
+	// the dir.
 	nss, _ := filepath.Glob(filepath.Join(netnsDir, nsPrefix+"*"))
+	errs := []error{err}
 	for _, ns := range nss {
 		id, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(ns), nsPrefix), "-")
-		if !live[id] {
-			if _, err := os.Stat(filepath.Join(os.TempDir(), runDirPrefix+id)); errors.Is(err, os.ErrNotExist) {
+		if isRunID(id) && !live[id] {
+			if _, err := os.Stat(filepath.Join(runBase, runDirPrefix+id)); errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, sweepRun(t, id, ""))
 			}
 		}
@@ -93,6 +86,35 @@ func sweepStale(t testing.TB) {
 	if err := errors.Join(errs...); err != nil {
 		t.Logf("multinode: sweeping stale runs: %v", err)
 	}
+}
+
+// sweepDirs sweeps the runs in base whose owner is gone and returns the
+// ids of the live ones (in base, whatever their state).
+func sweepDirs(t testing.TB, base string) (live map[string]bool, err error) {
+	live = map[string]bool{}
+	dirs, _ := filepath.Glob(filepath.Join(base, runDirPrefix+"*"))
+	var errs []error
+	for _, dir := range dirs {
+		id := strings.TrimPrefix(filepath.Base(dir), runDirPrefix)
+		if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() || !isRunID(id) {
+			continue // not a run's
+		}
+		if ownerAlive(dir) {
+			live[id] = true
+			continue
+		}
+		errs = append(errs, sweepRun(t, id, dir))
+	}
+	return live, errors.Join(errs...)
+}
+
+// isRunID reports whether s has the form of a run id (newRun's).
+func isRunID(s string) bool {
+	if len(s) != runIDLen {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
 }
 
 // sweepRun kills what runs in run id's namespaces, deletes them and
