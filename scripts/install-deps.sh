@@ -11,12 +11,19 @@
 set -euo pipefail
 
 # Building: git (version), gcc + pkg-config + libvirt-dev (the cgo
-# launcher), xz-utils (make guest unpacks the Debian kernel). Running:
-# libvirtd, QEMU, qemu-img (image store, disks); the node agent's guest
-# firewall needs nft (nftables) and asks virsh (libvirt-clients) which
-# user QEMU runs as.
+# launcher), xz-utils (make guest unpacks the Debian kernel); make guest's
+# disk image needs GRUB's BIOS and EFI images (grub-pc-bin,
+# grub-efi-amd64-bin: only the images, not the host boot loader),
+# mkfs.fat (dosfstools), mcopy (mtools) and sfdisk (fdisk). Running:
+# libvirtd, QEMU, qemu-img (image store, disks), OVMF for EFI guests; the
+# node agent's guest firewall needs nft (nftables) and asks virsh
+# (libvirt-clients) which user QEMU runs as.
 demo_pkgs=(git make gcc pkg-config libvirt-dev xz-utils
-  libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils nftables)
+  libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils nftables
+  ovmf grub-pc-bin grub-efi-amd64-bin dosfstools mtools fdisk)
+# Installed without their recommends: grub-efi-amd64-bin's are the signed
+# GRUB and efibootmgr, which would manage this host's own EFI boot.
+norecommends_pkgs=(grub-pc-bin grub-efi-amd64-bin)
 # The test tiers also cross-check the generated protobuf code and the
 # cloud-init ISO writer against the usual tools, and the guest firewall
 # tests make network namespaces and veth pairs (iproute2).
@@ -46,7 +53,16 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "installing ${missing[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  plain=() norec=()
+  for p in "${missing[@]}"; do
+    if [[ " ${norecommends_pkgs[*]} " == *" $p "* ]]; then norec+=("$p"); else plain+=("$p"); fi
+  done
+  if [ ${#norec[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${norec[@]}" >/dev/null
+  fi
+  if [ ${#plain[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${plain[@]}" >/dev/null
+  fi
 fi
 
 command -v go >/dev/null || { echo "error: go is not on PATH (https://go.dev/dl/)" >&2; exit 1; }

@@ -44,6 +44,11 @@ func Cmdline(opts ...Option) string {
 	return strings.Join(args, " ")
 }
 
+// DiskCmdline is the kernel command line of the guest booted from
+// DiskFile, as its GRUB menu has it: the guest reads its cloud-init
+// NoCloud seed, as a cloud image would.
+func DiskCmdline() string { return Cmdline(CIData()) }
+
 // seconds rounds d up to whole seconds, the guest's timer resolution.
 func seconds(d time.Duration) int {
 	if d <= 0 {

@@ -27,6 +27,10 @@ const (
 	// kernel's own xz decompressor is slow. Kernel prefers it.
 	ELFKernelFile = "vmlinux"
 	InitrdFile    = "initrd.img"
+	// DiskFile is a bootable qcow2 disk laid out as cloud images are
+	// (GPT, GRUB for BIOS and EFI, an EFI system partition holding
+	// KernelFile and InitrdFile), booting with DiskCmdline.
+	DiskFile = "disk.qcow2"
 )
 
 // Marker lines the guest prints on its serial console. Each starts a line;

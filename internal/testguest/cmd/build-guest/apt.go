@@ -26,9 +26,14 @@ var debianTools = []struct{ cmd, pkg string }{
 // ensureTools installs missing Debian tools, which needs root.
 func ensureTools() error {
 	var missing []string
-	for _, t := range debianTools {
-		if _, err := exec.LookPath(t.cmd); err != nil && !contains(missing, t.pkg) {
+	for _, t := range append(debianTools, diskTools...) {
+		if _, err := lookTool(t.cmd); err != nil && !contains(missing, t.pkg) {
 			missing = append(missing, t.pkg)
+		}
+	}
+	for _, f := range diskFiles {
+		if _, err := os.Stat(f.path); err != nil && !contains(missing, f.pkg) {
+			missing = append(missing, f.pkg)
 		}
 	}
 	if len(missing) == 0 {

@@ -1,6 +1,7 @@
 // Command build-guest builds the virtplane test guest: a Debian kernel
-// (vmlinuz) and a busybox initramfs (initrd.img) whose /init is
-// internal/testguest/init.sh. `make guest` runs it.
+// (vmlinuz), a busybox initramfs (initrd.img) whose /init is
+// internal/testguest/init.sh, and a bootable disk image holding both
+// (disk.qcow2, disk.go). `make guest` runs it.
 //
 // Inputs are Debian packages fetched with apt-get download into a cache and
 // unpacked with dpkg-deb; the output is reproducible (same packages and
@@ -27,8 +28,8 @@ import (
 
 // builderVersion changes when the output changes for reasons the
 // manifest key cannot see. 2: the net module group, the network applets
-// and the udhcpc script.
-const builderVersion = 2
+// and the udhcpc script. 3: the disk image.
+const builderVersion = 3
 
 var verbose = true
 
@@ -86,7 +87,11 @@ func build(o options) error {
 	if err != nil {
 		return fmt.Errorf("resolving packages: %w", err)
 	}
-	key, err := inputKey(kernelDeb, bbDeb)
+	tools, err := hostToolVersions()
+	if err != nil {
+		return err
+	}
+	key, err := inputKey(kernelDeb, bbDeb, tools)
 	if err != nil {
 		return err
 	}
@@ -160,6 +165,13 @@ func build(o options) error {
 		// Still bootable, only slower: testguest.Kernel falls back.
 		logf("no %s (guests boot the compressed kernel, slower): %v", testguest.ELFKernelFile, err)
 	}
+
+	logf("building %s", testguest.DiskFile)
+	disk, err := buildDisk(work, kernel, initrd.Bytes())
+	if err != nil {
+		return fmt.Errorf("building %s: %w", testguest.DiskFile, err)
+	}
+	outputs = append(outputs, output{testguest.DiskFile, disk})
 
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return fmt.Errorf("output: %w", err)

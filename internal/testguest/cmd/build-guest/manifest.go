@@ -15,6 +15,9 @@ import (
 
 const manifestFile = "manifest.json"
 
+// dpkgStatus is dpkg's record of the installed packages.
+const dpkgStatus = "/var/lib/dpkg/status"
+
 // manifest records what an output was built from; Key covers every input,
 // so an equal key means the outputs need not be rebuilt.
 type manifest struct {
@@ -29,13 +32,14 @@ type manifest struct {
 }
 
 // inputKey hashes everything the outputs depend on that is known before
-// downloading: the builder itself (its executable), the guest's /init and
-// the exact package versions.
-func inputKey(kernel, busybox debPackage) (string, error) {
+// downloading: the builder itself (its executable), the guest's /init,
+// the exact package versions and those of the host's disk tools.
+func inputKey(kernel, busybox debPackage, hostTools string) (string, error) {
 	h, err := builderHash()
 	if err != nil {
 		return "", err
 	}
+	fmt.Fprintf(h, "%s\n", hostTools)
 	if err := json.NewEncoder(h).Encode([]debPackage{kernel, busybox}); err != nil {
 		return "", err
 	}
@@ -54,7 +58,12 @@ func fastKey(o options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(h, "%s\n%s\n%s\n", o.kernelPkg, o.bbPkg, lists)
+	// Installed packages (the disk tools) change only with dpkg's status.
+	status, err := os.Stat(dpkgStatus)
+	if err != nil {
+		return "", nil
+	}
+	fmt.Fprintf(h, "%s\n%s\n%s\n%d %d\n", o.kernelPkg, o.bbPkg, lists, status.Size(), status.ModTime().UnixNano())
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
