@@ -150,3 +150,30 @@ func TestImageNodeStatusEntries(t *testing.T) {
 		t.Fatalf("report about a re-created image: %v", err)
 	}
 }
+
+func TestNodeDeleteForgetsItsPulls(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	svc := &imageService{s: f.srv}
+	if _, err := svc.Create(ctx, &apiv1.CreateImageRequest{Image: validImage("img")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if _, err := f.nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: &apiv1.Node{Metadata: &apiv1.ObjectMeta{Name: n}}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.UpdateNodeStatus(ctx, &apiv1.UpdateImageNodeStatusRequest{Name: "img", Status: &apiv1.ImageNodeStatus{Node: n, Phase: "Ready"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.nodes.Delete(ctx, &apiv1.DeleteNodeRequest{Name: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	img, err := svc.Get(ctx, &apiv1.GetImageRequest{Name: "img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := img.GetStatus().GetNodes(); len(got) != 1 || got[0].GetNode() != "n2" {
+		t.Fatalf("entries after deleting n1: %v", got)
+	}
+}

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -62,5 +63,31 @@ func (n *nodeService) Delete(ctx context.Context, req *apiv1.DeleteNodeRequest) 
 		return nil, toStatus(err)
 	}
 	n.s.log.Info("node deleted", "node", req.GetName())
+	n.forgetImagePulls(ctx, req.GetName())
 	return out, nil
+}
+
+// forgetImagePulls drops a deleted node's entries from the Images'
+// status: its copies went with it. Best effort; a failure is logged.
+func (n *nodeService) forgetImagePulls(ctx context.Context, node string) {
+	if n.s.stores.Images == nil {
+		return
+	}
+	imgs, _, err := n.s.stores.Images.List(ctx, store.ListOptions{})
+	if err != nil {
+		n.s.log.Warn("listing images to forget a deleted node's pulls", "node", node, "err", err)
+		return
+	}
+	for _, img := range imgs {
+		if !slices.ContainsFunc(img.GetStatus().GetNodes(), func(e *apiv1.ImageNodeStatus) bool { return e.GetNode() == node }) {
+			continue
+		}
+		_, err := n.s.stores.Images.GuaranteedUpdate(ctx, "", img.Metadata.Name, func(cur *apiv1.Image) (*apiv1.Image, error) {
+			cur.Status.Nodes = slices.DeleteFunc(cur.GetStatus().GetNodes(), func(e *apiv1.ImageNodeStatus) bool { return e.GetNode() == node })
+			return cur, nil
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			n.s.log.Warn("forgetting a deleted node's pull", "node", node, "image", img.Metadata.Name, "err", err)
+		}
+	}
 }
