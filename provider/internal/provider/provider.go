@@ -163,9 +163,9 @@ func unknownAttributes(m providerModel) []string {
 }
 
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewVMResource}
+	return []func() resource.Resource{NewVMResource, NewImageResource}
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource}
+	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource}
 }

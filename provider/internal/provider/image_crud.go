@@ -1,0 +1,304 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+)
+
+// Create, read, update and delete of virtplane_image, and the wait for
+// the nodes' pulls (image_wait.go) after create and update.
+
+func (r *imageResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan imageResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "create an image") {
+		return
+	}
+	timeout, d := plan.Timeouts.Create(ctx, defaultImageTimeout)
+	resp.Diagnostics.Append(d...)
+	want, d := imageFromModel(ctx, &plan.imageModel)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	name := want.GetMetadata().GetName()
+	created, err := r.data.client.Images.Create(ctx, &apiv1.CreateImageRequest{Image: want})
+	if err != nil {
+		r.addError(&resp.Diagnostics, err, "create image "+name)
+		return
+	}
+	tflog.Info(ctx, "image created", map[string]any{"image": name, "uid": created.GetMetadata().GetUid()})
+
+	// Saved before waiting: a failed wait leaves the image tainted, so
+	// the next apply replaces it (and the nodes pull it again) instead of
+	// refusing a second image of the same name.
+	r.setState(ctx, &resp.State, &resp.Diagnostics, created, &plan)
+	if resp.Diagnostics.HasError() || !waitsForNodes(&plan) {
+		return
+	}
+	r.wait(ctx, &resp.State, &resp.Diagnostics, created, &plan, timeout, "create")
+}
+
+// waitsForNodes says whether apply waits for the nodes' pulls.
+func waitsForNodes(m *imageResourceModel) bool {
+	return m.Nodes.ValueString() == validation.ImageNodesAll && m.WaitForNodes.ValueBool()
+}
+
+// wait waits for every target node's pull of img, then records what the
+// nodes reported.
+func (r *imageResource) wait(ctx context.Context, st stateSetter, diags *diag.Diagnostics, img *apiv1.Image, plan *imageResourceModel, timeout time.Duration, op string) {
+	name := img.GetMetadata().GetName()
+	last, v, err := waitImage(ctx, r.data.client, img, nil)
+	if last != nil {
+		r.setState(ctx, st, diags, last, plan)
+	}
+	var pullErr *imagePullError
+	switch {
+	case err == nil:
+		if v.targets == 0 {
+			diags.AddWarning("No node to pull image "+name,
+				"No node is ready and schedulable, so there was nothing to wait for; nodes pull the image when they become ready.")
+		}
+	case errors.As(err, &pullErr):
+		diags.AddError("Image "+name+" could not be pulled",
+			fmt.Sprintf("Node %s could not pull image %s (attempt %d): %s\n\n"+
+				"The node tries again later, but a wrong sha256 or an unreachable url does not mend itself: "+
+				"fix the configuration and apply again (the image is tainted and will be replaced), or "+
+				"set wait_for_nodes = false not to wait for the nodes.", pullErr.node, name, pullErr.attempts, pullErr.message))
+	case errors.Is(err, errWaitTimeout):
+		diags.AddError("Timed out waiting for image "+name,
+			fmt.Sprintf("Waited %s for every ready, schedulable node to pull image %s; %s. Raise timeouts.%s "+
+				"if the download needs longer, or set wait_for_nodes = false.",
+				timeout, name, strings.TrimPrefix(err.Error(), errWaitTimeout.Error()+": "), op))
+	case status.Code(err) == codes.NotFound:
+		diags.AddError("Image "+name+" disappeared",
+			"The image was deleted by someone else while Terraform waited for the nodes to pull it.")
+	default:
+		r.addError(diags, err, "wait for the nodes to pull image "+name)
+	}
+}
+
+func (r *imageResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state imageResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if r.data != nil && len(r.data.unknown) > 0 && req.ClientCapabilities.DeferralAllowed {
+		resp.Deferred = &resource.Deferred{Reason: resource.DeferredReasonProviderConfigUnknown}
+		return
+	}
+	name := state.Name.ValueString()
+	if !r.ready(&resp.Diagnostics, "read image "+name) {
+		return
+	}
+	img, err := r.data.client.Images.Get(ctx, &apiv1.GetImageRequest{Name: name})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		// Only a definite NotFound drops the image; an unreachable agent
+		// is an error, never a reason to plan a second one.
+		tflog.Warn(ctx, "image deleted outside Terraform; removing it from the state", map[string]any{"image": name})
+		resp.State.RemoveResource(ctx)
+		return
+	case err != nil:
+		r.addError(&resp.Diagnostics, err, "read image "+name)
+		return
+	}
+	if uid := state.UID.ValueString(); uid != "" && uid != img.GetMetadata().GetUid() {
+		resp.Diagnostics.AddWarning("Image "+name+" was replaced outside Terraform",
+			fmt.Sprintf("The image Terraform created (uid %s) is gone and another image of the same name (uid %s) exists. "+
+				"Terraform stops tracking it; to manage the new one, import it: terraform import <address> %s",
+				uid, img.GetMetadata().GetUid(), name))
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	r.setState(ctx, &resp.State, &resp.Diagnostics, img, &state)
+}
+
+func (r *imageResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state imageResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "update an image") {
+		return
+	}
+	timeout, d := plan.Timeouts.Update(ctx, defaultImageTimeout)
+	resp.Diagnostics.Append(d...)
+	want, d := imageFromModel(ctx, &plan.imageModel)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	name := want.GetMetadata().GetName()
+	c := r.data.client
+
+	// Compare-and-swap: nodes write their pull status concurrently, so a
+	// conflict is normal; each attempt re-reads and re-applies the plan.
+	var img *apiv1.Image
+	for attempt := 1; ; attempt++ {
+		cur, err := c.Images.Get(ctx, &apiv1.GetImageRequest{Name: name})
+		if err != nil {
+			r.addError(&resp.Diagnostics, err, "read image "+name+" before updating it")
+			return
+		}
+		if uid := state.UID.ValueString(); uid != "" && cur.GetMetadata().GetUid() != uid {
+			resp.Diagnostics.AddError("Image "+name+" was replaced outside Terraform",
+				fmt.Sprintf("The image Terraform manages (uid %s) was deleted and another image of the same name (uid %s) "+
+					"exists; Terraform does not update an image it did not create. Refresh to drop the old one from the state.",
+					uid, cur.GetMetadata().GetUid()))
+			return
+		}
+		next := mergeImage(cur, want)
+		if proto.Equal(next, cur) {
+			img = cur
+			break
+		}
+		img, err = c.Images.Update(ctx, &apiv1.UpdateImageRequest{Image: next})
+		if status.Code(err) == codes.Aborted && attempt < maxConflictRetries {
+			tflog.Debug(ctx, "image update conflicted with another writer; retrying", map[string]any{"image": name, "attempt": attempt})
+			continue
+		}
+		if err != nil {
+			r.addError(&resp.Diagnostics, err, "update image "+name)
+			return
+		}
+		tflog.Info(ctx, "image updated", map[string]any{"image": name, "nodes": next.GetSpec().GetNodes()})
+		break
+	}
+	r.setState(ctx, &resp.State, &resp.Diagnostics, img, &plan)
+	// Only a change that starts pulls everywhere is waited for: a label
+	// change must not fail because some node cannot pull the image.
+	if resp.Diagnostics.HasError() || !waitsForNodes(&plan) || waitsForNodes(&state) {
+		return
+	}
+	r.wait(ctx, &resp.State, &resp.Diagnostics, img, &plan, timeout, "update")
+}
+
+func (r *imageResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state imageResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "delete an image") {
+		return
+	}
+	name := state.Name.ValueString()
+	c := r.data.client
+	// The API's delete takes no uid precondition: check it first, so that
+	// destroy leaves alone an image someone created under the same name
+	// after ours was deleted.
+	cur, err := c.Images.Get(ctx, &apiv1.GetImageRequest{Name: name})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return
+	case err != nil:
+		r.addError(&resp.Diagnostics, err, "read image "+name+" before deleting it")
+		return
+	case state.UID.ValueString() != "" && cur.GetMetadata().GetUid() != state.UID.ValueString():
+		resp.Diagnostics.AddWarning("Image "+name+" was replaced outside Terraform",
+			"The image Terraform created is already gone; the image now named "+name+" was created by someone else and was left alone.")
+		return
+	}
+	_, err = c.Images.Delete(ctx, &apiv1.DeleteImageRequest{Name: name})
+	switch {
+	case err == nil, status.Code(err) == codes.NotFound:
+		tflog.Info(ctx, "image deleted; nodes remove their copies", map[string]any{"image": name})
+	case status.Code(err) == codes.FailedPrecondition:
+		resp.Diagnostics.AddError("Image "+name+" is in use",
+			fmt.Sprintf("Cannot delete image %s: %s.\n\nWhen those VMs are in this configuration, make their "+
+				"disks refer to the image (image = virtplane_image.<name>.name) or add depends_on, so that "+
+				"Terraform destroys or changes them first.",
+				name, strings.TrimSuffix(status.Convert(err).Message(), ".")))
+	default:
+		r.addError(&resp.Diagnostics, err, "delete image "+name)
+	}
+}
+
+// setState writes img as state, keeping the provider-only settings and
+// the spellings of prior (the plan or the previous state).
+func (r *imageResource) setState(ctx context.Context, st stateSetter, diags *diag.Diagnostics, img *apiv1.Image, prior *imageResourceModel) {
+	m, d := imageToModel(img, &prior.imageModel, false)
+	diags.Append(d...)
+	if d.HasError() {
+		return
+	}
+	out := imageResourceModel{imageModel: m, WaitForNodes: prior.WaitForNodes, Timeouts: prior.Timeouts}
+	if out.WaitForNodes.IsNull() || out.WaitForNodes.IsUnknown() {
+		out.WaitForNodes = types.BoolValue(true) // after import
+	}
+	diags.Append(st.Set(ctx, &out)...)
+}
+
+// addError reports a failed agent call (see addImageError).
+func (r *imageResource) addError(diags *diag.Diagnostics, err error, what string) {
+	addImageError(diags, err, r.data.endpoint, what)
+}
+
+// imageAttributes maps the API's field paths to the resource's attributes.
+var imageAttributes = map[string]string{
+	"metadata.name": "name", "metadata.labels": "labels",
+	"spec.url": "url", "spec.sha256": "sha256", "spec.format": "format", "spec.nodes": "nodes",
+}
+
+// imageAttributePath finds the attribute an API field path is about
+// ("spec.url.scheme" is url's).
+func imageAttributePath(fieldPath string) (path.Path, bool) {
+	for prefix, attr := range imageAttributes {
+		if fieldPath == prefix || strings.HasPrefix(fieldPath, prefix+".") || strings.HasPrefix(fieldPath, prefix+"[") {
+			return path.Root(attr), true
+		}
+	}
+	return path.Empty(), false
+}
+
+// addImageError reports a failed agent call about an image: validation
+// errors on the attributes that caused them, the rest with what to do.
+func addImageError(diags *diag.Diagnostics, err error, endpoint, what string) {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.InvalidArgument:
+		violations := validation.FieldViolations(err)
+		if len(violations) == 0 {
+			diags.AddError("virtplane rejected the image", fmt.Sprintf("Cannot %s: %s", what, st.Message()))
+			return
+		}
+		sort.SliceStable(violations, func(i, j int) bool { return violations[i].GetField() < violations[j].GetField() })
+		for _, v := range violations {
+			detail := fmt.Sprintf("Cannot %s: the agent rejected %s: %s", what, v.GetField(), v.GetDescription())
+			if p, ok := imageAttributePath(v.GetField()); ok {
+				diags.AddAttributeError(p, "Invalid "+lastStep(p), detail)
+			} else {
+				diags.AddError("virtplane rejected the image", detail)
+			}
+		}
+	case codes.AlreadyExists:
+		diags.AddAttributeError(path.Root("name"), "Image already exists",
+			fmt.Sprintf("Cannot %s: an image of that name exists already (%s). To manage it with Terraform, import it "+
+				"(terraform import <address> NAME, or an import block); otherwise choose another name.", what, st.Message()))
+	case codes.FailedPrecondition:
+		diags.AddError("virtplane refused the request", fmt.Sprintf("Cannot %s: %s", what, st.Message()))
+	case codes.NotFound:
+		diags.AddError("Image not found",
+			fmt.Sprintf("Cannot %s: it no longer exists (%s); it was deleted outside Terraform. Refresh, then apply to re-create it.", what, st.Message()))
+	default:
+		diags.AddError(apiError(err, endpoint, what))
+	}
+}

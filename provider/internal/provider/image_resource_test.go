@@ -1,0 +1,157 @@
+package provider
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+func TestImageSchemasDocumentEveryAttribute(t *testing.T) {
+	ctx := context.Background()
+	var rs resource.SchemaResponse
+	NewImageResource().Schema(ctx, resource.SchemaRequest{}, &rs)
+	if rs.Diagnostics.HasError() || rs.Schema.MarkdownDescription == "" {
+		t.Fatalf("resource schema: %v (description %q)", rs.Diagnostics, rs.Schema.MarkdownDescription)
+	}
+	resourceElems(rs.Schema.Attributes, rs.Schema.Blocks, "virtplane_image.", t)
+	if d := rs.Schema.ValidateImplementation(ctx); d.HasError() {
+		t.Errorf("resource schema is invalid: %v", d)
+	}
+	var ds datasource.SchemaResponse
+	NewImageDataSource().Schema(ctx, datasource.SchemaRequest{}, &ds)
+	if ds.Schema.MarkdownDescription == "" {
+		t.Error("the data source has no description")
+	}
+	dataElems(ds.Schema.Attributes, "data.virtplane_image.", t)
+	// The data source returns the resource's attributes, minus the
+	// provider-only ones.
+	for name := range rs.Schema.Attributes {
+		if _, ok := ds.Schema.Attributes[name]; !ok && name != "wait_for_nodes" {
+			t.Errorf("data source lacks attribute %s", name)
+		}
+	}
+}
+
+func validString(v validator.String, s string) (ok bool, msg string) {
+	var resp validator.StringResponse
+	v.ValidateString(context.Background(), validator.StringRequest{Path: path.Root("x"), ConfigValue: types.StringValue(s)}, &resp)
+	if resp.Diagnostics.HasError() {
+		return false, resp.Diagnostics.Errors()[0].Detail()
+	}
+	return true, ""
+}
+
+func TestImageValidators(t *testing.T) {
+	for _, c := range []struct {
+		v    validator.String
+		in   string
+		want bool
+		says string
+	}{
+		{imageNameValidator{}, "debian-12.qcow2", true, ""},
+		{imageNameValidator{}, "ubuntu.24.04.img", true, ""},
+		{imageNameValidator{}, "Debian.qcow2", false, "lower case"},
+		{imageNameValidator{}, "debian/12.qcow2", false, ""},
+		{imageNameValidator{}, "", false, ""},
+		{imageURLValidator{}, "https://images.example/debian.qcow2", true, ""},
+		{imageURLValidator{}, "http://10.0.0.1:8080/a.raw", true, ""},
+		{imageURLValidator{}, "file:///srv/images/a.qcow2", true, ""},
+		{imageURLValidator{}, "ftp://images.example/a.qcow2", false, "ftp"},
+		{imageURLValidator{}, "https://user:secret@images.example/a.qcow2", false, "credentials"},
+		{imageURLValidator{}, "file:///srv/../a.qcow2", false, "clean"},
+		{imageURLValidator{}, "https:///a.qcow2", false, "host"},
+		{sha256Validator{}, testSum, true, ""},
+		{sha256Validator{}, testSumUpper, true, ""},
+		{sha256Validator{}, " " + testSum, false, "64 hex digits"},
+		{sha256Validator{}, testSum[:63], false, "63 characters"},
+		{sha256Validator{}, strings.Repeat("g", 64), false, "64 hex digits"},
+	} {
+		ok, msg := validString(c.v, c.in)
+		if ok != c.want || !strings.Contains(msg, c.says) {
+			t.Errorf("%T(%q) = %v %q, want %v saying %q", c.v, c.in, ok, msg, c.want, c.says)
+		}
+		if strings.Contains(msg, "secret") {
+			t.Errorf("%T(%q) repeats the password: %s", c.v, c.in, msg)
+		}
+	}
+}
+
+func TestFormatContradiction(t *testing.T) {
+	for _, c := range []struct {
+		name, format string
+		bad          bool
+	}{
+		{"debian.qcow2", "qcow2", false},
+		{"debian.qcow2", "raw", true},
+		{"disk.raw", "qcow2", true},
+		{"debian.img", "raw", false},
+		{"debian.img", "qcow2", false},
+		{"debian.qcow2", "vmdk", false}, // the format's own validator says so
+	} {
+		got := formatContradiction(c.name, c.format)
+		if (got != "") != c.bad {
+			t.Errorf("formatContradiction(%q, %q) = %q, want contradiction %v", c.name, c.format, got, c.bad)
+		}
+		if c.bad && !strings.Contains(got, "extension") {
+			t.Errorf("formatContradiction(%q, %q) = %q does not name the extension", c.name, c.format, got)
+		}
+	}
+}
+
+// A checksum written in upper case is the same checksum: no replacement.
+func TestSHA256RequiresReplaceIgnoresCase(t *testing.T) {
+	for _, c := range []struct {
+		state, plan types.String
+		replace     bool
+	}{
+		{types.StringValue(testSum), types.StringValue(testSumUpper), false},
+		{types.StringValue(testSum), types.StringValue(strings.Repeat("0", 64)), true},
+		{types.StringNull(), types.StringValue(testSum), true},
+		{types.StringValue(testSum), types.StringNull(), true},
+	} {
+		req := planmodifier.StringRequest{
+			Path: path.Root("sha256"), StateValue: c.state, PlanValue: c.plan, ConfigValue: c.plan,
+			State: nonNullState(t), Plan: nonNullPlan(t),
+		}
+		var resp planmodifier.StringResponse
+		resp.PlanValue = c.plan
+		sha256RequiresReplace().PlanModifyString(context.Background(), req, &resp)
+		if resp.RequiresReplace != c.replace {
+			t.Errorf("%s -> %s: replace %v, want %v", c.state, c.plan, resp.RequiresReplace, c.replace)
+		}
+	}
+}
+
+// emptyObject is the resource's schema type with every attribute null: a
+// state or plan that exists (an update, not a create or destroy).
+func emptyObject(t *testing.T) (resource.SchemaResponse, tftypes.Value) {
+	t.Helper()
+	ctx := context.Background()
+	var rs resource.SchemaResponse
+	NewImageResource().Schema(ctx, resource.SchemaRequest{}, &rs)
+	typ := rs.Schema.Type().TerraformType(ctx).(tftypes.Object)
+	vals := map[string]tftypes.Value{}
+	for name, at := range typ.AttributeTypes {
+		vals[name] = tftypes.NewValue(at, nil)
+	}
+	return rs, tftypes.NewValue(typ, vals)
+}
+
+func nonNullState(t *testing.T) tfsdk.State {
+	rs, v := emptyObject(t)
+	return tfsdk.State{Schema: rs.Schema, Raw: v}
+}
+
+func nonNullPlan(t *testing.T) tfsdk.Plan {
+	rs, v := emptyObject(t)
+	return tfsdk.Plan{Schema: rs.Schema, Raw: v}
+}
