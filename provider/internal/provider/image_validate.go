@@ -31,7 +31,9 @@ func (imageNameValidator) Description(context.Context) string {
 	return "must be a DNS-1123 subdomain that is also an image file name, such as `debian-12.qcow2`"
 }
 
-func (v imageNameValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v imageNameValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
 
 func (imageNameValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
