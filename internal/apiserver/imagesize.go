@@ -23,6 +23,21 @@ func (s *Server) checkImageSizes(ctx context.Context, name string, spec, old *ap
 	if err != nil {
 		return toStatus(err)
 	}
-	errs := validation.ValidatePersistentImageSizes(spec, old, field.NewPath("spec", "template", "spec"), validation.NodeImageSizes(nodes), dir)
+	sizes := validation.NodeImageSizes(nodes)
+	// Images pulled by some node count too: another node may pull it.
+	if s.stores.Images != nil {
+		imgs, _, err := s.stores.Images.List(ctx, store.ListOptions{})
+		if err != nil {
+			return toStatus(err)
+		}
+		for _, img := range imgs {
+			for _, e := range img.GetStatus().GetNodes() {
+				if name := img.GetMetadata().GetName(); e.GetVirtualSizeBytes() > sizes[name] {
+					sizes[name] = e.GetVirtualSizeBytes()
+				}
+			}
+		}
+	}
+	errs := validation.ValidatePersistentImageSizes(spec, old, field.NewPath("spec", "template", "spec"), sizes, dir)
 	return validation.ToStatusError("VirtualMachine", name, errs)
 }
