@@ -6,7 +6,8 @@
 // domain names would collide, a fenced node's domain would block its
 // replacement, and libvirt refuses to migrate to the same host).
 //
-// The recipe is the measured one in docs/testing.md ("Multi-node tests"):
+// How a node is made (docs/testing.md, "Multi-node tests", has what it
+// costs):
 //
 //   - Network: a hub network namespace holds a bridge; each node has a
 //     network namespace of its own joined to the bridge by a veth pair,
@@ -39,8 +40,9 @@
 // path (what shared-storage migration needs). QEMU runs as libvirt-qemu,
 // so directories above its files must be traversable (0755).
 //
-// Start skips the test unless it runs as root with libvirtd, virtlogd,
-// unshare, nsenter, ip, mount, hostname and virsh installed. Its
+// Start skips the test, saying why (Unavailable), unless it runs as root
+// with libvirtd, virtlogd, virsh, unshare, nsenter, mount, umount, ip,
+// hostname, sleep and cp installed and QEMU's user libvirt-qemu. Its
 // t.Cleanup destroys and undefines every domain of each node, stops the
 // daemons (SIGTERM, then SIGKILL), kills whatever else still runs in the
 // node's network namespace (a QEMU libvirtd left behind), deletes the
