@@ -3,6 +3,7 @@ package imagepull
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"sync"
 	"time"
@@ -21,6 +22,8 @@ type pull struct {
 	began time.Time
 	done  chan struct{}
 	err   error // set before done is closed
+	// suffix ends progress messages (why the last attempt failed).
+	suffix string
 
 	mu       sync.Mutex
 	bytes    int64 // received so far, a resumed part included
@@ -90,10 +93,16 @@ func (pl *pull) run(ctx context.Context) error {
 	p := pl.p
 	name := pl.img.GetMetadata().GetName()
 	spec := pl.img.GetSpec()
-	attempt := p.nextAttempt(name)
+	attempt, lastErr := p.nextAttempt(name)
 	log := p.log.With("image", name, "uid", pl.uid, "attempt", attempt)
 	log.Info("pulling image", "url", redact(spec.GetUrl()))
-	p.report(ctx, name, pl.pullingStatus(attempt, "downloading "+redact(spec.GetUrl())))
+	// A retry keeps saying why the last attempt failed.
+	suffix := ""
+	if lastErr != "" {
+		suffix = fmt.Sprintf(" (attempt %d; the last failed: %s)", attempt, lastErr)
+	}
+	pl.suffix = suffix
+	p.report(ctx, name, pl.pullingStatus(attempt, "downloading "+redact(spec.GetUrl())+suffix))
 
 	stopReports := pl.reportWhilePulling(ctx, attempt)
 	img, err := pl.download(ctx)
@@ -195,7 +204,7 @@ func (pl *pull) reportWhilePulling(ctx context.Context, attempt int32) (stop fun
 				return
 			case <-t.C():
 				pl.sample()
-				p.report(ctx, name, pl.pullingStatus(attempt, "downloading: "+pl.progress().String()))
+				p.report(ctx, name, pl.pullingStatus(attempt, "downloading: "+pl.progress().String()+pl.suffix))
 			}
 		}
 	}()

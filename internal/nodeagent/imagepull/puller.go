@@ -89,6 +89,7 @@ type Puller struct {
 	mu       sync.Mutex
 	pulls    map[string]*pull // in flight, by image name
 	attempts map[string]int32 // failed attempts since the last success
+	lastErr  map[string]string
 	wg       sync.WaitGroup
 }
 
@@ -114,7 +115,7 @@ func New(opts Options) (*Puller, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Puller{opts: opts, log: opts.Logger.With("component", "imagepull"), ctx: ctx, cancel: cancel,
-		pulls: map[string]*pull{}, attempts: map[string]int32{}}, nil
+		pulls: map[string]*pull{}, attempts: map[string]int32{}, lastErr: map[string]string{}}, nil
 }
 
 func defaultHTTPClient() *http.Client {
@@ -229,6 +230,7 @@ func (p *Puller) Discard(name string) {
 		return
 	}
 	delete(p.attempts, name)
+	delete(p.lastErr, name)
 	if dl, err := p.opts.Store.DownloadPath(name); err == nil {
 		discard(dl)
 	}
@@ -286,6 +288,9 @@ func (p *Puller) start(img *apiv1.Image) *pull {
 		}
 		if pl.err == nil {
 			delete(p.attempts, name)
+			delete(p.lastErr, name)
+		} else if p.ctx.Err() == nil {
+			p.lastErr[name] = pl.err.Error()
 		}
 		p.mu.Unlock()
 		close(pl.done)
@@ -293,11 +298,13 @@ func (p *Puller) start(img *apiv1.Image) *pull {
 	return pl
 }
 
-func (p *Puller) nextAttempt(name string) int32 {
+// nextAttempt counts an attempt and returns its number and why the last
+// one failed ("" for the first).
+func (p *Puller) nextAttempt(name string) (int32, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.attempts[name]++
-	return p.attempts[name]
+	return p.attempts[name], p.lastErr[name]
 }
 
 // checkSpace fails when need bytes do not fit beside download.

@@ -165,6 +165,16 @@ func TestWrongChecksumLeavesNothing(t *testing.T) {
 		t.Fatalf("last report = %v", last)
 	}
 	assertOnlyImages(t, e.store.Dir())
+
+	// The retry says why the last attempt failed while it runs.
+	before := len(e.api.reports)
+	_ = p.Ensure(t.Context(), image("bad.qcow2", srv.URL+"/img.qcow2", wrong), nil)
+	e.api.mu.Lock()
+	first := e.api.reports[before]
+	e.api.mu.Unlock()
+	if first.Phase != "Pulling" || first.Attempts != 2 || !strings.Contains(first.Message, "the last failed: ") || !strings.Contains(first.Message, "expected "+wrong) {
+		t.Fatalf("retry's first report = %v", first)
+	}
 }
 
 // assertOnlyImages fails if dir holds anything but the named images.
