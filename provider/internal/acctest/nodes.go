@@ -311,3 +311,12 @@ func (n *Nodes) DomainMemory(ctx context.Context, namespace, name string) (bytes
 	b, err := n.host.domainMemory(ctx, apiv1.DomainName(namespace, name))
 	return b, true, err
 }
+
+// ImageDir is the real node's image directory, where it stores the
+// images it pulls; "" without real nodes.
+func (n *Nodes) ImageDir() string {
+	if n.host == nil {
+		return ""
+	}
+	return n.host.imageDir
+}

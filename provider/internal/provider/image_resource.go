@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -30,6 +31,7 @@ var (
 	_ resource.Resource                   = (*imageResource)(nil)
 	_ resource.ResourceWithConfigure      = (*imageResource)(nil)
 	_ resource.ResourceWithImportState    = (*imageResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*imageResource)(nil)
 	_ resource.ResourceWithValidateConfig = (*imageResource)(nil)
 )
 
@@ -110,7 +112,7 @@ func (r *imageResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 					"reports what it got in `node_status`. Changing it (other than its case) replaces " +
 					"the image.",
 				Validators:    []validator.String{sha256Validator{}},
-				PlanModifiers: []planmodifier.String{sha256RequiresReplace()},
+				PlanModifiers: []planmodifier.String{sha256KeepState{}, stringplanmodifier.RequiresReplace()},
 			},
 			"format": schema.StringAttribute{
 				Optional: true,
@@ -188,17 +190,50 @@ func imageNodeStatusResourceAttributes() map[string]schema.Attribute {
 	return out
 }
 
-// sha256RequiresReplace replaces the image when its checksum changes, but
-// not when only its case does: the agent keeps it in lower case and the
-// state keeps the configuration's spelling.
-func sha256RequiresReplace() planmodifier.String {
-	return stringplanmodifier.RequiresReplaceIf(
-		func(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
-			resp.RequiresReplace = !strings.EqualFold(req.StateValue.ValueString(), req.PlanValue.ValueString())
-		},
-		"Changing the checksum (other than its case) replaces the image.",
-		"Changing the checksum (other than its case) replaces the image.",
-	)
+// sha256KeepState plans the prior value when the configuration spells the
+// same checksum in another case (the agent stores it in lower case, which
+// is what an import reads), so that the case is never a change, let alone
+// a replacement. Terraform accepts a planned value equal to the prior
+// state in place of an equivalent configuration value.
+type sha256KeepState struct{}
+
+var _ planmodifier.String = sha256KeepState{}
+
+func (sha256KeepState) Description(context.Context) string {
+	return "the same checksum in another case is not a change"
+}
+
+func (m sha256KeepState) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+
+func (sha256KeepState) PlanModifyString(_ context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.StateValue.IsNull() || req.StateValue.IsUnknown() {
+		return
+	}
+	if strings.EqualFold(req.ConfigValue.ValueString(), req.StateValue.ValueString()) {
+		resp.PlanValue = req.StateValue
+	}
+}
+
+// ModifyPlan keeps the state's node_status when the plan changes nothing
+// else. The framework marks computed attributes unknown as soon as the
+// configuration differs from the state, before attribute plan modifiers
+// run; when those turn the difference into none (the checksum in another
+// case), the unknown node_status alone would make an update.
+func (r *imageResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() {
+		return // destroy or create
+	}
+	var v attr.Value
+	if d := req.State.GetAttribute(ctx, path.Root("node_status"), &v); d.HasError() {
+		return
+	}
+	keep := resp.Plan
+	if d := keep.SetAttribute(ctx, path.Root("node_status"), v); d.HasError() {
+		return
+	}
+	if keep.Raw.Equal(req.State.Raw) {
+		resp.Plan = keep
+	}
 }
 
 // ready reports whether the client can be used, adding a diagnostic if not.

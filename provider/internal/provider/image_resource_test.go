@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
@@ -107,26 +108,35 @@ func TestFormatContradiction(t *testing.T) {
 	}
 }
 
-// A checksum written in upper case is the same checksum: no replacement.
-func TestSHA256RequiresReplaceIgnoresCase(t *testing.T) {
+// A checksum written in another case is the same checksum: the plan keeps
+// the state's spelling, so there is no change, let alone a replacement.
+func TestSHA256CaseIsNoChange(t *testing.T) {
+	ctx := context.Background()
+	var rs resource.SchemaResponse
+	NewImageResource().Schema(ctx, resource.SchemaRequest{}, &rs)
+	mods := rs.Schema.Attributes["sha256"].(rschema.StringAttribute).PlanModifiers
 	for _, c := range []struct {
-		state, plan types.String
-		replace     bool
+		state, config types.String
+		plan          types.String
+		replace       bool
 	}{
-		{types.StringValue(testSum), types.StringValue(testSumUpper), false},
-		{types.StringValue(testSum), types.StringValue(strings.Repeat("0", 64)), true},
-		{types.StringNull(), types.StringValue(testSum), true},
-		{types.StringValue(testSum), types.StringNull(), true},
+		{types.StringValue(testSum), types.StringValue(testSumUpper), types.StringValue(testSum), false},
+		{types.StringValue(testSumUpper), types.StringValue(testSum), types.StringValue(testSumUpper), false},
+		{types.StringValue(testSum), types.StringValue(strings.Repeat("0", 64)), types.StringValue(strings.Repeat("0", 64)), true},
+		{types.StringNull(), types.StringValue(testSum), types.StringValue(testSum), true},
+		{types.StringValue(testSum), types.StringNull(), types.StringNull(), true},
 	} {
-		req := planmodifier.StringRequest{
-			Path: path.Root("sha256"), StateValue: c.state, PlanValue: c.plan, ConfigValue: c.plan,
-			State: nonNullState(t), Plan: nonNullPlan(t),
+		// The framework hands each modifier the plan the previous one made.
+		resp := planmodifier.StringResponse{PlanValue: c.config}
+		for _, m := range mods {
+			req := planmodifier.StringRequest{
+				Path: path.Root("sha256"), StateValue: c.state, PlanValue: resp.PlanValue, ConfigValue: c.config,
+				State: nonNullState(t), Plan: nonNullPlan(t),
+			}
+			m.PlanModifyString(ctx, req, &resp)
 		}
-		var resp planmodifier.StringResponse
-		resp.PlanValue = c.plan
-		sha256RequiresReplace().PlanModifyString(context.Background(), req, &resp)
-		if resp.RequiresReplace != c.replace {
-			t.Errorf("%s -> %s: replace %v, want %v", c.state, c.plan, resp.RequiresReplace, c.replace)
+		if !resp.PlanValue.Equal(c.plan) || resp.RequiresReplace != c.replace {
+			t.Errorf("%s -> %s: plan %s replace %v, want %s replace %v", c.state, c.config, resp.PlanValue, resp.RequiresReplace, c.plan, c.replace)
 		}
 	}
 }
