@@ -302,7 +302,7 @@ func TestAccImage_usedByVM(t *testing.T) {
 		),
 		Steps: []resource.TestStep{
 			{
-				Config: vm("virtplane_image.test.name") + image,
+				Config:            vm("virtplane_image.test.name") + image,
 				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
 				Check: resource.ComposeTestCheckFunc(
 					imageFile(agent, name, src.sha256, true),
