@@ -213,6 +213,9 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 
 	if e == nil || !e.synced {
 		opts, err := a.syncOptions(ctx, vmi, rec)
+		if w := (*pullWait)(nil); errors.As(err, &w) {
+			return a.pullWaiting(ctx, vmi, w)
+		}
 		if err != nil {
 			return a.prepareFailed(ctx, vmi, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -14,7 +15,6 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -123,19 +123,23 @@ func (a *Agent) reconcileImage(ctx context.Context, name string) (controller.Res
 	ip := a.pulls
 	img, ok := ip.inf.Get("", name)
 	if ok && img.GetSpec().GetNodes() == validation.ImageNodesAll {
-		if err := ip.puller.Ensure(ctx, img, nil); err != nil {
-			if ctx.Err() != nil {
-				return controller.Result{}, nil
-			}
-			// Its own backoff, not the queue's: that one starts at
-			// milliseconds, and a server that fails or a checksum that
-			// does not match must not be fetched again at once.
-			after := pullRetry(ip.puller.Attempts(name))
+		err := ip.puller.Ensure(ctx, img, nil)
+		var retry *imagepull.RetryError
+		switch {
+		case err == nil:
+			a.images.Refresh()
+			return controller.Result{}, nil
+		case errors.As(err, &retry):
+			// The puller's backoff, not the queue's: that one starts at
+			// milliseconds.
+			after := retry.RetryAt.Sub(a.now())
 			a.log.Info("image pull failed; retrying later", "image", name, "retry_in", after, "err", err)
-			return controller.Result{RequeueAfter: after}, nil
+			return controller.Result{RequeueAfter: max(after, time.Second)}, nil
+		case ctx.Err() != nil:
+			return controller.Result{}, nil
+		default: // the attempt just failed: the next pass reads its backoff
+			return controller.Result{RequeueAfter: time.Second}, nil
 		}
-		a.images.Refresh()
-		return controller.Result{}, nil
 	}
 	if !ok {
 		ip.puller.Discard(name)
@@ -159,20 +163,6 @@ func (a *Agent) reconcileImage(ctx context.Context, name string) (controller.Res
 	return controller.Result{}, nil
 }
 
-// Backoff of failed eager pulls: 5 s doubling to 5 minutes.
-const (
-	pullRetryBase = 5 * time.Second
-	pullRetryMax  = 5 * time.Minute
-)
-
-func pullRetry(attempts int32) time.Duration {
-	d := pullRetryBase
-	for i := int32(1); i < attempts && d < pullRetryMax; i++ {
-		d *= 2
-	}
-	return min(d, pullRetryMax)
-}
-
 // localImageUsers lists the instances on this node that refer to image
 // name.
 func (a *Agent) localImageUsers(name string) []string {
@@ -185,37 +175,80 @@ func (a *Agent) localImageUsers(name string) []string {
 	return users
 }
 
-// pullImages pulls the Images vmi needs that are not on the node yet,
-// showing the pull on the VMI (condition Provisioning) while it waits.
+// pullWait is returned by pullImages while an image the VMI needs is
+// not here: the handler comes back after the delay, and shows cause when
+// the last pull failed.
+type pullWait struct {
+	after time.Duration
+	cause error
+}
+
+func (w *pullWait) Error() string {
+	if w.cause != nil {
+		return w.cause.Error()
+	}
+	return fmt.Sprintf("waiting %s for an image pull", w.after)
+}
+
+// pullImages starts pulls of the Images vmi needs that are not on the
+// node yet and shows them on the VMI (condition Provisioning: bytes,
+// rate, ETA). It never waits for a download: a worker held by a pull of
+// gigabytes could not stop other guests meanwhile. While a pull runs it
+// returns a *pullWait, and the handler comes back every report interval
+// to refresh the progress and start the guest once the pull is done.
 // Images that are no Image object are the disk room's business.
 func (a *Agent) pullImages(ctx context.Context, vmi *apiv1.VirtualMachineInstance) error {
 	ip := a.pulls
-	if ip == nil {
+	// A running guest has its disks (an agent restarting re-syncs it
+	// here); it must not wait for anything.
+	if ip == nil || vmi.GetStatus().GetPhase() == apiv1.PhaseRunning {
 		return nil
 	}
+	var waiting []string
+	var failed error
+	retryAt := time.Time{}
 	for _, name := range validation.ImageRefs(vmi.GetSpec(), a.opts.ImageDir) {
 		img, ok := ip.inf.Get("", name)
-		if !ok || ip.puller.Have(img) {
+		if !ok {
 			continue
 		}
-		show := func(msg string) {
-			if _, err := a.writeStatus(ctx, vmi, provisioningStatus(msg)); err != nil && !errors.Is(err, errVMIGone) {
-				a.log.Warn("showing the image pull failed", "vmi", informer.Key(vmi), "err", err)
+		st := ip.puller.Pull(img)
+		switch {
+		case st.Ready:
+			continue
+		case st.Err != nil:
+			failed = fmt.Errorf("pulling image %s: %w", name, st.Err)
+			if retryAt.IsZero() || st.RetryAt.Before(retryAt) {
+				retryAt = st.RetryAt
 			}
+		default:
+			waiting = append(waiting, fmt.Sprintf("pulling image %s: %s", name, st.Progress))
 		}
-		show(fmt.Sprintf("pulling image %s", name))
-		err := ip.puller.Ensure(ctx, img, func(pr imagepull.Progress) {
-			show(fmt.Sprintf("pulling image %s: %s", name, pr))
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			return &disks.Error{Reason: ReasonImagePullFailed, Err: fmt.Errorf("pulling image %s: %w", name, err), Retry: true}
+	}
+	switch {
+	case failed != nil:
+		return &pullWait{after: max(retryAt.Sub(a.now()), time.Second), cause: failed}
+	case len(waiting) > 0:
+		if _, err := a.writeStatus(ctx, vmi, provisioningStatus(strings.Join(waiting, "; "))); err != nil && !errors.Is(err, errVMIGone) {
+			return err
 		}
-		a.images.Refresh()
+		return &pullWait{after: pullPollInterval}
 	}
 	return nil
+}
+
+// pullPollInterval is how often a VMI waiting for a pull is looked at.
+const pullPollInterval = 2 * time.Second
+
+// pullWaiting handles a *pullWait from syncOptions.
+func (a *Agent) pullWaiting(ctx context.Context, vmi *apiv1.VirtualMachineInstance, w *pullWait) (controller.Result, error) {
+	if w.cause != nil {
+		a.log.Warn("image pull failed; the VMI waits", "vmi", informer.Key(vmi), "err", w.cause, "retry_in", w.after)
+		if _, err := a.writeStatus(ctx, vmi, syncFailedStatus(ReasonImagePullFailed, w.cause.Error()+" (retrying)", false)); err != nil && !errors.Is(err, errVMIGone) {
+			return controller.Result{}, err
+		}
+	}
+	return controller.Result{RequeueAfter: w.after}, nil
 }
 
 var _ ImageAPI = (apiv1.ImagesClient)(nil)

@@ -87,9 +87,9 @@ type Puller struct {
 	cancel context.CancelFunc
 
 	mu       sync.Mutex
-	pulls    map[string]*pull // in flight, by image name
-	attempts map[string]int32 // failed attempts since the last success
-	lastErr  map[string]string
+	pulls    map[string]*pull   // in flight, by image name
+	attempts map[string]int32   // failed attempts since the last success
+	failed   map[string]failure // the last failed attempt, by name
 	wg       sync.WaitGroup
 }
 
@@ -115,7 +115,7 @@ func New(opts Options) (*Puller, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Puller{opts: opts, log: opts.Logger.With("component", "imagepull"), ctx: ctx, cancel: cancel,
-		pulls: map[string]*pull{}, attempts: map[string]int32{}, lastErr: map[string]string{}}, nil
+		pulls: map[string]*pull{}, attempts: map[string]int32{}, failed: map[string]failure{}}, nil
 }
 
 func defaultHTTPClient() *http.Client {
@@ -230,7 +230,7 @@ func (p *Puller) Discard(name string) {
 		return
 	}
 	delete(p.attempts, name)
-	delete(p.lastErr, name)
+	delete(p.failed, name)
 	if dl, err := p.opts.Store.DownloadPath(name); err == nil {
 		discard(dl)
 	}
@@ -243,54 +243,127 @@ func (p *Puller) Attempts(name string) int32 {
 	return p.attempts[name]
 }
 
-// Ensure returns once img is on the node, pulling it unless it is there
-// already; a pull under way for it is joined, not repeated. watch, when
-// set, sees the progress every report interval while Ensure waits. When
-// ctx ends Ensure returns but the pull goes on: others may want it.
-func (p *Puller) Ensure(ctx context.Context, img *apiv1.Image, watch func(Progress)) error {
-	if p.Have(img) {
-		return nil
+// Backoff between failed attempts to pull one image: RetryBase doubling
+// to RetryMax, so a server that fails or a checksum that does not match
+// is not fetched again at once, by any caller.
+const (
+	RetryBase = 5 * time.Second
+	RetryMax  = 5 * time.Minute
+)
+
+func retryDelay(attempts int32) time.Duration {
+	d := RetryBase
+	for i := int32(1); i < attempts && d < RetryMax; i++ {
+		d *= 2
 	}
-	pl := p.start(img)
+	return min(d, RetryMax)
+}
+
+// State is where an image stands on the node.
+type State struct {
+	// Ready: the image is here.
+	Ready bool
+	// Done is closed when the pull under way ends; nil when none is.
+	Done     <-chan struct{}
+	Progress Progress
+	// Err is why the last attempt failed, while the backoff holds the
+	// next one off until RetryAt.
+	Err     error
+	RetryAt time.Time
+}
+
+// Pull starts pulling img unless it is here, being pulled (then the pull
+// is shared), or its last attempt failed less than the backoff ago. It
+// never waits.
+func (p *Puller) Pull(img *apiv1.Image) State {
+	if p.Have(img) {
+		return State{Ready: true}
+	}
+	name := img.GetMetadata().GetName()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pl, ok := p.pulls[name]; ok {
+		// Shared; or, for an Image re-created under the same name, the
+		// old pull ends before the new one starts (one download file).
+		return State{Done: pl.done, Progress: pl.progress()}
+	}
+	if f, ok := p.failed[name]; ok && f.uid == img.GetMetadata().GetUid() {
+		if at := f.at.Add(retryDelay(p.attempts[name])); p.opts.Clock.Now().Before(at) {
+			return State{Err: f.err, RetryAt: at}
+		}
+	}
+	pl := p.startLocked(img)
+	return State{Done: pl.done}
+}
+
+// Ensure returns once img is on the node, pulling it unless it is there
+// already; a pull under way for it is joined, not repeated. It returns
+// the last error at once while the backoff holds a new attempt off.
+// watch, when set, sees the progress every report interval while Ensure
+// waits. When ctx ends Ensure returns but the pull goes on: others may
+// want it.
+func (p *Puller) Ensure(ctx context.Context, img *apiv1.Image, watch func(Progress)) error {
 	t := p.opts.Clock.NewTicker(p.opts.ReportInterval)
 	defer t.Stop()
 	for {
-		select {
-		case <-pl.done:
-			return pl.err
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C():
-			if watch != nil {
-				watch(pl.progress())
+		st := p.Pull(img)
+		switch {
+		case st.Ready:
+			return nil
+		case st.Err != nil:
+			return &RetryError{Err: st.Err, RetryAt: st.RetryAt}
+		}
+	wait:
+		for {
+			select {
+			case <-st.Done:
+				break wait
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C():
+				if watch != nil {
+					watch(p.Pull(img).Progress)
+				}
 			}
 		}
 	}
 }
 
-// start returns the pull of img under way, or starts one.
-func (p *Puller) start(img *apiv1.Image) *pull {
+// RetryError is a failed pull whose next attempt waits until RetryAt.
+type RetryError struct {
+	Err     error
+	RetryAt time.Time
+}
+
+func (e *RetryError) Error() string { return e.Err.Error() }
+func (e *RetryError) Unwrap() error { return e.Err }
+
+// failure is an image's last failed attempt.
+type failure struct {
+	uid string
+	at  time.Time
+	err error
+}
+
+// startLocked starts a pull of img; p.mu is held.
+func (p *Puller) startLocked(img *apiv1.Image) *pull {
 	name := img.GetMetadata().GetName()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pl, ok := p.pulls[name]; ok && pl.uid == img.GetMetadata().GetUid() {
-		return pl
-	}
 	pl := &pull{p: p, img: img, uid: img.GetMetadata().GetUid(), done: make(chan struct{}), began: p.opts.Clock.Now()}
 	p.pulls[name] = pl
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		pl.err = pl.run(p.ctx)
+		err := pl.run(p.ctx)
 		p.mu.Lock()
 		if p.pulls[name] == pl {
 			delete(p.pulls, name)
 		}
-		if pl.err == nil {
+		switch {
+		case err == nil:
 			delete(p.attempts, name)
-			delete(p.lastErr, name)
-		} else if p.ctx.Err() == nil {
-			p.lastErr[name] = pl.err.Error()
+			delete(p.failed, name)
+		case p.ctx.Err() == nil:
+			p.failed[name] = failure{uid: pl.uid, at: p.opts.Clock.Now(), err: err}
 		}
 		p.mu.Unlock()
 		close(pl.done)
@@ -304,7 +377,11 @@ func (p *Puller) nextAttempt(name string) (int32, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.attempts[name]++
-	return p.attempts[name], p.lastErr[name]
+	last := ""
+	if f, ok := p.failed[name]; ok {
+		last = f.err.Error()
+	}
+	return p.attempts[name], last
 }
 
 // checkSpace fails when need bytes do not fit beside download.

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
@@ -68,10 +70,12 @@ func newEnv(t *testing.T) *env {
 	return &env{t: t, dir: dir, store: s, api: &fakeAPI{}}
 }
 
-func (e *env) puller() *Puller {
+func (e *env) puller() *Puller { return e.pullerWith(nil) }
+
+func (e *env) pullerWith(clk clock.WithTicker) *Puller {
 	e.t.Helper()
 	p, err := New(Options{NodeName: "n1", Store: e.store, RecordDir: filepath.Join(e.dir, "pulled"), API: e.api,
-		ReportInterval: 20 * time.Millisecond})
+		ReportInterval: 20 * time.Millisecond, Clock: clk})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -154,10 +158,12 @@ func TestPullVerifiesAndReports(t *testing.T) {
 func TestWrongChecksumLeavesNothing(t *testing.T) {
 	e := newEnv(t)
 	content, _ := qcow2(t)
-	srv, _ := server(t, content)
-	p := e.puller()
+	srv, gets := server(t, content)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC))
+	p := e.pullerWith(clk)
 	wrong := strings.Repeat("0", 64)
-	err := p.Ensure(t.Context(), image("bad.qcow2", srv.URL+"/img.qcow2", wrong), nil)
+	img := image("bad.qcow2", srv.URL+"/img.qcow2", wrong)
+	err := p.Ensure(t.Context(), img, nil)
 	if !errors.Is(err, imagestore.ErrChecksumMismatch) {
 		t.Fatalf("err = %v, want a checksum mismatch", err)
 	}
@@ -166,14 +172,28 @@ func TestWrongChecksumLeavesNothing(t *testing.T) {
 	}
 	assertOnlyImages(t, e.store.Dir())
 
-	// The retry says why the last attempt failed while it runs.
+	// Within the backoff nobody fetches again, whoever asks.
+	var re *RetryError
+	if err := p.Ensure(t.Context(), img, nil); !errors.As(err, &re) || !re.RetryAt.Equal(clk.Now().Add(RetryBase)) || !errors.Is(err, imagestore.ErrChecksumMismatch) {
+		t.Fatalf("second Ensure = %v, want the last error until %s", err, clk.Now().Add(RetryBase))
+	}
+	if st := p.Pull(img); st.Err == nil || st.Done != nil || gets.Load() != 1 {
+		t.Fatalf("Pull within the backoff = %+v after %d requests", st, gets.Load())
+	}
+
+	// After it, a new attempt says why the last one failed while it runs.
+	clk.Step(RetryBase)
 	before := len(e.api.reports)
-	_ = p.Ensure(t.Context(), image("bad.qcow2", srv.URL+"/img.qcow2", wrong), nil)
+	_ = p.Ensure(t.Context(), img, nil)
 	e.api.mu.Lock()
 	first := e.api.reports[before]
 	e.api.mu.Unlock()
-	if first.Phase != "Pulling" || first.Attempts != 2 || !strings.Contains(first.Message, "the last failed: ") || !strings.Contains(first.Message, "expected "+wrong) {
-		t.Fatalf("retry's first report = %v", first)
+	if gets.Load() != 2 || first.Phase != "Pulling" || first.Attempts != 2 || !strings.Contains(first.Message, "the last failed: ") || !strings.Contains(first.Message, "expected "+wrong) {
+		t.Fatalf("retry's first report = %v (%d requests)", first, gets.Load())
+	}
+	// And the backoff doubles.
+	if err := p.Ensure(t.Context(), img, nil); !errors.As(err, &re) || !re.RetryAt.Equal(clk.Now().Add(2*RetryBase)) {
+		t.Fatalf("third Ensure = %v, want a retry after %s", err, 2*RetryBase)
 	}
 }
 
