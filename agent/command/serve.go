@@ -113,6 +113,7 @@ cluster instead of the embedded one.`,
 	f.StringVar(&node.LibvirtURI, "libvirt-uri", launcher.DefaultLibvirtURI, "libvirt connection URI the launchers use")
 	f.StringVar(&node.LauncherPath, "launcher-path", "", "virtplane-launcher binary (default: next to this executable, else from PATH)")
 	f.StringVar(&node.DataDir, "node-data-dir", "", "node state database and per-VMI files (default <data-dir>/node)")
+	f.StringSliceVar(&node.ImageSourceDirs, "image-source-dir", nil, "directories Images' file:// URLs may name on this node (default: none, file:// refused)")
 	f.Var(&reserved, "reserved-memory", "host memory kept from guests: allocatable = total memory minus this")
 	f.IntVar(&node.Workers, "node-workers", nodeagent.DefaultWorkers, "VMIs the node agent handles at once (starts, stops); default twice the CPUs, at least 4")
 	addIdentityFlags(f, &o, node)

@@ -41,6 +41,9 @@ type NodeOptions struct {
 	// DataDir holds the node's state database and per-VMI files;
 	// default <data-dir>/node.
 	DataDir string
+	// ImageSourceDirs are the directories Images' file:// URLs may name
+	// on this node; none refuses file:// sources.
+	ImageSourceDirs []string
 	// ReservedMemory is kept from guests; nil means 512Mi.
 	ReservedMemory *resource.Quantity
 	// Workers is how many VMIs the node agent handles at once; 0 means
@@ -119,19 +122,20 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		return fmt.Errorf("node agent: %w", err)
 	}
 	na, err := nodeagent.New(nodeagent.Options{
-		NodeName:       o.NodeName,
-		API:            nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: c.Consoles, Images: c.Images},
-		Launchers:      mgr,
-		Tools:          n.Tools,
-		NodeDataDir:    nodeDir,
-		ImageDir:       imageDir,
-		LibvirtURI:     n.LibvirtURI,
-		LauncherPath:   n.LauncherPath,
-		ReservedMemory: n.ReservedMemory,
-		AgentVersion:   n.AgentVersion,
-		Workers:        n.Workers,
-		Host:           n.Host,
-		Logger:         o.Logger,
+		NodeName:        o.NodeName,
+		API:             nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: c.Consoles, Images: c.Images},
+		Launchers:       mgr,
+		Tools:           n.Tools,
+		NodeDataDir:     nodeDir,
+		ImageDir:        imageDir,
+		LibvirtURI:      n.LibvirtURI,
+		ImageSourceDirs: n.ImageSourceDirs,
+		LauncherPath:    n.LauncherPath,
+		ReservedMemory:  n.ReservedMemory,
+		AgentVersion:    n.AgentVersion,
+		Workers:         n.Workers,
+		Host:            n.Host,
+		Logger:          o.Logger,
 	})
 	if err != nil {
 		c.Close()

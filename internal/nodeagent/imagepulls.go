@@ -54,7 +54,7 @@ func (a *Agent) newImagePulls() error {
 	}
 	p, err := imagepull.New(imagepull.Options{
 		NodeName: a.opts.NodeName, Store: st, RecordDir: filepath.Join(a.opts.NodeDataDir, "pulled"), API: api,
-		Clock: a.opts.Clock, Logger: a.log,
+		FileRoots: a.opts.ImageSourceDirs, Clock: a.opts.Clock, Logger: a.log,
 	})
 	if err != nil {
 		return err

@@ -138,6 +138,9 @@ type Options struct {
 	ImageDir string
 	// LibvirtURI is handed to the launcher tools; default qemu:///system.
 	LibvirtURI string
+	// ImageSourceDirs are the directories Images' file:// URLs may name;
+	// none refuses file:// sources.
+	ImageSourceDirs []string
 	// LauncherPath is the virtplane-launcher binary for the default Tools.
 	LauncherPath string
 	// ReservedMemory is kept from guests: allocatable = capacity minus

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -60,7 +61,11 @@ func (p *Puller) fetch(ctx context.Context, uid, src, download string, c counter
 	}
 	if u.Scheme == "file" {
 		os.Remove(resumeInfoPath(download))
-		return copyFile(ctx, u.Path, download, c)
+		path, err := p.fileSource(u.Path)
+		if err != nil {
+			return err
+		}
+		return copyFile(ctx, path, download, c)
 	}
 	return p.fetchHTTP(ctx, uid, src, download, c)
 }
@@ -164,6 +169,31 @@ func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c
 		return fmt.Errorf("%s: got %d bytes of %d", redact(src), have+n, total)
 	}
 	return nil
+}
+
+// fileSource resolves a file:// source's path, which must lie in one of
+// the directories the node's operator allowed (Options.FileRoots): an
+// Image is an API object, and its URL must not make the agent, which
+// runs as root, copy any file of the host (/etc/shadow, a key) into the
+// image directory, where QEMU and guests can read it.
+func (p *Puller) fileSource(path string) (string, error) {
+	if len(p.opts.FileRoots) == 0 {
+		return "", fmt.Errorf("file:// sources are off on node %s: start its agent with --image-source-dir naming the directories they may come from", p.opts.NodeName)
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	for _, root := range p.opts.FileRoots {
+		r, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			continue
+		}
+		if rel, err := filepath.Rel(r, real); err == nil && filepath.IsLocal(rel) {
+			return real, nil
+		}
+	}
+	return "", fmt.Errorf("%s is outside the directories file:// sources may come from on node %s (%s)", path, p.opts.NodeName, strings.Join(p.opts.FileRoots, ", "))
 }
 
 // copyFile copies a file:// source. No resume: a local copy is quick to

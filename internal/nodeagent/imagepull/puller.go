@@ -51,6 +51,9 @@ type Options struct {
 	// HTTPClient downloads; nil uses one with connection and header
 	// timeouts, proxies from the environment.
 	HTTPClient *http.Client
+	// FileRoots are the directories file:// sources may come from; none
+	// refuses file:// sources.
+	FileRoots []string
 	// ReportInterval is how often progress is reported while pulling;
 	// default 2 s.
 	ReportInterval time.Duration

@@ -55,6 +55,8 @@ type env struct {
 	dir   string
 	store *imagestore.Store
 	api   *fakeAPI
+	// fileRoots are the next puller's Options.FileRoots.
+	fileRoots []string
 }
 
 func newEnv(t *testing.T) *env {
@@ -75,7 +77,7 @@ func (e *env) puller() *Puller { return e.pullerWith(nil) }
 func (e *env) pullerWith(clk clock.WithTicker) *Puller {
 	e.t.Helper()
 	p, err := New(Options{NodeName: "n1", Store: e.store, RecordDir: filepath.Join(e.dir, "pulled"), API: e.api,
-		ReportInterval: 20 * time.Millisecond, Clock: clk})
+		ReportInterval: 20 * time.Millisecond, Clock: clk, FileRoots: e.fileRoots})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -352,9 +354,20 @@ func TestAdoptsAndRemoves(t *testing.T) {
 	}
 	assertOnlyImages(t, e.store.Dir())
 
-	// A file:// source is copied.
+	// A file:// source is copied, only from where the operator allows.
 	fileImg := image("local.qcow2", "file://"+src, sum)
-	if err := p.Ensure(t.Context(), fileImg, nil); err != nil {
+	if err := p.Ensure(t.Context(), fileImg, nil); err == nil || !strings.Contains(err.Error(), "file:// sources are off") {
+		t.Fatalf("file:// without roots: %v", err)
+	}
+	e.fileRoots = []string{t.TempDir()}
+	p2 := e.puller()
+	shadow := image("shadow.raw", "file:///etc/shadow", "")
+	if err := p2.Ensure(t.Context(), shadow, nil); err == nil || !strings.Contains(err.Error(), "outside the directories") {
+		t.Fatalf("file:///etc/shadow: %v", err)
+	}
+	e.fileRoots = []string{filepath.Dir(src)}
+	p3 := e.puller()
+	if err := p3.Ensure(t.Context(), fileImg, nil); err != nil {
 		t.Fatal(err)
 	}
 	assertOnlyImages(t, e.store.Dir(), "local.qcow2")
