@@ -24,12 +24,13 @@ type deleteOptions struct {
 func newDeleteCommand(root *rootOptions) *cobra.Command {
 	o := &deleteOptions{rootOptions: root}
 	cmd := &cobra.Command{
-		Use:   "delete vm NAME...",
-		Short: "Delete virtual machines (their instances go with them)",
+		Use:   "delete vm|image NAME...",
+		Short: "Delete virtual machines (their instances go with them) or images",
 		Example: `  virtplane-agent delete vm demo
-  virtplane-agent delete vm demo --wait --timeout 5m`,
+  virtplane-agent delete vm demo --wait --timeout 5m
+  virtplane-agent delete image debian-12.qcow2`,
 		Args:      cobra.MinimumNArgs(2),
-		ValidArgs: []string{"vm"},
+		ValidArgs: []string{"vm", "image"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args)
 		},
@@ -49,6 +50,8 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 		return errors.New("VirtualMachineInstances are deleted through their VirtualMachine: stop it (virtplane-agent stop NAME) or delete the VM (virtplane-agent delete vm NAME)")
 	case nodeResource:
 		return errors.New("nodes are deleted with `virtplane-agent node delete NODE`, which also revokes their certificates")
+	case imageResource:
+		return o.deleteImages(ctx, out, args[1:])
 	}
 	names := args[1:]
 

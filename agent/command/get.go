@@ -26,11 +26,12 @@ func newGetCommand(root *rootOptions) *cobra.Command {
 	o := &getOptions{rootOptions: root, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME]",
-		Short: "Display virtual machines (vm), their instances (vmi) or nodes",
+		Short: "Display virtual machines (vm), their instances (vmi), nodes or images",
 		Example: `  virtplane-agent get vms
   virtplane-agent get vm demo -o yaml
   virtplane-agent get vmi -A -l app=demo
-  virtplane-agent get nodes -w`,
+  virtplane-agent get nodes -w
+  virtplane-agent get images`,
 		Args:      cobra.RangeArgs(1, 2),
 		ValidArgs: resourceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -62,6 +63,9 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, args []stri
 	}
 	if name != "" && o.selector != "" {
 		return errors.New("a name cannot be combined with a label selector")
+	}
+	if res == imageResource {
+		return o.runImages(ctx, out, errOut, name)
 	}
 	namespace := o.namespace
 	if o.allNamespaces || !res.Namespaced {

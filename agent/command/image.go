@@ -11,23 +11,32 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 )
 
-// The image commands work on the node's image directory directly, not
-// through the agent's API: images are node-local files, and importing one
-// means reading a file that is on the node anyway. They ignore --endpoint.
+// The image import|list|remove commands work on the node's image
+// directory directly, not through the agent's API: they ignore
+// --endpoint, and importing means reading a file that is on the node
+// anyway. image create|get|delete (image_api.go) manage the API's Images,
+// which the nodes download into that directory themselves.
 
-func newImageCommand(_ *rootOptions) *cobra.Command {
+func newImageCommand(root *rootOptions) *cobra.Command {
 	var dir string
 	cmd := &cobra.Command{
 		Use:   "image",
-		Short: "Manage the node's image store (run on the node)",
-		Long: `Manage the images in this node's image directory, which image and
-persistent volumes name by their path relative to it.
+		Short: "Manage images: Images the nodes download (create, get, delete) and a node's image store (import, list, remove)",
+		Long: `Manage the images that image and persistent volumes name by their path
+relative to a node's image directory.
 
-These commands run locally on the node, on the directory itself; they do
-not talk to the agent.`,
+Through the agent (--endpoint), for every node:
+  create, get, delete   Images: nodes download them by URL into their
+                        image directory, all at once (--nodes all) or
+                        each when an instance placed there needs one.
+
+Locally on one node, on its image directory itself (--image-dir); they do
+not talk to the agent:
+  import, list, remove  files in this node's image directory.`,
 	}
-	cmd.PersistentFlags().StringVar(&dir, "image-dir", imagestore.DefaultDir, "the node's image directory")
+	cmd.PersistentFlags().StringVar(&dir, "image-dir", imagestore.DefaultDir, "the node's image directory (import, list, remove)")
 	cmd.AddCommand(newImageImportCommand(&dir), newImageListCommand(&dir), newImageRemoveCommand(&dir))
+	cmd.AddCommand(newImageCreateCommand(root), newImageGetCommand(root), newImageDeleteCommand(root))
 	return cmd
 }
 
@@ -35,7 +44,7 @@ func newImageImportCommand(dir *string) *cobra.Command {
 	var opts imagestore.ImportOptions
 	cmd := &cobra.Command{
 		Use:   "import NAME FILE",
-		Short: "Copy a qcow2 or raw disk image into the store as NAME",
+		Short: "Copy a qcow2 or raw disk image into this node's store as NAME",
 		Long: `Copy FILE into the image directory as NAME (a relative path such as
 debian/12.qcow2). The image appears only once it is complete and verified:
 its checksum (and --sha256 when given), qemu-img's view of it and, for
@@ -69,7 +78,7 @@ func newImageListCommand(dir *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the images in the store",
+		Short:   "List the images in this node's store",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkFormat(output); err != nil {
@@ -97,7 +106,7 @@ func newImageRemoveCommand(dir *string) *cobra.Command {
 	return &cobra.Command{
 		Use:     "remove NAME",
 		Aliases: []string{"rm"},
-		Short:   "Delete an image from the store",
+		Short:   "Delete an image from this node's store",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := imagestore.Open(*dir)

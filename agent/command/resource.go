@@ -16,20 +16,24 @@ var (
 	vmResource   = &resource{Kind: "VirtualMachine", Singular: "virtualmachine", Namespaced: true}
 	vmiResource  = &resource{Kind: "VirtualMachineInstance", Singular: "virtualmachineinstance", Namespaced: true}
 	nodeResource = &resource{Kind: "Node", Singular: "node"}
+	// Images (pulled by nodes from a URL) have commands of their own
+	// (image_api.go) that get and delete hand over to.
+	imageResource = &resource{Kind: "Image", Singular: "image"}
 )
 
 var resourceNames = map[string]*resource{
 	"vm": vmResource, "vms": vmResource, "virtualmachine": vmResource, "virtualmachines": vmResource,
 	"vmi": vmiResource, "vmis": vmiResource, "virtualmachineinstance": vmiResource, "virtualmachineinstances": vmiResource,
 	"node": nodeResource, "nodes": nodeResource,
+	"image": imageResource, "images": imageResource,
 }
 
 // resourceArgs is the completion list for the TYPE argument.
-var resourceArgs = []string{"vm", "vmi", "node"}
+var resourceArgs = []string{"vm", "vmi", "node", "image"}
 
 func lookupResource(name string) (*resource, error) {
 	if r, ok := resourceNames[strings.ToLower(name)]; ok {
 		return r, nil
 	}
-	return nil, fmt.Errorf("unknown resource type %q (want vm, vmi or node)", name)
+	return nil, fmt.Errorf("unknown resource type %q (want vm, vmi, node or image)", name)
 }
