@@ -104,7 +104,7 @@ func (o *imageCreateOptions) run(ctx context.Context, out, errOut io.Writer, nam
 		_, err = fmt.Fprintf(out, "image/%s ready on %d of %d nodes\n", name, len(v.targets), len(v.targets))
 		return err
 	case errors.As(err, &pe):
-		return fmt.Errorf("image %q: %w; the node tries again later (virtplane-agent image get %s -w follows it)", name, pe, name)
+		return fmt.Errorf("%w; the node tries again later (virtplane-agent image get %s -w follows it)", pe, name)
 	case interrupted(ctx, err):
 		return nil
 	case errors.Is(wctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded || !time.Now().Before(deadline):

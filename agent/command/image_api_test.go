@@ -383,10 +383,44 @@ func TestImageCreateWait(t *testing.T) {
 func TestImageCreateWaitFails(t *testing.T) {
 	fake, _, _, done := startCreateWait(t)
 	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-b", Phase: "Failed", Attempts: 1,
-		Message: "checksum mismatch: the download has sha256 1b7a, expected 5da2"})
+		Message: `image "debian-12.qcow2": checksum mismatch: the download has sha256 1b7a, expected 5da2`})
 	err := waitDone(t, done)
-	if err == nil || !strings.Contains(err.Error(), `image "debian-12.qcow2": node node-b could not pull it (attempt 1): checksum mismatch`) {
+	if err == nil || !strings.HasPrefix(err.Error(), `node node-b could not pull image "debian-12.qcow2" (attempt 1): checksum mismatch: the download`) {
 		t.Fatalf("create --wait: %v", err)
+	}
+}
+
+// image get NAME -w follows the pulls until interrupted, which is no
+// error.
+func TestImageGetWatchFollowsPulls(t *testing.T) {
+	fake, ep := startImageFake(t)
+	mustRun(t, ep, "image", "create", "debian-12.qcow2", "--url", testURL, "--nodes", "all")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runCmd(ctx, ep, "", &stdout, &stderr, "image", "get", "debian-12.qcow2", "-w") }()
+	testutil.Eventually(t, 10*time.Second, "the command to watch the image", func() bool { return fake.watchers() > 0 })
+	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-a", Phase: "Pulling"})
+	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-a", Phase: "Ready", SizeBytes: 1 << 20})
+	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-b", Phase: "Ready", SizeBytes: 1 << 20})
+	testutil.Eventually(t, 10*time.Second, "node-b's pull to show", func() bool {
+		return strings.Contains(stderr.String(), "node-b: Ready 1Mi")
+	})
+	// Every node has it, and the view still follows.
+	select {
+	case err := <-done:
+		t.Fatalf("get -w returned by itself: %v", err)
+	default:
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("interrupted get -w: %v", err)
+	}
+	for _, w := range []string{"node-a: Pulling (connecting)\n", "node-a: Ready 1Mi\n"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("get -w lacks %q:\n%s", w, stderr.String())
+		}
 	}
 }
 

@@ -21,12 +21,12 @@ import (
 
 // imagePullFailure is a node's report that it could not pull the image.
 type imagePullFailure struct {
-	node, message string
-	attempts      int32
+	node, image, message string
+	attempts             int32
 }
 
 func (e *imagePullFailure) Error() string {
-	return fmt.Sprintf("node %s could not pull it (attempt %d): %s", e.node, e.attempts, e.message)
+	return fmt.Sprintf("node %s could not pull image %q (attempt %d): %s", e.node, e.image, e.attempts, e.message)
 }
 
 // pullVerdict is where the pulls stand.
@@ -55,7 +55,10 @@ func judgePulls(img *apiv1.Image, nodes map[string]*apiv1.Node) pullVerdict {
 		switch e.GetPhase() {
 		case validation.ImagePhaseReady:
 		case validation.ImagePhaseFailed:
-			v.failed = &imagePullFailure{node: n, message: e.GetMessage(), attempts: e.GetAttempts()}
+			// The node's message starts with the image's name, which the
+			// error says already.
+			msg := strings.TrimPrefix(e.GetMessage(), fmt.Sprintf("image %q: ", img.GetMetadata().GetName()))
+			v.failed = &imagePullFailure{node: n, image: img.GetMetadata().GetName(), message: msg, attempts: e.GetAttempts()}
 		case validation.ImagePhasePulling:
 			waiting = append(waiting, n+" ("+pullDetail(e)+")")
 		default:
@@ -326,6 +329,9 @@ func pullSummary(e *apiv1.ImageNodeStatus) string {
 
 // pullDetail is "45% of 1.0Gi, 2.0Mi/s, 25s left".
 func pullDetail(e *apiv1.ImageNodeStatus) string {
+	if e.GetBytesDone() == 0 && e.GetBytesTotal() == 0 {
+		return "(connecting)"
+	}
 	s := formatBytes(e.GetBytesDone())
 	if t := e.GetBytesTotal(); t > 0 {
 		s = fmt.Sprintf("%d%% of %s", min(e.GetBytesDone(), t)*100/t, formatBytes(t))

@@ -78,7 +78,10 @@ func judgeImage(img *apiv1.Image, nodes map[string]*apiv1.Node) imageVerdict {
 		switch e.GetPhase() {
 		case validation.ImagePhaseReady:
 		case validation.ImagePhaseFailed:
-			v.err = &imagePullError{node: name, message: orDefault(e.GetMessage(), "no reason given"), attempts: e.GetAttempts()}
+			// The node's message starts with the image's name, which the
+			// diagnostic says already.
+			msg := strings.TrimPrefix(e.GetMessage(), fmt.Sprintf("image %q: ", img.GetMetadata().GetName()))
+			v.err = &imagePullError{node: name, message: orDefault(msg, "no reason given"), attempts: e.GetAttempts()}
 			v.state = v.err.Error()
 			return v
 		case validation.ImagePhasePulling:
