@@ -74,6 +74,12 @@ func vmFromModel(ctx context.Context, m *vmModel) (*apiv1.VirtualMachine, diag.D
 			Kernel: b.Kernel.ValueString(), Initrd: b.Initrd.ValueString(), Cmdline: b.Cmdline.ValueString(),
 		}}
 	}
+	if bl := m.Bootloader; bl != nil {
+		if tspec.Domain.Firmware == nil {
+			tspec.Domain.Firmware = &apiv1.Firmware{}
+		}
+		tspec.Domain.Firmware.Bootloader = bootloaderFromModel(bl)
+	}
 	vm := &apiv1.VirtualMachine{
 		Metadata: &apiv1.ObjectMeta{
 			Namespace: m.Namespace.ValueString(),
@@ -90,6 +96,37 @@ func vmFromModel(ctx context.Context, m *vmModel) (*apiv1.VirtualMachine, diag.D
 		},
 	}
 	return vm, diags
+}
+
+func bootloaderFromModel(bl *bootloaderModel) *apiv1.Bootloader {
+	out := &apiv1.Bootloader{}
+	if bl.BIOS != nil {
+		out.Bios = &apiv1.BIOSBootloader{}
+	}
+	if bl.EFI != nil {
+		out.Efi = &apiv1.EFIBootloader{SecureBoot: bl.EFI.SecureBoot.ValueBool()}
+	}
+	return out
+}
+
+// bootloaderToModel reads the bootloader back as it was written: a
+// secure_boot left out stays null while it is off.
+func bootloaderToModel(bl *apiv1.Bootloader, prior *bootloaderModel) *bootloaderModel {
+	if bl == nil {
+		return nil
+	}
+	out := &bootloaderModel{}
+	if bl.GetBios() != nil {
+		out.BIOS = &biosModel{}
+	}
+	if e := bl.GetEfi(); e != nil {
+		sb := types.BoolNull()
+		if e.GetSecureBoot() || (prior != nil && prior.EFI != nil && !prior.EFI.SecureBoot.IsNull() && !prior.EFI.SecureBoot.IsUnknown()) {
+			sb = types.BoolValue(e.GetSecureBoot())
+		}
+		out.EFI = &efiModel{SecureBoot: sb}
+	}
+	return out
 }
 
 // diskFromModel splits a disk block into the API's disk and volume. A
@@ -258,6 +295,8 @@ func vmToModel(ctx context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.Virtual
 			Cmdline: readString(kb.GetCmdline(), pb.Cmdline),
 		}
 	}
+
+	m.Bootloader = bootloaderToModel(dom.GetFirmware().GetBootloader(), prior.Bootloader)
 
 	m.Status = statusObject(vm, vmi, &diags)
 	return m, diags
@@ -441,6 +480,16 @@ func attributePath(field string) (path.Path, bool) {
 		return path.Root("cpu"), true
 	case strings.HasPrefix(norm, domain+"memory"):
 		return path.Root("memory"), true
+	case strings.HasPrefix(norm, domain+"firmware.bootloader"):
+		switch strings.TrimPrefix(norm, domain+"firmware.bootloader") {
+		case ".bios":
+			return path.Root("bootloader").AtName("bios"), true
+		case ".efi":
+			return path.Root("bootloader").AtName("efi"), true
+		case ".efi.secure_boot":
+			return path.Root("bootloader").AtName("efi").AtName("secure_boot"), true
+		}
+		return path.Root("bootloader"), true
 	case strings.HasPrefix(norm, domain+"firmware"):
 		if n := strings.TrimPrefix(norm, domain+"firmware.kernel_boot."); n == "kernel" || n == "initrd" || n == "cmdline" {
 			return path.Root("boot").AtName(n), true

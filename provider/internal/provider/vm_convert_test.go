@@ -41,7 +41,8 @@ func fullModel(t *testing.T) vmModel {
 			{Name: types.StringValue("seed"), Bus: types.StringValue("sata"), BootOrder: types.Int64Null(), Image: types.StringNull(),
 				CloudInit: &cloudInitModel{UserData: types.StringValue("#cloud-config\n"), NetworkData: types.StringValue("version: 2\n")}},
 		},
-		Boot: &bootModel{Kernel: types.StringValue("vmlinuz"), Initrd: types.StringValue("initrd.img"), Cmdline: types.StringValue("console=ttyS0")},
+		Boot:       &bootModel{Kernel: types.StringValue("vmlinuz"), Initrd: types.StringValue("initrd.img"), Cmdline: types.StringValue("console=ttyS0")},
+		Bootloader: &bootloaderModel{BIOS: &biosModel{}},
 		Interfaces: []interfaceModel{
 			{Name: types.StringValue("default"), Model: types.StringValue("e1000"), MACAddress: types.StringValue("02:00:00:00:00:01")},
 		},
@@ -115,6 +116,9 @@ func compareModels(a, b vmModel) string {
 	if (a.Boot == nil) != (b.Boot == nil) || (a.Boot != nil && *a.Boot != *b.Boot) {
 		diffs = append(diffs, "boot differs")
 	}
+	if fa, fb := fmtBootloader(a.Bootloader), fmtBootloader(b.Bootloader); fa != fb {
+		diffs = append(diffs, "bootloader: "+fa+" != "+fb)
+	}
 	if len(a.Disks) != len(b.Disks) {
 		diffs = append(diffs, "disk count differs")
 	} else {
@@ -170,6 +174,7 @@ func TestVMModelDefaultsReadBackAsUnset(t *testing.T) {
 	checks := map[string][2]string{
 		"cpu":                      {fmtPtr(out.CPU), "<nil>"},
 		"boot":                     {fmtPtr(out.Boot), "<nil>"},
+		"bootloader":               {fmtBootloader(out.Bootloader), "<nil>"},
 		"labels":                   {out.Labels.String(), "<null>"},
 		"annotations":              {out.Annotations.String(), "<null>"},
 		"node_selector":            {out.NodeSelector.String(), "<null>"},
@@ -317,6 +322,9 @@ func TestAttributePath(t *testing.T) {
 		"spec.template.spec.domain.devices.interfaces[0].mac_address":         "interface[0].mac_address",
 		"spec.template.spec.networks[1].name":                                 "interface[1]",
 		"spec.template.spec.domain.firmware.kernel_boot.kernel":               "boot.kernel",
+		"spec.template.spec.domain.firmware.bootloader":                       "bootloader",
+		"spec.template.spec.domain.firmware.bootloader.efi":                   "bootloader.efi",
+		"spec.template.spec.domain.firmware.bootloader.efi.secure_boot":       "bootloader.efi.secure_boot",
 		"spec.template.spec.node_selector[zone]":                              `node_selector["zone"]`,
 		"spec.template.spec.termination_grace_period_seconds":                 "termination_grace_period",
 		"spec.template.spec.domain.devices.disks[1].name[extra].nonsense.x.y": "disk[1]",
@@ -365,3 +373,71 @@ func TestAgentErrorsLandOnAttributes(t *testing.T) {
 
 // diagsT gives tests an addressable diag.Diagnostics.
 type diagsT struct{ d diag.Diagnostics }
+
+// fmtBootloader renders a bootloader block for comparisons.
+func fmtBootloader(b *bootloaderModel) string {
+	if b == nil {
+		return "<nil>"
+	}
+	out := "{"
+	if b.BIOS != nil {
+		out += " bios {}"
+	}
+	if b.EFI != nil {
+		out += " efi { secure_boot = " + b.EFI.SecureBoot.String() + " }"
+	}
+	return out + " }"
+}
+
+// The bootloader block reaches the API as firmware.bootloader and comes
+// back as written: secure_boot left out stays null, an explicit false
+// stays false, an empty block stays empty.
+func TestBootloaderRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		bl   *bootloaderModel
+		want *apiv1.Bootloader
+	}{
+		{"none", nil, nil},
+		{"empty", &bootloaderModel{}, &apiv1.Bootloader{}},
+		{"bios", &bootloaderModel{BIOS: &biosModel{}}, &apiv1.Bootloader{Bios: &apiv1.BIOSBootloader{}}},
+		{"efi", &bootloaderModel{EFI: &efiModel{SecureBoot: types.BoolNull()}}, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}},
+		{"efi secure boot off", &bootloaderModel{EFI: &efiModel{SecureBoot: types.BoolValue(false)}}, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}},
+		{"efi secure boot", &bootloaderModel{EFI: &efiModel{SecureBoot: types.BoolValue(true)}}, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{SecureBoot: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := fullModel(t)
+			in.Boot = nil // efi boots the disks, not a kernel
+			in.Bootloader = tc.bl
+			vm, d := vmFromModel(ctx, &in)
+			if d.HasError() {
+				t.Fatal(d)
+			}
+			if got := vm.GetSpec().GetTemplate().GetSpec().GetDomain().GetFirmware().GetBootloader(); !proto.Equal(got, tc.want) {
+				t.Errorf("API bootloader %v, want %v", got, tc.want)
+			}
+			out, d := vmToModel(ctx, stored(t, vm), nil, readOptions{prior: &in})
+			if d.HasError() {
+				t.Fatal(d)
+			}
+			if got, want := fmtBootloader(out.Bootloader), fmtBootloader(tc.bl); got != want {
+				t.Errorf("read back %s, want %s", got, want)
+			}
+		})
+	}
+	// An import (no prior state) shows secure_boot only when it is on.
+	vm := stored(t, &apiv1.VirtualMachine{
+		Metadata: &apiv1.ObjectMeta{Name: "imp", Namespace: "default"},
+		Spec: &apiv1.VirtualMachineSpec{RunStrategy: "Always", Template: &apiv1.VirtualMachineInstanceTemplateSpec{Spec: &apiv1.VirtualMachineInstanceSpec{
+			Domain: &apiv1.DomainSpec{Memory: &apiv1.Memory{Guest: "1Gi"}, Firmware: &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}},
+		}}},
+	})
+	out, d := vmToModel(ctx, vm, nil, readOptions{})
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	if got := fmtBootloader(out.Bootloader); got != "{ efi { secure_boot = <null> } }" {
+		t.Errorf("imported bootloader %s", got)
+	}
+}

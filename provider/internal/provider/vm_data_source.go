@@ -109,6 +109,24 @@ func (d *vmDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, res
 					"cmdline": str("Kernel command line; null when not set."),
 				},
 			},
+			"bootloader": schema.SingleNestedAttribute{
+				Computed:    true,
+				Description: "The firmware that boots the VM from its disks; null when not set (BIOS).",
+				Attributes: map[string]schema.Attribute{
+					"bios": schema.SingleNestedAttribute{
+						Computed:    true,
+						Description: "Set (`{}`) when the VM boots through SeaBIOS; null otherwise.",
+						Attributes:  map[string]schema.Attribute{},
+					},
+					"efi": schema.SingleNestedAttribute{
+						Computed:    true,
+						Description: "Set when the VM boots through UEFI firmware (OVMF); null otherwise.",
+						Attributes: map[string]schema.Attribute{
+							"secure_boot": schema.BoolAttribute{Computed: true, Description: "Whether Secure Boot is on; null when not set."},
+						},
+					},
+				},
+			},
 			"interface": schema.ListNestedAttribute{
 				Computed:    true,
 				Description: "Network interfaces, in order.",

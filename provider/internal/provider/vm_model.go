@@ -41,6 +41,7 @@ type vmModel struct {
 	Memory                 quantityValue    `tfsdk:"memory"`
 	Disks                  []diskModel      `tfsdk:"disk"`
 	Boot                   *bootModel       `tfsdk:"boot"`
+	Bootloader             *bootloaderModel `tfsdk:"bootloader"`
 	Interfaces             []interfaceModel `tfsdk:"interface"`
 	NodeSelector           types.Map        `tfsdk:"node_selector"`
 	NodeFailurePolicy      types.String     `tfsdk:"node_failure_policy"`
@@ -85,6 +86,19 @@ type bootModel struct {
 	Kernel  types.String `tfsdk:"kernel"`
 	Initrd  types.String `tfsdk:"initrd"`
 	Cmdline types.String `tfsdk:"cmdline"`
+}
+
+// bootloaderModel is the API's firmware.bootloader: at most one of bios
+// and efi (an empty block is bios).
+type bootloaderModel struct {
+	BIOS *biosModel `tfsdk:"bios"`
+	EFI  *efiModel  `tfsdk:"efi"`
+}
+
+type biosModel struct{}
+
+type efiModel struct {
+	SecureBoot types.Bool `tfsdk:"secure_boot"`
 }
 
 type interfaceModel struct {

@@ -95,6 +95,28 @@ func TestAccVirtualMachine_planTimeValidation(t *testing.T) {
 				ExpectError: errorRe(`Duplicate disk name`, `disk[0] is also named "root"`,
 					`Invalid image`, `disk[1].image "../b.qcow2": must not contain ".." elements`),
 			},
+			{
+				Config: cfg(`memory = "1Gi"
+  bootloader {
+    bios {}
+    efi {}
+  }`),
+				PlanOnly:    true,
+				ExpectError: errorRe(`Invalid Attribute Combination`, `"bootloader.efi" cannot be specified when "bootloader.bios" is specified`),
+			},
+			{
+				Config: cfg(`memory = "1Gi"
+  boot {
+    kernel = "vmlinuz"
+  }
+  bootloader {
+    efi {
+      secure_boot = true
+    }
+  }`),
+				PlanOnly:    true,
+				ExpectError: errorRe(`Invalid Attribute Combination`, `Attribute "boot" cannot be specified when "bootloader.efi" is specified`),
+			},
 		},
 	})
 }
@@ -169,6 +191,9 @@ func TestAccVirtualMachine_generateConfig(t *testing.T) {
     kernel  = "vmlinuz"
     initrd  = "initrd.img"
     cmdline = "console=ttyS0"
+  }
+  bootloader {
+    bios {}
   }
   interface {
     name        = "default"

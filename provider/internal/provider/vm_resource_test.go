@@ -160,6 +160,10 @@ func TestRestartChanges(t *testing.T) {
 			m.Interfaces = nil
 			m.NodeSelector = types.MapNull(types.StringType)
 		}, "boot, interface, node_selector"},
+		{"bootloader", func(m *vmModel) {
+			m.Boot = nil
+			m.Bootloader = &bootloaderModel{EFI: &efiModel{SecureBoot: types.BoolNull()}}
+		}, "boot, bootloader"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			plan := base

@@ -102,8 +102,11 @@ func restartChanges(ctx context.Context, state, plan *vmModel) []string {
 	if !equalMessages(a.Volumes, b.Volumes) || !equalMessages(a.Domain.Devices.Disks, b.Domain.Devices.Disks) {
 		out = append(out, "disk")
 	}
-	if !proto.Equal(a.Domain.Firmware, b.Domain.Firmware) {
+	if !proto.Equal(a.Domain.Firmware.GetKernelBoot(), b.Domain.Firmware.GetKernelBoot()) {
 		out = append(out, "boot")
+	}
+	if !proto.Equal(a.Domain.Firmware.GetBootloader(), b.Domain.Firmware.GetBootloader()) {
+		out = append(out, "bootloader")
 	}
 	if !equalMessages(a.Domain.Devices.Interfaces, b.Domain.Devices.Interfaces) {
 		out = append(out, "interface")

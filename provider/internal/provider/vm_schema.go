@@ -5,7 +5,9 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
@@ -260,6 +262,33 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 						Optional:    true,
 						Description: "Kernel command line (`console=ttyS0 root=/dev/vda`), at most 4096 bytes.",
 						Validators:  []validator.String{stringvalidator.LengthAtMost(4096)},
+					},
+				},
+			},
+			"bootloader": schema.SingleNestedBlock{
+				Description: "The firmware that boots the VM from its disks (in `boot_order`, else the first " +
+					"disk) when there is no `boot` block: `bios {}` (SeaBIOS; also when this block is left out) " +
+					"or `efi {}` (OVMF, whose EFI variables are kept on the node with the VM). At most one of " +
+					"them. Changing it needs a restart.",
+				Blocks: map[string]schema.Block{
+					"bios": schema.SingleNestedBlock{
+						Description: "Boot through SeaBIOS (legacy BIOS), the default.",
+						Validators: []validator.Object{
+							objectvalidator.ConflictsWith(path.MatchRelative().AtParent().AtName("efi")),
+						},
+					},
+					"efi": schema.SingleNestedBlock{
+						Description: "Boot through UEFI firmware (OVMF). Not with a `boot` block.",
+						Attributes: map[string]schema.Attribute{
+							"secure_boot": schema.BoolAttribute{
+								Optional: true,
+								Description: "Secure Boot with Microsoft's and the distribution's keys enrolled; " +
+									"the guest's boot loader must be signed. Off when unset.",
+							},
+						},
+						Validators: []validator.Object{
+							objectvalidator.ConflictsWith(path.MatchRoot("boot")),
+						},
 					},
 				},
 			},
