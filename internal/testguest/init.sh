@@ -271,12 +271,12 @@ ciuser_setup() {
 	[ -n "$name" ] || return 0
 	case "$name" in
 	[a-z_]*) ;;
-	*) warn "cloud-init: bad user name" && return 0 ;;
+	*) warn "cloud-init: bad user name" ; return 0 ;;
 	esac
 	case "$name" in
-	*[!a-z0-9_-]*) warn "cloud-init: bad user name" && return 0 ;;
+	*[!a-z0-9_-]*) warn "cloud-init: bad user name" ; return 0 ;;
 	esac
-	[ "${#name}" -le 32 ] || { warn "cloud-init: user name over 32 characters" && return 0; }
+	[ "${#name}" -le 32 ] || { warn "cloud-init: user name over 32 characters"; return 0; }
 	home=/home/$name
 	mkdir -p "$home/.ssh"
 	grep '^key ' /tmp/ciuser | cut -c5- >"$home/.ssh/authorized_keys"
