@@ -82,10 +82,10 @@ func (a *Agent) runImagePulls(ctx context.Context) (stop func()) {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	done, informerDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(informerDone); ip.inf.Run(ctx) }()
 	go func() {
 		defer close(done)
-		go ip.inf.Run(ctx)
 		select {
 		case <-ip.inf.Synced():
 		case <-ctx.Done():
@@ -103,6 +103,7 @@ func (a *Agent) runImagePulls(ctx context.Context) (stop func()) {
 		cancel()
 		ip.queue.ShutDown()
 		<-done
+		<-informerDone
 		ip.puller.Close()
 	}
 }
