@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -11,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagewait"
 )
 
 // The conversions between the virtplane_image model and the Image API
@@ -102,7 +102,7 @@ func imageToModel(img *apiv1.Image, prior *imageModel, full bool) (imageModel, d
 // imageNodeStatusList renders the nodes' reports about this Image (entries
 // about an earlier Image of the same name are left out), sorted by node.
 func imageNodeStatusList(img *apiv1.Image, diags *diag.Diagnostics) types.List {
-	entries := currentNodeEntries(img)
+	entries := imagewait.Entries(img)
 	elems := make([]attr.Value, 0, len(entries))
 	for _, e := range entries {
 		obj, d := types.ObjectValue(imageNodeStatusAttrTypes, map[string]attr.Value{
@@ -122,21 +122,6 @@ func imageNodeStatusList(img *apiv1.Image, diags *diag.Diagnostics) types.List {
 	l, d := types.ListValue(imageNodeStatusType, elems)
 	diags.Append(d...)
 	return l
-}
-
-// currentNodeEntries returns the status entries about img itself (a node
-// may still hold one about an earlier Image of the same name until it
-// reports again), sorted by node.
-func currentNodeEntries(img *apiv1.Image) []*apiv1.ImageNodeStatus {
-	uid := img.GetMetadata().GetUid()
-	var out []*apiv1.ImageNodeStatus
-	for _, e := range img.GetStatus().GetNodes() {
-		if e.GetImageUid() == "" || e.GetImageUid() == uid {
-			out = append(out, e)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].GetNode() < out[j].GetNode() })
-	return out
 }
 
 // mergeImage applies what may change in place (labels and the pull

@@ -19,6 +19,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagewait"
 )
 
 // Create, read, update and delete of virtplane_image, and the wait for
@@ -66,14 +67,14 @@ func waitsForNodes(m *imageResourceModel) bool {
 // nodes reported.
 func (r *imageResource) wait(ctx context.Context, st stateSetter, diags *diag.Diagnostics, img *apiv1.Image, plan *imageResourceModel, timeout time.Duration, op string) {
 	name := img.GetMetadata().GetName()
-	last, v, err := waitImage(ctx, r.data.client, img, nil)
+	last, v, err := waitImage(ctx, r.data.client, img)
 	if last != nil {
 		r.setState(ctx, st, diags, last, plan)
 	}
-	var pullErr *imagePullError
+	var pullErr *imagewait.PullError
 	switch {
 	case err == nil:
-		if v.targets == 0 {
+		if len(v.Targets) == 0 {
 			diags.AddWarning("No node to pull image "+name,
 				"No node is ready and schedulable, so there was nothing to wait for; nodes pull the image when they become ready.")
 		}
@@ -82,7 +83,7 @@ func (r *imageResource) wait(ctx context.Context, st stateSetter, diags *diag.Di
 			fmt.Sprintf("Node %s could not pull image %s (attempt %d): %s\n\n"+
 				"The node tries again later, but a wrong sha256 or an unreachable url does not mend itself: "+
 				"fix the configuration and apply again (the image is tainted and will be replaced), or "+
-				"set wait_for_nodes = false not to wait for the nodes.", pullErr.node, name, pullErr.attempts, pullErr.message))
+				"set wait_for_nodes = false not to wait for the nodes.", pullErr.Node, name, pullErr.Attempts, pullErr.Message))
 	case errors.Is(err, errWaitTimeout):
 		diags.AddError("Timed out waiting for image "+name,
 			fmt.Sprintf("Waited %s for every ready, schedulable node to pull image %s; %s. Raise timeouts.%s "+
