@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +15,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagewait"
 	"github.com/virtplane/terraform-provider-virtplane/internal/termraw"
 )
 
@@ -98,19 +98,22 @@ func (o *imageCreateOptions) run(ctx context.Context, out, errOut io.Writer, nam
 	defer cancel()
 	view := newPullView(errOut, o.isTTY(errOut), o.now)
 	v, err := followPulls(wctx, c, created, view, true)
-	var pe *imagePullFailure
+	var pe *imagewait.PullError
 	switch {
+	case err == nil && len(v.Targets) == 0:
+		_, err = fmt.Fprintf(out, "image/%s: no node is ready and schedulable, nothing to wait for; nodes pull it when they become ready\n", name)
+		return err
 	case err == nil:
-		_, err = fmt.Fprintf(out, "image/%s ready on %d of %d nodes\n", name, len(v.targets), len(v.targets))
+		_, err = fmt.Fprintf(out, "image/%s ready on %d of %d nodes\n", name, len(v.Targets), len(v.Targets))
 		return err
 	case errors.As(err, &pe):
 		return fmt.Errorf("%w; the node tries again later (virtplane-agent image get %s -w follows it)", pe, name)
 	case interrupted(ctx, err):
 		return nil
 	case errors.Is(wctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded || !time.Now().Before(deadline):
-		return fmt.Errorf("timed out after %s waiting for the nodes to pull image %q: %s", o.timeout, name, v.state)
+		return fmt.Errorf("timed out after %s waiting for the nodes to pull image %q: %s", o.timeout, name, v.State)
 	}
-	return describeError(err, imageResource, name)
+	return describePullsError(err, name)
 }
 
 func newImageGetCommand(root *rootOptions) *cobra.Command {
@@ -209,6 +212,16 @@ func (o *getOptions) followImage(ctx context.Context, c *client.Client, errOut i
 	if err == nil || interrupted(ctx, err) {
 		return nil
 	}
+	return describePullsError(err, name)
+}
+
+// describePullsError rewords how following the pulls of Image name
+// ended. NotFound is the Image deleted meanwhile, which the follower's
+// message says better than "not found".
+func describePullsError(err error, name string) error {
+	if status.Code(err) == codes.NotFound {
+		return errors.New(status.Convert(err).Message())
+	}
 	return describeError(err, imageResource, name)
 }
 
@@ -306,7 +319,7 @@ func imageRow(img *apiv1.Image, nodes []*apiv1.Node, now time.Time) []string {
 func imageNodesCell(img *apiv1.Image, nodes []*apiv1.Node) string {
 	known := map[string]bool{}
 	ready, failed := 0, 0
-	for _, e := range currentPulls(img) {
+	for _, e := range imagewait.Entries(img) {
 		known[e.GetNode()] = true
 		switch e.GetPhase() {
 		case validation.ImagePhaseReady:
@@ -316,7 +329,7 @@ func imageNodesCell(img *apiv1.Image, nodes []*apiv1.Node) string {
 		}
 	}
 	if img.GetSpec().GetNodes() == validation.ImageNodesAll {
-		for _, n := range pullTargets(nodes) {
+		for _, n := range imagewait.Targets(nodes) {
 			known[n] = true
 		}
 	} else if len(known) == 0 {
@@ -333,7 +346,7 @@ func imageNodesCell(img *apiv1.Image, nodes []*apiv1.Node) string {
 // reports it, else the size a download announced.
 func imageSizeCell(img *apiv1.Image) string {
 	var total int64
-	for _, e := range currentPulls(img) {
+	for _, e := range imagewait.Entries(img) {
 		if e.GetPhase() == validation.ImagePhaseReady && e.GetSizeBytes() > 0 {
 			return formatBytes(e.GetSizeBytes())
 		}
@@ -343,34 +356,6 @@ func imageSizeCell(img *apiv1.Image) string {
 		return formatBytes(total)
 	}
 	return none
-}
-
-// currentPulls are the nodes' reports about img itself (not about an
-// earlier Image of the same name), sorted by node.
-func currentPulls(img *apiv1.Image) []*apiv1.ImageNodeStatus {
-	uid := img.GetMetadata().GetUid()
-	var out []*apiv1.ImageNodeStatus
-	for _, e := range img.GetStatus().GetNodes() {
-		if e.GetImageUid() == "" || e.GetImageUid() == uid {
-			out = append(out, e)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].GetNode() < out[j].GetNode() })
-	return out
-}
-
-// pullTargets are the nodes an Image every node pulls is waited for on:
-// ready (their agent answers) and schedulable, sorted.
-func pullTargets(nodes []*apiv1.Node) []string {
-	var out []string
-	for _, n := range nodes {
-		st := n.GetStatus()
-		if apiv1.IsConditionTrue(st.GetConditions(), apiv1.ConditionReady) && st.GetSchedulable() && !n.GetSpec().GetUnschedulable() {
-			out = append(out, n.GetMetadata().GetName())
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // isTerminal says whether w is a terminal, where progress is redrawn in

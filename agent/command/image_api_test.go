@@ -219,8 +219,13 @@ func imageTestNode(name string, ready bool) *apiv1.Node {
 // node-c (not ready).
 func startImageFake(t *testing.T) (*fakeImages, string) {
 	t.Helper()
+	return startImageFakeNodes(t, imageTestNode("node-a", true), imageTestNode("node-b", true), imageTestNode("node-c", false))
+}
+
+func startImageFakeNodes(t *testing.T, list ...*apiv1.Node) (*fakeImages, string) {
+	t.Helper()
 	imgs := newFakeImages()
-	nodes := fakeImageNodes{nodes: []*apiv1.Node{imageTestNode("node-a", true), imageTestNode("node-b", true), imageTestNode("node-c", false)}}
+	nodes := fakeImageNodes{nodes: list}
 	return imgs, serveUnix(t, func(srv *grpc.Server) {
 		apiv1.RegisterImagesServer(srv, imgs)
 		apiv1.RegisterNodesServer(srv, nodes)
@@ -366,9 +371,9 @@ func TestImageCreateWait(t *testing.T) {
 	}
 	for _, w := range []string{
 		"node-a: waiting to start\n", "node-b: waiting to start\n",
-		"node-a: Pulling 50% of 300Mi, 10Mi/s, 15s left\n",
-		"node-a: Ready 300Mi, sha256 " + testSum[:12] + "\n",
-		"node-b: Ready 300Mi",
+		"node-a: Pulling (50% of 300.0 MiB, 10.0 MiB/s, 15s left)\n",
+		"node-a: Ready 300.0 MiB, sha256 " + testSum[:12] + "\n",
+		"node-b: Ready 300.0 MiB",
 	} {
 		if !strings.Contains(stderr.String(), w) {
 			t.Errorf("progress lacks %q:\n%s", w, stderr)
@@ -405,7 +410,7 @@ func TestImageGetWatchFollowsPulls(t *testing.T) {
 	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-a", Phase: "Ready", SizeBytes: 1 << 20})
 	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-b", Phase: "Ready", SizeBytes: 1 << 20})
 	testutil.Eventually(t, 10*time.Second, "node-b's pull to show", func() bool {
-		return strings.Contains(stderr.String(), "node-b: Ready 1Mi")
+		return strings.Contains(stderr.String(), "node-b: Ready 1.0 MiB")
 	})
 	// Every node has it, and the view still follows.
 	select {
@@ -417,10 +422,42 @@ func TestImageGetWatchFollowsPulls(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("interrupted get -w: %v", err)
 	}
-	for _, w := range []string{"node-a: Pulling (connecting)\n", "node-a: Ready 1Mi\n"} {
+	for _, w := range []string{"node-a: Pulling (connecting)\n", "node-a: Ready 1.0 MiB\n"} {
 		if !strings.Contains(stderr.String(), w) {
 			t.Errorf("get -w lacks %q:\n%s", w, stderr.String())
 		}
+	}
+}
+
+// image get NAME -w ends when the Image is deleted, saying so.
+func TestImageGetWatchEndsOnDelete(t *testing.T) {
+	fake, ep := startImageFake(t)
+	mustRun(t, ep, "image", "create", "debian-12.qcow2", "--url", testURL, "--nodes", "all")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() { done <- runCmd(ctx, ep, "", &stdout, &stderr, "image", "get", "debian-12.qcow2", "-w") }()
+	testutil.Eventually(t, 10*time.Second, "the command to watch the image", func() bool { return fake.watchers() > 0 })
+	mustRun(t, ep, "image", "delete", "debian-12.qcow2")
+	select {
+	case err := <-done:
+		if err == nil || err.Error() != `image "debian-12.qcow2" was deleted` {
+			t.Fatalf("get -w of a deleted image: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("get -w did not end when the image was deleted")
+	}
+}
+
+// With no ready, schedulable node there is nothing to wait for, and
+// --wait says so rather than "ready on 0 of 0 nodes".
+func TestImageCreateWaitWithoutNodes(t *testing.T) {
+	_, ep := startImageFakeNodes(t, imageTestNode("node-c", false))
+	out := mustRun(t, ep, "image", "create", "debian-12.qcow2", "--url", testURL, "--nodes", "all", "--wait")
+	if want := "image/debian-12.qcow2 created\nimage/debian-12.qcow2: no node is ready and schedulable, nothing to wait for; " +
+		"nodes pull it when they become ready\n"; out != want {
+		t.Errorf("create --wait without nodes printed %q, want %q", out, want)
 	}
 }
 
@@ -447,7 +484,7 @@ func TestPullViewTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := "" +
-		"\r\x1b[2Knode-a   [######..................]  Pulling 25% of 100\n" +
+		"\r\x1b[2Knode-a   [######..................]  Pulling (25% of 100 B)\n" +
 		"\r\x1b[2Knode-bb  [........................]  waiting to start\n"
 	if b.String() != first {
 		t.Fatalf("first drawing %q, want %q", b.String(), first)
@@ -462,7 +499,7 @@ func TestPullViewTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := "\x1b[2A" +
-		"\r\x1b[2Knode-a   [########################]  Ready 100\n" +
+		"\r\x1b[2Knode-a   [########################]  Ready 100 B\n" +
 		"\r\x1b[2Knode-bb  [........................]  Failed (attempt 2): connection refused\n"
 	if b.String() != second {
 		t.Fatalf("redrawing %q, want %q", b.String(), second)
@@ -486,16 +523,16 @@ func TestPullViewPlainLinesAreRateLimited(t *testing.T) {
 		}
 		return b.String()
 	}
-	if got := step(0, pulling(10)); got != "node-a: Pulling 10% of 100\n" {
+	if got := step(0, pulling(10)); got != "node-a: Pulling (10% of 100 B)\n" {
 		t.Errorf("first: %q", got)
 	}
 	if got := step(time.Second, pulling(20)); got != "" {
 		t.Errorf("1s later: %q, want nothing", got)
 	}
-	if got := step(plainInterval, pulling(60)); got != "node-a: Pulling 60% of 100\n" {
+	if got := step(plainInterval, pulling(60)); got != "node-a: Pulling (60% of 100 B)\n" {
 		t.Errorf("after the interval: %q", got)
 	}
-	if got := step(time.Second, pullImage(&apiv1.ImageNodeStatus{Node: "node-a", Phase: "Ready", SizeBytes: 100})); got != "node-a: Ready 100\n" {
+	if got := step(time.Second, pullImage(&apiv1.ImageNodeStatus{Node: "node-a", Phase: "Ready", SizeBytes: 100})); got != "node-a: Ready 100 B\n" {
 		t.Errorf("phase change: %q", got)
 	}
 	if got := step(time.Minute, pullImage(&apiv1.ImageNodeStatus{Node: "node-a", Phase: "Ready", SizeBytes: 100})); got != "" {

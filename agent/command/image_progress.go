@@ -2,175 +2,37 @@ package command
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagewait"
 )
 
 // Following the nodes' pulls of an Image (image create --wait, image get
-// NAME -w): the Image's and the nodes' watches feed a view with a line
-// per node, redrawn in place on a terminal.
+// NAME -w): imagewait follows the Image's and the nodes' watches and
+// judges; this is the view, a line per node, redrawn in place on a
+// terminal.
 
-// imagePullFailure is a node's report that it could not pull the image.
-type imagePullFailure struct {
-	node, image, message string
-	attempts             int32
-}
-
-func (e *imagePullFailure) Error() string {
-	return fmt.Sprintf("node %s could not pull image %q (attempt %d): %s", e.node, e.image, e.attempts, e.message)
-}
-
-// pullVerdict is where the pulls stand.
-type pullVerdict struct {
-	targets []string // ready, schedulable nodes
-	done    bool     // every target has the image
-	failed  *imagePullFailure
-	state   string // who is still pulling, for timeouts
-}
-
-// judgePulls decides whether every ready, schedulable node has img, or
-// one reported that it could not pull it.
-func judgePulls(img *apiv1.Image, nodes map[string]*apiv1.Node) pullVerdict {
-	list := make([]*apiv1.Node, 0, len(nodes))
-	for _, n := range nodes {
-		list = append(list, n)
+// followPulls shows the pulls of start from its version on (watches
+// that fail are opened again, see imagewait.Watcher). With untilDone it
+// returns once every ready, schedulable node has the image (nil) or one
+// failed to pull it (*imagewait.PullError); otherwise it follows until
+// ctx ends or the Image is deleted (codes.NotFound).
+func followPulls(ctx context.Context, c *client.Client, start *apiv1.Image, view *pullView, untilDone bool) (imagewait.Verdict, error) {
+	w := imagewait.Watcher{Images: c.Images, Nodes: c.Nodes}
+	show := func(img *apiv1.Image, v imagewait.Verdict) error { return view.show(img, v.Targets) }
+	run := w.Follow
+	if untilDone {
+		run = w.Wait
 	}
-	v := pullVerdict{targets: pullTargets(list)}
-	entries := map[string]*apiv1.ImageNodeStatus{}
-	for _, e := range currentPulls(img) {
-		entries[e.GetNode()] = e
-	}
-	var waiting []string
-	for _, n := range v.targets {
-		e := entries[n]
-		switch e.GetPhase() {
-		case validation.ImagePhaseReady:
-		case validation.ImagePhaseFailed:
-			// The node's message starts with the image's name, which the
-			// error says already.
-			msg := strings.TrimPrefix(e.GetMessage(), fmt.Sprintf("image %q: ", img.GetMetadata().GetName()))
-			v.failed = &imagePullFailure{node: n, image: img.GetMetadata().GetName(), message: msg, attempts: e.GetAttempts()}
-		case validation.ImagePhasePulling:
-			waiting = append(waiting, n+" ("+pullDetail(e)+")")
-		default:
-			waiting = append(waiting, n+" (not started)")
-		}
-	}
-	v.done = len(waiting) == 0 && v.failed == nil
-	v.state = fmt.Sprintf("%d of %d nodes have it", len(v.targets)-len(waiting), len(v.targets))
-	if len(waiting) > 0 {
-		v.state += "; waiting for " + strings.Join(waiting, ", ")
-	}
-	return v
-}
-
-// followPulls shows the pulls of start from its version on. With
-// untilDone it returns once every ready, schedulable node has the image
-// (nil) or one failed to pull it (*imagePullFailure); otherwise it
-// follows until ctx ends or the Image is deleted.
-func followPulls(ctx context.Context, c *client.Client, start *apiv1.Image, view *pullView, untilDone bool) (pullVerdict, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	imgEvents := make(chan *apiv1.ImageEvent)
-	nodeEvents := make(chan *apiv1.NodeEvent)
-	errs := make(chan error, 2)
-	forward := func(ch chan<- *apiv1.ImageEvent) func(*apiv1.ImageEvent) error {
-		return func(ev *apiv1.ImageEvent) error {
-			select {
-			case ch <- ev:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
-	name := start.GetMetadata().GetName()
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		opts := &apiv1.WatchOptions{Name: name, ResourceVersion: start.GetMetadata().GetResourceVersion()}
-		s, err := c.Images.Watch(ctx, &apiv1.WatchImagesRequest{Options: opts})
-		if err == nil {
-			err = client.EachEvent(s, forward(imgEvents))
-		}
-		errs <- err
-	}()
-	go func() {
-		defer wg.Done()
-		s, err := c.Nodes.Watch(ctx, &apiv1.WatchNodesRequest{Options: &apiv1.WatchOptions{}})
-		if err == nil {
-			err = client.EachEvent(s, func(ev *apiv1.NodeEvent) error {
-				select {
-				case nodeEvents <- ev:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			})
-		}
-		errs <- err
-	}()
-
-	img := start
-	nodes := map[string]*apiv1.Node{}
-	synced := false
-	v := pullVerdict{state: "the nodes are not listed yet"}
-	for {
-		if synced {
-			v = judgePulls(img, nodes)
-			if err := view.show(img, v.targets); err != nil {
-				return v, err
-			}
-			if untilDone && v.failed != nil {
-				return v, v.failed
-			}
-			if untilDone && v.done {
-				return v, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return v, ctx.Err()
-		case err := <-errs:
-			if err == nil {
-				err = errors.New("the agent ended the watch")
-			}
-			return v, err
-		case ev := <-imgEvents:
-			switch ev.GetType() {
-			case apiv1.EventType_ADDED, apiv1.EventType_MODIFIED:
-				if ev.GetObject().GetMetadata().GetUid() == start.GetMetadata().GetUid() {
-					img = ev.GetObject()
-					continue
-				}
-				fallthrough
-			case apiv1.EventType_DELETED:
-				return v, fmt.Errorf("image %q was deleted", name)
-			}
-		case ev := <-nodeEvents:
-			switch ev.GetType() {
-			case apiv1.EventType_RESET:
-				nodes, synced = map[string]*apiv1.Node{}, false
-			case apiv1.EventType_SYNCED:
-				synced = true
-			case apiv1.EventType_ADDED, apiv1.EventType_MODIFIED:
-				nodes[ev.GetObject().GetMetadata().GetName()] = ev.GetObject()
-			case apiv1.EventType_DELETED:
-				delete(nodes, ev.GetObject().GetMetadata().GetName())
-			}
-		}
-	}
+	_, v, err := run(ctx, start, show)
+	return v, err
 }
 
 // plainInterval is how often, at most, a node's progress is printed
@@ -213,7 +75,7 @@ type pullRow struct {
 func pullRows(img *apiv1.Image, targets []string) []pullRow {
 	var rows []pullRow
 	seen := map[string]bool{}
-	for _, e := range currentPulls(img) {
+	for _, e := range imagewait.Entries(img) {
 		rows = append(rows, pullRow{node: e.GetNode(), entry: e})
 		seen[e.GetNode()] = true
 	}
@@ -313,7 +175,7 @@ func pullSummary(e *apiv1.ImageNodeStatus) string {
 	case validation.ImagePhaseReady:
 		s := "Ready"
 		if sz := e.GetSizeBytes(); sz > 0 {
-			s += " " + formatBytes(sz)
+			s += " " + imagewait.Bytes(sz)
 		}
 		if sum := e.GetSha256(); len(sum) >= 12 {
 			s += ", sha256 " + sum[:12]
@@ -322,28 +184,7 @@ func pullSummary(e *apiv1.ImageNodeStatus) string {
 	case validation.ImagePhaseFailed:
 		return fmt.Sprintf("Failed (attempt %d): %s", e.GetAttempts(), e.GetMessage())
 	case validation.ImagePhasePulling:
-		return "Pulling " + pullDetail(e)
+		return "Pulling (" + imagewait.Progress(e) + ")"
 	}
 	return "waiting to start"
-}
-
-// pullDetail is "45% of 1.0Gi, 2.0Mi/s, 25s left".
-func pullDetail(e *apiv1.ImageNodeStatus) string {
-	if e.GetBytesDone() == 0 && e.GetBytesTotal() == 0 {
-		return "(connecting)"
-	}
-	s := formatBytes(e.GetBytesDone())
-	if t := e.GetBytesTotal(); t > 0 {
-		s = fmt.Sprintf("%d%% of %s", min(e.GetBytesDone(), t)*100/t, formatBytes(t))
-	}
-	if r := e.GetBytesPerSecond(); r > 0 {
-		s += ", " + formatBytes(r) + "/s"
-	}
-	if eta := e.GetEtaSeconds(); eta > 0 {
-		s += ", " + (time.Duration(eta) * time.Second).String() + " left"
-	}
-	if a := e.GetAttempts(); a > 1 {
-		s += fmt.Sprintf(", attempt %d", a)
-	}
-	return s
 }
