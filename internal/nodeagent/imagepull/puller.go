@@ -32,6 +32,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagewait"
 )
 
 // API is the image service as the puller uses it.
@@ -68,18 +69,14 @@ type Progress struct {
 	ETA         time.Duration
 }
 
+// String renders p as the node's status entry shows it elsewhere ("40%
+// of 1.0 GiB, 2.0 MiB/s, 30s left"): one rendering for the agent's
+// messages, the CLI and the provider.
 func (p Progress) String() string {
-	s := humanBytes(p.Done)
-	if p.Total > 0 {
-		s = fmt.Sprintf("%d%% of %s", p.Done*100/p.Total, humanBytes(p.Total))
-	}
-	if p.Rate > 0 {
-		s += fmt.Sprintf(", %s/s", humanBytes(p.Rate))
-	}
-	if p.ETA > 0 {
-		s += fmt.Sprintf(", %s left", p.ETA.Round(time.Second))
-	}
-	return s
+	return imagewait.Progress(&apiv1.ImageNodeStatus{
+		BytesDone: p.Done, BytesTotal: p.Total, BytesPerSecond: p.Rate,
+		EtaSeconds: int64(p.ETA.Round(time.Second) / time.Second),
+	})
 }
 
 // Puller pulls images for one node.
@@ -397,7 +394,7 @@ func (p *Puller) checkSpace(download string, need int64) error {
 		return nil // cannot tell; the write will say
 	}
 	if free := int64(st.Bavail) * st.Bsize; need > free {
-		return fmt.Errorf("%w: the image needs %s, %s has %s free", errNoSpace, humanBytes(need), p.opts.Store.Dir(), humanBytes(free))
+		return fmt.Errorf("%w: the image needs %s, %s has %s free", errNoSpace, imagewait.Bytes(need), p.opts.Store.Dir(), imagewait.Bytes(free))
 	}
 	return nil
 }
@@ -413,17 +410,4 @@ func (p *Puller) report(ctx context.Context, name string, st *apiv1.ImageNodeSta
 	if _, err := p.opts.API.UpdateNodeStatus(cctx, &apiv1.UpdateImageNodeStatusRequest{Name: name, Status: st}); err != nil {
 		p.log.Warn("reporting the pull failed", "image", name, "phase", st.Phase, "err", err)
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
