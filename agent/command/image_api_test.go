@@ -395,17 +395,25 @@ func TestImageCreateWaitFails(t *testing.T) {
 	}
 }
 
+// startGetWatch creates Image debian-12.qcow2 and runs image get -w on
+// it in the background, until cancel; done has its result.
+func startGetWatch(t *testing.T) (fake *fakeImages, ep string, stderr *syncBuffer, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	fake, ep = startImageFake(t)
+	mustRun(t, ep, "image", "create", "debian-12.qcow2", "--url", testURL, "--nodes", "all")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	stderr = &syncBuffer{}
+	ch := make(chan error, 1)
+	go func() { ch <- runCmd(ctx, ep, "", &syncBuffer{}, stderr, "image", "get", "debian-12.qcow2", "-w") }()
+	testutil.Eventually(t, 10*time.Second, "the command to watch the image", func() bool { return fake.watchers() > 0 })
+	return fake, ep, stderr, cancel, ch
+}
+
 // image get NAME -w follows the pulls until interrupted, which is no
 // error.
 func TestImageGetWatchFollowsPulls(t *testing.T) {
-	fake, ep := startImageFake(t)
-	mustRun(t, ep, "image", "create", "debian-12.qcow2", "--url", testURL, "--nodes", "all")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var stdout, stderr syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- runCmd(ctx, ep, "", &stdout, &stderr, "image", "get", "debian-12.qcow2", "-w") }()
-	testutil.Eventually(t, 10*time.Second, "the command to watch the image", func() bool { return fake.watchers() > 0 })
+	fake, _, stderr, cancel, done := startGetWatch(t)
 	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-a", Phase: "Pulling"})
 	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-a", Phase: "Ready", SizeBytes: 1 << 20})
 	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-b", Phase: "Ready", SizeBytes: 1 << 20})
@@ -431,14 +439,7 @@ func TestImageGetWatchFollowsPulls(t *testing.T) {
 
 // image get NAME -w ends when the Image is deleted, saying so.
 func TestImageGetWatchEndsOnDelete(t *testing.T) {
-	fake, ep := startImageFake(t)
-	mustRun(t, ep, "image", "create", "debian-12.qcow2", "--url", testURL, "--nodes", "all")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var stdout, stderr syncBuffer
-	done := make(chan error, 1)
-	go func() { done <- runCmd(ctx, ep, "", &stdout, &stderr, "image", "get", "debian-12.qcow2", "-w") }()
-	testutil.Eventually(t, 10*time.Second, "the command to watch the image", func() bool { return fake.watchers() > 0 })
+	_, ep, _, _, done := startGetWatch(t)
 	mustRun(t, ep, "image", "delete", "debian-12.qcow2")
 	select {
 	case err := <-done:

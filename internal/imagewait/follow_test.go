@@ -18,8 +18,7 @@ import (
 )
 
 // fakeImageWatch serves Watch from a script: each watch call takes events
-// from the channel; a nil event fails the stream, as an agent restart
-// would.
+// from the channel (see serveScript).
 type fakeImageWatch struct {
 	apiv1.UnimplementedImagesServer
 	events chan *apiv1.ImageEvent
@@ -31,15 +30,21 @@ func (f *fakeImageWatch) Watch(req *apiv1.WatchImagesRequest, stream grpc.Server
 	f.mu.Lock()
 	f.opts = append(f.opts, req.GetOptions())
 	f.mu.Unlock()
+	return serveScript(stream.Context(), f.events, stream.Send)
+}
+
+// serveScript sends events until the stream ends; a nil event fails the
+// stream, as an agent restart would.
+func serveScript[E any](ctx context.Context, events <-chan *E, send func(*E) error) error {
 	for {
 		select {
-		case <-stream.Context().Done():
+		case <-ctx.Done():
 			return nil
-		case ev := <-f.events:
+		case ev := <-events:
 			if ev == nil {
 				return status.Error(codes.Unavailable, "agent restarting")
 			}
-			if err := stream.Send(ev); err != nil {
+			if err := send(ev); err != nil {
 				return err
 			}
 		}
@@ -52,8 +57,7 @@ func (f *fakeImageWatch) watchOptions() []*apiv1.WatchOptions {
 	return append([]*apiv1.WatchOptions(nil), f.opts...)
 }
 
-// fakeNodeWatch lists nodes, then sends the scripted events; a nil event
-// fails the stream.
+// fakeNodeWatch lists nodes, then sends the scripted events.
 type fakeNodeWatch struct {
 	apiv1.UnimplementedNodesServer
 	nodes  []*apiv1.Node
@@ -69,19 +73,7 @@ func (f *fakeNodeWatch) Watch(_ *apiv1.WatchNodesRequest, stream grpc.ServerStre
 	if err := stream.Send(&apiv1.NodeEvent{Type: apiv1.EventType_SYNCED}); err != nil {
 		return err
 	}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case ev := <-f.events:
-			if ev == nil {
-				return status.Error(codes.Unavailable, "agent restarting")
-			}
-			if err := stream.Send(ev); err != nil {
-				return err
-			}
-		}
-	}
+	return serveScript(stream.Context(), f.events, stream.Send)
 }
 
 type waitResult struct {
