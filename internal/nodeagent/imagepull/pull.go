@@ -21,7 +21,6 @@ type pull struct {
 	uid   string
 	began time.Time
 	done  chan struct{}
-	err   error // set before done is closed
 	// suffix ends progress messages (why the last attempt failed).
 	suffix string
 

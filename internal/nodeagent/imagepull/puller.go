@@ -282,6 +282,10 @@ func (p *Puller) Pull(img *apiv1.Image) State {
 	name := img.GetMetadata().GetName()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.ctx.Err(); err != nil {
+		// Closed: no new pull may start (Close is waiting for them).
+		return State{Err: fmt.Errorf("image puller stopped: %w", err)}
+	}
 	if pl, ok := p.pulls[name]; ok {
 		// Shared; or, for an Image re-created under the same name, the
 		// old pull ends before the new one starts (one download file).
@@ -310,6 +314,8 @@ func (p *Puller) Ensure(ctx context.Context, img *apiv1.Image, watch func(Progre
 		switch {
 		case st.Ready:
 			return nil
+		case st.Err != nil && st.RetryAt.IsZero():
+			return st.Err
 		case st.Err != nil:
 			return &RetryError{Err: st.Err, RetryAt: st.RetryAt}
 		}
