@@ -53,10 +53,15 @@ func importGuestDisk(t *testing.T, c *cluster) string {
 // bootloader (nil: the default, BIOS), with a cloud-config that makes
 // user alice. No disk has a boot order: the first one boots.
 func (c *cluster) diskVM(name, image string, bl *apiv1.Bootloader) *apiv1.VirtualMachine {
+	return diskVM(c.ns, name, image, bl)
+}
+
+// diskVM is (*cluster).diskVM for any cluster's namespace.
+func diskVM(ns, name, image string, bl *apiv1.Bootloader) *apiv1.VirtualMachine {
 	grace := int64(30)
 	userData := "#cloud-config\nusers:\n  - name: alice\n    ssh_authorized_keys:\n      - " + aliceKey + "\n"
 	return &apiv1.VirtualMachine{
-		Metadata: &apiv1.ObjectMeta{Namespace: c.ns, Name: name},
+		Metadata: &apiv1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: &apiv1.VirtualMachineSpec{
 			RunStrategy: apiv1.RunStrategyAlways,
 			Template: &apiv1.VirtualMachineInstanceTemplateSpec{

@@ -195,13 +195,13 @@ func (c *Controller) nodeDeleted(n *apiv1.Node) {
 	c.enqueueUnplaced()
 }
 
-// enqueueUnplaced retries every VMI still waiting for a node, as
-// kube-scheduler moves unschedulable pods back to its active queue on
-// cluster events.
 // ImagesChanged re-tries placement of the VMIs not placed yet: an Image
 // created since may make a node fit.
 func (c *Controller) ImagesChanged() { c.enqueueUnplaced() }
 
+// enqueueUnplaced retries every VMI still waiting for a node, as
+// kube-scheduler moves unschedulable pods back to its active queue on
+// cluster events.
 func (c *Controller) enqueueUnplaced() {
 	for _, v := range c.vmis.List() {
 		if needsPlacement(v) {
@@ -231,6 +231,11 @@ func placementView(n *apiv1.Node) *apiv1.Node {
 		Status: &apiv1.NodeStatus{
 			Capacity: st.GetCapacity(), Allocatable: st.GetAllocatable(), Schedulable: st.GetSchedulable(),
 		},
+	}
+	// Placement reads the names of the node's images (missingImages): a
+	// new one may let a waiting VMI in, without waiting for the retry.
+	for _, img := range st.GetImages() {
+		view.Status.Images = append(view.Status.Images, &apiv1.NodeImage{Name: img.GetName()})
 	}
 	for _, t := range []string{apiv1.ConditionReady, apiv1.ConditionNodeFenced} {
 		if cond := apiv1.FindCondition(st.GetConditions(), t); cond != nil {

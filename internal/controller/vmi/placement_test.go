@@ -2,8 +2,11 @@ package vmi
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -292,5 +295,22 @@ func TestPlaceByImages(t *testing.T) {
 	want := `0/2 nodes are available: 2 node(s) didn't have the image(s). Missing image(s): "missing.qcow2".`
 	if c.GetStatus() != apiv1.ConditionFalse || c.GetReason() != ReasonUnschedulable || c.GetMessage() != want {
 		t.Errorf("PodScheduled = %v; want False/%s %q", c, ReasonUnschedulable, want)
+	}
+}
+
+// A node listing a new image lets waiting VMIs in at once; a heartbeat or
+// a re-hash of an image it had does not wake them.
+func TestPlacementRelevantChangeSeesImageNames(t *testing.T) {
+	before := node("n", "4", "8Gi", nil)
+	after := proto.Clone(before).(*apiv1.Node)
+	after.Status.Images = []*apiv1.NodeImage{{Name: "debian.qcow2", Format: "qcow2"}}
+	if !placementRelevantChange(before, after) {
+		t.Fatal("a new image is not a placement-relevant change")
+	}
+	rehashed := proto.Clone(after).(*apiv1.Node)
+	rehashed.Status.Images[0].Sha256 = strings.Repeat("a", 64)
+	rehashed.Status.Heartbeat = timestamppb.Now()
+	if placementRelevantChange(after, rehashed) {
+		t.Fatal("a heartbeat and a new checksum of the same image count as placement-relevant")
 	}
 }
