@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -153,38 +152,26 @@ func (r *imageResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	name := want.GetMetadata().GetName()
 	c := r.data.client
 
-	// Compare-and-swap: nodes write their pull status concurrently, so a
-	// conflict is normal; each attempt re-reads and re-applies the plan.
-	var img *apiv1.Image
-	for attempt := 1; ; attempt++ {
-		cur, err := c.Images.Get(ctx, &apiv1.GetImageRequest{Name: name})
-		if err != nil {
-			r.addError(&resp.Diagnostics, err, "read image "+name+" before updating it")
-			return
-		}
-		if uid := state.UID.ValueString(); uid != "" && cur.GetMetadata().GetUid() != uid {
-			resp.Diagnostics.AddError("Image "+name+" was replaced outside Terraform",
-				fmt.Sprintf("The image Terraform manages (uid %s) was deleted and another image of the same name (uid %s) "+
-					"exists; Terraform does not update an image it did not create. Refresh to drop the old one from the state.",
-					uid, cur.GetMetadata().GetUid()))
-			return
-		}
-		next := mergeImage(cur, want)
-		if proto.Equal(next, cur) {
-			img = cur
-			break
-		}
-		img, err = c.Images.Update(ctx, &apiv1.UpdateImageRequest{Image: next})
-		if status.Code(err) == codes.Aborted && attempt < maxConflictRetries {
-			tflog.Debug(ctx, "image update conflicted with another writer; retrying", map[string]any{"image": name, "attempt": attempt})
-			continue
-		}
-		if err != nil {
-			r.addError(&resp.Diagnostics, err, "update image "+name)
-			return
-		}
-		tflog.Info(ctx, "image updated", map[string]any{"image": name, "nodes": next.GetSpec().GetNodes()})
-		break
+	// Nodes write their pull status concurrently: updateCAS retries the
+	// conflicts that causes.
+	img, written, err := updateCAS(tflog.SetField(ctx, "image", name), "image "+name, state.UID.ValueString(),
+		func(ctx context.Context) (*apiv1.Image, error) {
+			return c.Images.Get(ctx, &apiv1.GetImageRequest{Name: name})
+		},
+		func(cur *apiv1.Image) *apiv1.Image { return mergeImage(cur, want) },
+		func(ctx context.Context, next *apiv1.Image) (*apiv1.Image, error) {
+			return c.Images.Update(ctx, &apiv1.UpdateImageRequest{Image: next})
+		})
+	if addCASError(&resp.Diagnostics, err, r.addError, func(e *replacedError) (string, string) {
+		return "Image " + name + " was replaced outside Terraform",
+			fmt.Sprintf("The image Terraform manages (uid %s) was deleted and another image of the same name (uid %s) "+
+				"exists; Terraform does not update an image it did not create. Refresh to drop the old one from the state.",
+				e.stateUID, e.gotUID)
+	}) {
+		return
+	}
+	if written {
+		tflog.Info(ctx, "image updated", map[string]any{"image": name, "nodes": img.GetSpec().GetNodes()})
 	}
 	r.setState(ctx, &resp.State, &resp.Diagnostics, img, &plan)
 	// Only a change that starts pulls everywhere is waited for: a label

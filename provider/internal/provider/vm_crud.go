@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -138,39 +137,26 @@ func (r *vmResource) Update(ctx context.Context, req resource.UpdateRequest, res
 	c := r.data.client
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
 
-	// Compare-and-swap: the VM controller writes the status concurrently,
-	// so a conflict is normal. Each attempt re-reads and re-applies the
-	// plan onto what is stored.
-	var vm *apiv1.VirtualMachine
-	for attempt := 1; ; attempt++ {
-		cur, err := c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: key})
-		if err != nil {
-			r.addError(&resp.Diagnostics, err, "read virtual machine "+id+" before updating it")
-			return
-		}
-		if uid := state.UID.ValueString(); uid != "" && cur.GetMetadata().GetUid() != uid {
-			resp.Diagnostics.AddError("Virtual machine "+id+" was replaced outside Terraform",
-				fmt.Sprintf("The VM Terraform manages (uid %s) was deleted and another VM of the same name (uid %s) exists; "+
-					"Terraform does not update a VM it did not create. Refresh to drop the old one from the state.",
-					uid, cur.GetMetadata().GetUid()))
-			return
-		}
-		next := mergeVM(cur, want)
-		if proto.Equal(next, cur) {
-			vm = cur
-			break
-		}
-		vm, err = c.VMs.Update(ctx, &apiv1.UpdateVirtualMachineRequest{Vm: next})
-		if status.Code(err) == codes.Aborted && attempt < maxConflictRetries {
-			tflog.Debug(ctx, "update conflicted with another writer; retrying", map[string]any{"vm": id, "attempt": attempt})
-			continue
-		}
-		if err != nil {
-			r.addError(&resp.Diagnostics, err, "update virtual machine "+id)
-			return
-		}
+	// The VM controller writes the status concurrently: updateCAS retries
+	// the conflicts that causes.
+	vm, written, err := updateCAS(tflog.SetField(ctx, "vm", id), "virtual machine "+id, state.UID.ValueString(),
+		func(ctx context.Context) (*apiv1.VirtualMachine, error) {
+			return c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: key})
+		},
+		func(cur *apiv1.VirtualMachine) *apiv1.VirtualMachine { return mergeVM(cur, want) },
+		func(ctx context.Context, next *apiv1.VirtualMachine) (*apiv1.VirtualMachine, error) {
+			return c.VMs.Update(ctx, &apiv1.UpdateVirtualMachineRequest{Vm: next})
+		})
+	if addCASError(&resp.Diagnostics, err, r.addError, func(e *replacedError) (string, string) {
+		return "Virtual machine " + id + " was replaced outside Terraform",
+			fmt.Sprintf("The VM Terraform manages (uid %s) was deleted and another VM of the same name (uid %s) exists; "+
+				"Terraform does not update a VM it did not create. Refresh to drop the old one from the state.",
+				e.stateUID, e.gotUID)
+	}) {
+		return
+	}
+	if written {
 		tflog.Info(ctx, "virtual machine updated", map[string]any{"vm": id, "generation": vm.GetMetadata().GetGeneration()})
-		break
 	}
 	// The spec is stored: record it before waiting, so a failed wait does
 	// not make the next plan repeat the update.
