@@ -47,3 +47,20 @@ func TestUnknownCommand(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, stderr)
 	}
 }
+
+// The pid dir a node agent hands over must be absolute and clean; the
+// default is libvirtd's system one.
+func TestServeQEMUPidDir(t *testing.T) {
+	f, err := parseServe([]string{"--domain-name", "d"})
+	if err != nil || f.pidDir != "/run/libvirt/qemu" {
+		t.Fatalf("default: %q, %v", f.pidDir, err)
+	}
+	if f, err := parseServe([]string{"--domain-name", "d", "--qemu-pid-dir", "/tmp/n1/run/qemu"}); err != nil || f.pidDir != "/tmp/n1/run/qemu" {
+		t.Fatalf("absolute: %q, %v", f.pidDir, err)
+	}
+	for _, bad := range []string{"run/qemu", "/tmp/../run/qemu", "/run/qemu/", ""} {
+		if _, err := parseServe([]string{"--domain-name", "d", "--qemu-pid-dir", bad}); err == nil || !strings.Contains(err.Error(), "--qemu-pid-dir") {
+			t.Errorf("--qemu-pid-dir %q: %v, want an error naming the flag", bad, err)
+		}
+	}
+}

@@ -52,6 +52,9 @@ func parseServe(args []string) (serveFlags, error) {
 	if f.domain == "" {
 		return f, errors.New("--domain-name is required")
 	}
+	if err := launcher.CheckQEMUPidDir(f.pidDir); err != nil {
+		return f, fmt.Errorf("--qemu-pid-dir: %w", err)
+	}
 	return f, nil
 }
 

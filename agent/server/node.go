@@ -35,6 +35,10 @@ type NodeOptions struct {
 	Clock clock.WithTicker
 	// LibvirtURI is what launchers connect to; default qemu:///system.
 	LibvirtURI string
+	// QEMUPidDir is where that libvirtd writes QEMU pid files, as seen
+	// from here; default /run/libvirt/qemu (launcher.DefaultQEMUPidDir).
+	// A libvirtd in a private mount namespace writes them elsewhere.
+	QEMUPidDir string
 	// LauncherPath is the launcher binary; default: virtplane-launcher
 	// next to the agent executable, else from PATH.
 	LauncherPath string
@@ -62,6 +66,9 @@ type NodeOptions struct {
 func (n *NodeOptions) complete(o *Options) {
 	if n.LibvirtURI == "" {
 		n.LibvirtURI = launcher.DefaultLibvirtURI
+	}
+	if n.QEMUPidDir == "" {
+		n.QEMUPidDir = launcher.DefaultQEMUPidDir
 	}
 	if n.LauncherPath == "" {
 		n.LauncherPath = defaultLauncherPath()
@@ -93,6 +100,7 @@ func newLauncherManager(o Options, n NodeOptions) launcher.Manager {
 	return launcher.NewManager(launcher.ManagerOptions{
 		LauncherPath: n.LauncherPath,
 		LibvirtURI:   n.LibvirtURI,
+		QEMUPidDir:   n.QEMUPidDir,
 		LogDir:       filepath.Join(n.DataDir, "logs"),
 		SocketDir:    filepath.Join(filepath.Dir(o.Socket), "launchers"),
 		Logger:       o.Logger.With("component", "launcher"),
@@ -112,6 +120,9 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	nodeDir, err := filepath.Abs(n.DataDir)
 	if err != nil {
 		return fmt.Errorf("--node-data-dir: %w", err)
+	}
+	if err := launcher.CheckQEMUPidDir(n.QEMUPidDir); err != nil {
+		return fmt.Errorf("--qemu-pid-dir: %w", err)
 	}
 	mgr := n.Launchers
 	if mgr == nil {

@@ -200,6 +200,9 @@ func (c *mnCluster) startNodeAgent(n *mnNode) *mnProc {
 		"--server", "https://"+c.tlsAddr, "--join-token", string(tok[1]), "--ca-cert-hash", string(hash[1]),
 		"--node-name", n.Name,
 		"--libvirt-uri", n.URI,
+		// The node's libvirtd writes QEMU pid files under its private
+		// /run/libvirt; the launchers read them from here.
+		"--qemu-pid-dir", n.QEMUPidDir(),
 		"--launcher-path", env.launcher,
 		"--data-dir", n.dataDir,
 		"--node-data-dir", n.nodeDir,

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +86,15 @@ func TestMultiNodeBoots(t *testing.T) {
 			if in, err := n.Runs(qemu); qemu == 0 || err != nil || !in {
 				t.Errorf("QEMU %d of %s does not run in node %s's network namespace (%v)", qemu, dom, n.Name, err)
 			}
+			// The launcher reports that same QEMU (read from the node's
+			// pid dir, --qemu-pid-dir), not 0 from the system libvirtd's.
+			reported := c.reportedQEMUPid(n, names[n])
+			if reported != qemu || !strings.HasPrefix(procfs.Comm(reported), "qemu") {
+				t.Errorf("node %s's launcher reports QEMU pid %d (%q) for %s, want %d", n.Name, reported, procfs.Comm(reported), dom, qemu)
+			}
+			if in, err := n.Runs(reported); err != nil || !in {
+				t.Errorf("reported QEMU %d of %s does not run in node %s's network namespace (%v)", reported, dom, n.Name, err)
+			}
 			for _, other := range c.nodes {
 				if other == n {
 					continue
@@ -158,3 +169,22 @@ func TestMultiNodeBoots(t *testing.T) {
 }
 
 var reGuestFirewall = regexp.MustCompile(`guest firewall`)
+
+// reportedQEMUPid is the QEMU pid the launcher of VM name's instance on
+// node n reported at its first Sync (the node agent's "domain synced"
+// log line); it fails the test if the line never shows.
+func (c *mnCluster) reportedQEMUPid(n *mnNode, name string) int {
+	c.t.Helper()
+	re := regexp.MustCompile(`msg="domain synced" .*\bvmi=` + regexp.QuoteMeta(c.ns+"/"+name) + ` .*\bqemu_pid=([0-9]+)`)
+	var pid int
+	testutil.EventuallyNoError(c.t, stateTimeout, "node "+n.Name+"'s domain synced line for "+name, func() error {
+		lines := n.agent.logMatches(re)
+		if len(lines) == 0 {
+			return fmt.Errorf("no match for %s in %s", re, n.agent.log)
+		}
+		var err error
+		pid, err = strconv.Atoi(re.FindStringSubmatch(lines[len(lines)-1])[1])
+		return err
+	})
+	return pid
+}

@@ -23,6 +23,11 @@ import (
 const (
 	// DefaultLibvirtURI is libvirtd's system instance, which owns QEMU.
 	DefaultLibvirtURI = "qemu:///system"
+	// DefaultQEMUPidDir is where libvirtd's QEMU driver writes
+	// <domain>.pid for qemu:///system, as seen from the launcher's mount
+	// namespace. A libvirtd with a private /run/libvirt (the multi-node
+	// test hosts) writes them elsewhere.
+	DefaultQEMUPidDir = "/run/libvirt/qemu"
 	// defaultStartTimeout bounds the plugin handshake when ctx has no
 	// deadline.
 	defaultStartTimeout = 30 * time.Second
@@ -44,6 +49,9 @@ type ManagerOptions struct {
 	LauncherPath string
 	// LibvirtURI defaults to DefaultLibvirtURI.
 	LibvirtURI string
+	// QEMUPidDir is where that libvirtd writes QEMU pid files; defaults
+	// to DefaultQEMUPidDir. Launchers report the QEMU pid from it.
+	QEMUPidDir string
 	// LogDir receives one <domain>.log per launcher (its own log plus
 	// anything go-plugin forwards). Defaults to $TMPDIR/virtplane-launcher.
 	LogDir string
@@ -66,6 +74,9 @@ type manager struct {
 func NewManager(opts ManagerOptions) Manager {
 	if opts.LibvirtURI == "" {
 		opts.LibvirtURI = DefaultLibvirtURI
+	}
+	if opts.QEMUPidDir == "" {
+		opts.QEMUPidDir = DefaultQEMUPidDir
 	}
 	if opts.LogDir == "" {
 		opts.LogDir = filepath.Join(os.TempDir(), "virtplane-launcher")
@@ -96,6 +107,7 @@ func (m *manager) args(vmi *apiv1.VirtualMachineInstance, domainName string) []s
 	md := vmi.GetMetadata()
 	args := []string{"serve",
 		"--libvirt-uri", m.opts.LibvirtURI,
+		"--qemu-pid-dir", m.opts.QEMUPidDir,
 		"--domain-name", domainName,
 		"--vmi-uid", md.GetUid(),
 		"--vmi-key", md.GetNamespace() + "/" + md.GetName(),
@@ -118,6 +130,9 @@ func (m *manager) Launch(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	}
 	if m.opts.LauncherPath == "" {
 		return nil, Handle{}, errors.New("launch: no launcher binary configured")
+	}
+	if err := CheckQEMUPidDir(m.opts.QEMUPidDir); err != nil {
+		return nil, Handle{}, fmt.Errorf("launch: %w", err)
 	}
 	if err := os.MkdirAll(m.opts.LogDir, 0o750); err != nil {
 		return nil, Handle{}, fmt.Errorf("launch: create log dir: %w", err)
@@ -262,6 +277,16 @@ func (m *manager) stopLauncher(ctx context.Context, ask func(), pid int, domainN
 	defer cancel()
 	if err := killLauncher(wctx, pid, domainName); err != nil && !errors.Is(err, errNotLauncher) {
 		return err
+	}
+	return nil
+}
+
+// CheckQEMUPidDir accepts an absolute, clean path: the launcher joins
+// domain names to it, and a relative one would depend on its working
+// directory.
+func CheckQEMUPidDir(dir string) error {
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
+		return fmt.Errorf("qemu pid dir %q must be an absolute, clean path", dir)
 	}
 	return nil
 }

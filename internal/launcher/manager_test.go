@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
@@ -146,5 +148,30 @@ func TestLaunchValidates(t *testing.T) {
 	m := NewManager(ManagerOptions{LogDir: t.TempDir()})
 	if _, _, err := m.Launch(context.Background(), nil, "d"); err == nil {
 		t.Fatal("Launch without a VMI succeeded")
+	}
+}
+
+// Launchers are told where their libvirtd writes QEMU pid files: the
+// system one's by default, a private host's when configured.
+func TestLaunchPassesQEMUPidDir(t *testing.T) {
+	flag := func(args []string) string {
+		i := slices.Index(args, "--qemu-pid-dir")
+		if i < 0 || i+1 >= len(args) {
+			return ""
+		}
+		return args[i+1]
+	}
+	vmi := &apiv1.VirtualMachineInstance{Metadata: &apiv1.ObjectMeta{Namespace: "ns", Name: "a", Uid: "u"}}
+	m := NewManager(ManagerOptions{LogDir: t.TempDir()}).(*manager)
+	if got := flag(m.args(vmi, "ns_a")); got != DefaultQEMUPidDir {
+		t.Errorf("default --qemu-pid-dir %q, want %q", got, DefaultQEMUPidDir)
+	}
+	m = NewManager(ManagerOptions{LogDir: t.TempDir(), QEMUPidDir: "/tmp/n1/run/qemu"}).(*manager)
+	if got := flag(m.args(vmi, "ns_a")); got != "/tmp/n1/run/qemu" {
+		t.Errorf("--qemu-pid-dir %q, want /tmp/n1/run/qemu", got)
+	}
+	m = NewManager(ManagerOptions{LogDir: t.TempDir(), LauncherPath: "/bin/true", QEMUPidDir: "run/qemu"}).(*manager)
+	if _, _, err := m.Launch(context.Background(), vmi, "ns_a"); err == nil || !strings.Contains(err.Error(), "qemu pid dir") {
+		t.Errorf("Launch with a relative pid dir: %v, want an error naming it", err)
 	}
 }

@@ -19,13 +19,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
 )
 
 // DefaultQEMUPidDir is where libvirtd's QEMU driver writes <name>.pid for
-// qemu:///system.
-const DefaultQEMUPidDir = "/run/libvirt/qemu"
+// qemu:///system (one definition, shared with the node agent).
+const DefaultQEMUPidDir = launcher.DefaultQEMUPidDir
 
 // Config describes the one domain a launcher manages.
 type Config struct {
