@@ -145,11 +145,7 @@ func (a *Agent) reconcileImage(ctx context.Context, name string) (controller.Res
 	if !ok {
 		ip.puller.Discard(name)
 	}
-	recs, err := ip.puller.Records()
-	if err != nil {
-		return controller.Result{}, err
-	}
-	uid, pulled := recs[name]
+	uid, pulled := ip.puller.PulledFrom(name)
 	if !pulled || (ok && img.GetMetadata().GetUid() == uid) {
 		return controller.Result{}, nil
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 )
 
@@ -29,15 +30,15 @@ type resumeInfo struct {
 func resumeInfoPath(download string) string { return download + ".json" }
 
 func readResumeInfo(download string) (resumeInfo, bool) {
-	b, err := os.ReadFile(resumeInfoPath(download))
-	if err != nil {
-		return resumeInfo{}, false
-	}
 	var ri resumeInfo
-	if json.Unmarshal(b, &ri) != nil {
-		return resumeInfo{}, false
-	}
-	return ri, true
+	return ri, readJSON(resumeInfoPath(download), &ri)
+}
+
+// readJSON decodes the file at path into v; false when it is missing or
+// unreadable (a record or resume file a crash cut short counts as none).
+func readJSON(path string, v any) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && json.Unmarshal(b, v) == nil
 }
 
 // counter tells a pull's progress as bytes arrive.
@@ -120,7 +121,7 @@ func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
-			return fmt.Errorf("%s: server resumed at %q, not at byte %d", redact(src), resp.Header.Get("Content-Range"), have)
+			return fmt.Errorf("%s: server resumed at %q, not at byte %d", validation.RedactURL(src), resp.Header.Get("Content-Range"), have)
 		}
 		flags |= os.O_APPEND
 	case http.StatusOK:
@@ -128,7 +129,7 @@ func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c
 		flags |= os.O_TRUNC
 	case http.StatusRequestedRangeNotSatisfiable:
 		if have > 0 {
-			return fmt.Errorf("%s: resuming at byte %d: %w", redact(src), have, errRangeNotSatisfiable)
+			return fmt.Errorf("%s: resuming at byte %d: %w", validation.RedactURL(src), have, errRangeNotSatisfiable)
 		}
 		fallthrough
 	default:
@@ -137,7 +138,7 @@ func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c
 		if msg != "" {
 			msg = ": " + firstLine(msg)
 		}
-		return fmt.Errorf("%s: %s%s", redact(src), resp.Status, msg)
+		return fmt.Errorf("%s: %s%s", validation.RedactURL(src), resp.Status, msg)
 	}
 	total := int64(0)
 	if resp.ContentLength >= 0 {
@@ -163,10 +164,10 @@ func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("%s: after %d bytes: %w", redact(src), have+n, err)
+		return fmt.Errorf("%s: after %d bytes: %w", validation.RedactURL(src), have+n, err)
 	}
 	if total > 0 && have+n != total {
-		return fmt.Errorf("%s: got %d bytes of %d", redact(src), have+n, total)
+		return fmt.Errorf("%s: got %d bytes of %d", validation.RedactURL(src), have+n, total)
 	}
 	return nil
 }
@@ -261,14 +262,6 @@ func (c contextReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
-}
-
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "<URL>"
-	}
-	return u.Redacted()
 }
 
 func firstLine(s string) string {

@@ -94,14 +94,14 @@ func (pl *pull) run(ctx context.Context) error {
 	spec := pl.img.GetSpec()
 	attempt, lastErr := p.nextAttempt(name)
 	log := p.log.With("image", name, "uid", pl.uid, "attempt", attempt)
-	log.Info("pulling image", "url", redact(spec.GetUrl()))
+	log.Info("pulling image", "url", validation.RedactURL(spec.GetUrl()))
 	// A retry keeps saying why the last attempt failed.
 	suffix := ""
 	if lastErr != "" {
 		suffix = fmt.Sprintf(" (attempt %d; the last failed: %s)", attempt, lastErr)
 	}
 	pl.suffix = suffix
-	p.report(ctx, name, pl.pullingStatus(attempt, "downloading "+redact(spec.GetUrl())+suffix))
+	p.report(ctx, name, pl.pullingStatus(attempt, "downloading "+validation.RedactURL(spec.GetUrl())+suffix))
 
 	stopReports := pl.reportWhilePulling(ctx, attempt)
 	img, err := pl.download(ctx)
@@ -123,7 +123,7 @@ func (pl *pull) run(ctx context.Context) error {
 	p.report(ctx, name, &apiv1.ImageNodeStatus{
 		Phase: validation.ImagePhaseReady, BytesDone: img.Size, BytesTotal: img.Size, BytesPerSecond: pr.Rate,
 		Sha256: img.SHA256, Format: img.Format, VirtualSizeBytes: img.VirtualSize, SizeBytes: img.Size,
-		ImageUid: pl.uid, Message: "pulled from " + redact(spec.GetUrl()),
+		ImageUid: pl.uid, Message: "pulled from " + validation.RedactURL(spec.GetUrl()),
 	})
 	return nil
 }

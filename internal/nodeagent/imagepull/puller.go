@@ -14,7 +14,6 @@ package imagepull
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -150,15 +149,15 @@ func (p *Puller) readRecord(name string) (record, bool) {
 	if err != nil {
 		return record{}, false
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return record{}, false
-	}
 	var r record
-	if json.Unmarshal(b, &r) != nil {
-		return record{}, false
-	}
-	return r, true
+	return r, readJSON(path, &r)
+}
+
+// PulledFrom returns the uid of the Image that image name was pulled for;
+// ok is false when it was not pulled (imported by hand, or absent).
+func (p *Puller) PulledFrom(name string) (uid string, ok bool) {
+	r, ok := p.readRecord(name)
+	return r.ImageUID, ok
 }
 
 // Have says whether img is on the node: pulled for this Image (its uid)
