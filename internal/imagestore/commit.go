@@ -47,15 +47,7 @@ func (s *Store) Commit(ctx context.Context, name string, opts ImportOptions) (im
 			err = fmt.Errorf("image %q: %w", name, err)
 		}
 	}()
-	path, err := s.Path(name)
-	if err != nil {
-		return Image{}, err
-	}
-	wantFormat, err := expectedFormat(name, opts.Format)
-	if err != nil {
-		return Image{}, err
-	}
-	wantSum, err := normalizeSHA256(opts.ExpectedSHA256)
+	path, wantFormat, wantSum, err := s.target(name, opts)
 	if err != nil {
 		return Image{}, err
 	}

@@ -44,15 +44,7 @@ func (s *Store) Import(ctx context.Context, name, srcPath string, opts ImportOpt
 			err = fmt.Errorf("import image %q from %s: %w", name, srcPath, err)
 		}
 	}()
-	path, err := s.Path(name)
-	if err != nil {
-		return Image{}, err
-	}
-	wantFormat, err := expectedFormat(name, opts.Format)
-	if err != nil {
-		return Image{}, err
-	}
-	wantSum, err := normalizeSHA256(opts.ExpectedSHA256)
+	path, wantFormat, wantSum, err := s.target(name, opts)
 	if err != nil {
 		return Image{}, err
 	}
@@ -195,6 +187,21 @@ func (s *Store) verifyContent(ctx context.Context, path, shown string, n int64, 
 		}
 	}
 	return info.Format, info.VirtualSize, nil
+}
+
+// target is where image name goes and what opts require of its content:
+// the format (opts.Format, else the name's extension) and the checksum.
+func (s *Store) target(name string, opts ImportOptions) (path, wantFormat, wantSum string, err error) {
+	if path, err = s.Path(name); err != nil {
+		return "", "", "", err
+	}
+	if wantFormat, err = expectedFormat(name, opts.Format); err != nil {
+		return "", "", "", err
+	}
+	if wantSum, err = normalizeSHA256(opts.ExpectedSHA256); err != nil {
+		return "", "", "", err
+	}
+	return path, wantFormat, wantSum, nil
 }
 
 func existsError() error {
