@@ -152,19 +152,17 @@ func (p *Preparer) Prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 	return opts, nil
 }
 
-// nvramPath is where an EFI guest's variable store lives: with its VM,
-// like a persistent volume, or with a bare VMI. The directory is made
-// here; the file is libvirt's to create from the firmware's template.
+// nvramPath is where an EFI guest's variable store lives (keptDir, like
+// a persistent volume). A VM's directory is made here (EnsureVMDir does
+// nothing for a bare VMI); the file is libvirt's to create from the
+// firmware's template.
 func (p *Preparer) nvramPath(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (string, error) {
-	dir := rec.Dir // checked by Prepare
-	if rec.VMUID != "" {
-		var err error
-		if dir, err = p.opts.Layout.VMDir(rec.VMUID); err != nil {
-			return "", failed(fmt.Errorf("nvram: %w", err))
-		}
-		if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
-			return "", fmt.Errorf("nvram: %w", err)
-		}
+	dir, err := p.keptDir(rec)
+	if err != nil {
+		return "", failed(fmt.Errorf("nvram: %w", err))
+	}
+	if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
+		return "", fmt.Errorf("nvram: %w", err)
 	}
 	return nodedir.NVRAMPath(dir), nil
 }

@@ -19,16 +19,21 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
-// persistentPath is where a persistent volume lives: with its VM, so it
-// outlives instances, or with a bare VMI, whose lifetime it shares.
-// rec.Dir is checked by Prepare.
+// keptDir holds what a guest keeps across instances (persistent
+// volumes, NVRAM): its VM's directory, or a bare VMI's own, whose
+// lifetime they share. rec.Dir is checked by Prepare.
+func (p *Preparer) keptDir(rec *state.VMI) (string, error) {
+	if rec.VMUID == "" {
+		return rec.Dir, nil
+	}
+	return p.opts.Layout.VMDir(rec.VMUID)
+}
+
+// persistentPath is where a persistent volume lives (keptDir).
 func (p *Preparer) persistentPath(rec *state.VMI, volume string) (string, error) {
-	dir := rec.Dir
-	if rec.VMUID != "" {
-		var err error
-		if dir, err = p.opts.Layout.VMDir(rec.VMUID); err != nil {
-			return "", err
-		}
+	dir, err := p.keptDir(rec)
+	if err != nil {
+		return "", err
 	}
 	return nodedir.FileIn(nodedir.VolumesDir(dir), volume+".qcow2")
 }
