@@ -141,7 +141,7 @@ func (i *imageService) users(ctx context.Context, name string) ([]string, error)
 	}
 	var users []string
 	for _, vm := range vms {
-		if slices.Contains(validation.ImageRefs(vm.GetSpec().GetTemplate().GetSpec(), dir), name) {
+		if slices.Contains(validation.ImageRefs(vm.GetSpec().GetTemplate().GetSpec(), dir, true), name) {
 			users = append(users, "vm "+apiv1.Ref(vm.Metadata.Namespace, vm.Metadata.Name))
 		}
 	}
@@ -151,7 +151,7 @@ func (i *imageService) users(ctx context.Context, name string) ([]string, error)
 	}
 	for _, vmi := range vmis {
 		ref := "vm " + apiv1.Ref(vmi.Metadata.Namespace, vmi.Metadata.Name)
-		if slices.Contains(users, ref) || !slices.Contains(validation.ImageRefs(vmi.GetSpec(), dir), name) {
+		if slices.Contains(users, ref) || !slices.Contains(validation.ImageRefs(vmi.GetSpec(), dir, true), name) {
 			continue
 		}
 		users = append(users, "instance "+apiv1.Ref(vmi.Metadata.Namespace, vmi.Metadata.Name))
@@ -204,13 +204,7 @@ func (i *imageService) UpdateNodeStatus(ctx context.Context, req *apiv1.UpdateIm
 		cur.Status.Nodes = setImageNodeStatus(cur.Status.Nodes, in)
 		return cur, nil
 	})
-	if err != nil {
-		if _, ok := status.FromError(err); ok {
-			return nil, err
-		}
-		return nil, toStatus(err)
-	}
-	return out, nil
+	return out, toStatus(err)
 }
 
 // setImageNodeStatus puts st into entries in place of st.node's entry,

@@ -165,7 +165,7 @@ func (a *Agent) reconcileImage(ctx context.Context, name string) (controller.Res
 func (a *Agent) localImageUsers(name string) []string {
 	var users []string
 	for _, v := range a.vmis.List() {
-		if slices.Contains(validation.ImageRefs(v.GetSpec(), a.opts.ImageDir), name) {
+		if slices.Contains(validation.ImageRefs(v.GetSpec(), a.opts.ImageDir, true), name) {
 			users = append(users, informer.Key(v))
 		}
 	}
@@ -204,7 +204,7 @@ func (a *Agent) pullImages(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 	var waiting []string
 	var failed error
 	retryAt := time.Time{}
-	for _, name := range validation.ImageRefs(vmi.GetSpec(), a.opts.ImageDir) {
+	for _, name := range validation.ImageRefs(vmi.GetSpec(), a.opts.ImageDir, true) {
 		img, ok := ip.inf.Get("", name)
 		if !ok {
 			continue

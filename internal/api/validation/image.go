@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -188,22 +189,25 @@ func ValidateImageNodeStatus(st *apiv1.ImageNodeStatus, path *field.Path) field.
 	return errs
 }
 
-// ImageRefs returns the image names spec refers to, as nodes list them:
-// image volumes, persistent volumes' images, kernel and initrd. imageDir
-// maps absolute references (may be empty: then they are left out).
-func ImageRefs(spec *apiv1.VirtualMachineInstanceSpec, imageDir string) []string {
+// ImageRefs returns the image names spec refers to, as nodes list them,
+// sorted: image volumes, kernel and initrd, and (withPersistent) the
+// images persistent volumes are copied from. imageDir maps absolute
+// references (may be empty: then they are left out).
+func ImageRefs(spec *apiv1.VirtualMachineInstanceSpec, imageDir string, withPersistent bool) []string {
 	kb := spec.GetDomain().GetFirmware().GetKernelBoot()
 	refs := []string{kb.GetKernel(), kb.GetInitrd()}
 	for _, v := range spec.GetVolumes() {
-		refs = append(refs, v.GetImage().GetName(), v.GetPersistent().GetImage())
+		refs = append(refs, v.GetImage().GetName())
+		if withPersistent {
+			refs = append(refs, v.GetPersistent().GetImage())
+		}
 	}
 	var out []string
-	seen := map[string]bool{}
 	for _, ref := range refs {
-		if name, ok := ImageName(ref, imageDir); ok && !seen[name] {
-			seen[name] = true
+		if name, ok := ImageName(ref, imageDir); ok && !slices.Contains(out, name) {
 			out = append(out, name)
 		}
 	}
+	slices.Sort(out)
 	return out
 }

@@ -185,22 +185,8 @@ func choose(req resources, sel map[string]string, images []string, pullable func
 // there) does not need its persistent volumes' images any more: they were
 // copied when the volumes were made.
 func requiredImages(spec *apiv1.VirtualMachineInstanceSpec) []string {
-	refs := []string{spec.GetDomain().GetFirmware().GetKernelBoot().GetKernel(), spec.GetDomain().GetFirmware().GetKernelBoot().GetInitrd()}
 	_, pinned := spec.GetNodeSelector()[apiv1.LabelNodeName]
-	for _, v := range spec.GetVolumes() {
-		refs = append(refs, v.GetImage().GetName())
-		if !pinned {
-			refs = append(refs, v.GetPersistent().GetImage())
-		}
-	}
-	var out []string
-	for _, ref := range refs {
-		if name, ok := validation.ImageName(ref, ""); ok && !slices.Contains(out, name) {
-			out = append(out, name)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return validation.ImageRefs(spec, "", !pinned)
 }
 
 // missingImages returns which of images node does not list. A node that
