@@ -36,13 +36,13 @@ func buildOS(spec *apiv1.VirtualMachineInstanceSpec, opts *launcherpb.SyncOption
 	}
 	// Disks carry <boot order> (buildDisks); no <boot dev> here, libvirt
 	// refuses both together.
-	efi := spec.GetDomain().GetFirmware().GetBootloader().GetEfi()
 	if !validation.BootsEFI(spec) {
 		if opts.GetNvramPath() != "" {
 			return nil, errors.New("an NVRAM file is only for EFI firmware (bootloader.efi)")
 		}
 		return o, nil
 	}
+	efi := spec.GetDomain().GetFirmware().GetBootloader().GetEfi()
 	nvram := opts.GetNvramPath()
 	if nvram == "" {
 		// libvirt would make one under /var/lib/libvirt/qemu/nvram, named
