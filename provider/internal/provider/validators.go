@@ -278,12 +278,5 @@ func (imagePathValidator) ValidateString(_ context.Context, req validator.String
 	if filepath.IsAbs(s) {
 		return // only the agent knows its image directory
 	}
-	for _, e := range validation.ValidateImagePath(s, field.NewPath(req.Path.String()), "") {
-		detail := e.Detail
-		if detail == "" {
-			detail = e.ErrorBody()
-		}
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+lastStep(req.Path),
-			fmt.Sprintf("%s %s: %s.", req.Path, strconv.Quote(s), detail))
-	}
+	addFieldErrors(resp, req.Path, s, validation.ValidateImagePath(s, field.NewPath(req.Path.String()), ""))
 }
