@@ -75,6 +75,21 @@ func apiError(err error, endpoint, what string) (summary, detail string) {
 		fmt.Sprintf("Cannot %s: the agent at %s answered %s: %s", what, endpoint, st.Code(), msg)
 }
 
+// resourceReady reports whether a resource can use the client in data,
+// adding a diagnostic if not.
+func resourceReady(data *providerData, diags *diag.Diagnostics, what string) bool {
+	if data == nil {
+		diags.AddError("virtplane provider not configured",
+			"The resource was used before the provider was configured. This is a bug in the virtplane provider.")
+		return false
+	}
+	if len(data.unknown) > 0 {
+		diags.AddError(notReadyError(data, what))
+		return false
+	}
+	return true
+}
+
 // readyToRead reports whether a data source can talk to the agent. With
 // provider settings still unknown at plan time it defers the read where
 // Terraform allows that, and otherwise says which settings are unknown.

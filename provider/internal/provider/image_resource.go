@@ -236,18 +236,8 @@ func (r *imageResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	}
 }
 
-// ready reports whether the client can be used, adding a diagnostic if not.
 func (r *imageResource) ready(diags *diag.Diagnostics, what string) bool {
-	if r.data == nil {
-		diags.AddError("virtplane provider not configured",
-			"The resource was used before the provider was configured. This is a bug in the virtplane provider.")
-		return false
-	}
-	if len(r.data.unknown) > 0 {
-		diags.AddError(notReadyError(r.data, what))
-		return false
-	}
-	return true
+	return resourceReady(r.data, diags, what)
 }
 
 // ImportState takes the image's name.
