@@ -110,35 +110,63 @@ func readyToRead(data *providerData, req datasource.ReadRequest, resp *datasourc
 	return true
 }
 
-// addVMError reports a failed agent call about a VM. Validation errors are
-// attached to the attributes that caused them, refusals carry the agent's
-// message.
+// objectKind is how diagnostics word one kind of object.
+type objectKind struct {
+	noun     string // "virtplane rejected the <noun>"
+	title    string // "<title> already exists", "<title> not found"
+	one      string // "<one> of that name exists already"
+	importID string // what terraform import takes
+	// attribute maps an API field path to the attribute it is about.
+	attribute func(fieldPath string) (path.Path, bool)
+}
+
+var (
+	vmKind = objectKind{noun: "virtual machine", title: "Virtual machine", one: "a VM",
+		importID: "namespace/name", attribute: attributePath}
+	imageKind = objectKind{noun: "image", title: "Image", one: "an image",
+		importID: "NAME", attribute: imageAttributePath}
+)
+
+// addVMError reports a failed agent call about a VM (see addObjectError).
 func addVMError(diags *diag.Diagnostics, err error, endpoint, what string) {
+	addObjectError(diags, err, endpoint, what, vmKind)
+}
+
+// addImageError reports a failed agent call about an image (see
+// addObjectError).
+func addImageError(diags *diag.Diagnostics, err error, endpoint, what string) {
+	addObjectError(diags, err, endpoint, what, imageKind)
+}
+
+// addObjectError reports a failed agent call about an object of kind k.
+// Validation errors are attached to the attributes that caused them,
+// refusals carry the agent's message, the rest say what to do.
+func addObjectError(diags *diag.Diagnostics, err error, endpoint, what string, k objectKind) {
 	st := status.Convert(err)
 	switch st.Code() {
 	case codes.InvalidArgument:
 		violations := validation.FieldViolations(err)
 		if len(violations) == 0 {
-			diags.AddError("virtplane rejected the virtual machine", fmt.Sprintf("Cannot %s: %s", what, st.Message()))
+			diags.AddError("virtplane rejected the "+k.noun, fmt.Sprintf("Cannot %s: %s", what, st.Message()))
 			return
 		}
 		sort.SliceStable(violations, func(i, j int) bool { return violations[i].GetField() < violations[j].GetField() })
 		for _, v := range violations {
 			detail := fmt.Sprintf("Cannot %s: the agent rejected %s: %s", what, v.GetField(), v.GetDescription())
-			if p, ok := attributePath(v.GetField()); ok {
+			if p, ok := k.attribute(v.GetField()); ok {
 				diags.AddAttributeError(p, "Invalid "+lastStep(p), detail)
 			} else {
-				diags.AddError("virtplane rejected the virtual machine", detail)
+				diags.AddError("virtplane rejected the "+k.noun, detail)
 			}
 		}
 	case codes.AlreadyExists:
-		diags.AddAttributeError(path.Root("name"), "Virtual machine already exists",
-			fmt.Sprintf("Cannot %s: a VM of that name exists already (%s). To manage it with Terraform, import it "+
-				"(terraform import <address> namespace/name, or an import block); otherwise choose another name.", what, st.Message()))
+		diags.AddAttributeError(path.Root("name"), k.title+" already exists",
+			fmt.Sprintf("Cannot %s: %s of that name exists already (%s). To manage it with Terraform, import it "+
+				"(terraform import <address> %s, or an import block); otherwise choose another name.", what, k.one, st.Message(), k.importID))
 	case codes.FailedPrecondition:
 		diags.AddError("virtplane refused the request", fmt.Sprintf("Cannot %s: %s", what, st.Message()))
 	case codes.NotFound:
-		diags.AddError("Virtual machine not found",
+		diags.AddError(k.title+" not found",
 			fmt.Sprintf("Cannot %s: it no longer exists (%s); it was deleted outside Terraform. Refresh, then apply to re-create it.", what, st.Message()))
 	default:
 		diags.AddError(apiError(err, endpoint, what))

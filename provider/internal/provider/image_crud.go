@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -255,38 +254,4 @@ func imageAttributePath(fieldPath string) (path.Path, bool) {
 		}
 	}
 	return path.Empty(), false
-}
-
-// addImageError reports a failed agent call about an image: validation
-// errors on the attributes that caused them, the rest with what to do.
-func addImageError(diags *diag.Diagnostics, err error, endpoint, what string) {
-	st := status.Convert(err)
-	switch st.Code() {
-	case codes.InvalidArgument:
-		violations := validation.FieldViolations(err)
-		if len(violations) == 0 {
-			diags.AddError("virtplane rejected the image", fmt.Sprintf("Cannot %s: %s", what, st.Message()))
-			return
-		}
-		sort.SliceStable(violations, func(i, j int) bool { return violations[i].GetField() < violations[j].GetField() })
-		for _, v := range violations {
-			detail := fmt.Sprintf("Cannot %s: the agent rejected %s: %s", what, v.GetField(), v.GetDescription())
-			if p, ok := imageAttributePath(v.GetField()); ok {
-				diags.AddAttributeError(p, "Invalid "+lastStep(p), detail)
-			} else {
-				diags.AddError("virtplane rejected the image", detail)
-			}
-		}
-	case codes.AlreadyExists:
-		diags.AddAttributeError(path.Root("name"), "Image already exists",
-			fmt.Sprintf("Cannot %s: an image of that name exists already (%s). To manage it with Terraform, import it "+
-				"(terraform import <address> NAME, or an import block); otherwise choose another name.", what, st.Message()))
-	case codes.FailedPrecondition:
-		diags.AddError("virtplane refused the request", fmt.Sprintf("Cannot %s: %s", what, st.Message()))
-	case codes.NotFound:
-		diags.AddError("Image not found",
-			fmt.Sprintf("Cannot %s: it no longer exists (%s); it was deleted outside Terraform. Refresh, then apply to re-create it.", what, st.Message()))
-	default:
-		diags.AddError(apiError(err, endpoint, what))
-	}
 }
