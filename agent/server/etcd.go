@@ -54,19 +54,14 @@ func (a *Agent) openStore(ctx context.Context) error {
 			AutoCompactionRetention: o.EtcdCompaction,
 			Logger:                  o.Logger.With("component", "etcd"),
 		}
+		var p pki.EtcdPaths
 		if len(o.EtcdListenClient) > 0 {
-			p, err := a.ensureEtcdPKI()
-			if err != nil {
+			var err error
+			if p, err = a.ensureEtcdPKI(); err != nil {
 				return err
 			}
 			cfg.ClientURLs = o.EtcdListenClient
 			cfg.ClientTLS = &etcdserver.ClientTLS{CertFile: p.ServerCert, KeyFile: p.ServerKey, ClientCAFile: p.CACert}
-			defer func() {
-				if a.etcd != nil {
-					a.log.Info("embedded etcd also serves TLS clients with a certificate of its own CA",
-						"listen", a.etcd.ExtraAddrs(), "cacert", p.CACert, "cert", p.ClientCert, "key", p.ClientKey)
-				}
-			}()
 		}
 		srv, err := etcdserver.Start(ctx, cfg)
 		if err != nil {
@@ -74,6 +69,10 @@ func (a *Agent) openStore(ctx context.Context) error {
 		}
 		a.etcd = srv
 		a.client = srv.Client()
+		if cfg.ClientTLS != nil {
+			a.log.Info("embedded etcd also serves TLS clients with a certificate of its own CA",
+				"listen", srv.ExtraAddrs(), "cacert", p.CACert, "cert", p.ClientCert, "key", p.ClientKey)
+		}
 		return nil
 	}
 	var tlsCfg *tls.Config
