@@ -176,11 +176,7 @@ func storm(ctx context.Context, t *testing.T, cfg client.Config) (opened, refuse
 // waitCtx runs fn and fails the test when ctx ends first.
 func waitCtx(ctx context.Context, t *testing.T, what string, fn func()) {
 	t.Helper()
-	done := make(chan struct{})
-	go func() { fn(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	if !waitFor(ctx, fn) {
 		t.Fatalf("waiting for %s: %v", what, ctx.Err())
 	}
 }
