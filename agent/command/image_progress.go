@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -125,7 +126,7 @@ func (v *pullView) show(img *apiv1.Image, targets []string) error {
 // lines beyond the new ones (a node left) are cleared and still counted,
 // so the next redraw starts at the same place.
 func (v *pullView) redraw(lines []string) error {
-	if equalLines(lines, v.drawn) {
+	if slices.Equal(lines, v.drawn) {
 		return nil
 	}
 	var b strings.Builder
@@ -142,18 +143,6 @@ func (v *pullView) redraw(lines []string) error {
 	v.drawn = append([]string(nil), lines...)
 	_, err := io.WriteString(v.w, b.String())
 	return err
-}
-
-func equalLines(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // pullBar is "[#########...............]": full when the node has the
