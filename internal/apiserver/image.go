@@ -163,15 +163,7 @@ func (i *imageService) users(ctx context.Context, name string) ([]string, error)
 }
 
 func (i *imageService) Watch(req *apiv1.WatchImagesRequest, stream apiv1.Images_WatchServer) error {
-	o := proto.Clone(req.GetOptions()).(*apiv1.WatchOptions)
-	if o == nil {
-		o = &apiv1.WatchOptions{}
-	}
-	o.Namespace = "" // images are cluster-scoped
-	if err := checkSelector(o.GetLabelSelector()); err != nil {
-		return err
-	}
-	return streamWatch(stream.Context(), i.s.stores.Images, o, func(t apiv1.EventType, obj *apiv1.Image, rev int64) error {
+	return clusterWatch(stream.Context(), i.s.stores.Images, req.GetOptions(), func(t apiv1.EventType, obj *apiv1.Image, rev int64) error {
 		return stream.Send(&apiv1.ImageEvent{Type: t, Object: obj, ResourceVersion: rev})
 	})
 }

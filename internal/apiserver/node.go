@@ -39,15 +39,7 @@ func (n *nodeService) List(ctx context.Context, req *apiv1.ListNodesRequest) (*a
 }
 
 func (n *nodeService) Watch(req *apiv1.WatchNodesRequest, stream apiv1.Nodes_WatchServer) error {
-	o := proto.Clone(req.GetOptions()).(*apiv1.WatchOptions)
-	if o == nil {
-		o = &apiv1.WatchOptions{}
-	}
-	o.Namespace = "" // nodes are cluster-scoped
-	if err := checkSelector(o.GetLabelSelector()); err != nil {
-		return err
-	}
-	return streamWatch(stream.Context(), n.s.stores.Nodes, o, func(t apiv1.EventType, obj *apiv1.Node, rev int64) error {
+	return clusterWatch(stream.Context(), n.s.stores.Nodes, req.GetOptions(), func(t apiv1.EventType, obj *apiv1.Node, rev int64) error {
 		return stream.Send(&apiv1.NodeEvent{Type: t, Object: obj, ResourceVersion: rev})
 	})
 }

@@ -1,10 +1,12 @@
 package apiserver
 
 import (
+	"context"
+
+	"google.golang.org/protobuf/proto"
+
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
-
-	"context"
 )
 
 // streamWatch relays a store watch to a gRPC stream through send.
@@ -36,4 +38,18 @@ func streamWatch[T store.Object](ctx context.Context, st store.Store[T], o *apiv
 
 func listOptions(o *apiv1.ListOptions) store.ListOptions {
 	return store.ListOptions{Namespace: o.GetNamespace(), LabelSelector: o.GetLabelSelector()}
+}
+
+// clusterWatch is streamWatch for a cluster-scoped kind (nodes, images):
+// a namespace in the options is ignored, the selector checked.
+func clusterWatch[T store.Object](ctx context.Context, st store.Store[T], opts *apiv1.WatchOptions, send func(apiv1.EventType, T, int64) error) error {
+	o, _ := proto.Clone(opts).(*apiv1.WatchOptions)
+	if o == nil {
+		o = &apiv1.WatchOptions{}
+	}
+	o.Namespace = ""
+	if err := checkSelector(o.GetLabelSelector()); err != nil {
+		return err
+	}
+	return streamWatch(ctx, st, o, send)
 }
