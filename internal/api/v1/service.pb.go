@@ -3033,6 +3033,338 @@ func (x *RenewRequest) GetCsrPem() []byte {
 	return nil
 }
 
+type CreateMigrationRequest struct {
+	state         protoimpl.MessageState           `protogen:"open.v1"`
+	Migration     *VirtualMachineInstanceMigration `protobuf:"bytes,1,opt,name=migration,proto3" json:"migration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateMigrationRequest) Reset() {
+	*x = CreateMigrationRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateMigrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateMigrationRequest) ProtoMessage() {}
+
+func (x *CreateMigrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateMigrationRequest.ProtoReflect.Descriptor instead.
+func (*CreateMigrationRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *CreateMigrationRequest) GetMigration() *VirtualMachineInstanceMigration {
+	if x != nil {
+		return x.Migration
+	}
+	return nil
+}
+
+type GetMigrationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMigrationRequest) Reset() {
+	*x = GetMigrationRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMigrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMigrationRequest) ProtoMessage() {}
+
+func (x *GetMigrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMigrationRequest.ProtoReflect.Descriptor instead.
+func (*GetMigrationRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *GetMigrationRequest) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+type ListMigrationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Options       *ListOptions           `protobuf:"bytes,1,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMigrationsRequest) Reset() {
+	*x = ListMigrationsRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMigrationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMigrationsRequest) ProtoMessage() {}
+
+func (x *ListMigrationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMigrationsRequest.ProtoReflect.Descriptor instead.
+func (*ListMigrationsRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ListMigrationsRequest) GetOptions() *ListOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+type ListMigrationsResponse struct {
+	state           protoimpl.MessageState             `protogen:"open.v1"`
+	Items           []*VirtualMachineInstanceMigration `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	ResourceVersion int64                              `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ListMigrationsResponse) Reset() {
+	*x = ListMigrationsResponse{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMigrationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMigrationsResponse) ProtoMessage() {}
+
+func (x *ListMigrationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMigrationsResponse.ProtoReflect.Descriptor instead.
+func (*ListMigrationsResponse) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ListMigrationsResponse) GetItems() []*VirtualMachineInstanceMigration {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *ListMigrationsResponse) GetResourceVersion() int64 {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return 0
+}
+
+type DeleteMigrationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMigrationRequest) Reset() {
+	*x = DeleteMigrationRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMigrationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMigrationRequest) ProtoMessage() {}
+
+func (x *DeleteMigrationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMigrationRequest.ProtoReflect.Descriptor instead.
+func (*DeleteMigrationRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DeleteMigrationRequest) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+type WatchMigrationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Options       *WatchOptions          `protobuf:"bytes,1,opt,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchMigrationsRequest) Reset() {
+	*x = WatchMigrationsRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchMigrationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchMigrationsRequest) ProtoMessage() {}
+
+func (x *WatchMigrationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchMigrationsRequest.ProtoReflect.Descriptor instead.
+func (*WatchMigrationsRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *WatchMigrationsRequest) GetOptions() *WatchOptions {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+type MigrationEvent struct {
+	state           protoimpl.MessageState           `protogen:"open.v1"`
+	Type            EventType                        `protobuf:"varint,1,opt,name=type,proto3,enum=virtplane.v1.EventType" json:"type,omitempty"`
+	Object          *VirtualMachineInstanceMigration `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	ResourceVersion int64                            `protobuf:"varint,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MigrationEvent) Reset() {
+	*x = MigrationEvent{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationEvent) ProtoMessage() {}
+
+func (x *MigrationEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationEvent.ProtoReflect.Descriptor instead.
+func (*MigrationEvent) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *MigrationEvent) GetType() EventType {
+	if x != nil {
+		return x.Type
+	}
+	return EventType_EVENT_TYPE_UNSPECIFIED
+}
+
+func (x *MigrationEvent) GetObject() *VirtualMachineInstanceMigration {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *MigrationEvent) GetResourceVersion() int64 {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return 0
+}
+
 var File_internal_api_v1_service_proto protoreflect.FileDescriptor
 
 const file_internal_api_v1_service_proto_rawDesc = "" +
@@ -3214,7 +3546,24 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x0fcertificate_pem\x18\x01 \x01(\fR\x0ecertificatePem\x12\x15\n" +
 	"\x06ca_pem\x18\x02 \x01(\fR\x05caPem\"'\n" +
 	"\fRenewRequest\x12\x17\n" +
-	"\acsr_pem\x18\x01 \x01(\fR\x06csrPem*d\n" +
+	"\acsr_pem\x18\x01 \x01(\fR\x06csrPem\"e\n" +
+	"\x16CreateMigrationRequest\x12K\n" +
+	"\tmigration\x18\x01 \x01(\v2-.virtplane.v1.VirtualMachineInstanceMigrationR\tmigration\"@\n" +
+	"\x13GetMigrationRequest\x12)\n" +
+	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"L\n" +
+	"\x15ListMigrationsRequest\x123\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x88\x01\n" +
+	"\x16ListMigrationsResponse\x12C\n" +
+	"\x05items\x18\x01 \x03(\v2-.virtplane.v1.VirtualMachineInstanceMigrationR\x05items\x12)\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"C\n" +
+	"\x16DeleteMigrationRequest\x12)\n" +
+	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"N\n" +
+	"\x16WatchMigrationsRequest\x124\n" +
+	"\aoptions\x18\x01 \x01(\v2\x1a.virtplane.v1.WatchOptionsR\aoptions\"\xaf\x01\n" +
+	"\x0eMigrationEvent\x12+\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x17.virtplane.v1.EventTypeR\x04type\x12E\n" +
+	"\x06object\x18\x02 \x01(\v2-.virtplane.v1.VirtualMachineInstanceMigrationR\x06object\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion*d\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05ADDED\x10\x01\x12\f\n" +
@@ -3265,7 +3614,14 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\tBootstrap\x12d\n" +
 	"\vCreateToken\x12).virtplane.v1.CreateBootstrapTokenRequest\x1a*.virtplane.v1.CreateBootstrapTokenResponse\x12=\n" +
 	"\x04Join\x12\x19.virtplane.v1.JoinRequest\x1a\x1a.virtplane.v1.JoinResponse\x12?\n" +
-	"\x05Renew\x12\x1a.virtplane.v1.RenewRequest\x1a\x1a.virtplane.v1.JoinResponseBIZGgithub.com/virtplane/terraform-provider-virtplane/internal/api/v1;apiv1b\x06proto3"
+	"\x05Renew\x12\x1a.virtplane.v1.RenewRequest\x1a\x1a.virtplane.v1.JoinResponse2\xc5\x03\n" +
+	"\n" +
+	"Migrations\x12]\n" +
+	"\x06Create\x12$.virtplane.v1.CreateMigrationRequest\x1a-.virtplane.v1.VirtualMachineInstanceMigration\x12W\n" +
+	"\x03Get\x12!.virtplane.v1.GetMigrationRequest\x1a-.virtplane.v1.VirtualMachineInstanceMigration\x12Q\n" +
+	"\x04List\x12#.virtplane.v1.ListMigrationsRequest\x1a$.virtplane.v1.ListMigrationsResponse\x12]\n" +
+	"\x06Delete\x12$.virtplane.v1.DeleteMigrationRequest\x1a-.virtplane.v1.VirtualMachineInstanceMigration\x12M\n" +
+	"\x05Watch\x12$.virtplane.v1.WatchMigrationsRequest\x1a\x1c.virtplane.v1.MigrationEvent0\x01BIZGgithub.com/virtplane/terraform-provider-virtplane/internal/api/v1;apiv1b\x06proto3"
 
 var (
 	file_internal_api_v1_service_proto_rawDescOnce sync.Once
@@ -3280,7 +3636,7 @@ func file_internal_api_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_api_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_internal_api_v1_service_proto_goTypes = []any{
 	(EventType)(0),                                    // 0: virtplane.v1.EventType
 	(*ObjectKey)(nil),                                 // 1: virtplane.v1.ObjectKey
@@ -3340,141 +3696,166 @@ var file_internal_api_v1_service_proto_goTypes = []any{
 	(*JoinRequest)(nil),                               // 55: virtplane.v1.JoinRequest
 	(*JoinResponse)(nil),                              // 56: virtplane.v1.JoinResponse
 	(*RenewRequest)(nil),                              // 57: virtplane.v1.RenewRequest
-	nil,                                               // 58: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	nil,                                               // 59: virtplane.v1.HeartbeatRequest.AllocatableEntry
-	(*VirtualMachine)(nil),                            // 60: virtplane.v1.VirtualMachine
-	(*VirtualMachineInstance)(nil),                    // 61: virtplane.v1.VirtualMachineInstance
-	(*Node)(nil),                                      // 62: virtplane.v1.Node
-	(*NodeImage)(nil),                                 // 63: virtplane.v1.NodeImage
-	(*Image)(nil),                                     // 64: virtplane.v1.Image
-	(*ImageNodeStatus)(nil),                           // 65: virtplane.v1.ImageNodeStatus
-	(*timestamppb.Timestamp)(nil),                     // 66: google.protobuf.Timestamp
-	(*VirtualMachineInstanceMigration)(nil),           // 67: virtplane.v1.VirtualMachineInstanceMigration
+	(*CreateMigrationRequest)(nil),                    // 58: virtplane.v1.CreateMigrationRequest
+	(*GetMigrationRequest)(nil),                       // 59: virtplane.v1.GetMigrationRequest
+	(*ListMigrationsRequest)(nil),                     // 60: virtplane.v1.ListMigrationsRequest
+	(*ListMigrationsResponse)(nil),                    // 61: virtplane.v1.ListMigrationsResponse
+	(*DeleteMigrationRequest)(nil),                    // 62: virtplane.v1.DeleteMigrationRequest
+	(*WatchMigrationsRequest)(nil),                    // 63: virtplane.v1.WatchMigrationsRequest
+	(*MigrationEvent)(nil),                            // 64: virtplane.v1.MigrationEvent
+	nil,                                               // 65: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	nil,                                               // 66: virtplane.v1.HeartbeatRequest.AllocatableEntry
+	(*VirtualMachine)(nil),                            // 67: virtplane.v1.VirtualMachine
+	(*VirtualMachineInstance)(nil),                    // 68: virtplane.v1.VirtualMachineInstance
+	(*Node)(nil),                                      // 69: virtplane.v1.Node
+	(*NodeImage)(nil),                                 // 70: virtplane.v1.NodeImage
+	(*Image)(nil),                                     // 71: virtplane.v1.Image
+	(*ImageNodeStatus)(nil),                           // 72: virtplane.v1.ImageNodeStatus
+	(*timestamppb.Timestamp)(nil),                     // 73: google.protobuf.Timestamp
+	(*VirtualMachineInstanceMigration)(nil),           // 74: virtplane.v1.VirtualMachineInstanceMigration
 }
 var file_internal_api_v1_service_proto_depIdxs = []int32{
-	60, // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	67, // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,  // 1: virtplane.v1.GetVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,  // 2: virtplane.v1.ListVirtualMachinesRequest.options:type_name -> virtplane.v1.ListOptions
-	60, // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
-	60, // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	67, // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
+	67, // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,  // 5: virtplane.v1.DeleteVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	4,  // 6: virtplane.v1.DeleteVirtualMachineRequest.options:type_name -> virtplane.v1.DeleteOptions
 	3,  // 7: virtplane.v1.WatchVirtualMachinesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 8: virtplane.v1.VirtualMachineEvent.type:type_name -> virtplane.v1.EventType
-	60, // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
+	67, // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
 	1,  // 10: virtplane.v1.StartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 11: virtplane.v1.StopVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 12: virtplane.v1.RestartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 13: virtplane.v1.PauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 14: virtplane.v1.UnpauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,  // 15: virtplane.v1.MigrateVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	58, // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	65, // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
 	1,  // 17: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,  // 18: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
-	61, // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
+	68, // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
 	3,  // 20: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 21: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
-	61, // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
-	61, // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
-	62, // 24: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
+	68, // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
+	68, // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	69, // 24: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
 	3,  // 25: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 26: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
-	62, // 27: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
-	62, // 28: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
-	59, // 29: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
+	69, // 27: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
+	69, // 28: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
+	66, // 29: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
 	32, // 30: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
-	63, // 31: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
-	62, // 32: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
+	70, // 31: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
+	69, // 32: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
 	1,  // 33: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
-	64, // 34: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
-	64, // 35: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
-	64, // 36: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
+	71, // 34: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
+	71, // 35: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
+	71, // 36: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
 	3,  // 37: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,  // 38: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
-	64, // 39: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
-	65, // 40: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
+	71, // 39: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
+	72, // 40: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
 	48, // 41: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
 	48, // 42: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
-	66, // 43: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	5,  // 44: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
-	6,  // 45: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
-	7,  // 46: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
-	9,  // 47: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
-	10, // 48: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
-	11, // 49: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
-	13, // 50: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
-	14, // 51: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
-	15, // 52: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
-	16, // 53: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
-	17, // 54: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
-	18, // 55: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
-	19, // 56: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
-	20, // 57: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
-	22, // 58: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
-	24, // 59: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
-	25, // 60: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
-	26, // 61: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
-	28, // 62: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
-	30, // 63: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
-	31, // 64: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
-	37, // 65: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
-	35, // 66: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
-	34, // 67: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
-	39, // 68: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
-	40, // 69: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
-	41, // 70: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
-	43, // 71: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
-	44, // 72: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
-	45, // 73: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
-	47, // 74: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
-	49, // 75: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
-	52, // 76: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
-	50, // 77: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
-	53, // 78: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
-	55, // 79: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
-	57, // 80: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
-	60, // 81: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
-	60, // 82: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
-	8,  // 83: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
-	60, // 84: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
-	60, // 85: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
-	12, // 86: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
-	60, // 87: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
-	60, // 88: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
-	60, // 89: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
-	60, // 90: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
-	60, // 91: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
-	67, // 92: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	61, // 93: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
-	21, // 94: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
-	23, // 95: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
-	61, // 96: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
-	62, // 97: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
-	27, // 98: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
-	29, // 99: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
-	62, // 100: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
-	33, // 101: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
-	38, // 102: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
-	36, // 103: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
-	62, // 104: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
-	64, // 105: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
-	64, // 106: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
-	42, // 107: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
-	64, // 108: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
-	64, // 109: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
-	46, // 110: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
-	64, // 111: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
-	50, // 112: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
-	51, // 113: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
-	49, // 114: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
-	54, // 115: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
-	56, // 116: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
-	56, // 117: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
-	81, // [81:118] is the sub-list for method output_type
-	44, // [44:81] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	73, // 43: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	74, // 44: virtplane.v1.CreateMigrationRequest.migration:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,  // 45: virtplane.v1.GetMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	2,  // 46: virtplane.v1.ListMigrationsRequest.options:type_name -> virtplane.v1.ListOptions
+	74, // 47: virtplane.v1.ListMigrationsResponse.items:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,  // 48: virtplane.v1.DeleteMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	3,  // 49: virtplane.v1.WatchMigrationsRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,  // 50: virtplane.v1.MigrationEvent.type:type_name -> virtplane.v1.EventType
+	74, // 51: virtplane.v1.MigrationEvent.object:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	5,  // 52: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
+	6,  // 53: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
+	7,  // 54: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
+	9,  // 55: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
+	10, // 56: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
+	11, // 57: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
+	13, // 58: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
+	14, // 59: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
+	15, // 60: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
+	16, // 61: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
+	17, // 62: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
+	18, // 63: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
+	19, // 64: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
+	20, // 65: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
+	22, // 66: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
+	24, // 67: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	25, // 68: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
+	26, // 69: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
+	28, // 70: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
+	30, // 71: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
+	31, // 72: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
+	37, // 73: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
+	35, // 74: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
+	34, // 75: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
+	39, // 76: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
+	40, // 77: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
+	41, // 78: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
+	43, // 79: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
+	44, // 80: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
+	45, // 81: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
+	47, // 82: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
+	49, // 83: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
+	52, // 84: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
+	50, // 85: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
+	53, // 86: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
+	55, // 87: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
+	57, // 88: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
+	58, // 89: virtplane.v1.Migrations.Create:input_type -> virtplane.v1.CreateMigrationRequest
+	59, // 90: virtplane.v1.Migrations.Get:input_type -> virtplane.v1.GetMigrationRequest
+	60, // 91: virtplane.v1.Migrations.List:input_type -> virtplane.v1.ListMigrationsRequest
+	62, // 92: virtplane.v1.Migrations.Delete:input_type -> virtplane.v1.DeleteMigrationRequest
+	63, // 93: virtplane.v1.Migrations.Watch:input_type -> virtplane.v1.WatchMigrationsRequest
+	67, // 94: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
+	67, // 95: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
+	8,  // 96: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
+	67, // 97: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
+	67, // 98: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
+	12, // 99: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
+	67, // 100: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
+	67, // 101: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
+	67, // 102: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
+	67, // 103: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
+	67, // 104: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
+	74, // 105: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	68, // 106: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
+	21, // 107: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
+	23, // 108: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
+	68, // 109: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
+	69, // 110: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
+	27, // 111: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
+	29, // 112: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
+	69, // 113: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
+	33, // 114: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
+	38, // 115: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
+	36, // 116: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
+	69, // 117: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
+	71, // 118: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
+	71, // 119: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
+	42, // 120: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
+	71, // 121: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
+	71, // 122: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
+	46, // 123: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
+	71, // 124: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
+	50, // 125: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
+	51, // 126: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
+	49, // 127: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
+	54, // 128: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
+	56, // 129: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
+	56, // 130: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
+	74, // 131: virtplane.v1.Migrations.Create:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	74, // 132: virtplane.v1.Migrations.Get:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	61, // 133: virtplane.v1.Migrations.List:output_type -> virtplane.v1.ListMigrationsResponse
+	74, // 134: virtplane.v1.Migrations.Delete:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	64, // 135: virtplane.v1.Migrations.Watch:output_type -> virtplane.v1.MigrationEvent
+	94, // [94:136] is the sub-list for method output_type
+	52, // [52:94] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_service_proto_init() }
@@ -3491,9 +3872,9 @@ func file_internal_api_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_service_proto_rawDesc), len(file_internal_api_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   59,
+			NumMessages:   66,
 			NumExtensions: 0,
-			NumServices:   6,
+			NumServices:   7,
 		},
 		GoTypes:           file_internal_api_v1_service_proto_goTypes,
 		DependencyIndexes: file_internal_api_v1_service_proto_depIdxs,

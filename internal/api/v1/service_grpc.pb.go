@@ -1861,3 +1861,269 @@ var Bootstrap_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "internal/api/v1/service.proto",
 }
+
+const (
+	Migrations_Create_FullMethodName = "/virtplane.v1.Migrations/Create"
+	Migrations_Get_FullMethodName    = "/virtplane.v1.Migrations/Get"
+	Migrations_List_FullMethodName   = "/virtplane.v1.Migrations/List"
+	Migrations_Delete_FullMethodName = "/virtplane.v1.Migrations/Delete"
+	Migrations_Watch_FullMethodName  = "/virtplane.v1.Migrations/Watch"
+)
+
+// MigrationsClient is the client API for Migrations service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Migrations are imperative: created, watched and deleted. Deleting one
+// that has not ended cancels it (the object stays, with its finalizer,
+// until the controller has cleaned up and recorded the outcome).
+type MigrationsClient interface {
+	Create(ctx context.Context, in *CreateMigrationRequest, opts ...grpc.CallOption) (*VirtualMachineInstanceMigration, error)
+	Get(ctx context.Context, in *GetMigrationRequest, opts ...grpc.CallOption) (*VirtualMachineInstanceMigration, error)
+	List(ctx context.Context, in *ListMigrationsRequest, opts ...grpc.CallOption) (*ListMigrationsResponse, error)
+	Delete(ctx context.Context, in *DeleteMigrationRequest, opts ...grpc.CallOption) (*VirtualMachineInstanceMigration, error)
+	Watch(ctx context.Context, in *WatchMigrationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MigrationEvent], error)
+}
+
+type migrationsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewMigrationsClient(cc grpc.ClientConnInterface) MigrationsClient {
+	return &migrationsClient{cc}
+}
+
+func (c *migrationsClient) Create(ctx context.Context, in *CreateMigrationRequest, opts ...grpc.CallOption) (*VirtualMachineInstanceMigration, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VirtualMachineInstanceMigration)
+	err := c.cc.Invoke(ctx, Migrations_Create_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *migrationsClient) Get(ctx context.Context, in *GetMigrationRequest, opts ...grpc.CallOption) (*VirtualMachineInstanceMigration, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VirtualMachineInstanceMigration)
+	err := c.cc.Invoke(ctx, Migrations_Get_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *migrationsClient) List(ctx context.Context, in *ListMigrationsRequest, opts ...grpc.CallOption) (*ListMigrationsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMigrationsResponse)
+	err := c.cc.Invoke(ctx, Migrations_List_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *migrationsClient) Delete(ctx context.Context, in *DeleteMigrationRequest, opts ...grpc.CallOption) (*VirtualMachineInstanceMigration, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VirtualMachineInstanceMigration)
+	err := c.cc.Invoke(ctx, Migrations_Delete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *migrationsClient) Watch(ctx context.Context, in *WatchMigrationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[MigrationEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Migrations_ServiceDesc.Streams[0], Migrations_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchMigrationsRequest, MigrationEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Migrations_WatchClient = grpc.ServerStreamingClient[MigrationEvent]
+
+// MigrationsServer is the server API for Migrations service.
+// All implementations must embed UnimplementedMigrationsServer
+// for forward compatibility.
+//
+// Migrations are imperative: created, watched and deleted. Deleting one
+// that has not ended cancels it (the object stays, with its finalizer,
+// until the controller has cleaned up and recorded the outcome).
+type MigrationsServer interface {
+	Create(context.Context, *CreateMigrationRequest) (*VirtualMachineInstanceMigration, error)
+	Get(context.Context, *GetMigrationRequest) (*VirtualMachineInstanceMigration, error)
+	List(context.Context, *ListMigrationsRequest) (*ListMigrationsResponse, error)
+	Delete(context.Context, *DeleteMigrationRequest) (*VirtualMachineInstanceMigration, error)
+	Watch(*WatchMigrationsRequest, grpc.ServerStreamingServer[MigrationEvent]) error
+	mustEmbedUnimplementedMigrationsServer()
+}
+
+// UnimplementedMigrationsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedMigrationsServer struct{}
+
+func (UnimplementedMigrationsServer) Create(context.Context, *CreateMigrationRequest) (*VirtualMachineInstanceMigration, error) {
+	return nil, status.Error(codes.Unimplemented, "method Create not implemented")
+}
+func (UnimplementedMigrationsServer) Get(context.Context, *GetMigrationRequest) (*VirtualMachineInstanceMigration, error) {
+	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
+}
+func (UnimplementedMigrationsServer) List(context.Context, *ListMigrationsRequest) (*ListMigrationsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedMigrationsServer) Delete(context.Context, *DeleteMigrationRequest) (*VirtualMachineInstanceMigration, error) {
+	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedMigrationsServer) Watch(*WatchMigrationsRequest, grpc.ServerStreamingServer[MigrationEvent]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedMigrationsServer) mustEmbedUnimplementedMigrationsServer() {}
+func (UnimplementedMigrationsServer) testEmbeddedByValue()                    {}
+
+// UnsafeMigrationsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to MigrationsServer will
+// result in compilation errors.
+type UnsafeMigrationsServer interface {
+	mustEmbedUnimplementedMigrationsServer()
+}
+
+func RegisterMigrationsServer(s grpc.ServiceRegistrar, srv MigrationsServer) {
+	// If the following call panics, it indicates UnimplementedMigrationsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Migrations_ServiceDesc, srv)
+}
+
+func _Migrations_Create_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateMigrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MigrationsServer).Create(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Migrations_Create_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MigrationsServer).Create(ctx, req.(*CreateMigrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Migrations_Get_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMigrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MigrationsServer).Get(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Migrations_Get_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MigrationsServer).Get(ctx, req.(*GetMigrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Migrations_List_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMigrationsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MigrationsServer).List(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Migrations_List_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MigrationsServer).List(ctx, req.(*ListMigrationsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Migrations_Delete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteMigrationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MigrationsServer).Delete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Migrations_Delete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MigrationsServer).Delete(ctx, req.(*DeleteMigrationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Migrations_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchMigrationsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(MigrationsServer).Watch(m, &grpc.GenericServerStream[WatchMigrationsRequest, MigrationEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Migrations_WatchServer = grpc.ServerStreamingServer[MigrationEvent]
+
+// Migrations_ServiceDesc is the grpc.ServiceDesc for Migrations service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Migrations_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "virtplane.v1.Migrations",
+	HandlerType: (*MigrationsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Create",
+			Handler:    _Migrations_Create_Handler,
+		},
+		{
+			MethodName: "Get",
+			Handler:    _Migrations_Get_Handler,
+		},
+		{
+			MethodName: "List",
+			Handler:    _Migrations_List_Handler,
+		},
+		{
+			MethodName: "Delete",
+			Handler:    _Migrations_Delete_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _Migrations_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "internal/api/v1/service.proto",
+}

@@ -2178,17 +2178,46 @@ func (x *InterfaceStatus) GetIpAddresses() []string {
 	return nil
 }
 
+// MigrationState is a live migration's shared record (KubeVirt's
+// VirtualMachineInstanceMigrationState). The controller writes the handoff
+// (uid, nodes, configuration); the target node agent writes the target
+// fields; the source node agent writes the start, progress and outcome.
+// It stays on the instance after the migration ends until the next one.
 type MigrationState struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	MigrationUid   string                 `protobuf:"bytes,1,opt,name=migration_uid,json=migrationUid,proto3" json:"migration_uid,omitempty"`
-	SourceNode     string                 `protobuf:"bytes,2,opt,name=source_node,json=sourceNode,proto3" json:"source_node,omitempty"`
-	TargetNode     string                 `protobuf:"bytes,3,opt,name=target_node,json=targetNode,proto3" json:"target_node,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// UID of the VirtualMachineInstanceMigration this state belongs to.
+	MigrationUid string `protobuf:"bytes,1,opt,name=migration_uid,json=migrationUid,proto3" json:"migration_uid,omitempty"`
+	SourceNode   string `protobuf:"bytes,2,opt,name=source_node,json=sourceNode,proto3" json:"source_node,omitempty"`
+	TargetNode   string `protobuf:"bytes,3,opt,name=target_node,json=targetNode,proto3" json:"target_node,omitempty"`
+	// Set by the source when libvirt's migration job starts and ends.
 	StartTimestamp *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_timestamp,json=startTimestamp,proto3" json:"start_timestamp,omitempty"`
 	EndTimestamp   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=end_timestamp,json=endTimestamp,proto3" json:"end_timestamp,omitempty"`
-	Completed      bool                   `protobuf:"varint,6,opt,name=completed,proto3" json:"completed,omitempty"`
-	Failed         bool                   `protobuf:"varint,7,opt,name=failed,proto3" json:"failed,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The migration ended (successfully or not); failed says which.
+	Completed     bool   `protobuf:"varint,6,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed        bool   `protobuf:"varint,7,opt,name=failed,proto3" json:"failed,omitempty"`
+	FailureReason string `protobuf:"bytes,8,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
+	// Set by the controller when the migration object was deleted while
+	// running; the source aborts libvirt's job and reports abort_status:
+	// Aborting, Succeeded (the guest stayed on the source) or Failed (the
+	// job could not be aborted and ran to its end).
+	AbortRequested bool   `protobuf:"varint,9,opt,name=abort_requested,json=abortRequested,proto3" json:"abort_requested,omitempty"`
+	AbortStatus    string `protobuf:"bytes,10,opt,name=abort_status,json=abortStatus,proto3" json:"abort_status,omitempty"`
+	// PreCopy, PostCopy or Paused (the guest was suspended to converge).
+	Mode string `protobuf:"bytes,11,opt,name=mode,proto3" json:"mode,omitempty"`
+	// LiveMigration (shared or no local disks) or BlockMigration (local
+	// disks copied with the memory).
+	Method string `protobuf:"bytes,12,opt,name=method,proto3" json:"method,omitempty"`
+	// Where the target receives: its libvirt URI for the source's libvirtd
+	// (peer-to-peer) and the address QEMU's migration stream goes to.
+	TargetLibvirtUri  string `protobuf:"bytes,13,opt,name=target_libvirt_uri,json=targetLibvirtUri,proto3" json:"target_libvirt_uri,omitempty"`
+	TargetNodeAddress string `protobuf:"bytes,14,opt,name=target_node_address,json=targetNodeAddress,proto3" json:"target_node_address,omitempty"`
+	// The target's receiving domain was defined and is waiting for the
+	// incoming stream.
+	TargetReadyTimestamp *timestamppb.Timestamp  `protobuf:"bytes,15,opt,name=target_ready_timestamp,json=targetReadyTimestamp,proto3" json:"target_ready_timestamp,omitempty"`
+	Configuration        *MigrationConfiguration `protobuf:"bytes,16,opt,name=configuration,proto3" json:"configuration,omitempty"`
+	Progress             *MigrationProgress      `protobuf:"bytes,17,opt,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *MigrationState) Reset() {
@@ -2270,6 +2299,288 @@ func (x *MigrationState) GetFailed() bool {
 	return false
 }
 
+func (x *MigrationState) GetFailureReason() string {
+	if x != nil {
+		return x.FailureReason
+	}
+	return ""
+}
+
+func (x *MigrationState) GetAbortRequested() bool {
+	if x != nil {
+		return x.AbortRequested
+	}
+	return false
+}
+
+func (x *MigrationState) GetAbortStatus() string {
+	if x != nil {
+		return x.AbortStatus
+	}
+	return ""
+}
+
+func (x *MigrationState) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *MigrationState) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *MigrationState) GetTargetLibvirtUri() string {
+	if x != nil {
+		return x.TargetLibvirtUri
+	}
+	return ""
+}
+
+func (x *MigrationState) GetTargetNodeAddress() string {
+	if x != nil {
+		return x.TargetNodeAddress
+	}
+	return ""
+}
+
+func (x *MigrationState) GetTargetReadyTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TargetReadyTimestamp
+	}
+	return nil
+}
+
+func (x *MigrationState) GetConfiguration() *MigrationConfiguration {
+	if x != nil {
+		return x.Configuration
+	}
+	return nil
+}
+
+func (x *MigrationState) GetProgress() *MigrationProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// MigrationConfiguration is what a migration runs with, resolved from the
+// cluster's defaults when the controller hands it to the nodes.
+type MigrationConfiguration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0: unlimited.
+	BandwidthMibPerSecond int64 `protobuf:"varint,1,opt,name=bandwidth_mib_per_second,json=bandwidthMibPerSecond,proto3" json:"bandwidth_mib_per_second,omitempty"`
+	// The migration is aborted when it runs longer than this many seconds
+	// per GiB of data to move (memory plus copied disks)...
+	CompletionTimeoutPerGibSeconds int64 `protobuf:"varint,2,opt,name=completion_timeout_per_gib_seconds,json=completionTimeoutPerGibSeconds,proto3" json:"completion_timeout_per_gib_seconds,omitempty"`
+	// ...or when the remaining data did not shrink for this long.
+	ProgressTimeoutSeconds int64 `protobuf:"varint,3,opt,name=progress_timeout_seconds,json=progressTimeoutSeconds,proto3" json:"progress_timeout_seconds,omitempty"`
+	AllowAutoConverge      bool  `protobuf:"varint,4,opt,name=allow_auto_converge,json=allowAutoConverge,proto3" json:"allow_auto_converge,omitempty"`
+	AllowPostCopy          bool  `protobuf:"varint,5,opt,name=allow_post_copy,json=allowPostCopy,proto3" json:"allow_post_copy,omitempty"`
+	// libvirt's maximum tolerable downtime, in milliseconds.
+	MaxDowntimeMs int64 `protobuf:"varint,6,opt,name=max_downtime_ms,json=maxDowntimeMs,proto3" json:"max_downtime_ms,omitempty"`
+	// QEMU's migration stream is TLS-encrypted (libvirt's migrate_tls).
+	Tls           bool `protobuf:"varint,7,opt,name=tls,proto3" json:"tls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationConfiguration) Reset() {
+	*x = MigrationConfiguration{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationConfiguration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationConfiguration) ProtoMessage() {}
+
+func (x *MigrationConfiguration) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationConfiguration.ProtoReflect.Descriptor instead.
+func (*MigrationConfiguration) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *MigrationConfiguration) GetBandwidthMibPerSecond() int64 {
+	if x != nil {
+		return x.BandwidthMibPerSecond
+	}
+	return 0
+}
+
+func (x *MigrationConfiguration) GetCompletionTimeoutPerGibSeconds() int64 {
+	if x != nil {
+		return x.CompletionTimeoutPerGibSeconds
+	}
+	return 0
+}
+
+func (x *MigrationConfiguration) GetProgressTimeoutSeconds() int64 {
+	if x != nil {
+		return x.ProgressTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *MigrationConfiguration) GetAllowAutoConverge() bool {
+	if x != nil {
+		return x.AllowAutoConverge
+	}
+	return false
+}
+
+func (x *MigrationConfiguration) GetAllowPostCopy() bool {
+	if x != nil {
+		return x.AllowPostCopy
+	}
+	return false
+}
+
+func (x *MigrationConfiguration) GetMaxDowntimeMs() int64 {
+	if x != nil {
+		return x.MaxDowntimeMs
+	}
+	return 0
+}
+
+func (x *MigrationConfiguration) GetTls() bool {
+	if x != nil {
+		return x.Tls
+	}
+	return false
+}
+
+// MigrationProgress mirrors libvirt's job statistics, refreshed by the
+// source every few seconds while the job runs and once at its end.
+type MigrationProgress struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	DataTotalBytes       int64                  `protobuf:"varint,1,opt,name=data_total_bytes,json=dataTotalBytes,proto3" json:"data_total_bytes,omitempty"`
+	DataProcessedBytes   int64                  `protobuf:"varint,2,opt,name=data_processed_bytes,json=dataProcessedBytes,proto3" json:"data_processed_bytes,omitempty"`
+	DataRemainingBytes   int64                  `protobuf:"varint,3,opt,name=data_remaining_bytes,json=dataRemainingBytes,proto3" json:"data_remaining_bytes,omitempty"`
+	MemoryBytesPerSecond int64                  `protobuf:"varint,4,opt,name=memory_bytes_per_second,json=memoryBytesPerSecond,proto3" json:"memory_bytes_per_second,omitempty"`
+	DiskTotalBytes       int64                  `protobuf:"varint,5,opt,name=disk_total_bytes,json=diskTotalBytes,proto3" json:"disk_total_bytes,omitempty"`
+	DiskProcessedBytes   int64                  `protobuf:"varint,6,opt,name=disk_processed_bytes,json=diskProcessedBytes,proto3" json:"disk_processed_bytes,omitempty"`
+	// Guest downtime, as QEMU measured it (at the end).
+	DowntimeMs int64 `protobuf:"varint,7,opt,name=downtime_ms,json=downtimeMs,proto3" json:"downtime_ms,omitempty"`
+	// Elapsed time of libvirt's job.
+	ElapsedMs     int64                  `protobuf:"varint,8,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrationProgress) Reset() {
+	*x = MigrationProgress{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationProgress) ProtoMessage() {}
+
+func (x *MigrationProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationProgress.ProtoReflect.Descriptor instead.
+func (*MigrationProgress) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *MigrationProgress) GetDataTotalBytes() int64 {
+	if x != nil {
+		return x.DataTotalBytes
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetDataProcessedBytes() int64 {
+	if x != nil {
+		return x.DataProcessedBytes
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetDataRemainingBytes() int64 {
+	if x != nil {
+		return x.DataRemainingBytes
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetMemoryBytesPerSecond() int64 {
+	if x != nil {
+		return x.MemoryBytesPerSecond
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetDiskTotalBytes() int64 {
+	if x != nil {
+		return x.DiskTotalBytes
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetDiskProcessedBytes() int64 {
+	if x != nil {
+		return x.DiskProcessedBytes
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetDowntimeMs() int64 {
+	if x != nil {
+		return x.DowntimeMs
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetElapsedMs() int64 {
+	if x != nil {
+		return x.ElapsedMs
+	}
+	return 0
+}
+
+func (x *MigrationProgress) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
 type Node struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Metadata      *ObjectMeta            `protobuf:"bytes,1,opt,name=metadata,proto3" json:"metadata,omitempty"`
@@ -2281,7 +2592,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2604,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2617,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Node) GetMetadata() *ObjectMeta {
@@ -2340,7 +2651,7 @@ type NodeSpec struct {
 
 func (x *NodeSpec) Reset() {
 	*x = NodeSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +2663,7 @@ func (x *NodeSpec) String() string {
 func (*NodeSpec) ProtoMessage() {}
 
 func (x *NodeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +2676,7 @@ func (x *NodeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
 func (*NodeSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NodeSpec) GetUnschedulable() bool {
@@ -2397,7 +2708,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2720,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2733,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *NodeStatus) GetCapacity() map[string]string {
@@ -2507,7 +2818,7 @@ type NodeImage struct {
 
 func (x *NodeImage) Reset() {
 	*x = NodeImage{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2519,7 +2830,7 @@ func (x *NodeImage) String() string {
 func (*NodeImage) ProtoMessage() {}
 
 func (x *NodeImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2532,7 +2843,7 @@ func (x *NodeImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeImage.ProtoReflect.Descriptor instead.
 func (*NodeImage) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeImage) GetName() string {
@@ -2585,7 +2896,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[38]
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2908,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[38]
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2921,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeInfo) GetHostname() string {
@@ -2673,7 +2984,7 @@ type VirtualMachineInstanceMigration struct {
 
 func (x *VirtualMachineInstanceMigration) Reset() {
 	*x = VirtualMachineInstanceMigration{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2996,7 @@ func (x *VirtualMachineInstanceMigration) String() string {
 func (*VirtualMachineInstanceMigration) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +3009,7 @@ func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualMachineInstanceMigration.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigration) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *VirtualMachineInstanceMigration) GetMetadata() *ObjectMeta {
@@ -2725,7 +3036,9 @@ func (x *VirtualMachineInstanceMigration) GetStatus() *VirtualMachineInstanceMig
 type VirtualMachineInstanceMigrationSpec struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	VmiName string                 `protobuf:"bytes,1,opt,name=vmi_name,json=vmiName,proto3" json:"vmi_name,omitempty"`
-	// Narrows the instance's own node selector for the target.
+	// Narrows the instance's own node selector for the target (on a key
+	// clash the instance's own value wins). `migrate --to NODE` sets
+	// virtplane.io/node-name.
 	AddedNodeSelector map[string]string `protobuf:"bytes,2,rep,name=added_node_selector,json=addedNodeSelector,proto3" json:"added_node_selector,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
@@ -2733,7 +3046,7 @@ type VirtualMachineInstanceMigrationSpec struct {
 
 func (x *VirtualMachineInstanceMigrationSpec) Reset() {
 	*x = VirtualMachineInstanceMigrationSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +3058,7 @@ func (x *VirtualMachineInstanceMigrationSpec) String() string {
 func (*VirtualMachineInstanceMigrationSpec) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +3071,7 @@ func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use VirtualMachineInstanceMigrationSpec.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *VirtualMachineInstanceMigrationSpec) GetVmiName() string {
@@ -2776,18 +3089,30 @@ func (x *VirtualMachineInstanceMigrationSpec) GetAddedNodeSelector() map[string]
 }
 
 type VirtualMachineInstanceMigrationStatus struct {
-	state                     protoimpl.MessageState      `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Pending, Scheduling, Scheduled, PreparingTarget, TargetReady, Running,
+	// Succeeded or Failed.
 	Phase                     string                      `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
 	PhaseTransitionTimestamps []*PhaseTransitionTimestamp `protobuf:"bytes,2,rep,name=phase_transition_timestamps,json=phaseTransitionTimestamps,proto3" json:"phase_transition_timestamps,omitempty"`
 	Conditions                []*Condition                `protobuf:"bytes,3,rep,name=conditions,proto3" json:"conditions,omitempty"`
-	MigrationState            *MigrationState             `protobuf:"bytes,4,opt,name=migration_state,json=migrationState,proto3" json:"migration_state,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// The instance's migration state: mirrored while the migration runs,
+	// its final copy once it ended.
+	MigrationState *MigrationState `protobuf:"bytes,4,opt,name=migration_state,json=migrationState,proto3" json:"migration_state,omitempty"`
+	// The instance this migration moves (its uid at creation): a new
+	// instance under the same name is never migrated by an old object.
+	VmiUid string `protobuf:"bytes,5,opt,name=vmi_uid,json=vmiUid,proto3" json:"vmi_uid,omitempty"`
+	// Chosen by the controller in Scheduling.
+	TargetNode string `protobuf:"bytes,6,opt,name=target_node,json=targetNode,proto3" json:"target_node,omitempty"`
+	// Why the migration is waiting or failed, for people.
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VirtualMachineInstanceMigrationStatus) Reset() {
 	*x = VirtualMachineInstanceMigrationStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +3124,7 @@ func (x *VirtualMachineInstanceMigrationStatus) String() string {
 func (*VirtualMachineInstanceMigrationStatus) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +3137,7 @@ func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use VirtualMachineInstanceMigrationStatus.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *VirtualMachineInstanceMigrationStatus) GetPhase() string {
@@ -2843,6 +3168,34 @@ func (x *VirtualMachineInstanceMigrationStatus) GetMigrationState() *MigrationSt
 	return nil
 }
 
+func (x *VirtualMachineInstanceMigrationStatus) GetVmiUid() string {
+	if x != nil {
+		return x.VmiUid
+	}
+	return ""
+}
+
+func (x *VirtualMachineInstanceMigrationStatus) GetTargetNode() string {
+	if x != nil {
+		return x.TargetNode
+	}
+	return ""
+}
+
+func (x *VirtualMachineInstanceMigrationStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *VirtualMachineInstanceMigrationStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // Image is a disk image (or kernel) that nodes download by URL into their
 // image directory, under the Image's name, and that volumes name like any
 // other image. KubeVirt's CDI import of a DataVolume from HTTP; Incus and
@@ -2858,7 +3211,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3223,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3236,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Image) GetMetadata() *ObjectMeta {
@@ -2929,7 +3282,7 @@ type ImageSpec struct {
 
 func (x *ImageSpec) Reset() {
 	*x = ImageSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3294,7 @@ func (x *ImageSpec) String() string {
 func (*ImageSpec) ProtoMessage() {}
 
 func (x *ImageSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3307,7 @@ func (x *ImageSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageSpec.ProtoReflect.Descriptor instead.
 func (*ImageSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ImageSpec) GetUrl() string {
@@ -2996,7 +3349,7 @@ type ImageStatus struct {
 
 func (x *ImageStatus) Reset() {
 	*x = ImageStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3361,7 @@ func (x *ImageStatus) String() string {
 func (*ImageStatus) ProtoMessage() {}
 
 func (x *ImageStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3374,7 @@ func (x *ImageStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageStatus.ProtoReflect.Descriptor instead.
 func (*ImageStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ImageStatus) GetNodes() []*ImageNodeStatus {
@@ -3062,7 +3415,7 @@ type ImageNodeStatus struct {
 
 func (x *ImageNodeStatus) Reset() {
 	*x = ImageNodeStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3427,7 @@ func (x *ImageNodeStatus) String() string {
 func (*ImageNodeStatus) ProtoMessage() {}
 
 func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3440,7 @@ func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageNodeStatus.ProtoReflect.Descriptor instead.
 func (*ImageNodeStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ImageNodeStatus) GetNode() string {
@@ -3198,7 +3551,7 @@ type BootstrapToken struct {
 
 func (x *BootstrapToken) Reset() {
 	*x = BootstrapToken{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[46]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3563,7 @@ func (x *BootstrapToken) String() string {
 func (*BootstrapToken) ProtoMessage() {}
 
 func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[46]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3576,7 @@ func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
 func (*BootstrapToken) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BootstrapToken) GetMetadata() *ObjectMeta {
@@ -3254,7 +3607,7 @@ type BootstrapTokenSpec struct {
 
 func (x *BootstrapTokenSpec) Reset() {
 	*x = BootstrapTokenSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[47]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3619,7 @@ func (x *BootstrapTokenSpec) String() string {
 func (*BootstrapTokenSpec) ProtoMessage() {}
 
 func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[47]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3632,7 @@ func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapTokenSpec.ProtoReflect.Descriptor instead.
 func (*BootstrapTokenSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *BootstrapTokenSpec) GetSecretSha256() []byte {
@@ -3323,7 +3676,7 @@ type NodeCredential struct {
 
 func (x *NodeCredential) Reset() {
 	*x = NodeCredential{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[48]
+	mi := &file_internal_api_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3335,7 +3688,7 @@ func (x *NodeCredential) String() string {
 func (*NodeCredential) ProtoMessage() {}
 
 func (x *NodeCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[48]
+	mi := &file_internal_api_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3348,7 +3701,7 @@ func (x *NodeCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
 func (*NodeCredential) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeCredential) GetMetadata() *ObjectMeta {
@@ -3377,7 +3730,7 @@ type NodeCertificate struct {
 
 func (x *NodeCertificate) Reset() {
 	*x = NodeCertificate{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[49]
+	mi := &file_internal_api_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3742,7 @@ func (x *NodeCertificate) String() string {
 func (*NodeCertificate) ProtoMessage() {}
 
 func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[49]
+	mi := &file_internal_api_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3755,7 @@ func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCertificate.ProtoReflect.Descriptor instead.
 func (*NodeCertificate) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NodeCertificate) GetSerial() string {
@@ -3623,7 +3976,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"macAddress\x12\x1d\n" +
 	"\n" +
 	"ip_address\x18\x03 \x01(\tR\tipAddress\x12!\n" +
-	"\fip_addresses\x18\x04 \x03(\tR\vipAddresses\"\xb3\x02\n" +
+	"\fip_addresses\x18\x04 \x03(\tR\vipAddresses\"\x8b\x06\n" +
 	"\x0eMigrationState\x12#\n" +
 	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x12\x1f\n" +
 	"\vsource_node\x18\x02 \x01(\tR\n" +
@@ -3633,7 +3986,39 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x0fstart_timestamp\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0estartTimestamp\x12?\n" +
 	"\rend_timestamp\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fendTimestamp\x12\x1c\n" +
 	"\tcompleted\x18\x06 \x01(\bR\tcompleted\x12\x16\n" +
-	"\x06failed\x18\a \x01(\bR\x06failed\"\x9a\x01\n" +
+	"\x06failed\x18\a \x01(\bR\x06failed\x12%\n" +
+	"\x0efailure_reason\x18\b \x01(\tR\rfailureReason\x12'\n" +
+	"\x0fabort_requested\x18\t \x01(\bR\x0eabortRequested\x12!\n" +
+	"\fabort_status\x18\n" +
+	" \x01(\tR\vabortStatus\x12\x12\n" +
+	"\x04mode\x18\v \x01(\tR\x04mode\x12\x16\n" +
+	"\x06method\x18\f \x01(\tR\x06method\x12,\n" +
+	"\x12target_libvirt_uri\x18\r \x01(\tR\x10targetLibvirtUri\x12.\n" +
+	"\x13target_node_address\x18\x0e \x01(\tR\x11targetNodeAddress\x12P\n" +
+	"\x16target_ready_timestamp\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\x14targetReadyTimestamp\x12J\n" +
+	"\rconfiguration\x18\x10 \x01(\v2$.virtplane.v1.MigrationConfigurationR\rconfiguration\x12;\n" +
+	"\bprogress\x18\x11 \x01(\v2\x1f.virtplane.v1.MigrationProgressR\bprogress\"\xe9\x02\n" +
+	"\x16MigrationConfiguration\x127\n" +
+	"\x18bandwidth_mib_per_second\x18\x01 \x01(\x03R\x15bandwidthMibPerSecond\x12J\n" +
+	"\"completion_timeout_per_gib_seconds\x18\x02 \x01(\x03R\x1ecompletionTimeoutPerGibSeconds\x128\n" +
+	"\x18progress_timeout_seconds\x18\x03 \x01(\x03R\x16progressTimeoutSeconds\x12.\n" +
+	"\x13allow_auto_converge\x18\x04 \x01(\bR\x11allowAutoConverge\x12&\n" +
+	"\x0fallow_post_copy\x18\x05 \x01(\bR\rallowPostCopy\x12&\n" +
+	"\x0fmax_downtime_ms\x18\x06 \x01(\x03R\rmaxDowntimeMs\x12\x10\n" +
+	"\x03tls\x18\a \x01(\bR\x03tls\"\xb1\x03\n" +
+	"\x11MigrationProgress\x12(\n" +
+	"\x10data_total_bytes\x18\x01 \x01(\x03R\x0edataTotalBytes\x120\n" +
+	"\x14data_processed_bytes\x18\x02 \x01(\x03R\x12dataProcessedBytes\x120\n" +
+	"\x14data_remaining_bytes\x18\x03 \x01(\x03R\x12dataRemainingBytes\x125\n" +
+	"\x17memory_bytes_per_second\x18\x04 \x01(\x03R\x14memoryBytesPerSecond\x12(\n" +
+	"\x10disk_total_bytes\x18\x05 \x01(\x03R\x0ediskTotalBytes\x120\n" +
+	"\x14disk_processed_bytes\x18\x06 \x01(\x03R\x12diskProcessedBytes\x12\x1f\n" +
+	"\vdowntime_ms\x18\a \x01(\x03R\n" +
+	"downtimeMs\x12\x1d\n" +
+	"\n" +
+	"elapsed_ms\x18\b \x01(\x03R\telapsedMs\x12;\n" +
+	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"\x9a\x01\n" +
 	"\x04Node\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12*\n" +
 	"\x04spec\x18\x02 \x01(\v2\x16.virtplane.v1.NodeSpecR\x04spec\x120\n" +
@@ -3684,14 +4069,19 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x13added_node_selector\x18\x02 \x03(\v2H.virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntryR\x11addedNodeSelector\x1aD\n" +
 	"\x16AddedNodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa5\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x91\x03\n" +
 	"%VirtualMachineInstanceMigrationStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12f\n" +
 	"\x1bphase_transition_timestamps\x18\x02 \x03(\v2&.virtplane.v1.PhaseTransitionTimestampR\x19phaseTransitionTimestamps\x127\n" +
 	"\n" +
 	"conditions\x18\x03 \x03(\v2\x17.virtplane.v1.ConditionR\n" +
 	"conditions\x12E\n" +
-	"\x0fmigration_state\x18\x04 \x01(\v2\x1c.virtplane.v1.MigrationStateR\x0emigrationState\"\x9d\x01\n" +
+	"\x0fmigration_state\x18\x04 \x01(\v2\x1c.virtplane.v1.MigrationStateR\x0emigrationState\x12\x17\n" +
+	"\avmi_uid\x18\x05 \x01(\tR\x06vmiUid\x12\x1f\n" +
+	"\vtarget_node\x18\x06 \x01(\tR\n" +
+	"targetNode\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\b \x01(\tR\amessage\"\x9d\x01\n" +
 	"\x05Image\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12+\n" +
 	"\x04spec\x18\x02 \x01(\v2\x17.virtplane.v1.ImageSpecR\x04spec\x121\n" +
@@ -3751,7 +4141,7 @@ func file_internal_api_v1_types_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_types_proto_rawDescData
 }
 
-var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_internal_api_v1_types_proto_goTypes = []any{
 	(*ObjectMeta)(nil),                            // 0: virtplane.v1.ObjectMeta
 	(*OwnerReference)(nil),                        // 1: virtplane.v1.OwnerReference
@@ -3787,39 +4177,41 @@ var file_internal_api_v1_types_proto_goTypes = []any{
 	(*PhaseTransitionTimestamp)(nil),              // 31: virtplane.v1.PhaseTransitionTimestamp
 	(*InterfaceStatus)(nil),                       // 32: virtplane.v1.InterfaceStatus
 	(*MigrationState)(nil),                        // 33: virtplane.v1.MigrationState
-	(*Node)(nil),                                  // 34: virtplane.v1.Node
-	(*NodeSpec)(nil),                              // 35: virtplane.v1.NodeSpec
-	(*NodeStatus)(nil),                            // 36: virtplane.v1.NodeStatus
-	(*NodeImage)(nil),                             // 37: virtplane.v1.NodeImage
-	(*NodeInfo)(nil),                              // 38: virtplane.v1.NodeInfo
-	(*VirtualMachineInstanceMigration)(nil),       // 39: virtplane.v1.VirtualMachineInstanceMigration
-	(*VirtualMachineInstanceMigrationSpec)(nil),   // 40: virtplane.v1.VirtualMachineInstanceMigrationSpec
-	(*VirtualMachineInstanceMigrationStatus)(nil), // 41: virtplane.v1.VirtualMachineInstanceMigrationStatus
-	(*Image)(nil),                                 // 42: virtplane.v1.Image
-	(*ImageSpec)(nil),                             // 43: virtplane.v1.ImageSpec
-	(*ImageStatus)(nil),                           // 44: virtplane.v1.ImageStatus
-	(*ImageNodeStatus)(nil),                       // 45: virtplane.v1.ImageNodeStatus
-	(*BootstrapToken)(nil),                        // 46: virtplane.v1.BootstrapToken
-	(*BootstrapTokenSpec)(nil),                    // 47: virtplane.v1.BootstrapTokenSpec
-	(*NodeCredential)(nil),                        // 48: virtplane.v1.NodeCredential
-	(*NodeCertificate)(nil),                       // 49: virtplane.v1.NodeCertificate
-	nil,                                           // 50: virtplane.v1.ObjectMeta.LabelsEntry
-	nil,                                           // 51: virtplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                                           // 52: virtplane.v1.StateChangeRequest.DataEntry
-	nil,                                           // 53: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
-	nil,                                           // 54: virtplane.v1.NodeStatus.CapacityEntry
-	nil,                                           // 55: virtplane.v1.NodeStatus.AllocatableEntry
-	nil,                                           // 56: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),                 // 57: google.protobuf.Timestamp
+	(*MigrationConfiguration)(nil),                // 34: virtplane.v1.MigrationConfiguration
+	(*MigrationProgress)(nil),                     // 35: virtplane.v1.MigrationProgress
+	(*Node)(nil),                                  // 36: virtplane.v1.Node
+	(*NodeSpec)(nil),                              // 37: virtplane.v1.NodeSpec
+	(*NodeStatus)(nil),                            // 38: virtplane.v1.NodeStatus
+	(*NodeImage)(nil),                             // 39: virtplane.v1.NodeImage
+	(*NodeInfo)(nil),                              // 40: virtplane.v1.NodeInfo
+	(*VirtualMachineInstanceMigration)(nil),       // 41: virtplane.v1.VirtualMachineInstanceMigration
+	(*VirtualMachineInstanceMigrationSpec)(nil),   // 42: virtplane.v1.VirtualMachineInstanceMigrationSpec
+	(*VirtualMachineInstanceMigrationStatus)(nil), // 43: virtplane.v1.VirtualMachineInstanceMigrationStatus
+	(*Image)(nil),                                 // 44: virtplane.v1.Image
+	(*ImageSpec)(nil),                             // 45: virtplane.v1.ImageSpec
+	(*ImageStatus)(nil),                           // 46: virtplane.v1.ImageStatus
+	(*ImageNodeStatus)(nil),                       // 47: virtplane.v1.ImageNodeStatus
+	(*BootstrapToken)(nil),                        // 48: virtplane.v1.BootstrapToken
+	(*BootstrapTokenSpec)(nil),                    // 49: virtplane.v1.BootstrapTokenSpec
+	(*NodeCredential)(nil),                        // 50: virtplane.v1.NodeCredential
+	(*NodeCertificate)(nil),                       // 51: virtplane.v1.NodeCertificate
+	nil,                                           // 52: virtplane.v1.ObjectMeta.LabelsEntry
+	nil,                                           // 53: virtplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                                           // 54: virtplane.v1.StateChangeRequest.DataEntry
+	nil,                                           // 55: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	nil,                                           // 56: virtplane.v1.NodeStatus.CapacityEntry
+	nil,                                           // 57: virtplane.v1.NodeStatus.AllocatableEntry
+	nil,                                           // 58: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),                 // 59: google.protobuf.Timestamp
 }
 var file_internal_api_v1_types_proto_depIdxs = []int32{
-	50, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
-	51, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
-	57, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	57, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	52, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
+	53, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
+	59, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	59, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 4: virtplane.v1.ObjectMeta.owner_references:type_name -> virtplane.v1.OwnerReference
-	57, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	57, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	59, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	59, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: virtplane.v1.VirtualMachine.metadata:type_name -> virtplane.v1.ObjectMeta
 	4,  // 8: virtplane.v1.VirtualMachine.spec:type_name -> virtplane.v1.VirtualMachineSpec
 	6,  // 9: virtplane.v1.VirtualMachine.status:type_name -> virtplane.v1.VirtualMachineStatus
@@ -3829,15 +4221,15 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 13: virtplane.v1.VirtualMachineStatus.conditions:type_name -> virtplane.v1.Condition
 	7,  // 14: virtplane.v1.VirtualMachineStatus.state_change_requests:type_name -> virtplane.v1.StateChangeRequest
 	8,  // 15: virtplane.v1.VirtualMachineStatus.start_failure:type_name -> virtplane.v1.VirtualMachineStartFailure
-	52, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
-	57, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
+	54, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
+	59, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 18: virtplane.v1.VirtualMachineInstance.metadata:type_name -> virtplane.v1.ObjectMeta
 	10, // 19: virtplane.v1.VirtualMachineInstance.spec:type_name -> virtplane.v1.VirtualMachineInstanceSpec
 	30, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
 	11, // 21: virtplane.v1.VirtualMachineInstanceSpec.domain:type_name -> virtplane.v1.DomainSpec
 	24, // 22: virtplane.v1.VirtualMachineInstanceSpec.volumes:type_name -> virtplane.v1.Volume
 	28, // 23: virtplane.v1.VirtualMachineInstanceSpec.networks:type_name -> virtplane.v1.Network
-	53, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	55, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
 	12, // 25: virtplane.v1.DomainSpec.cpu:type_name -> virtplane.v1.CPU
 	13, // 26: virtplane.v1.DomainSpec.memory:type_name -> virtplane.v1.Memory
 	14, // 27: virtplane.v1.DomainSpec.devices:type_name -> virtplane.v1.Devices
@@ -3858,43 +4250,47 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 42: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
 	32, // 43: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
 	33, // 44: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	57, // 45: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
-	57, // 46: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
-	57, // 47: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
-	0,  // 48: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
-	35, // 49: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
-	36, // 50: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
-	54, // 51: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
-	55, // 52: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
-	57, // 53: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 54: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
-	38, // 55: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
-	57, // 56: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
-	37, // 57: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
-	0,  // 58: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
-	40, // 59: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
-	41, // 60: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
-	56, // 61: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	31, // 62: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
-	2,  // 63: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
-	33, // 64: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	0,  // 65: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
-	43, // 66: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
-	44, // 67: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
-	45, // 68: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
-	57, // 69: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
-	0,  // 70: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
-	47, // 71: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
-	57, // 72: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
-	0,  // 73: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
-	49, // 74: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
-	57, // 75: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
-	57, // 76: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
-	77, // [77:77] is the sub-list for method output_type
-	77, // [77:77] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	59, // 45: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
+	59, // 46: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
+	59, // 47: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
+	59, // 48: virtplane.v1.MigrationState.target_ready_timestamp:type_name -> google.protobuf.Timestamp
+	34, // 49: virtplane.v1.MigrationState.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	35, // 50: virtplane.v1.MigrationState.progress:type_name -> virtplane.v1.MigrationProgress
+	59, // 51: virtplane.v1.MigrationProgress.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 52: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
+	37, // 53: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
+	38, // 54: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
+	56, // 55: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
+	57, // 56: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
+	59, // 57: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
+	2,  // 58: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
+	40, // 59: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
+	59, // 60: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
+	39, // 61: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
+	0,  // 62: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
+	42, // 63: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
+	43, // 64: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
+	58, // 65: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	31, // 66: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
+	2,  // 67: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
+	33, // 68: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
+	0,  // 69: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
+	45, // 70: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
+	46, // 71: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
+	47, // 72: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
+	59, // 73: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
+	0,  // 74: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
+	49, // 75: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
+	59, // 76: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
+	0,  // 77: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
+	51, // 78: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
+	59, // 79: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
+	59, // 80: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
+	81, // [81:81] is the sub-list for method output_type
+	81, // [81:81] is the sub-list for method input_type
+	81, // [81:81] is the sub-list for extension type_name
+	81, // [81:81] is the sub-list for extension extendee
+	0,  // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_types_proto_init() }
@@ -3910,7 +4306,7 @@ func file_internal_api_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_types_proto_rawDesc), len(file_internal_api_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   57,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

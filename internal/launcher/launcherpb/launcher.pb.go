@@ -653,6 +653,281 @@ func (x *DomainEvent) GetEvent() string {
 	return ""
 }
 
+// MigrateRequest starts a live migration of this launcher's domain to a
+// target whose launcher already defined the receiving domain (Incoming).
+type MigrateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// UID of the migration; a launcher runs each uid at most once.
+	MigrationUid string `protobuf:"bytes,1,opt,name=migration_uid,json=migrationUid,proto3" json:"migration_uid,omitempty"`
+	// The target's libvirt URI, which this node's libvirtd connects to
+	// (peer-to-peer), and the address QEMU's stream goes to.
+	TargetLibvirtUri string                     `protobuf:"bytes,2,opt,name=target_libvirt_uri,json=targetLibvirtUri,proto3" json:"target_libvirt_uri,omitempty"`
+	TargetAddress    string                     `protobuf:"bytes,3,opt,name=target_address,json=targetAddress,proto3" json:"target_address,omitempty"`
+	Configuration    *v1.MigrationConfiguration `protobuf:"bytes,4,opt,name=configuration,proto3" json:"configuration,omitempty"`
+	// Disks (target device names, e.g. vda) copied with the memory; empty
+	// for a migration with nothing local to copy.
+	CopyDisks []string `protobuf:"bytes,5,rep,name=copy_disks,json=copyDisks,proto3" json:"copy_disks,omitempty"`
+	// Bytes to move (memory plus copied disks), for the completion timeout.
+	DataBytes     int64 `protobuf:"varint,6,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MigrateRequest) Reset() {
+	*x = MigrateRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrateRequest) ProtoMessage() {}
+
+func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrateRequest.ProtoReflect.Descriptor instead.
+func (*MigrateRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MigrateRequest) GetMigrationUid() string {
+	if x != nil {
+		return x.MigrationUid
+	}
+	return ""
+}
+
+func (x *MigrateRequest) GetTargetLibvirtUri() string {
+	if x != nil {
+		return x.TargetLibvirtUri
+	}
+	return ""
+}
+
+func (x *MigrateRequest) GetTargetAddress() string {
+	if x != nil {
+		return x.TargetAddress
+	}
+	return ""
+}
+
+func (x *MigrateRequest) GetConfiguration() *v1.MigrationConfiguration {
+	if x != nil {
+		return x.Configuration
+	}
+	return nil
+}
+
+func (x *MigrateRequest) GetCopyDisks() []string {
+	if x != nil {
+		return x.CopyDisks
+	}
+	return nil
+}
+
+func (x *MigrateRequest) GetDataBytes() int64 {
+	if x != nil {
+		return x.DataBytes
+	}
+	return 0
+}
+
+// MigrationStatus is the launcher's record of its last migration, as
+// source or target; it is kept in the domain's metadata too, so that a
+// restarted launcher still knows it.
+type MigrationStatus struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	MigrationUid string                 `protobuf:"bytes,1,opt,name=migration_uid,json=migrationUid,proto3" json:"migration_uid,omitempty"`
+	// source or target.
+	Role            string                `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Running         bool                  `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
+	Completed       bool                  `protobuf:"varint,4,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed          bool                  `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	FailureReason   string                `protobuf:"bytes,6,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
+	Mode            string                `protobuf:"bytes,7,opt,name=mode,proto3" json:"mode,omitempty"`
+	AbortStatus     string                `protobuf:"bytes,8,opt,name=abort_status,json=abortStatus,proto3" json:"abort_status,omitempty"`
+	StartUnixMillis int64                 `protobuf:"varint,9,opt,name=start_unix_millis,json=startUnixMillis,proto3" json:"start_unix_millis,omitempty"`
+	EndUnixMillis   int64                 `protobuf:"varint,10,opt,name=end_unix_millis,json=endUnixMillis,proto3" json:"end_unix_millis,omitempty"`
+	Progress        *v1.MigrationProgress `protobuf:"bytes,11,opt,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MigrationStatus) Reset() {
+	*x = MigrationStatus{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MigrationStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MigrationStatus) ProtoMessage() {}
+
+func (x *MigrationStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MigrationStatus.ProtoReflect.Descriptor instead.
+func (*MigrationStatus) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *MigrationStatus) GetMigrationUid() string {
+	if x != nil {
+		return x.MigrationUid
+	}
+	return ""
+}
+
+func (x *MigrationStatus) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *MigrationStatus) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *MigrationStatus) GetCompleted() bool {
+	if x != nil {
+		return x.Completed
+	}
+	return false
+}
+
+func (x *MigrationStatus) GetFailed() bool {
+	if x != nil {
+		return x.Failed
+	}
+	return false
+}
+
+func (x *MigrationStatus) GetFailureReason() string {
+	if x != nil {
+		return x.FailureReason
+	}
+	return ""
+}
+
+func (x *MigrationStatus) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *MigrationStatus) GetAbortStatus() string {
+	if x != nil {
+		return x.AbortStatus
+	}
+	return ""
+}
+
+func (x *MigrationStatus) GetStartUnixMillis() int64 {
+	if x != nil {
+		return x.StartUnixMillis
+	}
+	return 0
+}
+
+func (x *MigrationStatus) GetEndUnixMillis() int64 {
+	if x != nil {
+		return x.EndUnixMillis
+	}
+	return 0
+}
+
+func (x *MigrationStatus) GetProgress() *v1.MigrationProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+// IncomingRequest prepares this launcher as a migration target: the
+// domain is defined (not started) with this node's paths, for the
+// source to migrate into.
+type IncomingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MigrationUid  string                 `protobuf:"bytes,1,opt,name=migration_uid,json=migrationUid,proto3" json:"migration_uid,omitempty"`
+	Sync          *SyncRequest           `protobuf:"bytes,2,opt,name=sync,proto3" json:"sync,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IncomingRequest) Reset() {
+	*x = IncomingRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IncomingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IncomingRequest) ProtoMessage() {}
+
+func (x *IncomingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IncomingRequest.ProtoReflect.Descriptor instead.
+func (*IncomingRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *IncomingRequest) GetMigrationUid() string {
+	if x != nil {
+		return x.MigrationUid
+	}
+	return ""
+}
+
+func (x *IncomingRequest) GetSync() *SyncRequest {
+	if x != nil {
+		return x.Sync
+	}
+	return nil
+}
+
 var File_internal_launcher_launcherpb_launcher_proto protoreflect.FileDescriptor
 
 const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
@@ -711,7 +986,32 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\"`\n" +
 	"\vDomainEvent\x12;\n" +
 	"\x06status\x18\x01 \x01(\v2#.virtplane.launcher.v1.DomainStatusR\x06status\x12\x14\n" +
-	"\x05event\x18\x02 \x01(\tR\x05event2\xa0\x06\n" +
+	"\x05event\x18\x02 \x01(\tR\x05event\"\x94\x02\n" +
+	"\x0eMigrateRequest\x12#\n" +
+	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x12,\n" +
+	"\x12target_libvirt_uri\x18\x02 \x01(\tR\x10targetLibvirtUri\x12%\n" +
+	"\x0etarget_address\x18\x03 \x01(\tR\rtargetAddress\x12J\n" +
+	"\rconfiguration\x18\x04 \x01(\v2$.virtplane.v1.MigrationConfigurationR\rconfiguration\x12\x1d\n" +
+	"\n" +
+	"copy_disks\x18\x05 \x03(\tR\tcopyDisks\x12\x1d\n" +
+	"\n" +
+	"data_bytes\x18\x06 \x01(\x03R\tdataBytes\"\x89\x03\n" +
+	"\x0fMigrationStatus\x12#\n" +
+	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x18\n" +
+	"\arunning\x18\x03 \x01(\bR\arunning\x12\x1c\n" +
+	"\tcompleted\x18\x04 \x01(\bR\tcompleted\x12\x16\n" +
+	"\x06failed\x18\x05 \x01(\bR\x06failed\x12%\n" +
+	"\x0efailure_reason\x18\x06 \x01(\tR\rfailureReason\x12\x12\n" +
+	"\x04mode\x18\a \x01(\tR\x04mode\x12!\n" +
+	"\fabort_status\x18\b \x01(\tR\vabortStatus\x12*\n" +
+	"\x11start_unix_millis\x18\t \x01(\x03R\x0fstartUnixMillis\x12&\n" +
+	"\x0fend_unix_millis\x18\n" +
+	" \x01(\x03R\rendUnixMillis\x12;\n" +
+	"\bprogress\x18\v \x01(\v2\x1f.virtplane.v1.MigrationProgressR\bprogress\"n\n" +
+	"\x0fIncomingRequest\x12#\n" +
+	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x126\n" +
+	"\x04sync\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncRequestR\x04sync2\x84\t\n" +
 	"\bLauncher\x12O\n" +
 	"\x04Sync\x12\".virtplane.launcher.v1.SyncRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12W\n" +
 	"\bShutdown\x12&.virtplane.launcher.v1.ShutdownRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12I\n" +
@@ -723,7 +1023,11 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x04Ping\x12\x1c.virtplane.launcher.v1.Empty\x1a#.virtplane.launcher.v1.PingResponse\x12O\n" +
 	"\n" +
 	"RenewLease\x12#.virtplane.launcher.v1.LeaseRequest\x1a\x1c.virtplane.launcher.v1.Empty\x12L\n" +
-	"\x06Events\x12\x1c.virtplane.launcher.v1.Empty\x1a\".virtplane.launcher.v1.DomainEvent0\x01BPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
+	"\x06Events\x12\x1c.virtplane.launcher.v1.Empty\x1a\".virtplane.launcher.v1.DomainEvent0\x01\x12X\n" +
+	"\aMigrate\x12%.virtplane.launcher.v1.MigrateRequest\x1a&.virtplane.launcher.v1.MigrationStatus\x12T\n" +
+	"\fGetMigration\x12\x1c.virtplane.launcher.v1.Empty\x1a&.virtplane.launcher.v1.MigrationStatus\x12V\n" +
+	"\x0eAbortMigration\x12\x1c.virtplane.launcher.v1.Empty\x1a&.virtplane.launcher.v1.MigrationStatus\x12Z\n" +
+	"\bIncoming\x12&.virtplane.launcher.v1.IncomingRequest\x1a&.virtplane.launcher.v1.MigrationStatusBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
 
 var (
 	file_internal_launcher_launcherpb_launcher_proto_rawDescOnce sync.Once
@@ -737,7 +1041,7 @@ func file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP() []byte {
 	return file_internal_launcher_launcherpb_launcher_proto_rawDescData
 }
 
-var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*DiskSource)(nil),                // 0: virtplane.launcher.v1.DiskSource
 	(*SyncOptions)(nil),               // 1: virtplane.launcher.v1.SyncOptions
@@ -748,38 +1052,54 @@ var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*LeaseRequest)(nil),              // 6: virtplane.launcher.v1.LeaseRequest
 	(*PingResponse)(nil),              // 7: virtplane.launcher.v1.PingResponse
 	(*DomainEvent)(nil),               // 8: virtplane.launcher.v1.DomainEvent
-	(*v1.VirtualMachineInstance)(nil), // 9: virtplane.v1.VirtualMachineInstance
+	(*MigrateRequest)(nil),            // 9: virtplane.launcher.v1.MigrateRequest
+	(*MigrationStatus)(nil),           // 10: virtplane.launcher.v1.MigrationStatus
+	(*IncomingRequest)(nil),           // 11: virtplane.launcher.v1.IncomingRequest
+	(*v1.VirtualMachineInstance)(nil), // 12: virtplane.v1.VirtualMachineInstance
+	(*v1.MigrationConfiguration)(nil), // 13: virtplane.v1.MigrationConfiguration
+	(*v1.MigrationProgress)(nil),      // 14: virtplane.v1.MigrationProgress
 }
 var file_internal_launcher_launcherpb_launcher_proto_depIdxs = []int32{
 	0,  // 0: virtplane.launcher.v1.SyncOptions.disks:type_name -> virtplane.launcher.v1.DiskSource
-	9,  // 1: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	12, // 1: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
 	1,  // 2: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
 	3,  // 3: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
-	2,  // 4: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
-	5,  // 5: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
-	4,  // 6: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
-	4,  // 7: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
-	4,  // 8: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
-	4,  // 9: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
-	4,  // 10: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
-	4,  // 11: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
-	6,  // 12: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
-	4,  // 13: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
-	3,  // 14: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 15: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 16: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 17: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 18: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 19: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 20: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
-	7,  // 21: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
-	4,  // 22: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
-	8,  // 23: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
-	14, // [14:24] is the sub-list for method output_type
-	4,  // [4:14] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	13, // 4: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	14, // 5: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
+	2,  // 6: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
+	2,  // 7: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
+	5,  // 8: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
+	4,  // 9: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
+	4,  // 10: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
+	4,  // 11: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
+	4,  // 12: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
+	4,  // 13: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
+	4,  // 14: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
+	6,  // 15: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
+	4,  // 16: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
+	9,  // 17: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
+	4,  // 18: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
+	4,  // 19: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
+	11, // 20: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
+	3,  // 21: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 22: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 23: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 24: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 25: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 26: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 27: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
+	7,  // 28: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
+	4,  // 29: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
+	8,  // 30: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
+	10, // 31: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
+	10, // 32: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	10, // 33: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	10, // 34: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
+	21, // [21:35] is the sub-list for method output_type
+	7,  // [7:21] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_internal_launcher_launcherpb_launcher_proto_init() }
@@ -793,7 +1113,7 @@ func file_internal_launcher_launcherpb_launcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_launcher_launcherpb_launcher_proto_rawDesc), len(file_internal_launcher_launcherpb_launcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

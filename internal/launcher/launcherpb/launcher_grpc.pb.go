@@ -23,16 +23,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Launcher_Sync_FullMethodName       = "/virtplane.launcher.v1.Launcher/Sync"
-	Launcher_Shutdown_FullMethodName   = "/virtplane.launcher.v1.Launcher/Shutdown"
-	Launcher_Kill_FullMethodName       = "/virtplane.launcher.v1.Launcher/Kill"
-	Launcher_Delete_FullMethodName     = "/virtplane.launcher.v1.Launcher/Delete"
-	Launcher_Pause_FullMethodName      = "/virtplane.launcher.v1.Launcher/Pause"
-	Launcher_Unpause_FullMethodName    = "/virtplane.launcher.v1.Launcher/Unpause"
-	Launcher_GetDomain_FullMethodName  = "/virtplane.launcher.v1.Launcher/GetDomain"
-	Launcher_Ping_FullMethodName       = "/virtplane.launcher.v1.Launcher/Ping"
-	Launcher_RenewLease_FullMethodName = "/virtplane.launcher.v1.Launcher/RenewLease"
-	Launcher_Events_FullMethodName     = "/virtplane.launcher.v1.Launcher/Events"
+	Launcher_Sync_FullMethodName           = "/virtplane.launcher.v1.Launcher/Sync"
+	Launcher_Shutdown_FullMethodName       = "/virtplane.launcher.v1.Launcher/Shutdown"
+	Launcher_Kill_FullMethodName           = "/virtplane.launcher.v1.Launcher/Kill"
+	Launcher_Delete_FullMethodName         = "/virtplane.launcher.v1.Launcher/Delete"
+	Launcher_Pause_FullMethodName          = "/virtplane.launcher.v1.Launcher/Pause"
+	Launcher_Unpause_FullMethodName        = "/virtplane.launcher.v1.Launcher/Unpause"
+	Launcher_GetDomain_FullMethodName      = "/virtplane.launcher.v1.Launcher/GetDomain"
+	Launcher_Ping_FullMethodName           = "/virtplane.launcher.v1.Launcher/Ping"
+	Launcher_RenewLease_FullMethodName     = "/virtplane.launcher.v1.Launcher/RenewLease"
+	Launcher_Events_FullMethodName         = "/virtplane.launcher.v1.Launcher/Events"
+	Launcher_Migrate_FullMethodName        = "/virtplane.launcher.v1.Launcher/Migrate"
+	Launcher_GetMigration_FullMethodName   = "/virtplane.launcher.v1.Launcher/GetMigration"
+	Launcher_AbortMigration_FullMethodName = "/virtplane.launcher.v1.Launcher/AbortMigration"
+	Launcher_Incoming_FullMethodName       = "/virtplane.launcher.v1.Launcher/Incoming"
 )
 
 // LauncherClient is the client API for Launcher service.
@@ -59,6 +63,13 @@ type LauncherClient interface {
 	// Stream of domain changes from libvirt lifecycle events; the first
 	// message is the current status.
 	Events(ctx context.Context, in *Empty, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DomainEvent], error)
+	// Live migration, source side: Migrate starts libvirt's job and returns;
+	// GetMigration reports it; AbortMigration asks libvirt to abort it.
+	Migrate(ctx context.Context, in *MigrateRequest, opts ...grpc.CallOption) (*MigrationStatus, error)
+	GetMigration(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MigrationStatus, error)
+	AbortMigration(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MigrationStatus, error)
+	// Target side: define the receiving domain.
+	Incoming(ctx context.Context, in *IncomingRequest, opts ...grpc.CallOption) (*MigrationStatus, error)
 }
 
 type launcherClient struct {
@@ -178,6 +189,46 @@ func (c *launcherClient) Events(ctx context.Context, in *Empty, opts ...grpc.Cal
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Launcher_EventsClient = grpc.ServerStreamingClient[DomainEvent]
 
+func (c *launcherClient) Migrate(ctx context.Context, in *MigrateRequest, opts ...grpc.CallOption) (*MigrationStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MigrationStatus)
+	err := c.cc.Invoke(ctx, Launcher_Migrate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *launcherClient) GetMigration(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MigrationStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MigrationStatus)
+	err := c.cc.Invoke(ctx, Launcher_GetMigration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *launcherClient) AbortMigration(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MigrationStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MigrationStatus)
+	err := c.cc.Invoke(ctx, Launcher_AbortMigration_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *launcherClient) Incoming(ctx context.Context, in *IncomingRequest, opts ...grpc.CallOption) (*MigrationStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MigrationStatus)
+	err := c.cc.Invoke(ctx, Launcher_Incoming_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LauncherServer is the server API for Launcher service.
 // All implementations must embed UnimplementedLauncherServer
 // for forward compatibility.
@@ -202,6 +253,13 @@ type LauncherServer interface {
 	// Stream of domain changes from libvirt lifecycle events; the first
 	// message is the current status.
 	Events(*Empty, grpc.ServerStreamingServer[DomainEvent]) error
+	// Live migration, source side: Migrate starts libvirt's job and returns;
+	// GetMigration reports it; AbortMigration asks libvirt to abort it.
+	Migrate(context.Context, *MigrateRequest) (*MigrationStatus, error)
+	GetMigration(context.Context, *Empty) (*MigrationStatus, error)
+	AbortMigration(context.Context, *Empty) (*MigrationStatus, error)
+	// Target side: define the receiving domain.
+	Incoming(context.Context, *IncomingRequest) (*MigrationStatus, error)
 	mustEmbedUnimplementedLauncherServer()
 }
 
@@ -241,6 +299,18 @@ func (UnimplementedLauncherServer) RenewLease(context.Context, *LeaseRequest) (*
 }
 func (UnimplementedLauncherServer) Events(*Empty, grpc.ServerStreamingServer[DomainEvent]) error {
 	return status.Error(codes.Unimplemented, "method Events not implemented")
+}
+func (UnimplementedLauncherServer) Migrate(context.Context, *MigrateRequest) (*MigrationStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method Migrate not implemented")
+}
+func (UnimplementedLauncherServer) GetMigration(context.Context, *Empty) (*MigrationStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMigration not implemented")
+}
+func (UnimplementedLauncherServer) AbortMigration(context.Context, *Empty) (*MigrationStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method AbortMigration not implemented")
+}
+func (UnimplementedLauncherServer) Incoming(context.Context, *IncomingRequest) (*MigrationStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method Incoming not implemented")
 }
 func (UnimplementedLauncherServer) mustEmbedUnimplementedLauncherServer() {}
 func (UnimplementedLauncherServer) testEmbeddedByValue()                  {}
@@ -436,6 +506,78 @@ func _Launcher_Events_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Launcher_EventsServer = grpc.ServerStreamingServer[DomainEvent]
 
+func _Launcher_Migrate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MigrateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).Migrate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_Migrate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).Migrate(ctx, req.(*MigrateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Launcher_GetMigration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).GetMigration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_GetMigration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).GetMigration(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Launcher_AbortMigration_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).AbortMigration(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_AbortMigration_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).AbortMigration(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Launcher_Incoming_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IncomingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).Incoming(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_Incoming_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).Incoming(ctx, req.(*IncomingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Launcher_ServiceDesc is the grpc.ServiceDesc for Launcher service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -478,6 +620,22 @@ var Launcher_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RenewLease",
 			Handler:    _Launcher_RenewLease_Handler,
+		},
+		{
+			MethodName: "Migrate",
+			Handler:    _Launcher_Migrate_Handler,
+		},
+		{
+			MethodName: "GetMigration",
+			Handler:    _Launcher_GetMigration_Handler,
+		},
+		{
+			MethodName: "AbortMigration",
+			Handler:    _Launcher_AbortMigration_Handler,
+		},
+		{
+			MethodName: "Incoming",
+			Handler:    _Launcher_Incoming_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
