@@ -13,10 +13,7 @@ import (
 // A kernel file that is not there: libvirt's message ends up on the VMI,
 // which fails instead of hanging in Scheduled, and the domain is removed.
 func TestMissingKernelFailsWithLibvirtMessage(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("kb", withKernel("vmlinuz"))
-	h.reconcile(a, "kb")
+	h, a := newStarted(t, "kb", withKernel("vmlinuz"))
 
 	v := h.getVMI("kb")
 	want := "Cannot access storage file '" + filepath.Join(h.imageDir, "vmlinuz") + "': No such file or directory"
@@ -34,9 +31,7 @@ func TestMissingKernelFailsWithLibvirtMessage(t *testing.T) {
 	// Final now: the next pass removes the defined domain and the files.
 	rec := h.record("kb")
 	h.reconcile(a, "kb")
-	if _, ok := h.fake.Domain(domainOf("kb")); ok {
-		t.Error("domain of the failed VMI still defined")
-	}
+	h.wantNoDomain("kb")
 	if h.record("kb") != nil {
 		t.Error("state record kept")
 	}
@@ -49,10 +44,7 @@ func TestMissingKernelFailsWithLibvirtMessage(t *testing.T) {
 }
 
 func TestPauseAndUnpause(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("p")
-	h.reconcile(a, "p")
+	h, a := newStarted(t, "p")
 	h.updateVMI("p", func(v *apiv1.VirtualMachineInstance) { v.Spec.Paused = true })
 	h.reconcile(a, "p")
 	if d, _ := h.fake.Domain(domainOf("p")); d.State != fake.StatePaused || !d.PausedByUser {
@@ -72,59 +64,39 @@ func TestPauseAndUnpause(t *testing.T) {
 	}
 }
 
-// The guest powers off by itself: Succeeded, then the domain goes.
-func TestGuestShutdownSucceeds(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("g")
-	h.reconcile(a, "g")
-	h.fake.SetDomainState(domainOf("g"), fake.StateShutoff, "Shutdown")
-	h.reconcile(a, "g")
-	v := h.getVMI("g")
-	if v.Status.Phase != apiv1.PhaseSucceeded || v.Status.Reason != ReasonGuestShutdown {
-		t.Fatalf("phase %s reason %s", v.Status.Phase, v.Status.Reason)
-	}
-	if _, ok := h.fake.Domain(domainOf("g")); ok {
-		t.Error("domain not deleted")
-	}
-	// The phase was written before the domain was deleted.
-	if h.tl.index("status:Succeeded") > h.tl.index("launcher:Delete") {
-		t.Errorf("domain deleted before the final phase was recorded: %v", h.tl.events())
-	}
-}
-
-func TestGuestCrashFails(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("c")
-	h.reconcile(a, "c")
-	h.fake.SetDomainState(domainOf("c"), fake.StateCrashed, "Panicked")
-	h.reconcile(a, "c")
-	if v := h.getVMI("c"); v.Status.Phase != apiv1.PhaseFailed || v.Status.Reason != ReasonGuestCrashed {
-		t.Fatalf("phase %s reason %s", v.Status.Phase, v.Status.Reason)
-	}
-	if _, ok := h.fake.Domain(domainOf("c")); ok {
-		t.Error("crashed domain not deleted")
+// The guest ends by itself: powered off it Succeeded, crashed it Failed;
+// the final phase is recorded, then the domain goes.
+func TestGuestEnds(t *testing.T) {
+	for _, tc := range []struct {
+		name, state, libvirtReason string
+		phase, reason              string
+	}{
+		{"shutdown", fake.StateShutoff, "Shutdown", apiv1.PhaseSucceeded, ReasonGuestShutdown},
+		{"crash", fake.StateCrashed, "Panicked", apiv1.PhaseFailed, ReasonGuestCrashed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, a := newStarted(t, "g")
+			h.fake.SetDomainState(domainOf("g"), tc.state, tc.libvirtReason)
+			h.reconcile(a, "g")
+			h.wantPhase("g", tc.phase, tc.reason)
+			h.wantNoDomain("g")
+			if h.tl.index("status:"+tc.phase) > h.tl.index("launcher:Delete") {
+				t.Errorf("domain deleted before the final phase was recorded: %v", h.tl.events())
+			}
+		})
 	}
 }
 
 // A final phase written by someone else (the node controller, a fence) is
 // never overwritten, and the domain is removed.
 func TestFinalPhaseIsNeverOverwritten(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("f")
-	h.reconcile(a, "f")
+	h, a := newStarted(t, "f")
 	h.updateVMI("f", func(v *apiv1.VirtualMachineInstance) {
 		v.Status.Phase, v.Status.Reason = apiv1.PhaseFailed, "NodeUnresponsive"
 	})
 	h.reconcile(a, "f")
-	if v := h.getVMI("f"); v.Status.Phase != apiv1.PhaseFailed || v.Status.Reason != "NodeUnresponsive" {
-		t.Fatalf("status rewritten: %s/%s", v.Status.Phase, v.Status.Reason)
-	}
-	if _, ok := h.fake.Domain(domainOf("f")); ok {
-		t.Error("domain of a final VMI not deleted")
-	}
+	h.wantPhase("f", apiv1.PhaseFailed, "NodeUnresponsive") // not rewritten
+	h.wantNoDomain("f")
 	if h.fake.Count("Kill") != 1 {
 		t.Errorf("running domain of a final VMI: %d kills", h.fake.Count("Kill"))
 	}
@@ -135,8 +107,7 @@ func TestFinalPhaseIsNeverOverwritten(t *testing.T) {
 func TestSameNameNewVMIReplacesOldDomain(t *testing.T) {
 	h := newHarness(t)
 	a := h.directAgent()
-	old := h.createVMI("n", withoutFinalizer(), withGrace(0))
-	h.reconcile(a, "n")
+	old := h.startVMI(a, "n", withoutFinalizer(), withGrace(0))
 	h.deleteVMI("n") // gone at once: no finalizer
 	newer := h.createVMI("n")
 	h.synced(a, "n")
@@ -163,9 +134,7 @@ func TestDeletedBeforeStartFails(t *testing.T) {
 	h.createVMI("d")
 	h.deleteVMI("d")
 	h.reconcile(a, "d")
-	if v := h.getVMI("d"); v.Status.Phase != apiv1.PhaseFailed || v.Status.Reason != ReasonDeletedBeforeStart {
-		t.Fatalf("phase %s/%s", v.Status.Phase, v.Status.Reason)
-	}
+	h.wantPhase("d", apiv1.PhaseFailed, ReasonDeletedBeforeStart)
 	if h.fake.Count("Launch") != 0 {
 		t.Error("launched a launcher for a deleted VMI")
 	}
@@ -174,10 +143,7 @@ func TestDeletedBeforeStartFails(t *testing.T) {
 // A launcher that cannot be reached does not fail its VMI before the
 // launcher grace (KubeVirt pain point #9); after it, it does.
 func TestUnresponsiveLauncherNotFailedBeforeGrace(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("u")
-	h.reconcile(a, "u")
+	h, a := newStarted(t, "u")
 	h.fake.CrashLaunchers(domainOf("u"))
 	h.fake.SetLaunchError(errLauncherUnavailable)
 
@@ -194,25 +160,17 @@ func TestUnresponsiveLauncherNotFailedBeforeGrace(t *testing.T) {
 	}
 	h.clock.Step(2 * time.Second)
 	h.reconcile(a, "u")
-	v := h.getVMI("u")
-	if v.Status.Phase != apiv1.PhaseFailed || v.Status.Reason != ReasonLauncherUnresponsive {
-		t.Fatalf("after the grace: %s/%s", v.Status.Phase, v.Status.Reason)
-	}
+	h.wantPhase("u", apiv1.PhaseFailed, ReasonLauncherUnresponsive) // after the grace
 
 	// Once a launcher can be started again, the domain is cleaned up.
 	h.fake.SetLaunchError(nil)
 	h.reconcile(a, "u")
-	if _, ok := h.fake.Domain(domainOf("u")); ok {
-		t.Error("domain of the failed VMI kept")
-	}
+	h.wantNoDomain("u")
 }
 
 // A reachable launcher again resets the grace.
 func TestLauncherGraceResetsWhenReachable(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("r")
-	h.reconcile(a, "r")
+	h, a := newStarted(t, "r")
 	h.fake.CrashLaunchers(domainOf("r"))
 	h.fake.SetLaunchError(errLauncherUnavailable)
 	h.reconcile(a, "r")
@@ -231,10 +189,7 @@ func TestLauncherGraceResetsWhenReachable(t *testing.T) {
 
 // start --paused: the guest boots paused, and the VMI shows it.
 func TestStartPaused(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("sp", func(v *apiv1.VirtualMachineInstance) { v.Spec.Paused = true })
-	h.reconcile(a, "sp")
+	h, _ := newStarted(t, "sp", func(v *apiv1.VirtualMachineInstance) { v.Spec.Paused = true })
 	v := h.getVMI("sp")
 	if v.Status.Phase != apiv1.PhaseRunning {
 		t.Fatalf("phase %s", v.Status.Phase)

@@ -341,6 +341,25 @@ func (h *harness) createVMI(name string, opts ...vmiOption) *apiv1.VirtualMachin
 	return out
 }
 
+// startVMI creates VMI name and runs a's first pass over it, which starts
+// its guest.
+func (h *harness) startVMI(a *Agent, name string, opts ...vmiOption) *apiv1.VirtualMachineInstance {
+	h.t.Helper()
+	v := h.createVMI(name, opts...)
+	h.reconcile(a, name)
+	return v
+}
+
+// newStarted is a harness whose direct agent has started VMI name: where
+// most tests of the handler begin.
+func newStarted(t *testing.T, name string, opts ...vmiOption) (*harness, *Agent) {
+	t.Helper()
+	h := newHarness(t)
+	a := h.directAgent()
+	h.startVMI(a, name, opts...)
+	return h, a
+}
+
 // scheduledVMI is a VMI placed on testNode at now, with opts applied.
 func scheduledVMI(name string, now time.Time, opts ...vmiOption) *apiv1.VirtualMachineInstance {
 	grace := int64(30)
@@ -426,6 +445,48 @@ func (h *harness) waitPhase(name, phase string) *apiv1.VirtualMachineInstance {
 	h.t.Helper()
 	testutil.Eventually(h.t, waitTimeout, name+" "+phase, func() bool { return h.phase(name) == phase })
 	return h.getVMI(name)
+}
+
+// deleteIgnoringACPI makes VMI name's guest ignore ACPI, deletes the VMI
+// and runs a's pass that presses the power button: a graceful shutdown
+// that only a kill can end has begun.
+func (h *harness) deleteIgnoringACPI(a *Agent, name string) {
+	h.t.Helper()
+	h.fake.SetPowerOffAfterACPI(domainOf(name), 0)
+	h.deleteVMI(name)
+	h.reconcile(a, name)
+}
+
+// wantPhase fails the test now unless VMI name is in phase for reason,
+// and returns it.
+func (h *harness) wantPhase(name, phase, reason string) *apiv1.VirtualMachineInstance {
+	h.t.Helper()
+	v := h.getVMI(name)
+	if v.Status.Phase != phase || v.Status.Reason != reason {
+		h.t.Fatalf("VMI %s: phase %s/%s, want %s/%s", name, v.Status.Phase, v.Status.Reason, phase, reason)
+	}
+	return v
+}
+
+// wantNoDomain reports an error if VMI name's domain is still defined.
+func (h *harness) wantNoDomain(name string) {
+	h.t.Helper()
+	if d, ok := h.fake.Domain(domainOf(name)); ok {
+		h.t.Errorf("domain of VMI %s still defined: %+v", name, d)
+	}
+}
+
+// wantGuestUntouched reports an error unless VMI name's guest still runs,
+// started once, and the VMI is Running: what replacing or reattaching a
+// launcher must leave as it was.
+func (h *harness) wantGuestUntouched(name string) {
+	h.t.Helper()
+	if d, _ := h.fake.Domain(domainOf(name)); d.Starts != 1 || d.State != fake.StateRunning {
+		h.t.Errorf("guest restarted or stopped: %+v", d)
+	}
+	if p := h.phase(name); p != apiv1.PhaseRunning {
+		h.t.Errorf("phase %s", p)
+	}
 }
 
 func (h *harness) record(name string) *state.VMI {

@@ -37,12 +37,7 @@ func TestRestartReattachesAndNeverLaunches(t *testing.T) {
 	if n := h.fake.Count("Launch"); n != 1 {
 		t.Errorf("%d launches; a reattached launcher must be reused", n)
 	}
-	if d, _ := h.fake.Domain(domainOf("r")); d.Starts != 1 || d.State != fake.StateRunning {
-		t.Errorf("guest restarted or stopped: %+v", d)
-	}
-	if p := h.phase("r"); p != apiv1.PhaseRunning {
-		t.Errorf("phase %s", p)
-	}
+	h.wantGuestUntouched("r")
 	stop()
 }
 
@@ -66,12 +61,7 @@ func TestDeadLauncherIsReplacedAndAdoptsDomain(t *testing.T) {
 	if n := h.fake.Count("Ping"); n != pings {
 		t.Errorf("%d pings: the replacement was not the event stream's doing", n-pings)
 	}
-	if d, _ := h.fake.Domain(domainOf("d")); d.Starts != 1 || d.State != fake.StateRunning {
-		t.Errorf("guest restarted or stopped: %+v", d)
-	}
-	if p := h.phase("d"); p != apiv1.PhaseRunning {
-		t.Errorf("phase %s", p)
-	}
+	h.wantGuestUntouched("d")
 }
 
 // A launcher that hangs keeps its stream open; the ping finds it once
@@ -120,12 +110,7 @@ func TestRestartWithDeadLauncherAdopts(t *testing.T) {
 	testutil.Eventually(t, waitTimeout, "a new launcher adopts the domain", func() bool {
 		return h.fake.Count("Launch") == 2 && h.fake.AliveLaunchers(domainOf("x")) == 1 && h.fake.Count("Sync") >= 2
 	})
-	if d, _ := h.fake.Domain(domainOf("x")); d.Starts != 1 || d.State != fake.StateRunning {
-		t.Errorf("guest restarted or stopped: %+v", d)
-	}
-	if p := h.phase("x"); p != apiv1.PhaseRunning {
-		t.Errorf("phase %s", p)
-	}
+	h.wantGuestUntouched("x")
 }
 
 // The launcher hung while the agent was down: it cannot be reattached,
@@ -159,12 +144,7 @@ func TestRestartWithHungLauncherKillsItFirst(t *testing.T) {
 	if kill < 0 || launch < 0 {
 		t.Fatalf("the hung launcher was not killed before the new launch: %+v", h.fake.Calls())
 	}
-	if d, _ := h.fake.Domain(domainOf("hung2")); d.Starts != 1 || d.State != fake.StateRunning {
-		t.Errorf("guest restarted or stopped: %+v", d)
-	}
-	if p := h.phase("hung2"); p != apiv1.PhaseRunning {
-		t.Errorf("phase %s", p)
-	}
+	h.wantGuestUntouched("hung2")
 }
 
 // Domains of this node that belong to nothing are removed; a domain of a

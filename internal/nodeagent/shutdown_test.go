@@ -11,10 +11,7 @@ import (
 // A guest that ignores ACPI gets it again every 5 s and is killed when
 // the grace period ends; killed with a grace period, the VMI fails.
 func TestGracefulShutdownResendsACPIAndKillsAtGraceExpiry(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("s", withGrace(30))
-	h.reconcile(a, "s")
+	h, a := newStarted(t, "s", withGrace(30))
 	h.fake.SetPowerOffAfterACPI(domainOf("s"), 0) // ignores ACPI
 	h.deleteVMI("s")
 
@@ -40,13 +37,8 @@ func TestGracefulShutdownResendsACPIAndKillsAtGraceExpiry(t *testing.T) {
 		t.Fatalf("domain %+v, want destroyed", d)
 	}
 	h.reconcile(a, "s") // off: record the end, delete
-	v := h.getVMI("s")
-	if v.Status.Phase != apiv1.PhaseFailed || v.Status.Reason != ReasonDestroyed {
-		t.Fatalf("phase %s/%s, want Failed/%s", v.Status.Phase, v.Status.Reason, ReasonDestroyed)
-	}
-	if _, ok := h.fake.Domain(domainOf("s")); ok {
-		t.Error("domain not deleted")
-	}
+	h.wantPhase("s", apiv1.PhaseFailed, ReasonDestroyed)
+	h.wantNoDomain("s")
 	if h.record("s") != nil {
 		t.Error("record kept")
 	}
@@ -57,19 +49,13 @@ func TestGracefulShutdownResendsACPIAndKillsAtGraceExpiry(t *testing.T) {
 
 // A guest that obeys ACPI ends Succeeded.
 func TestGracefulShutdownSucceeds(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("ok")
-	h.reconcile(a, "ok")
+	h, a := newStarted(t, "ok")
 	h.fake.SetPowerOffAfterACPI(domainOf("ok"), 2) // misses the first press, as a booting guest may
 	h.deleteVMI("ok")
 	h.clock.Step(h.reconcile(a, "ok"))
 	h.clock.Step(h.reconcile(a, "ok"))
 	h.reconcile(a, "ok")
-	v := h.getVMI("ok")
-	if v.Status.Phase != apiv1.PhaseSucceeded || v.Status.Reason != ReasonGuestShutdown {
-		t.Fatalf("phase %s/%s", v.Status.Phase, v.Status.Reason)
-	}
+	h.wantPhase("ok", apiv1.PhaseSucceeded, ReasonGuestShutdown)
 	if h.fake.Count("Kill") != 0 {
 		t.Error("a guest that shut down was killed")
 	}
@@ -78,10 +64,7 @@ func TestGracefulShutdownSucceeds(t *testing.T) {
 // Grace 0 kills at once, and that is a success (KubeVirt: Destroyed
 // without ACPI grace → Succeeded).
 func TestZeroGraceKillsAtOnce(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("z")
-	h.reconcile(a, "z")
+	h, a := newStarted(t, "z")
 	// A force stop shortens the grace period before deleting.
 	h.updateVMI("z", func(v *apiv1.VirtualMachineInstance) { g := int64(0); v.Spec.TerminationGracePeriodSeconds = &g })
 	h.deleteVMI("z")
@@ -97,13 +80,8 @@ func TestZeroGraceKillsAtOnce(t *testing.T) {
 
 // A force stop during a graceful one cuts the grace period short.
 func TestShortenedGraceKills(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("sh", withGrace(120))
-	h.reconcile(a, "sh")
-	h.fake.SetPowerOffAfterACPI(domainOf("sh"), 0)
-	h.deleteVMI("sh")
-	h.reconcile(a, "sh")
+	h, a := newStarted(t, "sh", withGrace(120))
+	h.deleteIgnoringACPI(a, "sh")
 	h.clock.Step(10 * time.Second)
 	h.updateVMI("sh", func(v *apiv1.VirtualMachineInstance) { g := int64(5); v.Spec.TerminationGracePeriodSeconds = &g })
 	h.reconcile(a, "sh")
@@ -114,13 +92,8 @@ func TestShortenedGraceKills(t *testing.T) {
 
 // The grace period outlives the VMI object: it comes from the record.
 func TestShutdownOfVanishedVMIUsesRecordedGrace(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("v", withoutFinalizer(), withGrace(20))
-	h.reconcile(a, "v")
-	h.fake.SetPowerOffAfterACPI(domainOf("v"), 0)
-	h.deleteVMI("v") // no finalizer: gone at once
-	h.reconcile(a, "v")
+	h, a := newStarted(t, "v", withoutFinalizer(), withGrace(20))
+	h.deleteIgnoringACPI(a, "v") // no finalizer: gone at once
 	h.clock.Step(19 * time.Second)
 	h.reconcile(a, "v")
 	if h.fake.Count("Kill") != 0 {
@@ -139,13 +112,8 @@ func TestShutdownOfVanishedVMIUsesRecordedGrace(t *testing.T) {
 
 // The grace period keeps running across an agent restart.
 func TestShutdownGraceSurvivesAgentRestart(t *testing.T) {
-	h := newHarness(t)
-	a := h.directAgent()
-	h.createVMI("rs", withGrace(30))
-	h.reconcile(a, "rs")
-	h.fake.SetPowerOffAfterACPI(domainOf("rs"), 0)
-	h.deleteVMI("rs")
-	h.reconcile(a, "rs")
+	h, a := newStarted(t, "rs", withGrace(30))
+	h.deleteIgnoringACPI(a, "rs")
 	h.clock.Step(25 * time.Second)
 
 	b := h.directAgent() // same database, new agent

@@ -142,8 +142,7 @@ func TestTraversalVMUIDNeverTouchesDisk(t *testing.T) {
 func TestEmptyUIDKeepsOtherVMIsFiles(t *testing.T) {
 	h := newHarness(t)
 	a := h.directAgent()
-	good := h.createVMI("good")
-	h.reconcile(a, "good")
+	good := h.startVMI(a, "good")
 	if got := h.phase("good"); got != apiv1.PhaseRunning {
 		t.Fatalf("good VMI %s", got)
 	}
@@ -175,8 +174,7 @@ func TestForeignRecordDirIsNotRemoved(t *testing.T) {
 	h := newHarness(t)
 	a := h.directAgent()
 	victim, _ := victimDir(t, h.nodeDir)
-	h.createVMI("old", withGrace(0))
-	h.reconcile(a, "old")
+	h.startVMI(a, "old", withGrace(0))
 	rec := h.record("old")
 	if rec == nil {
 		t.Fatal("no record")

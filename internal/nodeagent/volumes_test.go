@@ -54,8 +54,7 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 		{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi"}},
 		{Name: "seed", CloudInitNoCloud: &apiv1.CloudInitNoCloud{UserData: "#cloud-config\n"}},
 	}
-	vmi := h.createVMI("pv", ownedBy(testUID("vm-1")), withVolumes(devices, vols))
-	h.reconcile(a, "pv")
+	vmi := h.startVMI(a, "pv", ownedBy(testUID("vm-1")), withVolumes(devices, vols))
 	if got := h.phase("pv"); got != apiv1.PhaseRunning {
 		t.Fatalf("phase %s, status %v", got, h.getVMI("pv").GetStatus())
 	}
@@ -95,8 +94,7 @@ func TestPersistentVolumeKeptAcrossInstancesAndRemovedWithVM(t *testing.T) {
 	// A new instance of the same VM gets the same volume, not a new one.
 	h.updateVMI("pv", func(v *apiv1.VirtualMachineInstance) { v.Metadata.Finalizers = nil })
 	testutil.Eventually(t, waitTimeout, "old VMI gone", func() bool { _, err := h.stores.VMIs.Get(h.ctx, "default", "pv"); return err != nil })
-	h.createVMI("pv", ownedBy(testUID("vm-1")), withVolumes(devices, vols))
-	h.reconcile(a, "pv")
+	h.startVMI(a, "pv", ownedBy(testUID("vm-1")), withVolumes(devices, vols))
 	if b, _ := os.ReadFile(vol); string(b) != "guest data" {
 		t.Fatalf("second instance replaced the volume: %q", b)
 	}
@@ -241,8 +239,7 @@ func TestPersistentVolumeWithQemuImg(t *testing.T) {
 		{Name: "root", Persistent: &apiv1.PersistentVolume{Size: "4Mi", Image: "base.raw"}},
 		{Name: "blank", Persistent: &apiv1.PersistentVolume{Size: "2Gi"}},
 	}
-	h.createVMI("q", ownedBy(testUID("vm-q")), withVolumes(devices, vols))
-	h.reconcile(a, "q")
+	h.startVMI(a, "q", ownedBy(testUID("vm-q")), withVolumes(devices, vols))
 	info := func(p string) disks.ImageInfo {
 		t.Helper()
 		i, err := disks.QemuImg{}.Info(context.Background(), p)
