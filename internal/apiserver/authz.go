@@ -81,31 +81,37 @@ var nodeRules = map[string]nodeRule{
 	apiv1.Images_UpdateNodeStatus_FullMethodName: {},
 }
 
-var adminOnly = map[string]bool{
-	apiv1.VirtualMachines_Create_FullMethodName:  true,
-	apiv1.VirtualMachines_List_FullMethodName:    true,
-	apiv1.VirtualMachines_Update_FullMethodName:  true,
-	apiv1.VirtualMachines_Delete_FullMethodName:  true,
-	apiv1.VirtualMachines_Watch_FullMethodName:   true,
-	apiv1.VirtualMachines_Start_FullMethodName:   true,
-	apiv1.VirtualMachines_Stop_FullMethodName:    true,
-	apiv1.VirtualMachines_Restart_FullMethodName: true,
-	apiv1.VirtualMachines_Pause_FullMethodName:   true,
-	apiv1.VirtualMachines_Unpause_FullMethodName: true,
-	apiv1.VirtualMachines_Migrate_FullMethodName: true,
-	apiv1.Nodes_List_FullMethodName:              true,
-	apiv1.Nodes_Watch_FullMethodName:             true,
-	apiv1.Nodes_Fence_FullMethodName:             true,
-	apiv1.Nodes_Revoke_FullMethodName:            true,
-	apiv1.Nodes_Delete_FullMethodName:            true,
-	apiv1.Consoles_Attach_FullMethodName:         true,
-	apiv1.Bootstrap_CreateToken_FullMethodName:   true,
-	apiv1.Images_Create_FullMethodName:           true,
-	apiv1.Images_Update_FullMethodName:           true,
-	apiv1.Images_Delete_FullMethodName:           true,
+var adminOnly = methodSet(lifecycleMethods,
+	apiv1.VirtualMachines_Create_FullMethodName,
+	apiv1.VirtualMachines_List_FullMethodName,
+	apiv1.VirtualMachines_Update_FullMethodName,
+	apiv1.VirtualMachines_Delete_FullMethodName,
+	apiv1.VirtualMachines_Watch_FullMethodName,
+	apiv1.Nodes_List_FullMethodName,
+	apiv1.Nodes_Watch_FullMethodName,
+	apiv1.Nodes_Fence_FullMethodName,
+	apiv1.Nodes_Revoke_FullMethodName,
+	apiv1.Nodes_Delete_FullMethodName,
+	apiv1.Consoles_Attach_FullMethodName,
+	apiv1.Bootstrap_CreateToken_FullMethodName,
+	apiv1.Images_Create_FullMethodName,
+	apiv1.Images_Update_FullMethodName,
+	apiv1.Images_Delete_FullMethodName,
 	// Join is for anonymous callers (and admins); a node already has a
 	// certificate and renews it instead.
-	apiv1.Bootstrap_Join_FullMethodName: true,
+	apiv1.Bootstrap_Join_FullMethodName,
+)
+
+// methodSet is the set of the full method names in group and more.
+func methodSet(group []string, more ...string) map[string]bool {
+	set := make(map[string]bool, len(group)+len(more))
+	for _, m := range group {
+		set[m] = true
+	}
+	for _, m := range more {
+		set[m] = true
+	}
+	return set
 }
 
 func onNode(vmi *apiv1.VirtualMachineInstance, node string) bool {

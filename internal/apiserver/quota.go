@@ -42,16 +42,10 @@ type QuotaOptions struct {
 // that add or change VMs (the full method names of service_grpc.pb.go).
 // Deletes, node registration, heartbeats and status updates go on: they
 // keep the running VMs' nodes alive and free space.
-var quotaGuarded = map[string]bool{
-	apiv1.VirtualMachines_Create_FullMethodName:  true,
-	apiv1.VirtualMachines_Update_FullMethodName:  true,
-	apiv1.VirtualMachines_Start_FullMethodName:   true,
-	apiv1.VirtualMachines_Stop_FullMethodName:    true,
-	apiv1.VirtualMachines_Restart_FullMethodName: true,
-	apiv1.VirtualMachines_Pause_FullMethodName:   true,
-	apiv1.VirtualMachines_Unpause_FullMethodName: true,
-	apiv1.VirtualMachines_Migrate_FullMethodName: true,
-}
+var quotaGuarded = methodSet(lifecycleMethods,
+	apiv1.VirtualMachines_Create_FullMethodName,
+	apiv1.VirtualMachines_Update_FullMethodName,
+)
 
 // QuotaGuard refuses user writes while the store is nearly full, before
 // etcd's quota refuses every write including the heartbeats that keep

@@ -21,6 +21,18 @@ import (
 // its instance and writes the result with compare-and-swap, so the VM
 // controller's concurrent status writes are neither lost nor overwritten.
 
+// lifecycleMethods are the full method names of the lifecycle verbs and
+// Migrate: users' writes to a VM's run state, which only admins may make
+// (adminOnly) and a nearly full store refuses (quotaGuarded).
+var lifecycleMethods = []string{
+	apiv1.VirtualMachines_Start_FullMethodName,
+	apiv1.VirtualMachines_Stop_FullMethodName,
+	apiv1.VirtualMachines_Restart_FullMethodName,
+	apiv1.VirtualMachines_Pause_FullMethodName,
+	apiv1.VirtualMachines_Unpause_FullMethodName,
+	apiv1.VirtualMachines_Migrate_FullMethodName,
+}
+
 // errInstanceChanged: the instance a decision was made on was deleted or
 // replaced before the write. Aborted tells clients to retry, which then
 // decides on the new state.
@@ -35,83 +47,65 @@ var errVMReplaced = status.Error(codes.Aborted, "the virtual machine was replace
 const rollbackTimeout = 5 * time.Second
 
 func (v *vmService) Start(ctx context.Context, req *apiv1.StartVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	ns, name, err := keyOf(req.GetKey())
-	if err != nil {
-		return nil, err
-	}
 	paused := req.GetPaused()
-	out, err := v.s.changeVM(ctx, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) (*int64, error) {
-		return nil, vmlifecycle.Start(vm, vmi, paused)
-	})
-	if err != nil {
-		return nil, err
-	}
-	v.s.log.Info("virtual machine start requested", "vm", ns+"/"+name, "paused", paused)
-	return out, nil
+	return v.verb(ctx, req.GetKey(), "start", func(ns, name string) (*apiv1.VirtualMachine, error) {
+		return v.s.changeVM(ctx, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) (*int64, error) {
+			return nil, vmlifecycle.Start(vm, vmi, paused)
+		})
+	}, "paused", paused)
 }
 
 func (v *vmService) Stop(ctx context.Context, req *apiv1.StopVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	ns, name, err := keyOf(req.GetKey())
-	if err != nil {
-		return nil, err
-	}
 	grace := req.GracePeriodSeconds
-	if err := checkGrace(name, grace); err != nil {
-		return nil, err
-	}
-	out, err := v.s.changeVM(ctx, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) (*int64, error) {
-		return vmlifecycle.Stop(vm, vmi, grace)
-	})
-	if err != nil {
-		return nil, err
-	}
-	v.s.log.Info("virtual machine stop requested", "vm", ns+"/"+name, "grace_period_seconds", grace)
-	return out, nil
+	return v.verb(ctx, req.GetKey(), "stop", func(ns, name string) (*apiv1.VirtualMachine, error) {
+		return v.s.changeVMWithGrace(ctx, ns, name, grace, vmlifecycle.Stop)
+	}, "grace_period_seconds", grace)
 }
 
 func (v *vmService) Restart(ctx context.Context, req *apiv1.RestartVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	ns, name, err := keyOf(req.GetKey())
-	if err != nil {
-		return nil, err
-	}
 	grace := req.GracePeriodSeconds
-	if err := checkGrace(name, grace); err != nil {
-		return nil, err
-	}
-	out, err := v.s.changeVM(ctx, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) (*int64, error) {
-		return vmlifecycle.Restart(vm, vmi, grace)
-	})
-	if err != nil {
-		return nil, err
-	}
-	v.s.log.Info("virtual machine restart requested", "vm", ns+"/"+name, "force", grace != nil)
-	return out, nil
+	return v.verb(ctx, req.GetKey(), "restart", func(ns, name string) (*apiv1.VirtualMachine, error) {
+		return v.s.changeVMWithGrace(ctx, ns, name, grace, vmlifecycle.Restart)
+	}, "force", grace != nil)
 }
 
 func (v *vmService) Pause(ctx context.Context, req *apiv1.PauseVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	ns, name, err := keyOf(req.GetKey())
-	if err != nil {
-		return nil, err
-	}
-	out, err := v.s.changeInstance(ctx, ns, name, vmlifecycle.Pause)
-	if err != nil {
-		return nil, err
-	}
-	v.s.log.Info("virtual machine pause requested", "vm", ns+"/"+name)
-	return out, nil
+	return v.verb(ctx, req.GetKey(), "pause", func(ns, name string) (*apiv1.VirtualMachine, error) {
+		return v.s.changeInstance(ctx, ns, name, vmlifecycle.Pause)
+	})
 }
 
 func (v *vmService) Unpause(ctx context.Context, req *apiv1.UnpauseVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	ns, name, err := keyOf(req.GetKey())
+	return v.verb(ctx, req.GetKey(), "unpause", func(ns, name string) (*apiv1.VirtualMachine, error) {
+		return v.s.changeInstance(ctx, ns, name, vmlifecycle.Unpause)
+	})
+}
+
+// verb is what every lifecycle verb does around its decision: the
+// request's key is checked, change runs on the VM it names, and an
+// accepted request is logged with the verb's own attributes.
+func (v *vmService) verb(ctx context.Context, key *apiv1.ObjectKey, what string, change func(ns, name string) (*apiv1.VirtualMachine, error), attrs ...any) (*apiv1.VirtualMachine, error) {
+	ns, name, err := keyOf(key)
 	if err != nil {
 		return nil, err
 	}
-	out, err := v.s.changeInstance(ctx, ns, name, vmlifecycle.Unpause)
+	out, err := change(ns, name)
 	if err != nil {
 		return nil, err
 	}
-	v.s.log.Info("virtual machine unpause requested", "vm", ns+"/"+name)
+	v.s.log.Info("virtual machine "+what+" requested", append([]any{"vm", ns + "/" + name}, attrs...)...)
 	return out, nil
+}
+
+// changeVMWithGrace is changeVM for a verb that takes a grace period (stop,
+// restart): the period is checked before anything is read.
+func (s *Server) changeVMWithGrace(ctx context.Context, ns, name string, grace *int64, decide func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, grace *int64) (*int64, error)) (*apiv1.VirtualMachine, error) {
+	if err := checkGrace(name, grace); err != nil {
+		return nil, err
+	}
+	return s.changeVM(ctx, ns, name, func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) (*int64, error) {
+		return decide(vm, vmi, grace)
+	})
 }
 
 // checkGrace refuses a grace period above what a node can count
@@ -200,20 +194,12 @@ func (s *Server) changeInstance(ctx context.Context, ns, name string, verb func(
 		return nil, verbStatus(err)
 	}
 	uid := vmi.GetMetadata().GetUid()
-	_, err = s.stores.VMIs.GuaranteedUpdate(ctx, ns, name, func(cur *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
+	err = s.updateInstance(ctx, ns, name, func(cur *apiv1.VirtualMachineInstance) error {
 		if cur.GetMetadata().GetUid() != uid {
-			return nil, errInstanceChanged
+			return errInstanceChanged
 		}
-		spec := proto.Clone(cur.GetSpec())
-		if err := verb(cur); err != nil {
-			return nil, err
-		}
-		bumpIfSpecChanged(cur, spec)
-		return cur, nil
+		return verb(cur)
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errInstanceChanged
-	}
 	if err != nil {
 		return nil, verbStatus(err)
 	}
@@ -248,18 +234,13 @@ func (s *Server) readVM(ctx context.Context, ns, name string) (*apiv1.VirtualMac
 func (s *Server) setInstanceGrace(ctx context.Context, vmi *apiv1.VirtualMachineInstance, grace int64) (rollback func(), err error) {
 	md := vmi.GetMetadata()
 	read := vmi.GetSpec().TerminationGracePeriodSeconds
-	_, err = s.stores.VMIs.GuaranteedUpdate(ctx, md.GetNamespace(), md.GetName(), func(cur *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
+	err = s.updateInstance(ctx, md.GetNamespace(), md.GetName(), func(cur *apiv1.VirtualMachineInstance) error {
 		if cur.GetMetadata().GetUid() != md.GetUid() || !sameGrace(cur.GetSpec().TerminationGracePeriodSeconds, read) {
-			return nil, errInstanceChanged
+			return errInstanceChanged
 		}
-		spec := proto.Clone(cur.GetSpec())
 		ensureSpec(cur).TerminationGracePeriodSeconds = &grace
-		bumpIfSpecChanged(cur, spec)
-		return cur, nil
+		return nil
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, errInstanceChanged
-	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -275,19 +256,36 @@ func (s *Server) restoreInstanceGrace(ctx context.Context, vmi *apiv1.VirtualMac
 	defer cancel()
 	md := vmi.GetMetadata()
 	old := vmi.GetSpec().TerminationGracePeriodSeconds
-	_, err := s.stores.VMIs.GuaranteedUpdate(ctx, md.GetNamespace(), md.GetName(), func(cur *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
+	err := s.updateInstance(ctx, md.GetNamespace(), md.GetName(), func(cur *apiv1.VirtualMachineInstance) error {
 		if cur.GetMetadata().GetUid() != md.GetUid() || !sameGrace(cur.GetSpec().TerminationGracePeriodSeconds, &set) {
-			return cur, nil // not ours any more: leave it
+			return nil // not ours any more: leave it
 		}
-		spec := proto.Clone(cur.GetSpec())
 		ensureSpec(cur).TerminationGracePeriodSeconds = old
-		bumpIfSpecChanged(cur, spec)
-		return cur, nil
+		return nil
 	})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	// errInstanceChanged: the instance is gone, and its grace period with it.
+	if err != nil && !errors.Is(err, errInstanceChanged) {
 		s.log.Warn("could not restore the instance's grace period after a failed verb",
 			"vmi", md.GetNamespace()+"/"+md.GetName(), "error", err)
 	}
+}
+
+// updateInstance writes the instance ns/name with compare-and-swap: change
+// edits the current instance or refuses, and a spec change is counted in
+// the generation. An instance that is gone is errInstanceChanged.
+func (s *Server) updateInstance(ctx context.Context, ns, name string, change func(cur *apiv1.VirtualMachineInstance) error) error {
+	_, err := s.stores.VMIs.GuaranteedUpdate(ctx, ns, name, func(cur *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
+		spec := proto.Clone(cur.GetSpec())
+		if err := change(cur); err != nil {
+			return nil, err
+		}
+		bumpIfSpecChanged(cur, spec)
+		return cur, nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return errInstanceChanged
+	}
+	return err
 }
 
 func ensureSpec(vmi *apiv1.VirtualMachineInstance) *apiv1.VirtualMachineInstanceSpec {

@@ -38,6 +38,28 @@ func checkSelector(s string) error {
 	return validation.ToStatusError("LabelSelector", "", validation.ValidateLabelSelector(s, field.NewPath("options", "label_selector")))
 }
 
+// getByKey is Get for a namespaced kind (VMs, instances): the key is
+// checked before the store is asked.
+func getByKey[T store.Object](ctx context.Context, st store.Store[T], key *apiv1.ObjectKey) (T, error) {
+	ns, name, err := keyOf(key)
+	if err != nil {
+		var none T
+		return none, err
+	}
+	out, err := st.Get(ctx, ns, name)
+	return out, toStatus(err)
+}
+
+// listNamespaced is List for a namespaced kind: the selector is checked
+// before the store is asked.
+func listNamespaced[T store.Object](ctx context.Context, st store.Store[T], o *apiv1.ListOptions) ([]T, int64, error) {
+	if err := checkSelector(o.GetLabelSelector()); err != nil {
+		return nil, 0, err
+	}
+	items, rev, err := st.List(ctx, listOptions(o))
+	return items, rev, toStatus(err)
+}
+
 func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
 	vm := proto.Clone(req.GetVm()).(*apiv1.VirtualMachine)
 	if vm == nil {
@@ -65,21 +87,13 @@ func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineR
 }
 
 func (v *vmService) Get(ctx context.Context, req *apiv1.GetVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	ns, name, err := keyOf(req.GetKey())
-	if err != nil {
-		return nil, err
-	}
-	out, err := v.s.stores.VMs.Get(ctx, ns, name)
-	return out, toStatus(err)
+	return getByKey(ctx, v.s.stores.VMs, req.GetKey())
 }
 
 func (v *vmService) List(ctx context.Context, req *apiv1.ListVirtualMachinesRequest) (*apiv1.ListVirtualMachinesResponse, error) {
-	if err := checkSelector(req.GetOptions().GetLabelSelector()); err != nil {
-		return nil, err
-	}
-	items, rev, err := v.s.stores.VMs.List(ctx, listOptions(req.GetOptions()))
+	items, rev, err := listNamespaced(ctx, v.s.stores.VMs, req.GetOptions())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &apiv1.ListVirtualMachinesResponse{Items: items, ResourceVersion: rev}, nil
 }
@@ -151,9 +165,6 @@ func (v *vmService) Delete(ctx context.Context, req *apiv1.DeleteVirtualMachineR
 }
 
 func (v *vmService) Watch(req *apiv1.WatchVirtualMachinesRequest, stream apiv1.VirtualMachines_WatchServer) error {
-	if err := checkSelector(req.GetOptions().GetLabelSelector()); err != nil {
-		return err
-	}
 	return streamWatch(stream.Context(), v.s.stores.VMs, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachine, rev int64) error {
 		return stream.Send(&apiv1.VirtualMachineEvent{Type: t, Object: o, ResourceVersion: rev})
 	})

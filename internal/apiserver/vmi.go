@@ -19,29 +19,18 @@ type vmiService struct {
 }
 
 func (v *vmiService) Get(ctx context.Context, req *apiv1.GetVirtualMachineInstanceRequest) (*apiv1.VirtualMachineInstance, error) {
-	ns, name, err := keyOf(req.GetKey())
-	if err != nil {
-		return nil, err
-	}
-	out, err := v.s.stores.VMIs.Get(ctx, ns, name)
-	return out, toStatus(err)
+	return getByKey(ctx, v.s.stores.VMIs, req.GetKey())
 }
 
 func (v *vmiService) List(ctx context.Context, req *apiv1.ListVirtualMachineInstancesRequest) (*apiv1.ListVirtualMachineInstancesResponse, error) {
-	if err := checkSelector(req.GetOptions().GetLabelSelector()); err != nil {
-		return nil, err
-	}
-	items, rev, err := v.s.stores.VMIs.List(ctx, listOptions(req.GetOptions()))
+	items, rev, err := listNamespaced(ctx, v.s.stores.VMIs, req.GetOptions())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	return &apiv1.ListVirtualMachineInstancesResponse{Items: items, ResourceVersion: rev}, nil
 }
 
 func (v *vmiService) Watch(req *apiv1.WatchVirtualMachineInstancesRequest, stream apiv1.VirtualMachineInstances_WatchServer) error {
-	if err := checkSelector(req.GetOptions().GetLabelSelector()); err != nil {
-		return err
-	}
 	return streamWatch(stream.Context(), v.s.stores.VMIs, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachineInstance, rev int64) error {
 		return stream.Send(&apiv1.VirtualMachineInstanceEvent{Type: t, Object: o, ResourceVersion: rev})
 	})

@@ -9,8 +9,12 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
-// streamWatch relays a store watch to a gRPC stream through send.
+// streamWatch relays a store watch to a gRPC stream through send, once
+// the selector passed checkSelector.
 func streamWatch[T store.Object](ctx context.Context, st store.Store[T], o *apiv1.WatchOptions, send func(apiv1.EventType, T, int64) error) error {
+	if err := checkSelector(o.GetLabelSelector()); err != nil {
+		return err
+	}
 	opts := store.WatchOptions{
 		ListOptions: store.ListOptions{
 			Namespace:     o.GetNamespace(),
@@ -41,15 +45,12 @@ func listOptions(o *apiv1.ListOptions) store.ListOptions {
 }
 
 // clusterWatch is streamWatch for a cluster-scoped kind (nodes, images):
-// a namespace in the options is ignored, the selector checked.
+// a namespace in the options is ignored.
 func clusterWatch[T store.Object](ctx context.Context, st store.Store[T], opts *apiv1.WatchOptions, send func(apiv1.EventType, T, int64) error) error {
 	o, _ := proto.Clone(opts).(*apiv1.WatchOptions)
 	if o == nil {
 		o = &apiv1.WatchOptions{}
 	}
 	o.Namespace = ""
-	if err := checkSelector(o.GetLabelSelector()); err != nil {
-		return err
-	}
 	return streamWatch(ctx, st, o, send)
 }
