@@ -72,4 +72,15 @@ type Client interface {
 	Detach()
 	// Stop ends the launcher process (after the domain was deleted).
 	Stop(ctx context.Context) error
+	Migrations
+}
+
+// Migrations is a launcher's part in a live migration: as the source it
+// runs libvirt's job (Migrate, GetMigration, AbortMigration); as the
+// target it defines the receiving domain (Incoming).
+type Migrations interface {
+	Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*launcherpb.MigrationStatus, error)
+	GetMigration(ctx context.Context) (*launcherpb.MigrationStatus, error)
+	AbortMigration(ctx context.Context) (*launcherpb.MigrationStatus, error)
+	Incoming(ctx context.Context, migrationUID string, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*launcherpb.MigrationStatus, error)
 }

@@ -2216,8 +2216,13 @@ type MigrationState struct {
 	TargetReadyTimestamp *timestamppb.Timestamp  `protobuf:"bytes,15,opt,name=target_ready_timestamp,json=targetReadyTimestamp,proto3" json:"target_ready_timestamp,omitempty"`
 	Configuration        *MigrationConfiguration `protobuf:"bytes,16,opt,name=configuration,proto3" json:"configuration,omitempty"`
 	Progress             *MigrationProgress      `protobuf:"bytes,17,opt,name=progress,proto3" json:"progress,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The target's definition of the domain (libvirt's migratable XML, with
+	// the target's own paths), which the source hands libvirt as the
+	// destination XML. Published by the target, dropped when the migration
+	// ends.
+	TargetDomainXml string `protobuf:"bytes,18,opt,name=target_domain_xml,json=targetDomainXml,proto3" json:"target_domain_xml,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *MigrationState) Reset() {
@@ -2367,6 +2372,13 @@ func (x *MigrationState) GetProgress() *MigrationProgress {
 		return x.Progress
 	}
 	return nil
+}
+
+func (x *MigrationState) GetTargetDomainXml() string {
+	if x != nil {
+		return x.TargetDomainXml
+	}
+	return ""
 }
 
 // MigrationConfiguration is what a migration runs with, resolved from the
@@ -3976,7 +3988,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"macAddress\x12\x1d\n" +
 	"\n" +
 	"ip_address\x18\x03 \x01(\tR\tipAddress\x12!\n" +
-	"\fip_addresses\x18\x04 \x03(\tR\vipAddresses\"\x8b\x06\n" +
+	"\fip_addresses\x18\x04 \x03(\tR\vipAddresses\"\xb7\x06\n" +
 	"\x0eMigrationState\x12#\n" +
 	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x12\x1f\n" +
 	"\vsource_node\x18\x02 \x01(\tR\n" +
@@ -3997,7 +4009,8 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x13target_node_address\x18\x0e \x01(\tR\x11targetNodeAddress\x12P\n" +
 	"\x16target_ready_timestamp\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\x14targetReadyTimestamp\x12J\n" +
 	"\rconfiguration\x18\x10 \x01(\v2$.virtplane.v1.MigrationConfigurationR\rconfiguration\x12;\n" +
-	"\bprogress\x18\x11 \x01(\v2\x1f.virtplane.v1.MigrationProgressR\bprogress\"\xe9\x02\n" +
+	"\bprogress\x18\x11 \x01(\v2\x1f.virtplane.v1.MigrationProgressR\bprogress\x12*\n" +
+	"\x11target_domain_xml\x18\x12 \x01(\tR\x0ftargetDomainXml\"\xe9\x02\n" +
 	"\x16MigrationConfiguration\x127\n" +
 	"\x18bandwidth_mib_per_second\x18\x01 \x01(\x03R\x15bandwidthMibPerSecond\x12J\n" +
 	"\"completion_timeout_per_gib_seconds\x18\x02 \x01(\x03R\x1ecompletionTimeoutPerGibSeconds\x128\n" +

@@ -78,6 +78,8 @@ type Manager struct {
 	calls     []Call
 	launchErr error
 	syncErr   map[string]error
+	// migrations are the launchers' migration records, by domain.
+	migrations map[string]*launcherpb.MigrationStatus
 	// PowerOffAfterACPI is given to new domains (default 1: the guest
 	// obeys the first ACPI press).
 	PowerOffAfterACPI int

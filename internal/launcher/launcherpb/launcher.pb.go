@@ -654,7 +654,8 @@ func (x *DomainEvent) GetEvent() string {
 }
 
 // MigrateRequest starts a live migration of this launcher's domain to a
-// target whose launcher already defined the receiving domain (Incoming).
+// target whose launcher already defined the receiving domain (Incoming)
+// and returned its XML.
 type MigrateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// UID of the migration; a launcher runs each uid at most once.
@@ -668,7 +669,9 @@ type MigrateRequest struct {
 	// for a migration with nothing local to copy.
 	CopyDisks []string `protobuf:"bytes,5,rep,name=copy_disks,json=copyDisks,proto3" json:"copy_disks,omitempty"`
 	// Bytes to move (memory plus copied disks), for the completion timeout.
-	DataBytes     int64 `protobuf:"varint,6,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	DataBytes int64 `protobuf:"varint,6,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	// The target's migratable domain XML (from its Incoming).
+	DestXml       string `protobuf:"bytes,7,opt,name=dest_xml,json=destXml,proto3" json:"dest_xml,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -745,6 +748,13 @@ func (x *MigrateRequest) GetDataBytes() int64 {
 	return 0
 }
 
+func (x *MigrateRequest) GetDestXml() string {
+	if x != nil {
+		return x.DestXml
+	}
+	return ""
+}
+
 // MigrationStatus is the launcher's record of its last migration, as
 // source or target; it is kept in the domain's metadata too, so that a
 // restarted launcher still knows it.
@@ -762,8 +772,11 @@ type MigrationStatus struct {
 	StartUnixMillis int64                 `protobuf:"varint,9,opt,name=start_unix_millis,json=startUnixMillis,proto3" json:"start_unix_millis,omitempty"`
 	EndUnixMillis   int64                 `protobuf:"varint,10,opt,name=end_unix_millis,json=endUnixMillis,proto3" json:"end_unix_millis,omitempty"`
 	Progress        *v1.MigrationProgress `protobuf:"bytes,11,opt,name=progress,proto3" json:"progress,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Incoming's answer: the receiving domain's migratable XML, for the
+	// source's Migrate.
+	DomainXml     string `protobuf:"bytes,12,opt,name=domain_xml,json=domainXml,proto3" json:"domain_xml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MigrationStatus) Reset() {
@@ -871,6 +884,13 @@ func (x *MigrationStatus) GetProgress() *v1.MigrationProgress {
 		return x.Progress
 	}
 	return nil
+}
+
+func (x *MigrationStatus) GetDomainXml() string {
+	if x != nil {
+		return x.DomainXml
+	}
+	return ""
 }
 
 // IncomingRequest prepares this launcher as a migration target: the
@@ -986,7 +1006,7 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\"`\n" +
 	"\vDomainEvent\x12;\n" +
 	"\x06status\x18\x01 \x01(\v2#.virtplane.launcher.v1.DomainStatusR\x06status\x12\x14\n" +
-	"\x05event\x18\x02 \x01(\tR\x05event\"\x94\x02\n" +
+	"\x05event\x18\x02 \x01(\tR\x05event\"\xaf\x02\n" +
 	"\x0eMigrateRequest\x12#\n" +
 	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x12,\n" +
 	"\x12target_libvirt_uri\x18\x02 \x01(\tR\x10targetLibvirtUri\x12%\n" +
@@ -995,7 +1015,8 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\n" +
 	"copy_disks\x18\x05 \x03(\tR\tcopyDisks\x12\x1d\n" +
 	"\n" +
-	"data_bytes\x18\x06 \x01(\x03R\tdataBytes\"\x89\x03\n" +
+	"data_bytes\x18\x06 \x01(\x03R\tdataBytes\x12\x19\n" +
+	"\bdest_xml\x18\a \x01(\tR\adestXml\"\xa8\x03\n" +
 	"\x0fMigrationStatus\x12#\n" +
 	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x18\n" +
@@ -1008,7 +1029,9 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x11start_unix_millis\x18\t \x01(\x03R\x0fstartUnixMillis\x12&\n" +
 	"\x0fend_unix_millis\x18\n" +
 	" \x01(\x03R\rendUnixMillis\x12;\n" +
-	"\bprogress\x18\v \x01(\v2\x1f.virtplane.v1.MigrationProgressR\bprogress\"n\n" +
+	"\bprogress\x18\v \x01(\v2\x1f.virtplane.v1.MigrationProgressR\bprogress\x12\x1d\n" +
+	"\n" +
+	"domain_xml\x18\f \x01(\tR\tdomainXml\"n\n" +
 	"\x0fIncomingRequest\x12#\n" +
 	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x126\n" +
 	"\x04sync\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncRequestR\x04sync2\x84\t\n" +

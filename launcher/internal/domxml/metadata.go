@@ -46,6 +46,24 @@ type Metadata struct {
 	// node: another agent sharing the libvirtd (a second node name on one
 	// host, tests) owns the rest.
 	Node string `xml:"node,omitempty"`
+	// Migration is the last live migration this domain took part in,
+	// written before libvirt's job starts and when it ends, so that a
+	// launcher that restarts meanwhile still knows what it was doing.
+	Migration *MigrationRecord `xml:"migration,omitempty"`
+}
+
+// MigrationRecord is a launcher's note of one live migration.
+type MigrationRecord struct {
+	UID string `xml:"uid,attr"`
+	// Role is source or target.
+	Role string `xml:"role,attr"`
+	// Start and End are unix milliseconds; End is 0 while it runs.
+	Start       int64  `xml:"start,omitempty"`
+	End         int64  `xml:"end,omitempty"`
+	Failed      bool   `xml:"failed,omitempty"`
+	Reason      string `xml:"reason,omitempty"`
+	Mode        string `xml:"mode,omitempty"`
+	AbortStatus string `xml:"abortStatus,omitempty"`
 }
 
 // FencedOnLeaseExpiry reports whether the lease watchdog may destroy the

@@ -57,6 +57,7 @@ type Driver struct {
 
 	subs  *broadcaster
 	lease *watchdog
+	migs  migrations
 
 	// ptyMu guards the serial pty cached for one QEMU process: it is
 	// fixed while that process lives, and reading it costs a call for the

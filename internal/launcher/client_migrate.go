@@ -1,0 +1,48 @@
+package launcher
+
+import (
+	"context"
+	"fmt"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+)
+
+// migrationCall runs one unary RPC returning a MigrationStatus.
+func (c *grpcClient) migrationCall(ctx context.Context, name string, fn func(context.Context) (*launcherpb.MigrationStatus, error)) (*launcherpb.MigrationStatus, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	st, err := fn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("launcher %s: %w", name, err)
+	}
+	return st, nil
+}
+
+func (c *grpcClient) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*launcherpb.MigrationStatus, error) {
+	return c.migrationCall(ctx, "Migrate", func(ctx context.Context) (*launcherpb.MigrationStatus, error) {
+		return c.rpc.Migrate(ctx, req)
+	})
+}
+
+func (c *grpcClient) GetMigration(ctx context.Context) (*launcherpb.MigrationStatus, error) {
+	return c.migrationCall(ctx, "GetMigration", func(ctx context.Context) (*launcherpb.MigrationStatus, error) {
+		return c.rpc.GetMigration(ctx, &launcherpb.Empty{})
+	})
+}
+
+func (c *grpcClient) AbortMigration(ctx context.Context) (*launcherpb.MigrationStatus, error) {
+	return c.migrationCall(ctx, "AbortMigration", func(ctx context.Context) (*launcherpb.MigrationStatus, error) {
+		return c.rpc.AbortMigration(ctx, &launcherpb.Empty{})
+	})
+}
+
+func (c *grpcClient) Incoming(ctx context.Context, migrationUID string, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*launcherpb.MigrationStatus, error) {
+	return c.migrationCall(ctx, "Incoming", func(ctx context.Context) (*launcherpb.MigrationStatus, error) {
+		return c.rpc.Incoming(ctx, &launcherpb.IncomingRequest{
+			MigrationUid: migrationUID,
+			Sync:         &launcherpb.SyncRequest{Vmi: vmi, Options: opts},
+		})
+	})
+}
