@@ -298,13 +298,16 @@ func TestInterruptedPullResumes(t *testing.T) {
 		last := e.api.last()
 		return err == nil && fi.Size() == half && last != nil && last.BytesDone == half && last.BytesTotal == int64(len(content))
 	})
-	select {
-	case pr := <-watched:
-		if pr.Total != int64(len(content)) {
-			t.Fatalf("watched progress %+v", pr)
+	// The watcher may first hear "connecting" (no size known yet); it
+	// must then hear the size.
+	deadline := time.After(30 * time.Second)
+	for sized := false; !sized; {
+		select {
+		case pr := <-watched:
+			sized = pr.Total == int64(len(content))
+		case <-deadline:
+			t.Fatal("Ensure's watcher heard no progress with the image's size")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Ensure's watcher saw no progress")
 	}
 	cancel()
 	first.Close()
