@@ -51,7 +51,7 @@ func (d *imageDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 			"name": schema.StringAttribute{
 				Required:            true,
 				MarkdownDescription: "Name of the image (`debian-12.qcow2`).",
-				Validators:          []validator.String{imageNameValidator{}},
+				Validators:          []validator.String{imageNameValidator()},
 			},
 			"url":    str("Where nodes download it."),
 			"sha256": str("SHA-256 the download must have (lower case); null when not set."),

@@ -93,7 +93,7 @@ func (r *imageResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				MarkdownDescription: "Name of the image and of the file nodes store it as, which VM disks " +
 					"name: a DNS-1123 subdomain (lower-case letters, digits, `-` and `.`) such as " +
 					"`debian-12.qcow2`. Changing it replaces the image.",
-				Validators:    []validator.String{imageNameValidator{}},
+				Validators:    []validator.String{imageNameValidator()},
 				PlanModifiers: replace,
 			},
 			"url": schema.StringAttribute{
@@ -102,7 +102,7 @@ func (r *imageResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 					"nothing else protects the download) or `file:///path` (a path on each node). Every " +
 					"node and reader of the image sees it, so it must not hold credentials. Changing it " +
 					"replaces the image.",
-				Validators:    []validator.String{imageURLValidator{}},
+				Validators:    []validator.String{imageURLValidator()},
 				PlanModifiers: replace,
 			},
 			"sha256": schema.StringAttribute{
@@ -111,8 +111,8 @@ func (r *imageResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 					"that gets anything else keeps nothing and reports the mismatch. Unset, each node " +
 					"reports what it got in `node_status`. Changing it (other than its case) replaces " +
 					"the image.",
-				Validators:    []validator.String{sha256Validator{}},
-				PlanModifiers: []planmodifier.String{sha256KeepState{}, stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{sha256Validator()},
+				PlanModifiers: []planmodifier.String{sha256KeepState(), stringplanmodifier.RequiresReplace()},
 			},
 			"format": schema.StringAttribute{
 				Optional: true,
@@ -135,7 +135,7 @@ func (r *imageResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 				Optional:            true,
 				ElementType:         types.StringType,
 				MarkdownDescription: "Labels of the image. Changes in place.",
-				Validators:          []validator.Map{labelMapValidator{}},
+				Validators:          []validator.Map{labelMapValidator()},
 			},
 			"wait_for_nodes": schema.BoolAttribute{
 				Optional: true,
@@ -193,25 +193,9 @@ func imageNodeStatusResourceAttributes() map[string]schema.Attribute {
 // sha256KeepState plans the prior value when the configuration spells the
 // same checksum in another case (the agent stores it in lower case, which
 // is what an import reads), so that the case is never a change, let alone
-// a replacement. Terraform accepts a planned value equal to the prior
-// state in place of an equivalent configuration value.
-type sha256KeepState struct{}
-
-var _ planmodifier.String = sha256KeepState{}
-
-func (sha256KeepState) Description(context.Context) string {
-	return "the same checksum in another case is not a change"
-}
-
-func (m sha256KeepState) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
-
-func (sha256KeepState) PlanModifyString(_ context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.StateValue.IsNull() || req.StateValue.IsUnknown() {
-		return
-	}
-	if strings.EqualFold(req.ConfigValue.ValueString(), req.StateValue.ValueString()) {
-		resp.PlanValue = req.StateValue
-	}
+// a replacement.
+func sha256KeepState() planmodifier.String {
+	return keepEquivalentState{describedAs: "the same checksum in another case is not a change", equivalent: strings.EqualFold}
 }
 
 // ModifyPlan keeps the state's node_status when the plan changes nothing

@@ -58,30 +58,30 @@ func TestImageValidators(t *testing.T) {
 		want bool
 		says string
 	}{
-		{imageNameValidator{}, "debian-12.qcow2", true, ""},
-		{imageNameValidator{}, "ubuntu.24.04.img", true, ""},
-		{imageNameValidator{}, "Debian.qcow2", false, "lower case"},
-		{imageNameValidator{}, "debian/12.qcow2", false, ""},
-		{imageNameValidator{}, "", false, ""},
-		{imageURLValidator{}, "https://images.example/debian.qcow2", true, ""},
-		{imageURLValidator{}, "http://10.0.0.1:8080/a.raw", true, ""},
-		{imageURLValidator{}, "file:///srv/images/a.qcow2", true, ""},
-		{imageURLValidator{}, "ftp://images.example/a.qcow2", false, "ftp"},
-		{imageURLValidator{}, "https://user:secret@images.example/a.qcow2", false, "credentials"},
-		{imageURLValidator{}, "file:///srv/../a.qcow2", false, "clean"},
-		{imageURLValidator{}, "https:///a.qcow2", false, "host"},
-		{sha256Validator{}, testSum, true, ""},
-		{sha256Validator{}, testSumUpper, true, ""},
-		{sha256Validator{}, " " + testSum, false, "64 hex digits"},
-		{sha256Validator{}, testSum[:63], false, "63 characters"},
-		{sha256Validator{}, strings.Repeat("g", 64), false, "64 hex digits"},
+		{imageNameValidator(), "debian-12.qcow2", true, ""},
+		{imageNameValidator(), "ubuntu.24.04.img", true, ""},
+		{imageNameValidator(), "Debian.qcow2", false, "lower case"},
+		{imageNameValidator(), "debian/12.qcow2", false, ""},
+		{imageNameValidator(), "", false, ""},
+		{imageURLValidator(), "https://images.example/debian.qcow2", true, ""},
+		{imageURLValidator(), "http://10.0.0.1:8080/a.raw", true, ""},
+		{imageURLValidator(), "file:///srv/images/a.qcow2", true, ""},
+		{imageURLValidator(), "ftp://images.example/a.qcow2", false, "ftp"},
+		{imageURLValidator(), "https://user:secret@images.example/a.qcow2", false, "credentials"},
+		{imageURLValidator(), "file:///srv/../a.qcow2", false, "clean"},
+		{imageURLValidator(), "https:///a.qcow2", false, "host"},
+		{sha256Validator(), testSum, true, ""},
+		{sha256Validator(), testSumUpper, true, ""},
+		{sha256Validator(), " " + testSum, false, "64 hex digits"},
+		{sha256Validator(), testSum[:63], false, "63 characters"},
+		{sha256Validator(), strings.Repeat("g", 64), false, "64 hex digits"},
 	} {
 		ok, msg := validString(c.v, c.in)
 		if ok != c.want || !strings.Contains(msg, c.says) {
-			t.Errorf("%T(%q) = %v %q, want %v saying %q", c.v, c.in, ok, msg, c.want, c.says)
+			t.Errorf("%q (%s) = %v %q, want %v saying %q", c.in, c.v.Description(context.Background()), ok, msg, c.want, c.says)
 		}
 		if strings.Contains(msg, "secret") {
-			t.Errorf("%T(%q) repeats the password: %s", c.v, c.in, msg)
+			t.Errorf("%q (%s): the message repeats the password: %s", c.in, c.v.Description(context.Background()), msg)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -23,58 +24,37 @@ import (
 
 // imageNameValidator: an Image's name is both an object name (a DNS-1123
 // subdomain) and the file name nodes store it under.
-type imageNameValidator struct{}
-
-var _ validator.String = imageNameValidator{}
-
-func (imageNameValidator) Description(context.Context) string {
-	return "must be a DNS-1123 subdomain that is also an image file name, such as `debian-12.qcow2`"
-}
-
-func (v imageNameValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (imageNameValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
+func imageNameValidator() validator.String {
+	return stringCheck{
+		describedAs: "must be a DNS-1123 subdomain that is also an image file name, such as `debian-12.qcow2`",
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			errs := validation.ValidateObjectMeta(&apiv1.ObjectMeta{Name: s}, false, field.NewPath("metadata"))
+			if len(errs) == 0 {
+				errs = validation.ValidateImageName(s, field.NewPath(p.String()))
+			}
+			addFieldErrors(diags, p, s, errs)
+		},
 	}
-	s := req.ConfigValue.ValueString()
-	p := field.NewPath(req.Path.String())
-	errs := validation.ValidateObjectMeta(&apiv1.ObjectMeta{Name: s}, false, field.NewPath("metadata"))
-	if len(errs) == 0 {
-		errs = validation.ValidateImageName(s, p)
-	}
-	addFieldErrors(resp, req.Path, s, errs)
 }
 
 // imageURLValidator applies the agent's URL rules: https, http or file,
 // a host (or an absolute clean path), no credentials.
-type imageURLValidator struct{}
-
-var _ validator.String = imageURLValidator{}
-
-func (imageURLValidator) Description(context.Context) string {
-	return "must be an https://, http:// or file:// URL without credentials"
-}
-
-func (v imageURLValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (imageURLValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
+func imageURLValidator() validator.String {
+	return stringCheck{
+		describedAs: "must be an https://, http:// or file:// URL without credentials",
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			// The URL rules are only reachable through a whole Image: give it
+			// a valid rest and keep the errors about the URL.
+			img := &apiv1.Image{Metadata: &apiv1.ObjectMeta{Name: "x"}, Spec: &apiv1.ImageSpec{Url: s}}
+			var errs field.ErrorList
+			for _, e := range validation.ValidateImage(img) {
+				if e.Field == "spec.url" || strings.HasPrefix(e.Field, "spec.url.") {
+					errs = append(errs, e)
+				}
+			}
+			addFieldErrors(diags, p, validation.RedactURL(s), errs)
+		},
 	}
-	s := req.ConfigValue.ValueString()
-	// The URL rules are only reachable through a whole Image: give it a
-	// valid rest and keep the errors about the URL.
-	img := &apiv1.Image{Metadata: &apiv1.ObjectMeta{Name: "x"}, Spec: &apiv1.ImageSpec{Url: s}}
-	var errs field.ErrorList
-	for _, e := range validation.ValidateImage(img) {
-		if e.Field == "spec.url" || strings.HasPrefix(e.Field, "spec.url.") {
-			errs = append(errs, e)
-		}
-	}
-	addFieldErrors(resp, req.Path, validation.RedactURL(s), errs)
 }
 
 // sha256Re is stricter than the agent, which also trims spaces: a spelling
@@ -82,36 +62,27 @@ func (imageURLValidator) ValidateString(_ context.Context, req validator.StringR
 var sha256Re = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
 // sha256Validator accepts 64 hex digits in either case.
-type sha256Validator struct{}
-
-var _ validator.String = sha256Validator{}
-
-func (sha256Validator) Description(context.Context) string {
-	return "must be 64 hex digits (a SHA-256), in either case"
-}
-
-func (v sha256Validator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (sha256Validator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	s := req.ConfigValue.ValueString()
-	if !sha256Re.MatchString(s) {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+lastStep(req.Path),
-			fmt.Sprintf("%s %s must be 64 hex digits, the SHA-256 of the image file (sha256sum prints it), got %d characters.",
-				req.Path, strconv.Quote(s), len(s)))
+func sha256Validator() validator.String {
+	return stringCheck{
+		describedAs: "must be 64 hex digits (a SHA-256), in either case",
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			if !sha256Re.MatchString(s) {
+				diags.AddAttributeError(p, "Invalid "+lastStep(p),
+					fmt.Sprintf("%s %s must be 64 hex digits, the SHA-256 of the image file (sha256sum prints it), got %d characters.",
+						p, strconv.Quote(s), len(s)))
+			}
+		},
 	}
 }
 
 // addFieldErrors reports the agent's validation errors on attribute p.
-func addFieldErrors(resp *validator.StringResponse, p path.Path, shown string, errs field.ErrorList) {
+func addFieldErrors(diags *diag.Diagnostics, p path.Path, shown string, errs field.ErrorList) {
 	for _, e := range errs {
 		detail := e.Detail
 		if detail == "" {
 			detail = e.ErrorBody()
 		}
-		resp.Diagnostics.AddAttributeError(p, "Invalid "+lastStep(p),
+		diags.AddAttributeError(p, "Invalid "+lastStep(p),
 			fmt.Sprintf("%s %s: %s.", p, strconv.Quote(shown), strings.TrimSuffix(detail, ".")))
 	}
 }

@@ -85,7 +85,7 @@ func (d *nodesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 				Description: "Only list nodes whose labels match this selector, in Kubernetes syntax: " +
 					"`zone=a`, `gpu!=true`, `tier in (db,web)`, `!maintenance`, comma-separated for AND. " +
 					"Unset lists every node.",
-				Validators: []validator.String{labelSelectorValidator{}},
+				Validators: []validator.String{labelSelectorValidator()},
 			},
 			"nodes": schema.ListNestedAttribute{
 				Computed:    true,

@@ -166,7 +166,7 @@ func TestLabelSelectorValidator(t *testing.T) {
 	} {
 		req := validator.StringRequest{Path: path.Root("label_selector"), ConfigValue: types.StringValue(sel)}
 		var resp validator.StringResponse
-		labelSelectorValidator{}.ValidateString(context.Background(), req, &resp)
+		labelSelectorValidator().ValidateString(context.Background(), req, &resp)
 		if got := !resp.Diagnostics.HasError(); got != ok {
 			t.Errorf("selector %q: valid = %v, want %v (%v)", sel, got, ok, resp.Diagnostics)
 		}
@@ -176,7 +176,7 @@ func TestLabelSelectorValidator(t *testing.T) {
 	}
 	// Unknown values are checked once they are known.
 	var resp validator.StringResponse
-	labelSelectorValidator{}.ValidateString(context.Background(),
+	labelSelectorValidator().ValidateString(context.Background(),
 		validator.StringRequest{Path: path.Root("label_selector"), ConfigValue: types.StringUnknown()}, &resp)
 	if resp.Diagnostics.HasError() {
 		t.Error("unknown selector rejected")

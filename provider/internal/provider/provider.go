@@ -53,7 +53,7 @@ func (p *virtplaneProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 				Optional: true,
 				Description: "Agent API endpoint: `unix:///run/virtplane/agent.sock` (the default), a bare socket path, " +
 					"or `host:port` / `https://host:port` for the agent's TLS listener. Environment: `" + client.EnvEndpoint + "`.",
-				Validators: []validator.String{endpointValidator{}},
+				Validators: []validator.String{endpointValidator()},
 			},
 			"token": schema.StringAttribute{
 				Optional:  true,

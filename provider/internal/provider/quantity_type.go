@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/attr/xattr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types/basetypes"
@@ -134,71 +135,44 @@ func suggestQuantity(s string) string {
 	return fix
 }
 
-// quantityRange checks a valid quantity against bounds: min == "" means
+// quantityRange checks a valid quantity against bounds: lo == "" means
 // greater than zero. Whole bytes are required, as the agent requires.
-type quantityRange struct {
-	min, max string
-}
-
-var _ validator.String = quantityRange{}
-
-func (q quantityRange) Description(context.Context) string {
-	if q.min == "" {
-		return "must be a quantity greater than zero and at most " + q.max
+func quantityRange(lo, hi string) validator.String {
+	description := "must be a quantity from " + lo + " to " + hi
+	if lo == "" {
+		description = "must be a quantity greater than zero and at most " + hi
 	}
-	return "must be a quantity from " + q.min + " to " + q.max
-}
-
-func (q quantityRange) MarkdownDescription(ctx context.Context) string { return q.Description(ctx) }
-
-func (q quantityRange) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	s := req.ConfigValue.ValueString()
-	c, err := validation.CanonicalQuantity(s)
-	if err != nil {
-		return // the type reports the syntax error
-	}
-	v := resource.MustParse(c)
-	bad := ""
-	switch {
-	case q.min == "" && v.Sign() <= 0:
-		bad = "must be greater than zero"
-	case q.min != "" && v.Cmp(resource.MustParse(q.min)) < 0:
-		bad = "must be at least " + q.min
-	case v.Cmp(resource.MustParse(q.max)) > 0:
-		bad = "must be at most " + q.max
-	case v.Cmp(*resource.NewQuantity(v.Value(), resource.BinarySI)) != 0:
-		bad = "must be a whole number of bytes"
-	}
-	if bad != "" {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid quantity",
-			fmt.Sprintf("%s %s %s.", req.Path, strconv.Quote(s), bad))
-	}
+	return stringCheck{describedAs: describedAs(description), check: func(p path.Path, s string, diags *diag.Diagnostics) {
+		c, err := validation.CanonicalQuantity(s)
+		if err != nil {
+			return // the type reports the syntax error
+		}
+		v := resource.MustParse(c)
+		bad := ""
+		switch {
+		case lo == "" && v.Sign() <= 0:
+			bad = "must be greater than zero"
+		case lo != "" && v.Cmp(resource.MustParse(lo)) < 0:
+			bad = "must be at least " + lo
+		case v.Cmp(resource.MustParse(hi)) > 0:
+			bad = "must be at most " + hi
+		case v.Cmp(*resource.NewQuantity(v.Value(), resource.BinarySI)) != 0:
+			bad = "must be a whole number of bytes"
+		}
+		if bad != "" {
+			diags.AddAttributeError(p, "Invalid quantity", fmt.Sprintf("%s %s %s.", p, strconv.Quote(s), bad))
+		}
+	}}
 }
 
 // quantityKeepState plans the prior value when the configuration spells the
 // same quantity differently, so that "1Gi" after "1024Mi" (or after an
-// import, which reads the canonical form) is not a change. Terraform accepts
-// a planned value equal to the prior state in place of an equivalent
-// configuration value.
-type quantityKeepState struct{}
-
-var _ planmodifier.String = quantityKeepState{}
-
-func (quantityKeepState) Description(context.Context) string {
-	return "equal quantities in another spelling are not a change"
-}
-
-func (m quantityKeepState) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
-
-func (quantityKeepState) PlanModifyString(_ context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.StateValue.IsNull() || req.StateValue.IsUnknown() {
-		return
-	}
-	if req.ConfigValue.ValueString() != req.StateValue.ValueString() &&
-		validation.EqualQuantities(req.ConfigValue.ValueString(), req.StateValue.ValueString()) {
-		resp.PlanValue = req.StateValue
+// import, which reads the canonical form) is not a change.
+func quantityKeepState() planmodifier.String {
+	return keepEquivalentState{
+		describedAs: "equal quantities in another spelling are not a change",
+		equivalent: func(config, state string) bool {
+			return config != state && validation.EqualQuantities(config, state)
+		},
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -19,50 +21,75 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
-// endpointValidator rejects malformed endpoints at validate time, before
-// anything is dialled.
-type endpointValidator struct{}
+// describedAs gives a validator or plan modifier its description: plain
+// text, which reads as Markdown too.
+type describedAs string
 
-var _ validator.String = endpointValidator{}
+func (d describedAs) Description(context.Context) string { return string(d) }
 
-func (endpointValidator) Description(context.Context) string {
-	return "must be unix:///path/to/agent.sock, /path/to/agent.sock, host:port or https://host:port"
+func (d describedAs) MarkdownDescription(context.Context) string { return string(d) }
+
+// stringCheck is a validator.String made of a description and a check of
+// known, non-null values: what the provider's own string validators have
+// in common. Unknown values are checked once they are known.
+type stringCheck struct {
+	describedAs
+	check func(p path.Path, s string, diags *diag.Diagnostics)
 }
 
-func (v endpointValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+var _ validator.String = stringCheck{}
 
-func (endpointValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	// Empty means "use the environment or the default" (see resolveConfig).
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.ConfigValue.ValueString() == "" {
+func (v stringCheck) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if _, err := checkEndpoint(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid virtplane endpoint",
-			"endpoint "+strconv.Quote(req.ConfigValue.ValueString())+": "+err.Error())
+	v.check(req.Path, req.ConfigValue.ValueString(), &resp.Diagnostics)
+}
+
+// mapCheck is stringCheck for map attributes: check sees the elements of
+// a known, non-null map.
+type mapCheck struct {
+	describedAs
+	check func(p path.Path, elems map[string]attr.Value, diags *diag.Diagnostics)
+}
+
+var _ validator.Map = mapCheck{}
+
+func (v mapCheck) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	v.check(req.Path, req.ConfigValue.Elements(), &resp.Diagnostics)
+}
+
+// endpointValidator rejects malformed endpoints at validate time, before
+// anything is dialled.
+func endpointValidator() validator.String {
+	return stringCheck{
+		describedAs: "must be unix:///path/to/agent.sock, /path/to/agent.sock, host:port or https://host:port",
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			// Empty means "use the environment or the default" (see resolveConfig).
+			if s == "" {
+				return
+			}
+			if _, err := checkEndpoint(s); err != nil {
+				diags.AddAttributeError(p, "Invalid virtplane endpoint", "endpoint "+strconv.Quote(s)+": "+err.Error())
+			}
+		},
 	}
 }
 
 // labelSelectorValidator parses selectors with the same library as the
 // agent, so a typo fails at plan time with the attribute highlighted.
-type labelSelectorValidator struct{}
-
-var _ validator.String = labelSelectorValidator{}
-
-func (labelSelectorValidator) Description(context.Context) string {
-	return "must be a label selector such as `zone=a,gpu!=true` or `tier in (db,web)`"
-}
-
-func (v labelSelectorValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (labelSelectorValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := labels.Parse(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid label_selector",
-			"label_selector "+strconv.Quote(req.ConfigValue.ValueString())+" is not a valid label selector: "+err.Error())
+func labelSelectorValidator() validator.String {
+	return stringCheck{
+		describedAs: "must be a label selector such as `zone=a,gpu!=true` or `tier in (db,web)`",
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			if _, err := labels.Parse(s); err != nil {
+				diags.AddAttributeError(p, "Invalid label_selector",
+					"label_selector "+strconv.Quote(s)+" is not a valid label selector: "+err.Error())
+			}
+		},
 	}
 }
 
@@ -131,152 +158,108 @@ func lastStep(p path.Path) string {
 
 // dnsLabelValidator checks names the agent requires to be DNS-1123 labels
 // (VM names become host names and libvirt domain names).
-type dnsLabelValidator struct{}
-
-var _ validator.String = dnsLabelValidator{}
-
-func (dnsLabelValidator) Description(context.Context) string {
-	return "must be a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit"
-}
-
-func (v dnsLabelValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (dnsLabelValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	s := req.ConfigValue.ValueString()
-	if msgs := utilvalidation.IsDNS1123Label(s); len(msgs) > 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+lastStep(req.Path),
-			fmt.Sprintf("%s %s is not valid: %s.", req.Path, strconv.Quote(s), strings.Join(msgs, "; ")))
+func dnsLabelValidator() validator.String {
+	return stringCheck{
+		describedAs: "must be a DNS-1123 label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit",
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			if msgs := utilvalidation.IsDNS1123Label(s); len(msgs) > 0 {
+				diags.AddAttributeError(p, "Invalid "+lastStep(p),
+					fmt.Sprintf("%s %s is not valid: %s.", p, strconv.Quote(s), strings.Join(msgs, "; ")))
+			}
+		},
 	}
 }
 
 // labelMapValidator checks label maps (labels, node_selector) with the
 // agent's rules, so a bad key fails the plan rather than the apply.
-type labelMapValidator struct{}
-
-var _ validator.Map = labelMapValidator{}
-
-func (labelMapValidator) Description(context.Context) string {
-	return "keys must be qualified names (`example.com/name`) and values at most 63 characters of letters, digits, '-', '_' and '.'"
-}
-
-func (v labelMapValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (labelMapValidator) ValidateMap(ctx context.Context, req validator.MapRequest, resp *validator.MapResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	for k, e := range req.ConfigValue.Elements() {
-		if msgs := content.IsLabelKey(k); len(msgs) > 0 {
-			resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(k), "Invalid "+lastStep(req.Path)+" key",
-				fmt.Sprintf("%s key %s is not valid: %s.", req.Path, strconv.Quote(k), strings.Join(msgs, "; ")))
-		}
-		s, ok := e.(types.String)
-		if !ok || s.IsNull() || s.IsUnknown() {
-			continue
-		}
-		if msgs := content.IsLabelValue(s.ValueString()); len(msgs) > 0 {
-			resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(k), "Invalid "+lastStep(req.Path)+" value",
-				fmt.Sprintf("%s[%q] = %s is not valid: %s.", req.Path, k, strconv.Quote(s.ValueString()), strings.Join(msgs, "; ")))
-		}
+func labelMapValidator() validator.Map {
+	return mapCheck{
+		describedAs: "keys must be qualified names (`example.com/name`) and values at most 63 characters of letters, digits, '-', '_' and '.'",
+		check: func(p path.Path, elems map[string]attr.Value, diags *diag.Diagnostics) {
+			for k, e := range elems {
+				if msgs := content.IsLabelKey(k); len(msgs) > 0 {
+					addBadKey(diags, p, k, msgs)
+				}
+				s, ok := e.(types.String)
+				if !ok || s.IsNull() || s.IsUnknown() {
+					continue
+				}
+				if msgs := content.IsLabelValue(s.ValueString()); len(msgs) > 0 {
+					diags.AddAttributeError(p.AtMapKey(k), "Invalid "+lastStep(p)+" value",
+						fmt.Sprintf("%s[%q] = %s is not valid: %s.", p, k, strconv.Quote(s.ValueString()), strings.Join(msgs, "; ")))
+				}
+			}
+		},
 	}
 }
-
-// annotationMapValidator checks annotation keys (qualified names, case
-// ignored) and the total size, as the agent does.
-type annotationMapValidator struct{}
-
-var _ validator.Map = annotationMapValidator{}
 
 // maxAnnotationBytes is the agent's (and Kubernetes') limit on keys plus
 // values.
 const maxAnnotationBytes = 256 * 1024
 
-func (annotationMapValidator) Description(context.Context) string {
-	return "keys must be qualified names (`example.com/name`); keys and values together at most 256 KiB"
+// annotationMapValidator checks annotation keys (qualified names, case
+// ignored) and the total size, as the agent does.
+func annotationMapValidator() validator.Map {
+	return mapCheck{
+		describedAs: "keys must be qualified names (`example.com/name`); keys and values together at most 256 KiB",
+		check: func(p path.Path, elems map[string]attr.Value, diags *diag.Diagnostics) {
+			total := 0
+			for k, e := range elems {
+				if msgs := content.IsLabelKey(strings.ToLower(k)); len(msgs) > 0 {
+					addBadKey(diags, p, k, msgs)
+				}
+				total += len(k)
+				if s, ok := e.(types.String); ok {
+					total += len(s.ValueString())
+				}
+			}
+			if total > maxAnnotationBytes {
+				diags.AddAttributeError(p, "Annotations too large",
+					fmt.Sprintf("%s hold %d bytes of keys and values; at most %d are allowed.", p, total, maxAnnotationBytes))
+			}
+		},
+	}
 }
 
-func (v annotationMapValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (annotationMapValidator) ValidateMap(_ context.Context, req validator.MapRequest, resp *validator.MapResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	total := 0
-	for k, e := range req.ConfigValue.Elements() {
-		if msgs := content.IsLabelKey(strings.ToLower(k)); len(msgs) > 0 {
-			resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(k), "Invalid "+lastStep(req.Path)+" key",
-				fmt.Sprintf("%s key %s is not valid: %s.", req.Path, strconv.Quote(k), strings.Join(msgs, "; ")))
-		}
-		total += len(k)
-		if s, ok := e.(types.String); ok {
-			total += len(s.ValueString())
-		}
-	}
-	if total > maxAnnotationBytes {
-		resp.Diagnostics.AddAttributeError(req.Path, "Annotations too large",
-			fmt.Sprintf("%s hold %d bytes of keys and values; at most %d are allowed.", req.Path, total, maxAnnotationBytes))
-	}
+// addBadKey reports map key k of attribute p as invalid for msgs.
+func addBadKey(diags *diag.Diagnostics, p path.Path, k string, msgs []string) {
+	diags.AddAttributeError(p.AtMapKey(k), "Invalid "+lastStep(p)+" key",
+		fmt.Sprintf("%s key %s is not valid: %s.", p, strconv.Quote(k), strings.Join(msgs, "; ")))
 }
 
 // macValidator accepts unicast MAC addresses in colon notation.
-type macValidator struct{}
-
-var _ validator.String = macValidator{}
-
-func (macValidator) Description(context.Context) string {
-	return "must be a unicast MAC address such as 02:00:00:00:00:01"
-}
-
-func (v macValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (macValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	s := req.ConfigValue.ValueString()
-	hw, err := net.ParseMAC(s)
-	bad := ""
-	switch {
-	case err != nil || len(hw) != 6:
-		bad = "must be a MAC address such as 02:00:00:00:00:01"
-	case hw[0]&1 != 0:
-		bad = "must be a unicast MAC address (least significant bit of the first octet clear)"
-	case hw.String() == "00:00:00:00:00:00":
-		bad = "must not be all zeros"
-	}
-	if bad != "" {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid mac_address",
-			fmt.Sprintf("%s %s %s.", req.Path, strconv.Quote(s), bad))
+func macValidator() validator.String {
+	return stringCheck{
+		describedAs: "must be a unicast MAC address such as 02:00:00:00:00:01",
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			hw, err := net.ParseMAC(s)
+			bad := ""
+			switch {
+			case err != nil || len(hw) != 6:
+				bad = "must be a MAC address such as 02:00:00:00:00:01"
+			case hw[0]&1 != 0:
+				bad = "must be a unicast MAC address (least significant bit of the first octet clear)"
+			case hw.String() == "00:00:00:00:00:00":
+				bad = "must not be all zeros"
+			}
+			if bad != "" {
+				diags.AddAttributeError(p, "Invalid mac_address", fmt.Sprintf("%s %s %s.", p, strconv.Quote(s), bad))
+			}
+		},
 	}
 }
 
 // imagePathValidator applies the agent's image reference rules that do
 // not depend on the node: no ".." and no NUL. Absolute paths are left to
 // the agent, which accepts them inside its image directory only.
-type imagePathValidator struct{}
-
-var _ validator.String = imagePathValidator{}
-
-func (imagePathValidator) Description(context.Context) string {
-	return "must be a path relative to the node image directory (or an absolute path inside it), without `..`"
-}
-
-func (v imagePathValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (imagePathValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
+func imagePathValidator() validator.String {
+	return stringCheck{
+		describedAs: "must be a path relative to the node image directory (or an absolute path inside it), without `..`",
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			if filepath.IsAbs(s) {
+				return // only the agent knows its image directory
+			}
+			addFieldErrors(diags, p, s, validation.ValidateImagePath(s, field.NewPath(p.String()), ""))
+		},
 	}
-	s := req.ConfigValue.ValueString()
-	if filepath.IsAbs(s) {
-		return // only the agent knows its image directory
-	}
-	addFieldErrors(resp, req.Path, s, validation.ValidateImagePath(s, field.NewPath(req.Path.String()), ""))
 }

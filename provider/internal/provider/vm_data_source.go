@@ -48,13 +48,13 @@ func (d *vmDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, res
 			"name": schema.StringAttribute{
 				Required:    true,
 				Description: "Name of the VM.",
-				Validators:  []validator.String{dnsLabelValidator{}},
+				Validators:  []validator.String{dnsLabelValidator()},
 			},
 			"namespace": schema.StringAttribute{
 				Optional:    true,
 				Computed:    true,
 				Description: "Namespace of the VM. Default `default`.",
-				Validators:  []validator.String{dnsLabelValidator{}},
+				Validators:  []validator.String{dnsLabelValidator()},
 			},
 			"uid":          str("Unique ID the agent gave the VM."),
 			"labels":       strMap("Labels of the VM; empty when it has none."),

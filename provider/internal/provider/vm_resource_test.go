@@ -219,7 +219,7 @@ func TestQuantityValidation(t *testing.T) {
 			t.Errorf("%q: got %q, want %q", in, got, want)
 		}
 	}
-	rng := func(v quantityRange, s string) string {
+	rng := func(v validator.String, s string) string {
 		var resp validator.StringResponse
 		v.ValidateString(ctx, validator.StringRequest{Path: path.Root("memory"), ConfigValue: types.StringValue(s)}, &resp)
 		if !resp.Diagnostics.HasError() {
@@ -227,7 +227,7 @@ func TestQuantityValidation(t *testing.T) {
 		}
 		return resp.Diagnostics.Errors()[0].Detail()
 	}
-	mem := quantityRange{min: "16Mi", max: "1Ti"}
+	mem := quantityRange("16Mi", "1Ti")
 	for in, want := range map[string]string{
 		"16Mi": "", "1Ti": "", "8Mi": "must be at least 16Mi", "2Ti": "must be at most 1Ti",
 		"1000.5": "must be at least 16Mi", "16777216.5": "must be a whole number of bytes",
@@ -236,7 +236,7 @@ func TestQuantityValidation(t *testing.T) {
 			t.Errorf("memory %q: got %q, want %q", in, got, want)
 		}
 	}
-	if got := rng(quantityRange{max: "1Ei"}, "0"); !strings.Contains(got, "greater than zero") {
+	if got := rng(quantityRange("", "1Ei"), "0"); !strings.Contains(got, "greater than zero") {
 		t.Errorf("size 0: %q", got)
 	}
 }
@@ -246,7 +246,7 @@ func TestQuantityKeepState(t *testing.T) {
 	run := func(cfg, state string) string {
 		req := planmodifier.StringRequest{ConfigValue: types.StringValue(cfg), StateValue: types.StringValue(state), PlanValue: types.StringValue(cfg)}
 		resp := planmodifier.StringResponse{PlanValue: req.PlanValue}
-		quantityKeepState{}.PlanModifyString(ctx, req, &resp)
+		quantityKeepState().PlanModifyString(ctx, req, &resp)
 		return resp.PlanValue.ValueString()
 	}
 	if got := run("1024Mi", "1Gi"); got != "1Gi" {
@@ -282,35 +282,30 @@ func TestEnumValidator(t *testing.T) {
 
 func TestOtherValidators(t *testing.T) {
 	ctx := context.Background()
-	str := func(v validator.String, s string) bool {
-		var resp validator.StringResponse
-		v.ValidateString(ctx, validator.StringRequest{Path: path.Root("x"), ConfigValue: types.StringValue(s)}, &resp)
-		return !resp.Diagnostics.HasError()
-	}
 	for _, c := range []struct {
 		v    validator.String
 		in   string
 		want bool
 	}{
-		{dnsLabelValidator{}, "web-1", true},
-		{dnsLabelValidator{}, "Web", false},
-		{dnsLabelValidator{}, "a_b", false},
-		{macValidator{}, "02:00:00:00:00:01", true},
-		{macValidator{}, "01:00:00:00:00:01", false},
-		{macValidator{}, "00:00:00:00:00:00", false},
-		{macValidator{}, "nope", false},
-		{imagePathValidator{}, "debian/12.qcow2", true},
-		{imagePathValidator{}, "../etc/passwd", false},
-		{imagePathValidator{}, "/images/abs.qcow2", true}, // the agent decides
-		{imagePathValidator{}, "", false},
+		{dnsLabelValidator(), "web-1", true},
+		{dnsLabelValidator(), "Web", false},
+		{dnsLabelValidator(), "a_b", false},
+		{macValidator(), "02:00:00:00:00:01", true},
+		{macValidator(), "01:00:00:00:00:01", false},
+		{macValidator(), "00:00:00:00:00:00", false},
+		{macValidator(), "nope", false},
+		{imagePathValidator(), "debian/12.qcow2", true},
+		{imagePathValidator(), "../etc/passwd", false},
+		{imagePathValidator(), "/images/abs.qcow2", true}, // the agent decides
+		{imagePathValidator(), "", false},
 	} {
-		if got := str(c.v, c.in); got != c.want {
-			t.Errorf("%T(%q) = %v, want %v", c.v, c.in, got, c.want)
+		if got, _ := validString(c.v, c.in); got != c.want {
+			t.Errorf("%q (%s) = %v, want %v", c.in, c.v.Description(ctx), got, c.want)
 		}
 	}
 	labels := func(m map[string]string) bool {
 		var resp validator.MapResponse
-		labelMapValidator{}.ValidateMap(ctx, validator.MapRequest{Path: path.Root("labels"), ConfigValue: mustMap(t, m)}, &resp)
+		labelMapValidator().ValidateMap(ctx, validator.MapRequest{Path: path.Root("labels"), ConfigValue: mustMap(t, m)}, &resp)
 		return !resp.Diagnostics.HasError()
 	}
 	if !labels(map[string]string{"app": "web", "example.com/tier": "db"}) {

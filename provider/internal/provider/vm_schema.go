@@ -57,7 +57,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 				Description: "Name of the VM, unique in its namespace: a DNS-1123 label (lower-case letters, " +
 					"digits and `-`, at most 63). It becomes the guest's host name and the libvirt domain " +
 					"name. Changing it replaces the VM.",
-				Validators:    []validator.String{dnsLabelValidator{}},
+				Validators:    []validator.String{dnsLabelValidator()},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"namespace": schema.StringAttribute{
@@ -65,7 +65,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 				Computed:      true,
 				Default:       stringdefault.StaticString(apiv1.DefaultNamespace),
 				Description:   "Namespace of the VM, a DNS-1123 label. Default `default`. Changing it replaces the VM.",
-				Validators:    []validator.String{dnsLabelValidator{}},
+				Validators:    []validator.String{dnsLabelValidator()},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 			},
 			"uid": schema.StringAttribute{
@@ -79,7 +79,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 				Description: "Labels of the VM, for selecting it (data source `virtplane_virtual_machines`). " +
 					"Keys are qualified names (`app`, `example.com/tier`), values at most 63 characters. " +
 					"Changing them never restarts the VM.",
-				Validators: []validator.Map{labelMapValidator{}},
+				Validators: []validator.Map{labelMapValidator()},
 			},
 			"annotations": schema.MapAttribute{
 				Optional:    true,
@@ -87,7 +87,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 				Description: "Annotations put on the VM's instance template, so every instance (VMI) of the VM " +
 					"carries them; node agents and tools read them. Changes apply to the next instance and " +
 					"do not restart the VM.",
-				Validators: []validator.Map{annotationMapValidator{}},
+				Validators: []validator.Map{annotationMapValidator()},
 			},
 			"run_strategy": schema.StringAttribute{
 				Optional: true,
@@ -106,14 +106,14 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 				Description: "Guest memory as a Kubernetes quantity, from `16Mi` to `1Ti`: `512Mi`, `1Gi`, `2048Mi`. " +
 					"Equal amounts in other spellings (`1Gi` and `1024Mi`) are not a change. Changing it " +
 					"needs a restart (see `update_policy`).",
-				Validators:    []validator.String{quantityRange{min: "16Mi", max: "1Ti"}},
-				PlanModifiers: []planmodifier.String{quantityKeepState{}},
+				Validators:    []validator.String{quantityRange("16Mi", "1Ti")},
+				PlanModifiers: []planmodifier.String{quantityKeepState()},
 			},
 			"node_selector": schema.MapAttribute{
 				Optional:    true,
 				ElementType: types.StringType,
 				Description: "Run only on nodes that have all these labels. Changing it needs a restart.",
-				Validators:  []validator.Map{labelMapValidator{}},
+				Validators:  []validator.Map{labelMapValidator()},
 			},
 			"node_failure_policy": schema.StringAttribute{
 				Optional: true,
@@ -173,7 +173,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 						"name": schema.StringAttribute{
 							Required:    true,
 							Description: "Name of the disk, unique in the VM; a DNS-1123 label.",
-							Validators:  []validator.String{dnsLabelValidator{}},
+							Validators:  []validator.String{dnsLabelValidator()},
 						},
 						"bus": schema.StringAttribute{
 							Optional: true,
@@ -193,7 +193,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 							Description: "Source: an ephemeral copy-on-write disk over this image, a path " +
 								"relative to the node image directory (`debian-12.qcow2`). Writes are lost " +
 								"when the instance stops.",
-							Validators: []validator.String{imagePathValidator{}},
+							Validators: []validator.String{imagePathValidator()},
 						},
 					},
 					Blocks: map[string]schema.Block{
@@ -207,13 +207,13 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 									CustomType: quantityType{},
 									Description: "Size as a quantity (`10Gi`); required in a `persistent` block. " +
 										"Equal sizes in other spellings are not a change.",
-									Validators:    []validator.String{quantityRange{max: "1Ei"}},
-									PlanModifiers: []planmodifier.String{quantityKeepState{}},
+									Validators:    []validator.String{quantityRange("", "1Ei")},
+									PlanModifiers: []planmodifier.String{quantityKeepState()},
 								},
 								"image": schema.StringAttribute{
 									Optional:    true,
 									Description: "Image copied in when the disk is created; unset for a blank disk.",
-									Validators:  []validator.String{imagePathValidator{}},
+									Validators:  []validator.String{imagePathValidator()},
 								},
 							},
 						},
@@ -251,12 +251,12 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 					"kernel": schema.StringAttribute{
 						Optional:    true, // required in the block; see ValidateConfig
 						Description: "Kernel image, relative to the node image directory; required in a `boot` block.",
-						Validators:  []validator.String{imagePathValidator{}},
+						Validators:  []validator.String{imagePathValidator()},
 					},
 					"initrd": schema.StringAttribute{
 						Optional:    true,
 						Description: "Initial ramdisk, relative to the node image directory.",
-						Validators:  []validator.String{imagePathValidator{}},
+						Validators:  []validator.String{imagePathValidator()},
 					},
 					"cmdline": schema.StringAttribute{
 						Optional:    true,
@@ -300,7 +300,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 						"name": schema.StringAttribute{
 							Required:    true,
 							Description: "Name of the interface and its network, unique in the VM; a DNS-1123 label.",
-							Validators:  []validator.String{dnsLabelValidator{}},
+							Validators:  []validator.String{dnsLabelValidator()},
 						},
 						"model": schema.StringAttribute{
 							Optional:    true,
@@ -312,7 +312,7 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 						"mac_address": schema.StringAttribute{
 							Optional:    true,
 							Description: "MAC address (`02:00:00:00:00:01`); unset lets the node choose one.",
-							Validators:  []validator.String{macValidator{}},
+							Validators:  []validator.String{macValidator()},
 						},
 					},
 				},

@@ -65,13 +65,13 @@ func (d *vmsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, re
 			"namespace": schema.StringAttribute{
 				Optional:    true,
 				Description: "Only list VMs in this namespace; unset lists every namespace.",
-				Validators:  []validator.String{dnsLabelValidator{}},
+				Validators:  []validator.String{dnsLabelValidator()},
 			},
 			"label_selector": schema.StringAttribute{
 				Optional: true,
 				Description: "Only list VMs whose labels match this selector, in Kubernetes syntax: `app=web`, " +
 					"`tier in (db,web)`, `!canary`, comma-separated for AND.",
-				Validators: []validator.String{labelSelectorValidator{}},
+				Validators: []validator.String{labelSelectorValidator()},
 			},
 			"printable_status": schema.StringAttribute{
 				Optional:    true,
