@@ -7,13 +7,10 @@ package cloudinit
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,16 +20,14 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
-const envLibvirtURI = "VIRTPLANE_TEST_LIBVIRT_URI"
-
 // Under TCG the guest boots in ~5 s alone, several times that when other
 // packages' tests boot guests on the same cores.
 const guestTimeout = 120 * time.Second
 
 func TestGuestReadsSeed(t *testing.T) {
-	uri := os.Getenv(envLibvirtURI)
+	uri := os.Getenv(testguest.EnvLibvirtURI)
 	if uri == "" || os.Getenv(testguest.EnvDir) == "" {
-		t.Skipf("%s and %s must be set; this test boots the test guest under libvirt", envLibvirtURI, testguest.EnvDir)
+		t.Skipf("%s and %s must be set; this test boots the test guest under libvirt", testguest.EnvLibvirtURI, testguest.EnvDir)
 	}
 	guestDir, err := testguest.Dir()
 	if err != nil {
@@ -86,20 +81,12 @@ func TestGuestReadsSeed(t *testing.T) {
 // itself off after printing the cidata files, and returns its console.
 func bootWithCDROM(t *testing.T, uri, guestDir string, iso []byte) string {
 	t.Helper()
-	// QEMU runs as libvirt-qemu and cannot enter t.TempDir's 0700 parents.
-	dir, err := os.MkdirTemp("", "virtplane-cloudinit-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testguest.ReachableDir(t, "virtplane-cloudinit-")
 	isoPath, consolePath := filepath.Join(dir, "cidata.iso"), filepath.Join(dir, "console.log")
 	if err := os.WriteFile(isoPath, iso, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	name := domainName(t)
+	name := testguest.DomainName(t, "vp-cloudinit")
 	cmdline := testguest.Cmdline(testguest.CIData(), testguest.PoweroffAfter(0))
 	xml, err := testguest.Domain(name, guestDir, consolePath, cmdline, cdrom(isoPath)).Marshal()
 	if err != nil {
@@ -125,15 +112,6 @@ func bootWithCDROM(t *testing.T, uri, guestDir string, iso []byte) string {
 		return fmt.Errorf("console:\n%s", console)
 	})
 	return console
-}
-
-func domainName(t *testing.T) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	short := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	return fmt.Sprintf("vp-cloudinit-%s-%s", short, hex.EncodeToString(b))
 }
 
 // cdrom attaches the seed ISO read-only on a SATA CD-ROM.

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
@@ -146,14 +147,7 @@ func newTestNS(t *testing.T) *testNS {
 	ns := &testNS{t: t, f: r.f, path: fmt.Sprintf("/proc/self/fd/%d", r.f.Fd())}
 	// A copy of this binary that guestUID can reach: go test's build
 	// directory is private.
-	dir, err := os.MkdirTemp("", "guestnet-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testguest.ReachableDir(t, "guestnet-test-")
 	self, err := os.ReadFile("/proc/self/exe")
 	if err != nil {
 		t.Fatal(err)

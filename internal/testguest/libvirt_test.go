@@ -7,8 +7,6 @@ package testguest_test
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,8 +22,6 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
-
-const envLibvirtURI = "VIRTPLANE_TEST_LIBVIRT_URI"
 
 // Generous: guests boot in ~5 s alone under TCG, several times that when
 // the tests' guests share two host cores.
@@ -54,9 +50,9 @@ type guest struct {
 
 func libvirtURI(t *testing.T) string {
 	t.Helper()
-	uri := os.Getenv(envLibvirtURI)
+	uri := os.Getenv(testguest.EnvLibvirtURI)
 	if uri == "" {
-		t.Skipf("%s is not set; these tests boot the test guest under libvirt", envLibvirtURI)
+		t.Skipf("%s is not set; these tests boot the test guest under libvirt", testguest.EnvLibvirtURI)
 	}
 	if _, err := exec.LookPath("virsh"); err != nil {
 		t.Fatalf("virsh not found (Debian package libvirt-clients): %v", err)
@@ -64,32 +60,8 @@ func libvirtURI(t *testing.T) string {
 	return uri
 }
 
-// workDir is a directory QEMU can reach: it runs as libvirt-qemu under
-// qemu:///system, and t.TempDir's parents are 0700.
-func workDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "virtplane-testguest-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-func uniqueName(t *testing.T) string {
-	b := make([]byte, 4)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	short := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(strings.TrimPrefix(t.Name(), "Test"), "-"))
-	if len(short) > 24 {
-		short = short[:24]
-	}
-	return fmt.Sprintf("vp-testguest-%s-%s", short, hex.EncodeToString(b))
-}
+// workDir is a directory QEMU can reach.
+func workDir(t *testing.T) string { return testguest.ReachableDir(t, "virtplane-testguest-") }
 
 func virsh(uri string, args ...string) (string, error) {
 	cmd := exec.Command("virsh", append([]string{"-c", uri}, args...)...)
@@ -106,10 +78,10 @@ func startGuest(t *testing.T, uri string, spec guestSpec) *guest {
 	t.Helper()
 	guestDir, err := testguest.Dir()
 	if err != nil {
-		t.Fatalf("%s is set but the test guest is missing: %v", envLibvirtURI, err)
+		t.Fatalf("%s is set but the test guest is missing: %v", testguest.EnvLibvirtURI, err)
 	}
 	dir := workDir(t)
-	g := &guest{t: t, uri: uri, name: uniqueName(t), console: filepath.Join(dir, "console.log")}
+	g := &guest{t: t, uri: uri, name: testguest.DomainName(t, "vp-testguest"), console: filepath.Join(dir, "console.log")}
 	dom := testguest.Domain(g.name, guestDir, g.console, spec.cmdline, spec.disks...)
 	if spec.nic {
 		dom.Devices.Interfaces = []libvirtxml.DomainInterface{{
