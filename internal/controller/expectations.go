@@ -32,30 +32,22 @@ func NewExpectations(now func() time.Time) *Expectations {
 	return &Expectations{items: map[string]*expectation{}, now: now}
 }
 
-func (e *Expectations) get(key string) *expectation {
+// ExpectCreations records n creations about to be made for key.
+func (e *Expectations) ExpectCreations(key string, n int) { e.raise(key, n, 0) }
+
+// ExpectDeletions records n deletions about to be made for key.
+func (e *Expectations) ExpectDeletions(key string, n int) { e.raise(key, 0, n) }
+
+func (e *Expectations) raise(key string, adds, dels int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	x := e.items[key]
 	if x == nil {
 		x = &expectation{}
 		e.items[key] = x
 	}
-	return x
-}
-
-// ExpectCreations records n creations about to be made for key.
-func (e *Expectations) ExpectCreations(key string, n int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	x := e.get(key)
-	x.adds += n
-	x.at = e.now()
-}
-
-// ExpectDeletions records n deletions about to be made for key.
-func (e *Expectations) ExpectDeletions(key string, n int) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	x := e.get(key)
-	x.dels += n
+	x.adds += adds
+	x.dels += dels
 	x.at = e.now()
 }
 

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -30,7 +29,7 @@ func TestNotReadyAfterLeaseOnOwnClock(t *testing.T) {
 			if after := f.at(lease-time.Second, "host-1"); after != time.Second {
 				t.Fatalf("before expiry: requeue after %v", after)
 			}
-			if w := f.nodeSt.Writes(); len(w) != 0 {
+			if w := f.nodes.Store.Writes(); len(w) != 0 {
 				t.Fatalf("node written before its lease expired on the controller's clock: %v", w[0].Object.Status)
 			}
 			f.at(lease, "host-1")
@@ -46,7 +45,7 @@ func TestNotReadyAfterLeaseOnOwnClock(t *testing.T) {
 			f.syncCaches()
 			f.at(lease+5*time.Second, "host-1")
 			f.at(time.Hour, "host-1")
-			if w := f.nodeSt.Writes(); len(w) != 1 {
+			if w := f.nodes.Store.Writes(); len(w) != 1 {
 				t.Fatalf("%d node writes, want 1", len(w))
 			}
 		})
@@ -70,7 +69,7 @@ func TestWaitVMIsUntouchedForHours(t *testing.T) {
 		}
 		f.syncCaches()
 	}
-	if w := f.vmiSt.Writes(); len(w) != 0 {
+	if w := f.vmis.Store.Writes(); len(w) != 0 {
 		t.Fatalf("Wait VMIs written: %s %v", w[0].Key, w[0].Object.Status)
 	}
 	if n := f.node("host-1"); apiv1.FindCondition(n.Status.Conditions, apiv1.ConditionReady).GetStatus() != apiv1.ConditionFalse {
@@ -110,7 +109,7 @@ func TestRestartElsewhereFailedExactlyAfterLeaseAndMargin(t *testing.T) {
 	if got := f.failed(); !slices.Equal(got, want) {
 		t.Fatalf("failed %v, want %v", got, want)
 	}
-	if n := len(f.vmiSt.Writes()); n != len(want) {
+	if n := len(f.vmis.Store.Writes()); n != len(want) {
 		t.Fatalf("%d VMI writes for %d VMIs", n, len(want))
 	}
 	for _, name := range []string{"running", "scheduled", "pending"} {
@@ -131,7 +130,7 @@ func TestRestartElsewhereFailedExactlyAfterLeaseAndMargin(t *testing.T) {
 	f.at(lease+margin+time.Second, "host-1")
 	f.syncCaches()
 	f.at(time.Hour, "host-1")
-	if n := len(f.vmiSt.Writes()); n != len(want) {
+	if n := len(f.vmis.Store.Writes()); n != len(want) {
 		t.Fatalf("%d VMI writes after more passes", n)
 	}
 }
@@ -160,7 +159,7 @@ func TestHeartbeatResumeStopsFailing(t *testing.T) {
 	if apiv1.FindCondition(n.Status.Conditions, apiv1.ConditionReady).GetStatus() != apiv1.ConditionTrue || !n.Status.Schedulable {
 		t.Fatalf("controller fought the heartbeat: %v", n.Status)
 	}
-	if w := f.nodeSt.Writes(); len(w) != 2 { // our NotReady, the API's heartbeat
+	if w := f.nodes.Store.Writes(); len(w) != 2 { // our NotReady, the API's heartbeat
 		t.Fatalf("%d node writes", len(w))
 	}
 }
@@ -175,7 +174,7 @@ func TestStaleCacheNeverFailsALiveNode(t *testing.T) {
 		f.at(lease, "host-1")
 		f.at(lease+margin, "host-1") // the stale cached node must not reset what the store showed
 		f.at(lease+margin+20*time.Second, "host-1")
-		if w := f.nodeSt.Writes(); len(w) != 1 {
+		if w := f.nodes.Store.Writes(); len(w) != 1 {
 			t.Fatalf("controller wrote the node %d times", len(w)-1)
 		}
 		if got := f.failed(); len(got) != 0 {
@@ -219,7 +218,7 @@ func TestNewLeaderWaitsAFullLeaseAndMargin(t *testing.T) {
 	if got := f.failed(); !slices.Equal(got, []string{"default/web"}) {
 		t.Fatalf("failed %v", got)
 	}
-	if w := f.nodeSt.Writes(); len(w) != 0 {
+	if w := f.nodes.Store.Writes(); len(w) != 0 {
 		t.Fatal("node already marked; rewritten")
 	}
 }
@@ -241,12 +240,9 @@ func TestEventsEnqueueTheNode(t *testing.T) {
 		t.Fatalf("initial listing enqueued %v", keys)
 	}
 	// The VM switches to RestartElsewhere while its node is down.
-	if _, err := f.vmSt.GuaranteedUpdate(context.Background(), "default", "web", func(v *apiv1.VirtualMachine) (*apiv1.VirtualMachine, error) {
+	f.vms.Update(t, "default", "web", func(v *apiv1.VirtualMachine) {
 		v.Spec.NodeFailurePolicy = apiv1.NodeFailurePolicyRestartElsewhere
-		return v, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	f.syncCaches()
 	if keys := drain(); !slices.Equal(keys, []string{"host-1"}) {
 		t.Fatalf("policy change enqueued %v", keys)
@@ -256,7 +252,7 @@ func TestEventsEnqueueTheNode(t *testing.T) {
 func TestDeletedNodeIsForgotten(t *testing.T) {
 	f := newFixture(t, []*apiv1.Node{readyNode("host-1", t0)}, nil)
 	f.at(0, "host-1")
-	f.nodeInf.Fill()
+	f.nodes.Informer.Fill()
 	if after := f.at(time.Hour, "host-1"); after != 0 {
 		t.Fatalf("requeue after %v", after)
 	}

@@ -2,15 +2,13 @@ package node
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/controller/controllertest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/memstore"
 )
@@ -22,8 +20,6 @@ const (
 	lease  = 40 * time.Second
 	margin = 10 * time.Second
 )
-
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // readyNode is a node as the API leaves it after a heartbeat stamped hb
 // (by the API server's clock, which need not be the controller's).
@@ -64,15 +60,12 @@ func instance(name, node, phase string) *apiv1.VirtualMachineInstance {
 }
 
 type fixture struct {
-	t       *testing.T
-	now     time.Time
-	nodeSt  *memstore.Store[*apiv1.Node]
-	vmiSt   *memstore.Store[*apiv1.VirtualMachineInstance]
-	vmSt    *memstore.Store[*apiv1.VirtualMachine]
-	nodeInf *informer.Informer[*apiv1.Node]
-	vmiInf  *informer.Informer[*apiv1.VirtualMachineInstance]
-	vmInf   *informer.Informer[*apiv1.VirtualMachine]
-	c       *Controller
+	t     *testing.T
+	now   time.Time
+	nodes controllertest.Cache[*apiv1.Node]
+	vmis  controllertest.Cache[*apiv1.VirtualMachineInstance]
+	vms   controllertest.Cache[*apiv1.VirtualMachine]
+	c     *Controller
 }
 
 func newFixture(t *testing.T, nodes []*apiv1.Node, vms []*apiv1.VirtualMachine, vmis ...*apiv1.VirtualMachineInstance) *fixture {
@@ -80,15 +73,9 @@ func newFixture(t *testing.T, nodes []*apiv1.Node, vms []*apiv1.VirtualMachine, 
 	f := &fixture{t: t, now: t0}
 	clock := func() time.Time { return f.now }
 	db := memstore.NewDB(clock)
-	f.nodeSt = memstore.New(db, store.Nodes)
-	f.vmiSt = memstore.New(db, store.VirtualMachineInstances)
-	f.vmSt = memstore.New(db, store.VirtualMachines)
-	f.nodeSt.Seed(nodes...)
-	f.vmiSt.Seed(vmis...)
-	f.vmSt.Seed(vms...)
-	f.nodeInf = informer.New(f.nodeSt, store.ListOptions{}, discard())
-	f.vmiInf = informer.New(f.vmiSt, store.ListOptions{}, discard())
-	f.vmInf = informer.New(f.vmSt, store.ListOptions{}, discard())
+	f.nodes = controllertest.NewCache(db, store.Nodes, nodes...)
+	f.vmis = controllertest.NewCache(db, store.VirtualMachineInstances, vmis...)
+	f.vms = controllertest.NewCache(db, store.VirtualMachines, vms...)
 	f.c = f.newController()
 	f.syncCaches()
 	return f
@@ -96,28 +83,15 @@ func newFixture(t *testing.T, nodes []*apiv1.Node, vms []*apiv1.VirtualMachine, 
 
 func (f *fixture) newController() *Controller {
 	return New(Options{Lease: lease, FenceMargin: margin, Clock: func() time.Time { return f.now }},
-		f.nodeInf, f.vmiInf, f.vmInf, f.nodeSt, f.vmiSt, discard())
+		f.nodes.Informer, f.vmis.Informer, f.vms.Informer, f.nodes.Store, f.vmis.Store, controllertest.Discard())
 }
 
 // syncCaches makes the informers show what the stores hold.
 func (f *fixture) syncCaches() {
 	f.t.Helper()
-	ctx := context.Background()
-	nodes, _, err := f.nodeSt.List(ctx, store.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	vmis, _, err := f.vmiSt.List(ctx, store.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	vms, _, err := f.vmSt.List(ctx, store.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.nodeInf.Fill(nodes...)
-	f.vmiInf.Fill(vmis...)
-	f.vmInf.Fill(vms...)
+	f.nodes.Sync(f.t)
+	f.vmis.Sync(f.t)
+	f.vms.Sync(f.t)
 }
 
 // at runs Reconcile for node at controller time t0+d.
@@ -134,42 +108,30 @@ func (f *fixture) at(d time.Duration, node string) time.Duration {
 // heartbeat does what the API's Heartbeat does, stamping hb.
 func (f *fixture) heartbeat(node string, hb time.Time) {
 	f.t.Helper()
-	_, err := f.nodeSt.GuaranteedUpdate(context.Background(), "", node, func(n *apiv1.Node) (*apiv1.Node, error) {
+	f.nodes.Update(f.t, "", node, func(n *apiv1.Node) {
 		n.Status.Schedulable = true
 		n.Status.Heartbeat = timestamppb.New(hb)
 		n.Status.LeaseExpiry = timestamppb.New(hb.Add(lease))
 		n.Status.Conditions = apiv1.SetCondition(n.Status.Conditions, &apiv1.Condition{
 			Type: apiv1.ConditionReady, Status: apiv1.ConditionTrue, Reason: "NodeAgentHeartbeat",
 		}, hb)
-		return n, nil
 	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
 }
 
 func (f *fixture) node(name string) *apiv1.Node {
 	f.t.Helper()
-	n, err := f.nodeSt.Get(context.Background(), "", name)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return n
+	return f.nodes.Get(f.t, "", name)
 }
 
 func (f *fixture) vmi(name string) *apiv1.VirtualMachineInstance {
 	f.t.Helper()
-	v, err := f.vmiSt.Get(context.Background(), "default", name)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return v
+	return f.vmis.Get(f.t, "default", name)
 }
 
 // failed lists the VMIs written to Failed so far, in write order.
 func (f *fixture) failed() []string {
 	var out []string
-	for _, w := range f.vmiSt.Writes() {
+	for _, w := range f.vmis.Store.Writes() {
 		if w.Object.GetStatus().GetPhase() == apiv1.PhaseFailed {
 			out = append(out, w.Key)
 		}

@@ -20,12 +20,12 @@ func TestCrashLoopBackoffAndReset(t *testing.T) {
 		t.Fatalf("printable %s", vm.Status.PrintableStatus)
 	}
 	// The failed VMI was released and deleted in one write.
-	if ws := f.vmiSt.Writes(); len(ws) != 1 || ws[0].Op != "delete" {
+	if ws := f.vmis.Store.Writes(); len(ws) != 1 || ws[0].Op != "delete" {
 		t.Fatalf("vmi writes %v", ws)
 	}
 	// Gone from the cache: no start before the backoff ends.
 	f.refresh()
-	f.vmiSt.ResetWrites()
+	f.vmis.Store.ResetWrites()
 	if d := f.reconcile(t); d != 10*time.Second || f.vmiAction() != "none" {
 		t.Fatalf("started during backoff (requeue %v, action %s)", d, f.vmiAction())
 	}
@@ -37,10 +37,10 @@ func TestCrashLoopBackoffAndReset(t *testing.T) {
 	}
 	// The same failed VMI is counted once; a new one that runs resets it.
 	f.refresh()
-	vmi, _ := f.vmiSt.Get(context.Background(), "default", "web")
+	vmi, _ := f.vmis.Store.Get(context.Background(), "default", "web")
 	vmi.Status.Phase = apiv1.PhaseRunning
 	vmi.Status.PhaseTransitionTimestamps = append(vmi.Status.PhaseTransitionTimestamps, &apiv1.PhaseTransitionTimestamp{Phase: "Running"})
-	if _, err := f.vmiSt.Update(context.Background(), vmi); err != nil {
+	if _, err := f.vmis.Store.Update(context.Background(), vmi); err != nil {
 		t.Fatal(err)
 	}
 	f.refresh()
@@ -107,9 +107,9 @@ func TestStaleVMCacheDoesNotSkipBackoff(t *testing.T) {
 		t.Fatal("failure not recorded")
 	}
 	// Only the VMI cache catches up.
-	f.vmiInf.Fill()
+	f.vmis.Informer.Fill()
 	f.c.exp.DeletionObserved("default/web")
-	f.vmiSt.ResetWrites()
+	f.vmis.Store.ResetWrites()
 	if d := f.reconcile(t); d == 0 {
 		t.Fatal("no requeue on a stale VM cache")
 	}

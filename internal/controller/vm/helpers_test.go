@@ -2,14 +2,13 @@ package vm
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/controller/controllertest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/memstore"
@@ -18,12 +17,10 @@ import (
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 type fixture struct {
-	c      *Controller
-	vmInf  *informer.Informer[*apiv1.VirtualMachine]
-	vmiInf *informer.Informer[*apiv1.VirtualMachineInstance]
-	vmSt   *memstore.Store[*apiv1.VirtualMachine]
-	vmiSt  *memstore.Store[*apiv1.VirtualMachineInstance]
-	now    time.Time
+	c    *Controller
+	vms  controllertest.Cache[*apiv1.VirtualMachine]
+	vmis controllertest.Cache[*apiv1.VirtualMachineInstance]
+	now  time.Time
 }
 
 func newFixture(t *testing.T, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) *fixture {
@@ -31,12 +28,10 @@ func newFixture(t *testing.T, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachin
 	f := &fixture{now: t0}
 	clock := func() time.Time { return f.now }
 	db := memstore.NewDB(clock)
-	f.vmSt = memstore.New(db, store.VirtualMachines)
-	f.vmiSt = memstore.New(db, store.VirtualMachineInstances)
-	f.vmInf = informer.New(f.vmSt, store.ListOptions{}, nil)
-	f.vmiInf = informer.New(f.vmiSt, store.ListOptions{}, nil)
-	f.c = newController(Options{Clock: clock, Rand: func() float64 { return 0 }}, f.vmInf, f.vmiInf, f.vmSt, f.vmiSt,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f.vms = controllertest.NewCache(db, store.VirtualMachines)
+	f.vmis = controllertest.NewCache(db, store.VirtualMachineInstances)
+	f.c = newController(Options{Clock: clock, Rand: func() float64 { return 0 }}, f.vms.Informer, f.vmis.Informer, f.vms.Store, f.vmis.Store,
+		controllertest.Discard())
 	f.seed(vm, vmi)
 	return f
 }
@@ -44,24 +39,24 @@ func newFixture(t *testing.T, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachin
 // seed puts objects in the store and the caches, as a synced informer would.
 func (f *fixture) seed(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) {
 	if vm != nil {
-		f.vmSt.Seed(vm)
-		got, _ := f.vmSt.Get(context.Background(), vm.Metadata.Namespace, vm.Metadata.Name)
-		f.vmInf.Fill(got)
+		f.vms.Store.Seed(vm)
+		got, _ := f.vms.Store.Get(context.Background(), vm.Metadata.Namespace, vm.Metadata.Name)
+		f.vms.Informer.Fill(got)
 	}
 	if vmi != nil {
-		f.vmiSt.Seed(vmi)
-		got, _ := f.vmiSt.Get(context.Background(), vmi.Metadata.Namespace, vmi.Metadata.Name)
-		f.vmiInf.Fill(got)
+		f.vmis.Store.Seed(vmi)
+		got, _ := f.vmis.Store.Get(context.Background(), vmi.Metadata.Namespace, vmi.Metadata.Name)
+		f.vmis.Informer.Fill(got)
 	}
-	f.vmSt.ResetWrites()
-	f.vmiSt.ResetWrites()
+	f.vms.Store.ResetWrites()
+	f.vmis.Store.ResetWrites()
 }
 
 // refresh makes the caches show the store, as the informers would.
 func (f *fixture) refresh() {
-	vms, _, _ := f.vmSt.List(context.Background(), store.ListOptions{})
-	f.vmInf.Fill(vms...)
-	vmis, _, _ := f.vmiSt.List(context.Background(), store.ListOptions{})
+	vms, _, _ := f.vms.Store.List(context.Background(), store.ListOptions{})
+	f.vms.Informer.Fill(vms...)
+	vmis, _, _ := f.vmis.Store.List(context.Background(), store.ListOptions{})
 	for _, v := range vmis {
 		f.c.exp.CreationObserved(informer.Key(v))
 		if v.Metadata.DeletionTimestamp != nil {
@@ -71,7 +66,7 @@ func (f *fixture) refresh() {
 	if len(vmis) == 0 {
 		f.c.exp.DeletionObserved("default/web")
 	}
-	f.vmiInf.Fill(vmis...)
+	f.vmis.Informer.Fill(vmis...)
 }
 
 func (f *fixture) reconcile(t *testing.T) time.Duration {
@@ -85,16 +80,12 @@ func (f *fixture) reconcile(t *testing.T) time.Duration {
 
 func (f *fixture) vm(t *testing.T) *apiv1.VirtualMachine {
 	t.Helper()
-	vm, err := f.vmSt.Get(context.Background(), "default", "web")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return vm
+	return f.vms.Get(t, "default", "web")
 }
 
 // vmiAction summarises what the pass did to the VMI.
 func (f *fixture) vmiAction() string {
-	ws := f.vmiSt.Writes()
+	ws := f.vmis.Store.Writes()
 	if len(ws) == 0 {
 		return "none"
 	}

@@ -36,7 +36,7 @@ func TestConditionsAndRestartRequired(t *testing.T) {
 	}
 	// A failing action shows in Failure.
 	f = newFixture(t, newVM("Always"), nil)
-	f.vmiSt.FailNext("create", fmt.Errorf("disk full"))
+	f.vmis.Store.FailNext("create", fmt.Errorf("disk full"))
 	if _, err := f.c.Reconcile(context.Background(), "default/web"); err == nil {
 		t.Fatal("create failure not returned")
 	}

@@ -112,7 +112,7 @@ func TestStartedVMIShape(t *testing.T) {
 	vm.Status.StateChangeRequests = []*apiv1.StateChangeRequest{{Action: "Start", Data: map[string]string{"paused": "true"}}}
 	f := newFixture(t, vm, nil)
 	f.reconcile(t)
-	ws := f.vmiSt.Writes()
+	ws := f.vmis.Store.Writes()
 	if len(ws) != 1 || ws[0].Op != "create" {
 		t.Fatalf("writes %v", ws)
 	}
@@ -137,7 +137,7 @@ func TestExpectationsPreventDoubleCreate(t *testing.T) {
 	f.reconcile(t)
 	f.reconcile(t)
 	creates := 0
-	for _, w := range f.vmiSt.Writes() {
+	for _, w := range f.vmis.Store.Writes() {
 		if w.Op == "create" {
 			creates++
 		}
@@ -147,7 +147,7 @@ func TestExpectationsPreventDoubleCreate(t *testing.T) {
 	}
 	f.refresh()
 	f.reconcile(t)
-	if n := len(f.vmiSt.Writes()); n != 1 {
+	if n := len(f.vmis.Store.Writes()); n != 1 {
 		t.Fatalf("writes after cache caught up: %d", n)
 	}
 }
@@ -167,16 +167,16 @@ func TestRequestTrimming(t *testing.T) {
 	}
 	// The node stops the guest; the VMI is final and deleting.
 	f.refresh()
-	vmi, _ := f.vmiSt.Get(context.Background(), "default", "web")
+	vmi, _ := f.vmis.Store.Get(context.Background(), "default", "web")
 	vmi.Status.Phase = apiv1.PhaseSucceeded
-	if _, err := f.vmiSt.Update(context.Background(), vmi); err != nil {
+	if _, err := f.vmis.Store.Update(context.Background(), vmi); err != nil {
 		t.Fatal(err)
 	}
 	f.refresh()
-	f.vmiSt.ResetWrites()
+	f.vmis.Store.ResetWrites()
 	f.reconcile(t)
 	// Handover: our finalizer dropped, so the store removes the VMI.
-	if _, err := f.vmiSt.Get(context.Background(), "default", "web"); err == nil {
+	if _, err := f.vmis.Store.Get(context.Background(), "default", "web"); err == nil {
 		t.Fatal("final VMI not released")
 	}
 	f.refresh()
@@ -187,7 +187,7 @@ func TestRequestTrimming(t *testing.T) {
 	if len(vm.Status.StateChangeRequests) != 0 {
 		t.Fatalf("requests left: %v", vm.Status.StateChangeRequests)
 	}
-	newVMI, err := f.vmiSt.Get(context.Background(), "default", "web")
+	newVMI, err := f.vmis.Store.Get(context.Background(), "default", "web")
 	if err != nil || newVMI.Metadata.Uid == "vmi-uid" {
 		t.Fatalf("no new VMI: %v %v", err, newVMI.GetMetadata())
 	}
@@ -206,15 +206,15 @@ func TestVMDeletionDeletesVMIFirst(t *testing.T) {
 	}
 	// VMI ends and goes; then the VM's finalizer goes and the VM with it.
 	f.refresh()
-	vmi, _ := f.vmiSt.Get(context.Background(), "default", "web")
+	vmi, _ := f.vmis.Store.Get(context.Background(), "default", "web")
 	vmi.Status.Phase = apiv1.PhaseSucceeded
 	vmi.Metadata.Finalizers = nil
-	if _, err := f.vmiSt.Update(context.Background(), vmi); err != nil {
+	if _, err := f.vmis.Store.Update(context.Background(), vmi); err != nil {
 		t.Fatal(err)
 	}
 	f.refresh()
 	f.reconcile(t)
-	if _, err := f.vmSt.Get(context.Background(), "default", "web"); err == nil {
+	if _, err := f.vms.Store.Get(context.Background(), "default", "web"); err == nil {
 		t.Fatal("VM still there after its VMI went")
 	}
 }

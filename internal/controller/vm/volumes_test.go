@@ -28,7 +28,7 @@ func TestPersistentVolumesPinTheVMToItsNode(t *testing.T) {
 	vm := f.vm(t)
 	f = newFixture(t, vm, nil)
 	f.reconcile(t)
-	ws := f.vmiSt.Writes()
+	ws := f.vmis.Store.Writes()
 	if len(ws) != 1 || ws[0].Op != "create" {
 		t.Fatalf("writes %v", ws)
 	}
@@ -46,7 +46,7 @@ func TestNodeNameRidesAlongWithoutPersistentVolumes(t *testing.T) {
 	vmi.Status.NodeName = "node-a"
 	f = newFixture(t, f.vm(t), vmi)
 	f.reconcile(t)
-	if ws := f.vmSt.Writes(); len(ws) != 0 {
+	if ws := f.vms.Store.Writes(); len(ws) != 0 {
 		t.Fatalf("placement cost a VM write: %v", ws)
 	}
 
@@ -58,7 +58,7 @@ func TestNodeNameRidesAlongWithoutPersistentVolumes(t *testing.T) {
 	}
 	f = newFixture(t, f.vm(t), nil)
 	f.reconcile(t)
-	if ws := f.vmiSt.Writes(); len(ws) != 1 || len(ws[0].Object.Spec.NodeSelector) != 0 {
+	if ws := f.vmis.Store.Writes(); len(ws) != 1 || len(ws[0].Object.Spec.NodeSelector) != 0 {
 		t.Fatalf("new instance: %v", ws)
 	}
 }

@@ -2,22 +2,18 @@ package vmi
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/controller/controllertest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/memstore"
 )
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // node builds a Ready, schedulable node with the given allocatable figures.
 func node(name, cpu, mem string, labels map[string]string) *apiv1.Node {
@@ -59,13 +55,11 @@ func on(v *apiv1.VirtualMachineInstance, node, phase string) *apiv1.VirtualMachi
 }
 
 type fixture struct {
-	t       *testing.T
-	now     time.Time
-	vmiSt   *memstore.Store[*apiv1.VirtualMachineInstance]
-	nodeSt  *memstore.Store[*apiv1.Node]
-	vmiInf  *informer.Informer[*apiv1.VirtualMachineInstance]
-	nodeInf *informer.Informer[*apiv1.Node]
-	c       *Controller
+	t     *testing.T
+	now   time.Time
+	vmis  controllertest.Cache[*apiv1.VirtualMachineInstance]
+	nodes controllertest.Cache[*apiv1.Node]
+	c     *Controller
 }
 
 func newFixture(t *testing.T, opts Options, nodes []*apiv1.Node, vmis ...*apiv1.VirtualMachineInstance) *fixture {
@@ -73,14 +67,10 @@ func newFixture(t *testing.T, opts Options, nodes []*apiv1.Node, vmis ...*apiv1.
 	f := &fixture{t: t, now: t0}
 	clock := func() time.Time { return f.now }
 	db := memstore.NewDB(clock)
-	f.vmiSt = memstore.New(db, store.VirtualMachineInstances)
-	f.nodeSt = memstore.New(db, store.Nodes)
-	f.vmiSt.Seed(vmis...)
-	f.nodeSt.Seed(nodes...)
-	f.vmiInf = informer.New(f.vmiSt, store.ListOptions{}, discard())
-	f.nodeInf = informer.New(f.nodeSt, store.ListOptions{}, discard())
+	f.vmis = controllertest.NewCache(db, store.VirtualMachineInstances, vmis...)
+	f.nodes = controllertest.NewCache(db, store.Nodes, nodes...)
 	opts.Clock = clock
-	f.c = New(opts, f.vmiInf, f.nodeInf, f.vmiSt, discard())
+	f.c = New(opts, f.vmis.Informer, f.nodes.Informer, f.vmis.Store, controllertest.Discard())
 	f.syncCaches()
 	return f
 }
@@ -89,16 +79,8 @@ func newFixture(t *testing.T, opts Options, nodes []*apiv1.Node, vmis ...*apiv1.
 // would.
 func (f *fixture) syncCaches() {
 	f.t.Helper()
-	vmis, _, err := f.vmiSt.List(context.Background(), store.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.vmiInf.Fill(vmis...)
-	nodes, _, err := f.nodeSt.List(context.Background(), store.ListOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.nodeInf.Fill(nodes...)
+	f.vmis.Sync(f.t)
+	f.nodes.Sync(f.t)
 }
 
 func (f *fixture) reconcile(name string) (time.Duration, error) {
@@ -109,11 +91,7 @@ func (f *fixture) reconcile(name string) (time.Duration, error) {
 
 func (f *fixture) stored(name string) *apiv1.VirtualMachineInstance {
 	f.t.Helper()
-	v, err := f.vmiSt.Get(context.Background(), "default", name)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	return v
+	return f.vmis.Get(f.t, "default", name)
 }
 
 // drain empties the work queue and returns the keys it held.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/controller/controllertest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
@@ -19,7 +20,7 @@ func TestPlaceWritesOnceWithEverything(t *testing.T) {
 	if after, err := f.reconcile("web"); err != nil || after != 0 {
 		t.Fatalf("reconcile: %v %v", after, err)
 	}
-	w := f.vmiSt.Writes()
+	w := f.vmis.Store.Writes()
 	if len(w) != 1 || w[0].Op != "update" {
 		t.Fatalf("want one update, got %d writes", len(w))
 	}
@@ -38,12 +39,12 @@ func TestPlaceWritesOnceWithEverything(t *testing.T) {
 
 	// Until the cache shows it, a second look neither writes nor
 	// re-decides.
-	if _, err := f.reconcile("web"); err != nil || len(f.vmiSt.Writes()) != 1 {
-		t.Fatalf("second reconcile before cache update: %v, %d writes", err, len(f.vmiSt.Writes()))
+	if _, err := f.reconcile("web"); err != nil || len(f.vmis.Store.Writes()) != 1 {
+		t.Fatalf("second reconcile before cache update: %v, %d writes", err, len(f.vmis.Store.Writes()))
 	}
 	f.syncCaches()
-	if _, err := f.reconcile("web"); err != nil || len(f.vmiSt.Writes()) != 1 {
-		t.Fatalf("reconcile after cache update: %v, %d writes", err, len(f.vmiSt.Writes()))
+	if _, err := f.reconcile("web"); err != nil || len(f.vmis.Store.Writes()) != 1 {
+		t.Fatalf("reconcile after cache update: %v, %d writes", err, len(f.vmis.Store.Writes()))
 	}
 	if f.c.assumed.len() != 0 {
 		t.Fatal("reservation kept after the cache showed the placement")
@@ -77,9 +78,9 @@ func TestAssumedReservationsPreventOvercommit(t *testing.T) {
 	if f.c.assumed.len() != 0 {
 		t.Fatalf("%d reservations left", f.c.assumed.len())
 	}
-	before := len(f.vmiSt.Writes())
-	if _, err := f.reconcile("c"); err != nil || len(f.vmiSt.Writes()) != before {
-		t.Fatalf("c after cache update: %v, %d new writes", err, len(f.vmiSt.Writes())-before)
+	before := len(f.vmis.Store.Writes())
+	if _, err := f.reconcile("c"); err != nil || len(f.vmis.Store.Writes()) != before {
+		t.Fatalf("c after cache update: %v, %d new writes", err, len(f.vmis.Store.Writes())-before)
 	}
 }
 
@@ -132,18 +133,18 @@ func TestUnschedulableConditionWrittenOnChangeOnly(t *testing.T) {
 	// Retries with the same verdict write nothing.
 	f.syncCaches()
 	f.now = f.now.Add(30 * time.Second)
-	if after, err := f.reconcile("web"); err != nil || after != 30*time.Second || len(f.vmiSt.Writes()) != 1 {
-		t.Fatalf("retry: %v %v, %d writes", after, err, len(f.vmiSt.Writes()))
+	if after, err := f.reconcile("web"); err != nil || after != 30*time.Second || len(f.vmis.Store.Writes()) != 1 {
+		t.Fatalf("retry: %v %v, %d writes", after, err, len(f.vmis.Store.Writes()))
 	}
 	// A different verdict is recorded.
-	if _, err := f.nodeSt.Update(context.Background(), withNode(f.nodeInfGet("host-1"), func(n *apiv1.Node) {
+	if _, err := f.nodes.Store.Update(context.Background(), withNode(f.nodeInfGet("host-1"), func(n *apiv1.Node) {
 		n.Spec.Unschedulable = true
 	})); err != nil {
 		t.Fatal(err)
 	}
 	f.syncCaches()
-	if _, err := f.reconcile("web"); err != nil || len(f.vmiSt.Writes()) != 2 {
-		t.Fatalf("changed verdict: %v, %d writes", err, len(f.vmiSt.Writes()))
+	if _, err := f.reconcile("web"); err != nil || len(f.vmis.Store.Writes()) != 2 {
+		t.Fatalf("changed verdict: %v, %d writes", err, len(f.vmis.Store.Writes()))
 	}
 	cond = apiv1.FindCondition(f.stored("web").Status.Conditions, apiv1.ConditionPodScheduled)
 	if cond.GetMessage() != "0/1 nodes are available: 1 node(s) were unschedulable." {
@@ -152,7 +153,7 @@ func TestUnschedulableConditionWrittenOnChangeOnly(t *testing.T) {
 }
 
 func (f *fixture) nodeInfGet(name string) *apiv1.Node {
-	n, ok := f.nodeInf.Get("", name)
+	n, ok := f.nodes.Informer.Get("", name)
 	if !ok {
 		f.t.Fatalf("node %s not cached", name)
 	}
@@ -170,7 +171,7 @@ func TestNodeEventsRetryUnplaced(t *testing.T) {
 		n.Status.Heartbeat = timestamppb.New(t0)
 		n.Status.Conditions[0].LastProbeTime = timestamppb.New(t0)
 	})
-	if _, err := f.nodeSt.Update(context.Background(), hb); err != nil {
+	if _, err := f.nodes.Store.Update(context.Background(), hb); err != nil {
 		t.Fatal(err)
 	}
 	f.syncCaches()
@@ -179,7 +180,7 @@ func TestNodeEventsRetryUnplaced(t *testing.T) {
 	}
 	// New room: the unplaced VMI (only) is retried.
 	grow := withNode(f.nodeInfGet("host-1"), func(n *apiv1.Node) { n.Status.Allocatable["memory"] = "16Gi" })
-	if _, err := f.nodeSt.Update(context.Background(), grow); err != nil {
+	if _, err := f.nodes.Store.Update(context.Background(), grow); err != nil {
 		t.Fatal(err)
 	}
 	f.syncCaches()
@@ -187,18 +188,13 @@ func TestNodeEventsRetryUnplaced(t *testing.T) {
 		t.Fatalf("node update enqueued %v", keys)
 	}
 	// A new node too.
-	f.nodeSt.Seed(node("host-2", "4", "8Gi", nil))
+	f.nodes.Store.Seed(node("host-2", "4", "8Gi", nil))
 	f.syncCaches()
 	if keys := f.drain(); len(keys) != 1 || !keys["default/waiting"] {
 		t.Fatalf("node add enqueued %v", keys)
 	}
 	// Capacity freed by a VMI ending, too.
-	if _, err := f.vmiSt.GuaranteedUpdate(context.Background(), "default", "placed", func(v *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
-		v.Status.Phase = apiv1.PhaseSucceeded
-		return v, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.vmis.Update(t, "default", "placed", func(v *apiv1.VirtualMachineInstance) { v.Status.Phase = apiv1.PhaseSucceeded })
 	f.syncCaches()
 	if keys := f.drain(); !keys["default/waiting"] || keys["default/placed"] {
 		t.Fatalf("VMI end enqueued %v", keys)
@@ -251,7 +247,7 @@ func TestFailures(t *testing.T) {
 			if tc.wantPhase != tc.vmi.Status.Phase {
 				wantWrites = 1
 			}
-			if n := len(f.vmiSt.Writes()); n != wantWrites {
+			if n := len(f.vmis.Store.Writes()); n != wantWrites {
 				t.Fatalf("%d writes, want %d", n, wantWrites)
 			}
 		})
@@ -262,7 +258,7 @@ func TestNodeDeletionEnqueuesItsVMIs(t *testing.T) {
 	f := newFixture(t, Options{}, []*apiv1.Node{node("host-1", "4", "8Gi", nil), node("host-2", "4", "8Gi", nil)},
 		on(vmi("a", 1, "1Gi"), "host-1", apiv1.PhaseRunning), on(vmi("b", 1, "1Gi"), "host-2", apiv1.PhaseRunning))
 	f.drain()
-	f.nodeInf.Fill(f.nodeInfGet("host-2")) // host-1 deleted
+	f.nodes.Informer.Fill(f.nodeInfGet("host-2")) // host-1 deleted
 	if keys := f.drain(); !keys["default/a"] || keys["default/b"] {
 		t.Fatalf("enqueued %v", keys)
 	}
@@ -274,12 +270,7 @@ func TestNodeDeletionEnqueuesItsVMIs(t *testing.T) {
 func TestConflictRequeuesAndReleasesReservation(t *testing.T) {
 	f := newFixture(t, Options{}, []*apiv1.Node{node("host-1", "4", "8Gi", nil)}, vmi("web", 1, "1Gi"))
 	// Someone else wrote the VMI; the cache has not seen it.
-	if _, err := f.vmiSt.GuaranteedUpdate(context.Background(), "default", "web", func(v *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
-		v.Metadata.Annotations = map[string]string{"x": "y"}
-		return v, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	f.vmis.Update(t, "default", "web", func(v *apiv1.VirtualMachineInstance) { v.Metadata.Annotations = map[string]string{"x": "y"} })
 	_, err := f.reconcile("web")
 	if !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("want a conflict (the runner requeues it), got %v", err)
@@ -300,5 +291,5 @@ func TestNewRefusesRunningInformers(t *testing.T) {
 			t.Fatal("New accepted informers that already hold objects")
 		}
 	}()
-	New(Options{}, f.vmiInf, f.nodeInf, f.vmiSt, discard())
+	New(Options{}, f.vmis.Informer, f.nodes.Informer, f.vmis.Store, controllertest.Discard())
 }
