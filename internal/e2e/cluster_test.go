@@ -17,15 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
-	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
 )
 
 // Timeouts. Guests boot in about 7 s alone under TCG, several times that
@@ -41,19 +38,14 @@ const (
 // (so that it can be SIGKILLed), all in a directory of its own, with a
 // node name and a namespace no other test uses.
 type cluster struct {
-	t      *testing.T
-	ctx    context.Context
+	nsAPI
 	dir    string
 	socket string
 	node   string
-	ns     string
-	api    *client.Client
 	rec    *recorder
 
-	nodeDir string // the node agent's --node-data-dir
-
-	consMu   sync.Mutex
-	consoles map[string]*console // by VMI uid
+	nodeDir  string // the node agent's --node-data-dir
+	consoles consoles
 
 	// serverArgs point the node agent at the server: the unix socket, or
 	// the TLS listener with a bootstrap token (clusterOptions.tls).
@@ -90,9 +82,8 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{
-		t: t, ctx: ctx, dir: dir, socket: filepath.Join(dir, "api.sock"),
-		node: "e2e-" + id, ns: "e2e-" + id, nodeDir: filepath.Join(dir, "node"),
-		consoles: map[string]*console{},
+		nsAPI: nsAPI{t: t, ctx: ctx, ns: "e2e-" + id}, node: "e2e-" + id,
+		dir: dir, socket: filepath.Join(dir, "api.sock"), nodeDir: filepath.Join(dir, "node"),
 	}
 	t.Cleanup(c.cleanup)
 
@@ -221,11 +212,7 @@ func (c *cluster) cleanup() {
 	c.killAgent()
 	// The recorder, which starts followers, has stopped by now (its
 	// cleanup ran first).
-	c.consMu.Lock()
-	for _, con := range c.consoles {
-		con.close()
-	}
-	c.consMu.Unlock()
+	c.consoles.closeAll()
 	domains := c.domainsOnHost()
 	for _, d := range domains {
 		for _, pid := range launcherPids(d) {
@@ -250,15 +237,9 @@ func (c *cluster) dumpLogs() {
 	logs, _ := filepath.Glob(filepath.Join(c.dir, "agent-*.log"))
 	more, _ := filepath.Glob(filepath.Join(c.nodeDir, "logs", "*.log"))
 	for _, f := range append(logs, more...) {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
+		if s := multinode.TailFile(f, 12000); s != "" {
+			c.t.Logf("--- %s (end)\n%s", f, s)
 		}
-		const max = 12000
-		if len(b) > max {
-			b = b[len(b)-max:]
-		}
-		c.t.Logf("--- %s (end)\n%s", f, b)
 	}
 }
 
@@ -307,25 +288,7 @@ func domainDefined(t *testing.T, name string) bool {
 // guestVM is a VM that boots the test guest by direct kernel boot with
 // the given kernel command line (testguest.Cmdline).
 func (c *cluster) guestVM(name, strategy, cmdline string) *apiv1.VirtualMachine {
-	grace := int64(30)
-	return &apiv1.VirtualMachine{
-		Metadata: &apiv1.ObjectMeta{Namespace: c.ns, Name: name},
-		Spec: &apiv1.VirtualMachineSpec{
-			RunStrategy: strategy,
-			Template: &apiv1.VirtualMachineInstanceTemplateSpec{
-				Spec: &apiv1.VirtualMachineInstanceSpec{
-					Domain: &apiv1.DomainSpec{
-						Cpu:    &apiv1.CPU{Cores: 1},
-						Memory: &apiv1.Memory{Guest: guestMemory},
-						Firmware: &apiv1.Firmware{KernelBoot: &apiv1.KernelBoot{
-							Kernel: env.kernel, Initrd: testguest.InitrdFile, Cmdline: cmdline,
-						}},
-					},
-					TerminationGracePeriodSeconds: &grace,
-				},
-			},
-		},
-	}
+	return guestVM(c.ns, name, strategy, env.kernel, cmdline)
 }
 
 func (c *cluster) create(vm *apiv1.VirtualMachine) {
@@ -333,35 +296,6 @@ func (c *cluster) create(vm *apiv1.VirtualMachine) {
 	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
 		c.t.Fatalf("creating VM %s: %v", vm.GetMetadata().GetName(), err)
 	}
-}
-
-func (c *cluster) key(name string) *apiv1.ObjectKey {
-	return &apiv1.ObjectKey{Namespace: c.ns, Name: name}
-}
-
-// domain is the libvirt domain name of VM name's instance.
-func (c *cluster) domain(name string) string { return apiv1.DomainName(c.ns, name) }
-
-func (c *cluster) vm(name string) *apiv1.VirtualMachine {
-	c.t.Helper()
-	vm, err := c.api.VMs.Get(c.ctx, &apiv1.GetVirtualMachineRequest{Key: c.key(name)})
-	if err != nil {
-		c.t.Fatalf("getting VM %s: %v", name, err)
-	}
-	return vm
-}
-
-// vmi returns the VM's instance, or nil when there is none.
-func (c *cluster) vmi(name string) *apiv1.VirtualMachineInstance {
-	c.t.Helper()
-	v, err := c.api.VMIs.Get(c.ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: c.key(name)})
-	if status.Code(err) == codes.NotFound {
-		return nil
-	}
-	if err != nil {
-		c.t.Fatalf("getting VMI %s: %v", name, err)
-	}
-	return v
 }
 
 // waitRunning waits until VM name runs an instance other than notUID and
@@ -412,28 +346,11 @@ func (c *cluster) must(err error) {
 // moment the watch shows the VMI, so nothing is lost when the VMI ends
 // (and its directory goes) before the test looks.
 func (c *cluster) console(uid string) *console {
-	c.consMu.Lock()
-	defer c.consMu.Unlock()
-	con := c.consoles[uid]
-	if con == nil {
-		con = followConsole(c.t, nodedir.ConsoleLogPath(c.vmiDir(uid)))
-		c.consoles[uid] = con
-	}
-	return con
+	return c.consoles.follow(c.t, c.nodeDir, uid)
 }
 
 // agentLogMatches returns the lines of the n-th agent run's log that
 // match re.
 func (c *cluster) agentLogMatches(n int, re *regexp.Regexp) []string {
-	b, err := os.ReadFile(c.agentLog(n))
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if re.MatchString(line) {
-			out = append(out, line)
-		}
-	}
-	return out
+	return logMatches(c.agentLog(n), re)
 }

@@ -14,12 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
@@ -35,12 +31,9 @@ import (
 // host's namespaces and reach their libvirtd by its unix socket; only
 // libvirtd, virtlogd and QEMU live in the node's namespaces.
 type mnCluster struct {
-	t       *testing.T
-	ctx     context.Context
+	nsAPI
 	dir     string
 	socket  string
-	ns      string
-	api     *client.Client
 	server  *mnProc
 	tlsAddr string
 	nodes   []*mnNode
@@ -59,9 +52,7 @@ type mnNode struct {
 	agent    *mnProc
 	started  time.Time     // when the node agent was started
 	joined   time.Duration // from started to schedulable
-
-	consMu   sync.Mutex
-	consoles map[string]*console // by VMI uid
+	consoles consoles
 }
 
 // mnOptions change a multi-node cluster's defaults.
@@ -93,7 +84,7 @@ func newMultiNodeCluster(t *testing.T, o mnOptions) *mnCluster {
 	// Short: launcher sockets live under it (108-byte limit).
 	dir := filepath.Join("/tmp", "vpmne-"+id)
 	mkdir755(t, dir)
-	c := &mnCluster{t: t, ctx: ctx, dir: dir, socket: filepath.Join(dir, "api.sock"), ns: "mn-" + id}
+	c := &mnCluster{nsAPI: nsAPI{t: t, ctx: ctx, ns: "mn-" + id}, dir: dir, socket: filepath.Join(dir, "api.sock")}
 	t.Cleanup(c.cleanup)
 
 	began := time.Now()
@@ -108,7 +99,7 @@ func newMultiNodeCluster(t *testing.T, o mnOptions) *mnCluster {
 	for i, h := range hosts {
 		nd := filepath.Join(dir, strconv.Itoa(i))
 		n := &mnNode{Node: h, dir: nd, dataDir: filepath.Join(nd, "data"), nodeDir: filepath.Join(nd, "node"),
-			imageDir: filepath.Join(nd, "images"), socket: filepath.Join(nd, "agent.sock"), consoles: map[string]*console{}}
+			imageDir: filepath.Join(nd, "images"), socket: filepath.Join(nd, "agent.sock")}
 		mkdir755(t, nd)
 		mkdir755(t, n.imageDir)
 		if n.kernel, err = testguest.Install(guestDir, n.imageDir); err != nil {
@@ -170,7 +161,7 @@ func (c *mnCluster) startServer(o mnOptions) {
 			return nil
 		}
 		if !c.server.alive() {
-			c.t.Fatalf("the server exited: %s", tailFile(log, 4000))
+			c.t.Fatalf("the server exited: %s", multinode.TailFile(log, 4000))
 		}
 		return fmt.Errorf("no listener in %s yet", log)
 	})
@@ -222,7 +213,7 @@ func (c *mnCluster) waitJoined(n *mnNode) {
 			return
 		}
 		if !n.agent.alive() {
-			c.t.Errorf("node agent %s exited: %s", n.Name, tailFile(n.agent.log, 4000))
+			c.t.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.agent.log, 4000))
 			return
 		}
 		if time.Now().After(deadline) {
@@ -247,11 +238,7 @@ func (c *mnCluster) cleanup() {
 	}
 	for _, n := range c.nodes {
 		n.agent.kill(c.t)
-		n.consMu.Lock()
-		for _, con := range n.consoles {
-			con.close()
-		}
-		n.consMu.Unlock()
+		n.consoles.closeAll()
 	}
 	// Launchers outlive their agent by design; this test's are found by
 	// the namespace in their domain names.
@@ -279,21 +266,10 @@ func (c *mnCluster) dumpLogs() {
 		logs = append(logs, more...)
 	}
 	for _, f := range logs {
-		if s := tailFile(f, 12000); s != "" {
+		if s := multinode.TailFile(f, 12000); s != "" {
 			c.t.Logf("--- %s (end)\n%s", f, s)
 		}
 	}
-}
-
-func tailFile(file string, max int) string {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return ""
-	}
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
 }
 
 // --- VMs ---------------------------------------------------------------------
@@ -301,46 +277,9 @@ func tailFile(file string, max int) string {
 // guestVM is the test guest as a VM pinned to node n by its node-name
 // label (every Node carries it).
 func (c *mnCluster) guestVM(name string, n *mnNode, cmdline string) *apiv1.VirtualMachine {
-	grace := int64(30)
-	return &apiv1.VirtualMachine{
-		Metadata: &apiv1.ObjectMeta{Namespace: c.ns, Name: name},
-		Spec: &apiv1.VirtualMachineSpec{
-			RunStrategy: apiv1.RunStrategyAlways,
-			Template: &apiv1.VirtualMachineInstanceTemplateSpec{
-				Spec: &apiv1.VirtualMachineInstanceSpec{
-					NodeSelector: map[string]string{apiv1.LabelNodeName: n.Name},
-					Domain: &apiv1.DomainSpec{
-						Cpu:    &apiv1.CPU{Cores: 1},
-						Memory: &apiv1.Memory{Guest: guestMemory},
-						Firmware: &apiv1.Firmware{KernelBoot: &apiv1.KernelBoot{
-							Kernel: n.kernel, Initrd: testguest.InitrdFile, Cmdline: cmdline,
-						}},
-					},
-					TerminationGracePeriodSeconds: &grace,
-				},
-			},
-		},
-	}
-}
-
-func (c *mnCluster) key(name string) *apiv1.ObjectKey {
-	return &apiv1.ObjectKey{Namespace: c.ns, Name: name}
-}
-
-// domain is the libvirt domain name of VM name's instance.
-func (c *mnCluster) domain(name string) string { return apiv1.DomainName(c.ns, name) }
-
-// vmi returns the VM's instance, or nil when there is none.
-func (c *mnCluster) vmi(name string) *apiv1.VirtualMachineInstance {
-	c.t.Helper()
-	v, err := c.api.VMIs.Get(c.ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: c.key(name)})
-	if status.Code(err) == codes.NotFound {
-		return nil
-	}
-	if err != nil {
-		c.t.Fatalf("getting VMI %s: %v", name, err)
-	}
-	return v
+	vm := guestVM(c.ns, name, apiv1.RunStrategyAlways, n.kernel, cmdline)
+	vm.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: n.Name}
+	return vm
 }
 
 // waitRunning waits until VM name's instance is Running and returns it.
@@ -356,18 +295,7 @@ func (c *mnCluster) waitRunning(name string) *apiv1.VirtualMachineInstance {
 
 // console follows the serial console of VMI uid on node n.
 func (n *mnNode) console(t *testing.T, uid string) *console {
-	n.consMu.Lock()
-	defer n.consMu.Unlock()
-	con := n.consoles[uid]
-	if con == nil {
-		d, err := nodedir.Layout{Root: n.nodeDir}.VMIDir(uid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		con = followConsole(t, nodedir.ConsoleLogPath(d))
-		n.consoles[uid] = con
-	}
-	return con
+	return n.consoles.follow(t, n.nodeDir, uid)
 }
 
 // --- processes ---------------------------------------------------------------
@@ -410,29 +338,23 @@ func (p *mnProc) alive() bool {
 }
 
 // logMatches returns the lines of the process's log that match re.
-func (p *mnProc) logMatches(re *regexp.Regexp) []string {
-	b, err := os.ReadFile(p.log)
-	if err != nil {
-		return nil
+func (p *mnProc) logMatches(re *regexp.Regexp) []string { return logMatches(p.log, re) }
+
+// signal sends sig to the process and reports whether it is gone within
+// d.
+func (p *mnProc) signal(sig syscall.Signal, d time.Duration) bool {
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(d):
+		return false
 	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if re.MatchString(line) {
-			out = append(out, line)
-		}
-	}
-	return out
 }
 
 // kill SIGKILLs the process and waits until it is gone.
 func (p *mnProc) kill(t *testing.T) {
-	if p == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
+	if p != nil && !p.signal(syscall.SIGKILL, 10*time.Second) {
 		t.Errorf("%s (pid %d) did not die on SIGKILL", p.what, p.pid())
 	}
 }
@@ -440,13 +362,7 @@ func (p *mnProc) kill(t *testing.T) {
 // stop asks the process to shut down (SIGTERM) and kills it if it has
 // not within its shutdown timeout.
 func (p *mnProc) stop(t *testing.T) {
-	if p == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(15 * time.Second):
+	if p != nil && !p.signal(syscall.SIGTERM, 15*time.Second) {
 		t.Errorf("%s (pid %d) did not stop on SIGTERM within 15 s", p.what, p.pid())
 		p.kill(t)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
 )
 
 // TestMultiNodeBoots: two nodes, each a node agent on a private libvirt
@@ -113,7 +114,7 @@ func TestMultiNodeBoots(t *testing.T) {
 		// (on the guest firewall both install, say).
 		for _, n := range c.nodes {
 			if !n.agent.alive() {
-				t.Errorf("node agent %s exited: %s", n.Name, tailFile(n.agent.log, 4000))
+				t.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.agent.log, 4000))
 			}
 			for _, line := range n.agent.logMatches(reGuestFirewall) {
 				t.Logf("node %s: %s", n.Name, line)
