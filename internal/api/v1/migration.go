@@ -41,9 +41,13 @@ const (
 // the finalizer that holds a deleted one until it ended, and the
 // condition an instance reports about whether it can move.
 const (
-	LabelMigrationVMIName   = "virtplane.io/vmi-name"
-	FinalizerMigration      = "virtplane.io/migration"
-	ConditionLiveMigratable = "LiveMigratable"
+	LabelMigrationVMIName = "virtplane.io/vmi-name"
+	// LabelMigrationTargetNode on an instance names the node its migration
+	// goes to (KubeVirt's kubevirt.io/migrationTargetNodeName): that
+	// node's agent watches instances by it.
+	LabelMigrationTargetNode = "virtplane.io/migration-target-node"
+	FinalizerMigration       = "virtplane.io/migration"
+	ConditionLiveMigratable  = "LiveMigratable"
 	// ConditionMigrationAbortRequested is set on a migration deleted
 	// before it ended (KubeVirt's migrationAbortRequested).
 	ConditionMigrationAbortRequested = "AbortRequested"
@@ -55,4 +59,37 @@ func Timestamp(t time.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(t)
+}
+
+// MigrationMethodFor is how an instance with spec migrates: every
+// virtplane disk but a CD-ROM is node-local and writable, so any such
+// disk is copied with the memory (a block migration).
+func MigrationMethodFor(spec *VirtualMachineInstanceSpec) string {
+	for _, v := range spec.GetVolumes() {
+		if v.GetImage() != nil || v.GetPersistent() != nil {
+			return MigrationMethodBlock
+		}
+	}
+	return MigrationMethodLive
+}
+
+// Reasons of a LiveMigratable=False condition.
+const (
+	ReasonFirmwareNotLiveMigratable = "FirmwareNotLiveMigratable"
+	ReasonPausedNotLiveMigratable   = "PausedNotLiveMigratable"
+)
+
+// LiveMigratable is KubeVirt's LiveMigratable condition for what the
+// spec alone decides (the node agent adds what only the node knows):
+// False with the first reason that blocks a live migration, else True.
+func LiveMigratable(spec *VirtualMachineInstanceSpec) *Condition {
+	switch {
+	case spec.GetDomain().GetFirmware().GetBootloader().GetEfi() != nil:
+		return &Condition{Type: ConditionLiveMigratable, Status: ConditionFalse, Reason: ReasonFirmwareNotLiveMigratable,
+			Message: "the EFI variable store (NVRAM) is kept on the node and does not move with a live migration"}
+	case spec.GetPaused():
+		return &Condition{Type: ConditionLiveMigratable, Status: ConditionFalse, Reason: ReasonPausedNotLiveMigratable,
+			Message: "the instance is paused; unpause it to migrate"}
+	}
+	return &Condition{Type: ConditionLiveMigratable, Status: ConditionTrue}
 }

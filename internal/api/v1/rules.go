@@ -118,13 +118,31 @@ func IsControlledBy(vmi *VirtualMachineInstance, vm *VirtualMachine) bool {
 // phaseTransitionTimestamps do; setting the current phase again changes
 // nothing.
 func (st *VirtualMachineInstanceStatus) SetPhase(phase string, now time.Time) {
-	if st.Phase == phase {
+	setPhase(&st.Phase, &st.PhaseTransitionTimestamps, phase, now)
+}
+
+// SetPhase moves the migration to phase and records when.
+func (st *VirtualMachineInstanceMigrationStatus) SetPhase(phase string, now time.Time) {
+	setPhase(&st.Phase, &st.PhaseTransitionTimestamps, phase, now)
+}
+
+func setPhase(cur *string, times *[]*PhaseTransitionTimestamp, phase string, now time.Time) {
+	if *cur == phase {
 		return
 	}
-	st.Phase = phase
-	st.PhaseTransitionTimestamps = append(st.PhaseTransitionTimestamps, &PhaseTransitionTimestamp{
-		Phase: phase, Time: timestamppb.New(now),
-	})
+	*cur = phase
+	*times = append(*times, &PhaseTransitionTimestamp{Phase: phase, Time: timestamppb.New(now)})
+}
+
+// PhaseSince returns when the object last entered phase, from its
+// transition timestamps; the zero time if it never did.
+func PhaseSince(times []*PhaseTransitionTimestamp, phase string) time.Time {
+	for i := len(times) - 1; i >= 0; i-- {
+		if times[i].GetPhase() == phase {
+			return times[i].GetTime().AsTime()
+		}
+	}
+	return time.Time{}
 }
 
 // FailOnNode fails the instance with reason and message if it is still the
