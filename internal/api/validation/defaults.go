@@ -19,12 +19,7 @@ func DefaultVirtualMachine(vm *apiv1.VirtualMachine) {
 		return
 	}
 	DiscardUnknown(vm)
-	if vm.Metadata == nil {
-		vm.Metadata = &apiv1.ObjectMeta{}
-	}
-	if vm.Metadata.Namespace == "" {
-		vm.Metadata.Namespace = apiv1.DefaultNamespace
-	}
+	vm.Metadata = defaultMetadata(vm.Metadata)
 	if vm.Spec == nil {
 		vm.Spec = &apiv1.VirtualMachineSpec{}
 	}
@@ -56,16 +51,23 @@ func DefaultVirtualMachineInstance(vmi *apiv1.VirtualMachineInstance) {
 		return
 	}
 	DiscardUnknown(vmi)
-	if vmi.Metadata == nil {
-		vmi.Metadata = &apiv1.ObjectMeta{}
-	}
-	if vmi.Metadata.Namespace == "" {
-		vmi.Metadata.Namespace = apiv1.DefaultNamespace
-	}
+	vmi.Metadata = defaultMetadata(vmi.Metadata)
 	if vmi.Spec == nil {
 		vmi.Spec = &apiv1.VirtualMachineInstanceSpec{}
 	}
 	defaultVMISpec(vmi.Spec)
+}
+
+// defaultMetadata is m, made if nil, in the default namespace unless it
+// names one.
+func defaultMetadata(m *apiv1.ObjectMeta) *apiv1.ObjectMeta {
+	if m == nil {
+		m = &apiv1.ObjectMeta{}
+	}
+	if m.Namespace == "" {
+		m.Namespace = apiv1.DefaultNamespace
+	}
+	return m
 }
 
 func defaultVMISpec(spec *apiv1.VirtualMachineInstanceSpec) {

@@ -80,28 +80,6 @@ func TestValidateVirtualMachineLimits(t *testing.T) {
 	runVMCases(t, cases)
 }
 
-// runVMCases runs cases as TestValidateVirtualMachine does: raw, and after
-// defaulting unless the case says otherwise.
-func runVMCases(t *testing.T, cases []vmCase) {
-	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			vm := validVM()
-			tc.mutate(vm)
-			expectErrors(t, ValidateVirtualMachine(vm, tc.opts), tc.want...)
-			if tc.rawOnly {
-				return
-			}
-			DefaultVirtualMachine(vm)
-			wantDef := tc.want
-			if tc.wantDefaulted != nil {
-				wantDef = tc.wantDefaulted
-			}
-			expectErrors(t, ValidateVirtualMachine(vm, tc.opts), wantDef...)
-		})
-	}
-}
-
 // A VM over the size limit is refused at its largest part; one made large
 // by no single field, at the message that is.
 func TestValidateVMSize(t *testing.T) {

@@ -23,6 +23,32 @@ type vmCase struct {
 	rawOnly bool
 }
 
+// runVMCases validates each case's VM raw, and after defaulting unless
+// the case says otherwise.
+func runVMCases(t *testing.T, cases []vmCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vm := validVM()
+			tc.mutate(vm)
+			expectErrors(t, ValidateVirtualMachine(vm, tc.opts), tc.want...)
+			if tc.rawOnly {
+				return
+			}
+			// A fresh copy: proto.Clone would turn nil list elements into
+			// empty messages.
+			vm = validVM()
+			tc.mutate(vm)
+			DefaultVirtualMachine(vm)
+			wantDefaulted := tc.want
+			if tc.wantDefaulted != nil {
+				wantDefaulted = tc.wantDefaulted
+			}
+			expectErrors(t, ValidateVirtualMachine(vm, tc.opts), wantDefaulted...)
+		})
+	}
+}
+
 func TestValidateVirtualMachine(t *testing.T) {
 	cases := []vmCase{
 		{name: "valid", mutate: func(*apiv1.VirtualMachine) {}},
@@ -316,27 +342,7 @@ func TestValidateVirtualMachine(t *testing.T) {
 		{name: "grace period zero", mutate: func(vm *apiv1.VirtualMachine) { tspecOf(vm).TerminationGracePeriodSeconds = ptr(int64(0)) }},
 		{name: "grace period unset", mutate: func(vm *apiv1.VirtualMachine) { tspecOf(vm).TerminationGracePeriodSeconds = nil }},
 	}
-
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			vm := validVM()
-			tc.mutate(vm)
-			expectErrors(t, ValidateVirtualMachine(vm, tc.opts), tc.want...)
-			if tc.rawOnly {
-				return
-			}
-			// A fresh copy: proto.Clone would turn nil list elements into
-			// empty messages.
-			vm = validVM()
-			tc.mutate(vm)
-			DefaultVirtualMachine(vm)
-			wantDefaulted := tc.want
-			if tc.wantDefaulted != nil {
-				wantDefaulted = tc.wantDefaulted
-			}
-			expectErrors(t, ValidateVirtualMachine(vm, tc.opts), wantDefaulted...)
-		})
-	}
+	runVMCases(t, cases)
 }
 
 // Error texts users see; the paths and types are covered above.

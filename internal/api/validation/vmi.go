@@ -153,24 +153,18 @@ type namedResult struct {
 func validateVolumes(volumes []*apiv1.Volume, path *field.Path, opts Options) namedResult {
 	r := namedResult{names: nameIndex{}}
 	cloudInit := false
-	for i, v := range volumes {
-		p := path.Index(i)
-		if v == nil {
-			r.errs = append(r.errs, field.Required(p, ""))
-			continue
-		}
-		r.errs = append(r.errs, uniqueName(v.GetName(), p.Child("name"), i, r.names, true)...)
-
+	r.errs = eachNamed(volumes, path, r.names, true, func(v *apiv1.Volume, p *field.Path, _ bool) field.ErrorList {
+		var errs field.ErrorList
 		var sources []string
 		if img := v.GetImage(); img != nil {
 			sources = append(sources, "image")
-			r.errs = append(r.errs, ValidateImagePath(img.GetName(), p.Child("image", "name"), opts.ImageDir)...)
+			errs = append(errs, ValidateImagePath(img.GetName(), p.Child("image", "name"), opts.ImageDir)...)
 		}
 		if pv := v.GetPersistent(); pv != nil {
 			sources = append(sources, "persistent")
-			r.errs = append(r.errs, validateDiskSize(pv.GetSize(), p.Child("persistent", "size"))...)
+			errs = append(errs, validateDiskSize(pv.GetSize(), p.Child("persistent", "size"))...)
 			if pv.GetImage() != "" {
-				r.errs = append(r.errs, ValidateImagePath(pv.GetImage(), p.Child("persistent", "image"), opts.ImageDir)...)
+				errs = append(errs, ValidateImagePath(pv.GetImage(), p.Child("persistent", "image"), opts.ImageDir)...)
 			}
 		}
 		if ci := v.GetCloudInitNoCloud(); ci != nil {
@@ -178,40 +172,62 @@ func validateVolumes(volumes []*apiv1.Volume, path *field.Path, opts Options) na
 			cp := p.Child("cloud_init_no_cloud")
 			if cloudInit {
 				// Two NoCloud seeds would both claim the "cidata" label.
-				r.errs = append(r.errs, field.Forbidden(cp, "at most one cloud_init_no_cloud volume is allowed"))
+				errs = append(errs, field.Forbidden(cp, "at most one cloud_init_no_cloud volume is allowed"))
 			}
 			cloudInit = true
 			if len(ci.GetUserData()) > maxCloudInitData {
-				r.errs = append(r.errs, field.TooLong(cp.Child("user_data"), "", maxCloudInitData))
+				errs = append(errs, field.TooLong(cp.Child("user_data"), "", maxCloudInitData))
 			}
 			if len(ci.GetNetworkData()) > maxCloudInitData {
-				r.errs = append(r.errs, field.TooLong(cp.Child("network_data"), "", maxCloudInitData))
+				errs = append(errs, field.TooLong(cp.Child("network_data"), "", maxCloudInitData))
 			}
 		}
 		if len(sources) == 0 {
-			r.errs = append(r.errs, field.Required(p, "must set exactly one of image, persistent or cloud_init_no_cloud"))
+			errs = append(errs, field.Required(p, "must set exactly one of image, persistent or cloud_init_no_cloud"))
 		}
 		for _, extra := range sources[min(1, len(sources)):] {
-			r.errs = append(r.errs, field.Forbidden(p.Child(extra), "may not be set together with "+sources[0]+"; a volume has exactly one source"))
+			errs = append(errs, field.Forbidden(p.Child(extra), "may not be set together with "+sources[0]+"; a volume has exactly one source"))
 		}
-	}
+		return errs
+	})
 	return r
 }
 
 func validateNetworks(networks []*apiv1.Network, path *field.Path) namedResult {
 	r := namedResult{names: nameIndex{}}
-	for i, n := range networks {
+	r.errs = eachNamed(networks, path, r.names, true, func(n *apiv1.Network, p *field.Path, _ bool) field.ErrorList {
+		if n.GetUser() == nil {
+			return field.ErrorList{field.Required(p.Child("user"), "a network needs a kind; user is the only one supported")}
+		}
+		return nil
+	})
+	return r
+}
+
+// named is an element of a list whose elements have unique names:
+// volumes, networks, disks, interfaces.
+type named interface {
+	comparable
+	GetName() string
+}
+
+// eachNamed checks each element of a named list at path: it must be set,
+// and its name unique in names (a DNS-1123 label when label is set); then
+// check validates the element at p, told whether its name passed.
+func eachNamed[T named](items []T, path *field.Path, names nameIndex, label bool, check func(item T, p *field.Path, nameOK bool) field.ErrorList) field.ErrorList {
+	var errs field.ErrorList
+	var unset T
+	for i, item := range items {
 		p := path.Index(i)
-		if n == nil {
-			r.errs = append(r.errs, field.Required(p, ""))
+		if item == unset {
+			errs = append(errs, field.Required(p, ""))
 			continue
 		}
-		r.errs = append(r.errs, uniqueName(n.GetName(), p.Child("name"), i, r.names, true)...)
-		if n.GetUser() == nil {
-			r.errs = append(r.errs, field.Required(p.Child("user"), "a network needs a kind; user is the only one supported"))
-		}
+		nameErrs := uniqueName(item.GetName(), p.Child("name"), i, names, label)
+		errs = append(errs, nameErrs...)
+		errs = append(errs, check(item, p, len(nameErrs) == 0)...)
 	}
-	return r
+	return errs
 }
 
 // uniqueName checks a list element's name: required, optionally a DNS-1123
@@ -233,19 +249,11 @@ func uniqueName(name string, path *field.Path, i int, seen nameIndex, label bool
 // validateDisks checks disks against the volumes they name; used collects
 // the names of volumes that have a disk.
 func validateDisks(disks []*apiv1.Disk, path *field.Path, volumes nameIndex, used map[string]bool) field.ErrorList {
-	var errs field.ErrorList
-	names := nameIndex{}
 	bootOrders := map[int32]bool{}
-	for i, d := range disks {
-		p := path.Index(i)
-		if d == nil {
-			errs = append(errs, field.Required(p, ""))
-			continue
-		}
+	return eachNamed(disks, path, nameIndex{}, false, func(d *apiv1.Disk, p *field.Path, nameOK bool) field.ErrorList {
+		var errs field.ErrorList
 		name := d.GetName()
-		nameErrs := uniqueName(name, p.Child("name"), i, names, false)
-		errs = append(errs, nameErrs...)
-		if len(nameErrs) == 0 {
+		if nameOK {
 			if _, ok := volumes[name]; ok {
 				used[name] = true
 			} else {
@@ -286,26 +294,18 @@ func validateDisks(disks []*apiv1.Disk, path *field.Path, volumes nameIndex, use
 				errs = append(errs, field.Invalid(p.Child("serial"), s, "must consist of letters, digits, '_', '.', '+' or '-'"))
 			}
 		}
-	}
-	return errs
+		return errs
+	})
 }
 
 // validateInterfaces checks interfaces against networks. Interface names are
 // unique and name their network, so no network can have two interfaces.
 func validateInterfaces(ifaces []*apiv1.Interface, path *field.Path, networks nameIndex) field.ErrorList {
-	var errs field.ErrorList
-	names := nameIndex{}
 	macs := map[string]bool{}
-	for i, iface := range ifaces {
-		p := path.Index(i)
-		if iface == nil {
-			errs = append(errs, field.Required(p, ""))
-			continue
-		}
+	return eachNamed(ifaces, path, nameIndex{}, false, func(iface *apiv1.Interface, p *field.Path, nameOK bool) field.ErrorList {
+		var errs field.ErrorList
 		name := iface.GetName()
-		nameErrs := uniqueName(name, p.Child("name"), i, names, false)
-		errs = append(errs, nameErrs...)
-		if _, ok := networks[name]; len(nameErrs) == 0 && !ok {
+		if _, ok := networks[name]; nameOK && !ok {
 			e := field.NotFound(p.Child("name"), name)
 			e.Detail = "no network with this name; an interface names the network it connects to"
 			errs = append(errs, e)
@@ -329,6 +329,6 @@ func validateInterfaces(ifaces []*apiv1.Interface, path *field.Path, networks na
 				macs[hw.String()] = true
 			}
 		}
-	}
-	return errs
+		return errs
+	})
 }
