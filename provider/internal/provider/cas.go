@@ -21,8 +21,7 @@ type metaObject interface {
 }
 
 // replacedError says the stored object is not the one the state records:
-// ours was deleted and another of the same name created. The caller words
-// the diagnostic, since only it knows the resource's vocabulary.
+// ours was deleted and another of the same name created.
 type replacedError struct {
 	what     string // "virtual machine default/web", "image debian": also names the calls in casCallError
 	stateUID string
@@ -82,18 +81,18 @@ func updateCAS[T metaObject](ctx context.Context, what, stateUID string,
 	}
 }
 
-// addCASError reports an error from updateCAS and says whether there was
-// one. addError words a failed call; replaced words the uid mismatch in the
-// resource's own terms.
-func addCASError(diags *diag.Diagnostics, err error, addError func(*diag.Diagnostics, error, string),
-	replaced func(e *replacedError) (summary, detail string),
-) bool {
+// addCASError reports an error from updateCAS about object id of kind k
+// and says whether there was one. addError words a failed call.
+func addCASError(diags *diag.Diagnostics, err error, k objectKind, id string, addError func(*diag.Diagnostics, error, string)) bool {
 	if err == nil {
 		return false
 	}
 	var rep *replacedError
 	if errors.As(err, &rep) {
-		diags.AddError(replaced(rep))
+		diags.AddError(k.title+" "+id+" was replaced outside Terraform",
+			fmt.Sprintf("The %s Terraform manages (uid %s) was deleted and another %s of the same name (uid %s) exists; "+
+				"Terraform does not update %s it did not create. Refresh to drop the old one from the state.",
+				k.short, rep.stateUID, k.short, rep.gotUID, k.one))
 		return true
 	}
 	// updateCAS wraps every failed call; "update" only guards a future

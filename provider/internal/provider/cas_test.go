@@ -151,22 +151,21 @@ func TestAddCASError(t *testing.T) {
 		calls = append(calls, call+": "+status.Code(err).String())
 		diags.AddError("call failed", call)
 	}
-	replaced := func(e *replacedError) (string, string) {
-		return e.what + " was replaced", e.stateUID + "->" + e.gotUID
-	}
 
 	var diags diag.Diagnostics
-	if addCASError(&diags, nil, addError, replaced) || diags.HasError() {
+	if addCASError(&diags, nil, imageKind, "debian", addError) || diags.HasError() {
 		t.Fatalf("nil error reported: %v", diags)
 	}
-	if !addCASError(&diags, &replacedError{what: "image debian", stateUID: "u1", gotUID: "u2"}, addError, replaced) {
+	if !addCASError(&diags, &replacedError{what: "image debian", stateUID: "u1", gotUID: "u2"}, imageKind, "debian", addError) {
 		t.Fatal("replacedError not reported")
 	}
-	if d := diags.Errors()[0]; d.Summary() != "image debian was replaced" || d.Detail() != "u1->u2" || len(calls) != 0 {
+	want := "The image Terraform manages (uid u1) was deleted and another image of the same name (uid u2) exists; " +
+		"Terraform does not update an image it did not create. Refresh to drop the old one from the state."
+	if d := diags.Errors()[0]; d.Summary() != "Image debian was replaced outside Terraform" || d.Detail() != want || len(calls) != 0 {
 		t.Errorf("replaced diagnostic %q / %q, calls %v", d.Summary(), d.Detail(), calls)
 	}
 	wrapped := &casCallError{call: "update image debian", err: status.Error(codes.PermissionDenied, "no")}
-	if !addCASError(&diags, wrapped, addError, replaced) || strings.Join(calls, ",") != "update image debian: PermissionDenied" {
+	if !addCASError(&diags, wrapped, imageKind, "debian", addError) || strings.Join(calls, ",") != "update image debian: PermissionDenied" {
 		t.Errorf("call failure reported as %v", calls)
 	}
 }

@@ -5,9 +5,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -75,39 +75,27 @@ func apiError(err error, endpoint, what string) (summary, detail string) {
 		fmt.Sprintf("Cannot %s: the agent at %s answered %s: %s", what, endpoint, st.Code(), msg)
 }
 
-// resourceReady reports whether a resource can use the client in data,
-// adding a diagnostic if not.
-func resourceReady(data *providerData, diags *diag.Diagnostics, what string) bool {
-	if data == nil {
-		diags.AddError("virtplane provider not configured",
-			"The resource was used before the provider was configured. This is a bug in the virtplane provider.")
-		return false
+// addListError reports a failed list call filtered by selector. The
+// validator catches bad selectors first; this covers an agent whose
+// selector syntax differs from ours.
+func addListError(diags *diag.Diagnostics, err error, endpoint string, selector types.String, what string) {
+	if status.Code(err) == codes.InvalidArgument {
+		diags.AddAttributeError(path.Root("label_selector"), "Invalid label_selector",
+			"The agent rejected label_selector "+selector.String()+": "+status.Convert(err).Message())
+		return
 	}
-	if len(data.unknown) > 0 {
-		diags.AddError(notReadyError(data, what))
-		return false
-	}
-	return true
+	diags.AddError(apiError(err, endpoint, what))
 }
 
-// readyToRead reports whether a data source can talk to the agent. With
-// provider settings still unknown at plan time it defers the read where
-// Terraform allows that, and otherwise says which settings are unknown.
-func readyToRead(data *providerData, req datasource.ReadRequest, resp *datasource.ReadResponse, what string) bool {
-	if data == nil {
-		resp.Diagnostics.AddError("virtplane provider not configured",
-			"The data source was read before the provider was configured. This is a bug in the virtplane provider.")
-		return false
+// addLookupError reports a data source's failed read of the object of
+// kind k named id; a missing one is an error that says where to look
+// instead (hint).
+func addLookupError(diags *diag.Diagnostics, err error, endpoint string, k objectKind, id, hint string) {
+	if status.Code(err) == codes.NotFound {
+		diags.AddError(k.title+" not found", "There is no "+k.noun+" "+id+" "+hint)
+		return
 	}
-	if len(data.unknown) > 0 {
-		if req.ClientCapabilities.DeferralAllowed {
-			resp.Deferred = &datasource.Deferred{Reason: datasource.DeferredReasonProviderConfigUnknown}
-			return false
-		}
-		resp.Diagnostics.AddError(notReadyError(data, what))
-		return false
-	}
-	return true
+	addObjectError(diags, err, endpoint, "read "+k.noun+" "+id, k)
 }
 
 // objectKind is how diagnostics word one kind of object.
@@ -115,28 +103,19 @@ type objectKind struct {
 	noun     string // "virtplane rejected the <noun>"
 	title    string // "<title> already exists", "<title> not found"
 	one      string // "<one> of that name exists already"
+	short    string // "the <short> Terraform created"
+	logKey   string // names the object in log fields
 	importID string // what terraform import takes
 	// attribute maps an API field path to the attribute it is about.
 	attribute func(fieldPath string) (path.Path, bool)
 }
 
 var (
-	vmKind = objectKind{noun: "virtual machine", title: "Virtual machine", one: "a VM",
-		importID: "namespace/name", attribute: attributePath}
-	imageKind = objectKind{noun: "image", title: "Image", one: "an image",
-		importID: "NAME", attribute: imageAttributePath}
+	vmKind = objectKind{noun: "virtual machine", title: "Virtual machine", one: "a VM", short: "VM",
+		logKey: "vm", importID: "namespace/name", attribute: attributePath}
+	imageKind = objectKind{noun: "image", title: "Image", one: "an image", short: "image",
+		logKey: "image", importID: "NAME", attribute: imageAttributePath}
 )
-
-// addVMError reports a failed agent call about a VM (see addObjectError).
-func addVMError(diags *diag.Diagnostics, err error, endpoint, what string) {
-	addObjectError(diags, err, endpoint, what, vmKind)
-}
-
-// addImageError reports a failed agent call about an image (see
-// addObjectError).
-func addImageError(diags *diag.Diagnostics, err error, endpoint, what string) {
-	addObjectError(diags, err, endpoint, what, imageKind)
-}
 
 // addObjectError reports a failed agent call about an object of kind k.
 // Validation errors are attached to the attributes that caused them,

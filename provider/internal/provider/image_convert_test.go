@@ -182,7 +182,7 @@ func TestImageErrorsLandOnAttributes(t *testing.T) {
 		t.Fatal("the agent accepted an invalid image")
 	}
 	var diags diag.Diagnostics
-	addImageError(&diags, err, "unix:///x", "create image debian.qcow2")
+	addObjectError(&diags, err, "unix:///x", "create image debian.qcow2", imageKind)
 	got := map[string]bool{}
 	for _, e := range diags.Errors() {
 		if wp, ok := e.(interface{ Path() path.Path }); ok {
@@ -196,12 +196,12 @@ func TestImageErrorsLandOnAttributes(t *testing.T) {
 	}
 
 	diags = nil
-	addImageError(&diags, status.Error(codes.AlreadyExists, `image "debian.qcow2" already exists`), "unix:///x", "create image debian.qcow2")
+	addObjectError(&diags, status.Error(codes.AlreadyExists, `image "debian.qcow2" already exists`), "unix:///x", "create image debian.qcow2", imageKind)
 	if len(diags.Errors()) != 1 || !strings.Contains(diags.Errors()[0].Detail(), "terraform import") {
 		t.Errorf("AlreadyExists: %v", diags)
 	}
 	diags = nil
-	addImageError(&diags, status.Error(codes.Unavailable, "connection refused"), "unix:///x", "read image x")
+	addObjectError(&diags, status.Error(codes.Unavailable, "connection refused"), "unix:///x", "read image x", imageKind)
 	if len(diags.Errors()) != 1 || !strings.Contains(diags.Errors()[0].Detail(), "unreachable") {
 		t.Errorf("Unavailable: %v", diags)
 	}

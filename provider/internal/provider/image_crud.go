@@ -29,11 +29,8 @@ func (r *imageResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "create an image") {
 		return
 	}
-	timeout, d := plan.Timeouts.Create(ctx, defaultImageTimeout)
-	resp.Diagnostics.Append(d...)
-	want, d := imageFromModel(ctx, &plan.imageModel)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	want, timeout, ok := planned(ctx, &plan.imageModel, imageFromModel, plan.Timeouts.Create, defaultImageTimeout, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -101,32 +98,12 @@ func (r *imageResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.data != nil && len(r.data.unknown) > 0 && req.ClientCapabilities.DeferralAllowed {
-		resp.Deferred = &resource.Deferred{Reason: resource.DeferredReasonProviderConfigUnknown}
-		return
-	}
 	name := state.Name.ValueString()
-	if !r.ready(&resp.Diagnostics, "read image "+name) {
+	if !r.readyToRefresh(req, resp, "read image "+name) {
 		return
 	}
 	img, err := r.data.client.Images.Get(ctx, &apiv1.GetImageRequest{Name: name})
-	switch {
-	case status.Code(err) == codes.NotFound:
-		// Only a definite NotFound drops the image; an unreachable agent
-		// is an error, never a reason to plan a second one.
-		tflog.Warn(ctx, "image deleted outside Terraform; removing it from the state", map[string]any{"image": name})
-		resp.State.RemoveResource(ctx)
-		return
-	case err != nil:
-		r.addError(&resp.Diagnostics, err, "read image "+name)
-		return
-	}
-	if uid := state.UID.ValueString(); uid != "" && uid != img.GetMetadata().GetUid() {
-		resp.Diagnostics.AddWarning("Image "+name+" was replaced outside Terraform",
-			fmt.Sprintf("The image Terraform created (uid %s) is gone and another image of the same name (uid %s) exists. "+
-				"Terraform stops tracking it; to manage the new one, import it: terraform import <address> %s",
-				uid, img.GetMetadata().GetUid(), name))
-		resp.State.RemoveResource(ctx)
+	if !r.stillManaged(ctx, resp, name, state.UID.ValueString(), img.GetMetadata().GetUid(), err) {
 		return
 	}
 	r.setState(ctx, &resp.State, &resp.Diagnostics, img, &state)
@@ -139,11 +116,8 @@ func (r *imageResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "update an image") {
 		return
 	}
-	timeout, d := plan.Timeouts.Update(ctx, defaultImageTimeout)
-	resp.Diagnostics.Append(d...)
-	want, d := imageFromModel(ctx, &plan.imageModel)
-	resp.Diagnostics.Append(d...)
-	if resp.Diagnostics.HasError() {
+	want, timeout, ok := planned(ctx, &plan.imageModel, imageFromModel, plan.Timeouts.Update, defaultImageTimeout, &resp.Diagnostics)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -161,12 +135,7 @@ func (r *imageResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		func(ctx context.Context, next *apiv1.Image) (*apiv1.Image, error) {
 			return c.Images.Update(ctx, &apiv1.UpdateImageRequest{Image: next})
 		})
-	if addCASError(&resp.Diagnostics, err, r.addError, func(e *replacedError) (string, string) {
-		return "Image " + name + " was replaced outside Terraform",
-			fmt.Sprintf("The image Terraform manages (uid %s) was deleted and another image of the same name (uid %s) "+
-				"exists; Terraform does not update an image it did not create. Refresh to drop the old one from the state.",
-				e.stateUID, e.gotUID)
-	}) {
+	if addCASError(&resp.Diagnostics, err, r.kind, name, r.addError) {
 		return
 	}
 	if written {
@@ -232,11 +201,6 @@ func (r *imageResource) setState(ctx context.Context, st stateSetter, diags *dia
 		out.WaitForNodes = types.BoolValue(true) // after import
 	}
 	diags.Append(st.Set(ctx, &out)...)
-}
-
-// addError reports a failed agent call (see addImageError).
-func (r *imageResource) addError(diags *diag.Diagnostics, err error, what string) {
-	addImageError(diags, err, r.data.endpoint, what)
 }
 
 // imageAttributes maps the API's field paths to the resource's attributes.

@@ -7,8 +7,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -22,7 +20,7 @@ var (
 func NewImageDataSource() datasource.DataSource { return &imageDataSource{} }
 
 type imageDataSource struct {
-	data *providerData
+	configuredDataSource
 }
 
 func (d *imageDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -71,26 +69,16 @@ func (d *imageDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 	}
 }
 
-func (d *imageDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func (d *imageDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var cfg imageModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
-	if resp.Diagnostics.HasError() || !readyToRead(d.data, req, resp, "read virtplane_image") {
+	if !d.readConfig(ctx, req, resp, &cfg, "read virtplane_image") {
 		return
 	}
 	name := cfg.Name.ValueString()
 	img, err := d.data.client.Images.Get(ctx, &apiv1.GetImageRequest{Name: name})
 	if err != nil {
-		if status.Code(err) == codes.NotFound {
-			resp.Diagnostics.AddError("Image not found",
-				"There is no image "+name+" (virtplane-agent image get lists them). An image in a node's "+
-					"image directory that no virtplane_image made is listed by data source virtplane_nodes.")
-			return
-		}
-		addImageError(&resp.Diagnostics, err, d.data.endpoint, "read image "+name)
+		addLookupError(&resp.Diagnostics, err, d.data.endpoint, imageKind, name, "(virtplane-agent image get lists them). "+
+			"An image in a node's image directory that no virtplane_image made is listed by data source virtplane_nodes.")
 		return
 	}
 	m, diags := imageToModel(img, nil, true)

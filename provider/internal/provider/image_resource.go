@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -40,10 +39,10 @@ var (
 const defaultImageTimeout = 20 * time.Minute
 
 // NewImageResource returns the virtplane_image resource.
-func NewImageResource() resource.Resource { return &imageResource{} }
+func NewImageResource() resource.Resource { return &imageResource{configuredResource{kind: imageKind}} }
 
 type imageResource struct {
-	data *providerData
+	configuredResource
 }
 
 // imageResourceModel is the resource's state.
@@ -57,22 +56,14 @@ func (r *imageResource) Metadata(_ context.Context, req resource.MetadataRequest
 	resp.TypeName = req.ProviderTypeName + "_image"
 }
 
-func (r *imageResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func (r *imageResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	tb := timeouts.Block(ctx, timeouts.Opts{
+	tb := timeoutsBlock(ctx, "Time limits of create and update.", timeouts.Opts{
 		Create: true, Update: true,
 		CreateDescription: "How long create may wait for every node to pull the image (with `nodes = \"all\"` " +
 			"and `wait_for_nodes`), as a Go duration (`30s`, `15m`, `1h`). Default `20m`.",
 		UpdateDescription: "How long update may wait for every node to pull the image after `nodes` became " +
 			"`\"all\"`. Default `20m`.",
 	})
-	if b, ok := tb.(schema.SingleNestedBlock); ok {
-		b.Description = "Time limits of create and update."
-		tb = b
-	}
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A disk image (or kernel) that nodes download by URL into their image directory, " +
@@ -218,10 +209,6 @@ func (r *imageResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	if keep.Raw.Equal(req.State.Raw) {
 		resp.Plan = keep
 	}
-}
-
-func (r *imageResource) ready(diags *diag.Diagnostics, what string) bool {
-	return resourceReady(r.data, diags, what)
 }
 
 // ImportState takes the image's name.

@@ -7,11 +7,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/labels"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -26,7 +23,7 @@ var (
 func NewNodesDataSource() datasource.DataSource { return &nodesDataSource{} }
 
 type nodesDataSource struct {
-	data *providerData
+	configuredDataSource
 }
 
 type nodesDataSourceModel struct {
@@ -132,31 +129,16 @@ func (d *nodesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 	}
 }
 
-func (d *nodesDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func (d *nodesDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m nodesDataSourceModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if !readyToRead(d.data, req, resp, "read virtplane_nodes") {
+	if !d.readConfig(ctx, req, resp, &m, "read virtplane_nodes") {
 		return
 	}
 
 	selector := m.LabelSelector.ValueString()
 	out, err := d.data.client.Nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: selector})
 	if err != nil {
-		// The validator catches bad selectors first; this covers an agent
-		// whose selector syntax differs from ours.
-		if status.Code(err) == codes.InvalidArgument {
-			resp.Diagnostics.AddAttributeError(path.Root("label_selector"), "Invalid label_selector",
-				"The agent rejected label_selector "+m.LabelSelector.String()+": "+status.Convert(err).Message())
-			return
-		}
-		resp.Diagnostics.AddError(apiError(err, d.data.endpoint, "list nodes"))
+		addListError(&resp.Diagnostics, err, d.data.endpoint, m.LabelSelector, "list nodes")
 		return
 	}
 

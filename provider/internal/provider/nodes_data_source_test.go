@@ -216,7 +216,7 @@ func TestAPIError(t *testing.T) {
 // itself, or defers when Terraform allows it; it never dials.
 func TestReadWithUnknownProviderConfig(t *testing.T) {
 	ctx := context.Background()
-	ds := &nodesDataSource{data: &providerData{unknown: []string{"endpoint"}}}
+	ds := &nodesDataSource{configuredDataSource{data: &providerData{unknown: []string{"endpoint"}}}}
 	var sresp datasource.SchemaResponse
 	ds.Schema(ctx, datasource.SchemaRequest{}, &sresp)
 	typ := sresp.Schema.Type().TerraformType(ctx)

@@ -357,7 +357,7 @@ func TestAgentErrorsLandOnAttributes(t *testing.T) {
 		t.Fatal("the agent accepted an invalid VM")
 	}
 	var diags diagsT
-	addVMError(&diags.d, err, "unix:///x", "create virtual machine prod/web")
+	addObjectError(&diags.d, err, "unix:///x", "create virtual machine prod/web", vmKind)
 	got := map[string]bool{}
 	for _, e := range diags.d.Errors() {
 		if wp, ok := e.(interface{ Path() path.Path }); ok {

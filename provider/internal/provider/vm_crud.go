@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -21,24 +20,13 @@ import (
 // resource: the agent calls, and the waits for the state the run strategy
 // implies (vm_wait.go).
 
-// planned is what create and update start from: the VM the plan asks for,
-// and the operation's time limit from the timeouts block (limit is
-// plan.Timeouts.Create or .Update). ok is false when diags has errors.
-func planned(ctx context.Context, plan *vmResourceModel, limit func(context.Context, time.Duration) (time.Duration, diag.Diagnostics), diags *diag.Diagnostics) (want *apiv1.VirtualMachine, timeout time.Duration, ok bool) {
-	timeout, d := limit(ctx, defaultTimeout)
-	diags.Append(d...)
-	want, d = vmFromModel(ctx, &plan.vmModel)
-	diags.Append(d...)
-	return want, timeout, !diags.HasError()
-}
-
 func (r *vmResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan vmResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "create a virtual machine") {
 		return
 	}
-	want, timeout, ok := planned(ctx, &plan, plan.Timeouts.Create, &resp.Diagnostics)
+	want, timeout, ok := planned(ctx, &plan.vmModel, vmFromModel, plan.Timeouts.Create, defaultTimeout, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -79,38 +67,14 @@ func (r *vmResource) Read(ctx context.Context, req resource.ReadRequest, resp *r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if r.data != nil && len(r.data.unknown) > 0 && req.ClientCapabilities.DeferralAllowed {
-		resp.Deferred = &resource.Deferred{Reason: resource.DeferredReasonProviderConfigUnknown}
-		return
-	}
-	if !r.ready(&resp.Diagnostics, "read virtual machine "+state.ID.ValueString()) {
+	if !r.readyToRefresh(req, resp, "read virtual machine "+state.ID.ValueString()) {
 		return
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	id := vmID(ns, name)
 	// One read of the VM and one of its instance: refresh never waits, so
 	// plans stay fast however many VMs there are.
 	vm, vmi, err := getVM(ctx, r.data.client, ns, name)
-	switch {
-	case status.Code(err) == codes.NotFound:
-		// Only a definite NotFound drops the VM; an unreachable agent is
-		// an error, never a reason to plan a second VM.
-		tflog.Warn(ctx, "virtual machine deleted outside Terraform; removing it from the state", map[string]any{"vm": id})
-		resp.State.RemoveResource(ctx)
-		return
-	case err != nil:
-		r.addError(&resp.Diagnostics, err, "read virtual machine "+id)
-		return
-	}
-	if uid := state.UID.ValueString(); uid != "" && uid != vm.GetMetadata().GetUid() {
-		// Same name, different VM: ours was deleted. Adopting the new one
-		// would let this configuration change or destroy a VM it never
-		// created.
-		resp.Diagnostics.AddWarning("Virtual machine "+id+" was replaced outside Terraform",
-			fmt.Sprintf("The VM Terraform created (uid %s) is gone and another VM of the same name (uid %s) exists. "+
-				"Terraform stops tracking it; to manage the new VM, import it: terraform import <address> %s",
-				uid, vm.GetMetadata().GetUid(), id))
-		resp.State.RemoveResource(ctx)
+	if !r.stillManaged(ctx, resp, vmID(ns, name), state.UID.ValueString(), vm.GetMetadata().GetUid(), err) {
 		return
 	}
 	if state.UpdatePolicy.IsNull() {
@@ -126,7 +90,7 @@ func (r *vmResource) Update(ctx context.Context, req resource.UpdateRequest, res
 	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "update a virtual machine") {
 		return
 	}
-	want, timeout, ok := planned(ctx, &plan, plan.Timeouts.Update, &resp.Diagnostics)
+	want, timeout, ok := planned(ctx, &plan.vmModel, vmFromModel, plan.Timeouts.Update, defaultTimeout, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -147,12 +111,7 @@ func (r *vmResource) Update(ctx context.Context, req resource.UpdateRequest, res
 		func(ctx context.Context, next *apiv1.VirtualMachine) (*apiv1.VirtualMachine, error) {
 			return c.VMs.Update(ctx, &apiv1.UpdateVirtualMachineRequest{Vm: next})
 		})
-	if addCASError(&resp.Diagnostics, err, r.addError, func(e *replacedError) (string, string) {
-		return "Virtual machine " + id + " was replaced outside Terraform",
-			fmt.Sprintf("The VM Terraform manages (uid %s) was deleted and another VM of the same name (uid %s) exists; "+
-				"Terraform does not update a VM it did not create. Refresh to drop the old one from the state.",
-				e.stateUID, e.gotUID)
-	}) {
+	if addCASError(&resp.Diagnostics, err, r.kind, id, r.addError) {
 		return
 	}
 	if written {

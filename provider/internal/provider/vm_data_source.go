@@ -8,8 +8,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 var (
@@ -21,7 +19,7 @@ var (
 func NewVMDataSource() datasource.DataSource { return &vmDataSource{} }
 
 type vmDataSource struct {
-	data *providerData
+	configuredDataSource
 }
 
 func (d *vmDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -171,29 +169,17 @@ func dataStatusAttributes() map[string]schema.Attribute {
 	}
 }
 
-func (d *vmDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func (d *vmDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var cfg vmModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if !readyToRead(d.data, req, resp, "read virtplane_virtual_machine") {
+	if !d.readConfig(ctx, req, resp, &cfg, "read virtplane_virtual_machine") {
 		return
 	}
 	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
 	name := cfg.Name.ValueString()
 	vm, vmi, err := getVM(ctx, d.data.client, ns, name)
 	if err != nil {
-		if status.Code(err) == codes.NotFound {
-			resp.Diagnostics.AddError("Virtual machine not found",
-				"There is no virtual machine "+vmID(ns, name)+" (data source virtplane_virtual_machines lists the existing ones).")
-			return
-		}
-		addVMError(&resp.Diagnostics, err, d.data.endpoint, "read virtual machine "+vmID(ns, name))
+		addLookupError(&resp.Diagnostics, err, d.data.endpoint, vmKind, vmID(ns, name),
+			"(data source virtplane_virtual_machines lists the existing ones).")
 		return
 	}
 	m, diags := vmToModel(ctx, vm, vmi, readOptions{full: true})

@@ -38,22 +38,14 @@ const defaultTimeout = 10 * time.Minute
 const maxConflictRetries = 20
 
 // NewVMResource returns the virtplane_virtual_machine resource.
-func NewVMResource() resource.Resource { return &vmResource{} }
+func NewVMResource() resource.Resource { return &vmResource{configuredResource{kind: vmKind}} }
 
 type vmResource struct {
-	data *providerData
+	configuredResource
 }
 
 func (r *vmResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_virtual_machine"
-}
-
-func (r *vmResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
-func (r *vmResource) ready(diags *diag.Diagnostics, what string) bool {
-	return resourceReady(r.data, diags, what)
 }
 
 func (r *vmResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
@@ -67,11 +59,6 @@ func (r *vmResource) ImportState(ctx context.Context, req resource.ImportStateRe
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("update_policy"), defaultUpdatePolicy)...)
-}
-
-// addError reports a failed agent call (see addVMError).
-func (r *vmResource) addError(diags *diag.Diagnostics, err error, what string) {
-	addVMError(diags, err, r.data.endpoint, what)
 }
 
 // addWaitError explains why a wait ended without the target state.

@@ -24,7 +24,7 @@ import (
 // the documentation (tfplugindocs renders them into docs/).
 
 func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	tb := timeouts.Block(ctx, timeouts.Opts{
+	tb := timeoutsBlock(ctx, "Time limits of create, update and delete.", timeouts.Opts{
 		Create: true, Update: true, Delete: true,
 		CreateDescription: "How long create may wait for the state `run_strategy` implies, as a Go duration " +
 			"(`30s`, `15m`, `1h`). Default `10m`.",
@@ -33,10 +33,6 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 		DeleteDescription: "How long destroy may wait for the VM to be gone; the guest gets " +
 			"`termination_grace_period` seconds of that to shut down. Default `10m`.",
 	})
-	if b, ok := tb.(schema.SingleNestedBlock); ok {
-		b.Description = "Time limits of create, update and delete."
-		tb = b
-	}
 	resp.Schema = schema.Schema{
 		Description: "A virtual machine: KubeVirt's VirtualMachine run by virtplane agents. run_strategy " +
 			"decides whether it runs; create and update wait for the state the strategy implies and fail " +

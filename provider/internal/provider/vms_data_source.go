@@ -7,11 +7,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -25,7 +22,7 @@ var (
 func NewVMsDataSource() datasource.DataSource { return &vmsDataSource{} }
 
 type vmsDataSource struct {
-	data *providerData
+	configuredDataSource
 }
 
 type vmsDataSourceModel struct {
@@ -100,28 +97,15 @@ func (d *vmsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, re
 	}
 }
 
-func (d *vmsDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.data = providerDataFrom(req.ProviderData, &resp.Diagnostics)
-}
-
 func (d *vmsDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
 	var m vmsDataSourceModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if !readyToRead(d.data, req, resp, "read virtplane_virtual_machines") {
+	if !d.readConfig(ctx, req, resp, &m, "read virtplane_virtual_machines") {
 		return
 	}
 	opts := &apiv1.ListOptions{Namespace: m.Namespace.ValueString(), LabelSelector: m.LabelSelector.ValueString()}
 	vms, err := d.data.client.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: opts})
 	if err != nil {
-		if status.Code(err) == codes.InvalidArgument {
-			resp.Diagnostics.AddAttributeError(path.Root("label_selector"), "Invalid label_selector",
-				"The agent rejected label_selector "+m.LabelSelector.String()+": "+status.Convert(err).Message())
-			return
-		}
-		resp.Diagnostics.AddError(apiError(err, d.data.endpoint, "list virtual machines"))
+		addListError(&resp.Diagnostics, err, d.data.endpoint, m.LabelSelector, "list virtual machines")
 		return
 	}
 	// Instances carry the node; they share their VM's name and namespace,
