@@ -77,22 +77,26 @@ func mirror(st *apiv1.MigrationState) *apiv1.MigrationState {
 
 // requestAbort asks the source to abort (KubeVirt: abortRequested); the
 // finalizer holds the deleted migration until the source reported.
-func (c *Controller) requestAbort(ctx context.Context, m *apiv1.VirtualMachineInstanceMigration, vmi *apiv1.VirtualMachineInstance) error {
+// It returns the migration and instance as written.
+func (c *Controller) requestAbort(ctx context.Context, m *apiv1.VirtualMachineInstanceMigration, vmi *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstanceMigration, *apiv1.VirtualMachineInstance, error) {
 	st := vmi.GetStatus().GetMigrationState()
 	if st.GetMigrationUid() == m.GetMetadata().GetUid() && !st.GetAbortRequested() && !st.GetCompleted() {
 		out := proto.Clone(vmi).(*apiv1.VirtualMachineInstance)
 		out.Status.MigrationState.AbortRequested = true
-		if _, err := c.vmis.Update(ctx, out); err != nil {
-			return fmt.Errorf("requesting the abort of migration %s: %w", informer.Key(m), err)
+		written, err := c.vmis.Update(ctx, out)
+		if err != nil {
+			return nil, nil, fmt.Errorf("requesting the abort of migration %s: %w", informer.Key(m), err)
 		}
+		vmi = written
 		c.log.Info("abort requested", "migration", informer.Key(m))
 	}
-	return c.update(ctx, m, func(ms *apiv1.VirtualMachineInstanceMigrationStatus, now time.Time) {
+	m, err := c.updated(ctx, m, func(ms *apiv1.VirtualMachineInstanceMigrationStatus, now time.Time) {
 		ms.Conditions = apiv1.SetCondition(ms.Conditions, &apiv1.Condition{
 			Type: apiv1.ConditionMigrationAbortRequested, Status: apiv1.ConditionTrue, Reason: ReasonCanceled,
 			Message: "the migration was deleted while it ran",
 		}, now)
 	})
+	return m, vmi, err
 }
 
 // failOnVMI ends a migration the source has not started: the instance's
@@ -137,18 +141,25 @@ func (c *Controller) fail(ctx context.Context, m *apiv1.VirtualMachineInstanceMi
 
 // update writes the migration's status as fn changes it, if it changed.
 func (c *Controller) update(ctx context.Context, m *apiv1.VirtualMachineInstanceMigration, fn func(*apiv1.VirtualMachineInstanceMigrationStatus, time.Time)) error {
+	_, err := c.updated(ctx, m, fn)
+	return err
+}
+
+// updated is update returning the migration as written.
+func (c *Controller) updated(ctx context.Context, m *apiv1.VirtualMachineInstanceMigration, fn func(*apiv1.VirtualMachineInstanceMigrationStatus, time.Time)) (*apiv1.VirtualMachineInstanceMigration, error) {
 	out := proto.Clone(m).(*apiv1.VirtualMachineInstanceMigration)
 	if out.Status == nil {
 		out.Status = &apiv1.VirtualMachineInstanceMigrationStatus{}
 	}
 	fn(out.Status, c.opts.Clock())
 	if proto.Equal(out, m) {
-		return nil
+		return m, nil
 	}
-	if _, err := c.migs.Update(ctx, out); err != nil {
-		return fmt.Errorf("updating migration %s: %w", informer.Key(m), err)
+	written, err := c.migs.Update(ctx, out)
+	if err != nil {
+		return nil, fmt.Errorf("updating migration %s: %w", informer.Key(m), err)
 	}
-	return nil
+	return written, nil
 }
 
 // finalize lets a deleted ended migration go (drops the finalizer), drops

@@ -56,7 +56,8 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 			// Nothing runs on the nodes yet: canceling is failing.
 			return controller.Result{}, c.fail(ctx, m, vmi, ReasonCanceled, "Migration failed due to being canceled")
 		}
-		if err := c.requestAbort(ctx, m, vmi); err != nil {
+		var err error
+		if m, vmi, err = c.requestAbort(ctx, m, vmi); err != nil {
 			return controller.Result{}, err
 		}
 	}
