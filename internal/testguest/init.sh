@@ -127,6 +127,11 @@ fi
 isnum() { case "$1" in '' | *[!0-9]*) return 1 ;; esac; }
 istrue() { case "$1" in 1 | y | yes | true | on) return 0 ;; esac; return 1; }
 warn() { say "VIRTPLANE-GUEST-WARNING $*"; }
+# For the command line loop below: numopt NAME sets the variable NAME (a
+# literal) to the option's value $val if that is a number, else warns
+# about $arg; flagopt NAME sets it to 1 if $val is true, else empties it.
+numopt() { if isnum "$val"; then eval "$1=\$val"; else warn "ignoring bad $arg"; fi; }
+flagopt() { if istrue "$val"; then eval "$1=1"; else eval "$1="; fi; }
 
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -154,27 +159,21 @@ for arg in $(cat /proc/cmdline); do
 		*) host=$val ;;
 		esac
 		;;
-	virtplane.poweroff_after=*)
-		if isnum "$val"; then poweroff_after=$val; else warn "ignoring bad $arg"; fi
-		;;
+	virtplane.poweroff_after=*) numopt poweroff_after ;;
 	virtplane.crash) crash=1 ;;
-	virtplane.crash=*) if istrue "$val"; then crash=1; else crash=; fi ;;
-	virtplane.crash_after=*)
-		if isnum "$val"; then crash_after=$val; else warn "ignoring bad $arg"; fi
-		;;
+	virtplane.crash=*) flagopt crash ;;
+	virtplane.crash_after=*) numopt crash_after ;;
 	virtplane.cidata) cidata=1 ;;
-	virtplane.cidata=*) if istrue "$val"; then cidata=1; else cidata=; fi ;;
+	virtplane.cidata=*) flagopt cidata ;;
 	virtplane.persist=*)
 		case "$val" in
 		/dev/[a-z]*) persist=$val ;;
 		*) warn "ignoring bad $arg" ;;
 		esac
 		;;
-	virtplane.device_timeout=*)
-		if isnum "$val"; then wait_dev=$val; else warn "ignoring bad $arg"; fi
-		;;
+	virtplane.device_timeout=*) numopt wait_dev ;;
 	virtplane.net) net=1 ;;
-	virtplane.net=*) if istrue "$val"; then net=1; else net=; fi ;;
+	virtplane.net=*) flagopt net ;;
 	virtplane.netprobe=*)
 		# Comma-separated HOST:PORT, IPv6 as [ADDR]:PORT: IP literals only.
 		case "$val" in
