@@ -117,6 +117,9 @@ func nodeAllocatable(node *apiv1.Node) resources {
 type candidate struct {
 	node *apiv1.Node
 	used resources
+	// excluded, when set, is why the node may not take this VMI
+	// whatever it has free (a migration's source node).
+	excluded string
 }
 
 // decision is the outcome of choose: a node, or why there is none.
@@ -140,6 +143,9 @@ func choose(req resources, sel map[string]string, images []string, pullable func
 	best, bestHave, bestScore := "", -1, math.Inf(-1)
 	for _, c := range nodes {
 		rs := unfit(c, req, sel)
+		if c.excluded != "" {
+			rs = []string{c.excluded}
+		}
 		have := len(images)
 		if len(rs) == 0 {
 			m := missingImages(c.node, images)

@@ -20,6 +20,9 @@ type usage struct {
 	mu     sync.Mutex
 	byKey  map[string]contribution // VMI cache key → what it counts for
 	byNode map[string]resources
+	// targets are what migrating VMIs hold on their target node until the
+	// migration ends: the incoming QEMU uses as much as the source's.
+	targets map[string]contribution
 }
 
 // contribution is one VMI's request counted against its node.
@@ -30,7 +33,8 @@ type contribution struct {
 }
 
 func newUsage(opts Options, log *slog.Logger) *usage {
-	return &usage{opts: opts, log: log, byKey: map[string]contribution{}, byNode: map[string]resources{}}
+	return &usage{opts: opts, log: log, byKey: map[string]contribution{}, byNode: map[string]resources{},
+		targets: map[string]contribution{}}
 }
 
 // observe accounts for v as the informer now shows it: counted on its
@@ -41,6 +45,7 @@ func (u *usage) observe(v *apiv1.VirtualMachineInstance) {
 	node := v.GetStatus().GetNodeName()
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	defer u.observeTarget(key, v)
 	prev, had := u.byKey[key]
 	if node == "" || apiv1.IsFinal(v.GetStatus().GetPhase()) {
 		if had {
@@ -68,6 +73,30 @@ func (u *usage) observe(v *apiv1.VirtualMachineInstance) {
 	u.byNode[node] = u.byNode[node].plus(req)
 }
 
+// observeTarget counts a migrating VMI on its target node while the
+// migration runs; the caller holds mu, and observe has counted the
+// source already (whose request it reuses).
+func (u *usage) observeTarget(key string, v *apiv1.VirtualMachineInstance) {
+	st := v.GetStatus().GetMigrationState()
+	target := st.GetTargetNode()
+	src, counted := u.byKey[key]
+	prev, had := u.targets[key]
+	if !counted || st.GetCompleted() || target == "" || target == src.node {
+		if had {
+			u.dropFrom(u.targets, key, prev)
+		}
+		return
+	}
+	if had && prev.uid == src.uid && prev.node == target {
+		return
+	}
+	if had {
+		u.dropFrom(u.targets, key, prev)
+	}
+	u.targets[key] = contribution{uid: src.uid, node: target, req: src.req}
+	u.byNode[target] = u.byNode[target].plus(src.req)
+}
+
 // forget drops a deleted VMI.
 func (u *usage) forget(v *apiv1.VirtualMachineInstance) {
 	key := informer.Key(v)
@@ -76,10 +105,15 @@ func (u *usage) forget(v *apiv1.VirtualMachineInstance) {
 	if prev, ok := u.byKey[key]; ok && prev.uid == v.GetMetadata().GetUid() {
 		u.drop(key, prev)
 	}
+	if prev, ok := u.targets[key]; ok && prev.uid == v.GetMetadata().GetUid() {
+		u.dropFrom(u.targets, key, prev)
+	}
 }
 
-func (u *usage) drop(key string, c contribution) {
-	delete(u.byKey, key)
+func (u *usage) drop(key string, c contribution) { u.dropFrom(u.byKey, key, c) }
+
+func (u *usage) dropFrom(m map[string]contribution, key string, c contribution) {
+	delete(m, key)
 	left := u.byNode[c.node].minus(c.req)
 	if left == (resources{}) {
 		delete(u.byNode, c.node)

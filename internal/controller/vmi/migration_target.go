@@ -1,0 +1,61 @@
+package vmi
+
+import (
+	"maps"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+)
+
+// Why a node cannot take a migration target beyond what placement checks.
+const (
+	reasonSource      = "node(s) were the source"
+	reasonAccelerator = "node(s) had another accelerator than the source (KVM or TCG)"
+)
+
+// PlaceMigrationTarget chooses the node a running instance migrates to:
+// the same placement as a new instance (resources, node selector, images,
+// readiness) over every node but the source, and only nodes with the
+// source's accelerator (a KVM guest's CPU does not exist under TCG, nor
+// the reverse). added narrows the instance's own node selector; on a key
+// clash the instance's value wins (KubeVirt's addedNodeSelector), except
+// the node pin a VM with persistent volumes gets, which a migration moves
+// along with the volumes (they are copied). It returns the node, or none
+// and why.
+func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added map[string]string) (node, message string) {
+	req, err := request(v.GetSpec(), c.opts)
+	if err != nil {
+		return "", err.Error()
+	}
+	source := v.GetStatus().GetNodeName()
+	sel := maps.Clone(added)
+	if sel == nil {
+		sel = map[string]string{}
+	}
+	for k, val := range v.GetSpec().GetNodeSelector() {
+		if k == apiv1.LabelNodeName && val == source {
+			continue
+		}
+		sel[k] = val
+	}
+	var kvm, known bool
+	if n, ok := c.nodes.Get("", source); ok {
+		kvm, known = n.GetStatus().GetNodeInfo().GetKvmUsable(), n.GetStatus().GetNodeInfo() != nil
+	}
+
+	c.placeMu.Lock()
+	defer c.placeMu.Unlock()
+	cands := c.candidates(c.opts.Clock())
+	for i := range cands {
+		n := cands[i].node
+		switch {
+		case n.GetMetadata().GetName() == source:
+			cands[i].excluded = reasonSource
+		case known && n.GetStatus().GetNodeInfo() != nil && n.GetStatus().GetNodeInfo().GetKvmUsable() != kvm:
+			cands[i].excluded = reasonAccelerator
+		}
+	}
+	// Persistent volumes are copied, not recreated from their images.
+	d := choose(req, sel, validation.ImageRefs(v.GetSpec(), "", false), c.pullable, cands)
+	return d.node, d.message
+}
