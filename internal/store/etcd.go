@@ -191,17 +191,29 @@ func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err e
 	if err != nil {
 		return zero, zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, err)
 	}
-	resp, err := s.commit(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", rv), clientv3.OpPut(key, string(data)), clientv3.OpGet(key))
+	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpPut(key, string(data)), opUpdate)
 	if err != nil {
-		return zero, zero, fmt.Errorf("%s %q: update: %w", s.keys.kind, ref, err)
+		return zero, current, err
+	}
+	out.GetMetadata().ResourceVersion = rev
+	return out, zero, nil
+}
+
+// writeAt commits op, the write counted as what (opUpdate, opDelete), if
+// key is still at revision rv, and returns the revision it committed at.
+// When key has moved on, the error is ErrConflict and current the object
+// stored now.
+func (s *etcdStore[T]) writeAt(ctx context.Context, key, ref string, rv int64, op clientv3.Op, what string) (rev int64, current T, err error) {
+	resp, err := s.commit(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", rv), op, clientv3.OpGet(key))
+	if err != nil {
+		return 0, current, fmt.Errorf("%s %q: %s: %w", s.keys.kind, ref, what, err)
 	}
 	if !resp.Succeeded {
 		current, err := s.failedCAS(resp, ref, rv)
-		return zero, current, err
+		return 0, current, err
 	}
-	s.metrics.wrote(opUpdate)
-	out.GetMetadata().ResourceVersion = resp.Header.Revision
-	return out, zero, nil
+	s.metrics.wrote(what)
+	return resp.Header.Revision, current, nil
 }
 
 // commit runs the write transaction "if cmp then op else els", fenced to
@@ -231,17 +243,12 @@ func (s *etcdStore[T]) commit(ctx context.Context, cmp clientv3.Cmp, op clientv3
 // with the deletion revision as its resource version, as a watch would.
 func (s *etcdStore[T]) deleteAt(ctx context.Context, key, ref string, last T, rv int64) (out, current T, err error) {
 	var zero T
-	resp, err := s.commit(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", rv), clientv3.OpDelete(key), clientv3.OpGet(key))
+	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpDelete(key), opDelete)
 	if err != nil {
-		return zero, zero, fmt.Errorf("%s %q: delete: %w", s.keys.kind, ref, err)
-	}
-	if !resp.Succeeded {
-		current, err := s.failedCAS(resp, ref, rv)
 		return zero, current, err
 	}
-	s.metrics.wrote(opDelete)
 	out = clone(last)
-	out.GetMetadata().ResourceVersion = resp.Header.Revision
+	out.GetMetadata().ResourceVersion = rev
 	return out, zero, nil
 }
 
@@ -268,33 +275,9 @@ func (s *etcdStore[T]) GuaranteedUpdate(ctx context.Context, namespace, name str
 	if err != nil {
 		return zero, err
 	}
-	ref := apiv1.Ref(namespace, name)
-	for attempt := 1; ; attempt++ {
-		out, err := fn(clone(cur))
-		if err != nil {
-			return zero, err
-		}
-		md := out.GetMetadata()
-		if md == nil || md.Namespace != namespace || md.Name != name {
-			return zero, fmt.Errorf("%s %q: %w: update function changed the object's name", s.keys.kind, ref, ErrInvalid)
-		}
-		if proto.Equal(cur, out) {
-			return cur, nil
-		}
-		// The compare-and-swap is against what fn saw, whatever fn did.
-		md.ResourceVersion = cur.GetMetadata().ResourceVersion
-		res, latest, err := s.update(ctx, out)
-		if !errors.Is(err, ErrConflict) {
-			return res, err
-		}
-		if attempt >= MaxConflictRetries {
-			return zero, fmt.Errorf("giving up after %d attempts: %w", attempt, err)
-		}
-		if ctx.Err() != nil {
-			return zero, fmt.Errorf("%w (%w)", err, ctx.Err())
-		}
-		cur = latest
-	}
+	return UpdateLoop(ctx, cur, namespace, name, fn,
+		func(obj T) (T, T, error) { return s.update(ctx, obj) },
+		func(err error) error { return fmt.Errorf("%s %q: %w", s.keys.kind, apiv1.Ref(namespace, name), err) })
 }
 
 func (s *etcdStore[T]) Delete(ctx context.Context, namespace, name string, opts DeleteOptions) (T, bool, error) {

@@ -10,7 +10,6 @@ package memstore
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -320,34 +319,8 @@ func (s *Store[T]) GuaranteedUpdate(ctx context.Context, namespace, name string,
 	if err != nil {
 		return zero, err
 	}
-	for attempt := 1; ; attempt++ {
-		out, err := fn(clone(cur))
-		if err != nil {
-			return zero, err
-		}
-		md := out.GetMetadata()
-		if md == nil || md.Namespace != namespace || md.Name != name {
-			return zero, s.errorf(apiv1.Ref(namespace, name), fmt.Errorf("%w: update function changed the object's name", store.ErrInvalid))
-		}
-		if proto.Equal(cur, out) {
-			return cur, nil
-		}
-		md.ResourceVersion = cur.GetMetadata().ResourceVersion
-		res, latest, err := s.update(out)
-		if !errors.Is(err, store.ErrConflict) {
-			return res, err
-		}
-		if attempt >= store.MaxConflictRetries {
-			return zero, fmt.Errorf("giving up after %d attempts: %w", attempt, err)
-		}
-		if ctx.Err() != nil {
-			return zero, fmt.Errorf("%w (%w)", err, ctx.Err())
-		}
-		if latest.GetMetadata() == nil { // an injected conflict on a deleted object
-			return zero, err
-		}
-		cur = latest
-	}
+	return store.UpdateLoop(ctx, cur, namespace, name, fn, s.update,
+		func(err error) error { return s.errorf(apiv1.Ref(namespace, name), err) })
 }
 
 // Delete is store.Store's.
