@@ -187,7 +187,7 @@ func TestDeleteWait(t *testing.T) {
 	mustRun(t, ep, "apply", "-f", example)
 	fake.locked(func() { fake.holdDeletes = true })
 	done := make(chan error, 1)
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	go func() { done <- runCmd(context.Background(), ep, "", &out, &errOut, "delete", "vm", "demo", "--wait") }()
 	testutil.Eventually(t, 10*time.Second, "delete --wait to report the deletion requested", func() bool { return out.String() != "" })
 	testutil.Consistently(t, 200*time.Millisecond, "delete --wait waiting while the VM is there", func() bool { return len(done) == 0 })
@@ -215,7 +215,7 @@ func TestGetWatch(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	done := make(chan error, 1)
 	go func() { done <- runCmd(ctx, ep, "", &out, &errOut, "get", "vm", "-w") }()
 

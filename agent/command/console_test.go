@@ -119,7 +119,7 @@ func TestConsoleInteractiveEscape(t *testing.T) {
 	defer cancel()
 	inR, inW := io.Pipe()
 	defer inW.Close()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	cmd, _ := newRootCommand(func(string) string { return "" })
 	cmd.SetArgs([]string{"--endpoint", endpoint, "console", "web", "-i"})
 	cmd.SetIn(inR)

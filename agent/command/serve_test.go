@@ -33,7 +33,7 @@ func TestMain(m *testing.M) {
 
 type agentProc struct {
 	cmd *exec.Cmd
-	log *syncBuffer
+	log *testutil.SyncBuffer
 }
 
 func startAgentProc(t *testing.T, dataDir, socket string, extra ...string) *agentProc {
@@ -47,7 +47,7 @@ func startAgentProc(t *testing.T, dataDir, socket string, extra ...string) *agen
 	args := append([]string{"serve", "--role", "server", "--data-dir", dataDir, "--socket", socket, "--metrics-listen", "", "--log-level", "warn"}, extra...)
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "VIRTPLANE_TEST_RUN_AGENT=1")
-	var log syncBuffer // written by exec's copying goroutine
+	var log testutil.SyncBuffer // written by exec's copying goroutine
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,14 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -99,31 +97,13 @@ func TestFailedStartKeepsTheLiveAgentsSocket(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink the agent's goroutines may write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Shutdown returns by its context's deadline even when a component never
 // stops, and names what it left behind.
 func TestShutdownReturnsByTheDeadline(t *testing.T) {
 	stuck := make(chan struct{})
 	defer close(stuck) // lets the stuck controller go when the test ends
 	started := make(chan struct{})
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	o := quietOptions(t, filepath.Join(testutil.ShortTempDir(t), "agent.sock"))
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	o.Controllers = func(context.Context, Deps) {
