@@ -1,7 +1,6 @@
 package command
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,11 +27,9 @@ import (
 // commands.
 type fakeVMs struct {
 	apiv1.UnimplementedVirtualMachinesServer
+	fakeFeed[*apiv1.VirtualMachineEvent]
 
-	mu   sync.Mutex
-	rv   int64
-	vms  map[string]*apiv1.VirtualMachine
-	subs map[chan *apiv1.VirtualMachineEvent]bool
+	vms map[string]*apiv1.VirtualMachine
 	// conflicts makes the next n updates fail with Aborted.
 	conflicts int
 	// holdDeletes keeps deleted VMs around (as if finalizers were pending)
@@ -46,7 +42,7 @@ type fakeVMs struct {
 }
 
 func newFakeVMs() *fakeVMs {
-	return &fakeVMs{vms: map[string]*apiv1.VirtualMachine{}, subs: map[chan *apiv1.VirtualMachineEvent]bool{}}
+	return &fakeVMs{vms: map[string]*apiv1.VirtualMachine{}}
 }
 
 func vmKey(ns, name string) string { return ns + "/" + name }
@@ -63,9 +59,9 @@ func (f *fakeVMs) store(typ apiv1.EventType, vm *apiv1.VirtualMachine) *apiv1.Vi
 	} else {
 		f.vms[vmKey(vm.Metadata.Namespace, vm.Metadata.Name)] = vm
 	}
-	for ch := range f.subs {
-		ch <- &apiv1.VirtualMachineEvent{Type: typ, Object: proto.Clone(vm).(*apiv1.VirtualMachine), ResourceVersion: f.rv}
-	}
+	f.publish(func() *apiv1.VirtualMachineEvent {
+		return &apiv1.VirtualMachineEvent{Type: typ, Object: proto.Clone(vm).(*apiv1.VirtualMachine), ResourceVersion: f.rv}
+	})
 	return proto.Clone(vm).(*apiv1.VirtualMachine)
 }
 
@@ -186,42 +182,17 @@ func (f *fakeVMs) Watch(req *apiv1.WatchVirtualMachinesRequest, stream apiv1.Vir
 		return (opts.GetNamespace() == "" || vm.Metadata.Namespace == opts.GetNamespace()) &&
 			(opts.GetName() == "" || vm.Metadata.Name == opts.GetName())
 	}
-	// List and subscribe under one lock so no event falls in between.
-	ch := make(chan *apiv1.VirtualMachineEvent, 100)
-	f.mu.Lock()
-	var initial []*apiv1.VirtualMachineEvent
-	for _, k := range sortedKeys(f.vms) {
-		if vm := f.vms[k]; match(vm) {
-			initial = append(initial, &apiv1.VirtualMachineEvent{Type: apiv1.EventType_ADDED, Object: proto.Clone(vm).(*apiv1.VirtualMachine)})
-		}
-	}
-	initial = append(initial, &apiv1.VirtualMachineEvent{Type: apiv1.EventType_SYNCED, ResourceVersion: f.rv})
-	f.subs[ch] = true
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		delete(f.subs, ch)
-		f.mu.Unlock()
-	}()
-
-	for _, ev := range initial {
-		if err := stream.Send(ev); err != nil {
-			return err
-		}
-	}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case ev := <-ch:
-			if !match(ev.Object) {
-				continue
-			}
-			if err := stream.Send(ev); err != nil {
-				return err
+	list := func() []*apiv1.VirtualMachineEvent {
+		var initial []*apiv1.VirtualMachineEvent
+		for _, k := range sortedKeys(f.vms) {
+			if vm := f.vms[k]; match(vm) {
+				initial = append(initial, &apiv1.VirtualMachineEvent{Type: apiv1.EventType_ADDED, Object: proto.Clone(vm).(*apiv1.VirtualMachine)})
 			}
 		}
+		return append(initial, &apiv1.VirtualMachineEvent{Type: apiv1.EventType_SYNCED, ResourceVersion: f.rv})
 	}
+	keep := func(ev *apiv1.VirtualMachineEvent) bool { return match(ev.Object) }
+	return f.serveWatch(stream.Context(), list, keep, stream.Send)
 }
 
 func (f *fakeVMs) Start(_ context.Context, req *apiv1.StartVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
@@ -280,14 +251,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
 }
 
-// locked runs fn under the fake's lock: the race detector does not see the
-// ordering that gRPC round trips give.
-func (f *fakeVMs) locked(fn func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fn()
-}
-
 func (f *fakeVMs) lastRequests() (*apiv1.StartVirtualMachineRequest, *apiv1.StopVirtualMachineRequest, *apiv1.RestartVirtualMachineRequest) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -322,26 +285,8 @@ func serveUnix(t *testing.T, register func(*grpc.Server)) string {
 	return "unix://" + sock
 }
 
-// syncBuffer is written by a command in a goroutine while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runCmd runs virtplane-agent args against endpoint.
-func runCmd(ctx context.Context, endpoint, stdin string, stdout, stderr *syncBuffer, args ...string) error {
+func runCmd(ctx context.Context, endpoint, stdin string, stdout, stderr *testutil.SyncBuffer, args ...string) error {
 	cmd, _ := newRootCommand(func(string) string { return "" })
 	cmd.SetArgs(append([]string{"--endpoint", endpoint}, args...))
 	cmd.SetIn(strings.NewReader(stdin))
@@ -359,7 +304,7 @@ func runIn(t *testing.T, endpoint, stdin string, args ...string) (stdout, stderr
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testutil.SyncBuffer
 	err = runCmd(ctx, endpoint, stdin, &out, &errOut, args...)
 	return out.String(), errOut.String(), err
 }

@@ -1,7 +1,9 @@
 package command
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 )
 
@@ -114,44 +117,24 @@ the agent with: serve --role node --server <same server>.`,
 }
 
 func newNodeRevokeCommand(o *rootOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "revoke NODE",
-		Short: "Revoke a node's certificates: its calls and streams are cut off at once",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := o.dial(ctx)
+	return newNodeVerbCommand(o, "revoke", "Revoke a node's certificates: its calls and streams are cut off at once",
+		func(ctx context.Context, c *client.Client, node string, out io.Writer) error {
+			resp, err := c.Nodes.Revoke(ctx, &apiv1.RevokeNodeRequest{Name: node})
 			if err != nil {
 				return err
 			}
-			defer c.Close()
-			resp, err := c.Nodes.Revoke(ctx, &apiv1.RevokeNodeRequest{Name: args[0]})
-			if err != nil {
-				return describeError(err, nodeResource, args[0])
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "node %q revoked (certificates %v); it must join again with a new token\n", args[0], resp.RevokedSerials)
+			fmt.Fprintf(out, "node %q revoked (certificates %v); it must join again with a new token\n", node, resp.RevokedSerials)
 			return nil
-		},
-	}
+		})
 }
 
 func newNodeDeleteCommand(o *rootOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "delete NODE",
-		Short: "Revoke a node and delete its Node object",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := o.dial(ctx)
-			if err != nil {
+	return newNodeVerbCommand(o, "delete", "Revoke a node and delete its Node object",
+		func(ctx context.Context, c *client.Client, node string, out io.Writer) error {
+			if _, err := c.Nodes.Delete(ctx, &apiv1.DeleteNodeRequest{Name: node}); err != nil {
 				return err
 			}
-			defer c.Close()
-			if _, err := c.Nodes.Delete(ctx, &apiv1.DeleteNodeRequest{Name: args[0]}); err != nil {
-				return describeError(err, nodeResource, args[0])
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "node %q deleted\n", args[0])
+			fmt.Fprintf(out, "node %q deleted\n", node)
 			return nil
-		},
-	}
+		})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,16 +22,14 @@ import (
 // resource versions, and watches by name from a version on.
 type fakeImages struct {
 	apiv1.UnimplementedImagesServer
+	fakeFeed[*apiv1.ImageEvent]
 
-	mu     sync.Mutex
-	rv     int64
 	images map[string]*apiv1.Image
 	inUse  map[string]string // name -> user, refused deletes
-	subs   map[chan *apiv1.ImageEvent]bool
 }
 
 func newFakeImages() *fakeImages {
-	return &fakeImages{images: map[string]*apiv1.Image{}, inUse: map[string]string{}, subs: map[chan *apiv1.ImageEvent]bool{}}
+	return &fakeImages{images: map[string]*apiv1.Image{}, inUse: map[string]string{}}
 }
 
 // store writes img with a new version and tells the watchers; callers
@@ -46,9 +43,9 @@ func (f *fakeImages) store(typ apiv1.EventType, img *apiv1.Image) *apiv1.Image {
 	} else {
 		f.images[img.Metadata.Name] = img
 	}
-	for ch := range f.subs {
-		ch <- &apiv1.ImageEvent{Type: typ, Object: proto.Clone(img).(*apiv1.Image), ResourceVersion: f.rv}
-	}
+	f.publish(func() *apiv1.ImageEvent {
+		return &apiv1.ImageEvent{Type: typ, Object: proto.Clone(img).(*apiv1.Image), ResourceVersion: f.rv}
+	})
 	return proto.Clone(img).(*apiv1.Image)
 }
 
@@ -101,13 +98,6 @@ func (f *fakeImages) get(name string) *apiv1.Image {
 	return nil
 }
 
-// watchers counts the open watches.
-func (f *fakeImages) watchers() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.subs)
-}
-
 func (f *fakeImages) Get(_ context.Context, req *apiv1.GetImageRequest) (*apiv1.Image, error) {
 	if img := f.get(req.GetName()); img != nil {
 		return img, nil
@@ -143,42 +133,22 @@ func (f *fakeImages) Delete(_ context.Context, req *apiv1.DeleteImageRequest) (*
 // image between the create and the watch.
 func (f *fakeImages) Watch(req *apiv1.WatchImagesRequest, stream grpc.ServerStreamingServer[apiv1.ImageEvent]) error {
 	opts := req.GetOptions()
-	ch := make(chan *apiv1.ImageEvent, 100)
-	f.mu.Lock()
-	var initial []*apiv1.ImageEvent
-	if opts.GetResourceVersion() == 0 {
+	list := func() []*apiv1.ImageEvent {
+		if opts.GetResourceVersion() != 0 {
+			return nil
+		}
+		var initial []*apiv1.ImageEvent
 		for _, k := range sortedKeys(f.images) {
 			if opts.GetName() == "" || k == opts.GetName() {
 				initial = append(initial, &apiv1.ImageEvent{Type: apiv1.EventType_ADDED, Object: proto.Clone(f.images[k]).(*apiv1.Image)})
 			}
 		}
-		initial = append(initial, &apiv1.ImageEvent{Type: apiv1.EventType_SYNCED, ResourceVersion: f.rv})
+		return append(initial, &apiv1.ImageEvent{Type: apiv1.EventType_SYNCED, ResourceVersion: f.rv})
 	}
-	f.subs[ch] = true
-	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		delete(f.subs, ch)
-		f.mu.Unlock()
-	}()
-	for _, ev := range initial {
-		if err := stream.Send(ev); err != nil {
-			return err
-		}
+	keep := func(ev *apiv1.ImageEvent) bool {
+		return opts.GetName() == "" || ev.GetObject().GetMetadata().GetName() == opts.GetName()
 	}
-	for {
-		select {
-		case <-stream.Context().Done():
-			return nil
-		case ev := <-ch:
-			if opts.GetName() != "" && ev.GetObject().GetMetadata().GetName() != opts.GetName() {
-				continue
-			}
-			if err := stream.Send(ev); err != nil {
-				return err
-			}
-		}
-	}
+	return f.serveWatch(stream.Context(), list, keep, stream.Send)
 }
 
 // fakeImageNodes lists and watches a fixed set of nodes.
@@ -318,18 +288,12 @@ func TestImageCreateGetDelete(t *testing.T) {
 	}
 }
 
-func (f *fakeImages) locked(fn func()) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fn()
-}
-
 // startCreateWait runs image create --wait in the background; the test
 // reports the nodes' pulls once the command watches.
-func startCreateWait(t *testing.T, extra ...string) (fake *fakeImages, stdout, stderr *syncBuffer, done <-chan error) {
+func startCreateWait(t *testing.T, extra ...string) (fake *fakeImages, stdout, stderr *testutil.SyncBuffer, done <-chan error) {
 	t.Helper()
 	fake, ep := startImageFake(t)
-	stdout, stderr = &syncBuffer{}, &syncBuffer{}
+	stdout, stderr = &testutil.SyncBuffer{}, &testutil.SyncBuffer{}
 	ch := make(chan error, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
@@ -397,15 +361,17 @@ func TestImageCreateWaitFails(t *testing.T) {
 
 // startGetWatch creates Image debian-12.qcow2 and runs image get -w on
 // it in the background, until cancel; done has its result.
-func startGetWatch(t *testing.T) (fake *fakeImages, ep string, stderr *syncBuffer, cancel context.CancelFunc, done <-chan error) {
+func startGetWatch(t *testing.T) (fake *fakeImages, ep string, stderr *testutil.SyncBuffer, cancel context.CancelFunc, done <-chan error) {
 	t.Helper()
 	fake, ep = startImageFake(t)
 	mustRun(t, ep, "image", "create", "debian-12.qcow2", "--url", testURL, "--nodes", "all")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	stderr = &syncBuffer{}
+	stderr = &testutil.SyncBuffer{}
 	ch := make(chan error, 1)
-	go func() { ch <- runCmd(ctx, ep, "", &syncBuffer{}, stderr, "image", "get", "debian-12.qcow2", "-w") }()
+	go func() {
+		ch <- runCmd(ctx, ep, "", &testutil.SyncBuffer{}, stderr, "image", "get", "debian-12.qcow2", "-w")
+	}()
 	testutil.Eventually(t, 10*time.Second, "the command to watch the image", func() bool { return fake.watchers() > 0 })
 	return fake, ep, stderr, cancel, ch
 }

@@ -1,11 +1,14 @@
 package command
 
 import (
+	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
 func newNodeCommand(o *rootOptions) *cobra.Command {
@@ -13,18 +16,37 @@ func newNodeCommand(o *rootOptions) *cobra.Command {
 		Use:   "node",
 		Short: "Operate on nodes",
 	}
-	cmd.AddCommand(&cobra.Command{
-		Use:   "fence NODE",
-		Short: "Confirm that a node is down, so its VMs restart elsewhere",
-		Long: `Confirm that NODE is down (powered off, or cut off for good).
+	fence := newNodeVerbCommand(o, "fence", "Confirm that a node is down, so its VMs restart elsewhere",
+		func(ctx context.Context, c *client.Client, node string, out io.Writer) error {
+			resp, err := c.Nodes.Fence(ctx, &apiv1.FenceNodeRequest{Name: node})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "node %q fenced\n", node)
+			for _, k := range resp.FailedInstances {
+				fmt.Fprintf(out, "virtualmachineinstance %s/%s failed (NodeUnresponsive)\n", k.Namespace, k.Name)
+			}
+			return nil
+		})
+	fence.Long = `Confirm that NODE is down (powered off, or cut off for good).
 
 Its virtual machine instances are failed with reason NodeUnresponsive, so
 their run strategies start them on other nodes. Only fence a node you know
 is not running guests any more: a fenced node that still runs them would
 have two copies of a VM writing the same disks. The agent refuses to fence
 a node that still heartbeats. The node takes work again after it
-re-registers. See docs/failover.md.`,
-		Args: cobra.ExactArgs(1),
+re-registers. See docs/failover.md.`
+	cmd.AddCommand(fence, newNodeJoinCommand(), newNodeRevokeCommand(o), newNodeDeleteCommand(o))
+	return cmd
+}
+
+// newNodeVerbCommand is VERB NODE: one call about a node, which reports to
+// out what it did; its error is described as the node's.
+func newNodeVerbCommand(o *rootOptions, verb, short string, call func(ctx context.Context, c *client.Client, node string, out io.Writer) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " NODE",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			c, err := o.dial(ctx)
@@ -32,18 +54,7 @@ re-registers. See docs/failover.md.`,
 				return err
 			}
 			defer c.Close()
-			resp, err := c.Nodes.Fence(ctx, &apiv1.FenceNodeRequest{Name: args[0]})
-			if err != nil {
-				return describeError(err, nodeResource, args[0])
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "node %q fenced\n", args[0])
-			for _, k := range resp.FailedInstances {
-				fmt.Fprintf(out, "virtualmachineinstance %s/%s failed (NodeUnresponsive)\n", k.Namespace, k.Name)
-			}
-			return nil
+			return describeError(call(ctx, c, args[0], cmd.OutOrStdout()), nodeResource, args[0])
 		},
-	})
-	cmd.AddCommand(newNodeJoinCommand(), newNodeRevokeCommand(o), newNodeDeleteCommand(o))
-	return cmd
+	}
 }
