@@ -3,29 +3,22 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver/etcdtest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 )
 
 // etcd flags that cannot work, or would open the store, are refused
 // naming the flag.
 func TestValidateEtcdFlags(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		set  func(*Options)
-		want string // "" = valid
-	}{
+	checkValidate(t, []validateCase{
 		{"https listener", func(o *Options) { o.EtcdListenClient = []string{"https://127.0.0.1:2379"} }, ""},
 		{"plain http listener", func(o *Options) { o.EtcdListenClient = []string{"http://127.0.0.1:2379"} }, "--etcd-listen-client: client URL \"http://127.0.0.1:2379\": http:// serves etcd with no TLS and no authentication"},
 		{"plain unix listener", func(o *Options) { o.EtcdListenClient = []string{"unix:///tmp/etcd.sock"} }, "--etcd-listen-client"},
@@ -37,36 +30,7 @@ func TestValidateEtcdFlags(t *testing.T) {
 		{"quota too small", func(o *Options) { o.EtcdQuotaBytes = 1 << 20 }, "--etcd-quota-bytes (1048576) must be at least"},
 		{"negative quota", func(o *Options) { o.EtcdQuotaBytes = -1 }, "--etcd-quota-bytes"},
 		{"negative compaction", func(o *Options) { o.EtcdCompaction = -time.Minute }, "--etcd-compaction"},
-	} {
-		o := Options{}
-		c.set(&o)
-		o.Complete()
-		err := o.Validate()
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("%s: %v", c.name, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
-		}
-	}
-}
-
-// etcdGet reads key through ep with tlsCfg, bounded: a refused handshake
-// is retried by the client until its context ends.
-func etcdGet(t *testing.T, ep string, tlsCfg *tls.Config, key string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, TLS: tlsCfg, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return "", err
-	}
-	defer cli.Close()
-	resp, err := cli.Get(ctx, key)
-	if err != nil || len(resp.Kvs) == 0 {
-		return "", err
-	}
-	return string(resp.Kvs[0].Value), nil
+	})
 }
 
 // --etcd-listen-client serves the store only to the operator's
@@ -117,18 +81,9 @@ func TestEtcdListenClientRequiresTheEtcdClientCertificate(t *testing.T) {
 			t.Fatalf("%s: %v %v", f, st.Mode(), err)
 		}
 	}
-	roots := func(caFile string) *tls.Config {
-		b, err := os.ReadFile(caFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(b)
-		return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
 	// Present cert whatever CAs the server asks for.
 	presenting := func(cert tls.Certificate) *tls.Config {
-		cfg := roots(p.CACert)
+		cfg := etcdtest.Trusting(t, p.CACert)
 		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 		return cfg
 	}
@@ -137,10 +92,10 @@ func TestEtcdListenClientRequiresTheEtcdClientCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := etcdGet(t, ep, presenting(operator), key); err != nil || !strings.Contains(v, password) {
+	if v, err := etcdtest.Get(t, ep, presenting(operator), key); err != nil || !strings.Contains(v, password) {
 		t.Fatalf("with the operator certificate: %q %v", v, err)
 	}
-	if v, err := etcdGet(t, ep, roots(p.CACert), key); err == nil {
+	if v, err := etcdtest.Get(t, ep, etcdtest.Trusting(t, p.CACert), key); err == nil {
 		t.Fatalf("without a certificate: read %q", v)
 	}
 	agentPaths := pki.PathsIn(pkiDir)
@@ -148,10 +103,10 @@ func TestEtcdListenClientRequiresTheEtcdClientCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := etcdGet(t, ep, presenting(agentPair), key); err == nil {
+	if v, err := etcdtest.Get(t, ep, presenting(agentPair), key); err == nil {
 		t.Fatalf("with a certificate of the agent CA: read %q", v)
 	}
-	if v, err := etcdGet(t, strings.Replace(ep, "https://", "http://", 1), nil, key); err == nil {
+	if v, err := etcdtest.Get(t, strings.Replace(ep, "https://", "http://", 1), nil, key); err == nil {
 		t.Fatalf("over plain http: read %q", v)
 	}
 }

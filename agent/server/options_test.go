@@ -8,17 +8,27 @@ import (
 
 // Flag values that cannot work are refused naming the flag.
 func TestValidateRefusesFlagsThatCannotWork(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		set  func(*Options)
-		want string // "" = valid
-	}{
+	checkValidate(t, []validateCase{
 		{"defaults", func(*Options) {}, ""},
 		{"leader lease at the floor", func(o *Options) { o.LeaderLease = 5 * time.Second }, ""},
 		{"leader lease too short", func(o *Options) { o.LeaderLease = 2 * time.Second }, "--leader-lease (2s) must be at least 5s"},
 		{"heartbeat not shorter than the lease", func(o *Options) { o.HeartbeatInterval, o.NodeLease = time.Minute, time.Minute }, "--heartbeat-interval"},
 		{"unknown role", func(o *Options) { o.Role = "both" }, "--role"},
-	} {
+	})
+}
+
+// validateCase is flag values set on completed defaults, and the error
+// Validate must give.
+type validateCase struct {
+	name string
+	set  func(*Options)
+	want string // "" = valid; else a part of the error
+}
+
+// checkValidate validates each case's options.
+func checkValidate(t *testing.T, cases []validateCase) {
+	t.Helper()
+	for _, c := range cases {
 		o := Options{}
 		c.set(&o)
 		o.Complete()

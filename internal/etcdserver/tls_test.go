@@ -1,19 +1,15 @@
 package etcdserver
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-
+	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver/etcdtest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 )
 
@@ -42,38 +38,6 @@ func startTLS(t *testing.T, pkiDir string) (*Server, pki.EtcdPaths, string) {
 	return s, p, "https://" + addrs[0].String()
 }
 
-func trusting(t *testing.T, caFile string) *tls.Config {
-	t.Helper()
-	b, err := os.ReadFile(caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(b)
-	return &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
-}
-
-// get reads key k through ep with tlsCfg, bounded so that a refused
-// handshake (which the client retries) fails fast.
-func get(t *testing.T, ep string, tlsCfg *tls.Config, k string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
-	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, TLS: tlsCfg, DialTimeout: 3 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return "", err
-	}
-	defer cli.Close()
-	resp, err := cli.Get(ctx, k)
-	if err != nil {
-		return "", err
-	}
-	if len(resp.Kvs) != 1 {
-		return "", nil
-	}
-	return string(resp.Kvs[0].Value), nil
-}
-
 // An extra listener serves only clients with a certificate of the etcd
 // CA: not anonymous ones, and not nodes, whose certificates the agent CA
 // signs. Before, --etcd-listen-client served plain http to anyone.
@@ -86,18 +50,18 @@ func TestExtraListenerRequiresEtcdClientCert(t *testing.T) {
 	}
 
 	// The operator's generated certificate works.
-	withCert := trusting(t, p.CACert)
+	withCert := etcdtest.Trusting(t, p.CACert)
 	pair, err := tls.LoadX509KeyPair(p.ClientCert, p.ClientKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	withCert.Certificates = []tls.Certificate{pair}
-	if v, err := get(t, ep, withCert, "/secret"); err != nil || v != "cloud-init password" {
+	if v, err := etcdtest.Get(t, ep, withCert, "/secret"); err != nil || v != "cloud-init password" {
 		t.Fatalf("with the operator certificate: %q %v", v, err)
 	}
 
 	// No certificate: refused.
-	if v, err := get(t, ep, trusting(t, p.CACert), "/secret"); err == nil {
+	if v, err := etcdtest.Get(t, ep, etcdtest.Trusting(t, p.CACert), "/secret"); err == nil {
 		t.Fatalf("a client without a certificate read %q", v)
 	}
 
@@ -126,16 +90,16 @@ func TestExtraListenerRequiresEtcdClientCert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asNode := trusting(t, p.CACert)
+	asNode := etcdtest.Trusting(t, p.CACert)
 	// Sent whatever CAs the server asks for (Go's client would otherwise
 	// keep a certificate of another CA to itself).
 	asNode.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &nodePair, nil }
-	if v, err := get(t, ep, asNode, "/secret"); err == nil {
+	if v, err := etcdtest.Get(t, ep, asNode, "/secret"); err == nil {
 		t.Fatalf("a node certificate read %q", v)
 	}
 
 	// Plain http on the same port gets nothing either.
-	if v, err := get(t, strings.Replace(ep, "https://", "http://", 1), nil, "/secret"); err == nil {
+	if v, err := etcdtest.Get(t, strings.Replace(ep, "https://", "http://", 1), nil, "/secret"); err == nil {
 		t.Fatalf("plain http read %q", v)
 	}
 }
