@@ -35,11 +35,7 @@ var densityCfg struct {
 var densityBench = &measurement{
 	name: "density", id: "2-density", title: "2. Density: N VMs created 100 ms apart (KubeVirt CI shape)",
 	flags: func(fs *flag.FlagSet, full bool) func() string {
-		n := 20
-		if full {
-			n = 100
-		}
-		fs.IntVar(&densityCfg.n, "n", n, "VMs")
+		fs.IntVar(&densityCfg.n, "n", byMode(full, 20, 100), "VMs")
 		fs.DurationVar(&densityCfg.interval, "interval", 100*time.Millisecond, "between creates")
 		fs.IntVar(&densityCfg.workers, "node-workers", 0, "the agent's --node-workers (0: its default)")
 		return func() string {

@@ -37,6 +37,14 @@ type measurement struct {
 	run   func(ctx context.Context, e *env, s *bench.Section) error
 }
 
+// byMode is a size's default: quick in -mode quick, full in -mode full.
+func byMode[T any](full bool, quick, fullSize T) T {
+	if full {
+		return fullSize
+	}
+	return quick
+}
+
 var measurements = []*measurement{startBench, densityBench, throughputBench, overheadBench, tfscaleBench, recoveryBench}
 
 func main() {

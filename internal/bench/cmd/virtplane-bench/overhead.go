@@ -29,10 +29,7 @@ var overheadCfg struct{ counts intList }
 var overheadBench = &measurement{
 	name: "overhead", id: "4-overhead", title: "4. Memory overhead per VM (booted test guests, TCG)",
 	flags: func(fs *flag.FlagSet, full bool) func() string {
-		overheadCfg.counts = intList{1, 10}
-		if full {
-			overheadCfg.counts = intList{1, 10, 50}
-		}
+		overheadCfg.counts = byMode(full, intList{1, 10}, intList{1, 10, 50})
 		fs.Var(&overheadCfg.counts, "counts", "VM counts, each measured with a fresh agent, comma-separated")
 		return func() string { return "-counts " + overheadCfg.counts.String() }
 	},

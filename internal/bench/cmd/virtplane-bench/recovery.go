@@ -18,11 +18,7 @@ var recoveryCfg struct{ n int }
 var recoveryBench = &measurement{
 	name: "recovery", id: "6-recovery", title: "6. Recovery: node agent SIGKILLed and restarted with N running VMs",
 	flags: func(fs *flag.FlagSet, full bool) func() string {
-		n := 10
-		if full {
-			n = 50
-		}
-		fs.IntVar(&recoveryCfg.n, "n", n, "running VMs")
+		fs.IntVar(&recoveryCfg.n, "n", byMode(full, 10, 50), "running VMs")
 		return func() string { return fmt.Sprintf("-n %d", recoveryCfg.n) }
 	},
 	run: runRecovery,

@@ -27,12 +27,8 @@ var startCfg struct{ n, tf int }
 var startBench = &measurement{
 	name: "start", id: "1-start", title: "1. Start latency: virtplane against the raw libvirt floor",
 	flags: func(fs *flag.FlagSet, full bool) func() string {
-		n, tf := 5, 3
-		if full {
-			n, tf = 20, 10
-		}
-		fs.IntVar(&startCfg.n, "n", n, "starts of each path, alternating")
-		fs.IntVar(&startCfg.tf, "tf-n", tf, "terraform applies (and raw starts alternating with them); 0 skips terraform")
+		fs.IntVar(&startCfg.n, "n", byMode(full, 5, 20), "starts of each path, alternating")
+		fs.IntVar(&startCfg.tf, "tf-n", byMode(full, 3, 10), "terraform applies (and raw starts alternating with them); 0 skips terraform")
 		return func() string { return fmt.Sprintf("-n %d -tf-n %d", startCfg.n, startCfg.tf) }
 	},
 	run: runStart,

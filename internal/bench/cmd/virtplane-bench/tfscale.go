@@ -19,12 +19,8 @@ var tfscaleCfg struct{ n, repeat, nodes int }
 var tfscaleBench = &measurement{
 	name: "tfscale", id: "5-tfscale", title: "5. Terraform at scale: plan and no-op apply with N VMs in state",
 	flags: func(fs *flag.FlagSet, full bool) func() string {
-		repeat := 3
-		if full {
-			repeat = 5
-		}
 		fs.IntVar(&tfscaleCfg.n, "n", 100, "VMs in the state")
-		fs.IntVar(&tfscaleCfg.repeat, "repeat", repeat, "plans and no-op applies timed")
+		fs.IntVar(&tfscaleCfg.repeat, "repeat", byMode(full, 3, 5), "plans and no-op applies timed")
 		fs.IntVar(&tfscaleCfg.nodes, "fake-nodes", 3, "fake nodes running the VMs")
 		return func() string {
 			return fmt.Sprintf("-n %d -repeat %d -fake-nodes %d", tfscaleCfg.n, tfscaleCfg.repeat, tfscaleCfg.nodes)

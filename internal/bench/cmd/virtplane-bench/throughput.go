@@ -56,13 +56,10 @@ func (l *intList) Set(v string) error {
 var throughputBench = &measurement{
 	name: "throughput", id: "3-throughput", title: "3. Control-plane throughput: N VMs until all Running",
 	flags: func(fs *flag.FlagSet, full bool) func() string {
-		throughputCfg.fake, throughputCfg.test = intList{1000}, 200
-		if full {
-			throughputCfg.fake, throughputCfg.test = intList{1000, 10000}, 1000
-		}
+		throughputCfg.fake = byMode(full, intList{1000}, intList{1000, 10000})
 		fs.Var(&throughputCfg.fake, "fake", "sizes run on fake nodes (control plane only), comma-separated; empty skips")
 		fs.IntVar(&throughputCfg.fakeNodes, "fake-nodes", 10, "fake nodes")
-		fs.IntVar(&throughputCfg.test, "test", throughputCfg.test, "VMs with real launchers on libvirt's test:///default driver; 0 skips")
+		fs.IntVar(&throughputCfg.test, "test", byMode(full, 200, 1000), "VMs with real launchers on libvirt's test:///default driver; 0 skips")
 		fs.IntVar(&throughputCfg.workers, "workers", 16, "concurrent API create calls")
 		fs.BoolVar(&throughputCfg.profile, "profile", true, "when the 10,000 target is missed, profile the control plane (in-process) on the largest fake size")
 		return func() string {
