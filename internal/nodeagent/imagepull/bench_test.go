@@ -1,20 +1,13 @@
 package imagepull
 
 import (
-	"bytes"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 )
@@ -29,26 +22,8 @@ func BenchmarkPull(b *testing.B) {
 		b.Skip("qemu-img not installed")
 	}
 	dir := b.TempDir()
-	raw := filepath.Join(dir, "src.raw")
-	data := make([]byte, 256<<20)
-	rand.Read(data)
-	if err := os.WriteFile(raw, data, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	img := filepath.Join(dir, "img.qcow2")
-	if out, err := exec.Command("qemu-img", "convert", "-f", "raw", "-O", "qcow2", raw, img).CombinedOutput(); err != nil {
-		b.Fatalf("%v: %s", err, out)
-	}
-	content, err := os.ReadFile(img)
-	if err != nil {
-		b.Fatal(err)
-	}
-	h := sha256.Sum256(content)
-	sum := hex.EncodeToString(h[:])
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.ServeContent(w, r, "img.qcow2", time.Unix(1700000000, 0), bytes.NewReader(content))
-	}))
-	defer srv.Close()
+	content, sum := qcow2(b, 256<<20)
+	srv, _ := server(b, content)
 	b.SetBytes(int64(len(content)))
 	b.ResetTimer()
 	for i := range b.N {

@@ -85,12 +85,13 @@ func (e *env) pullerWith(clk clock.WithTicker) *Puller {
 	return p
 }
 
-// qcow2 returns a qcow2 image with some random data, and its sha256.
-func qcow2(t *testing.T) ([]byte, string) {
+// qcow2 returns a qcow2 image of size bytes of random data (so nothing is
+// sparse), and its sha256.
+func qcow2(t testing.TB, size int) ([]byte, string) {
 	t.Helper()
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "src.raw")
-	data := make([]byte, 3<<20)
+	data := make([]byte, size)
 	rand.Read(data)
 	if err := os.WriteFile(raw, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -107,6 +108,18 @@ func qcow2(t *testing.T) ([]byte, string) {
 	return b, hex.EncodeToString(sum[:])
 }
 
+// testImageSize is the virtual size of the tests' images.
+const testImageSize = 3 << 20
+
+// servedQCOW2 is a test image (qcow2), its sha256 and the URL a server
+// serves it at (server: gets counts the requests).
+func servedQCOW2(t *testing.T) (content []byte, sum, url string, gets *atomic.Int32) {
+	t.Helper()
+	content, sum = qcow2(t, testImageSize)
+	srv, gets := server(t, content)
+	return content, sum, srv.URL + "/img.qcow2", gets
+}
+
 func image(name, url, sum string) *apiv1.Image {
 	return &apiv1.Image{
 		Metadata: &apiv1.ObjectMeta{Name: name, Uid: "0b9c2f8e-3b1a-4c55-8d7e-2f9a6b1c3d4e"},
@@ -115,7 +128,7 @@ func image(name, url, sum string) *apiv1.Image {
 }
 
 // server serves content with ranges and an ETag, counting requests.
-func server(t *testing.T, content []byte) (*httptest.Server, *atomic.Int32) {
+func server(t testing.TB, content []byte) (*httptest.Server, *atomic.Int32) {
 	var gets atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		gets.Add(1)
@@ -128,10 +141,9 @@ func server(t *testing.T, content []byte) (*httptest.Server, *atomic.Int32) {
 
 func TestPullVerifiesAndReports(t *testing.T) {
 	e := newEnv(t)
-	content, sum := qcow2(t)
-	srv, _ := server(t, content)
+	content, sum, url, _ := servedQCOW2(t)
 	p := e.puller()
-	img := image("debian.qcow2", srv.URL+"/img.qcow2", sum)
+	img := image("debian.qcow2", url, sum)
 	if err := p.Ensure(t.Context(), img, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -140,13 +152,13 @@ func TestPullVerifiesAndReports(t *testing.T) {
 		t.Fatalf("image = %+v, %v", got, err)
 	}
 	last := e.api.last()
-	if last.Phase != "Ready" || last.Sha256 != sum || last.Node != "n1" || last.SizeBytes != int64(len(content)) || last.VirtualSizeBytes != 3<<20 || last.ImageUid != img.Metadata.Uid {
+	if last.Phase != "Ready" || last.Sha256 != sum || last.Node != "n1" || last.SizeBytes != int64(len(content)) || last.VirtualSizeBytes != testImageSize || last.ImageUid != img.Metadata.Uid {
 		t.Fatalf("last report = %v", last)
 	}
 	if !p.Have(img) {
 		t.Fatal("Have = false after the pull")
 	}
-	other := image("debian.qcow2", srv.URL+"/img.qcow2", sum)
+	other := image("debian.qcow2", url, sum)
 	other.Metadata.Uid = "7c1e4a52-9d3b-4f6a-8e2c-1b5d7f9a0c3e"
 	if p.Have(other) {
 		t.Fatal("Have = true for a re-created Image of the same name")
@@ -159,12 +171,11 @@ func TestPullVerifiesAndReports(t *testing.T) {
 
 func TestWrongChecksumLeavesNothing(t *testing.T) {
 	e := newEnv(t)
-	content, _ := qcow2(t)
-	srv, gets := server(t, content)
+	_, _, url, gets := servedQCOW2(t)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC))
 	p := e.pullerWith(clk)
 	wrong := strings.Repeat("0", 64)
-	img := image("bad.qcow2", srv.URL+"/img.qcow2", wrong)
+	img := image("bad.qcow2", url, wrong)
 	err := p.Ensure(t.Context(), img, nil)
 	if !errors.Is(err, imagestore.ErrChecksumMismatch) {
 		t.Fatalf("err = %v, want a checksum mismatch", err)
@@ -219,10 +230,9 @@ func assertOnlyImages(t *testing.T, dir string, names ...string) {
 
 func TestConcurrentEnsuresShareOneDownload(t *testing.T) {
 	e := newEnv(t)
-	content, sum := qcow2(t)
-	srv, gets := server(t, content)
+	_, sum, url, gets := servedQCOW2(t)
 	p := e.puller()
-	img := image("shared.qcow2", srv.URL+"/img.qcow2", sum)
+	img := image("shared.qcow2", url, sum)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
@@ -247,7 +257,7 @@ func TestConcurrentEnsuresShareOneDownload(t *testing.T) {
 // visible as an image meanwhile.
 func TestInterruptedPullResumes(t *testing.T) {
 	e := newEnv(t)
-	content, sum := qcow2(t)
+	content, sum := qcow2(t, testImageSize)
 	half := int64(len(content) / 2)
 	var ranges []string
 	var mu sync.Mutex
@@ -331,7 +341,7 @@ func TestInterruptedPullResumes(t *testing.T) {
 
 func TestAdoptsAndRemoves(t *testing.T) {
 	e := newEnv(t)
-	content, sum := qcow2(t)
+	content, sum := qcow2(t, testImageSize)
 	src := filepath.Join(t.TempDir(), "local.qcow2")
 	if err := os.WriteFile(src, content, 0o644); err != nil {
 		t.Fatal(err)
@@ -399,9 +409,8 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // over instead of failing forever.
 func TestCompleteButUncommittedDownloadStartsOver(t *testing.T) {
 	e := newEnv(t)
-	content, sum := qcow2(t)
-	srv, gets := server(t, content)
-	img := image("whole.qcow2", srv.URL+"/img.qcow2", sum)
+	content, sum, url, gets := servedQCOW2(t)
+	img := image("whole.qcow2", url, sum)
 	dl, err := e.store.DownloadPath("whole.qcow2")
 	if err != nil {
 		t.Fatal(err)
