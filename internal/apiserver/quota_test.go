@@ -3,7 +3,6 @@ package apiserver
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -26,19 +23,7 @@ import (
 // until the test ends.
 func serveWith(t *testing.T, stores Stores, unary ...grpc.UnaryServerInterceptor) *grpc.ClientConn {
 	t.Helper()
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(unary...))
-	New(stores, Options{}).Register(srv)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient("passthrough:///bufconn",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return testutil.ServeGRPC(t, New(stores, Options{}).Register, grpc.ChainUnaryInterceptor(unary...))
 }
 
 // A nearly full etcd refuses users' VM writes with a message that says

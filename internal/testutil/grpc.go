@@ -11,12 +11,13 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
-// ServeGRPC serves the services register adds on an in-memory listener
-// until the test ends, and returns a connection to them.
-func ServeGRPC(tb testing.TB, register func(grpc.ServiceRegistrar)) *grpc.ClientConn {
+// ServeGRPC serves the services register adds on an in-memory listener,
+// on a server made with opts (interceptors, say), until the test ends, and
+// returns a connection to them.
+func ServeGRPC(tb testing.TB, register func(grpc.ServiceRegistrar), opts ...grpc.ServerOption) *grpc.ClientConn {
 	tb.Helper()
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	tb.Cleanup(srv.Stop)
