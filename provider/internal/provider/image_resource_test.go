@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -17,38 +16,9 @@ import (
 )
 
 func TestImageSchemasDocumentEveryAttribute(t *testing.T) {
-	ctx := context.Background()
-	var rs resource.SchemaResponse
-	NewImageResource().Schema(ctx, resource.SchemaRequest{}, &rs)
-	if rs.Diagnostics.HasError() || rs.Schema.MarkdownDescription == "" {
-		t.Fatalf("resource schema: %v (description %q)", rs.Diagnostics, rs.Schema.MarkdownDescription)
-	}
-	resourceElems(rs.Schema.Attributes, rs.Schema.Blocks, "virtplane_image.", t)
-	if d := rs.Schema.ValidateImplementation(ctx); d.HasError() {
-		t.Errorf("resource schema is invalid: %v", d)
-	}
-	var ds datasource.SchemaResponse
-	NewImageDataSource().Schema(ctx, datasource.SchemaRequest{}, &ds)
-	if ds.Schema.MarkdownDescription == "" {
-		t.Error("the data source has no description")
-	}
-	dataElems(ds.Schema.Attributes, "data.virtplane_image.", t)
-	// The data source returns the resource's attributes, minus the
-	// provider-only ones.
-	for name := range rs.Schema.Attributes {
-		if _, ok := ds.Schema.Attributes[name]; !ok && name != "wait_for_nodes" {
-			t.Errorf("data source lacks attribute %s", name)
-		}
-	}
-}
-
-func validString(v validator.String, s string) (ok bool, msg string) {
-	var resp validator.StringResponse
-	v.ValidateString(context.Background(), validator.StringRequest{Path: path.Root("x"), ConfigValue: types.StringValue(s)}, &resp)
-	if resp.Diagnostics.HasError() {
-		return false, resp.Diagnostics.Errors()[0].Detail()
-	}
-	return true, ""
+	rs := documentedResource(t, NewImageResource())
+	ds := documentedDataSource(t, NewImageDataSource())
+	mirrorsResource(t, rs, ds, "wait_for_nodes")
 }
 
 func TestImageValidators(t *testing.T) {

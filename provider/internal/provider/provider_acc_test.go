@@ -14,73 +14,56 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(acctest.Main(m)) }
 
-// A missing CA file is a configuration mistake: it must fail at configure,
-// naming ca_file, before anything is dialled.
-func TestAccProviderBadCAFile(t *testing.T) {
-	missing := filepath.Join(t.TempDir(), "missing-ca.crt")
+// failsWith plans a read of virtplane_nodes under providerBlock and
+// expects an error matching want.
+func failsWith(t *testing.T, providerBlock, want string) {
+	t.Helper()
 	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
 		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf(`
+			Config:      providerBlock + `data "virtplane_nodes" "all" {}` + "\n",
+			ExpectError: regexp.MustCompile(want),
+		}},
+	})
+}
+
+// A missing CA file is a configuration mistake: it must fail at configure,
+// naming ca_file, before anything is dialled.
+func TestAccProviderBadCAFile(t *testing.T) {
+	failsWith(t, fmt.Sprintf(`
 provider "virtplane" {
   endpoint = "127.0.0.1:7443"
   token    = "not-used"
   ca_file  = %q
 }
-data "virtplane_nodes" "all" {}
-`, missing),
-			ExpectError: regexp.MustCompile(`Unusable ca_file`),
-		}},
-	})
+`, filepath.Join(t.TempDir(), "missing-ca.crt")), `Unusable ca_file`)
 }
 
 func TestAccProviderBadEndpoint(t *testing.T) {
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: `
+	failsWith(t, `
 provider "virtplane" {
   endpoint = "http://127.0.0.1:7443"
 }
-data "virtplane_nodes" "all" {}
-`,
-			ExpectError: regexp.MustCompile(`Invalid virtplane endpoint`),
-		}},
-	})
+`, `Invalid virtplane endpoint`)
 }
 
 func TestAccProviderConflictingToken(t *testing.T) {
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: `
+	failsWith(t, `
 provider "virtplane" {
   endpoint   = "127.0.0.1:7443"
   token      = "a"
   token_file = "/dev/null"
 }
-data "virtplane_nodes" "all" {}
-`,
-			ExpectError: regexp.MustCompile(`(?s)Invalid Attribute Combination.*token_file`),
-		}},
-	})
+`, `(?s)Invalid Attribute Combination.*token_file`)
 }
 
 // A stopped agent is reported with the endpoint, not as a generic RPC error.
 func TestAccProviderUnreachable(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "no-agent.sock")
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf(`
+	failsWith(t, fmt.Sprintf(`
 provider "virtplane" {
   endpoint = "unix://%s"
 }
-data "virtplane_nodes" "all" {}
-`, sock),
-			ExpectError: regexp.MustCompile(`(?s)virtplane agent unreachable.*unreachable at\s+unix://`),
-		}},
-	})
+`, filepath.Join(t.TempDir(), "no-agent.sock")), `(?s)virtplane agent unreachable.*unreachable at\s+unix://`)
 }
 
 // A provider block that depends on a resource created in the same apply is

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
@@ -61,6 +62,17 @@ func apiVM(ctx context.Context, agent *acctest.Agent, ns, name string) (*apiv1.V
 		return vm, nil, nil
 	}
 	return vm, vmi, err
+}
+
+// testVMs runs steps in parallel with the other tests and checks that
+// destroy leaves no VM behind.
+func testVMs(t *testing.T, agent *acctest.Agent, steps []resource.TestStep) {
+	t.Helper()
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
+		CheckDestroy:             checkDestroyed(t, agent),
+		Steps:                    steps,
+	})
 }
 
 // checkDestroyed verifies destroy left no VM behind, and on real nodes no
@@ -121,11 +133,7 @@ func noDomain(t *testing.T, agent *acctest.Agent, name string) resource.TestChec
 // that obeys the ACPI power button instead of one still booting, which
 // would hold the stop for the whole termination grace period.
 func guestBooted(t *testing.T, agent *acctest.Agent, name, hostname string) resource.TestCheckFunc {
-	return func(*terraform.State) error {
-		_, vmi, err := apiVM(t.Context(), agent, "default", name)
-		if err != nil {
-			return err
-		}
+	return instanceCheck(agent, name, func(vmi *apiv1.VirtualMachineInstance) error {
 		if vmi == nil {
 			return fmt.Errorf("%s has no instance", name)
 		}
@@ -134,7 +142,7 @@ func guestBooted(t *testing.T, agent *acctest.Agent, name, hostname string) reso
 			return fmt.Errorf("%s's guest booted with hostname %q, want %q from its boot cmdline", name, booted["hostname"], hostname)
 		}
 		return nil
-	}
+	})
 }
 
 // domainMemory checks the memory libvirt gave VM name's domain, when the
@@ -155,27 +163,19 @@ func domainMemory(agent *acctest.Agent, name, memory string) resource.TestCheckF
 
 // instanceUID records the UID of the VM's current instance into *uid.
 func instanceUID(agent *acctest.Agent, name string, uid *string) resource.TestCheckFunc {
-	return func(*terraform.State) error {
-		_, vmi, err := apiVM(context.Background(), agent, "default", name)
-		if err != nil {
-			return err
-		}
+	return instanceCheck(agent, name, func(vmi *apiv1.VirtualMachineInstance) error {
 		if vmi == nil {
 			return fmt.Errorf("%s has no instance", name)
 		}
 		*uid = vmi.GetMetadata().GetUid()
 		return nil
-	}
+	})
 }
 
 // restartedWith checks that the VM runs a new instance (not *oldUID) with
 // the given guest memory, then records the new UID.
 func restartedWith(agent *acctest.Agent, name string, oldUID *string, memory string) resource.TestCheckFunc {
-	return func(*terraform.State) error {
-		_, vmi, err := apiVM(context.Background(), agent, "default", name)
-		if err != nil {
-			return err
-		}
+	return instanceCheck(agent, name, func(vmi *apiv1.VirtualMachineInstance) error {
 		switch {
 		case vmi == nil:
 			return fmt.Errorf("%s has no instance after the restart", name)
@@ -188,34 +188,50 @@ func restartedWith(agent *acctest.Agent, name string, oldUID *string, memory str
 		}
 		*oldUID = vmi.GetMetadata().GetUid()
 		return nil
-	}
+	})
 }
 
 // sameInstance checks the VM still runs instance *uid.
 func sameInstance(agent *acctest.Agent, name string, uid *string) resource.TestCheckFunc {
-	return func(*terraform.State) error {
-		_, vmi, err := apiVM(context.Background(), agent, "default", name)
-		if err != nil {
-			return err
-		}
+	return instanceCheck(agent, name, func(vmi *apiv1.VirtualMachineInstance) error {
 		if vmi == nil || vmi.GetMetadata().GetUid() != *uid {
 			return fmt.Errorf("%s's instance changed (want %s): it was restarted", name, *uid)
 		}
 		return nil
-	}
+	})
 }
 
 // noInstance checks the VM has no instance (Halted).
 func noInstance(agent *acctest.Agent, name string) resource.TestCheckFunc {
+	return instanceCheck(agent, name, func(vmi *apiv1.VirtualMachineInstance) error {
+		if vmi != nil {
+			return fmt.Errorf("%s still has instance %s in phase %s", name, vmi.GetMetadata().GetUid(), vmi.GetStatus().GetPhase())
+		}
+		return nil
+	})
+}
+
+// instanceCheck judges the current instance of VM name (nil when it has
+// none), read straight from the agent.
+func instanceCheck(agent *acctest.Agent, name string, check func(vmi *apiv1.VirtualMachineInstance) error) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		_, vmi, err := apiVM(context.Background(), agent, "default", name)
 		if err != nil {
 			return err
 		}
-		if vmi != nil {
-			return fmt.Errorf("%s still has instance %s in phase %s", name, vmi.GetMetadata().GetUid(), vmi.GetStatus().GetPhase())
-		}
-		return nil
+		return check(vmi)
+	}
+}
+
+// runningStep applies config and expects VM name Running with a booted
+// guest. pre, unless nil, runs first; plan checks the plan before apply.
+func runningStep(t *testing.T, agent *acctest.Agent, name, config string, pre func(), plan ...plancheck.PlanCheck) resource.TestStep {
+	return resource.TestStep{
+		PreConfig:         pre,
+		Config:            config,
+		ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: plan},
+		ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
+		Check:             guestBooted(t, agent, name, ""),
 	}
 }
 
@@ -250,6 +266,28 @@ func deleteVM(t *testing.T, agent *acctest.Agent, name string) {
 			return nil
 		}
 		return fmt.Errorf("still there (err %v)", err)
+	})
+}
+
+// stopVM stops VM name behind Terraform's back and waits until it has no
+// instance left.
+func stopVM(t *testing.T, agent *acctest.Agent, name string) {
+	t.Helper()
+	key := &apiv1.ObjectKey{Namespace: "default", Name: name}
+	if _, err := agent.Client.VMs.Stop(t.Context(), &apiv1.StopVirtualMachineRequest{Key: key}); err != nil {
+		t.Fatalf("stop %s: %v", name, err)
+	}
+	testutil.EventuallyNoError(t, apiChangeTimeout, name+" to stop", func() error {
+		vm, vmi, err := apiVM(t.Context(), agent, "default", name)
+		switch {
+		case err != nil:
+			return err
+		case vmi != nil:
+			return fmt.Errorf("instance %s is still there, in phase %s", vmi.GetMetadata().GetUid(), vmi.GetStatus().GetPhase())
+		case vm.GetStatus().GetPrintableStatus() != apiv1.PrintableStopped:
+			return fmt.Errorf("VM is %s", vm.GetStatus().GetPrintableStatus())
+		}
+		return nil
 	})
 }
 

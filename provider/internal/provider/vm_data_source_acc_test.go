@@ -83,60 +83,56 @@ data "virtplane_virtual_machines" "db" {
 }
 `, run, agent.Nodes.NodeSelectorHCL(), guestBody(agent, guestMemory, ""))
 	ds, dbDS := "data.virtplane_virtual_machine.web", "data.virtplane_virtual_machine.db"
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{{
-			Config: cfg,
-			Check: resource.ComposeAggregateTestCheckFunc(
-				// Everything the resource knows, the data source says.
-				resource.TestCheckResourceAttrPair(ds, "id", "virtplane_virtual_machine.web", "id"),
-				resource.TestCheckResourceAttrPair(ds, "uid", "virtplane_virtual_machine.web", "uid"),
-				resource.TestCheckResourceAttrPair(ds, "boot.cmdline", "virtplane_virtual_machine.web", "boot.cmdline"),
-				resource.TestCheckResourceAttrPair(ds, "status.node", "virtplane_virtual_machine.web", "status.node"),
-				resource.TestCheckResourceAttrPair(dbDS, "disk.1.cloud_init.user_data", "virtplane_virtual_machine.db", "disk.1.cloud_init.user_data"),
-				guestBooted(t, agent, run+"-web", ""),
-			),
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("namespace"), knownvalue.StringExact("default")),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Always")),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("memory"), knownvalue.StringExact(guestMemory)),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("cpu"), knownvalue.ObjectExact(map[string]knownvalue.Check{
-					"cores": knownvalue.Int64Exact(2), "sockets": knownvalue.Int64Exact(1), "threads": knownvalue.Int64Exact(1),
-				})),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("boot").AtMapKey("kernel"), knownvalue.StringExact(agent.Nodes.Kernel)),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("disk"), knownvalue.ListExact([]knownvalue.Check{})),
-				statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("disk").AtSliceIndex(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
-					"name": knownvalue.StringExact("root"), "bus": knownvalue.StringExact("virtio"),
-					"boot_order": knownvalue.Null(), "image": knownvalue.StringExact("tiny.qcow2"),
-					"persistent": knownvalue.Null(), "cloud_init": knownvalue.Null(),
-				})),
-				statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("disk").AtSliceIndex(1).AtMapKey("bus"), knownvalue.StringExact("sata")),
-				statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("interface").AtSliceIndex(0).AtMapKey("model"), knownvalue.StringExact("virtio")),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("annotations"), knownvalue.MapExact(map[string]knownvalue.Check{})),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("status").AtMapKey("printable_status"), knownvalue.StringExact("Running")),
-				statecheck.ExpectKnownValue(ds, tfjsonpath.New("termination_grace_period"), knownvalue.Int64Exact(30)),
+	testVMs(t, agent, []resource.TestStep{{
+		Config: cfg,
+		Check: resource.ComposeAggregateTestCheckFunc(
+			// Everything the resource knows, the data source says.
+			resource.TestCheckResourceAttrPair(ds, "id", "virtplane_virtual_machine.web", "id"),
+			resource.TestCheckResourceAttrPair(ds, "uid", "virtplane_virtual_machine.web", "uid"),
+			resource.TestCheckResourceAttrPair(ds, "boot.cmdline", "virtplane_virtual_machine.web", "boot.cmdline"),
+			resource.TestCheckResourceAttrPair(ds, "status.node", "virtplane_virtual_machine.web", "status.node"),
+			resource.TestCheckResourceAttrPair(dbDS, "disk.1.cloud_init.user_data", "virtplane_virtual_machine.db", "disk.1.cloud_init.user_data"),
+			guestBooted(t, agent, run+"-web", ""),
+		),
+		ConfigStateChecks: []statecheck.StateCheck{
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("namespace"), knownvalue.StringExact("default")),
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Always")),
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("memory"), knownvalue.StringExact(guestMemory)),
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("cpu"), knownvalue.ObjectExact(map[string]knownvalue.Check{
+				"cores": knownvalue.Int64Exact(2), "sockets": knownvalue.Int64Exact(1), "threads": knownvalue.Int64Exact(1),
+			})),
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("boot").AtMapKey("kernel"), knownvalue.StringExact(agent.Nodes.Kernel)),
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("disk"), knownvalue.ListExact([]knownvalue.Check{})),
+			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("disk").AtSliceIndex(0), knownvalue.ObjectExact(map[string]knownvalue.Check{
+				"name": knownvalue.StringExact("root"), "bus": knownvalue.StringExact("virtio"),
+				"boot_order": knownvalue.Null(), "image": knownvalue.StringExact("tiny.qcow2"),
+				"persistent": knownvalue.Null(), "cloud_init": knownvalue.Null(),
+			})),
+			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("disk").AtSliceIndex(1).AtMapKey("bus"), knownvalue.StringExact("sata")),
+			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("interface").AtSliceIndex(0).AtMapKey("model"), knownvalue.StringExact("virtio")),
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("annotations"), knownvalue.MapExact(map[string]knownvalue.Check{})),
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("status").AtMapKey("printable_status"), knownvalue.StringExact("Running")),
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("termination_grace_period"), knownvalue.Int64Exact(30)),
 
-				statecheck.ExpectKnownValue("data.virtplane_virtual_machines.run", tfjsonpath.New("id"), knownvalue.StringExact("label_selector=run="+run)),
-				statecheck.ExpectKnownValue("data.virtplane_virtual_machines.run", tfjsonpath.New("virtual_machines"), knownvalue.ListExact([]knownvalue.Check{
-					knownvalue.ObjectPartial(map[string]knownvalue.Check{
-						"id": knownvalue.StringExact("default/" + run + "-db"), "run_strategy": knownvalue.StringExact("Halted"),
-						"printable_status": knownvalue.StringExact("Stopped"), "ready": knownvalue.Bool(false), "node": knownvalue.Null(),
-						"labels": knownvalue.MapExact(map[string]knownvalue.Check{"run": knownvalue.StringExact(run), "tier": knownvalue.StringExact("db")}),
-					}),
-					knownvalue.ObjectPartial(map[string]knownvalue.Check{
-						"id": knownvalue.StringExact("default/" + run + "-web"), "namespace": knownvalue.StringExact("default"),
-						"name": knownvalue.StringExact(run + "-web"), "run_strategy": knownvalue.StringExact("Always"),
-						"printable_status": knownvalue.StringExact("Running"), "ready": knownvalue.Bool(true), "node": knownvalue.NotNull(),
-					}),
-				})),
-				statecheck.ExpectKnownValue("data.virtplane_virtual_machines.running", tfjsonpath.New("virtual_machines"), knownvalue.ListExact([]knownvalue.Check{
-					knownvalue.ObjectPartial(map[string]knownvalue.Check{"name": knownvalue.StringExact(run + "-web")}),
-				})),
-				statecheck.ExpectKnownValue("data.virtplane_virtual_machines.db", tfjsonpath.New("virtual_machines"), knownvalue.ListExact([]knownvalue.Check{
-					knownvalue.ObjectPartial(map[string]knownvalue.Check{"name": knownvalue.StringExact(run + "-db")}),
-				})),
-			},
-		}},
-	})
+			statecheck.ExpectKnownValue("data.virtplane_virtual_machines.run", tfjsonpath.New("id"), knownvalue.StringExact("label_selector=run="+run)),
+			statecheck.ExpectKnownValue("data.virtplane_virtual_machines.run", tfjsonpath.New("virtual_machines"), knownvalue.ListExact([]knownvalue.Check{
+				knownvalue.ObjectPartial(map[string]knownvalue.Check{
+					"id": knownvalue.StringExact("default/" + run + "-db"), "run_strategy": knownvalue.StringExact("Halted"),
+					"printable_status": knownvalue.StringExact("Stopped"), "ready": knownvalue.Bool(false), "node": knownvalue.Null(),
+					"labels": knownvalue.MapExact(map[string]knownvalue.Check{"run": knownvalue.StringExact(run), "tier": knownvalue.StringExact("db")}),
+				}),
+				knownvalue.ObjectPartial(map[string]knownvalue.Check{
+					"id": knownvalue.StringExact("default/" + run + "-web"), "namespace": knownvalue.StringExact("default"),
+					"name": knownvalue.StringExact(run + "-web"), "run_strategy": knownvalue.StringExact("Always"),
+					"printable_status": knownvalue.StringExact("Running"), "ready": knownvalue.Bool(true), "node": knownvalue.NotNull(),
+				}),
+			})),
+			statecheck.ExpectKnownValue("data.virtplane_virtual_machines.running", tfjsonpath.New("virtual_machines"), knownvalue.ListExact([]knownvalue.Check{
+				knownvalue.ObjectPartial(map[string]knownvalue.Check{"name": knownvalue.StringExact(run + "-web")}),
+			})),
+			statecheck.ExpectKnownValue("data.virtplane_virtual_machines.db", tfjsonpath.New("virtual_machines"), knownvalue.ListExact([]knownvalue.Check{
+				knownvalue.ObjectPartial(map[string]knownvalue.Check{"name": knownvalue.StringExact(run + "-db")}),
+			})),
+		},
+	}})
 }

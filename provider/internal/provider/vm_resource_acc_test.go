@@ -56,87 +56,83 @@ func TestAccVirtualMachine_lifecycle(t *testing.T) {
 			return fmt.Errorf("node %q is not one of the harness's %v", s, agent.Nodes.Names)
 		})))
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{
-			{
-				Config: cfg(guestMemory, ""),
-				ConfigStateChecks: append([]statecheck.StateCheck{
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("id"), knownvalue.StringExact("default/"+name)),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("namespace"), knownvalue.StringExact("default")),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Always")),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("update_policy"), knownvalue.StringExact("restart")),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("termination_grace_period"), knownvalue.Int64Exact(30)),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("cpu"), knownvalue.Null()),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("boot").AtMapKey("kernel"), knownvalue.StringExact(agent.Nodes.Kernel)),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("uid"), knownvalue.NotNull()),
-				}, running...),
-				Check: resource.ComposeTestCheckFunc(
-					instanceUID(agent, name, &uid),
-					guestBooted(t, agent, name, name),
-					domainMemory(agent, name, guestMemory),
-				),
+	testVMs(t, agent, []resource.TestStep{
+		{
+			Config: cfg(guestMemory, ""),
+			ConfigStateChecks: append([]statecheck.StateCheck{
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("id"), knownvalue.StringExact("default/"+name)),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("namespace"), knownvalue.StringExact("default")),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Always")),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("update_policy"), knownvalue.StringExact("restart")),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("termination_grace_period"), knownvalue.Int64Exact(30)),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("cpu"), knownvalue.Null()),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("boot").AtMapKey("kernel"), knownvalue.StringExact(agent.Nodes.Kernel)),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("uid"), knownvalue.NotNull()),
+			}, running...),
+			Check: resource.ComposeTestCheckFunc(
+				instanceUID(agent, name, &uid),
+				guestBooted(t, agent, name, name),
+				domainMemory(agent, name, guestMemory),
+			),
+		},
+		{
+			// terraform import, and no attribute may differ.
+			ResourceName:      vmAddr,
+			ImportState:       true,
+			ImportStateVerify: true,
+		},
+		{
+			// A bare name means the default namespace.
+			ResourceName:      vmAddr,
+			ImportState:       true,
+			ImportStateId:     name,
+			ImportStateVerify: true,
+		},
+		{
+			// An import block.
+			ResourceName:    vmAddr,
+			ImportState:     true,
+			ImportStateKind: resource.ImportBlockWithID,
+		},
+		{
+			// Memory only takes effect at a restart: apply restarts.
+			Config: cfg(guestMemory2, ""),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionUpdate),
+			}},
+			ConfigStateChecks: append([]statecheck.StateCheck{
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("memory"), knownvalue.StringExact(guestMemory2)),
+			}, running...),
+			Check: resource.ComposeTestCheckFunc(
+				restartedWith(agent, name, &uid, guestMemory2),
+				domainMemory(agent, name, guestMemory2),
+				guestBooted(t, agent, name, name),
+			),
+		},
+		{
+			// The same amount spelled differently is no change at all.
+			Config: cfg("196608Ki", ""),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectEmptyPlan(),
+			}},
+			Check: sameInstance(agent, name, &uid),
+		},
+		{
+			Config: cfg(guestMemory2, `run_strategy = "Halted"`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				expectStatus(apiv1.PrintableStopped),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("status").AtMapKey("phase"), knownvalue.Null()),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("status").AtMapKey("ready"), knownvalue.Bool(false)),
 			},
-			{
-				// terraform import, and no attribute may differ.
-				ResourceName:      vmAddr,
-				ImportState:       true,
-				ImportStateVerify: true,
-			},
-			{
-				// A bare name means the default namespace.
-				ResourceName:      vmAddr,
-				ImportState:       true,
-				ImportStateId:     name,
-				ImportStateVerify: true,
-			},
-			{
-				// An import block.
-				ResourceName:    vmAddr,
-				ImportState:     true,
-				ImportStateKind: resource.ImportBlockWithID,
-			},
-			{
-				// Memory only takes effect at a restart: apply restarts.
-				Config: cfg(guestMemory2, ""),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionUpdate),
-				}},
-				ConfigStateChecks: append([]statecheck.StateCheck{
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("memory"), knownvalue.StringExact(guestMemory2)),
-				}, running...),
-				Check: resource.ComposeTestCheckFunc(
-					restartedWith(agent, name, &uid, guestMemory2),
-					domainMemory(agent, name, guestMemory2),
-					guestBooted(t, agent, name, name),
-				),
-			},
-			{
-				// The same amount spelled differently is no change at all.
-				Config: cfg("196608Ki", ""),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectEmptyPlan(),
-				}},
-				Check: sameInstance(agent, name, &uid),
-			},
-			{
-				Config: cfg(guestMemory2, `run_strategy = "Halted"`),
-				ConfigStateChecks: []statecheck.StateCheck{
-					expectStatus(apiv1.PrintableStopped),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("status").AtMapKey("phase"), knownvalue.Null()),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("status").AtMapKey("ready"), knownvalue.Bool(false)),
-				},
-				Check: resource.ComposeTestCheckFunc(noInstance(agent, name), noDomain(t, agent, name)),
-			},
-			{
-				Config:            cfg(guestMemory2, `run_strategy = "Always"`),
-				ConfigStateChecks: running,
-				Check: resource.ComposeTestCheckFunc(
-					restartedWith(agent, name, &uid, guestMemory2),
-					guestBooted(t, agent, name, name),
-				),
-			},
+			Check: resource.ComposeTestCheckFunc(noInstance(agent, name), noDomain(t, agent, name)),
+		},
+		{
+			Config:            cfg(guestMemory2, `run_strategy = "Always"`),
+			ConfigStateChecks: running,
+			Check: resource.ComposeTestCheckFunc(
+				restartedWith(agent, name, &uid, guestMemory2),
+				guestBooted(t, agent, name, name),
+			),
 		},
 	})
 }
@@ -158,48 +154,44 @@ func TestAccVirtualMachine_once(t *testing.T) {
 	}
 	cfg := vmConfig(agent, name, guestBody(agent, guestMemory, extra, testguest.PoweroffAfter(3*time.Second)))
 	var uid string
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{
-			{
-				Config: cfg,
-				Check: resource.ComposeTestCheckFunc(
-					instanceUID(agent, name, &uid),
-					resource.TestMatchResourceAttr(vmAddr, "status.phase", regexp.MustCompile(`^(Running|Succeeded)$`)),
-					// The guest powers off; the instance stays Succeeded
-					// and no new one is started.
-					func(*terraform.State) error {
-						testutil.EventuallyNoError(t, acctest.GuestBootTimeout+time.Minute, "the guest to power off", func() error {
-							vm, vmi, err := apiVM(t.Context(), agent, "default", name)
-							if err != nil {
-								return err
-							}
-							if vmi.GetStatus().GetPhase() == apiv1.PhaseSucceeded && vm.GetStatus().GetPrintableStatus() == apiv1.PrintableStopped {
-								return nil
-							}
-							return fmt.Errorf("VM %s, instance in phase %s", vm.GetStatus().GetPrintableStatus(), vmi.GetStatus().GetPhase())
-						})
-						// What is tested is that nothing happens: an Always VM
-						// would have a new instance within this window.
-						testutil.ConsistentlyNoError(t, onceNoRestartWindow, "the powered-off Once VM keeping its instance", func() error {
-							return sameInstance(agent, name, &uid)(nil)
-						})
-						return nil
-					},
-					noDomain(t, agent, name),
-				),
-			},
-			{
-				// Refresh sees the guest powered off; the plan stays empty.
-				Config: cfg,
-				ConfigStateChecks: []statecheck.StateCheck{
-					expectStatus(apiv1.PrintableStopped),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("status").AtMapKey("phase"), knownvalue.StringExact(apiv1.PhaseSucceeded)),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Once")),
+	testVMs(t, agent, []resource.TestStep{
+		{
+			Config: cfg,
+			Check: resource.ComposeTestCheckFunc(
+				instanceUID(agent, name, &uid),
+				resource.TestMatchResourceAttr(vmAddr, "status.phase", regexp.MustCompile(`^(Running|Succeeded)$`)),
+				// The guest powers off; the instance stays Succeeded
+				// and no new one is started.
+				func(*terraform.State) error {
+					testutil.EventuallyNoError(t, acctest.GuestBootTimeout+time.Minute, "the guest to power off", func() error {
+						vm, vmi, err := apiVM(t.Context(), agent, "default", name)
+						if err != nil {
+							return err
+						}
+						if vmi.GetStatus().GetPhase() == apiv1.PhaseSucceeded && vm.GetStatus().GetPrintableStatus() == apiv1.PrintableStopped {
+							return nil
+						}
+						return fmt.Errorf("VM %s, instance in phase %s", vm.GetStatus().GetPrintableStatus(), vmi.GetStatus().GetPhase())
+					})
+					// What is tested is that nothing happens: an Always VM
+					// would have a new instance within this window.
+					testutil.ConsistentlyNoError(t, onceNoRestartWindow, "the powered-off Once VM keeping its instance", func() error {
+						return sameInstance(agent, name, &uid)(nil)
+					})
+					return nil
 				},
-				Check: sameInstance(agent, name, &uid),
+				noDomain(t, agent, name),
+			),
+		},
+		{
+			// Refresh sees the guest powered off; the plan stays empty.
+			Config: cfg,
+			ConfigStateChecks: []statecheck.StateCheck{
+				expectStatus(apiv1.PrintableStopped),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("status").AtMapKey("phase"), knownvalue.StringExact(apiv1.PhaseSucceeded)),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Once")),
 			},
+			Check: sameInstance(agent, name, &uid),
 		},
 	})
 }
@@ -213,38 +205,34 @@ func TestAccVirtualMachine_updatePolicy(t *testing.T) {
 		return vmConfig(agent, name, guestBody(agent, memory, fmt.Sprintf("update_policy = %q", policy)))
 	}
 	var uid string
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{
-			{
-				Config: cfg(guestMemory, "none"),
-				Check:  resource.ComposeTestCheckFunc(instanceUID(agent, name, &uid), guestBooted(t, agent, name, "")),
+	testVMs(t, agent, []resource.TestStep{
+		{
+			Config: cfg(guestMemory, "none"),
+			Check:  resource.ComposeTestCheckFunc(instanceUID(agent, name, &uid), guestBooted(t, agent, name, "")),
+		},
+		{
+			Config: cfg(guestMemory2, "none"),
+			ConfigStateChecks: []statecheck.StateCheck{
+				expectStatus(apiv1.PrintableRunning),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("restart_required"), knownvalue.Bool(true)),
 			},
-			{
-				Config: cfg(guestMemory2, "none"),
-				ConfigStateChecks: []statecheck.StateCheck{
-					expectStatus(apiv1.PrintableRunning),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("restart_required"), knownvalue.Bool(true)),
-				},
-				Check: resource.ComposeTestCheckFunc(sameInstance(agent, name, &uid), domainMemory(agent, name, guestMemory)),
+			Check: resource.ComposeTestCheckFunc(sameInstance(agent, name, &uid), domainMemory(agent, name, guestMemory)),
+		},
+		{
+			Config: cfg(guestMemory2, "restart"),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionUpdate),
+				plancheck.ExpectKnownValue(vmAddr, tfjsonpath.New("restart_required"), knownvalue.Bool(false)),
+			}},
+			ConfigStateChecks: []statecheck.StateCheck{
+				expectStatus(apiv1.PrintableRunning),
+				statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("restart_required"), knownvalue.Bool(false)),
 			},
-			{
-				Config: cfg(guestMemory2, "restart"),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionUpdate),
-					plancheck.ExpectKnownValue(vmAddr, tfjsonpath.New("restart_required"), knownvalue.Bool(false)),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{
-					expectStatus(apiv1.PrintableRunning),
-					statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("restart_required"), knownvalue.Bool(false)),
-				},
-				Check: resource.ComposeTestCheckFunc(
-					restartedWith(agent, name, &uid, guestMemory2),
-					domainMemory(agent, name, guestMemory2),
-					guestBooted(t, agent, name, ""),
-				),
-			},
+			Check: resource.ComposeTestCheckFunc(
+				restartedWith(agent, name, &uid, guestMemory2),
+				domainMemory(agent, name, guestMemory2),
+				guestBooted(t, agent, name, ""),
+			),
 		},
 	})
 }
@@ -268,16 +256,12 @@ resource "virtplane_virtual_machine" "rerun" {
   %[4]s
 }
 `, manual, rerun, agent.Nodes.NodeSelectorHCL(), guestBody(agent, guestMemory, ""))
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{{
-			Config: cfg,
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("virtplane_virtual_machine.rerun", tfjsonpath.New("status").AtMapKey("printable_status"), knownvalue.StringExact("Running")),
-				statecheck.ExpectKnownValue("virtplane_virtual_machine.manual", tfjsonpath.New("status").AtMapKey("ready"), knownvalue.Bool(false)),
-			},
-			Check: resource.ComposeTestCheckFunc(noInstance(agent, manual), noDomain(t, agent, manual), guestBooted(t, agent, rerun, "")),
-		}},
-	})
+	testVMs(t, agent, []resource.TestStep{{
+		Config: cfg,
+		ConfigStateChecks: []statecheck.StateCheck{
+			statecheck.ExpectKnownValue("virtplane_virtual_machine.rerun", tfjsonpath.New("status").AtMapKey("printable_status"), knownvalue.StringExact("Running")),
+			statecheck.ExpectKnownValue("virtplane_virtual_machine.manual", tfjsonpath.New("status").AtMapKey("ready"), knownvalue.Bool(false)),
+		},
+		Check: resource.ComposeTestCheckFunc(noInstance(agent, manual), noDomain(t, agent, manual), guestBooted(t, agent, rerun, "")),
+	}})
 }

@@ -127,21 +127,17 @@ func TestAccVirtualMachine_planTimeValidation(t *testing.T) {
 func TestAccVirtualMachine_agentErrorsNameAttributes(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	name := acctest.RandomName("rejected")
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{{
-			Config: vmConfig(agent, name, `
+	testVMs(t, agent, []resource.TestStep{{
+		Config: vmConfig(agent, name, `
   memory = "128Mi"
   disk {
     name  = "root"
     image = "/etc/passwd"
   }`),
-			// Terraform quotes the configuration line of the attribute.
-			ExpectError: errorRe(`Invalid image`, `image = "/etc/passwd"`,
-				`the agent rejected spec.template.spec.volumes[0].image.name: Invalid value: "/etc/passwd": must be inside the image directory`),
-		}},
-	})
+		// Terraform quotes the configuration line of the attribute.
+		ExpectError: errorRe(`Invalid image`, `image = "/etc/passwd"`,
+			`the agent rejected spec.template.spec.volumes[0].image.name: Invalid value: "/etc/passwd": must be inside the image directory`),
+	}})
 }
 
 // terraform plan -generate-config-out writes a configuration for an import
@@ -202,39 +198,35 @@ func TestAccVirtualMachine_generateConfig(t *testing.T) {
   }
 `, memory))
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{
-			{
-				Config:            cfg("1Gi"),
-				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableStopped)},
-			},
-			{
-				ResourceName:      vmAddr,
-				ImportState:       true,
-				ImportStateVerify: true,
-			},
-			{
-				ResourceName:    vmAddr,
-				ImportState:     true,
-				ImportStateKind: resource.ImportBlockWithID,
-				GenerateConfig:  true,
-			},
-			{
-				// The agent stores "1Gi"; the user's spelling is no change.
-				Config: cfg("1024Mi"),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectEmptyPlan(),
-				}},
-			},
-			{
-				// Importing into that configuration plans no change either,
-				// although the imported state says "1Gi".
-				ResourceName:    vmAddr,
-				ImportState:     true,
-				ImportStateKind: resource.ImportBlockWithID,
-			},
+	testVMs(t, agent, []resource.TestStep{
+		{
+			Config:            cfg("1Gi"),
+			ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableStopped)},
+		},
+		{
+			ResourceName:      vmAddr,
+			ImportState:       true,
+			ImportStateVerify: true,
+		},
+		{
+			ResourceName:    vmAddr,
+			ImportState:     true,
+			ImportStateKind: resource.ImportBlockWithID,
+			GenerateConfig:  true,
+		},
+		{
+			// The agent stores "1Gi"; the user's spelling is no change.
+			Config: cfg("1024Mi"),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectEmptyPlan(),
+			}},
+		},
+		{
+			// Importing into that configuration plans no change either,
+			// although the imported state says "1Gi".
+			ResourceName:    vmAddr,
+			ImportState:     true,
+			ImportStateKind: resource.ImportBlockWithID,
 		},
 	})
 }

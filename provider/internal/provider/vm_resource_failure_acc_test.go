@@ -8,12 +8,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
-	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
-	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/acctest"
 )
 
@@ -37,33 +34,18 @@ resource "virtplane_virtual_machine" "test" {
   %s
 }
 `, t.TempDir(), name, agent.Nodes.NodeSelectorHCL(), body)
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{
-			{
-				Config:            cfg,
-				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
-				Check:             guestBooted(t, agent, name, ""),
-			},
-			{
-				Config:      unreachable,
-				PlanOnly:    true,
-				ExpectError: errorRe(`virtplane agent unreachable`, `Cannot read virtual machine default/`+name),
-			},
-			{
-				PreConfig: func() {
-					deleteVM(t, agent, name)
-					waitNoDomain(t, agent, "default", name)
-				},
-				Config: cfg,
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionCreate),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
-				Check:             guestBooted(t, agent, name, ""),
-			},
+	deleted := func() {
+		deleteVM(t, agent, name)
+		waitNoDomain(t, agent, "default", name)
+	}
+	testVMs(t, agent, []resource.TestStep{
+		runningStep(t, agent, name, cfg, nil),
+		{
+			Config:      unreachable,
+			PlanOnly:    true,
+			ExpectError: errorRe(`virtplane agent unreachable`, `Cannot read virtual machine default/`+name),
 		},
+		runningStep(t, agent, name, cfg, deleted, plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionCreate)),
 	})
 }
 
@@ -73,43 +55,11 @@ func TestAccVirtualMachine_driftStopped(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	name := acctest.RandomName("stopped")
 	cfg := vmConfig(agent, name, guestBody(agent, guestMemory, ""))
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{
-			{
-				Config:            cfg,
-				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
-				Check:             guestBooted(t, agent, name, ""),
-			},
-			{
-				PreConfig: func() {
-					key := &apiv1.ObjectKey{Namespace: "default", Name: name}
-					if _, err := agent.Client.VMs.Stop(t.Context(), &apiv1.StopVirtualMachineRequest{Key: key}); err != nil {
-						t.Fatalf("stop %s: %v", name, err)
-					}
-					testutil.EventuallyNoError(t, apiChangeTimeout, name+" to stop", func() error {
-						vm, vmi, err := apiVM(t.Context(), agent, "default", name)
-						switch {
-						case err != nil:
-							return err
-						case vmi != nil:
-							return fmt.Errorf("instance %s is still there, in phase %s", vmi.GetMetadata().GetUid(), vmi.GetStatus().GetPhase())
-						case vm.GetStatus().GetPrintableStatus() != apiv1.PrintableStopped:
-							return fmt.Errorf("VM is %s", vm.GetStatus().GetPrintableStatus())
-						}
-						return nil
-					})
-				},
-				Config: cfg,
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionUpdate),
-					plancheck.ExpectKnownValue(vmAddr, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Always")),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
-				Check:             guestBooted(t, agent, name, ""),
-			},
-		},
+	testVMs(t, agent, []resource.TestStep{
+		runningStep(t, agent, name, cfg, nil),
+		runningStep(t, agent, name, cfg, func() { stopVM(t, agent, name) },
+			plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionUpdate),
+			plancheck.ExpectKnownValue(vmAddr, tfjsonpath.New("run_strategy"), knownvalue.StringExact("Always"))),
 	})
 }
 
@@ -121,29 +71,17 @@ func TestAccVirtualMachine_unschedulableFailsFast(t *testing.T) {
 	name := acctest.RandomName("nofit")
 	cfg := func(memory string) string { return vmConfig(agent, name, guestBody(agent, memory, "")) }
 	start := time.Now()
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{
-			{
-				// 1Ti fits no node.
-				Config:      cfg("1Ti"),
-				ExpectError: errorRe(`no node can run it (ErrorUnschedulable): 0/`, ` nodes are available`),
-			},
-			{
-				PreConfig: func() {
-					if d := time.Since(start); d > 2*time.Minute {
-						t.Errorf("the unschedulable VM took %s to fail; it should fail fast", d)
-					}
-				},
-				Config: cfg(guestMemory),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionDestroyBeforeCreate),
-				}},
-				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
-				Check:             guestBooted(t, agent, name, ""),
-			},
+	testVMs(t, agent, []resource.TestStep{
+		{
+			// 1Ti fits no node.
+			Config:      cfg("1Ti"),
+			ExpectError: errorRe(`no node can run it (ErrorUnschedulable): 0/`, ` nodes are available`),
 		},
+		runningStep(t, agent, name, cfg(guestMemory), func() {
+			if d := time.Since(start); d > 2*time.Minute {
+				t.Errorf("the unschedulable VM took %s to fail; it should fail fast", d)
+			}
+		}, plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionDestroyBeforeCreate)),
 	})
 }
 
@@ -167,12 +105,8 @@ func TestAccVirtualMachine_crashLoopFailsFast(t *testing.T) {
 	if agent.Nodes.Scripted {
 		body += fmt.Sprintf("  annotations = {\n    %q = \"fail-start\"\n  }\n", acctest.ScriptAnnotation)
 	}
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy:             checkDestroyed(t, agent),
-		Steps: []resource.TestStep{{
-			Config:      vmConfig(agent, name, body),
-			ExpectError: errorRe(`it is in CrashLoopBackOff: its instance failed 1 time(s) in a row before reaching Running`),
-		}},
-	})
+	testVMs(t, agent, []resource.TestStep{{
+		Config:      vmConfig(agent, name, body),
+		ExpectError: errorRe(`it is in CrashLoopBackOff: its instance failed 1 time(s) in a row before reaching Running`),
+	}})
 }

@@ -2,15 +2,12 @@ package provider
 
 import (
 	"context"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/attr/xattr"
-	"github.com/hashicorp/terraform-plugin-framework/datasource"
-	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -22,105 +19,13 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// described is what every schema element offers for the docs.
-type described interface {
-	GetDescription() string
-	GetMarkdownDescription() string
-}
-
-// checkDescribed walks attributes and blocks and reports any without a
-// description: tfplugindocs renders them, and users read them.
-func checkDescribed(t *testing.T, prefix string, attrs map[string]described, blocks map[string]described) {
-	t.Helper()
-	for name, a := range attrs {
-		if a.GetDescription() == "" && a.GetMarkdownDescription() == "" {
-			t.Errorf("%s%s has no description", prefix, name)
-		}
-	}
-	for name, b := range blocks {
-		if b.GetDescription() == "" && b.GetMarkdownDescription() == "" {
-			t.Errorf("block %s%s has no description", prefix, name)
-		}
-	}
-}
-
-func resourceElems(attrs map[string]rschema.Attribute, blocks map[string]rschema.Block, prefix string, t *testing.T) {
-	t.Helper()
-	a := map[string]described{}
-	for k, v := range attrs {
-		a[k] = v
-		switch n := v.(type) {
-		case rschema.SingleNestedAttribute:
-			resourceElems(n.Attributes, nil, prefix+k+".", t)
-		case rschema.ListNestedAttribute:
-			resourceElems(n.NestedObject.Attributes, nil, prefix+k+".", t)
-		}
-	}
-	b := map[string]described{}
-	for k, v := range blocks {
-		b[k] = v
-		switch n := v.(type) {
-		case rschema.SingleNestedBlock:
-			resourceElems(n.Attributes, n.Blocks, prefix+k+".", t)
-		case rschema.ListNestedBlock:
-			resourceElems(n.NestedObject.Attributes, n.NestedObject.Blocks, prefix+k+".", t)
-		}
-	}
-	checkDescribed(t, prefix, a, b)
-}
-
-func dataElems(attrs map[string]dschema.Attribute, prefix string, t *testing.T) {
-	t.Helper()
-	a := map[string]described{}
-	for k, v := range attrs {
-		a[k] = v
-		switch n := v.(type) {
-		case dschema.SingleNestedAttribute:
-			dataElems(n.Attributes, prefix+k+".", t)
-		case dschema.ListNestedAttribute:
-			dataElems(n.NestedObject.Attributes, prefix+k+".", t)
-		}
-	}
-	checkDescribed(t, prefix, a, nil)
-}
-
 func TestVMSchemasDocumentEveryAttribute(t *testing.T) {
-	ctx := context.Background()
-	var rs resource.SchemaResponse
-	NewVMResource().Schema(ctx, resource.SchemaRequest{}, &rs)
-	if rs.Diagnostics.HasError() || rs.Schema.Description == "" {
-		t.Fatalf("resource schema: %v (description %q)", rs.Diagnostics, rs.Schema.Description)
-	}
-	resourceElems(rs.Schema.Attributes, rs.Schema.Blocks, "virtplane_virtual_machine.", t)
-	if d := rs.Schema.ValidateImplementation(ctx); d.HasError() {
-		t.Errorf("resource schema is invalid: %v", d)
-	}
+	rs := documentedResource(t, NewVMResource())
+	ds := documentedDataSource(t, NewVMDataSource())
+	documentedDataSource(t, NewVMsDataSource())
+	mirrorsResource(t, rs, ds, "update_policy")
 
-	for _, ds := range []datasource.DataSource{NewVMDataSource(), NewVMsDataSource()} {
-		var resp datasource.SchemaResponse
-		ds.Schema(ctx, datasource.SchemaRequest{}, &resp)
-		if resp.Schema.Description == "" {
-			t.Errorf("%T has no description", ds)
-		}
-		dataElems(resp.Schema.Attributes, reflect.TypeOf(ds).Elem().Name()+".", t)
-	}
-
-	// The data source returns the resource's attributes, minus the
-	// provider-only ones.
-	var dsResp datasource.SchemaResponse
-	NewVMDataSource().Schema(ctx, datasource.SchemaRequest{}, &dsResp)
-	for name := range rs.Schema.Attributes {
-		if _, ok := dsResp.Schema.Attributes[name]; !ok && name != "update_policy" {
-			t.Errorf("data source lacks attribute %s", name)
-		}
-	}
-	for name := range rs.Schema.Blocks {
-		if _, ok := dsResp.Schema.Attributes[name]; !ok && name != "timeouts" {
-			t.Errorf("data source lacks %s", name)
-		}
-	}
-
-	ud := rs.Schema.Blocks["disk"].(rschema.ListNestedBlock).NestedObject.Blocks["cloud_init"].(rschema.SingleNestedBlock).Attributes["user_data"]
+	ud := rs.Blocks["disk"].(rschema.ListNestedBlock).NestedObject.Blocks["cloud_init"].(rschema.SingleNestedBlock).Attributes["user_data"]
 	if !ud.IsSensitive() {
 		t.Error("user_data must be sensitive")
 	}
