@@ -506,6 +506,15 @@ func (h *harness) record(name string) *state.VMI {
 // layout is the node data directory the harness's agents use.
 func (h *harness) layout() nodedir.Layout { return nodedir.Layout{Root: h.nodeDir} }
 
+// mustPath is the path a layout call returned; its error fails the test.
+func (h *harness) mustPath(path string, err error) string {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return path
+}
+
 func domainOf(name string) string { return apiv1.DomainName("default", name) }
 
 // writeFile puts a one-byte file at path: an image or a device node that

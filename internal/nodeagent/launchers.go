@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -69,24 +71,18 @@ func (t *launcherTable) remove(e *entry) {
 	}
 }
 
+// list returns the entries by key.
 func (t *launcherTable) list() []*entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]*entry, 0, len(t.m))
-	for _, e := range t.m {
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
-	return out
+	return slices.SortedFunc(maps.Values(t.m), func(a, b *entry) int { return strings.Compare(a.key, b.key) })
 }
 
+// drain empties the table and returns what it held.
 func (t *launcherTable) drain() []*entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]*entry, 0, len(t.m))
-	for _, e := range t.m {
-		out = append(out, e)
-	}
+	out := slices.Collect(maps.Values(t.m))
 	t.m = map[string]*entry{}
 	return out
 }

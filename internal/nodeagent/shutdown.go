@@ -43,10 +43,7 @@ func (a *Agent) shutdown(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	if !now.Before(deadline) {
 		return a.kill(ctx, vmi, e, "grace period expired")
 	}
-	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
-	_, err := e.client.Shutdown(cctx)
-	cancel()
-	if err != nil {
+	if err := a.callLauncher(ctx, e.client.Shutdown); err != nil {
 		if unavailable(err) {
 			return a.launcherUnreachable(ctx, e.key, vmi, e, err)
 		}
@@ -57,11 +54,17 @@ func (a *Agent) shutdown(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	return controller.Result{RequeueAfter: min(a.opts.Timing.ACPIInterval, deadline.Sub(now))}, nil
 }
 
-func (a *Agent) kill(ctx context.Context, vmi *apiv1.VirtualMachineInstance, e *entry, why string) (controller.Result, error) {
+// callLauncher makes one call to a launcher (Shutdown, Kill) within the
+// call timeout.
+func (a *Agent) callLauncher(ctx context.Context, call func(context.Context) (*launcherpb.DomainStatus, error)) error {
 	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
-	_, err := e.client.Kill(cctx)
-	cancel()
-	if err != nil {
+	defer cancel()
+	_, err := call(cctx)
+	return err
+}
+
+func (a *Agent) kill(ctx context.Context, vmi *apiv1.VirtualMachineInstance, e *entry, why string) (controller.Result, error) {
+	if err := a.callLauncher(ctx, e.client.Kill); err != nil {
 		if unavailable(err) {
 			return a.launcherUnreachable(ctx, e.key, vmi, e, err)
 		}

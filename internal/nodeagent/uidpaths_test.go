@@ -25,20 +25,12 @@ func testUID(seed string) string { return uuid.NewSHA1(uuid.NameSpaceOID, []byte
 // vmiDir and vmDir are the layout's directories of a VMI and a VM.
 func (h *harness) vmiDir(uid string) string {
 	h.t.Helper()
-	dir, err := h.layout().VMIDir(uid)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return dir
+	return h.mustPath(h.layout().VMIDir(uid))
 }
 
 func (h *harness) vmDir(uid string) string {
 	h.t.Helper()
-	dir, err := h.layout().VMDir(uid)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return dir
+	return h.mustPath(h.layout().VMDir(uid))
 }
 
 // victimDir is a directory beside the node data dir, with one file that

@@ -3,7 +3,6 @@ package state
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -190,12 +189,9 @@ func (b *BoltDB) ListVMIs() ([]*VMI, error) {
 }
 
 func (b *BoltDB) PutVMI(r *VMI) error {
-	if r.UID == "" {
-		return errors.New("vmi record without uid")
-	}
-	raw, err := json.Marshal(r)
+	raw, err := r.encode()
 	if err != nil {
-		return fmt.Errorf("encoding vmi record %s: %w", r.UID, err)
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -2,7 +2,6 @@ package state
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -68,10 +67,7 @@ func (m *MemDB) ListVMIs() ([]*VMI, error) {
 }
 
 func (m *MemDB) PutVMI(r *VMI) error {
-	if r.UID == "" {
-		return errors.New("vmi record without uid")
-	}
-	raw, err := json.Marshal(r)
+	raw, err := r.encode()
 	if err != nil {
 		return err
 	}

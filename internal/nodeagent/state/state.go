@@ -8,7 +8,9 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -54,6 +56,18 @@ func (v *VMI) Key() string { return apiv1.Ref(v.Namespace, v.Name) }
 
 // HasLauncher reports whether a launcher was started for the VMI.
 func (v *VMI) HasLauncher() bool { return v.Handle.Addr != "" }
+
+// encode is the record as PutVMI stores it; a record needs its uid.
+func (v *VMI) encode() ([]byte, error) {
+	if v.UID == "" {
+		return nil, errors.New("vmi record without uid")
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding vmi record %s: %w", v.UID, err)
+	}
+	return raw, nil
+}
 
 // Node is node-wide state.
 type Node struct {
