@@ -41,29 +41,28 @@ func TestQEMUCanReach(t *testing.T) {
 		t.Fatalf("fix %q", fix)
 	}
 
-	// The owner and the group pass through their own bits.
-	if err := os.Chown(home, 64055, 0); err != nil {
-		t.Fatal(err)
+	// setHome gives home an owner, a group and a mode.
+	setHome := func(uid, gid int, mode os.FileMode) {
+		t.Helper()
+		if err := os.Chown(home, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(home, mode); err != nil {
+			t.Fatal(err)
+		}
 	}
+
+	// The owner and the group pass through their own bits.
+	setHome(64055, 0, 0o700)
 	if err := qemu.canReach(data, noACL); err != nil {
 		t.Fatalf("owner: %v", err)
 	}
-	if err := os.Chown(home, 0, 993); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(home, 0o710); err != nil {
-		t.Fatal(err)
-	}
+	setHome(0, 993, 0o710)
 	if err := qemu.canReach(data, noACL); err != nil {
 		t.Fatalf("group: %v", err)
 	}
 	// Owner bits alone decide for the owner, even when others may pass.
-	if err := os.Chown(home, 64055, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(home, 0o611); err != nil {
-		t.Fatal(err)
-	}
+	setHome(64055, 0, 0o611)
 	if err := qemu.canReach(data, noACL); err == nil {
 		t.Fatal("an owner without x on its own directory passed")
 	}
@@ -71,12 +70,7 @@ func TestQEMUCanReach(t *testing.T) {
 		t.Fatalf("a directory with an ACL is left to the ACL: %v", err)
 	}
 	// o+x is the fix; directories still to be made are the agent's.
-	if err := os.Chown(home, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(home, 0o711); err != nil {
-		t.Fatal(err)
-	}
+	setHome(0, 0, 0o711)
 	if err := qemu.canReach(filepath.Join(data, "not", "yet"), noACL); err != nil {
 		t.Fatalf("after chmod o+x: %v", err)
 	}
