@@ -110,90 +110,82 @@ func diskPaths(opts *launcherpb.SyncOptions) []string {
 	return out
 }
 
-func (c *client) Shutdown(ctx context.Context) (*launcherpb.DomainStatus, error) {
-	if err := c.enter(ctx, Call{Op: "Shutdown"}); err != nil {
+// domainOp is a call that acts on the domain: apply runs under the
+// manager's lock when the domain exists, and the call returns the
+// domain's status after it.
+func (c *client) domainOp(ctx context.Context, op string, apply func(d *Domain) error) (*launcherpb.DomainStatus, error) {
+	if err := c.enter(ctx, Call{Op: op}); err != nil {
 		return nil, err
 	}
 	m := c.m
 	defer m.mu.Unlock()
-	d := m.domains[c.domain]
-	if d == nil {
-		return m.statusLocked(c.domain), nil
-	}
-	if d.State == StateRunning || d.State == StatePaused {
-		if d.ShutdownRequestedAt == 0 {
-			d.ShutdownRequestedAt = time.Now().Unix()
-		}
-		d.ACPIPresses++
-		if d.PowerOffAfterACPI > 0 && d.ACPIPresses >= d.PowerOffAfterACPI && d.State == StateRunning {
-			d.State, d.Reason = StateShutoff, "Shutdown"
-			m.emit(c.domain, "Stopped/Shutdown")
+	if d := m.domains[c.domain]; d != nil && apply != nil {
+		if err := apply(d); err != nil {
+			return nil, err
 		}
 	}
 	return m.statusLocked(c.domain), nil
+}
+
+func (c *client) Shutdown(ctx context.Context) (*launcherpb.DomainStatus, error) {
+	return c.domainOp(ctx, "Shutdown", func(d *Domain) error {
+		if d.State == StateRunning || d.State == StatePaused {
+			if d.ShutdownRequestedAt == 0 {
+				d.ShutdownRequestedAt = time.Now().Unix()
+			}
+			d.ACPIPresses++
+			if d.PowerOffAfterACPI > 0 && d.ACPIPresses >= d.PowerOffAfterACPI && d.State == StateRunning {
+				d.State, d.Reason = StateShutoff, "Shutdown"
+				c.m.emit(c.domain, "Stopped/Shutdown")
+			}
+		}
+		return nil
+	})
 }
 
 func (c *client) Kill(ctx context.Context) (*launcherpb.DomainStatus, error) {
-	if err := c.enter(ctx, Call{Op: "Kill"}); err != nil {
-		return nil, err
-	}
-	m := c.m
-	defer m.mu.Unlock()
-	if d := m.domains[c.domain]; d != nil && d.State != StateShutoff {
-		d.State, d.Reason = StateShutoff, "Destroyed"
-		m.emit(c.domain, "Stopped/Destroyed")
-	}
-	return m.statusLocked(c.domain), nil
+	return c.domainOp(ctx, "Kill", func(d *Domain) error {
+		if d.State != StateShutoff {
+			d.State, d.Reason = StateShutoff, "Destroyed"
+			c.m.emit(c.domain, "Stopped/Destroyed")
+		}
+		return nil
+	})
 }
 
 func (c *client) Delete(ctx context.Context) (*launcherpb.DomainStatus, error) {
-	if err := c.enter(ctx, Call{Op: "Delete"}); err != nil {
-		return nil, err
-	}
-	m := c.m
-	defer m.mu.Unlock()
-	if d := m.domains[c.domain]; d != nil {
+	return c.domainOp(ctx, "Delete", func(d *Domain) error {
 		if d.State != StateShutoff {
-			return nil, status.Errorf(codes.FailedPrecondition, "domain %s is %s; kill it first", c.domain, d.State)
+			return status.Errorf(codes.FailedPrecondition, "domain %s is %s; kill it first", c.domain, d.State)
 		}
-		delete(m.domains, c.domain)
-		m.emit(c.domain, "Undefined/Removed")
-	}
-	return m.statusLocked(c.domain), nil
+		delete(c.m.domains, c.domain)
+		c.m.emit(c.domain, "Undefined/Removed")
+		return nil
+	})
 }
 
 func (c *client) Pause(ctx context.Context) (*launcherpb.DomainStatus, error) {
-	if err := c.enter(ctx, Call{Op: "Pause"}); err != nil {
-		return nil, err
-	}
-	m := c.m
-	defer m.mu.Unlock()
-	if d := m.domains[c.domain]; d != nil && d.State == StateRunning {
-		d.State, d.Reason, d.PausedByUser = StatePaused, "User", true
-		m.emit(c.domain, "Suspended/Paused")
-	}
-	return m.statusLocked(c.domain), nil
+	return c.domainOp(ctx, "Pause", func(d *Domain) error {
+		if d.State == StateRunning {
+			d.State, d.Reason, d.PausedByUser = StatePaused, "User", true
+			c.m.emit(c.domain, "Suspended/Paused")
+		}
+		return nil
+	})
 }
 
 func (c *client) Unpause(ctx context.Context) (*launcherpb.DomainStatus, error) {
-	if err := c.enter(ctx, Call{Op: "Unpause"}); err != nil {
-		return nil, err
-	}
-	m := c.m
-	defer m.mu.Unlock()
-	if d := m.domains[c.domain]; d != nil && d.State == StatePaused {
-		d.State, d.Reason, d.PausedByUser = StateRunning, "Unpaused", false
-		m.emit(c.domain, "Resumed/Unpaused")
-	}
-	return m.statusLocked(c.domain), nil
+	return c.domainOp(ctx, "Unpause", func(d *Domain) error {
+		if d.State == StatePaused {
+			d.State, d.Reason, d.PausedByUser = StateRunning, "Unpaused", false
+			c.m.emit(c.domain, "Resumed/Unpaused")
+		}
+		return nil
+	})
 }
 
 func (c *client) GetDomain(ctx context.Context) (*launcherpb.DomainStatus, error) {
-	if err := c.enter(ctx, Call{Op: "GetDomain"}); err != nil {
-		return nil, err
-	}
-	defer c.m.mu.Unlock()
-	return c.m.statusLocked(c.domain), nil
+	return c.domainOp(ctx, "GetDomain", nil)
 }
 
 func (c *client) Ping(ctx context.Context) error {
