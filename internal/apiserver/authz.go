@@ -97,6 +97,13 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.Images_Create_FullMethodName,
 	apiv1.Images_Update_FullMethodName,
 	apiv1.Images_Delete_FullMethodName,
+	// Migrations are the controller's business; nodes learn of theirs
+	// through the instance's migration state.
+	apiv1.Migrations_Create_FullMethodName,
+	apiv1.Migrations_Get_FullMethodName,
+	apiv1.Migrations_List_FullMethodName,
+	apiv1.Migrations_Delete_FullMethodName,
+	apiv1.Migrations_Watch_FullMethodName,
 	// Join is for anonymous callers (and admins); a node already has a
 	// certificate and renews it instead.
 	apiv1.Bootstrap_Join_FullMethodName,
@@ -114,8 +121,17 @@ func methodSet(group []string, more ...string) map[string]bool {
 	return set
 }
 
+// onNode reports whether node may read vmi: it runs there, or is on its
+// way there (a migration's target).
 func onNode(vmi *apiv1.VirtualMachineInstance, node string) bool {
-	return vmi.GetStatus().GetNodeName() == node || vmi.GetMetadata().GetLabels()[apiv1.LabelNodeName] == node
+	return vmi.GetStatus().GetNodeName() == node || vmi.GetMetadata().GetLabels()[apiv1.LabelNodeName] == node ||
+		migrationTarget(vmi, node)
+}
+
+// migrationTarget reports whether node is the target of vmi's migration.
+func migrationTarget(vmi *apiv1.VirtualMachineInstance, node string) bool {
+	return vmi.GetMetadata().GetLabels()[apiv1.LabelMigrationTargetNode] == node &&
+		vmi.GetStatus().GetMigrationState().GetTargetNode() == node
 }
 
 func sameNode(node, field, got string) error {
@@ -126,17 +142,19 @@ func sameNode(node, field, got string) error {
 }
 
 // ownNodeSelector requires a node's instance list or watch to select its
-// own instances: the selector must hold virtplane.io/node-name=<node>.
+// own instances: the selector must hold virtplane.io/node-name=<node>, or
+// virtplane.io/migration-target-node=<node> for those migrating to it.
 func ownNodeSelector(node, selector string) error {
 	deny := status.Errorf(codes.PermissionDenied,
-		"options.label_selector: node %s may list only its own instances (%s=%s)", node, apiv1.LabelNodeName, node)
+		"options.label_selector: node %s may list only its own instances (%s=%s) or those migrating to it (%s=%s)",
+		node, apiv1.LabelNodeName, node, apiv1.LabelMigrationTargetNode, node)
 	sel, err := labels.Parse(selector)
 	if err != nil {
 		return deny
 	}
 	reqs, _ := sel.Requirements()
 	for _, r := range reqs {
-		if r.Key() != apiv1.LabelNodeName {
+		if r.Key() != apiv1.LabelNodeName && r.Key() != apiv1.LabelMigrationTargetNode {
 			continue
 		}
 		switch r.Operator() {

@@ -110,5 +110,6 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterNodesServer(r, &nodeService{s: s})
 	apiv1.RegisterConsolesServer(r, &consoleService{s: s})
 	apiv1.RegisterImagesServer(r, &imageService{s: s})
+	apiv1.RegisterMigrationsServer(r, &migrationService{s: s})
 	apiv1.RegisterBootstrapServer(r, &bootstrapService{s: s})
 }

@@ -410,10 +410,3 @@ func TestVerbsOnMissingVM(t *testing.T) {
 	}
 }
 
-func TestMigrateStillUnimplemented(t *testing.T) {
-	f := newFixture(t)
-	_, err := f.vms.Migrate(context.Background(), &apiv1.MigrateVirtualMachineRequest{Key: webKey})
-	if code(err) != codes.Unimplemented {
-		t.Fatalf("migrate: %v", err)
-	}
-}

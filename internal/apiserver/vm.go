@@ -170,8 +170,8 @@ func (v *vmService) Watch(req *apiv1.WatchVirtualMachinesRequest, stream apiv1.V
 	})
 }
 
-// Migrate waits for the migration controller; the lifecycle verbs
-// (Start, Stop, Restart, Pause, Unpause) are in verbs.go.
-func (v *vmService) Migrate(context.Context, *apiv1.MigrateVirtualMachineRequest) (*apiv1.VirtualMachineInstanceMigration, error) {
-	return nil, status.Error(codes.Unimplemented, "migrate is not implemented yet: live migration needs the migration controller, which this agent version does not have")
+// Migrate creates a migration of the VM's instance (KubeVirt's
+// `virtctl migrate`); the lifecycle verbs are in verbs.go.
+func (v *vmService) Migrate(ctx context.Context, req *apiv1.MigrateVirtualMachineRequest) (*apiv1.VirtualMachineInstanceMigration, error) {
+	return v.s.migrateVM(ctx, req)
 }

@@ -64,11 +64,8 @@ func (v *vmiService) UpdateStatus(ctx context.Context, req *apiv1.UpdateVirtualM
 	// an instance runs is the scheduler's, and a node that could claim
 	// instances could read their secrets.
 	if id := IdentityFrom(ctx); id.Kind == Node {
-		if !onNode(cur, id.Node) {
-			return nil, status.Errorf(codes.PermissionDenied, "node %s may update only its own instances; %s runs on %q", id.Node, ns+"/"+name, cur.GetStatus().GetNodeName())
-		}
-		if got, want := in.GetStatus().GetNodeName(), cur.GetStatus().GetNodeName(); got != want {
-			return nil, status.Errorf(codes.PermissionDenied, "status.node_name: node %s may not change it from %q to %q", id.Node, want, got)
+		if err := checkNodeStatusWrite(cur, in, id.Node); err != nil {
+			return nil, err
 		}
 	}
 	next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)

@@ -96,7 +96,30 @@ func ValidateVirtualMachineInstanceStatus(st *apiv1.VirtualMachineInstanceStatus
 				errs = append(errs, dns1123Subdomain(n.v, mp.Child(n.name))...)
 			}
 		}
+		errs = append(errs, validateMigrationState(m, mp)...)
 	}
+	return errs
+}
+
+// maxDomainXML bounds the target's domain XML in a migration state (a
+// virtplane domain is a few KiB).
+const maxDomainXML = 256 << 10
+
+func validateMigrationState(m *apiv1.MigrationState, mp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if a := m.GetTargetNodeAddress(); a != "" {
+		errs = append(errs, validateIP(a, mp.Child("target_node_address"))...)
+	}
+	if u := m.GetTargetLibvirtUri(); u != "" {
+		errs = append(errs, validatePrintable(u, 1024, mp.Child("target_libvirt_uri"), false)...)
+	}
+	if n := len(m.GetTargetDomainXml()); n > maxDomainXML {
+		errs = append(errs, field.TooLong(mp.Child("target_domain_xml"), "", maxDomainXML))
+	}
+	errs = append(errs, validateStatusMessage(m.GetFailureReason(), mp.Child("failure_reason"))...)
+	errs = append(errs, oneOf(m.GetMode(), mp.Child("mode"), []string{"", apiv1.MigrationModePreCopy, apiv1.MigrationModePostCopy, apiv1.MigrationModePaused})...)
+	errs = append(errs, oneOf(m.GetAbortStatus(), mp.Child("abort_status"), []string{"", apiv1.MigrationAbortAborting, apiv1.MigrationAbortSucceeded, apiv1.MigrationAbortFailed})...)
+	errs = append(errs, oneOf(m.GetMethod(), mp.Child("method"), []string{"", apiv1.MigrationMethodLive, apiv1.MigrationMethodBlock})...)
 	return errs
 }
 

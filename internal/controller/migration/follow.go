@@ -166,6 +166,9 @@ func (c *Controller) updated(ctx context.Context, m *apiv1.VirtualMachineInstanc
 // migrations of instances that are gone, and keeps only the newest
 // KeepFinalized ended migrations per instance.
 func (c *Controller) finalize(ctx context.Context, m *apiv1.VirtualMachineInstanceMigration) error {
+	if err := c.settleInstance(ctx, m); err != nil {
+		return err
+	}
 	if slices.Contains(m.GetMetadata().GetFinalizers(), apiv1.FinalizerMigration) {
 		out := proto.Clone(m).(*apiv1.VirtualMachineInstanceMigration)
 		out.Metadata.Finalizers = slices.DeleteFunc(out.Metadata.Finalizers, func(f string) bool { return f == apiv1.FinalizerMigration })
@@ -196,6 +199,31 @@ func (c *Controller) finalize(ctx context.Context, m *apiv1.VirtualMachineInstan
 		if err := c.delete(ctx, o); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// settleInstance labels the instance of an ended migration for where it
+// runs now: the node label follows a successful move (the nodes' watches
+// select by it: the target's starts showing the instance, the source's
+// stops), the target label goes, and so does the domain XML.
+func (c *Controller) settleInstance(ctx context.Context, m *apiv1.VirtualMachineInstanceMigration) error {
+	vmi, ok := c.vmiInf.Get(m.GetMetadata().GetNamespace(), m.GetSpec().GetVmiName())
+	if !ok || vmi.GetStatus().GetMigrationState().GetMigrationUid() != m.GetMetadata().GetUid() {
+		return nil
+	}
+	out := proto.Clone(vmi).(*apiv1.VirtualMachineInstance)
+	delete(out.Metadata.Labels, apiv1.LabelMigrationTargetNode)
+	st := out.Status.MigrationState
+	if st.GetCompleted() && !st.GetFailed() && out.Status.NodeName == st.GetTargetNode() && out.Metadata.Labels != nil {
+		out.Metadata.Labels[apiv1.LabelNodeName] = st.GetTargetNode()
+	}
+	st.TargetDomainXml = ""
+	if proto.Equal(out, vmi) {
+		return nil
+	}
+	if _, err := c.vmis.Update(ctx, out); err != nil {
+		return fmt.Errorf("settling the instance of migration %s: %w", informer.Key(m), err)
 	}
 	return nil
 }

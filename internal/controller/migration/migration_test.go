@@ -178,9 +178,16 @@ func TestMigrationSucceeds(t *testing.T) {
 	if !m.GetStatus().GetMigrationState().GetCompleted() {
 		t.Fatalf("final state not recorded: %v", m.GetStatus())
 	}
-	f.step("m1") // releases the finalizer
+	f.step("m1") // settles the instance, releases the finalizer
 	if fin := f.mig("m1").GetMetadata().GetFinalizers(); len(fin) != 0 {
 		t.Fatalf("finalizers after the end = %v", fin)
+	}
+	v = f.vmi("vm1")
+	if l := v.GetMetadata().GetLabels(); l[apiv1.LabelNodeName] != "b" || l[apiv1.LabelMigrationTargetNode] != "" {
+		t.Fatalf("instance labels after the move = %v; want the node label on b and no target label", l)
+	}
+	if v.GetStatus().GetMigrationState().GetTargetDomainXml() != "" {
+		t.Fatal("the domain XML stays on the instance after the migration")
 	}
 }
 
@@ -299,6 +306,10 @@ func TestTargetFailures(t *testing.T) {
 			if !st.GetFailed() || !st.GetCompleted() || !strings.Contains(st.GetFailureReason(), tc.want) ||
 				!strings.Contains(m.GetStatus().GetMessage(), tc.want) {
 				t.Fatalf("instance state %v, migration %v; want failed with %q", st, m.GetStatus(), tc.want)
+			}
+			f.step("m1")
+			if l := f.vmi("vm1").GetMetadata().GetLabels(); l[apiv1.LabelNodeName] != "a" || l[apiv1.LabelMigrationTargetNode] != "" {
+				t.Fatalf("labels after a failed migration = %v; want the node label on a, no target label", l)
 			}
 		})
 	}
