@@ -105,6 +105,7 @@ cluster instead of the embedded one.`,
 	f.DurationVar(&o.ControllerOptions.FenceMargin, "fence-margin", 10*time.Second, "safety margin after a node lease before RestartElsewhere VMs move (docs/failover.md)")
 	f.Var(&overhead, "vm-memory-overhead", "memory reserved per VM beyond its guest memory at placement")
 	f.Int64Var(&o.ControllerOptions.CPUAllocationRatio, "cpu-allocation-ratio", 10, "vCPUs placed per host CPU")
+	addMigrationFlags(f, &o.ControllerOptions.Migration)
 	f.StringVar(&o.ImageDir, "image-dir", "", "node image directory (default <data-dir>/images)")
 	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long stopping may take on SIGTERM: open calls finish, then controllers and etcd stop; what has not stopped by then is logged and left")
 	// Node agent (roles all and node).

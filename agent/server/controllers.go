@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	nodectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/node"
 	vmctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vm"
 	vmictl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vmi"
@@ -24,6 +25,10 @@ type ControllerOptions struct {
 	// FenceMargin is added to the node lease before a RestartElsewhere
 	// VM's instance on a silent node is failed (docs/failover.md).
 	FenceMargin time.Duration
+	// Migration is the cluster's migration configuration
+	// (docs/migration.md); MigrationWorkers defaults to 3.
+	Migration        migctl.Options
+	MigrationWorkers int
 }
 
 // runControllers builds informers and controllers for one leadership term
@@ -37,12 +42,14 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	vmiInf := informer.New(st.VMIs, store.ListOptions{}, log.With("informer", "vmi"))
 	nodeInf := informer.New(st.Nodes, store.ListOptions{}, log.With("informer", "node"))
 	imageInf := informer.New(st.Images, store.ListOptions{}, log.With("informer", "image"))
+	migInf := informer.New(st.Migrations, store.ListOptions{}, log.With("informer", "migration"))
 
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
 	vmic := vmictl.New(vmictl.Options{MemoryOverhead: co.MemoryOverhead, CPUAllocationRatio: co.CPUAllocationRatio, Images: imageInf},
 		vmiInf, nodeInf, st.VMIs, log)
 	imageInf.AddHandler(informer.Handler[*apiv1.Image]{OnAdd: func(*apiv1.Image) { vmic.ImagesChanged() }})
+	mc := migctl.New(co.Migration, migInf, vmiInf, nodeInf, vmic, st.Migrations, st.VMIs, log)
 	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin},
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
 
@@ -55,10 +62,12 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { vmiInf.Run(ctx) })
 	run(func() { nodeInf.Run(ctx) })
 	run(func() { imageInf.Run(ctx) })
+	run(func() { migInf.Run(ctx) })
 	// Worker counts follow KubeVirt's (VM 3, VMI 10, node 3).
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
 	run(func() { nc.Run(ctx, max(co.NodeWorkers, 1)) })
+	run(func() { mc.Run(ctx, max(co.MigrationWorkers, 3)) })
 	log.Info("controllers running")
 	wg.Wait()
 	log.Info("controllers stopped")

@@ -14,6 +14,10 @@ func TestValidateRefusesFlagsThatCannotWork(t *testing.T) {
 		{"leader lease too short", func(o *Options) { o.LeaderLease = 2 * time.Second }, "--leader-lease (2s) must be at least 5s"},
 		{"heartbeat not shorter than the lease", func(o *Options) { o.HeartbeatInterval, o.NodeLease = time.Minute, time.Minute }, "--heartbeat-interval"},
 		{"unknown role", func(o *Options) { o.Role = "both" }, "--role"},
+		{"negative migration bandwidth", func(o *Options) { o.ControllerOptions.Migration.BandwidthMiBPerSecond = -1 }, "--migration-bandwidth must not be negative"},
+		{"more per node than per cluster", func(o *Options) {
+			o.ControllerOptions.Migration.ParallelMigrationsPerCluster, o.ControllerOptions.Migration.ParallelOutboundMigrationsPerNode = 2, 3
+		}, "--migrations-per-node (3) must not exceed --migrations-per-cluster (2)"},
 	})
 }
 

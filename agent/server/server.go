@@ -30,6 +30,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/leader"
@@ -186,7 +187,36 @@ func (o *Options) Validate() error {
 	if o.HeartbeatInterval >= o.NodeLease {
 		return fmt.Errorf("--heartbeat-interval (%v) must be shorter than --node-lease (%v)", o.HeartbeatInterval, o.NodeLease)
 	}
+	if err := validateMigration(o.ControllerOptions.Migration); err != nil {
+		return err
+	}
 	return o.validateEtcd()
+}
+
+// validateMigration refuses migration settings that cannot work; zero
+// values (callers that set none) take the defaults.
+func validateMigration(m migctl.Options) error {
+	for _, c := range []struct {
+		flag string
+		v    int64
+	}{
+		{"--migrations-per-cluster", int64(m.ParallelMigrationsPerCluster)},
+		{"--migrations-per-node", int64(m.ParallelOutboundMigrationsPerNode)},
+		{"--migration-bandwidth", m.BandwidthMiBPerSecond},
+		{"--migration-completion-timeout-per-gib", int64(m.CompletionTimeoutPerGiB)},
+		{"--migration-progress-timeout", int64(m.ProgressTimeout)},
+		{"--migration-max-downtime", int64(m.MaxDowntime)},
+		{"--migration-unschedulable-timeout", int64(m.UnschedulableTimeout)},
+		{"--migration-target-timeout", int64(m.TargetTimeout)},
+	} {
+		if c.v < 0 {
+			return fmt.Errorf("%s must not be negative", c.flag)
+		}
+	}
+	if m.ParallelOutboundMigrationsPerNode > m.ParallelMigrationsPerCluster && m.ParallelMigrationsPerCluster > 0 {
+		return fmt.Errorf("--migrations-per-node (%d) must not exceed --migrations-per-cluster (%d)", m.ParallelOutboundMigrationsPerNode, m.ParallelMigrationsPerCluster)
+	}
+	return nil
 }
 
 // Agent is a running agent.
