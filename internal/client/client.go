@@ -80,13 +80,14 @@ func ConfigFromEnv() Config {
 
 // Client bundles the service stubs of one agent connection.
 type Client struct {
-	VMs       apiv1.VirtualMachinesClient
-	VMIs      apiv1.VirtualMachineInstancesClient
-	Nodes     apiv1.NodesClient
-	Consoles  apiv1.ConsolesClient
-	Bootstrap apiv1.BootstrapClient
-	Images    apiv1.ImagesClient
-	Conn      *grpc.ClientConn
+	VMs        apiv1.VirtualMachinesClient
+	VMIs       apiv1.VirtualMachineInstancesClient
+	Nodes      apiv1.NodesClient
+	Consoles   apiv1.ConsolesClient
+	Bootstrap  apiv1.BootstrapClient
+	Images     apiv1.ImagesClient
+	Migrations apiv1.MigrationsClient
+	Conn       *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -152,13 +153,14 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 // New returns a client of every API service over conn, which it owns.
 func New(conn *grpc.ClientConn) *Client {
 	return &Client{
-		VMs:       apiv1.NewVirtualMachinesClient(conn),
-		VMIs:      apiv1.NewVirtualMachineInstancesClient(conn),
-		Nodes:     apiv1.NewNodesClient(conn),
-		Consoles:  apiv1.NewConsolesClient(conn),
-		Bootstrap: apiv1.NewBootstrapClient(conn),
-		Images:    apiv1.NewImagesClient(conn),
-		Conn:      conn,
+		VMs:        apiv1.NewVirtualMachinesClient(conn),
+		VMIs:       apiv1.NewVirtualMachineInstancesClient(conn),
+		Nodes:      apiv1.NewNodesClient(conn),
+		Consoles:   apiv1.NewConsolesClient(conn),
+		Bootstrap:  apiv1.NewBootstrapClient(conn),
+		Images:     apiv1.NewImagesClient(conn),
+		Migrations: apiv1.NewMigrationsClient(conn),
+		Conn:       conn,
 	}
 }
 
