@@ -17,14 +17,28 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/virt"
 )
 
-// oneShotFlags parses --libvirt-uri (and --qemu-pid-dir) for probe and
-// list-domains.
-func oneShotFlags(name string, args []string) (uri, pidDir string, err error) {
+// oneShot runs the one-shot command name (probe, list-domains): it parses
+// --libvirt-uri and --qemu-pid-dir from args, connects to libvirt, and
+// prints what run returns as JSON. The exit code is 2 for bad flags, 1
+// for a failure.
+func oneShot(name string, args []string, run func(conn libvirtConn, uri, pidDir string) (any, error)) int {
+	var uri, pidDir string
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.StringVar(&uri, "libvirt-uri", defaultURI(), "libvirt connection URI (env VIRTPLANE_LIBVIRT_URI)")
 	fs.StringVar(&pidDir, "qemu-pid-dir", driver.DefaultQEMUPidDir, "where libvirtd writes QEMU pid files")
-	err = fs.Parse(args)
-	return uri, pidDir, err
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	conn, err := openLibvirt(uri, virt.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fail(name, err)
+	}
+	defer conn.Close()
+	out, err := run(conn, uri, pidDir)
+	if err != nil {
+		return fail(name, err)
+	}
+	return printJSON(out)
 }
 
 func printJSON(v any) int {
@@ -43,19 +57,12 @@ func fail(cmd string, err error) int {
 }
 
 // probe prints launcher.ProbeResult.
-func probe(args []string) int {
-	uri, _, err := oneShotFlags("probe", args)
-	if err != nil {
-		return 2
-	}
-	conn, err := openLibvirt(uri, virt.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return fail("probe", err)
-	}
-	defer conn.Close()
+func probe(args []string) int { return oneShot("probe", args, probeHost) }
+
+func probeHost(conn libvirtConn, uri, _ string) (any, error) {
 	h, err := conn.HostInfo()
 	if err != nil {
-		return fail("probe", err)
+		return nil, err
 	}
 	r := launcher.ProbeResult{
 		LibvirtURI:      uri,
@@ -74,24 +81,17 @@ func probe(args []string) int {
 		r.KernelVersion = unix.ByteSliceToString(u.Release[:])
 		r.Architecture = unix.ByteSliceToString(u.Machine[:])
 	}
-	return printJSON(r)
+	return r, nil
 }
 
 // listDomains prints every domain with virtplane metadata as
 // []launcher.DomainInfo.
-func listDomains(args []string) int {
-	uri, pidDir, err := oneShotFlags("list-domains", args)
-	if err != nil {
-		return 2
-	}
-	conn, err := openLibvirt(uri, virt.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return fail("list-domains", err)
-	}
-	defer conn.Close()
+func listDomains(args []string) int { return oneShot("list-domains", args, domainInfos) }
+
+func domainInfos(conn libvirtConn, _, pidDir string) (any, error) {
 	doms, err := conn.ListAllDomains()
 	if err != nil {
-		return fail("list-domains", err)
+		return nil, err
 	}
 	out := []launcher.DomainInfo{}
 	for _, d := range doms {
@@ -102,13 +102,13 @@ func listDomains(args []string) int {
 			if errors.Is(err, driver.ErrNoDomain) {
 				continue
 			}
-			return fail("list-domains", err)
+			return nil, err
 		}
 		if ok {
 			out = append(out, info)
 		}
 	}
-	return printJSON(out)
+	return out, nil
 }
 
 func describe(d driver.Domain, pidDir string) (launcher.DomainInfo, bool, error) {

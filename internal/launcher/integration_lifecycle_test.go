@@ -145,13 +145,7 @@ func TestLauncherLeaseFences(t *testing.T) {
 	ev := waitEvent(t, events, "Fenced/LeaseExpired")
 	t.Logf("fenced %s after the last renewal", time.Since(start).Round(time.Millisecond))
 	wantState(t, ev.GetStatus(), nil, "Shutoff", "Destroyed")
-
-	if _, err := c.Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	deleteAndStop(t, ctx, c)
 }
 
 func TestProbeAndListDomains(t *testing.T) {
@@ -189,12 +183,7 @@ func TestProbeAndListDomains(t *testing.T) {
 	if _, err := c.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	deleteAndStop(t, ctx, c)
 }
 
 // TestLauncherSIGTERMLeavesDomain: SIGTERM (a systemd stop of the agent's
@@ -207,14 +196,7 @@ func TestLauncherSIGTERMLeavesDomain(t *testing.T) {
 	c.Detach()
 
 	start := time.Now()
-	if err := syscall.Kill(h.Pid, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	if err := waitGone(wctx, h.Pid); err != nil {
-		t.Fatal(err)
-	}
+	signalAndWait(t, ctx, h.Pid, syscall.SIGTERM)
 	t.Logf("launcher exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
 	if !processAlive(int(st.GetQemuPid())) {
 		t.Fatal("SIGTERM to the launcher stopped the guest")

@@ -106,14 +106,7 @@ func TestLauncherReattachAndAdopt(t *testing.T) {
 	c.Detach()
 
 	// 4. The launcher is killed; the guest is not.
-	if err := syscall.Kill(h.Pid, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	if err := waitGone(wctx, h.Pid); err != nil {
-		t.Fatal(err)
-	}
+	signalAndWait(t, ctx, h.Pid, syscall.SIGKILL)
 	if !processAlive(qemu) {
 		t.Fatal("QEMU died with the launcher")
 	}
@@ -152,12 +145,7 @@ func TestLauncherReattachAndAdopt(t *testing.T) {
 	}
 	st, err = c3.Kill(ctx)
 	wantState(t, st, err, "Shutoff", "Destroyed")
-	if _, err := c3.Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c3.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	deleteAndStop(t, ctx, c3)
 	if processAlive(h2.Pid) {
 		t.Fatal("launcher still running after Stop of a reattached client")
 	}

@@ -184,6 +184,32 @@ func (e *env) launchRunning(ctx context.Context, policy string) (Client, Handle,
 	return c, h, st
 }
 
+// signalAndWait sends sig to process pid (a launcher) and waits up to
+// 10 s until it is gone.
+func signalAndWait(t *testing.T, ctx context.Context, pid int, sig syscall.Signal) {
+	t.Helper()
+	if err := syscall.Kill(pid, sig); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := waitGone(wctx, pid); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteAndStop deletes c's domain, which must be shut off, and stops the
+// launcher.
+func deleteAndStop(t *testing.T, ctx context.Context, c Client) {
+	t.Helper()
+	if _, err := c.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func wantState(t *testing.T, st *launcherpb.DomainStatus, err error, state, reason string) {
 	t.Helper()
 	if err != nil {

@@ -231,26 +231,22 @@ func (e *libvirtError) Unwrap() error { return e.err }
 
 // LookupDomainByName implements driver.Conn.
 func (c *Connection) LookupDomainByName(name string) (driver.Domain, error) {
-	conn, err := c.current()
-	if err != nil {
-		return nil, err
-	}
-	defer release(conn)
-	d, err := conn.LookupDomainByName(name)
-	if err != nil {
-		return nil, c.wrap(conn, err)
-	}
-	return &domain{c: c, conn: conn, d: d}, nil
+	return c.domainFrom(func(conn *libvirt.Connect) (*libvirt.Domain, error) { return conn.LookupDomainByName(name) })
 }
 
 // DomainDefineXML implements driver.Conn.
 func (c *Connection) DomainDefineXML(xml string) (driver.Domain, error) {
+	return c.domainFrom(func(conn *libvirt.Connect) (*libvirt.Domain, error) { return conn.DomainDefineXML(xml) })
+}
+
+// domainFrom is the domain get returns on the current connection.
+func (c *Connection) domainFrom(get func(*libvirt.Connect) (*libvirt.Domain, error)) (driver.Domain, error) {
 	conn, err := c.current()
 	if err != nil {
 		return nil, err
 	}
 	defer release(conn)
-	d, err := conn.DomainDefineXML(xml)
+	d, err := get(conn)
 	if err != nil {
 		return nil, c.wrap(conn, err)
 	}
