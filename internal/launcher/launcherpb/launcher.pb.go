@@ -665,10 +665,11 @@ type MigrateRequest struct {
 	TargetLibvirtUri string                     `protobuf:"bytes,2,opt,name=target_libvirt_uri,json=targetLibvirtUri,proto3" json:"target_libvirt_uri,omitempty"`
 	TargetAddress    string                     `protobuf:"bytes,3,opt,name=target_address,json=targetAddress,proto3" json:"target_address,omitempty"`
 	Configuration    *v1.MigrationConfiguration `protobuf:"bytes,4,opt,name=configuration,proto3" json:"configuration,omitempty"`
-	// Disks (target device names, e.g. vda) copied with the memory; empty
-	// for a migration with nothing local to copy.
+	// Disks (target device names, e.g. vda) copied with the memory; empty:
+	// every writable disk with a file (all of virtplane's disks are local).
 	CopyDisks []string `protobuf:"bytes,5,rep,name=copy_disks,json=copyDisks,proto3" json:"copy_disks,omitempty"`
-	// Bytes to move (memory plus copied disks), for the completion timeout.
+	// Bytes to move (memory plus copied disks), for the completion timeout;
+	// 0: the domain's memory plus the copied disks' file sizes.
 	DataBytes int64 `protobuf:"varint,6,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
 	// The target's migratable domain XML (from its Incoming).
 	DestXml       string `protobuf:"bytes,7,opt,name=dest_xml,json=destXml,proto3" json:"dest_xml,omitempty"`
@@ -897,11 +898,16 @@ func (x *MigrationStatus) GetDomainXml() string {
 // domain is defined (not started) with this node's paths, for the
 // source to migrate into.
 type IncomingRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	MigrationUid  string                 `protobuf:"bytes,1,opt,name=migration_uid,json=migrationUid,proto3" json:"migration_uid,omitempty"`
-	Sync          *SyncRequest           `protobuf:"bytes,2,opt,name=sync,proto3" json:"sync,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	MigrationUid string                 `protobuf:"bytes,1,opt,name=migration_uid,json=migrationUid,proto3" json:"migration_uid,omitempty"`
+	Sync         *SyncRequest           `protobuf:"bytes,2,opt,name=sync,proto3" json:"sync,omitempty"`
+	// The receiving domain is removed when no Incoming call renews this
+	// within the time (0: never): a target whose node agent died must not
+	// take a guest that no agent would then manage; the migration fails
+	// and the guest stays on the source.
+	ValidForMillis int64 `protobuf:"varint,3,opt,name=valid_for_millis,json=validForMillis,proto3" json:"valid_for_millis,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *IncomingRequest) Reset() {
@@ -946,6 +952,13 @@ func (x *IncomingRequest) GetSync() *SyncRequest {
 		return x.Sync
 	}
 	return nil
+}
+
+func (x *IncomingRequest) GetValidForMillis() int64 {
+	if x != nil {
+		return x.ValidForMillis
+	}
+	return 0
 }
 
 var File_internal_launcher_launcherpb_launcher_proto protoreflect.FileDescriptor
@@ -1031,10 +1044,11 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	" \x01(\x03R\rendUnixMillis\x12;\n" +
 	"\bprogress\x18\v \x01(\v2\x1f.virtplane.v1.MigrationProgressR\bprogress\x12\x1d\n" +
 	"\n" +
-	"domain_xml\x18\f \x01(\tR\tdomainXml\"n\n" +
+	"domain_xml\x18\f \x01(\tR\tdomainXml\"\x98\x01\n" +
 	"\x0fIncomingRequest\x12#\n" +
 	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x126\n" +
-	"\x04sync\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncRequestR\x04sync2\x84\t\n" +
+	"\x04sync\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncRequestR\x04sync\x12(\n" +
+	"\x10valid_for_millis\x18\x03 \x01(\x03R\x0evalidForMillis2\x84\t\n" +
 	"\bLauncher\x12O\n" +
 	"\x04Sync\x12\".virtplane.launcher.v1.SyncRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12W\n" +
 	"\bShutdown\x12&.virtplane.launcher.v1.ShutdownRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12I\n" +

@@ -58,6 +58,9 @@ type Driver struct {
 	subs  *broadcaster
 	lease *watchdog
 	migs  migrations
+	// incoming removes a receiving domain whose agent stopped renewing it
+	// (Incoming's valid_for_millis).
+	incoming *watchdog
 
 	// ptyMu guards the serial pty cached for one QEMU process: it is
 	// fixed while that process lives, and reading it costs a call for the
@@ -94,6 +97,7 @@ func New(conn Conn, events <-chan Event, cfg Config) (*Driver, error) {
 		done: make(chan struct{}),
 	}
 	d.lease = newWatchdog(d.fence)
+	d.incoming = newWatchdog(d.dropIncoming)
 	d.wg.Add(1)
 	go d.pump(events)
 	return d, nil
@@ -109,6 +113,7 @@ func (d *Driver) Close() {
 	}
 	close(d.done)
 	d.lease.stop()
+	d.incoming.stop()
 	d.subs.close()
 	d.wg.Wait()
 }

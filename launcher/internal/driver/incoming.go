@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,6 +52,8 @@ func (d *Driver) Incoming(ctx context.Context, req *launcherpb.IncomingRequest) 
 	} else if d.uid != uid {
 		return nil, status.Errorf(codes.InvalidArgument, "incoming: this launcher serves VMI uid %s, not %s", d.uid, uid)
 	}
+	// Renewed by every call, armed before anything is defined.
+	d.incoming.renew(time.Duration(req.GetValidForMillis()) * time.Millisecond)
 
 	dom, err := d.lookup()
 	if err != nil {
@@ -109,4 +112,45 @@ func (d *Driver) incomingStatus(dom Domain, rec *domxml.MigrationRecord) (*launc
 		return nil, grpcError(fmt.Errorf("read the receiving domain's XML: %w", err))
 	}
 	return st, nil
+}
+
+// dropIncoming removes the receiving domain when the node agent stopped
+// renewing it, unless the guest has arrived: a domain running after the
+// migration is this node's guest now, and its agent adopts it when it
+// comes back.
+func (d *Driver) dropIncoming(still func() bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !still() {
+		return
+	}
+	dom, err := d.lookup()
+	if err != nil || dom == nil {
+		return
+	}
+	defer dom.Free()
+	md, ok, err := readMetadata(dom)
+	if err != nil || !ok || md.Migration == nil || md.Migration.Role != RoleTarget {
+		return
+	}
+	st, reason, err := dom.GetState()
+	if err != nil {
+		d.log.Warn("incoming watchdog: reading the domain state", "err", err)
+		return
+	}
+	arriving := st == StatePaused && ReasonName(st, reason) == "Migration"
+	if st.Active() && !arriving {
+		return
+	}
+	if st.Active() {
+		if err := dom.Destroy(false); err != nil {
+			d.log.Warn("incoming watchdog: destroying the receiving domain", "err", err)
+			return
+		}
+	}
+	if err := dom.Undefine(); err != nil {
+		d.log.Warn("incoming watchdog: undefining the receiving domain", "err", err)
+		return
+	}
+	d.log.Warn("removed the receiving domain: the node agent stopped renewing the migration target", "migration_uid", md.Migration.UID)
 }

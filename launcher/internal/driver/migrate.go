@@ -3,8 +3,11 @@ package driver
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"time"
+
+	"libvirt.org/go/libvirtxml"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -139,6 +142,26 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 		return nil, status.Errorf(codes.FailedPrecondition, "migrate: domain %s is %s, not running", d.cfg.DomainName, st)
 	}
 
+	copyDisks, dataBytes := req.GetCopyDisks(), req.GetDataBytes()
+	if len(copyDisks) == 0 || dataBytes <= 0 {
+		x, err := dom.GetXMLDesc()
+		if err != nil {
+			dom.Free()
+			return nil, grpcError(fmt.Errorf("read the domain XML: %w", err))
+		}
+		local, size, err := localDisks(x)
+		if err != nil {
+			dom.Free()
+			return nil, status.Errorf(codes.Internal, "migrate: %v", err)
+		}
+		if len(copyDisks) == 0 {
+			copyDisks = local
+		}
+		if dataBytes <= 0 {
+			dataBytes = size
+		}
+	}
+
 	now := d.cfg.Now()
 	md.Migration = &domxml.MigrationRecord{UID: uid, Role: RoleSource, Start: now.UnixMilli(), Mode: apiv1.MigrationModePreCopy}
 	if err := writeMetadata(dom, md); err != nil {
@@ -162,17 +185,17 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 		TargetURI:    req.GetTargetLibvirtUri(),
 		Address:      req.GetTargetAddress(),
 		DestXML:      req.GetDestXml(),
-		CopyDisks:    req.GetCopyDisks(),
+		CopyDisks:    copyDisks,
 		BandwidthMiB: uint64(max(cfg.GetBandwidthMibPerSecond(), 0)),
 		AutoConverge: cfg.GetAllowAutoConverge(),
 		PostCopy:     cfg.GetAllowPostCopy(),
 		TLS:          cfg.GetTls(),
 	}
 	d.log.Info("starting live migration", "migration_uid", uid, "target", req.GetTargetLibvirtUri(),
-		"address", req.GetTargetAddress(), "copy_disks", req.GetCopyDisks(), "bandwidth_mib", params.BandwidthMiB)
+		"address", req.GetTargetAddress(), "copy_disks", copyDisks, "data_mib", dataBytes>>20, "bandwidth_mib", params.BandwidthMiB)
 	d.wg.Add(2)
 	go d.runMigration(dom, mdom, m, params)
-	go d.monitorMigration(mdom, m, cfg, req.GetDataBytes())
+	go d.monitorMigration(mdom, m, cfg, dataBytes)
 	return m.snapshot(), nil
 }
 
@@ -403,4 +426,51 @@ func progressOf(js JobStats, now time.Time) *apiv1.MigrationProgress {
 		ElapsedMs:            int64(js.ElapsedMs),
 		UpdateTime:           apiv1.Timestamp(now),
 	}
+}
+
+// localDisks reads a live domain XML: the writable disks backed by a file
+// (node-local in virtplane: copied by a migration) and the bytes a
+// migration moves, the guest memory plus those files' sizes.
+func localDisks(x string) (disks []string, size int64, err error) {
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(x); err != nil {
+		return nil, 0, fmt.Errorf("parse the domain XML: %w", err)
+	}
+	if m := def.Memory; m != nil {
+		size = int64(m.Value) * unitBytes(m.Unit)
+	}
+	if def.Devices == nil {
+		return nil, size, nil
+	}
+	for _, disk := range def.Devices.Disks {
+		if disk.Device != "disk" || disk.ReadOnly != nil || disk.Source == nil || disk.Source.File == nil || disk.Target == nil {
+			continue
+		}
+		disks = append(disks, disk.Target.Dev)
+		if fi, err := os.Stat(disk.Source.File.File); err == nil {
+			size += fi.Size()
+		}
+	}
+	return disks, size, nil
+}
+
+// unitBytes is libvirt's memory unit in bytes (KiB when none).
+func unitBytes(unit string) int64 {
+	switch unit {
+	case "b", "bytes":
+		return 1
+	case "", "k", "KiB":
+		return 1 << 10
+	case "M", "MiB":
+		return 1 << 20
+	case "G", "GiB":
+		return 1 << 30
+	case "KB":
+		return 1000
+	case "MB":
+		return 1000 * 1000
+	case "GB":
+		return 1000 * 1000 * 1000
+	}
+	return 1 << 10
 }
