@@ -92,6 +92,20 @@ func failed(err error) *Error { return &Error{Reason: ReasonPrepareFailed, Err: 
 // kept, since it holds the guest's writes. An error the VMI should show is
 // an *Error.
 func (p *Preparer) Prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
+	return p.prepare(ctx, vmi, rec, false)
+}
+
+// PrepareIncoming lays out the files of a live migration's target: every
+// writable disk is made blank (an overlay over the same base image, or an
+// empty volume of the volume's size), whatever is there already (left by
+// an earlier instance, or a migration that failed), because the migration
+// copies the source's data into it and a block it does not copy must read
+// as the source's does: from the base image, or zero.
+func (p *Preparer) PrepareIncoming(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
+	return p.prepare(ctx, vmi, rec, true)
+}
+
+func (p *Preparer) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, incoming bool) (*launcherpb.SyncOptions, error) {
 	// Every file below is made in the record's directory: it must be the
 	// VMI's own under the node data dir, whatever wrote the record.
 	if err := p.opts.Layout.CheckVMIDir(rec.UID, rec.Dir); err != nil {
@@ -114,7 +128,9 @@ func (p *Preparer) Prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		)
 		switch {
 		case v.GetImage() != nil:
-			src, err = p.imageDisk(ctx, d, v.GetImage(), disksDir)
+			src, err = p.imageDisk(ctx, d, v.GetImage(), disksDir, incoming)
+		case v.GetPersistent() != nil && incoming:
+			src, err = p.incomingVolume(ctx, vmi, rec, d, v.GetPersistent())
 		case v.GetPersistent() != nil:
 			src, err = p.persistentDisk(ctx, vmi, rec, d, v.GetPersistent())
 		case v.GetCloudInitNoCloud() != nil:
@@ -170,7 +186,7 @@ func (p *Preparer) nvramPath(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) 
 // imageDisk gives a disk a qcow2 overlay over its base image, so
 // the guest never writes the shared base (KubeVirt's containerDisk). A
 // CD-ROM reads the base directly.
-func (p *Preparer) imageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.ImageVolume, disksDir string) (*launcherpb.DiskSource, error) {
+func (p *Preparer) imageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.ImageVolume, disksDir string, fresh bool) (*launcherpb.DiskSource, error) {
 	base, err := validation.ResolveImagePath(p.opts.ImageDir, img.GetName())
 	if err != nil {
 		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
@@ -189,6 +205,11 @@ func (p *Preparer) imageDisk(ctx context.Context, d *apiv1.Disk, img *apiv1.Imag
 		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
 	}
 	src.Format = "qcow2"
+	if fresh {
+		if err := os.Remove(src.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
+		}
+	}
 	if _, err := os.Stat(src.Path); err == nil {
 		return src, nil
 	} else if !errors.Is(err, os.ErrNotExist) {

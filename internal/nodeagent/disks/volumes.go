@@ -118,6 +118,37 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	return src, nil
 }
 
+// incomingVolume makes a persistent volume blank at its size for a live
+// migration to copy into (PrepareIncoming).
+func (p *Preparer) incomingVolume(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume) (*launcherpb.DiskSource, error) {
+	path, err := p.persistentPath(rec, d.GetName())
+	if err != nil {
+		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
+	}
+	src := diskSource(d)
+	src.Path, src.Format = path, "qcow2"
+	if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
+		return nil, err
+	}
+	q, err := resource.ParseQuantity(pv.GetSize())
+	if err != nil || q.Sign() <= 0 {
+		return nil, failed(fmt.Errorf("persistent volume %q: size %q is not a positive quantity", d.GetName(), pv.GetSize()))
+	}
+	if err := nodedir.MkdirTraversable(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
+	}
+	tmp := path + ".tmp"
+	_ = os.Remove(tmp)
+	if err := p.opts.Images.CreateBlank(ctx, tmp, q.Value()); err != nil {
+		_ = os.Remove(tmp)
+		return nil, failed(fmt.Errorf("persistent volume %q: %w", d.GetName(), err))
+	}
+	if err := fsutil.Commit(tmp, path); err != nil {
+		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
+	}
+	return src, nil
+}
+
 // cloudInitDisk writes the NoCloud seed ISO of the VMI: meta-data
 // with instance-id = the VMI uid (cloud-init re-runs its per-instance
 // modules for each new instance) and local-hostname = the VM name.
