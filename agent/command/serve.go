@@ -112,6 +112,8 @@ cluster instead of the embedded one.`,
 	f.StringVar(&node.Server.Endpoint, "server", "", "role node: the server's endpoint, unix:///path, host:port or https://host:port (default the local socket "+client.DefaultEndpoint+")")
 	f.StringVar(&node.Server.CAFile, "server-ca-file", "", "role node: PEM CA bundle to verify the server; system roots when empty")
 	f.StringVar(&node.LibvirtURI, "libvirt-uri", launcher.DefaultLibvirtURI, "libvirt connection URI the launchers use")
+	f.StringVar(&node.Migration.Address, "migration-address", "", "role node: this node's IP that live migrations come to (QEMU's stream); empty: the node receives no migrations")
+	f.StringVar(&node.Migration.LibvirtURI, "migration-libvirt-uri", "", "role node: the libvirt URI other nodes' libvirtds reach this node's at for migrations (default qemu+tls://<migration-address>:16514/system)")
 	f.StringVar(&node.QEMUPidDir, "qemu-pid-dir", launcher.DefaultQEMUPidDir, "where that libvirtd writes QEMU pid files, as seen from this host (launchers report QEMU's pid from it)")
 	f.StringVar(&node.LauncherPath, "launcher-path", "", "virtplane-launcher binary (default: next to this executable, else from PATH)")
 	f.StringVar(&node.DataDir, "node-data-dir", "", "node state database and per-VMI files (default <data-dir>/node)")

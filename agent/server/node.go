@@ -35,6 +35,9 @@ type NodeOptions struct {
 	Clock clock.WithTicker
 	// LibvirtURI is what launchers connect to; default qemu:///system.
 	LibvirtURI string
+	// Migration is where this node receives live migrations
+	// (--migration-address, --migration-libvirt-uri).
+	Migration nodeagent.MigrationOptions
 	// QEMUPidDir is where that libvirtd writes QEMU pid files, as seen
 	// from here; default /run/libvirt/qemu (launcher.DefaultQEMUPidDir).
 	// A libvirtd in a private mount namespace writes them elsewhere.
@@ -140,6 +143,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		NodeDataDir:     nodeDir,
 		ImageDir:        imageDir,
 		LibvirtURI:      n.LibvirtURI,
+		Migration:       n.Migration,
 		ImageSourceDirs: n.ImageSourceDirs,
 		LauncherPath:    n.LauncherPath,
 		ReservedMemory:  n.ReservedMemory,

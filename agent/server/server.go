@@ -30,8 +30,8 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
-	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/leader"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"

@@ -409,4 +409,3 @@ func TestVerbsOnMissingVM(t *testing.T) {
 		t.Errorf("start without a name: %v", err)
 	}
 }
-

@@ -199,6 +199,9 @@ func (c *mnCluster) startNodeAgent(n *mnNode) *mnProc {
 		"--node-data-dir", n.nodeDir,
 		"--image-dir", n.imageDir,
 		"--socket", n.socket,
+		// Migrations come to the host's link-local address; its libvirtd
+		// listens there without TLS (the harness's hub is private).
+		"--migration-address", n.Addr, "--migration-libvirt-uri", n.TCPURI,
 		"--log-level", "debug")
 }
 

@@ -3,6 +3,7 @@ package launcher
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
@@ -38,11 +39,12 @@ func (c *grpcClient) AbortMigration(ctx context.Context) (*launcherpb.MigrationS
 	})
 }
 
-func (c *grpcClient) Incoming(ctx context.Context, migrationUID string, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*launcherpb.MigrationStatus, error) {
+func (c *grpcClient) Incoming(ctx context.Context, migrationUID string, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions, validFor time.Duration) (*launcherpb.MigrationStatus, error) {
 	return c.migrationCall(ctx, "Incoming", func(ctx context.Context) (*launcherpb.MigrationStatus, error) {
 		return c.rpc.Incoming(ctx, &launcherpb.IncomingRequest{
-			MigrationUid: migrationUID,
-			Sync:         &launcherpb.SyncRequest{Vmi: vmi, Options: opts},
+			MigrationUid:   migrationUID,
+			Sync:           &launcherpb.SyncRequest{Vmi: vmi, Options: opts},
+			ValidForMillis: validFor.Milliseconds(),
 		})
 	})
 }

@@ -82,7 +82,7 @@ func migrate(ctx context.Context, t *testing.T, uid string, src, dst Client, e *
 	vmi := e.vmi(apiv1.PhaseRunning)
 	vmi.Status.DomainUuid = uuid
 	vmi.Status.NodeName = node.Name
-	in, err := dst.Incoming(ctx, uid, vmi, e.syncOpts())
+	in, err := dst.Incoming(ctx, uid, vmi, e.syncOpts(), time.Minute)
 	if err != nil {
 		t.Fatalf("Incoming on %s: %v", node.Name, err)
 	}

@@ -82,5 +82,7 @@ type Migrations interface {
 	Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*launcherpb.MigrationStatus, error)
 	GetMigration(ctx context.Context) (*launcherpb.MigrationStatus, error)
 	AbortMigration(ctx context.Context) (*launcherpb.MigrationStatus, error)
-	Incoming(ctx context.Context, migrationUID string, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*launcherpb.MigrationStatus, error)
+	// Incoming defines the receiving domain (opts are needed only the
+	// first time) and renews it for validFor (0: no expiry).
+	Incoming(ctx context.Context, migrationUID string, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions, validFor time.Duration) (*launcherpb.MigrationStatus, error)
 }

@@ -62,6 +62,9 @@ type Agent struct {
 	ownsDB bool
 	queue  controller.Queue
 	vmis   *informer.Informer[*apiv1.VirtualMachineInstance]
+	// targets are the instances migrating to this node (by the
+	// migration-target label), which are not this node's yet.
+	targets *informer.Informer[*apiv1.VirtualMachineInstance]
 
 	launchers *launcherTable
 	lease     leaseTracker
@@ -129,12 +132,16 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.vmis = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
 		store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=" + opts.NodeName}, a.log.With("informer", "vmi"))
+	a.targets = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
+		store.ListOptions{LabelSelector: apiv1.LabelMigrationTargetNode + "=" + opts.NodeName}, a.log.With("informer", "migration-target"))
 	enqueue := func(v *apiv1.VirtualMachineInstance) { a.queue.Add(informer.Key(v)) }
-	a.vmis.AddHandler(informer.Handler[*apiv1.VirtualMachineInstance]{
-		OnAdd:    enqueue,
-		OnUpdate: func(_, v *apiv1.VirtualMachineInstance) { enqueue(v) },
-		OnDelete: enqueue,
-	})
+	for _, inf := range []*informer.Informer[*apiv1.VirtualMachineInstance]{a.vmis, a.targets} {
+		inf.AddHandler(informer.Handler[*apiv1.VirtualMachineInstance]{
+			OnAdd:    enqueue,
+			OnUpdate: func(_, v *apiv1.VirtualMachineInstance) { enqueue(v) },
+			OnDelete: enqueue,
+		})
+	}
 	return a, nil
 }
 
@@ -205,9 +212,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); fn() }()
 	}
 	goRun(func() { a.vmis.Run(ctx) })
+	goRun(func() { a.targets.Run(ctx) })
 	stopPulls := a.runImagePulls(ctx)
 	defer stopPulls()
-	for _, synced := range []<-chan struct{}{a.vmis.Synced(), a.imagesSynced()} {
+	for _, synced := range []<-chan struct{}{a.vmis.Synced(), a.targets.Synced(), a.imagesSynced()} {
 		select {
 		case <-synced:
 		case <-ctx.Done():
@@ -252,7 +260,7 @@ func (a *Agent) stopped(ctx context.Context, err error) error {
 
 // enqueueAll queues every VMI placed here and every VMI with a record.
 func (a *Agent) enqueueAll() {
-	for _, v := range a.vmis.List() {
+	for _, v := range append(a.vmis.List(), a.targets.List()...) {
 		a.queue.Add(informer.Key(v))
 	}
 	recs, err := a.db.ListVMIs()

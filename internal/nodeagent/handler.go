@@ -28,6 +28,10 @@ func (a *Agent) Reconcile(ctx context.Context, key string) (controller.Result, e
 		// record of this key (another VMI's) is finished as usual.
 		vmi = nil
 	}
+	res, vmi, handled, err := a.migrationPass(ctx, key, vmi)
+	if handled || err != nil {
+		return res, err
+	}
 	rec, err := a.recordFor(key)
 	if err != nil {
 		return controller.Result{}, err
@@ -238,6 +242,15 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 		}
 		e.synced = true
 		a.markReachable(key)
+		if rec.IncomingMigration != "" {
+			// A migrated-in domain adopted: the instance is this node's.
+			next := *rec
+			next.IncomingMigration, next.IncomingPrepared = "", ""
+			if err := a.db.PutVMI(&next); err != nil {
+				return controller.Result{}, fmt.Errorf("saving state record of %s: %w", key, err)
+			}
+			*rec = next
+		}
 		// Once per launcher: the first Sync defines and starts the domain,
 		// or adopts it (after an agent restart or a launcher crash).
 		a.log.Info("domain synced", "vmi", key, "launcher_pid", e.handle.Pid,
@@ -275,7 +288,12 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 		}
 		return controller.Result{}, err
 	}
-	if _, err := a.writeStatus(ctx, vmi, runningStatus(dom, a.host.KVMUsable)); err != nil && !errors.Is(err, errVMIGone) {
+	running := runningStatus(dom, a.host.KVMUsable)
+	migratable := apiv1.LiveMigratable(vmi.GetSpec())
+	if _, err := a.writeStatus(ctx, vmi, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+		running(st, now)
+		st.Conditions = apiv1.SetCondition(st.Conditions, migratable, now)
+	}); err != nil && !errors.Is(err, errVMIGone) {
 		return controller.Result{}, err
 	}
 	return controller.Result{}, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -55,6 +56,17 @@ type API struct {
 	Images ImageAPI
 }
 
+// MigrationOptions are where this node receives live migrations: the
+// address QEMU's stream comes to and the libvirt URI the sources'
+// libvirtds connect to (peer-to-peer). Without an address the node takes
+// no migrations (the target fails them, saying so).
+type MigrationOptions struct {
+	// Address is an IP of this node the other nodes reach.
+	Address string
+	// LibvirtURI defaults to qemu+tls://<Address>/system.
+	LibvirtURI string
+}
+
 // NodeReporter is what registration and heartbeats need of the node
 // service.
 type NodeReporter interface {
@@ -100,6 +112,12 @@ type Timing struct {
 	// node's image list; zero leaves the image inventory's default
 	// (disks.DefaultImageRefreshPeriod).
 	ImageRefreshPeriod time.Duration
+	// MigrationPoll is how often a running migration is looked at (its
+	// progress reported, a target's receiving domain renewed); default 1s.
+	MigrationPoll time.Duration
+	// IncomingLease is how long a receiving domain outlives its agent's
+	// last renewal; default 10s.
+	IncomingLease time.Duration
 }
 
 func (t *Timing) complete() {
@@ -113,6 +131,8 @@ func (t *Timing) complete() {
 	setDefault(&t.CallTimeout, 10*time.Second)
 	setDefault(&t.SyncTimeout, 2*time.Minute)
 	setDefault(&t.VMDirGCPeriod, DefaultVMDirGCPeriod)
+	setDefault(&t.MigrationPoll, time.Second)
+	setDefault(&t.IncomingLease, 10*time.Second)
 }
 
 // Options configure an Agent.
@@ -138,6 +158,8 @@ type Options struct {
 	ImageDir string
 	// LibvirtURI is handed to the launcher tools; default qemu:///system.
 	LibvirtURI string
+	// Migration says where this node receives live migrations.
+	Migration MigrationOptions
 	// ImageSourceDirs are the directories Images' file:// URLs may name;
 	// none refuses file:// sources.
 	ImageSourceDirs []string
@@ -180,6 +202,14 @@ func (o *Options) complete() error {
 	}
 	if o.LibvirtURI == "" {
 		o.LibvirtURI = launcher.DefaultLibvirtURI
+	}
+	if o.Migration.Address != "" {
+		if net.ParseIP(o.Migration.Address) == nil {
+			return fmt.Errorf("migration address %q is not an IP address", o.Migration.Address)
+		}
+		if o.Migration.LibvirtURI == "" {
+			o.Migration.LibvirtURI = "qemu+tls://" + net.JoinHostPort(o.Migration.Address, "16514") + "/system"
+		}
 	}
 	if o.Tools == nil {
 		o.Tools = ExecTools{Path: o.LauncherPath}

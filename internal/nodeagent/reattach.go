@@ -99,7 +99,7 @@ func (a *Agent) cleanupOrphans(ctx context.Context) {
 	for _, r := range recs {
 		known["uid/"+r.UID], known["name/"+r.DomainName] = true, true
 	}
-	for _, v := range a.vmis.List() {
+	for _, v := range append(a.vmis.List(), a.targets.List()...) {
 		known["uid/"+v.GetMetadata().GetUid()] = true
 	}
 	for _, d := range doms {

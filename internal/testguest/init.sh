@@ -150,6 +150,8 @@ persist=
 wait_dev=30
 net=
 netprobe=
+tick=
+dirty=
 for arg in $(cat /proc/cmdline); do
 	val=${arg#*=}
 	case "$arg" in
@@ -174,6 +176,9 @@ for arg in $(cat /proc/cmdline); do
 	virtplane.device_timeout=*) numopt wait_dev ;;
 	virtplane.net) net=1 ;;
 	virtplane.net=*) flagopt net ;;
+	virtplane.tick) tick=1 ;;
+	virtplane.tick=*) flagopt tick ;;
+	virtplane.dirty=*) numopt dirty ;;
 	virtplane.netprobe=*)
 		# Comma-separated HOST:PORT, IPv6 as [ADDR]:PORT: IP literals only.
 		case "$val" in
@@ -457,6 +462,30 @@ if [ -n "$crash" ]; then
 		# sysrq "c" panics; pvpanic tells QEMU, and libvirt applies on_crash.
 		echo c >/proc/sysrq-trigger
 	) &
+fi
+
+# virtplane.tick prints a counter every 100 ms: a live migration must
+# not lose or repeat a number (the guest's memory and clock move with it).
+if [ -n "$tick" ]; then
+	(
+		n=0
+		while :; do
+			n=$((n + 1))
+			say "VIRTPLANE-TICK n=$n"
+			sleep 0.1
+		done
+	) &
+fi
+# virtplane.dirty=MIB rewrites that much memory (a file in the initramfs)
+# over and over: a guest whose memory changes faster than a throttled
+# migration moves it, which then never converges.
+if [ -n "$dirty" ] && [ "$dirty" -gt 0 ]; then
+	(
+		while :; do
+			dd if=/dev/urandom of=/tmp/dirty bs=1M count="$dirty" conv=notrunc 2>/dev/null
+		done
+	) &
+	say "VIRTPLANE-DIRTY mib=$dirty"
 fi
 
 # --- console input -------------------------------------------------------

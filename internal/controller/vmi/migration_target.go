@@ -20,7 +20,8 @@ const (
 // the reverse). added narrows the instance's own node selector; on a key
 // clash the instance's value wins (KubeVirt's addedNodeSelector), except
 // the node pin a VM with persistent volumes gets, which a migration moves
-// along with the volumes (they are copied). It returns the node, or none
+// along with the volumes (they are copied); a user's own pin to the
+// source node holds (the instance then cannot move). It returns the node, or none
 // and why.
 func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added map[string]string) (node, message string) {
 	req, err := request(v.GetSpec(), c.opts)
@@ -33,8 +34,8 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 		sel = map[string]string{}
 	}
 	for k, val := range v.GetSpec().GetNodeSelector() {
-		if k == apiv1.LabelNodeName && val == source {
-			continue
+		if k == apiv1.LabelNodeName && val == source && hasPersistentVolume(v.GetSpec()) {
+			continue // the VM controller's pin to its volumes, which move
 		}
 		sel[k] = val
 	}
@@ -58,4 +59,13 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 	// Persistent volumes are copied, not recreated from their images.
 	d := choose(req, sel, validation.ImageRefs(v.GetSpec(), "", false), c.pullable, cands)
 	return d.node, d.message
+}
+
+func hasPersistentVolume(spec *apiv1.VirtualMachineInstanceSpec) bool {
+	for _, v := range spec.GetVolumes() {
+		if v.GetPersistent() != nil {
+			return true
+		}
+	}
+	return false
 }

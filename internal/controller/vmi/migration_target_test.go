@@ -36,6 +36,12 @@ func TestPlaceMigrationTarget(t *testing.T) {
 	if got, _ := f.c.PlaceMigrationTarget(f.stored("vm1"), map[string]string{"zone": "elsewhere"}); got != "c" {
 		t.Fatalf("a clashing added key moved the instance to %q; its own value must win", got)
 	}
+	// Without persistent volumes a pin to the node is the user's: it holds.
+	userPinned := f.stored("vm1")
+	userPinned.Spec.Volumes = nil
+	if got, msg := f.c.PlaceMigrationTarget(userPinned, nil); got != "" || !strings.Contains(msg, reasonSelector) {
+		t.Fatalf("a user-pinned instance got target %q (%s); want none, naming the selector", got, msg)
+	}
 
 	// While the migration runs, the target holds the instance's memory
 	// there: a second instance that would only fit on c without it

@@ -2,6 +2,7 @@ package fake
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -64,7 +65,7 @@ func (c *client) AbortMigration(ctx context.Context) (*launcherpb.MigrationStatu
 	return proto.Clone(cur).(*launcherpb.MigrationStatus), nil
 }
 
-func (c *client) Incoming(ctx context.Context, migrationUID string, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*launcherpb.MigrationStatus, error) {
+func (c *client) Incoming(ctx context.Context, migrationUID string, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions, _ time.Duration) (*launcherpb.MigrationStatus, error) {
 	if err := c.enter(ctx, Call{Op: "Incoming"}); err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func (c *client) Incoming(ctx context.Context, migrationUID string, vmi *apiv1.V
 		State:  StateShutoff, Reason: ReasonUnknown, Node: vmi.GetStatus().GetNodeName(),
 		NodeFailurePolicy: opts.GetNodeFailurePolicy(),
 	}
-	st := &launcherpb.MigrationStatus{MigrationUid: migrationUID, Role: "target", Running: true}
+	st := &launcherpb.MigrationStatus{MigrationUid: migrationUID, Role: "target", Running: true, DomainXml: "<domain/>"}
 	m.setMigrationLocked(c.domain, st)
 	return proto.Clone(st).(*launcherpb.MigrationStatus), nil
 }

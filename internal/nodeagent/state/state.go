@@ -49,6 +49,12 @@ type VMI struct {
 	// persistent volumes and kept console logs live under
 	// <node data dir>/vms/<VMUID>.
 	VMUID string `json:"vm_uid,omitempty"`
+	// IncomingMigration is the uid of the live migration this node is the
+	// target of, until the instance is this node's: the record then
+	// belongs to a receiving domain, whose files were made blank for it
+	// (IncomingPrepared says for which migration they were made).
+	IncomingMigration string `json:"incoming_migration,omitempty"`
+	IncomingPrepared  string `json:"incoming_prepared,omitempty"`
 }
 
 // Key is the VMI's namespace/name.

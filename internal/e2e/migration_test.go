@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
+)
+
+// migrationTimeout bounds one live migration of the test guest through
+// virtplane (about 2 s of libvirt job here, plus the phases).
+const migrationTimeout = 2 * time.Minute
+
+// TestLiveMigrationThroughAPI: a guest printing a counter every 100 ms
+// migrates A → B → A through the API. Its instance keeps its uid, QEMU
+// runs on one node at any time, the counter has no gap, and the
+// migration records libvirt's job statistics.
+func TestLiveMigrationThroughAPI(t *testing.T) {
+	c := newMultiNodeCluster(t, mnOptions{})
+	vm := guestVM(c.ns, "mover", apiv1.RunStrategyAlways, c.nodes[0].kernel, "virtplane.tick")
+	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
+		t.Fatal(err)
+	}
+	vmi := c.waitRunning("mover")
+	uid := vmi.GetMetadata().GetUid()
+	testutil.Eventually(t, 30*time.Second, "the instance to report LiveMigratable", func() bool {
+		return apiv1.IsConditionTrue(c.vmi("mover").GetStatus().GetConditions(), apiv1.ConditionLiveMigratable)
+	})
+
+	var legs []*console
+	t.Cleanup(func() {
+		for _, l := range legs {
+			l.close()
+		}
+	})
+	follow := func(n *mnNode) *console {
+		d, err := nodedir.Layout{Root: n.nodeDir}.VMIDir(uid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		con := followConsole(t, nodedir.ConsoleLogPath(d))
+		legs = append(legs, con)
+		return con
+	}
+	first := c.nodeNamed(vmi.GetStatus().GetNodeName())
+	follow(first).waitMarker("VIRTPLANE-TICK n=10", bootTimeout)
+
+	from := first
+	for i := range 2 {
+		to := c.otherNode(from)
+		m := c.migrate("mover", to)
+		st := m.GetStatus().GetMigrationState()
+		t.Logf("migration %d %s → %s: libvirt job %d ms, downtime %d ms, %d MiB; phases %s",
+			i+1, from.Name, to.Name, st.GetProgress().GetElapsedMs(), st.GetProgress().GetDowntimeMs(),
+			st.GetProgress().GetDataTotalBytes()>>20, phases(m))
+		if st.GetSourceNode() != from.Name || st.GetTargetNode() != to.Name || st.GetProgress().GetDowntimeMs() <= 0 {
+			t.Fatalf("migration state = %v", st)
+		}
+		now := c.vmi("mover")
+		if now.GetMetadata().GetUid() != uid || now.GetStatus().GetNodeName() != to.Name || now.GetStatus().GetPhase() != apiv1.PhaseRunning {
+			t.Fatalf("after the migration the instance is %s/%s on %q, want uid %s Running on %s",
+				now.GetMetadata().GetUid(), now.GetStatus().GetPhase(), now.GetStatus().GetNodeName(), uid, to.Name)
+		}
+		// The guest runs on the target only; the source's domain is gone.
+		testutil.EventuallyNoError(t, 30*time.Second, "the guest on "+to.Name+" only", func() error {
+			return c.runsOnlyOn("mover", to)
+		})
+		last := maxTick(legs)
+		follow(to).waitMarker("VIRTPLANE-TICK n="+strconv.Itoa(last+5), 30*time.Second)
+		from = to
+	}
+	if gaps := tickGaps(legs); len(gaps) > 0 {
+		t.Fatalf("the counter skipped %v across the migrations", gaps)
+	}
+	t.Logf("counter contiguous up to %d across %d console logs", maxTick(legs), len(legs))
+}
+
+// nodeNamed is the node of that name.
+func (c *mnCluster) nodeNamed(name string) *mnNode {
+	c.t.Helper()
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %q", name)
+	return nil
+}
+
+// otherNode is a node other than n.
+func (c *mnCluster) otherNode(n *mnNode) *mnNode {
+	for _, o := range c.nodes {
+		if o != n {
+			return o
+		}
+	}
+	c.t.Fatal("a single node")
+	return nil
+}
+
+// migrate migrates VM name to node to and waits until the migration
+// succeeded, returning it.
+func (c *mnCluster) migrate(name string, to *mnNode) *apiv1.VirtualMachineInstanceMigration {
+	c.t.Helper()
+	m, err := c.api.VMs.Migrate(c.ctx, &apiv1.MigrateVirtualMachineRequest{
+		Key: &apiv1.ObjectKey{Namespace: c.ns, Name: name}, AddedNodeSelector: map[string]string{apiv1.LabelNodeName: to.Name}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.waitMigration(m.GetMetadata().GetName(), apiv1.MigrationSucceeded)
+}
+
+// waitMigration waits until migration name is final and in phase want.
+func (c *mnCluster) waitMigration(name, want string) *apiv1.VirtualMachineInstanceMigration {
+	c.t.Helper()
+	var m *apiv1.VirtualMachineInstanceMigration
+	testutil.EventuallyNoError(c.t, migrationTimeout, "migration "+name+" to end", func() error {
+		var err error
+		m, err = c.api.Migrations.Get(c.ctx, &apiv1.GetMigrationRequest{Key: &apiv1.ObjectKey{Namespace: c.ns, Name: name}})
+		if err != nil {
+			return err
+		}
+		if !apiv1.IsMigrationFinal(m.GetStatus().GetPhase()) {
+			return fmt.Errorf("phase %s (%s: %s)", m.GetStatus().GetPhase(), m.GetStatus().GetReason(), m.GetStatus().GetMessage())
+		}
+		return nil
+	})
+	if got := m.GetStatus().GetPhase(); got != want {
+		c.t.Fatalf("migration %s ended %s (%s: %s; instance state %v), want %s", name, got,
+			m.GetStatus().GetReason(), m.GetStatus().GetMessage(), m.GetStatus().GetMigrationState(), want)
+	}
+	return m
+}
+
+// runsOnlyOn checks that VM name's domain runs on n and exists nowhere
+// else.
+func (c *mnCluster) runsOnlyOn(name string, n *mnNode) error {
+	dom := apiv1.DomainName(c.ns, name)
+	for _, o := range c.nodes {
+		st, err := o.DomainState(c.ctx, dom)
+		switch {
+		case o == n && (err != nil || !strings.HasPrefix(st, "running")):
+			return fmt.Errorf("domain %s on %s: %q, %v; want running", dom, o.Name, st, err)
+		case o != n && err == nil:
+			return fmt.Errorf("domain %s still on %s: %s", dom, o.Name, st)
+		}
+	}
+	return nil
+}
+
+func phases(m *apiv1.VirtualMachineInstanceMigration) string {
+	var out []string
+	start := m.GetMetadata().GetCreationTimestamp().AsTime()
+	for _, p := range m.GetStatus().GetPhaseTransitionTimestamps() {
+		out = append(out, p.GetPhase()+"+"+p.GetTime().AsTime().Sub(start).Round(time.Millisecond).String())
+	}
+	return strings.Join(out, " ")
+}
+
+var reTick = regexp.MustCompile(`VIRTPLANE-TICK n=([0-9]+)\r?\n`)
+
+// ticks are the counter values the consoles show on complete lines.
+func ticks(cons []*console) []int {
+	seen := map[int]bool{}
+	for _, c := range cons {
+		for _, m := range reTick.FindAllStringSubmatch(c.text(), -1) {
+			n, _ := strconv.Atoi(m[1])
+			seen[n] = true
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for n := range seen {
+		out = append(out, n)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func maxTick(cons []*console) int {
+	ts := ticks(cons)
+	if len(ts) == 0 {
+		return 0
+	}
+	return ts[len(ts)-1]
+}
+
+// tickGaps are the counter values missing between the first and the
+// last seen.
+func tickGaps(cons []*console) []int {
+	ts := ticks(cons)
+	var gaps []int
+	for i := 1; i < len(ts); i++ {
+		for n := ts[i-1] + 1; n < ts[i]; n++ {
+			gaps = append(gaps, n)
+		}
+	}
+	return gaps
+}

@@ -1,0 +1,166 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+)
+
+// migrateOut is the source's part: start libvirt's job once the target is
+// ready, follow it, abort it on request, and record how it ended. Until
+// the job starts the guest is handled as usual (it runs here).
+func (a *Agent) migrateOut(ctx context.Context, vmi *apiv1.VirtualMachineInstance) (controller.Result, error) {
+	key := informer.Key(vmi)
+	st := vmi.GetStatus().GetMigrationState()
+	poll := controller.Result{RequeueAfter: a.opts.Timing.MigrationPoll}
+	rec, err := a.recordFor(key)
+	if err != nil {
+		return controller.Result{}, err
+	}
+	if rec == nil || rec.UID != vmi.GetMetadata().GetUid() {
+		return controller.Result{}, a.endMigration(ctx, vmi, "the source node has no domain for this instance", "")
+	}
+	e, err := a.ensureLauncher(ctx, vmi, rec)
+	if err != nil {
+		if unavailable(err) {
+			return a.launcherUnreachable(ctx, key, vmi, e, err)
+		}
+		return controller.Result{}, err
+	}
+
+	var ms *launcherpb.MigrationStatus
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
+	defer cancel()
+	if st.GetStartTimestamp() == nil {
+		switch {
+		case st.GetAbortRequested():
+			return controller.Result{}, a.endMigration(ctx, vmi, "the migration was canceled before it started", apiv1.MigrationAbortSucceeded)
+		case !targetReady(st):
+			return poll, nil // migrationPass leaves the guest to the usual handling
+		}
+		ms, err = e.client.Migrate(cctx, &launcherpb.MigrateRequest{
+			MigrationUid:     st.GetMigrationUid(),
+			TargetLibvirtUri: st.GetTargetLibvirtUri(),
+			TargetAddress:    st.GetTargetNodeAddress(),
+			Configuration:    st.GetConfiguration(),
+			DestXml:          st.GetTargetDomainXml(),
+		})
+		if c := status.Code(err); c == codes.FailedPrecondition || c == codes.InvalidArgument {
+			return controller.Result{}, a.endMigration(ctx, vmi, "the migration could not start: "+errorMessage(err), "")
+		}
+	} else {
+		ms, err = e.client.GetMigration(cctx)
+		if err == nil && ms.GetMigrationUid() != st.GetMigrationUid() {
+			// The launcher has no record of the job it started: it was
+			// never started (the launcher died before libvirt's job), so
+			// it is started now, once.
+			ms, err = e.client.Migrate(cctx, &launcherpb.MigrateRequest{
+				MigrationUid: st.GetMigrationUid(), TargetLibvirtUri: st.GetTargetLibvirtUri(),
+				TargetAddress: st.GetTargetNodeAddress(), Configuration: st.GetConfiguration(), DestXml: st.GetTargetDomainXml(),
+			})
+		}
+	}
+	if err != nil {
+		if unavailable(err) {
+			return a.launcherUnreachable(ctx, key, vmi, e, err)
+		}
+		return controller.Result{}, fmt.Errorf("migrating %s: %w", key, err)
+	}
+	if st.GetAbortRequested() && ms.GetRunning() && ms.GetAbortStatus() == "" {
+		if ms, err = e.client.AbortMigration(cctx); err != nil {
+			return controller.Result{}, fmt.Errorf("aborting the migration of %s: %w", key, err)
+		}
+		a.log.Info("aborting migration", "vmi", key, "migration_uid", st.GetMigrationUid())
+	}
+	if _, err := a.writeStatus(ctx, vmi, sourceProgress(ms)); err != nil && !errors.Is(err, errVMIGone) {
+		return controller.Result{}, err
+	}
+	switch {
+	case ms.GetRunning():
+		return poll, nil
+	case ms.GetFailed():
+		a.log.Warn("migration failed; the guest stays here", "vmi", key, "migration_uid", st.GetMigrationUid(), "reason", ms.GetFailureReason())
+		// The domain runs here still; the next pass handles it as usual.
+		return poll, nil
+	}
+	a.log.Info("migration completed; instance handed to the target", "vmi", key, "target", st.GetTargetNode(),
+		"downtime_ms", ms.GetProgress().GetDowntimeMs(), "elapsed_ms", ms.GetProgress().GetElapsedMs())
+	return controller.Result{}, nil
+}
+
+// sourceProgress mirrors the launcher's migration record into the
+// instance's state; a completed migration hands the instance to the
+// target in the same write.
+func sourceProgress(ms *launcherpb.MigrationStatus) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
+	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+		m := st.MigrationState
+		if m == nil {
+			return
+		}
+		if ms.GetStartUnixMillis() > 0 {
+			m.StartTimestamp = apiv1.Timestamp(time.UnixMilli(ms.GetStartUnixMillis()))
+		} else if m.StartTimestamp == nil {
+			m.StartTimestamp = apiv1.Timestamp(now)
+		}
+		if ms.GetMode() != "" {
+			m.Mode = ms.GetMode()
+		}
+		m.AbortStatus = ms.GetAbortStatus()
+		if p := ms.GetProgress(); p != nil {
+			m.Progress = p
+		}
+		if !ms.GetCompleted() {
+			return
+		}
+		m.Completed, m.Failed, m.FailureReason = true, ms.GetFailed(), ms.GetFailureReason()
+		m.EndTimestamp = apiv1.Timestamp(now)
+		if ms.GetEndUnixMillis() > 0 {
+			m.EndTimestamp = apiv1.Timestamp(time.UnixMilli(ms.GetEndUnixMillis()))
+		}
+		m.TargetDomainXml = ""
+		if !ms.GetFailed() {
+			st.NodeName = m.TargetNode
+		}
+	}
+}
+
+// endMigration records on the instance that its migration ended without
+// libvirt's job having run (abortStatus set when that was asked for).
+func (a *Agent) endMigration(ctx context.Context, vmi *apiv1.VirtualMachineInstance, reason, abortStatus string) error {
+	_, err := a.writeStatus(ctx, vmi, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+		m := st.MigrationState
+		if m == nil || m.Completed {
+			return
+		}
+		m.Completed, m.Failed, m.FailureReason, m.AbortStatus = true, true, reason, abortStatus
+		m.EndTimestamp = apiv1.Timestamp(now)
+		m.TargetDomainXml = ""
+	})
+	if err != nil && !errors.Is(err, errVMIGone) {
+		return err
+	}
+	a.log.Info("migration ended before it started", "vmi", informer.Key(vmi), "reason", reason)
+	return nil
+}
+
+// targetReady reports a migration whose target published where it
+// receives.
+func targetReady(st *apiv1.MigrationState) bool {
+	return st.GetTargetReadyTimestamp() != nil && st.GetTargetDomainXml() != ""
+}
+
+// sourceActs reports whether the source's migration work takes over the
+// instance from the usual handling: once the job may start (the target
+// is ready), has started, or must be canceled.
+func sourceActs(st *apiv1.MigrationState) bool {
+	return st.GetStartTimestamp() != nil || st.GetAbortRequested() || targetReady(st)
+}
