@@ -24,13 +24,20 @@ type deleteOptions struct {
 func newDeleteCommand(root *rootOptions) *cobra.Command {
 	o := &deleteOptions{rootOptions: root}
 	cmd := &cobra.Command{
-		Use:   "delete vm|image NAME...",
-		Short: "Delete virtual machines (their instances go with them) or images",
+		Use:   "delete vm|image|migration NAME...",
+		Short: "Delete virtual machines (their instances go with them) or images, or cancel migrations",
+		Long: `Delete virtual machines (their instances go with them) or images.
+
+Deleting a migration cancels it if it has not ended (a running transfer
+is aborted and the guest stays on its source node); the migration is
+gone once the controller has recorded how it ended. ` + "`migrate cancel VM`" + `
+cancels a VM's migrations without their names.`,
 		Example: `  virtplane-agent delete vm demo
   virtplane-agent delete vm demo --wait --timeout 5m
-  virtplane-agent delete image debian-12.qcow2`,
+  virtplane-agent delete image debian-12.qcow2
+  virtplane-agent delete migration demo-migration-x7k2p --wait`,
 		Args:      cobra.MinimumNArgs(2),
-		ValidArgs: []string{"vm", "image"},
+		ValidArgs: []string{"vm", "image", "migration"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args)
 		},
@@ -63,6 +70,18 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 
 	for _, name := range names {
 		key := &apiv1.ObjectKey{Namespace: o.namespace, Name: name}
+		if res == migrationResource {
+			m, err := c.Migrations.Delete(ctx, &apiv1.DeleteMigrationRequest{Key: key})
+			if err != nil {
+				return describeError(err, migrationResource, name)
+			}
+			if apiv1.IsMigrationFinal(m.GetStatus().GetPhase()) {
+				fmt.Fprintf(out, "migration %q deleted (it had ended: %s)\n", name, m.GetStatus().GetPhase())
+			} else {
+				fmt.Fprintf(out, "migration %q canceled (phase %s)\n", name, phaseOrPending(m))
+			}
+			continue
+		}
 		if _, err := c.VMs.Delete(ctx, &apiv1.DeleteVirtualMachineRequest{Key: key}); err != nil {
 			return describeError(err, vmResource, name)
 		}
@@ -75,13 +94,13 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	for _, name := range names {
-		if err := waitGone(ctx, c, o.namespace, name); err != nil {
+		if err := waitGone(ctx, c, res, o.namespace, name); err != nil {
 			// The deadline also travels to the server, whose stream reset
 			// may arrive before our own context notices.
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded || !time.Now().Before(deadline) {
-				return fmt.Errorf("timed out after %s waiting for virtualmachine %q to be deleted", o.timeout, name)
+				return fmt.Errorf("timed out after %s waiting for %s %q to be deleted", o.timeout, res.Singular, name)
 			}
-			return describeError(err, vmResource, name)
+			return describeError(err, res, name)
 		}
 	}
 	return nil
@@ -90,13 +109,14 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 // errGone ends the watch in waitGone.
 var errGone = errors.New("gone")
 
-// waitGone returns once the VM is absent. A watch from revision 0 lists
-// the object if it still exists, then SYNCED, so a VM deleted before the
-// watch started is not waited for in vain.
-func waitGone(ctx context.Context, c *client.Client, namespace, name string) error {
+// waitGone returns once the object (a VM or a migration) is absent. A
+// watch from revision 0 lists the object if it still exists, then
+// SYNCED, so one deleted before the watch started is not waited for in
+// vain.
+func waitGone(ctx context.Context, c *client.Client, res *resource, namespace, name string) error {
 	present, synced := false, false
 	opts := &apiv1.WatchOptions{Namespace: namespace, Name: name}
-	err := watchObjects(ctx, c, vmResource, opts, func(typ apiv1.EventType, _ object) error {
+	err := watchObjects(ctx, c, res, opts, func(typ apiv1.EventType, _ object) error {
 		switch typ {
 		case apiv1.EventType_RESET:
 			present, synced = false, false
@@ -119,7 +139,7 @@ func waitGone(ctx context.Context, c *client.Client, namespace, name string) err
 	case errors.Is(err, errGone):
 		return nil
 	case err == nil:
-		return fmt.Errorf("the watch ended before virtualmachine %q was deleted", name)
+		return fmt.Errorf("the watch ended before %s %q was deleted", res.Singular, name)
 	}
 	return err
 }

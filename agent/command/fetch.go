@@ -17,6 +17,8 @@ func getObject(ctx context.Context, c *client.Client, res *resource, namespace, 
 		return nilSafe(c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: key}))
 	case vmiResource:
 		return nilSafe(c.VMIs.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: key}))
+	case migrationResource:
+		return nilSafe(c.Migrations.Get(ctx, &apiv1.GetMigrationRequest{Key: key}))
 	default:
 		return nilSafe(c.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: name}))
 	}
@@ -31,6 +33,9 @@ func listObjects(ctx context.Context, c *client.Client, res *resource, namespace
 		return objects(resp.GetItems()), err
 	case vmiResource:
 		resp, err := c.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: opts})
+		return objects(resp.GetItems()), err
+	case migrationResource:
+		resp, err := c.Migrations.List(ctx, &apiv1.ListMigrationsRequest{Options: opts})
 		return objects(resp.GetItems()), err
 	default:
 		resp, err := c.Nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: selector})
@@ -50,6 +55,12 @@ func watchObjects(ctx context.Context, c *client.Client, res *resource, opts *ap
 		return forEachEvent(s, fn)
 	case vmiResource:
 		s, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		return forEachEvent(s, fn)
+	case migrationResource:
+		s, err := c.Migrations.Watch(ctx, &apiv1.WatchMigrationsRequest{Options: opts})
 		if err != nil {
 			return err
 		}

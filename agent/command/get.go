@@ -26,12 +26,14 @@ func newGetCommand(root *rootOptions) *cobra.Command {
 	o := &getOptions{rootOptions: root, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME]",
-		Short: "Display virtual machines (vm), their instances (vmi), nodes or images",
+		Short: "Display virtual machines (vm), their instances (vmi), nodes, images or migrations",
 		Example: `  virtplane-agent get vms
   virtplane-agent get vm demo -o yaml
   virtplane-agent get vmi -A -l app=demo
   virtplane-agent get nodes -w
-  virtplane-agent get images`,
+  virtplane-agent get images
+  virtplane-agent get migrations -w
+  virtplane-agent get migrations -l virtplane.io/vmi-name=demo`,
 		Args:      cobra.RangeArgs(1, 2),
 		ValidArgs: resourceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -28,6 +28,8 @@ func tableHeader(res *resource, withNamespace bool) []string {
 		cols = []string{"NAME", "AGE", "STATUS", "READY"}
 	case vmiResource:
 		cols = []string{"NAME", "AGE", "PHASE", "IP", "NODENAME", "READY"}
+	case migrationResource:
+		cols = []string{"NAME", "VMI", "PHASE", "SOURCE", "TARGET", "PROGRESS", "AGE"}
 	case nodeResource:
 		return []string{"NAME", "STATUS", "AGE", "CPU", "MEMORY", "KVM", "IMAGES", "VERSION"}
 	}
@@ -61,6 +63,8 @@ func tableRow(obj object, now time.Time, withNamespace bool) []string {
 			cell(o.GetStatus().GetNodeName()),
 			ready,
 		}
+	case *apiv1.VirtualMachineInstanceMigration:
+		row = migrationRow(o, now)
 	case *apiv1.Node:
 		kvm := "tcg"
 		if o.GetStatus().GetNodeInfo().GetKvmUsable() {
@@ -168,7 +172,7 @@ type streamTable struct {
 // minWidths are starting column widths for typical values.
 var minWidths = map[string]int{
 	"NAMESPACE": 10, "NAME": 20, "AGE": 5, "STATUS": 12, "PHASE": 10,
-	"IP": 15, "NODENAME": 12, "CPU": 4, "MEMORY": 8,
+	"IP": 15, "NODENAME": 12, "CPU": 4, "MEMORY": 8, "VMI": 12, "SOURCE": 8, "TARGET": 8,
 }
 
 func newStreamTable(w io.Writer, header []string) (*streamTable, error) {

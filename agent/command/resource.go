@@ -19,6 +19,9 @@ var (
 	// Images (pulled by nodes from a URL) have commands of their own
 	// (image_api.go) that get and delete hand over to.
 	imageResource = &resource{Kind: "Image", Singular: "image"}
+	// Migrations are created by `migrate` and deleted (canceled) by
+	// `migrate cancel` or `delete migration`.
+	migrationResource = &resource{Kind: "VirtualMachineInstanceMigration", Singular: "migration", Namespaced: true}
 )
 
 var resourceNames = map[string]*resource{
@@ -26,14 +29,16 @@ var resourceNames = map[string]*resource{
 	"vmi": vmiResource, "vmis": vmiResource, "virtualmachineinstance": vmiResource, "virtualmachineinstances": vmiResource,
 	"node": nodeResource, "nodes": nodeResource,
 	"image": imageResource, "images": imageResource,
+	"migration": migrationResource, "migrations": migrationResource, "vmim": migrationResource, "vmims": migrationResource,
+	"virtualmachineinstancemigration": migrationResource, "virtualmachineinstancemigrations": migrationResource,
 }
 
 // resourceArgs is the completion list for the TYPE argument.
-var resourceArgs = []string{"vm", "vmi", "node", "image"}
+var resourceArgs = []string{"vm", "vmi", "node", "image", "migration"}
 
 func lookupResource(name string) (*resource, error) {
 	if r, ok := resourceNames[strings.ToLower(name)]; ok {
 		return r, nil
 	}
-	return nil, fmt.Errorf("unknown resource type %q (want vm, vmi, node or image)", name)
+	return nil, fmt.Errorf("unknown resource type %q (want vm, vmi, node, image or migration)", name)
 }
