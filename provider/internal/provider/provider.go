@@ -167,5 +167,5 @@ func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resourc
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource}
+	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource, NewMigrationsDataSource}
 }
