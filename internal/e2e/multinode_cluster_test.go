@@ -50,6 +50,7 @@ type mnNode struct {
 	socket   string // --socket: launcher sockets go next to it
 	kernel   string // the guest kernel's file name in imageDir
 	agent    *mnProc
+	starts   int           // node agents started so far
 	started  time.Time     // when the node agent was started
 	joined   time.Duration // from started to schedulable
 	consoles consoles
@@ -59,6 +60,7 @@ type mnNode struct {
 type mnOptions struct {
 	nodes                int // default 2
 	nodeLease, heartbeat time.Duration
+	serverArgs           []string // more flags for the server
 }
 
 // newMultiNodeCluster starts the private libvirt hosts, the server and
@@ -152,6 +154,7 @@ func (c *mnCluster) startServer(o mnOptions) {
 	if o.heartbeat > 0 {
 		args = append(args, "--heartbeat-interval", o.heartbeat.String())
 	}
+	args = append(args, o.serverArgs...)
 	log := filepath.Join(c.dir, "server.log")
 	c.server = startMNProc(c.t, "server", log, env.agent, args...)
 	testutil.EventuallyNoError(c.t, stateTimeout, "the server's TLS listener", func() error {
@@ -186,7 +189,12 @@ func (c *mnCluster) startNodeAgent(n *mnNode) *mnProc {
 		c.t.Fatalf("token create printed no token or CA hash:\n%s", out)
 	}
 	n.started = time.Now()
-	return startMNProc(c.t, "node agent "+n.Name, filepath.Join(n.dir, "agent.log"), env.agent,
+	log := filepath.Join(n.dir, "agent.log")
+	if n.starts > 0 {
+		log = filepath.Join(n.dir, fmt.Sprintf("agent-%d.log", n.starts))
+	}
+	n.starts++
+	return startMNProc(c.t, "node agent "+n.Name, log, env.agent,
 		"serve", "--role", "node",
 		"--server", "https://"+c.tlsAddr, "--join-token", string(tok[1]), "--ca-cert-hash", string(hash[1]),
 		"--node-name", n.Name,
@@ -264,7 +272,8 @@ func (c *mnCluster) cleanup() {
 func (c *mnCluster) dumpLogs() {
 	logs := []string{filepath.Join(c.dir, "server.log")}
 	for _, n := range c.nodes {
-		logs = append(logs, filepath.Join(n.dir, "agent.log"))
+		agents, _ := filepath.Glob(filepath.Join(n.dir, "agent*.log"))
+		logs = append(logs, agents...)
 		more, _ := filepath.Glob(filepath.Join(n.nodeDir, "logs", "*.log"))
 		logs = append(logs, more...)
 	}

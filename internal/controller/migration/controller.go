@@ -145,6 +145,11 @@ type Controller struct {
 	// past Pending yet, so that two workers never both take the last slot.
 	admitMu  sync.Mutex
 	promoted map[string]string // migration uid → source node
+
+	// vmiWrites and migWrites keep a reconcile from deciding on a cached
+	// instance or migration older than this controller's own write of it
+	// (the handoff not yet in the cache would read as a lost state).
+	vmiWrites, migWrites *controller.WrittenVersions
 }
 
 // New registers the controller's index and handlers on the shared
@@ -163,6 +168,7 @@ func New(opts Options, migs *informer.Informer[*apiv1.VirtualMachineInstanceMigr
 		opts: opts, migInf: migs, vmiInf: vmis, nodeInf: nodes, placer: placer,
 		migs: migStore, vmis: vmiStore, log: log.With("controller", "migration"),
 		queue: controller.NewQueue("migration"), promoted: map[string]string{},
+		vmiWrites: controller.NewWrittenVersions(), migWrites: controller.NewWrittenVersions(),
 	}
 	migs.AddIndex(vmiIndex, indexByVMI)
 	migs.AddHandler(informer.Handler[*apiv1.VirtualMachineInstanceMigration]{

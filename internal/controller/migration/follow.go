@@ -83,7 +83,7 @@ func (c *Controller) requestAbort(ctx context.Context, m *apiv1.VirtualMachineIn
 	if st.GetMigrationUid() == m.GetMetadata().GetUid() && !st.GetAbortRequested() && !st.GetCompleted() {
 		out := proto.Clone(vmi).(*apiv1.VirtualMachineInstance)
 		out.Status.MigrationState.AbortRequested = true
-		written, err := c.vmis.Update(ctx, out)
+		written, err := c.updateVMI(ctx, out)
 		if err != nil {
 			return nil, nil, fmt.Errorf("requesting the abort of migration %s: %w", informer.Key(m), err)
 		}
@@ -109,7 +109,7 @@ func (c *Controller) failOnVMI(ctx context.Context, m *apiv1.VirtualMachineInsta
 	st.Completed, st.Failed, st.FailureReason = true, true, msg
 	st.EndTimestamp = apiv1.Timestamp(now)
 	st.TargetDomainXml = ""
-	if _, err := c.vmis.Update(ctx, out); err != nil {
+	if _, err := c.updateVMI(ctx, out); err != nil {
 		return fmt.Errorf("failing migration %s on its instance: %w", informer.Key(m), err)
 	}
 	return c.fail(ctx, m, out, reason, msg)
@@ -159,6 +159,17 @@ func (c *Controller) updated(ctx context.Context, m *apiv1.VirtualMachineInstanc
 	if err != nil {
 		return nil, fmt.Errorf("updating migration %s: %w", informer.Key(m), err)
 	}
+	c.migWrites.Wrote(informer.Key(written), written.GetMetadata().GetResourceVersion())
+	return written, nil
+}
+
+// updateVMI writes the instance and remembers the version written.
+func (c *Controller) updateVMI(ctx context.Context, vmi *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error) {
+	written, err := c.vmis.Update(ctx, vmi)
+	if err != nil {
+		return nil, err
+	}
+	c.vmiWrites.Wrote(informer.Key(written), written.GetMetadata().GetResourceVersion())
 	return written, nil
 }
 
@@ -222,7 +233,7 @@ func (c *Controller) settleInstance(ctx context.Context, m *apiv1.VirtualMachine
 	if proto.Equal(out, vmi) {
 		return nil
 	}
-	if _, err := c.vmis.Update(ctx, out); err != nil {
+	if _, err := c.updateVMI(ctx, out); err != nil {
 		return fmt.Errorf("settling the instance of migration %s: %w", informer.Key(m), err)
 	}
 	return nil

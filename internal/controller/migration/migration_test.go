@@ -389,3 +389,22 @@ func TestKeepsNewestFinalized(t *testing.T) {
 		t.Fatalf("kept %s, want the newest five", got)
 	}
 }
+
+// A reconcile right after the handoff, before the instance cache shows
+// it, must not read the missing state as lost.
+func TestStaleCacheAfterHandoff(t *testing.T) {
+	f := newFixture(t, Options{}, []*apiv1.VirtualMachineInstance{runningVMI("vm1", "a")}, newMigration("m1", "vm1", t0))
+	for range 3 {
+		f.step("m1") // Pending, Scheduling, Scheduled
+	}
+	ctx := context.Background()
+	if _, err := f.c.Reconcile(ctx, "default/m1"); err != nil { // handoff
+		t.Fatal(err)
+	}
+	f.migs.Sync(t) // the migration's cache catches up, the instance's not
+	if _, err := f.c.Reconcile(ctx, "default/m1"); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	f.wantPhase("m1", apiv1.MigrationPreparingTarget)
+}

@@ -40,12 +40,19 @@ const retryPending = 10 * time.Second
 func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Result, error) {
 	m, ok := c.migInf.GetByKey(key)
 	if !ok {
+		c.migWrites.Forget(key)
+		return controller.Result{}, nil
+	}
+	vmi, ok := c.vmiInf.Get(m.GetMetadata().GetNamespace(), m.GetSpec().GetVmiName())
+	if c.migWrites.Stale(key, m.GetMetadata().GetResourceVersion()) ||
+		(ok && c.vmiWrites.Stale(informer.Key(vmi), vmi.GetMetadata().GetResourceVersion())) {
+		// The cache has not caught up with our own write; its event
+		// brings us back.
 		return controller.Result{}, nil
 	}
 	if apiv1.IsMigrationFinal(m.GetStatus().GetPhase()) {
 		return controller.Result{}, c.finalize(ctx, m)
 	}
-	vmi, ok := c.vmiInf.Get(m.GetMetadata().GetNamespace(), m.GetSpec().GetVmiName())
 	if reason, msg := c.lost(m, vmi, ok); reason != "" {
 		return controller.Result{}, c.fail(ctx, m, vmi, reason, msg)
 	}
@@ -249,7 +256,7 @@ func (c *Controller) handoff(ctx context.Context, m *apiv1.VirtualMachineInstanc
 			Method:        apiv1.MigrationMethodFor(vmi.GetSpec()),
 			Configuration: c.opts.configuration(),
 		}
-		if _, err := c.vmis.Update(ctx, out); err != nil {
+		if _, err := c.updateVMI(ctx, out); err != nil {
 			return fmt.Errorf("handing migration %s to the nodes: %w", informer.Key(m), err)
 		}
 		c.log.Info("handed off", "migration", informer.Key(m), "vmi", vmi.GetMetadata().GetName(),

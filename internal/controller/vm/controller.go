@@ -11,7 +11,6 @@ package vm
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -51,7 +50,7 @@ type Controller struct {
 	vmSt   VMWriter
 	vmiSt  VMIWriter
 	exp    *controller.Expectations
-	writes *writtenVersions
+	writes *controller.WrittenVersions
 	queue  controller.Queue
 	log    *slog.Logger
 	synced []<-chan struct{}
@@ -101,7 +100,7 @@ func newController(opts Options, vms informer.Lister[*apiv1.VirtualMachine], vmi
 	return &Controller{
 		opts: opts, vms: vms, vmis: vmis, vmSt: vmSt, vmiSt: vmiSt,
 		exp:    controller.NewExpectations(opts.Clock),
-		writes: &writtenVersions{m: map[string]int64{}},
+		writes: controller.NewWrittenVersions(),
 		queue:  controller.NewQueue("vm"),
 		log:    log.With("controller", "vm"),
 	}
@@ -126,7 +125,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	vmi, vmiExists := c.vmis.GetByKey(key)
 	if !vmExists {
 		c.exp.Delete(key)
-		c.writes.forget(key)
+		c.writes.Forget(key)
 		if vmiExists && ownedByVM(vmi) && vmi.Metadata.DeletionTimestamp == nil {
 			// Its VM is gone (deleted before this controller put its
 			// finalizer on it): collect the orphan.
@@ -154,7 +153,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	if !vmiExists {
 		vmi = nil
 	}
-	if c.writes.stale(key, vm.Metadata.ResourceVersion) {
+	if c.writes.Stale(key, vm.Metadata.ResourceVersion) {
 		// The cache does not show our last write of this VM yet; deciding
 		// from it could, say, start a VMI inside a crash-loop backoff we
 		// just recorded. Its update event brings the key back.
@@ -215,36 +214,3 @@ func withoutFinalizer(fs []string, f string) []string {
 	return out
 }
 
-// writtenVersions remembers the resource version of each VM this
-// controller wrote last, until the cache shows it.
-type writtenVersions struct {
-	mu sync.Mutex
-	m  map[string]int64
-}
-
-func (w *writtenVersions) wrote(key string, rv int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.m[key] = rv
-}
-
-// stale reports whether a cached version predates our last write.
-func (w *writtenVersions) stale(key string, cached int64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	rv, ok := w.m[key]
-	if !ok {
-		return false
-	}
-	if cached >= rv {
-		delete(w.m, key)
-		return false
-	}
-	return true
-}
-
-func (w *writtenVersions) forget(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.m, key)
-}

@@ -78,7 +78,7 @@ func (c *Controller) updateStatus(ctx context.Context, key string, old, next *ap
 		}
 		return err // a conflict requeues; the cache will show the newer VM
 	}
-	c.writes.wrote(key, out.Metadata.ResourceVersion)
+	c.writes.Wrote(key, out.Metadata.ResourceVersion)
 	return nil
 }
 
