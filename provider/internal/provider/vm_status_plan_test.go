@@ -1,0 +1,149 @@
+package provider
+
+import (
+	"context"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// A live migration moves a VM's instance to another node without
+// touching the VM's spec: the next refresh reads a new status.node, and
+// the plan that follows must not turn that into a change. status is
+// computed only, with no plan modifier, so Terraform proposes the
+// refreshed value and the provider must plan it as is. This drives the
+// provider's real PlanResourceChange, as terraform plan does.
+func TestVMStatusNodeChangeIsNoPlanDiff(t *testing.T) {
+	ctx := context.Background()
+	srv, err := providerserver.NewProtocol6WithError(New("test")())()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewVMResource()
+	var sresp resource.SchemaResponse
+	r.Schema(ctx, resource.SchemaRequest{}, &sresp)
+	if sresp.Diagnostics.HasError() {
+		t.Fatal(sresp.Diagnostics)
+	}
+	sch := sresp.Schema
+	typ := sch.Type().TerraformType(ctx)
+
+	// raw renders m in the resource's schema.
+	raw := func(m *vmResourceModel) tftypes.Value {
+		t.Helper()
+		st := tfsdk.State{Schema: sch, Raw: tftypes.NewValue(typ, nil)}
+		if d := st.Set(ctx, m); d.HasError() {
+			t.Fatal(d)
+		}
+		return st.Raw
+	}
+	dyn := func(v tftypes.Value) *tfprotov6.DynamicValue {
+		t.Helper()
+		dv, err := tfprotov6.NewDynamicValue(typ, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &dv
+	}
+	// state is a running VM as refresh records it, on node; config is
+	// what the configuration says (computed-only attributes null).
+	state := func(node, memory string) *vmResourceModel {
+		status, d := types.ObjectValue(statusAttrTypes, map[string]attr.Value{
+			"printable_status": types.StringValue(apiv1.PrintableRunning),
+			"phase":            types.StringValue(apiv1.PhaseRunning),
+			"ready":            types.BoolValue(true),
+			"node":             types.StringValue(node),
+			"conditions":       types.ListValueMust(types.ObjectType{AttrTypes: conditionAttrTypes}, []attr.Value{}),
+		})
+		if d.HasError() {
+			t.Fatal(d)
+		}
+		return &vmResourceModel{
+			vmModel: vmModel{
+				ID: types.StringValue("default/web"), Name: types.StringValue("web"), Namespace: types.StringValue("default"),
+				UID: types.StringValue("uid-1"), Labels: types.MapNull(types.StringType), Annotations: types.MapNull(types.StringType),
+				RunStrategy: types.StringValue(apiv1.RunStrategyAlways), Memory: quantityOf(memory),
+				// Terraform holds absent list blocks as empty lists.
+				Disks: []diskModel{}, Interfaces: []interfaceModel{},
+				NodeSelector:           types.MapValueMust(types.StringType, map[string]attr.Value{"zone": types.StringValue("a")}),
+				NodeFailurePolicy:      types.StringValue(apiv1.DefaultNodeFailurePolicy),
+				TerminationGracePeriod: types.Int64Value(apiv1.DefaultTerminationGracePeriodSeconds),
+				RestartRequired:        types.BoolValue(false), Status: status,
+			},
+			UpdatePolicy: types.StringValue(defaultUpdatePolicy),
+			Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{
+				"create": types.StringType, "update": types.StringType, "delete": types.StringType,
+			})},
+		}
+	}
+	config := func(m *vmResourceModel) *vmResourceModel {
+		c := *m
+		c.ID, c.UID, c.RestartRequired = types.StringNull(), types.StringNull(), types.BoolNull()
+		c.Status = types.ObjectNull(statusAttrTypes)
+		return &c
+	}
+	// proposed is Terraform's proposed new state: the configuration, and
+	// the prior state's values where the configuration has none.
+	proposed := func(prior, cfg *vmResourceModel) *vmResourceModel {
+		p := *cfg
+		p.ID, p.UID, p.RestartRequired, p.Status = prior.ID, prior.UID, prior.RestartRequired, prior.Status
+		return &p
+	}
+	plan := func(prior, cfg *vmResourceModel) (planned, priorRaw tftypes.Value) {
+		t.Helper()
+		priorRaw = raw(prior)
+		resp, err := srv.PlanResourceChange(ctx, &tfprotov6.PlanResourceChangeRequest{
+			TypeName:         "virtplane_virtual_machine",
+			PriorState:       dyn(priorRaw),
+			ProposedNewState: dyn(raw(proposed(prior, cfg))),
+			Config:           dyn(raw(cfg)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range resp.Diagnostics {
+			if d.Severity == tfprotov6.DiagnosticSeverityError {
+				t.Fatalf("plan: %s: %s", d.Summary, d.Detail)
+			}
+		}
+		if len(resp.RequiresReplace) > 0 {
+			t.Errorf("plan replaces the VM for %v", resp.RequiresReplace)
+		}
+		planned, err = resp.PlannedState.Unmarshal(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return planned, priorRaw
+	}
+
+	// Refreshed after the migration: node-b, the configuration unchanged.
+	migrated := state("node-b", "160Mi")
+	planned, prior := plan(migrated, config(migrated))
+	if !planned.Equal(prior) {
+		diffs, _ := planned.Diff(prior)
+		t.Errorf("a refreshed status.node plans a change: %v", diffs)
+	}
+
+	// The control: a real change (memory) plans status anew, so the
+	// comparison above would see a status the provider did not keep.
+	planned, prior = plan(migrated, config(state("node-b", "192Mi")))
+	if planned.Equal(prior) {
+		t.Fatal("a memory change planned nothing")
+	}
+	var m vmResourceModel
+	if d := (tfsdk.Plan{Schema: sch, Raw: planned}).Get(ctx, &m); d.HasError() {
+		t.Fatal(d)
+	}
+	if !m.Status.IsUnknown() {
+		t.Errorf("with a memory change status is planned as %v, want unknown (known after apply)", m.Status)
+	}
+}
