@@ -63,9 +63,13 @@ func (c *mnCluster) guestStaysOn(name string, n *mnNode) {
 		c.t.Fatalf("instance on %q, %s; want Running on %s", vmi.GetStatus().GetNodeName(), vmi.GetStatus().GetPhase(), n.Name)
 	}
 	testutil.EventuallyNoError(c.t, time.Minute, "the guest on "+n.Name+" only", func() error { return c.runsOnlyOn(name, n) })
-	con := n.console(c.t, vmi.GetMetadata().GetUid())
-	last := maxTick([]*console{con})
-	con.waitMarker(fmt.Sprintf("VIRTPLANE-TICK n=%d", last+10), 30*time.Second)
+	con := []*console{n.console(c.t, vmi.GetMetadata().GetUid())}
+	var first int
+	testutil.Eventually(c.t, 30*time.Second, "the counter on "+n.Name, func() bool {
+		first = maxTick(con)
+		return first > 0
+	})
+	testutil.Eventually(c.t, 30*time.Second, "the counter to go on on "+n.Name, func() bool { return maxTick(con) >= first+10 })
 }
 
 func TestMigrationCancel(t *testing.T) {
@@ -111,7 +115,7 @@ func TestMigrationTargetAgentKilled(t *testing.T) {
 }
 
 func TestMigrationSourceAgentKilled(t *testing.T) {
-	c := newMultiNodeCluster(t, mnOptions{serverArgs: []string{"--migration-bandwidth", "2"}})
+	c := newMultiNodeCluster(t, mnOptions{serverArgs: []string{"--migration-bandwidth", "8"}})
 	mig, src, dst := startMigrating(c, "skill", "virtplane.tick")
 	src.agent.kill(t)
 	// The source's launcher runs the job to its end without its agent.
