@@ -217,12 +217,9 @@ listed until the controller has cleaned up.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, err := o.dial(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return cancelMigrations(ctx, c, cmd.OutOrStdout(), o.namespace, args[0])
+			return o.withClient(ctx, func(c *client.Client) error {
+				return cancelMigrations(ctx, c, cmd.OutOrStdout(), o.namespace, args[0])
+			})
 		},
 	}
 }

@@ -49,12 +49,9 @@ func newNodeVerbCommand(o *rootOptions, verb, short string, call func(ctx contex
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			c, err := o.dial(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			return describeError(call(ctx, c, args[0], cmd.OutOrStdout()), nodeResource, args[0])
+			return o.withClient(ctx, func(c *client.Client) error {
+				return describeError(call(ctx, c, args[0], cmd.OutOrStdout()), nodeResource, args[0])
+			})
 		},
 	}
 }

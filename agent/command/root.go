@@ -112,3 +112,13 @@ func (o *rootOptions) namespaceExplicit() bool {
 func (o *rootOptions) dial(ctx context.Context) (*client.Client, error) {
 	return client.Dial(ctx, o.config())
 }
+
+// withClient dials the API, runs fn with it and closes it.
+func (o *rootOptions) withClient(ctx context.Context, fn func(*client.Client) error) error {
+	c, err := o.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(c)
+}

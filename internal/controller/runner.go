@@ -99,3 +99,18 @@ func processNext(ctx context.Context, q Queue, r Reconciler, log *slog.Logger) b
 	}
 	return true
 }
+
+// WaitForSynced waits until every cache has synced and reports true, or
+// until ctx ends: it then shuts q down and reports false. Controllers call
+// it first in Run: no decision is made from a partial listing.
+func WaitForSynced(ctx context.Context, q Queue, synced ...<-chan struct{}) bool {
+	for _, s := range synced {
+		select {
+		case <-ctx.Done():
+			q.ShutDown()
+			return false
+		case <-s:
+		}
+	}
+	return true
+}

@@ -54,14 +54,22 @@ func (c *grpcClient) check() error {
 
 // call runs one unary RPC returning a DomainStatus.
 func (c *grpcClient) call(ctx context.Context, name string, fn func(context.Context) (*launcherpb.DomainStatus, error)) (*launcherpb.DomainStatus, error) {
+	return unary(c, ctx, name, fn)
+}
+
+// unary runs one unary RPC unless the client is detached, naming it in
+// the error.
+func unary[T any](c *grpcClient, ctx context.Context, name string, fn func(context.Context) (T, error)) (T, error) {
 	if err := c.check(); err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	st, err := fn(ctx)
+	out, err := fn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("launcher %s: %w", name, err)
+		var zero T
+		return zero, fmt.Errorf("launcher %s: %w", name, err)
 	}
-	return st, nil
+	return out, nil
 }
 
 func (c *grpcClient) Sync(ctx context.Context, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*launcherpb.DomainStatus, error) {

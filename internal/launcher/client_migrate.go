@@ -2,7 +2,6 @@ package launcher
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -11,14 +10,7 @@ import (
 
 // migrationCall runs one unary RPC returning a MigrationStatus.
 func (c *grpcClient) migrationCall(ctx context.Context, name string, fn func(context.Context) (*launcherpb.MigrationStatus, error)) (*launcherpb.MigrationStatus, error) {
-	if err := c.check(); err != nil {
-		return nil, err
-	}
-	st, err := fn(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("launcher %s: %w", name, err)
-	}
-	return st, nil
+	return unary(c, ctx, name, fn)
 }
 
 func (c *grpcClient) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*launcherpb.MigrationStatus, error) {

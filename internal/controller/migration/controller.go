@@ -194,13 +194,8 @@ func New(opts Options, migs *informer.Informer[*apiv1.VirtualMachineInstanceMigr
 
 // Run waits for the caches and processes migrations until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	for _, synced := range []<-chan struct{}{c.migInf.Synced(), c.vmiInf.Synced(), c.nodeInf.Synced()} {
-		select {
-		case <-ctx.Done():
-			c.queue.ShutDown()
-			return
-		case <-synced:
-		}
+	if !controller.WaitForSynced(ctx, c.queue, c.migInf.Synced(), c.vmiInf.Synced(), c.nodeInf.Synced()) {
+		return
 	}
 	c.log.Info("starting", "workers", workers, "parallel_per_cluster", c.opts.ParallelMigrationsPerCluster,
 		"parallel_outbound_per_node", c.opts.ParallelOutboundMigrationsPerNode)

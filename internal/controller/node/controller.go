@@ -121,13 +121,8 @@ func New(opts Options, nodes *informer.Informer[*apiv1.Node], vmis *informer.Inf
 
 // Run waits for the caches and processes nodes until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	for _, synced := range []<-chan struct{}{c.nodeInf.Synced(), c.vmiInf.Synced(), c.vmInf.Synced()} {
-		select {
-		case <-ctx.Done():
-			c.queue.ShutDown()
-			return
-		case <-synced:
-		}
+	if !controller.WaitForSynced(ctx, c.queue, c.nodeInf.Synced(), c.vmiInf.Synced(), c.vmInf.Synced()) {
+		return
 	}
 	c.log.Info("starting", "workers", workers, "lease", c.opts.Lease, "fenceMargin", c.opts.FenceMargin)
 	controller.Run(ctx, "node", c.queue, workers, c, c.log)

@@ -108,13 +108,8 @@ func newController(opts Options, vms informer.Lister[*apiv1.VirtualMachine], vmi
 
 // Run processes keys with workers goroutines until ctx ends.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	for _, s := range c.synced {
-		select {
-		case <-s:
-		case <-ctx.Done():
-			c.queue.ShutDown()
-			return
-		}
+	if !controller.WaitForSynced(ctx, c.queue, c.synced...) {
+		return
 	}
 	controller.Run(ctx, "vm", c.queue, workers, c, c.log)
 }
@@ -213,4 +208,3 @@ func withoutFinalizer(fs []string, f string) []string {
 	}
 	return out
 }
-

@@ -136,13 +136,8 @@ func (c *Controller) pullable(name string) bool {
 // Run waits for the caches and processes VMIs until ctx ends. Placement
 // decisions are serialised internally, so several workers are safe.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	for _, synced := range []<-chan struct{}{c.vmiInf.Synced(), c.nodeInf.Synced()} {
-		select {
-		case <-ctx.Done():
-			c.queue.ShutDown()
-			return
-		case <-synced:
-		}
+	if !controller.WaitForSynced(ctx, c.queue, c.vmiInf.Synced(), c.nodeInf.Synced()) {
+		return
 	}
 	c.log.Info("starting", "workers", workers)
 	controller.Run(ctx, "vmi", c.queue, workers, c, c.log)

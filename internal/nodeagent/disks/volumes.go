@@ -38,12 +38,9 @@ func (p *Preparer) persistentPath(rec *state.VMI, volume string) (string, error)
 	return nodedir.FileIn(nodedir.VolumesDir(dir), volume+".qcow2")
 }
 
-// persistentDisk provisions a persistent volume on first use (a
-// blank disk, or a copy of an image grown to the requested size) and
-// attaches it. While the copy runs the VMI carries Provisioning=True; a
-// failure leaves the VMI waiting with Synchronized=False/DataVolumeError
-// and is retried with backoff.
-func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume) (*launcherpb.DiskSource, error) {
+// volumeSource is the disk of persistent volume d, in its VM's directory
+// (made if needed).
+func (p *Preparer) volumeSource(vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk) (*launcherpb.DiskSource, error) {
 	path, err := p.persistentPath(rec, d.GetName())
 	if err != nil {
 		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
@@ -53,6 +50,20 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
 		return nil, err
 	}
+	return src, nil
+}
+
+// persistentDisk provisions a persistent volume on first use (a
+// blank disk, or a copy of an image grown to the requested size) and
+// attaches it. While the copy runs the VMI carries Provisioning=True; a
+// failure leaves the VMI waiting with Synchronized=False/DataVolumeError
+// and is retried with backoff.
+func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume) (*launcherpb.DiskSource, error) {
+	src, err := p.volumeSource(vmi, rec, d)
+	if err != nil {
+		return nil, err
+	}
+	path := src.Path
 	if _, err := os.Stat(path); err == nil {
 		return src, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
@@ -121,15 +132,11 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 // incomingVolume makes a persistent volume blank at its size for a live
 // migration to copy into (PrepareIncoming).
 func (p *Preparer) incomingVolume(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume) (*launcherpb.DiskSource, error) {
-	path, err := p.persistentPath(rec, d.GetName())
+	src, err := p.volumeSource(vmi, rec, d)
 	if err != nil {
-		return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
-	}
-	src := diskSource(d)
-	src.Path, src.Format = path, "qcow2"
-	if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
 		return nil, err
 	}
+	path := src.Path
 	q, err := resource.ParseQuantity(pv.GetSize())
 	if err != nil || q.Sign() <= 0 {
 		return nil, failed(fmt.Errorf("persistent volume %q: size %q is not a positive quantity", d.GetName(), pv.GetSize()))
