@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
@@ -202,4 +205,86 @@ func tickGaps(cons []*console) []int {
 		}
 	}
 	return gaps
+}
+
+// TestMigrationCopiesPersistentVolume: a VM with a 64Mi persistent volume
+// migrates with its volume copied (block migration); the volume lives on
+// the new node only, and the next instance, after a stop and a start,
+// runs there and reads what the first one wrote.
+func TestMigrationCopiesPersistentVolume(t *testing.T) {
+	c := newMultiNodeCluster(t, mnOptions{})
+	disks := []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}}
+	vols := []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "64Mi"}}}
+	vm := withDisks(guestVM(c.ns, "keeper", apiv1.RunStrategyAlways, c.nodes[0].kernel,
+		testguest.Cmdline(testguest.Persist("/dev/vda"))+" virtplane.tick"), disks, vols)
+	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.dumpOnFailure)
+	vmi := c.waitRunning("keeper")
+	src := c.nodeNamed(vmi.GetStatus().GetNodeName())
+	dst := c.otherNode(src)
+	con := src.console(t, vmi.GetMetadata().GetUid())
+	if wrote := testguest.Fields(con.waitMarker(testguest.MarkerPersistWrote, bootTimeout)); wrote["boot"] != "1" {
+		t.Fatalf("first boot wrote %v", wrote)
+	}
+	vmUID := c.vm("keeper").GetMetadata().GetUid()
+	volumeOn := func(n *mnNode) string {
+		dir, err := nodedir.Layout{Root: n.nodeDir}.VMDir(vmUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(nodedir.VolumesDir(dir), "data.qcow2")
+	}
+
+	m := c.migrate("keeper", dst)
+	st := m.GetStatus().GetMigrationState()
+	t.Logf("migrated with the volume: method %s, job %d ms, downtime %d ms, disks %d MiB",
+		st.GetMethod(), st.GetProgress().GetElapsedMs(), st.GetProgress().GetDowntimeMs(), st.GetProgress().GetDiskTotalBytes()>>20)
+	if st.GetMethod() != apiv1.MigrationMethodBlock {
+		t.Errorf("method %s, want %s", st.GetMethod(), apiv1.MigrationMethodBlock)
+	}
+	testutil.EventuallyNoError(t, time.Minute, "the volume on "+dst.Name+" only", func() error {
+		if _, err := os.Stat(volumeOn(dst)); err != nil {
+			return err
+		}
+		if _, err := os.Stat(volumeOn(src)); !os.IsNotExist(err) {
+			return fmt.Errorf("the source still has it: %v", err)
+		}
+		return nil
+	})
+	testutil.Eventually(t, stateTimeout, "the VM to show its new node", func() bool {
+		return c.vm("keeper").GetStatus().GetNodeName() == dst.Name
+	})
+
+	// Stop and start: the next instance runs where the volume is now and
+	// reads the first boot's mark.
+	if _, err := c.api.VMs.Stop(c.ctx, &apiv1.StopVirtualMachineRequest{Key: c.key("keeper")}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, stateTimeout, "the instance to end", func() bool {
+		v := c.vmi("keeper")
+		return v == nil || apiv1.IsFinal(v.GetStatus().GetPhase())
+	})
+	testutil.Eventually(t, stateTimeout, "the VM stopped", func() bool {
+		return c.vm("keeper").GetStatus().GetPrintableStatus() == apiv1.PrintableStopped
+	})
+	if _, err := c.api.VMs.Start(c.ctx, &apiv1.StartVirtualMachineRequest{Key: c.key("keeper")}); err != nil {
+		t.Fatal(err)
+	}
+	var second *apiv1.VirtualMachineInstance
+	testutil.Eventually(t, bootTimeout, "a new instance running", func() bool {
+		second = c.vmi("keeper")
+		return second.GetMetadata().GetUid() != vmi.GetMetadata().GetUid() && second.GetStatus().GetPhase() == apiv1.PhaseRunning
+	})
+	if second.GetStatus().GetNodeName() != dst.Name {
+		t.Fatalf("the next instance runs on %s, want %s where the volume is", second.GetStatus().GetNodeName(), dst.Name)
+	}
+	con2 := dst.console(t, second.GetMetadata().GetUid())
+	if prev := con2.waitMarker(testguest.MarkerPersistPrevious, bootTimeout); prev != "VIRTPLANE-PERSIST boot=1" {
+		t.Errorf("after the migration the volume holds %q, want the first boot's mark", prev)
+	}
+	if wrote := testguest.Fields(con2.waitMarker(testguest.MarkerPersistWrote, stateTimeout)); wrote["boot"] != "2" {
+		t.Errorf("second boot wrote %v", wrote)
+	}
 }
