@@ -288,3 +288,84 @@ func TestMigrationCopiesPersistentVolume(t *testing.T) {
 		t.Errorf("second boot wrote %v", wrote)
 	}
 }
+
+var reDowntime = regexp.MustCompile(`Total downtime:\s+([0-9]+)\s+ms`)
+
+// TestMigrationCostVsVirsh measures, in one run on the same two hosts, a
+// migration through virtplane (the API call to Succeeded, and QEMU's
+// downtime) next to `virsh migrate --live --p2p` of a domain booted from
+// the same guest with the same memory (the command's wall clock, and the
+// downtime `virsh domjobinfo --completed` reports). It logs the figures
+// (docs/migration.md); the targets are checked by the benchmarks, not here.
+func TestMigrationCostVsVirsh(t *testing.T) {
+	c := newMultiNodeCluster(t, mnOptions{})
+	t.Cleanup(c.dumpOnFailure)
+	vm := guestVM(c.ns, "measured", apiv1.RunStrategyAlways, c.nodes[0].kernel, "virtplane.tick")
+	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
+		t.Fatal(err)
+	}
+	a := c.nodeNamed(c.waitRunning("measured").GetStatus().GetNodeName())
+	b := c.otherNode(a)
+
+	// The raw domain: the same kernel and memory, its files in the run's
+	// dir, which both hosts see.
+	dir := a.RunDir()
+	guestDir, err := testguest.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testguest.Install(guestDir, dir); err != nil {
+		t.Fatal(err)
+	}
+	raw := "raw-" + c.ns
+	console := filepath.Join(dir, raw+".log")
+	dom := testguest.Domain(raw, dir, console, testguest.Cmdline()+" virtplane.tick")
+	dom.Devices.Serials[0].Source.File.Append = "on"
+	x, err := dom.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	xmlFile := filepath.Join(dir, raw+".xml")
+	if err := os.WriteFile(xmlFile, []byte(x), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Virsh(c.ctx, "create", xmlFile); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = a.Virsh(c.ctx, "destroy", raw); _, _ = b.Virsh(c.ctx, "destroy", raw) })
+	follow := followConsole(t, console)
+	t.Cleanup(follow.close)
+	follow.waitMarker("VIRTPLANE-TICK n=20", bootTimeout)
+	c.nodeNamed(a.Name).console(t, c.vmi("measured").GetMetadata().GetUid()).waitMarker("VIRTPLANE-TICK n=20", bootTimeout)
+
+	var lines []string
+	for i, hop := range [][2]*mnNode{{a, b}, {b, a}, {a, b}, {b, a}} {
+		from, to := hop[0], hop[1]
+		m := c.migrate("measured", to)
+		created := m.GetMetadata().GetCreationTimestamp().AsTime()
+		done := apiv1.PhaseSince(m.GetStatus().GetPhaseTransitionTimestamps(), apiv1.MigrationSucceeded)
+		p := m.GetStatus().GetMigrationState().GetProgress()
+
+		began := time.Now()
+		if _, err := from.Virsh(c.ctx, "migrate", "--live", "--p2p", raw, to.TCPURI, "--migrateuri", "tcp://"+to.Addr); err != nil {
+			t.Fatalf("virsh migrate %s → %s: %v", from.Name, to.Name, err)
+		}
+		wall := time.Since(began)
+		// The target keeps the incoming job's statistics, downtime
+		// included.
+		info, err := to.Virsh(c.ctx, "domjobinfo", raw, "--completed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		down := "?"
+		if m := reDowntime.FindStringSubmatch(info); m != nil {
+			down = m[1]
+		}
+		lines = append(lines, fmt.Sprintf("hop %d %s→%s: virtplane %s (job %d ms, downtime %d ms); virsh --live --p2p %s (downtime %s ms)",
+			i+1, from.Name, to.Name, done.Sub(created).Round(time.Millisecond), p.GetElapsedMs(), p.GetDowntimeMs(),
+			wall.Round(time.Millisecond), down))
+	}
+	for _, l := range lines {
+		t.Log(l)
+	}
+}

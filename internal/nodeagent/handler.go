@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
@@ -35,6 +38,15 @@ func (a *Agent) Reconcile(ctx context.Context, key string) (controller.Result, e
 	rec, err := a.recordFor(key)
 	if err != nil {
 		return controller.Result{}, err
+	}
+	if vmi == nil && rec != nil {
+		// Gone from both views: confirm with the API before a guest is
+		// stopped for it. An instance that just migrated here moves from
+		// the target view to the node view when the controller relabels
+		// it, and may briefly be in neither.
+		if here, err := a.stillHere(ctx, key, rec); err != nil || here {
+			return controller.Result{RequeueAfter: a.opts.Timing.MigrationPoll}, err
+		}
 	}
 	if vmi != nil && rec != nil && rec.UID != vmi.GetMetadata().GetUid() {
 		// A new VMI took the name of one whose domain is still here
@@ -386,4 +398,23 @@ func (a *Agent) finish(ctx context.Context, vmi *apiv1.VirtualMachineInstance, p
 		return controller.Result{}, err
 	}
 	return controller.Result{}, nil
+}
+
+// stillHere reads the instance of rec from the API: whether it exists,
+// is that uid, runs on this node and is not being deleted (the caches
+// have not caught up).
+func (a *Agent) stillHere(ctx context.Context, key string, rec *state.VMI) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
+	defer cancel()
+	v, err := a.status.Get(cctx, &apiv1.GetVirtualMachineInstanceRequest{Key: &apiv1.ObjectKey{Namespace: rec.Namespace, Name: rec.Name}})
+	switch status.Code(err) {
+	case codes.OK:
+	case codes.NotFound, codes.PermissionDenied:
+		// Gone, or not this node's to read: it does not run here.
+		return false, nil
+	default:
+		return false, fmt.Errorf("confirming that %s is gone: %w", key, err)
+	}
+	return v.GetMetadata().GetUid() == rec.UID && v.GetStatus().GetNodeName() == a.opts.NodeName &&
+		v.GetMetadata().GetDeletionTimestamp() == nil && !apiv1.IsFinal(v.GetStatus().GetPhase()), nil
 }
