@@ -1,0 +1,88 @@
+package nodeagent
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+)
+
+func handedOff() *apiv1.VirtualMachineInstanceStatus {
+	return &apiv1.VirtualMachineInstanceStatus{
+		Phase: apiv1.PhaseRunning, NodeName: "a",
+		MigrationState: &apiv1.MigrationState{MigrationUid: "m", SourceNode: "a", TargetNode: "b", TargetDomainXml: "<domain/>"},
+	}
+}
+
+func TestSourceProgress(t *testing.T) {
+	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	start := now.Add(-2 * time.Second)
+
+	st := handedOff()
+	sourceProgress(&launcherpb.MigrationStatus{MigrationUid: "m", Running: true, Mode: apiv1.MigrationModePreCopy,
+		StartUnixMillis: start.UnixMilli(), Progress: &apiv1.MigrationProgress{DataRemainingBytes: 5}})(st, now)
+	m := st.GetMigrationState()
+	if !m.GetStartTimestamp().AsTime().Equal(start) || m.GetCompleted() || st.GetNodeName() != "a" || m.GetProgress().GetDataRemainingBytes() != 5 {
+		t.Fatalf("running: %v", st)
+	}
+
+	failed := handedOff()
+	sourceProgress(&launcherpb.MigrationStatus{Completed: true, Failed: true, FailureReason: "aborted",
+		AbortStatus: apiv1.MigrationAbortSucceeded, EndUnixMillis: now.UnixMilli()})(failed, now)
+	if m := failed.GetMigrationState(); !m.GetCompleted() || !m.GetFailed() || m.GetFailureReason() != "aborted" ||
+		m.GetAbortStatus() != apiv1.MigrationAbortSucceeded || failed.GetNodeName() != "a" || m.GetTargetDomainXml() != "" {
+		t.Fatalf("a failed migration moved the instance or kept its XML: %v", failed)
+	}
+
+	done := handedOff()
+	sourceProgress(&launcherpb.MigrationStatus{Completed: true, EndUnixMillis: now.UnixMilli(),
+		Progress: &apiv1.MigrationProgress{DowntimeMs: 40}})(done, now)
+	if m := done.GetMigrationState(); !m.GetCompleted() || m.GetFailed() || done.GetNodeName() != "b" ||
+		!m.GetEndTimestamp().AsTime().Equal(now) || m.GetProgress().GetDowntimeMs() != 40 {
+		t.Fatalf("a completed migration must hand the instance to the target in the same write: %v", done)
+	}
+}
+
+func TestTargetReadyPublishesOnce(t *testing.T) {
+	a := &Agent{opts: Options{Migration: MigrationOptions{Address: "10.0.0.2", LibvirtURI: "qemu+tls://10.0.0.2:16514/system"}}}
+	st := handedOff()
+	st.MigrationState.TargetDomainXml = ""
+	first := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	a.targetReady(&launcherpb.MigrationStatus{DomainXml: "<domain>x</domain>"})(st, first)
+	a.targetReady(&launcherpb.MigrationStatus{DomainXml: "<domain>y</domain>"})(st, first.Add(time.Minute))
+	m := st.GetMigrationState()
+	if m.GetTargetNodeAddress() != "10.0.0.2" || m.GetTargetLibvirtUri() != "qemu+tls://10.0.0.2:16514/system" ||
+		m.GetTargetDomainXml() != "<domain>x</domain>" || !m.GetTargetReadyTimestamp().AsTime().Equal(first) {
+		t.Fatalf("target fields = %v", m)
+	}
+	// Nothing once the source started.
+	started := handedOff()
+	started.MigrationState.TargetDomainXml = ""
+	started.MigrationState.StartTimestamp = timestamppb.New(first)
+	a.targetReady(&launcherpb.MigrationStatus{DomainXml: "<domain/>"})(started, first)
+	if started.GetMigrationState().GetTargetReadyTimestamp() != nil {
+		t.Fatal("the target rewrote its fields after the source started")
+	}
+}
+
+func TestSourceActs(t *testing.T) {
+	now := timestamppb.Now()
+	for _, tc := range []struct {
+		name string
+		st   *apiv1.MigrationState
+		want bool
+	}{
+		{"handed off", &apiv1.MigrationState{}, false},
+		{"ready without XML", &apiv1.MigrationState{TargetReadyTimestamp: now}, false},
+		{"ready", &apiv1.MigrationState{TargetReadyTimestamp: now, TargetDomainXml: "<domain/>"}, true},
+		{"started", &apiv1.MigrationState{StartTimestamp: now}, true},
+		{"canceled", &apiv1.MigrationState{AbortRequested: true}, true},
+	} {
+		if got := sourceActs(tc.st); got != tc.want {
+			t.Errorf("%s: sourceActs = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
