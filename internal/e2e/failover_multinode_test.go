@@ -81,10 +81,11 @@ func TestHungNodeAgentOnRealNodes(t *testing.T) {
 	})
 	after := time.Since(frozen)
 	t.Logf("RestartElsewhere VM running on %s %s after the agent froze (lease %s + margin %s)", other.Name, after.Round(100*time.Millisecond), lease, margin)
-	// The lease runs from the last heartbeat, up to one interval before
-	// the freeze.
-	if after < lease+margin-heartbeat {
-		t.Errorf("moved after %s, before the lease and margin (%s from the last heartbeat) ran out", after, lease+margin)
+	// The lease and margin run from the last heartbeat, one interval (and
+	// its jitter under load) before the freeze at most; the margin covers
+	// that, so the guest never moves before a whole lease after the freeze.
+	if after < lease {
+		t.Errorf("moved after %s, before a node lease (%s) had passed", after, lease)
 	}
 	if pid := hung.QEMUPid(waiterDom); pid != waiterPid {
 		t.Fatalf("the Wait VM's QEMU is %d, was %d: it did not keep its guest", pid, waiterPid)
