@@ -223,15 +223,17 @@ func migrationProgressLine(p *apiv1.MigrationProgress) string {
 	return s
 }
 
-// percentDone is processed against total bytes, "42%"; empty before the
-// total is known. A job may process more than it first announced (dirty
-// pages sent again), so it stops at 100.
+// percentDone is the share of the total no longer remaining, "42%";
+// empty before the total is known. Not the processed bytes: zero pages
+// count in the total but cost next to nothing to send, so a finished job
+// may have "processed" 40% of its total.
 func percentDone(p *apiv1.MigrationProgress) string {
 	total := p.GetDataTotalBytes()
 	if total <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("%d%%", min(max(p.GetDataProcessedBytes(), 0), total)*100/total)
+	left := min(max(p.GetDataRemainingBytes(), 0), total)
+	return fmt.Sprintf("%d%%", (total-left)*100/total)
 }
 
 // migrationRow is a migration's line of get migrations.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -58,7 +59,20 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 	from := first
 	for i := range 2 {
 		to := c.otherNode(from)
-		m := c.migrate("mover", to)
+		var m *apiv1.VirtualMachineInstanceMigration
+		if i == 0 {
+			m = c.migrate("mover", to)
+		} else {
+			// The way back through the CLI: migrate --wait returns once it
+			// succeeded and says so.
+			out, err := exec.CommandContext(c.ctx, env.agent, "--endpoint", "unix://"+c.socket, "--namespace", c.ns,
+				"migrate", "mover", "--to", to.Name, "--wait", "--timeout", migrationTimeout.String()).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "VM mover migrated from "+from.Name+" to "+to.Name) {
+				t.Fatalf("virtplane-agent migrate --wait: %v\n%s", err, out)
+			}
+			t.Logf("virtplane-agent migrate --wait:\n%s", out)
+			m = c.lastMigration("mover")
+		}
 		st := m.GetStatus().GetMigrationState()
 		t.Logf("migration %d %s → %s: libvirt job %d ms, downtime %d ms, %d MiB; phases %s",
 			i+1, from.Name, to.Name, st.GetProgress().GetElapsedMs(), st.GetProgress().GetDowntimeMs(),
@@ -118,6 +132,23 @@ func (c *mnCluster) migrate(name string, to *mnNode) *apiv1.VirtualMachineInstan
 		c.t.Fatal(err)
 	}
 	return c.waitMigration(m.GetMetadata().GetName(), apiv1.MigrationSucceeded)
+}
+
+// lastMigration is the newest migration of VM name.
+func (c *mnCluster) lastMigration(name string) *apiv1.VirtualMachineInstanceMigration {
+	c.t.Helper()
+	list, err := c.api.Migrations.List(c.ctx, &apiv1.ListMigrationsRequest{Options: &apiv1.ListOptions{
+		Namespace: c.ns, LabelSelector: apiv1.LabelMigrationVMIName + "=" + name}})
+	if err != nil || len(list.GetItems()) == 0 {
+		c.t.Fatalf("migrations of %s: %v, %v", name, list, err)
+	}
+	last := list.GetItems()[0]
+	for _, m := range list.GetItems() {
+		if m.GetMetadata().GetCreationTimestamp().AsTime().After(last.GetMetadata().GetCreationTimestamp().AsTime()) {
+			last = m
+		}
+	}
+	return last
 }
 
 // waitMigration waits until migration name is final and in phase want.
