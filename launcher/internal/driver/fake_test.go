@@ -21,6 +21,7 @@ type fakeConn struct {
 	fail    map[string]error // method name → error to return once
 	nextID  int
 	offline bool
+	jobs    map[string]*fakeJob // migration jobs, by domain (fake_migrate_test.go)
 }
 
 type fakeState struct {

@@ -193,10 +193,12 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 	}
 	d.log.Info("starting live migration", "migration_uid", uid, "target", req.GetTargetLibvirtUri(),
 		"address", req.GetTargetAddress(), "copy_disks", copyDisks, "data_mib", dataBytes>>20, "bandwidth_mib", params.BandwidthMiB)
+	// Snapshot before the goroutines write to it.
+	first := m.snapshot()
 	d.wg.Add(2)
 	go d.runMigration(dom, mdom, m, params)
 	go d.monitorMigration(mdom, m, cfg, dataBytes)
-	return m.snapshot(), nil
+	return first, nil
 }
 
 // runMigration runs libvirt's job and records its outcome; it owns dom.
