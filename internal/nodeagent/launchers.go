@@ -93,16 +93,18 @@ func (t *launcherTable) drain() []*entry {
 var errLauncherUnavailable = errors.New("launcher unavailable")
 
 // unavailable reports whether err means the launcher could not be
-// reached, as opposed to an answer from it (a libvirt error).
+// reached, as opposed to an answer from it (a libvirt error). A canceled
+// call is neither: the agent cancels its calls only when it stops, and a
+// launcher must not be taken for dead (and replaced) because of that.
 func unavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
 		return false
 	}
-	if errors.Is(err, errLauncherUnavailable) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, errLauncherUnavailable) || errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+	case codes.Unavailable, codes.DeadlineExceeded:
 		return true
 	}
 	return false

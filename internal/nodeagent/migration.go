@@ -2,7 +2,6 @@ package nodeagent
 
 import (
 	"context"
-	"fmt"
 
 	"google.golang.org/protobuf/proto"
 
@@ -91,19 +90,12 @@ func (a *Agent) migratedAway(ctx context.Context, key string, vmi *apiv1.Virtual
 	if err != nil || rec == nil || rec.UID != vmi.GetMetadata().GetUid() {
 		return controller.Result{}, err
 	}
-	st := vmi.GetStatus().GetMigrationState()
-	moved := st.GetCompleted() && !st.GetFailed() && st.GetSourceNode() == a.opts.NodeName &&
-		st.GetTargetNode() == vmi.GetStatus().GetNodeName()
 	res, err := a.removeLocal(ctx, rec)
 	if err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
-	if moved && rec.VMUID != "" {
-		if err := a.layout.RemoveVMDir(rec.VMUID); err != nil {
-			return controller.Result{}, fmt.Errorf("removing the volumes %s took along: %w", key, err)
-		}
-	}
-	a.log.Info("instance migrated away; local copy removed", "vmi", key, "now_on", vmi.GetStatus().GetNodeName(), "migration_uid", st.GetMigrationUid())
+	a.log.Info("instance migrated away; local copy removed", "vmi", key, "now_on", vmi.GetStatus().GetNodeName(),
+		"migration_uid", vmi.GetStatus().GetMigrationState().GetMigrationUid())
 	return controller.Result{}, nil
 }
 

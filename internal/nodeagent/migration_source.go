@@ -75,6 +75,16 @@ func (a *Agent) migrateOut(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		}
 		return controller.Result{}, fmt.Errorf("migrating %s: %w", key, err)
 	}
+	if ms.GetCompleted() && !ms.GetFailed() && rec.MigratedAway != st.GetMigrationUid() {
+		// Noted before the instance is handed over: whichever pass then
+		// removes this node's copy removes the volumes too.
+		next := *rec
+		next.MigratedAway = st.GetMigrationUid()
+		if err := a.db.PutVMI(&next); err != nil {
+			return controller.Result{}, fmt.Errorf("saving state record of %s: %w", key, err)
+		}
+		*rec = next
+	}
 	if st.GetAbortRequested() && ms.GetRunning() && ms.GetAbortStatus() == "" {
 		if ms, err = e.client.AbortMigration(cctx); err != nil {
 			return controller.Result{}, fmt.Errorf("aborting the migration of %s: %w", key, err)

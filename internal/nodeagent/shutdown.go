@@ -131,6 +131,12 @@ func (a *Agent) deleteAndCleanup(ctx context.Context, vmi *apiv1.VirtualMachineI
 	} else if err := a.layout.RemoveVMIDir(rec.UID); err != nil {
 		return controller.Result{}, fmt.Errorf("removing files of %s: %w", key, err)
 	}
+	if rec.MigratedAway != "" && rec.VMUID != "" {
+		// A live migration copied the VM's volumes to where it runs now.
+		if err := a.layout.RemoveVMDir(rec.VMUID); err != nil {
+			return controller.Result{}, fmt.Errorf("removing the volumes %s took along: %w", key, err)
+		}
+	}
 	if err := a.db.DeleteVMI(rec.UID); err != nil {
 		return controller.Result{}, fmt.Errorf("dropping state record of %s: %w", key, err)
 	}

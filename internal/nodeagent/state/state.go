@@ -55,6 +55,10 @@ type VMI struct {
 	// (IncomingPrepared says for which migration they were made).
 	IncomingMigration string `json:"incoming_migration,omitempty"`
 	IncomingPrepared  string `json:"incoming_prepared,omitempty"`
+	// MigratedAway is the uid of the live migration that moved the
+	// instance to another node: its VM's volumes were copied there, so
+	// the cleanup removes this node's copies too.
+	MigratedAway string `json:"migrated_away,omitempty"`
 }
 
 // Key is the VMI's namespace/name.
