@@ -196,16 +196,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 // timeout, and records why.
 func TestMonitorAbortsWithoutProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t)
-		h.mustSync(vmi(apiv1.PhaseScheduled))
-		// The monitor measures on the bubble's clock.
-		d, err := New(h.conn, h.conn.events, Config{DomainName: testDomain, VMIUID: testUID, QEMUPidDir: h.pids, Now: time.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.d.Close()
-		h.d = d
-		t.Cleanup(d.Close)
+		h := newRunningOnBubbleClock(t)
 		h.conn.setJobStats(testDomain, JobStats{DataTotal: 1 << 30, DataRemaining: 512 << 20})
 		if _, err := h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: "m1", TargetLibvirtUri: "qemu+tcp://t/system",
 			DestXml: "<domain/>", Configuration: &apiv1.MigrationConfiguration{CompletionTimeoutPerGibSeconds: 600, ProgressTimeoutSeconds: 150}}); err != nil {
@@ -229,15 +220,7 @@ func TestMonitorAbortsWithoutProgress(t *testing.T) {
 // of the data to move), even while it progresses.
 func TestMonitorAbortsPastCompletionTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t)
-		h.mustSync(vmi(apiv1.PhaseScheduled))
-		d, err := New(h.conn, h.conn.events, Config{DomainName: testDomain, VMIUID: testUID, QEMUPidDir: h.pids, Now: time.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.d.Close()
-		h.d = d
-		t.Cleanup(d.Close)
+		h := newRunningOnBubbleClock(t)
 		if _, err := h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: "m1", TargetLibvirtUri: "qemu+tcp://t/system",
 			DestXml: "<domain/>", DataBytes: 3 << 30, // 3 GiB: 3 × 10 s
 			Configuration: &apiv1.MigrationConfiguration{CompletionTimeoutPerGibSeconds: 10, ProgressTimeoutSeconds: 600}}); err != nil {
@@ -257,4 +240,20 @@ func TestMonitorAbortsPastCompletionTimeout(t *testing.T) {
 			t.Fatalf("after the completion timeout: %v", st)
 		}
 	})
+}
+
+// newRunningOnBubbleClock is a harness with a running domain whose driver
+// measures time on the synctest bubble's clock (the monitor's timeouts).
+func newRunningOnBubbleClock(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness(t)
+	h.mustSync(vmi(apiv1.PhaseScheduled))
+	d, err := New(h.conn, h.conn.events, Config{DomainName: testDomain, VMIUID: testUID, QEMUPidDir: h.pids, Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.Close()
+	h.d = d
+	t.Cleanup(d.Close)
+	return h
 }
