@@ -39,6 +39,15 @@ func (a *Agent) migrateIn(ctx context.Context, vmi *apiv1.VirtualMachineInstance
 		// An older instance of the same name still has a domain here.
 		return controller.Result{}, a.failIncoming(ctx, vmi, fmt.Sprintf("node %s still holds an earlier instance of %s", a.opts.NodeName, key))
 	}
+	if rec != nil && rec.MigratedAway != "" {
+		// Coming back before this node removed what an earlier migration
+		// away left: remove it first (its volumes are the other node's).
+		res, err := a.removeLocal(ctx, rec)
+		if err != nil {
+			return controller.Result{}, err
+		}
+		return controller.Result{RequeueAfter: max(res.RequeueAfter, a.opts.Timing.MigrationPoll)}, nil
+	}
 	if rec == nil {
 		if rec, err = a.newRecord(vmi); err != nil {
 			return controller.Result{}, fmt.Errorf("recording %s: %w", key, err)
