@@ -253,9 +253,13 @@ func (c *mnCluster) cleanup() {
 	}
 	// Launchers outlive their agent by design; this test's are found by
 	// the namespace in their domain names.
-	for _, pid := range procfs.Launchers(env.launcher, c.ns+"_") {
+	// A migration's source and target launchers share a domain name.
+	for _, pid := range procfs.LauncherPidsWithPrefix(env.launcher, c.ns+"_") {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	testutil.Every(100*time.Millisecond).Eventually(c.t, 10*time.Second, "no launcher of the cluster left", func() bool {
+		return len(procfs.LauncherPidsWithPrefix(env.launcher, c.ns+"_")) == 0
+	})
 	for _, n := range c.nodes {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := n.DestroyAll(ctx); err != nil {

@@ -198,9 +198,20 @@ func Launchers(binary, prefix string) map[string]int {
 // LauncherPids lists the live launcher processes of binary serving domain:
 // one, unless something went wrong.
 func LauncherPids(binary, domain string) []int {
+	return launcherPids(binary, func(d string) bool { return d == domain })
+}
+
+// LauncherPidsWithPrefix lists every live launcher of binary whose domain
+// name starts with prefix: all of them, where several share a domain name
+// (a migration's source and target launchers, on two hosts).
+func LauncherPidsWithPrefix(binary, prefix string) []int {
+	return launcherPids(binary, func(d string) bool { return strings.HasPrefix(d, prefix) })
+}
+
+func launcherPids(binary string, match func(domain string) bool) []int {
 	var out []int
 	eachLauncher(binary, func(pid int, d string) {
-		if d == domain {
+		if match(d) {
 			out = append(out, pid)
 		}
 	})
