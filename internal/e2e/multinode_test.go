@@ -129,9 +129,7 @@ func TestMultiNodeBoots(t *testing.T) {
 			pids = append(pids, n.Pids()...)
 			paths = append(paths, n.Root, filepath.Join("/run/netns", n.NetNS))
 		}
-		for _, pid := range procfs.LauncherPidsWithPrefix(env.launcher, c.ns+"_") {
-			pids = append(pids, pid)
-		}
+		pids = append(pids, procfs.LauncherPidsWithPrefix(env.launcher, c.ns+"_")...)
 
 		deleted := time.Now()
 		for _, n := range c.nodes {
