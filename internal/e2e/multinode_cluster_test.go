@@ -257,9 +257,18 @@ func (c *mnCluster) cleanup() {
 	for _, pid := range procfs.LauncherPidsWithPrefix(env.launcher, c.ns+"_") {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	testutil.Every(100*time.Millisecond).Eventually(c.t, 10*time.Second, "no launcher of the cluster left", func() bool {
-		return len(procfs.LauncherPidsWithPrefix(env.launcher, c.ns+"_")) == 0
-	})
+	// Not testutil.Eventually: the test's context is done in a cleanup.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		left := procfs.LauncherPidsWithPrefix(env.launcher, c.ns+"_")
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Errorf("launchers %v of the cluster survived SIGKILL", left)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	for _, n := range c.nodes {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := n.DestroyAll(ctx); err != nil {
