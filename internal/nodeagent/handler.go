@@ -163,10 +163,8 @@ func (a *Agent) refreshRecord(rec *state.VMI, vmi *apiv1.VirtualMachineInstance)
 
 // scheduledAt is when the VMI was placed here.
 func scheduledAt(vmi *apiv1.VirtualMachineInstance) time.Time {
-	for _, t := range vmi.GetStatus().GetPhaseTransitionTimestamps() {
-		if t.GetPhase() == apiv1.PhaseScheduled {
-			return t.GetTime().AsTime()
-		}
+	if t := apiv1.PhaseSince(vmi.GetStatus().GetPhaseTransitionTimestamps(), apiv1.PhaseScheduled); !t.IsZero() {
+		return t
 	}
 	return vmi.GetMetadata().GetCreationTimestamp().AsTime()
 }

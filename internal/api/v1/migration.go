@@ -61,6 +61,17 @@ func Timestamp(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
+// HasPersistentVolumes reports whether spec has a persistent volume: its
+// VM is then pinned to the node holding it, and a migration copies it.
+func HasPersistentVolumes(spec *VirtualMachineInstanceSpec) bool {
+	for _, v := range spec.GetVolumes() {
+		if v.GetPersistent() != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // MigrationMethodFor is how an instance with spec migrates: every
 // virtplane disk but a CD-ROM is node-local and writable, so any such
 // disk is copied with the memory (a block migration).

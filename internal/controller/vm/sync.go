@@ -127,12 +127,7 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 // hasPersistentVolumes reports whether the VM's template has a
 // persistent volume.
 func hasPersistentVolumes(vm *apiv1.VirtualMachine) bool {
-	for _, v := range vm.GetSpec().GetTemplate().GetSpec().GetVolumes() {
-		if v.GetPersistent() != nil {
-			return true
-		}
-	}
-	return false
+	return apiv1.HasPersistentVolumes(vm.GetSpec().GetTemplate().GetSpec())
 }
 
 // startWithBackoff starts unless the crash-loop backoff still runs.

@@ -34,7 +34,7 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 		sel = map[string]string{}
 	}
 	for k, val := range v.GetSpec().GetNodeSelector() {
-		if k == apiv1.LabelNodeName && val == source && hasPersistentVolume(v.GetSpec()) {
+		if k == apiv1.LabelNodeName && val == source && apiv1.HasPersistentVolumes(v.GetSpec()) {
 			continue // the VM controller's pin to its volumes, which move
 		}
 		sel[k] = val
@@ -59,13 +59,4 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 	// Persistent volumes are copied, not recreated from their images.
 	d := choose(req, sel, validation.ImageRefs(v.GetSpec(), "", false), c.pullable, cands)
 	return d.node, d.message
-}
-
-func hasPersistentVolume(spec *apiv1.VirtualMachineInstanceSpec) bool {
-	for _, v := range spec.GetVolumes() {
-		if v.GetPersistent() != nil {
-			return true
-		}
-	}
-	return false
 }

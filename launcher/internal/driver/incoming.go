@@ -93,6 +93,11 @@ func (d *Driver) Incoming(ctx context.Context, req *launcherpb.IncomingRequest) 
 	if err := writeMetadata(dom, md); err != nil {
 		return nil, grpcError(err)
 	}
+	// This launcher may have been an earlier migration's source: its
+	// record in memory is not this one's.
+	d.migs.mu.Lock()
+	d.migs.cur = nil
+	d.migs.mu.Unlock()
 	d.log.Info("defined the receiving domain", "migration_uid", migUID, "uuid", domUUID)
 	return d.incomingStatus(dom, md.Migration)
 }

@@ -285,17 +285,14 @@ func (d *Driver) GetMigration(ctx context.Context, _ *launcherpb.Empty) (*launch
 		snap = cur.snapshot()
 	}
 	d.migs.mu.Unlock()
-	if snap != nil && (snap.GetRole() == RoleSource || snap.GetCompleted()) {
-		return snap, nil
+	if snap != nil {
+		return snap, nil // only a source keeps one in memory
 	}
 	dom, err := d.lookup()
 	if err != nil {
 		return nil, err
 	}
 	if dom == nil {
-		if snap != nil {
-			return snap, nil
-		}
 		return &launcherpb.MigrationStatus{}, nil
 	}
 	defer dom.Free()
@@ -369,7 +366,7 @@ func (d *Driver) AbortMigration(ctx context.Context, _ *launcherpb.Empty) (*laun
 	if cur == nil || cur.st.GetRole() != RoleSource {
 		return nil, status.Error(codes.FailedPrecondition, "abort migration: this launcher runs no outgoing migration")
 	}
-	if err := d.abortMigration(cur, "", ""); err != nil {
+	if err := d.abortMigration(cur, ""); err != nil {
 		return nil, err
 	}
 	return d.GetMigration(ctx, nil)
@@ -377,7 +374,7 @@ func (d *Driver) AbortMigration(ctx context.Context, _ *launcherpb.Empty) (*laun
 
 // abortMigration marks the migration aborting and aborts libvirt's job;
 // reason, when set, is why (a timeout) rather than a request.
-func (d *Driver) abortMigration(m *migration, reason, mode string) error {
+func (d *Driver) abortMigration(m *migration, reason string) error {
 	d.migs.mu.Lock()
 	if !m.st.GetRunning() {
 		d.migs.mu.Unlock()
@@ -387,9 +384,6 @@ func (d *Driver) abortMigration(m *migration, reason, mode string) error {
 		m.st.AbortStatus = apiv1.MigrationAbortAborting
 	} else {
 		m.st.FailureReason = reason
-	}
-	if mode != "" {
-		m.st.Mode = mode
 	}
 	d.migs.mu.Unlock()
 	m.abortOnce.Do(func() { close(m.abort) })

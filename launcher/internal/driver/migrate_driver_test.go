@@ -11,6 +11,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
 )
 
 const sourceUUID = "6f1c2a3e-0000-4000-8000-0000000000aa"
@@ -154,28 +155,44 @@ func TestMigrateOutcomes(t *testing.T) {
 	}
 }
 
-// A launcher that restarted while its job ran decides from libvirt: the
-// domain stopped as migrated succeeded, one still running without a job
-// failed.
+// A launcher that restarted while its job ran decides from libvirt: a
+// job still running is running, a domain stopped as migrated succeeded,
+// one still running without a job failed.
 func TestRecordedMigrationDecidedFromLibvirt(t *testing.T) {
 	h := newHarness(t)
 	h.mustSync(vmi(apiv1.PhaseScheduled))
 	if _, err := h.migrate("m1"); err != nil {
 		t.Fatal(err)
 	}
-	// The job is still running: a new launcher reports it running.
+	t.Cleanup(func() { h.conn.finishJob(testDomain, errAborted) })
+	waitUntil(t, func() bool { return h.conn.jobActive(testDomain) })
+	// A new launcher while the job runs: running.
 	h.d = h.newDriver()
-	if st := h.migration(); !st.GetRunning() {
+	if st := h.migration(); !st.GetRunning() || st.GetMigrationUid() != "m1" {
 		t.Fatalf("a running job reported as %v", st)
 	}
-	h.conn.finishJob(testDomain, errAborted) // it failed meanwhile
-	waitUntil(t, func() bool { return !h.conn.jobActive(testDomain) })
-	h.d = h.newDriver()
-	if st := h.migration(); !st.GetCompleted() || !st.GetFailed() || !strings.Contains(st.GetFailureReason(), "is gone") {
-		// The first driver may have written its outcome already; either
-		// way the migration failed.
-		if !st.GetFailed() {
-			t.Fatalf("a job that failed while the launcher was away = %v", st)
+
+	// The record as a launcher that died mid-job left it (start, no end),
+	// against each state libvirt can show.
+	rec := &domxml.MigrationRecord{UID: "m9", Role: RoleSource, Start: 1}
+	for _, tc := range []struct {
+		name           string
+		state          State
+		reason         int
+		failed         bool
+		reasonContains string
+	}{
+		{"migrated away", StateShutoff, 4, false, ""},
+		{"still here without a job", StateRunning, 1, true, "is gone and the domain is Running"},
+	} {
+		dom := &fakeDomain{c: h.conn, name: "decided-" + tc.name}
+		h.conn.put(&fakeState{name: dom.name, state: tc.state, reason: tc.reason})
+		st, err := h.d.recordedMigration(dom, rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.GetRunning() || !st.GetCompleted() || st.GetFailed() != tc.failed || !strings.Contains(st.GetFailureReason(), tc.reasonContains) {
+			t.Errorf("%s: %v", tc.name, st)
 		}
 	}
 }

@@ -67,7 +67,7 @@ func (d *Driver) monitorMigration(mdom MigratingDomain, m *migration, cfg *apiv1
 		}
 		switch {
 		case progressTimeout > 0 && now.Sub(lastProgress) >= progressTimeout:
-			_ = d.abortMigration(m, fmt.Sprintf("the migration made no progress for %s (progress_timeout_seconds)", progressTimeout), "")
+			_ = d.abortMigration(m, fmt.Sprintf("the migration made no progress for %s (progress_timeout_seconds)", progressTimeout))
 			return
 		case perGiB > 0 && now.Sub(start) >= acceptable:
 			if cfg.GetAllowPostCopy() {
@@ -82,7 +82,7 @@ func (d *Driver) monitorMigration(mdom MigratingDomain, m *migration, cfg *apiv1
 				}
 			}
 			_ = d.abortMigration(m, fmt.Sprintf("the migration did not complete within %s (%s per GiB of %d MiB; completion_timeout_per_gib_seconds)",
-				acceptable, perGiB, dataBytes>>20), "")
+				acceptable, perGiB, dataBytes>>20))
 			return
 		}
 	}
