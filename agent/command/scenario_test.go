@@ -481,10 +481,13 @@ func TestScenarioWritesPerVMStart(t *testing.T) {
 	s.create(scenarioVM("counted", "Always", "", ""))
 	s.waitRunning("counted", "")
 	// A trailing write would come from a controller pass after Ready.
-	testutil.Consistently(t, time.Second, "no more than 6 writes", func() bool {
+	testutil.ConsistentlyNoError(t, time.Second, "no more than 6 writes", func() error {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(writes) <= 6
+		if len(writes) > 6 {
+			return fmt.Errorf("%d writes: %v", len(writes), writes)
+		}
+		return nil
 	})
 	mu.Lock()
 	defer mu.Unlock()
