@@ -41,14 +41,61 @@ func (c *consoleService) Attach(stream apiv1.Consoles_AttachServer) error {
 	if err != nil {
 		return err
 	}
-	nc, err := c.s.consoles.handOff(ctx, node, sess)
-	if err != nil {
-		return err
+	in := readClientInput(stream, open.Interactive)
+	for {
+		nc, err := c.s.consoles.handOff(ctx, node, sess)
+		if err != nil {
+			return err
+		}
+		c.s.log.Debug("console attached", "vmi", open.Namespace+"/"+open.Name, "node", node,
+			"session", sess.SessionId, "interactive", open.Interactive, "log", sess.Open.Log)
+		notice, err := pipeConsole(stream, nc, in, node)
+		nc.end()
+		if err != nil {
+			return err
+		}
+		next, moved := c.moved(ctx, sess, node)
+		if !moved {
+			if notice != nil {
+				return toStatus(stream.Send(notice))
+			}
+			return nil
+		}
+		// The instance migrated: its console goes on at the node it now
+		// runs on, whose log of it starts where the old node's ended.
+		if err := stream.Send(&apiv1.ConsoleOutput{Notice: fmt.Sprintf("the instance moved from node %s to node %s", node, next)}); err != nil {
+			return toStatus(err)
+		}
+		sess = followOn(sess)
+		node = next
 	}
-	defer nc.end()
-	c.s.log.Debug("console attached", "vmi", open.Namespace+"/"+open.Name, "node", node,
-		"session", sess.SessionId, "interactive", open.Interactive, "log", open.Log)
-	return pipeConsole(stream, nc, open.Interactive, node)
+}
+
+// moved reports the node that a followed instance runs on now when its
+// console on node ended because it migrated away: the same instance,
+// still running, placed elsewhere. A session that does not follow, or an
+// instance that ended or was replaced, ends with the node's stream.
+func (c *consoleService) moved(ctx context.Context, sess *apiv1.ConsoleSession, node string) (string, bool) {
+	if !sess.GetOpen().GetFollow() || sess.GetVmiUid() == "" || ctx.Err() != nil {
+		return "", false
+	}
+	open := sess.GetOpen()
+	vmi, err := c.s.stores.VMIs.Get(ctx, open.GetNamespace(), open.GetName())
+	if err != nil || vmi.GetMetadata().GetUid() != sess.GetVmiUid() || apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
+		return "", false
+	}
+	next := vmi.GetStatus().GetNodeName()
+	return next, next != "" && next != node
+}
+
+// followOn is the session that continues sess on the node an instance
+// migrated to: all of that node's log of the instance, which begins when
+// the guest resumed there, then what follows.
+func followOn(sess *apiv1.ConsoleSession) *apiv1.ConsoleSession {
+	next := proto.Clone(sess).(*apiv1.ConsoleSession)
+	next.SessionId = uuid.NewString()
+	next.Open.Log, next.Open.TailBytes = true, 0
+	return next
 }
 
 // consoleOpen defaults and validates what a client asks for.
@@ -106,57 +153,84 @@ func (c *consoleService) resolve(ctx context.Context, open *apiv1.ConsoleOpen) (
 	return node, sess, nil
 }
 
-// pipeConsole copies the node's output to the client and, when
-// interactive, the client's input to the node, until either side ends.
-// Only this goroutine sends on the client stream; the node stream is sent
-// on by its own handler (Serve), so no stream has two senders.
-func pipeConsole(stream apiv1.Consoles_AttachServer, nc *nodeConsole, interactive bool, node string) error {
+// clientInput is what a client types, read from its Attach stream for
+// the whole session, across the nodes it may be served by.
+type clientInput struct {
+	data <-chan []byte
+	err  <-chan error // the client's input ended (io.EOF: closed)
+}
+
+// readClientInput reads the client's stream until it ends; a read-only
+// console drops input. It returns when the Attach call ends.
+func readClientInput(stream apiv1.Consoles_AttachServer, interactive bool) clientInput {
 	ctx := stream.Context()
-	input := make(chan []byte)
-	inputErr := make(chan error, 1)
+	data := make(chan []byte)
+	errc := make(chan error, 1)
 	go func() {
 		for {
 			m, err := stream.Recv()
 			if err != nil {
-				inputErr <- err
+				errc <- err
 				return
 			}
 			if !interactive || len(m.GetData()) == 0 {
-				continue // a read-only console drops input
+				continue
 			}
 			select {
-			case input <- m.GetData():
-			case <-nc.done:
+			case data <- m.GetData():
+			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	return clientInput{data: data, err: errc}
+}
+
+// pipeConsole copies the node's output to the client and the client's
+// input to the node until either side ends. The node's last notice is
+// held back and returned when its stream ended normally, so that the
+// caller decides whether the console ends or moves on to another node.
+// Only this goroutine sends on the client stream; the node stream is sent
+// on by its own handler (Serve), so no stream has two senders.
+func pipeConsole(stream apiv1.Consoles_AttachServer, nc *nodeConsole, in clientInput, node string) (*apiv1.ConsoleOutput, error) {
+	ctx := stream.Context()
+	var held *apiv1.ConsoleOutput
 	for {
 		select {
 		case out, ok := <-nc.out:
 			if !ok {
-				return nodeEnded(nc.recvErr, node)
+				return held, nodeEnded(nc.recvErr, node)
+			}
+			if held != nil {
+				if err := stream.Send(held); err != nil {
+					return nil, toStatus(err)
+				}
+				held = nil
+			}
+			if out.GetNotice() != "" && len(out.GetData()) == 0 {
+				held = out
+				continue
 			}
 			if err := stream.Send(out); err != nil {
-				return toStatus(err)
+				return nil, toStatus(err)
 			}
-		case data := <-input:
+		case data := <-in.data:
 			select {
 			case nc.in <- data:
 			case <-nc.gone:
 			case <-ctx.Done():
-				return toStatus(ctx.Err())
+				return nil, toStatus(ctx.Err())
 			}
-		case err := <-inputErr:
+		case err := <-in.err:
 			if errors.Is(err, io.EOF) {
 				// The client closed its input; output goes on until the
 				// node or the client ends the session.
-				inputErr = nil
+				in.err = nil
 				continue
 			}
-			return toStatus(err)
+			return nil, toStatus(err)
 		case <-ctx.Done():
-			return toStatus(ctx.Err())
+			return nil, toStatus(ctx.Err())
 		}
 	}
 }

@@ -207,6 +207,93 @@ func TestConsoleEndsBothWays(t *testing.T) {
 	}
 }
 
+// A followed console goes on at the node an instance migrated to: the old
+// node's end notice gives way to one that names the move, the new node is
+// asked for all its log of the instance, and input typed meanwhile
+// reaches it. An instance that then ends ends the console.
+func TestConsoleFollowsMigratedInstance(t *testing.T) {
+	f := newConsoleFixture(t)
+	vmi := f.vmi(t, "web", apiv1.PhaseRunning, "n1", "vm-uid")
+	n1, _ := f.node(t, "n1")
+	n2, _ := f.node(t, "n2")
+
+	client, _ := f.attach(t, &apiv1.ConsoleOpen{Name: "web", Interactive: true, Follow: true})
+	s1, err := n1.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := f.serve(t, s1)
+	if err := src.Send(&apiv1.ConsoleOutput{Data: []byte("tick 1\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := client.Recv(); err != nil || string(out.GetData()) != "tick 1\n" {
+		t.Fatalf("client got %v, %v", out, err)
+	}
+	// The migration completes: the instance is on n2, and n1's console
+	// of it ends.
+	vmi.Status.NodeName = "n2"
+	if _, err := f.st.VMIs.Update(f.ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Send(&apiv1.ConsoleOutput{Notice: "instance ended"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := client.Recv(); err != nil || out.GetNotice() != "the instance moved from node n1 to node n2" {
+		t.Fatalf("client got %v, %v; want the move's notice", out, err)
+	}
+	if err := client.Send(&apiv1.ConsoleInput{Data: []byte("typed during the move\r")}); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := n2.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &apiv1.ConsoleSession{
+		SessionId: s2.GetSessionId(), VmiUid: vmi.Metadata.Uid, VmUid: "vm-uid", DomainName: "default_web",
+		Open: &apiv1.ConsoleOpen{Namespace: "default", Name: "web", Interactive: true, Log: true, Follow: true},
+	}
+	if s2.GetSessionId() == s1.GetSessionId() || !proto.Equal(s2, want) {
+		t.Fatalf("session on n2 %v, want %v", s2, want)
+	}
+	dst, _ := f.serve(t, s2)
+	if in, err := dst.Recv(); err != nil || string(in.GetData()) != "typed during the move\r" {
+		t.Fatalf("n2 got %v, %v", in, err)
+	}
+	if err := dst.Send(&apiv1.ConsoleOutput{Data: []byte("tick 2\n")}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := client.Recv(); err != nil || string(out.GetData()) != "tick 2\n" {
+		t.Fatalf("client got %v, %v", out, err)
+	}
+	if err := recvErr(src.Recv); !errors.Is(err, io.EOF) {
+		t.Fatalf("n1's stream ended with %v, want a clean end", err)
+	}
+	// The guest stops on n2: the console ends with n2's notice.
+	vmi, err = f.st.VMIs.Get(f.ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi.Status.Phase = apiv1.PhaseSucceeded
+	if _, err := f.st.VMIs.Update(f.ctx, vmi); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Send(&apiv1.ConsoleOutput{Notice: "instance ended"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := client.Recv(); err != nil || out.GetNotice() != "instance ended" {
+		t.Fatalf("client got %v, %v", out, err)
+	}
+	if err := recvErr(client.Recv); !errors.Is(err, io.EOF) {
+		t.Fatalf("client stream ended with %v, want a clean end", err)
+	}
+}
+
 func TestConsoleResolveErrors(t *testing.T) {
 	f := newConsoleFixture(t)
 	f.vmi(t, "pending", apiv1.PhaseScheduled, "n1", "vm-p")

@@ -130,21 +130,27 @@ func (c *cluster) cliArgs(args ...string) []string {
 // cli starts the agent binary with args against this cluster's API.
 func (c *cluster) cli(args ...string) *cliConsole {
 	c.t.Helper()
-	ctx, cancel := context.WithCancel(c.ctx)
-	cmd := exec.CommandContext(ctx, env.agent, c.cliArgs(args...)...)
-	p := &cliConsole{t: c.t, cmd: cmd, done: make(chan error, 1)}
+	return startCLI(c.ctx, c.t, c.cliArgs(args...))
+}
+
+// startCLI starts the agent binary with args; the test's end stops it.
+func startCLI(ctx context.Context, t *testing.T, args []string) *cliConsole {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(ctx, env.agent, args...)
+	p := &cliConsole{t: t, cmd: cmd, done: make(chan error, 1)}
 	cmd.Stdout = lockedWriter{&p.mu, &p.out}
 	cmd.Stderr = lockedWriter{&p.mu, &p.errOut}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	p.stdin = stdin
 	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	go func() { p.done <- cmd.Wait() }()
-	c.t.Cleanup(func() {
+	t.Cleanup(func() {
 		cancel()
 		_ = stdin.Close()
 	})

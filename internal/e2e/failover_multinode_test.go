@@ -24,7 +24,7 @@ func TestHungNodeAgentOnRealNodes(t *testing.T) {
 		serverArgs: []string{"--fence-margin", margin.String()}})
 	t.Cleanup(c.dumpOnFailure)
 
-	mover := guestVM(c.ns, "elsewhere", apiv1.RunStrategyAlways, c.nodes[0].kernel, "virtplane.tick")
+	mover := guestVM(c.ns, "elsewhere", apiv1.RunStrategyAlways, c.nodes[0].Kernel, "virtplane.tick")
 	mover.Spec.NodeFailurePolicy = apiv1.NodeFailurePolicyRestartElsewhere
 	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: mover}); err != nil {
 		t.Fatal(err)
@@ -67,11 +67,11 @@ func TestHungNodeAgentOnRealNodes(t *testing.T) {
 	})
 	defer func() { close(stop); wg.Wait() }()
 
-	if err := hung.agent.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := hung.Agent.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	frozen := time.Now()
-	t.Cleanup(func() { _ = hung.agent.cmd.Process.Signal(syscall.SIGCONT) })
+	t.Cleanup(func() { _ = hung.Agent.Cmd.Process.Signal(syscall.SIGCONT) })
 
 	var moved *apiv1.VirtualMachineInstance
 	testutil.Eventually(t, lease+margin+2*bootTimeout, "the RestartElsewhere VM to run on "+other.Name, func() bool {
@@ -91,7 +91,7 @@ func TestHungNodeAgentOnRealNodes(t *testing.T) {
 		t.Fatalf("the Wait VM's QEMU is %d, was %d: it did not keep its guest", pid, waiterPid)
 	}
 
-	if err := hung.agent.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := hung.Agent.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	// Back: the node is Ready again and nothing runs twice.

@@ -57,29 +57,9 @@ func (c *nsAPI) vmi(name string) *apiv1.VirtualMachineInstance {
 	return v
 }
 
-// guestVM is a VM in namespace ns that boots the test guest by direct
-// kernel boot: kernel (a file name in the node's image directory) with
-// the given kernel command line (testguest.Cmdline).
+// guestVM is the test guest as a VM in namespace ns (testguest.VM).
 func guestVM(ns, name, strategy, kernel, cmdline string) *apiv1.VirtualMachine {
-	grace := int64(30)
-	return &apiv1.VirtualMachine{
-		Metadata: &apiv1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: &apiv1.VirtualMachineSpec{
-			RunStrategy: strategy,
-			Template: &apiv1.VirtualMachineInstanceTemplateSpec{
-				Spec: &apiv1.VirtualMachineInstanceSpec{
-					Domain: &apiv1.DomainSpec{
-						Cpu:    &apiv1.CPU{Cores: 1},
-						Memory: &apiv1.Memory{Guest: guestMemory},
-						Firmware: &apiv1.Firmware{KernelBoot: &apiv1.KernelBoot{
-							Kernel: kernel, Initrd: testguest.InitrdFile, Cmdline: cmdline,
-						}},
-					},
-					TerminationGracePeriodSeconds: &grace,
-				},
-			},
-		},
-	}
+	return testguest.VM(ns, name, strategy, kernel, guestMemory, cmdline)
 }
 
 // consoles are the serial consoles of one node's VMIs, by VMI uid, each

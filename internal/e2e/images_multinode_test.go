@@ -71,7 +71,7 @@ func TestImageOnTwoNodes(t *testing.T) {
 		return true
 	})
 	for _, n := range c.nodes {
-		got, err := os.ReadFile(filepath.Join(n.imageDir, name))
+		got, err := os.ReadFile(filepath.Join(n.ImageDir, name))
 		if err != nil || sum(got) != sum(disk) {
 			t.Fatalf("node %s: image %s: %v (sha %s)", n.Name, name, err, sum(got))
 		}
@@ -81,7 +81,7 @@ func TestImageOnTwoNodes(t *testing.T) {
 		if msg := badMessages[n.Name]; !strings.Contains(msg, "expected "+strings.Repeat("f", 64)) {
 			t.Errorf("node %s: bad image message %q", n.Name, msg)
 		}
-		ents, err := os.ReadDir(n.imageDir)
+		ents, err := os.ReadDir(n.ImageDir)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,7 +23,7 @@ import (
 // migration's name and the source and target nodes.
 func startMigrating(c *mnCluster, name, cmdline string) (mig string, src, dst *mnNode) {
 	c.t.Helper()
-	vm := guestVM(c.ns, name, apiv1.RunStrategyAlways, c.nodes[0].kernel, cmdline)
+	vm := guestVM(c.ns, name, apiv1.RunStrategyAlways, c.nodes[0].Kernel, cmdline)
 	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
 		c.t.Fatal(err)
 	}
@@ -101,14 +101,15 @@ func TestMigrationCancel(t *testing.T) {
 func TestMigrationTargetAgentKilled(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{serverArgs: []string{"--migration-bandwidth", "1"}})
 	mig, src, dst := startMigrating(c, "tkill", "virtplane.tick virtplane.dirty=24")
-	dst.agent.kill(t)
+	if err := dst.Agent.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	// The receiving domain outlives its agent by the incoming lease
 	// (10 s); then the job fails and the guest stays.
 	m := c.waitMigration(mig, apiv1.MigrationFailed)
 	t.Logf("failed: %s", m.GetStatus().GetMigrationState().GetFailureReason())
 	c.guestStaysOn("tkill", src)
-	dst.agent = c.startNodeAgent(dst)
-	c.waitJoined(dst)
+	c.restartNodeAgent(dst)
 	testutil.EventuallyNoError(t, time.Minute, "nothing left on the target", func() error {
 		if ok, err := dst.HasDomain(c.ctx, apiv1.DomainName(c.ns, "tkill")); err != nil || ok {
 			return fmt.Errorf("domain on %s: %v, %v", dst.Name, ok, err)
@@ -120,7 +121,9 @@ func TestMigrationTargetAgentKilled(t *testing.T) {
 func TestMigrationSourceAgentKilled(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{serverArgs: []string{"--migration-bandwidth", "8"}})
 	mig, src, dst := startMigrating(c, "skill", "virtplane.tick")
-	src.agent.kill(t)
+	if err := src.Agent.Kill(); err != nil {
+		t.Fatal(err)
+	}
 	// The source's launcher runs the job to its end without its agent.
 	testutil.EventuallyNoError(t, migrationTimeout, "the guest to run on the target", func() error {
 		st, err := dst.DomainState(c.ctx, apiv1.DomainName(c.ns, "skill"))
@@ -129,8 +132,7 @@ func TestMigrationSourceAgentKilled(t *testing.T) {
 		}
 		return nil
 	})
-	src.agent = c.startNodeAgent(src)
-	c.waitJoined(src)
+	c.restartNodeAgent(src)
 	m := c.waitMigration(mig, apiv1.MigrationSucceeded)
 	t.Logf("decided after the restart: %v", m.GetStatus().GetMigrationState().GetProgress())
 	c.guestStaysOn("skill", dst)

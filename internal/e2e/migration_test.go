@@ -24,11 +24,12 @@ const migrationTimeout = 2 * time.Minute
 
 // TestLiveMigrationThroughAPI: a guest printing a counter every 100 ms
 // migrates A → B → A through the API. Its instance keeps its uid, QEMU
-// runs on one node at any time, the counter has no gap, and the
-// migration records libvirt's job statistics.
+// runs on one node at any sample, the counter has no gap, a console
+// through the API follows the guest, and the migration records libvirt's
+// job statistics.
 func TestLiveMigrationThroughAPI(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{})
-	vm := guestVM(c.ns, "mover", apiv1.RunStrategyAlways, c.nodes[0].kernel, "virtplane.tick")
+	vm := guestVM(c.ns, "mover", apiv1.RunStrategyAlways, c.nodes[0].Kernel, "virtplane.tick")
 	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 		}
 	})
 	follow := func(n *mnNode) *console {
-		d, err := nodedir.Layout{Root: n.nodeDir}.VMIDir(uid)
+		d, err := nodedir.Layout{Root: n.NodeDir}.VMIDir(uid)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,6 +56,11 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 	}
 	first := c.nodeNamed(vmi.GetStatus().GetNodeName())
 	follow(first).waitMarker("VIRTPLANE-TICK n=10", bootTimeout)
+	// A console through the API, opened before the first migration, is
+	// to follow the guest from node to node.
+	apiConsole := startCLI(c.ctx, t, []string{"--endpoint", "unix://" + c.Socket, "--namespace", c.ns, "console", "mover"})
+	apiConsole.waitMarker("VIRTPLANE-TICK n=", 30*time.Second)
+	placement := c.samplePlacement("mover")
 
 	from := first
 	for i := range 2 {
@@ -65,7 +71,7 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 		} else {
 			// The way back through the CLI: migrate --wait returns once it
 			// succeeded and says so.
-			out, err := exec.CommandContext(c.ctx, env.agent, "--endpoint", "unix://"+c.socket, "--namespace", c.ns,
+			out, err := exec.CommandContext(c.ctx, env.agent, "--endpoint", "unix://"+c.Socket, "--namespace", c.ns,
 				"migrate", "mover", "--to", to.Name, "--wait", "--timeout", migrationTimeout.String()).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "VM mover migrated from "+from.Name+" to "+to.Name) {
 				t.Fatalf("virtplane-agent migrate --wait: %v\n%s", err, out)
@@ -93,10 +99,40 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 		follow(to).waitMarker("VIRTPLANE-TICK n="+strconv.Itoa(last+5), 30*time.Second)
 		from = to
 	}
+	placement.finish(t)
 	if gaps := tickGaps(legs); len(gaps) > 0 {
 		t.Fatalf("the counter skipped %v across the migrations", gaps)
 	}
 	t.Logf("counter contiguous up to %d across %d console logs", maxTick(legs), len(legs))
+
+	// The API's console followed: one stream, still open, every value
+	// once and in order across both moves, each move announced.
+	apiConsole.waitMarker("VIRTPLANE-TICK n="+strconv.Itoa(maxTick(legs)), 30*time.Second)
+	select {
+	case err := <-apiConsole.done:
+		t.Fatalf("the API console ended (%v); stderr:\n%s", err, apiConsole.errText())
+	default:
+	}
+	seq := tickSequence(apiConsole.text())
+	for i := 1; i < len(seq); i++ {
+		if seq[i] != seq[i-1]+1 {
+			t.Fatalf("the API console showed the counter %v, then %v: not every value once, in order (all: %v)", seq[i-1], seq[i], seq)
+		}
+	}
+	if moves := strings.Count(apiConsole.errText(), "the instance moved from node"); moves != 2 {
+		t.Fatalf("the API console announced %d moves, want 2; stderr:\n%s", moves, apiConsole.errText())
+	}
+	t.Logf("API console: counter %d to %d in one stream across 2 moves", seq[0], seq[len(seq)-1])
+}
+
+// tickSequence is the counter values on complete lines of text, in order.
+func tickSequence(text string) []int {
+	var out []int
+	for _, m := range reTick.FindAllStringSubmatch(text, -1) {
+		n, _ := strconv.Atoi(m[1])
+		out = append(out, n)
+	}
+	return out
 }
 
 // nodeNamed is the node of that name.
@@ -246,7 +282,7 @@ func TestMigrationCopiesPersistentVolume(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{})
 	disks := []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}}
 	vols := []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "64Mi"}}}
-	vm := withDisks(guestVM(c.ns, "keeper", apiv1.RunStrategyAlways, c.nodes[0].kernel,
+	vm := withDisks(guestVM(c.ns, "keeper", apiv1.RunStrategyAlways, c.nodes[0].Kernel,
 		testguest.Cmdline(testguest.Persist("/dev/vda"))+" virtplane.tick"), disks, vols)
 	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
 		t.Fatal(err)
@@ -261,7 +297,7 @@ func TestMigrationCopiesPersistentVolume(t *testing.T) {
 	}
 	vmUID := c.vm("keeper").GetMetadata().GetUid()
 	volumeOn := func(n *mnNode) string {
-		dir, err := nodedir.Layout{Root: n.nodeDir}.VMDir(vmUID)
+		dir, err := nodedir.Layout{Root: n.NodeDir}.VMDir(vmUID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +367,7 @@ var reDowntime = regexp.MustCompile(`Total downtime:\s+([0-9]+)\s+ms`)
 func TestMigrationCostVsVirsh(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{})
 	t.Cleanup(c.dumpOnFailure)
-	vm := guestVM(c.ns, "measured", apiv1.RunStrategyAlways, c.nodes[0].kernel, "virtplane.tick")
+	vm := guestVM(c.ns, "measured", apiv1.RunStrategyAlways, c.nodes[0].Kernel, "virtplane.tick")
 	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
 		t.Fatal(err)
 	}

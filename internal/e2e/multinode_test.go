@@ -113,19 +113,19 @@ func TestMultiNodeBoots(t *testing.T) {
 		// Two node agents on one machine coexist: neither has stopped
 		// (on the guest firewall both install, say).
 		for _, n := range c.nodes {
-			if !n.agent.alive() {
-				t.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.agent.log, 4000))
+			if !n.Agent.Alive() {
+				t.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.Agent.Log, 4000))
 			}
-			for _, line := range n.agent.logMatches(reGuestFirewall) {
+			for _, line := range logMatches(n.Agent.Log, reGuestFirewall) {
 				t.Logf("node %s: %s", n.Name, line)
 			}
 		}
 
 		// Everything that must be gone after the cleanup.
-		pids = append(pids, c.server.pid())
-		paths = append(paths, c.dir)
+		pids = append(pids, c.Server.Pid())
+		paths = append(paths, c.Dir)
 		for _, n := range c.nodes {
-			pids = append(pids, n.agent.pid())
+			pids = append(pids, n.Agent.Pid())
 			pids = append(pids, n.Pids()...)
 			paths = append(paths, n.Root, filepath.Join("/run/netns", n.NetNS))
 		}
@@ -177,9 +177,9 @@ func (c *mnCluster) reportedQEMUPid(n *mnNode, name string) int {
 	re := regexp.MustCompile(`msg="domain synced" .*\bvmi=` + regexp.QuoteMeta(c.ns+"/"+name) + ` .*\bqemu_pid=([0-9]+)`)
 	var pid int
 	testutil.EventuallyNoError(c.t, stateTimeout, "node "+n.Name+"'s domain synced line for "+name, func() error {
-		lines := n.agent.logMatches(re)
+		lines := logMatches(n.Agent.Log, re)
 		if len(lines) == 0 {
-			return fmt.Errorf("no match for %s in %s", re, n.agent.log)
+			return fmt.Errorf("no match for %s in %s", re, n.Agent.Log)
 		}
 		var err error
 		pid, err = strconv.Atoi(re.FindStringSubmatch(lines[len(lines)-1])[1])

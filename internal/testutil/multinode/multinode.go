@@ -31,9 +31,14 @@ func (o *Options) complete() {
 	if o.NamePrefix == "" {
 		o.NamePrefix = "vpmn"
 	}
+	o.StartTimeout = o.startTimeout()
+}
+
+func (o Options) startTimeout() time.Duration {
 	if o.StartTimeout <= 0 {
-		o.StartTimeout = 2 * time.Minute
+		return 2 * time.Minute
 	}
+	return o.StartTimeout
 }
 
 // Node is one private libvirt host.
@@ -108,8 +113,8 @@ const (
 	MaxNodes = 250
 )
 
-// run is one Start: its nodes and the namespaces and dirs they share.
-type run struct {
+// Run is one Launch: its nodes and the namespaces and dirs they share.
+type Run struct {
 	id     string
 	dir    string
 	subnet int // 169.254.<subnet>.0/24
@@ -117,32 +122,58 @@ type run struct {
 	nodes  []*Node
 }
 
+// Logger is where the harness reports what it did; a *testing.T is one.
+type Logger interface {
+	Logf(format string, args ...any)
+}
+
 // Start creates n private libvirt hosts and returns them once every
-// node's libvirtd answers on its URI. t.Cleanup removes all of it.
+// node's libvirtd answers on its URI. t.Cleanup removes all of it and
+// fails the test if anything is left behind.
 func Start(t testing.TB, n int, opts Options) []*Node {
 	t.Helper()
 	if reason := Unavailable(); reason != "" {
 		t.Skip(reason)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), opts.startTimeout())
+	defer cancel()
+	r, err := Launch(ctx, n, opts, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(t, t.Failed()); err != nil {
+			t.Error(err)
+		}
+	})
+	return r.Nodes()
+}
+
+// Launch is Start outside a test: it creates n private libvirt hosts
+// (undoing what it made if that fails) and returns them running; Close
+// removes them. ctx bounds the start.
+func Launch(ctx context.Context, n int, opts Options, log Logger) (*Run, error) {
+	if reason := Unavailable(); reason != "" {
+		return nil, errors.New(reason)
+	}
 	if n < 1 || n > MaxNodes {
-		t.Fatalf("multinode.Start: n = %d: want 1 to %d nodes", n, MaxNodes)
+		return nil, fmt.Errorf("multinode: n = %d: want 1 to %d nodes", n, MaxNodes)
 	}
 	opts.complete()
-	sweepStale(t)
+	sweepStale(log)
 	r, err := newRun(n, opts)
 	if err != nil {
-		t.Fatalf("multinode: %v", err)
+		return nil, fmt.Errorf("multinode: %w", err)
 	}
-	// Registered before anything exists, so a failing start is undone.
-	t.Cleanup(func() { r.cleanup(t) })
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), opts.StartTimeout)
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 	if err := r.start(ctx); err != nil {
-		t.Fatalf("multinode: starting %d nodes (run %s): %v", n, r.id, err)
+		err = fmt.Errorf("multinode: starting %d nodes (run %s): %w", n, r.id, err)
+		return nil, errors.Join(err, r.Close(log, true))
 	}
-	t.Logf("multinode: %d nodes up in %s (run %s, 169.254.%d.0/24)", n, time.Since(began).Round(time.Millisecond), r.id, r.subnet)
-	return r.nodes
+	log.Logf("multinode: %d nodes up in %s (run %s, 169.254.%d.0/24)", n, time.Since(began).Round(time.Millisecond), r.id, r.subnet)
+	return r, nil
 }
 
 // Unavailable says why Start would skip on this host, "" when it would
@@ -166,13 +197,13 @@ func Unavailable() string {
 // nodes' qemu.conf leaves it at that default.
 const qemuUser = "libvirt-qemu"
 
-func newRun(n int, opts Options) (*run, error) {
+func newRun(n int, opts Options) (*Run, error) {
 	b := make([]byte, 4)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
 	id := hex.EncodeToString(b[:runIDLen/2])
-	r := &run{
+	r := &Run{
 		id:     id,
 		dir:    filepath.Join(runBase, runDirPrefix+id),
 		subnet: 1 + int(b[3])%254,
@@ -216,7 +247,7 @@ func newUUID() (string, error) {
 }
 
 // start makes the run's dir, its network and every node.
-func (r *run) start(ctx context.Context) error {
+func (r *Run) start(ctx context.Context) error {
 	if err := os.Mkdir(r.dir, 0o755); err != nil {
 		return err
 	}
@@ -245,13 +276,17 @@ func (r *run) start(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// cleanup undoes start, whatever state it got to, and fails the test if
-// anything is left behind.
-func (r *run) cleanup(t testing.TB) {
+// Nodes are the run's hosts, by Index.
+func (r *Run) Nodes() []*Node { return r.nodes }
+
+// Close undoes Launch, whatever state it got to, and reports anything
+// left behind; with dumpLogs it first logs the end of every node's
+// daemon logs.
+func (r *Run) Close(log Logger, dumpLogs bool) error {
 	began := time.Now()
-	if t.Failed() {
+	if dumpLogs {
 		for _, n := range r.nodes {
-			n.dumpLogs(t)
+			n.dumpLogs(log)
 		}
 	}
 	var wg sync.WaitGroup
@@ -260,17 +295,19 @@ func (r *run) cleanup(t testing.TB) {
 		wg.Go(func() { errs[i] = n.stop() })
 	}
 	wg.Wait()
+	var out []error
 	if err := errors.Join(append(errs, r.removeNetwork(), removeRunDir(r.dir))...); err != nil {
-		t.Errorf("multinode: cleaning up run %s: %v", r.id, err)
+		out = append(out, fmt.Errorf("multinode: cleaning up run %s: %w", r.id, err))
 	}
 	for _, n := range r.nodes {
 		for _, p := range []*proc{n.holder, n.virtlogd, n.libvirtd} {
 			if p != nil && p.alive() {
-				t.Errorf("multinode: %s of node %s (pid %d) still runs after cleanup", p.name, n.Name, p.pid())
+				out = append(out, fmt.Errorf("multinode: %s of node %s (pid %d) still runs after cleanup", p.name, n.Name, p.pid()))
 			}
 		}
 	}
-	t.Logf("multinode: run %s cleaned up in %s", r.id, time.Since(began).Round(time.Millisecond))
+	log.Logf("multinode: run %s cleaned up in %s", r.id, time.Since(began).Round(time.Millisecond))
+	return errors.Join(out...)
 }
 
 // removeRunDir removes a run's dir; already gone is fine.

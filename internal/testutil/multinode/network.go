@@ -20,7 +20,7 @@ const netnsDir = "/run/netns"
 // namespace, joined to the bridge by a veth pair, loopback and the veth
 // up and the node's address on it. Nothing is added to the host's own
 // network namespace.
-func (r *run) makeNetwork(ctx context.Context) error {
+func (r *Run) makeNetwork(ctx context.Context) error {
 	ip := func(args ...string) error { return run1(ctx, "ip", args...) }
 	if err := ip("netns", "add", r.hub); err != nil {
 		return err
@@ -57,7 +57,7 @@ func (r *run) makeNetwork(ctx context.Context) error {
 
 // removeNetwork deletes the run's namespaces (their veths go with them);
 // ones that do not exist are fine.
-func (r *run) removeNetwork() error {
+func (r *Run) removeNetwork() error {
 	names := []string{r.hub}
 	for _, n := range r.nodes {
 		names = append(names, n.NetNS)

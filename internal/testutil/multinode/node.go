@@ -223,7 +223,7 @@ func killNetNS(name string, d time.Duration) error {
 }
 
 // dumpLogs logs the end of the node's daemon output and libvirtd log.
-func (n *Node) dumpLogs(t interface{ Logf(string, ...any) }) {
+func (n *Node) dumpLogs(t Logger) {
 	for _, f := range []string{filepath.Join(n.Root, "libvirtd.out"), filepath.Join(n.Root, "virtlogd.out"), n.LibvirtdLog()} {
 		if s := tail(f, 8000); s != "" {
 			t.Logf("--- node %s: %s (end)\n%s", n.Name, f, s)

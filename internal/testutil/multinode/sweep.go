@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -67,8 +66,7 @@ func ownerAlive(dir string) bool {
 // up (go test's -timeout kills it): their processes, namespaces and dirs.
 // Runs of live processes, other test packages' among them, are left
 // alone.
-func sweepStale(t testing.TB) {
-	t.Helper()
+func sweepStale(t Logger) {
 	live, err := sweepDirs(t, runBase)
 	// Namespaces whose run dir is gone: a run's dir is made before its
 	// namespaces, and a cleanup that failed to delete them still removed
@@ -90,7 +88,7 @@ func sweepStale(t testing.TB) {
 
 // sweepDirs sweeps the runs in base whose owner is gone and returns the
 // ids of the live ones (in base, whatever their state).
-func sweepDirs(t testing.TB, base string) (live map[string]bool, err error) {
+func sweepDirs(t Logger, base string) (live map[string]bool, err error) {
 	live = map[string]bool{}
 	dirs, _ := filepath.Glob(filepath.Join(base, runDirPrefix+"*"))
 	var errs []error
@@ -119,7 +117,7 @@ func isRunID(s string) bool {
 
 // sweepRun kills what runs in run id's namespaces, deletes them and
 // removes dir ("" for none).
-func sweepRun(t testing.TB, id, dir string) error {
+func sweepRun(t Logger, id, dir string) error {
 	nss, _ := filepath.Glob(filepath.Join(netnsDir, nsPrefix+id+"-*"))
 	var errs []error
 	for _, ns := range nss {

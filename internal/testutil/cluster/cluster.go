@@ -1,0 +1,340 @@
+// Package cluster runs virtplane over private libvirt hosts
+// (internal/testutil/multinode) as a second machine would see it:
+// `virtplane-agent serve --role server` as a process of its own (embedded
+// etcd; a unix socket for tests and the CLI, TLS on 127.0.0.1 for the
+// nodes), and one `serve --role node` per host, joined with a bootstrap
+// token from `token create` and pinning the server's CA. The node agents
+// and launchers run in the host's namespaces and reach their libvirtd by
+// its unix socket; only libvirtd, virtlogd and QEMU live in the node's
+// namespaces.
+//
+// The multi-node e2e tests and `make demo-cluster` use it; it imports no
+// testing package.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
+)
+
+// Options say what a cluster runs and where.
+type Options struct {
+	// Agent and Launcher are the virtplane-agent and virtplane-launcher
+	// binaries.
+	Agent, Launcher string
+	// Dir holds the cluster's dirs and sockets; short, since launcher
+	// sockets live under it (108-byte limit). Start makes it (0755).
+	Dir string
+	// GuestDir holds the built test guest, installed into every node's
+	// image dir; ServerImageDir is the server's --image-dir.
+	GuestDir, ServerImageDir string
+	// Namespace is the one the cluster's VMs use: its launchers are
+	// found by it (their domains are <namespace>_<name>) when it stops.
+	Namespace string
+	// NodeLease and Heartbeat override the server's defaults when set.
+	NodeLease, Heartbeat time.Duration
+	// ServerArgs are more flags for the server.
+	ServerArgs []string
+	// JoinTimeout bounds the server's start and each node's join
+	// (default 2 minutes).
+	JoinTimeout time.Duration
+}
+
+// Cluster is a running server with one node agent per libvirt host.
+type Cluster struct {
+	Dir     string
+	Socket  string // the server's unix socket
+	TLSAddr string // the server's TLS listener, for the nodes
+	Server  *Proc
+	Nodes   []*Node
+	// API is a client of the server over Socket.
+	API  *client.Client
+	opts Options
+}
+
+// Node is one virtplane node on one private libvirt host.
+type Node struct {
+	*multinode.Node // its libvirt host; Name is the virtplane node name too
+
+	Dir      string // the node agent's dirs are under it
+	DataDir  string // --data-dir: identity
+	NodeDir  string // --node-data-dir
+	ImageDir string // --image-dir, with the test guest installed
+	Socket   string // --socket: launcher sockets go next to it
+	Kernel   string // the guest kernel's file name in ImageDir
+	Agent    *Proc
+	Starts   int           // node agents started so far
+	Started  time.Time     // when the node agent was last started
+	Joined   time.Duration // from Started to schedulable
+}
+
+// Start starts the server and one node agent per host and returns once
+// every node is schedulable. On error, what was started is stopped.
+func Start(ctx context.Context, hosts []*multinode.Node, opts Options) (*Cluster, error) {
+	if opts.JoinTimeout <= 0 {
+		opts.JoinTimeout = 2 * time.Minute
+	}
+	if err := mkdir755(opts.Dir); err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: opts.Dir, Socket: filepath.Join(opts.Dir, "api.sock"), opts: opts}
+	err := c.start(ctx, hosts)
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context, hosts []*multinode.Node) error {
+	if err := c.startServer(ctx); err != nil {
+		return err
+	}
+	var err error
+	if c.API, err = client.Dial(ctx, client.Config{Endpoint: "unix://" + c.Socket}); err != nil {
+		return err
+	}
+	for i, h := range hosts {
+		nd := filepath.Join(c.Dir, strconv.Itoa(i))
+		n := &Node{Node: h, Dir: nd, DataDir: filepath.Join(nd, "data"), NodeDir: filepath.Join(nd, "node"),
+			ImageDir: filepath.Join(nd, "images"), Socket: filepath.Join(nd, "agent.sock")}
+		if err := errors.Join(mkdir755(nd), mkdir755(n.ImageDir)); err != nil {
+			return err
+		}
+		if n.Kernel, err = testguest.Install(c.opts.GuestDir, n.ImageDir); err != nil {
+			return err
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	for _, n := range c.Nodes {
+		if err := c.StartNodeAgent(ctx, n); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.Nodes))
+	for i, n := range c.Nodes {
+		wg.Go(func() { errs[i] = c.WaitJoined(ctx, n) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// mkdir755 makes dir traversable by QEMU's user (Mkdir applies the
+// umask).
+func mkdir755(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o755)
+}
+
+// reAgentStarted finds the server's "agent started" log line and the TLS
+// listener it bound.
+var reAgentStarted = regexp.MustCompile(`msg="agent started".* listen=(127\.0\.0\.1:[0-9]+)`)
+
+// startServer runs role server and waits until it logs its listener.
+func (c *Cluster) startServer(ctx context.Context) error {
+	args := []string{"serve", "--role", "server",
+		"--data-dir", filepath.Join(c.Dir, "server"), "--socket", c.Socket,
+		// Port 0: clusters run at once; the log says which port it got.
+		"--listen", "127.0.0.1:0", "--metrics-listen", "",
+		"--log-level", "debug"}
+	if c.opts.ServerImageDir != "" {
+		args = append(args, "--image-dir", c.opts.ServerImageDir)
+	}
+	if c.opts.NodeLease > 0 {
+		args = append(args, "--node-lease", c.opts.NodeLease.String())
+	}
+	if c.opts.Heartbeat > 0 {
+		args = append(args, "--heartbeat-interval", c.opts.Heartbeat.String())
+	}
+	args = append(args, c.opts.ServerArgs...)
+	log := filepath.Join(c.Dir, "server.log")
+	var err error
+	if c.Server, err = StartProc("server", log, c.opts.Agent, args...); err != nil {
+		return err
+	}
+	return poll(ctx, c.opts.JoinTimeout, func() (bool, error) {
+		b, _ := os.ReadFile(log)
+		if m := reAgentStarted.FindSubmatch(b); m != nil {
+			c.TLSAddr = string(m[1])
+			return true, nil
+		}
+		if !c.Server.Alive() {
+			return false, fmt.Errorf("the server exited: %s", multinode.TailFile(log, 4000))
+		}
+		return false, nil
+	})
+}
+
+var (
+	reToken  = regexp.MustCompile(`(?m)^token: (\S+)`)
+	reCAHash = regexp.MustCompile(`(?m)^ca-cert-hash: (\S+)`)
+)
+
+// StartNodeAgent makes a bootstrap token for n with the CLI and starts
+// role node with it (again, after a kill): the node joins over TLS,
+// pinning the server's CA. Each start logs to a file of its own.
+func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
+	out, err := exec.CommandContext(ctx, c.opts.Agent, "--endpoint", "unix://"+c.Socket,
+		"token", "create", "--node-name", n.Name, "--ttl", "10m").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("token create: %w: %s", err, out)
+	}
+	tok, hash := reToken.FindSubmatch(out), reCAHash.FindSubmatch(out)
+	if tok == nil || hash == nil {
+		return fmt.Errorf("token create printed no token or CA hash:\n%s", out)
+	}
+	n.Started = time.Now()
+	log := filepath.Join(n.Dir, "agent.log")
+	if n.Starts > 0 {
+		log = filepath.Join(n.Dir, fmt.Sprintf("agent-%d.log", n.Starts))
+	}
+	n.Starts++
+	n.Agent, err = StartProc("node agent "+n.Name, log, c.opts.Agent,
+		"serve", "--role", "node",
+		"--server", "https://"+c.TLSAddr, "--join-token", string(tok[1]), "--ca-cert-hash", string(hash[1]),
+		"--node-name", n.Name,
+		"--libvirt-uri", n.URI,
+		// The node's libvirtd writes QEMU pid files under its private
+		// /run/libvirt; the launchers read them from here.
+		"--qemu-pid-dir", n.QEMUPidDir(),
+		"--launcher-path", c.opts.Launcher,
+		"--data-dir", n.DataDir,
+		"--node-data-dir", n.NodeDir,
+		"--image-dir", n.ImageDir,
+		"--socket", n.Socket,
+		// Migrations come to the host's link-local address; its libvirtd
+		// listens there without TLS (the harness's hub is private).
+		"--migration-address", n.Addr, "--migration-libvirt-uri", n.TCPURI,
+		"--log-level", "debug")
+	return err
+}
+
+// WaitJoined waits until node n is registered and schedulable.
+func (c *Cluster) WaitJoined(ctx context.Context, n *Node) error {
+	var (
+		got *apiv1.Node
+		err error
+	)
+	werr := poll(ctx, c.opts.JoinTimeout, func() (bool, error) {
+		got, err = c.API.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: n.Name})
+		if err == nil && got.GetStatus().GetSchedulable() {
+			n.Joined = time.Since(n.Started)
+			return true, nil
+		}
+		if !n.Agent.Alive() {
+			return false, fmt.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.Agent.Log, 4000))
+		}
+		return false, nil
+	})
+	if werr != nil {
+		return fmt.Errorf("node %s not schedulable: %w (last: %v, %v)", n.Name, werr, got.GetStatus(), err)
+	}
+	return nil
+}
+
+// Close stops the node agents, the cluster's launchers (found by
+// Options.Namespace) and guests, and the server, and removes Dir. The
+// libvirt hosts stay up: multinode's Close stops them.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, n := range c.Nodes {
+		errs = append(errs, n.Agent.Kill())
+	}
+	if c.API != nil {
+		c.API.Close()
+	}
+	if c.opts.Namespace != "" {
+		errs = append(errs, killLaunchers(c.opts.Launcher, c.opts.Namespace+"_"))
+	}
+	for _, n := range c.Nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := n.DestroyAll(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
+		}
+		cancel()
+	}
+	errs = append(errs, c.Server.Stop())
+	if err := os.RemoveAll(c.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("removing %s: %w", c.Dir, err))
+	}
+	return errors.Join(errs...)
+}
+
+// killLaunchers SIGKILLs the launchers whose domains start with prefix
+// and waits until they are gone. Launchers outlive their agent by design;
+// a migration's source and target launchers share a domain name.
+func killLaunchers(binary, prefix string) error {
+	for _, pid := range procfs.LauncherPidsWithPrefix(binary, prefix) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		left := procfs.LauncherPidsWithPrefix(binary, prefix)
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("launchers %v of the cluster survived SIGKILL", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Logs are the cluster's log files: the server's, every node agent's and
+// every launcher's.
+func (c *Cluster) Logs() []string {
+	logs := []string{filepath.Join(c.Dir, "server.log")}
+	for _, n := range c.Nodes {
+		agents, _ := filepath.Glob(filepath.Join(n.Dir, "agent*.log"))
+		logs = append(logs, agents...)
+		more, _ := filepath.Glob(filepath.Join(n.NodeDir, "logs", "*.log"))
+		logs = append(logs, more...)
+	}
+	return logs
+}
+
+// NodeNamed is the node of that name, or nil.
+func (c *Cluster) NodeNamed(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// poll calls done every 50 ms until it reports true or an error, or
+// until timeout or ctx ends.
+func poll(ctx context.Context, timeout time.Duration, done func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := done()
+		if ok || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up after %s: %w", timeout, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
