@@ -121,11 +121,32 @@ func demo(ctx context.Context, c *cluster.Cluster) error {
 	}
 	fmt.Printf("VM %s running on %s after %s (instance %s)\n", vmName, vmi.GetStatus().GetNodeName(),
 		time.Since(began).Round(time.Millisecond), vmi.GetMetadata().GetUid())
+	// Its console through the API, as `virtplane-agent console` reads
+	// it: one stream that follows the guest from node to node.
+	con, err := openConsole(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer con.close()
+	if _, err := con.waitTick(ctx, 0); err != nil {
+		return err
+	}
 	for range 2 {
 		if err := migrate(ctx, c); err != nil {
 			return err
 		}
+		// A tick printed after the move, in the same stream.
+		last, err := con.waitTick(ctx, con.lastTick()+3)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  the console stream goes on: %s\n", last)
 	}
+	sum, err := con.summary()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("console: %s\n", sum)
 	return nil
 }
 
