@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
@@ -31,7 +32,7 @@ func startMigrating(c *mnCluster, name, cmdline string) (mig string, src, dst *m
 	src = c.nodeNamed(vmi.GetStatus().GetNodeName())
 	dst = c.otherNode(src)
 	c.t.Cleanup(func() { c.dumpOnFailure() })
-	src.console(c.t, vmi.GetMetadata().GetUid()).waitMarker("VIRTPLANE-TICK n=5", bootTimeout)
+	src.console(c.t, vmi.GetMetadata().GetUid()).waitMarker(testguest.MarkerTick+" n=5", bootTimeout)
 	m, err := c.api.VMs.Migrate(c.ctx, &apiv1.MigrateVirtualMachineRequest{
 		Key: &apiv1.ObjectKey{Namespace: c.ns, Name: name}, AddedNodeSelector: map[string]string{apiv1.LabelNodeName: dst.Name}})
 	if err != nil {

@@ -55,11 +55,11 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 		return con
 	}
 	first := c.nodeNamed(vmi.GetStatus().GetNodeName())
-	follow(first).waitMarker("VIRTPLANE-TICK n=10", bootTimeout)
+	follow(first).waitMarker(testguest.MarkerTick+" n=10", bootTimeout)
 	// A console through the API, opened before the first migration, is
 	// to follow the guest from node to node.
 	apiConsole := startCLI(c.ctx, t, []string{"--endpoint", "unix://" + c.Socket, "--namespace", c.ns, "console", "mover"})
-	apiConsole.waitMarker("VIRTPLANE-TICK", 30*time.Second)
+	apiConsole.waitMarker(testguest.MarkerTick, 30*time.Second)
 	placement := c.samplePlacement("mover")
 
 	from := first
@@ -96,7 +96,7 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 			return c.runsOnlyOn("mover", to)
 		})
 		last := maxTick(legs)
-		follow(to).waitMarker("VIRTPLANE-TICK n="+strconv.Itoa(last+5), 30*time.Second)
+		follow(to).waitMarker(testguest.MarkerTick+" n="+strconv.Itoa(last+5), 30*time.Second)
 		from = to
 	}
 	placement.finish(t)
@@ -107,13 +107,13 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 
 	// The API's console followed: one stream, still open, every value
 	// once and in order across both moves, each move announced.
-	apiConsole.waitMarker("VIRTPLANE-TICK n="+strconv.Itoa(maxTick(legs)), 30*time.Second)
+	apiConsole.waitMarker(testguest.MarkerTick+" n="+strconv.Itoa(maxTick(legs)), 30*time.Second)
 	select {
 	case err := <-apiConsole.done:
 		t.Fatalf("the API console ended (%v); stderr:\n%s", err, apiConsole.errText())
 	default:
 	}
-	seq := tickSequence(apiConsole.text())
+	seq := testguest.Ticks(apiConsole.text())
 	for i := 1; i < len(seq); i++ {
 		if seq[i] != seq[i-1]+1 {
 			t.Fatalf("the API console showed the counter %v, then %v: not every value once, in order (all: %v)", seq[i-1], seq[i], seq)
@@ -123,16 +123,6 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 		t.Fatalf("the API console announced %d moves, want 2; stderr:\n%s", moves, apiConsole.errText())
 	}
 	t.Logf("API console: counter %d to %d in one stream across 2 moves", seq[0], seq[len(seq)-1])
-}
-
-// tickSequence is the counter values on complete lines of text, in order.
-func tickSequence(text string) []int {
-	var out []int
-	for _, m := range reTick.FindAllStringSubmatch(text, -1) {
-		n, _ := strconv.Atoi(m[1])
-		out = append(out, n)
-	}
-	return out
 }
 
 // nodeNamed is the node of that name.
@@ -234,14 +224,11 @@ func phases(m *apiv1.VirtualMachineInstanceMigration) string {
 	return strings.Join(out, " ")
 }
 
-var reTick = regexp.MustCompile(`VIRTPLANE-TICK n=([0-9]+)\r?\n`)
-
 // ticks are the counter values the consoles show on complete lines.
 func ticks(cons []*console) []int {
 	seen := map[int]bool{}
 	for _, c := range cons {
-		for _, m := range reTick.FindAllStringSubmatch(c.text(), -1) {
-			n, _ := strconv.Atoi(m[1])
+		for _, n := range testguest.Ticks(c.text()) {
 			seen[n] = true
 		}
 	}
@@ -402,8 +389,8 @@ func TestMigrationCostVsVirsh(t *testing.T) {
 	t.Cleanup(func() { _, _ = a.Virsh(c.ctx, "destroy", raw); _, _ = b.Virsh(c.ctx, "destroy", raw) })
 	follow := followConsole(t, console)
 	t.Cleanup(follow.close)
-	follow.waitMarker("VIRTPLANE-TICK n=20", bootTimeout)
-	c.nodeNamed(a.Name).console(t, c.vmi("measured").GetMetadata().GetUid()).waitMarker("VIRTPLANE-TICK n=20", bootTimeout)
+	follow.waitMarker(testguest.MarkerTick+" n=20", bootTimeout)
+	c.nodeNamed(a.Name).console(t, c.vmi("measured").GetMetadata().GetUid()).waitMarker(testguest.MarkerTick+" n=20", bootTimeout)
 
 	var lines []string
 	for i, hop := range [][2]*mnNode{{a, b}, {b, a}, {a, b}, {b, a}} {

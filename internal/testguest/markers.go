@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -166,4 +167,18 @@ func FindCloudInitUser(console string) (u CloudInitUser, ok bool, err error) {
 func KeySHA256(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:])
+}
+
+var reTick = regexp.MustCompile(MarkerTick + ` n=([0-9]+)\r?\n`)
+
+// Ticks are the counter values of the MarkerTick lines of console that
+// are complete, in the order printed; what precedes the marker on its
+// line (a line cut at the start of a read) does not matter.
+func Ticks(console string) []int {
+	var out []int
+	for _, m := range reTick.FindAllStringSubmatch(console, -1) {
+		n, _ := strconv.Atoi(m[1])
+		out = append(out, n)
+	}
+	return out
 }

@@ -78,6 +78,9 @@ const (
 	MarkerNetProbe = "VIRTPLANE-NETPROBE"
 	// MarkerNetProbeDone: "count=<n>", after the last probe.
 	MarkerNetProbeDone = "VIRTPLANE-NETPROBE-DONE"
+	// MarkerTick: "n=<counter>" every 100 ms with virtplane.tick; Ticks
+	// parses them.
+	MarkerTick = "VIRTPLANE-TICK"
 )
 
 // InitScript is the guest's /init. The builder copies it into the

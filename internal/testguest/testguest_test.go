@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -79,6 +80,18 @@ func TestFindMarker(t *testing.T) {
 	}
 }
 
+// Ticks reads complete counter lines in order, wherever a line starts
+// (a read may begin mid-line), and repeats what the console repeats.
+func TestTicks(t *testing.T) {
+	console := "CK n=6\r\nVIRTPLANE-TICK n=7\r\n[ 1.2] kernel: x\r\nVIRTPLANE-TICK n=8\nVIRTPLANE-TICK n=8\r\nVIRTPLANE-TICK n=9"
+	if got, want := testguest.Ticks(console), []int{7, 8, 8}; !slices.Equal(got, want) {
+		t.Fatalf("Ticks = %v, want %v", got, want)
+	}
+	if got := testguest.Ticks("no counter\n"); got != nil {
+		t.Fatalf("Ticks of a console without one = %v", got)
+	}
+}
+
 func TestBetween(t *testing.T) {
 	console := "x\r\nVIRTPLANE-USERDATA-BEGIN\r\n#cloud-config\r\na: 1\r\nVIRTPLANE-USERDATA-END\r\n" +
 		"VIRTPLANE-METADATA-BEGIN\r\nVIRTPLANE-METADATA-END\r\n"
@@ -101,6 +114,7 @@ func TestInitScript(t *testing.T) {
 		testguest.MarkerUserdataBegin, testguest.MarkerUserdataEnd, testguest.MarkerMetadataBegin, testguest.MarkerMetadataEnd,
 		testguest.MarkerPersistPrevious, testguest.MarkerPersistWrote, testguest.PersistLinePrefix,
 		testguest.MarkerNetUp, testguest.MarkerNetProbe, testguest.MarkerNetProbeDone, testguest.MarkerCloudInitUser,
+		testguest.MarkerTick,
 	} {
 		if !strings.Contains(testguest.InitScript, m) {
 			t.Errorf("init.sh never prints %s", m)

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/cluster"
 )
 
@@ -66,18 +65,11 @@ func (con *apiConsole) close() {
 	<-con.done
 }
 
-var reTick = regexp.MustCompile(`VIRTPLANE-TICK n=([0-9]+)\r?\n`)
-
 // ticks are the counter values on complete lines, in order.
 func (con *apiConsole) ticks() []int {
 	con.mu.Lock()
 	defer con.mu.Unlock()
-	var out []int
-	for _, m := range reTick.FindAllStringSubmatch(con.text.String(), -1) {
-		n, _ := strconv.Atoi(m[1])
-		out = append(out, n)
-	}
-	return out
+	return testguest.Ticks(con.text.String())
 }
 
 func (con *apiConsole) lastTick() int {
@@ -95,7 +87,7 @@ func (con *apiConsole) waitTick(ctx context.Context, n int) (string, error) {
 	defer cancel()
 	for {
 		if last := con.lastTick(); last >= n && last > 0 {
-			return fmt.Sprintf("VIRTPLANE-TICK n=%d", last), nil
+			return fmt.Sprintf("%s n=%d", testguest.MarkerTick, last), nil
 		}
 		con.mu.Lock()
 		err := con.err
