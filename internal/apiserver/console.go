@@ -187,9 +187,10 @@ func readClientInput(stream apiv1.Consoles_AttachServer, interactive bool) clien
 }
 
 // pipeConsole copies the node's output to the client and the client's
-// input to the node until either side ends. The node's last notice is
+// input to the node until either side ends. The node's final notice is
 // held back and returned when its stream ended normally, so that the
-// caller decides whether the console ends or moves on to another node.
+// caller decides whether the console ends or moves on to another node;
+// other notices (a read-only console, ...) go out at once.
 // Only this goroutine sends on the client stream; the node stream is sent
 // on by its own handler (Serve), so no stream has two senders.
 func pipeConsole(stream apiv1.Consoles_AttachServer, nc *nodeConsole, in clientInput, node string) (*apiv1.ConsoleOutput, error) {
@@ -207,7 +208,7 @@ func pipeConsole(stream apiv1.Consoles_AttachServer, nc *nodeConsole, in clientI
 				}
 				held = nil
 			}
-			if out.GetNotice() != "" && len(out.GetData()) == 0 {
+			if out.GetFinal() {
 				held = out
 				continue
 			}

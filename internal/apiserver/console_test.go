@@ -131,7 +131,7 @@ func TestConsoleRoutesSessionToNode(t *testing.T) {
 	if in, err := node.Recv(); err != nil || string(in.GetData()) != "root\r" {
 		t.Fatalf("node got %v, %v", in, err)
 	}
-	if err := node.Send(&apiv1.ConsoleOutput{Notice: "instance ended"}); err != nil {
+	if err := node.Send(&apiv1.ConsoleOutput{Notice: "instance ended", Final: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := node.CloseSend(); err != nil {
@@ -229,13 +229,20 @@ func TestConsoleFollowsMigratedInstance(t *testing.T) {
 	if out, err := client.Recv(); err != nil || string(out.GetData()) != "tick 1\n" {
 		t.Fatalf("client got %v, %v", out, err)
 	}
+	// A notice that does not end the session goes out at once.
+	if err := src.Send(&apiv1.ConsoleOutput{Notice: "read-only console: no pty"}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := client.Recv(); err != nil || out.GetNotice() != "read-only console: no pty" {
+		t.Fatalf("client got %v, %v", out, err)
+	}
 	// The migration completes: the instance is on n2, and n1's console
 	// of it ends.
 	vmi.Status.NodeName = "n2"
 	if _, err := f.st.VMIs.Update(f.ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Send(&apiv1.ConsoleOutput{Notice: "instance ended"}); err != nil {
+	if err := src.Send(&apiv1.ConsoleOutput{Notice: "instance ended", Final: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := src.CloseSend(); err != nil {
@@ -280,7 +287,7 @@ func TestConsoleFollowsMigratedInstance(t *testing.T) {
 	if _, err := f.st.VMIs.Update(f.ctx, vmi); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.Send(&apiv1.ConsoleOutput{Notice: "instance ended"}); err != nil {
+	if err := dst.Send(&apiv1.ConsoleOutput{Notice: "instance ended", Final: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := dst.CloseSend(); err != nil {

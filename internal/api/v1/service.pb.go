@@ -2568,7 +2568,11 @@ type ConsoleOutput struct {
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// A notice that is not guest output (the instance ended, ...); the
 	// client prints it apart from the data.
-	Notice        string `protobuf:"bytes,3,opt,name=notice,proto3" json:"notice,omitempty"`
+	Notice string `protobuf:"bytes,3,opt,name=notice,proto3" json:"notice,omitempty"`
+	// The notice ends the session: the node closes its stream after it.
+	// The API holds such a notice back until it knows whether the console
+	// ends or goes on at the node the instance migrated to.
+	Final         bool `protobuf:"varint,4,opt,name=final,proto3" json:"final,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2622,6 +2626,13 @@ func (x *ConsoleOutput) GetNotice() string {
 		return x.Notice
 	}
 	return ""
+}
+
+func (x *ConsoleOutput) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
 }
 
 // ConsoleSession is a console request the API hands to the node that
@@ -3512,12 +3523,13 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"tail_bytes\x18\x06 \x01(\x03R\ttailBytes\"Q\n" +
 	"\fConsoleInput\x12-\n" +
 	"\x04open\x18\x01 \x01(\v2\x19.virtplane.v1.ConsoleOpenR\x04open\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"Z\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"p\n" +
 	"\rConsoleOutput\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x12\x16\n" +
-	"\x06notice\x18\x03 \x01(\tR\x06notice\"\xaf\x01\n" +
+	"\x06notice\x18\x03 \x01(\tR\x06notice\x12\x14\n" +
+	"\x05final\x18\x04 \x01(\bR\x05final\"\xaf\x01\n" +
 	"\x0eConsoleSession\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12-\n" +

@@ -189,7 +189,7 @@ func (s *Server) serve(ctx context.Context, cs *apiv1.ConsoleSession) {
 		return
 	}
 	if notice != "" {
-		_ = stream.Send(&apiv1.ConsoleOutput{Notice: notice})
+		_ = stream.Send(&apiv1.ConsoleOutput{Notice: notice, Final: true})
 	}
 	// Half-close, then wait for the API to end the stream, so that the
 	// last output is delivered before the stream is torn down.
