@@ -102,7 +102,7 @@ func TestMigrationCancel(t *testing.T) {
 func TestMigrationTargetAgentKilled(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{serverArgs: []string{"--migration-bandwidth", "1"}})
 	mig, src, dst := startMigrating(c, "tkill", "virtplane.tick virtplane.dirty=24")
-	if err := dst.Agent.Kill(); err != nil {
+	if err := dst.KillAgent(); err != nil {
 		t.Fatal(err)
 	}
 	// The receiving domain outlives its agent by the incoming lease
@@ -122,7 +122,7 @@ func TestMigrationTargetAgentKilled(t *testing.T) {
 func TestMigrationSourceAgentKilled(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{serverArgs: []string{"--migration-bandwidth", "8"}})
 	mig, src, dst := startMigrating(c, "skill", "virtplane.tick")
-	if err := src.Agent.Kill(); err != nil {
+	if err := src.KillAgent(); err != nil {
 		t.Fatal(err)
 	}
 	// The source's launcher runs the job to its end without its agent.

@@ -44,14 +44,8 @@ func (a *Agent) Reconcile(ctx context.Context, key string) (controller.Result, e
 		// it. An instance that just migrated here moves from the target
 		// view to the node view when the controller relabels it, and may
 		// briefly be in neither.
-		cur, err := a.currentInstance(ctx, key, rec)
-		switch {
-		case err != nil:
-			return controller.Result{}, err
-		case cur == nil:
-		case cur.GetStatus().GetNodeName() == a.opts.NodeName && cur.GetMetadata().GetDeletionTimestamp() == nil &&
-			!apiv1.IsFinal(cur.GetStatus().GetPhase()):
-			return controller.Result{RequeueAfter: a.opts.Timing.MigrationPoll}, nil
+		if here, err := a.stillHere(ctx, key, rec); err != nil || here {
+			return controller.Result{RequeueAfter: a.opts.Timing.MigrationPoll}, err
 		}
 	}
 	if vmi != nil && rec != nil && rec.UID != vmi.GetMetadata().GetUid() {
@@ -404,21 +398,21 @@ func (a *Agent) finish(ctx context.Context, vmi *apiv1.VirtualMachineInstance, p
 	return controller.Result{}, nil
 }
 
-// currentInstance reads the instance of rec from the API: nil when it is
-// gone, replaced by another uid, or not this node's to read.
-func (a *Agent) currentInstance(ctx context.Context, key string, rec *state.VMI) (*apiv1.VirtualMachineInstance, error) {
+// stillHere reads the instance of rec from the API: whether it exists,
+// is that uid, runs on this node and is not being deleted (the caches
+// have not caught up).
+func (a *Agent) stillHere(ctx context.Context, key string, rec *state.VMI) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
 	defer cancel()
 	v, err := a.status.Get(cctx, &apiv1.GetVirtualMachineInstanceRequest{Key: &apiv1.ObjectKey{Namespace: rec.Namespace, Name: rec.Name}})
 	switch status.Code(err) {
 	case codes.OK:
 	case codes.NotFound, codes.PermissionDenied:
-		return nil, nil
+		// Gone, or not this node's to read: it does not run here.
+		return false, nil
 	default:
-		return nil, fmt.Errorf("reading %s before removing it: %w", key, err)
+		return false, fmt.Errorf("reading %s before removing it: %w", key, err)
 	}
-	if v.GetMetadata().GetUid() != rec.UID {
-		return nil, nil
-	}
-	return v, nil
+	return v.GetMetadata().GetUid() == rec.UID && v.GetStatus().GetNodeName() == a.opts.NodeName &&
+		v.GetMetadata().GetDeletionTimestamp() == nil && !apiv1.IsFinal(v.GetStatus().GetPhase()), nil
 }

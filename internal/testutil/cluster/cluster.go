@@ -30,6 +30,16 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// How long an agent process gets to exit: after SIGTERM (then SIGKILL),
+// and after SIGKILL.
+const (
+	stopGrace = 15 * time.Second
+	killWait  = 10 * time.Second
+	// pollInterval is how often a start is checked on.
+	pollInterval = 50 * time.Millisecond
 )
 
 // Options say what a cluster runs and where.
@@ -60,7 +70,7 @@ type Cluster struct {
 	Dir     string
 	Socket  string // the server's unix socket
 	TLSAddr string // the server's TLS listener, for the nodes
-	Server  *Proc
+	Server  *multinode.Proc
 	Nodes   []*Node
 	// API is a client of the server over Socket.
 	API  *client.Client
@@ -77,7 +87,7 @@ type Node struct {
 	ImageDir string // --image-dir, with the test guest installed
 	Socket   string // --socket: launcher sockets go next to it
 	Kernel   string // the guest kernel's file name in ImageDir
-	Agent    *Proc
+	Agent    *multinode.Proc
 	Starts   int           // node agents started so far
 	Started  time.Time     // when the node agent was last started
 	Joined   time.Duration // from Started to schedulable
@@ -166,10 +176,10 @@ func (c *Cluster) startServer(ctx context.Context) error {
 	args = append(args, c.opts.ServerArgs...)
 	log := filepath.Join(c.Dir, "server.log")
 	var err error
-	if c.Server, err = StartProc("server", log, c.opts.Agent, args...); err != nil {
+	if c.Server, err = multinode.StartProc("server", log, c.opts.Agent, args...); err != nil {
 		return err
 	}
-	return poll(ctx, c.opts.JoinTimeout, func() (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, pollInterval, c.opts.JoinTimeout, true, func(context.Context) (bool, error) {
 		b, _ := os.ReadFile(log)
 		if m := reAgentStarted.FindSubmatch(b); m != nil {
 			c.TLSAddr = string(m[1])
@@ -206,7 +216,7 @@ func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
 		log = filepath.Join(n.Dir, fmt.Sprintf("agent-%d.log", n.Starts))
 	}
 	n.Starts++
-	n.Agent, err = StartProc("node agent "+n.Name, log, c.opts.Agent,
+	n.Agent, err = multinode.StartProc("node agent "+n.Name, log, c.opts.Agent,
 		"serve", "--role", "node",
 		"--server", "https://"+c.TLSAddr, "--join-token", string(tok[1]), "--ca-cert-hash", string(hash[1]),
 		"--node-name", n.Name,
@@ -226,20 +236,24 @@ func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
 	return err
 }
 
+// KillAgent SIGKILLs the node agent and waits until it is gone; its
+// launchers and guests keep running, as they would on a real node.
+func (n *Node) KillAgent() error { return n.Agent.Kill(killWait) }
+
 // WaitJoined waits until node n is registered and schedulable.
 func (c *Cluster) WaitJoined(ctx context.Context, n *Node) error {
 	var (
 		got *apiv1.Node
 		err error
 	)
-	werr := poll(ctx, c.opts.JoinTimeout, func() (bool, error) {
+	werr := wait.PollUntilContextTimeout(ctx, pollInterval, c.opts.JoinTimeout, true, func(context.Context) (bool, error) {
 		got, err = c.API.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: n.Name})
 		if err == nil && got.GetStatus().GetSchedulable() {
 			n.Joined = time.Since(n.Started)
 			return true, nil
 		}
 		if !n.Agent.Alive() {
-			return false, fmt.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.Agent.Log, 4000))
+			return false, fmt.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.Agent.Out, 4000))
 		}
 		return false, nil
 	})
@@ -255,7 +269,7 @@ func (c *Cluster) WaitJoined(ctx context.Context, n *Node) error {
 func (c *Cluster) Close() error {
 	var errs []error
 	for _, n := range c.Nodes {
-		errs = append(errs, n.Agent.Kill())
+		errs = append(errs, n.KillAgent())
 	}
 	if c.API != nil {
 		c.API.Close()
@@ -270,7 +284,7 @@ func (c *Cluster) Close() error {
 		}
 		cancel()
 	}
-	errs = append(errs, c.Server.Stop())
+	errs = append(errs, c.Server.Stop(stopGrace))
 	if err := os.RemoveAll(c.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("removing %s: %w", c.Dir, err))
 	}
@@ -284,16 +298,14 @@ func killLaunchers(binary, prefix string) error {
 	for _, pid := range procfs.LauncherPidsWithPrefix(binary, prefix) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		left := procfs.LauncherPidsWithPrefix(binary, prefix)
-		if len(left) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("launchers %v of the cluster survived SIGKILL", left)
-		}
-		time.Sleep(50 * time.Millisecond)
+	// Its own context: Close also runs when the caller's has ended.
+	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, killWait, true, func(context.Context) (bool, error) {
+		return len(procfs.LauncherPidsWithPrefix(binary, prefix)) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("launchers %v of the cluster survived SIGKILL", procfs.LauncherPidsWithPrefix(binary, prefix))
 	}
+	return nil
 }
 
 // Logs are the cluster's log files: the server's, every node agent's and
@@ -317,24 +329,4 @@ func (c *Cluster) NodeNamed(name string) *Node {
 		}
 	}
 	return nil
-}
-
-// poll calls done every 50 ms until it reports true or an error, or
-// until timeout or ctx ends.
-func poll(ctx context.Context, timeout time.Duration, done func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, err := done()
-		if ok || err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("gave up after %s: %w", timeout, ctx.Err())
-		case <-tick.C:
-		}
-	}
 }

@@ -73,7 +73,7 @@ type Node struct {
 	Root string
 
 	runDir                     string
-	holder, virtlogd, libvirtd *proc
+	holder, virtlogd, libvirtd *Proc
 }
 
 // RunDir is a directory (0755) shared by the nodes of one Start and
@@ -93,10 +93,10 @@ func (n *Node) QEMUPidDir() string { return filepath.Join(n.Root, "run", "qemu")
 func (n *Node) LibvirtdLog() string { return filepath.Join(n.Root, "log", "libvirtd.log") }
 
 // LibvirtdPid and VirtlogdPid are the daemons' processes.
-func (n *Node) LibvirtdPid() int { return n.libvirtd.pid() }
+func (n *Node) LibvirtdPid() int { return n.libvirtd.Pid() }
 
 // VirtlogdPid is the node's virtlogd process.
-func (n *Node) VirtlogdPid() int { return n.virtlogd.pid() }
+func (n *Node) VirtlogdPid() int { return n.virtlogd.Pid() }
 
 const (
 	// runBase holds the runs' dirs: /tmp, not $TMPDIR, so that every
@@ -300,9 +300,9 @@ func (r *Run) Close(log Logger, dumpLogs bool) error {
 		out = append(out, fmt.Errorf("multinode: cleaning up run %s: %w", r.id, err))
 	}
 	for _, n := range r.nodes {
-		for _, p := range []*proc{n.holder, n.virtlogd, n.libvirtd} {
-			if p != nil && p.alive() {
-				out = append(out, fmt.Errorf("multinode: %s of node %s (pid %d) still runs after cleanup", p.name, n.Name, p.pid()))
+		for _, p := range []*Proc{n.holder, n.virtlogd, n.libvirtd} {
+			if p.Alive() {
+				out = append(out, fmt.Errorf("multinode: %s of node %s (pid %d) still runs after cleanup", p.Name, n.Name, p.Pid()))
 			}
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
@@ -43,7 +42,7 @@ func (n *Node) start(ctx context.Context) error {
 	var err error
 	// nsenter and unshare exec without forking: the holder's pid is
 	// sleep's, in the new namespaces once its name is "sleep".
-	n.holder, err = startProc("holder", filepath.Join(n.Root, "holder.out"), "nsenter", "--net="+filepath.Join(netnsDir, n.NetNS),
+	n.holder, err = StartProc("holder", filepath.Join(n.Root, "holder.out"), "nsenter", "--net="+filepath.Join(netnsDir, n.NetNS),
 		"--", "unshare", "--mount", "--uts", "--propagation", "private", "--", "sleep", "infinity")
 	if err != nil {
 		return err
@@ -54,12 +53,12 @@ func (n *Node) start(ctx context.Context) error {
 	if err := n.enterMounts(ctx); err != nil {
 		return err
 	}
-	in := []string{"--target", strconv.Itoa(n.holder.pid()), "--mount", "--uts", "--net", "--"}
-	if n.virtlogd, err = startProc("virtlogd", filepath.Join(n.Root, "virtlogd.out"), "nsenter",
+	in := []string{"--target", strconv.Itoa(n.holder.Pid()), "--mount", "--uts", "--net", "--"}
+	if n.virtlogd, err = StartProc("virtlogd", filepath.Join(n.Root, "virtlogd.out"), "nsenter",
 		append(in, "virtlogd", "--pid-file", filepath.Join(n.Root, "virtlogd.pid"))...); err != nil {
 		return err
 	}
-	if n.libvirtd, err = startProc("libvirtd", filepath.Join(n.Root, "libvirtd.out"), "nsenter",
+	if n.libvirtd, err = StartProc("libvirtd", filepath.Join(n.Root, "libvirtd.out"), "nsenter",
 		append(in, "libvirtd", "--listen", "--pid-file", filepath.Join(n.Root, "libvirtd.pid"))...); err != nil {
 		return err
 	}
@@ -121,7 +120,7 @@ func (n *Node) prepare(ctx context.Context) error {
 // over libvirt's, the hostname, and no view of /run/netns (the copy of
 // the host's mounts there would hold other runs' namespaces alive).
 func (n *Node) enterMounts(ctx context.Context) error {
-	pid := strconv.Itoa(n.holder.pid())
+	pid := strconv.Itoa(n.holder.Pid())
 	inMnt := func(args ...string) error {
 		return run1(ctx, "nsenter", append([]string{"--target", pid, "--mount", "--"}, args...)...)
 	}
@@ -133,7 +132,7 @@ func (n *Node) enterMounts(ctx context.Context) error {
 			return err
 		}
 	}
-	if mounted, err := isMountPoint(n.holder.pid(), netnsDir); err != nil {
+	if mounted, err := isMountPoint(n.holder.Pid(), netnsDir); err != nil {
 		return err
 	} else if mounted {
 		if err := inMnt("umount", "--lazy", netnsDir); err != nil {
@@ -163,9 +162,9 @@ func isMountPoint(pid int, path string) (bool, error) {
 func (n *Node) waitReady(ctx context.Context) error {
 	var last error
 	err := wait.PollUntilContextCancel(ctx, pollEvery, true, func(ctx context.Context) (bool, error) {
-		for _, p := range []*proc{n.virtlogd, n.libvirtd} {
-			if !p.alive() {
-				return false, fmt.Errorf("%s exited: %v; its output: %s; libvirtd log: %s", p.name, p.waitErr(), tail(p.out, 2000), tail(n.LibvirtdLog(), 2000))
+		for _, p := range []*Proc{n.virtlogd, n.libvirtd} {
+			if !p.Alive() {
+				return false, fmt.Errorf("%s exited: %v; its output: %s; libvirtd log: %s", p.Name, p.waitErr(), tail(p.Out, 2000), tail(n.LibvirtdLog(), 2000))
 			}
 		}
 		if _, err := os.Stat(filepath.Join(n.Root, "run", "virtlogd-sock")); err != nil {
@@ -189,14 +188,14 @@ func (n *Node) waitReady(ctx context.Context) error {
 // else runs in its network namespace.
 func (n *Node) stop() error {
 	var errs []error
-	if n.libvirtd.alive() {
+	if n.libvirtd.Alive() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		errs = append(errs, n.DestroyAll(ctx))
 		cancel()
 	}
 	// libvirtd first: it holds virtlogd's connections.
-	for _, p := range []*proc{n.libvirtd, n.virtlogd, n.holder} {
-		errs = append(errs, p.stop(15*time.Second))
+	for _, p := range []*Proc{n.libvirtd, n.virtlogd, n.holder} {
+		errs = append(errs, p.Stop(15*time.Second))
 	}
 	errs = append(errs, killNetNS(n.NetNS, 15*time.Second))
 	return errors.Join(errs...)
@@ -241,89 +240,4 @@ func tail(file string, max int) string {
 		b = b[len(b)-max:]
 	}
 	return string(b)
-}
-
-// proc is a daemon the harness started, as its child.
-type proc struct {
-	name   string
-	out    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // Wait's, once exited is closed
-}
-
-// startProc starts name with args, output to the file out. The child dies
-// with the test process (Pdeathsig), so a test killed by -timeout leaves
-// no daemon behind.
-func startProc(what, out, name string, args ...string) (*proc, error) {
-	f, err := os.Create(out)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	cmd := exec.Command(name, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", what, err)
-	}
-	p := &proc{name: what, out: out, cmd: cmd, exited: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
-	return p, nil
-}
-
-func (p *proc) pid() int {
-	if p == nil {
-		return 0
-	}
-	return p.cmd.Process.Pid
-}
-
-func (p *proc) alive() bool {
-	if p == nil {
-		return false
-	}
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// waitErr is how the process ended; call after alive is false.
-func (p *proc) waitErr() error {
-	<-p.exited
-	return p.err
-}
-
-// waitComm waits until the process runs the program named comm (after
-// the execs that lead to it).
-func (p *proc) waitComm(ctx context.Context, comm string) error {
-	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
-		if !p.alive() {
-			return false, fmt.Errorf("%s exited: %v: %s", p.name, p.waitErr(), tail(p.out, 2000))
-		}
-		return procfs.Comm(p.pid()) == comm, nil
-	})
-}
-
-// stop sends SIGTERM, and SIGKILL after grace, and waits for the exit.
-func (p *proc) stop(grace time.Duration) error {
-	if !p.alive() {
-		return nil
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(grace):
-	}
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.exited:
-		return nil
-	case <-time.After(grace):
-		return fmt.Errorf("%s (pid %d) survives SIGKILL", p.name, p.pid())
-	}
 }
