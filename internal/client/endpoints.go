@@ -99,3 +99,20 @@ func retryServiceConfig() string {
 	}
 	return string(b)
 }
+
+// Endpoints splits Config.Endpoint into its servers: one entry for a
+// single endpoint. For what must reach every server, such as a node's
+// console sessions stream (each server hands sessions only to the nodes
+// connected to it).
+func Endpoints(endpoint string) []string {
+	var out []string
+	for _, p := range strings.Split(endpoint, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return []string{endpoint}
+	}
+	return out
+}
