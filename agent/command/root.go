@@ -60,7 +60,7 @@ https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
 		endpoint = client.DefaultEndpoint
 	}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.endpoint, "endpoint", endpoint, "agent endpoint: unix:///path, host:port or https://host:port (env "+client.EnvEndpoint+")")
+	pf.StringVar(&o.endpoint, "endpoint", endpoint, "agent endpoint: unix:///path, host:port or https://host:port, or several servers comma-separated (env "+client.EnvEndpoint+")")
 	pf.StringVar(&o.tokenFile, "token-file", getenv(client.EnvTokenFile), "file holding the bearer token for TCP endpoints (env "+client.EnvTokenFile+"; "+client.EnvToken+" holds the token itself)")
 	pf.StringVar(&o.caFile, "ca-file", getenv(client.EnvCAFile), "PEM CA bundle to verify the agent; system roots when empty (env "+client.EnvCAFile+")")
 	pf.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the objects")

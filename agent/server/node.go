@@ -14,6 +14,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 )
 
@@ -135,9 +136,14 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	if err != nil {
 		return fmt.Errorf("node agent: %w", err)
 	}
+	consoles, closeConsoles, err := consoleClients(ctx, cfg, c)
+	if err != nil {
+		c.Close()
+		return fmt.Errorf("node agent: %w", err)
+	}
 	na, err := nodeagent.New(nodeagent.Options{
 		NodeName:        o.NodeName,
-		API:             nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: c.Consoles, Images: c.Images},
+		API:             nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: consoles, Images: c.Images},
 		Launchers:       mgr,
 		Tools:           n.Tools,
 		NodeDataDir:     nodeDir,
@@ -154,6 +160,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	})
 	if err != nil {
 		c.Close()
+		closeConsoles()
 		return err
 	}
 	// Its own context: the node agent stops first on shutdown, while the
@@ -172,6 +179,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	go func() {
 		defer close(a.nodeDone)
 		defer c.Close()
+		defer closeConsoles()
 		if err := na.Run(nctx); err != nil {
 			a.errOnce.Do(func() { a.err = fmt.Errorf("node agent: %w", err) })
 			a.log.Error("node agent failed", "err", err)
@@ -179,6 +187,38 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		}
 	}()
 	return nil
+}
+
+// consoleClients are the console services the node keeps a sessions
+// stream with: c's for a single server; with several, one connection to
+// each, since a server hands a console session only to the nodes
+// connected to it (calls of one connection go to one server at a time).
+func consoleClients(ctx context.Context, cfg client.Config, c *client.Client) ([]console.API, func(), error) {
+	eps := client.Endpoints(cfg.Endpoint)
+	if len(eps) == 1 {
+		return []console.API{c.Consoles}, func() {}, nil
+	}
+	var (
+		out    []console.API
+		extras []*client.Client
+	)
+	closeAll := func() {
+		for _, x := range extras {
+			x.Close()
+		}
+	}
+	for _, ep := range eps {
+		one := cfg
+		one.Endpoint = ep
+		x, err := client.Dial(ctx, one)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("console connection to %s: %w", ep, err)
+		}
+		extras = append(extras, x)
+		out = append(out, x.Consoles)
+	}
+	return out, closeAll, nil
 }
 
 // stopNodeAgent stops the node agent, which detaches from its launchers

@@ -37,7 +37,10 @@ const (
 // Config says where the agent is and how to authenticate to it.
 type Config struct {
 	// Endpoint is unix:///abs/path (or a bare absolute path), host:port or
-	// https://host:port. Empty means DefaultEndpoint.
+	// https://host:port, or several servers of one control plane as a
+	// comma-separated list of host:port or https://host:port (the client
+	// uses one and moves to the next when it fails). Empty means
+	// DefaultEndpoint.
 	Endpoint string
 	// Token is the bearer token for TCP endpoints; it wins over TokenFile.
 	Token string
@@ -99,12 +102,10 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	target, secure, err := parseEndpoint(cfg.Endpoint)
+	target, secure, dialOpts, err := resolveEndpoints(cfg.Endpoint)
 	if err != nil {
 		return nil, err
 	}
-
-	var dialOpts []grpc.DialOption
 	if secure {
 		tlsCfg, err := tlsConfig(cfg.CAFile)
 		if err != nil {
@@ -112,8 +113,7 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 		}
 		tlsCfg.GetClientCertificate = cfg.ClientCertificate
 		if cfg.PinnedCA != "" {
-			host, _, _ := net.SplitHostPort(strings.TrimPrefix(target, "dns:///"))
-			pinCA(tlsCfg, cfg.PinnedCA, host)
+			pinCA(tlsCfg, cfg.PinnedCA)
 		}
 		dialOpts = append(dialOpts, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
 		token, err := loadToken(cfg)
@@ -220,8 +220,9 @@ func tlsConfig(caFile string) (*tls.Config, error) {
 
 // pinCA replaces chain verification by the system or a CA file with the
 // pin: Go's verification is skipped only to be done here, against the CA
-// the pin names.
-func pinCA(cfg *tls.Config, pin, host string) {
+// the pin names, for the server name of each connection (one client may
+// reach several servers).
+func pinCA(cfg *tls.Config, pin string) {
 	cfg.InsecureSkipVerify = true
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
@@ -233,7 +234,7 @@ func pinCA(cfg *tls.Config, pin, host string) {
 			}
 			pool := x509.NewCertPool()
 			pool.AddCert(ca)
-			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, DNSName: host})
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, DNSName: cs.ServerName})
 			if err != nil {
 				return fmt.Errorf("server certificate does not verify against the pinned CA: %w", err)
 			}

@@ -121,7 +121,7 @@ func New(opts Options) (*Agent, error) {
 		}
 		a.db, a.ownsDB = db, true
 	}
-	a.console = console.New(console.Options{NodeName: opts.NodeName, API: opts.API.Consoles, Instances: consoleInstances{a},
+	a.console = console.New(console.Options{NodeName: opts.NodeName, APIs: opts.API.Consoles, Instances: consoleInstances{a},
 		Layout: a.layout, Clock: opts.Clock, Logger: a.log})
 	a.disks = disks.New(disks.Options{ImageDir: opts.ImageDir, Layout: a.layout, Images: opts.Images,
 		Progress: diskProgress{a}, Clock: opts.Clock, Logger: a.log})

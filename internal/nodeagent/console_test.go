@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console/consoletest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
@@ -36,8 +38,14 @@ type testConsole struct {
 
 func (h *harness) attach(open *apiv1.ConsoleOpen) *testConsole {
 	h.t.Helper()
+	return h.attachThrough(h.api.Consoles, open)
+}
+
+// attachThrough opens a console through the API server api.
+func (h *harness) attachThrough(api apiv1.ConsolesClient, open *apiv1.ConsoleOpen) *testConsole {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(h.ctx)
-	stream, err := h.api.Consoles.Attach(ctx)
+	stream, err := api.Attach(ctx)
 	if err != nil {
 		cancel()
 		h.t.Fatal(err)
@@ -132,6 +140,28 @@ func withOwnerVM(vm *apiv1.VirtualMachine) vmiOption {
 // the node agent over its Sessions stream; the agent serves the kept log,
 // follows the live one, ends sessions when the instance ends, keeps the
 // log under the VM, and serves it from there afterwards.
+// With several servers, the node keeps a sessions stream with each: a
+// console opened through any of them reaches the guest.
+func TestConsoleThroughEveryServer(t *testing.T) {
+	h := newHarness(t)
+	second := client.New(testutil.ServeGRPC(t, apiserver.New(h.stores, apiserver.Options{Logger: testLogger(t)}).Register))
+	h.runAgent(func(o *Options) { o.API.Consoles = []console.API{h.api.Consoles, second.Consoles} })
+	vm, err := h.stores.VMs.Create(h.ctx, &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "web"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.createVMI("web", withOwnerVM(vm), withGrace(0))
+	uid := h.waitPhase("web", apiv1.PhaseRunning).GetMetadata().GetUid()
+	consoletest.WriteLog(t, nodedir.ConsoleLogPath(h.vmiDir(uid)), "BOOTED\n")
+	for i, api := range []apiv1.ConsolesClient{h.api.Consoles, second.Consoles} {
+		c := h.attachThrough(api, &apiv1.ConsoleOpen{Name: "web", Log: true})
+		c.waitData("BOOTED\n")
+		if err := c.waitEnd(); err != nil {
+			t.Fatalf("console through server %d ended with %v", i+1, err)
+		}
+	}
+}
+
 func TestConsoleSessionsThroughTheAPI(t *testing.T) {
 	h := newHarness(t)
 	a, _ := h.runAgent()

@@ -23,6 +23,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks/diskstest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
@@ -200,7 +201,7 @@ func testLogger(t *testing.T) *slog.Logger {
 // onFakeClock mod puts an agent on the harness's fake clock.
 func (h *harness) options() Options {
 	return Options{
-		NodeName: testNode, API: API{VMIs: h.api.VMIs, Nodes: h.api.Nodes, VMs: h.api.VMs, Consoles: h.api.Consoles},
+		NodeName: testNode, API: API{VMIs: h.api.VMIs, Nodes: h.api.Nodes, VMs: h.api.VMs, Consoles: []console.API{h.api.Consoles}},
 		Launchers: h.fake, Tools: fakeTools{h.fake}, Images: fakeImages{},
 		State: h.db, NodeDataDir: h.nodeDir, ImageDir: h.imageDir,
 		Host: &HostFacts{Hostname: "host1", CPUs: 4, MemoryBytes: 8 << 30, KVMUsable: false, KernelVersion: "6.1.0", Architecture: "amd64"},

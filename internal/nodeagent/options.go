@@ -50,8 +50,9 @@ type API struct {
 	// VMs tells whether a VM still exists, before its files are removed;
 	// required.
 	VMs VMReader
-	// Consoles carries console sessions; nil serves none.
-	Consoles console.API
+	// Consoles carry console sessions, one per server of the control
+	// plane (console.Options.APIs); none serves none.
+	Consoles []console.API
 	// Images are watched and pulled (imagepulls.go); nil pulls none.
 	Images ImageAPI
 }

@@ -53,8 +53,10 @@ type Instances interface {
 // Options configure a Server.
 type Options struct {
 	NodeName string
-	// API carries the sessions; nil serves none.
-	API       API
+	// APIs carry the sessions, one per server of the control plane: a
+	// server hands a session only to the nodes that keep a Sessions
+	// stream with it, so the node keeps one with each. None serves none.
+	APIs      []API
 	Instances Instances
 	Layout    nodedir.Layout
 	// Clock times reconnection backoff, log polling and the wait (at
@@ -81,18 +83,31 @@ func New(opts Options) *Server {
 	return &Server{opts: opts, log: opts.Logger}
 }
 
-// Run keeps a Sessions stream open, so that the API can hand this node
-// console sessions, and serves each in its own goroutine until ctx ends.
+// Run keeps a Sessions stream open with every API, so that each server
+// can hand this node console sessions, and serves each session in its own
+// goroutine until ctx ends.
 func (s *Server) Run(ctx context.Context) {
-	if s.opts.API == nil {
+	if len(s.opts.APIs) == 0 {
 		s.log.Warn("the API client has no console service; consoles are not served")
 		return
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	for i, api := range s.opts.APIs {
+		wg.Go(func() { s.runWith(ctx, api, i, &wg) })
+	}
+}
+
+// runWith keeps the Sessions stream with one API (server i of the list),
+// reconnecting with backoff.
+func (s *Server) runWith(ctx context.Context, api API, i int, wg *sync.WaitGroup) {
+	log := s.log
+	if len(s.opts.APIs) > 1 {
+		log = log.With("server", i+1)
+	}
 	backoff := 100 * time.Millisecond
 	for {
-		connected, err := s.receiveSessions(ctx, &wg)
+		connected, err := s.receiveSessions(ctx, api, wg)
 		if ctx.Err() != nil {
 			return
 		}
@@ -108,7 +123,7 @@ func (s *Server) Run(ctx context.Context) {
 		default:
 			backoff = min(backoff*2, 5*time.Second)
 		}
-		s.log.Warn("console sessions stream ended; reconnecting", "err", err, "in", wait)
+		log.Warn("console sessions stream ended; reconnecting", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return
@@ -119,10 +134,10 @@ func (s *Server) Run(ctx context.Context) {
 
 // receiveSessions serves the sessions of one Sessions stream until it
 // ends; connected says whether the API accepted the stream.
-func (s *Server) receiveSessions(ctx context.Context, wg *sync.WaitGroup) (connected bool, err error) {
+func (s *Server) receiveSessions(ctx context.Context, api API, wg *sync.WaitGroup) (connected bool, err error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := s.opts.API.Sessions(sctx, &apiv1.ConsoleSessionsRequest{NodeName: s.opts.NodeName})
+	stream, err := api.Sessions(sctx, &apiv1.ConsoleSessionsRequest{NodeName: s.opts.NodeName})
 	if err != nil {
 		return false, fmt.Errorf("opening console sessions stream: %w", err)
 	}
@@ -139,7 +154,7 @@ func (s *Server) receiveSessions(ctx context.Context, wg *sync.WaitGroup) (conne
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.serve(ctx, cs)
+			s.serve(ctx, api, cs)
 		}()
 	}
 }
@@ -160,15 +175,16 @@ type session struct {
 	inputOnce  sync.Once
 }
 
-// serve serves session cs over a Serve stream: the kept log and live
-// output out, client input to the serial port when interactive.
-func (s *Server) serve(ctx context.Context, cs *apiv1.ConsoleSession) {
+// serve serves session cs over a Serve stream to the server that handed
+// it (api): the kept log and live output out, client input to the serial
+// port when interactive.
+func (s *Server) serve(ctx context.Context, api API, cs *apiv1.ConsoleSession) {
 	open := cs.GetOpen()
 	log := s.log.With("session", cs.GetSessionId(), "vmi", apiv1.Ref(open.GetNamespace(), open.GetName()),
 		"interactive", open.GetInteractive(), "log", open.GetLog(), "follow", open.GetFollow())
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := s.opts.API.Serve(ctx)
+	stream, err := api.Serve(ctx)
 	if err == nil {
 		err = stream.Send(&apiv1.ConsoleOutput{SessionId: cs.GetSessionId()})
 	}

@@ -95,16 +95,53 @@ func resolveConfig(m providerModel, getenv func(string) string) resolvedConfig {
 		tokenFile: pick(m.TokenFile, "token_file", client.EnvTokenFile, credEnv),
 		caFile:    pick(m.CAFile, "ca_file", client.EnvCAFile, getenv),
 	}
+	if !m.Endpoints.IsNull() && !m.Endpoints.IsUnknown() {
+		var list []string
+		for _, e := range m.Endpoints.Elements() {
+			if v, ok := e.(types.String); ok && v.ValueString() != "" {
+				list = append(list, v.ValueString())
+			}
+		}
+		if len(list) > 0 {
+			// One string, as VIRTPLANE_ENDPOINT lists servers.
+			r.endpoint = setting{value: strings.Join(list, ","), from: fromConfig, attr: "endpoints", env: client.EnvEndpoint}
+		}
+	}
 	if r.endpoint.value == "" {
 		r.endpoint.value, r.endpoint.from = client.DefaultEndpoint, fromDefault
 	}
 	return r
 }
 
-// checkEndpoint validates an endpoint with the rules of client.Dial, plus a
+// checkEndpoint validates an endpoint, or a comma-separated list of the
+// servers of one control plane, with the rules of client.Dial, plus a
 // numeric port check that Dial leaves to the first connection attempt. It
 // reports whether the endpoint uses TLS (anything but a unix socket).
 func checkEndpoint(endpoint string) (tls bool, err error) {
+	if !strings.Contains(endpoint, ",") {
+		return checkOneEndpoint(endpoint)
+	}
+	parts := strings.Split(endpoint, ",")
+	seen := map[string]bool{}
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		tls, err := checkOneEndpoint(p)
+		if err != nil {
+			return false, fmt.Errorf("entry %d of %d (%q): %w", i+1, len(parts), p, err)
+		}
+		if !tls {
+			return false, fmt.Errorf("entry %d of %d (%q): a unix socket reaches one server only; list the servers' https://host:port", i+1, len(parts), p)
+		}
+		hostPort := strings.TrimSuffix(strings.TrimPrefix(p, "https://"), "/")
+		if seen[hostPort] {
+			return false, fmt.Errorf("entry %d of %d: %s is listed twice", i+1, len(parts), hostPort)
+		}
+		seen[hostPort] = true
+	}
+	return true, nil
+}
+
+func checkOneEndpoint(endpoint string) (tls bool, err error) {
 	switch {
 	case strings.HasPrefix(endpoint, "unix://"):
 		if p := strings.TrimPrefix(endpoint, "unix://"); !filepath.IsAbs(p) {

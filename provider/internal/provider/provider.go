@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -29,6 +30,7 @@ type virtplaneProvider struct {
 
 type providerModel struct {
 	Endpoint  types.String `tfsdk:"endpoint"`
+	Endpoints types.List   `tfsdk:"endpoints"`
 	Token     types.String `tfsdk:"token"`
 	TokenFile types.String `tfsdk:"token_file"`
 	CAFile    types.String `tfsdk:"ca_file"`
@@ -52,8 +54,20 @@ func (p *virtplaneProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 			"endpoint": schema.StringAttribute{
 				Optional: true,
 				Description: "Agent API endpoint: `unix:///run/virtplane/agent.sock` (the default), a bare socket path, " +
-					"or `host:port` / `https://host:port` for the agent's TLS listener. Environment: `" + client.EnvEndpoint + "`.",
+					"or `host:port` / `https://host:port` for the agent's TLS listener. Environment: `" + client.EnvEndpoint +
+					"` (which may also list several servers, comma-separated). Conflicts with `endpoints`.",
 				Validators: []validator.String{endpointValidator()},
+			},
+			"endpoints": schema.ListAttribute{
+				ElementType: types.StringType,
+				Optional:    true,
+				Description: "The servers of one control plane, each `host:port` or `https://host:port`: the provider " +
+					"uses the first that answers and moves to the next when it fails, retrying reads. Conflicts with `endpoint`.",
+				Validators: []validator.List{
+					listvalidator.SizeAtLeast(1),
+					listvalidator.ConflictsWith(path.MatchRoot("endpoint")),
+					listvalidator.ValueStringsAre(endpointValidator()),
+				},
 			},
 			"token": schema.StringAttribute{
 				Optional:  true,
@@ -100,7 +114,7 @@ func (p *virtplaneProvider) Configure(ctx context.Context, req provider.Configur
 	r := resolveConfig(m, p.getenv)
 	tls, err := checkEndpoint(r.endpoint.value)
 	if err != nil {
-		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid virtplane endpoint",
+		resp.Diagnostics.AddAttributeError(path.Root(r.endpoint.attr), "Invalid virtplane endpoint",
 			r.endpoint.describe()+" "+strconv.Quote(r.endpoint.value)+": "+err.Error())
 		return
 	}
@@ -157,6 +171,16 @@ func unknownAttributes(m providerModel) []string {
 	}{{"endpoint", m.Endpoint}, {"token", m.Token}, {"token_file", m.TokenFile}, {"ca_file", m.CAFile}} {
 		if a.v.IsUnknown() {
 			out = append(out, a.name)
+		}
+	}
+	if m.Endpoints.IsUnknown() {
+		out = append(out, "endpoints")
+	} else {
+		for _, e := range m.Endpoints.Elements() {
+			if e.IsUnknown() {
+				out = append(out, "endpoints")
+				break
+			}
 		}
 	}
 	return out

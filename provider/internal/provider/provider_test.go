@@ -133,6 +133,11 @@ func TestCheckEndpointAgreesWithDial(t *testing.T) {
 		{"agent.example:https", false, false},
 		{"agent.example:70000", false, false},
 		{"", false, false},
+		{"a.example:7443,https://b.example:7443, c.example:7443", true, true},
+		{"a.example:7443,,b.example:7443", false, false},
+		{"a.example:7443,unix:///run/virtplane/agent.sock", false, false},
+		{"a.example:7443,https://a.example:7443", false, false},
+		{"a.example:7443,b.example:70000", false, false},
 	}
 	for _, tt := range tests {
 		tls, err := checkEndpoint(tt.endpoint)
@@ -165,6 +170,10 @@ func configure(t *testing.T, attrs map[string]tftypes.Value, env map[string]stri
 		if v, ok := attrs[k]; ok {
 			vals[k] = v
 		}
+	}
+	vals["endpoints"] = tftypes.NewValue(tftypes.List{ElementType: tftypes.String}, nil)
+	if v, ok := attrs["endpoints"]; ok {
+		vals["endpoints"] = v
 	}
 	raw := tftypes.NewValue(sresp.Schema.Type().TerraformType(ctx), vals)
 	req := provider.ConfigureRequest{Config: tfsdk.Config{Schema: sresp.Schema, Raw: raw}}
@@ -224,6 +233,39 @@ func TestConfigureConfigWinsOverEnv(t *testing.T) {
 	}
 	if d.endpoint != "unix:///cfg/agent.sock" {
 		t.Errorf("endpoint = %q", d.endpoint)
+	}
+}
+
+func strList(ss ...string) tftypes.Value {
+	var vs []tftypes.Value
+	for _, s := range ss {
+		vs = append(vs, str(s))
+	}
+	return tftypes.NewValue(tftypes.List{ElementType: tftypes.String}, vs)
+}
+
+// endpoints lists the servers of one control plane: the client gets them
+// as one comma-separated endpoint, as VIRTPLANE_ENDPOINT lists them, and
+// wins over that variable; a bad entry is named.
+func TestConfigureEndpoints(t *testing.T) {
+	d, diags, _ := configure(t,
+		map[string]tftypes.Value{"endpoints": strList("127.0.0.1:7443", "https://127.0.0.2:7443")},
+		map[string]string{client.EnvEndpoint: "unix:///env/agent.sock"}, false)
+	if diags.HasError() {
+		t.Fatal(diags)
+	}
+	if d.endpoint != "127.0.0.1:7443,https://127.0.0.2:7443" || d.client == nil {
+		t.Errorf("endpoint = %q, client %v", d.endpoint, d.client)
+	}
+	d, diags, _ = configure(t, nil, map[string]string{client.EnvEndpoint: "127.0.0.1:7443,127.0.0.2:7443"}, false)
+	if diags.HasError() || d.endpoint != "127.0.0.1:7443,127.0.0.2:7443" {
+		t.Fatalf("endpoint list from the environment: %+v, %v", d, diags)
+	}
+	_, diags, _ = configure(t, map[string]tftypes.Value{"endpoints": strList("127.0.0.1:7443", "unix:///run/virtplane/agent.sock")}, nil, false)
+	wantAttrError(t, diags, "endpoints", "Invalid virtplane endpoint", "entry 2 of 2", "one server only")
+	d, diags, _ = configure(t, map[string]tftypes.Value{"endpoints": tftypes.NewValue(tftypes.List{ElementType: tftypes.String}, []tftypes.Value{str("127.0.0.1:7443"), unknownStr})}, nil, false)
+	if diags.HasError() || d == nil || d.client != nil || strings.Join(d.unknown, ",") != "endpoints" {
+		t.Fatalf("an unknown entry: data %+v diags %v; want no client and unknown [endpoints]", d, diags)
 	}
 }
 
