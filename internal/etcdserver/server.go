@@ -1,5 +1,6 @@
-// Package etcdserver runs the embedded single-member etcd that stores
-// virtplane's API objects, and connects to an external etcd cluster.
+// Package etcdserver runs the embedded etcd member that stores
+// virtplane's API objects (alone, or one of a cluster of embedded members
+// on several server hosts), and connects to an external etcd cluster.
 package etcdserver
 
 import (
@@ -81,6 +82,9 @@ type Config struct {
 	// periodically. Off by default: watchers resuming from an old revision
 	// then never need a re-list.
 	AutoCompactionRetention time.Duration
+	// Peer, when set, makes this member one of a cluster of embedded
+	// members; without it the member runs alone and listens for no peers.
+	Peer *Peer
 	// ReadyTimeout defaults to DefaultReadyTimeout.
 	ReadyTimeout time.Duration
 	// Logger receives etcd's warnings and errors; slog.Default() when nil.
@@ -152,8 +156,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	// A member of a new cluster is ready only once a majority of the
+	// initial members started.
 	select {
 	case <-e.Server.ReadyNotify():
+		if cfg.Peer != nil {
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			err := cfg.Peer.settle(sctx, e)
+			cancel()
+			if err != nil {
+				stopping.Store(true)
+				e.Close()
+				return nil, err
+			}
+		}
 	case err := <-e.Err():
 		stopping.Store(true)
 		e.Close()
@@ -182,18 +198,24 @@ func embedConfig(dir string, cfg Config, lg *slog.Logger, stopping *atomic.Bool)
 	ec.Dir = dir
 	ec.Name = cfg.memberName()
 
-	// A single member never receives peer traffic, so it gets no peer
-	// listener at all (nothing to collide with when several servers run
-	// side by side). The advertised URL only feeds the member ID and is
-	// never dialed.
-	peer, err := url.Parse(PeerURL)
-	if err != nil {
-		return nil, fmt.Errorf("etcdserver: peer URL: %w", err)
+	if cfg.Peer != nil {
+		if err := cfg.Peer.configure(ec); err != nil {
+			return nil, err
+		}
+	} else {
+		// A single member never receives peer traffic, so it gets no
+		// peer listener at all (nothing to collide with when several
+		// servers run side by side). The advertised URL only feeds the
+		// member ID and is never dialed.
+		peer, err := url.Parse(PeerURL)
+		if err != nil {
+			return nil, fmt.Errorf("etcdserver: peer URL: %w", err)
+		}
+		ec.ListenPeerUrls = nil
+		ec.AdvertisePeerUrls = []url.URL{*peer}
+		ec.InitialCluster = ec.Name + "=" + PeerURL
+		ec.InitialClusterToken = ClusterToken(ec.Name)
 	}
-	ec.ListenPeerUrls = nil
-	ec.AdvertisePeerUrls = []url.URL{*peer}
-	ec.InitialCluster = ec.Name + "=" + PeerURL
-	ec.InitialClusterToken = ClusterToken(ec.Name)
 
 	extra, err := ExtraClientURLs(cfg.ClientURLs)
 	if err != nil {

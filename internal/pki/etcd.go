@@ -24,6 +24,9 @@ type EtcdPaths struct {
 	CACert, CAKey         string
 	ServerCert, ServerKey string // the listeners' certificate
 	ClientCert, ClientKey string // for operators: etcdctl --cacert/--cert/--key
+	// PeerCert and PeerKey are this member's side of the peer links of an
+	// embedded cluster, as server and as client (EnsureEtcdPeer).
+	PeerCert, PeerKey string
 }
 
 // EtcdPathsIn returns the files below pkiDir/EtcdDirName.
@@ -37,6 +40,8 @@ func EtcdPathsIn(pkiDir string) EtcdPaths {
 		ServerKey:  filepath.Join(dir, "server.key"),
 		ClientCert: filepath.Join(dir, "client.crt"),
 		ClientKey:  filepath.Join(dir, "client.key"),
+		PeerCert:   filepath.Join(dir, "peer.crt"),
+		PeerKey:    filepath.Join(dir, "peer.key"),
 	}
 }
 
@@ -67,4 +72,26 @@ func EnsureEtcd(p EtcdPaths, hosts []string, now time.Time) error {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	return ensureLeaf(p.ClientCert, p.ClientKey, client, caCert, caKey, nil, now)
+}
+
+// EtcdPeerName is the common name of every member's peer certificate.
+// Members let in only peers of that name: the operator's client
+// certificate comes from the same CA but must not join raft.
+const EtcdPeerName = "virtplane-etcd-peer"
+
+// EnsureEtcdPeer creates the etcd CA when missing and the member's peer
+// certificate, valid for hosts (its peer URLs' hosts) as server and as
+// client, reissuing one that lacks a host, is close to expiry or was not
+// signed by the CA (e.g. copied along with the CA from another server).
+func EnsureEtcdPeer(p EtcdPaths, hosts []string, now time.Time) error {
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+		return fmt.Errorf("creating etcd pki directory: %w", err)
+	}
+	caCert, caKey, err := ensureCA(p.CACert, p.CAKey, "virtplane etcd CA", now)
+	if err != nil {
+		return err
+	}
+	tmpl := serverTemplate(EtcdPeerName, hosts)
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	return ensureLeaf(p.PeerCert, p.PeerKey, tmpl, caCert, caKey, hosts, now)
 }
