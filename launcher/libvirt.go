@@ -15,6 +15,7 @@ type libvirtConn interface {
 	driver.Conn
 	ListAllDomains() ([]driver.Domain, error)
 	HostInfo() (virt.HostInfo, error)
+	ListNetworks() ([]virt.NetworkInfo, error)
 	Close() error
 }
 

@@ -17,6 +17,7 @@ func TestWithoutLibvirtFailsClearly(t *testing.T) {
 	for _, args := range [][]string{
 		{"probe"},
 		{"list-domains", "--libvirt-uri", "test:///default"},
+		{"list-networks", "--libvirt-uri", "test:///default"},
 		{"serve", "--domain-name", "default_web"},
 		{}, // serve is the default
 	} {

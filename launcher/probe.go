@@ -17,7 +17,8 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/virt"
 )
 
-// oneShot runs the one-shot command name (probe, list-domains): it parses
+// oneShot runs the one-shot command name (probe, list-domains,
+// list-networks): it parses
 // --libvirt-uri and --qemu-pid-dir from args, connects to libvirt, and
 // prints what run returns as JSON. The exit code is 2 for bad flags, 1
 // for a failure.
@@ -145,4 +146,20 @@ func describe(d driver.Domain, pidDir string) (launcher.DomainInfo, bool, error)
 		info.QEMUPid = driver.ReadQEMUPid(pidDir, name)
 	}
 	return info, true, nil
+}
+
+// listNetworks prints the active libvirt networks as
+// []launcher.NetworkInfo, sorted by name.
+func listNetworks(args []string) int { return oneShot("list-networks", args, networkInfos) }
+
+func networkInfos(conn libvirtConn, _, _ string) (any, error) {
+	nets, err := conn.ListNetworks()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]launcher.NetworkInfo, 0, len(nets)) // [] rather than null when none
+	for _, n := range nets {
+		out = append(out, launcher.NetworkInfo{Name: n.Name, Bridge: n.Bridge})
+	}
+	return out, nil
 }

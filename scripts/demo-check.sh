@@ -33,11 +33,16 @@ check() {
   if ! (cd "$dir" && make demo) >"$log" 2>&1; then
     tail -40 "$log"; echo "demo-check: make demo failed in '$dir'" >&2; return 1
   fi
-  for host in hello once; do
+  for host in hello once web; do
     if ! grep -q "VIRTPLANE-GUEST-BOOTED hostname=$host " "$log"; then
       tail -40 "$log"; echo "demo-check: $host did not boot in '$dir'" >&2; return 1
     fi
   done
+  # curl of the port forward printed the guest's hostname on a line of
+  # its own, right after the step that ran it.
+  if ! grep -A1 -F 'curl http://127.0.0.1:18080/' "$log" | grep -qx web; then
+    tail -40 "$log"; echo "demo-check: web's port forward did not answer in '$dir'" >&2; return 1
+  fi
   if ! (cd "$dir" && make demo) >"$log" 2>&1 || ! grep -q "No changes" "$log"; then
     tail -40 "$log"; echo "demo-check: a second make demo in '$dir' failed or changed something" >&2; return 1
   fi

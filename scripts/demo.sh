@@ -202,6 +202,7 @@ watch_guests() {
   for _ in $(seq 1 90); do
     snapshot hello
     snapshot once
+    snapshot web
     if grep -aqE 'VIRTPLANE-PERSIST-WROTE|VIRTPLANE-GUEST-WARNING' "$DEMO/consoles/hello" 2>/dev/null &&
       phase_is once Succeeded; then
       return
@@ -255,6 +256,16 @@ up() {
   "$AGENT" get vmi
   show_console hello
   show_console once
+  show_console web
+
+  # The port forward: the guest's own HTTP server answers on the host's
+  # loopback. Its server may start a moment after the guest agent that
+  # apply waited for; curl retries refused connections for up to 60 s.
+  step "curl http://127.0.0.1:18080/   # web's port 80, forwarded"
+  if ! curl -sS --max-time 5 --retry 60 --retry-delay 1 --retry-connrefused --retry-all-errors http://127.0.0.1:18080/; then
+    echo "error: web did not answer on 127.0.0.1:18080; agent log: $DEMO/agent.log" >&2
+    exit 1
+  fi
 
   local see_console="virtplane-agent console hello -i         # its serial console; Ctrl-] leaves"
   if [ "$HAVE_CONSOLE" != yes ]; then see_console="ls $DEMO/data/node/vmis/*/console.log   # the serial consoles"; fi

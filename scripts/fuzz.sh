@@ -8,12 +8,27 @@ cd "$(dirname "$0")/.."
 fuzztime=${1:-${FUZZTIME:-60s}}
 go=${GO:-go}
 found=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 while IFS= read -r file; do
 	dir=./$(dirname "$file")
 	while IFS= read -r name; do
 		found=$((found + 1))
 		echo "fuzz: $dir $name for $fuzztime"
-		"$go" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$dir"
+		if ! "$go" test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$dir" 2>&1 | tee "$log"; then
+			# Go before 1.27 may fail a target at the end of a timed
+			# -fuzztime with a bare "context deadline exceeded": its
+			# coordinator's own deadline escapes the check that should
+			# swallow it (go.dev/issue/75804, fixed in Go 1.27). Nothing
+			# was found then. Anything else, a failing input above all
+			# (always written under testdata/fuzz), fails the run.
+			if grep -q 'Failing input written to' "$log" ||
+				[ "$(grep -cvE '^(fuzz: elapsed: |--- FAIL: '"$name"' \(|    context deadline exceeded$|FAIL$|exit status 1$|FAIL\s|PASS$|ok\s)' "$log")" -ne 0 ] ||
+				! grep -qx '    context deadline exceeded' "$log"; then
+				exit 1
+			fi
+			echo "fuzz: $name: Go's fuzzing coordinator reported its own deadline at the end of -fuzztime (go.dev/issue/75804); no failing input"
+		fi
 	done < <(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file")
 done < <(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | sort)
 if [ "$found" -eq 0 ]; then

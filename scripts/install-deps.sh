@@ -17,8 +17,9 @@ set -euo pipefail
 # mkfs.fat (dosfstools), mcopy (mtools) and sfdisk (fdisk). Running:
 # libvirtd, QEMU, qemu-img (image store, disks), OVMF for EFI guests; the
 # node agent's guest firewall needs nft (nftables) and asks virsh
-# (libvirt-clients) which user QEMU runs as.
-demo_pkgs=(git make gcc pkg-config libvirt-dev xz-utils
+# (libvirt-clients) which user QEMU runs as; the demo reaches its web
+# guest's port forward with curl.
+demo_pkgs=(git make gcc pkg-config libvirt-dev xz-utils curl
   libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils nftables
   ovmf grub-pc-bin grub-efi-amd64-bin dosfstools mtools fdisk)
 # Installed without their recommends: grub-efi-amd64-bin's are the signed
@@ -26,9 +27,11 @@ demo_pkgs=(git make gcc pkg-config libvirt-dev xz-utils
 norecommends_pkgs=(grub-pc-bin grub-efi-amd64-bin)
 # The test tiers also cross-check the generated protobuf code and the
 # cloud-init ISO writer against the usual tools, and the guest firewall
-# tests make network namespaces and veth pairs (iproute2).
+# tests make network namespaces and veth pairs (iproute2); the control
+# plane's tests run servers on an external etcd cluster of Debian's etcd
+# (etcd-server, started by the tests on loopback ports of their own).
 test_pkgs=(protobuf-compiler busybox-static cpio
-  genisoimage libarchive-tools p7zip-full xorriso iproute2)
+  genisoimage libarchive-tools p7zip-full xorriso iproute2 etcd-server)
 
 case "${1:-}" in
   demo) pkgs=("${demo_pkgs[@]}") ;;

@@ -79,6 +79,12 @@ func TestApplyAndGet(t *testing.T) {
 	if out := mustRun(t, ep, "get", "nodes"); out != wantNodes {
 		t.Errorf("get nodes:\n%s\nwant:\n%s", out, wantNodes)
 	}
+	wantWide := "" +
+		"NAME     STATUS   AGE   CPU   MEMORY   KVM   IMAGES   VERSION   BRIDGES        NETWORKS\n" +
+		"node-a   Ready    3h    4     7Gi      kvm   0        dev       br0,vpguest0   default\n"
+	if out := mustRun(t, ep, "get", "nodes", "-o", "wide"); out != wantWide {
+		t.Errorf("get nodes -o wide:\n%s\nwant:\n%s", out, wantWide)
+	}
 }
 
 func TestApplyErrors(t *testing.T) {
@@ -116,7 +122,8 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"unpause", "x"}, "not implemented by this agent yet: unpause needs the VM controller"},
 		{[]string{"delete", "vmi", "x"}, "deleted through their VirtualMachine"},
 		{[]string{"get", "vm", "x", "-A"}, "across all namespaces"},
-		{[]string{"get", "vm", "-o", "wide"}, `unsupported output format "wide"`},
+		{[]string{"get", "vm", "-o", "xml"}, `unsupported output format "xml" (want table, wide, json or yaml)`},
+		{[]string{"get", "images", "-o", "wide"}, "images have no wide output"},
 		{[]string{"get", "pods"}, `unknown resource type "pods"`},
 		{[]string{"stop", "x", "--force", "--grace-period", "3"}, "cannot be combined"},
 	}

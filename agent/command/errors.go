@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -49,6 +51,9 @@ func describeError(err error, res *resource, name string) error {
 	case codes.Unimplemented:
 		msg = "not implemented by this agent yet: " + msg
 	case codes.Unavailable:
+		if hasReason(st, apiv1.ReasonStoreUnavailable) {
+			break // the server answered: its store cannot decide now
+		}
 		msg = "cannot reach the agent: " + msg
 		if strings.Contains(msg, "x509:") {
 			msg += " (set VIRTPLANE_CA_FILE or --ca-file)"
@@ -59,6 +64,17 @@ func describeError(err error, res *resource, name string) error {
 		}
 	}
 	return &apiError{msg: msg, err: err}
+}
+
+// hasReason reports whether st carries an ErrorInfo of the API's with
+// that reason.
+func hasReason(st *status.Status, reason string) bool {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == apiv1.ErrorDomain && info.GetReason() == reason {
+			return true
+		}
+	}
+	return false
 }
 
 // violations renders the BadRequest field violations one per line.

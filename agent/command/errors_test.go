@@ -2,7 +2,10 @@ package command
 
 import (
 	"errors"
+
 	"testing"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -16,6 +19,8 @@ func TestDescribeError(t *testing.T) {
 			{Description: "no field"},
 		},
 	})
+	noQuorum, _ := status.New(codes.Unavailable, "no quorum: the etcd cluster has no leader").WithDetails(&errdetails.ErrorInfo{
+		Reason: apiv1.ReasonStoreUnavailable, Domain: apiv1.ErrorDomain})
 	tests := []struct {
 		name string
 		err  error
@@ -32,6 +37,7 @@ func TestDescribeError(t *testing.T) {
 		{"unauthenticated", status.Error(codes.Unauthenticated, "invalid bearer token"), nil, "", "invalid bearer token (set VIRTPLANE_TOKEN or --token-file)"},
 		{"unauthenticated with hint", status.Error(codes.Unauthenticated, "missing bearer token: set VIRTPLANE_TOKEN or --token-file"), nil, "", "missing bearer token: set VIRTPLANE_TOKEN or --token-file"},
 		{"unknown CA", status.Error(codes.Unavailable, "x509: certificate signed by unknown authority"), nil, "", "cannot reach the agent: x509: certificate signed by unknown authority (set VIRTPLANE_CA_FILE or --ca-file)"},
+		{"store without quorum: the server answered", noQuorum.Err(), vmResource, "x", "no quorum: the etcd cluster has no leader"},
 		{"not grpc", errors.New("plain"), vmResource, "x", "plain"},
 	}
 	for _, tt := range tests {

@@ -243,6 +243,8 @@ func (fakeNodes) List(_ context.Context, req *apiv1.ListNodesRequest) (*apiv1.Li
 			Allocatable: map[string]string{"cpu": "4", "memory": "7Gi"},
 			Conditions:  []*apiv1.Condition{{Type: "Ready", Status: "True"}},
 			NodeInfo:    &apiv1.NodeInfo{KvmUsable: true, AgentVersion: "dev"},
+			Bridges:     []string{"br0", "vpguest0"},
+			Networks:    []string{"default"},
 		},
 	}}}, nil
 }

@@ -31,6 +31,7 @@ func newGetCommand(root *rootOptions) *cobra.Command {
   virtplane-agent get vm demo -o yaml
   virtplane-agent get vmi -A -l app=demo
   virtplane-agent get nodes -w
+  virtplane-agent get nodes -o wide
   virtplane-agent get images
   virtplane-agent get migrations -w
   virtplane-agent get migrations -l virtplane.io/vmi-name=demo`,
@@ -41,7 +42,7 @@ func newGetCommand(root *rootOptions) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.output, "output", "o", formatTable, "output format: table, json or yaml")
+	f.StringVarP(&o.output, "output", "o", formatTable, "output format: table, wide (nodes' bridges and networks, instances' addresses), json or yaml")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list objects of all namespaces")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. app=web,tier!=db")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, print changes as they happen")
@@ -57,8 +58,13 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, args []stri
 	if len(args) == 2 {
 		name = args[1]
 	}
-	if err := checkFormat(o.output); err != nil {
-		return err
+	// A wide table is the table with wideHeader's columns added; from
+	// here on it is a table.
+	wide := o.output == formatWide
+	if wide {
+		o.output = formatTable
+	} else if checkFormat(o.output) != nil {
+		return fmt.Errorf("unsupported output format %q (want table, wide, json or yaml)", o.output)
 	}
 	if name != "" && o.allNamespaces {
 		return errors.New("a resource cannot be retrieved by name across all namespaces")
@@ -67,8 +73,12 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, args []stri
 		return errors.New("a name cannot be combined with a label selector")
 	}
 	if res == imageResource {
+		if wide {
+			return errors.New("images have no wide output; -o yaml shows every node's entry")
+		}
 		return o.runImages(ctx, out, errOut, name)
 	}
+	header, row := o.table(res, wide)
 	namespace := o.namespace
 	if o.allNamespaces || !res.Namespaced {
 		namespace = ""
@@ -82,14 +92,14 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, args []stri
 
 	switch {
 	case o.watch:
-		return o.runWatch(ctx, c, out, res, namespace, name)
+		return o.runWatch(ctx, c, out, res, namespace, name, header, row)
 	case name != "":
 		obj, err := getObject(ctx, c, res, namespace, name)
 		if err != nil {
 			return describeError(err, res, name)
 		}
 		if o.output == formatTable {
-			return printTable(out, tableHeader(res, false), [][]string{tableRow(obj, o.now(), false)})
+			return printTable(out, header(false), [][]string{row(obj, o.now(), false)})
 		}
 		return printObject(out, o.output, obj)
 	}
@@ -109,9 +119,20 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, args []stri
 	now := o.now()
 	rows := make([][]string, len(items))
 	for i, it := range items {
-		rows[i] = tableRow(it, now, withNS)
+		rows[i] = row(it, now, withNS)
 	}
-	return printTable(out, tableHeader(res, withNS), rows)
+	return printTable(out, header(withNS), rows)
+}
+
+// table returns the header and row functions of res's table, wide or not.
+func (o *getOptions) table(res *resource, wide bool) (header func(withNS bool) []string, row func(obj object, now time.Time, withNS bool) []string) {
+	if !wide {
+		return func(withNS bool) []string { return tableHeader(res, withNS) }, tableRow
+	}
+	return func(withNS bool) []string { return append(tableHeader(res, withNS), wideHeader(res)...) },
+		func(obj object, now time.Time, withNS bool) []string {
+			return append(tableRow(obj, now, withNS), wideCells(obj)...)
+		}
 }
 
 func noResources(namespace string) string {
@@ -123,12 +144,13 @@ func noResources(namespace string) string {
 
 // runWatch prints the current objects and then every change until the
 // stream ends or the user interrupts, like kubectl get -w.
-func (o *getOptions) runWatch(ctx context.Context, c *client.Client, out io.Writer, res *resource, namespace, name string) error {
+func (o *getOptions) runWatch(ctx context.Context, c *client.Client, out io.Writer, res *resource, namespace, name string,
+	header func(bool) []string, row func(object, time.Time, bool) []string) error {
 	withNS := o.allNamespaces && res.Namespaced
 	var table *streamTable
 	if o.output == formatTable {
 		var err error
-		if table, err = newStreamTable(out, tableHeader(res, withNS)); err != nil {
+		if table, err = newStreamTable(out, header(withNS)); err != nil {
 			return err
 		}
 	}
@@ -147,7 +169,7 @@ func (o *getOptions) runWatch(ctx context.Context, c *client.Client, out io.Writ
 		printed++
 		switch {
 		case table != nil:
-			return table.row(tableRow(obj, o.now(), withNS))
+			return table.row(row(obj, o.now(), withNS))
 		case o.output == formatYAML && printed > 1:
 			if _, err := io.WriteString(out, "---\n"); err != nil {
 				return err

@@ -129,7 +129,7 @@ func newNodeRevokeCommand(o *rootOptions) *cobra.Command {
 }
 
 func newNodeDeleteCommand(o *rootOptions) *cobra.Command {
-	return newNodeVerbCommand(o, "delete", "Revoke a node and delete its Node object",
+	cmd := newNodeVerbCommand(o, "delete", "Revoke a node and delete its Node object",
 		func(ctx context.Context, c *client.Client, node string, out io.Writer) error {
 			if _, err := c.Nodes.Delete(ctx, &apiv1.DeleteNodeRequest{Name: node}); err != nil {
 				return err
@@ -137,4 +137,10 @@ func newNodeDeleteCommand(o *rootOptions) *cobra.Command {
 			fmt.Fprintf(out, "node %q deleted\n", node)
 			return nil
 		})
+	cmd.Long = `Revoke NODE's certificates and delete its Node object. Instances still on
+the node are failed, so their run strategies restart them elsewhere; the
+delete is refused while the node runs an instance whose eviction strategy
+forbids shutting it down (LiveMigrate, External): drain the node first, or
+fence it if it is down.`
+	return cmd
 }

@@ -36,7 +36,26 @@ is not running guests any more: a fenced node that still runs them would
 have two copies of a VM writing the same disks. The agent refuses to fence
 a node that still heartbeats. The node takes work again after it
 re-registers. See docs/failover.md.`
-	cmd.AddCommand(fence, newNodeJoinCommand(), newNodeRevokeCommand(o), newNodeDeleteCommand(o))
+	cordon := newNodeVerbCommand(o, "cordon", "Keep new VM instances off a node; those running there stay",
+		func(ctx context.Context, c *client.Client, node string, out io.Writer) error {
+			if _, err := c.Nodes.Cordon(ctx, &apiv1.CordonNodeRequest{Name: node}); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "node %q cordoned\n", node)
+			return nil
+		})
+	uncordon := newNodeVerbCommand(o, "uncordon", "Let new VM instances on a node again",
+		func(ctx context.Context, c *client.Client, node string, out io.Writer) error {
+			if _, err := c.Nodes.Uncordon(ctx, &apiv1.CordonNodeRequest{Name: node}); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "node %q uncordoned\n", node)
+			return nil
+		})
+	uncordon.Long = `Let new VM instances on NODE again. On a draining node this also cancels
+the drain: instances not yet gone stay, and evacuation migrations that have
+not finished are canceled.`
+	cmd.AddCommand(fence, cordon, uncordon, newNodeDrainCommand(o), newNodeJoinCommand(), newNodeRevokeCommand(o), newNodeDeleteCommand(o))
 	return cmd
 }
 

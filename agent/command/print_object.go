@@ -24,6 +24,9 @@ const (
 	formatTable = "table"
 	formatJSON  = "json"
 	formatYAML  = "yaml"
+	// formatWide is the table with the columns of wideHeader added; get
+	// only.
+	formatWide = "wide"
 )
 
 func checkFormat(f string) error {

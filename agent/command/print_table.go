@@ -91,21 +91,61 @@ func tableRow(obj object, now time.Time, withNamespace bool) []string {
 	return row
 }
 
+// wideHeader returns the columns -o wide adds at the end of res's table,
+// as kubectl's wide does: a node's bridges and libvirt networks (what
+// placement matches instances' networks against), an instance's address
+// on each interface. Other kinds add none.
+func wideHeader(res *resource) []string {
+	switch res {
+	case vmiResource:
+		return []string{"IPS"}
+	case nodeResource:
+		return []string{"BRIDGES", "NETWORKS"}
+	}
+	return nil
+}
+
+// wideCells renders obj for the columns of wideHeader.
+func wideCells(obj object) []string {
+	switch o := obj.(type) {
+	case *apiv1.VirtualMachineInstance:
+		var ips []string
+		for _, iface := range o.GetStatus().GetInterfaces() {
+			if ip := ifaceIP(iface); ip != "" {
+				ips = append(ips, ip)
+			}
+		}
+		return []string{cell(strings.Join(ips, ","))}
+	case *apiv1.Node:
+		return []string{cell(strings.Join(o.GetStatus().GetBridges(), ",")), cell(strings.Join(o.GetStatus().GetNetworks(), ","))}
+	}
+	return nil
+}
+
 // vmiIP is the first address of the first interface that has one.
 func vmiIP(vmi *apiv1.VirtualMachineInstance) string {
 	for _, iface := range vmi.GetStatus().GetInterfaces() {
-		if ip := iface.GetIpAddress(); ip != "" {
+		if ip := ifaceIP(iface); ip != "" {
 			return ip
-		}
-		if ips := iface.GetIpAddresses(); len(ips) > 0 {
-			return ips[0]
 		}
 	}
 	return ""
 }
 
+// ifaceIP is an interface's first address, "" while it has none.
+func ifaceIP(iface *apiv1.InterfaceStatus) string {
+	if ip := iface.GetIpAddress(); ip != "" {
+		return ip
+	}
+	if ips := iface.GetIpAddresses(); len(ips) > 0 {
+		return ips[0]
+	}
+	return ""
+}
+
 // nodeStatus follows kubectl: Ready/NotReady from the Ready condition
-// (Unknown without one), plus SchedulingDisabled.
+// (Unknown without one), plus SchedulingDisabled, plus Draining or
+// Drained while a drain is on.
 func nodeStatus(n *apiv1.Node) string {
 	s := "Unknown"
 	if c := findCondition(n.GetStatus().GetConditions(), "Ready"); c != nil {
@@ -116,6 +156,13 @@ func nodeStatus(n *apiv1.Node) string {
 	}
 	if !n.GetStatus().GetSchedulable() || n.GetSpec().GetUnschedulable() {
 		s += ",SchedulingDisabled"
+	}
+	if n.GetSpec().GetDrain() {
+		if n.Drained() {
+			s += ",Drained"
+		} else {
+			s += ",Draining"
+		}
 	}
 	return s
 }
@@ -172,7 +219,7 @@ type streamTable struct {
 // minWidths are starting column widths for typical values.
 var minWidths = map[string]int{
 	"NAMESPACE": 10, "NAME": 20, "AGE": 5, "STATUS": 12, "PHASE": 10,
-	"IP": 15, "NODENAME": 12, "CPU": 4, "MEMORY": 8, "VMI": 12, "SOURCE": 8, "TARGET": 8,
+	"IP": 15, "IPS": 15, "NODENAME": 12, "CPU": 4, "MEMORY": 8, "VMI": 12, "SOURCE": 8, "TARGET": 8,
 }
 
 func newStreamTable(w io.Writer, header []string) (*streamTable, error) {

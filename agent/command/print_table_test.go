@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -148,5 +149,46 @@ func TestStreamTable(t *testing.T) {
 		"a-name-longer-than-twenty   3h      Stopped        False\n"
 	if b.String() != want {
 		t.Errorf("stream table:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// -o wide adds a node's bridges and libvirt networks, and an instance's
+// first address on each interface that has one.
+func TestWideColumns(t *testing.T) {
+	vmi := &apiv1.VirtualMachineInstance{
+		Metadata: &apiv1.ObjectMeta{Name: "web", CreationTimestamp: ago(time.Minute)},
+		Status: &apiv1.VirtualMachineInstanceStatus{Interfaces: []*apiv1.InterfaceStatus{
+			{Name: "default", IpAddress: "10.0.2.15", IpAddresses: []string{"10.0.2.15", "fec0::5054:ff:fe12:3456"}},
+			{Name: "waiting", Info: "no DHCP lease for 02:aa:00:00:00:01"},
+			{Name: "lan", IpAddresses: []string{"192.0.2.7"}},
+		}},
+	}
+	node := &apiv1.Node{
+		Metadata: &apiv1.ObjectMeta{Name: "node-a"},
+		Status:   &apiv1.NodeStatus{Bridges: []string{"br0", "vpguest0"}, Networks: []string{"default", "lan"}},
+	}
+	tests := []struct {
+		obj        object
+		res        *resource
+		header     []string
+		cells      []string
+		emptyCells []string
+	}{
+		{vmi, vmiResource, []string{"IPS"}, []string{"10.0.2.15,192.0.2.7"}, []string{"<none>"}},
+		{node, nodeResource, []string{"BRIDGES", "NETWORKS"}, []string{"br0,vpguest0", "default,lan"}, []string{"<none>", "<none>"}},
+		{testVM("demo", "Running", true), vmResource, nil, nil, nil},
+	}
+	for _, tt := range tests {
+		if got := wideHeader(tt.res); !reflect.DeepEqual(got, tt.header) {
+			t.Errorf("wideHeader(%s) = %q, want %q", tt.res.Kind, got, tt.header)
+		}
+		if got := wideCells(tt.obj); !reflect.DeepEqual(got, tt.cells) {
+			t.Errorf("wideCells(%s) = %q, want %q", tt.res.Kind, got, tt.cells)
+		}
+		empty := proto.Clone(tt.obj).(object)
+		proto.Reset(empty)
+		if got := wideCells(empty); !reflect.DeepEqual(got, tt.emptyCells) {
+			t.Errorf("wideCells(empty %s) = %q, want %q", tt.res.Kind, got, tt.emptyCells)
+		}
 	}
 }

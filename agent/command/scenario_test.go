@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -506,5 +507,127 @@ func TestScenarioWritesPerVMStart(t *testing.T) {
 	t.Logf("store writes for one VM start (create to Running and Ready): %d: %v", len(writes), writes)
 	if len(writes) > 6 {
 		t.Fatalf("%d store writes per VM start, target at most 6: %v", len(writes), writes)
+	}
+}
+
+// runCLI runs the agent's CLI against the scenario's server.
+func (s *scenario) runCLI(args ...string) (string, error) {
+	cmd := NewRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs(append([]string{"--endpoint", "unix://" + s.socket}, args...))
+	err := cmd.ExecuteContext(s.ctx)
+	return out.String(), err
+}
+
+// A cordoned node takes no new instance and says so in `get nodes`;
+// after uncordon it takes them again. What runs there stays.
+func TestScenarioCordonUncordon(t *testing.T) {
+	s := newScenario(t, "node-a", "node-b")
+	pinned := func(name string) *apiv1.VirtualMachine {
+		vm := scenarioVM(name, "Always", "", "")
+		vm.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: "node-a"}
+		return vm
+	}
+	s.create(pinned("before"))
+	s.waitRunning("before", "")
+
+	if out, err := s.runCLI("node", "cordon", "node-a"); err != nil || !strings.Contains(out, `node "node-a" cordoned`) {
+		t.Fatalf("cordon: %q, %v", out, err)
+	}
+	out, err := s.runCLI("get", "nodes")
+	if err != nil || !regexp.MustCompile(`(?m)^node-a\s+Ready,SchedulingDisabled\b`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^node-b\s+Ready\s`).MatchString(out) {
+		t.Fatalf("get nodes after cordon:\n%s%v", out, err)
+	}
+	// Free placement avoids it; a VM that may only run there waits.
+	s.create(scenarioVM("free", "Always", "", ""))
+	if got := s.waitRunning("free", "").GetStatus().GetNodeName(); got != "node-b" {
+		t.Fatalf("a new VM went to %s, a cordoned node", got)
+	}
+	s.create(pinned("waits"))
+	testutil.Eventually(t, 30*time.Second, "the pinned VM to be unschedulable", func() bool {
+		return s.vm("waits").GetStatus().GetPrintableStatus() == apiv1.PrintableErrorUnschedulable
+	})
+	if got := s.vmi("before"); got.GetStatus().GetPhase() != apiv1.PhaseRunning {
+		t.Fatalf("the instance on the cordoned node: %v", got.GetStatus())
+	}
+
+	if out, err := s.runCLI("node", "uncordon", "node-a"); err != nil || !strings.Contains(out, `node "node-a" uncordoned`) {
+		t.Fatalf("uncordon: %q, %v", out, err)
+	}
+	if got := s.waitRunning("waits", "").GetStatus().GetNodeName(); got != "node-a" {
+		t.Fatalf("the pinned VM runs on %s", got)
+	}
+	if _, err := s.runCLI("node", "cordon", "nope"); err == nil || !strings.Contains(err.Error(), `node "nope" not found`) {
+		t.Fatalf("cordon of an unknown node: %v", err)
+	}
+}
+
+// Drain: an instance whose strategy lets it stop restarts on the other
+// node; one that must migrate but may only run here holds the drain up
+// until the timeout names it; uncordon cancels; with nothing left to move,
+// a drain ends at once.
+func TestScenarioDrain(t *testing.T) {
+	s := newScenario(t, "node-a", "node-b")
+	if _, err := s.runCLI("node", "cordon", "node-b"); err != nil {
+		t.Fatal(err)
+	}
+	stops := scenarioVM("stops", "Always", "", "")
+	stops.Spec.Template.Spec.EvictionStrategy = apiv1.EvictionStrategyNone
+	s.create(stops)
+	pinned := scenarioVM("pinned", "Always", "", "")
+	pinned.Spec.Template.Spec.EvictionStrategy = apiv1.EvictionStrategyLiveMigrate
+	pinned.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: "node-a"}
+	s.create(pinned)
+	first := s.waitRunning("stops", "")
+	s.waitRunning("pinned", "")
+	if _, err := s.runCLI("node", "uncordon", "node-b"); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := s.runCLI("node", "drain", "node-a", "--timeout", "15s")
+	if err == nil || !strings.Contains(err.Error(), `node "node-a" not drained after 15s`) ||
+		!strings.Contains(err.Error(), "default/pinned (LiveMigrate, ") || strings.Contains(err.Error(), "default/stops") {
+		t.Fatalf("drain with a pinned LiveMigrate VM: %v\noutput:\n%s", err, out)
+	}
+	t.Logf("drain output:\n%s", out)
+	if !strings.Contains(out, "default/stops: left the node") {
+		t.Errorf("progress does not show the stopped VM leaving:\n%s", out)
+	}
+	if got := s.waitRunning("stops", first.GetMetadata().GetUid()).GetStatus().GetNodeName(); got != "node-b" {
+		t.Fatalf("the None VM restarted on %s, want node-b", got)
+	}
+	if v := s.vmi("pinned"); v.GetStatus().GetNodeName() != "node-a" || v.GetStatus().GetEvacuationNodeName() != "node-a" {
+		t.Fatalf("pinned: %v", v.GetStatus())
+	}
+	if out, err := s.runCLI("get", "nodes"); err != nil || !regexp.MustCompile(`(?m)^node-a\s+Ready,SchedulingDisabled,Draining\b`).MatchString(out) {
+		t.Fatalf("get nodes while draining:\n%s%v", out, err)
+	}
+
+	if _, err := s.runCLI("node", "uncordon", "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, "the uncordon to cancel the evacuation", func() bool {
+		migs, err := s.c.Migrations.List(s.ctx, &apiv1.ListMigrationsRequest{Options: &apiv1.ListOptions{Namespace: "default"}})
+		if err != nil {
+			return false
+		}
+		for _, m := range migs.GetItems() {
+			if !apiv1.IsMigrationFinal(m.GetStatus().GetPhase()) {
+				return false
+			}
+		}
+		return s.vmi("pinned").GetStatus().GetEvacuationNodeName() == ""
+	})
+	if v := s.vmi("pinned"); v.GetStatus().GetPhase() != apiv1.PhaseRunning || v.GetStatus().GetNodeName() != "node-a" {
+		t.Fatalf("pinned after the cancel: %v", v.GetStatus())
+	}
+
+	// node-b holds only "stops", which may stop: it drains.
+	out, err = s.runCLI("node", "drain", "node-b", "--timeout", "60s")
+	if err != nil || !strings.Contains(out, `node "node-b" drained`) {
+		t.Fatalf("drain of node-b: %v\n%s", err, out)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
@@ -89,6 +90,10 @@ cluster instead of the embedded one.`,
 	f.StringVar(&o.EtcdCertFile, "etcd-cert-file", "", "client certificate for the external etcd cluster")
 	f.StringVar(&o.EtcdKeyFile, "etcd-key-file", "", "client key for the external etcd cluster")
 	f.StringSliceVar(&o.EtcdListenClient, "etcd-listen-client", nil, "extra client URLs of the embedded etcd, https only, e.g. https://127.0.0.1:2379; clients need <data-dir>/pki/etcd/client.crt and client.key, and trust ca.crt there")
+	f.StringVar(&o.EtcdName, "etcd-name", "", "the embedded etcd member's name, unique in its cluster (default \"virtplane\" alone, the host name with --etcd-peer-listen)")
+	f.StringSliceVar(&o.EtcdPeerListen, "etcd-peer-listen", nil, "makes the embedded etcd a member of a cluster of servers: the https://host:port its peers reach it at (mutual TLS with <data-dir>/pki/etcd)")
+	f.StringVar(&o.EtcdInitialCluster, "etcd-initial-cluster", "", "with --etcd-peer-listen: every member of a new cluster, name=https://host:port,... (the same on each); read only on the member's first start")
+	f.StringVar(&o.EtcdInitialClusterState, "etcd-initial-cluster-state", "new", "new forms a cluster; existing joins a running one after `store member add` (which prints the flags), with <data-dir>/pki copied from a server of it")
 	f.Int64Var(&o.EtcdQuotaBytes, "etcd-quota-bytes", 2<<30, "the embedded etcd's storage quota (at least 64 MiB); VM writes are refused from 90% of it. With --etcd-endpoints: the cluster's --quota-backend-bytes, for /metrics and that refusal")
 	f.DurationVar(&o.EtcdCompaction, "etcd-compaction", 10*time.Minute, "history the embedded etcd keeps before compacting it (0 keeps everything)")
 	f.StringVar(&o.EtcdPrefix, "etcd-prefix", "/virtplane", "key prefix in etcd")
@@ -106,6 +111,8 @@ cluster instead of the embedded one.`,
 	f.Var(&overhead, "vm-memory-overhead", "memory reserved per VM beyond its guest memory at placement")
 	f.Int64Var(&o.ControllerOptions.CPUAllocationRatio, "cpu-allocation-ratio", 10, "vCPUs placed per host CPU")
 	addMigrationFlags(f, &o.ControllerOptions.Migration)
+	f.StringVar(&o.ControllerOptions.DefaultEvictionStrategy, "default-eviction-strategy", apiv1.DefaultEvictionStrategy,
+		"what a drain does with a VM that sets no eviction_strategy: "+strings.Join(apiv1.EvictionStrategies(), ", ")+" (docs/operations.md)")
 	f.StringVar(&o.ImageDir, "image-dir", "", "node image directory (default <data-dir>/images)")
 	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long stopping may take on SIGTERM: open calls finish, then controllers and etcd stop; what has not stopped by then is logged and left")
 	// Node agent (roles all and node).
@@ -115,6 +122,7 @@ cluster instead of the embedded one.`,
 	f.StringVar(&node.Migration.Address, "migration-address", "", "role node: this node's IP that live migrations come to (QEMU's stream); empty: the node receives no migrations")
 	f.StringVar(&node.Migration.LibvirtURI, "migration-libvirt-uri", "", "role node: the libvirt URI other nodes' libvirtds reach this node's at for migrations (default qemu+tls://<migration-address>:16514/system)")
 	f.StringVar(&node.QEMUPidDir, "qemu-pid-dir", launcher.DefaultQEMUPidDir, "where that libvirtd writes QEMU pid files, as seen from this host (launchers report QEMU's pid from it)")
+	f.StringVar(&node.BridgeNetNS, "bridge-netns", "", "role node: the network namespace (/proc/PID/ns/net, /run/netns/NAME) whose Linux bridges this node offers guests, that of its libvirtd (default: the namespace of the daemon listening on --libvirt-uri's socket, else this agent's own)")
 	f.StringVar(&node.LauncherPath, "launcher-path", "", "virtplane-launcher binary (default: next to this executable, else from PATH)")
 	f.StringVar(&node.DataDir, "node-data-dir", "", "node state database and per-VMI files (default <data-dir>/node)")
 	f.StringSliceVar(&node.ImageSourceDirs, "image-source-dir", nil, "directories Images' file:// URLs may name on this node (default: none, file:// refused)")

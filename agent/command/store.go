@@ -28,7 +28,7 @@ const defaultDataDir = "/var/lib/virtplane"
 func newStoreCommand(_ *rootOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "store",
-		Short: "Back up and restore the agent's etcd store",
+		Short: "Back up and restore the agent's etcd store; manage the servers' etcd members",
 	}
 	snap := &cobra.Command{
 		Use:   "snapshot",
@@ -41,7 +41,7 @@ data directory from a snapshot while the agent is stopped; restore an
 external cluster with its own tools (etcdutl snapshot restore).`,
 	}
 	snap.AddCommand(newSnapshotSaveCommand(), newSnapshotRestoreCommand(), newSnapshotStatusCommand())
-	cmd.AddCommand(snap)
+	cmd.AddCommand(snap, newMemberCommand())
 	return cmd
 }
 

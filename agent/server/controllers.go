@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	evacctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/evacuation"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	nodectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/node"
 	vmctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vm"
@@ -29,6 +30,9 @@ type ControllerOptions struct {
 	// (docs/migration.md); MigrationWorkers defaults to 3.
 	Migration        migctl.Options
 	MigrationWorkers int
+	// DefaultEvictionStrategy applies to instances that set none
+	// (--default-eviction-strategy); the API's Evict uses it too.
+	DefaultEvictionStrategy string
 }
 
 // runControllers builds informers and controllers for one leadership term
@@ -50,6 +54,8 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 		vmiInf, nodeInf, st.VMIs, log)
 	imageInf.AddHandler(informer.Handler[*apiv1.Image]{OnAdd: func(*apiv1.Image) { vmic.ImagesChanged() }})
 	mc := migctl.New(co.Migration, migInf, vmiInf, nodeInf, vmic, st.Migrations, st.VMIs, log)
+	ec := evacctl.New(evacctl.Options{DefaultEvictionStrategy: co.DefaultEvictionStrategy},
+		nodeInf, vmiInf, migInf, st.Nodes, st.VMIs, st.Migrations, log)
 	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin},
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
 
@@ -68,6 +74,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
 	run(func() { nc.Run(ctx, max(co.NodeWorkers, 1)) })
 	run(func() { mc.Run(ctx, max(co.MigrationWorkers, 3)) })
+	run(func() { ec.Run(ctx, 2) })
 	log.Info("controllers running")
 	wg.Wait()
 	log.Info("controllers stopped")

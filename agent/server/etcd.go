@@ -32,6 +32,9 @@ func (o *Options) validateEtcd() error {
 	if len(o.EtcdEndpoints) > 0 && len(o.EtcdListenClient) > 0 {
 		return errors.New("--etcd-listen-client applies to the embedded etcd only; drop it or --etcd-endpoints")
 	}
+	if err := o.validateEtcdPeer(); err != nil {
+		return err
+	}
 	if _, err := etcdserver.ExtraClientURLs(o.EtcdListenClient); err != nil {
 		return fmt.Errorf("--etcd-listen-client: %w", err)
 	}
@@ -53,6 +56,14 @@ func (a *Agent) openStore(ctx context.Context) error {
 			// Watches that fall behind re-list (store.Watch handles it).
 			AutoCompactionRetention: o.EtcdCompaction,
 			Logger:                  o.Logger.With("component", "etcd"),
+			Name:                    o.EtcdName,
+		}
+		if len(o.EtcdPeerListen) > 0 {
+			peer, err := a.etcdPeer()
+			if err != nil {
+				return err
+			}
+			cfg.Peer = peer
 		}
 		var p pki.EtcdPaths
 		if len(o.EtcdListenClient) > 0 {

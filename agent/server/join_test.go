@@ -25,6 +25,9 @@ func (noDomains) Probe(context.Context, string) (launcher.ProbeResult, error) {
 	return launcher.ProbeResult{LibvirtVersion: "9.0.0", QEMUVersion: "7.2.0", Hostname: "n1"}, nil
 }
 func (noDomains) ListDomains(context.Context, string) ([]launcher.DomainInfo, error) { return nil, nil }
+func (noDomains) ListNetworks(context.Context, string) ([]launcher.NetworkInfo, error) {
+	return nil, nil
+}
 
 // A role-node agent with only a bootstrap token joins over TLS, registers
 // by its certificate, renews it at two thirds of its life (on its clock)

@@ -43,6 +43,9 @@ type NodeOptions struct {
 	// from here; default /run/libvirt/qemu (launcher.DefaultQEMUPidDir).
 	// A libvirtd in a private mount namespace writes them elsewhere.
 	QEMUPidDir string
+	// BridgeNetNS is the network namespace whose Linux bridges the node
+	// advertises; empty: the agent's own (nodeagent.Options.BridgeNetNS).
+	BridgeNetNS string
 	// LauncherPath is the launcher binary; default: virtplane-launcher
 	// next to the agent executable, else from PATH.
 	LauncherPath string
@@ -149,6 +152,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		NodeDataDir:     nodeDir,
 		ImageDir:        imageDir,
 		LibvirtURI:      n.LibvirtURI,
+		BridgeNetNS:     n.BridgeNetNS,
 		Migration:       n.Migration,
 		ImageSourceDirs: n.ImageSourceDirs,
 		LauncherPath:    n.LauncherPath,
@@ -194,7 +198,10 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 // each, since a server hands a console session only to the nodes
 // connected to it (calls of one connection go to one server at a time).
 func consoleClients(ctx context.Context, cfg client.Config, c *client.Client) ([]console.API, func(), error) {
-	eps := client.Endpoints(cfg.Endpoint)
+	eps, err := client.SplitEndpoints(cfg.Endpoint)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(eps) == 1 {
 		return []console.API{c.Consoles}, func() {}, nil
 	}

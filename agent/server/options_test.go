@@ -45,3 +45,27 @@ func checkValidate(t *testing.T, cases []validateCase) {
 		}
 	}
 }
+
+// Cluster flags that cannot form or join a cluster are refused naming
+// the flag.
+func TestValidateEtcdClusterFlags(t *testing.T) {
+	peer := []string{"https://127.0.0.1:2380"}
+	checkValidate(t, []validateCase{
+		{"first member", func(o *Options) { o.EtcdName, o.EtcdPeerListen = "s0", peer }, ""},
+		{"name defaults to the host name", func(o *Options) { o.EtcdPeerListen = peer }, ""},
+		{"joining member", func(o *Options) {
+			o.EtcdName, o.EtcdPeerListen = "s1", peer
+			o.EtcdInitialCluster, o.EtcdInitialClusterState = "s0=https://127.0.0.1:2380,s1=https://127.0.0.1:2381", "existing"
+		}, ""},
+		{"initial cluster without peer listen", func(o *Options) { o.EtcdInitialCluster = "s0=https://127.0.0.1:2380" }, "--etcd-initial-cluster needs --etcd-peer-listen"},
+		{"state without peer listen", func(o *Options) { o.EtcdInitialClusterState = "existing" }, "--etcd-initial-cluster-state needs --etcd-peer-listen"},
+		{"plain-text peers", func(o *Options) { o.EtcdPeerListen = []string{"http://127.0.0.1:2380"} }, "--etcd-peer-listen"},
+		{"peers and an external cluster", func(o *Options) {
+			o.EtcdPeerListen, o.EtcdEndpoints = peer, []string{"https://127.0.0.1:2379"}
+		}, "--etcd-endpoints"},
+		{"bad member name", func(o *Options) { o.EtcdName, o.EtcdPeerListen = "s 0", peer }, "--etcd-name"},
+		{"existing without the cluster", func(o *Options) { o.EtcdPeerListen, o.EtcdInitialClusterState = peer, "existing" }, "needs --etcd-initial-cluster"},
+		{"unknown state", func(o *Options) { o.EtcdPeerListen, o.EtcdInitialClusterState = peer, "joined" }, `unsupported value "joined"`},
+		{"malformed initial cluster", func(o *Options) { o.EtcdPeerListen, o.EtcdInitialCluster = peer, "s0" }, "--etcd-initial-cluster"},
+	})
+}

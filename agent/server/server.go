@@ -15,7 +15,9 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +30,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"k8s.io/utils/clock"
 
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -60,6 +63,13 @@ type Options struct {
 	EtcdEndpoints                         []string // empty: embedded etcd
 	EtcdCAFile, EtcdCertFile, EtcdKeyFile string
 	EtcdListenClient                      []string // extra listeners of the embedded etcd
+	// EtcdName names the embedded member; EtcdPeerListen, when set, makes
+	// it one of a cluster of embedded members (EtcdInitialCluster, and
+	// EtcdInitialClusterState "existing" after `store member add`).
+	EtcdName                string
+	EtcdPeerListen          []string
+	EtcdInitialCluster      string
+	EtcdInitialClusterState string
 	// EtcdQuotaBytes is the embedded etcd's backend quota; 0 takes the
 	// default (etcd.go).
 	EtcdQuotaBytes int64
@@ -190,6 +200,9 @@ func (o *Options) Validate() error {
 	if err := validateMigration(o.ControllerOptions.Migration); err != nil {
 		return err
 	}
+	if s := o.ControllerOptions.DefaultEvictionStrategy; s != "" && !slices.Contains(apiv1.EvictionStrategies(), s) {
+		return fmt.Errorf("--default-eviction-strategy: unsupported value %q: supported values: %s", s, strings.Join(apiv1.EvictionStrategies(), ", "))
+	}
 	return o.validateEtcd()
 }
 
@@ -289,17 +302,21 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkClusterCA(ctx, a.client, o.EtcdPrefix, ca); err != nil {
+		return nil, err
+	}
 	// The API's writes are users' requests, not the leader's: unfenced.
 	stores := newStores(a.client, o.EtcdPrefix, nil)
 	api := apiserver.New(stores, apiserver.Options{
-		Validation:        validation.Options{ImageDir: o.ImageDir},
-		NodeLease:         o.NodeLease,
-		HeartbeatInterval: o.HeartbeatInterval,
-		Logger:            o.Logger.With("component", "api"),
-		CA:                ca,
-		NodeCertValidity:  o.NodeCertValidity,
-		Limits:            o.APILimits,
-		Metrics:           apiMetrics,
+		Validation:              validation.Options{ImageDir: o.ImageDir},
+		NodeLease:               o.NodeLease,
+		HeartbeatInterval:       o.HeartbeatInterval,
+		Logger:                  o.Logger.With("component", "api"),
+		CA:                      ca,
+		NodeCertValidity:        o.NodeCertValidity,
+		Limits:                  o.APILimits,
+		Metrics:                 apiMetrics,
+		DefaultEvictionStrategy: o.ControllerOptions.DefaultEvictionStrategy,
 	})
 
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -377,6 +394,13 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		}
 		a.serve("", func() error {
 			return el.Run(runCtx, func(ctx context.Context, term store.LeaderTerm) {
+				if a.etcd != nil && len(o.EtcdPeerListen) > 0 {
+					var wg sync.WaitGroup
+					defer wg.Wait()
+					wg.Go(func() {
+						a.etcd.KeepRaftLeadershipAway(ctx, clock.RealClock{}, o.Logger.With("component", "etcd"))
+					})
+				}
 				// A term's controllers write through stores bound to it,
 				// so a leader paused past its lease cannot write after
 				// the next one was elected.

@@ -1,4 +1,4 @@
-# The quickstart `make demo` applies: two VMs of the tiny test guest
+# The quickstart `make demo` applies: three VMs of the tiny test guest
 # (`make guest`), booted straight from its kernel and initramfs in the
 # node image directory. The guest prints what it does on its serial
 # console (`virtplane-agent console NAME`).
@@ -75,6 +75,49 @@ resource "virtplane_virtual_machine" "once" {
     kernel  = "vmlinux"
     initrd  = "initrd.img"
     cmdline = "${local.cmdline} virtplane.hostname=once virtplane.poweroff_after=5"
+  }
+}
+
+# A web service on user-mode networking (outbound NAT), published on the
+# host's loopback: `curl http://127.0.0.1:18080/` is answered by the
+# guest's own HTTP server on port 80. apply also waits until the guest
+# reports its address (its guest agent says; a libvirt network's DHCP
+# lease or a bridge's neighbour table would for other kinds).
+resource "virtplane_virtual_machine" "web" {
+  name         = "web"
+  run_strategy = "Always"
+  memory       = "160Mi"
+
+  boot {
+    kernel = "vmlinux"
+    initrd = "initrd.img"
+    # http: answer HTTP on port 80 with the hostname; ga: a guest agent.
+    cmdline = "${local.cmdline} virtplane.hostname=web virtplane.http=80 virtplane.ga=1"
+  }
+
+  interface {
+    name = "default"
+    port_forward {
+      host_port  = 18080
+      guest_port = 80
+      # host_address defaults to 127.0.0.1: nothing is published to the
+      # network by accident.
+    }
+  }
+
+  wait_for_ip {
+    timeout = "3m"
+  }
+
+  termination_grace_period = 10
+}
+
+output "web" {
+  value = {
+    url         = "http://127.0.0.1:18080/"
+    guest_ip    = virtplane_virtual_machine.web.status.interfaces[0].ip_address
+    ip_from     = virtplane_virtual_machine.web.status.interfaces[0].source
+    mac_address = virtplane_virtual_machine.web.status.interfaces[0].mac_address
   }
 }
 

@@ -20,6 +20,11 @@ func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
+	// Before the pass-through below: etcd's own errors are gRPC statuses
+	// too, and "etcdserver: no leader" alone tells a user nothing.
+	if st, ok := quorumStatus(err); ok {
+		return st
+	}
 	if _, ok := status.FromError(err); ok {
 		return err
 	}

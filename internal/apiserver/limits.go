@@ -224,8 +224,8 @@ func (s *Server) ServerOptions(l Listener, unary []grpc.UnaryServerInterceptor, 
 	if m := s.opts.Metrics; m != nil {
 		us, ss = append(us, m.Unary), append(ss, m.Stream)
 	}
-	us = append(append(us, s.authorizeUnary), unary...)
-	ss = append(append(ss, s.streamLimit, s.authorizeStream), stream...)
+	us = append(append(us, s.authorizeUnary, requireLeaderUnary), unary...)
+	ss = append(append(ss, s.streamLimit, s.authorizeStream, requireLeaderStream), stream...)
 	opts := []grpc.ServerOption{
 		grpc.InTapHandle(s.tapHandle(l)),
 		grpc.MaxRecvMsgSize(lim.MaxRecvMsgSize),

@@ -2,9 +2,7 @@ package apiserver
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,7 +39,7 @@ func (s *Server) createMigration(ctx context.Context, in *apiv1.VirtualMachineIn
 		mig.Metadata.Namespace = apiv1.DefaultNamespace
 	}
 	if mig.Metadata.Name == "" && mig.GetSpec().GetVmiName() != "" {
-		mig.Metadata.Name = migrationName(mig.GetSpec().GetVmiName())
+		mig.Metadata.Name = apiv1.MigrationName(mig.GetSpec().GetVmiName(), "migration")
 	}
 	ns, name := mig.Metadata.Namespace, mig.Metadata.Name
 	if errs := validation.ValidateMigration(mig); len(errs) > 0 {
@@ -61,15 +59,12 @@ func (s *Server) createMigration(ctx context.Context, in *apiv1.VirtualMachineIn
 	if err := s.noActiveMigration(ctx, ns, vmiName); err != nil {
 		return nil, err
 	}
-	md := mig.Metadata
-	labels := map[string]string{}
-	for k, v := range md.GetLabels() {
-		labels[k] = v
-	}
-	labels[apiv1.LabelMigrationVMIName] = vmiName
-	mig.Metadata = &apiv1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: md.GetAnnotations(),
-		Finalizers: []string{apiv1.FinalizerMigration}}
-	mig.Status = &apiv1.VirtualMachineInstanceMigrationStatus{}
+	// What the API stores: the caller's labels and annotations, plus the
+	// label and finalizer every migration carries.
+	stored := apiv1.NewMigration(ns, vmiName, "migration", mig.Metadata.GetLabels())
+	stored.Metadata.Name, stored.Metadata.Annotations = name, mig.Metadata.GetAnnotations()
+	stored.Spec = mig.Spec
+	mig = stored
 	out, err := s.stores.Migrations.Create(ctx, mig)
 	if err != nil {
 		return nil, toStatus(err)
@@ -77,15 +72,6 @@ func (s *Server) createMigration(ctx context.Context, in *apiv1.VirtualMachineIn
 	s.log.Info("migration created", "migration", ns+"/"+name, "vmi", vmiName, "node", vmi.GetStatus().GetNodeName(),
 		"added_node_selector", mig.GetSpec().GetAddedNodeSelector())
 	return out, nil
-}
-
-// migrationName is "<vmi>-migration-<5 random>", cut to a DNS label.
-func migrationName(vmi string) string {
-	suffix := "-migration-" + strings.ToLower(rand.Text()[:5])
-	if max := 63 - len(suffix); len(vmi) > max {
-		vmi = strings.TrimRight(vmi[:max], "-")
-	}
-	return vmi + suffix
 }
 
 // migratable refuses an instance that cannot migrate now (KubeVirt's

@@ -19,6 +19,11 @@ import (
 // no node changes.
 func checkNodeStatusWrite(cur, next *apiv1.VirtualMachineInstance, node string) error {
 	key := cur.GetMetadata().GetNamespace() + "/" + cur.GetMetadata().GetName()
+	if cur.GetStatus().GetEvacuationNodeName() != next.GetStatus().GetEvacuationNodeName() {
+		// The server's mark: a node may not excuse itself from a drain.
+		return status.Errorf(codes.PermissionDenied, "status.evacuation_node_name: node %s may not change it from %q to %q",
+			node, cur.GetStatus().GetEvacuationNodeName(), next.GetStatus().GetEvacuationNodeName())
+	}
 	was, is := cur.GetStatus().GetMigrationState(), next.GetStatus().GetMigrationState()
 	if err := controllerFieldsKept(was, is); err != nil {
 		return err

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -80,6 +81,8 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 		// The agent lists its image directory at start, so registering
 		// replaces the list, an empty one included.
 		st.Images = in.GetStatus().GetImages()
+		// So is its network inventory (heartbeats carry later changes).
+		st.Bridges, st.Networks = sortedNames(in.GetStatus().GetBridges()), sortedNames(in.GetStatus().GetNetworks())
 		// A fenced node re-joining has restarted its agent, which destroys
 		// the domains of the instances the fence failed; it may take new
 		// ones again (see fence.go).
@@ -126,6 +129,13 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 		n.s.log.Warn("heartbeat carries an invalid image list; keeping the stored one", "node", req.GetName(), "err", errs.ToAggregate())
 		imgs = nil
 	}
+	nets := req.GetNetworkInventory()
+	if errs := validation.ValidateNodeNetworks(nets.GetBridges(), nets.GetNetworks(),
+		field.NewPath("network_inventory", "bridges"), field.NewPath("network_inventory", "networks")); len(errs) > 0 {
+		// As with images: the lease matters more than the inventory.
+		n.s.log.Warn("heartbeat carries an invalid network inventory; keeping the stored one", "node", req.GetName(), "err", errs.ToAggregate())
+		nets = nil
+	}
 	now := n.s.opts.Clock()
 	_, err := n.s.stores.Nodes.GuaranteedUpdate(ctx, "", req.GetName(), func(node *apiv1.Node) (*apiv1.Node, error) {
 		if node.Status == nil {
@@ -144,6 +154,9 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 		if imgs != nil {
 			node.Status.Images = imgs.GetItems()
 		}
+		if nets != nil {
+			node.Status.Bridges, node.Status.Networks = sortedNames(nets.GetBridges()), sortedNames(nets.GetNetworks())
+		}
 		n.beat(node.Status, now)
 		return node, nil
 	})
@@ -154,4 +167,14 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 		LeaseDurationSeconds:     int64(n.s.opts.NodeLease.Seconds()),
 		HeartbeatIntervalSeconds: int64(n.s.opts.HeartbeatInterval.Seconds()),
 	}, nil
+}
+
+// sortedNames returns names sorted, as NodeStatus promises its bridges and
+// networks are (placement and tables read them in that order), in a copy:
+// the request's slice is not the server's to reorder.
+func sortedNames(names []string) []string {
+	if len(names) == 0 {
+		return nil
+	}
+	return slices.Sorted(slices.Values(names))
 }

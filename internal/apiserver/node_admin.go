@@ -3,7 +3,9 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -55,6 +57,9 @@ func (n *nodeService) Delete(ctx context.Context, req *apiv1.DeleteNodeRequest) 
 	if req.GetName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "name: Required value")
 	}
+	if err := n.deletable(ctx, req.GetName()); err != nil {
+		return nil, err
+	}
 	if _, err := n.revoke(ctx, req.GetName()); err != nil {
 		return nil, err
 	}
@@ -90,4 +95,33 @@ func (n *nodeService) forgetImagePulls(ctx context.Context, node string) {
 			n.s.log.Warn("forgetting a deleted node's pull", "node", node, "image", img.Metadata.Name, "err", err)
 		}
 	}
+}
+
+// deletable is the disruption gate of a node's deletion: deleting a node
+// fails its instances, which is a voluntary shutdown, so a node that
+// still runs one that may not be shut down (LiveMigrate, External) is
+// kept until it is drained, or fenced if it is down (fencing says the
+// guests are gone already; it is not gated, nor is Revoke, which answers
+// a compromised node).
+func (n *nodeService) deletable(ctx context.Context, node string) error {
+	vmis, _, err := n.s.stores.VMIs.List(ctx, store.ListOptions{})
+	if err != nil {
+		return toStatus(err)
+	}
+	var held []string
+	for _, v := range vmis {
+		if v.GetStatus().GetNodeName() != node {
+			continue
+		}
+		switch action, strategy, _ := apiv1.Eviction(v, n.s.opts.DefaultEvictionStrategy); action {
+		case apiv1.EvictMigrate, apiv1.EvictExternal, apiv1.EvictRefuse:
+			held = append(held, fmt.Sprintf("%s (%s)", apiv1.Ref(v.GetMetadata().GetNamespace(), v.GetMetadata().GetName()), strategy))
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	return evictionRefused(apiv1.ReasonDisruptionBudget, fmt.Sprintf(
+		"node %s still runs instances that may not be shut down: %s; drain it first (node drain), or fence it if it is down",
+		node, strings.Join(held, ", ")))
 }

@@ -65,6 +65,9 @@ type Options struct {
 	Limits Limits
 	// Metrics, when set, count calls and refusals.
 	Metrics *Metrics
+	// DefaultEvictionStrategy applies to instances that set none
+	// (--default-eviction-strategy); empty is apiv1.DefaultEvictionStrategy.
+	DefaultEvictionStrategy string
 }
 
 // Server serves all API services.

@@ -39,7 +39,8 @@ type Config struct {
 	// Endpoint is unix:///abs/path (or a bare absolute path), host:port or
 	// https://host:port, or several servers of one control plane as a
 	// comma-separated list of host:port or https://host:port (the client
-	// uses one and moves to the next when it fails). Empty means
+	// spreads calls over the servers that answer and retries a refused read
+	// on the next: resolveEndpoints). Empty means
 	// DefaultEndpoint.
 	Endpoint string
 	// Token is the bearer token for TCP endpoints; it wins over TokenFile.

@@ -19,35 +19,27 @@ const endpointsScheme = "virtplane-endpoints"
 
 // resolveEndpoints turns Config.Endpoint into a gRPC target, whether it
 // needs TLS, and, for a list of servers, the resolver that hands gRPC
-// their addresses, with read-only calls retried. gRPC's default
-// pick_first policy connects to the first server that answers and, when
-// that connection breaks, to the next; a read that broke with the old one
-// is sent again (retryServiceConfig).
+// their addresses, with read-only calls retried. Calls go round-robin
+// over the servers that are connected (gRPC's round_robin policy keeps a
+// connection to each, reconnecting with backoff); a read refused as
+// Unavailable, by a server that went away or one whose etcd lost its
+// majority, is sent again to the next (retryServiceConfig). Round-robin
+// rather than sticking to one server: a server that runs but is cut off
+// from the etcd majority keeps its connections, and a node agent that
+// stuck to it would never renew its lease.
 func resolveEndpoints(endpoint string) (target string, secure bool, opts []grpc.DialOption, err error) {
-	if !strings.Contains(endpoint, ",") {
-		target, secure, err = parseEndpoint(endpoint)
+	servers, err := SplitEndpoints(endpoint)
+	if err != nil {
+		return "", false, nil, err
+	}
+	if len(servers) == 1 {
+		target, secure, err = parseEndpoint(servers[0])
 		return target, secure, nil, err
 	}
-	parts := strings.Split(endpoint, ",")
-	var eps []resolver.Endpoint
-	seen := map[string]bool{}
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			return "", false, nil, fmt.Errorf("endpoint %q: entry %d of %d is empty", endpoint, i+1, len(parts))
-		}
-		t, sec, err := parseEndpoint(p)
-		if err != nil {
-			return "", false, nil, fmt.Errorf("endpoint list, entry %d of %d: %w", i+1, len(parts), err)
-		}
-		if !sec {
-			return "", false, nil, fmt.Errorf("endpoint list, entry %d of %d (%q): a unix socket reaches one server only; list the servers' https://host:port", i+1, len(parts), p)
-		}
+	eps := make([]resolver.Endpoint, 0, len(servers))
+	for _, p := range servers {
+		t, _, _ := parseEndpoint(p) // SplitEndpoints parsed it
 		hostPort := strings.TrimPrefix(t, "dns:///")
-		if seen[hostPort] {
-			return "", false, nil, fmt.Errorf("endpoint list, entry %d of %d: %s is listed twice", i+1, len(parts), hostPort)
-		}
-		seen[hostPort] = true
 		host, _, _ := net.SplitHostPort(hostPort)
 		// ServerName: each server's certificate is checked for its own
 		// name, not the list's.
@@ -60,16 +52,51 @@ func resolveEndpoints(endpoint string) (target string, secure bool, opts []grpc.
 	}, nil
 }
 
+// SplitEndpoints splits Config.Endpoint into its servers, one entry for a
+// single endpoint, and checks a list: no empty entry, each a TLS endpoint
+// (a unix socket reaches one server only), none twice. Dial, the
+// provider's configuration check, and what must reach every server (a
+// node's console sessions streams: each server hands sessions only to the
+// nodes connected to it) all split with it.
+func SplitEndpoints(endpoint string) ([]string, error) {
+	if !strings.Contains(endpoint, ",") {
+		return []string{endpoint}, nil
+	}
+	parts := strings.Split(endpoint, ",")
+	out := make([]string, 0, len(parts))
+	seen := map[string]bool{}
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, fmt.Errorf("endpoint %q: entry %d of %d is empty", endpoint, i+1, len(parts))
+		}
+		t, sec, err := parseEndpoint(p)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint list, entry %d of %d: %w", i+1, len(parts), err)
+		}
+		if !sec {
+			return nil, fmt.Errorf("endpoint list, entry %d of %d (%q): a unix socket reaches one server only; list the servers' https://host:port", i+1, len(parts), p)
+		}
+		hostPort := strings.TrimPrefix(t, "dns:///")
+		if seen[hostPort] {
+			return nil, fmt.Errorf("endpoint list, entry %d of %d: %s is listed twice", i+1, len(parts), hostPort)
+		}
+		seen[hostPort] = true
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // readOnlyMethods are the API methods that change nothing: a call that
 // broke with its server is sent again, to the next one. Calls that write
 // are not: the broken server may have applied them, and the caller, who
 // knows whether a repeat is harmless, decides.
 var readOnlyMethods = map[string]bool{"Get": true, "List": true, "Watch": true}
 
-// retryServiceConfig is the gRPC service config that retries read-only
-// calls that failed Unavailable (their server went away) up to four
-// times, backing off from 100 ms to 1 s: time for pick_first to reach the
-// next server.
+// retryServiceConfig is the gRPC service config of a list of servers:
+// round_robin over them, and read-only calls that failed Unavailable
+// retried up to four times, backing off from 100 ms to 1 s, each retry
+// picked anew (so on the next server).
 func retryServiceConfig() string {
 	type name struct {
 		Service string `json:"service"`
@@ -86,7 +113,7 @@ func retryServiceConfig() string {
 			}
 		}
 	}
-	cfg := map[string]any{"methodConfig": []any{map[string]any{
+	cfg := map[string]any{"loadBalancingConfig": []any{map[string]any{"round_robin": map[string]any{}}}, "methodConfig": []any{map[string]any{
 		"name": names,
 		"retryPolicy": map[string]any{
 			"maxAttempts": 5, "initialBackoff": "0.1s", "maxBackoff": "1s", "backoffMultiplier": 2,
@@ -98,21 +125,4 @@ func retryServiceConfig() string {
 		panic(err) // a literal of strings and numbers
 	}
 	return string(b)
-}
-
-// Endpoints splits Config.Endpoint into its servers: one entry for a
-// single endpoint. For what must reach every server, such as a node's
-// console sessions stream (each server hands sessions only to the nodes
-// connected to it).
-func Endpoints(endpoint string) []string {
-	var out []string
-	for _, p := range strings.Split(endpoint, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	if len(out) == 0 {
-		return []string{endpoint}
-	}
-	return out
 }

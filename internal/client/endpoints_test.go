@@ -9,42 +9,71 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// namedServer answers Nodes.Get with its own name as the node's name.
+// namedServer answers Nodes.Get with its own name as the node's name, or,
+// when noQuorum, refuses every call as a server whose etcd lost its
+// majority does.
 type namedServer struct {
 	apiv1.UnimplementedNodesServer
-	name string
+	name     string
+	noQuorum bool
 }
 
 func (s namedServer) Get(context.Context, *apiv1.GetNodeRequest) (*apiv1.Node, error) {
+	if s.noQuorum {
+		return nil, status.Error(codes.Unavailable, "no quorum")
+	}
 	return &apiv1.Node{Metadata: &apiv1.ObjectMeta{Name: s.name}}, nil
 }
 
-// A client of several servers uses the first that answers and moves to
-// the next when it goes away; calls made after that succeed without the
-// caller retrying.
-func TestDialSeveralEndpoints(t *testing.T) {
-	cert, caFile := selfSigned(t, t.TempDir())
+// startNamed starts one namedServer per name on loopback, with TLS.
+func startNamed(t *testing.T, cert tls.Certificate, servers ...namedServer) (addrs []string, stops []func()) {
+	t.Helper()
 	creds := grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}}))
-	var addrs []string
-	var servers []*grpc.Server
-	for _, name := range []string{"a", "b", "c"} {
+	for _, ns := range servers {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		srv := grpc.NewServer(creds)
-		apiv1.RegisterNodesServer(srv, namedServer{name: name})
+		apiv1.RegisterNodesServer(srv, ns)
 		go func() { _ = srv.Serve(lis) }()
 		t.Cleanup(srv.Stop)
-		servers = append(servers, srv)
+		stops = append(stops, srv.Stop)
 		addrs = append(addrs, "https://"+lis.Addr().String())
 	}
-	// A listed server that does not run: the client goes past it.
+	return addrs, stops
+}
+
+// answers makes n Gets and counts the servers that answered; any error
+// fails the test: the client must hide a lost server from its caller.
+func answers(t *testing.T, c *Client, n int) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		node, err := c.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: "x"})
+		cancel()
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		got[node.GetMetadata().GetName()]++
+	}
+	return got
+}
+
+// A client of several servers spreads calls over those that answer,
+// goes past a listed server that never ran, and leaves out one that went
+// away; reads made after that succeed without the caller retrying.
+func TestDialSeveralEndpoints(t *testing.T) {
+	cert, caFile := selfSigned(t, t.TempDir())
+	addrs, stops := startNamed(t, cert, namedServer{name: "a"}, namedServer{name: "b"}, namedServer{name: "c"})
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -53,26 +82,33 @@ func TestDialSeveralEndpoints(t *testing.T) {
 	dead.Close()
 
 	c := dial(t, Config{Endpoint: deadAddr + ", " + strings.Join(addrs, ","), CAFile: caFile, Token: "tok"})
-	answered := func() string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		n, err := c.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: "x"})
-		if err != nil {
-			t.Fatalf("Get: %v", err)
-		}
-		return n.GetMetadata().GetName()
+	// round_robin picks among the connected servers only: wait until all
+	// three are, as a long-lived client is.
+	var got map[string]int
+	for deadline := time.Now().Add(10 * time.Second); len(got) < 3 && time.Now().Before(deadline); {
+		got = answers(t, c, 6)
 	}
-	if got := answered(); got != "a" {
-		t.Fatalf("first answer from %q, want a (the first live server)", got)
+	if len(got) != 3 {
+		t.Fatalf("answers from %v, want a, b and c", got)
 	}
-	servers[0].Stop()
-	if got := answered(); got != "b" {
-		t.Fatalf("after a stopped, answer from %q, want b", got)
+	stops[0]()
+	if got := answers(t, c, 6); got["a"] != 0 || got["b"]+got["c"] != 6 {
+		t.Fatalf("after a stopped: answers %v", got)
 	}
-	servers[1].Stop()
-	if got := answered(); got != "c" {
-		t.Fatalf("after b stopped, answer from %q, want c", got)
+	stops[1]()
+	if got := answers(t, c, 4); got["c"] != 4 {
+		t.Fatalf("after b stopped: answers %v, want c only", got)
+	}
+}
+
+// A server that runs but whose etcd lost its majority answers every call
+// Unavailable and keeps its connections: reads go on to another server.
+func TestEndpointsPassOverServerWithoutQuorum(t *testing.T) {
+	cert, caFile := selfSigned(t, t.TempDir())
+	addrs, _ := startNamed(t, cert, namedServer{name: "minority", noQuorum: true}, namedServer{name: "majority"})
+	c := dial(t, Config{Endpoint: strings.Join(addrs, ","), CAFile: caFile, Token: "tok"})
+	if got := answers(t, c, 10); got["majority"] != 10 {
+		t.Fatalf("answers %v, want all from majority", got)
 	}
 }
 

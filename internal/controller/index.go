@@ -14,3 +14,19 @@ func IndexVMIByNode(v *apiv1.VirtualMachineInstance) []string {
 	}
 	return nil
 }
+
+// MigrationVMIIndex is the name of the migration informer index by
+// "namespace/instance name", registered with IndexMigrationByVMI by every
+// controller that asks "which migrations move this instance".
+const MigrationVMIIndex = "vmi"
+
+// IndexMigrationByVMI is the MigrationVMIIndex function.
+func IndexMigrationByVMI(m *apiv1.VirtualMachineInstanceMigration) []string {
+	return []string{MigrationVMIKey(m)}
+}
+
+// MigrationVMIKey is the MigrationVMIIndex value of m: its instance's
+// informer key.
+func MigrationVMIKey(m *apiv1.VirtualMachineInstanceMigration) string {
+	return m.GetMetadata().GetNamespace() + "/" + m.GetSpec().GetVmiName()
+}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,33 +46,48 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 			l.close()
 		}
 	})
-	follow := func(n *mnNode) *console {
+	consolePath := func(n *mnNode) string {
 		d, err := nodedir.Layout{Root: n.NodeDir}.VMIDir(uid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		con := followConsole(t, nodedir.ConsoleLogPath(d))
+		return nodedir.ConsoleLogPath(d)
+	}
+	// followFrom follows the guest's console log on n from the end of
+	// the file after (what was there before the guest came), or all of
+	// a new file; a console of the same file before it ends there.
+	followFrom := func(n *mnNode, after os.FileInfo) *console {
+		path := consolePath(n)
+		for _, l := range legs {
+			if l.path == path {
+				l.endAt(after)
+			}
+		}
+		con := followConsoleAfter(t, path, after)
 		legs = append(legs, con)
 		return con
 	}
 	first := c.nodeNamed(vmi.GetStatus().GetNodeName())
-	follow(first).waitMarker(testguest.MarkerTick+" n=10", bootTimeout)
+	followFrom(first, nil).waitMarker(testguest.MarkerTick+" n=10", bootTimeout)
 	// A console through the API, opened before the first migration, is
 	// to follow the guest from node to node.
-	apiConsole := startCLI(c.ctx, t, []string{"--endpoint", "unix://" + c.Socket, "--namespace", c.ns, "console", "mover"})
+	apiConsole := startCLI(c.ctx, t, []string{"--endpoint", "unix://" + c.Servers[0].Socket, "--namespace", c.ns, "console", "mover"})
 	apiConsole.waitMarker(testguest.MarkerTick, 30*time.Second)
 	placement := c.samplePlacement("mover")
 
 	from := first
 	for i := range 2 {
 		to := c.otherNode(from)
+		// Where the guest's output on to will start: the end of what it
+		// wrote there before, if it ran there and that log is still there.
+		start := fileNow(t, consolePath(to))
 		var m *apiv1.VirtualMachineInstanceMigration
 		if i == 0 {
 			m = c.migrate("mover", to)
 		} else {
 			// The way back through the CLI: migrate --wait returns once it
 			// succeeded and says so.
-			out, err := exec.CommandContext(c.ctx, env.agent, "--endpoint", "unix://"+c.Socket, "--namespace", c.ns,
+			out, err := exec.CommandContext(c.ctx, env.agent, "--endpoint", "unix://"+c.Servers[0].Socket, "--namespace", c.ns,
 				"migrate", "mover", "--to", to.Name, "--wait", "--timeout", migrationTimeout.String()).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "VM mover migrated from "+from.Name+" to "+to.Name) {
 				t.Fatalf("virtplane-agent migrate --wait: %v\n%s", err, out)
@@ -96,12 +112,12 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 			return c.runsOnlyOn("mover", to)
 		})
 		last := maxTick(legs)
-		follow(to).waitMarker(testguest.MarkerTick+" n="+strconv.Itoa(last+5), 30*time.Second)
+		followFrom(to, start).waitMarker(testguest.MarkerTick+" n="+strconv.Itoa(last+5), 30*time.Second)
 		from = to
 	}
 	placement.finish(t)
 	if gaps := tickGaps(legs); len(gaps) > 0 {
-		t.Fatalf("the counter skipped %v across the migrations", gaps)
+		t.Fatalf("the counter skipped %v across the migrations; console segments:\n%s", gaps, segmentEnds(legs))
 	}
 	t.Logf("counter contiguous up to %d across %d console logs", maxTick(legs), len(legs))
 
@@ -116,7 +132,8 @@ func TestLiveMigrationThroughAPI(t *testing.T) {
 	seq := testguest.Ticks(apiConsole.text())
 	for i := 1; i < len(seq); i++ {
 		if seq[i] != seq[i-1]+1 {
-			t.Fatalf("the API console showed the counter %v, then %v: not every value once, in order (all: %v)", seq[i-1], seq[i], seq)
+			t.Fatalf("the API console showed the counter %v, then %v: not every value once, in order (all: %v)\nits output around there: %q\nits notices:\n%s\nconsole segments:\n%s",
+				seq[i-1], seq[i], seq, around(apiConsole.text(), fmt.Sprintf("%s n=%d", testguest.MarkerTick, seq[i-1]), 400), apiConsole.errText(), segmentEnds(legs))
 		}
 	}
 	if moves := strings.Count(apiConsole.errText(), "the instance moved from node"); moves != 2 {
@@ -248,10 +265,39 @@ func maxTick(cons []*console) int {
 	return ts[len(ts)-1]
 }
 
+// around is up to n bytes of s from where mark first appears (all of s
+// when it does not).
+func around(s, mark string, n int) string {
+	if i := strings.Index(s, mark); i >= 0 {
+		s = s[i:]
+	}
+	return s[:min(len(s), n)]
+}
+
+// segmentEnds describes each console's segment by its file, offset,
+// length and both ends: where a tick went missing.
+func segmentEnds(cons []*console) string {
+	var b strings.Builder
+	for i, c := range cons {
+		seg := c.segment()
+		head, tail := seg[:min(len(seg), 60)], seg[max(0, len(seg)-60):]
+		fmt.Fprintf(&b, "  %d: %s from %d, %d bytes: starts %q, ends %q\n", i, c.path, c.start(), len(seg), head, tail)
+	}
+	return b.String()
+}
+
 // tickGaps are the counter values missing between the first and the
-// last seen.
+// last in the guest's console output: the consoles' segments joined in
+// the order the guest ran, so that a line the guest had half sent when
+// it left a node, finished on the next, counts once whole.
 func tickGaps(cons []*console) []int {
-	ts := ticks(cons)
+	var stream strings.Builder
+	for _, c := range cons {
+		stream.WriteString(c.segment())
+	}
+	ts := testguest.Ticks(stream.String())
+	slices.Sort(ts)
+	ts = slices.Compact(ts)
 	var gaps []int
 	for i := 1; i < len(ts); i++ {
 		for n := ts[i-1] + 1; n < ts[i]; n++ {

@@ -35,7 +35,11 @@ type mnNode struct {
 type mnOptions struct {
 	nodes                int // default 2
 	nodeLease, heartbeat time.Duration
-	serverArgs           []string // more flags for the server
+	serverArgs           []string // more flags for the servers
+	// servers is how many servers run (default 1); more than one form a
+	// cluster of embedded etcd members unless externalEtcd.
+	servers      int
+	externalEtcd bool // servers on a three-member cluster of Debian's etcd
 }
 
 // newMultiNodeCluster starts the private libvirt hosts, the server and
@@ -65,7 +69,7 @@ func newMultiNodeCluster(t *testing.T, o mnOptions) *mnCluster {
 		// Short: launcher sockets live under it (108-byte limit).
 		Dir:       filepath.Join("/tmp", "vpmne-"+id),
 		Namespace: c.ns, NodeLease: o.nodeLease, Heartbeat: o.heartbeat, ServerArgs: o.serverArgs,
-		JoinTimeout: stateTimeout,
+		JoinTimeout: stateTimeout, Servers: o.servers, ExternalEtcd: o.externalEtcd,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +80,7 @@ func newMultiNodeCluster(t *testing.T, o mnOptions) *mnCluster {
 		c.nodes = append(c.nodes, &mnNode{Node: n})
 		t.Logf("node %s joined and schedulable in %s", n.Name, n.Joined.Round(time.Millisecond))
 	}
-	t.Logf("cluster up in %s (server TLS %s)", time.Since(began).Round(time.Millisecond), c.TLSAddr)
+	t.Logf("cluster up in %s (servers %v)", time.Since(began).Round(time.Millisecond), c.ServerEndpoints())
 	return c
 }
 

@@ -122,7 +122,7 @@ func TestMultiNodeBoots(t *testing.T) {
 		}
 
 		// Everything that must be gone after the cleanup.
-		pids = append(pids, c.Server.Pid())
+		pids = append(pids, c.Servers[0].Proc.Pid())
 		paths = append(paths, c.Dir)
 		for _, n := range c.nodes {
 			pids = append(pids, n.Agent.Pid())

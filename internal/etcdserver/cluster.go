@@ -113,7 +113,7 @@ func ParseInitialCluster(s string) (map[string][]string, error) {
 	return out, nil
 }
 
-// peerConfig makes ec a member of the cluster p describes.
+// configure makes ec a member of the cluster p describes.
 func (p *Peer) configure(ec *embed.Config) error {
 	urls, err := ParsePeerURLs(p.URLs)
 	if err != nil {
@@ -193,8 +193,8 @@ func (p *Peer) settle(ctx context.Context, e *embed.Etcd) error {
 	if m == nil {
 		return fmt.Errorf("etcdserver: member %s is not in its own cluster", id)
 	}
-	want := append([]string(nil), e.Config().AdvertisePeerUrls[0].String())
-	for _, u := range e.Config().AdvertisePeerUrls[1:] {
+	var want []string
+	for _, u := range e.Config().AdvertisePeerUrls {
 		want = append(want, u.String())
 	}
 	have := slices.Sorted(slices.Values(m.PeerURLs))

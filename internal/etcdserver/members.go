@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Member is one member of the etcd cluster as the cluster lists it.
@@ -38,6 +40,27 @@ func ListMembers(ctx context.Context, cli *clientv3.Client) ([]Member, error) {
 	return out, nil
 }
 
+// reconfigure runs a membership change, again while etcd refuses it as
+// unhealthy: it does until the member asked has been connected to a
+// majority for its health interval (5 s), e.g. right after the previous
+// member joined or a peer restarted. Waiting that out spares the operator
+// a retry; a cluster with members down still fails after reconfigSettle.
+func reconfigure(ctx context.Context, change func(context.Context) error) error {
+	var err error
+	werr := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, reconfigSettle, true, func(ctx context.Context) (bool, error) {
+		err = change(ctx)
+		return !errors.Is(err, rpctypes.ErrUnhealthy), nil
+	})
+	if err == nil && werr != nil {
+		return werr
+	}
+	return err
+}
+
+// reconfigSettle bounds the wait for etcd to accept a membership change
+// after its peers (re)connected: twice its health interval.
+const reconfigSettle = 10 * time.Second
+
 // AddMember adds a member called name with peerURLs to the cluster, as a
 // learner: it does not count toward quorum until it started, caught up
 // and promoted itself (Peer.Join), so adding it never costs the cluster
@@ -65,11 +88,18 @@ func AddMember(ctx context.Context, cli *clientv3.Client, name string, peerURLs 
 				return "", fmt.Errorf("member %s uses the peer URL %s already", m.Name, u)
 			}
 		}
-		if u, ok := singlePeerURL(m); ok {
-			return "", fmt.Errorf("member %s runs alone (peer URL %s): restart its server with --etcd-peer-listen first", m.Name, u)
+		if slices.Contains(m.PeerURLs, PeerURL) { // the placeholder of a member that runs alone
+			return "", fmt.Errorf("member %s runs alone (peer URL %s): restart its server with --etcd-peer-listen first", m.Name, PeerURL)
 		}
 	}
-	if _, err := cli.MemberAddAsLearner(ctx, peerURLs); err != nil {
+	err = reconfigure(ctx, func(ctx context.Context) error {
+		_, err := cli.MemberAddAsLearner(ctx, peerURLs)
+		return err
+	})
+	if errors.Is(err, rpctypes.ErrUnhealthy) {
+		return "", fmt.Errorf("adding etcd member %s: %w: etcd adds a member only while this one has been connected to a majority for 5 s; are members down?", name, err)
+	}
+	if err != nil {
 		return "", fmt.Errorf("adding etcd member %s: %w", name, err)
 	}
 	var parts []string
@@ -82,15 +112,6 @@ func AddMember(ctx context.Context, cli *clientv3.Client, name string, peerURLs 
 		parts = append(parts, name+"="+u)
 	}
 	return strings.Join(parts, ","), nil
-}
-
-// singlePeerURL reports whether m advertises the placeholder peer URL of
-// a member that runs alone.
-func singlePeerURL(m Member) (string, bool) {
-	if slices.Contains(m.PeerURLs, PeerURL) {
-		return PeerURL, true
-	}
-	return "", false
 }
 
 // RemoveMember removes the member called name (or with that hex ID), e.g.
@@ -112,9 +133,13 @@ func RemoveMember(ctx context.Context, cli *clientv3.Client, name string) (Membe
 	if len(members) == 1 {
 		return Member{}, fmt.Errorf("member %s is the only one; removing it would end the cluster", name)
 	}
-	if _, err := cli.MemberRemove(ctx, members[i].ID); err != nil {
+	err = reconfigure(ctx, func(ctx context.Context) error {
+		_, err := cli.MemberRemove(ctx, members[i].ID)
+		return err
+	})
+	if err != nil {
 		if errors.Is(err, rpctypes.ErrUnhealthy) {
-			return Member{}, fmt.Errorf("removing etcd member %s: %w: etcd removes a member only when that leaves a majority of started members, all connected to each other for the last 5 s; retry shortly, or start the members that are down", name, err)
+			return Member{}, fmt.Errorf("removing etcd member %s: %w: etcd removes a member only when that leaves a majority of started members, all connected to each other for the last 5 s; start the members that are down", name, err)
 		}
 		return Member{}, fmt.Errorf("removing etcd member %s: %w", name, err)
 	}

@@ -85,7 +85,8 @@ type Config struct {
 	// Peer, when set, makes this member one of a cluster of embedded
 	// members; without it the member runs alone and listens for no peers.
 	Peer *Peer
-	// ReadyTimeout defaults to DefaultReadyTimeout.
+	// ReadyTimeout bounds the start of a member alone (default
+	// DefaultReadyTimeout); a member of a cluster waits for a majority.
 	ReadyTimeout time.Duration
 	// Logger receives etcd's warnings and errors; slog.Default() when nil.
 	Logger *slog.Logger
@@ -150,38 +151,8 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcdserver: start in %s: %w", dir, err)
 	}
-	timeout := cfg.ReadyTimeout
-	if timeout <= 0 {
-		timeout = DefaultReadyTimeout
-	}
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	// A member of a new cluster is ready only once a majority of the
-	// initial members started.
-	select {
-	case <-e.Server.ReadyNotify():
-		if cfg.Peer != nil {
-			sctx, cancel := context.WithTimeout(ctx, timeout)
-			err := cfg.Peer.settle(sctx, e)
-			cancel()
-			if err != nil {
-				stopping.Store(true)
-				e.Close()
-				return nil, err
-			}
-		}
-	case err := <-e.Err():
-		stopping.Store(true)
-		e.Close()
+	if err := waitReady(ctx, e, cfg, lg, stopping); err != nil {
 		return nil, fmt.Errorf("etcdserver: start in %s: %w", dir, err)
-	case <-timer.C:
-		stopping.Store(true)
-		e.Close()
-		return nil, fmt.Errorf("etcdserver: not ready after %s in %s", timeout, dir)
-	case <-ctx.Done():
-		stopping.Store(true)
-		e.Close()
-		return nil, fmt.Errorf("etcdserver: start in %s: %w", dir, ctx.Err())
 	}
 	sock := filepath.Join(dir, SocketName)
 	cli, err := newClient([]string{"unix://" + sock}, nil, lg, stopping)
@@ -191,6 +162,68 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("etcdserver: client of %s: %w", sock, err)
 	}
 	return &Server{etcd: e, client: cli, socket: sock, quota: ec.QuotaBackendBytes, stopping: stopping}, nil
+}
+
+// majorityLogInterval is how often a member of a cluster says that it
+// still waits for a majority of members.
+const majorityLogInterval = 15 * time.Second
+
+// waitReady waits until the member serves (and, in a cluster, settled).
+// A lone member gets cfg.ReadyTimeout. A member of a cluster waits for a
+// majority of members as long as it takes, as etcd does: after a full
+// outage the first server started must not give up before the operator
+// starts the second; it says what it waits for meanwhile. On failure or
+// ctx's end the member is stopped.
+func waitReady(ctx context.Context, e *embed.Etcd, cfg Config, lg *slog.Logger, stopping *atomic.Bool) error {
+	var timeout <-chan time.Time
+	d := cfg.ReadyTimeout
+	if d <= 0 {
+		d = DefaultReadyTimeout
+	}
+	if cfg.Peer == nil {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		timeout = timer.C
+	}
+	var waiting <-chan time.Time // a member alone has no majority to wait for
+	if cfg.Peer != nil {
+		tick := time.NewTicker(majorityLogInterval)
+		defer tick.Stop()
+		waiting = tick.C
+	}
+	for {
+		var err error
+		select {
+		case <-e.Server.ReadyNotify():
+			if cfg.Peer == nil {
+				return nil
+			}
+			if err = cfg.Peer.settle(ctx, e); err == nil {
+				return nil
+			}
+		case err = <-e.Err():
+		case <-timeout:
+			err = fmt.Errorf("not ready after %s", d)
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-waiting:
+			lg.Warn("waiting for a majority of the etcd cluster's members to start (a member serves only with a majority)",
+				"initial_cluster", cfg.Peer.InitialCluster)
+			continue
+		}
+		abort(e, stopping)
+		return err
+	}
+}
+
+// abort stops a member that may never have become ready. embed's Close
+// alone waits for the client listeners, which start serving only once the
+// member is ready: a member still waiting for its peers would hang it.
+// HardStop first ends that wait.
+func abort(e *embed.Etcd, stopping *atomic.Bool) {
+	stopping.Store(true)
+	e.Server.HardStop()
+	e.Close()
 }
 
 func embedConfig(dir string, cfg Config, lg *slog.Logger, stopping *atomic.Bool) (*embed.Config, error) {

@@ -13,6 +13,18 @@
 // A deleted VMI is shut down after ShutdownDelay (Succeeded). Kill makes
 // the node die: no more heartbeats or status; guests keep "running" until
 // the node self-fences RestartElsewhere ones at its lease expiry.
+//
+// A running guest's interfaces are reported in status.interfaces: name and
+// MAC from the spec, and an address (AddressFor the MAC, in 10.0.2.0/24)
+// as annotation fakenode.virtplane.io/addresses says:
+//
+//	""                 at once (after Options.AddressDelay)
+//	"after:3s"         three seconds after the guest started
+//	"never"            never; info says why as the real node would
+//	"never:some text"  never; info is "some text"
+//
+// The node advertises Options.Bridges and Options.Networks in its status,
+// so that placement can be tested against them.
 package fakenode
 
 import (
@@ -34,6 +46,9 @@ import (
 // AnnotationScript selects a VMI's scripted behaviour.
 const AnnotationScript = "fakenode.virtplane.io/script"
 
+// AnnotationAddresses scripts when a VMI's interfaces get their addresses.
+const AnnotationAddresses = "fakenode.virtplane.io/addresses"
+
 // Options describe the fake node.
 type Options struct {
 	Name          string
@@ -41,7 +56,13 @@ type Options struct {
 	CPU, Memory   string        // allocatable; default "4" and "16Gi"
 	StartDelay    time.Duration // Scheduled → Running
 	ShutdownDelay time.Duration // deletion → Succeeded
-	Logger        *slog.Logger
+	// AddressDelay is how long after Running interfaces get their
+	// addresses when the VMI's AnnotationAddresses does not say.
+	AddressDelay time.Duration
+	// Bridges and Networks are the node's network inventory
+	// (NodeStatus.bridges and .networks).
+	Bridges, Networks []string
+	Logger            *slog.Logger
 }
 
 // Span is one interval during which the node ran a copy of a VMI.
@@ -91,7 +112,8 @@ func Start(ctx context.Context, c *client.Client, o Options) (*Node, error) {
 	if _, err := c.Nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: &apiv1.Node{
 		Metadata: &apiv1.ObjectMeta{Name: o.Name, Labels: o.Labels},
 		Status: &apiv1.NodeStatus{Capacity: res, Allocatable: res, Schedulable: true,
-			NodeInfo: &apiv1.NodeInfo{Hostname: o.Name, AgentVersion: "fake"}},
+			NodeInfo: &apiv1.NodeInfo{Hostname: o.Name, AgentVersion: "fake"},
+			Bridges:  o.Bridges, Networks: o.Networks},
 	}}); err != nil {
 		return nil, fmt.Errorf("registering fake node %s: %w", o.Name, err)
 	}
@@ -195,7 +217,9 @@ func (n *Node) handle(ctx context.Context, typ apiv1.EventType, vmi *apiv1.Virtu
 		script := vmi.Metadata.Annotations[AnnotationScript]
 		g = &guest{key: key, uid: uid, policy: vmi.Metadata.Annotations[apiv1.AnnotationNodeFailurePolicy]}
 		n.guests[uid] = g
-		n.after(n.opts.StartDelay, func() { n.boot(ctx, g, script) })
+		ifaces := guestInterfaces(vmi)
+		addrs := vmi.Metadata.Annotations[AnnotationAddresses]
+		n.after(n.opts.StartDelay, func() { n.boot(ctx, g, script, ifaces, addrs) })
 	}
 	if g != nil && phase == apiv1.PhaseRunning {
 		n.syncPaused(ctx, vmi)
@@ -214,20 +238,32 @@ func (n *Node) after(d time.Duration, fn func()) {
 	})
 }
 
-func (n *Node) boot(ctx context.Context, g *guest, script string) {
+func (n *Node) boot(ctx context.Context, g *guest, script string, ifaces []guestInterface, addrScript string) {
 	action, arg, _ := strings.Cut(script, ":")
 	if action == "fail-start" {
 		n.finish(ctx, g.key, g.uid, apiv1.PhaseFailed, "LauncherFailed")
 		return
 	}
+	plan := parseAddressScript(addrScript, n.opts.AddressDelay)
 	ok := n.setStatus(ctx, g.key, g.uid, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
 		st.SetPhase(apiv1.PhaseRunning, now)
 		st.Reason = ""
 		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
 			Type: apiv1.ConditionReady, Status: apiv1.ConditionTrue, Reason: "GuestRunning"}, now)
+		// Addresses due at once ride on this write.
+		st.Interfaces = interfaceStatuses(ifaces, plan, !plan.never && plan.delay <= 0)
 	})
 	if !ok {
 		return
+	}
+	if !plan.never && plan.delay > 0 {
+		n.after(plan.delay, func() {
+			n.setStatus(ctx, g.key, g.uid, func(st *apiv1.VirtualMachineInstanceStatus, _ time.Time) {
+				if st.Phase == apiv1.PhaseRunning {
+					st.Interfaces = interfaceStatuses(ifaces, plan, true)
+				}
+			})
+		})
 	}
 	n.mu.Lock()
 	g.span = &Span{Key: g.key, UID: g.uid, Node: n.opts.Name, Start: time.Now()}

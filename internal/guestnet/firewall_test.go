@@ -77,6 +77,24 @@ func helper(mode, network, addr string) string {
 		}
 		return "ok"
 	case "listen":
+		if network == "udp" {
+			// A UDP port forward's socket: it answers whoever sent
+			// to it.
+			pc, err := net.ListenPacket(network, addr)
+			if err != nil {
+				return outcome(err)
+			}
+			fmt.Println(pc.LocalAddr().(*net.UDPAddr).Port)
+			buf := make([]byte, 64)
+			_, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return outcome(err)
+			}
+			if _, err := pc.WriteTo([]byte("hi\n"), from); err != nil {
+				return outcome(err)
+			}
+			return "served"
+		}
 		ln, err := net.Listen(network, addr)
 		if err != nil {
 			return outcome(err)
@@ -223,6 +241,28 @@ func (ns *testNS) serve(network, addr string) string {
 	return bound
 }
 
+// listenAsGuest starts a helper listening on addr as guestUID, as QEMU
+// listens for a port forward, and returns its port; it serves one
+// connection or datagram.
+func (ns *testNS) listenAsGuest(network, addr string) string {
+	ns.t.Helper()
+	var port string
+	ns.do(func() error {
+		cmd := ns.helperCmd("listen", network, addr)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		ns.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		port, err = bufio.NewReader(out).ReadString('\n')
+		return err
+	})
+	return strings.TrimSpace(port)
+}
+
 // helperCmd is the helper process in the namespace, as guestUID.
 func (ns *testNS) helperCmd(mode, network, addr string) *exec.Cmd {
 	cmd := exec.Command(ns.exe, "-test.run=^$")
@@ -330,23 +370,13 @@ func TestFirewall(t *testing.T) {
 	checkConfined("installed")
 
 	// QEMU's own listeners still answer (VNC, hostfwd): their replies
-	// are not new connections.
-	var port string
-	ns.do(func() error {
-		cmd := ns.helperCmd("listen", "tcp", "127.0.0.1:0")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return err
+	// are not new connections; nor are a UDP port forward's answers to
+	// its client, which conntrack sees in the reply direction.
+	for _, network := range []string{"tcp", "udp"} {
+		port := ns.listenAsGuest(network, "127.0.0.1:0")
+		if got := ns.dial1(false, network, net.JoinHostPort("127.0.0.1", port)); got != "ok" {
+			t.Errorf("root to the QEMU user's %s listener: %s, want ok", network, got)
 		}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		port, err = bufio.NewReader(out).ReadString('\n')
-		return err
-	})
-	if got := ns.dial1(false, "tcp", net.JoinHostPort("127.0.0.1", strings.TrimSpace(port))); got != "ok" {
-		t.Errorf("root to the QEMU user's listener: %s, want ok", got)
 	}
 
 	// A firewall reload that flushes the chain: Ensure puts it back.

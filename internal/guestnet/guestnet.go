@@ -22,8 +22,10 @@
 // and every other local address), except DNS (slirp forwards the guest's
 // resolver to the host's, which may listen on loopback). TCP is refused
 // with a reset, so the guest sees "connection refused"; QEMU's sends of
-// UDP and the rest fail. Replies of QEMU's own listeners (VNC, hostfwd)
-// and connections older than the table pass.
+// UDP and the rest fail. Replies of QEMU's own listeners (VNC, a TCP
+// hostfwd), a UDP hostfwd's answers to its client (conntrack's reply
+// direction: the client sent first) and connections older than the table
+// pass.
 //
 // What stays reachable: every address that is not the host's own, as with
 // any NAT: the LAN, other hosts' services (other nodes' agents and etcd

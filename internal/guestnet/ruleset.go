@@ -98,6 +98,12 @@ type payloadExpr struct {
 	} `json:"payload"`
 }
 
+type ctExpr struct {
+	Ct struct {
+		Key string `json:"key"`
+	} `json:"ct"`
+}
+
 type andExpr struct {
 	And [2]any `json:"&"`
 }
@@ -139,6 +145,12 @@ func meta(key string) metaExpr {
 	return m
 }
 
+func ct(key string) ctExpr {
+	var c ctExpr
+	c.Ct.Key = key
+	return c
+}
+
 func fibDaddrType() fibExpr {
 	var f fibExpr
 	f.Fib.Result, f.Fib.Flags = "type", []string{"daddr"}
@@ -163,6 +175,7 @@ func jump(target string) jumpStmt {
 //	guest_to_host: meta l4proto {tcp, udp} th dport 53 accept
 //	               tcp flags & (fin|syn|rst|ack) == syn counter reject with tcp reset
 //	               meta l4proto tcp accept
+//	               meta l4proto udp ct direction reply accept
 //	               counter reject
 //
 // Each comment says why and ends in a digest of all the rules, which is
@@ -190,6 +203,11 @@ func rules(uids []uint32) []rule {
 		// The rest of TCP: segments of connections QEMU accepted (a
 		// VNC or hostfwd listener's replies) or had before the table.
 		mk(chainGuest, eq(meta("l4proto"), "tcp"), acceptStmt{}),
+		// UDP answers of QEMU's own sockets to what a host process sent
+		// them first: a UDP port forward's replies to its client. A
+		// datagram the guest sends to the host goes out of a new slirp
+		// socket, in conntrack's original direction, and stays refused.
+		mk(chainGuest, eq(meta("l4proto"), "udp"), eq(ct("direction"), "reply"), acceptStmt{}),
 		// UDP and anything else.
 		mk(chainGuest, counterStmt{}, rejectStmt{}),
 	}
@@ -198,6 +216,7 @@ func rules(uids []uint32) []rule {
 		"DNS: slirp forwards the guest's to the host's resolver",
 		"new TCP connections from guests",
 		"replies of QEMU's own listeners",
+		"UDP replies of QEMU's own sockets (port forwards)",
 		"UDP and the rest",
 	}
 	sum := digest(rs)

@@ -49,6 +49,16 @@ type DomainInfo struct {
 	Node string `json:"node,omitempty"`
 }
 
+// NetworkInfo is one entry of `virtplane-launcher list-networks`: an
+// active libvirt network, by name, and the Linux bridge libvirt made for
+// it (none for a network that forwards by macvtap or hostdev). The
+// command prints a JSON array of them sorted by name, [] when there is
+// none: [{"name":"default","bridge":"virbr0"}].
+type NetworkInfo struct {
+	Name   string `json:"name"`
+	Bridge string `json:"bridge,omitempty"`
+}
+
 // Probe runs `launcherPath probe --libvirt-uri uri`.
 func Probe(ctx context.Context, launcherPath, libvirtURI string) (ProbeResult, error) {
 	var r ProbeResult
@@ -61,6 +71,13 @@ func ListDomains(ctx context.Context, launcherPath, libvirtURI string) ([]Domain
 	var ds []DomainInfo
 	err := runJSON(ctx, &ds, launcherPath, "list-domains", "--libvirt-uri", uriOrDefault(libvirtURI))
 	return ds, err
+}
+
+// ListNetworks runs `launcherPath list-networks --libvirt-uri uri`.
+func ListNetworks(ctx context.Context, launcherPath, libvirtURI string) ([]NetworkInfo, error) {
+	var ns []NetworkInfo
+	err := runJSON(ctx, &ns, launcherPath, "list-networks", "--libvirt-uri", uriOrDefault(libvirtURI))
+	return ns, err
 }
 
 // Version runs `launcherPath version`.

@@ -71,6 +71,7 @@ type Agent struct {
 	layout    nodedir.Layout
 	console   consoleRoom
 	images    imageList
+	networks  networkList
 	disks     diskRoom
 	pulls     *imagePulls // nil without Options.API.Images
 	// host is what registration reported; set by Run before the
@@ -127,6 +128,7 @@ func New(opts Options) (*Agent, error) {
 		Progress: diskProgress{a}, Clock: opts.Clock, Logger: a.log})
 	a.images = disks.NewInventory(disks.InventoryOptions{ImageDir: opts.ImageDir, RefreshPeriod: opts.Timing.ImageRefreshPeriod,
 		Clock: opts.Clock, Logger: a.log})
+	a.networks = newNetworkInventory(opts, a)
 	if err := a.newImagePulls(); err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
@@ -179,11 +181,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopFirewall()
-	// Started first, so that registration finds a listing if one is quick.
-	imagesCtx, stopImages := context.WithCancel(ctx)
-	imagesDone := make(chan struct{})
-	go func() { defer close(imagesDone); a.images.Run(imagesCtx) }()
-	defer func() { stopImages(); <-imagesDone }()
+	// Started first, so that registration finds listings if they are
+	// quick.
+	inventoryCtx, stopInventories := context.WithCancel(ctx)
+	var inventories sync.WaitGroup
+	inventories.Go(func() { a.images.Run(inventoryCtx) })
+	inventories.Go(func() { a.networks.Run(inventoryCtx) })
+	defer func() { stopInventories(); inventories.Wait() }()
 	if a.opts.Host == nil {
 		h, err := ReadHostFacts("/")
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 )
 
 func TestReadHostFacts(t *testing.T) {
@@ -54,6 +56,7 @@ func TestExecToolsDecodeOutput(t *testing.T) {
 case "$1" in
 probe) [ "$2" = --libvirt-uri ] && [ "$3" = "test:///default" ] && echo '{"libvirt_version":"10.0.0","qemu_version":"8.2.0","hostname":"h"}' ;;
 list-domains) echo '[{"name":"default_a","uuid":"u","state":"Running","reason":"Booted","vmi_uid":"x","vmi_namespace":"default","vmi_name":"a"}]' ;;
+list-networks) [ "$3" = "test:///default" ] && echo '[{"name":"default","bridge":"virbr0"},{"name":"lan"}]' ;;
 *) echo "unknown command $1" >&2; exit 2 ;;
 esac
 `
@@ -69,6 +72,10 @@ esac
 	doms, err := tools.ListDomains(ctx, "test:///default")
 	if err != nil || len(doms) != 1 || doms[0].VMIName != "a" || doms[0].VMIUID != "x" {
 		t.Fatalf("list-domains %+v, %v", doms, err)
+	}
+	nets, err := tools.ListNetworks(ctx, "test:///default")
+	if err != nil || len(nets) != 2 || nets[0] != (launcher.NetworkInfo{Name: "default", Bridge: "virbr0"}) || nets[1].Name != "lan" {
+		t.Fatalf("list-networks %+v, %v", nets, err)
 	}
 	if _, err := (ExecTools{Path: filepath.Join(dir, "missing")}).Probe(ctx, "x"); err == nil {
 		t.Fatal("missing binary: no error")

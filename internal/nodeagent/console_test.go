@@ -279,3 +279,36 @@ func TestConsoleNodeNotConnected(t *testing.T) {
 		t.Fatalf("console of a VMI on a node without agent: %v", err)
 	}
 }
+
+// A followed console ends once its instance migrated away, although the
+// node keeps the instance's record (marked) until it removes what the
+// instance left: the console must not stay on a node the guest left,
+// showing nothing, nor take up a later stay's new log as if it were the
+// same one.
+func TestConsoleEndsWhenTheInstanceMigratedAway(t *testing.T) {
+	h := newHarness(t)
+	a, _ := h.runAgent()
+	h.createVMI("mover", withGrace(0))
+	vmi := h.waitPhase("mover", apiv1.PhaseRunning)
+	uid := vmi.GetMetadata().GetUid()
+	path := nodedir.ConsoleLogPath(h.vmiDir(uid))
+	consoletest.WriteLog(t, path, "BOOTED\n")
+	con := h.attach(&apiv1.ConsoleOpen{Name: "mover", Log: true, Follow: true})
+	con.waitData("BOOTED\n")
+
+	rec, err := a.db.GetVMI(uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.MigratedAway = "migration-1"
+	if err := a.db.PutVMI(rec); err != nil {
+		t.Fatal(err)
+	}
+	con.waitNotice(console.NoticeInstanceEnded)
+	if err := con.waitEnd(); err != nil {
+		t.Fatalf("console ended with %v", err)
+	}
+	if _, err := a.db.GetVMI(uid); err != nil {
+		t.Fatalf("the record was removed (%v); the test wants it kept, marked", err)
+	}
+}

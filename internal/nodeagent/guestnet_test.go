@@ -42,6 +42,10 @@ func (noQEMUTools) ListDomains(context.Context, string) ([]launcher.DomainInfo, 
 	return nil, nil
 }
 
+func (noQEMUTools) ListNetworks(context.Context, string) ([]launcher.NetworkInfo, error) {
+	return nil, nil
+}
+
 // TestGuestFirewallOnlyForQEMU: tools other than the real launcher's, or
 // libvirt's test driver, run no QEMU, so nothing is installed (the
 // firewall itself is internal/guestnet's tests, the agent installing it

@@ -303,6 +303,7 @@ func (a *Agent) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance, r
 	if _, err := a.writeStatus(ctx, vmi, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
 		running(st, now)
 		st.Conditions = apiv1.SetCondition(st.Conditions, migratable, now)
+		st.Interfaces = interfaceStatuses(vmi.GetSpec(), dom, st.Interfaces)
 	}); err != nil && !errors.Is(err, errVMIGone) {
 		return controller.Result{}, err
 	}

@@ -126,6 +126,11 @@ func (t fakeTools) ListDomains(context.Context, string) ([]launcher.DomainInfo, 
 	return out, nil
 }
 
+// ListNetworks: libvirt's test driver has one active network, "default".
+func (t fakeTools) ListNetworks(context.Context, string) ([]launcher.NetworkInfo, error) {
+	return []launcher.NetworkInfo{{Name: "default", Bridge: "virbr0"}}, nil
+}
+
 // fakeImages stands in for qemu-img: bases must exist; overlays are empty
 // files.
 type fakeImages struct{}

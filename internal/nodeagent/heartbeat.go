@@ -55,15 +55,20 @@ func (l *leaseTracker) expiredUnfenced(now time.Time) bool {
 // only marks the node unschedulable.
 func (a *Agent) heartbeat(ctx context.Context, schedulable bool) (time.Duration, error) {
 	sent := a.now()
-	// The image list goes along only when it changed; listing happens in
-	// the image inventory (disks.Inventory.Run), never here.
-	images := a.images.Pending()
-	resp, err := a.nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable, Images: images})
+	// The image list and the network inventory go along only when they
+	// changed; listing happens in the inventories (disks.Inventory.Run,
+	// netinventory.Inventory.Run), never here.
+	images, nets := a.images.Pending(), a.networks.Pending()
+	resp, err := a.nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable,
+		Images: images, NetworkInventory: nets})
 	if err != nil {
 		return 0, fmt.Errorf("heartbeat: %w", err)
 	}
 	if images != nil {
 		a.images.MarkSent(images)
+	}
+	if nets != nil {
+		a.networks.MarkSent(nets)
 	}
 	interval := time.Duration(resp.GetHeartbeatIntervalSeconds()) * time.Second
 	if interval <= 0 {
@@ -105,6 +110,11 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 			// Early, once per changed list (at most one per refresh
 			// period); unchanged lists cost no extra beat.
 			if a.images.Pending() == nil {
+				continue
+			}
+		case <-a.networks.Changed():
+			// The same for a new bridge or libvirt network.
+			if a.networks.Pending() == nil {
 				continue
 			}
 		}

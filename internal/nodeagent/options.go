@@ -113,6 +113,9 @@ type Timing struct {
 	// node's image list; zero leaves the image inventory's default
 	// (disks.DefaultImageRefreshPeriod).
 	ImageRefreshPeriod time.Duration
+	// NetworkRefreshPeriod is how often the node's bridges and libvirt
+	// networks are listed; zero leaves netinventory.DefaultRefreshPeriod.
+	NetworkRefreshPeriod time.Duration
 	// MigrationPoll is how often a running migration is looked at (its
 	// progress reported, a target's receiving domain renewed); default 1s.
 	MigrationPoll time.Duration
@@ -144,8 +147,8 @@ type Options struct {
 	API API
 	// Launchers starts and reattaches launcher processes; required.
 	Launchers launcher.Manager
-	// Tools runs `virtplane-launcher probe|list-domains`; nil runs
-	// LauncherPath.
+	// Tools runs `virtplane-launcher probe|list-domains|list-networks`;
+	// nil runs LauncherPath.
 	Tools LauncherTools
 	// Images inspects images and creates disks; nil runs qemu-img.
 	Images disks.ImageTool
@@ -159,6 +162,13 @@ type Options struct {
 	ImageDir string
 	// LibvirtURI is handed to the launcher tools; default qemu:///system.
 	LibvirtURI string
+	// BridgeNetNS is the network namespace whose Linux bridges the node
+	// advertises (/proc/PID/ns/net, /run/netns/NAME): the one its
+	// libvirtd and QEMU use. Empty: the namespace of the daemon listening
+	// on LibvirtURI's socket (package hostns), else the agent's own.
+	BridgeNetNS string
+	// ListBridges replaces listing BridgeNetNS's bridges (tests).
+	ListBridges func(ctx context.Context) ([]string, error)
 	// Migration says where this node receives live migrations.
 	Migration MigrationOptions
 	// ImageSourceDirs are the directories Images' file:// URLs may name;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -56,10 +57,17 @@ func bytesQuantity(b int64) string {
 // ctx ends: a control plane that is not up yet is no reason to exit.
 func (a *Agent) register(ctx context.Context) error {
 	n := a.node(ctx)
-	// Registering replaces the stored list, with an empty one when the
-	// first listing is not ready: sent then records that.
-	images := a.images.ForRegister(ctx, registerImageWait)
+	// Registering replaces the stored lists, with empty ones when the
+	// first listings are not ready: sent then records that. Both wait at
+	// once, so registration waits for the slower one only.
+	var images *apiv1.NodeImageList
+	var nets *apiv1.NodeNetworkInventory
+	var wg sync.WaitGroup
+	wg.Go(func() { images = a.images.ForRegister(ctx, registerImageWait) })
+	wg.Go(func() { nets = a.networks.ForRegister(ctx, registerImageWait) })
+	wg.Wait()
 	n.Status.Images = images.GetItems()
+	n.Status.Bridges, n.Status.Networks = nets.GetBridges(), nets.GetNetworks()
 	err := retry(ctx, a, "registering node", func() error {
 		_, err := a.nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: n})
 		return err
@@ -69,13 +77,18 @@ func (a *Agent) register(ctx context.Context) error {
 			images = &apiv1.NodeImageList{}
 		}
 		a.images.MarkSent(images)
+		if nets == nil {
+			nets = &apiv1.NodeNetworkInventory{}
+		}
+		a.networks.MarkSent(nets)
 	}
 	return err
 }
 
 // registerImageWait bounds how long registration waits for the first
-// listing. A node whose new images take longer to hash registers without
-// them, and a heartbeat brings them when they are ready.
+// listings. A node whose new images take longer to hash registers without
+// them, and a heartbeat brings them when they are ready; so with its
+// network inventory.
 const registerImageWait = 5 * time.Second
 
 // retry calls fn with backoff (100 ms doubling to 5 s) until it succeeds

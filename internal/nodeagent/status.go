@@ -1,9 +1,12 @@
 package nodeagent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"time"
 
 	"google.golang.org/grpc"
@@ -115,6 +118,69 @@ func runningStatus(d *launcherpb.DomainStatus, kvm bool) func(*apiv1.VirtualMach
 		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionProvisioning)
 		setPausedCondition(st, d, now)
 	}
+}
+
+// interfaceStatuses is the VMI's status.interfaces for a running
+// domain: one per interface of spec, in its order, named and with the
+// MAC of the spec, and the addresses (or why there are none) that the
+// launcher found in the background (DomainStatus.interfaces). A launcher
+// that has not looked yet reports none at all: the addresses the status
+// had for an interface of the same name and MAC are kept meanwhile (a
+// restarted launcher, the target of a live migration), so they do not
+// flap. What is copied is checked against the API's bounds (a guest
+// agent names the guest's interfaces), so the status write is never
+// refused for it.
+func interfaceStatuses(spec *apiv1.VirtualMachineInstanceSpec, d *launcherpb.DomainStatus, prev []*apiv1.InterfaceStatus) []*apiv1.InterfaceStatus {
+	found := map[string]*apiv1.InterfaceStatus{}
+	for _, s := range d.GetInterfaces() {
+		found[s.GetName()] = s
+	}
+	if len(found) == 0 {
+		for _, s := range prev {
+			found[s.GetName()] = s
+		}
+	}
+	var out []*apiv1.InterfaceStatus
+	for _, i := range spec.GetDomain().GetDevices().GetInterfaces() {
+		s := &apiv1.InterfaceStatus{Name: i.GetName(), MacAddress: i.GetMacAddress()}
+		f := found[i.GetName()]
+		if s.MacAddress == "" {
+			s.MacAddress = f.GetMacAddress()
+		}
+		if f != nil && (f.GetMacAddress() == "" || sameMAC(f.GetMacAddress(), s.MacAddress)) {
+			copyAddresses(s, f)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// copyAddresses copies from's addresses, source, info and guest
+// interface name to s, leaving out what the API would refuse.
+func copyAddresses(s, from *apiv1.InterfaceStatus) {
+	for _, a := range from.GetIpAddresses() {
+		if ip, err := netip.ParseAddr(a); err == nil && len(s.IpAddresses) < validation.MaxInterfaceIPs {
+			s.IpAddresses = append(s.IpAddresses, ip.String())
+		}
+	}
+	if len(s.IpAddresses) > 0 {
+		s.IpAddress = s.IpAddresses[0]
+		switch src := from.GetSource(); src {
+		case apiv1.InterfaceSourceLease, apiv1.InterfaceSourceARP, apiv1.InterfaceSourceAgent:
+			s.Source = src
+		}
+	}
+	s.Info = validation.ClipStatusMessage(from.GetInfo())
+	if n := from.GetInterfaceName(); validation.ValidGuestInterfaceName(n) {
+		s.InterfaceName = n
+	}
+}
+
+// sameMAC compares MAC addresses in any of the forms net.ParseMAC reads.
+func sameMAC(a, b string) bool {
+	x, err1 := net.ParseMAC(a)
+	y, err2 := net.ParseMAC(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // setPausedCondition reflects a paused domain (KubeVirt

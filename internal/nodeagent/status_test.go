@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
 
@@ -138,5 +139,106 @@ func TestWriteStatusGivesUpAfterMaxAttempts(t *testing.T) {
 	}
 	if updates, _ := u.vmis.counts(); updates != maxStatusAttempts {
 		t.Errorf("%d attempts, want %d", updates, maxStatusAttempts)
+	}
+}
+
+// TestInterfaceStatuses: the status lists the spec's interfaces in its
+// order with its names and MACs, and what the launcher found for each;
+// what the API would refuse is left out; a launcher that has not looked
+// yet leaves the addresses the status had.
+func TestInterfaceStatuses(t *testing.T) {
+	spec := &apiv1.VirtualMachineInstanceSpec{Domain: &apiv1.DomainSpec{Devices: &apiv1.Devices{Interfaces: []*apiv1.Interface{
+		{Name: "default", MacAddress: "02:00:00:00:00:01"},
+		{Name: "lan", MacAddress: "02:00:00:00:00:02"},
+		{Name: "nat", MacAddress: "02:00:00:00:00:03"},
+	}}}}
+	dom := &launcherpb.DomainStatus{Exists: true, State: stateRunning, Interfaces: []*apiv1.InterfaceStatus{
+		{Name: "nat", MacAddress: "02:00:00:00:00:03", Info: "no DHCP lease for 02:00:00:00:00:03"},
+		{Name: "default", MacAddress: "02:00:00:00:00:01", IpAddress: "10.0.2.15", IpAddresses: []string{"10.0.2.15", "not-an-ip", "fec0::5"},
+			Source: apiv1.InterfaceSourceAgent, InterfaceName: "eth0"},
+		{Name: "lan", MacAddress: "02:00:00:00:00:02", IpAddresses: []string{"192.0.2.7"}, Source: "guess", InterfaceName: "bad\x00name", Info: "x\x01y"},
+		{Name: "gone", MacAddress: "02:00:00:00:00:09", IpAddresses: []string{"192.0.2.9"}},
+	}}
+	got := interfaceStatuses(spec, dom, nil)
+	want := []*apiv1.InterfaceStatus{
+		{Name: "default", MacAddress: "02:00:00:00:00:01", IpAddress: "10.0.2.15", IpAddresses: []string{"10.0.2.15", "fec0::5"},
+			Source: apiv1.InterfaceSourceAgent, InterfaceName: "eth0"},
+		{Name: "lan", MacAddress: "02:00:00:00:00:02", IpAddress: "192.0.2.7", IpAddresses: []string{"192.0.2.7"}, Info: "x\uFFFDy"},
+		{Name: "nat", MacAddress: "02:00:00:00:00:03", Info: "no DHCP lease for 02:00:00:00:00:03"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for i := range want {
+		if !proto.Equal(got[i], want[i]) {
+			t.Errorf("interface %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+	if errs := validation.ValidateVirtualMachineInstanceStatus(&apiv1.VirtualMachineInstanceStatus{Interfaces: got}, nil); len(errs) > 0 {
+		t.Errorf("the API refuses it: %v", errs)
+	}
+
+	// A launcher that has not looked yet: the status keeps what it had
+	// for the same interface, and only the spec's name and MAC for the
+	// rest (a previous address of another MAC is not this interface's).
+	prev := []*apiv1.InterfaceStatus{
+		{Name: "default", MacAddress: "02:00:00:00:00:01", IpAddress: "10.0.2.15", IpAddresses: []string{"10.0.2.15"}, Source: apiv1.InterfaceSourceAgent},
+		{Name: "lan", MacAddress: "02:00:00:00:00:99", IpAddress: "192.0.2.99", IpAddresses: []string{"192.0.2.99"}, Source: apiv1.InterfaceSourceARP},
+	}
+	got = interfaceStatuses(spec, &launcherpb.DomainStatus{Exists: true, State: stateRunning}, prev)
+	if !proto.Equal(got[0], prev[0]) {
+		t.Errorf("default = %v, want the previous %v", got[0], prev[0])
+	}
+	for _, s := range got[1:] {
+		if s.GetIpAddress() != "" || s.GetSource() != "" {
+			t.Errorf("%s kept %v", s.GetName(), s)
+		}
+	}
+	if got[1].GetMacAddress() != "02:00:00:00:00:02" {
+		t.Errorf("lan's MAC %q is not the spec's", got[1].GetMacAddress())
+	}
+	if got := interfaceStatuses(&apiv1.VirtualMachineInstanceSpec{}, dom, prev); got != nil {
+		t.Errorf("no interfaces in the spec: %v", got)
+	}
+}
+
+func withInterfaces() vmiOption {
+	return func(v *apiv1.VirtualMachineInstance) {
+		v.Spec.Networks = []*apiv1.Network{
+			{Name: "default", User: &apiv1.UserNetwork{}},
+			{Name: "lan", Bridge: &apiv1.BridgeNetwork{Bridge: "br0"}},
+		}
+		v.Spec.Domain.Devices.Interfaces = []*apiv1.Interface{
+			{Name: "default", MacAddress: "02:00:00:00:00:01"},
+			{Name: "lan", MacAddress: "02:00:00:00:00:02"},
+		}
+	}
+}
+
+// TestRunningStatusCarriesInterfaces: a started VMI lists its interfaces
+// by the spec at once; the launcher's addresses arrive with its event and
+// pass the API's validation.
+func TestRunningStatusCarriesInterfaces(t *testing.T) {
+	h, a := newStarted(t, "web", withInterfaces())
+	st := h.getVMI("web").GetStatus()
+	if st.GetPhase() != apiv1.PhaseRunning || len(st.GetInterfaces()) != 2 {
+		t.Fatalf("status %v", st)
+	}
+	for i, want := range []string{"default/02:00:00:00:00:01", "lan/02:00:00:00:00:02"} {
+		if s := st.GetInterfaces()[i]; s.GetName()+"/"+s.GetMacAddress() != want || s.GetIpAddress() != "" {
+			t.Errorf("interface %d = %v, want %s without addresses", i, s, want)
+		}
+	}
+
+	h.fake.SetInterfaces(domainOf("web"), []*apiv1.InterfaceStatus{
+		{Name: "default", MacAddress: "02:00:00:00:00:01", IpAddress: "10.0.2.15", IpAddresses: []string{"10.0.2.15", "fec0::5054:ff:fe00:1"},
+			Source: apiv1.InterfaceSourceAgent, InterfaceName: "eth0"},
+		{Name: "lan", MacAddress: "02:00:00:00:00:02", Info: "no neighbour entry for 02:00:00:00:00:02; the guest agent reports no address for 02:00:00:00:00:02"},
+	}, true)
+	h.reconcile(a, "web")
+	got := h.getVMI("web").GetStatus().GetInterfaces()
+	if got[0].GetIpAddress() != "10.0.2.15" || got[0].GetSource() != apiv1.InterfaceSourceAgent || got[0].GetInterfaceName() != "eth0" ||
+		len(got[0].GetIpAddresses()) != 2 || !strings.HasPrefix(got[1].GetInfo(), "no neighbour entry") {
+		t.Errorf("interfaces after the launcher found addresses: %v", got)
 	}
 }

@@ -13,9 +13,12 @@ type LauncherTools interface {
 	Probe(ctx context.Context, libvirtURI string) (launcher.ProbeResult, error)
 	// ListDomains lists the domains virtplane defined on the host.
 	ListDomains(ctx context.Context, libvirtURI string) ([]launcher.DomainInfo, error)
+	// ListNetworks lists the active libvirt networks, for the node's
+	// network inventory.
+	ListNetworks(ctx context.Context, libvirtURI string) ([]launcher.NetworkInfo, error)
 }
 
-// ExecTools runs `virtplane-launcher probe|list-domains` at Path
+// ExecTools runs `virtplane-launcher probe|list-domains|list-networks` at Path
 // ("virtplane-launcher" from PATH when empty) through internal/launcher,
 // which owns the commands' output format.
 type ExecTools struct {
@@ -37,4 +40,8 @@ func (t ExecTools) Probe(ctx context.Context, uri string) (launcher.ProbeResult,
 
 func (t ExecTools) ListDomains(ctx context.Context, uri string) ([]launcher.DomainInfo, error) {
 	return launcher.ListDomains(ctx, t.path(), uri)
+}
+
+func (t ExecTools) ListNetworks(ctx context.Context, uri string) ([]launcher.NetworkInfo, error) {
+	return launcher.ListNetworks(ctx, t.path(), uri)
 }

@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"crypto/ecdsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
@@ -54,13 +55,7 @@ const EtcdClientName = "virtplane-etcd-operator"
 // certificate not signed by the CA, close to expiry, or (the server's)
 // lacking one of hosts is reissued.
 func EnsureEtcd(p EtcdPaths, hosts []string, now time.Time) error {
-	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
-		return fmt.Errorf("creating etcd pki directory: %w", err)
-	}
-	if err := os.Chmod(p.Dir, 0o700); err != nil {
-		return fmt.Errorf("etcd pki directory: %w", err)
-	}
-	caCert, caKey, err := ensureCA(p.CACert, p.CAKey, "virtplane etcd CA", now)
+	caCert, caKey, err := ensureEtcdCA(p, now)
 	if err != nil {
 		return err
 	}
@@ -84,14 +79,22 @@ const EtcdPeerName = "virtplane-etcd-peer"
 // client, reissuing one that lacks a host, is close to expiry or was not
 // signed by the CA (e.g. copied along with the CA from another server).
 func EnsureEtcdPeer(p EtcdPaths, hosts []string, now time.Time) error {
-	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
-		return fmt.Errorf("creating etcd pki directory: %w", err)
-	}
-	caCert, caKey, err := ensureCA(p.CACert, p.CAKey, "virtplane etcd CA", now)
+	caCert, caKey, err := ensureEtcdCA(p, now)
 	if err != nil {
 		return err
 	}
 	tmpl := serverTemplate(EtcdPeerName, hosts)
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	return ensureLeaf(p.PeerCert, p.PeerKey, tmpl, caCert, caKey, hosts, now)
+}
+
+// ensureEtcdCA makes p.Dir (0700) and the etcd CA in it when missing.
+func ensureEtcdCA(p EtcdPaths, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("creating etcd pki directory: %w", err)
+	}
+	if err := os.Chmod(p.Dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("etcd pki directory: %w", err)
+	}
+	return ensureCA(p.CACert, p.CAKey, "virtplane etcd CA", now)
 }

@@ -8,9 +8,13 @@ import (
 
 	"github.com/google/uuid"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/raft/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -216,6 +220,42 @@ func (s *etcdStore[T]) writeAt(ctx context.Context, key, ref string, rv int64, o
 	return resp.Header.Revision, current, nil
 }
 
+// droppedBackoff spaces the attempts at a write raft dropped: 1.55 s of
+// waits in all, past a leadership transfer's election timeout (1 s).
+var droppedBackoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 6}
+
+// commitTxn commits, again while raft drops the proposal.
+func commitTxn(ctx context.Context, txn func() (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
+	var (
+		resp *clientv3.TxnResponse
+		err  error
+	)
+	werr := wait.ExponentialBackoffWithContext(ctx, droppedBackoff, func(context.Context) (bool, error) {
+		resp, err = txn()
+		return !IsProposalDropped(err), nil
+	})
+	if err == nil && werr != nil {
+		err = werr
+	}
+	return resp, err
+}
+
+// IsProposalDropped reports etcd's "raft proposal dropped": raft refused
+// to append the write, e.g. while leadership moved to another member (the
+// controllers' leader hands it on: etcdserver.KeepRaftLeadershipAway), so
+// the write was never applied and may be sent again. etcd has no code for
+// it: it arrives as Unknown with raft's message.
+func IsProposalDropped(err error) bool {
+	// The status itself, not status.FromError's, whose message is the
+	// whole wrapped error's.
+	var se interface{ GRPCStatus() *status.Status }
+	if !errors.As(err, &se) {
+		return false
+	}
+	st := se.GRPCStatus()
+	return st.Code() == codes.Unknown && st.Message() == raft.ErrProposalDropped.Error()
+}
+
 // commit runs the write transaction "if cmp then op else els", fenced to
 // the store's leader term if it has one. A transaction that failed only
 // because the term ended is ErrNotLeader; otherwise the caller reads why
@@ -223,13 +263,17 @@ func (s *etcdStore[T]) writeAt(ctx context.Context, key, ref string, rv int64, o
 func (s *etcdStore[T]) commit(ctx context.Context, cmp clientv3.Cmp, op clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	f := s.term
 	if f == nil {
-		return s.client.Txn(ctx).If(cmp).Then(op).Else(els...).Commit()
+		return commitTxn(ctx, func() (*clientv3.TxnResponse, error) {
+			return s.client.Txn(ctx).If(cmp).Then(op).Else(els...).Commit()
+		})
 	}
-	resp, err := s.client.Txn(ctx).
-		If(cmp, clientv3.Compare(clientv3.CreateRevision(f.Key), "=", f.Revision)).
-		Then(op).
-		Else(append(els, clientv3.OpGet(f.Key))...).
-		Commit()
+	resp, err := commitTxn(ctx, func() (*clientv3.TxnResponse, error) {
+		return s.client.Txn(ctx).
+			If(cmp, clientv3.Compare(clientv3.CreateRevision(f.Key), "=", f.Revision)).
+			Then(op).
+			Else(append(els, clientv3.OpGet(f.Key))...).
+			Commit()
+	})
 	if err != nil || resp.Succeeded {
 		return resp, err
 	}

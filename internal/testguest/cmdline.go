@@ -2,6 +2,7 @@ package testguest
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 )
@@ -118,6 +119,35 @@ func Network() Option {
 // guest could send them.
 func NetProbe(targets ...string) Option {
 	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.netprobe="+strings.Join(targets, ",")) }
+}
+
+// StaticIP brings the guest's first NIC up with the address addr (e.g.
+// 192.0.2.10/24) and, when gateway is valid, a default route through it,
+// instead of DHCP, and prints MarkerNetUp as Network does (dns empty).
+func StaticIP(addr netip.Prefix, gateway netip.Addr) Option {
+	return func(c *cmdline) {
+		v := "virtplane.ip=" + addr.String()
+		if gateway.IsValid() {
+			v += "," + gateway.String()
+		}
+		c.flags = append(c.flags, v)
+	}
+}
+
+// HTTP brings the network up (Network, or StaticIP's address) and
+// answers HTTP on port, on every address of the guest, with the guest's
+// hostname and a newline; MarkerHTTPUp says it listens.
+func HTTP(port int) Option {
+	return func(c *cmdline) { c.flags = append(c.flags, fmt.Sprintf("virtplane.http=%d", port)) }
+}
+
+// GuestAgent runs a QEMU guest agent stand-in on the virtio-serial port
+// org.qemu.guest_agent.0 (which virtplane gives every domain): it
+// answers libvirt's guest-sync, guest-ping, guest-info and
+// guest-network-get-interfaces, so libvirt's agent source reports the
+// guest's addresses. MarkerGuestAgentUp says it opened the port.
+func GuestAgent() Option {
+	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.ga=1") }
 }
 
 // PanicTimeout sets the kernel's panic= (seconds before rebooting after a

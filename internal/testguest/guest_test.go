@@ -2,7 +2,11 @@ package testguest_test
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +17,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // TestBootAndACPIShutdown boots the guest, checks the boot marker, and
@@ -207,4 +212,74 @@ func TestNetwork(t *testing.T) {
 	if got, _ := testguest.FindMarker(console, testguest.MarkerPersistWrote); got != "boot=1" {
 		t.Errorf("persist wrote %q, want boot=1", got)
 	}
+}
+
+// TestStaticIPHTTPAndGuestAgent: a guest with a static address (no
+// DHCP), the HTTP responder reached through a port forward of QEMU's
+// (added as the launcher adds them, by HMP's hostfwd_add), and the guest
+// agent stand-in answering libvirt's agent source with that address.
+func TestStaticIPHTTPAndGuestAgent(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	g := startGuest(t, uri, guestSpec{
+		nic:   true,
+		agent: true,
+		cmdline: testguest.Cmdline(testguest.Hostname("vp-ga"), testguest.PoweroffAfter(10*time.Minute),
+			testguest.StaticIP(netip.MustParsePrefix("10.0.2.20/24"), netip.MustParseAddr("10.0.2.2")),
+			testguest.HTTP(8080), testguest.GuestAgent()),
+	})
+	g.waitBooted()
+	up := testguest.Fields(g.waitMarker(testguest.MarkerNetUp, bootTimeout))
+	if up["ip"] != "10.0.2.20/24" || up["router"] != "10.0.2.2" || up["dns"] != "" {
+		t.Errorf("%s %v, want the static 10.0.2.20/24 via 10.0.2.2", testguest.MarkerNetUp, up)
+	}
+	if got := testguest.Fields(g.waitMarker(testguest.MarkerHTTPUp, bootTimeout)); got["port"] != "8080" {
+		t.Errorf("%s %v", testguest.MarkerHTTPUp, got)
+	}
+	g.waitMarker(testguest.MarkerGuestAgentUp, bootTimeout)
+
+	port := freePort(t)
+	rule := fmt.Sprintf("tcp:127.0.0.1:%d-10.0.2.20:8080", port)
+	if out, err := virsh(uri, "qemu-monitor-command", "--hmp", g.name, "hostfwd_add "+nicNetdev+" "+rule); err != nil || strings.TrimSpace(out) != "" {
+		t.Fatalf("hostfwd_add %s: %q, %v", rule, out, err)
+	}
+	var body string
+	testutil.EventuallyNoError(t, 30*time.Second, "an HTTP answer through the port forward", func() error {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		body = string(b)
+		return err
+	})
+	if body != "vp-ga\n" {
+		t.Errorf("the guest answered %q, want its hostname", body)
+	}
+
+	// libvirt connects to the agent once the guest opened the port;
+	// the stand-in's answer is what `virsh domifaddr --source agent`
+	// shows.
+	testutil.EventuallyNoError(t, 60*time.Second, "the agent to report 10.0.2.20", func() error {
+		out, err := virsh(uri, "domifaddr", "--source", "agent", g.name)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "10.0.2.20/24") || !strings.Contains(out, "127.0.0.1/8") {
+			return fmt.Errorf("domifaddr --source agent:\n%s", out)
+		}
+		return nil
+	})
+}
+
+// freePort is a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -4,7 +4,8 @@
 # panics if it does), so every path ends in poweroff, a crash or the idle
 # loop. The same file is the power-off helper: acpid and the poweroff timer
 # run "/init --virtplane-poweroff REASON", and udhcpc's event script runs
-# "/init --virtplane-dhcp EVENT" (never as PID 1).
+# "/init --virtplane-dhcp EVENT" (never as PID 1). The guest agent
+# stand-in is ga.sh, /etc/virtplane/ga.sh in the guest.
 
 export PATH=/bin
 # Kernel command line words are data: never glob them.
@@ -152,6 +153,10 @@ net=
 netprobe=
 tick=
 dirty=
+static_ip=
+static_gw=
+http_port=
+ga=
 for arg in $(cat /proc/cmdline); do
 	val=${arg#*=}
 	case "$arg" in
@@ -179,6 +184,31 @@ for arg in $(cat /proc/cmdline); do
 	virtplane.tick) tick=1 ;;
 	virtplane.tick=*) flagopt tick ;;
 	virtplane.dirty=*) numopt dirty ;;
+	virtplane.ip=*)
+		# ADDR/PREFIX[,GATEWAY], IPv4 or IPv6 literals.
+		addr=${val%%,*} gw=
+		[ "$addr" = "$val" ] || gw=${val#*,}
+		pfx=${addr#*/}
+		case "$addr/$gw" in
+		*[!0-9A-Fa-f.:/]*) warn "ignoring bad $arg" ;;
+		*)
+			if [ "$pfx" != "$addr" ] && isnum "$pfx" && [ -n "${addr%%/*}" ]; then
+				static_ip=$addr static_gw=$gw net=1
+			else
+				warn "ignoring bad $arg"
+			fi
+			;;
+		esac
+		;;
+	virtplane.http=*)
+		if isnum "$val" && [ "$val" -ge 1 ] && [ "$val" -le 65535 ]; then
+			http_port=$val net=1
+		else
+			warn "ignoring bad $arg"
+		fi
+		;;
+	virtplane.ga) ga=1 ;;
+	virtplane.ga=*) flagopt ga ;;
 	virtplane.netprobe=*)
 		# Comma-separated HOST:PORT, IPv6 as [ADDR]:PORT: IP literals only.
 		case "$val" in
@@ -353,7 +383,8 @@ fi
 
 # --- network -------------------------------------------------------------
 # virtplane.net brings the first NIC up by DHCP (QEMU user networking:
-# 10.0.2.15/24, gateway 10.0.2.2, and IPv6 by router advertisement).
+# 10.0.2.15/24, gateway 10.0.2.2, and IPv6 by router advertisement), or
+# with virtplane.ip's static address.
 # virtplane.netprobe also fetches http://TARGET/ for each target and says
 # whether the guest reached it, so tests can check what a guest reaches.
 
@@ -384,7 +415,17 @@ if [ -n "$net" ]; then
 		# as soon as the router advertisement arrives.
 		echo 0 >"/proc/sys/net/ipv6/conf/$net_if/accept_dad"
 		ip link set "$net_if" up
-		if udhcpc -i "$net_if" -s /etc/virtplane/udhcpc.script -n -q -t 5 -T 1 >/dev/null 2>&1 && [ -s /run/net.lease ]; then
+		if [ -n "$static_ip" ]; then
+			# virtplane.ip: no DHCP (a bridge in a test has no server).
+			if ip addr add "$static_ip" dev "$net_if" &&
+				{ [ -z "$static_gw" ] || ip route add default via "$static_gw" dev "$net_if"; }; then
+				ip=$static_ip router=$static_gw dns=
+				say "VIRTPLANE-NET-UP iface=$net_if ip=$ip router=$router dns=$dns"
+			else
+				warn "net: cannot set $static_ip${static_gw:+ via $static_gw} on $net_if"
+				net_if=
+			fi
+		elif udhcpc -i "$net_if" -s /etc/virtplane/udhcpc.script -n -q -t 5 -T 1 >/dev/null 2>&1 && [ -s /run/net.lease ]; then
 			. /run/net.lease
 			say "VIRTPLANE-NET-UP iface=$net_if ip=$ip router=$router dns=$dns"
 		else
@@ -443,6 +484,42 @@ if [ -n "$netprobe" ] && [ -n "$net_if" ]; then
 	say "VIRTPLANE-NETPROBE-DONE count=$n"
 elif [ -n "$netprobe" ]; then
 	say "VIRTPLANE-NETPROBE-DONE count=0"
+fi
+
+# --- services ------------------------------------------------------------
+# virtplane.http answers HTTP on its port (every address) with the
+# guest's hostname; httpd has bound the port by the time it returns (it
+# daemonizes after).
+if [ -n "$http_port" ]; then
+	mkdir -p /run/www
+	hostname >/run/www/index.html
+	if httpd -p "$http_port" -h /run/www; then
+		say "VIRTPLANE-HTTP-UP port=$http_port"
+	else
+		warn "http: httpd on port $http_port failed"
+	fi
+fi
+
+# virtplane.ga answers libvirt as the QEMU guest agent would, on the
+# virtio-serial port named org.qemu.guest_agent.0 (without udev there is
+# no /dev/virtio-ports/ link: the port's name is in sysfs).
+if [ -n "$ga" ]; then
+	load_modules agent
+	ga_port=
+	i=0
+	while [ -z "$ga_port" ] && [ "$i" -lt "$wait_dev" ]; do
+		for p in /sys/class/virtio-ports/*; do
+			[ "$(cat "$p/name" 2>/dev/null)" = org.qemu.guest_agent.0 ] && ga_port=/dev/${p##*/} && break
+		done
+		[ -n "$ga_port" ] && [ -c "$ga_port" ] || { ga_port= && sleep 1; }
+		i=$((i + 1))
+	done
+	if [ -n "$ga_port" ]; then
+		sh /etc/virtplane/ga.sh "$ga_port" &
+		say "VIRTPLANE-GA-UP port=$ga_port"
+	else
+		warn "ga: no virtio-serial port org.qemu.guest_agent.0"
+	fi
 fi
 
 # --- timers --------------------------------------------------------------

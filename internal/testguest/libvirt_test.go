@@ -35,9 +35,19 @@ type guestSpec struct {
 	cmdline string
 	disks   []libvirtxml.DomainDisk
 	// nic adds a user-mode (slirp) virtio NIC, as virtplane's domains
-	// have.
+	// have; QEMU's netdev behind it is nicNetdev.
 	nic bool
+	// agent adds the guest agent's virtio-serial channel, as virtplane's
+	// domains have.
+	agent bool
 }
+
+// nicAlias is the alias of the NIC guestSpec.nic adds, and nicNetdev
+// the id of the netdev libvirt gives it, for HMP's hostfwd_add.
+const (
+	nicAlias  = "ua-net-default"
+	nicNetdev = "host" + nicAlias
+)
 
 // guest is one running transient domain with its serial console file.
 type guest struct {
@@ -87,6 +97,13 @@ func startGuest(t *testing.T, uri string, spec guestSpec) *guest {
 		dom.Devices.Interfaces = []libvirtxml.DomainInterface{{
 			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
 			Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+			Alias:  &libvirtxml.DomainAlias{Name: nicAlias},
+		}}
+	}
+	if spec.agent {
+		dom.Devices.Channels = []libvirtxml.DomainChannel{{
+			Source: &libvirtxml.DomainChardevSource{UNIX: &libvirtxml.DomainChardevSourceUNIX{Mode: "bind"}},
+			Target: &libvirtxml.DomainChannelTarget{VirtIO: &libvirtxml.DomainChannelTargetVirtIO{Name: "org.qemu.guest_agent.0"}},
 		}}
 	}
 	xml, err := dom.Marshal()

@@ -68,9 +68,14 @@ const (
 	// disk.
 	PersistLinePrefix = "VIRTPLANE-PERSIST boot="
 	// MarkerNetUp: "iface=<name> ip=<addr/prefix> router=<addr>
-	// dns=<addr,...>", once DHCP configured the first NIC (Network,
-	// NetProbe).
+	// dns=<addr,...>", once DHCP (Network, NetProbe) or StaticIP
+	// configured the first NIC (router and dns may then be empty).
 	MarkerNetUp = "VIRTPLANE-NET-UP"
+	// MarkerHTTPUp: "port=<n>", once the guest answers HTTP there (HTTP).
+	MarkerHTTPUp = "VIRTPLANE-HTTP-UP"
+	// MarkerGuestAgentUp: "port=/dev/<vport>", once the guest agent
+	// stand-in opened its virtio-serial port (GuestAgent).
+	MarkerGuestAgentUp = "VIRTPLANE-GA-UP"
 	// MarkerNetProbe: "target=<host:port> result=reached body=<first
 	// line>" or "target=<host:port> result=blocked error=<wget's
 	// message>", one line per NetProbe target, in order; NetProbes
@@ -89,6 +94,16 @@ const (
 //
 //go:embed init.sh
 var InitScript string
+
+// GuestAgentScript is the guest agent stand-in /init starts with
+// virtplane.ga (GuestAgentPath in the guest).
+//
+//go:embed ga.sh
+var GuestAgentScript string
+
+// GuestAgentPath is where the builder puts GuestAgentScript in the
+// initramfs (init.sh runs it from there).
+const GuestAgentPath = "etc/virtplane/ga.sh"
 
 // Dir returns the directory of the built guest, from $VIRTPLANE_TEST_GUEST_DIR,
 // after checking that it holds the kernel and the initramfs.

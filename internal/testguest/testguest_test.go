@@ -2,6 +2,7 @@ package testguest_test
 
 import (
 	"maps"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,9 @@ func TestCmdline(t *testing.T) {
 			"virtplane.hostname=a-b virtplane.device_timeout=10 foo=bar"},
 		{[]testguest.Option{testguest.Network()}, "virtplane.net=1"},
 		{[]testguest.Option{testguest.NetProbe("10.0.2.2:80", "[fec0::2]:80")}, "virtplane.netprobe=10.0.2.2:80,[fec0::2]:80"},
+		{[]testguest.Option{testguest.StaticIP(netip.MustParsePrefix("192.0.2.10/24"), netip.MustParseAddr("192.0.2.1"))}, "virtplane.ip=192.0.2.10/24,192.0.2.1"},
+		{[]testguest.Option{testguest.StaticIP(netip.MustParsePrefix("fd00::5/64"), netip.Addr{})}, "virtplane.ip=fd00::5/64"},
+		{[]testguest.Option{testguest.HTTP(8080), testguest.GuestAgent()}, "virtplane.http=8080 virtplane.ga=1"},
 	} {
 		got := testguest.Cmdline(tc.opts...)
 		if !strings.HasPrefix(got, base) {
@@ -114,7 +118,7 @@ func TestInitScript(t *testing.T) {
 		testguest.MarkerUserdataBegin, testguest.MarkerUserdataEnd, testguest.MarkerMetadataBegin, testguest.MarkerMetadataEnd,
 		testguest.MarkerPersistPrevious, testguest.MarkerPersistWrote, testguest.PersistLinePrefix,
 		testguest.MarkerNetUp, testguest.MarkerNetProbe, testguest.MarkerNetProbeDone, testguest.MarkerCloudInitUser,
-		testguest.MarkerTick,
+		testguest.MarkerTick, testguest.MarkerHTTPUp, testguest.MarkerGuestAgentUp,
 	} {
 		if !strings.Contains(testguest.InitScript, m) {
 			t.Errorf("init.sh never prints %s", m)
@@ -124,12 +128,17 @@ func TestInitScript(t *testing.T) {
 	if err != nil {
 		t.Skip("no sh")
 	}
-	path := filepath.Join(t.TempDir(), "init")
-	if err := os.WriteFile(path, []byte(testguest.InitScript), 0o755); err != nil {
-		t.Fatal(err)
+	if !strings.Contains(testguest.InitScript, testguest.GuestAgentPath) {
+		t.Errorf("init.sh never runs %s", testguest.GuestAgentPath)
 	}
-	if out, err := exec.Command(sh, "-n", path).CombinedOutput(); err != nil {
-		t.Errorf("sh -n init.sh: %v\n%s", err, out)
+	for name, script := range map[string]string{"init.sh": testguest.InitScript, "ga.sh": testguest.GuestAgentScript} {
+		path := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(sh, "-n", path).CombinedOutput(); err != nil {
+			t.Errorf("sh -n %s: %v\n%s", name, err, out)
+		}
 	}
 }
 

@@ -22,6 +22,12 @@ func BuildAgent(ctx context.Context, out, version string) error {
 	return goBuild(ctx, out, module+"/agent", version, false, "")
 }
 
+// BuildProvider compiles this tree's terraform-provider-virtplane (no
+// cgo) into out, for tests that run the real terraform CLI against it.
+func BuildProvider(ctx context.Context, out, version string) error {
+	return goBuild(ctx, out, module+"/provider", version, false, "")
+}
+
 // goBuild builds a main package by its import path, which works from any
 // directory of the module (where go test runs).
 func goBuild(ctx context.Context, out, pkg, version string, cgo bool, tags string) error {

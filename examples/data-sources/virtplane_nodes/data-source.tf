@@ -25,3 +25,8 @@ check "zone_a_has_capacity" {
     error_message = "No ready, schedulable node with KVM in zone a."
   }
 }
+
+# Nodes a VM with a bridge interface on br0 can be placed on.
+output "nodes_with_br0" {
+  value = [for n in data.virtplane_nodes.all.nodes : n.name if contains(n.bridges, "br0")]
+}

@@ -40,8 +40,31 @@ resource "virtplane_virtual_machine" "web" {
     }
   }
 
+  # User-mode NAT; the node forwards its port 2222 to the guest's SSH.
   interface {
     name = "default"
+    port_forward {
+      host_port  = 2222
+      guest_port = 22
+      # host_address = "127.0.0.1" (default: reachable from the node only)
+    }
+  }
+
+  # On the LAN through the node's bridge br0, VLAN 20; the VM is placed
+  # only on nodes that have br0 (data source virtplane_nodes, bridges).
+  interface {
+    name = "lan"
+    bridge {
+      name = "br0"
+      vlan = 20
+    }
+  }
+
+  # Apply returns once the guest has an address on the LAN, so that the
+  # output below has it.
+  wait_for_ip {
+    interface = "lan"
+    timeout   = "3m"
   }
 
   node_selector = {
@@ -61,6 +84,10 @@ resource "virtplane_virtual_machine" "migration_job" {
   name         = "schema-migration"
   run_strategy = "Once"
   memory       = "512Mi"
+
+  # A node drain moves the job live to another node: shut down, a Once
+  # VM would not run again. While it cannot migrate it holds the drain.
+  eviction_strategy = "LiveMigrate"
 
   boot {
     kernel  = "vmlinuz"
@@ -91,6 +118,35 @@ resource "virtplane_virtual_machine" "standby" {
   }
 }
 
+# A VM on libvirt's NAT network "default", where the DHCP lease names its
+# address.
+resource "virtplane_virtual_machine" "builder" {
+  name   = "builder"
+  memory = "1Gi"
+
+  disk {
+    name  = "root"
+    image = "debian-12.qcow2"
+  }
+
+  interface {
+    name = "default"
+    network {
+      name = "default"
+    }
+  }
+
+  wait_for_ip {} # the first interface, at most 5 minutes
+}
+
 output "web_node" {
   value = virtplane_virtual_machine.web.status.node
+}
+
+output "web_lan_ip" {
+  value = one([for i in virtplane_virtual_machine.web.status.interfaces : i.ip_address if i.name == "lan"])
+}
+
+output "builder_ip" {
+  value = virtplane_virtual_machine.builder.status.interfaces[0].ip_address
 }

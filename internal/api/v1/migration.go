@@ -1,6 +1,8 @@
 package apiv1
 
 import (
+	"crypto/rand"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -47,7 +49,11 @@ const (
 	// node's agent watches instances by it.
 	LabelMigrationTargetNode = "virtplane.io/migration-target-node"
 	FinalizerMigration       = "virtplane.io/migration"
-	ConditionLiveMigratable  = "LiveMigratable"
+	// LabelEvacuationNode on a migration names the node the evacuation
+	// controller created it to empty (KubeVirt's
+	// kubevirt.io/evacuationMigration annotation).
+	LabelEvacuationNode     = "virtplane.io/evacuation-node"
+	ConditionLiveMigratable = "LiveMigratable"
 	// ConditionMigrationAbortRequested is set on a migration deleted
 	// before it ended (KubeVirt's migrationAbortRequested).
 	ConditionMigrationAbortRequested = "AbortRequested"
@@ -103,4 +109,31 @@ func LiveMigratable(spec *VirtualMachineInstanceSpec) *Condition {
 			Message: "the instance is paused; unpause it to migrate"}
 	}
 	return &Condition{Type: ConditionLiveMigratable, Status: ConditionTrue}
+}
+
+// NewMigration is a migration of instance vmi as the API stores it: the
+// label that finds it by instance, and the finalizer that holds a deleted
+// one until it ended. kind goes into the generated name,
+// "<vmi>-<kind>-<5 random>", cut to a DNS label.
+func NewMigration(namespace, vmi, kind string, labels map[string]string) *VirtualMachineInstanceMigration {
+	l := map[string]string{}
+	for k, v := range labels {
+		l[k] = v
+	}
+	l[LabelMigrationVMIName] = vmi
+	return &VirtualMachineInstanceMigration{
+		Metadata: &ObjectMeta{Namespace: namespace, Name: MigrationName(vmi, kind), Labels: l,
+			Finalizers: []string{FinalizerMigration}},
+		Spec:   &VirtualMachineInstanceMigrationSpec{VmiName: vmi},
+		Status: &VirtualMachineInstanceMigrationStatus{},
+	}
+}
+
+// MigrationName is "<vmi>-<kind>-<5 random>", cut to a DNS label.
+func MigrationName(vmi, kind string) string {
+	suffix := "-" + kind + "-" + strings.ToLower(rand.Text()[:5])
+	if max := 63 - len(suffix); len(vmi) > max {
+		vmi = strings.TrimRight(vmi[:max], "-")
+	}
+	return vmi + suffix
 }

@@ -1296,6 +1296,59 @@ func (x *UpdateVirtualMachineInstanceStatusRequest) GetVmi() *VirtualMachineInst
 	return nil
 }
 
+type EvictVirtualMachineInstanceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// Decide and answer, change nothing.
+	DryRun        bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictVirtualMachineInstanceRequest) Reset() {
+	*x = EvictVirtualMachineInstanceRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictVirtualMachineInstanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictVirtualMachineInstanceRequest) ProtoMessage() {}
+
+func (x *EvictVirtualMachineInstanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictVirtualMachineInstanceRequest.ProtoReflect.Descriptor instead.
+func (*EvictVirtualMachineInstanceRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *EvictVirtualMachineInstanceRequest) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *EvictVirtualMachineInstanceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type GetNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1305,7 +1358,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[24]
+	mi := &file_internal_api_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1370,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[24]
+	mi := &file_internal_api_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1383,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetNodeRequest) GetName() string {
@@ -1349,7 +1402,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[25]
+	mi := &file_internal_api_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1414,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[25]
+	mi := &file_internal_api_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1427,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListNodesRequest) GetLabelSelector() string {
@@ -1394,7 +1447,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[26]
+	mi := &file_internal_api_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1459,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[26]
+	mi := &file_internal_api_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1472,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListNodesResponse) GetItems() []*Node {
@@ -1445,7 +1498,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[27]
+	mi := &file_internal_api_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1510,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[27]
+	mi := &file_internal_api_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1523,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchNodesRequest) GetOptions() *WatchOptions {
@@ -1491,7 +1544,7 @@ type NodeEvent struct {
 
 func (x *NodeEvent) Reset() {
 	*x = NodeEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[28]
+	mi := &file_internal_api_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1556,7 @@ func (x *NodeEvent) String() string {
 func (*NodeEvent) ProtoMessage() {}
 
 func (x *NodeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[28]
+	mi := &file_internal_api_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1569,7 @@ func (x *NodeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvent.ProtoReflect.Descriptor instead.
 func (*NodeEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *NodeEvent) GetType() EventType {
@@ -1542,8 +1595,9 @@ func (x *NodeEvent) GetResourceVersion() int64 {
 
 type RegisterNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// metadata.name, labels and status (capacity, allocatable, node_info) are
-	// taken; the node is created or its status replaced.
+	// metadata.name, labels and status (capacity, allocatable, node_info,
+	// address, images, bridges, networks) are taken; the node is created or
+	// its status replaced.
 	Node          *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1551,7 +1605,7 @@ type RegisterNodeRequest struct {
 
 func (x *RegisterNodeRequest) Reset() {
 	*x = RegisterNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[29]
+	mi := &file_internal_api_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1617,7 @@ func (x *RegisterNodeRequest) String() string {
 func (*RegisterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[29]
+	mi := &file_internal_api_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1630,7 @@ func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegisterNodeRequest) GetNode() *Node {
@@ -1593,14 +1647,17 @@ type HeartbeatRequest struct {
 	// Fresh figures, when they changed; empty keeps the stored ones.
 	Allocatable map[string]string `protobuf:"bytes,3,rep,name=allocatable,proto3" json:"allocatable,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The node's image list, when it changed; unset keeps the stored one.
-	Images        *NodeImageList `protobuf:"bytes,4,opt,name=images,proto3" json:"images,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Images *NodeImageList `protobuf:"bytes,4,opt,name=images,proto3" json:"images,omitempty"`
+	// The node's bridges and libvirt networks, when they changed; unset
+	// keeps the stored ones.
+	NetworkInventory *NodeNetworkInventory `protobuf:"bytes,5,opt,name=network_inventory,json=networkInventory,proto3" json:"network_inventory,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[30]
+	mi := &file_internal_api_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1669,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[30]
+	mi := &file_internal_api_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1682,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HeartbeatRequest) GetName() string {
@@ -1656,6 +1713,67 @@ func (x *HeartbeatRequest) GetImages() *NodeImageList {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetNetworkInventory() *NodeNetworkInventory {
+	if x != nil {
+		return x.NetworkInventory
+	}
+	return nil
+}
+
+// NodeNetworkInventory is what a node can connect guests to: status.bridges
+// and status.networks of its Node.
+type NodeNetworkInventory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bridges       []string               `protobuf:"bytes,1,rep,name=bridges,proto3" json:"bridges,omitempty"`
+	Networks      []string               `protobuf:"bytes,2,rep,name=networks,proto3" json:"networks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeNetworkInventory) Reset() {
+	*x = NodeNetworkInventory{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeNetworkInventory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeNetworkInventory) ProtoMessage() {}
+
+func (x *NodeNetworkInventory) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeNetworkInventory.ProtoReflect.Descriptor instead.
+func (*NodeNetworkInventory) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *NodeNetworkInventory) GetBridges() []string {
+	if x != nil {
+		return x.Bridges
+	}
+	return nil
+}
+
+func (x *NodeNetworkInventory) GetNetworks() []string {
+	if x != nil {
+		return x.Networks
+	}
+	return nil
+}
+
 type NodeImageList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*NodeImage           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -1665,7 +1783,7 @@ type NodeImageList struct {
 
 func (x *NodeImageList) Reset() {
 	*x = NodeImageList{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1795,7 @@ func (x *NodeImageList) String() string {
 func (*NodeImageList) ProtoMessage() {}
 
 func (x *NodeImageList) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1808,7 @@ func (x *NodeImageList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeImageList.ProtoReflect.Descriptor instead.
 func (*NodeImageList) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeImageList) GetItems() []*NodeImage {
@@ -1712,7 +1830,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1842,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1855,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HeartbeatResponse) GetLeaseDurationSeconds() int64 {
@@ -1763,7 +1881,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[33]
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1893,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[33]
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1906,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -1807,7 +1925,7 @@ type RevokeNodeRequest struct {
 
 func (x *RevokeNodeRequest) Reset() {
 	*x = RevokeNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[34]
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1937,7 @@ func (x *RevokeNodeRequest) String() string {
 func (*RevokeNodeRequest) ProtoMessage() {}
 
 func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[34]
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1950,7 @@ func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RevokeNodeRequest) GetName() string {
@@ -1852,7 +1970,7 @@ type RevokeNodeResponse struct {
 
 func (x *RevokeNodeResponse) Reset() {
 	*x = RevokeNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +1982,7 @@ func (x *RevokeNodeResponse) String() string {
 func (*RevokeNodeResponse) ProtoMessage() {}
 
 func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +1995,7 @@ func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RevokeNodeResponse) GetRevokedSerials() []string {
@@ -1896,7 +2014,7 @@ type FenceNodeRequest struct {
 
 func (x *FenceNodeRequest) Reset() {
 	*x = FenceNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2026,7 @@ func (x *FenceNodeRequest) String() string {
 func (*FenceNodeRequest) ProtoMessage() {}
 
 func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2039,7 @@ func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeRequest.ProtoReflect.Descriptor instead.
 func (*FenceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *FenceNodeRequest) GetName() string {
@@ -1942,7 +2060,7 @@ type FenceNodeResponse struct {
 
 func (x *FenceNodeResponse) Reset() {
 	*x = FenceNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2072,7 @@ func (x *FenceNodeResponse) String() string {
 func (*FenceNodeResponse) ProtoMessage() {}
 
 func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2085,7 @@ func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeResponse.ProtoReflect.Descriptor instead.
 func (*FenceNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FenceNodeResponse) GetNode() *Node {
@@ -1984,6 +2102,50 @@ func (x *FenceNodeResponse) GetFailedInstances() []*ObjectKey {
 	return nil
 }
 
+type CordonNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CordonNodeRequest) Reset() {
+	*x = CordonNodeRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CordonNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CordonNodeRequest) ProtoMessage() {}
+
+func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
+func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *CordonNodeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type CreateImageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Image         *Image                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
@@ -1993,7 +2155,7 @@ type CreateImageRequest struct {
 
 func (x *CreateImageRequest) Reset() {
 	*x = CreateImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2167,7 @@ func (x *CreateImageRequest) String() string {
 func (*CreateImageRequest) ProtoMessage() {}
 
 func (x *CreateImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2180,7 @@ func (x *CreateImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateImageRequest.ProtoReflect.Descriptor instead.
 func (*CreateImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CreateImageRequest) GetImage() *Image {
@@ -2037,7 +2199,7 @@ type GetImageRequest struct {
 
 func (x *GetImageRequest) Reset() {
 	*x = GetImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2211,7 @@ func (x *GetImageRequest) String() string {
 func (*GetImageRequest) ProtoMessage() {}
 
 func (x *GetImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2224,7 @@ func (x *GetImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetImageRequest.ProtoReflect.Descriptor instead.
 func (*GetImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetImageRequest) GetName() string {
@@ -2081,7 +2243,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2255,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2268,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListImagesRequest) GetLabelSelector() string {
@@ -2126,7 +2288,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2300,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2313,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListImagesResponse) GetItems() []*Image {
@@ -2179,7 +2341,7 @@ type UpdateImageRequest struct {
 
 func (x *UpdateImageRequest) Reset() {
 	*x = UpdateImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2353,7 @@ func (x *UpdateImageRequest) String() string {
 func (*UpdateImageRequest) ProtoMessage() {}
 
 func (x *UpdateImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2366,7 @@ func (x *UpdateImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateImageRequest.ProtoReflect.Descriptor instead.
 func (*UpdateImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateImageRequest) GetImage() *Image {
@@ -2223,7 +2385,7 @@ type DeleteImageRequest struct {
 
 func (x *DeleteImageRequest) Reset() {
 	*x = DeleteImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2397,7 @@ func (x *DeleteImageRequest) String() string {
 func (*DeleteImageRequest) ProtoMessage() {}
 
 func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2410,7 @@ func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteImageRequest.ProtoReflect.Descriptor instead.
 func (*DeleteImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteImageRequest) GetName() string {
@@ -2267,7 +2429,7 @@ type WatchImagesRequest struct {
 
 func (x *WatchImagesRequest) Reset() {
 	*x = WatchImagesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2441,7 @@ func (x *WatchImagesRequest) String() string {
 func (*WatchImagesRequest) ProtoMessage() {}
 
 func (x *WatchImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2454,7 @@ func (x *WatchImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchImagesRequest.ProtoReflect.Descriptor instead.
 func (*WatchImagesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *WatchImagesRequest) GetOptions() *WatchOptions {
@@ -2313,7 +2475,7 @@ type ImageEvent struct {
 
 func (x *ImageEvent) Reset() {
 	*x = ImageEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2487,7 @@ func (x *ImageEvent) String() string {
 func (*ImageEvent) ProtoMessage() {}
 
 func (x *ImageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2500,7 @@ func (x *ImageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageEvent.ProtoReflect.Descriptor instead.
 func (*ImageEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ImageEvent) GetType() EventType {
@@ -2373,7 +2535,7 @@ type UpdateImageNodeStatusRequest struct {
 
 func (x *UpdateImageNodeStatusRequest) Reset() {
 	*x = UpdateImageNodeStatusRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2547,7 @@ func (x *UpdateImageNodeStatusRequest) String() string {
 func (*UpdateImageNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateImageNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2560,7 @@ func (x *UpdateImageNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateImageNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateImageNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateImageNodeStatusRequest) GetName() string {
@@ -2436,7 +2598,7 @@ type ConsoleOpen struct {
 
 func (x *ConsoleOpen) Reset() {
 	*x = ConsoleOpen{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2610,7 @@ func (x *ConsoleOpen) String() string {
 func (*ConsoleOpen) ProtoMessage() {}
 
 func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2623,7 @@ func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOpen.ProtoReflect.Descriptor instead.
 func (*ConsoleOpen) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConsoleOpen) GetNamespace() string {
@@ -2518,7 +2680,7 @@ type ConsoleInput struct {
 
 func (x *ConsoleInput) Reset() {
 	*x = ConsoleInput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[48]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2692,7 @@ func (x *ConsoleInput) String() string {
 func (*ConsoleInput) ProtoMessage() {}
 
 func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[48]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2705,7 @@ func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleInput.ProtoReflect.Descriptor instead.
 func (*ConsoleInput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ConsoleInput) GetOpen() *ConsoleOpen {
@@ -2579,7 +2741,7 @@ type ConsoleOutput struct {
 
 func (x *ConsoleOutput) Reset() {
 	*x = ConsoleOutput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[49]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2753,7 @@ func (x *ConsoleOutput) String() string {
 func (*ConsoleOutput) ProtoMessage() {}
 
 func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[49]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2766,7 @@ func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOutput.ProtoReflect.Descriptor instead.
 func (*ConsoleOutput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ConsoleOutput) GetData() []byte {
@@ -2653,7 +2815,7 @@ type ConsoleSession struct {
 
 func (x *ConsoleSession) Reset() {
 	*x = ConsoleSession{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[50]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2665,7 +2827,7 @@ func (x *ConsoleSession) String() string {
 func (*ConsoleSession) ProtoMessage() {}
 
 func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[50]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2678,7 +2840,7 @@ func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSession.ProtoReflect.Descriptor instead.
 func (*ConsoleSession) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ConsoleSession) GetSessionId() string {
@@ -2725,7 +2887,7 @@ type ConsoleSessionsRequest struct {
 
 func (x *ConsoleSessionsRequest) Reset() {
 	*x = ConsoleSessionsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[51]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2899,7 @@ func (x *ConsoleSessionsRequest) String() string {
 func (*ConsoleSessionsRequest) ProtoMessage() {}
 
 func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[51]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2912,7 @@ func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ConsoleSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ConsoleSessionsRequest) GetNodeName() string {
@@ -2774,7 +2936,7 @@ type CreateBootstrapTokenRequest struct {
 
 func (x *CreateBootstrapTokenRequest) Reset() {
 	*x = CreateBootstrapTokenRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[52]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2948,7 @@ func (x *CreateBootstrapTokenRequest) String() string {
 func (*CreateBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[52]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2961,7 @@ func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CreateBootstrapTokenRequest) GetTtlSeconds() int64 {
@@ -2838,7 +3000,7 @@ type CreateBootstrapTokenResponse struct {
 
 func (x *CreateBootstrapTokenResponse) Reset() {
 	*x = CreateBootstrapTokenResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[53]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2850,7 +3012,7 @@ func (x *CreateBootstrapTokenResponse) String() string {
 func (*CreateBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[53]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2863,7 +3025,7 @@ func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CreateBootstrapTokenResponse) GetToken() string {
@@ -2899,7 +3061,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[54]
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2911,7 +3073,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[54]
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2924,7 +3086,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -2958,7 +3120,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[55]
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2970,7 +3132,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[55]
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2983,7 +3145,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *JoinResponse) GetCertificatePem() []byte {
@@ -3009,7 +3171,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[56]
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3021,7 +3183,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[56]
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3034,7 +3196,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RenewRequest) GetCsrPem() []byte {
@@ -3053,7 +3215,7 @@ type CreateMigrationRequest struct {
 
 func (x *CreateMigrationRequest) Reset() {
 	*x = CreateMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3065,7 +3227,7 @@ func (x *CreateMigrationRequest) String() string {
 func (*CreateMigrationRequest) ProtoMessage() {}
 
 func (x *CreateMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3078,7 +3240,7 @@ func (x *CreateMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMigrationRequest.ProtoReflect.Descriptor instead.
 func (*CreateMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreateMigrationRequest) GetMigration() *VirtualMachineInstanceMigration {
@@ -3097,7 +3259,7 @@ type GetMigrationRequest struct {
 
 func (x *GetMigrationRequest) Reset() {
 	*x = GetMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3271,7 @@ func (x *GetMigrationRequest) String() string {
 func (*GetMigrationRequest) ProtoMessage() {}
 
 func (x *GetMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3284,7 @@ func (x *GetMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMigrationRequest.ProtoReflect.Descriptor instead.
 func (*GetMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetMigrationRequest) GetKey() *ObjectKey {
@@ -3141,7 +3303,7 @@ type ListMigrationsRequest struct {
 
 func (x *ListMigrationsRequest) Reset() {
 	*x = ListMigrationsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3315,7 @@ func (x *ListMigrationsRequest) String() string {
 func (*ListMigrationsRequest) ProtoMessage() {}
 
 func (x *ListMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3328,7 @@ func (x *ListMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*ListMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListMigrationsRequest) GetOptions() *ListOptions {
@@ -3186,7 +3348,7 @@ type ListMigrationsResponse struct {
 
 func (x *ListMigrationsResponse) Reset() {
 	*x = ListMigrationsResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3360,7 @@ func (x *ListMigrationsResponse) String() string {
 func (*ListMigrationsResponse) ProtoMessage() {}
 
 func (x *ListMigrationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3373,7 @@ func (x *ListMigrationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMigrationsResponse.ProtoReflect.Descriptor instead.
 func (*ListMigrationsResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListMigrationsResponse) GetItems() []*VirtualMachineInstanceMigration {
@@ -3237,7 +3399,7 @@ type DeleteMigrationRequest struct {
 
 func (x *DeleteMigrationRequest) Reset() {
 	*x = DeleteMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	mi := &file_internal_api_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3411,7 @@ func (x *DeleteMigrationRequest) String() string {
 func (*DeleteMigrationRequest) ProtoMessage() {}
 
 func (x *DeleteMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	mi := &file_internal_api_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3424,7 @@ func (x *DeleteMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMigrationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DeleteMigrationRequest) GetKey() *ObjectKey {
@@ -3281,7 +3443,7 @@ type WatchMigrationsRequest struct {
 
 func (x *WatchMigrationsRequest) Reset() {
 	*x = WatchMigrationsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	mi := &file_internal_api_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3293,7 +3455,7 @@ func (x *WatchMigrationsRequest) String() string {
 func (*WatchMigrationsRequest) ProtoMessage() {}
 
 func (x *WatchMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	mi := &file_internal_api_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3306,7 +3468,7 @@ func (x *WatchMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *WatchMigrationsRequest) GetOptions() *WatchOptions {
@@ -3327,7 +3489,7 @@ type MigrationEvent struct {
 
 func (x *MigrationEvent) Reset() {
 	*x = MigrationEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	mi := &file_internal_api_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3501,7 @@ func (x *MigrationEvent) String() string {
 func (*MigrationEvent) ProtoMessage() {}
 
 func (x *MigrationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	mi := &file_internal_api_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3514,7 @@ func (x *MigrationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationEvent.ProtoReflect.Descriptor instead.
 func (*MigrationEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *MigrationEvent) GetType() EventType {
@@ -3450,7 +3612,10 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x06object\x18\x02 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x06object\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion\"c\n" +
 	")UpdateVirtualMachineInstanceStatusRequest\x126\n" +
-	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\"$\n" +
+	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\"h\n" +
+	"\"EvictVirtualMachineInstanceRequest\x12)\n" +
+	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\"$\n" +
 	"\x0eGetNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"9\n" +
 	"\x10ListNodesRequest\x12%\n" +
@@ -3465,15 +3630,19 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x06object\x18\x02 \x01(\v2\x12.virtplane.v1.NodeR\x06object\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion\"=\n" +
 	"\x13RegisterNodeRequest\x12&\n" +
-	"\x04node\x18\x01 \x01(\v2\x12.virtplane.v1.NodeR\x04node\"\x90\x02\n" +
+	"\x04node\x18\x01 \x01(\v2\x12.virtplane.v1.NodeR\x04node\"\xe1\x02\n" +
 	"\x10HeartbeatRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vschedulable\x18\x02 \x01(\bR\vschedulable\x12Q\n" +
 	"\vallocatable\x18\x03 \x03(\v2/.virtplane.v1.HeartbeatRequest.AllocatableEntryR\vallocatable\x123\n" +
-	"\x06images\x18\x04 \x01(\v2\x1b.virtplane.v1.NodeImageListR\x06images\x1a>\n" +
+	"\x06images\x18\x04 \x01(\v2\x1b.virtplane.v1.NodeImageListR\x06images\x12O\n" +
+	"\x11network_inventory\x18\x05 \x01(\v2\".virtplane.v1.NodeNetworkInventoryR\x10networkInventory\x1a>\n" +
 	"\x10AllocatableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\">\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
+	"\x14NodeNetworkInventory\x12\x18\n" +
+	"\abridges\x18\x01 \x03(\tR\abridges\x12\x1a\n" +
+	"\bnetworks\x18\x02 \x03(\tR\bnetworks\">\n" +
 	"\rNodeImageList\x12-\n" +
 	"\x05items\x18\x01 \x03(\v2\x17.virtplane.v1.NodeImageR\x05items\"\x87\x01\n" +
 	"\x11HeartbeatResponse\x124\n" +
@@ -3489,7 +3658,9 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x7f\n" +
 	"\x11FenceNodeResponse\x12&\n" +
 	"\x04node\x18\x01 \x01(\v2\x12.virtplane.v1.NodeR\x04node\x12B\n" +
-	"\x10failed_instances\x18\x02 \x03(\v2\x17.virtplane.v1.ObjectKeyR\x0ffailedInstances\"?\n" +
+	"\x10failed_instances\x18\x02 \x03(\v2\x17.virtplane.v1.ObjectKeyR\x0ffailedInstances\"'\n" +
+	"\x11CordonNodeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"?\n" +
 	"\x12CreateImageRequest\x12)\n" +
 	"\x05image\x18\x01 \x01(\v2\x13.virtplane.v1.ImageR\x05image\"%\n" +
 	"\x0fGetImageRequest\x12\x12\n" +
@@ -3596,12 +3767,13 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\aRestart\x12*.virtplane.v1.RestartVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12O\n" +
 	"\x05Pause\x12(.virtplane.v1.PauseVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12S\n" +
 	"\aUnpause\x12*.virtplane.v1.UnpauseVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12d\n" +
-	"\aMigrate\x12*.virtplane.v1.MigrateVirtualMachineRequest\x1a-.virtplane.v1.VirtualMachineInstanceMigration2\xbb\x03\n" +
+	"\aMigrate\x12*.virtplane.v1.MigrateVirtualMachineRequest\x1a-.virtplane.v1.VirtualMachineInstanceMigration2\x9c\x04\n" +
 	"\x17VirtualMachineInstances\x12[\n" +
 	"\x03Get\x12..virtplane.v1.GetVirtualMachineInstanceRequest\x1a$.virtplane.v1.VirtualMachineInstance\x12k\n" +
 	"\x04List\x120.virtplane.v1.ListVirtualMachineInstancesRequest\x1a1.virtplane.v1.ListVirtualMachineInstancesResponse\x12g\n" +
 	"\x05Watch\x121.virtplane.v1.WatchVirtualMachineInstancesRequest\x1a).virtplane.v1.VirtualMachineInstanceEvent0\x01\x12m\n" +
-	"\fUpdateStatus\x127.virtplane.v1.UpdateVirtualMachineInstanceStatusRequest\x1a$.virtplane.v1.VirtualMachineInstance2\xb5\x04\n" +
+	"\fUpdateStatus\x127.virtplane.v1.UpdateVirtualMachineInstanceStatusRequest\x1a$.virtplane.v1.VirtualMachineInstance\x12_\n" +
+	"\x05Evict\x120.virtplane.v1.EvictVirtualMachineInstanceRequest\x1a$.virtplane.v1.VirtualMachineInstance2\xf3\x05\n" +
 	"\x05Nodes\x127\n" +
 	"\x03Get\x12\x1c.virtplane.v1.GetNodeRequest\x1a\x12.virtplane.v1.Node\x12G\n" +
 	"\x04List\x12\x1e.virtplane.v1.ListNodesRequest\x1a\x1f.virtplane.v1.ListNodesResponse\x12C\n" +
@@ -3610,7 +3782,10 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\tHeartbeat\x12\x1e.virtplane.v1.HeartbeatRequest\x1a\x1f.virtplane.v1.HeartbeatResponse\x12H\n" +
 	"\x05Fence\x12\x1e.virtplane.v1.FenceNodeRequest\x1a\x1f.virtplane.v1.FenceNodeResponse\x12K\n" +
 	"\x06Revoke\x12\x1f.virtplane.v1.RevokeNodeRequest\x1a .virtplane.v1.RevokeNodeResponse\x12=\n" +
-	"\x06Delete\x12\x1f.virtplane.v1.DeleteNodeRequest\x1a\x12.virtplane.v1.Node2\xed\x03\n" +
+	"\x06Delete\x12\x1f.virtplane.v1.DeleteNodeRequest\x1a\x12.virtplane.v1.Node\x12=\n" +
+	"\x06Cordon\x12\x1f.virtplane.v1.CordonNodeRequest\x1a\x12.virtplane.v1.Node\x12?\n" +
+	"\bUncordon\x12\x1f.virtplane.v1.CordonNodeRequest\x1a\x12.virtplane.v1.Node\x12<\n" +
+	"\x05Drain\x12\x1f.virtplane.v1.CordonNodeRequest\x1a\x12.virtplane.v1.Node2\xed\x03\n" +
 	"\x06Images\x12?\n" +
 	"\x06Create\x12 .virtplane.v1.CreateImageRequest\x1a\x13.virtplane.v1.Image\x129\n" +
 	"\x03Get\x12\x1d.virtplane.v1.GetImageRequest\x1a\x13.virtplane.v1.Image\x12I\n" +
@@ -3648,7 +3823,7 @@ func file_internal_api_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_api_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_internal_api_v1_service_proto_goTypes = []any{
 	(EventType)(0),                                    // 0: virtplane.v1.EventType
 	(*ObjectKey)(nil),                                 // 1: virtplane.v1.ObjectKey
@@ -3675,199 +3850,212 @@ var file_internal_api_v1_service_proto_goTypes = []any{
 	(*WatchVirtualMachineInstancesRequest)(nil),       // 22: virtplane.v1.WatchVirtualMachineInstancesRequest
 	(*VirtualMachineInstanceEvent)(nil),               // 23: virtplane.v1.VirtualMachineInstanceEvent
 	(*UpdateVirtualMachineInstanceStatusRequest)(nil), // 24: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
-	(*GetNodeRequest)(nil),                            // 25: virtplane.v1.GetNodeRequest
-	(*ListNodesRequest)(nil),                          // 26: virtplane.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),                         // 27: virtplane.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),                         // 28: virtplane.v1.WatchNodesRequest
-	(*NodeEvent)(nil),                                 // 29: virtplane.v1.NodeEvent
-	(*RegisterNodeRequest)(nil),                       // 30: virtplane.v1.RegisterNodeRequest
-	(*HeartbeatRequest)(nil),                          // 31: virtplane.v1.HeartbeatRequest
-	(*NodeImageList)(nil),                             // 32: virtplane.v1.NodeImageList
-	(*HeartbeatResponse)(nil),                         // 33: virtplane.v1.HeartbeatResponse
-	(*DeleteNodeRequest)(nil),                         // 34: virtplane.v1.DeleteNodeRequest
-	(*RevokeNodeRequest)(nil),                         // 35: virtplane.v1.RevokeNodeRequest
-	(*RevokeNodeResponse)(nil),                        // 36: virtplane.v1.RevokeNodeResponse
-	(*FenceNodeRequest)(nil),                          // 37: virtplane.v1.FenceNodeRequest
-	(*FenceNodeResponse)(nil),                         // 38: virtplane.v1.FenceNodeResponse
-	(*CreateImageRequest)(nil),                        // 39: virtplane.v1.CreateImageRequest
-	(*GetImageRequest)(nil),                           // 40: virtplane.v1.GetImageRequest
-	(*ListImagesRequest)(nil),                         // 41: virtplane.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),                        // 42: virtplane.v1.ListImagesResponse
-	(*UpdateImageRequest)(nil),                        // 43: virtplane.v1.UpdateImageRequest
-	(*DeleteImageRequest)(nil),                        // 44: virtplane.v1.DeleteImageRequest
-	(*WatchImagesRequest)(nil),                        // 45: virtplane.v1.WatchImagesRequest
-	(*ImageEvent)(nil),                                // 46: virtplane.v1.ImageEvent
-	(*UpdateImageNodeStatusRequest)(nil),              // 47: virtplane.v1.UpdateImageNodeStatusRequest
-	(*ConsoleOpen)(nil),                               // 48: virtplane.v1.ConsoleOpen
-	(*ConsoleInput)(nil),                              // 49: virtplane.v1.ConsoleInput
-	(*ConsoleOutput)(nil),                             // 50: virtplane.v1.ConsoleOutput
-	(*ConsoleSession)(nil),                            // 51: virtplane.v1.ConsoleSession
-	(*ConsoleSessionsRequest)(nil),                    // 52: virtplane.v1.ConsoleSessionsRequest
-	(*CreateBootstrapTokenRequest)(nil),               // 53: virtplane.v1.CreateBootstrapTokenRequest
-	(*CreateBootstrapTokenResponse)(nil),              // 54: virtplane.v1.CreateBootstrapTokenResponse
-	(*JoinRequest)(nil),                               // 55: virtplane.v1.JoinRequest
-	(*JoinResponse)(nil),                              // 56: virtplane.v1.JoinResponse
-	(*RenewRequest)(nil),                              // 57: virtplane.v1.RenewRequest
-	(*CreateMigrationRequest)(nil),                    // 58: virtplane.v1.CreateMigrationRequest
-	(*GetMigrationRequest)(nil),                       // 59: virtplane.v1.GetMigrationRequest
-	(*ListMigrationsRequest)(nil),                     // 60: virtplane.v1.ListMigrationsRequest
-	(*ListMigrationsResponse)(nil),                    // 61: virtplane.v1.ListMigrationsResponse
-	(*DeleteMigrationRequest)(nil),                    // 62: virtplane.v1.DeleteMigrationRequest
-	(*WatchMigrationsRequest)(nil),                    // 63: virtplane.v1.WatchMigrationsRequest
-	(*MigrationEvent)(nil),                            // 64: virtplane.v1.MigrationEvent
-	nil,                                               // 65: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	nil,                                               // 66: virtplane.v1.HeartbeatRequest.AllocatableEntry
-	(*VirtualMachine)(nil),                            // 67: virtplane.v1.VirtualMachine
-	(*VirtualMachineInstance)(nil),                    // 68: virtplane.v1.VirtualMachineInstance
-	(*Node)(nil),                                      // 69: virtplane.v1.Node
-	(*NodeImage)(nil),                                 // 70: virtplane.v1.NodeImage
-	(*Image)(nil),                                     // 71: virtplane.v1.Image
-	(*ImageNodeStatus)(nil),                           // 72: virtplane.v1.ImageNodeStatus
-	(*timestamppb.Timestamp)(nil),                     // 73: google.protobuf.Timestamp
-	(*VirtualMachineInstanceMigration)(nil),           // 74: virtplane.v1.VirtualMachineInstanceMigration
+	(*EvictVirtualMachineInstanceRequest)(nil),        // 25: virtplane.v1.EvictVirtualMachineInstanceRequest
+	(*GetNodeRequest)(nil),                            // 26: virtplane.v1.GetNodeRequest
+	(*ListNodesRequest)(nil),                          // 27: virtplane.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),                         // 28: virtplane.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),                         // 29: virtplane.v1.WatchNodesRequest
+	(*NodeEvent)(nil),                                 // 30: virtplane.v1.NodeEvent
+	(*RegisterNodeRequest)(nil),                       // 31: virtplane.v1.RegisterNodeRequest
+	(*HeartbeatRequest)(nil),                          // 32: virtplane.v1.HeartbeatRequest
+	(*NodeNetworkInventory)(nil),                      // 33: virtplane.v1.NodeNetworkInventory
+	(*NodeImageList)(nil),                             // 34: virtplane.v1.NodeImageList
+	(*HeartbeatResponse)(nil),                         // 35: virtplane.v1.HeartbeatResponse
+	(*DeleteNodeRequest)(nil),                         // 36: virtplane.v1.DeleteNodeRequest
+	(*RevokeNodeRequest)(nil),                         // 37: virtplane.v1.RevokeNodeRequest
+	(*RevokeNodeResponse)(nil),                        // 38: virtplane.v1.RevokeNodeResponse
+	(*FenceNodeRequest)(nil),                          // 39: virtplane.v1.FenceNodeRequest
+	(*FenceNodeResponse)(nil),                         // 40: virtplane.v1.FenceNodeResponse
+	(*CordonNodeRequest)(nil),                         // 41: virtplane.v1.CordonNodeRequest
+	(*CreateImageRequest)(nil),                        // 42: virtplane.v1.CreateImageRequest
+	(*GetImageRequest)(nil),                           // 43: virtplane.v1.GetImageRequest
+	(*ListImagesRequest)(nil),                         // 44: virtplane.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),                        // 45: virtplane.v1.ListImagesResponse
+	(*UpdateImageRequest)(nil),                        // 46: virtplane.v1.UpdateImageRequest
+	(*DeleteImageRequest)(nil),                        // 47: virtplane.v1.DeleteImageRequest
+	(*WatchImagesRequest)(nil),                        // 48: virtplane.v1.WatchImagesRequest
+	(*ImageEvent)(nil),                                // 49: virtplane.v1.ImageEvent
+	(*UpdateImageNodeStatusRequest)(nil),              // 50: virtplane.v1.UpdateImageNodeStatusRequest
+	(*ConsoleOpen)(nil),                               // 51: virtplane.v1.ConsoleOpen
+	(*ConsoleInput)(nil),                              // 52: virtplane.v1.ConsoleInput
+	(*ConsoleOutput)(nil),                             // 53: virtplane.v1.ConsoleOutput
+	(*ConsoleSession)(nil),                            // 54: virtplane.v1.ConsoleSession
+	(*ConsoleSessionsRequest)(nil),                    // 55: virtplane.v1.ConsoleSessionsRequest
+	(*CreateBootstrapTokenRequest)(nil),               // 56: virtplane.v1.CreateBootstrapTokenRequest
+	(*CreateBootstrapTokenResponse)(nil),              // 57: virtplane.v1.CreateBootstrapTokenResponse
+	(*JoinRequest)(nil),                               // 58: virtplane.v1.JoinRequest
+	(*JoinResponse)(nil),                              // 59: virtplane.v1.JoinResponse
+	(*RenewRequest)(nil),                              // 60: virtplane.v1.RenewRequest
+	(*CreateMigrationRequest)(nil),                    // 61: virtplane.v1.CreateMigrationRequest
+	(*GetMigrationRequest)(nil),                       // 62: virtplane.v1.GetMigrationRequest
+	(*ListMigrationsRequest)(nil),                     // 63: virtplane.v1.ListMigrationsRequest
+	(*ListMigrationsResponse)(nil),                    // 64: virtplane.v1.ListMigrationsResponse
+	(*DeleteMigrationRequest)(nil),                    // 65: virtplane.v1.DeleteMigrationRequest
+	(*WatchMigrationsRequest)(nil),                    // 66: virtplane.v1.WatchMigrationsRequest
+	(*MigrationEvent)(nil),                            // 67: virtplane.v1.MigrationEvent
+	nil,                                               // 68: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	nil,                                               // 69: virtplane.v1.HeartbeatRequest.AllocatableEntry
+	(*VirtualMachine)(nil),                            // 70: virtplane.v1.VirtualMachine
+	(*VirtualMachineInstance)(nil),                    // 71: virtplane.v1.VirtualMachineInstance
+	(*Node)(nil),                                      // 72: virtplane.v1.Node
+	(*NodeImage)(nil),                                 // 73: virtplane.v1.NodeImage
+	(*Image)(nil),                                     // 74: virtplane.v1.Image
+	(*ImageNodeStatus)(nil),                           // 75: virtplane.v1.ImageNodeStatus
+	(*timestamppb.Timestamp)(nil),                     // 76: google.protobuf.Timestamp
+	(*VirtualMachineInstanceMigration)(nil),           // 77: virtplane.v1.VirtualMachineInstanceMigration
 }
 var file_internal_api_v1_service_proto_depIdxs = []int32{
-	67, // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
-	1,  // 1: virtplane.v1.GetVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	2,  // 2: virtplane.v1.ListVirtualMachinesRequest.options:type_name -> virtplane.v1.ListOptions
-	67, // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
-	67, // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
-	1,  // 5: virtplane.v1.DeleteVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	4,  // 6: virtplane.v1.DeleteVirtualMachineRequest.options:type_name -> virtplane.v1.DeleteOptions
-	3,  // 7: virtplane.v1.WatchVirtualMachinesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,  // 8: virtplane.v1.VirtualMachineEvent.type:type_name -> virtplane.v1.EventType
-	67, // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
-	1,  // 10: virtplane.v1.StartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	1,  // 11: virtplane.v1.StopVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	1,  // 12: virtplane.v1.RestartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	1,  // 13: virtplane.v1.PauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	1,  // 14: virtplane.v1.UnpauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	1,  // 15: virtplane.v1.MigrateVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	65, // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	1,  // 17: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
-	2,  // 18: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
-	68, // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
-	3,  // 20: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,  // 21: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
-	68, // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
-	68, // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
-	69, // 24: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
-	3,  // 25: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,  // 26: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
-	69, // 27: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
-	69, // 28: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
-	66, // 29: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
-	32, // 30: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
-	70, // 31: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
-	69, // 32: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
-	1,  // 33: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
-	71, // 34: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
-	71, // 35: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
-	71, // 36: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
-	3,  // 37: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,  // 38: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
-	71, // 39: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
-	72, // 40: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
-	48, // 41: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
-	48, // 42: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
-	73, // 43: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	74, // 44: virtplane.v1.CreateMigrationRequest.migration:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	1,  // 45: virtplane.v1.GetMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
-	2,  // 46: virtplane.v1.ListMigrationsRequest.options:type_name -> virtplane.v1.ListOptions
-	74, // 47: virtplane.v1.ListMigrationsResponse.items:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	1,  // 48: virtplane.v1.DeleteMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
-	3,  // 49: virtplane.v1.WatchMigrationsRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,  // 50: virtplane.v1.MigrationEvent.type:type_name -> virtplane.v1.EventType
-	74, // 51: virtplane.v1.MigrationEvent.object:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	5,  // 52: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
-	6,  // 53: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
-	7,  // 54: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
-	9,  // 55: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
-	10, // 56: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
-	11, // 57: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
-	13, // 58: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
-	14, // 59: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
-	15, // 60: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
-	16, // 61: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
-	17, // 62: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
-	18, // 63: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
-	19, // 64: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
-	20, // 65: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
-	22, // 66: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
-	24, // 67: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
-	25, // 68: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
-	26, // 69: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
-	28, // 70: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
-	30, // 71: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
-	31, // 72: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
-	37, // 73: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
-	35, // 74: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
-	34, // 75: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
-	39, // 76: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
-	40, // 77: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
-	41, // 78: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
-	43, // 79: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
-	44, // 80: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
-	45, // 81: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
-	47, // 82: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
-	49, // 83: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
-	52, // 84: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
-	50, // 85: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
-	53, // 86: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
-	55, // 87: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
-	57, // 88: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
-	58, // 89: virtplane.v1.Migrations.Create:input_type -> virtplane.v1.CreateMigrationRequest
-	59, // 90: virtplane.v1.Migrations.Get:input_type -> virtplane.v1.GetMigrationRequest
-	60, // 91: virtplane.v1.Migrations.List:input_type -> virtplane.v1.ListMigrationsRequest
-	62, // 92: virtplane.v1.Migrations.Delete:input_type -> virtplane.v1.DeleteMigrationRequest
-	63, // 93: virtplane.v1.Migrations.Watch:input_type -> virtplane.v1.WatchMigrationsRequest
-	67, // 94: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
-	67, // 95: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
-	8,  // 96: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
-	67, // 97: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
-	67, // 98: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
-	12, // 99: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
-	67, // 100: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
-	67, // 101: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
-	67, // 102: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
-	67, // 103: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
-	67, // 104: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
-	74, // 105: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	68, // 106: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
-	21, // 107: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
-	23, // 108: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
-	68, // 109: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
-	69, // 110: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
-	27, // 111: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
-	29, // 112: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
-	69, // 113: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
-	33, // 114: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
-	38, // 115: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
-	36, // 116: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
-	69, // 117: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
-	71, // 118: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
-	71, // 119: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
-	42, // 120: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
-	71, // 121: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
-	71, // 122: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
-	46, // 123: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
-	71, // 124: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
-	50, // 125: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
-	51, // 126: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
-	49, // 127: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
-	54, // 128: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
-	56, // 129: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
-	56, // 130: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
-	74, // 131: virtplane.v1.Migrations.Create:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	74, // 132: virtplane.v1.Migrations.Get:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	61, // 133: virtplane.v1.Migrations.List:output_type -> virtplane.v1.ListMigrationsResponse
-	74, // 134: virtplane.v1.Migrations.Delete:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	64, // 135: virtplane.v1.Migrations.Watch:output_type -> virtplane.v1.MigrationEvent
-	94, // [94:136] is the sub-list for method output_type
-	52, // [52:94] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	70,  // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	1,   // 1: virtplane.v1.GetVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
+	2,   // 2: virtplane.v1.ListVirtualMachinesRequest.options:type_name -> virtplane.v1.ListOptions
+	70,  // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
+	70,  // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	1,   // 5: virtplane.v1.DeleteVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
+	4,   // 6: virtplane.v1.DeleteVirtualMachineRequest.options:type_name -> virtplane.v1.DeleteOptions
+	3,   // 7: virtplane.v1.WatchVirtualMachinesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 8: virtplane.v1.VirtualMachineEvent.type:type_name -> virtplane.v1.EventType
+	70,  // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
+	1,   // 10: virtplane.v1.StartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
+	1,   // 11: virtplane.v1.StopVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
+	1,   // 12: virtplane.v1.RestartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
+	1,   // 13: virtplane.v1.PauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
+	1,   // 14: virtplane.v1.UnpauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
+	1,   // 15: virtplane.v1.MigrateVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
+	68,  // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	1,   // 17: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
+	2,   // 18: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
+	71,  // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
+	3,   // 20: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 21: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
+	71,  // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
+	71,  // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	1,   // 24: virtplane.v1.EvictVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
+	72,  // 25: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
+	3,   // 26: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 27: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
+	72,  // 28: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
+	72,  // 29: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
+	69,  // 30: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
+	34,  // 31: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
+	33,  // 32: virtplane.v1.HeartbeatRequest.network_inventory:type_name -> virtplane.v1.NodeNetworkInventory
+	73,  // 33: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
+	72,  // 34: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
+	1,   // 35: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
+	74,  // 36: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
+	74,  // 37: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
+	74,  // 38: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
+	3,   // 39: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 40: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
+	74,  // 41: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
+	75,  // 42: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
+	51,  // 43: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
+	51,  // 44: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
+	76,  // 45: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	77,  // 46: virtplane.v1.CreateMigrationRequest.migration:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,   // 47: virtplane.v1.GetMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	2,   // 48: virtplane.v1.ListMigrationsRequest.options:type_name -> virtplane.v1.ListOptions
+	77,  // 49: virtplane.v1.ListMigrationsResponse.items:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,   // 50: virtplane.v1.DeleteMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	3,   // 51: virtplane.v1.WatchMigrationsRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 52: virtplane.v1.MigrationEvent.type:type_name -> virtplane.v1.EventType
+	77,  // 53: virtplane.v1.MigrationEvent.object:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	5,   // 54: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
+	6,   // 55: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
+	7,   // 56: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
+	9,   // 57: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
+	10,  // 58: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
+	11,  // 59: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
+	13,  // 60: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
+	14,  // 61: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
+	15,  // 62: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
+	16,  // 63: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
+	17,  // 64: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
+	18,  // 65: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
+	19,  // 66: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
+	20,  // 67: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
+	22,  // 68: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
+	24,  // 69: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	25,  // 70: virtplane.v1.VirtualMachineInstances.Evict:input_type -> virtplane.v1.EvictVirtualMachineInstanceRequest
+	26,  // 71: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
+	27,  // 72: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
+	29,  // 73: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
+	31,  // 74: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
+	32,  // 75: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
+	39,  // 76: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
+	37,  // 77: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
+	36,  // 78: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
+	41,  // 79: virtplane.v1.Nodes.Cordon:input_type -> virtplane.v1.CordonNodeRequest
+	41,  // 80: virtplane.v1.Nodes.Uncordon:input_type -> virtplane.v1.CordonNodeRequest
+	41,  // 81: virtplane.v1.Nodes.Drain:input_type -> virtplane.v1.CordonNodeRequest
+	42,  // 82: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
+	43,  // 83: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
+	44,  // 84: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
+	46,  // 85: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
+	47,  // 86: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
+	48,  // 87: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
+	50,  // 88: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
+	52,  // 89: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
+	55,  // 90: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
+	53,  // 91: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
+	56,  // 92: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
+	58,  // 93: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
+	60,  // 94: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
+	61,  // 95: virtplane.v1.Migrations.Create:input_type -> virtplane.v1.CreateMigrationRequest
+	62,  // 96: virtplane.v1.Migrations.Get:input_type -> virtplane.v1.GetMigrationRequest
+	63,  // 97: virtplane.v1.Migrations.List:input_type -> virtplane.v1.ListMigrationsRequest
+	65,  // 98: virtplane.v1.Migrations.Delete:input_type -> virtplane.v1.DeleteMigrationRequest
+	66,  // 99: virtplane.v1.Migrations.Watch:input_type -> virtplane.v1.WatchMigrationsRequest
+	70,  // 100: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
+	70,  // 101: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
+	8,   // 102: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
+	70,  // 103: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
+	70,  // 104: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
+	12,  // 105: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
+	70,  // 106: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
+	70,  // 107: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
+	70,  // 108: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
+	70,  // 109: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
+	70,  // 110: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
+	77,  // 111: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	71,  // 112: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
+	21,  // 113: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
+	23,  // 114: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
+	71,  // 115: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
+	71,  // 116: virtplane.v1.VirtualMachineInstances.Evict:output_type -> virtplane.v1.VirtualMachineInstance
+	72,  // 117: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
+	28,  // 118: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
+	30,  // 119: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
+	72,  // 120: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
+	35,  // 121: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
+	40,  // 122: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
+	38,  // 123: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
+	72,  // 124: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
+	72,  // 125: virtplane.v1.Nodes.Cordon:output_type -> virtplane.v1.Node
+	72,  // 126: virtplane.v1.Nodes.Uncordon:output_type -> virtplane.v1.Node
+	72,  // 127: virtplane.v1.Nodes.Drain:output_type -> virtplane.v1.Node
+	74,  // 128: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
+	74,  // 129: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
+	45,  // 130: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
+	74,  // 131: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
+	74,  // 132: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
+	49,  // 133: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
+	74,  // 134: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
+	53,  // 135: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
+	54,  // 136: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
+	52,  // 137: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
+	57,  // 138: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
+	59,  // 139: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
+	59,  // 140: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
+	77,  // 141: virtplane.v1.Migrations.Create:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	77,  // 142: virtplane.v1.Migrations.Get:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	64,  // 143: virtplane.v1.Migrations.List:output_type -> virtplane.v1.ListMigrationsResponse
+	77,  // 144: virtplane.v1.Migrations.Delete:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	67,  // 145: virtplane.v1.Migrations.Watch:output_type -> virtplane.v1.MigrationEvent
+	100, // [100:146] is the sub-list for method output_type
+	54,  // [54:100] is the sub-list for method input_type
+	54,  // [54:54] is the sub-list for extension type_name
+	54,  // [54:54] is the sub-list for extension extendee
+	0,   // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_service_proto_init() }
@@ -3884,7 +4072,7 @@ func file_internal_api_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_service_proto_rawDesc), len(file_internal_api_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   66,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   7,
 		},

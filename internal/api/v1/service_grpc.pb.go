@@ -551,6 +551,7 @@ const (
 	VirtualMachineInstances_List_FullMethodName         = "/virtplane.v1.VirtualMachineInstances/List"
 	VirtualMachineInstances_Watch_FullMethodName        = "/virtplane.v1.VirtualMachineInstances/Watch"
 	VirtualMachineInstances_UpdateStatus_FullMethodName = "/virtplane.v1.VirtualMachineInstances/UpdateStatus"
+	VirtualMachineInstances_Evict_FullMethodName        = "/virtplane.v1.VirtualMachineInstances/Evict"
 )
 
 // VirtualMachineInstancesClient is the client API for VirtualMachineInstances service.
@@ -563,6 +564,14 @@ type VirtualMachineInstancesClient interface {
 	// For node agents: report what the node observed (phase, conditions,
 	// interfaces). Instances are created and deleted through their VM.
 	UpdateStatus(ctx context.Context, in *UpdateVirtualMachineInstanceStatusRequest, opts ...grpc.CallOption) (*VirtualMachineInstance, error)
+	// Asks the instance to leave its node, as a drain would (Kubernetes'
+	// pod eviction through KubeVirt's admitter): an instance whose strategy
+	// is None, or LiveMigrateIfPossible and not live-migratable, is shut
+	// down and the call succeeds; otherwise it is marked for evacuation (a
+	// migration follows, or an outside actor for External) and the call
+	// fails with ResourceExhausted, ErrorInfo reason EvictionTriggeredEvacuation
+	// or, for LiveMigrate and not live-migratable, DisruptionBudget.
+	Evict(ctx context.Context, in *EvictVirtualMachineInstanceRequest, opts ...grpc.CallOption) (*VirtualMachineInstance, error)
 }
 
 type virtualMachineInstancesClient struct {
@@ -622,6 +631,16 @@ func (c *virtualMachineInstancesClient) UpdateStatus(ctx context.Context, in *Up
 	return out, nil
 }
 
+func (c *virtualMachineInstancesClient) Evict(ctx context.Context, in *EvictVirtualMachineInstanceRequest, opts ...grpc.CallOption) (*VirtualMachineInstance, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VirtualMachineInstance)
+	err := c.cc.Invoke(ctx, VirtualMachineInstances_Evict_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VirtualMachineInstancesServer is the server API for VirtualMachineInstances service.
 // All implementations must embed UnimplementedVirtualMachineInstancesServer
 // for forward compatibility.
@@ -632,6 +651,14 @@ type VirtualMachineInstancesServer interface {
 	// For node agents: report what the node observed (phase, conditions,
 	// interfaces). Instances are created and deleted through their VM.
 	UpdateStatus(context.Context, *UpdateVirtualMachineInstanceStatusRequest) (*VirtualMachineInstance, error)
+	// Asks the instance to leave its node, as a drain would (Kubernetes'
+	// pod eviction through KubeVirt's admitter): an instance whose strategy
+	// is None, or LiveMigrateIfPossible and not live-migratable, is shut
+	// down and the call succeeds; otherwise it is marked for evacuation (a
+	// migration follows, or an outside actor for External) and the call
+	// fails with ResourceExhausted, ErrorInfo reason EvictionTriggeredEvacuation
+	// or, for LiveMigrate and not live-migratable, DisruptionBudget.
+	Evict(context.Context, *EvictVirtualMachineInstanceRequest) (*VirtualMachineInstance, error)
 	mustEmbedUnimplementedVirtualMachineInstancesServer()
 }
 
@@ -653,6 +680,9 @@ func (UnimplementedVirtualMachineInstancesServer) Watch(*WatchVirtualMachineInst
 }
 func (UnimplementedVirtualMachineInstancesServer) UpdateStatus(context.Context, *UpdateVirtualMachineInstanceStatusRequest) (*VirtualMachineInstance, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateStatus not implemented")
+}
+func (UnimplementedVirtualMachineInstancesServer) Evict(context.Context, *EvictVirtualMachineInstanceRequest) (*VirtualMachineInstance, error) {
+	return nil, status.Error(codes.Unimplemented, "method Evict not implemented")
 }
 func (UnimplementedVirtualMachineInstancesServer) mustEmbedUnimplementedVirtualMachineInstancesServer() {
 }
@@ -741,6 +771,24 @@ func _VirtualMachineInstances_UpdateStatus_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VirtualMachineInstances_Evict_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EvictVirtualMachineInstanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VirtualMachineInstancesServer).Evict(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VirtualMachineInstances_Evict_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VirtualMachineInstancesServer).Evict(ctx, req.(*EvictVirtualMachineInstanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // VirtualMachineInstances_ServiceDesc is the grpc.ServiceDesc for VirtualMachineInstances service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -759,6 +807,10 @@ var VirtualMachineInstances_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UpdateStatus",
 			Handler:    _VirtualMachineInstances_UpdateStatus_Handler,
+		},
+		{
+			MethodName: "Evict",
+			Handler:    _VirtualMachineInstances_Evict_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
@@ -780,6 +832,9 @@ const (
 	Nodes_Fence_FullMethodName     = "/virtplane.v1.Nodes/Fence"
 	Nodes_Revoke_FullMethodName    = "/virtplane.v1.Nodes/Revoke"
 	Nodes_Delete_FullMethodName    = "/virtplane.v1.Nodes/Delete"
+	Nodes_Cordon_FullMethodName    = "/virtplane.v1.Nodes/Cordon"
+	Nodes_Uncordon_FullMethodName  = "/virtplane.v1.Nodes/Uncordon"
+	Nodes_Drain_FullMethodName     = "/virtplane.v1.Nodes/Drain"
 )
 
 // NodesClient is the client API for Nodes service.
@@ -799,6 +854,17 @@ type NodesClient interface {
 	Revoke(ctx context.Context, in *RevokeNodeRequest, opts ...grpc.CallOption) (*RevokeNodeResponse, error)
 	// Revokes the node's certificates and deletes the Node object.
 	Delete(ctx context.Context, in *DeleteNodeRequest, opts ...grpc.CallOption) (*Node, error)
+	// Keeps new instances off the node (spec.unschedulable); those running
+	// there stay. Cordoning a cordoned node changes nothing.
+	Cordon(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*Node, error)
+	// Lets new instances on the node again; on a draining node it also
+	// cancels the drain: evacuation marks are cleared and migrations that
+	// have not finished are canceled.
+	Uncordon(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*Node, error)
+	// Cordons the node and moves every instance off it by its eviction
+	// strategy (spec.drain); status.evacuation tells the progress. Draining
+	// a draining node changes nothing.
+	Drain(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*Node, error)
 }
 
 type nodesClient struct {
@@ -898,6 +964,36 @@ func (c *nodesClient) Delete(ctx context.Context, in *DeleteNodeRequest, opts ..
 	return out, nil
 }
 
+func (c *nodesClient) Cordon(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*Node, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Node)
+	err := c.cc.Invoke(ctx, Nodes_Cordon_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodesClient) Uncordon(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*Node, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Node)
+	err := c.cc.Invoke(ctx, Nodes_Uncordon_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodesClient) Drain(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*Node, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Node)
+	err := c.cc.Invoke(ctx, Nodes_Drain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodesServer is the server API for Nodes service.
 // All implementations must embed UnimplementedNodesServer
 // for forward compatibility.
@@ -915,6 +1011,17 @@ type NodesServer interface {
 	Revoke(context.Context, *RevokeNodeRequest) (*RevokeNodeResponse, error)
 	// Revokes the node's certificates and deletes the Node object.
 	Delete(context.Context, *DeleteNodeRequest) (*Node, error)
+	// Keeps new instances off the node (spec.unschedulable); those running
+	// there stay. Cordoning a cordoned node changes nothing.
+	Cordon(context.Context, *CordonNodeRequest) (*Node, error)
+	// Lets new instances on the node again; on a draining node it also
+	// cancels the drain: evacuation marks are cleared and migrations that
+	// have not finished are canceled.
+	Uncordon(context.Context, *CordonNodeRequest) (*Node, error)
+	// Cordons the node and moves every instance off it by its eviction
+	// strategy (spec.drain); status.evacuation tells the progress. Draining
+	// a draining node changes nothing.
+	Drain(context.Context, *CordonNodeRequest) (*Node, error)
 	mustEmbedUnimplementedNodesServer()
 }
 
@@ -948,6 +1055,15 @@ func (UnimplementedNodesServer) Revoke(context.Context, *RevokeNodeRequest) (*Re
 }
 func (UnimplementedNodesServer) Delete(context.Context, *DeleteNodeRequest) (*Node, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedNodesServer) Cordon(context.Context, *CordonNodeRequest) (*Node, error) {
+	return nil, status.Error(codes.Unimplemented, "method Cordon not implemented")
+}
+func (UnimplementedNodesServer) Uncordon(context.Context, *CordonNodeRequest) (*Node, error) {
+	return nil, status.Error(codes.Unimplemented, "method Uncordon not implemented")
+}
+func (UnimplementedNodesServer) Drain(context.Context, *CordonNodeRequest) (*Node, error) {
+	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
 }
 func (UnimplementedNodesServer) mustEmbedUnimplementedNodesServer() {}
 func (UnimplementedNodesServer) testEmbeddedByValue()               {}
@@ -1107,6 +1223,60 @@ func _Nodes_Delete_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Nodes_Cordon_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CordonNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodesServer).Cordon(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Nodes_Cordon_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodesServer).Cordon(ctx, req.(*CordonNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Nodes_Uncordon_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CordonNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodesServer).Uncordon(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Nodes_Uncordon_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodesServer).Uncordon(ctx, req.(*CordonNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Nodes_Drain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CordonNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodesServer).Drain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Nodes_Drain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodesServer).Drain(ctx, req.(*CordonNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Nodes_ServiceDesc is the grpc.ServiceDesc for Nodes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1141,6 +1311,18 @@ var Nodes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _Nodes_Delete_Handler,
+		},
+		{
+			MethodName: "Cordon",
+			Handler:    _Nodes_Cordon_Handler,
+		},
+		{
+			MethodName: "Uncordon",
+			Handler:    _Nodes_Uncordon_Handler,
+		},
+		{
+			MethodName: "Drain",
+			Handler:    _Nodes_Drain_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

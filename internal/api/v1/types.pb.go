@@ -828,7 +828,10 @@ type VirtualMachineInstanceSpec struct {
 	// Seconds the guest gets to shut down after an ACPI power-button press
 	// before it is destroyed. Defaults to 30; 0 kills at once.
 	TerminationGracePeriodSeconds *int64 `protobuf:"varint,5,opt,name=termination_grace_period_seconds,json=terminationGracePeriodSeconds,proto3,oneof" json:"termination_grace_period_seconds,omitempty"`
-	// None (default), LiveMigrate, LiveMigrateIfPossible or External.
+	// What a drain or an eviction does with the instance: LiveMigrate,
+	// LiveMigrateIfPossible, External or None; empty takes the cluster's
+	// default (the server's --default-eviction-strategy). A change to the
+	// VM's template reaches its running instance without a restart.
 	EvictionStrategy string `protobuf:"bytes,6,opt,name=eviction_strategy,json=evictionStrategy,proto3" json:"eviction_strategy,omitempty"`
 	// Desired pause state, set by the pause/unpause verbs (and by start
 	// --paused at creation); the node handler suspends or resumes the domain
@@ -1859,11 +1862,18 @@ func (x *CloudInitNoCloud) GetNetworkData() string {
 	return ""
 }
 
+// Network is what an interface of the same name connects to: exactly one
+// of user, bridge and network.
 type Network struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// User-mode (slirp) networking; the only kind for now.
-	User          *UserNetwork `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// User-mode networking (QEMU's slirp): outbound only, plus the port
+	// forwards; the guest cannot reach the host's loopback.
+	User *UserNetwork `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	// An existing Linux bridge on the node.
+	Bridge *BridgeNetwork `protobuf:"bytes,3,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	// A libvirt network defined on the node's libvirtd.
+	Network       *LibvirtNetwork `protobuf:"bytes,4,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1912,8 +1922,23 @@ func (x *Network) GetUser() *UserNetwork {
 	return nil
 }
 
+func (x *Network) GetBridge() *BridgeNetwork {
+	if x != nil {
+		return x.Bridge
+	}
+	return nil
+}
+
+func (x *Network) GetNetwork() *LibvirtNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
 type UserNetwork struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	PortForwards  []*PortForward         `protobuf:"bytes,1,rep,name=port_forwards,json=portForwards,proto3" json:"port_forwards,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1948,6 +1973,184 @@ func (*UserNetwork) Descriptor() ([]byte, []int) {
 	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
+func (x *UserNetwork) GetPortForwards() []*PortForward {
+	if x != nil {
+		return x.PortForwards
+	}
+	return nil
+}
+
+// PortForward makes a guest port reachable at a host address and port of
+// the node the instance runs on.
+type PortForward struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	HostPort  int32                  `protobuf:"varint,1,opt,name=host_port,json=hostPort,proto3" json:"host_port,omitempty"`
+	GuestPort int32                  `protobuf:"varint,2,opt,name=guest_port,json=guestPort,proto3" json:"guest_port,omitempty"`
+	// tcp (default) or udp.
+	Protocol string `protobuf:"bytes,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// The host address the forward binds; default 127.0.0.1.
+	HostAddress   string `protobuf:"bytes,4,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PortForward) Reset() {
+	*x = PortForward{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PortForward) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PortForward) ProtoMessage() {}
+
+func (x *PortForward) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PortForward.ProtoReflect.Descriptor instead.
+func (*PortForward) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *PortForward) GetHostPort() int32 {
+	if x != nil {
+		return x.HostPort
+	}
+	return 0
+}
+
+func (x *PortForward) GetGuestPort() int32 {
+	if x != nil {
+		return x.GuestPort
+	}
+	return 0
+}
+
+func (x *PortForward) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *PortForward) GetHostAddress() string {
+	if x != nil {
+		return x.HostAddress
+	}
+	return ""
+}
+
+type BridgeNetwork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bridge's interface name on the node (br0).
+	Bridge string `protobuf:"bytes,1,opt,name=bridge,proto3" json:"bridge,omitempty"`
+	// 802.1Q VLAN tag, 1-4094; 0 is untagged.
+	Vlan          int32 `protobuf:"varint,2,opt,name=vlan,proto3" json:"vlan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BridgeNetwork) Reset() {
+	*x = BridgeNetwork{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BridgeNetwork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BridgeNetwork) ProtoMessage() {}
+
+func (x *BridgeNetwork) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BridgeNetwork.ProtoReflect.Descriptor instead.
+func (*BridgeNetwork) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *BridgeNetwork) GetBridge() string {
+	if x != nil {
+		return x.Bridge
+	}
+	return ""
+}
+
+func (x *BridgeNetwork) GetVlan() int32 {
+	if x != nil {
+		return x.Vlan
+	}
+	return 0
+}
+
+type LibvirtNetwork struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The libvirt network's name on the node.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LibvirtNetwork) Reset() {
+	*x = LibvirtNetwork{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LibvirtNetwork) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LibvirtNetwork) ProtoMessage() {}
+
+func (x *LibvirtNetwork) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LibvirtNetwork.ProtoReflect.Descriptor instead.
+func (*LibvirtNetwork) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *LibvirtNetwork) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type VirtualMachineInstanceStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Pending, Scheduling, Scheduled, Running, Succeeded, Failed or Unknown.
@@ -1961,13 +2164,18 @@ type VirtualMachineInstanceStatus struct {
 	// libvirt domain UUID, once defined.
 	DomainUuid     string          `protobuf:"bytes,8,opt,name=domain_uuid,json=domainUuid,proto3" json:"domain_uuid,omitempty"`
 	MigrationState *MigrationState `protobuf:"bytes,9,opt,name=migration_state,json=migrationState,proto3" json:"migration_state,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The node this instance is being evacuated from (a drain, or an
+	// eviction that its strategy turned into a migration); written by the
+	// server only, cleared once the instance left that node or the drain
+	// was canceled (KubeVirt's evacuationNodeName).
+	EvacuationNodeName string `protobuf:"bytes,10,opt,name=evacuation_node_name,json=evacuationNodeName,proto3" json:"evacuation_node_name,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *VirtualMachineInstanceStatus) Reset() {
 	*x = VirtualMachineInstanceStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[30]
+	mi := &file_internal_api_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2187,7 @@ func (x *VirtualMachineInstanceStatus) String() string {
 func (*VirtualMachineInstanceStatus) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[30]
+	mi := &file_internal_api_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2200,7 @@ func (x *VirtualMachineInstanceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualMachineInstanceStatus.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *VirtualMachineInstanceStatus) GetPhase() string {
@@ -2058,6 +2266,13 @@ func (x *VirtualMachineInstanceStatus) GetMigrationState() *MigrationState {
 	return nil
 }
 
+func (x *VirtualMachineInstanceStatus) GetEvacuationNodeName() string {
+	if x != nil {
+		return x.EvacuationNodeName
+	}
+	return ""
+}
+
 type PhaseTransitionTimestamp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Phase         string                 `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
@@ -2068,7 +2283,7 @@ type PhaseTransitionTimestamp struct {
 
 func (x *PhaseTransitionTimestamp) Reset() {
 	*x = PhaseTransitionTimestamp{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[31]
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2295,7 @@ func (x *PhaseTransitionTimestamp) String() string {
 func (*PhaseTransitionTimestamp) ProtoMessage() {}
 
 func (x *PhaseTransitionTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[31]
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2308,7 @@ func (x *PhaseTransitionTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseTransitionTimestamp.ProtoReflect.Descriptor instead.
 func (*PhaseTransitionTimestamp) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PhaseTransitionTimestamp) GetPhase() string {
@@ -2110,19 +2325,36 @@ func (x *PhaseTransitionTimestamp) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+// InterfaceStatus is what the node knows of one of the instance's
+// interfaces: its MAC and the addresses the guest uses, as found without
+// blocking the guest (KubeVirt's VirtualMachineInstanceNetworkInterface).
 type InterfaceStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	MacAddress    string                 `protobuf:"bytes,2,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
-	IpAddress     string                 `protobuf:"bytes,3,opt,name=ip_address,json=ipAddress,proto3" json:"ip_address,omitempty"`
-	IpAddresses   []string               `protobuf:"bytes,4,rep,name=ip_addresses,json=ipAddresses,proto3" json:"ip_addresses,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The spec's interface name.
+	Name       string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	MacAddress string `protobuf:"bytes,2,opt,name=mac_address,json=macAddress,proto3" json:"mac_address,omitempty"`
+	// The first of ip_addresses (an IPv4 one when there is one).
+	IpAddress string `protobuf:"bytes,3,opt,name=ip_address,json=ipAddress,proto3" json:"ip_address,omitempty"`
+	// Every address of the interface, IPv4 first, without link-local
+	// IPv6 ones.
+	IpAddresses []string `protobuf:"bytes,4,rep,name=ip_addresses,json=ipAddresses,proto3" json:"ip_addresses,omitempty"`
+	// Where the addresses came from: lease (the libvirt network's DHCP
+	// server), arp (the node's neighbour table) or agent (the QEMU guest
+	// agent). Empty while there are none.
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// Why there is no address yet, in words ("no DHCP lease for
+	// 52:54:00:..", "the guest agent is not connected"); empty once found.
+	Info string `protobuf:"bytes,6,opt,name=info,proto3" json:"info,omitempty"`
+	// The interface's name inside the guest (eth0), when the guest agent
+	// says.
+	InterfaceName string `protobuf:"bytes,7,opt,name=interface_name,json=interfaceName,proto3" json:"interface_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InterfaceStatus) Reset() {
 	*x = InterfaceStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[32]
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2366,7 @@ func (x *InterfaceStatus) String() string {
 func (*InterfaceStatus) ProtoMessage() {}
 
 func (x *InterfaceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[32]
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2379,7 @@ func (x *InterfaceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterfaceStatus.ProtoReflect.Descriptor instead.
 func (*InterfaceStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *InterfaceStatus) GetName() string {
@@ -2176,6 +2408,27 @@ func (x *InterfaceStatus) GetIpAddresses() []string {
 		return x.IpAddresses
 	}
 	return nil
+}
+
+func (x *InterfaceStatus) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *InterfaceStatus) GetInfo() string {
+	if x != nil {
+		return x.Info
+	}
+	return ""
+}
+
+func (x *InterfaceStatus) GetInterfaceName() string {
+	if x != nil {
+		return x.InterfaceName
+	}
+	return ""
 }
 
 // MigrationState is a live migration's shared record (KubeVirt's
@@ -2227,7 +2480,7 @@ type MigrationState struct {
 
 func (x *MigrationState) Reset() {
 	*x = MigrationState{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[33]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2239,7 +2492,7 @@ func (x *MigrationState) String() string {
 func (*MigrationState) ProtoMessage() {}
 
 func (x *MigrationState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[33]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2252,7 +2505,7 @@ func (x *MigrationState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationState.ProtoReflect.Descriptor instead.
 func (*MigrationState) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MigrationState) GetMigrationUid() string {
@@ -2404,7 +2657,7 @@ type MigrationConfiguration struct {
 
 func (x *MigrationConfiguration) Reset() {
 	*x = MigrationConfiguration{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2669,7 @@ func (x *MigrationConfiguration) String() string {
 func (*MigrationConfiguration) ProtoMessage() {}
 
 func (x *MigrationConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2682,7 @@ func (x *MigrationConfiguration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationConfiguration.ProtoReflect.Descriptor instead.
 func (*MigrationConfiguration) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MigrationConfiguration) GetBandwidthMibPerSecond() int64 {
@@ -2502,7 +2755,7 @@ type MigrationProgress struct {
 
 func (x *MigrationProgress) Reset() {
 	*x = MigrationProgress{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2767,7 @@ func (x *MigrationProgress) String() string {
 func (*MigrationProgress) ProtoMessage() {}
 
 func (x *MigrationProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2780,7 @@ func (x *MigrationProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationProgress.ProtoReflect.Descriptor instead.
 func (*MigrationProgress) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MigrationProgress) GetDataTotalBytes() int64 {
@@ -2604,7 +2857,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2869,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2882,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Node) GetMetadata() *ObjectMeta {
@@ -2657,13 +2910,17 @@ type NodeSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Set by operators to keep new instances off the node.
 	Unschedulable bool `protobuf:"varint,1,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
+	// Set by a drain (with unschedulable): every instance leaves the node by
+	// its eviction strategy. Uncordon clears both and cancels what has not
+	// left yet.
+	Drain         bool `protobuf:"varint,2,opt,name=drain,proto3" json:"drain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeSpec) Reset() {
 	*x = NodeSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2932,7 @@ func (x *NodeSpec) String() string {
 func (*NodeSpec) ProtoMessage() {}
 
 func (x *NodeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,12 +2945,19 @@ func (x *NodeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
 func (*NodeSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *NodeSpec) GetUnschedulable() bool {
 	if x != nil {
 		return x.Unschedulable
+	}
+	return false
+}
+
+func (x *NodeSpec) GetDrain() bool {
+	if x != nil {
+		return x.Drain
 	}
 	return false
 }
@@ -2713,14 +2977,24 @@ type NodeStatus struct {
 	Address string `protobuf:"bytes,8,opt,name=address,proto3" json:"address,omitempty"`
 	// Base images in the node image directory, refreshed by the node agent
 	// off the hot path.
-	Images        []*NodeImage `protobuf:"bytes,9,rep,name=images,proto3" json:"images,omitempty"`
+	Images []*NodeImage `protobuf:"bytes,9,rep,name=images,proto3" json:"images,omitempty"`
+	// The evacuation controller's account of a drain, while spec.drain is
+	// set: what still has to leave and why it has not.
+	Evacuation *NodeEvacuation `protobuf:"bytes,10,opt,name=evacuation,proto3" json:"evacuation,omitempty"`
+	// Linux bridges in the node's network namespace (the one its libvirtd
+	// and QEMU use), by interface name, sorted; refreshed by the node agent
+	// with the images. Instances with a bridge network are placed only on
+	// nodes that list it.
+	Bridges []string `protobuf:"bytes,11,rep,name=bridges,proto3" json:"bridges,omitempty"`
+	// Active libvirt networks on the node's libvirtd, by name, sorted.
+	Networks      []string `protobuf:"bytes,12,rep,name=networks,proto3" json:"networks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[38]
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +3006,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[38]
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +3019,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeStatus) GetCapacity() map[string]string {
@@ -2811,6 +3085,165 @@ func (x *NodeStatus) GetImages() []*NodeImage {
 	return nil
 }
 
+func (x *NodeStatus) GetEvacuation() *NodeEvacuation {
+	if x != nil {
+		return x.Evacuation
+	}
+	return nil
+}
+
+func (x *NodeStatus) GetBridges() []string {
+	if x != nil {
+		return x.Bridges
+	}
+	return nil
+}
+
+func (x *NodeStatus) GetNetworks() []string {
+	if x != nil {
+		return x.Networks
+	}
+	return nil
+}
+
+// NodeEvacuation is the progress of a node's drain.
+type NodeEvacuation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// No instance that has to leave is on the node any more.
+	Drained bool `protobuf:"varint,1,opt,name=drained,proto3" json:"drained,omitempty"`
+	// The instances still on the node, by namespace and name.
+	Remaining     []*Evacuee `protobuf:"bytes,2,rep,name=remaining,proto3" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeEvacuation) Reset() {
+	*x = NodeEvacuation{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeEvacuation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeEvacuation) ProtoMessage() {}
+
+func (x *NodeEvacuation) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeEvacuation.ProtoReflect.Descriptor instead.
+func (*NodeEvacuation) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *NodeEvacuation) GetDrained() bool {
+	if x != nil {
+		return x.Drained
+	}
+	return false
+}
+
+func (x *NodeEvacuation) GetRemaining() []*Evacuee {
+	if x != nil {
+		return x.Remaining
+	}
+	return nil
+}
+
+// Evacuee is an instance a drain has not moved off its node yet.
+type Evacuee struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The eviction strategy in force (the instance's, else the cluster's).
+	EvictionStrategy string `protobuf:"bytes,3,opt,name=eviction_strategy,json=evictionStrategy,proto3" json:"eviction_strategy,omitempty"`
+	// Migrating, Waiting (for a migration slot, a retry or the instance to
+	// start), Stopping, Blocked (LiveMigrate but not live-migratable) or
+	// External (left to an outside actor).
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// Why, in words: the migration's phase and reason, the time of the next
+	// retry, what keeps the instance from migrating.
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Evacuee) Reset() {
+	*x = Evacuee{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Evacuee) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Evacuee) ProtoMessage() {}
+
+func (x *Evacuee) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Evacuee.ProtoReflect.Descriptor instead.
+func (*Evacuee) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *Evacuee) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Evacuee) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Evacuee) GetEvictionStrategy() string {
+	if x != nil {
+		return x.EvictionStrategy
+	}
+	return ""
+}
+
+func (x *Evacuee) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Evacuee) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // NodeImage is a base image a node holds, by name (its path relative to
 // the node image directory).
 type NodeImage struct {
@@ -2830,7 +3263,7 @@ type NodeImage struct {
 
 func (x *NodeImage) Reset() {
 	*x = NodeImage{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2842,7 +3275,7 @@ func (x *NodeImage) String() string {
 func (*NodeImage) ProtoMessage() {}
 
 func (x *NodeImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2855,7 +3288,7 @@ func (x *NodeImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeImage.ProtoReflect.Descriptor instead.
 func (*NodeImage) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeImage) GetName() string {
@@ -2908,7 +3341,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +3353,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3366,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeInfo) GetHostname() string {
@@ -2996,7 +3429,7 @@ type VirtualMachineInstanceMigration struct {
 
 func (x *VirtualMachineInstanceMigration) Reset() {
 	*x = VirtualMachineInstanceMigration{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3441,7 @@ func (x *VirtualMachineInstanceMigration) String() string {
 func (*VirtualMachineInstanceMigration) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3454,7 @@ func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualMachineInstanceMigration.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigration) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *VirtualMachineInstanceMigration) GetMetadata() *ObjectMeta {
@@ -3058,7 +3491,7 @@ type VirtualMachineInstanceMigrationSpec struct {
 
 func (x *VirtualMachineInstanceMigrationSpec) Reset() {
 	*x = VirtualMachineInstanceMigrationSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3503,7 @@ func (x *VirtualMachineInstanceMigrationSpec) String() string {
 func (*VirtualMachineInstanceMigrationSpec) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3516,7 @@ func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use VirtualMachineInstanceMigrationSpec.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *VirtualMachineInstanceMigrationSpec) GetVmiName() string {
@@ -3124,7 +3557,7 @@ type VirtualMachineInstanceMigrationStatus struct {
 
 func (x *VirtualMachineInstanceMigrationStatus) Reset() {
 	*x = VirtualMachineInstanceMigrationStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3136,7 +3569,7 @@ func (x *VirtualMachineInstanceMigrationStatus) String() string {
 func (*VirtualMachineInstanceMigrationStatus) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3149,7 +3582,7 @@ func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use VirtualMachineInstanceMigrationStatus.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *VirtualMachineInstanceMigrationStatus) GetPhase() string {
@@ -3223,7 +3656,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3668,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3681,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Image) GetMetadata() *ObjectMeta {
@@ -3294,7 +3727,7 @@ type ImageSpec struct {
 
 func (x *ImageSpec) Reset() {
 	*x = ImageSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	mi := &file_internal_api_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3739,7 @@ func (x *ImageSpec) String() string {
 func (*ImageSpec) ProtoMessage() {}
 
 func (x *ImageSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	mi := &file_internal_api_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3752,7 @@ func (x *ImageSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageSpec.ProtoReflect.Descriptor instead.
 func (*ImageSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ImageSpec) GetUrl() string {
@@ -3361,7 +3794,7 @@ type ImageStatus struct {
 
 func (x *ImageStatus) Reset() {
 	*x = ImageStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[46]
+	mi := &file_internal_api_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3373,7 +3806,7 @@ func (x *ImageStatus) String() string {
 func (*ImageStatus) ProtoMessage() {}
 
 func (x *ImageStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[46]
+	mi := &file_internal_api_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3386,7 +3819,7 @@ func (x *ImageStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageStatus.ProtoReflect.Descriptor instead.
 func (*ImageStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ImageStatus) GetNodes() []*ImageNodeStatus {
@@ -3427,7 +3860,7 @@ type ImageNodeStatus struct {
 
 func (x *ImageNodeStatus) Reset() {
 	*x = ImageNodeStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[47]
+	mi := &file_internal_api_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3872,7 @@ func (x *ImageNodeStatus) String() string {
 func (*ImageNodeStatus) ProtoMessage() {}
 
 func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[47]
+	mi := &file_internal_api_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3885,7 @@ func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageNodeStatus.ProtoReflect.Descriptor instead.
 func (*ImageNodeStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ImageNodeStatus) GetNode() string {
@@ -3563,7 +3996,7 @@ type BootstrapToken struct {
 
 func (x *BootstrapToken) Reset() {
 	*x = BootstrapToken{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[48]
+	mi := &file_internal_api_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3575,7 +4008,7 @@ func (x *BootstrapToken) String() string {
 func (*BootstrapToken) ProtoMessage() {}
 
 func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[48]
+	mi := &file_internal_api_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3588,7 +4021,7 @@ func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
 func (*BootstrapToken) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BootstrapToken) GetMetadata() *ObjectMeta {
@@ -3619,7 +4052,7 @@ type BootstrapTokenSpec struct {
 
 func (x *BootstrapTokenSpec) Reset() {
 	*x = BootstrapTokenSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[49]
+	mi := &file_internal_api_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3631,7 +4064,7 @@ func (x *BootstrapTokenSpec) String() string {
 func (*BootstrapTokenSpec) ProtoMessage() {}
 
 func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[49]
+	mi := &file_internal_api_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3644,7 +4077,7 @@ func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapTokenSpec.ProtoReflect.Descriptor instead.
 func (*BootstrapTokenSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BootstrapTokenSpec) GetSecretSha256() []byte {
@@ -3688,7 +4121,7 @@ type NodeCredential struct {
 
 func (x *NodeCredential) Reset() {
 	*x = NodeCredential{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[50]
+	mi := &file_internal_api_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3700,7 +4133,7 @@ func (x *NodeCredential) String() string {
 func (*NodeCredential) ProtoMessage() {}
 
 func (x *NodeCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[50]
+	mi := &file_internal_api_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3713,7 +4146,7 @@ func (x *NodeCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
 func (*NodeCredential) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeCredential) GetMetadata() *ObjectMeta {
@@ -3742,7 +4175,7 @@ type NodeCertificate struct {
 
 func (x *NodeCertificate) Reset() {
 	*x = NodeCertificate{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[51]
+	mi := &file_internal_api_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3754,7 +4187,7 @@ func (x *NodeCertificate) String() string {
 func (*NodeCertificate) ProtoMessage() {}
 
 func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[51]
+	mi := &file_internal_api_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3767,7 +4200,7 @@ func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCertificate.ProtoReflect.Descriptor instead.
 func (*NodeCertificate) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeCertificate) GetSerial() string {
@@ -3959,11 +4392,25 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x05image\x18\x02 \x01(\tR\x05image\"R\n" +
 	"\x10CloudInitNoCloud\x12\x1b\n" +
 	"\tuser_data\x18\x01 \x01(\tR\buserData\x12!\n" +
-	"\fnetwork_data\x18\x02 \x01(\tR\vnetworkData\"L\n" +
+	"\fnetwork_data\x18\x02 \x01(\tR\vnetworkData\"\xb9\x01\n" +
 	"\aNetwork\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12-\n" +
-	"\x04user\x18\x02 \x01(\v2\x19.virtplane.v1.UserNetworkR\x04user\"\r\n" +
-	"\vUserNetwork\"\xcb\x03\n" +
+	"\x04user\x18\x02 \x01(\v2\x19.virtplane.v1.UserNetworkR\x04user\x123\n" +
+	"\x06bridge\x18\x03 \x01(\v2\x1b.virtplane.v1.BridgeNetworkR\x06bridge\x126\n" +
+	"\anetwork\x18\x04 \x01(\v2\x1c.virtplane.v1.LibvirtNetworkR\anetwork\"M\n" +
+	"\vUserNetwork\x12>\n" +
+	"\rport_forwards\x18\x01 \x03(\v2\x19.virtplane.v1.PortForwardR\fportForwards\"\x88\x01\n" +
+	"\vPortForward\x12\x1b\n" +
+	"\thost_port\x18\x01 \x01(\x05R\bhostPort\x12\x1d\n" +
+	"\n" +
+	"guest_port\x18\x02 \x01(\x05R\tguestPort\x12\x1a\n" +
+	"\bprotocol\x18\x03 \x01(\tR\bprotocol\x12!\n" +
+	"\fhost_address\x18\x04 \x01(\tR\vhostAddress\";\n" +
+	"\rBridgeNetwork\x12\x16\n" +
+	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x12\n" +
+	"\x04vlan\x18\x02 \x01(\x05R\x04vlan\"$\n" +
+	"\x0eLibvirtNetwork\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xfd\x03\n" +
 	"\x1cVirtualMachineInstanceStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12f\n" +
 	"\x1bphase_transition_timestamps\x18\x02 \x03(\v2&.virtplane.v1.PhaseTransitionTimestampR\x19phaseTransitionTimestamps\x127\n" +
@@ -3978,17 +4425,22 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x1f\n" +
 	"\vdomain_uuid\x18\b \x01(\tR\n" +
 	"domainUuid\x12E\n" +
-	"\x0fmigration_state\x18\t \x01(\v2\x1c.virtplane.v1.MigrationStateR\x0emigrationState\"`\n" +
+	"\x0fmigration_state\x18\t \x01(\v2\x1c.virtplane.v1.MigrationStateR\x0emigrationState\x120\n" +
+	"\x14evacuation_node_name\x18\n" +
+	" \x01(\tR\x12evacuationNodeName\"`\n" +
 	"\x18PhaseTransitionTimestamp\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12.\n" +
-	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x88\x01\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xdb\x01\n" +
 	"\x0fInterfaceStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vmac_address\x18\x02 \x01(\tR\n" +
 	"macAddress\x12\x1d\n" +
 	"\n" +
 	"ip_address\x18\x03 \x01(\tR\tipAddress\x12!\n" +
-	"\fip_addresses\x18\x04 \x03(\tR\vipAddresses\"\xb7\x06\n" +
+	"\fip_addresses\x18\x04 \x03(\tR\vipAddresses\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x12\n" +
+	"\x04info\x18\x06 \x01(\tR\x04info\x12%\n" +
+	"\x0einterface_name\x18\a \x01(\tR\rinterfaceName\"\xb7\x06\n" +
 	"\x0eMigrationState\x12#\n" +
 	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x12\x1f\n" +
 	"\vsource_node\x18\x02 \x01(\tR\n" +
@@ -4035,9 +4487,10 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x04Node\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12*\n" +
 	"\x04spec\x18\x02 \x01(\v2\x16.virtplane.v1.NodeSpecR\x04spec\x120\n" +
-	"\x06status\x18\x03 \x01(\v2\x18.virtplane.v1.NodeStatusR\x06status\"0\n" +
+	"\x06status\x18\x03 \x01(\v2\x18.virtplane.v1.NodeStatusR\x06status\"F\n" +
 	"\bNodeSpec\x12$\n" +
-	"\runschedulable\x18\x01 \x01(\bR\runschedulable\"\xee\x04\n" +
+	"\runschedulable\x18\x01 \x01(\bR\runschedulable\x12\x14\n" +
+	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xe2\x05\n" +
 	"\n" +
 	"NodeStatus\x12B\n" +
 	"\bcapacity\x18\x01 \x03(\v2&.virtplane.v1.NodeStatus.CapacityEntryR\bcapacity\x12K\n" +
@@ -4050,13 +4503,28 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\tnode_info\x18\x06 \x01(\v2\x16.virtplane.v1.NodeInfoR\bnodeInfo\x12=\n" +
 	"\flease_expiry\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vleaseExpiry\x12\x18\n" +
 	"\aaddress\x18\b \x01(\tR\aaddress\x12/\n" +
-	"\x06images\x18\t \x03(\v2\x17.virtplane.v1.NodeImageR\x06images\x1a;\n" +
+	"\x06images\x18\t \x03(\v2\x17.virtplane.v1.NodeImageR\x06images\x12<\n" +
+	"\n" +
+	"evacuation\x18\n" +
+	" \x01(\v2\x1c.virtplane.v1.NodeEvacuationR\n" +
+	"evacuation\x12\x18\n" +
+	"\abridges\x18\v \x03(\tR\abridges\x12\x1a\n" +
+	"\bnetworks\x18\f \x03(\tR\bnetworks\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AllocatableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9c\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
+	"\x0eNodeEvacuation\x12\x18\n" +
+	"\adrained\x18\x01 \x01(\bR\adrained\x123\n" +
+	"\tremaining\x18\x02 \x03(\v2\x15.virtplane.v1.EvacueeR\tremaining\"\x98\x01\n" +
+	"\aEvacuee\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12+\n" +
+	"\x11eviction_strategy\x18\x03 \x01(\tR\x10evictionStrategy\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"\x9c\x01\n" +
 	"\tNodeImage\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06format\x18\x02 \x01(\tR\x06format\x12,\n" +
@@ -4154,7 +4622,7 @@ func file_internal_api_v1_types_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_types_proto_rawDescData
 }
 
-var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_internal_api_v1_types_proto_goTypes = []any{
 	(*ObjectMeta)(nil),                            // 0: virtplane.v1.ObjectMeta
 	(*OwnerReference)(nil),                        // 1: virtplane.v1.OwnerReference
@@ -4186,45 +4654,50 @@ var file_internal_api_v1_types_proto_goTypes = []any{
 	(*CloudInitNoCloud)(nil),                      // 27: virtplane.v1.CloudInitNoCloud
 	(*Network)(nil),                               // 28: virtplane.v1.Network
 	(*UserNetwork)(nil),                           // 29: virtplane.v1.UserNetwork
-	(*VirtualMachineInstanceStatus)(nil),          // 30: virtplane.v1.VirtualMachineInstanceStatus
-	(*PhaseTransitionTimestamp)(nil),              // 31: virtplane.v1.PhaseTransitionTimestamp
-	(*InterfaceStatus)(nil),                       // 32: virtplane.v1.InterfaceStatus
-	(*MigrationState)(nil),                        // 33: virtplane.v1.MigrationState
-	(*MigrationConfiguration)(nil),                // 34: virtplane.v1.MigrationConfiguration
-	(*MigrationProgress)(nil),                     // 35: virtplane.v1.MigrationProgress
-	(*Node)(nil),                                  // 36: virtplane.v1.Node
-	(*NodeSpec)(nil),                              // 37: virtplane.v1.NodeSpec
-	(*NodeStatus)(nil),                            // 38: virtplane.v1.NodeStatus
-	(*NodeImage)(nil),                             // 39: virtplane.v1.NodeImage
-	(*NodeInfo)(nil),                              // 40: virtplane.v1.NodeInfo
-	(*VirtualMachineInstanceMigration)(nil),       // 41: virtplane.v1.VirtualMachineInstanceMigration
-	(*VirtualMachineInstanceMigrationSpec)(nil),   // 42: virtplane.v1.VirtualMachineInstanceMigrationSpec
-	(*VirtualMachineInstanceMigrationStatus)(nil), // 43: virtplane.v1.VirtualMachineInstanceMigrationStatus
-	(*Image)(nil),                                 // 44: virtplane.v1.Image
-	(*ImageSpec)(nil),                             // 45: virtplane.v1.ImageSpec
-	(*ImageStatus)(nil),                           // 46: virtplane.v1.ImageStatus
-	(*ImageNodeStatus)(nil),                       // 47: virtplane.v1.ImageNodeStatus
-	(*BootstrapToken)(nil),                        // 48: virtplane.v1.BootstrapToken
-	(*BootstrapTokenSpec)(nil),                    // 49: virtplane.v1.BootstrapTokenSpec
-	(*NodeCredential)(nil),                        // 50: virtplane.v1.NodeCredential
-	(*NodeCertificate)(nil),                       // 51: virtplane.v1.NodeCertificate
-	nil,                                           // 52: virtplane.v1.ObjectMeta.LabelsEntry
-	nil,                                           // 53: virtplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                                           // 54: virtplane.v1.StateChangeRequest.DataEntry
-	nil,                                           // 55: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
-	nil,                                           // 56: virtplane.v1.NodeStatus.CapacityEntry
-	nil,                                           // 57: virtplane.v1.NodeStatus.AllocatableEntry
-	nil,                                           // 58: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),                 // 59: google.protobuf.Timestamp
+	(*PortForward)(nil),                           // 30: virtplane.v1.PortForward
+	(*BridgeNetwork)(nil),                         // 31: virtplane.v1.BridgeNetwork
+	(*LibvirtNetwork)(nil),                        // 32: virtplane.v1.LibvirtNetwork
+	(*VirtualMachineInstanceStatus)(nil),          // 33: virtplane.v1.VirtualMachineInstanceStatus
+	(*PhaseTransitionTimestamp)(nil),              // 34: virtplane.v1.PhaseTransitionTimestamp
+	(*InterfaceStatus)(nil),                       // 35: virtplane.v1.InterfaceStatus
+	(*MigrationState)(nil),                        // 36: virtplane.v1.MigrationState
+	(*MigrationConfiguration)(nil),                // 37: virtplane.v1.MigrationConfiguration
+	(*MigrationProgress)(nil),                     // 38: virtplane.v1.MigrationProgress
+	(*Node)(nil),                                  // 39: virtplane.v1.Node
+	(*NodeSpec)(nil),                              // 40: virtplane.v1.NodeSpec
+	(*NodeStatus)(nil),                            // 41: virtplane.v1.NodeStatus
+	(*NodeEvacuation)(nil),                        // 42: virtplane.v1.NodeEvacuation
+	(*Evacuee)(nil),                               // 43: virtplane.v1.Evacuee
+	(*NodeImage)(nil),                             // 44: virtplane.v1.NodeImage
+	(*NodeInfo)(nil),                              // 45: virtplane.v1.NodeInfo
+	(*VirtualMachineInstanceMigration)(nil),       // 46: virtplane.v1.VirtualMachineInstanceMigration
+	(*VirtualMachineInstanceMigrationSpec)(nil),   // 47: virtplane.v1.VirtualMachineInstanceMigrationSpec
+	(*VirtualMachineInstanceMigrationStatus)(nil), // 48: virtplane.v1.VirtualMachineInstanceMigrationStatus
+	(*Image)(nil),                                 // 49: virtplane.v1.Image
+	(*ImageSpec)(nil),                             // 50: virtplane.v1.ImageSpec
+	(*ImageStatus)(nil),                           // 51: virtplane.v1.ImageStatus
+	(*ImageNodeStatus)(nil),                       // 52: virtplane.v1.ImageNodeStatus
+	(*BootstrapToken)(nil),                        // 53: virtplane.v1.BootstrapToken
+	(*BootstrapTokenSpec)(nil),                    // 54: virtplane.v1.BootstrapTokenSpec
+	(*NodeCredential)(nil),                        // 55: virtplane.v1.NodeCredential
+	(*NodeCertificate)(nil),                       // 56: virtplane.v1.NodeCertificate
+	nil,                                           // 57: virtplane.v1.ObjectMeta.LabelsEntry
+	nil,                                           // 58: virtplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                                           // 59: virtplane.v1.StateChangeRequest.DataEntry
+	nil,                                           // 60: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	nil,                                           // 61: virtplane.v1.NodeStatus.CapacityEntry
+	nil,                                           // 62: virtplane.v1.NodeStatus.AllocatableEntry
+	nil,                                           // 63: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),                 // 64: google.protobuf.Timestamp
 }
 var file_internal_api_v1_types_proto_depIdxs = []int32{
-	52, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
-	53, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
-	59, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	59, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	57, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
+	58, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
+	64, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	64, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 4: virtplane.v1.ObjectMeta.owner_references:type_name -> virtplane.v1.OwnerReference
-	59, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	59, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	64, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	64, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: virtplane.v1.VirtualMachine.metadata:type_name -> virtplane.v1.ObjectMeta
 	4,  // 8: virtplane.v1.VirtualMachine.spec:type_name -> virtplane.v1.VirtualMachineSpec
 	6,  // 9: virtplane.v1.VirtualMachine.status:type_name -> virtplane.v1.VirtualMachineStatus
@@ -4234,15 +4707,15 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 13: virtplane.v1.VirtualMachineStatus.conditions:type_name -> virtplane.v1.Condition
 	7,  // 14: virtplane.v1.VirtualMachineStatus.state_change_requests:type_name -> virtplane.v1.StateChangeRequest
 	8,  // 15: virtplane.v1.VirtualMachineStatus.start_failure:type_name -> virtplane.v1.VirtualMachineStartFailure
-	54, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
-	59, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
+	59, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
+	64, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 18: virtplane.v1.VirtualMachineInstance.metadata:type_name -> virtplane.v1.ObjectMeta
 	10, // 19: virtplane.v1.VirtualMachineInstance.spec:type_name -> virtplane.v1.VirtualMachineInstanceSpec
-	30, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
+	33, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
 	11, // 21: virtplane.v1.VirtualMachineInstanceSpec.domain:type_name -> virtplane.v1.DomainSpec
 	24, // 22: virtplane.v1.VirtualMachineInstanceSpec.volumes:type_name -> virtplane.v1.Volume
 	28, // 23: virtplane.v1.VirtualMachineInstanceSpec.networks:type_name -> virtplane.v1.Network
-	55, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	60, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
 	12, // 25: virtplane.v1.DomainSpec.cpu:type_name -> virtplane.v1.CPU
 	13, // 26: virtplane.v1.DomainSpec.memory:type_name -> virtplane.v1.Memory
 	14, // 27: virtplane.v1.DomainSpec.devices:type_name -> virtplane.v1.Devices
@@ -4259,51 +4732,56 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	26, // 38: virtplane.v1.Volume.persistent:type_name -> virtplane.v1.PersistentVolume
 	27, // 39: virtplane.v1.Volume.cloud_init_no_cloud:type_name -> virtplane.v1.CloudInitNoCloud
 	29, // 40: virtplane.v1.Network.user:type_name -> virtplane.v1.UserNetwork
-	31, // 41: virtplane.v1.VirtualMachineInstanceStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
-	2,  // 42: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
-	32, // 43: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
-	33, // 44: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	59, // 45: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
-	59, // 46: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
-	59, // 47: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
-	59, // 48: virtplane.v1.MigrationState.target_ready_timestamp:type_name -> google.protobuf.Timestamp
-	34, // 49: virtplane.v1.MigrationState.configuration:type_name -> virtplane.v1.MigrationConfiguration
-	35, // 50: virtplane.v1.MigrationState.progress:type_name -> virtplane.v1.MigrationProgress
-	59, // 51: virtplane.v1.MigrationProgress.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 52: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
-	37, // 53: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
-	38, // 54: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
-	56, // 55: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
-	57, // 56: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
-	59, // 57: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 58: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
-	40, // 59: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
-	59, // 60: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
-	39, // 61: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
-	0,  // 62: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
-	42, // 63: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
-	43, // 64: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
-	58, // 65: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	31, // 66: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
-	2,  // 67: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
-	33, // 68: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	0,  // 69: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
-	45, // 70: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
-	46, // 71: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
-	47, // 72: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
-	59, // 73: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
-	0,  // 74: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
-	49, // 75: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
-	59, // 76: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
-	0,  // 77: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
-	51, // 78: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
-	59, // 79: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
-	59, // 80: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
-	81, // [81:81] is the sub-list for method output_type
-	81, // [81:81] is the sub-list for method input_type
-	81, // [81:81] is the sub-list for extension type_name
-	81, // [81:81] is the sub-list for extension extendee
-	0,  // [0:81] is the sub-list for field type_name
+	31, // 41: virtplane.v1.Network.bridge:type_name -> virtplane.v1.BridgeNetwork
+	32, // 42: virtplane.v1.Network.network:type_name -> virtplane.v1.LibvirtNetwork
+	30, // 43: virtplane.v1.UserNetwork.port_forwards:type_name -> virtplane.v1.PortForward
+	34, // 44: virtplane.v1.VirtualMachineInstanceStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
+	2,  // 45: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
+	35, // 46: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	36, // 47: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
+	64, // 48: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
+	64, // 49: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
+	64, // 50: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
+	64, // 51: virtplane.v1.MigrationState.target_ready_timestamp:type_name -> google.protobuf.Timestamp
+	37, // 52: virtplane.v1.MigrationState.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	38, // 53: virtplane.v1.MigrationState.progress:type_name -> virtplane.v1.MigrationProgress
+	64, // 54: virtplane.v1.MigrationProgress.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 55: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
+	40, // 56: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
+	41, // 57: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
+	61, // 58: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
+	62, // 59: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
+	64, // 60: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
+	2,  // 61: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
+	45, // 62: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
+	64, // 63: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
+	44, // 64: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
+	42, // 65: virtplane.v1.NodeStatus.evacuation:type_name -> virtplane.v1.NodeEvacuation
+	43, // 66: virtplane.v1.NodeEvacuation.remaining:type_name -> virtplane.v1.Evacuee
+	0,  // 67: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
+	47, // 68: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
+	48, // 69: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
+	63, // 70: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	34, // 71: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
+	2,  // 72: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
+	36, // 73: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
+	0,  // 74: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
+	50, // 75: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
+	51, // 76: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
+	52, // 77: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
+	64, // 78: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
+	0,  // 79: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
+	54, // 80: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
+	64, // 81: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
+	0,  // 82: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
+	56, // 83: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
+	64, // 84: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
+	64, // 85: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
+	86, // [86:86] is the sub-list for method output_type
+	86, // [86:86] is the sub-list for method input_type
+	86, // [86:86] is the sub-list for extension type_name
+	86, // [86:86] is the sub-list for extension extendee
+	0,  // [0:86] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_types_proto_init() }
@@ -4319,7 +4797,7 @@ func file_internal_api_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_types_proto_rawDesc), len(file_internal_api_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   59,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

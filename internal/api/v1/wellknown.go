@@ -65,6 +65,25 @@ const (
 	StateChangeStop  = "Stop"
 )
 
+// ErrorDomain and the reasons below go into the google.rpc.ErrorInfo
+// detail of API errors whose message alone a client should not have to
+// parse.
+const (
+	ErrorDomain = "virtplane.io"
+	// ReasonStoreUnavailable: the server is up but its etcd cannot decide
+	// now (no leader: a majority of members is unreachable; or a request
+	// timed out while it elected one). Another server of the list may be
+	// on the majority side.
+	ReasonStoreUnavailable = "StoreUnavailable"
+	// ReasonEvictionTriggeredEvacuation: an eviction marked the instance
+	// for evacuation instead of shutting it down (KubeVirt's 429
+	// "Eviction triggered evacuation"); it leaves by migration.
+	ReasonEvictionTriggeredEvacuation = "EvictionTriggeredEvacuation"
+	// ReasonDisruptionBudget: the instance's eviction strategy forbids
+	// shutting it down and it cannot migrate either.
+	ReasonDisruptionBudget = "DisruptionBudget"
+)
+
 // Well-known names.
 const (
 	// FinalizerVMController is held by the VM controller on VMs (so it can
@@ -78,6 +97,10 @@ const (
 	// node_failure_policy, so the node agent can self-fence without reading
 	// VMs.
 	AnnotationNodeFailurePolicy = "virtplane.io/node-failure-policy"
+	// AnnotationEvicted on a VMI names the node an eviction shut it down
+	// on: its end was not the guest's choice, so RerunOnFailure starts
+	// it again (KubeVirt leaves such a VM stopped, kubevirt#9823).
+	AnnotationEvicted = "virtplane.io/evicted"
 	// LabelNodeName on a VMI names the node it runs on; every Node
 	// carries it with its own name.
 	LabelNodeName = "virtplane.io/node-name"
@@ -114,10 +137,25 @@ const (
 const (
 	DefaultNamespace         = "default"
 	DefaultNodeFailurePolicy = NodeFailurePolicyWait
-	DefaultEvictionStrategy  = EvictionStrategyNone
-	DefaultDiskBus           = DiskBusVirtio
-	DefaultCDRomBus          = DiskBusSATA // KubeVirt: a CD-ROM cannot be virtio
-	DefaultInterfaceModel    = InterfaceModelVirtio
+	// DefaultEvictionStrategy is the server's --default-eviction-strategy
+	// default: it applies to instances that set none. KubeVirt's is None
+	// (a drain shuts every such VM down); a drain here moves what can move
+	// and restarts the rest per run strategy.
+	DefaultEvictionStrategy = EvictionStrategyLiveMigrateIfPossible
+	DefaultDiskBus          = DiskBusVirtio
+	DefaultCDRomBus         = DiskBusSATA // KubeVirt: a CD-ROM cannot be virtio
+	DefaultInterfaceModel   = InterfaceModelVirtio
+	// A port forward binds the node's loopback unless told otherwise: a
+	// guest service is not published to the network by accident.
+	DefaultPortForwardAddress  = "127.0.0.1"
+	DefaultPortForwardProtocol = "tcp"
+)
+
+// Where an instance's interface addresses came from (InterfaceStatus.source).
+const (
+	InterfaceSourceLease = "lease" // the libvirt network's DHCP server
+	InterfaceSourceARP   = "arp"   // the node's neighbour table
+	InterfaceSourceAgent = "agent" // the QEMU guest agent in the guest
 )
 
 // The allowed values of enumerated fields, in the order documentation and

@@ -136,9 +136,6 @@ func defaultVMISpec(spec *apiv1.VirtualMachineInstanceSpec) {
 		g := apiv1.DefaultTerminationGracePeriodSeconds
 		spec.TerminationGracePeriodSeconds = &g
 	}
-	if spec.EvictionStrategy == "" {
-		spec.EvictionStrategy = apiv1.DefaultEvictionStrategy
-	}
 }
 
 // mustCanonical canonicalises a quantity already known to be valid.

@@ -61,8 +61,8 @@ func TestDefaultVirtualMachine(t *testing.T) {
 						{Name: "root", Image: &apiv1.ImageVolume{Name: "debian.qcow2"}},
 						{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "10Gi"}},
 					},
+					// No eviction strategy: unset means the cluster's default.
 					TerminationGracePeriodSeconds: ptr(int64(30)),
-					EvictionStrategy:              "None",
 				},
 			},
 		},
@@ -159,7 +159,6 @@ func TestDefaultVirtualMachineInstance(t *testing.T) {
 				Cpu: &apiv1.CPU{Cores: 1, Sockets: 1, Threads: 1}, Memory: &apiv1.Memory{}, Devices: &apiv1.Devices{},
 			},
 			TerminationGracePeriodSeconds: ptr(int64(30)),
-			EvictionStrategy:              "None",
 		},
 	}
 	if !proto.Equal(vmi, want) {

@@ -42,8 +42,9 @@ const (
 // ValidateNode checks a node as registered by its agent: the name (a
 // DNS-1123 subdomain, since it is usually the hostname), labels, the
 // resource figures the scheduler will parse, node_info and address
-// strings, and its image list. The server keeps nothing else of what a
-// node sends (conditions, heartbeat and lease are its own).
+// strings, its image list, and its bridges and libvirt networks. The
+// server keeps nothing else of what a node sends (conditions, heartbeat
+// and lease are its own).
 func ValidateNode(node *apiv1.Node) field.ErrorList {
 	errs := ValidateObjectMeta(node.GetMetadata(), false, field.NewPath("metadata"))
 	status := field.NewPath("status")
@@ -54,6 +55,7 @@ func ValidateNode(node *apiv1.Node) field.ErrorList {
 	errs = append(errs, validateNodeInfo(st.GetNodeInfo(), status.Child("node_info"))...)
 	errs = append(errs, validatePrintable(st.GetAddress(), maxNodeAddressLen, status.Child("address"), false)...)
 	errs = append(errs, ValidateNodeImages(st.GetImages(), status.Child("images"))...)
+	errs = append(errs, ValidateNodeNetworks(st.GetBridges(), st.GetNetworks(), status.Child("bridges"), status.Child("networks"))...)
 	return errs
 }
 

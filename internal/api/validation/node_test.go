@@ -107,3 +107,44 @@ func TestValidateHeartbeat(t *testing.T) {
 	expectErrors(t, ValidateHeartbeat("node-1", map[string]string{"memory": "33Gi"}, capacity), invalid("allocatable[memory]"))
 	expectErrors(t, ValidateHeartbeat("node-1", map[string]string{"pods": "110"}, capacity), notSupported("allocatable"))
 }
+
+// Bridges and libvirt networks are spelt as instances name them and
+// listed once; what would garble a terminal is refused.
+func TestValidateNodeNetworks(t *testing.T) {
+	cases := []struct {
+		name     string
+		bridges  []string
+		networks []string
+		want     []want
+	}{
+		{"none", nil, nil, nil},
+		{"valid", []string{"br0", "virbr0", "vpguest0", strings.Repeat("b", 15)}, []string{"default", "lan 2", strings.Repeat("n", 63)}, nil},
+		{"bridge name too long", []string{strings.Repeat("b", 16)}, nil, []want{tooLong("status.bridges[0]")}},
+		{"bridge name with a slash", []string{"br0", "a/b"}, nil, []want{invalid("status.bridges[1]")}},
+		{"bridge name with a space", []string{"br 0"}, nil, []want{invalid("status.bridges[0]")}},
+		{"bridge name empty", []string{""}, nil, []want{required("status.bridges[0]")}},
+		{"bridge dot", []string{".."}, nil, []want{invalid("status.bridges[0]")}},
+		{"bridge with an escape", []string{"br\x1b[2J"}, nil, []want{invalid("status.bridges[0]")}},
+		{"bridge twice", []string{"br0", "br0"}, nil, []want{duplicate("status.bridges[1]")}},
+		{"network with a slash", nil, []string{"a/b"}, []want{invalid("status.networks[0]")}},
+		{"network too long", nil, []string{strings.Repeat("n", 64)}, []want{tooLong("status.networks[0]")}},
+		{"network with a bell", nil, []string{"lan\a"}, []want{invalid("status.networks[0]")}},
+		{"network not UTF-8", nil, []string{"\xff"}, []want{invalid("status.networks[0]")}},
+		{"network twice", nil, []string{"lan", "lan"}, []want{duplicate("status.networks[1]")}},
+		{"too many bridges", make([]string, MaxNodeBridges+1), nil, []want{tooMany("status.bridges")}},
+		{"too many networks", nil, make([]string, MaxNodeNetworks+1), []want{tooMany("status.networks")}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := validNode()
+			n.Status.Bridges, n.Status.Networks = tc.bridges, tc.networks
+			expectErrors(t, ValidateNode(n), tc.want...)
+		})
+	}
+	if errs := ValidateNodeBridgeName("br0", field.NewPath("b")); len(errs) > 0 {
+		t.Errorf("ValidateNodeBridgeName(br0) = %v", errs)
+	}
+	if errs := ValidateNodeNetworkName("a/b", field.NewPath("n")); len(errs) == 0 {
+		t.Error("ValidateNodeNetworkName(a/b) passed")
+	}
+}

@@ -298,10 +298,49 @@ func TestValidateVirtualMachine(t *testing.T) {
 			devicesOf(vm).Interfaces[0].Name = "Pod_Net"
 		}, want: []want{invalid(nets + "[0].name")}},
 		{name: "network without kind", mutate: func(vm *apiv1.VirtualMachine) { tspecOf(vm).Networks[0].User = nil },
-			want: []want{required(nets + "[0].user")}},
+			want: []want{required(nets + "[0]")}},
+		{name: "network with two kinds", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).Networks[0].Bridge = &apiv1.BridgeNetwork{Bridge: "br0"}
+		}, want: []want{forbidden(nets + "[0].bridge")}},
+		{name: "bridge network", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).Networks[0] = &apiv1.Network{Name: "default", Bridge: &apiv1.BridgeNetwork{Bridge: "br0", Vlan: 42}}
+		}},
+		{name: "bridge network bad", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).Networks[0] = &apiv1.Network{Name: "default", Bridge: &apiv1.BridgeNetwork{Bridge: "../br0", Vlan: 4095}}
+		}, want: []want{invalid(nets + "[0].bridge.bridge"), invalid(nets + "[0].bridge.vlan")}},
+		{name: "bridge name too long", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).Networks[0] = &apiv1.Network{Name: "default", Bridge: &apiv1.BridgeNetwork{Bridge: "a-very-long-bridge"}}
+		}, want: []want{tooLong(nets + "[0].bridge.bridge")}},
+		{name: "libvirt network", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).Networks[0] = &apiv1.Network{Name: "default", Network: &apiv1.LibvirtNetwork{Name: "isolated"}}
+		}},
+		{name: "libvirt network unnamed", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).Networks[0] = &apiv1.Network{Name: "default", Network: &apiv1.LibvirtNetwork{}}
+		}, want: []want{required(nets + "[0].network.name")}},
+		{name: "port forwards", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).Networks[0].User.PortForwards = []*apiv1.PortForward{
+				{HostPort: 18080, GuestPort: 80},
+				{HostPort: 18080, GuestPort: 80, Protocol: "udp"},
+				{HostPort: 18080, GuestPort: 80, HostAddress: "127.0.0.2"},
+			}
+		}},
+		{name: "port forwards bad", mutate: func(vm *apiv1.VirtualMachine) {
+			tspecOf(vm).Networks[0].User.PortForwards = []*apiv1.PortForward{
+				{HostPort: 0, GuestPort: 70000},
+				{HostPort: 22, GuestPort: 22, Protocol: "sctp"},
+				{HostPort: 23, GuestPort: 22, HostAddress: "localhost"},
+				{HostPort: 8080, GuestPort: 80},
+				{HostPort: 8080, GuestPort: 81, HostAddress: "127.0.0.1"},
+				{HostPort: 8081, GuestPort: 80, HostAddress: "::1"},
+			}
+		}, want: []want{
+			invalid(nets + "[0].user.port_forwards[0].host_port"), invalid(nets + "[0].user.port_forwards[0].guest_port"),
+			notSupported(nets + "[0].user.port_forwards[1].protocol"), invalid(nets + "[0].user.port_forwards[2].host_address"),
+			duplicate(nets + "[0].user.port_forwards[4].host_port"), invalid(nets + "[0].user.port_forwards[5].host_address"),
+		}},
 		{name: "network nil", mutate: func(vm *apiv1.VirtualMachine) { tspecOf(vm).Networks[0] = nil },
 			want:          []want{required(nets + "[0]"), notFound(ifaces + "[0].name")},
-			wantDefaulted: []want{required(nets + "[0].name"), required(nets + "[0].user"), notFound(ifaces + "[0].name")}},
+			wantDefaulted: []want{required(nets + "[0].name"), required(nets + "[0]"), notFound(ifaces + "[0].name")}},
 		{name: "network without interface", mutate: func(vm *apiv1.VirtualMachine) {
 			tspecOf(vm).Networks = append(tspecOf(vm).Networks, &apiv1.Network{Name: "spare", User: &apiv1.UserNetwork{}})
 		}},

@@ -193,17 +193,6 @@ func validateVolumes(volumes []*apiv1.Volume, path *field.Path, opts Options) na
 	return r
 }
 
-func validateNetworks(networks []*apiv1.Network, path *field.Path) namedResult {
-	r := namedResult{names: nameIndex{}}
-	r.errs = eachNamed(networks, path, r.names, true, func(n *apiv1.Network, p *field.Path, _ bool) field.ErrorList {
-		if n.GetUser() == nil {
-			return field.ErrorList{field.Required(p.Child("user"), "a network needs a kind; user is the only one supported")}
-		}
-		return nil
-	})
-	return r
-}
-
 // named is an element of a list whose elements have unique names:
 // volumes, networks, disks, interfaces.
 type named interface {

@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -24,7 +25,6 @@ const (
 	// maxPhaseTransitions: an instance passes each phase once; the
 	// bound leaves room for more phases to come.
 	maxPhaseTransitions = 32
-	maxInterfaceIPs     = 16
 )
 
 // vmiPhases are the phases an instance may be in (apiv1.Phase*).
@@ -123,6 +123,22 @@ func validateMigrationState(m *apiv1.MigrationState, mp *field.Path) field.Error
 	return errs
 }
 
+// Bounds of an instance's interface status, which node agents keep to
+// when they copy what a launcher or a guest agent reported.
+const (
+	// MaxInterfaceIPs bounds an interface's addresses.
+	MaxInterfaceIPs = 16
+	// MaxGuestInterfaceName bounds a guest's interface name as its agent
+	// reports it (Linux allows 15 bytes, Windows far longer names).
+	MaxGuestInterfaceName = 256
+)
+
+// ValidGuestInterfaceName says whether n may be an interface status's
+// interface_name.
+func ValidGuestInterfaceName(n string) bool {
+	return len(n) <= MaxGuestInterfaceName && utf8.ValidString(n) && strings.IndexFunc(n, unicode.IsControl) < 0
+}
+
 func validateInterfaceStatuses(ifaces []*apiv1.InterfaceStatus, path *field.Path) field.ErrorList {
 	if len(ifaces) > MaxDevices {
 		return field.ErrorList{field.TooMany(path, len(ifaces), MaxDevices)}
@@ -141,9 +157,14 @@ func validateInterfaceStatuses(ifaces []*apiv1.InterfaceStatus, path *field.Path
 		if a := s.GetIpAddress(); a != "" {
 			errs = append(errs, validateIP(a, p.Child("ip_address"))...)
 		}
+		errs = append(errs, oneOf(s.GetSource(), p.Child("source"), []string{"", apiv1.InterfaceSourceLease, apiv1.InterfaceSourceARP, apiv1.InterfaceSourceAgent})...)
+		errs = append(errs, validateStatusMessage(s.GetInfo(), p.Child("info"))...)
+		if n := s.GetInterfaceName(); !ValidGuestInterfaceName(n) {
+			errs = append(errs, field.Invalid(p.Child("interface_name"), n, fmt.Sprintf("must be at most %d bytes of printable UTF-8", MaxGuestInterfaceName)))
+		}
 		ips := s.GetIpAddresses()
-		if len(ips) > maxInterfaceIPs {
-			errs = append(errs, field.TooMany(p.Child("ip_addresses"), len(ips), maxInterfaceIPs))
+		if len(ips) > MaxInterfaceIPs {
+			errs = append(errs, field.TooMany(p.Child("ip_addresses"), len(ips), MaxInterfaceIPs))
 			continue
 		}
 		for j, a := range ips {

@@ -117,17 +117,6 @@ type VMIWriter interface {
 	Update(ctx context.Context, vmi *apiv1.VirtualMachineInstance) (*apiv1.VirtualMachineInstance, error)
 }
 
-// vmiIndex indexes migrations by "namespace/vmi name".
-const vmiIndex = "vmi"
-
-func indexByVMI(m *apiv1.VirtualMachineInstanceMigration) []string {
-	return []string{vmiKey(m)}
-}
-
-func vmiKey(m *apiv1.VirtualMachineInstanceMigration) string {
-	return m.GetMetadata().GetNamespace() + "/" + m.GetSpec().GetVmiName()
-}
-
 // Controller runs migrations.
 type Controller struct {
 	opts    Options
@@ -170,7 +159,7 @@ func New(opts Options, migs *informer.Informer[*apiv1.VirtualMachineInstanceMigr
 		queue: controller.NewQueue("migration"), promoted: map[string]string{},
 		vmiWrites: controller.NewWrittenVersions(), migWrites: controller.NewWrittenVersions(),
 	}
-	migs.AddIndex(vmiIndex, indexByVMI)
+	migs.AddIndex(controller.MigrationVMIIndex, controller.IndexMigrationByVMI)
 	migs.AddHandler(informer.Handler[*apiv1.VirtualMachineInstanceMigration]{
 		OnAdd:    func(m *apiv1.VirtualMachineInstanceMigration) { c.enqueue(m) },
 		OnUpdate: c.migrationUpdated,
@@ -220,7 +209,7 @@ func (c *Controller) migrationDeleted(m *apiv1.VirtualMachineInstanceMigration) 
 }
 
 func (c *Controller) enqueueForVMI(v *apiv1.VirtualMachineInstance) {
-	for _, m := range c.migInf.ByIndex(vmiIndex, informer.Key(v)) {
+	for _, m := range c.migInf.ByIndex(controller.MigrationVMIIndex, informer.Key(v)) {
 		c.enqueue(m)
 	}
 }

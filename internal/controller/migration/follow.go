@@ -192,7 +192,7 @@ func (c *Controller) finalize(ctx context.Context, m *apiv1.VirtualMachineInstan
 		return c.delete(ctx, m)
 	}
 	var ended []*apiv1.VirtualMachineInstanceMigration
-	for _, o := range c.migInf.ByIndex(vmiIndex, vmiKey(m)) {
+	for _, o := range c.migInf.ByIndex(controller.MigrationVMIIndex, controller.MigrationVMIKey(m)) {
 		if apiv1.IsMigrationFinal(o.GetStatus().GetPhase()) {
 			ended = append(ended, o)
 		}

@@ -120,7 +120,7 @@ func (c *Controller) admitNew(ctx context.Context, m *apiv1.VirtualMachineInstan
 // not ended: one migration per instance at a time, first come first.
 func (c *Controller) otherActive(m *apiv1.VirtualMachineInstanceMigration) *apiv1.VirtualMachineInstanceMigration {
 	var first *apiv1.VirtualMachineInstanceMigration
-	for _, o := range c.migInf.ByIndex(vmiIndex, vmiKey(m)) {
+	for _, o := range c.migInf.ByIndex(controller.MigrationVMIIndex, controller.MigrationVMIKey(m)) {
 		if o.GetMetadata().GetUid() == m.GetMetadata().GetUid() || apiv1.IsMigrationFinal(o.GetStatus().GetPhase()) {
 			continue
 		}

@@ -88,6 +88,8 @@ func templateDiffers(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance
 		return want != have
 	}
 	want.Paused, have.Paused = false, false
+	// Carried to the running instance (carryEvictionStrategy).
+	want.EvictionStrategy, have.EvictionStrategy = "", ""
 	// A stop with a grace period patches the VMI's; not a template change.
 	have.TerminationGracePeriodSeconds = want.TerminationGracePeriodSeconds
 	return !proto.Equal(want, have)

@@ -11,6 +11,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/eviction"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -83,9 +84,10 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 			if hasStartRequest(st) || st.GetRunStrategy() != apiv1.RunStrategyRerunOnFailure {
 				return c.startWithBackoff(ctx, key, next, p)
 			}
-		case phase == apiv1.PhaseSucceeded:
+		case phase == apiv1.PhaseSucceeded && !eviction.Evicted(vmi):
 			return controller.Result{}, c.deleteVMI(ctx, key, vmi, p)
-		case phase == apiv1.PhaseFailed:
+		case final:
+			// Failed, or shut down by an eviction: not the guest's choice.
 			if err := c.deleteVMI(ctx, key, vmi, p); err != nil {
 				return controller.Result{}, err
 			}

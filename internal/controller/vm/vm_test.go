@@ -22,6 +22,7 @@ func TestRunStrategyDecisionTable(t *testing.T) {
 		reqs     []*apiv1.StateChangeRequest
 		statusRS string // status.run_strategy
 		backoff  bool   // retry_after in the future
+		evicted  bool   // an eviction shut the VMI down
 		want     string // start | delete | none | flip
 		wantReqs []string
 	}
@@ -42,6 +43,8 @@ func TestRunStrategyDecisionTable(t *testing.T) {
 		"RerunOnFailure/running with stop deletes":      {strategy: "RerunOnFailure", phase: "Running", ran: true, reqs: []*apiv1.StateChangeRequest{stopReq("vmi-uid")}, want: "delete"},
 		"RerunOnFailure/succeeded deleted, no restart":  {strategy: "RerunOnFailure", phase: "Succeeded", ran: true, want: "delete"},
 		"RerunOnFailure/failed deleted and restarts":    {strategy: "RerunOnFailure", phase: "Failed", ran: true, want: "delete", wantReqs: []string{"Start"}},
+		"RerunOnFailure/evicted restarts":               {strategy: "RerunOnFailure", phase: "Succeeded", ran: true, evicted: true, want: "delete", wantReqs: []string{"Start"}},
+		"Manual/evicted left in place":                  {strategy: "Manual", phase: "Succeeded", ran: true, evicted: true, want: "release"},
 		"Manual/absent does nothing":                    {strategy: "Manual", want: "none"},
 		"Manual/start request starts without backoff":   {strategy: "Manual", reqs: []*apiv1.StateChangeRequest{startReq()}, backoff: true, want: "start"},
 		"Manual/running does nothing":                   {strategy: "Manual", phase: "Running", ran: true, want: "none"},
@@ -73,6 +76,9 @@ func TestRunStrategyDecisionTable(t *testing.T) {
 			var vmi *apiv1.VirtualMachineInstance
 			if c.phase != "" {
 				vmi = newVMI(c.phase, c.ran)
+				if c.evicted {
+					vmi.Metadata.Annotations[apiv1.AnnotationEvicted] = "node-1"
+				}
 			}
 			f := newFixture(t, vm, vmi)
 			requeue := f.reconcile(t)
@@ -98,7 +104,7 @@ func TestRunStrategyDecisionTable(t *testing.T) {
 					t.Fatalf("requests %v, want %v", acts, c.wantReqs)
 				}
 			}
-			if c.strategy == "RerunOnFailure" && c.phase == "Succeeded" && len(f.vm(t).Status.StateChangeRequests) != 0 {
+			if c.strategy == "RerunOnFailure" && c.phase == "Succeeded" && !c.evicted && len(f.vm(t).Status.StateChangeRequests) != 0 {
 				t.Fatal("Succeeded RerunOnFailure VMI must not be restarted")
 			}
 		})
@@ -271,5 +277,23 @@ func TestRunningFlagThroughSync(t *testing.T) {
 	}
 	if got := f.vmiAction(); got != "none" {
 		t.Errorf("both fields: %s, want no instance", got)
+	}
+}
+
+// A changed eviction strategy reaches the running instance without a
+// restart, and does not count as a template change.
+func TestEvictionStrategyCarriedToRunningInstance(t *testing.T) {
+	vm := newVM("Always")
+	vm.Spec.Template.Spec.EvictionStrategy = apiv1.EvictionStrategyLiveMigrate
+	f := newFixture(t, vm, newVMI("Running", true))
+	f.reconcile(t)
+	vmi := f.vmis.Get(t, "default", "web")
+	if vmi.GetSpec().GetEvictionStrategy() != apiv1.EvictionStrategyLiveMigrate || vmi.GetMetadata().GetDeletionTimestamp() != nil {
+		t.Fatalf("instance spec %v, deleting %v; want the new strategy, still running", vmi.GetSpec(), vmi.GetMetadata().GetDeletionTimestamp())
+	}
+	f.refresh()
+	f.reconcile(t)
+	if c := apiv1.FindCondition(f.vm(t).GetStatus().GetConditions(), apiv1.ConditionRestartRequired); c != nil {
+		t.Errorf("RestartRequired after an eviction strategy change: %v", c)
 	}
 }

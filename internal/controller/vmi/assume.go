@@ -18,6 +18,7 @@ type reservation struct {
 	uid  string
 	node string
 	req  resources
+	macs []string // nodeMACs of its spec
 	at   time.Time
 }
 

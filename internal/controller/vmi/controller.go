@@ -225,6 +225,8 @@ func placementView(n *apiv1.Node) *apiv1.Node {
 		Spec:     n.GetSpec(),
 		Status: &apiv1.NodeStatus{
 			Capacity: st.GetCapacity(), Allocatable: st.GetAllocatable(), Schedulable: st.GetSchedulable(),
+			// A new bridge or libvirt network may let a waiting VMI in.
+			Bridges: st.GetBridges(), Networks: st.GetNetworks(),
 		},
 	}
 	// Placement reads the names of the node's images (missingImages): a

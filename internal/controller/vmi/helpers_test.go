@@ -55,14 +55,14 @@ func on(v *apiv1.VirtualMachineInstance, node, phase string) *apiv1.VirtualMachi
 }
 
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	now   time.Time
 	vmis  controllertest.Cache[*apiv1.VirtualMachineInstance]
 	nodes controllertest.Cache[*apiv1.Node]
 	c     *Controller
 }
 
-func newFixture(t *testing.T, opts Options, nodes []*apiv1.Node, vmis ...*apiv1.VirtualMachineInstance) *fixture {
+func newFixture(t testing.TB, opts Options, nodes []*apiv1.Node, vmis ...*apiv1.VirtualMachineInstance) *fixture {
 	t.Helper()
 	f := &fixture{t: t, now: t0}
 	clock := func() time.Time { return f.now }

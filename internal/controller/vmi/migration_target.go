@@ -5,6 +5,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 )
 
 // Why a node cannot take a migration target beyond what placement checks.
@@ -15,14 +16,14 @@ const (
 
 // PlaceMigrationTarget chooses the node a running instance migrates to:
 // the same placement as a new instance (resources, node selector, images,
-// readiness) over every node but the source, and only nodes with the
-// source's accelerator (a KVM guest's CPU does not exist under TCG, nor
-// the reverse). added narrows the instance's own node selector; on a key
-// clash the instance's value wins (KubeVirt's addedNodeSelector), except
-// the node pin a VM with persistent volumes gets, which a migration moves
-// along with the volumes (they are copied); a user's own pin to the
-// source node holds (the instance then cannot move). It returns the node, or none
-// and why.
+// bridges, libvirt networks, MACs, readiness) over every node but the
+// source, and only nodes with the source's accelerator (a KVM guest's CPU
+// does not exist under TCG, nor the reverse). added narrows the
+// instance's own node selector; on a key clash the instance's value wins
+// (KubeVirt's addedNodeSelector), except the node pin a VM with
+// persistent volumes gets, which a migration moves along with the volumes
+// (they are copied); a user's own pin to the source node holds (the
+// instance then cannot move). It returns the node, or none and why.
 func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added map[string]string) (node, message string) {
 	req, err := request(v.GetSpec(), c.opts)
 	if err != nil {
@@ -46,7 +47,9 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 
 	c.placeMu.Lock()
 	defer c.placeMu.Unlock()
-	cands := c.candidates(c.opts.Clock())
+	// Its own key: the instance holds its MACs on the source, which is
+	// excluded anyway, and on no other node.
+	cands := c.candidates(c.opts.Clock(), informer.Key(v), nodeMACs(v.GetSpec()))
 	for i := range cands {
 		n := cands[i].node
 		switch {
@@ -57,6 +60,6 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 		}
 	}
 	// Persistent volumes are copied, not recreated from their images.
-	d := choose(req, sel, validation.ImageRefs(v.GetSpec(), "", false), c.pullable, cands)
+	d := choose(needsOf(v.GetSpec(), req, sel, validation.ImageRefs(v.GetSpec(), "", false)), c.pullable, cands)
 	return d.node, d.message
 }

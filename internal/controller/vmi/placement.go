@@ -117,9 +117,31 @@ func nodeAllocatable(node *apiv1.Node) resources {
 type candidate struct {
 	node *apiv1.Node
 	used resources
+	// macsInUse are those of the VMI's MACs (nodeMACs) that another
+	// instance holds on the node.
+	macsInUse []string
 	// excluded, when set, is why the node may not take this VMI
 	// whatever it has free (a migration's source node).
 	excluded string
+}
+
+// needs is what a VMI asks of its node.
+type needs struct {
+	req resources
+	sel map[string]string
+	// images are the images it names (requiredImages).
+	images []string
+	// bridges and networks are the bridges and libvirt networks it
+	// attaches to (networkNeeds).
+	bridges, networks []string
+}
+
+// needsOf is what spec asks of its node, with request req and the images
+// it needs there.
+func needsOf(spec *apiv1.VirtualMachineInstanceSpec, req resources, sel map[string]string, images []string) needs {
+	nd := needs{req: req, sel: sel, images: images}
+	nd.bridges, nd.networks = networkNeeds(spec)
+	return nd
 }
 
 // decision is the outcome of choose: a node, or why there is none.
@@ -128,27 +150,29 @@ type decision struct {
 	message string
 }
 
-// choose picks the node for a VMI with request req, node selector sel and
-// the images it needs (requiredImages). A node that lacks an image it
-// could pull (pullable: an Image object names it) still fits; one that
-// lacks any other image does not. Among the nodes that fit it prefers
+// choose picks the node for a VMI that needs nd: its request, node
+// selector, images, bridges and libvirt networks. A node that lacks an
+// image it could pull (pullable: an Image object names it) still fits;
+// one that lacks any other image does not, nor one without a bridge or
+// libvirt network, nor one where another instance has one of the VMI's
+// MACs (candidate.macsInUse). Among the nodes that fit it prefers
 // those holding more of the images already (no download before the
 // start), then the one with the largest fraction of memory still free
 // after the placement (spreading load, as kube-scheduler's
 // LeastAllocated scoring does), ties broken by name so that decisions
 // are reproducible.
-func choose(req resources, sel map[string]string, images []string, pullable func(string) bool, nodes []candidate) decision {
+func choose(nd needs, pullable func(string) bool, nodes []candidate) decision {
 	reasons := map[string]int{}
 	missing := map[string]bool{}
 	best, bestHave, bestScore := "", -1, math.Inf(-1)
 	for _, c := range nodes {
-		rs := unfit(c, req, sel)
+		rs := unfit(c, nd)
 		if c.excluded != "" {
 			rs = []string{c.excluded}
 		}
-		have := len(images)
+		have := len(nd.images)
 		if len(rs) == 0 {
-			m := missingImages(c.node, images)
+			m := missingImages(c.node, nd.images)
 			have -= len(m)
 			for _, name := range m {
 				if pullable == nil || !pullable(name) {
@@ -166,7 +190,7 @@ func choose(req resources, sel map[string]string, images []string, pullable func
 		alloc := nodeAllocatable(c.node).memory
 		score := 0.0
 		if alloc > 0 {
-			score = float64(alloc-c.used.memory-req.memory) / float64(alloc)
+			score = float64(alloc-c.used.memory-nd.req.memory) / float64(alloc)
 		}
 		name := c.node.GetMetadata().GetName()
 		if have > bestHave || (have == bestHave && (score > bestScore || (score == bestScore && name < best))) {
@@ -224,9 +248,10 @@ func quotedList(set map[string]bool) string {
 }
 
 // unfit returns why c cannot take the VMI, or nil. Node state is checked
-// first and resources last; resources can report both cpu and memory,
-// like kube-scheduler's NodeResourcesFit.
-func unfit(c candidate, req resources, sel map[string]string) []string {
+// first, then the VMI's networks (every missing one and MAC in use), and
+// resources last; resources can report both cpu and memory, like
+// kube-scheduler's NodeResourcesFit.
+func unfit(c candidate, nd needs) []string {
 	n := c.node
 	switch {
 	case apiv1.IsConditionTrue(n.GetStatus().GetConditions(), apiv1.ConditionNodeFenced):
@@ -237,15 +262,18 @@ func unfit(c candidate, req resources, sel map[string]string) []string {
 		return []string{reasonCordoned}
 	case !n.GetStatus().GetSchedulable():
 		return []string{reasonAgentNotReady}
-	case !matches(sel, n.GetMetadata().GetLabels()):
+	case !matches(nd.sel, n.GetMetadata().GetLabels()):
 		return []string{reasonSelector}
+	}
+	if rs := networkReasons(c, nd); len(rs) > 0 {
+		return rs
 	}
 	free := nodeAllocatable(n).minus(c.used)
 	var out []string
-	if free.milliCPU < req.milliCPU {
+	if free.milliCPU < nd.req.milliCPU {
 		out = append(out, reasonInsufficientCPU)
 	}
-	if free.memory < req.memory {
+	if free.memory < nd.req.memory {
 		out = append(out, reasonInsufficientMemory)
 	}
 	return out

@@ -142,7 +142,7 @@ func TestChoose(t *testing.T) {
 		{name: "no nodes", message: "0/0 nodes are available: no nodes are registered."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := choose(req, tc.sel, nil, nil, tc.nodes)
+			got := choose(needs{req: req, sel: tc.sel}, nil, tc.nodes)
 			if got.node != tc.want || got.message != tc.message {
 				t.Fatalf("choose = %+v; want node %q message %q", got, tc.want, tc.message)
 			}
@@ -153,7 +153,7 @@ func TestChoose(t *testing.T) {
 func TestChooseExactFit(t *testing.T) {
 	// A node whose free memory equals the request takes it.
 	n := node("n", "100m", "1184Mi", nil)
-	if got := choose(resources{milliCPU: 100, memory: 1184 * mi}, nil, nil, nil, []candidate{{node: n}}); got.node != "n" {
+	if got := choose(needs{req: resources{milliCPU: 100, memory: 1184 * mi}}, nil, []candidate{{node: n}}); got.node != "n" {
 		t.Fatalf("exact fit refused: %+v", got)
 	}
 }
@@ -179,7 +179,7 @@ func TestChooseImages(t *testing.T) {
 			}
 		})
 	}
-	needs := []string{"debian.qcow2", "vmlinuz"}
+	wanted := []string{"debian.qcow2", "vmlinuz"}
 	for _, tc := range []struct {
 		name     string
 		images   []string
@@ -190,48 +190,48 @@ func TestChooseImages(t *testing.T) {
 	}{
 		{
 			name:     "an image nodes can pull does not filter; a node holding it is preferred over free memory",
-			images:   needs,
+			images:   wanted,
 			pullable: []string{"debian.qcow2"},
 			nodes:    []candidate{{node: withImages("a", "vmlinuz"), used: resources{memory: 2 * 1024 * mi}}, {node: withImages("b", "vmlinuz", "debian.qcow2"), used: resources{memory: 4 * 1024 * mi}}},
 			want:     "b",
 		},
 		{
 			name:     "without a holder the pull goes to the emptiest node",
-			images:   needs,
+			images:   wanted,
 			pullable: []string{"debian.qcow2"},
 			nodes:    []candidate{{node: withImages("a", "vmlinuz"), used: resources{memory: 2 * 1024 * mi}}, {node: withImages("b", "vmlinuz")}},
 			want:     "b",
 		},
 		{
 			name:     "an image that cannot be pulled still filters",
-			images:   needs,
+			images:   wanted,
 			pullable: []string{"debian.qcow2"},
 			nodes:    []candidate{{node: withImages("a", "other.raw")}},
 			message:  `0/1 nodes are available: 1 node(s) didn't have the image(s). Missing image(s): "vmlinuz".`,
 		},
 		{
 			name:   "only the node with every image fits",
-			images: needs,
+			images: wanted,
 			// b has more free memory but only one of the images.
 			nodes: []candidate{{node: withImages("a", "debian.qcow2", "vmlinuz"), used: resources{memory: 4 * 1024 * mi}}, {node: withImages("b", "vmlinuz")}},
 			want:  "a",
 		},
 		{
 			name:   "a node that lists no images is not filtered",
-			images: needs,
+			images: wanted,
 			nodes:  []candidate{{node: node("fake", "4", "8Gi", nil)}},
 			want:   "fake",
 		},
 		{name: "no images needed", nodes: []candidate{{node: withImages("a", "other.raw")}}, want: "a"},
 		{
 			name:    "the message names what is missing",
-			images:  needs,
+			images:  wanted,
 			nodes:   []candidate{{node: withImages("a", "debian.qcow2")}, {node: withImages("b", "other.raw")}, {node: withImages("c"), used: resources{memory: 8 * 1024 * mi}}},
 			message: `0/3 nodes are available: 1 Insufficient memory, 2 node(s) didn't have the image(s). Missing image(s): "debian.qcow2", "vmlinuz".`,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := choose(req, nil, tc.images, func(n string) bool { return slices.Contains(tc.pullable, n) }, tc.nodes)
+			got := choose(needs{req: req, images: tc.images}, func(n string) bool { return slices.Contains(tc.pullable, n) }, tc.nodes)
 			if got.node != tc.want || got.message != tc.message {
 				t.Fatalf("choose = %+v; want node %q message %q", got, tc.want, tc.message)
 			}

@@ -3,6 +3,7 @@ package vmi
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -79,10 +80,12 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	// Deciding and reserving happen under one lock so that two workers
 	// cannot both see the same free capacity; the write itself happens
 	// outside it, as kube-scheduler binds asynchronously after assuming.
+	nd := needsOf(v.GetSpec(), req, v.GetSpec().GetNodeSelector(), requiredImages(v.GetSpec()))
+	macs := nodeMACs(v.GetSpec())
 	c.placeMu.Lock()
-	d := choose(req, v.GetSpec().GetNodeSelector(), requiredImages(v.GetSpec()), c.pullable, c.candidates(now))
+	d := choose(nd, c.pullable, c.candidates(now, key, macs))
 	if d.node != "" {
-		c.assumed.assume(key, reservation{uid: uid, node: d.node, req: req, at: now})
+		c.assumed.assume(key, reservation{uid: uid, node: d.node, req: req, macs: macs, at: now})
 	}
 	c.placeMu.Unlock()
 
@@ -113,9 +116,15 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 
 // candidates lists the nodes with what each already carries: the non-final
 // VMIs placed on it (usage, from the informer's events) plus the
-// reservations not counted there yet.
-func (c *Controller) candidates(now time.Time) []candidate {
+// reservations not counted there yet, and which of macs (the placed
+// VMI's, whose cache key is self) other instances hold there.
+func (c *Controller) candidates(now time.Time, self string, macs []string) []candidate {
 	pending := map[string]resources{}
+	var inUse map[string][]string // node → MACs; only when there are any to look for
+	if len(macs) > 0 {
+		inUse = map[string][]string{}
+		c.usage.macsInUse(self, macs, inUse)
+	}
 	for key, r := range c.assumed.snapshot(now) {
 		// Counted by usage once the informer delivered the placement; not
 		// at all once the VMI is gone, final or replaced by a new one of
@@ -128,12 +137,21 @@ func (c *Controller) candidates(now time.Time) []candidate {
 			continue
 		}
 		pending[r.node] = pending[r.node].plus(r.req)
+		if inUse != nil && key != self {
+			for _, mac := range r.macs {
+				if slices.Contains(macs, mac) && !slices.Contains(inUse[r.node], mac) {
+					inUse[r.node] = append(inUse[r.node], mac)
+				}
+			}
+		}
 	}
 	nodes := c.nodes.List()
 	out := make([]candidate, 0, len(nodes))
 	for _, n := range nodes {
 		name := n.GetMetadata().GetName()
-		out = append(out, candidate{node: n, used: c.usage.onNode(name).plus(pending[name])})
+		cand := candidate{node: n, used: c.usage.onNode(name).plus(pending[name]), macsInUse: inUse[name]}
+		slices.Sort(cand.macsInUse) // the reasons' order
+		out = append(out, cand)
 	}
 	return out
 }

@@ -23,6 +23,9 @@ type usage struct {
 	// targets are what migrating VMIs hold on their target node until the
 	// migration ends: the incoming QEMU uses as much as the source's.
 	targets map[string]contribution
+	// macs are the MACs counted VMIs hold on their nodes (nodeMACs),
+	// kept with the totals so that placement never walks a node's VMIs.
+	macs macIndex
 }
 
 // contribution is one VMI's request counted against its node.
@@ -30,11 +33,12 @@ type contribution struct {
 	uid  string
 	node string
 	req  resources
+	macs []string // nodeMACs of its spec
 }
 
 func newUsage(opts Options, log *slog.Logger) *usage {
 	return &usage{opts: opts, log: log, byKey: map[string]contribution{}, byNode: map[string]resources{},
-		targets: map[string]contribution{}}
+		targets: map[string]contribution{}, macs: macIndex{}}
 }
 
 // observe accounts for v as the informer now shows it: counted on its
@@ -57,20 +61,23 @@ func (u *usage) observe(v *apiv1.VirtualMachineInstance) {
 		return // the spec, and so the request, never changes
 	}
 	var req resources
+	var macs []string
 	if had && prev.uid == uid {
-		req = prev.req
+		req, macs = prev.req, prev.macs
 	} else {
 		var err error
 		if req, err = request(v.GetSpec(), u.opts); err != nil {
 			u.log.Warn("vmi on node has an unreadable request; counting overhead only", "vmi", key, "err", err)
 			req = resources{memory: amount(u.opts.MemoryOverhead, 0)}
 		}
+		macs = nodeMACs(v.GetSpec())
 	}
 	if had {
 		u.drop(key, prev)
 	}
-	u.byKey[key] = contribution{uid: uid, node: node, req: req}
+	u.byKey[key] = contribution{uid: uid, node: node, req: req, macs: macs}
 	u.byNode[node] = u.byNode[node].plus(req)
+	u.macs.add(node, key, macs)
 }
 
 // observeTarget counts a migrating VMI on its target node while the
@@ -93,8 +100,11 @@ func (u *usage) observeTarget(key string, v *apiv1.VirtualMachineInstance) {
 	if had {
 		u.dropFrom(u.targets, key, prev)
 	}
-	u.targets[key] = contribution{uid: src.uid, node: target, req: src.req}
+	u.targets[key] = contribution{uid: src.uid, node: target, req: src.req, macs: src.macs}
 	u.byNode[target] = u.byNode[target].plus(src.req)
+	// The incoming domain has the source's MACs: nothing else may be
+	// placed there with them while it migrates.
+	u.macs.add(target, key, src.macs)
 }
 
 // forget drops a deleted VMI.
@@ -114,6 +124,7 @@ func (u *usage) drop(key string, c contribution) { u.dropFrom(u.byKey, key, c) }
 
 func (u *usage) dropFrom(m map[string]contribution, key string, c contribution) {
 	delete(m, key)
+	u.macs.remove(c.node, key, c.macs)
 	left := u.byNode[c.node].minus(c.req)
 	if left == (resources{}) {
 		delete(u.byNode, c.node)
@@ -135,4 +146,12 @@ func (u *usage) onNode(node string) resources {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.byNode[node]
+}
+
+// macsInUse adds to byNode, per node, those of macs an instance other
+// than self holds there.
+func (u *usage) macsInUse(self string, macs []string, byNode map[string][]string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.macs.heldByOthers(self, macs, byNode)
 }

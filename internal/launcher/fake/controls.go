@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // SetLaunchError makes every Launch fail with err (nil: succeed again).
@@ -104,6 +106,18 @@ func (m *Manager) SetDomainState(name, state, reason string) {
 	if d := m.domains[name]; d != nil {
 		d.State, d.Reason = state, reason
 		m.emit(name, "StateChanged")
+	}
+}
+
+// SetInterfaces sets what the launcher reports of the domain's
+// interfaces, as its address lookups would find them, and tells the
+// launchers' event streams ("Interfaces").
+func (m *Manager) SetInterfaces(name string, ifaces []*apiv1.InterfaceStatus, agentConnected bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d := m.domains[name]; d != nil {
+		d.Interfaces, d.GuestAgentConnected = ifaces, agentConnected
+		m.emit(name, "Interfaces")
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
@@ -51,6 +52,10 @@ type Domain struct {
 	NodeFailurePolicy string
 	// Node is the VMI's node when Sync defined the domain.
 	Node string
+	// Interfaces and GuestAgentConnected are what the launcher reports of
+	// the running domain's network (SetInterfaces).
+	Interfaces          []*apiv1.InterfaceStatus
+	GuestAgentConnected bool
 }
 
 // Call is one recorded call.
@@ -208,8 +213,15 @@ func (m *Manager) statusLocked(domain string) *launcherpb.DomainStatus {
 	if d == nil {
 		return &launcherpb.DomainStatus{Exists: false, Name: domain}
 	}
-	return &launcherpb.DomainStatus{
+	st := &launcherpb.DomainStatus{
 		Exists: true, State: d.State, Reason: d.Reason, Uuid: d.UUID, Name: d.Name, VmiUid: d.VMIUID,
 		PausedByUser: d.PausedByUser, ShutdownRequestedAt: d.ShutdownRequestedAt,
 	}
+	if d.State == StateRunning || d.State == StatePaused {
+		for _, i := range d.Interfaces {
+			st.Interfaces = append(st.Interfaces, proto.Clone(i).(*apiv1.InterfaceStatus))
+		}
+		st.GuestAgentConnected = d.GuestAgentConnected
+	}
+	return st
 }

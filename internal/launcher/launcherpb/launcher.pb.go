@@ -325,9 +325,16 @@ type DomainStatus struct {
 	// QEMU process id, when running.
 	QemuPid int32 `protobuf:"varint,9,opt,name=qemu_pid,json=qemuPid,proto3" json:"qemu_pid,omitempty"`
 	// The serial console's pty on the host (/dev/pts/N), when running.
-	ConsolePty    string `protobuf:"bytes,10,opt,name=console_pty,json=consolePty,proto3" json:"console_pty,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ConsolePty string `protobuf:"bytes,10,opt,name=console_pty,json=consolePty,proto3" json:"console_pty,omitempty"`
+	// The domain's interfaces, in the spec's order, with the addresses
+	// the launcher last found (DHCP lease, neighbour table or guest
+	// agent); the launcher looks them up in the background, so reading
+	// them never waits on the guest.
+	Interfaces []*v1.InterfaceStatus `protobuf:"bytes,11,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
+	// The QEMU guest agent's channel is connected (a guest agent runs).
+	GuestAgentConnected bool `protobuf:"varint,12,opt,name=guest_agent_connected,json=guestAgentConnected,proto3" json:"guest_agent_connected,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *DomainStatus) Reset() {
@@ -428,6 +435,20 @@ func (x *DomainStatus) GetConsolePty() string {
 		return x.ConsolePty
 	}
 	return ""
+}
+
+func (x *DomainStatus) GetInterfaces() []*v1.InterfaceStatus {
+	if x != nil {
+		return x.Interfaces
+	}
+	return nil
+}
+
+func (x *DomainStatus) GetGuestAgentConnected() bool {
+	if x != nil {
+		return x.GuestAgentConnected
+	}
+	return false
 }
 
 type Empty struct {
@@ -996,7 +1017,7 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	" \x01(\tR\tnvramPath\"\x83\x01\n" +
 	"\vSyncRequest\x126\n" +
 	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\x12<\n" +
-	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\xab\x02\n" +
+	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\x9e\x03\n" +
 	"\fDomainStatus\x12\x16\n" +
 	"\x06exists\x18\x01 \x01(\bR\x06exists\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -1009,7 +1030,11 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\bqemu_pid\x18\t \x01(\x05R\aqemuPid\x12\x1f\n" +
 	"\vconsole_pty\x18\n" +
 	" \x01(\tR\n" +
-	"consolePty\"\a\n" +
+	"consolePty\x12=\n" +
+	"\n" +
+	"interfaces\x18\v \x03(\v2\x1d.virtplane.v1.InterfaceStatusR\n" +
+	"interfaces\x122\n" +
+	"\x15guest_agent_connected\x18\f \x01(\bR\x13guestAgentConnected\"\a\n" +
 	"\x05Empty\"\x11\n" +
 	"\x0fShutdownRequest\"8\n" +
 	"\fLeaseRequest\x12(\n" +
@@ -1093,50 +1118,52 @@ var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*MigrationStatus)(nil),           // 10: virtplane.launcher.v1.MigrationStatus
 	(*IncomingRequest)(nil),           // 11: virtplane.launcher.v1.IncomingRequest
 	(*v1.VirtualMachineInstance)(nil), // 12: virtplane.v1.VirtualMachineInstance
-	(*v1.MigrationConfiguration)(nil), // 13: virtplane.v1.MigrationConfiguration
-	(*v1.MigrationProgress)(nil),      // 14: virtplane.v1.MigrationProgress
+	(*v1.InterfaceStatus)(nil),        // 13: virtplane.v1.InterfaceStatus
+	(*v1.MigrationConfiguration)(nil), // 14: virtplane.v1.MigrationConfiguration
+	(*v1.MigrationProgress)(nil),      // 15: virtplane.v1.MigrationProgress
 }
 var file_internal_launcher_launcherpb_launcher_proto_depIdxs = []int32{
 	0,  // 0: virtplane.launcher.v1.SyncOptions.disks:type_name -> virtplane.launcher.v1.DiskSource
 	12, // 1: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
 	1,  // 2: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
-	3,  // 3: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
-	13, // 4: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
-	14, // 5: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
-	2,  // 6: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
-	2,  // 7: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
-	5,  // 8: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
-	4,  // 9: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
-	4,  // 10: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
-	4,  // 11: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
-	4,  // 12: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
-	4,  // 13: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
-	4,  // 14: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
-	6,  // 15: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
-	4,  // 16: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
-	9,  // 17: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
-	4,  // 18: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
-	4,  // 19: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
-	11, // 20: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
-	3,  // 21: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 22: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 23: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 24: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 25: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 26: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 27: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
-	7,  // 28: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
-	4,  // 29: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
-	8,  // 30: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
-	10, // 31: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
-	10, // 32: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	10, // 33: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	10, // 34: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
-	21, // [21:35] is the sub-list for method output_type
-	7,  // [7:21] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	13, // 3: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	3,  // 4: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
+	14, // 5: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	15, // 6: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
+	2,  // 7: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
+	2,  // 8: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
+	5,  // 9: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
+	4,  // 10: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
+	4,  // 11: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
+	4,  // 12: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
+	4,  // 13: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
+	4,  // 14: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
+	4,  // 15: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
+	6,  // 16: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
+	4,  // 17: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
+	9,  // 18: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
+	4,  // 19: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
+	4,  // 20: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
+	11, // 21: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
+	3,  // 22: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 23: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 24: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 25: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 26: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 27: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 28: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
+	7,  // 29: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
+	4,  // 30: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
+	8,  // 31: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
+	10, // 32: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
+	10, // 33: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	10, // 34: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	10, // 35: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
+	22, // [22:36] is the sub-list for method output_type
+	8,  // [8:22] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_internal_launcher_launcherpb_launcher_proto_init() }

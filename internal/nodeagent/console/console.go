@@ -268,7 +268,15 @@ func (ss *session) run(ctx context.Context) (string, error) {
 	if rec == nil {
 		return ss.ended(key)
 	}
-	live := func() bool { return srv.record(rec.UID) != nil }
+	// The instance is here while this stay's record is: not once it
+	// migrated away (the record lingers, marked, until the node removes
+	// what the instance left), nor when a record of a later stay replaced
+	// it (the instance came back; its console log is a new file). The
+	// API then follows the instance to where it runs.
+	live := func() bool {
+		r := srv.record(rec.UID)
+		return r != nil && r.MigratedAway == "" && r.CreatedAt.Equal(rec.CreatedAt)
+	}
 	if err := srv.opts.Layout.CheckVMIDir(rec.UID, rec.Dir); err != nil {
 		return "", err
 	}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/reported"
 )
 
 // The node's image list (NodeStatus.images) is kept fresh by a goroutine of
@@ -43,21 +43,13 @@ type InventoryOptions struct {
 	Logger *slog.Logger
 }
 
-// Inventory is the node's image list as last listed and as last sent.
-// Lists are replaced, never modified, so they are shared freely.
+// Inventory is the node's image list as last listed and as last sent
+// (reported.Latest: Changed, Pending, MarkSent).
 type Inventory struct {
+	*reported.Latest[*apiv1.NodeImageList]
 	opts InventoryOptions
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	current *apiv1.NodeImageList // nil until the first listing
-	sent    *apiv1.NodeImageList // what the server holds; nil: unknown
-
-	listedOnce sync.Once
-	listed     chan struct{} // closed once a first listing was tried
-	// changed wakes the heartbeat loop when a list is pending, so that a
-	// new image is placeable without waiting for the next regular beat.
-	changed chan struct{}
 	// refresh asks Run for a listing before the period is over.
 	refresh chan struct{}
 }
@@ -73,13 +65,8 @@ func NewInventory(opts InventoryOptions) *Inventory {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Inventory{opts: opts, log: opts.Logger, listed: make(chan struct{}), changed: make(chan struct{}, 1),
-		refresh: make(chan struct{}, 1)}
+	return &Inventory{Latest: reported.New[*apiv1.NodeImageList](), opts: opts, log: opts.Logger, refresh: make(chan struct{}, 1)}
 }
-
-// Changed is signalled when a list is pending, so that a new image is
-// placeable without waiting for the next regular heartbeat.
-func (inv *Inventory) Changed() <-chan struct{} { return inv.changed }
 
 // Refresh asks for a listing soon: an image was added or removed by the
 // agent itself, and placement should know before the next period.
@@ -90,63 +77,16 @@ func (inv *Inventory) Refresh() {
 	}
 }
 
-// set records a listing and reports whether it differs from the last.
-func (inv *Inventory) set(l *apiv1.NodeImageList) (changed bool) {
-	inv.mu.Lock()
-	changed = !proto.Equal(l, inv.current)
-	inv.current = l
-	inv.mu.Unlock()
-	inv.tried()
-	if changed {
-		select {
-		case inv.changed <- struct{}{}:
-		default: // a wake-up is pending already
-		}
-	}
-	return changed
-}
-
-// tried says the first listing is over, with a list or without.
-func (inv *Inventory) tried() { inv.listedOnce.Do(func() { close(inv.listed) }) }
-
 // ForRegister waits up to wait for the first listing and returns the list
 // to register with; nil when there is none yet.
 func (inv *Inventory) ForRegister(ctx context.Context, wait time.Duration) *apiv1.NodeImageList {
-	t := inv.opts.Clock.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-inv.listed:
-	case <-t.C():
-	case <-ctx.Done():
-	}
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	return inv.current
+	return inv.Latest.ForRegister(ctx, inv.opts.Clock, wait)
 }
 
 // listedBefore reports whether a listing was recorded.
 func (inv *Inventory) listedBefore() bool {
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	return inv.current != nil
-}
-
-// Pending returns the list a heartbeat should carry: the latest one when
-// the server does not have it, else nil.
-func (inv *Inventory) Pending() *apiv1.NodeImageList {
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	if inv.current == nil || (inv.sent != nil && proto.Equal(inv.current, inv.sent)) {
-		return nil
-	}
-	return inv.current
-}
-
-// MarkSent records that the server stored l.
-func (inv *Inventory) MarkSent(l *apiv1.NodeImageList) {
-	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	inv.sent = l
+	_, ok := inv.Current()
+	return ok
 }
 
 // Run lists the image directory now and then every refresh period until
@@ -182,7 +122,7 @@ func (r *refresher) refresh(ctx context.Context) {
 		s, err := imagestore.Open(inv.opts.ImageDir)
 		if err != nil {
 			r.warn("cannot open the image directory; the node reports no images", err)
-			inv.tried()
+			inv.Tried()
 			return
 		}
 		r.store = s
@@ -199,12 +139,12 @@ func (r *refresher) refresh(ctx context.Context) {
 		if ctx.Err() == nil {
 			r.warn("listing images failed; keeping the previous list", err)
 		}
-		inv.tried()
+		inv.Tried()
 		return
 	}
 	r.last, r.lastErr = fp, ""
 	l := inv.nodeImages(imgs)
-	if inv.set(l) {
+	if inv.Set(l) {
 		inv.log.Info("node images listed", "count", len(l.Items))
 	}
 }

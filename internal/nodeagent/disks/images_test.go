@@ -93,7 +93,7 @@ func TestImageRefresh(t *testing.T) {
 		t.Errorf("qcow2 image = %v", q)
 	}
 	select {
-	case <-inv.listed:
+	case <-inv.FirstTried():
 	default:
 		t.Error("registration would still wait after the first listing")
 	}
@@ -201,14 +201,14 @@ func TestForRegister(t *testing.T) {
 	inv, _ = newInv()
 	got = register(inv, time.Hour)
 	listed := &apiv1.NodeImageList{Items: []*apiv1.NodeImage{{Name: "a.raw"}}}
-	inv.set(listed)
+	inv.Set(listed)
 	testutil.Eventually(t, testTimeout, "registration after the first listing", returned(got, &l))
 	if !proto.Equal(l, listed) {
 		t.Fatalf("after a listing: %v", l)
 	}
 	inv, _ = newInv()
 	got = register(inv, time.Hour)
-	inv.tried()
+	inv.Tried()
 	testutil.Eventually(t, testTimeout, "registration after a failed first listing", returned(got, &l))
 	if l != nil {
 		t.Fatalf("after a failed listing: %v", l)

@@ -2,7 +2,8 @@
 // (internal/testutil/multinode) as a second machine would see it:
 // `virtplane-agent serve --role server` as a process of its own (embedded
 // etcd; a unix socket for tests and the CLI, TLS on 127.0.0.1 for the
-// nodes), and one `serve --role node` per host, joined with a bootstrap
+// nodes) — or several, on a cluster of embedded etcd members or on an
+// external etcd cluster — and one `serve --role node` per host, joined with a bootstrap
 // token from `token create` and pinning the server's CA. The node agents
 // and launchers run in the host's namespaces and reach their libvirtd by
 // its unix socket; only libvirtd, virtlogd and QEMU live in the node's
@@ -21,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -63,16 +65,22 @@ type Options struct {
 	// JoinTimeout bounds the server's start and each node's join
 	// (default 2 minutes).
 	JoinTimeout time.Duration
+	// Servers is how many servers run (default 1). With more than one
+	// and no ExternalEtcd, their embedded etcds form one cluster.
+	Servers int
+	// ExternalEtcd runs the servers on a three-member cluster of
+	// EtcdBinary (default etcd on PATH, Debian's etcd-server).
+	ExternalEtcd bool
+	EtcdBinary   string
 }
 
-// Cluster is a running server with one node agent per libvirt host.
+// Cluster is the running servers with one node agent per libvirt host.
 type Cluster struct {
 	Dir     string
-	Socket  string // the server's unix socket
-	TLSAddr string // the server's TLS listener, for the nodes
-	Server  *multinode.Proc
+	Servers []*Server
+	Etcd    []*EtcdMember // the external etcd cluster's, if any
 	Nodes   []*Node
-	// API is a client of the server over Socket.
+	// API is a client of the first server over its socket.
 	API  *client.Client
 	opts Options
 }
@@ -102,7 +110,7 @@ func Start(ctx context.Context, hosts []*multinode.Node, opts Options) (*Cluster
 	if err := mkdir755(opts.Dir); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: opts.Dir, Socket: filepath.Join(opts.Dir, "api.sock"), opts: opts}
+	c := &Cluster{Dir: opts.Dir, opts: opts}
 	err := c.start(ctx, hosts)
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
@@ -111,13 +119,15 @@ func Start(ctx context.Context, hosts []*multinode.Node, opts Options) (*Cluster
 }
 
 func (c *Cluster) start(ctx context.Context, hosts []*multinode.Node) error {
-	if err := c.startServer(ctx); err != nil {
+	if c.opts.ExternalEtcd {
+		if err := c.startEtcd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := c.startServers(ctx); err != nil {
 		return err
 	}
 	var err error
-	if c.API, err = client.Dial(ctx, client.Config{Endpoint: "unix://" + c.Socket}); err != nil {
-		return err
-	}
 	for i, h := range hosts {
 		nd := filepath.Join(c.Dir, strconv.Itoa(i))
 		n := &Node{Node: h, Dir: nd, DataDir: filepath.Join(nd, "data"), NodeDir: filepath.Join(nd, "node"),
@@ -157,41 +167,6 @@ func mkdir755(dir string) error {
 // listener it bound.
 var reAgentStarted = regexp.MustCompile(`msg="agent started".* listen=(127\.0\.0\.1:[0-9]+)`)
 
-// startServer runs role server and waits until it logs its listener.
-func (c *Cluster) startServer(ctx context.Context) error {
-	args := []string{"serve", "--role", "server",
-		"--data-dir", filepath.Join(c.Dir, "server"), "--socket", c.Socket,
-		// Port 0: clusters run at once; the log says which port it got.
-		"--listen", "127.0.0.1:0", "--metrics-listen", "",
-		"--log-level", "debug"}
-	if c.opts.ServerImageDir != "" {
-		args = append(args, "--image-dir", c.opts.ServerImageDir)
-	}
-	if c.opts.NodeLease > 0 {
-		args = append(args, "--node-lease", c.opts.NodeLease.String())
-	}
-	if c.opts.Heartbeat > 0 {
-		args = append(args, "--heartbeat-interval", c.opts.Heartbeat.String())
-	}
-	args = append(args, c.opts.ServerArgs...)
-	log := filepath.Join(c.Dir, "server.log")
-	var err error
-	if c.Server, err = multinode.StartProc("server", log, c.opts.Agent, args...); err != nil {
-		return err
-	}
-	return wait.PollUntilContextTimeout(ctx, pollInterval, c.opts.JoinTimeout, true, func(context.Context) (bool, error) {
-		b, _ := os.ReadFile(log)
-		if m := reAgentStarted.FindSubmatch(b); m != nil {
-			c.TLSAddr = string(m[1])
-			return true, nil
-		}
-		if !c.Server.Alive() {
-			return false, fmt.Errorf("the server exited: %s", multinode.TailFile(log, 4000))
-		}
-		return false, nil
-	})
-}
-
 var (
 	reToken  = regexp.MustCompile(`(?m)^token: (\S+)`)
 	reCAHash = regexp.MustCompile(`(?m)^ca-cert-hash: (\S+)`)
@@ -201,7 +176,7 @@ var (
 // role node with it (again, after a kill): the node joins over TLS,
 // pinning the server's CA. Each start logs to a file of its own.
 func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
-	out, err := exec.CommandContext(ctx, c.opts.Agent, "--endpoint", "unix://"+c.Socket,
+	out, err := exec.CommandContext(ctx, c.opts.Agent, "--endpoint", "unix://"+c.LiveServer().Socket,
 		"token", "create", "--node-name", n.Name, "--ttl", "10m").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("token create: %w: %s", err, out)
@@ -218,7 +193,7 @@ func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
 	n.Starts++
 	n.Agent, err = multinode.StartProc("node agent "+n.Name, log, c.opts.Agent,
 		"serve", "--role", "node",
-		"--server", "https://"+c.TLSAddr, "--join-token", string(tok[1]), "--ca-cert-hash", string(hash[1]),
+		"--server", strings.Join(c.ServerEndpoints(), ","), "--join-token", string(tok[1]), "--ca-cert-hash", string(hash[1]),
 		"--node-name", n.Name,
 		"--libvirt-uri", n.URI,
 		// The node's libvirtd writes QEMU pid files under its private
@@ -247,7 +222,7 @@ func (c *Cluster) WaitJoined(ctx context.Context, n *Node) error {
 		err error
 	)
 	werr := wait.PollUntilContextTimeout(ctx, pollInterval, c.opts.JoinTimeout, true, func(context.Context) (bool, error) {
-		got, err = c.API.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: n.Name})
+		got, err = c.liveAPI().Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: n.Name})
 		if err == nil && got.GetStatus().GetSchedulable() {
 			n.Joined = time.Since(n.Started)
 			return true, nil
@@ -271,8 +246,10 @@ func (c *Cluster) Close() error {
 	for _, n := range c.Nodes {
 		errs = append(errs, n.KillAgent())
 	}
-	if c.API != nil {
-		c.API.Close()
+	for _, s := range c.Servers {
+		if s.API != nil {
+			s.API.Close()
+		}
 	}
 	if c.opts.Namespace != "" {
 		errs = append(errs, killLaunchers(c.opts.Launcher, c.opts.Namespace+"_"))
@@ -284,7 +261,12 @@ func (c *Cluster) Close() error {
 		}
 		cancel()
 	}
-	errs = append(errs, c.Server.Stop(stopGrace))
+	for _, s := range c.Servers {
+		errs = append(errs, s.Proc.Stop(stopGrace))
+	}
+	for _, m := range c.Etcd {
+		errs = append(errs, m.Proc.Stop(stopGrace))
+	}
 	if err := os.RemoveAll(c.Dir); err != nil {
 		errs = append(errs, fmt.Errorf("removing %s: %w", c.Dir, err))
 	}
@@ -308,10 +290,11 @@ func killLaunchers(binary, prefix string) error {
 	return nil
 }
 
-// Logs are the cluster's log files: the server's, every node agent's and
+// Logs are the cluster's log files: the servers', external etcd
+// members', every node agent's and
 // every launcher's.
 func (c *Cluster) Logs() []string {
-	logs := []string{filepath.Join(c.Dir, "server.log")}
+	logs, _ := filepath.Glob(filepath.Join(c.Dir, "*.log")) // servers', etcd members'
 	for _, n := range c.Nodes {
 		agents, _ := filepath.Glob(filepath.Join(n.Dir, "agent*.log"))
 		logs = append(logs, agents...)

@@ -11,8 +11,12 @@
 //
 //   - Network: a hub network namespace holds a bridge; each node has a
 //     network namespace of its own joined to the bridge by a veth pair,
-//     with a link-local address (169.254.S.i+1/24). Traffic stays inside
-//     namespaces the test made; the host's interfaces get no address.
+//     with a link-local address (169.254.S.i+1/24). A second segment is
+//     for guests: each node namespace holds the bridge GuestBridge,
+//     joined by another veth pair to the hub's guest bridge, which has
+//     HubGuestAddr; Node.HubExec runs a command there.
+//     Traffic stays inside namespaces the test made; the host's
+//     interfaces get no address.
 //   - Files: each node's root dir R holds etc (a copy of /etc/libvirt
 //     without the system daemon's domains, networks and pools, and with
 //     libvirtd.conf and qemu.conf of its own), run, lib, log and cache

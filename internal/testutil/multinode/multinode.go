@@ -66,6 +66,9 @@ type Node struct {
 	HostUUID string
 	// NetNS is the node's network namespace, under /run/netns.
 	NetNS string
+	// HubNetNS is the run's hub namespace: it holds the bridges the
+	// nodes' veths join, and sits on the guests' segment (HubExec).
+	HubNetNS string
 	// Root is the node's private directory (0755): etc, run, lib, log
 	// and cache are bind-mounted over libvirt's directories in the
 	// node's mount namespace; the daemons' output and pid files are
@@ -228,6 +231,7 @@ func newRun(n int, opts Options) (*Run, error) {
 			MigrationPortMax: baseMigPort + (i+1)*migPorts - 1,
 			HostUUID:         uuid,
 			NetNS:            fmt.Sprintf("%s%s-%d", nsPrefix, id, i),
+			HubNetNS:         nsPrefix + id + "-hub",
 			Root:             root,
 			runDir:           r.dir,
 		})

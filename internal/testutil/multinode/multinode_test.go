@@ -77,6 +77,17 @@ func TestNodesAreSeparateHosts(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(out)) != b.Name {
 			t.Errorf("from node %s, %s answered %q (%v), want %s", a.Name, b.TCPURI, out, err, b.Name)
 		}
+		// Each node has the guests' bridge, joined to the hub's guest
+		// segment.
+		for _, n := range nodes {
+			out, err := exec.CommandContext(ctx, "ip", "-n", n.NetNS, "link", "show", "master", multinode.GuestBridge).CombinedOutput()
+			if err != nil || strings.Count(string(out), "state UP") != 1 {
+				t.Errorf("node %s: ports of %s: %v\n%s", n.Name, multinode.GuestBridge, err, out)
+			}
+		}
+		if out, err := a.HubExec(ctx, "ip", "-4", "addr", "show", "dev", "gbr0"); err != nil || !strings.Contains(string(out), multinode.HubGuestAddr) {
+			t.Errorf("the hub's guest bridge: %v\n%s", err, out)
+		}
 	})
 	if len(nodes) == 0 {
 		return

@@ -16,10 +16,29 @@ import (
 // netnsDir is where `ip netns` keeps its namespaces.
 const netnsDir = "/run/netns"
 
-// makeNetwork makes the hub namespace with a bridge and each node's
-// namespace, joined to the bridge by a veth pair, loopback and the veth
-// up and the node's address on it. Nothing is added to the host's own
-// network namespace.
+// GuestBridge is the Linux bridge every node's network namespace holds
+// for guests (interfaces of the bridge kind): its ports are the guests'
+// taps and a veth to the hub's guest bridge, so guests on different
+// nodes share one layer-2 segment, apart from the nodes' own network.
+// The hub's guest bridge carries HubGuestAddr, so a test can reach
+// guests from the hub namespace (HubExec). The bridges do not filter
+// VLANs: this machine's kernel is built without bridge VLAN filtering
+// (CONFIG_BRIDGE_VLAN_FILTERING), so VLAN-tagged guests cannot be tested
+// here.
+const GuestBridge = "vpguest0"
+
+// HubGuestAddr is the hub's address on the guests' segment: in TEST-NET-1
+// (192.0.2.0/24, RFC 5737, for documentation and never routed), not a
+// link-local one, because a guest's link-local address does not count as
+// the address Terraform's wait_for_ip waits for. The segment exists only
+// inside the run's namespaces.
+const HubGuestAddr = "192.0.2.254/24"
+
+// makeNetwork makes the hub namespace with two bridges and each node's
+// namespace, joined to the hub's br0 by a veth pair (loopback and the
+// veth up, the node's address on it), and holding GuestBridge joined to
+// the hub's guest bridge by a second veth pair. Nothing is added to the
+// host's own network namespace.
 func (r *Run) makeNetwork(ctx context.Context) error {
 	ip := func(args ...string) error { return run1(ctx, "ip", args...) }
 	if err := ip("netns", "add", r.hub); err != nil {
@@ -27,8 +46,11 @@ func (r *Run) makeNetwork(ctx context.Context) error {
 	}
 	for _, args := range [][]string{
 		{"-n", r.hub, "link", "add", "br0", "type", "bridge"},
+		{"-n", r.hub, "link", "add", "gbr0", "type", "bridge"},
 		{"-n", r.hub, "link", "set", "lo", "up"},
 		{"-n", r.hub, "link", "set", "br0", "up"},
+		{"-n", r.hub, "addr", "add", HubGuestAddr, "dev", "gbr0"},
+		{"-n", r.hub, "link", "set", "gbr0", "up"},
 	} {
 		if err := ip(args...); err != nil {
 			return err
@@ -51,8 +73,36 @@ func (r *Run) makeNetwork(ctx context.Context) error {
 				return err
 			}
 		}
+		if err := r.joinGuestSegment(ctx, n); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// joinGuestSegment makes GuestBridge in n's namespace and joins it to the
+// hub's guest bridge.
+func (r *Run) joinGuestSegment(ctx context.Context, n *Node) error {
+	nodeIf, hubIf := fmt.Sprintf("vg%sn%d", r.id, n.Index), fmt.Sprintf("vg%sh%d", r.id, n.Index)
+	for _, args := range [][]string{
+		{"-n", n.NetNS, "link", "add", GuestBridge, "type", "bridge"},
+		{"link", "add", nodeIf, "netns", n.NetNS, "type", "veth", "peer", "name", hubIf, "netns", r.hub},
+		{"-n", n.NetNS, "link", "set", nodeIf, "master", GuestBridge, "up"},
+		{"-n", n.NetNS, "link", "set", GuestBridge, "up"},
+		{"-n", r.hub, "link", "set", hubIf, "master", "gbr0", "up"},
+	} {
+		if err := run1(ctx, "ip", args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HubExec runs name with args in the run's hub network namespace (on
+// the guests' segment, at HubGuestAddr) and returns its combined output:
+// how a test reaches bridged guests without touching the host's network.
+func (n *Node) HubExec(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.HubNetNS, name}, args...)...).CombinedOutput()
 }
 
 // removeNetwork deletes the run's namespaces (their veths go with them);

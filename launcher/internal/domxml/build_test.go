@@ -85,6 +85,27 @@ func TestBuildGolden(t *testing.T) {
 			opts: &launcherpb.SyncOptions{DomainName: "default_web"},
 		},
 		{
+			// One interface of each kind: taps named for the instance,
+			// no <vlan> (libvirt 9.0 has none for Linux bridges; the
+			// launcher sets it on the tap).
+			name: "network_kinds",
+			vmi: func() *apiv1.VirtualMachineInstance {
+				v := testVMI("256Mi")
+				v.Spec.Networks = []*apiv1.Network{
+					{Name: "default", User: &apiv1.UserNetwork{PortForwards: []*apiv1.PortForward{{HostPort: 18080, GuestPort: 80}}}},
+					{Name: "lan", Bridge: &apiv1.BridgeNetwork{Bridge: "br0", Vlan: 10}},
+					{Name: "nat", Network: &apiv1.LibvirtNetwork{Name: "isolated"}},
+				}
+				v.Spec.Domain.Devices = &apiv1.Devices{Interfaces: []*apiv1.Interface{
+					{Name: "default", MacAddress: "02:00:00:00:00:01"},
+					{Name: "lan", Model: "e1000", MacAddress: "02:00:00:00:00:02"},
+					{Name: "nat", Model: "rtl8139", MacAddress: "02:00:00:00:00:03"},
+				}}
+				return v
+			},
+			opts: &launcherpb.SyncOptions{DomainName: "default_web"},
+		},
+		{
 			// No boot order anywhere: the first disk boots.
 			name: "tcg_bios_disk",
 			vmi: func() *apiv1.VirtualMachineInstance {
@@ -194,6 +215,22 @@ func TestBuildErrors(t *testing.T) {
 		{"unknown network", func(v *apiv1.VirtualMachineInstance, _ *launcherpb.SyncOptions) {
 			v.Spec.Domain.Devices = &apiv1.Devices{Interfaces: []*apiv1.Interface{{Name: "nope"}}}
 		}, `interface "nope": no network`},
+		{"network without kind", func(v *apiv1.VirtualMachineInstance, _ *launcherpb.SyncOptions) {
+			v.Spec.Networks = []*apiv1.Network{{Name: "n"}}
+			v.Spec.Domain.Devices = &apiv1.Devices{Interfaces: []*apiv1.Interface{{Name: "n"}}}
+		}, "has no kind"},
+		{"bridge without name", func(v *apiv1.VirtualMachineInstance, _ *launcherpb.SyncOptions) {
+			v.Spec.Networks = []*apiv1.Network{{Name: "n", Bridge: &apiv1.BridgeNetwork{}}}
+			v.Spec.Domain.Devices = &apiv1.Devices{Interfaces: []*apiv1.Interface{{Name: "n"}}}
+		}, "names no bridge"},
+		{"libvirt network without name", func(v *apiv1.VirtualMachineInstance, _ *launcherpb.SyncOptions) {
+			v.Spec.Networks = []*apiv1.Network{{Name: "n", Network: &apiv1.LibvirtNetwork{}}}
+			v.Spec.Domain.Devices = &apiv1.Devices{Interfaces: []*apiv1.Interface{{Name: "n"}}}
+		}, "names no libvirt network"},
+		{"bad model", func(v *apiv1.VirtualMachineInstance, _ *launcherpb.SyncOptions) {
+			v.Spec.Networks = []*apiv1.Network{{Name: "n", User: &apiv1.UserNetwork{}}}
+			v.Spec.Domain.Devices = &apiv1.Devices{Interfaces: []*apiv1.Interface{{Name: "n", Model: "ne2k"}}}
+		}, "unknown model"},
 		{"bad mac", func(v *apiv1.VirtualMachineInstance, _ *launcherpb.SyncOptions) {
 			v.Spec.Networks = []*apiv1.Network{{Name: "n", User: &apiv1.UserNetwork{}}}
 			v.Spec.Domain.Devices = &apiv1.Devices{Interfaces: []*apiv1.Interface{{Name: "n", MacAddress: "zz"}}}

@@ -2,7 +2,6 @@ package domxml
 
 import (
 	"fmt"
-	"net"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -48,11 +47,12 @@ func buildDevices(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOption
 		d.Controllers = append(d.Controllers, libvirtxml.DomainController{Type: "scsi", Index: &zero, Model: "virtio-scsi"})
 	}
 
-	nics, err := buildInterfaces(vmi.GetSpec())
+	nics, err := buildInterfaces(vmi.GetMetadata().GetUid(), vmi.GetSpec())
 	if err != nil {
 		return nil, err
 	}
 	d.Interfaces = nics
+	d.Channels = []libvirtxml.DomainChannel{guestAgentChannel()}
 
 	serial, console := buildConsole(opts.GetConsoleLogPath())
 	d.Serials = []libvirtxml.DomainSerial{serial}
@@ -166,50 +166,4 @@ func diskSuffix(i int) string {
 		s = string(rune('a'+(i-1)%26)) + s
 	}
 	return s
-}
-
-// nicModels maps the API's interface models to QEMU's; unset is the
-// API's default.
-var nicModels = map[string]string{
-	"":                          apiv1.DefaultInterfaceModel,
-	apiv1.InterfaceModelVirtio:  "virtio",
-	apiv1.InterfaceModelE1000:   "e1000",
-	apiv1.InterfaceModelRTL8139: "rtl8139",
-}
-
-// buildInterfaces adds one user-mode (slirp) NIC per interface; that is the
-// only network kind virtplane has.
-func buildInterfaces(spec *apiv1.VirtualMachineInstanceSpec) ([]libvirtxml.DomainInterface, error) {
-	networks := map[string]*apiv1.Network{}
-	for _, n := range spec.GetNetworks() {
-		networks[n.GetName()] = n
-	}
-	var out []libvirtxml.DomainInterface
-	for _, iface := range spec.GetDomain().GetDevices().GetInterfaces() {
-		n, ok := networks[iface.GetName()]
-		if !ok {
-			return nil, fmt.Errorf("interface %q: no network of that name", iface.GetName())
-		}
-		if n.GetUser() == nil {
-			return nil, fmt.Errorf("interface %q: network %q is not a user network", iface.GetName(), n.GetName())
-		}
-		model, ok := nicModels[iface.GetModel()]
-		if !ok {
-			return nil, fmt.Errorf("interface %q: unknown model %q (virtio, e1000 or rtl8139)", iface.GetName(), iface.GetModel())
-		}
-		nic := libvirtxml.DomainInterface{
-			Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
-			Model:  &libvirtxml.DomainInterfaceModel{Type: model},
-			Alias:  alias("net", iface.GetName()),
-		}
-		if mac := iface.GetMacAddress(); mac != "" {
-			hw, err := net.ParseMAC(mac)
-			if err != nil || len(hw) != 6 {
-				return nil, fmt.Errorf("interface %q: invalid MAC address %q", iface.GetName(), mac)
-			}
-			nic.MAC = &libvirtxml.DomainInterfaceMAC{Address: hw.String()}
-		}
-		out = append(out, nic)
-	}
-	return out, nil
 }

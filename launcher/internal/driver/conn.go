@@ -56,7 +56,55 @@ const (
 	// EventReconnected is sent after the connection to libvirtd was
 	// re-established: events may have been missed meanwhile.
 	EventReconnected
+	// EventAgent is a guest agent lifecycle event: Type is
+	// virConnectDomainEventAgentLifecycleState (AgentConnected or
+	// AgentDisconnected), Detail its reason.
+	EventAgent
 )
+
+// Guest agent lifecycle states (virConnectDomainEventAgentLifecycleState,
+// libvirt's stable ABI; virt's tests check them against the bindings).
+const (
+	AgentConnected    = 1
+	AgentDisconnected = 2
+)
+
+// NetworkDomain is what the launcher needs of a running domain's network
+// (launcher/internal/virt implements it; tests use a fake).
+type NetworkDomain interface {
+	// HumanMonitorCommand runs an HMP command in QEMU (through libvirt)
+	// and returns what QEMU printed: HMP reports a failed command in
+	// that text, not as an error.
+	HumanMonitorCommand(cmd string) (string, error)
+	// InterfaceAddresses asks libvirt for the addresses of the domain's
+	// interfaces as src knows them.
+	InterfaceAddresses(src AddressSource) ([]GuestInterface, error)
+}
+
+// AddressSource is where libvirt finds a domain's interface addresses.
+type AddressSource int
+
+// Address sources (virDomainInterfaceAddressesSource).
+const (
+	// SourceLease: the DHCP leases of libvirt's networks.
+	SourceLease AddressSource = 0
+	// SourceAgent: the QEMU guest agent in the guest.
+	SourceAgent AddressSource = 1
+	// SourceARP: the host's neighbour table. The launcher reads it
+	// itself (Config.Neighbours); libvirt 9.0's is unreliable.
+	SourceARP AddressSource = 2
+)
+
+// GuestInterface is one interface libvirt reports addresses for.
+type GuestInterface struct {
+	// Name is the guest's name for it (agent) or the host's tap (lease,
+	// ARP).
+	Name string
+	// MAC as libvirt prints it.
+	MAC string
+	// Addrs are IP literals, without prefix lengths.
+	Addrs []string
+}
 
 // Event is what the libvirt side feeds the driver.
 type Event struct {

@@ -18,6 +18,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
@@ -40,6 +41,15 @@ type Config struct {
 	Logger     *slog.Logger
 	// Now is for tests.
 	Now func() time.Time
+	// Clock paces the interface address lookups; the real clock when
+	// nil.
+	Clock clock.WithTicker
+	// SetVLAN makes tap, on bridge in the network namespace of process
+	// pid (QEMU), an access port of VLAN vid; SetAccessVLAN when nil.
+	SetVLAN func(pid int, bridge, tap string, vid int) error
+	// Neighbours reads the neighbour table of the network namespace of
+	// process pid (QEMU), by MAC; ReadNeighbours when nil.
+	Neighbours func(pid int) ([]GuestInterface, error)
 }
 
 // Driver implements launcherpb.LauncherServer.
@@ -69,6 +79,14 @@ type Driver struct {
 	ptyPid int32
 	pty    string
 
+	// netMu serialises applying the network (Sync, the event pump); net
+	// is what to apply, from the last Sync or Incoming.
+	netMu sync.Mutex
+	net   *netSpec // guarded by netMu
+
+	clock clock.WithTicker
+	addrs addresses
+
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -88,18 +106,30 @@ func New(conn Conn, events <-chan Event, cfg Config) (*Driver, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.SetVLAN == nil {
+		cfg.SetVLAN = SetAccessVLAN
+	}
+	if cfg.Neighbours == nil {
+		cfg.Neighbours = ReadNeighbours
+	}
 	d := &Driver{
-		conn: conn,
-		cfg:  cfg,
-		log:  cfg.Logger.With("domain", cfg.DomainName),
-		uid:  cfg.VMIUID,
-		subs: newBroadcaster(),
-		done: make(chan struct{}),
+		conn:  conn,
+		cfg:   cfg,
+		log:   cfg.Logger.With("domain", cfg.DomainName),
+		uid:   cfg.VMIUID,
+		subs:  newBroadcaster(),
+		clock: cfg.Clock,
+		addrs: addresses{kick: make(chan struct{}, 1)},
+		done:  make(chan struct{}),
 	}
 	d.lease = newWatchdog(d.fence)
 	d.incoming = newWatchdog(d.dropIncoming)
-	d.wg.Add(1)
+	d.wg.Add(2)
 	go d.pump(events)
+	go d.watchAddresses()
 	return d, nil
 }
 
@@ -201,6 +231,7 @@ func (d *Driver) statusOf(dom Domain) (*launcherpb.DomainStatus, error) {
 	if st.Active() {
 		s.QemuPid = int32(d.qemuPid())
 		s.ConsolePty = d.consolePty(dom, s.QemuPid)
+		s.Interfaces, s.GuestAgentConnected = d.reportedAddresses()
 	}
 	return s, nil
 }

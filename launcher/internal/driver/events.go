@@ -104,12 +104,23 @@ func (d *Driver) pump(events <-chan Event) {
 			ev = e
 		}
 		name := "Reconnected"
-		if ev.Kind == EventLifecycle {
+		switch ev.Kind {
+		case EventAgent:
+			if ev.Domain == d.cfg.DomainName {
+				// Its addresses are known now (or gone): the status
+				// follows from the lookup.
+				d.log.Info("guest agent event", "connected", ev.Type == AgentConnected)
+				d.kickAddresses()
+			}
+			continue
+		case EventLifecycle:
 			if ev.Domain != d.cfg.DomainName {
 				continue
 			}
 			name = EventName(ev.Type, ev.Detail)
+			d.networkAfter(ev)
 		}
+		d.kickAddresses()
 		st, err := d.currentStatus()
 		if err != nil {
 			d.log.Warn("cannot read domain status after event", "event", name, "error", err)
@@ -117,6 +128,36 @@ func (d *Driver) pump(events <-chan Event) {
 		}
 		d.log.Info("domain event", "event", name, "state", st.GetState(), "reason", st.GetReason())
 		d.publish(st, name)
+	}
+}
+
+// networkAfter applies the network when a domain arrives by migration:
+// its tap exists once the incoming QEMU started (the guest is paused
+// until the switchover), and its port forwards go on once it runs here.
+// Starts of this launcher's own (Sync) apply it there, reporting errors
+// to the caller; this also covers a domain some other way started.
+// Failures are logged: the node agent's next Sync reports them.
+func (d *Driver) networkAfter(ev Event) {
+	var steps netSteps
+	switch EventName(ev.Type, ev.Detail) {
+	case "Started/Migrated":
+		steps = netSteps{vlans: true}
+	case "Started/Recreated":
+		// QEMU started anew without a Sync (libvirt recreates it for a
+		// reset that needs a new process).
+		steps = allNetSteps
+	case "Resumed/Migrated", "Resumed/PostCopy":
+		steps = allNetSteps
+	default:
+		return
+	}
+	dom, err := d.lookup()
+	if err != nil || dom == nil {
+		return
+	}
+	defer dom.Free()
+	if err := d.applyNetwork(dom, steps); err != nil {
+		d.log.Warn("applying the network after the domain arrived", "event", EventName(ev.Type, ev.Detail), "err", err)
 	}
 }
 

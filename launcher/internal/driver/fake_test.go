@@ -22,6 +22,8 @@ type fakeConn struct {
 	nextID  int
 	offline bool
 	jobs    map[string]*fakeJob // migration jobs, by domain (fake_migrate_test.go)
+	// busyPorts are host ports QEMU cannot bind (fake_network_test.go).
+	busyPorts map[int]bool
 }
 
 type fakeState struct {
@@ -31,6 +33,7 @@ type fakeState struct {
 	reason   int
 	xml      string
 	metadata string // element, "" when none
+	net      *fakeNet
 }
 
 func newFakeConn() *fakeConn {

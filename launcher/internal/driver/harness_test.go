@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
@@ -27,11 +28,15 @@ type harness struct {
 	d    *Driver
 	now  time.Time
 	pids string
+	// clk paces the address lookups; vlans records SetVLAN's calls.
+	clk   *clocktesting.FakeClock
+	vlans *vlanRecorder
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, conn: newFakeConn(), now: time.Unix(1_700_000_000, 0), pids: t.TempDir()}
+	h := &harness{t: t, conn: newFakeConn(), now: time.Unix(1_700_000_000, 0), pids: t.TempDir(),
+		clk: clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0)), vlans: &vlanRecorder{}}
 	h.d = h.newDriver()
 	return h
 }
@@ -46,6 +51,9 @@ func (h *harness) newDriver() *Driver {
 		QEMUPidDir: h.pids,
 		Version:    "test",
 		Now:        func() time.Time { return h.now },
+		Clock:      h.clk,
+		SetVLAN:    h.vlans.set,
+		Neighbours: h.neighbours,
 	})
 	if err != nil {
 		h.t.Fatal(err)

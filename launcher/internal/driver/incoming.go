@@ -54,6 +54,10 @@ func (d *Driver) Incoming(ctx context.Context, req *launcherpb.IncomingRequest) 
 	}
 	// Renewed by every call, armed before anything is defined.
 	d.incoming.renew(time.Duration(req.GetValidForMillis()) * time.Millisecond)
+	// Applied when the guest arrives (networkAfter).
+	if err := d.setNetSpec(vmi.GetSpec()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "incoming: %v", err)
+	}
 
 	dom, err := d.lookup()
 	if err != nil {

@@ -15,7 +15,9 @@ import (
 
 // Sync is KubeVirt's SyncVirtualMachine: adopt or define the domain, start
 // it if it is down and the VMI has not run yet, resume it if something
-// other than the user paused it. Calling it again changes nothing.
+// other than the user paused it, and give a running domain the port
+// forwards and VLANs libvirt cannot (applyNetwork). Calling it again
+// changes nothing.
 func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launcherpb.DomainStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
@@ -44,6 +46,9 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	} else if d.uid != uid {
 		return nil, status.Errorf(codes.InvalidArgument, "sync: this launcher serves VMI uid %s, not %s", d.uid, uid)
 	}
+	if err := d.setNetSpec(vmi.GetSpec()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "sync: %v", err)
+	}
 
 	dom, err := d.lookup()
 	if err != nil {
@@ -69,10 +74,30 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 		// renewed before its first Sync) must not outlive that knowledge.
 		d.lease.renew(0)
 	}
-	if err := d.converge(dom, vmi, md); err != nil {
+	started, err := d.converge(dom, vmi, md)
+	if err != nil {
 		return nil, err
 	}
+	if err := d.applyNetwork(dom, allNetSteps); err != nil {
+		return nil, d.networkFailed(dom, started, err)
+	}
+	d.kickAddresses()
 	return d.statusOf(dom)
+}
+
+// networkFailed reports a network that could not be applied. A guest
+// this Sync started is destroyed first: it would run without the VLAN
+// or port forwards it was given (the node agent fails the instance with
+// the message). One that ran before (a launcher back after a restart)
+// keeps running; the node agent shows the error and syncs again.
+func (d *Driver) networkFailed(dom Domain, started bool, err error) error {
+	if started {
+		d.log.Warn("destroying the domain just started: its network could not be set up", "err", err)
+		if derr := dom.Destroy(false); derr != nil {
+			d.log.Warn("destroying the domain after the network failed", "err", derr)
+		}
+	}
+	return status.Errorf(codes.FailedPrecondition, "network: %v", err)
 }
 
 func (d *Driver) define(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (Domain, error) {
@@ -117,11 +142,12 @@ func (d *Driver) adopt(dom Domain, vmi *apiv1.VirtualMachineInstance, opts *laun
 	return md, nil
 }
 
-// converge starts or resumes the domain as the VMI requires.
-func (d *Driver) converge(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.Metadata) error {
+// converge starts or resumes the domain as the VMI requires; started
+// says it started it.
+func (d *Driver) converge(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.Metadata) (started bool, err error) {
 	st, reason, err := dom.GetState()
 	if err != nil {
-		return grpcError(fmt.Errorf("get domain state: %w", err))
+		return false, grpcError(fmt.Errorf("get domain state: %w", err))
 	}
 	switch {
 	case st == StateShutoff || st == StateCrashed:
@@ -131,16 +157,16 @@ func (d *Driver) converge(dom Domain, vmi *apiv1.VirtualMachineInstance, md domx
 		// again behind the control plane's back.
 		phase := vmi.GetStatus().GetPhase()
 		if phase == apiv1.PhaseRunning || apiv1.IsFinal(phase) {
-			return nil
+			return false, nil
 		}
-		return d.start(dom, vmi, md)
+		return true, d.start(dom, vmi, md)
 	case st == StatePaused && !md.PausedByUser:
 		if err := dom.Resume(); err != nil {
-			return grpcError(fmt.Errorf("resume domain: %w", err))
+			return false, grpcError(fmt.Errorf("resume domain: %w", err))
 		}
 		d.log.Info("resumed domain not paused by the user", "reason", ReasonName(st, reason))
 	}
-	return nil
+	return false, nil
 }
 
 func (d *Driver) start(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.Metadata) error {

@@ -31,7 +31,7 @@ type Connection struct {
 
 	mu           sync.Mutex
 	conn         *libvirt.Connect // nil while disconnected
-	callbackID   int
+	callbackIDs  []int
 	reconnecting bool
 	closed       bool
 	done         chan struct{}
@@ -50,19 +50,19 @@ func Open(uri string, opts Options) (*Connection, error) {
 		return nil, err
 	}
 	c := &Connection{uri: uri, log: opts.Logger.With("libvirt_uri", uri), events: opts.Events, done: make(chan struct{})}
-	conn, id, err := c.dial()
+	conn, ids, err := c.dial()
 	if err != nil {
 		return nil, err
 	}
-	c.conn, c.callbackID = conn, id
+	c.conn, c.callbackIDs = conn, ids
 	return c, nil
 }
 
 // dial opens a connection and registers the callbacks.
-func (c *Connection) dial() (*libvirt.Connect, int, error) {
+func (c *Connection) dial() (*libvirt.Connect, []int, error) {
 	conn, err := libvirt.NewConnect(c.uri)
 	if err != nil {
-		return nil, 0, fmt.Errorf("connect to %s: %w", c.uri, err)
+		return nil, nil, fmt.Errorf("connect to %s: %w", c.uri, err)
 	}
 	// Not every driver has keepalives (test:///, embedded ones); that is fine.
 	_ = conn.SetKeepAlive(keepaliveInterval, keepaliveCount)
@@ -71,19 +71,32 @@ func (c *Connection) dial() (*libvirt.Connect, int, error) {
 	}); err != nil {
 		c.log.Debug("close callback not supported", "error", err)
 	}
-	id := -1
+	var ids []int
 	if c.events != nil {
-		id, err = conn.DomainEventLifecycleRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
+		id, err := conn.DomainEventLifecycleRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
 			// GetName reads the name the event carried: no RPC here.
 			name, _ := d.GetName()
 			c.events(driver.Event{Kind: driver.EventLifecycle, Domain: name, Type: int(ev.Event), Detail: ev.Detail})
 		})
 		if err != nil {
 			_, _ = conn.Close()
-			return nil, 0, fmt.Errorf("register lifecycle events on %s: %w", c.uri, err)
+			return nil, nil, fmt.Errorf("register lifecycle events on %s: %w", c.uri, err)
+		}
+		ids = append(ids, id)
+		// The guest agent connecting is when its addresses become known.
+		// Drivers without agents (test:///) do not have the event; the
+		// launcher then finds the agent's state by polling.
+		id, err = conn.DomainEventAgentLifecycleRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventAgentLifecycle) {
+			name, _ := d.GetName()
+			c.events(driver.Event{Kind: driver.EventAgent, Domain: name, Type: int(ev.State), Detail: int(ev.Reason)})
+		})
+		if err != nil {
+			c.log.Debug("guest agent lifecycle events not supported", "error", err)
+		} else {
+			ids = append(ids, id)
 		}
 	}
-	return conn, id, nil
+	return conn, ids, nil
 }
 
 // lost is libvirt's close callback (on the event-loop goroutine): drop the
@@ -101,20 +114,20 @@ func (c *Connection) lost(conn *libvirt.Connect, reason libvirt.ConnectCloseReas
 // startReconnectLocked forgets the current connection and starts the
 // reconnect loop once.
 func (c *Connection) startReconnectLocked() {
-	old, oldID := c.conn, c.callbackID
-	c.conn = nil
+	old, oldIDs := c.conn, c.callbackIDs
+	c.conn, c.callbackIDs = nil, nil
 	if c.reconnecting || c.closed {
 		return
 	}
 	c.reconnecting = true
-	go c.reconnect(old, oldID)
+	go c.reconnect(old, oldIDs)
 }
 
-func (c *Connection) reconnect(old *libvirt.Connect, oldID int) {
+func (c *Connection) reconnect(old *libvirt.Connect, oldIDs []int) {
 	if old != nil {
 		// Best effort: the daemon side is gone already.
-		if oldID >= 0 {
-			_ = old.DomainEventDeregister(oldID)
+		for _, id := range oldIDs {
+			_ = old.DomainEventDeregister(id)
 		}
 		_ = old.UnregisterCloseCallback()
 		_, _ = old.Close()
@@ -126,7 +139,7 @@ func (c *Connection) reconnect(old *libvirt.Connect, oldID int) {
 			return
 		case <-time.After(backoff):
 		}
-		conn, id, err := c.dial()
+		conn, ids, err := c.dial()
 		if err == nil {
 			c.mu.Lock()
 			if c.closed {
@@ -134,7 +147,7 @@ func (c *Connection) reconnect(old *libvirt.Connect, oldID int) {
 				_, _ = conn.Close()
 				return
 			}
-			c.conn, c.callbackID, c.reconnecting = conn, id, false
+			c.conn, c.callbackIDs, c.reconnecting = conn, ids, false
 			c.mu.Unlock()
 			c.log.Info("libvirt connection re-established", "attempts", attempt)
 			if c.events != nil {
@@ -176,13 +189,13 @@ func (c *Connection) Close() error {
 	}
 	c.closed = true
 	close(c.done)
-	conn, id := c.conn, c.callbackID
-	c.conn = nil
+	conn, ids := c.conn, c.callbackIDs
+	c.conn, c.callbackIDs = nil, nil
 	c.mu.Unlock()
 	if conn == nil {
 		return nil
 	}
-	if id >= 0 {
+	for _, id := range ids {
 		_ = conn.DomainEventDeregister(id)
 	}
 	_ = conn.UnregisterCloseCallback()

@@ -60,10 +60,28 @@ func TestStateValuesMatchLibvirt(t *testing.T) {
 		"Undefined/Renamed":        {int(libvirt.DOMAIN_EVENT_UNDEFINED), int(libvirt.DOMAIN_EVENT_UNDEFINED_RENAMED)},
 		"PMSuspended/Disk":         {int(libvirt.DOMAIN_EVENT_PMSUSPENDED), int(libvirt.DOMAIN_EVENT_PMSUSPENDED_DISK)},
 		"Defined/FromSnapshot":     {int(libvirt.DOMAIN_EVENT_DEFINED), int(libvirt.DOMAIN_EVENT_DEFINED_FROM_SNAPSHOT)},
+		// The events after which the launcher applies the network.
+		"Started/Migrated":  {int(libvirt.DOMAIN_EVENT_STARTED), int(libvirt.DOMAIN_EVENT_STARTED_MIGRATED)},
+		"Started/Recreated": {int(libvirt.DOMAIN_EVENT_STARTED), int(libvirt.DOMAIN_EVENT_STARTED_RECREATED)},
+		"Resumed/Migrated":  {int(libvirt.DOMAIN_EVENT_RESUMED), int(libvirt.DOMAIN_EVENT_RESUMED_MIGRATED)},
+		"Resumed/PostCopy":  {int(libvirt.DOMAIN_EVENT_RESUMED), int(libvirt.DOMAIN_EVENT_RESUMED_POSTCOPY)},
 	}
 	for want, e := range events {
 		if got := driver.EventName(e[0], e[1]); got != want {
 			t.Errorf("EventName(%d, %d) = %q, want %q", e[0], e[1], got, want)
+		}
+	}
+	if driver.AgentConnected != int(libvirt.CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_CONNECTED) ||
+		driver.AgentDisconnected != int(libvirt.CONNECT_DOMAIN_EVENT_AGENT_LIFECYCLE_STATE_DISCONNECTED) {
+		t.Error("guest agent states differ from libvirt")
+	}
+	for src, lv := range map[driver.AddressSource]libvirt.DomainInterfaceAddressesSource{
+		driver.SourceLease: libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_LEASE,
+		driver.SourceAgent: libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_AGENT,
+		driver.SourceARP:   libvirt.DOMAIN_INTERFACE_ADDRESSES_SRC_ARP,
+	} {
+		if int(src) != int(lv) {
+			t.Errorf("address source %d, libvirt has %d", src, lv)
 		}
 	}
 }

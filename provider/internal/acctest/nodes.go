@@ -57,6 +57,10 @@ type Nodes struct {
 	// Kernel is the test guest's kernel file in the nodes' image
 	// directory (Initrd is testguest.InitrdFile).
 	Kernel string
+	// Bridge and Network are a Linux bridge and a libvirt network every
+	// node has (NodeStatus.bridges, .networks), for interfaces of those
+	// kinds; "" when the nodes have none.
+	Bridge, Network string
 
 	// host is the libvirt host of real nodes; nil otherwise.
 	host *libvirtHost
@@ -70,6 +74,21 @@ type Nodes struct {
 // two seconds after it started (Succeeded), "fail-start" fails before
 // running, "crash:2s" fails after running.
 const ScriptAnnotation = fakenode.AnnotationScript
+
+// AddressesAnnotation scripts when a fake guest's interfaces get their
+// addresses: "" at once, "after:2s", "never" or "never:<info>"; the
+// address is FakeAddress of the interface's MAC.
+const AddressesAnnotation = fakenode.AnnotationAddresses
+
+// FakeAddress is the IP address a fake guest's interface with MAC mac
+// gets.
+func FakeAddress(mac string) string { return fakenode.AddressFor(mac) }
+
+// The network inventory of every fake node.
+const (
+	fakeBridge  = "vpacc0"
+	fakeNetwork = "vpacc-net"
+)
 
 // nodeLabel marks the fake nodes.
 const nodeLabel = "virtplane.io/acctest-node"
@@ -195,6 +214,11 @@ func startRealNode(ctx context.Context, c *client.Client, host *libvirtHost) (*N
 	if !ok {
 		return nil, fmt.Errorf("real node %s has no %s label to select it by", host.node, apiv1.LabelKVM)
 	}
+	// No Bridge and no Network: a real node here is the host, whose
+	// bridges and libvirt networks (libvirt's NAT "default" among them)
+	// lead to networks a test guest must not join. The bridge and network
+	// kinds run for real in the multi-node harness (internal/e2e), on
+	// bridges inside its own namespaces.
 	return &Nodes{
 		Names:         []string{host.node},
 		Labels:        map[string]string{apiv1.LabelKVM: kvm},
@@ -207,7 +231,8 @@ func startRealNode(ctx context.Context, c *client.Client, host *libvirtHost) (*N
 
 // startFakeNodes registers two scripted fake node agents.
 func startFakeNodes(ctx context.Context, c *client.Client, log *slog.Logger) (*Nodes, error) {
-	n := &Nodes{Labels: map[string]string{nodeLabel: "fake"}, Scripted: true, Kernel: testguest.ELFKernelFile}
+	n := &Nodes{Labels: map[string]string{nodeLabel: "fake"}, Scripted: true, Kernel: testguest.ELFKernelFile,
+		Bridge: fakeBridge, Network: fakeNetwork}
 	var started []*fakenode.Node
 	n.stop = func() {
 		for _, f := range started {
@@ -220,6 +245,7 @@ func startFakeNodes(ctx context.Context, c *client.Client, log *slog.Logger) (*N
 		f, err := fakenode.Start(ctx, c, fakenode.Options{
 			Name: name, Labels: n.Labels, CPU: "8", Memory: "16Gi",
 			StartDelay: fakeStartDelay, ShutdownDelay: fakeShutdownDelay,
+			Bridges: []string{fakeBridge}, Networks: []string{fakeNetwork},
 			Logger: log.With("component", "fakenode"),
 		})
 		if err != nil {

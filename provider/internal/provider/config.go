@@ -118,27 +118,19 @@ func resolveConfig(m providerModel, getenv func(string) string) resolvedConfig {
 // numeric port check that Dial leaves to the first connection attempt. It
 // reports whether the endpoint uses TLS (anything but a unix socket).
 func checkEndpoint(endpoint string) (tls bool, err error) {
-	if !strings.Contains(endpoint, ",") {
-		return checkOneEndpoint(endpoint)
+	servers, err := client.SplitEndpoints(endpoint)
+	if err != nil {
+		return false, err
 	}
-	parts := strings.Split(endpoint, ",")
-	seen := map[string]bool{}
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		tls, err := checkOneEndpoint(p)
-		if err != nil {
-			return false, fmt.Errorf("entry %d of %d (%q): %w", i+1, len(parts), p, err)
+	for i, p := range servers {
+		if tls, err = checkOneEndpoint(p); err != nil {
+			if len(servers) == 1 {
+				return false, err
+			}
+			return false, fmt.Errorf("entry %d of %d (%q): %w", i+1, len(servers), p, err)
 		}
-		if !tls {
-			return false, fmt.Errorf("entry %d of %d (%q): a unix socket reaches one server only; list the servers' https://host:port", i+1, len(parts), p)
-		}
-		hostPort := strings.TrimSuffix(strings.TrimPrefix(p, "https://"), "/")
-		if seen[hostPort] {
-			return false, fmt.Errorf("entry %d of %d: %s is listed twice", i+1, len(parts), hostPort)
-		}
-		seen[hostPort] = true
 	}
-	return true, nil
+	return tls, nil
 }
 
 func checkOneEndpoint(endpoint string) (tls bool, err error) {

@@ -37,6 +37,8 @@ type nodeModel struct {
 	Ready          types.Bool        `tfsdk:"ready"`
 	Schedulable    types.Bool        `tfsdk:"schedulable"`
 	Unschedulable  types.Bool        `tfsdk:"unschedulable"`
+	Draining       types.Bool        `tfsdk:"draining"`
+	Drained        types.Bool        `tfsdk:"drained"`
 	CPU            types.String      `tfsdk:"cpu"`
 	Memory         types.String      `tfsdk:"memory"`
 	CapacityCPU    types.String      `tfsdk:"capacity_cpu"`
@@ -48,6 +50,8 @@ type nodeModel struct {
 	Heartbeat      types.String      `tfsdk:"heartbeat"`
 	Labels         map[string]string `tfsdk:"labels"`
 	Images         []nodeImageModel  `tfsdk:"images"`
+	Bridges        []string          `tfsdk:"bridges"`
+	Networks       []string          `tfsdk:"networks"`
 }
 
 // allNodesID is the id when no selector is set; it is not a valid selector,
@@ -95,6 +99,10 @@ func (d *nodesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 						"(for example KVM and libvirt are usable)."),
 					"unschedulable": boolean("Whether an operator cordoned the node (`spec.unschedulable`) " +
 						"to keep new instances off it."),
+					"draining": boolean("Whether the node is being drained (`spec.drain`): cordoned, with every " +
+						"instance leaving it by its VM's `eviction_strategy`. Uncordoning ends the drain."),
+					"drained": boolean("Whether a drain has finished: no instance that has to leave is on the " +
+						"node any more. False when the node is not draining."),
 					"cpu":             str("Allocatable CPUs as a quantity (`7`, `7500m`); null if not reported."),
 					"memory":          str("Allocatable memory as a quantity (`30Gi`); null if not reported."),
 					"capacity_cpu":    str("Total CPUs of the host as a quantity; null if not reported."),
@@ -122,6 +130,18 @@ func (d *nodesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 							"size":   schema.Int64Attribute{Computed: true, Description: "File size on disk, in bytes."},
 							"sha256": str("Hex SHA-256 of the image file."),
 						}},
+					},
+					"bridges": schema.ListAttribute{
+						Computed:    true,
+						ElementType: types.StringType,
+						Description: "Linux bridges on the node, sorted: what an interface's `bridge.name` may name for " +
+							"the VM to be placed here. Refreshed by the node agent with the images.",
+					},
+					"networks": schema.ListAttribute{
+						Computed:    true,
+						ElementType: types.StringType,
+						Description: "Active libvirt networks on the node, sorted: what an interface's `network.name` " +
+							"may name for the VM to be placed here.",
 					},
 				}},
 			},
@@ -180,6 +200,8 @@ func nodeToModel(n *apiv1.Node) nodeModel {
 		Ready:          types.BoolValue(ready),
 		Schedulable:    types.BoolValue(st.GetSchedulable()),
 		Unschedulable:  types.BoolValue(n.GetSpec().GetUnschedulable()),
+		Draining:       types.BoolValue(n.GetSpec().GetDrain()),
+		Drained:        types.BoolValue(n.Drained()),
 		CPU:            optString(st.GetAllocatable()["cpu"]),
 		Memory:         optString(st.GetAllocatable()["memory"]),
 		CapacityCPU:    optString(st.GetCapacity()["cpu"]),
@@ -207,6 +229,10 @@ func nodeToModel(n *apiv1.Node) nodeModel {
 		})
 	}
 	sort.Slice(m.Images, func(i, j int) bool { return m.Images[i].Name.ValueString() < m.Images[j].Name.ValueString() })
+	// Never null, so that contains(node.bridges, "br0") works; sorted
+	// here too, whatever an older agent stored.
+	m.Bridges = sortedCopy(st.GetBridges())
+	m.Networks = sortedCopy(st.GetNetworks())
 	return m
 }
 
@@ -217,4 +243,10 @@ func optString(s string) types.String {
 		return types.StringNull()
 	}
 	return types.StringValue(s)
+}
+
+func sortedCopy(ss []string) []string {
+	out := append([]string{}, ss...)
+	sort.Strings(out)
+	return out
 }

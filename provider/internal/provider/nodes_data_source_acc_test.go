@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -25,11 +26,16 @@ type testNode struct {
 	capacity    map[string]string
 	allocatable map[string]string
 	info        *apiv1.NodeInfo
-	heartbeat   string // filled from the Register answer
+	// bridges and networks are the node's network inventory, sorted.
+	bridges, networks []string
+	heartbeat         string // filled from the Register answer
 }
 
 func (n *testNode) register(ctx context.Context, t *testing.T, agent *acctest.Agent) {
 	t.Helper()
+	// Reversed: the data source lists them sorted.
+	bridges := slices.Clone(n.bridges)
+	slices.Reverse(bridges)
 	out, err := agent.Client.Nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: &apiv1.Node{
 		Metadata: &apiv1.ObjectMeta{Name: n.name, Labels: n.labels},
 		Status: &apiv1.NodeStatus{
@@ -37,6 +43,8 @@ func (n *testNode) register(ctx context.Context, t *testing.T, agent *acctest.Ag
 			Allocatable: n.allocatable,
 			Schedulable: n.schedulable,
 			NodeInfo:    n.info,
+			Bridges:     bridges,
+			Networks:    n.networks,
 		},
 	}})
 	if err != nil {
@@ -52,6 +60,8 @@ func (n *testNode) attrs() map[string]string {
 		"ready":           "true", // Register records a heartbeat
 		"schedulable":     fmt.Sprint(n.schedulable),
 		"unschedulable":   "false",
+		"draining":        "false",
+		"drained":         "false",
 		"cpu":             n.allocatable["cpu"],
 		"memory":          n.allocatable["memory"],
 		"capacity_cpu":    n.capacity["cpu"],
@@ -68,6 +78,13 @@ func (n *testNode) attrs() map[string]string {
 	}
 	for k, v := range n.labels {
 		a["labels."+k] = v
+	}
+	a["bridges.#"], a["networks.#"] = fmt.Sprint(len(n.bridges)), fmt.Sprint(len(n.networks))
+	for i, b := range n.bridges {
+		a[fmt.Sprintf("bridges.%d", i)] = b
+	}
+	for i, nw := range n.networks {
+		a[fmt.Sprintf("networks.%d", i)] = nw
 	}
 	return a
 }
@@ -95,6 +112,8 @@ func TestAccNodesDataSource(t *testing.T) {
 			Hostname: run + "-a", AgentVersion: "v0.1.0-acc", LibvirtVersion: "10.0.0",
 			QemuVersion: "8.2.2", KvmUsable: true,
 		},
+		bridges:  []string{"br0", "br1"},
+		networks: []string{"default"},
 	}
 	b := &testNode{
 		name:        run + "-b",
@@ -127,6 +146,19 @@ func TestAccNodesDataSource(t *testing.T) {
 		for i, n := range names {
 			allChecks = append(allChecks,
 				resource.TestCheckResourceAttr("data.virtplane_nodes.all", fmt.Sprintf("nodes.%d.name", i), n))
+			// The harness's nodes list the bridge and network the VM
+			// tests connect to.
+			if !slices.Contains(agent.Nodes.Names, n) {
+				continue
+			}
+			if agent.Nodes.Bridge != "" {
+				allChecks = append(allChecks, resource.TestCheckTypeSetElemAttr("data.virtplane_nodes.all",
+					fmt.Sprintf("nodes.%d.bridges.*", i), agent.Nodes.Bridge))
+			}
+			if agent.Nodes.Network != "" {
+				allChecks = append(allChecks, resource.TestCheckTypeSetElemAttr("data.virtplane_nodes.all",
+					fmt.Sprintf("nodes.%d.networks.*", i), agent.Nodes.Network))
+			}
 		}
 		allStateChecks = append(allStateChecks,
 			statecheck.ExpectKnownValue("data.virtplane_nodes.all", tfjsonpath.New("nodes").AtSliceIndex(bIndex),
@@ -135,6 +167,8 @@ func TestAccNodesDataSource(t *testing.T) {
 					"ready":           knownvalue.Bool(true),
 					"schedulable":     knownvalue.Bool(false),
 					"unschedulable":   knownvalue.Bool(false),
+					"draining":        knownvalue.Bool(false),
+					"drained":         knownvalue.Bool(false),
 					"cpu":             knownvalue.StringExact("3500m"),
 					"memory":          knownvalue.StringExact("7Gi"),
 					"capacity_cpu":    knownvalue.StringExact("4"),
@@ -150,6 +184,9 @@ func TestAccNodesDataSource(t *testing.T) {
 						apiv1.LabelNodeName:     knownvalue.StringExact(b.name),
 					}),
 					"images": knownvalue.ListExact([]knownvalue.Check{}),
+					// Empty, not null, for a node without any.
+					"bridges":  knownvalue.ListExact([]knownvalue.Check{}),
+					"networks": knownvalue.ListExact([]knownvalue.Check{}),
 				})),
 		)
 	}

@@ -26,7 +26,7 @@ func TestNodeToModel(t *testing.T) {
 	hb := time.Date(2026, 3, 4, 5, 6, 7, 890, time.FixedZone("CET", 3600))
 	n := &apiv1.Node{
 		Metadata: &apiv1.ObjectMeta{Name: "host-1", Labels: map[string]string{"zone": "a"}},
-		Spec:     &apiv1.NodeSpec{Unschedulable: true},
+		Spec:     &apiv1.NodeSpec{Unschedulable: true, Drain: true},
 		Status: &apiv1.NodeStatus{
 			Capacity:    map[string]string{"cpu": "8", "memory": "32Gi"},
 			Allocatable: map[string]string{"cpu": "7500m", "memory": "30Gi"},
@@ -39,10 +39,13 @@ func TestNodeToModel(t *testing.T) {
 			NodeInfo: &apiv1.NodeInfo{
 				AgentVersion: "v1.2.3", LibvirtVersion: "10.0.0", QemuVersion: "8.2.2", KvmUsable: true,
 			},
+			Evacuation: &apiv1.NodeEvacuation{Remaining: []*apiv1.Evacuee{{Namespace: "default", Name: "web", State: "Migrating"}}},
 			Images: []*apiv1.NodeImage{
 				{Name: "vmlinux", Format: "raw", VirtualSizeBytes: 512, SizeBytes: 500, Sha256: "bb"},
 				{Name: "debian.qcow2", Format: "qcow2", VirtualSizeBytes: 3 << 30, SizeBytes: 1 << 20, Sha256: "aa"},
 			},
+			Bridges:  []string{"virbr0", "br0"},
+			Networks: []string{"default"},
 		},
 	}
 	want := nodeModel{
@@ -50,6 +53,8 @@ func TestNodeToModel(t *testing.T) {
 		Ready:          types.BoolValue(true),
 		Schedulable:    types.BoolValue(true),
 		Unschedulable:  types.BoolValue(true),
+		Draining:       types.BoolValue(true),
+		Drained:        types.BoolValue(false),
 		CPU:            types.StringValue("7500m"),
 		Memory:         types.StringValue("30Gi"),
 		CapacityCPU:    types.StringValue("8"),
@@ -66,6 +71,8 @@ func TestNodeToModel(t *testing.T) {
 			{Name: types.StringValue("vmlinux"), Format: types.StringValue("raw"), VirtualSize: types.Int64Value(512),
 				Size: types.Int64Value(500), SHA256: types.StringValue("bb")},
 		},
+		Bridges:  []string{"br0", "virbr0"}, // sorted
+		Networks: []string{"default"},
 	}
 	if got := nodeToModel(n); !reflect.DeepEqual(got, want) {
 		t.Errorf("nodeToModel:\n got %+v\nwant %+v", got, want)
@@ -87,6 +94,8 @@ func TestNodeToModelEmpty(t *testing.T) {
 		Ready:          types.BoolValue(false),
 		Schedulable:    types.BoolValue(false),
 		Unschedulable:  types.BoolValue(false),
+		Draining:       types.BoolValue(false),
+		Drained:        types.BoolValue(false),
 		CPU:            types.StringNull(),
 		Memory:         types.StringNull(),
 		CapacityCPU:    types.StringNull(),
@@ -98,6 +107,9 @@ func TestNodeToModelEmpty(t *testing.T) {
 		Heartbeat:      types.StringNull(),
 		Labels:         map[string]string{},
 		Images:         []nodeImageModel{},
+		// Empty, not null: contains(node.bridges, "br0") must work.
+		Bridges:  []string{},
+		Networks: []string{},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("nodeToModel:\n got %+v\nwant %+v", got, want)
@@ -116,6 +128,27 @@ func TestNodeReadyFromCondition(t *testing.T) {
 		}}
 		if got := nodeToModel(n).Ready.ValueBool(); got != want {
 			t.Errorf("Ready=%q: ready = %v, want %v", status, got, want)
+		}
+	}
+}
+
+// drained is the report of the current drain only: a report left from an
+// earlier drain on a node no longer draining is not "drained".
+func TestNodeDrained(t *testing.T) {
+	done := &apiv1.NodeStatus{Evacuation: &apiv1.NodeEvacuation{Drained: true}}
+	for _, c := range []struct {
+		name          string
+		node          *apiv1.Node
+		draining, was bool
+	}{
+		{"not draining", &apiv1.Node{}, false, false},
+		{"draining", &apiv1.Node{Spec: &apiv1.NodeSpec{Unschedulable: true, Drain: true}}, true, false},
+		{"drained", &apiv1.Node{Spec: &apiv1.NodeSpec{Unschedulable: true, Drain: true}, Status: done}, true, true},
+		{"uncordoned since", &apiv1.Node{Status: done}, false, false},
+	} {
+		m := nodeToModel(c.node)
+		if m.Draining.ValueBool() != c.draining || m.Drained.ValueBool() != c.was {
+			t.Errorf("%s: draining %s drained %s, want %v %v", c.name, m.Draining, m.Drained, c.draining, c.was)
 		}
 	}
 }

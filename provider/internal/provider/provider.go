@@ -62,7 +62,7 @@ func (p *virtplaneProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 				ElementType: types.StringType,
 				Optional:    true,
 				Description: "The servers of one control plane, each `host:port` or `https://host:port`: the provider " +
-					"uses the first that answers and moves to the next when it fails, retrying reads. Conflicts with `endpoint`.",
+					"spreads calls over the servers that answer, leaves out one that does not, and retries a refused read on the next. Conflicts with `endpoint`.",
 				Validators: []validator.List{
 					listvalidator.SizeAtLeast(1),
 					listvalidator.ConflictsWith(path.MatchRoot("endpoint")),
@@ -187,7 +187,7 @@ func unknownAttributes(m providerModel) []string {
 }
 
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewVMResource, NewImageResource}
+	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource}
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {

@@ -18,8 +18,8 @@ import (
 
 // The conversions between the Terraform model and the API object. The
 // schema is flatter than the API: a disk block is a disk plus the volume of
-// the same name, an interface block is an interface plus its user-mode
-// network, annotations go to the instance template.
+// the same name, an interface block is an interface plus its network
+// (vm_convert_network.go), annotations go to the instance template.
 
 // vmID is the resource id: "namespace/name".
 func vmID(namespace, name string) string { return namespace + "/" + name }
@@ -48,6 +48,8 @@ func vmFromModel(ctx context.Context, m *vmModel) (*apiv1.VirtualMachine, diag.D
 			Devices: &apiv1.Devices{},
 		},
 		NodeSelector: stringMap(ctx, m.NodeSelector, &diags),
+		// Null is "": the cluster's default strategy applies.
+		EvictionStrategy: m.EvictionStrategy.ValueString(),
 	}
 	if c := m.CPU; c != nil {
 		tspec.Domain.Cpu = &apiv1.CPU{
@@ -63,11 +65,8 @@ func vmFromModel(ctx context.Context, m *vmModel) (*apiv1.VirtualMachine, diag.D
 		tspec.Domain.Devices.Disks = append(tspec.Domain.Devices.Disks, disk)
 		tspec.Volumes = append(tspec.Volumes, vol)
 	}
-	for _, i := range m.Interfaces {
-		tspec.Domain.Devices.Interfaces = append(tspec.Domain.Devices.Interfaces, &apiv1.Interface{
-			Name: i.Name.ValueString(), Model: i.Model.ValueString(), MacAddress: i.MACAddress.ValueString(),
-		})
-		tspec.Networks = append(tspec.Networks, &apiv1.Network{Name: i.Name.ValueString(), User: &apiv1.UserNetwork{}})
+	if len(m.Interfaces) > 0 {
+		tspec.Domain.Devices.Interfaces, tspec.Networks = interfacesFromModel(m.Interfaces)
 	}
 	if b := m.Boot; b != nil {
 		tspec.Domain.Firmware = &apiv1.Firmware{KernelBoot: &apiv1.KernelBoot{
@@ -155,8 +154,9 @@ func diskFromModel(d diskModel) (*apiv1.Disk, *apiv1.Volume) {
 // mergeVM applies what Terraform manages (want) onto the stored VM (cur)
 // and returns the object to write. What the schema does not model is kept
 // as stored, so that an apply never clobbers settings made with other tools:
-// VM annotations, template labels, the eviction strategy, disk serials and
-// read-only flags.
+// VM annotations, template labels, disk serials and read-only flags. The
+// eviction strategy is managed: a configuration without one clears it, so
+// that the cluster's default applies.
 func mergeVM(cur, want *apiv1.VirtualMachine) *apiv1.VirtualMachine {
 	next := proto.Clone(cur).(*apiv1.VirtualMachine)
 	if next.Metadata == nil {
@@ -181,7 +181,6 @@ func mergeVM(cur, want *apiv1.VirtualMachine) *apiv1.VirtualMachine {
 
 	old := spec.Template.GetSpec()
 	ts := proto.Clone(want.GetSpec().GetTemplate().GetSpec()).(*apiv1.VirtualMachineInstanceSpec)
-	ts.EvictionStrategy = old.GetEvictionStrategy()
 	ts.Paused = old.GetPaused()
 	oldDisks := map[string]*apiv1.Disk{}
 	for _, d := range old.GetDomain().GetDevices().GetDisks() {
@@ -233,20 +232,22 @@ func vmToModel(ctx context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.Virtual
 	dom := ts.GetDomain()
 
 	m := vmModel{
-		ID:                     types.StringValue(vmID(md.GetNamespace(), md.GetName())),
-		Name:                   types.StringValue(md.GetName()),
-		Namespace:              types.StringValue(md.GetNamespace()),
-		UID:                    types.StringValue(md.GetUid()),
-		Labels:                 mapFromAPI(md.GetLabels(), prior.Labels, o.full, &diags),
-		Annotations:            mapFromAPI(tmpl.GetMetadata().GetAnnotations(), prior.Annotations, o.full, &diags),
-		RunStrategy:            types.StringValue(runStrategyOf(spec)),
-		Memory:                 quantityOf(dom.GetMemory().GetGuest()),
-		NodeSelector:           mapFromAPI(ts.GetNodeSelector(), prior.NodeSelector, o.full, &diags),
-		NodeFailurePolicy:      types.StringValue(orDefault(spec.GetNodeFailurePolicy(), apiv1.DefaultNodeFailurePolicy)),
+		ID:                types.StringValue(vmID(md.GetNamespace(), md.GetName())),
+		Name:              types.StringValue(md.GetName()),
+		Namespace:         types.StringValue(md.GetNamespace()),
+		UID:               types.StringValue(md.GetUid()),
+		Labels:            mapFromAPI(md.GetLabels(), prior.Labels, o.full, &diags),
+		Annotations:       mapFromAPI(tmpl.GetMetadata().GetAnnotations(), prior.Annotations, o.full, &diags),
+		RunStrategy:       types.StringValue(runStrategyOf(spec)),
+		Memory:            quantityOf(dom.GetMemory().GetGuest()),
+		NodeSelector:      mapFromAPI(ts.GetNodeSelector(), prior.NodeSelector, o.full, &diags),
+		NodeFailurePolicy: types.StringValue(orDefault(spec.GetNodeFailurePolicy(), apiv1.DefaultNodeFailurePolicy)),
+		// "" is unset (the cluster's default), which the schema has as null:
+		// the validator refuses "" in a configuration.
+		EvictionStrategy:       optString(ts.GetEvictionStrategy()),
 		TerminationGracePeriod: types.Int64Value(ts.GracePeriodSeconds()),
 		RestartRequired:        types.BoolValue(apiv1.IsConditionTrue(vm.GetStatus().GetConditions(), apiv1.ConditionRestartRequired)),
 		Disks:                  []diskModel{},
-		Interfaces:             []interfaceModel{},
 	}
 
 	cpu := cpuModel{
@@ -272,17 +273,7 @@ func vmToModel(ctx context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.Virtual
 		m.Disks = append(m.Disks, diskToModel(d, volumes[d.GetName()], p))
 	}
 
-	for i, iface := range dom.GetDevices().GetInterfaces() {
-		var pm types.String
-		if i < len(prior.Interfaces) {
-			pm = prior.Interfaces[i].MACAddress
-		}
-		m.Interfaces = append(m.Interfaces, interfaceModel{
-			Name:       types.StringValue(iface.GetName()),
-			Model:      types.StringValue(orDefault(iface.GetModel(), apiv1.DefaultInterfaceModel)),
-			MACAddress: readString(iface.GetMacAddress(), pm),
-		})
-	}
+	m.Interfaces = interfacesToModel(dom.GetDevices().GetInterfaces(), ts.GetNetworks(), prior.Interfaces)
 
 	if kb := dom.GetFirmware().GetKernelBoot(); kb != nil {
 		var pb bootModel
@@ -374,6 +365,7 @@ func statusObject(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, d
 		"ready":            types.BoolValue(st.GetReady()),
 		"node":             optString(vmi.GetStatus().GetNodeName()),
 		"conditions":       list,
+		"interfaces":       interfaceStatusList(vmi, diags),
 	})
 	diags.Append(d...)
 	return obj
@@ -473,6 +465,8 @@ func attributePath(field string) (path.Path, bool) {
 		return mapKey("node_selector")
 	case norm == tmplSpec+"termination_grace_period_seconds":
 		return path.Root("termination_grace_period"), true
+	case norm == tmplSpec+"eviction_strategy":
+		return path.Root("eviction_strategy"), true
 	case strings.HasPrefix(norm, domain+"cpu"):
 		if n := strings.TrimPrefix(norm, domain+"cpu."); n == "cores" || n == "sockets" || n == "threads" {
 			return path.Root("cpu").AtName(n), true
@@ -531,8 +525,10 @@ func attributePath(field string) (path.Path, bool) {
 			return p.AtName("cloud_init"), true
 		}
 		return p, true
+	case norm == tmplSpec+"networks", norm == domain+"devices.interfaces":
+		return path.Root("interface"), true // their number
 	case strings.HasPrefix(norm, networks):
-		return listElem("interface")
+		return networkAttributePath(strings.TrimPrefix(norm, networks), args), true
 	}
 	return path.Empty(), false
 }

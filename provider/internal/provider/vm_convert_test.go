@@ -44,10 +44,19 @@ func fullModel(t *testing.T) vmModel {
 		Boot:       &bootModel{Kernel: types.StringValue("vmlinuz"), Initrd: types.StringValue("initrd.img"), Cmdline: types.StringValue("console=ttyS0")},
 		Bootloader: &bootloaderModel{BIOS: &biosModel{}},
 		Interfaces: []interfaceModel{
-			{Name: types.StringValue("default"), Model: types.StringValue("e1000"), MACAddress: types.StringValue("02:00:00:00:00:01")},
+			{Name: types.StringValue("default"), Model: types.StringValue("e1000"), MACAddress: types.StringValue("02:00:00:00:00:01"),
+				PortForwards: []portForwardModel{
+					{HostPort: types.Int64Value(2222), GuestPort: types.Int64Value(22), Protocol: types.StringValue("tcp"), HostAddress: types.StringValue("0.0.0.0")},
+					{HostPort: types.Int64Value(5353), GuestPort: types.Int64Value(53), Protocol: types.StringValue("udp"), HostAddress: types.StringValue("127.0.0.1")},
+				}},
+			{Name: types.StringValue("lan"), Model: types.StringValue("virtio"), MACAddress: types.StringValue("02:00:00:00:00:02"),
+				Bridge: &bridgeModel{Name: types.StringValue("br0"), VLAN: types.Int64Value(42)}, PortForwards: []portForwardModel{}},
+			{Name: types.StringValue("nat"), Model: types.StringValue("virtio"), MACAddress: types.StringValue("02:00:00:00:00:03"),
+				Network: &libvirtNetworkModel{Name: types.StringValue("default")}, PortForwards: []portForwardModel{}},
 		},
 		NodeSelector:           mustMap(t, map[string]string{"zone": "a"}),
 		NodeFailurePolicy:      types.StringValue("RestartElsewhere"),
+		EvictionStrategy:       types.StringValue("LiveMigrate"),
 		TerminationGracePeriod: types.Int64Value(5),
 	}
 }
@@ -109,6 +118,7 @@ func compareModels(a, b vmModel) string {
 	eq("memory", a.Memory, b.Memory)
 	eq("node_selector", a.NodeSelector, b.NodeSelector)
 	eq("node_failure_policy", a.NodeFailurePolicy, b.NodeFailurePolicy)
+	eq("eviction_strategy", a.EvictionStrategy, b.EvictionStrategy)
 	eq("termination_grace_period", a.TerminationGracePeriod, b.TerminationGracePeriod)
 	if (a.CPU == nil) != (b.CPU == nil) || (a.CPU != nil && *a.CPU != *b.CPU) {
 		diffs = append(diffs, "cpu differs")
@@ -140,8 +150,8 @@ func compareModels(a, b vmModel) string {
 		diffs = append(diffs, "interface count differs")
 	} else {
 		for i := range a.Interfaces {
-			if a.Interfaces[i] != b.Interfaces[i] {
-				diffs = append(diffs, "interface differs")
+			if x, y := fmtInterface(a.Interfaces[i]), fmtInterface(b.Interfaces[i]); x != y {
+				diffs = append(diffs, "interface: "+x+" != "+y)
 			}
 		}
 	}
@@ -179,6 +189,7 @@ func TestVMModelDefaultsReadBackAsUnset(t *testing.T) {
 		"annotations":              {out.Annotations.String(), "<null>"},
 		"node_selector":            {out.NodeSelector.String(), "<null>"},
 		"node_failure_policy":      {out.NodeFailurePolicy.ValueString(), "Wait"},
+		"eviction_strategy":        {out.EvictionStrategy.String(), "<null>"},
 		"termination_grace_period": {out.TerminationGracePeriod.String(), "30"},
 		"disk[0].bus":              {out.Disks[0].Bus.ValueString(), "virtio"},
 		"disk[1].bus":              {out.Disks[1].Bus.ValueString(), "sata"},
@@ -237,6 +248,35 @@ func TestRunningFlagMapsToRunStrategy(t *testing.T) {
 	}
 }
 
+// The eviction strategy is Terraform's: an update sets the configured one,
+// and a configuration without one clears a stored one (the cluster's
+// default then applies), whoever set it.
+func TestMergeVMManagesEvictionStrategy(t *testing.T) {
+	ctx := context.Background()
+	m := fullModel(t)
+	want, _ := vmFromModel(ctx, &m)
+	cur := stored(t, want)
+	for _, c := range []struct {
+		config types.String
+		want   string
+	}{
+		{types.StringValue("External"), "External"},
+		{types.StringNull(), ""},
+	} {
+		m.EvictionStrategy = c.config
+		want, _ := vmFromModel(ctx, &m)
+		next := mergeVM(cur, want)
+		if got := next.Spec.Template.Spec.EvictionStrategy; got != c.want {
+			t.Errorf("eviction_strategy %s: merged %q over %q, want %q", c.config, got, cur.Spec.Template.Spec.EvictionStrategy, c.want)
+		}
+		// And it reads back as configured: "" is null.
+		out, _ := vmToModel(ctx, stored(t, next), nil, readOptions{})
+		if !out.EvictionStrategy.Equal(c.config) {
+			t.Errorf("eviction_strategy %s read back as %s", c.config, out.EvictionStrategy)
+		}
+	}
+}
+
 // An update keeps what the schema does not model, so applying never
 // clobbers settings made with other tools.
 func TestMergeVMKeepsUnmanagedFields(t *testing.T) {
@@ -246,7 +286,6 @@ func TestMergeVMKeepsUnmanagedFields(t *testing.T) {
 	cur := stored(t, want)
 	cur.Metadata.Annotations = map[string]string{"tool": "x"}
 	cur.Spec.Template.Metadata.Labels = map[string]string{"tmpl": "y"}
-	cur.Spec.Template.Spec.EvictionStrategy = "LiveMigrate"
 	cur.Spec.Template.Spec.Domain.Devices.Disks[0].Serial = "SER1"
 	cur.Spec.Template.Spec.Domain.Devices.Disks[1].Disk.ReadOnly = true
 	cur.Spec.Template.Spec.Domain.Devices.Disks = append(cur.Spec.Template.Spec.Domain.Devices.Disks,
@@ -265,8 +304,6 @@ func TestMergeVMKeepsUnmanagedFields(t *testing.T) {
 		t.Error("VM annotations lost")
 	case next.Spec.Template.Metadata.Labels["tmpl"] != "y":
 		t.Error("template labels lost")
-	case next.Spec.Template.Spec.EvictionStrategy != "LiveMigrate":
-		t.Error("eviction strategy lost")
 	case next.Spec.Template.Spec.Domain.Devices.Disks[0].Serial != "SER1":
 		t.Error("disk serial lost")
 	case !next.Spec.Template.Spec.Domain.Devices.Disks[1].Disk.ReadOnly:
@@ -320,13 +357,14 @@ func TestAttributePath(t *testing.T) {
 		"spec.template.spec.volumes[3].cloud_init_no_cloud.user_data":         "disk[3].cloud_init.user_data",
 		"spec.template.spec.volumes[3].cloud_init_no_cloud":                   "disk[3].cloud_init",
 		"spec.template.spec.domain.devices.interfaces[0].mac_address":         "interface[0].mac_address",
-		"spec.template.spec.networks[1].name":                                 "interface[1]",
+		"spec.template.spec.networks[1].name":                                 "interface[1].name",
 		"spec.template.spec.domain.firmware.kernel_boot.kernel":               "boot.kernel",
 		"spec.template.spec.domain.firmware.bootloader":                       "bootloader",
 		"spec.template.spec.domain.firmware.bootloader.efi":                   "bootloader.efi",
 		"spec.template.spec.domain.firmware.bootloader.efi.secure_boot":       "bootloader.efi.secure_boot",
 		"spec.template.spec.node_selector[zone]":                              `node_selector["zone"]`,
 		"spec.template.spec.termination_grace_period_seconds":                 "termination_grace_period",
+		"spec.template.spec.eviction_strategy":                                "eviction_strategy",
 		"spec.template.spec.domain.devices.disks[1].name[extra].nonsense.x.y": "disk[1]",
 	} {
 		p, ok := attributePath(field)
@@ -334,7 +372,7 @@ func TestAttributePath(t *testing.T) {
 			t.Errorf("attributePath(%q) = %s, %v; want %s", field, p, ok, want)
 		}
 	}
-	for _, field := range []string{"status.ready", "spec.template.spec.eviction_strategy", "spec.template.metadata.labels", ""} {
+	for _, field := range []string{"status.ready", "spec.template.spec.paused", "spec.template.metadata.labels", ""} {
 		if p, ok := attributePath(field); ok {
 			t.Errorf("attributePath(%q) = %s; want no attribute", field, p)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
@@ -58,7 +59,40 @@ func (r *vmResource) Create(ctx context.Context, req resource.CreateRequest, res
 	}
 	if err != nil {
 		r.addWaitError(&resp.Diagnostics, err, id, target, timeout, "create")
+		return
 	}
+	r.waitForIP(ctx, &resp.State, &resp.Diagnostics, &plan, vmi, shouldWaitForIP(vmi, true, false, false), "create")
+}
+
+// waitForIP runs the wait_for_ip wait of plan when wait says so, and
+// records the addresses found (or the VM as last seen) in the state.
+func (r *vmResource) waitForIP(ctx context.Context, st stateSetter, diags *diag.Diagnostics, plan *vmResourceModel,
+	vmi *apiv1.VirtualMachineInstance, wait bool, op string) {
+	w, ok, err := ipWaitOf(plan)
+	switch {
+	case err != nil:
+		diags.AddAttributeError(path.Root("wait_for_ip"), "Cannot wait for an IP address", err.Error())
+		return
+	case !ok:
+		return
+	case !wait:
+		tflog.Debug(ctx, "not waiting for an IP address", map[string]any{
+			"vm": vmID(plan.Namespace.ValueString(), plan.Name.ValueString()), "instance_running": vmi != nil && !apiv1.IsFinal(vmi.GetStatus().GetPhase())})
+		return
+	}
+	ns, name := plan.Namespace.ValueString(), plan.Name.ValueString()
+	id := vmID(ns, name)
+	tflog.Info(ctx, "waiting for an IP address", map[string]any{"vm": id, "interface": w.iface, "timeout": w.timeoutText})
+	vm, vmi, err := waitForIP(ctx, r.data.client, ns, name, w, op)
+	if vm != nil {
+		r.setState(ctx, st, diags, vm, vmi, plan)
+	}
+	if err != nil {
+		r.addIPWaitError(diags, err, id, op)
+		return
+	}
+	tflog.Info(ctx, "virtual machine has an IP address", map[string]any{
+		"vm": id, "interface": w.iface, "address": usableAddress(interfaceStatus(vmi, w.iface))})
 }
 
 func (r *vmResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -159,7 +193,13 @@ func (r *vmResource) Update(ctx context.Context, req resource.UpdateRequest, res
 	}
 	if err != nil {
 		r.addWaitError(&resp.Diagnostics, err, id, target, timeout, "update")
+		return
 	}
+	// The guest was started by this apply when it restarted it, or when
+	// nothing ran before (a Halted VM set to Always).
+	started := decision.action == restartNow || !instanceActive(state.Status)
+	r.waitForIP(ctx, &resp.State, &resp.Diagnostics, &plan, vmi,
+		shouldWaitForIP(vmi, false, started, !sameIPWait(plan.WaitForIP, state.WaitForIP)), "update")
 }
 
 // restart asks for a restart, retrying conflicts with the controller's
@@ -231,7 +271,7 @@ func (r *vmResource) setState(ctx context.Context, st stateSetter, diags *diag.D
 	if d.HasError() {
 		return
 	}
-	out := vmResourceModel{vmModel: m, UpdatePolicy: prior.UpdatePolicy, Timeouts: prior.Timeouts}
+	out := vmResourceModel{vmModel: m, UpdatePolicy: prior.UpdatePolicy, WaitForIP: prior.WaitForIP, Timeouts: prior.Timeouts}
 	if out.UpdatePolicy.IsNull() || out.UpdatePolicy.IsUnknown() {
 		out.UpdatePolicy = types.StringValue(defaultUpdatePolicy)
 	}

@@ -129,13 +129,38 @@ func (d *vmDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, res
 				Computed:    true,
 				Description: "Network interfaces, in order.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"name":        str("Name of the interface and its user-mode network."),
+					"name":        str("Name of the interface and its network."),
 					"model":       str("`virtio`, `e1000` or `rtl8139`."),
-					"mac_address": str("Configured MAC address; null when the node chooses."),
+					"mac_address": str("MAC address, assigned by the server when the configuration sets none."),
+					"bridge": schema.SingleNestedAttribute{
+						Computed:    true,
+						Description: "The Linux bridge on the node the interface connects to; null for other kinds.",
+						Attributes: map[string]schema.Attribute{
+							"name": str("The bridge's interface name on the node."),
+							"vlan": num("802.1Q VLAN tag; null when untagged."),
+						},
+					},
+					"network": schema.SingleNestedAttribute{
+						Computed:    true,
+						Description: "The libvirt network on the node the interface connects to; null for other kinds.",
+						Attributes:  map[string]schema.Attribute{"name": str("The libvirt network's name.")},
+					},
+					"port_forward": schema.ListNestedAttribute{
+						Computed: true,
+						Description: "Port forwards of a user-mode interface (neither bridge nor network); empty for " +
+							"other kinds.",
+						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+							"host_port":    num("Port on the node."),
+							"guest_port":   num("Port in the guest."),
+							"protocol":     str("`tcp` or `udp`."),
+							"host_address": str("Address on the node the forward listens on."),
+						}},
+					},
 				}},
 			},
 			"node_selector":            strMap("Node labels the VM requires; empty when none."),
 			"node_failure_policy":      str("`Wait` or `RestartElsewhere`."),
+			"eviction_strategy":        str("`LiveMigrate`, `LiveMigrateIfPossible`, `External` or `None`; null when unset (the cluster's default applies)."),
 			"termination_grace_period": num("Seconds the guest gets to shut down."),
 			"restart_required":         schema.BoolAttribute{Computed: true, Description: "Whether the running instance predates a change that needs a restart."},
 			"status": schema.SingleNestedAttribute{
@@ -166,6 +191,27 @@ func dataStatusAttributes() map[string]schema.Attribute {
 				"message": str("Human-readable explanation."),
 			}},
 		},
+		"interfaces": dataInterfaceStatusAttribute(),
+	}
+}
+
+// dataInterfaceStatusAttribute is status.interfaces of the resource, for
+// data sources.
+func dataInterfaceStatusAttribute() schema.ListNestedAttribute {
+	str := func(d string) schema.StringAttribute { return schema.StringAttribute{Computed: true, Description: d} }
+	return schema.ListNestedAttribute{
+		Computed:    true,
+		Description: "The running instance's interfaces, with their addresses; empty without a running instance.",
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"name":        str("Name of the interface."),
+			"mac_address": str("Its MAC address."),
+			"ip_address":  str("Its first IP address (IPv4 when it has one); null until the node finds one."),
+			"ip_addresses": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+				Description: "Every IP address of the interface, IPv4 first."},
+			"source":         str("`lease`, `arp` or `agent`: where the addresses came from; null while there are none."),
+			"info":           str("Why there is no address yet; null once there is one."),
+			"interface_name": str("The interface's name inside the guest, when the guest agent says."),
+		}},
 	}
 }
 

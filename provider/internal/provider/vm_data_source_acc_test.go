@@ -14,8 +14,9 @@ import (
 
 // The single-VM data source returns what the resource has; the list data
 // source filters by namespace, labels and printable status. web runs the
-// test guest; db, Halted, carries the disks and interfaces, which the
-// node agent cannot all provide yet.
+// test guest with one interface, whose status the data sources show; db,
+// Halted, carries the disks and interfaces of every kind, which the node
+// agent cannot all provide yet.
 func TestAccVirtualMachineDataSources(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	run := acctest.RandomName("ds")
@@ -29,6 +30,9 @@ resource "virtplane_virtual_machine" "web" {
   %[2]s
   cpu {
     cores = 2
+  }
+  interface {
+    name = "default"
   }
   %[3]s
 }
@@ -54,6 +58,17 @@ resource "virtplane_virtual_machine" "db" {
   }
   interface {
     name = "default"
+    port_forward {
+      host_port  = 15432
+      guest_port = 5432
+    }
+  }
+  interface {
+    name = "lan"
+    bridge {
+      name = "br0"
+      vlan = 7
+    }
   }
 }
 
@@ -92,6 +107,9 @@ data "virtplane_virtual_machines" "db" {
 			resource.TestCheckResourceAttrPair(ds, "boot.cmdline", "virtplane_virtual_machine.web", "boot.cmdline"),
 			resource.TestCheckResourceAttrPair(ds, "status.node", "virtplane_virtual_machine.web", "status.node"),
 			resource.TestCheckResourceAttrPair(dbDS, "disk.1.cloud_init.user_data", "virtplane_virtual_machine.db", "disk.1.cloud_init.user_data"),
+			resource.TestCheckResourceAttrPair(dbDS, "interface.1.mac_address", "virtplane_virtual_machine.db", "interface.1.mac_address"),
+			// The running instance's interface, as the node reports it.
+			resource.TestCheckResourceAttrPair(ds, "status.interfaces.0.mac_address", "virtplane_virtual_machine.web", "interface.0.mac_address"),
 			guestBooted(t, agent, run+"-web", ""),
 		),
 		ConfigStateChecks: []statecheck.StateCheck{
@@ -110,6 +128,19 @@ data "virtplane_virtual_machines" "db" {
 			})),
 			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("disk").AtSliceIndex(1).AtMapKey("bus"), knownvalue.StringExact("sata")),
 			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("interface").AtSliceIndex(0).AtMapKey("model"), knownvalue.StringExact("virtio")),
+			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("interface").AtSliceIndex(0).AtMapKey("port_forward"), knownvalue.ListExact([]knownvalue.Check{
+				knownvalue.ObjectExact(map[string]knownvalue.Check{
+					"host_port": knownvalue.Int64Exact(15432), "guest_port": knownvalue.Int64Exact(5432),
+					"protocol": knownvalue.StringExact("tcp"), "host_address": knownvalue.StringExact("127.0.0.1"),
+				}),
+			})),
+			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("interface").AtSliceIndex(0).AtMapKey("bridge"), knownvalue.Null()),
+			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("interface").AtSliceIndex(1).AtMapKey("bridge"), knownvalue.ObjectExact(map[string]knownvalue.Check{
+				"name": knownvalue.StringExact("br0"), "vlan": knownvalue.Int64Exact(7),
+			})),
+			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("interface").AtSliceIndex(1).AtMapKey("port_forward"), knownvalue.ListExact([]knownvalue.Check{})),
+			statecheck.ExpectKnownValue(dbDS, tfjsonpath.New("status").AtMapKey("interfaces"), knownvalue.ListExact([]knownvalue.Check{})),
+			statecheck.ExpectKnownValue(ds, tfjsonpath.New("status").AtMapKey("interfaces").AtSliceIndex(0).AtMapKey("name"), knownvalue.StringExact("default")),
 			statecheck.ExpectKnownValue(ds, tfjsonpath.New("annotations"), knownvalue.MapExact(map[string]knownvalue.Check{})),
 			statecheck.ExpectKnownValue(ds, tfjsonpath.New("status").AtMapKey("printable_status"), knownvalue.StringExact("Running")),
 			statecheck.ExpectKnownValue(ds, tfjsonpath.New("termination_grace_period"), knownvalue.Int64Exact(30)),
@@ -119,12 +150,14 @@ data "virtplane_virtual_machines" "db" {
 				knownvalue.ObjectPartial(map[string]knownvalue.Check{
 					"id": knownvalue.StringExact("default/" + run + "-db"), "run_strategy": knownvalue.StringExact("Halted"),
 					"printable_status": knownvalue.StringExact("Stopped"), "ready": knownvalue.Bool(false), "node": knownvalue.Null(),
-					"labels": knownvalue.MapExact(map[string]knownvalue.Check{"run": knownvalue.StringExact(run), "tier": knownvalue.StringExact("db")}),
+					"labels":     knownvalue.MapExact(map[string]knownvalue.Check{"run": knownvalue.StringExact(run), "tier": knownvalue.StringExact("db")}),
+					"interfaces": knownvalue.ListExact([]knownvalue.Check{}),
 				}),
 				knownvalue.ObjectPartial(map[string]knownvalue.Check{
 					"id": knownvalue.StringExact("default/" + run + "-web"), "namespace": knownvalue.StringExact("default"),
 					"name": knownvalue.StringExact(run + "-web"), "run_strategy": knownvalue.StringExact("Always"),
 					"printable_status": knownvalue.StringExact("Running"), "ready": knownvalue.Bool(true), "node": knownvalue.NotNull(),
+					"interfaces": knownvalue.ListSizeExact(1),
 				}),
 			})),
 			statecheck.ExpectKnownValue("data.virtplane_virtual_machines.running", tfjsonpath.New("virtual_machines"), knownvalue.ListExact([]knownvalue.Check{

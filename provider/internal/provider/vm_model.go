@@ -45,6 +45,7 @@ type vmModel struct {
 	Interfaces             []interfaceModel `tfsdk:"interface"`
 	NodeSelector           types.Map        `tfsdk:"node_selector"`
 	NodeFailurePolicy      types.String     `tfsdk:"node_failure_policy"`
+	EvictionStrategy       types.String     `tfsdk:"eviction_strategy"`
 	TerminationGracePeriod types.Int64      `tfsdk:"termination_grace_period"`
 	RestartRequired        types.Bool       `tfsdk:"restart_required"`
 	Status                 types.Object     `tfsdk:"status"`
@@ -53,8 +54,9 @@ type vmModel struct {
 // vmResourceModel is the resource's state.
 type vmResourceModel struct {
 	vmModel
-	UpdatePolicy types.String   `tfsdk:"update_policy"`
-	Timeouts     timeouts.Value `tfsdk:"timeouts"`
+	UpdatePolicy types.String    `tfsdk:"update_policy"`
+	WaitForIP    *waitForIPModel `tfsdk:"wait_for_ip"`
+	Timeouts     timeouts.Value  `tfsdk:"timeouts"`
 }
 
 type cpuModel struct {
@@ -101,10 +103,38 @@ type efiModel struct {
 	SecureBoot types.Bool `tfsdk:"secure_boot"`
 }
 
+// interfaceModel is an interface and the network of the same name: the
+// kind is bridge, network, or neither (user-mode NAT, with its port
+// forwards).
 type interfaceModel struct {
-	Name       types.String `tfsdk:"name"`
-	Model      types.String `tfsdk:"model"`
-	MACAddress types.String `tfsdk:"mac_address"`
+	Name         types.String         `tfsdk:"name"`
+	Model        types.String         `tfsdk:"model"`
+	MACAddress   types.String         `tfsdk:"mac_address"`
+	Bridge       *bridgeModel         `tfsdk:"bridge"`
+	Network      *libvirtNetworkModel `tfsdk:"network"`
+	PortForwards []portForwardModel   `tfsdk:"port_forward"`
+}
+
+type bridgeModel struct {
+	Name types.String `tfsdk:"name"`
+	VLAN types.Int64  `tfsdk:"vlan"`
+}
+
+type libvirtNetworkModel struct {
+	Name types.String `tfsdk:"name"`
+}
+
+type portForwardModel struct {
+	HostPort    types.Int64  `tfsdk:"host_port"`
+	GuestPort   types.Int64  `tfsdk:"guest_port"`
+	Protocol    types.String `tfsdk:"protocol"`
+	HostAddress types.String `tfsdk:"host_address"`
+}
+
+// waitForIPModel is the provider-only wait_for_ip block.
+type waitForIPModel struct {
+	Timeout   types.String `tfsdk:"timeout"`
+	Interface types.String `tfsdk:"interface"`
 }
 
 // Object types of the computed status attribute.
@@ -115,11 +145,21 @@ var (
 		"reason":  types.StringType,
 		"message": types.StringType,
 	}
+	interfaceStatusAttrTypes = map[string]attr.Type{
+		"name":           types.StringType,
+		"mac_address":    types.StringType,
+		"ip_address":     types.StringType,
+		"ip_addresses":   types.ListType{ElemType: types.StringType},
+		"source":         types.StringType,
+		"info":           types.StringType,
+		"interface_name": types.StringType,
+	}
 	statusAttrTypes = map[string]attr.Type{
 		"printable_status": types.StringType,
 		"phase":            types.StringType,
 		"ready":            types.BoolType,
 		"node":             types.StringType,
 		"conditions":       types.ListType{ElemType: types.ObjectType{AttrTypes: conditionAttrTypes}},
+		"interfaces":       types.ListType{ElemType: types.ObjectType{AttrTypes: interfaceStatusAttrTypes}},
 	}
 )

@@ -265,3 +265,75 @@ resource "virtplane_virtual_machine" "rerun" {
 		Check: resource.ComposeTestCheckFunc(noInstance(agent, manual), noDomain(t, agent, manual), guestBooted(t, agent, rerun, "")),
 	}})
 }
+
+// eviction_strategy reads back as configured, unset included (null, the
+// cluster's default), and a change reaches the running instance without a
+// restart. After every step the framework checks that a plan is empty.
+func TestAccVirtualMachine_evictionStrategy(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	name := acctest.RandomName("evict")
+	cfg := func(extra string) string { return vmConfig(agent, name, guestBody(agent, guestMemory, extra)) }
+	strategy := func(want knownvalue.Check) statecheck.StateCheck {
+		return statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("eviction_strategy"), want)
+	}
+	noRestart := statecheck.ExpectKnownValue(vmAddr, tfjsonpath.New("restart_required"), knownvalue.Bool(false))
+	var uid string
+	testVMs(t, agent, []resource.TestStep{
+		{
+			Config:            cfg(`eviction_strategy = "LiveMigrate"`),
+			ConfigStateChecks: []statecheck.StateCheck{strategy(knownvalue.StringExact("LiveMigrate")), expectStatus(apiv1.PrintableRunning)},
+			Check: resource.ComposeTestCheckFunc(
+				instanceUID(agent, name, &uid),
+				guestBooted(t, agent, name, ""),
+				evictionStrategyIs(t, agent, name, "LiveMigrate"),
+			),
+		},
+		{
+			ResourceName:      vmAddr,
+			ImportState:       true,
+			ImportStateVerify: true,
+		},
+		{
+			Config: cfg(`eviction_strategy = "None"`),
+			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction(vmAddr, plancheck.ResourceActionUpdate),
+			}},
+			ConfigStateChecks: []statecheck.StateCheck{strategy(knownvalue.StringExact("None")), noRestart},
+			Check:             resource.ComposeTestCheckFunc(sameInstance(agent, name, &uid), evictionStrategyIs(t, agent, name, "None")),
+		},
+		{
+			// Unset: stored as "", read back as null.
+			Config:            cfg(""),
+			ConfigStateChecks: []statecheck.StateCheck{strategy(knownvalue.Null()), noRestart},
+			Check:             resource.ComposeTestCheckFunc(sameInstance(agent, name, &uid), evictionStrategyIs(t, agent, name, "")),
+		},
+		{
+			ResourceName:      vmAddr,
+			ImportState:       true,
+			ImportStateVerify: true,
+		},
+	})
+}
+
+// evictionStrategyIs checks that VM name's template has the eviction
+// strategy want ("" for unset) and waits for its running instance to get
+// it too: the server passes a change on without a restart.
+func evictionStrategyIs(t *testing.T, agent *acctest.Agent, name, want string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		testutil.EventuallyNoError(t, apiChangeTimeout, fmt.Sprintf("%s's eviction strategy to be %q", name, want), func() error {
+			vm, vmi, err := apiVM(t.Context(), agent, "default", name)
+			switch {
+			case err != nil:
+				return err
+			case vm.GetSpec().GetTemplate().GetSpec().GetEvictionStrategy() != want:
+				return fmt.Errorf("the VM's template has %q", vm.GetSpec().GetTemplate().GetSpec().GetEvictionStrategy())
+			case vmi == nil:
+				return fmt.Errorf("%s has no instance", name)
+			case vmi.GetSpec().GetEvictionStrategy() != want:
+				return fmt.Errorf("instance %s has %q", vmi.GetMetadata().GetUid(), vmi.GetSpec().GetEvictionStrategy())
+			}
+			return nil
+		})
+		return nil
+	}
+}

@@ -67,6 +67,11 @@ func TestAccVirtualMachine_planTimeValidation(t *testing.T) {
 				ExpectError: errorRe(`node_failure_policy must be one of "Wait", "RestartElsewhere"`, `Did you mean "Wait"?`),
 			},
 			{
+				Config:      cfg(`memory = "1Gi"` + "\n" + `eviction_strategy = "liveMigrate"`),
+				PlanOnly:    true,
+				ExpectError: errorRe(`eviction_strategy must be one of "None", "LiveMigrate", "LiveMigrateIfPossible", "External"`, `Did you mean "LiveMigrate"?`),
+			},
+			{
 				Config:      cfg(`memory = "1Gi"` + "\n" + `labels = { "bad key!" = "x" }`),
 				PlanOnly:    true,
 				ExpectError: errorRe(`Invalid labels key`),
@@ -94,6 +99,26 @@ func TestAccVirtualMachine_planTimeValidation(t *testing.T) {
 				PlanOnly: true,
 				ExpectError: errorRe(`Duplicate disk name`, `disk[0] is also named "root"`,
 					`Invalid image`, `disk[1].image "../b.qcow2": must not contain ".." elements`),
+			},
+			{
+				Config: cfg(`memory = "1Gi"
+  interface {
+    name = "lan"
+    bridge {
+      name = "br0"
+    }
+    port_forward {
+      host_port  = 8080
+      guest_port = 80
+    }
+  }
+  wait_for_ip {
+    interface = "wan"
+  }`),
+				PlanOnly: true,
+				ExpectError: errorRe(`Invalid Attribute Combination`,
+					`Attribute "interface[0].bridge" cannot be specified when "interface[0].port_forward[0]" is specified`,
+					`Unknown interface`, `wait_for_ip.interface is "wan", but the VM's interfaces are "lan".`),
 			},
 			{
 				Config: cfg(`memory = "1Gi"
@@ -155,6 +180,7 @@ func TestAccVirtualMachine_generateConfig(t *testing.T) {
   memory                   = %q
   run_strategy             = "Halted"
   node_failure_policy      = "RestartElsewhere"
+  eviction_strategy        = "External"
   termination_grace_period = 5
   annotations = {
     "example.com/owner" = "team-a"
@@ -195,6 +221,29 @@ func TestAccVirtualMachine_generateConfig(t *testing.T) {
     name        = "default"
     model       = "e1000"
     mac_address = "02:00:00:00:00:01"
+    port_forward {
+      host_port  = 2222
+      guest_port = 22
+    }
+    port_forward {
+      host_port    = 5353
+      guest_port   = 53
+      protocol     = "udp"
+      host_address = "0.0.0.0"
+    }
+  }
+  interface {
+    name = "lan"
+    bridge {
+      name = "br0"
+      vlan = 42
+    }
+  }
+  interface {
+    name = "nat"
+    network {
+      name = "default"
+    }
   }
 `, memory))
 	}

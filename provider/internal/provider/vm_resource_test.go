@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ func TestVMSchemasDocumentEveryAttribute(t *testing.T) {
 	rs := documentedResource(t, NewVMResource())
 	ds := documentedDataSource(t, NewVMDataSource())
 	documentedDataSource(t, NewVMsDataSource())
-	mirrorsResource(t, rs, ds, "update_policy")
+	mirrorsResource(t, rs, ds, "update_policy", "wait_for_ip")
 
 	ud := rs.Blocks["disk"].(rschema.ListNestedBlock).NestedObject.Blocks["cloud_init"].(rschema.SingleNestedBlock).Attributes["user_data"]
 	if !ud.IsSensitive() {
@@ -65,6 +66,23 @@ func TestRestartChanges(t *testing.T) {
 			m.Interfaces = nil
 			m.NodeSelector = types.MapNull(types.StringType)
 		}, "boot, interface, node_selector"},
+		{"a port forward", func(m *vmModel) {
+			m.Interfaces = slices.Clone(m.Interfaces)
+			m.Interfaces[0].PortForwards = m.Interfaces[0].PortForwards[:1]
+		}, "interface"},
+		{"a port forward's default spelled out", func(m *vmModel) {
+			m.Interfaces = slices.Clone(m.Interfaces)
+			m.Interfaces[0].PortForwards = slices.Clone(m.Interfaces[0].PortForwards)
+			m.Interfaces[0].PortForwards[0].Protocol = types.StringValue("tcp")
+		}, ""},
+		{"a VLAN", func(m *vmModel) {
+			m.Interfaces = slices.Clone(m.Interfaces)
+			m.Interfaces[1].Bridge = &bridgeModel{Name: types.StringValue("br0"), VLAN: types.Int64Null()}
+		}, "interface"},
+		{"bridge to libvirt network", func(m *vmModel) {
+			m.Interfaces = slices.Clone(m.Interfaces)
+			m.Interfaces[1].Bridge, m.Interfaces[1].Network = nil, &libvirtNetworkModel{Name: types.StringValue("lan")}
+		}, "interface"},
 		{"bootloader", func(m *vmModel) {
 			m.Boot = nil
 			m.Bootloader = &bootloaderModel{EFI: &efiModel{SecureBoot: types.BoolNull()}}

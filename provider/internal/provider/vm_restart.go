@@ -108,7 +108,9 @@ func restartChanges(ctx context.Context, state, plan *vmModel) []string {
 	if !proto.Equal(a.Domain.Firmware.GetBootloader(), b.Domain.Firmware.GetBootloader()) {
 		out = append(out, "bootloader")
 	}
-	if !equalMessages(a.Domain.Devices.Interfaces, b.Domain.Devices.Interfaces) {
+	// A network is part of its interface block: its kind and port
+	// forwards are set up when the guest starts.
+	if !equalMessages(a.Domain.Devices.Interfaces, b.Domain.Devices.Interfaces) || !equalMessages(a.Networks, b.Networks) {
 		out = append(out, "interface")
 	}
 	if !maps.Equal(a.NodeSelector, b.NodeSelector) {

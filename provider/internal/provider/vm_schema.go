@@ -120,6 +120,19 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 					"node fences itself when its lease runs out and the VM starts on another node).",
 				Validators: []validator.String{oneOf(apiv1.NodeFailurePolicies()...)},
 			},
+			"eviction_strategy": schema.StringAttribute{
+				Optional: true,
+				Description: "What draining the VM's node (`virtplane_node_maintenance` with `drain = true`) does " +
+					"with its running instance, with KubeVirt's semantics: `LiveMigrate` migrates it live to " +
+					"another node, and an instance that is not live-migratable blocks the drain; " +
+					"`LiveMigrateIfPossible` migrates it if it can and otherwise shuts it down, as `None` does; " +
+					"`External` leaves it to an outside actor and blocks the drain until that actor moves or " +
+					"stops it; `None` shuts it down, and `run_strategy` decides whether it starts again on " +
+					"another node. Unset: the cluster's default, `LiveMigrateIfPossible` unless the agents run " +
+					"with `--default-eviction-strategy`. " +
+					"Changing it never restarts the VM: the running instance takes the new strategy.",
+				Validators: []validator.String{oneOf(apiv1.EvictionStrategies()...)},
+			},
 			"termination_grace_period": schema.Int64Attribute{
 				Optional: true,
 				Computed: true,
@@ -288,32 +301,9 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 					},
 				},
 			},
-			"interface": schema.ListNestedBlock{
-				Description: "Network interfaces, in order. Each is connected to a user-mode (NAT) network of " +
-					"the same name. Changing them needs a restart.",
-				NestedObject: schema.NestedBlockObject{
-					Attributes: map[string]schema.Attribute{
-						"name": schema.StringAttribute{
-							Required:    true,
-							Description: "Name of the interface and its network, unique in the VM; a DNS-1123 label.",
-							Validators:  []validator.String{dnsLabelValidator()},
-						},
-						"model": schema.StringAttribute{
-							Optional:    true,
-							Computed:    true,
-							Default:     stringdefault.StaticString(apiv1.DefaultInterfaceModel),
-							Description: "Device model: `virtio` (default), `e1000` or `rtl8139`.",
-							Validators:  []validator.String{oneOf(apiv1.InterfaceModels()...)},
-						},
-						"mac_address": schema.StringAttribute{
-							Optional:    true,
-							Description: "MAC address (`02:00:00:00:00:01`); unset lets the node choose one.",
-							Validators:  []validator.String{macValidator()},
-						},
-					},
-				},
-			},
-			"timeouts": tb,
+			"interface":   interfaceBlock(),
+			"wait_for_ip": waitForIPBlock(),
+			"timeouts":    tb,
 		},
 	}
 }
@@ -347,5 +337,6 @@ func statusSchemaAttributes() map[string]schema.Attribute {
 				"message": str("Human-readable explanation."),
 			}},
 		},
+		"interfaces": interfaceStatusAttribute(),
 	}
 }

@@ -63,6 +63,7 @@ func TestVMStatusNodeChangeIsNoPlanDiff(t *testing.T) {
 			"ready":            types.BoolValue(true),
 			"node":             types.StringValue(node),
 			"conditions":       types.ListValueMust(types.ObjectType{AttrTypes: conditionAttrTypes}, []attr.Value{}),
+			"interfaces":       types.ListValueMust(types.ObjectType{AttrTypes: interfaceStatusAttrTypes}, []attr.Value{}),
 		})
 		if d.HasError() {
 			t.Fatal(d)

@@ -3,9 +3,12 @@ package provider
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -17,7 +20,8 @@ import (
 // Configuration checks that single attributes' validators cannot make.
 
 // ValidateConfig checks what single attributes cannot: exactly one source
-// per disk, unique names, boot orders and MACs, and the vCPU total.
+// per disk, unique names, boot orders, MACs and port forwards, the
+// interface wait_for_ip names, and the vCPU total.
 func (r *vmResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	var disks types.List
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("disk"), &disks)...)
@@ -29,10 +33,15 @@ func (r *vmResource) ValidateConfig(ctx context.Context, req resource.ValidateCo
 	}
 	var ifaces types.List
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("interface"), &ifaces)...)
-	if !ifaces.IsNull() && !ifaces.IsUnknown() {
+	if !ifaces.IsUnknown() {
+		// A null list (no interface blocks) has no elements.
 		var is []interfaceModel
 		if d := ifaces.ElementsAs(ctx, &is, true); !d.HasError() {
 			validateInterfaces(is, &resp.Diagnostics)
+			var w *waitForIPModel
+			if d := req.Config.GetAttribute(ctx, path.Root("wait_for_ip"), &w); !d.HasError() && w != nil {
+				validateWaitForIP(w, is, &resp.Diagnostics)
+			}
 		}
 	}
 	var cpu *cpuModel
@@ -113,8 +122,12 @@ func validateDisks(ds []diskModel, diags *diag.Diagnostics) {
 func validateInterfaces(is []interfaceModel, diags *diag.Diagnostics) {
 	names := map[string]int{}
 	macs := map[string]int{}
+	forwards := map[string]path.Path{}
 	for i, n := range is {
 		p := path.Root("interface").AtListIndex(i)
+		for j, f := range n.PortForwards {
+			validatePortForward(f, p.AtName("port_forward").AtListIndex(j), forwards, diags)
+		}
 		if !n.Name.IsNull() && !n.Name.IsUnknown() {
 			if j, dup := names[n.Name.ValueString()]; dup {
 				diags.AddAttributeError(p.AtName("name"), "Duplicate interface name",
@@ -131,4 +144,59 @@ func validateInterfaces(is []interfaceModel, diags *diag.Diagnostics) {
 			macs[mac] = i
 		}
 	}
+}
+
+// validatePortForward refuses a second forward of the same protocol, host
+// address and port in the VM (both could not listen), as the agent does;
+// seen holds the forwards checked so far. An unset protocol or address is
+// its default.
+func validatePortForward(f portForwardModel, p path.Path, seen map[string]path.Path, diags *diag.Diagnostics) {
+	for _, v := range []attr.Value{f.HostPort, f.Protocol, f.HostAddress} {
+		if v.IsUnknown() {
+			return
+		}
+	}
+	proto := orDefault(f.Protocol.ValueString(), apiv1.DefaultPortForwardProtocol)
+	addr, err := netip.ParseAddr(orDefault(f.HostAddress.ValueString(), apiv1.DefaultPortForwardAddress))
+	if err != nil || f.HostPort.IsNull() {
+		return // the attribute validators report it
+	}
+	key := proto + " " + netip.AddrPortFrom(addr, uint16(f.HostPort.ValueInt64())).String()
+	if first, dup := seen[key]; dup {
+		diags.AddAttributeError(p.AtName("host_port"), "Duplicate port forward",
+			fmt.Sprintf("%s forwards %s, as %s does already; no two forwards of a VM may share protocol, host address and host port.", p, key, first))
+		return
+	}
+	seen[key] = p
+}
+
+// validateWaitForIP checks that wait_for_ip names an interface the VM has,
+// or that there is a first one to default to.
+func validateWaitForIP(w *waitForIPModel, is []interfaceModel, diags *diag.Diagnostics) {
+	if w.Interface.IsUnknown() {
+		return
+	}
+	var names []string
+	for _, i := range is {
+		if i.Name.IsUnknown() {
+			return
+		}
+		names = append(names, i.Name.ValueString())
+	}
+	switch {
+	case len(is) == 0:
+		diags.AddAttributeError(path.Root("wait_for_ip"), "wait_for_ip without an interface",
+			"wait_for_ip waits for an IP address of an interface, and the VM has no interface block.")
+	case !w.Interface.IsNull() && !slices.Contains(names, w.Interface.ValueString()):
+		diags.AddAttributeError(path.Root("wait_for_ip").AtName("interface"), "Unknown interface",
+			fmt.Sprintf("wait_for_ip.interface is %q, but the VM's interfaces are %s.", w.Interface.ValueString(), quoteAll(names)))
+	}
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }

@@ -100,8 +100,9 @@ func judgeVM(t waitTarget, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineIn
 	phase := vmi.GetStatus().GetPhase()
 	switch st.GetPrintableStatus() {
 	case apiv1.PrintableErrorUnschedulable:
-		v.err = fmt.Errorf("no node can run it (ErrorUnschedulable): %s. Check node_selector, memory, cpu "+
-			"and the images the VM names against the nodes (data source virtplane_nodes)", unschedulableMessage(vm, vmi))
+		v.err = fmt.Errorf("no node can run it (ErrorUnschedulable): %s. Check node_selector, memory, cpu, "+
+			"the images and the bridges and libvirt networks the VM names against the nodes (data source "+
+			"virtplane_nodes)", unschedulableMessage(vm, vmi))
 		return v
 	case apiv1.PrintableDataVolumeError:
 		v.err = fmt.Errorf("a persistent volume could not be provisioned (DataVolumeError): %s. The node keeps "+

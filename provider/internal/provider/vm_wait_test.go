@@ -244,49 +244,47 @@ func TestGetVMKeepsOnlyItsOwnInstance(t *testing.T) {
 		{"bare", bare, ""},
 	} {
 		vms := &fakeVMs{seq: []*apiv1.VirtualMachine{vmWith("Running", true, 1)}}
-		_, vmi, err := getVM(context.Background(), &client.Client{VMs: vms, VMIs: stubVMI{c.vmi}}, "default", "web")
+		_, vmi, err := getVM(context.Background(), &client.Client{VMs: vms, VMIs: stubVMI{vmi: c.vmi}}, "default", "web")
 		if err != nil || vmi.GetMetadata().GetUid() != c.want {
 			t.Errorf("%s instance: getVM = %v, %v; want %q", c.name, vmi.GetMetadata().GetUid(), err, c.want)
 		}
 	}
 }
 
-// The data source shows a VM's node only from its own instance.
+// The data source shows a VM's node and addresses only from its own
+// instance.
 func TestVMSummariesNodeFromOwnInstance(t *testing.T) {
 	vm := vmWith("Running", true, 1)
-	bare := vmiWith("y", "Running", true)
+	withAddress := func(vmi *apiv1.VirtualMachineInstance) *apiv1.VirtualMachineInstance {
+		vmi.Status.Interfaces = []*apiv1.InterfaceStatus{{Name: "default", IpAddress: "10.0.2.15"}}
+		return vmi
+	}
+	bare := withAddress(vmiWith("y", "Running", true))
 	bare.Metadata.OwnerReferences = nil
 	for _, c := range []struct {
-		name string
-		vmi  *apiv1.VirtualMachineInstance
-		want string
+		name   string
+		vmi    *apiv1.VirtualMachineInstance
+		want   string
+		ifaces int
 	}{
-		{"own", vmiWith("mine", "Running", true), "n1"},
-		{"bare", bare, ""},
+		{"own", withAddress(vmiWith("mine", "Running", true)), "n1", 1},
+		{"bare", bare, "", 0},
 	} {
-		got := vmSummaries([]*apiv1.VirtualMachine{vm}, []*apiv1.VirtualMachineInstance{c.vmi}, "")
-		if len(got) != 1 || got[0].Node.ValueString() != c.want {
-			t.Errorf("%s instance: summaries %+v, want node %q", c.name, got, c.want)
+		var diags diagsT
+		got := vmSummaries([]*apiv1.VirtualMachine{vm}, []*apiv1.VirtualMachineInstance{c.vmi}, "", &diags.d)
+		if len(got) != 1 || got[0].Node.ValueString() != c.want || len(got[0].Interfaces.Elements()) != c.ifaces || diags.d.HasError() {
+			t.Errorf("%s instance: summaries %+v (%v), want node %q and %d interface(s)", c.name, got, diags.d, c.want, c.ifaces)
 		}
 	}
 }
 
+// stubVMI answers Get with vmi; the embedded (nil) interface stands for
+// the calls getVM never makes, so that new RPCs do not break the stub.
 type stubVMI struct {
+	apiv1.VirtualMachineInstancesClient
 	vmi *apiv1.VirtualMachineInstance
 }
 
 func (s stubVMI) Get(context.Context, *apiv1.GetVirtualMachineInstanceRequest, ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error) {
 	return s.vmi, nil
-}
-
-func (s stubVMI) List(context.Context, *apiv1.ListVirtualMachineInstancesRequest, ...grpc.CallOption) (*apiv1.ListVirtualMachineInstancesResponse, error) {
-	return nil, nil
-}
-
-func (s stubVMI) Watch(context.Context, *apiv1.WatchVirtualMachineInstancesRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[apiv1.VirtualMachineInstanceEvent], error) {
-	return nil, status.Error(codes.Unimplemented, "no watch")
-}
-
-func (s stubVMI) UpdateStatus(context.Context, *apiv1.UpdateVirtualMachineInstanceStatusRequest, ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error) {
-	return nil, nil
 }

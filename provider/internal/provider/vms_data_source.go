@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -43,6 +44,7 @@ type vmSummaryModel struct {
 	Ready           types.Bool        `tfsdk:"ready"`
 	Node            types.String      `tfsdk:"node"`
 	Labels          map[string]string `tfsdk:"labels"`
+	Interfaces      types.List        `tfsdk:"interfaces"`
 }
 
 func (d *vmsDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
@@ -91,6 +93,7 @@ func (d *vmsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, re
 						Computed: true, ElementType: types.StringType,
 						Description: "Labels of the VM; empty when it has none.",
 					},
+					"interfaces": dataInterfaceStatusAttribute(),
 				}},
 			},
 		},
@@ -118,7 +121,7 @@ func (d *vmsDataSource) Read(ctx context.Context, req datasource.ReadRequest, re
 		return
 	}
 	m.ID = types.StringValue(vmsFilterID(m))
-	m.VirtualMachines = vmSummaries(vms.GetItems(), vmis.GetItems(), m.PrintableStatus.ValueString())
+	m.VirtualMachines = vmSummaries(vms.GetItems(), vmis.GetItems(), m.PrintableStatus.ValueString(), &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
@@ -144,7 +147,7 @@ func vmsFilterID(m vmsDataSourceModel) string {
 
 // vmSummaries joins VMs with their instances, filters by printable status
 // ("" keeps all) and sorts by namespace and name.
-func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstance, printable string) []vmSummaryModel {
+func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstance, printable string, diags *diag.Diagnostics) []vmSummaryModel {
 	instances := map[string]*apiv1.VirtualMachineInstance{}
 	for _, vmi := range vmis {
 		md := vmi.GetMetadata()
@@ -158,11 +161,9 @@ func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstan
 			continue
 		}
 		id := vmID(md.GetNamespace(), md.GetName())
-		node := ""
-		if vmi := instances[id]; vmi != nil {
-			if apiv1.IsControlledBy(vmi, vm) {
-				node = vmi.GetStatus().GetNodeName()
-			}
+		vmi := instances[id]
+		if !apiv1.IsControlledBy(vmi, vm) {
+			vmi = nil // an earlier VM's of the same name
 		}
 		s := vmSummaryModel{
 			ID:              types.StringValue(id),
@@ -172,8 +173,9 @@ func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstan
 			RunStrategy:     types.StringValue(runStrategyOf(vm.GetSpec())),
 			PrintableStatus: optString(st.GetPrintableStatus()),
 			Ready:           types.BoolValue(st.GetReady()),
-			Node:            optString(node),
+			Node:            optString(vmi.GetStatus().GetNodeName()),
 			Labels:          map[string]string{},
+			Interfaces:      interfaceStatusList(vmi, diags),
 		}
 		for k, v := range md.GetLabels() {
 			s.Labels[k] = v

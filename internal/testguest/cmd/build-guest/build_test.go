@@ -151,6 +151,9 @@ func TestInitramfs(t *testing.T) {
 	if !bytes.Contains(raw, []byte(testguest.InitScript)) {
 		t.Error("init is not init.sh")
 	}
+	if e := tr[testguest.GuestAgentPath]; e.mode != cpio.TypeReg|0o755 || string(e.data) != testguest.GuestAgentScript {
+		t.Errorf("%s = %+v, want ga.sh", testguest.GuestAgentPath, e)
+	}
 	if e := tr["dev/console"]; e.mode != cpio.TypeChar|0o600 || e.maj != 5 || e.min != 1 {
 		t.Errorf("dev/console = %+v", e)
 	}

@@ -17,7 +17,7 @@ import (
 // applets are the busybox commands init.sh runs, linked in /bin.
 // (echo, printf, test and [ are ash builtins.)
 var applets = []string{
-	"acpid", "awk", "cat", "chmod", "chown", "cut", "dd", "grep", "head", "hostname", "insmod",
+	"acpid", "awk", "cat", "chmod", "chown", "cut", "dd", "grep", "head", "hostname", "httpd", "insmod",
 	"ip", "mkdir", "mount", "poweroff", "sh", "sha256sum", "sleep", "sync", "tail", "timeout",
 	"tr", "truncate", "udhcpc", "umount", "wc", "wget",
 }
@@ -91,6 +91,7 @@ func buildTree(in initramfsInputs) (tree, error) {
 		}
 	}
 	t.file("init", 0o755, []byte(testguest.InitScript))
+	t.file(testguest.GuestAgentPath, 0o755, []byte(testguest.GuestAgentScript))
 	t.file("etc/acpid.conf", 0o644, []byte(acpidConf))
 	t.file("etc/acpi/PWRF/00000080", 0o755, []byte(acpidHandler))
 	t.file(udhcpcScriptPath, 0o755, []byte(udhcpcScript))

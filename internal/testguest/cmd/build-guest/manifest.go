@@ -77,7 +77,7 @@ func builderHash() (hash.Hash, error) {
 		return nil, fmt.Errorf("hashing the builder: %w", err)
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "v%d\n%s\n%s\n", builderVersion, exeSum, testguest.InitScript)
+	fmt.Fprintf(h, "v%d\n%s\n%s\n%s\n", builderVersion, exeSum, testguest.InitScript, testguest.GuestAgentScript)
 	return h, nil
 }
 

@@ -59,6 +59,13 @@ var moduleGroups = []moduleGroup{
 		{"e1000", "model e1000"},
 		{"8139too", "model rtl8139"},
 	}},
+	// Loaded only with virtplane.ga: the guest agent stand-in's
+	// virtio-serial port (org.qemu.guest_agent.0, on every virtplane
+	// domain).
+	{"agent", []moduleWant{
+		{"virtio_pci", "virtio devices on PCI"},
+		{"virtio_console", "virtio-serial ports (/dev/vport*), the guest agent's channel"},
+	}},
 }
 
 // normalize is the kernel's module-name rule: '-' and '_' are the same.

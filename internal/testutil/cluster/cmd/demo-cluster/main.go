@@ -98,7 +98,7 @@ func run(ctx context.Context, o options) (err error) {
 			"  %s --endpoint unix://%s -n %s get vms\n"+
 			"  %s --endpoint unix://%s -n %s console %s\n"+
 			"  %s --endpoint unix://%s -n %s migrate %s --wait\n",
-			o.agent, c.Socket, namespace, o.agent, c.Socket, namespace, vmName, o.agent, c.Socket, namespace, vmName)
+			o.agent, c.Servers[0].Socket, namespace, o.agent, c.Servers[0].Socket, namespace, vmName, o.agent, c.Servers[0].Socket, namespace, vmName)
 		<-ctx.Done()
 		fmt.Println("tearing down")
 	}

@@ -1,0 +1,137 @@
+package vmi
+
+import (
+	"net"
+	"slices"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Reasons a node cannot take a VMI's networks, one per missing bridge,
+// libvirt network or MAC in use, kube-scheduler style: "0/2 nodes are
+// available: 2 node(s) didn't have bridge br0."
+const (
+	reasonBridgePrefix  = "node(s) didn't have bridge "
+	reasonNetworkPrefix = "node(s) didn't have libvirt network "
+	reasonMACPrefix     = "node(s) had an instance with MAC "
+)
+
+// networkNeeds are the bridges and libvirt networks spec attaches to,
+// sorted, each once.
+func networkNeeds(spec *apiv1.VirtualMachineInstanceSpec) (bridges, networks []string) {
+	for _, n := range spec.GetNetworks() {
+		if b := n.GetBridge(); b != nil {
+			bridges = append(bridges, b.GetBridge())
+		}
+		if ln := n.GetNetwork(); ln != nil {
+			networks = append(networks, ln.GetName())
+		}
+	}
+	slices.Sort(bridges)
+	slices.Sort(networks)
+	return slices.Compact(bridges), slices.Compact(networks)
+}
+
+// nodeMACs are the MACs of spec's interfaces that share a node's layer 2
+// with other guests: those on a bridge or a libvirt network, normalised
+// (lower case), each once. A user-mode interface has no device on the
+// host and its own private network, so its MAC may be anyone's; two
+// guests with one MAC on a node's bridge or macvtap parent would take
+// each other's frames (macvtap refuses the second outright).
+func nodeMACs(spec *apiv1.VirtualMachineInstanceSpec) []string {
+	ifaces := spec.GetDomain().GetDevices().GetInterfaces()
+	if len(ifaces) == 0 {
+		return nil
+	}
+	var out []string
+	for _, i := range ifaces {
+		if !sharesLayer2(spec.GetNetworks(), i.GetName()) {
+			continue
+		}
+		hw, err := net.ParseMAC(i.GetMacAddress())
+		if err != nil {
+			continue // none yet, or one validation refused
+		}
+		out = append(out, hw.String())
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func sharesLayer2(networks []*apiv1.Network, name string) bool {
+	for _, n := range networks {
+		if n.GetName() == name {
+			return n.GetBridge() != nil || n.GetNetwork() != nil
+		}
+	}
+	return false
+}
+
+// networkReasons returns why node cannot take what nd attaches to: each
+// bridge and libvirt network it does not list, and each of the VMI's MACs
+// another instance holds there (c.macsInUse).
+func networkReasons(c candidate, nd needs) []string {
+	st := c.node.GetStatus()
+	var out []string
+	for _, b := range nd.bridges {
+		if !slices.Contains(st.GetBridges(), b) {
+			out = append(out, reasonBridgePrefix+b)
+		}
+	}
+	for _, n := range nd.networks {
+		if !slices.Contains(st.GetNetworks(), n) {
+			out = append(out, reasonNetworkPrefix+n)
+		}
+	}
+	for _, mac := range c.macsInUse {
+		out = append(out, reasonMACPrefix+mac)
+	}
+	return out
+}
+
+// macIndex says which instances hold which MACs on which node: those
+// usage counts there (placed, not final; migration targets included).
+// Keys are VMI cache keys, which are their VMs' too (a VM's instance has
+// its name), so an instance replacing its predecessor on the node does
+// not clash with it. By MAC: a placement looks up its own few MACs once,
+// whatever the number of nodes and instances.
+type macIndex map[string][]macHolder
+
+type macHolder struct{ node, key string }
+
+func (m macIndex) add(node, key string, macs []string) {
+	for _, mac := range macs {
+		m[mac] = append(m[mac], macHolder{node, key})
+	}
+}
+
+// remove takes one of key's holdings away: a migrating instance holds its
+// MACs on its target node twice for a moment, as the target and, once
+// the instance moved there, as its node; the target's end must leave the
+// other.
+func (m macIndex) remove(node, key string, macs []string) {
+	for _, mac := range macs {
+		i := slices.Index(m[mac], macHolder{node, key})
+		if i < 0 {
+			continue
+		}
+		left := slices.Delete(m[mac], i, i+1)
+		if len(left) == 0 {
+			delete(m, mac)
+			continue
+		}
+		m[mac] = left
+	}
+}
+
+// heldByOthers adds to byNode, per node, those of macs an instance other
+// than self holds there.
+func (m macIndex) heldByOthers(self string, macs []string, byNode map[string][]string) {
+	for _, mac := range macs {
+		for _, h := range m[mac] {
+			if h.key != self && !slices.Contains(byNode[h.node], mac) {
+				byNode[h.node] = append(byNode[h.node], mac)
+			}
+		}
+	}
+}
