@@ -158,6 +158,9 @@ func (c *Controller) admit(ctx context.Context, m *apiv1.VirtualMachineInstanceM
 		c.promoted[m.GetMetadata().GetUid()] = source
 	}
 	c.admitMu.Unlock()
+	// Why a migration started or waits is what an operator asks when
+	// migrations queue up behind the limits.
+	c.log.Debug("admission", "migration", informer.Key(m), "source", source, "running", total, "leaving_source", outbound, "waiting", waiting)
 
 	if waiting != "" {
 		return controller.Result{RequeueAfter: retryPending}, c.update(ctx, m, func(st *apiv1.VirtualMachineInstanceMigrationStatus, _ time.Time) {
