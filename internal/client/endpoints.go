@@ -103,9 +103,7 @@ func retryServiceConfig() string {
 		Method  string `json:"method"`
 	}
 	var names []name
-	svcs := apiv1.File_internal_api_v1_service_proto.Services()
-	for i := range svcs.Len() {
-		svc := svcs.Get(i)
+	for _, svc := range apiv1.Services() {
 		ms := svc.Methods()
 		for j := range ms.Len() {
 			if m := ms.Get(j); readOnlyMethods[string(m.Name())] {
