@@ -170,9 +170,9 @@ func SelectorString(s *LabelSelector) string {
 	return strings.Join(pairs, ",")
 }
 
-// errMaxUnavailable is what ParseMaxUnavailable refuses, in KubeVirt's
-// terms (its IntOrString: an integer above 0, or a percentage 1%-100%).
-var errMaxUnavailable = errors.New("must be a whole number of at least 1 (such as 1) or a percentage from 1% to 100% (such as 25%)")
+// ErrMaxUnavailable is what ParseMaxUnavailable refuses, by KubeVirt's
+// rules (its IntOrString: an integer above 0, or a percentage 1%-100%).
+var ErrMaxUnavailable = errors.New("must be a whole number of at least 1 (such as 1) or a percentage from 1% to 100% (such as 25%)")
 
 // ParseMaxUnavailable reads a pool's max_unavailable: a whole number of
 // VMs ("2"), or a percentage of the replicas ("25%"). Only the canonical
@@ -181,16 +181,16 @@ var errMaxUnavailable = errors.New("must be a whole number of at least 1 (such a
 func ParseMaxUnavailable(s string) (n int, percent bool, err error) {
 	digits, percent := strings.CutSuffix(s, "%")
 	if digits == "" || len(digits) > 9 || digits[0] == '0' {
-		return 0, false, fmt.Errorf("%q %w", s, errMaxUnavailable)
+		return 0, false, fmt.Errorf("%q %w", s, ErrMaxUnavailable)
 	}
 	for _, c := range digits {
 		if c < '0' || c > '9' {
-			return 0, false, fmt.Errorf("%q %w", s, errMaxUnavailable)
+			return 0, false, fmt.Errorf("%q %w", s, ErrMaxUnavailable)
 		}
 	}
 	n, err = strconv.Atoi(digits)
 	if err != nil || (percent && n > 100) {
-		return 0, false, fmt.Errorf("%q %w", s, errMaxUnavailable)
+		return 0, false, fmt.Errorf("%q %w", s, ErrMaxUnavailable)
 	}
 	return n, percent, nil
 }

@@ -20,29 +20,96 @@ func DefaultVirtualMachine(vm *apiv1.VirtualMachine) {
 	}
 	DiscardUnknown(vm)
 	vm.Metadata = defaultMetadata(vm.Metadata)
-	if vm.Spec == nil {
-		vm.Spec = &apiv1.VirtualMachineSpec{}
+	vm.Spec = defaultVMSpec(vm.Spec)
+}
+
+// defaultVMSpec is DefaultVirtualMachine's work on a VM spec (a VM's, or
+// the VM template of a pool), made if nil.
+func defaultVMSpec(spec *apiv1.VirtualMachineSpec) *apiv1.VirtualMachineSpec {
+	if spec == nil {
+		spec = &apiv1.VirtualMachineSpec{}
 	}
-	spec := vm.Spec
 	if spec.NodeFailurePolicy == "" {
 		spec.NodeFailurePolicy = apiv1.DefaultNodeFailurePolicy
 	}
-	if spec.Template == nil {
-		spec.Template = &apiv1.VirtualMachineInstanceTemplateSpec{}
+	spec.Template = defaultInstanceTemplate(spec.Template)
+	return spec
+}
+
+// defaultInstanceTemplate defaults an instance template (a VM's, or a
+// replica set's), made if nil.
+func defaultInstanceTemplate(t *apiv1.VirtualMachineInstanceTemplateSpec) *apiv1.VirtualMachineInstanceTemplateSpec {
+	if t == nil {
+		t = &apiv1.VirtualMachineInstanceTemplateSpec{}
 	}
-	// Only the labels and annotations of the template's metadata go onto
-	// the instance (as in KubeVirt, the rest is ignored); the rest is
-	// dropped rather than stored, since nothing validates what nothing
-	// reads, and a name or finalizer list there would be unbounded.
-	if m := spec.Template.Metadata; m == nil {
-		spec.Template.Metadata = &apiv1.ObjectMeta{}
-	} else {
-		spec.Template.Metadata = &apiv1.ObjectMeta{Labels: m.Labels, Annotations: m.Annotations}
+	t.Metadata = templateMetadata(t.Metadata)
+	if t.Spec == nil {
+		t.Spec = &apiv1.VirtualMachineInstanceSpec{}
 	}
-	if spec.Template.Spec == nil {
-		spec.Template.Spec = &apiv1.VirtualMachineInstanceSpec{}
+	defaultVMISpec(t.Spec)
+	return t
+}
+
+// templateMetadata is what a template's metadata keeps. Only the labels
+// and annotations go onto what is made from it (as in KubeVirt, the rest
+// is ignored); the rest is dropped rather than stored, since nothing
+// validates what nothing reads, and a name or finalizer list there would
+// be unbounded.
+func templateMetadata(m *apiv1.ObjectMeta) *apiv1.ObjectMeta {
+	if m == nil {
+		return &apiv1.ObjectMeta{}
 	}
-	defaultVMISpec(spec.Template.Spec)
+	return &apiv1.ObjectMeta{Labels: m.Labels, Annotations: m.Annotations}
+}
+
+// DefaultReplicaSet is DefaultVirtualMachine for a replica set: one
+// replica unless it says, and its template defaulted as a VM's is. The
+// selector is left as it is: one is required, and none is made up.
+func DefaultReplicaSet(rs *apiv1.VirtualMachineInstanceReplicaSet) {
+	if rs == nil {
+		return
+	}
+	DiscardUnknown(rs)
+	rs.Metadata = defaultMetadata(rs.Metadata)
+	if rs.Spec == nil {
+		rs.Spec = &apiv1.VirtualMachineInstanceReplicaSetSpec{}
+	}
+	if rs.Spec.Replicas == nil {
+		n := apiv1.DefaultReplicas
+		rs.Spec.Replicas = &n
+	}
+	rs.Spec.Template = defaultInstanceTemplate(rs.Spec.Template)
+}
+
+// DefaultPool is DefaultVirtualMachine for a pool: one replica, KubeVirt's
+// max_unavailable, the highest ordinals first on scale-in, and its VM
+// template defaulted as a VM is.
+func DefaultPool(p *apiv1.VirtualMachinePool) {
+	if p == nil {
+		return
+	}
+	DiscardUnknown(p)
+	p.Metadata = defaultMetadata(p.Metadata)
+	if p.Spec == nil {
+		p.Spec = &apiv1.VirtualMachinePoolSpec{}
+	}
+	spec := p.Spec
+	if spec.Replicas == nil {
+		n := apiv1.DefaultReplicas
+		spec.Replicas = &n
+	}
+	if spec.MaxUnavailable == "" {
+		spec.MaxUnavailable = apiv1.DefaultMaxUnavailable
+	}
+	if spec.ScaleInOrder == "" {
+		spec.ScaleInOrder = apiv1.DefaultScaleInOrder
+	}
+	if spec.VirtualMachineTemplate == nil {
+		spec.VirtualMachineTemplate = &apiv1.VirtualMachineTemplateSpec{}
+	}
+	vt := spec.VirtualMachineTemplate
+	vt.Metadata = templateMetadata(vt.Metadata)
+	vt.Spec = defaultVMSpec(vt.Spec)
 }
 
 // DefaultVirtualMachineInstance is DefaultVirtualMachine for an instance.

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -149,6 +150,145 @@ func checkStorable(t *testing.T, vm *apiv1.VirtualMachine) {
 		if !ok || filepath.Join(testImageDir, name) != p || len(ValidateImageName(name, nil)) > 0 {
 			t.Fatalf("valid VM names image %q, which resolves to %q outside the rule (%q)", ref, p, name)
 		}
+	}
+}
+
+// replicaSeeds are JSON replica sets and pools (the fields of one kind are
+// unknown to the other, which then fails to parse: harmless).
+var replicaSeeds = []string{
+	`{}`,
+	`{"spec":{"replicas":-1,"selector":{},"template":{}}}`,
+	`{"metadata":{"name":"web"},"spec":{"replicas":2,"selector":{"match_labels":{"app":"web"}},
+	  "template":{"metadata":{"labels":{"app":"web"}},"spec":{"domain":{"memory":{"guest":"256Mi"}}}}}}`,
+	`{"metadata":{"name":"db"},"spec":{"selector":{"match_labels":{"app":"db"}},"max_unavailable":"0%","scale_in_order":"Random",
+	  "virtual_machine_template":{"metadata":{"labels":{"app":"db"}},"spec":{"run_strategy":"Always","template":{"spec":{
+	    "domain":{"memory":{"guest":"1Gi"},"devices":{"disks":[{"name":"d"}],"interfaces":[{"name":"n","mac_address":"02:00:00:00:00:01"}]}},
+	    "volumes":[{"name":"d","persistent":{"size":"1Gi"}}],"networks":[{"name":"n","user":{}}]}}}}}}`,
+}
+
+func FuzzValidateReplicaSet(f *testing.F) {
+	addReplicaSeeds(f, validRS())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, rs := range []*apiv1.VirtualMachineInstanceReplicaSet{{}, {}} {
+			if unmarshalEither(data, rs) {
+				checkReplicaSet(t, rs)
+			}
+		}
+	})
+}
+
+func FuzzValidatePool(f *testing.F) {
+	addReplicaSeeds(f, validPool())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, p := range []*apiv1.VirtualMachinePool{{}, {}} {
+			if unmarshalEither(data, p) {
+				checkPool(t, p)
+			}
+		}
+	})
+}
+
+func addReplicaSeeds(f *testing.F, valid proto.Message) {
+	for _, s := range replicaSeeds {
+		f.Add([]byte(s))
+	}
+	for _, marshal := range []func(proto.Message) ([]byte, error){proto.Marshal, protojson.Marshal} {
+		b, err := marshal(valid)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// unmarshalEither fills m from data as JSON, else as protobuf (the two
+// calls of the fuzz function use fresh messages).
+func unmarshalEither(data []byte, m proto.Message) bool {
+	return protojson.Unmarshal(data, m) == nil || proto.Unmarshal(data, m) == nil
+}
+
+func checkReplicaSet(t *testing.T, rs *apiv1.VirtualMachineInstanceReplicaSet) {
+	raw := ValidateReplicaSet(rs, Options{})
+	DefaultReplicaSet(rs)
+	once := proto.Clone(rs)
+	DefaultReplicaSet(rs)
+	if !proto.Equal(rs, once) {
+		t.Fatalf("defaulting is not idempotent:\n once  %v\n twice %v", once, rs)
+	}
+	errs := ValidateReplicaSet(rs, Options{})
+	checkReplicaErrors(t, raw, errs)
+	_ = ValidateReplicaSetUpdate(rs, validRS(), Options{})
+	_ = ValidateReplicaSetUpdate(validRS(), rs, Options{})
+	if len(errs) > 0 {
+		return
+	}
+	// What holds for every accepted replica set: its instances' names are
+	// DNS labels, they count as its own, and none carries what the others
+	// have too.
+	tmpl := rs.Spec.Template
+	n := rs.Spec.GetReplicas()
+	if len(apiv1.ReplicaSetInstanceName(rs.Metadata.Name)) > 63 || !rs.Spec.Selector.Matches(tmpl.Metadata.Labels) || n < 0 || n > MaxReplicas {
+		t.Fatalf("accepted %v", rs)
+	}
+	checkReplicaTemplate(t, tmpl.Spec, false)
+	if proto.Size(rs) > MaxObjectBytes {
+		t.Fatal("accepted an object over MaxObjectBytes")
+	}
+}
+
+func checkPool(t *testing.T, p *apiv1.VirtualMachinePool) {
+	raw := ValidatePool(p, Options{})
+	DefaultPool(p)
+	once := proto.Clone(p)
+	DefaultPool(p)
+	if !proto.Equal(p, once) {
+		t.Fatalf("defaulting is not idempotent:\n once  %v\n twice %v", once, p)
+	}
+	errs := ValidatePool(p, Options{})
+	checkReplicaErrors(t, raw, errs)
+	_ = ValidatePoolUpdate(p, validPool(), Options{})
+	_ = ValidatePoolUpdate(validPool(), p, Options{})
+	if len(errs) > 0 {
+		return
+	}
+	// Every VM the pool can make is a valid VM of its own.
+	vt := p.Spec.VirtualMachineTemplate
+	vm := &apiv1.VirtualMachine{
+		Metadata: &apiv1.ObjectMeta{Namespace: p.Metadata.Namespace, Name: apiv1.PoolVMName(p.Metadata.Name, 99999), Labels: vt.Metadata.Labels},
+		Spec:     vt.Spec,
+	}
+	if errs := ValidateVirtualMachine(vm, Options{}); len(errs) > 0 || !p.Spec.Selector.Matches(vm.Metadata.Labels) {
+		t.Fatalf("accepted a pool whose VM is invalid or not its own: %v", errs)
+	}
+	if _, err := apiv1.MaxUnavailableCount(p.Spec.MaxUnavailable, p.Spec.GetReplicas()); err != nil {
+		t.Fatal(err)
+	}
+	checkReplicaTemplate(t, vt.Spec.Template.Spec, true)
+}
+
+// checkReplicaErrors: a valid object stays valid once defaulted, and every
+// error names a field of the object.
+func checkReplicaErrors(t *testing.T, raw, errs field.ErrorList) {
+	if len(raw) == 0 && len(errs) != 0 {
+		t.Fatalf("valid object invalid after defaulting: %v", errs)
+	}
+	for _, e := range errs {
+		if e == nil || !(strings.HasPrefix(e.Field, "metadata") || strings.HasPrefix(e.Field, "spec")) {
+			t.Fatalf("bad error %v", e)
+		}
+	}
+}
+
+// checkReplicaTemplate: no MAC address, and persistent volumes only where
+// a VM keeps them.
+func checkReplicaTemplate(t *testing.T, spec *apiv1.VirtualMachineInstanceSpec, persistentOK bool) {
+	for _, i := range spec.GetDomain().GetDevices().GetInterfaces() {
+		if i.GetMacAddress() != "" {
+			t.Fatalf("accepted a template with MAC %s", i.GetMacAddress())
+		}
+	}
+	if !persistentOK && apiv1.HasPersistentVolumes(spec) {
+		t.Fatal("accepted a replica set template with a persistent volume")
 	}
 }
 

@@ -111,15 +111,20 @@ func ValidateVirtualMachineUpdate(newVM, oldVM *apiv1.VirtualMachine, opts Optio
 	if oldVM == nil {
 		return errs
 	}
+	return append(errs, validateIdentityUpdate(newVM.GetMetadata(), oldVM.GetMetadata())...)
+}
+
+// validateIdentityUpdate refuses an update that names another object than
+// the stored one: namespace, name and uid may not change.
+func validateIdentityUpdate(newMeta, oldMeta *apiv1.ObjectMeta) field.ErrorList {
 	meta := field.NewPath("metadata")
-	newMeta, oldMeta := newVM.GetMetadata(), oldVM.GetMetadata()
+	var errs field.ErrorList
 	errs = append(errs, validateImmutable(newMeta.GetNamespace(), oldMeta.GetNamespace(), meta.Child("namespace"))...)
 	errs = append(errs, validateImmutable(newMeta.GetName(), oldMeta.GetName(), meta.Child("name"))...)
 	if uidErrs := ValidateUID(newMeta.GetUid(), meta.Child("uid")); len(uidErrs) > 0 {
 		return append(errs, uidErrs...)
 	}
-	errs = append(errs, validateImmutable(newMeta.GetUid(), oldMeta.GetUid(), meta.Child("uid"))...)
-	return errs
+	return append(errs, validateImmutable(newMeta.GetUid(), oldMeta.GetUid(), meta.Child("uid"))...)
 }
 
 func validateVMSpec(spec *apiv1.VirtualMachineSpec, path *field.Path, opts Options) field.ErrorList {
