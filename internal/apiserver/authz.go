@@ -108,6 +108,22 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.Migrations_List_FullMethodName,
 	apiv1.Migrations_Delete_FullMethodName,
 	apiv1.Migrations_Watch_FullMethodName,
+	// Replica sets and pools are users' objects; nodes see what their
+	// controllers make (instances, VMs), never these.
+	apiv1.ReplicaSets_Create_FullMethodName,
+	apiv1.ReplicaSets_Get_FullMethodName,
+	apiv1.ReplicaSets_List_FullMethodName,
+	apiv1.ReplicaSets_Update_FullMethodName,
+	apiv1.ReplicaSets_Delete_FullMethodName,
+	apiv1.ReplicaSets_Watch_FullMethodName,
+	apiv1.ReplicaSets_Scale_FullMethodName,
+	apiv1.Pools_Create_FullMethodName,
+	apiv1.Pools_Get_FullMethodName,
+	apiv1.Pools_List_FullMethodName,
+	apiv1.Pools_Update_FullMethodName,
+	apiv1.Pools_Delete_FullMethodName,
+	apiv1.Pools_Watch_FullMethodName,
+	apiv1.Pools_Scale_FullMethodName,
 	// Join is for anonymous callers (and admins); a node already has a
 	// certificate and renews it instead.
 	apiv1.Bootstrap_Join_FullMethodName,

@@ -13,8 +13,10 @@ import (
 // checkImageSizes refuses persistent volumes smaller than the image they
 // are copied from, as the nodes' image lists report it. The nodes are read
 // only for a spec that has such a volume new or changed, so other creates
-// and updates cost no extra read. old is nil on create.
-func (s *Server) checkImageSizes(ctx context.Context, name string, spec, old *apiv1.VirtualMachineInstanceSpec) error {
+// and updates cost no extra read. old is nil on create. kind and name name
+// the object in the error, path the instance spec in it
+// (spec.template.spec of a VM).
+func (s *Server) checkImageSizes(ctx context.Context, kind, name string, path *field.Path, spec, old *apiv1.VirtualMachineInstanceSpec) error {
 	dir := s.opts.Validation.ImageDir
 	if !validation.NeedsImageSizes(spec, old, dir) {
 		return nil
@@ -38,6 +40,6 @@ func (s *Server) checkImageSizes(ctx context.Context, name string, spec, old *ap
 			}
 		}
 	}
-	errs := validation.ValidatePersistentImageSizes(spec, old, field.NewPath("spec", "template", "spec"), sizes, dir)
-	return validation.ToStatusError("VirtualMachine", name, errs)
+	errs := validation.ValidatePersistentImageSizes(spec, old, path, sizes, dir)
+	return validation.ToStatusError(kind, name, errs)
 }

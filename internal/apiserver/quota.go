@@ -39,12 +39,19 @@ type QuotaOptions struct {
 }
 
 // quotaGuarded are the calls a full store refuses first: users' writes
-// that add or change VMs (the full method names of service_grpc.pb.go).
-// Deletes, node registration, heartbeats and status updates go on: they
-// keep the running VMs' nodes alive and free space.
+// that add or change VMs (the full method names of service_grpc.pb.go),
+// replica sets' and pools' included, whose controllers then write one
+// object per replica. Deletes, node registration, heartbeats and status
+// updates go on: they keep the running VMs' nodes alive and free space.
 var quotaGuarded = methodSet(lifecycleMethods,
 	apiv1.VirtualMachines_Create_FullMethodName,
 	apiv1.VirtualMachines_Update_FullMethodName,
+	apiv1.ReplicaSets_Create_FullMethodName,
+	apiv1.ReplicaSets_Update_FullMethodName,
+	apiv1.ReplicaSets_Scale_FullMethodName,
+	apiv1.Pools_Create_FullMethodName,
+	apiv1.Pools_Update_FullMethodName,
+	apiv1.Pools_Scale_FullMethodName,
 )
 
 // QuotaGuard refuses user writes while the store is nearly full, before

@@ -112,6 +112,13 @@ func TestQuotaGuardRefusesUserWritesBeforeEtcdIsFull(t *testing.T) {
 	if _, err := vms.Update(ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm}); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("update while nearly full: %v, want ResourceExhausted", err)
 	}
+	// A pool or replica set would add a VM or instance per replica.
+	if _, err := apiv1.NewPoolsClient(conn).Create(ctx, &apiv1.CreatePoolRequest{Pool: validPool("db")}); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("pool create while nearly full: %v, want ResourceExhausted", err)
+	}
+	if _, err := apiv1.NewReplicaSetsClient(conn).Scale(ctx, &apiv1.ScaleRequest{Key: key, Replicas: 9}); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("scale while nearly full: %v, want ResourceExhausted", err)
+	}
 
 	// What keeps nodes and their VMs alive still writes.
 	if _, err := nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: "host-1", Schedulable: true}); err != nil {

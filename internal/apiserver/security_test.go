@@ -199,10 +199,21 @@ func TestAdminMethodsRefuseNodesAndAnonymous(t *testing.T) {
 	wantCode(t, "a node making join tokens", err, codes.PermissionDenied)
 	_, err = a.c.Nodes.Revoke(ctx(), &apiv1.RevokeNodeRequest{Name: "node-a"})
 	wantCode(t, "a node revoking", err, codes.PermissionDenied)
+	_, err = a.c.ReplicaSets.Scale(ctx(), &apiv1.ScaleRequest{Key: &apiv1.ObjectKey{Namespace: "default", Name: "x"}, Replicas: 1})
+	wantCode(t, "a node scaling a replica set", err, codes.PermissionDenied)
+	_, err = a.c.Pools.List(ctx(), &apiv1.ListPoolsRequest{})
+	wantCode(t, "a node listing pools", err, codes.PermissionDenied)
+	w, err := a.c.Pools.Watch(ctx(), &apiv1.WatchPoolsRequest{})
+	if err == nil {
+		_, err = w.Recv()
+	}
+	wantCode(t, "a node watching pools", err, codes.PermissionDenied)
 
 	anon := e.anonymous()
 	_, err = anon.VMs.Get(ctx(), &apiv1.GetVirtualMachineRequest{Key: &apiv1.ObjectKey{Namespace: "default", Name: "x"}})
 	wantCode(t, "anonymous read", err, codes.Unauthenticated)
+	_, err = anon.ReplicaSets.Get(ctx(), &apiv1.GetReplicaSetRequest{Key: &apiv1.ObjectKey{Namespace: "default", Name: "x"}})
+	wantCode(t, "anonymous replica set read", err, codes.Unauthenticated)
 	bad := e.dial(client.Config{Token: "not-the-token"})
 	_, err = bad.VMs.List(ctx(), &apiv1.ListVirtualMachinesRequest{})
 	wantCode(t, "wrong token", err, codes.Unauthenticated)

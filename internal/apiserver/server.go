@@ -26,6 +26,9 @@ type Stores struct {
 	Nodes      store.Store[*apiv1.Node]
 	Migrations store.Store[*apiv1.VirtualMachineInstanceMigration]
 	Images     store.Store[*apiv1.Image]
+	// The replica kinds (replicas.proto).
+	ReplicaSets store.Store[*apiv1.VirtualMachineInstanceReplicaSet]
+	Pools       store.Store[*apiv1.VirtualMachinePool]
 	// Credentials of nodes; nil serves no node certificates (tests).
 	BootstrapTokens store.Store[*apiv1.BootstrapToken]
 	NodeCredentials store.Store[*apiv1.NodeCredential]
@@ -35,11 +38,13 @@ type Stores struct {
 // opts (one key prefix; a leader's fence for controller writes).
 func NewStores(c *clientv3.Client, opts store.Options) Stores {
 	return Stores{
-		VMs:        store.New(c, store.VirtualMachines, opts),
-		VMIs:       store.New(c, store.VirtualMachineInstances, opts),
-		Nodes:      store.New(c, store.Nodes, opts),
-		Migrations: store.New(c, store.Migrations, opts),
-		Images:     store.New(c, store.Images, opts),
+		VMs:         store.New(c, store.VirtualMachines, opts),
+		VMIs:        store.New(c, store.VirtualMachineInstances, opts),
+		Nodes:       store.New(c, store.Nodes, opts),
+		Migrations:  store.New(c, store.Migrations, opts),
+		Images:      store.New(c, store.Images, opts),
+		ReplicaSets: store.New(c, store.ReplicaSets, opts),
+		Pools:       store.New(c, store.Pools, opts),
 		// Credentials are the API's own writes, never a leader's: no fence.
 		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
 		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),
@@ -114,5 +119,7 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterConsolesServer(r, &consoleService{s: s})
 	apiv1.RegisterImagesServer(r, &imageService{s: s})
 	apiv1.RegisterMigrationsServer(r, &migrationService{s: s})
+	apiv1.RegisterReplicaSetsServer(r, &replicaSetService{s: s})
+	apiv1.RegisterPoolsServer(r, &poolService{s: s})
 	apiv1.RegisterBootstrapServer(r, &bootstrapService{s: s})
 }

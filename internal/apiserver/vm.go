@@ -13,6 +13,9 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
+// vmTemplateSpecPath is where a VM holds its instance spec.
+var vmTemplateSpecPath = field.NewPath("spec", "template", "spec")
+
 type vmService struct {
 	apiv1.UnimplementedVirtualMachinesServer
 	s *Server
@@ -70,7 +73,7 @@ func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineR
 	if errs := validation.ValidateVirtualMachine(vm, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError("VirtualMachine", vm.GetMetadata().GetName(), errs)
 	}
-	if err := v.s.checkImageSizes(ctx, vm.Metadata.Name, vm.Spec.Template.Spec, nil); err != nil {
+	if err := v.s.checkImageSizes(ctx, apiv1.KindVirtualMachine, vm.Metadata.Name, vmTemplateSpecPath, vm.Spec.Template.Spec, nil); err != nil {
 		return nil, err
 	}
 	// The server owns these; a client cannot preset them.
@@ -126,7 +129,7 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 	if errs := validation.ValidateVirtualMachineUpdate(in, old, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError("VirtualMachine", in.Metadata.Name, errs)
 	}
-	if err := v.s.checkImageSizes(ctx, in.Metadata.Name, in.Spec.Template.Spec, old.GetSpec().GetTemplate().GetSpec()); err != nil {
+	if err := v.s.checkImageSizes(ctx, apiv1.KindVirtualMachine, in.Metadata.Name, vmTemplateSpecPath, in.Spec.Template.Spec, old.GetSpec().GetTemplate().GetSpec()); err != nil {
 		return nil, err
 	}
 	if old.Metadata.ResourceVersion != rv {
@@ -148,21 +151,33 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 }
 
 func (v *vmService) Delete(ctx context.Context, req *apiv1.DeleteVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	ns, name, err := keyOf(req.GetKey())
+	out, err := deleteByKey(ctx, v.s.stores.VMs, apiv1.KindVirtualMachine, req.GetKey(), req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	o := req.GetOptions()
+	v.s.log.Info("virtual machine deletion requested", "vm", apiv1.Ref(out.GetMetadata().GetNamespace(), out.GetMetadata().GetName()))
+	return out, nil
+}
+
+// deleteByKey is Delete for a namespaced kind that takes DeleteOptions
+// (VMs, replica sets, pools): the key and the uid precondition are
+// checked before the store is asked. An object with finalizers gets its
+// deletion timestamp and stays until they are removed.
+func deleteByKey[T store.Object](ctx context.Context, st store.Store[T], kind string, key *apiv1.ObjectKey, o *apiv1.DeleteOptions) (T, error) {
+	var none T
+	ns, name, err := keyOf(key)
+	if err != nil {
+		return none, err
+	}
 	if uid := o.GetUid(); uid != "" {
 		if errs := validation.ValidateUID(uid, field.NewPath("options", "uid")); len(errs) > 0 {
-			return nil, validation.ToStatusError("VirtualMachine", name, errs)
+			return none, validation.ToStatusError(kind, name, errs)
 		}
 	}
-	out, _, err := v.s.stores.VMs.Delete(ctx, ns, name, store.DeleteOptions{UID: o.GetUid(), ResourceVersion: o.GetResourceVersion()})
+	out, _, err := st.Delete(ctx, ns, name, store.DeleteOptions{UID: o.GetUid(), ResourceVersion: o.GetResourceVersion()})
 	if err != nil {
-		return nil, toStatus(err)
+		return none, toStatus(err)
 	}
-	v.s.log.Info("virtual machine deletion requested", "vm", ns+"/"+name)
 	return out, nil
 }
 

@@ -91,7 +91,10 @@ type Client struct {
 	Bootstrap  apiv1.BootstrapClient
 	Images     apiv1.ImagesClient
 	Migrations apiv1.MigrationsClient
-	Conn       *grpc.ClientConn
+	// The replica kinds (replicas_service.proto).
+	ReplicaSets apiv1.ReplicaSetsClient
+	Pools       apiv1.PoolsClient
+	Conn        *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -154,14 +157,16 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 // New returns a client of every API service over conn, which it owns.
 func New(conn *grpc.ClientConn) *Client {
 	return &Client{
-		VMs:        apiv1.NewVirtualMachinesClient(conn),
-		VMIs:       apiv1.NewVirtualMachineInstancesClient(conn),
-		Nodes:      apiv1.NewNodesClient(conn),
-		Consoles:   apiv1.NewConsolesClient(conn),
-		Bootstrap:  apiv1.NewBootstrapClient(conn),
-		Images:     apiv1.NewImagesClient(conn),
-		Migrations: apiv1.NewMigrationsClient(conn),
-		Conn:       conn,
+		VMs:         apiv1.NewVirtualMachinesClient(conn),
+		VMIs:        apiv1.NewVirtualMachineInstancesClient(conn),
+		Nodes:       apiv1.NewNodesClient(conn),
+		Consoles:    apiv1.NewConsolesClient(conn),
+		Bootstrap:   apiv1.NewBootstrapClient(conn),
+		Images:      apiv1.NewImagesClient(conn),
+		Migrations:  apiv1.NewMigrationsClient(conn),
+		ReplicaSets: apiv1.NewReplicaSetsClient(conn),
+		Pools:       apiv1.NewPoolsClient(conn),
+		Conn:        conn,
 	}
 }
 

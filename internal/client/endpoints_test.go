@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"net"
 	"strings"
 	"testing"
@@ -127,6 +128,36 @@ func TestDialEndpointListErrors(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Dial(%q): %v, want it to say %q", tt.endpoint, err, tt.want)
+		}
+	}
+}
+
+// Reads of every service are retried on the next server, the replica
+// kinds' (another .proto file) included; writes never are.
+func TestRetryServiceConfigCoversEveryService(t *testing.T) {
+	var cfg struct {
+		MethodConfig []struct {
+			Name []struct{ Service, Method string } `json:"name"`
+		} `json:"methodConfig"`
+	}
+	if err := json.Unmarshal([]byte(retryServiceConfig()), &cfg); err != nil || len(cfg.MethodConfig) != 1 {
+		t.Fatalf("config: %v %+v", err, cfg)
+	}
+	retried := map[string]bool{}
+	for _, n := range cfg.MethodConfig[0].Name {
+		retried["/"+n.Service+"/"+n.Method] = true
+	}
+	for _, m := range []string{
+		apiv1.VirtualMachines_Get_FullMethodName, apiv1.ReplicaSets_List_FullMethodName,
+		apiv1.Pools_Get_FullMethodName, apiv1.Pools_Watch_FullMethodName,
+	} {
+		if !retried[m] {
+			t.Errorf("%s is not retried", m)
+		}
+	}
+	for _, m := range []string{apiv1.VirtualMachines_Create_FullMethodName, apiv1.ReplicaSets_Scale_FullMethodName, apiv1.Pools_Delete_FullMethodName} {
+		if retried[m] {
+			t.Errorf("%s, a write, is retried", m)
 		}
 	}
 }
