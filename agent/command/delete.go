@@ -24,9 +24,11 @@ type deleteOptions struct {
 func newDeleteCommand(root *rootOptions) *cobra.Command {
 	o := &deleteOptions{rootOptions: root}
 	cmd := &cobra.Command{
-		Use:   "delete vm|image|migration NAME...",
-		Short: "Delete virtual machines (their instances go with them) or images, or cancel migrations",
-		Long: `Delete virtual machines (their instances go with them) or images.
+		Use:   "delete vm|rs|pool|image|migration NAME...",
+		Short: "Delete virtual machines (their instances go with them), replica sets, pools or images, or cancel migrations",
+		Long: `Delete virtual machines (their instances go with them), replica sets, pools
+or images. A replica set's instances and a pool's VMs are deleted by their
+controller, which holds the replica set or pool until they are gone.
 
 Deleting a migration cancels it if it has not ended (a running transfer
 is aborted and the guest stays on its source node); the migration is
@@ -34,10 +36,11 @@ gone once the controller has recorded how it ended. ` + "`migrate cancel VM`" + 
 cancels a VM's migrations without their names.`,
 		Example: `  virtplane-agent delete vm demo
   virtplane-agent delete vm demo --wait --timeout 5m
+  virtplane-agent delete pool db --wait
   virtplane-agent delete image debian-12.qcow2
   virtplane-agent delete migration demo-migration-x7k2p --wait`,
 		Args:      cobra.MinimumNArgs(2),
-		ValidArgs: []string{"vm", "image", "migration"},
+		ValidArgs: []string{"vm", "rs", "pool", "image", "migration"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args)
 		},
@@ -82,10 +85,10 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 			}
 			continue
 		}
-		if _, err := c.VMs.Delete(ctx, &apiv1.DeleteVirtualMachineRequest{Key: key}); err != nil {
-			return describeError(err, vmResource, name)
+		if err := deleteObject(ctx, c, res, key); err != nil {
+			return describeError(err, res, name)
 		}
-		fmt.Fprintf(out, "virtualmachine %q deleted\n", name)
+		fmt.Fprintf(out, "%s %q deleted\n", res.Singular, name)
 	}
 	if !o.wait {
 		return nil
@@ -109,10 +112,10 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 // errGone ends the watch in waitGone.
 var errGone = errors.New("gone")
 
-// waitGone returns once the object (a VM or a migration) is absent. A
-// watch from revision 0 lists the object if it still exists, then
-// SYNCED, so one deleted before the watch started is not waited for in
-// vain.
+// waitGone returns once the object (a VM, replica set, pool or
+// migration) is absent. A watch from revision 0 lists the object if it
+// still exists, then SYNCED, so one deleted before the watch started is
+// not waited for in vain.
 func waitGone(ctx context.Context, c *client.Client, res *resource, namespace, name string) error {
 	present, synced := false, false
 	opts := &apiv1.WatchOptions{Namespace: namespace, Name: name}

@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"fmt"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -19,6 +20,10 @@ func getObject(ctx context.Context, c *client.Client, res *resource, namespace, 
 		return nilSafe(c.VMIs.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: key}))
 	case migrationResource:
 		return nilSafe(c.Migrations.Get(ctx, &apiv1.GetMigrationRequest{Key: key}))
+	case replicaSetResource:
+		return nilSafe(c.ReplicaSets.Get(ctx, &apiv1.GetReplicaSetRequest{Key: key}))
+	case poolResource:
+		return nilSafe(c.Pools.Get(ctx, &apiv1.GetPoolRequest{Key: key}))
 	default:
 		return nilSafe(c.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: name}))
 	}
@@ -36,6 +41,12 @@ func listObjects(ctx context.Context, c *client.Client, res *resource, namespace
 		return objects(resp.GetItems()), err
 	case migrationResource:
 		resp, err := c.Migrations.List(ctx, &apiv1.ListMigrationsRequest{Options: opts})
+		return objects(resp.GetItems()), err
+	case replicaSetResource:
+		resp, err := c.ReplicaSets.List(ctx, &apiv1.ListReplicaSetsRequest{Options: opts})
+		return objects(resp.GetItems()), err
+	case poolResource:
+		resp, err := c.Pools.List(ctx, &apiv1.ListPoolsRequest{Options: opts})
 		return objects(resp.GetItems()), err
 	default:
 		resp, err := c.Nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: selector})
@@ -65,6 +76,18 @@ func watchObjects(ctx context.Context, c *client.Client, res *resource, opts *ap
 			return err
 		}
 		return forEachEvent(s, fn)
+	case replicaSetResource:
+		s, err := c.ReplicaSets.Watch(ctx, &apiv1.WatchReplicaSetsRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		return forEachEvent(s, fn)
+	case poolResource:
+		s, err := c.Pools.Watch(ctx, &apiv1.WatchPoolsRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		return forEachEvent(s, fn)
 	default:
 		s, err := c.Nodes.Watch(ctx, &apiv1.WatchNodesRequest{Options: opts})
 		if err != nil {
@@ -72,6 +95,52 @@ func watchObjects(ctx context.Context, c *client.Client, res *resource, opts *ap
 		}
 		return forEachEvent(s, fn)
 	}
+}
+
+// createObject and updateObject write an object apply read from a
+// manifest (a kind of manifestKinds).
+func createObject(ctx context.Context, c *client.Client, obj object) error {
+	var err error
+	switch o := obj.(type) {
+	case *apiv1.VirtualMachine:
+		_, err = c.VMs.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: o})
+	case *apiv1.VirtualMachineInstanceReplicaSet:
+		_, err = c.ReplicaSets.Create(ctx, &apiv1.CreateReplicaSetRequest{ReplicaSet: o})
+	case *apiv1.VirtualMachinePool:
+		_, err = c.Pools.Create(ctx, &apiv1.CreatePoolRequest{Pool: o})
+	default:
+		panic(fmt.Sprintf("createObject: unexpected %T", obj))
+	}
+	return err
+}
+
+func updateObject(ctx context.Context, c *client.Client, obj object) (object, error) {
+	switch o := obj.(type) {
+	case *apiv1.VirtualMachine:
+		return nilSafe(c.VMs.Update(ctx, &apiv1.UpdateVirtualMachineRequest{Vm: o}))
+	case *apiv1.VirtualMachineInstanceReplicaSet:
+		return nilSafe(c.ReplicaSets.Update(ctx, &apiv1.UpdateReplicaSetRequest{ReplicaSet: o}))
+	case *apiv1.VirtualMachinePool:
+		return nilSafe(c.Pools.Update(ctx, &apiv1.UpdatePoolRequest{Pool: o}))
+	}
+	panic(fmt.Sprintf("updateObject: unexpected %T", obj))
+}
+
+// deleteObject deletes a VM, replica set or pool; the others have
+// commands of their own.
+func deleteObject(ctx context.Context, c *client.Client, res *resource, key *apiv1.ObjectKey) error {
+	var err error
+	switch res {
+	case vmResource:
+		_, err = c.VMs.Delete(ctx, &apiv1.DeleteVirtualMachineRequest{Key: key})
+	case replicaSetResource:
+		_, err = c.ReplicaSets.Delete(ctx, &apiv1.DeleteReplicaSetRequest{Key: key})
+	case poolResource:
+		_, err = c.Pools.Delete(ctx, &apiv1.DeletePoolRequest{Key: key})
+	default:
+		panic(fmt.Sprintf("deleteObject: unexpected %s", res.Kind))
+	}
+	return err
 }
 
 // watchEvent is the event message of one kind's Watch stream.

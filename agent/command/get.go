@@ -26,10 +26,12 @@ func newGetCommand(root *rootOptions) *cobra.Command {
 	o := &getOptions{rootOptions: root, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME]",
-		Short: "Display virtual machines (vm), their instances (vmi), nodes, images or migrations",
+		Short: "Display virtual machines (vm), their instances (vmi), replica sets (rs), pools, nodes, images or migrations",
 		Example: `  virtplane-agent get vms
   virtplane-agent get vm demo -o yaml
   virtplane-agent get vmi -A -l app=demo
+  virtplane-agent get rs
+  virtplane-agent get pool db -o yaml
   virtplane-agent get nodes -w
   virtplane-agent get nodes -o wide
   virtplane-agent get images

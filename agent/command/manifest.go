@@ -50,12 +50,23 @@ func splitDocuments(data []byte) []document {
 	return append(docs, document{data: cur.Bytes(), line: start})
 }
 
-// parseManifests reads the VirtualMachines in data; source names the file
-// in errors. namespace fills in empty metadata.namespace; when
-// namespaceExplicit (-n given) a different namespace in a document is
-// refused, as kubectl does, rather than silently picking one.
-func parseManifests(source string, data []byte, namespace string, namespaceExplicit bool) ([]*apiv1.VirtualMachine, error) {
-	var vms []*apiv1.VirtualMachine
+// manifestKinds are the kinds apply takes, by the manifest's kind.
+var manifestKinds = map[string]func() object{
+	apiv1.KindVirtualMachine: func() object { return &apiv1.VirtualMachine{} },
+	apiv1.KindReplicaSet:     func() object { return &apiv1.VirtualMachineInstanceReplicaSet{} },
+	apiv1.KindPool:           func() object { return &apiv1.VirtualMachinePool{} },
+}
+
+// manifestKindList names manifestKinds for messages.
+const manifestKindList = "VirtualMachine, " + apiv1.KindReplicaSet + " or " + apiv1.KindPool
+
+// parseManifests reads the objects in data (a kind of manifestKinds each);
+// source names the file in errors. namespace fills in empty
+// metadata.namespace; when namespaceExplicit (-n given) a different
+// namespace in a document is refused, as kubectl does, rather than
+// silently picking one.
+func parseManifests(source string, data []byte, namespace string, namespaceExplicit bool) ([]object, error) {
+	var objs []object
 	index := 0
 	for _, doc := range splitDocuments(data) {
 		j, err := yaml.YAMLToJSONStrict(doc.data)
@@ -66,16 +77,16 @@ func parseManifests(source string, data []byte, namespace string, namespaceExpli
 			continue // empty or comments only
 		}
 		index++
-		vm, err := parseDocument(j, namespace, namespaceExplicit)
+		obj, err := parseDocument(j, namespace, namespaceExplicit)
 		if err != nil {
 			return nil, fmt.Errorf("%s: document %d%s: %w", source, index, docLabel(j), err)
 		}
-		vms = append(vms, vm)
+		objs = append(objs, obj)
 	}
-	if len(vms) == 0 {
+	if len(objs) == 0 {
 		return nil, fmt.Errorf("%s: no objects found", source)
 	}
-	return vms, nil
+	return objs, nil
 }
 
 // docLabel names the object of a document for errors, when it can.
@@ -92,10 +103,10 @@ func docLabel(j []byte) string {
 	return fmt.Sprintf(" (%s %q)", d.Kind, d.Metadata.Name)
 }
 
-func parseDocument(j []byte, namespace string, namespaceExplicit bool) (*apiv1.VirtualMachine, error) {
+func parseDocument(j []byte, namespace string, namespaceExplicit bool) (object, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(j, &fields); err != nil {
-		return nil, fmt.Errorf("want an object with kind: VirtualMachine, got %s", jsonType(j))
+		return nil, fmt.Errorf("want an object with kind: %s, got %s", manifestKindList, jsonType(j))
 	}
 	var kind, version string
 	if err := stringField(fields, "kind", &kind); err != nil {
@@ -104,12 +115,12 @@ func parseDocument(j []byte, namespace string, namespaceExplicit bool) (*apiv1.V
 	if err := stringField(fields, "apiVersion", &version); err != nil {
 		return nil, err
 	}
-	switch kind {
-	case "VirtualMachine":
-	case "":
-		return nil, fmt.Errorf("kind is missing (want kind: VirtualMachine)")
-	default:
-		return nil, fmt.Errorf("kind %q cannot be applied: only VirtualMachine is supported", kind)
+	newObject, ok := manifestKinds[kind]
+	switch {
+	case kind == "":
+		return nil, fmt.Errorf("kind is missing (want kind: %s)", manifestKindList)
+	case !ok:
+		return nil, fmt.Errorf("kind %q cannot be applied: only %s are supported", kind, strings.Replace(manifestKindList, " or ", " and ", 1))
 	}
 	if version != "" && version != apiVersion {
 		return nil, fmt.Errorf("apiVersion %q is not supported (want %s or none)", version, apiVersion)
@@ -121,22 +132,23 @@ func parseDocument(j []byte, namespace string, namespaceExplicit bool) (*apiv1.V
 		return nil, err
 	}
 
-	vm := &apiv1.VirtualMachine{}
+	obj := newObject()
 	// DiscardUnknown false: a misspelt field must fail, not vanish.
-	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(body, vm); err != nil {
-		return nil, protojsonError(err, vm.ProtoReflect().Descriptor(), body)
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(body, obj); err != nil {
+		return nil, protojsonError(err, obj.ProtoReflect().Descriptor(), body)
 	}
 
-	if vm.GetMetadata().GetName() == "" {
+	md := obj.GetMetadata()
+	if md.GetName() == "" {
 		return nil, fmt.Errorf("metadata.name is required")
 	}
-	switch ns := vm.GetMetadata().GetNamespace(); {
+	switch ns := md.GetNamespace(); {
 	case ns == "":
-		vm.Metadata.Namespace = namespace
+		md.Namespace = namespace
 	case namespaceExplicit && ns != namespace:
 		return nil, fmt.Errorf("the namespace of the object (%q) does not match --namespace %q", ns, namespace)
 	}
-	return vm, nil
+	return obj, nil
 }
 
 func stringField(fields map[string]json.RawMessage, name string, dst *string) error {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 func TestParseManifestsMultiDoc(t *testing.T) {
@@ -39,7 +41,7 @@ spec:
 	if len(vms) != 3 {
 		t.Fatalf("got %d VMs, want 3", len(vms))
 	}
-	a, b, c := vms[0], vms[1], vms[2]
+	a, b, c := vms[0].(*apiv1.VirtualMachine), vms[1].(*apiv1.VirtualMachine), vms[2].(*apiv1.VirtualMachine)
 	if a.GetMetadata().GetName() != "a" || a.GetMetadata().GetNamespace() != "default" ||
 		a.GetMetadata().GetLabels()["app"] != "a" || a.GetSpec().GetRunStrategy() != "Always" ||
 		a.GetSpec().GetTemplate().GetSpec().GetDomain().GetCpu().GetCores() != 2 ||
@@ -132,18 +134,55 @@ spec:
 
 // The examples are documentation; they must stay parseable.
 func TestExamples(t *testing.T) {
-	for _, f := range []string{"vm.yaml", "invalid-vm.yaml"} {
-		path := filepath.Join("..", "..", "examples", f)
+	for _, tc := range []struct{ file, kind, name string }{
+		{"vm.yaml", "VirtualMachine", "demo"},
+		{"invalid-vm.yaml", "VirtualMachine", "demo"},
+		{"replicaset.yaml", apiv1.KindReplicaSet, "web"},
+		{"pool.yaml", apiv1.KindPool, "db"},
+	} {
+		path := filepath.Join("..", "..", "examples", tc.file)
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		vms, err := parseManifests(path, data, "default", false)
+		objs, err := parseManifests(path, data, "default", false)
 		if err != nil {
-			t.Fatalf("%s: %v", f, err)
+			t.Fatalf("%s: %v", tc.file, err)
 		}
-		if len(vms) != 1 || vms[0].GetMetadata().GetName() != "demo" {
-			t.Errorf("%s: got %v", f, vms)
+		if len(objs) != 1 || kindOf(objs[0]) != tc.kind || objs[0].GetMetadata().GetName() != tc.name {
+			t.Errorf("%s: got %v", tc.file, objs)
 		}
+	}
+}
+
+func TestParseManifestsReplicaKinds(t *testing.T) {
+	data := `kind: VirtualMachineInstanceReplicaSet
+metadata: {name: web}
+spec:
+  replicas: 0
+  selector: {match_labels: {app: web}}
+---
+kind: VirtualMachinePool
+metadata: {name: db, namespace: prod}
+spec:
+  maxUnavailable: 25%
+  virtual_machine_template:
+    spec: {run_strategy: Always}
+`
+	objs, err := parseManifests("r.yaml", []byte(data), "default", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, ok := objs[0].(*apiv1.VirtualMachineInstanceReplicaSet)
+	if !ok || rs.Metadata.Namespace != "default" || rs.Spec.Replicas == nil || *rs.Spec.Replicas != 0 || rs.Spec.Selector.MatchLabels["app"] != "web" {
+		t.Errorf("replica set: %v", objs[0])
+	}
+	pool, ok := objs[1].(*apiv1.VirtualMachinePool)
+	if !ok || pool.Metadata.Namespace != "prod" || pool.Spec.MaxUnavailable != "25%" || pool.Spec.VirtualMachineTemplate.Spec.RunStrategy != "Always" {
+		t.Errorf("pool: %v", objs[1])
+	}
+	_, err = parseManifests("r.yaml", []byte("kind: VirtualMachinePool\nmetadata: {name: db}\nspec: {replica: 2}\n"), "default", false)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "replica" at spec.replica`) {
+		t.Errorf("typo in a pool: %v", err)
 	}
 }

@@ -30,6 +30,11 @@ func tableHeader(res *resource, withNamespace bool) []string {
 		cols = []string{"NAME", "AGE", "PHASE", "IP", "NODENAME", "READY"}
 	case migrationResource:
 		cols = []string{"NAME", "VMI", "PHASE", "SOURCE", "TARGET", "PROGRESS", "AGE"}
+	case replicaSetResource:
+		// kubectl get rs's columns.
+		cols = []string{"NAME", "DESIRED", "CURRENT", "READY", "AGE"}
+	case poolResource:
+		cols = []string{"NAME", "DESIRED", "CURRENT", "READY", "UPDATED", "AGE"}
 	case nodeResource:
 		return []string{"NAME", "STATUS", "AGE", "CPU", "MEMORY", "KVM", "IMAGES", "VERSION"}
 	}
@@ -65,6 +70,23 @@ func tableRow(obj object, now time.Time, withNamespace bool) []string {
 		}
 	case *apiv1.VirtualMachineInstanceMigration:
 		row = migrationRow(o, now)
+	case *apiv1.VirtualMachineInstanceReplicaSet:
+		row = []string{
+			o.GetMetadata().GetName(),
+			count(o.GetSpec().DesiredReplicas()),
+			count(o.GetStatus().GetReplicas()),
+			count(o.GetStatus().GetReadyReplicas()),
+			age(o.GetMetadata().GetCreationTimestamp(), now),
+		}
+	case *apiv1.VirtualMachinePool:
+		row = []string{
+			o.GetMetadata().GetName(),
+			count(o.GetSpec().DesiredReplicas()),
+			count(o.GetStatus().GetReplicas()),
+			count(o.GetStatus().GetReadyReplicas()),
+			count(o.GetStatus().GetUpdatedReplicas()),
+			age(o.GetMetadata().GetCreationTimestamp(), now),
+		}
 	case *apiv1.Node:
 		kvm := "tcg"
 		if o.GetStatus().GetNodeInfo().GetKvmUsable() {
@@ -182,6 +204,8 @@ func age(ts *timestamppb.Timestamp, now time.Time) string {
 	}
 	return duration.HumanDuration(now.Sub(ts.AsTime()))
 }
+
+func count(n int32) string { return strconv.FormatInt(int64(n), 10) }
 
 func boolString(b bool) string {
 	if b {

@@ -3,6 +3,8 @@ package command
 import (
 	"fmt"
 	"strings"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // resource is one kind of object the CLI knows by name.
@@ -22,6 +24,10 @@ var (
 	// Migrations are created by `migrate` and deleted (canceled) by
 	// `migrate cancel` or `delete migration`.
 	migrationResource = &resource{Kind: "VirtualMachineInstanceMigration", Singular: "migration", Namespaced: true}
+	// Replica sets and pools keep many instances or VMs of one template;
+	// `scale` sets how many.
+	replicaSetResource = &resource{Kind: apiv1.KindReplicaSet, Singular: "virtualmachineinstancereplicaset", Namespaced: true}
+	poolResource       = &resource{Kind: apiv1.KindPool, Singular: "virtualmachinepool", Namespaced: true}
 )
 
 var resourceNames = map[string]*resource{
@@ -31,14 +37,18 @@ var resourceNames = map[string]*resource{
 	"image": imageResource, "images": imageResource,
 	"migration": migrationResource, "migrations": migrationResource, "vmim": migrationResource, "vmims": migrationResource,
 	"virtualmachineinstancemigration": migrationResource, "virtualmachineinstancemigrations": migrationResource,
+	"rs": replicaSetResource, "replicaset": replicaSetResource, "replicasets": replicaSetResource,
+	"vmirs": replicaSetResource, "virtualmachineinstancereplicaset": replicaSetResource, "virtualmachineinstancereplicasets": replicaSetResource,
+	"pool": poolResource, "pools": poolResource, "vmpool": poolResource, "vmpools": poolResource,
+	"virtualmachinepool": poolResource, "virtualmachinepools": poolResource,
 }
 
 // resourceArgs is the completion list for the TYPE argument.
-var resourceArgs = []string{"vm", "vmi", "node", "image", "migration"}
+var resourceArgs = []string{"vm", "vmi", "rs", "pool", "node", "image", "migration"}
 
 func lookupResource(name string) (*resource, error) {
 	if r, ok := resourceNames[strings.ToLower(name)]; ok {
 		return r, nil
 	}
-	return nil, fmt.Errorf("unknown resource type %q (want vm, vmi, node, image or migration)", name)
+	return nil, fmt.Errorf("unknown resource type %q (want vm, vmi, rs, pool, node, image or migration)", name)
 }
