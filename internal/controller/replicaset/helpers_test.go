@@ -196,3 +196,9 @@ func ownedBy(kind, name, uid string) func(*apiv1.VirtualMachineInstance) {
 func condition(rs *apiv1.VirtualMachineInstanceReplicaSet, t string) *apiv1.Condition {
 	return apiv1.FindCondition(rs.GetStatus().GetConditions(), t)
 }
+
+// The stores the leader hands New (store.Store, fenced or not) fit.
+var (
+	_ ReplicaSetStore = store.Store[*apiv1.VirtualMachineInstanceReplicaSet](nil)
+	_ InstanceStore   = store.Store[*apiv1.VirtualMachineInstance](nil)
+)
