@@ -10,6 +10,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/macaddr"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
@@ -69,7 +70,7 @@ func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineR
 		vm = &apiv1.VirtualMachine{}
 	}
 	validation.DefaultVirtualMachine(vm)
-	assignMACs(vm.GetSpec().GetTemplate().GetSpec(), nil)
+	macaddr.Assign(vm.GetSpec().GetTemplate().GetSpec(), nil)
 	if errs := validation.ValidateVirtualMachine(vm, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError("VirtualMachine", vm.GetMetadata().GetName(), errs)
 	}
@@ -122,7 +123,7 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 	if in.Metadata.Uid == "" {
 		in.Metadata.Uid = old.Metadata.Uid // not given: this object; a different uid is refused below
 	}
-	assignMACs(in.GetSpec().GetTemplate().GetSpec(), old.GetSpec().GetTemplate().GetSpec())
+	macaddr.Assign(in.GetSpec().GetTemplate().GetSpec(), old.GetSpec().GetTemplate().GetSpec())
 	if errs := validation.ValidateVirtualMachine(in, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError("VirtualMachine", in.Metadata.Name, errs)
 	}

@@ -1,4 +1,4 @@
-package apiserver
+package macaddr
 
 import (
 	"net"
@@ -19,9 +19,9 @@ func ifaces(macs ...string) *apiv1.VirtualMachineInstanceSpec {
 // A MAC is generated once: kept by interface name across an update that
 // leaves it out, never one the VM already uses, always unicast and
 // locally administered; a given one is left alone.
-func TestAssignMACs(t *testing.T) {
+func TestAssign(t *testing.T) {
 	created := ifaces("", "02:00:00:00:00:01")
-	assignMACs(created, nil)
+	Assign(created, nil)
 	a := created.Domain.Devices.Interfaces[0].MacAddress
 	hw, err := net.ParseMAC(a)
 	if err != nil || hw[0]&0x01 != 0 || hw[0]&0x02 == 0 {
@@ -32,7 +32,7 @@ func TestAssignMACs(t *testing.T) {
 	}
 
 	update := ifaces("", "", "")
-	assignMACs(update, created)
+	Assign(update, created)
 	got := update.Domain.Devices.Interfaces
 	if got[0].MacAddress != a || got[1].MacAddress != "02:00:00:00:00:01" {
 		t.Fatalf("update lost the stored MACs: %q, %q", got[0].MacAddress, got[1].MacAddress)
@@ -43,7 +43,7 @@ func TestAssignMACs(t *testing.T) {
 
 	// A stored MAC now named by another interface is not handed out twice.
 	clash := ifaces("", a)
-	assignMACs(clash, created)
+	Assign(clash, created)
 	if m := clash.Domain.Devices.Interfaces[0].MacAddress; m == a || m == "" {
 		t.Fatalf("interface a got %q, which b names", m)
 	}

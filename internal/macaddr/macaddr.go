@@ -1,4 +1,6 @@
-package apiserver
+// Package macaddr assigns MAC addresses to interfaces that name none: the
+// API to a VM's template, the pool controller to each VM it makes.
+package macaddr
 
 import (
 	"crypto/rand"
@@ -7,14 +9,14 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// assignMACs gives every interface of spec that names no MAC address one,
+// Assign gives every interface of spec that names no MAC address one,
 // once: the one it had in old (the stored template, on an update; by
 // interface name), else a new random locally administered unicast
 // address. A VM's MACs thus stay what they were across restarts,
 // migrations and updates that leave them out (Terraform's, say), so DHCP
 // leases and ARP entries outside keep pointing at the guest. Interfaces
 // that name one keep theirs; validation checks it.
-func assignMACs(spec, old *apiv1.VirtualMachineInstanceSpec) {
+func Assign(spec, old *apiv1.VirtualMachineInstanceSpec) {
 	kept := map[string]string{}
 	for _, i := range old.GetDomain().GetDevices().GetInterfaces() {
 		if i.GetMacAddress() != "" {
