@@ -95,6 +95,14 @@ var (
 		Kind: "Image", Plural: "images", Namespaced: false,
 		New: func() *apiv1.Image { return &apiv1.Image{} },
 	}
+	ReplicaSets = Resource[*apiv1.VirtualMachineInstanceReplicaSet]{
+		Kind: apiv1.KindReplicaSet, Plural: "virtualmachineinstancereplicasets", Namespaced: true,
+		New: func() *apiv1.VirtualMachineInstanceReplicaSet { return &apiv1.VirtualMachineInstanceReplicaSet{} },
+	}
+	Pools = Resource[*apiv1.VirtualMachinePool]{
+		Kind: apiv1.KindPool, Plural: "virtualmachinepools", Namespaced: true,
+		New: func() *apiv1.VirtualMachinePool { return &apiv1.VirtualMachinePool{} },
+	}
 	BootstrapTokens = Resource[*apiv1.BootstrapToken]{
 		Kind: "BootstrapToken", Plural: "bootstraptokens", Namespaced: false,
 		New: func() *apiv1.BootstrapToken { return &apiv1.BootstrapToken{} },
