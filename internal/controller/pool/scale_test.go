@@ -90,7 +90,7 @@ func TestScaleInOrders(t *testing.T) {
 	// Creation times: web-0 newest, web-1 oldest, then 2, 3, 4 in order.
 	created := []time.Duration{10 * time.Second, 0, time.Second, 2 * time.Second, 3 * time.Second}
 	for order, want := range map[string][]string{
-		"":                          names("web", 4, 3, 2), // unset: the default
+		"":                           names("web", 4, 3, 2), // unset: the default
 		apiv1.ScaleInDescendingOrder: names("web", 4, 3, 2),
 		apiv1.ScaleInAscendingOrder:  names("web", 0, 1, 2),
 		apiv1.ScaleInNewest:          names("web", 0, 4, 3),
