@@ -54,7 +54,7 @@ func TestReplicaSetInstanceName(t *testing.T) {
 			t.Fatalf("suffix %q is not lowercase letters and digits", suffix)
 		}
 	}
-	if ReplicaSetInstanceName("web") == ReplicaSetInstanceName("web") {
+	if a, b := ReplicaSetInstanceName("web"), ReplicaSetInstanceName("web"); a == b {
 		t.Error("two names in a row are the same")
 	}
 }
