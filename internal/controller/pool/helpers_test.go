@@ -31,7 +31,7 @@ type fixture struct {
 }
 
 // newFixture is a controller over pool and vms, its caches synced.
-func newFixture(t *testing.T, pool *apiv1.VirtualMachinePool, vms ...*apiv1.VirtualMachine) *fixture {
+func newFixture(t testing.TB, pool *apiv1.VirtualMachinePool, vms ...*apiv1.VirtualMachine) *fixture {
 	t.Helper()
 	f := &fixture{now: t0}
 	clock := func() time.Time { return f.now }
@@ -52,7 +52,7 @@ func newFixture(t *testing.T, pool *apiv1.VirtualMachinePool, vms ...*apiv1.Virt
 
 // sync makes the caches show the stores, as the informers would; their
 // handlers observe the controller's expectations.
-func (f *fixture) sync(t *testing.T) {
+func (f *fixture) sync(t testing.TB) {
 	t.Helper()
 	f.pools.Sync(t)
 	f.vms.Sync(t)
@@ -66,7 +66,7 @@ func (f *fixture) resetWrites() {
 }
 
 // reconcile runs one pass over the pool; an error fails the test.
-func (f *fixture) reconcile(t *testing.T) controller.Result {
+func (f *fixture) reconcile(t testing.TB) controller.Result {
 	t.Helper()
 	res, err := f.c.Reconcile(context.Background(), poolKey0)
 	if err != nil {
@@ -77,7 +77,7 @@ func (f *fixture) reconcile(t *testing.T) controller.Result {
 
 // settle syncs and reconciles until a pass writes nothing, as the
 // running controller would between events; it fails after 20 passes.
-func (f *fixture) settle(t *testing.T) {
+func (f *fixture) settle(t testing.TB) {
 	t.Helper()
 	for range 20 {
 		f.sync(t)
@@ -91,14 +91,14 @@ func (f *fixture) settle(t *testing.T) {
 	t.Fatal("the pool did not settle in 20 passes")
 }
 
-func (f *fixture) pool(t *testing.T) *apiv1.VirtualMachinePool {
+func (f *fixture) pool(t testing.TB) *apiv1.VirtualMachinePool {
 	t.Helper()
 	return f.pools.Get(t, "default", "web")
 }
 
 // updatePool changes the stored pool as a user's update would (generation
 // bumped) and syncs the caches.
-func (f *fixture) updatePool(t *testing.T, fn func(*apiv1.VirtualMachinePool)) {
+func (f *fixture) updatePool(t testing.TB, fn func(*apiv1.VirtualMachinePool)) {
 	t.Helper()
 	f.pools.Update(t, "default", "web", func(p *apiv1.VirtualMachinePool) {
 		fn(p)
@@ -108,7 +108,7 @@ func (f *fixture) updatePool(t *testing.T, fn func(*apiv1.VirtualMachinePool)) {
 }
 
 // vmNames lists the stored VMs' names, sorted.
-func (f *fixture) vmNames(t *testing.T) []string {
+func (f *fixture) vmNames(t testing.TB) []string {
 	t.Helper()
 	vms, _, err := f.vms.Store.List(context.Background(), store.ListOptions{})
 	if err != nil {
@@ -198,7 +198,7 @@ func poolVMs(pool *apiv1.VirtualMachinePool, n int) []*apiv1.VirtualMachine {
 // strategy Always: a VM whose restart is queued loses its instance, and
 // a VM without an instance gets one from its template, Running with
 // Ready as given; the VM's Ready condition follows. Requests are done.
-func (f *fixture) runAll(t *testing.T, ready bool) {
+func (f *fixture) runAll(t testing.TB, ready bool) {
 	t.Helper()
 	ctx := context.Background()
 	vms, _, _ := f.vms.Store.List(ctx, store.ListOptions{})
@@ -238,7 +238,7 @@ func restartQueued(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) 
 
 // startVMI stores vm's instance, made from its template as the VM
 // controller makes it, Running.
-func (f *fixture) startVMI(t *testing.T, vm *apiv1.VirtualMachine, ready bool) *apiv1.VirtualMachineInstance {
+func (f *fixture) startVMI(t testing.TB, vm *apiv1.VirtualMachine, ready bool) *apiv1.VirtualMachineInstance {
 	t.Helper()
 	tmpl := vm.Spec.Template
 	vmi := &apiv1.VirtualMachineInstance{
@@ -257,7 +257,7 @@ func (f *fixture) startVMI(t *testing.T, vm *apiv1.VirtualMachine, ready bool) *
 }
 
 // setVMIReady changes the Ready condition of name's instance and VM.
-func (f *fixture) setReady(t *testing.T, name string, ready bool) {
+func (f *fixture) setReady(t testing.TB, name string, ready bool) {
 	t.Helper()
 	f.vmis.Update(t, "default", name, func(vmi *apiv1.VirtualMachineInstance) { setReady(&vmi.Status.Conditions, ready) })
 	f.vms.Update(t, "default", name, func(vm *apiv1.VirtualMachine) { setReady(&vm.Status.Conditions, ready) })
@@ -273,7 +273,7 @@ func setReady(conds *[]*apiv1.Condition, ready bool) {
 }
 
 // restartRequested lists the VMs whose restart is queued, sorted.
-func (f *fixture) restartRequested(t *testing.T) []string {
+func (f *fixture) restartRequested(t testing.TB) []string {
 	t.Helper()
 	ctx := context.Background()
 	vms, _, _ := f.vms.Store.List(ctx, store.ListOptions{})

@@ -118,7 +118,11 @@ func (m member) unavailable(cur string) bool {
 // members returns the VMs pool controls, by ordinal, with their
 // instances.
 func (c *Controller) members(pool *apiv1.VirtualMachinePool) []member {
-	vms := c.vms.ByIndex(ownerIndex, pool.GetMetadata().GetUid())
+	uid := pool.GetMetadata().GetUid()
+	if uid == "" {
+		return nil // never stored so; "" would match forged references
+	}
+	vms := c.vms.ByIndex(ownerIndex, uid)
 	out := make([]member, 0, len(vms))
 	for _, vm := range vms {
 		// The index holds VMs of every namespace; a uid is unique, but a
