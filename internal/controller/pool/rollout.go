@@ -83,8 +83,8 @@ func (c *Controller) rollout(ctx context.Context, pool *apiv1.VirtualMachinePool
 		if m.unavailable(cur) {
 			unavailable++
 		}
-		if !m.outdated(cur) {
-			continue
+		if m.deleting() || !m.outdated(cur) {
+			continue // a VM on its way out is replaced from the template
 		}
 		outdated = true
 		switch m.plan(cur, strategy) {

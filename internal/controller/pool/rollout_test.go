@@ -304,3 +304,19 @@ func TestStaleVMCacheHoldsTheRollout(t *testing.T) {
 		t.Error("no requeue")
 	}
 }
+
+func TestVMsBeingDeletedAreNotRolled(t *testing.T) {
+	f := runningPool(t, 2, "100%")
+	f.vms.Update(t, "default", "web-1", func(vm *apiv1.VirtualMachine) {
+		vm.Metadata.Finalizers = []string{apiv1.FinalizerVMController}
+	})
+	if _, _, err := f.vms.Store.Delete(context.Background(), "default", "web-1", store.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.sync(t)
+	changeMemory(t, f, "256Mi")
+	f.reconcile(t)
+	if got := f.written(); !slices.Equal(got, []string{"update web-0"}) {
+		t.Fatalf("writes = %v, want [update web-0]", got)
+	}
+}
