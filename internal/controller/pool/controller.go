@@ -10,10 +10,13 @@
 // writes the pool's status once, if it changed. A deleted pool deletes its
 // VMs and drops its finalizer once the cache shows none left.
 //
-// The pool owns VMs, never instances: a VM's instance and its persistent
-// volumes are the VM controller's and the node agent's business. A
-// rollout restarts a VM by queueing [Stop(uid), Start] on it, as the
-// restart verb does, in the same write that gives it the new template.
+// The pool owns VMs, not instances: a VM's instance and its persistent
+// volumes are the VM controller's and the node agent's business, and
+// live as long as the VM does. A rollout restarts a VM by queueing
+// [Stop(uid), Start] on it, as the restart verb does, in the same write
+// that gives it the new template; the VM controller then replaces that
+// one instance. Only a RunStrategy Once VM, which the verb refuses, has
+// its instance deleted by the pool instead.
 package pool
 
 import (

@@ -194,10 +194,12 @@ func poolVMs(pool *apiv1.VirtualMachinePool, n int) []*apiv1.VirtualMachine {
 	return out
 }
 
-// runAll plays the VM controller and the nodes for every stored VM of
-// strategy Always: a VM whose restart is queued loses its instance, and
-// a VM without an instance gets one from its template, Running with
-// Ready as given; the VM's Ready condition follows. Requests are done.
+// runAll plays the VM controller and the nodes, roughly, for every VM
+// not being deleted, as if each were Always: a VM whose restart is queued
+// loses its instance, and a VM without an instance gets one from its
+// template, Running with Ready as given; the VM's Ready condition
+// follows and its requests are done. vmcontroller_test.go uses the real
+// VM controller instead.
 func (f *fixture) runAll(t testing.TB, ready bool) {
 	t.Helper()
 	ctx := context.Background()
@@ -256,7 +258,7 @@ func (f *fixture) startVMI(t testing.TB, vm *apiv1.VirtualMachine, ready bool) *
 	return out
 }
 
-// setVMIReady changes the Ready condition of name's instance and VM.
+// setReady changes the Ready condition of name's instance and VM.
 func (f *fixture) setReady(t testing.TB, name string, ready bool) {
 	t.Helper()
 	f.vmis.Update(t, "default", name, func(vmi *apiv1.VirtualMachineInstance) { setReady(&vmi.Status.Conditions, ready) })
