@@ -2,11 +2,15 @@ package apiv1
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // Names of the replica kinds (replicas.proto): the owner reference kinds
@@ -30,9 +34,10 @@ const (
 	ConditionReplicaPaused = "ReplicaPaused"
 
 	// LabelPoolRevision on a pool's VM (and its template, so its instance
-	// gets it too) is the pool generation whose template the VM was made
-	// or last updated from, in decimal: a VM whose label is not the pool's
-	// status.template_generation is due for the rollout.
+	// gets it too) is the PoolRevision of the template the VM was made or
+	// last updated from: a VM whose label is not the PoolRevision of the
+	// pool's current template is due for the rollout, and an instance
+	// whose label is not is still running an older template.
 	LabelPoolRevision = "virtplane.io/pool-revision"
 )
 
@@ -134,8 +139,30 @@ func PoolOrdinal(pool, vmName string) (int, bool) {
 	return n, err == nil
 }
 
-// PoolRevision is the LabelPoolRevision value of a pool generation.
-func PoolRevision(generation int64) string { return strconv.FormatInt(generation, 10) }
+// PoolRevisionLen is the length of a PoolRevision: 10 hex digits (40
+// bits), so two templates of one pool collide with odds of about one in
+// a trillion.
+const PoolRevisionLen = 10
+
+// PoolRevision is the LabelPoolRevision value of a pool's VM template:
+// the first PoolRevisionLen hex digits of the SHA-256 of its deterministic
+// protobuf encoding. It names the template's content, not the pool's
+// generation, so a change of replicas (or of anything else outside the
+// template) rolls nothing, and a template changed and changed back is
+// the revision the VMs already run. Fields at their zero value are not
+// encoded, so a field added to the API later does not change the
+// revision of templates that leave it unset (KubeVirt's hash-based
+// revisions restarted every VM after upgrades, kubevirt#6970). The
+// protobuf library does not promise the same bytes across its releases;
+// in practice they are (fields in number order, map keys sorted), and a
+// change there would cost one rollout, not correctness.
+func PoolRevision(t *VirtualMachineTemplateSpec) string {
+	// Marshal fails only on invalid UTF-8, which no decoded object holds
+	// (proto3 decoding refuses it); such a template hashes as empty.
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(t)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:PoolRevisionLen]
+}
 
 // Matches reports whether labels hold every pair of the selector. A nil or
 // empty selector matches nothing: validation refuses one, and a

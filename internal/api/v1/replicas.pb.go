@@ -513,8 +513,9 @@ type VirtualMachinePoolStatus struct {
 	Replicas int32 `protobuf:"varint,1,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	// VMs whose status says ready.
 	ReadyReplicas int32 `protobuf:"varint,2,opt,name=ready_replicas,json=readyReplicas,proto3" json:"ready_replicas,omitempty"`
-	// VMs on the current template (their virtplane.io/pool-revision label
-	// is template_generation).
+	// VMs on the current template: their virtplane.io/pool-revision label
+	// names it, and their instance, if they should have one, was started
+	// from it.
 	UpdatedReplicas int32 `protobuf:"varint,3,opt,name=updated_replicas,json=updatedReplicas,proto3" json:"updated_replicas,omitempty"`
 	// The selector as text ("app=web").
 	LabelSelector string `protobuf:"bytes,4,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
@@ -522,8 +523,9 @@ type VirtualMachinePoolStatus struct {
 	Conditions []*Condition `protobuf:"bytes,5,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	// The generation the controller last acted on.
 	ObservedGeneration int64 `protobuf:"varint,6,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
-	// The pool generation whose template every VM runs once the rollout is
-	// done: the last generation that changed the VM template.
+	// The pool generation at which every VM was last seen on the current
+	// template: it equals metadata.generation once a rollout is done, and
+	// lags behind while one goes on.
 	TemplateGeneration int64 `protobuf:"varint,7,opt,name=template_generation,json=templateGeneration,proto3" json:"template_generation,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache

@@ -99,3 +99,38 @@ func TestSelector(t *testing.T) {
 		t.Error("DesiredReplicas: unset is 1, a set 0 is 0")
 	}
 }
+
+func TestPoolRevisionNamesTheTemplate(t *testing.T) {
+	tmpl := func(mem string, labels map[string]string) *VirtualMachineTemplateSpec {
+		return &VirtualMachineTemplateSpec{
+			Metadata: &ObjectMeta{Labels: labels},
+			Spec: &VirtualMachineSpec{RunStrategy: RunStrategyAlways, Template: &VirtualMachineInstanceTemplateSpec{
+				Spec: &VirtualMachineInstanceSpec{Domain: &DomainSpec{Memory: &Memory{Guest: mem}}},
+			}},
+		}
+	}
+	labels := map[string]string{"app": "web", "tier": "front", "zone": "a", "x": "1", "y": "2"}
+	a := PoolRevision(tmpl("128Mi", labels))
+	if len(a) != PoolRevisionLen || strings.Trim(a, "0123456789abcdef") != "" {
+		t.Fatalf("PoolRevision = %q, want %d lowercase hex digits", a, PoolRevisionLen)
+	}
+	// Map order must not matter: a fresh map of the same pairs, many times.
+	for range 20 {
+		same := map[string]string{}
+		for k, v := range labels {
+			same[k] = v
+		}
+		if got := PoolRevision(tmpl("128Mi", same)); got != a {
+			t.Fatalf("same template, revision %q then %q", a, got)
+		}
+	}
+	if PoolRevision(tmpl("256Mi", labels)) == a {
+		t.Error("a changed spec kept its revision")
+	}
+	if PoolRevision(tmpl("128Mi", map[string]string{"app": "web"})) == a {
+		t.Error("changed template labels kept the revision")
+	}
+	if PoolRevision(nil) != PoolRevision(&VirtualMachineTemplateSpec{}) {
+		t.Error("nil and empty templates differ")
+	}
+}
