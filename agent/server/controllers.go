@@ -11,6 +11,8 @@ import (
 	evacctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/evacuation"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	nodectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/node"
+	poolctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/pool"
+	rsctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/replicaset"
 	vmctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vm"
 	vmictl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vmi"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
@@ -47,6 +49,8 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	nodeInf := informer.New(st.Nodes, store.ListOptions{}, log.With("informer", "node"))
 	imageInf := informer.New(st.Images, store.ListOptions{}, log.With("informer", "image"))
 	migInf := informer.New(st.Migrations, store.ListOptions{}, log.With("informer", "migration"))
+	rsInf := informer.New(st.ReplicaSets, store.ListOptions{}, log.With("informer", "replicaset"))
+	poolInf := informer.New(st.Pools, store.ListOptions{}, log.With("informer", "pool"))
 
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
@@ -58,6 +62,8 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 		nodeInf, vmiInf, migInf, st.Nodes, st.VMIs, st.Migrations, log)
 	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin},
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
+	rsc := rsctl.New(rsctl.Options{}, rsInf, vmiInf, st.ReplicaSets, st.VMIs, log)
+	pc := poolctl.New(poolctl.Options{}, poolInf, vmInf, vmiInf, st.Pools, st.VMs, st.VMIs, log)
 
 	var wg sync.WaitGroup
 	run := func(fn func()) {
@@ -69,12 +75,17 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { nodeInf.Run(ctx) })
 	run(func() { imageInf.Run(ctx) })
 	run(func() { migInf.Run(ctx) })
+	run(func() { rsInf.Run(ctx) })
+	run(func() { poolInf.Run(ctx) })
 	// Worker counts follow KubeVirt's (VM 3, VMI 10, node 3).
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
 	run(func() { nc.Run(ctx, max(co.NodeWorkers, 1)) })
 	run(func() { mc.Run(ctx, max(co.MigrationWorkers, 3)) })
 	run(func() { ec.Run(ctx, 2) })
+	// KubeVirt runs 3 workers for replica sets and pools.
+	run(func() { rsc.Run(ctx, 3) })
+	run(func() { pc.Run(ctx, 3) })
 	log.Info("controllers running")
 	wg.Wait()
 	log.Info("controllers stopped")
