@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// A write raft dropped (never applied) is sent again; any other error is
-// returned at once.
+// A write raft dropped or a member refused for want of a leader (never
+// applied either way) is sent again; any other error is returned at once.
 func TestCommitRetriesDroppedProposals(t *testing.T) {
 	dropped := status.Error(codes.Unknown, "raft proposal dropped")
 	if !IsProposalDropped(fmt.Errorf("txn: %w", dropped)) || IsProposalDropped(status.Error(codes.Unknown, "other")) || IsProposalDropped(errors.New("raft proposal dropped")) {
@@ -25,6 +26,7 @@ func TestCommitRetriesDroppedProposals(t *testing.T) {
 		fails bool
 	}{
 		{"dropped twice", []error{dropped, dropped, nil}, 3, false},
+		{"no leader, then dropped", []error{rpctypes.ErrNoLeader, dropped, nil}, 3, false},
 		{"other error", []error{errors.New("no space")}, 1, true},
 		{"dropped every time", []error{dropped, dropped, dropped, dropped, dropped, dropped, dropped, dropped, dropped}, droppedBackoff.Steps, true},
 	} {

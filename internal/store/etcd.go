@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/raft/v3"
 	"google.golang.org/grpc/codes"
@@ -220,11 +221,18 @@ func (s *etcdStore[T]) writeAt(ctx context.Context, key, ref string, rv int64, o
 	return resp.Header.Revision, current, nil
 }
 
-// droppedBackoff spaces the attempts at a write raft dropped: 1.55 s of
-// waits in all, past a leadership transfer's election timeout (1 s).
+// droppedBackoff spaces the attempts at a write that was never applied:
+// 1.55 s of waits in all, past a leadership transfer's election timeout
+// (1 s).
 var droppedBackoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 6}
 
-// commitTxn commits, again while raft drops the proposal.
+// commitTxn commits, again while the write was refused before it reached
+// raft's log: raft dropped the proposal, or the member knew no leader
+// (the caller asked for one with clientv3.WithRequireLeader, so the
+// member refused the request before proposing it). Both happen for a
+// moment whenever raft leadership moves, which the controllers' leader
+// does on purpose when it takes over; without a majority the last
+// refusal is returned and says so.
 func commitTxn(ctx context.Context, txn func() (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
 	var (
 		resp *clientv3.TxnResponse
@@ -232,12 +240,18 @@ func commitTxn(ctx context.Context, txn func() (*clientv3.TxnResponse, error)) (
 	)
 	werr := wait.ExponentialBackoffWithContext(ctx, droppedBackoff, func(context.Context) (bool, error) {
 		resp, err = txn()
-		return !IsProposalDropped(err), nil
+		return !IsProposalDropped(err) && !isNoLeader(err), nil
 	})
 	if err == nil && werr != nil {
 		err = werr
 	}
 	return resp, err
+}
+
+// isNoLeader reports a member's refusal of a request that required a
+// leader when it knew none.
+func isNoLeader(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader)
 }
 
 // IsProposalDropped reports etcd's "raft proposal dropped": raft refused

@@ -259,6 +259,32 @@ func TestLimits(t *testing.T) {
 	f.wantPhase("m-c2", apiv1.MigrationScheduling)
 }
 
+// TestLimitsCountHandoffBeforeItsPhase: a server wrote the handoff to
+// the instance and died before writing the migration's phase; the nodes
+// migrated the instance meanwhile. The next leader still counts that
+// migration as leaving the source until it ends.
+func TestLimitsCountHandoffBeforeItsPhase(t *testing.T) {
+	vmis := []*apiv1.VirtualMachineInstance{runningVMI("a1", "a"), runningVMI("a2", "a")}
+	first, second := newMigration("m-a1", "a1", t0), newMigration("m-a2", "a2", t0.Add(time.Second))
+	f := newFixture(t, Options{ParallelOutboundMigrationsPerNode: 1}, vmis, first, second)
+	for _, phase := range []string{apiv1.MigrationPending, apiv1.MigrationScheduling, apiv1.MigrationScheduled} {
+		f.step("m-a1")
+		f.wantPhase("m-a1", phase)
+	}
+	f.step("m-a2")
+	f.wantPhase("m-a2", apiv1.MigrationPending)
+	// The dead server's last write: the instance's migration state; then
+	// the nodes move it to b.
+	f.report("a1", func(v *apiv1.VirtualMachineInstance) {
+		v.Status.MigrationState = &apiv1.MigrationState{MigrationUid: "uid-m-a1", SourceNode: "a", TargetNode: "b", Completed: true}
+		v.Status.NodeName = "b"
+	})
+	f.step("m-a2")
+	if m := f.wantPhase("m-a2", apiv1.MigrationPending); !strings.Contains(m.GetStatus().GetMessage(), "leaving node a (at most 1") {
+		t.Fatalf("second migration admitted while the first one still leaves a: %q", m.GetStatus().GetMessage())
+	}
+}
+
 func TestUnschedulable(t *testing.T) {
 	f := newFixture(t, Options{}, []*apiv1.VirtualMachineInstance{runningVMI("vm1", "a")}, newMigration("m1", "vm1", t0))
 	f.placer.node, f.placer.why = "", "0/3 nodes are available: 1 is the source, 2 Insufficient memory"

@@ -207,15 +207,24 @@ func (c *Controller) running(source string) (total, outbound int) {
 }
 
 // sourceNode is the node a migration leaves: from the handoff once made,
-// else where its instance runs.
+// else where its instance runs. The instance's own migration state counts
+// as the handoff too: when a server dies between writing it and writing
+// the migration's phase, the nodes migrate the instance while the
+// migration still reads Scheduled, and the instance may already run on
+// the target when the next leader looks. Counting it from the target
+// would let another migration leave the source before this one ended.
 func sourceNode(m *apiv1.VirtualMachineInstanceMigration, vmis informer.Lister[*apiv1.VirtualMachineInstance]) string {
 	if n := m.GetStatus().GetMigrationState().GetSourceNode(); n != "" {
 		return n
 	}
-	if v, ok := vmis.Get(m.GetMetadata().GetNamespace(), m.GetSpec().GetVmiName()); ok {
-		return v.GetStatus().GetNodeName()
+	v, ok := vmis.Get(m.GetMetadata().GetNamespace(), m.GetSpec().GetVmiName())
+	if !ok {
+		return ""
 	}
-	return ""
+	if st := v.GetStatus().GetMigrationState(); st.GetMigrationUid() == m.GetMetadata().GetUid() && st.GetSourceNode() != "" {
+		return st.GetSourceNode()
+	}
+	return v.GetStatus().GetNodeName()
 }
 
 // schedule picks the target node.
