@@ -218,6 +218,23 @@ func launcherPids(binary string, match func(domain string) bool) []int {
 	return out
 }
 
+// LauncherPidsOn lists every live launcher of binary that drives the
+// libvirtd at libvirtURI (its --libvirt-uri): one node's launchers, where
+// several nodes run on one machine.
+func LauncherPidsOn(binary, libvirtURI string) []int {
+	var out []int
+	eachLauncher(binary, func(pid int, _ string) {
+		args := cmdline(pid)
+		for i := 2; i+1 < len(args); i++ {
+			if args[i] == "--libvirt-uri" && args[i+1] == libvirtURI {
+				out = append(out, pid)
+				return
+			}
+		}
+	})
+	return out
+}
+
 // eachLauncher calls fn for every live launcher process of binary, which
 // run as `<binary> serve ... --domain-name <domain>`.
 func eachLauncher(binary string, fn func(pid int, domain string)) {

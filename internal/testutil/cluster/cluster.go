@@ -215,6 +215,26 @@ func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
 // launchers and guests keep running, as they would on a real node.
 func (n *Node) KillAgent() error { return n.Agent.Kill(killWait) }
 
+// PowerOff is node n's host losing power: its node agent, its launchers
+// and its libvirtd, virtlogd and QEMUs are SIGKILLed (the agent first, so
+// that it reports none of the rest). Nothing of n answers afterwards;
+// the other nodes and the servers go on. Close still cleans up after it.
+func (c *Cluster) PowerOff(n *Node) error {
+	if err := n.KillAgent(); err != nil {
+		return err
+	}
+	for _, pid := range procfs.LauncherPidsOn(c.opts.Launcher, n.URI) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, killWait, true, func(context.Context) (bool, error) {
+		return len(procfs.LauncherPidsOn(c.opts.Launcher, n.URI)) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("launchers %v of node %s survived SIGKILL", procfs.LauncherPidsOn(c.opts.Launcher, n.URI), n.Name)
+	}
+	return n.Node.PowerOff(killWait)
+}
+
 // WaitJoined waits until node n is registered and schedulable.
 func (c *Cluster) WaitJoined(ctx context.Context, n *Node) error {
 	var (

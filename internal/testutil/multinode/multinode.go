@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -77,6 +78,8 @@ type Node struct {
 
 	runDir                     string
 	holder, virtlogd, libvirtd *Proc
+	// poweredOff is set by PowerOff: no daemon answers any more.
+	poweredOff atomic.Bool
 }
 
 // RunDir is a directory (0755) shared by the nodes of one Start and

@@ -243,3 +243,71 @@ func randomHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// TestPowerOff: a node running a guest loses power; its daemons and the
+// guest's QEMU are gone at once (the guest never prints its power-off
+// line), only the holder of its namespaces is left, and the cleanup
+// still removes everything without a daemon to ask.
+func TestPowerOff(t *testing.T) {
+	requireLibvirtTier(t)
+	guestDir, err := testguest.Dir()
+	if err != nil {
+		t.Skip(err)
+	}
+	t.Parallel()
+	var (
+		n    *multinode.Node
+		pids []int
+	)
+	t.Run("node", func(t *testing.T) {
+		n = multinode.Start(t, 1, multinode.Options{})[0]
+		dir := n.RunDir()
+		if _, err := testguest.Install(guestDir, dir); err != nil {
+			t.Fatal(err)
+		}
+		name := "vpoff-" + randomHex(t)
+		console := filepath.Join(dir, "console.log")
+		x, err := testguest.Domain(name, dir, console, testguest.Cmdline()).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		xmlFile := filepath.Join(dir, "domain.xml")
+		if err := os.WriteFile(xmlFile, []byte(x), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Virsh(t.Context(), "create", xmlFile); err != nil {
+			t.Fatal(err)
+		}
+		waitConsole(t, console, testguest.MarkerBooted, bootTimeout)
+		qemu := n.QEMUPid(name)
+		if qemu == 0 {
+			t.Fatal("no QEMU")
+		}
+		pids = n.Pids()
+		began := time.Now()
+		if err := n.PowerOff(stopTimeout); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("powered off in %s", time.Since(began).Round(time.Millisecond))
+		for _, pid := range []int{qemu, n.LibvirtdPid(), n.VirtlogdPid()} {
+			if procfs.Alive(pid) {
+				t.Errorf("process %d (%s) survived the power-off", pid, procfs.Comm(pid))
+			}
+		}
+		if left := n.Pids(); len(left) != 1 {
+			t.Errorf("processes %v left in the node's namespace, want the holder alone", left)
+		}
+		if _, err := n.Virsh(t.Context(), "version"); err == nil {
+			t.Error("the node's libvirtd still answers")
+		}
+		if b, _ := os.ReadFile(console); strings.Contains(string(b), testguest.MarkerPoweroff) {
+			t.Error("the guest powered off cleanly")
+		}
+		if err := n.DestroyAll(t.Context()); err != nil {
+			t.Errorf("DestroyAll on a powered-off node: %v", err)
+		}
+	})
+	if n != nil {
+		assertGone(t, []*multinode.Node{n}, pids)
+	}
+}

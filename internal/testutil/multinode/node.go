@@ -201,6 +201,36 @@ func (n *Node) stop() error {
 	return errors.Join(errs...)
 }
 
+// PowerOff is the node losing power: libvirtd, virtlogd and every QEMU
+// of the node are SIGKILLed at once, so no guest shuts down cleanly and
+// nothing answers on URI afterwards. The holder of the node's namespaces
+// stays, so that Close tears the node down as usual; DestroyAll does
+// nothing from now on. The node agent and launchers are not the node's
+// (they run in the host's namespaces): whoever started them stops them
+// (internal/testutil/cluster's PowerOff does both).
+func (n *Node) PowerOff(d time.Duration) error {
+	n.poweredOff.Store(true)
+	holder := n.holder.Pid()
+	var alive []int
+	err := wait.PollUntilContextTimeout(context.Background(), pollEvery, d, true, func(context.Context) (bool, error) {
+		alive = alive[:0]
+		for _, pid := range pidsInNetNS(n.NetNS) {
+			if pid != holder && procfs.Alive(pid) {
+				alive = append(alive, pid)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		return len(alive) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s: processes %v survive SIGKILL: %w", n.Name, alive, err)
+	}
+	return nil
+}
+
+// PoweredOff reports whether PowerOff was called.
+func (n *Node) PoweredOff() bool { return n.poweredOff.Load() }
+
 // killNetNS SIGKILLs every process in network namespace name and waits
 // until they are gone.
 func killNetNS(name string, d time.Duration) error {

@@ -41,8 +41,12 @@ func (n *Node) DomainState(ctx context.Context, name string) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
-// DestroyAll destroys and undefines every domain of the node.
+// DestroyAll destroys and undefines every domain of the node; nothing
+// on a node that was powered off (its QEMUs are dead, its libvirtd too).
 func (n *Node) DestroyAll(ctx context.Context) error {
+	if n.PoweredOff() {
+		return nil
+	}
 	ds, err := n.Domains(ctx)
 	if err != nil {
 		return err
