@@ -109,19 +109,7 @@ func runStrategyOf(spec *apiv1.VirtualMachineSpec) string {
 // statusObject is the computed status attribute.
 func statusObject(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, diags *diag.Diagnostics) types.Object {
 	st := vm.GetStatus()
-	conds := make([]attr.Value, 0, len(st.GetConditions()))
-	for _, c := range st.GetConditions() {
-		obj, d := types.ObjectValue(conditionAttrTypes, map[string]attr.Value{
-			"type":    types.StringValue(c.GetType()),
-			"status":  types.StringValue(c.GetStatus()),
-			"reason":  types.StringValue(c.GetReason()),
-			"message": types.StringValue(c.GetMessage()),
-		})
-		diags.Append(d...)
-		conds = append(conds, obj)
-	}
-	list, d := types.ListValue(types.ObjectType{AttrTypes: conditionAttrTypes}, conds)
-	diags.Append(d...)
+	list := conditionList(st.GetConditions(), diags)
 	obj, d := types.ObjectValue(statusAttrTypes, map[string]attr.Value{
 		"printable_status": optString(st.GetPrintableStatus()),
 		"phase":            optString(vmi.GetStatus().GetPhase()),
