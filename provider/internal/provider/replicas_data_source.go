@@ -34,7 +34,9 @@ func (d *poolDataSource) Metadata(_ context.Context, req datasource.MetadataRequ
 }
 
 func (d *poolDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	str := func(desc string) schema.StringAttribute { return schema.StringAttribute{Computed: true, Description: desc} }
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, Description: desc}
+	}
 	attrs := dataReplicaAttributes("pool", "VMs")
 	maps.Copy(attrs, map[string]schema.Attribute{
 		"max_unavailable": str("How many VMs a rollout may restart at once: a number (`\"1\"`) or a percentage of replicas (`\"25%\"`)."),
@@ -160,7 +162,9 @@ func liveNames[T metaObject](objs []T) []string {
 // dataReplicaAttributes are the attributes both data sources have at their
 // root, but the template and status.
 func dataReplicaAttributes(noun, replicas string) map[string]schema.Attribute {
-	str := func(desc string) schema.StringAttribute { return schema.StringAttribute{Computed: true, Description: desc} }
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, Description: desc}
+	}
 	return map[string]schema.Attribute{
 		"id": str("`namespace/name`."),
 		"name": schema.StringAttribute{
