@@ -12,10 +12,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/acctest"
 )
 
@@ -110,40 +109,6 @@ func poolVMsBooted(t *testing.T, agent *acctest.Agent, name, memory string, ordi
 	}
 }
 
-// testPools runs steps in parallel with the other tests and checks that
-// destroy leaves neither the pool nor any of its VMs (nor, on real nodes,
-// their domains) behind.
-func testPools(t *testing.T, agent *acctest.Agent, steps []resource.TestStep) {
-	t.Helper()
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy: func(s *terraform.State) error {
-			for _, rs := range s.RootModule().Resources {
-				if rs.Type != "virtplane_virtual_machine_pool" {
-					continue
-				}
-				ns, name := rs.Primary.Attributes["namespace"], rs.Primary.Attributes["name"]
-				_, err := agent.Client.Pools.Get(t.Context(), &apiv1.GetPoolRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
-				if status.Code(err) != codes.NotFound {
-					return fmt.Errorf("pool %s/%s still exists after destroy (err %v)", ns, name, err)
-				}
-				list, err := agent.Client.VMs.List(t.Context(), &apiv1.ListVirtualMachinesRequest{Options: &apiv1.ListOptions{
-					Namespace: ns, LabelSelector: "pool=" + name,
-				}})
-				if err != nil {
-					return err
-				}
-				if n := len(list.GetItems()); n > 0 {
-					return fmt.Errorf("pool %s/%s was destroyed but %d of its VMs are left", ns, name, n)
-				}
-				waitNoDomain(t, agent, ns, name+"-")
-			}
-			return nil
-		},
-		Steps: steps,
-	})
-}
-
 // A pool's life: create 2 VMs (each with a persistent volume of its own),
 // scale to 3 and to 1 (the highest ordinals go), roll a template change
 // out one VM at a time (apply waits until every VM runs the new memory),
@@ -163,7 +128,7 @@ func TestAccVirtualMachinePool_lifecycle(t *testing.T) {
 		return poolConfig(agent, name, replicas, memory, top, tmpl)
 	}
 	var uid string
-	testPools(t, agent, []resource.TestStep{
+	testReplicas(t, agent, []resource.TestStep{
 		{
 			Config: cfg(2, guestMemory, ""),
 			ConfigStateChecks: append(poolCounts(2),
@@ -246,7 +211,7 @@ func TestAccVirtualMachinePool_unschedulableFailsFast(t *testing.T) {
       "example.com/no-such-node" = "true"
     }`
 	var start time.Time
-	testPools(t, agent, []resource.TestStep{
+	testReplicas(t, agent, []resource.TestStep{
 		{
 			PreConfig: func() { start = time.Now() },
 			Config: agent.ProviderConfig() + fmt.Sprintf(`
@@ -280,4 +245,64 @@ resource "virtplane_virtual_machine_pool" "test" {
 			Check:             poolVMsBooted(t, agent, name, guestMemory, 0),
 		},
 	})
+}
+
+// A template change rolls out to every VM, one at a time with
+// max_unavailable "1": apply returns only once all three run the new
+// template. Fake nodes only: real ones would boot six guests for what
+// the lifecycle test shows with one.
+func TestAccVirtualMachinePool_rolloutWaitsForEveryVM(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	if !agent.Nodes.Scripted {
+		t.Skip("boots six guests; the lifecycle test rolls a template out on real nodes")
+	}
+	name := acctest.RandomName("roll")
+	top := `max_unavailable = "1"`
+	testReplicas(t, agent, []resource.TestStep{
+		{
+			Config:            poolConfig(agent, name, 3, guestMemory, top, ""),
+			ConfigStateChecks: append(poolCounts(3), poolVMNames(name, 0, 1, 2)),
+			Check:             poolVMsBooted(t, agent, name, guestMemory, 0, 1, 2),
+		},
+		{
+			Config:            poolConfig(agent, name, 3, guestMemory2, top, ""),
+			ConfigStateChecks: append(poolCounts(3), poolVMNames(name, 0, 1, 2)),
+			Check:             poolVMsBooted(t, agent, name, guestMemory2, 0, 1, 2),
+		},
+	})
+}
+
+// A pool whose VMs' guests fail before they run (the kernel is no kernel;
+// on fake nodes, scripted) fails with the VM's CrashLoopBackOff instead of
+// waiting.
+func TestAccVirtualMachinePool_crashLoopFailsFast(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	name := acctest.RandomName("crashpool")
+	tmpl := fmt.Sprintf(`boot {
+      kernel = %q
+      initrd = %q
+    }`, testguest.InitrdFile, testguest.InitrdFile)
+	if agent.Nodes.Scripted {
+		tmpl += fmt.Sprintf("\n    annotations = {\n      %q = \"fail-start\"\n    }", acctest.ScriptAnnotation)
+	}
+	start := time.Now()
+	testReplicas(t, agent, []resource.TestStep{{
+		Config: agent.ProviderConfig() + fmt.Sprintf(`
+resource "virtplane_virtual_machine_pool" "test" {
+  name = %q
+  virtual_machine_template {
+    labels = {
+      pool = %q
+    }
+    memory = %q
+    %s
+    %s
+  }
+}
+`, name, name, guestMemory, agent.Nodes.NodeSelectorHCL(), tmpl),
+		ExpectError: errorRe(`cannot get its VMs running`, `VM `+name+`-0 cannot run: it is in CrashLoopBackOff`),
+	}})
+	if d := time.Since(start); d > 2*poolFailFast {
+		t.Errorf("the crash-looping pool took %s to fail and be destroyed; it should fail fast", d)
+	}
 }

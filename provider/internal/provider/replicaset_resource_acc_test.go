@@ -13,8 +13,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/acctest"
@@ -94,40 +92,6 @@ func rsInstancesBooted(t *testing.T, agent *acctest.Agent, name string, n int) r
 	}
 }
 
-// testReplicaSets runs steps in parallel with the other tests and checks
-// that destroy leaves neither the replica set nor its instances (nor, on
-// real nodes, their domains) behind.
-func testReplicaSets(t *testing.T, agent *acctest.Agent, steps []resource.TestStep) {
-	t.Helper()
-	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
-		CheckDestroy: func(s *terraform.State) error {
-			for _, rs := range s.RootModule().Resources {
-				if rs.Type != "virtplane_virtual_machine_replica_set" {
-					continue
-				}
-				ns, name := rs.Primary.Attributes["namespace"], rs.Primary.Attributes["name"]
-				_, err := agent.Client.ReplicaSets.Get(t.Context(), &apiv1.GetReplicaSetRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
-				if status.Code(err) != codes.NotFound {
-					return fmt.Errorf("replica set %s/%s still exists after destroy (err %v)", ns, name, err)
-				}
-				list, err := agent.Client.VMIs.List(t.Context(), &apiv1.ListVirtualMachineInstancesRequest{Options: &apiv1.ListOptions{
-					Namespace: ns, LabelSelector: "rs=" + name,
-				}})
-				if err != nil {
-					return err
-				}
-				if n := len(list.GetItems()); n > 0 {
-					return fmt.Errorf("replica set %s/%s was destroyed but %d of its instances are left", ns, name, n)
-				}
-				waitNoDomain(t, agent, ns, name+"-")
-			}
-			return nil
-		},
-		Steps: steps,
-	})
-}
-
 // A replica set's life: create 2 instances, scale to 3, import, destroy
 // (its instances and domains go too). After every step the framework
 // checks that a plan is empty.
@@ -137,7 +101,7 @@ func TestAccVirtualMachineReplicaSet_lifecycle(t *testing.T) {
 	cfg := func(replicas int) string {
 		return replicaSetConfig(agent, name, replicas, "termination_grace_period = 10\n    "+guestTemplate(agent))
 	}
-	testReplicaSets(t, agent, []resource.TestStep{
+	testReplicas(t, agent, []resource.TestStep{
 		{
 			Config: cfg(2),
 			ConfigStateChecks: append(rsCounts(name, 2),
@@ -176,7 +140,7 @@ func TestAccVirtualMachineReplicaSet_unschedulableFailsFast(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	name := acctest.RandomName("nors")
 	start := time.Now()
-	testReplicaSets(t, agent, []resource.TestStep{{
+	testReplicas(t, agent, []resource.TestStep{{
 		Config: replicaSetConfig(agent, name, 2, `node_selector = {
       "example.com/no-such-node" = "true"
     }
@@ -199,7 +163,7 @@ func TestAccVirtualMachineReplicaSet_failingInstanceFailsFast(t *testing.T) {
 	}
 	name := acctest.RandomName("failrs")
 	start := time.Now()
-	testReplicaSets(t, agent, []resource.TestStep{{
+	testReplicas(t, agent, []resource.TestStep{{
 		Config: replicaSetConfig(agent, name, 1, fmt.Sprintf(`annotations = {
       %q = "fail-start"
     }

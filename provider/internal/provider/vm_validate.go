@@ -99,12 +99,12 @@ func validateDisks(ds []diskModel, list path.Path, diags *diag.Diagnostics) {
 			sources = append(sources, "cloud_init")
 			if cloudInit >= 0 {
 				diags.AddAttributeError(p.AtName("cloud_init"), "Only one cloud_init disk allowed",
-					fmt.Sprintf("disk[%d] is a cloud_init disk already; a VM takes at most one (both would claim the cidata label).", cloudInit))
+					fmt.Sprintf("%s is a cloud_init disk already; a VM takes at most one (both would claim the cidata label).", list.AtListIndex(cloudInit)))
 			}
 			cloudInit = i
 			if bus := d.Bus.ValueString(); !d.Bus.IsUnknown() && !d.Bus.IsNull() && !slices.Contains(apiv1.CDRomBuses(), bus) {
 				diags.AddAttributeError(p.AtName("bus"), "Invalid bus",
-					fmt.Sprintf("disk[%d] is a cloud_init disk, attached as a CD-ROM, whose bus must be one of %s, got %q.", i, oneOf(apiv1.CDRomBuses()...).list(), bus))
+					fmt.Sprintf("%s is a cloud_init disk, attached as a CD-ROM, whose bus must be one of %s, got %q.", p, oneOf(apiv1.CDRomBuses()...).list(), bus))
 			}
 		}
 		if len(sources) != 1 && !d.Image.IsUnknown() {
@@ -113,19 +113,19 @@ func validateDisks(ds []diskModel, list path.Path, diags *diag.Diagnostics) {
 				got = strings.Join(sources, " and ")
 			}
 			diags.AddAttributeError(p, "Disk needs exactly one source",
-				fmt.Sprintf("disk[%d] must set exactly one of image, persistent or cloud_init; it sets %s.", i, got))
+				fmt.Sprintf("%s must set exactly one of image, persistent or cloud_init; it sets %s.", p, got))
 		}
 		if !d.Name.IsNull() && !d.Name.IsUnknown() {
 			if j, dup := names[d.Name.ValueString()]; dup {
 				diags.AddAttributeError(p.AtName("name"), "Duplicate disk name",
-					fmt.Sprintf("disk[%d] is also named %q; disk names must be unique.", j, d.Name.ValueString()))
+					fmt.Sprintf("%s is also named %q; disk names must be unique.", list.AtListIndex(j), d.Name.ValueString()))
 			}
 			names[d.Name.ValueString()] = i
 		}
 		if !d.BootOrder.IsNull() && !d.BootOrder.IsUnknown() {
 			if j, dup := bootOrders[d.BootOrder.ValueInt64()]; dup {
 				diags.AddAttributeError(p.AtName("boot_order"), "Duplicate boot_order",
-					fmt.Sprintf("disk[%d] has boot_order %d too; boot orders must be unique.", j, d.BootOrder.ValueInt64()))
+					fmt.Sprintf("%s has boot_order %d too; boot orders must be unique.", list.AtListIndex(j), d.BootOrder.ValueInt64()))
 			}
 			bootOrders[d.BootOrder.ValueInt64()] = i
 		}
@@ -145,7 +145,7 @@ func validateInterfaces(is []interfaceModel, list path.Path, diags *diag.Diagnos
 		if !n.Name.IsNull() && !n.Name.IsUnknown() {
 			if j, dup := names[n.Name.ValueString()]; dup {
 				diags.AddAttributeError(p.AtName("name"), "Duplicate interface name",
-					fmt.Sprintf("interface[%d] is also named %q; interface names must be unique.", j, n.Name.ValueString()))
+					fmt.Sprintf("%s is also named %q; interface names must be unique.", list.AtListIndex(j), n.Name.ValueString()))
 			}
 			names[n.Name.ValueString()] = i
 		}
@@ -153,7 +153,7 @@ func validateInterfaces(is []interfaceModel, list path.Path, diags *diag.Diagnos
 			mac := strings.ToLower(n.MACAddress.ValueString())
 			if j, dup := macs[mac]; dup {
 				diags.AddAttributeError(p.AtName("mac_address"), "Duplicate mac_address",
-					fmt.Sprintf("interface[%d] has MAC address %s too.", j, n.MACAddress.ValueString()))
+					fmt.Sprintf("%s has MAC address %s too.", list.AtListIndex(j), n.MACAddress.ValueString()))
 			}
 			macs[mac] = i
 		}
