@@ -18,16 +18,6 @@ import (
 // (the rollout done), or a reason they cannot get there. The judgement
 // (judgePool) is a pure function of what readPool read.
 
-// replicaTarget is what a wait for a pool or replica set is for.
-type replicaTarget struct {
-	// generation is the one the controller must have acted on first, so
-	// that a status from before the change is not taken for its result.
-	generation int64
-	// ready: the replicas must be ready, not only there (their run
-	// strategy keeps them running).
-	ready bool
-}
-
 // poolView is a pool and its VMs, as a wait reads them.
 type poolView struct {
 	pool *apiv1.VirtualMachinePool

@@ -36,6 +36,16 @@ func importReplicas(ctx context.Context, req resource.ImportStateRequest, resp *
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), true)...)
 }
 
+// replicaTarget is what a wait for a pool or replica set is for.
+type replicaTarget struct {
+	// generation is the one the controller must have acted on first, so
+	// that a status from before the change is not taken for its result.
+	generation int64
+	// ready: the replicas must be ready, not only there (their run
+	// strategy keeps them running).
+	ready bool
+}
+
 // runsReplicas reports whether a VM spec's run strategy keeps its VMs
 // running, so that a wait for them waits for them to be ready.
 func runsReplicas(spec *apiv1.VirtualMachineSpec) bool {
@@ -78,8 +88,8 @@ func (r *configuredResource) deleteReplicas(ctx context.Context, diags *diag.Dia
 	}
 }
 
-// goneWhenNotFound is the judge of a wait for deletion: never done, since
-// the object's absence ends the wait (NotFound), which it turns into nil.
+// goneWhenNotFound turns the NotFound that ends a wait for a deletion
+// (the object is gone) into success.
 func goneWhenNotFound(err error) error {
 	if status.Code(err) == codes.NotFound {
 		return nil
