@@ -228,7 +228,8 @@ resource "virtplane_virtual_machine_pool" "test" {
   }
 }
 `, name, name, guestMemory, nowhere, agent.Nodes.BootHCL()),
-			ExpectError: errorRe(`cannot get its VMs running`, `VM `+name+`-0 cannot run: no node can run it (ErrorUnschedulable): 0/`,
+			// Whichever VM the controller judged first.
+			ExpectError: errorRe(`cannot get its VMs running`, `VM `+name+`-`, ` cannot run: no node can run it (ErrorUnschedulable): 0/`,
 				`node(s) didn't match node selector`),
 		},
 		{
