@@ -20,7 +20,7 @@ import (
 // in a template, a persistent disk in a replica set, a selector the
 // template's labels do not match, no labels to select by, a bad
 // max_unavailable, and a missing template.
-func TestAccReplicas_invalidConfigs(t *testing.T) {
+func TestAccPoolAndReplicaSet_invalidConfigs(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	pool := func(top, tmpl string) string {
 		return agent.ProviderConfig() + fmt.Sprintf(`
@@ -101,7 +101,7 @@ resource "virtplane_virtual_machine_replica_set" "test" {
 // controllers stand still; apply waits only for them to have seen the
 // objects), every setting reads back without a diff, and the data sources
 // read them with the agent's defaults.
-func TestAccReplicas_pausedAndDataSources(t *testing.T) {
+func TestAccPoolAndReplicaSet_pausedAndDataSources(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	name := acctest.RandomName("paused")
 	cfg := agent.ProviderConfig() + fmt.Sprintf(`
