@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -149,4 +151,33 @@ func (r *configuredResource) stillManaged(ctx context.Context, resp *resource.Re
 		return false
 	}
 	return true
+}
+
+// waitFailure words the diagnostic of a wait that ended without its
+// target.
+type waitFailure struct {
+	want  string // what was waited for: "to have 3 ready VMs on its current template"
+	slow  string // who may need longer: "the guest needs", "its VMs need"
+	stuck string // the summary's end when the wait stopped early: "cannot reach ..."
+}
+
+// addWaitFailure explains why a wait for object id ended early (err): time
+// ran out (errWaitTimeout), the object disappeared, a call failed, or the
+// judge found it cannot get there.
+func (r *configuredResource) addWaitFailure(diags *diag.Diagnostics, err error, id string, f waitFailure, timeout time.Duration, op string) {
+	k := r.kind
+	switch {
+	case errors.Is(err, errWaitTimeout):
+		diags.AddError("Timed out waiting for "+k.noun+" "+id,
+			fmt.Sprintf("Waited %s for %s %s; %s. Raise timeouts.%s if %s longer.",
+				timeout, id, f.want, strings.TrimPrefix(err.Error(), errWaitTimeout.Error()+": "), op, f.slow))
+	case status.Code(err) == codes.NotFound:
+		diags.AddError(k.title+" "+id+" disappeared",
+			"The "+k.short+" was deleted by someone else while Terraform waited for it "+f.want+".")
+	case status.Code(err) != codes.Unknown:
+		r.addError(diags, err, "wait for "+k.noun+" "+id+" "+f.want)
+	default:
+		diags.AddError(k.title+" "+id+" "+f.stuck,
+			fmt.Sprintf("Waiting for %s %s stopped early: %s.", id, f.want, err))
+	}
 }

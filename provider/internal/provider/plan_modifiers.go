@@ -3,7 +3,9 @@ package provider
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
@@ -55,4 +57,29 @@ func (macFromState) PlanModifyString(ctx context.Context, req planmodifier.Strin
 			return
 		}
 	}
+}
+
+// keepComputedWhenUnchanged plans the state's values of the computed
+// attributes at paths when nothing else changes, and reports whether it
+// did. The framework marks computed attributes unknown as soon as the
+// configuration differs from the state, before attribute plan modifiers
+// run. When those turn the difference into none (a memory spelled "0.5Gi"
+// instead of "512Mi"), the unknowns alone would make an update: a
+// resource's ModifyPlan keeps the state's values instead.
+func keepComputedWhenUnchanged(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse, paths ...path.Path) bool {
+	keep := resp.Plan
+	for _, p := range paths {
+		var v attr.Value
+		if d := req.State.GetAttribute(ctx, p, &v); d.HasError() {
+			return false
+		}
+		if d := keep.SetAttribute(ctx, p, v); d.HasError() {
+			return false
+		}
+	}
+	if !keep.Raw.Equal(req.State.Raw) {
+		return false
+	}
+	resp.Plan = keep
+	return true
 }

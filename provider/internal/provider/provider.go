@@ -187,9 +187,10 @@ func unknownAttributes(m providerModel) []string {
 }
 
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource}
+	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource, NewPoolResource, NewReplicaSetResource}
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource, NewMigrationsDataSource}
+	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource, NewMigrationsDataSource, NewPoolDataSource,
+		NewReplicaSetDataSource}
 }

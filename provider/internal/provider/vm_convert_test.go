@@ -27,13 +27,24 @@ func mustMap(t *testing.T, m map[string]string) types.Map {
 // that differ from the defaults where possible.
 func fullModel(t *testing.T) vmModel {
 	return vmModel{
-		Name:        types.StringValue("web"),
-		Namespace:   types.StringValue("prod"),
-		Labels:      mustMap(t, map[string]string{"app": "web"}),
-		Annotations: mustMap(t, map[string]string{"example.com/a": "b"}),
-		RunStrategy: types.StringValue("RerunOnFailure"),
-		CPU:         &cpuModel{Cores: types.Int64Value(2), Sockets: types.Int64Value(1), Threads: types.Int64Value(2)},
-		Memory:      quantityOf("1024Mi"),
+		Name:      types.StringValue("web"),
+		Namespace: types.StringValue("prod"),
+		vmSpecModel: vmSpecModel{
+			Labels:            mustMap(t, map[string]string{"app": "web"}),
+			Annotations:       mustMap(t, map[string]string{"example.com/a": "b"}),
+			RunStrategy:       types.StringValue("RerunOnFailure"),
+			NodeFailurePolicy: types.StringValue("RestartElsewhere"),
+			instanceSpecModel: fullInstanceSpec(t),
+		},
+	}
+}
+
+// fullInstanceSpec sets every attribute of an instance spec, with values
+// that differ from the defaults where possible.
+func fullInstanceSpec(t *testing.T) instanceSpecModel {
+	return instanceSpecModel{
+		CPU:    &cpuModel{Cores: types.Int64Value(2), Sockets: types.Int64Value(1), Threads: types.Int64Value(2)},
+		Memory: quantityOf("1024Mi"),
 		Disks: []diskModel{
 			{Name: types.StringValue("root"), Bus: types.StringValue("virtio"), BootOrder: types.Int64Value(1), Image: types.StringNull(),
 				Persistent: &persistentModel{Size: quantityOf("10Gi"), Image: types.StringValue("debian.qcow2")}},
@@ -55,7 +66,6 @@ func fullModel(t *testing.T) vmModel {
 				Network: &libvirtNetworkModel{Name: types.StringValue("default")}, PortForwards: []portForwardModel{}},
 		},
 		NodeSelector:           mustMap(t, map[string]string{"zone": "a"}),
-		NodeFailurePolicy:      types.StringValue("RestartElsewhere"),
 		EvictionStrategy:       types.StringValue("LiveMigrate"),
 		TerminationGracePeriod: types.Int64Value(5),
 	}
@@ -165,13 +175,11 @@ func TestVMModelDefaultsReadBackAsUnset(t *testing.T) {
 	ctx := context.Background()
 	in := vmModel{
 		Name: types.StringValue("min"), Namespace: types.StringValue("default"),
-		Labels: types.MapNull(types.StringType), Annotations: types.MapNull(types.StringType),
-		NodeSelector: types.MapNull(types.StringType), RunStrategy: types.StringValue("Always"),
-		Memory: quantityOf("256Mi"),
-		Disks: []diskModel{{Name: types.StringValue("root"), Bus: types.StringNull(), BootOrder: types.Int64Null(), Image: types.StringValue("a.qcow2")},
-			{Name: types.StringValue("seed"), Bus: types.StringNull(), BootOrder: types.Int64Null(), Image: types.StringNull(),
-				CloudInit: &cloudInitModel{UserData: types.StringValue("x"), NetworkData: types.StringNull()}}},
-		Interfaces: []interfaceModel{{Name: types.StringValue("default"), Model: types.StringNull(), MACAddress: types.StringNull()}},
+		vmSpecModel: vmSpecModel{
+			Labels: types.MapNull(types.StringType), Annotations: types.MapNull(types.StringType),
+			RunStrategy:       types.StringValue("Always"),
+			instanceSpecModel: minimalInstanceSpec(),
+		},
 	}
 	vm, d := vmFromModel(ctx, &in)
 	if d.HasError() {
@@ -207,6 +215,18 @@ func TestVMModelDefaultsReadBackAsUnset(t *testing.T) {
 	full, _ := vmToModel(ctx, stored(t, vm), nil, readOptions{full: true})
 	if full.CPU == nil || full.Labels.IsNull() || full.NodeSelector.IsNull() {
 		t.Errorf("data source model hides defaults: cpu %v labels %s", full.CPU, full.Labels)
+	}
+}
+
+// minimalInstanceSpec leaves everything it can to defaults.
+func minimalInstanceSpec() instanceSpecModel {
+	return instanceSpecModel{
+		NodeSelector: types.MapNull(types.StringType),
+		Memory:       quantityOf("256Mi"),
+		Disks: []diskModel{{Name: types.StringValue("root"), Bus: types.StringNull(), BootOrder: types.Int64Null(), Image: types.StringValue("a.qcow2")},
+			{Name: types.StringValue("seed"), Bus: types.StringNull(), BootOrder: types.Int64Null(), Image: types.StringNull(),
+				CloudInit: &cloudInitModel{UserData: types.StringValue("x"), NetworkData: types.StringNull()}}},
+		Interfaces: []interfaceModel{{Name: types.StringValue("default"), Model: types.StringNull(), MACAddress: types.StringNull()}},
 	}
 }
 

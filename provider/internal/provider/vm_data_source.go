@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"maps"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -32,143 +33,33 @@ func (d *vmDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, res
 	str := func(desc string) schema.StringAttribute {
 		return schema.StringAttribute{Computed: true, Description: desc}
 	}
-	num := func(desc string) schema.Int64Attribute {
-		return schema.Int64Attribute{Computed: true, Description: desc}
-	}
-	strMap := func(desc string) schema.MapAttribute {
-		return schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: desc}
-	}
+	attrs := dataVMSpecAttributes("Labels of the VM; empty when it has none.",
+		"Annotations of the VM's instance template; empty when it has none.")
+	maps.Copy(attrs, map[string]schema.Attribute{
+		"id": str("`namespace/name`."),
+		"name": schema.StringAttribute{
+			Required:    true,
+			Description: "Name of the VM.",
+			Validators:  []validator.String{dnsLabelValidator()},
+		},
+		"namespace": schema.StringAttribute{
+			Optional:    true,
+			Computed:    true,
+			Description: "Namespace of the VM. Default `default`.",
+			Validators:  []validator.String{dnsLabelValidator()},
+		},
+		"uid":              str("Unique ID the agent gave the VM."),
+		"restart_required": schema.BoolAttribute{Computed: true, Description: "Whether the running instance predates a change that needs a restart."},
+		"status": schema.SingleNestedAttribute{
+			Computed:    true,
+			Description: "What the agent last reported.",
+			Attributes:  dataStatusAttributes(),
+		},
+	})
 	resp.Schema = schema.Schema{
 		Description: "Reads one virtual machine by namespace and name: its settings, as the " +
 			"`virtplane_virtual_machine` resource has them, and its current status. Fails if the VM does not exist.",
-		Attributes: map[string]schema.Attribute{
-			"id": str("`namespace/name`."),
-			"name": schema.StringAttribute{
-				Required:    true,
-				Description: "Name of the VM.",
-				Validators:  []validator.String{dnsLabelValidator()},
-			},
-			"namespace": schema.StringAttribute{
-				Optional:    true,
-				Computed:    true,
-				Description: "Namespace of the VM. Default `default`.",
-				Validators:  []validator.String{dnsLabelValidator()},
-			},
-			"uid":          str("Unique ID the agent gave the VM."),
-			"labels":       strMap("Labels of the VM; empty when it has none."),
-			"annotations":  strMap("Annotations of the VM's instance template; empty when it has none."),
-			"run_strategy": str("`Always`, `RerunOnFailure`, `Manual`, `Halted` or `Once`."),
-			"cpu": schema.SingleNestedAttribute{
-				Computed:    true,
-				Description: "Virtual CPU topology.",
-				Attributes: map[string]schema.Attribute{
-					"cores":   num("Cores per socket."),
-					"sockets": num("Sockets."),
-					"threads": num("Threads per core."),
-				},
-			},
-			"memory": schema.StringAttribute{
-				Computed:    true,
-				CustomType:  quantityType{},
-				Description: "Guest memory, as the agent stores it (canonical quantity, `1Gi`).",
-			},
-			"disk": schema.ListNestedAttribute{
-				Computed:    true,
-				Description: "Disks, in order.",
-				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"name":       str("Name of the disk."),
-					"bus":        str("`virtio`, `sata` or `scsi`."),
-					"boot_order": num("Boot priority, 1 first; null when not booted from by order."),
-					"image":      str("Image of an ephemeral disk; null for other sources."),
-					"persistent": schema.SingleNestedAttribute{
-						Computed:    true,
-						Description: "A persistent disk; null for other sources.",
-						Attributes: map[string]schema.Attribute{
-							"size":  schema.StringAttribute{Computed: true, CustomType: quantityType{}, Description: "Size."},
-							"image": str("Image copied in at creation; null for a blank disk."),
-						},
-					},
-					"cloud_init": schema.SingleNestedAttribute{
-						Computed:    true,
-						Description: "A cloud-init seed; null for other sources.",
-						Attributes: map[string]schema.Attribute{
-							"user_data":    schema.StringAttribute{Computed: true, Sensitive: true, Description: "User data. Sensitive."},
-							"network_data": str("Network configuration; null when not set."),
-						},
-					},
-				}},
-			},
-			"boot": schema.SingleNestedAttribute{
-				Computed:    true,
-				Description: "Direct kernel boot; null when the VM boots from a disk.",
-				Attributes: map[string]schema.Attribute{
-					"kernel":  str("Kernel image."),
-					"initrd":  str("Initial ramdisk; null when not set."),
-					"cmdline": str("Kernel command line; null when not set."),
-				},
-			},
-			"bootloader": schema.SingleNestedAttribute{
-				Computed:    true,
-				Description: "The firmware that boots the VM from its disks; null when not set (BIOS).",
-				Attributes: map[string]schema.Attribute{
-					"bios": schema.SingleNestedAttribute{
-						Computed:    true,
-						Description: "Set (`{}`) when the VM boots through SeaBIOS; null otherwise.",
-						Attributes:  map[string]schema.Attribute{},
-					},
-					"efi": schema.SingleNestedAttribute{
-						Computed:    true,
-						Description: "Set when the VM boots through UEFI firmware (OVMF); null otherwise.",
-						Attributes: map[string]schema.Attribute{
-							"secure_boot": schema.BoolAttribute{Computed: true, Description: "Whether Secure Boot is on; null when not set."},
-						},
-					},
-				},
-			},
-			"interface": schema.ListNestedAttribute{
-				Computed:    true,
-				Description: "Network interfaces, in order.",
-				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"name":        str("Name of the interface and its network."),
-					"model":       str("`virtio`, `e1000` or `rtl8139`."),
-					"mac_address": str("MAC address, assigned by the server when the configuration sets none."),
-					"bridge": schema.SingleNestedAttribute{
-						Computed:    true,
-						Description: "The Linux bridge on the node the interface connects to; null for other kinds.",
-						Attributes: map[string]schema.Attribute{
-							"name": str("The bridge's interface name on the node."),
-							"vlan": num("802.1Q VLAN tag; null when untagged."),
-						},
-					},
-					"network": schema.SingleNestedAttribute{
-						Computed:    true,
-						Description: "The libvirt network on the node the interface connects to; null for other kinds.",
-						Attributes:  map[string]schema.Attribute{"name": str("The libvirt network's name.")},
-					},
-					"port_forward": schema.ListNestedAttribute{
-						Computed: true,
-						Description: "Port forwards of a user-mode interface (neither bridge nor network); empty for " +
-							"other kinds.",
-						NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-							"host_port":    num("Port on the node."),
-							"guest_port":   num("Port in the guest."),
-							"protocol":     str("`tcp` or `udp`."),
-							"host_address": str("Address on the node the forward listens on."),
-						}},
-					},
-				}},
-			},
-			"node_selector":            strMap("Node labels the VM requires; empty when none."),
-			"node_failure_policy":      str("`Wait` or `RestartElsewhere`."),
-			"eviction_strategy":        str("`LiveMigrate`, `LiveMigrateIfPossible`, `External` or `None`; null when unset (the cluster's default applies)."),
-			"termination_grace_period": num("Seconds the guest gets to shut down."),
-			"restart_required":         schema.BoolAttribute{Computed: true, Description: "Whether the running instance predates a change that needs a restart."},
-			"status": schema.SingleNestedAttribute{
-				Computed:    true,
-				Description: "What the agent last reported.",
-				Attributes:  dataStatusAttributes(),
-			},
-		},
+		Attributes: attrs,
 	}
 }
 

@@ -27,16 +27,11 @@ var (
 	updatePolicies = []string{updatePolicyRestart, updatePolicyNone}
 )
 
-// vmModel holds what the virtplane_virtual_machine resource and data source
-// share; the resource adds its provider-only settings.
-type vmModel struct {
-	ID                     types.String     `tfsdk:"id"`
-	Name                   types.String     `tfsdk:"name"`
-	Namespace              types.String     `tfsdk:"namespace"`
-	UID                    types.String     `tfsdk:"uid"`
-	Labels                 types.Map        `tfsdk:"labels"`
-	Annotations            types.Map        `tfsdk:"annotations"`
-	RunStrategy            types.String     `tfsdk:"run_strategy"`
+// instanceSpecModel is an instance's spec as the schema has it: what the
+// virtplane_virtual_machine resource, a pool's virtual_machine_template and
+// a replica set's template share (template_schema.go has its attributes
+// and blocks, template_convert.go its conversions).
+type instanceSpecModel struct {
 	CPU                    *cpuModel        `tfsdk:"cpu"`
 	Memory                 quantityValue    `tfsdk:"memory"`
 	Disks                  []diskModel      `tfsdk:"disk"`
@@ -44,11 +39,39 @@ type vmModel struct {
 	Bootloader             *bootloaderModel `tfsdk:"bootloader"`
 	Interfaces             []interfaceModel `tfsdk:"interface"`
 	NodeSelector           types.Map        `tfsdk:"node_selector"`
-	NodeFailurePolicy      types.String     `tfsdk:"node_failure_policy"`
 	EvictionStrategy       types.String     `tfsdk:"eviction_strategy"`
 	TerminationGracePeriod types.Int64      `tfsdk:"termination_grace_period"`
-	RestartRequired        types.Bool       `tfsdk:"restart_required"`
-	Status                 types.Object     `tfsdk:"status"`
+}
+
+// vmSpecModel is what a VM is made from: the VM resource's settings, and
+// a pool's template of its VMs. Labels are the VM's, annotations its
+// instances'.
+type vmSpecModel struct {
+	Labels            types.Map    `tfsdk:"labels"`
+	Annotations       types.Map    `tfsdk:"annotations"`
+	RunStrategy       types.String `tfsdk:"run_strategy"`
+	NodeFailurePolicy types.String `tfsdk:"node_failure_policy"`
+	instanceSpecModel
+}
+
+// instanceTemplateModel is what a replica set's instances are made from:
+// their labels, annotations and spec.
+type instanceTemplateModel struct {
+	Labels      types.Map `tfsdk:"labels"`
+	Annotations types.Map `tfsdk:"annotations"`
+	instanceSpecModel
+}
+
+// vmModel holds what the virtplane_virtual_machine resource and data source
+// share; the resource adds its provider-only settings.
+type vmModel struct {
+	ID        types.String `tfsdk:"id"`
+	Name      types.String `tfsdk:"name"`
+	Namespace types.String `tfsdk:"namespace"`
+	UID       types.String `tfsdk:"uid"`
+	vmSpecModel
+	RestartRequired types.Bool   `tfsdk:"restart_required"`
+	Status          types.Object `tfsdk:"status"`
 }
 
 // vmResourceModel is the resource's state.

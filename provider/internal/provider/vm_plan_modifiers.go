@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
@@ -50,25 +49,7 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() {
 		return // destroy or create
 	}
-	// The framework marks computed attributes unknown as soon as the
-	// configuration differs from the state, before attribute plan
-	// modifiers run. When those turn the difference into none (a memory
-	// spelled "0.5Gi" instead of "512Mi"), the unknowns alone would make an
-	// update: keep the state's values instead.
-	keep, ok := resp.Plan, true
-	for _, p := range []path.Path{path.Root("status"), path.Root("restart_required")} {
-		var v attr.Value
-		if d := req.State.GetAttribute(ctx, p, &v); d.HasError() {
-			ok = false
-			break
-		}
-		if d := keep.SetAttribute(ctx, p, v); d.HasError() {
-			ok = false
-			break
-		}
-	}
-	if ok && keep.Raw.Equal(req.State.Raw) {
-		resp.Plan = keep
+	if keepComputedWhenUnchanged(ctx, req, resp, path.Root("status"), path.Root("restart_required")) {
 		return
 	}
 	var plan, state vmResourceModel

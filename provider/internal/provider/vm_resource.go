@@ -2,16 +2,11 @@ package provider
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // The virtplane_virtual_machine resource, one concern per file: this file
@@ -61,21 +56,9 @@ func (r *vmResource) ImportState(ctx context.Context, req resource.ImportStateRe
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("update_policy"), defaultUpdatePolicy)...)
 }
 
-// addWaitError explains why a wait ended without the target state.
+// addWaitError explains why a wait for t ended without the target state.
 func (r *vmResource) addWaitError(diags *diag.Diagnostics, err error, id string, t waitTarget, timeout time.Duration, op string) {
-	want := targetDescription(t)
-	switch {
-	case errors.Is(err, errWaitTimeout):
-		diags.AddError("Timed out waiting for virtual machine "+id,
-			fmt.Sprintf("Waited %s for %s %s; %s. Raise timeouts.%s if the guest needs longer.",
-				timeout, id, want, strings.TrimPrefix(err.Error(), errWaitTimeout.Error()+": "), op))
-	case status.Code(err) == codes.NotFound:
-		diags.AddError("Virtual machine "+id+" disappeared",
-			"The VM was deleted by someone else while Terraform waited for it "+want+".")
-	case status.Code(err) != codes.Unknown:
-		r.addError(diags, err, "wait for virtual machine "+id+" "+want)
-	default:
-		diags.AddError("Virtual machine "+id+" cannot reach its run strategy's state",
-			fmt.Sprintf("Waiting for %s %s stopped early: %s.", id, want, err))
-	}
+	r.addWaitFailure(diags, err, id, waitFailure{
+		want: targetDescription(t), slow: "the guest needs", stuck: "cannot reach its run strategy's state",
+	}, timeout, op)
 }

@@ -42,14 +42,14 @@ var (
 	libvirtNetChars = regexp.MustCompile(`^[^/\n\x00]+$`)
 )
 
-func interfaceBlock() schema.ListNestedBlock {
+func interfaceBlock(o specSchema) schema.ListNestedBlock {
 	// An element of port_forward lives at interface[i].port_forward[j]:
 	// two steps up is its interface.
 	iface := path.MatchRelative().AtParent().AtParent()
 	return schema.ListNestedBlock{
 		Description: "Network interfaces, in order. Each connects to a network of its own, of one kind: " +
 			"user-mode NAT (the default, with optional `port_forward`s), a `bridge` on the node, or a libvirt " +
-			"`network` on the node. Changing interfaces, their kind or their port forwards needs a restart.",
+			"`network` on the node." + o.vm(" Changing interfaces, their kind or their port forwards needs a restart."),
 		NestedObject: schema.NestedBlockObject{
 			Attributes: map[string]schema.Attribute{
 				"name": schema.StringAttribute{
@@ -64,14 +64,7 @@ func interfaceBlock() schema.ListNestedBlock {
 					Description: "Device model: `virtio` (default), `e1000` or `rtl8139`.",
 					Validators:  []validator.String{oneOf(apiv1.InterfaceModels()...)},
 				},
-				"mac_address": schema.StringAttribute{
-					Optional: true,
-					Computed: true,
-					Description: "MAC address (`02:00:00:00:00:01`). Unset, the server assigns one when the interface " +
-						"is added and keeps it for the VM's life: across restarts, migrations and updates.",
-					Validators:    []validator.String{macValidator()},
-					PlanModifiers: []planmodifier.String{macFromState{"the MAC the interface of this name has"}},
-				},
+				"mac_address": macAddressAttribute(o),
 			},
 			Blocks: map[string]schema.Block{
 				"bridge": schema.SingleNestedBlock{
@@ -166,6 +159,36 @@ func interfaceBlock() schema.ListNestedBlock {
 				},
 			},
 		},
+	}
+}
+
+// macAddressAttribute is an interface's mac_address. A template refuses
+// one, as the API does: every replica would have the same. Each VM or
+// instance made from it gets its own instead, and the template keeps
+// none, so the attribute is not computed there.
+func macAddressAttribute(o specSchema) schema.StringAttribute {
+	if o.template {
+		return schema.StringAttribute{
+			Optional: true,
+			Description: "Must be left out in a template: every replica would get the same MAC address. Each " +
+				"VM or instance made from the template gets one of its own (a pool's VM keeps it for its life).",
+			Validators: []validator.String{stringCheck{
+				describedAs: "must be left out in a template",
+				check: func(p path.Path, s string, diags *diag.Diagnostics) {
+					diags.AddAttributeError(p, "MAC address in a template",
+						fmt.Sprintf("%s %s: every replica made from the template would have the same MAC address. "+
+							"Leave it out and each gets one of its own.", p, strconv.Quote(s)))
+				},
+			}},
+		}
+	}
+	return schema.StringAttribute{
+		Optional: true,
+		Computed: true,
+		Description: "MAC address (`02:00:00:00:00:01`). Unset, the server assigns one when the interface " +
+			"is added and keeps it for the VM's life: across restarts, migrations and updates.",
+		Validators:    []validator.String{macValidator()},
+		PlanModifiers: []planmodifier.String{macFromState{"the MAC the interface of this name has"}},
 	}
 }
 

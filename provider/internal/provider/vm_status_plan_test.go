@@ -71,14 +71,20 @@ func TestVMStatusNodeChangeIsNoPlanDiff(t *testing.T) {
 		return &vmResourceModel{
 			vmModel: vmModel{
 				ID: types.StringValue("default/web"), Name: types.StringValue("web"), Namespace: types.StringValue("default"),
-				UID: types.StringValue("uid-1"), Labels: types.MapNull(types.StringType), Annotations: types.MapNull(types.StringType),
-				RunStrategy: types.StringValue(apiv1.RunStrategyAlways), Memory: quantityOf(memory),
-				// Terraform holds absent list blocks as empty lists.
-				Disks: []diskModel{}, Interfaces: []interfaceModel{},
-				NodeSelector:           types.MapValueMust(types.StringType, map[string]attr.Value{"zone": types.StringValue("a")}),
-				NodeFailurePolicy:      types.StringValue(apiv1.DefaultNodeFailurePolicy),
-				TerminationGracePeriod: types.Int64Value(apiv1.DefaultTerminationGracePeriodSeconds),
-				RestartRequired:        types.BoolValue(false), Status: status,
+				UID: types.StringValue("uid-1"),
+				vmSpecModel: vmSpecModel{
+					Labels: types.MapNull(types.StringType), Annotations: types.MapNull(types.StringType),
+					RunStrategy:       types.StringValue(apiv1.RunStrategyAlways),
+					NodeFailurePolicy: types.StringValue(apiv1.DefaultNodeFailurePolicy),
+					instanceSpecModel: instanceSpecModel{
+						Memory: quantityOf(memory),
+						// Terraform holds absent list blocks as empty lists.
+						Disks: []diskModel{}, Interfaces: []interfaceModel{},
+						NodeSelector:           types.MapValueMust(types.StringType, map[string]attr.Value{"zone": types.StringValue("a")}),
+						TerminationGracePeriod: types.Int64Value(apiv1.DefaultTerminationGracePeriodSeconds),
+					},
+				},
+				RestartRequired: types.BoolValue(false), Status: status,
 			},
 			UpdatePolicy: types.StringValue(defaultUpdatePolicy),
 			Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -23,29 +24,39 @@ import (
 // per disk, unique names, boot orders, MACs and port forwards, the
 // interface wait_for_ip names, and the vCPU total.
 func (r *vmResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	is, ok := validateInstanceSpec(ctx, req.Config, path.Empty(), &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	var w *waitForIPModel
+	if d := req.Config.GetAttribute(ctx, path.Root("wait_for_ip"), &w); !d.HasError() && w != nil {
+		validateWaitForIP(w, is, &resp.Diagnostics)
+	}
+}
+
+// validateInstanceSpec checks the instance spec attributes and blocks at
+// base (path.Empty() for the root) of cfg as ValidateConfig does, and
+// returns its interfaces; ok is false when they are not known yet.
+func validateInstanceSpec(ctx context.Context, cfg tfsdk.Config, base path.Path, diags *diag.Diagnostics) (is []interfaceModel, ok bool) {
 	var disks types.List
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("disk"), &disks)...)
+	diags.Append(cfg.GetAttribute(ctx, base.AtName("disk"), &disks)...)
 	if !disks.IsNull() && !disks.IsUnknown() {
 		var ds []diskModel
 		if d := disks.ElementsAs(ctx, &ds, true); !d.HasError() {
-			validateDisks(ds, &resp.Diagnostics)
+			validateDisks(ds, base.AtName("disk"), diags)
 		}
 	}
 	var ifaces types.List
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("interface"), &ifaces)...)
+	diags.Append(cfg.GetAttribute(ctx, base.AtName("interface"), &ifaces)...)
 	if !ifaces.IsUnknown() {
 		// A null list (no interface blocks) has no elements.
-		var is []interfaceModel
 		if d := ifaces.ElementsAs(ctx, &is, true); !d.HasError() {
-			validateInterfaces(is, &resp.Diagnostics)
-			var w *waitForIPModel
-			if d := req.Config.GetAttribute(ctx, path.Root("wait_for_ip"), &w); !d.HasError() && w != nil {
-				validateWaitForIP(w, is, &resp.Diagnostics)
-			}
+			validateInterfaces(is, base.AtName("interface"), diags)
+			ok = true
 		}
 	}
 	var cpu *cpuModel
-	if d := req.Config.GetAttribute(ctx, path.Root("cpu"), &cpu); !d.HasError() && cpu != nil {
+	if d := cfg.GetAttribute(ctx, base.AtName("cpu"), &cpu); !d.HasError() && cpu != nil {
 		total, known := int64(1), true
 		for _, n := range []types.Int64{cpu.Cores, cpu.Sockets, cpu.Threads} {
 			known = known && !n.IsUnknown()
@@ -54,23 +65,25 @@ func (r *vmResource) ValidateConfig(ctx context.Context, req resource.ValidateCo
 			}
 		}
 		if known && total > 512 {
-			resp.Diagnostics.AddAttributeError(path.Root("cpu"), "Too many vCPUs",
+			diags.AddAttributeError(base.AtName("cpu"), "Too many vCPUs",
 				fmt.Sprintf("cores × sockets × threads is %d; at most 512 vCPUs are supported.", total))
 		}
 	}
 	var boot *bootModel
-	if d := req.Config.GetAttribute(ctx, path.Root("boot"), &boot); !d.HasError() && boot != nil && boot.Kernel.IsNull() {
-		resp.Diagnostics.AddAttributeError(path.Root("boot").AtName("kernel"), "Missing kernel",
+	if d := cfg.GetAttribute(ctx, base.AtName("boot"), &boot); !d.HasError() && boot != nil && boot.Kernel.IsNull() {
+		diags.AddAttributeError(base.AtName("boot").AtName("kernel"), "Missing kernel",
 			"A boot block needs kernel: the kernel image, relative to the node image directory.")
 	}
+	return is, ok
 }
 
-func validateDisks(ds []diskModel, diags *diag.Diagnostics) {
+// validateDisks checks the disk blocks ds at list (disk, or a template's).
+func validateDisks(ds []diskModel, list path.Path, diags *diag.Diagnostics) {
 	names := map[string]int{}
 	bootOrders := map[int64]int{}
 	cloudInit := -1
 	for i, d := range ds {
-		p := path.Root("disk").AtListIndex(i)
+		p := list.AtListIndex(i)
 		var sources []string
 		if !d.Image.IsNull() {
 			sources = append(sources, "image")
@@ -86,12 +99,12 @@ func validateDisks(ds []diskModel, diags *diag.Diagnostics) {
 			sources = append(sources, "cloud_init")
 			if cloudInit >= 0 {
 				diags.AddAttributeError(p.AtName("cloud_init"), "Only one cloud_init disk allowed",
-					fmt.Sprintf("disk[%d] is a cloud_init disk already; a VM takes at most one (both would claim the cidata label).", cloudInit))
+					fmt.Sprintf("%s is a cloud_init disk already; a VM takes at most one (both would claim the cidata label).", list.AtListIndex(cloudInit)))
 			}
 			cloudInit = i
 			if bus := d.Bus.ValueString(); !d.Bus.IsUnknown() && !d.Bus.IsNull() && !slices.Contains(apiv1.CDRomBuses(), bus) {
 				diags.AddAttributeError(p.AtName("bus"), "Invalid bus",
-					fmt.Sprintf("disk[%d] is a cloud_init disk, attached as a CD-ROM, whose bus must be one of %s, got %q.", i, oneOf(apiv1.CDRomBuses()...).list(), bus))
+					fmt.Sprintf("%s is a cloud_init disk, attached as a CD-ROM, whose bus must be one of %s, got %q.", p, oneOf(apiv1.CDRomBuses()...).list(), bus))
 			}
 		}
 		if len(sources) != 1 && !d.Image.IsUnknown() {
@@ -100,38 +113,39 @@ func validateDisks(ds []diskModel, diags *diag.Diagnostics) {
 				got = strings.Join(sources, " and ")
 			}
 			diags.AddAttributeError(p, "Disk needs exactly one source",
-				fmt.Sprintf("disk[%d] must set exactly one of image, persistent or cloud_init; it sets %s.", i, got))
+				fmt.Sprintf("%s must set exactly one of image, persistent or cloud_init; it sets %s.", p, got))
 		}
 		if !d.Name.IsNull() && !d.Name.IsUnknown() {
 			if j, dup := names[d.Name.ValueString()]; dup {
 				diags.AddAttributeError(p.AtName("name"), "Duplicate disk name",
-					fmt.Sprintf("disk[%d] is also named %q; disk names must be unique.", j, d.Name.ValueString()))
+					fmt.Sprintf("%s is also named %q; disk names must be unique.", list.AtListIndex(j), d.Name.ValueString()))
 			}
 			names[d.Name.ValueString()] = i
 		}
 		if !d.BootOrder.IsNull() && !d.BootOrder.IsUnknown() {
 			if j, dup := bootOrders[d.BootOrder.ValueInt64()]; dup {
 				diags.AddAttributeError(p.AtName("boot_order"), "Duplicate boot_order",
-					fmt.Sprintf("disk[%d] has boot_order %d too; boot orders must be unique.", j, d.BootOrder.ValueInt64()))
+					fmt.Sprintf("%s has boot_order %d too; boot orders must be unique.", list.AtListIndex(j), d.BootOrder.ValueInt64()))
 			}
 			bootOrders[d.BootOrder.ValueInt64()] = i
 		}
 	}
 }
 
-func validateInterfaces(is []interfaceModel, diags *diag.Diagnostics) {
+// validateInterfaces checks the interface blocks is at list.
+func validateInterfaces(is []interfaceModel, list path.Path, diags *diag.Diagnostics) {
 	names := map[string]int{}
 	macs := map[string]int{}
 	forwards := map[string]path.Path{}
 	for i, n := range is {
-		p := path.Root("interface").AtListIndex(i)
+		p := list.AtListIndex(i)
 		for j, f := range n.PortForwards {
 			validatePortForward(f, p.AtName("port_forward").AtListIndex(j), forwards, diags)
 		}
 		if !n.Name.IsNull() && !n.Name.IsUnknown() {
 			if j, dup := names[n.Name.ValueString()]; dup {
 				diags.AddAttributeError(p.AtName("name"), "Duplicate interface name",
-					fmt.Sprintf("interface[%d] is also named %q; interface names must be unique.", j, n.Name.ValueString()))
+					fmt.Sprintf("%s is also named %q; interface names must be unique.", list.AtListIndex(j), n.Name.ValueString()))
 			}
 			names[n.Name.ValueString()] = i
 		}
@@ -139,7 +153,7 @@ func validateInterfaces(is []interfaceModel, diags *diag.Diagnostics) {
 			mac := strings.ToLower(n.MACAddress.ValueString())
 			if j, dup := macs[mac]; dup {
 				diags.AddAttributeError(p.AtName("mac_address"), "Duplicate mac_address",
-					fmt.Sprintf("interface[%d] has MAC address %s too.", j, n.MACAddress.ValueString()))
+					fmt.Sprintf("%s has MAC address %s too.", list.AtListIndex(j), n.MACAddress.ValueString()))
 			}
 			macs[mac] = i
 		}

@@ -31,10 +31,14 @@ func validateVM(t *testing.T, ifaces []interfaceModel, w *waitForIPModel) []stri
 	cfg := &vmResourceModel{
 		vmModel: vmModel{
 			ID: types.StringNull(), Name: types.StringValue("web"), Namespace: types.StringNull(), UID: types.StringNull(),
-			Labels: types.MapNull(types.StringType), Annotations: types.MapNull(types.StringType),
-			RunStrategy: types.StringNull(), Memory: quantityOf("160Mi"), Disks: []diskModel{}, Interfaces: ifaces,
-			NodeSelector: types.MapNull(types.StringType), NodeFailurePolicy: types.StringNull(),
-			EvictionStrategy: types.StringNull(), TerminationGracePeriod: types.Int64Null(),
+			vmSpecModel: vmSpecModel{
+				Labels: types.MapNull(types.StringType), Annotations: types.MapNull(types.StringType),
+				RunStrategy: types.StringNull(), NodeFailurePolicy: types.StringNull(),
+				instanceSpecModel: instanceSpecModel{
+					Memory: quantityOf("160Mi"), Disks: []diskModel{}, Interfaces: ifaces, NodeSelector: types.MapNull(types.StringType),
+					EvictionStrategy: types.StringNull(), TerminationGracePeriod: types.Int64Null(),
+				},
+			},
 			RestartRequired: types.BoolNull(), Status: types.ObjectNull(statusAttrTypes),
 		},
 		UpdatePolicy: types.StringNull(),

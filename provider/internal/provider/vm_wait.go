@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -31,15 +30,6 @@ type waitTarget struct {
 	// first, so that a status from before the change is not taken for
 	// its result.
 	generation int64
-}
-
-// verdict is judgeVM's answer.
-type verdict struct {
-	done bool
-	// err ends the wait: the VM cannot reach the target without help.
-	err error
-	// state says what the VM is doing, for logs and timeout messages.
-	state string
 }
 
 // describe renders what the VM is doing: its printable status, the
@@ -215,26 +205,14 @@ func getVM(ctx context.Context, c *client.Client, ns, name string) (*apiv1.Virtu
 	return vm, vmi, nil
 }
 
-// pollInterval bounds how long a missed watch event can delay a wait
-// (a variable for tests).
-var pollInterval = 2 * time.Second
-
 // changes signals (without blocking, coalescing) whenever the VM or its
-// instance changes, until ctx ends. Watches are an optimisation: if they
-// fail, the poll in waitVM still sees every state.
+// instance changes, until ctx ends.
 func changes(ctx context.Context, c *client.Client, ns, name string) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	ch, notify := notifier()
 	opts := &apiv1.WatchOptions{Namespace: ns, Name: name}
-	each := func(*apiv1.VirtualMachineEvent) error { notify(); return nil }
 	go func() {
 		if w, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts}); err == nil {
-			_ = client.EachEvent(w, each)
+			_ = client.EachEvent(w, func(*apiv1.VirtualMachineEvent) error { notify(); return nil })
 		}
 	}()
 	go func() {
@@ -245,55 +223,25 @@ func changes(ctx context.Context, c *client.Client, ns, name string) <-chan stru
 	return ch
 }
 
-// errWaitTimeout marks a wait that ran out of time; the message says what
-// the VM was doing.
-var errWaitTimeout = errors.New("timed out")
+// vmView is a VM and its instance (nil when none), as a wait reads them.
+type vmView struct {
+	vm  *apiv1.VirtualMachine
+	vmi *apiv1.VirtualMachineInstance
+}
 
-// waitVM waits until judge says done or fails, or ctx ends. It returns the
-// last VM and instance seen. A VM that disappears ends the wait with
-// codes.NotFound. Transient read errors are retried until ctx ends.
+// waitVM waits until judge says done or fails, or ctx ends (waitUntil).
+// It returns the last VM and instance seen. A VM that disappears ends the
+// wait with codes.NotFound.
 func waitVM(ctx context.Context, c *client.Client, ns, name string, judge func(*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance) verdict) (*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	changed := changes(wctx, c, ns, name)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	var (
-		lastVM    *apiv1.VirtualMachine
-		lastVMI   *apiv1.VirtualMachineInstance
-		lastState = "not read yet"
-		lastErr   error
-	)
-	for {
-		vm, vmi, err := getVM(ctx, c, ns, name)
-		switch {
-		case status.Code(err) == codes.NotFound:
-			return lastVM, lastVMI, err
-		case err != nil && ctx.Err() == nil:
-			lastErr = err
-			tflog.Debug(ctx, "reading the virtual machine failed; retrying", map[string]any{"error": err.Error()})
-		case err == nil:
-			lastVM, lastVMI, lastErr = vm, vmi, nil
-			v := judge(vm, vmi)
-			if v.state != lastState {
-				tflog.Debug(ctx, "waiting for the virtual machine", map[string]any{"vm": vmID(ns, name), "state": v.state})
-				lastState = v.state
-			}
-			if v.done || v.err != nil {
-				return vm, vmi, v.err
-			}
-		}
-		select {
-		case <-ctx.Done():
-			msg := "it was last seen with " + lastState
-			if lastErr != nil {
-				msg += "; the last read failed: " + status.Convert(lastErr).Message()
-			}
-			return lastVM, lastVMI, fmt.Errorf("%w: %s", errWaitTimeout, msg)
-		case <-changed:
-		case <-tick.C:
-		}
-	}
+	v, err := waitUntil(ctx, "virtual machine "+vmID(ns, name), changes(wctx, c, ns, name),
+		func(ctx context.Context) (vmView, error) {
+			vm, vmi, err := getVM(ctx, c, ns, name)
+			return vmView{vm, vmi}, err
+		},
+		func(v vmView) verdict { return judge(v.vm, v.vmi) })
+	return v.vm, v.vmi, err
 }
 
 // waitGone waits until the VM no longer exists.

@@ -197,7 +197,7 @@ func TestIPWaitOf(t *testing.T) {
 			ipWait{}, false, `"soon" is not a positive duration`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := &vmResourceModel{vmModel: vmModel{Interfaces: c.ifaces}, WaitForIP: c.block}
+			m := &vmResourceModel{vmModel: vmModel{vmSpecModel: vmSpecModel{instanceSpecModel: instanceSpecModel{Interfaces: c.ifaces}}}, WaitForIP: c.block}
 			w, ok, err := ipWaitOf(m)
 			if (err != nil) != c.wantErr || (err != nil && !strings.Contains(err.Error(), c.errHas)) {
 				t.Fatalf("err = %v, want one saying %q: %v", err, c.errHas, c.wantErr)
