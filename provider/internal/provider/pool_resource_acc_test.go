@@ -286,8 +286,11 @@ func TestAccVirtualMachinePool_crashLoopFailsFast(t *testing.T) {
 	if agent.Nodes.Scripted {
 		tmpl += fmt.Sprintf("\n    annotations = {\n      %q = \"fail-start\"\n    }", acctest.ScriptAnnotation)
 	}
-	start := time.Now()
+	// Set when the step starts: testReplicas runs in parallel, and the
+	// time this test waits for its turn is not the apply's.
+	var start time.Time
 	testReplicas(t, agent, []resource.TestStep{{
+		PreConfig: func() { start = time.Now() },
 		Config: agent.ProviderConfig() + fmt.Sprintf(`
 resource "virtplane_virtual_machine_pool" "test" {
   name = %q

@@ -139,8 +139,11 @@ func TestAccVirtualMachineReplicaSet_lifecycle(t *testing.T) {
 func TestAccVirtualMachineReplicaSet_unschedulableFailsFast(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	name := acctest.RandomName("nors")
-	start := time.Now()
+	// Set when the step starts: testReplicas runs in parallel, and the
+	// time this test waits for its turn is not the apply's.
+	var start time.Time
 	testReplicas(t, agent, []resource.TestStep{{
+		PreConfig: func() { start = time.Now() },
 		Config: replicaSetConfig(agent, name, 2, `node_selector = {
       "example.com/no-such-node" = "true"
     }
@@ -162,8 +165,9 @@ func TestAccVirtualMachineReplicaSet_failingInstanceFailsFast(t *testing.T) {
 		t.Skip("needs scripted guests (VIRTPLANE_ACC_FAKE_NODES=1)")
 	}
 	name := acctest.RandomName("failrs")
-	start := time.Now()
+	var start time.Time // when the step starts, not when the parallel test waits its turn
 	testReplicas(t, agent, []resource.TestStep{{
+		PreConfig: func() { start = time.Now() },
 		Config: replicaSetConfig(agent, name, 1, fmt.Sprintf(`annotations = {
       %q = "fail-start"
     }

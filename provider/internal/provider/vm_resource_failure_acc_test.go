@@ -70,10 +70,11 @@ func TestAccVirtualMachine_unschedulableFailsFast(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	name := acctest.RandomName("nofit")
 	cfg := func(memory string) string { return vmConfig(agent, name, guestBody(agent, memory, "")) }
-	start := time.Now()
+	var start time.Time // when the step starts, not when the parallel test waits its turn
 	testVMs(t, agent, []resource.TestStep{
 		{
 			// 1Ti fits no node.
+			PreConfig:   func() { start = time.Now() },
 			Config:      cfg("1Ti"),
 			ExpectError: errorRe(`no node can run it (ErrorUnschedulable): 0/`, ` nodes are available`),
 		},

@@ -120,10 +120,11 @@ func TestAccVirtualMachine_waitForIPTimeout(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	skipUnlessScripted(t, agent)
 	name := acctest.RandomName("noip")
-	start := time.Now()
+	var start time.Time // when the step starts, not when the parallel test waits its turn
 	testVMs(t, agent, []resource.TestStep{
 		{
-			Config: addressVM(agent, name, guestMemory, "never:no DHCP lease for the test's guest", "  wait_for_ip {\n    timeout = \"2s\"\n  }\n"),
+			PreConfig: func() { start = time.Now() },
+			Config:    addressVM(agent, name, guestMemory, "never:no DHCP lease for the test's guest", "  wait_for_ip {\n    timeout = \"2s\"\n  }\n"),
 			ExpectError: errorRe(`Timed out waiting for an IP address of virtual machine default/`+name,
 				`interface "default" has no IP address after 2s: no DHCP lease for the test's guest`),
 		},
