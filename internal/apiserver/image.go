@@ -92,14 +92,9 @@ func (i *imageService) Update(ctx context.Context, req *apiv1.UpdateImageRequest
 	if old.Metadata.ResourceVersion != rv || (in.Metadata.Uid != "" && in.Metadata.Uid != old.Metadata.Uid) {
 		return nil, status.Errorf(codes.Aborted, "image %q: %s", in.Metadata.Name, conflictMessage)
 	}
-	next := proto.Clone(old).(*apiv1.Image)
-	next.Metadata.Labels = in.Metadata.Labels
-	next.Metadata.Annotations = in.Metadata.Annotations
-	if !proto.Equal(old.Spec, in.Spec) {
-		next.Spec = in.Spec
-		next.Metadata.Generation++
-	}
-	if proto.Equal(next, old) {
+	next, changed := withUserChanges(old, in, !proto.Equal(old.Spec, in.Spec),
+		func(n *apiv1.Image) { n.Spec = in.Spec })
+	if !changed {
 		return old, nil
 	}
 	out, err := i.s.stores.Images.Update(ctx, next)

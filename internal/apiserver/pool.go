@@ -96,14 +96,9 @@ func (p *poolService) Update(ctx context.Context, req *apiv1.UpdatePoolRequest) 
 	if old.Metadata.ResourceVersion != rv {
 		return nil, status.Errorf(codes.Aborted, "virtualmachinepool %q: %s", ref, conflictMessage)
 	}
-	next := proto.Clone(old).(*apiv1.VirtualMachinePool)
-	next.Metadata.Labels = in.Metadata.Labels
-	next.Metadata.Annotations = in.Metadata.Annotations
-	if !proto.Equal(old.Spec, in.Spec) {
-		next.Metadata.Generation++
-	}
-	next.Spec = in.Spec
-	if proto.Equal(next, old) {
+	next, changed := withUserChanges(old, in, !proto.Equal(old.Spec, in.Spec),
+		func(n *apiv1.VirtualMachinePool) { n.Spec = in.Spec })
+	if !changed {
 		return old, nil
 	}
 	out, err := p.s.stores.Pools.Update(ctx, next)

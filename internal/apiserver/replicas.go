@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -21,6 +22,27 @@ import (
 // (uid, versions, timestamps, finalizers, owners) is the server's.
 func userMeta(m *apiv1.ObjectMeta) *apiv1.ObjectMeta {
 	return &apiv1.ObjectMeta{Namespace: m.GetNamespace(), Name: m.GetName(), Labels: m.GetLabels(), Annotations: m.GetAnnotations()}
+}
+
+// withUserChanges is old with what a client's update may change: in's
+// labels and annotations, and its spec (setSpec copies it onto next),
+// the generation counting a spec change (specChanged). changed is false
+// when next is old again, so the caller writes nothing. One rule for
+// every kind the API updates this way (VMs, images, replica sets,
+// pools).
+func withUserChanges[T interface {
+	proto.Message
+	GetMetadata() *apiv1.ObjectMeta
+}](old, in T, specChanged bool, setSpec func(next T)) (next T, changed bool) {
+	next = proto.Clone(old).(T)
+	m := next.GetMetadata()
+	m.Labels = in.GetMetadata().GetLabels()
+	m.Annotations = in.GetMetadata().GetAnnotations()
+	if specChanged {
+		m.Generation++
+	}
+	setSpec(next)
+	return next, !proto.Equal(next, old)
 }
 
 // errNoResourceVersion refuses an update that does not say which version

@@ -81,14 +81,9 @@ func (r *replicaSetService) Update(ctx context.Context, req *apiv1.UpdateReplica
 	if old.Metadata.ResourceVersion != rv {
 		return nil, status.Errorf(codes.Aborted, "virtualmachineinstancereplicaset %q: %s", ref, conflictMessage)
 	}
-	next := proto.Clone(old).(*apiv1.VirtualMachineInstanceReplicaSet)
-	next.Metadata.Labels = in.Metadata.Labels
-	next.Metadata.Annotations = in.Metadata.Annotations
-	if !proto.Equal(old.Spec, in.Spec) {
-		next.Metadata.Generation++
-	}
-	next.Spec = in.Spec
-	if proto.Equal(next, old) {
+	next, changed := withUserChanges(old, in, !proto.Equal(old.Spec, in.Spec),
+		func(n *apiv1.VirtualMachineInstanceReplicaSet) { n.Spec = in.Spec })
+	if !changed {
 		return old, nil
 	}
 	out, err := r.s.stores.ReplicaSets.Update(ctx, next)

@@ -136,15 +136,9 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 	if old.Metadata.ResourceVersion != rv {
 		return nil, status.Errorf(codes.Aborted, "virtualmachine %q: %s", in.Metadata.Namespace+"/"+in.Metadata.Name, conflictMessage)
 	}
-	next := proto.Clone(old).(*apiv1.VirtualMachine)
-	next.Metadata.Labels = in.Metadata.Labels
-	next.Metadata.Annotations = in.Metadata.Annotations
-	specChanged := !proto.Equal(old.Spec, in.Spec)
-	next.Spec = in.Spec
-	if specChanged {
-		next.Metadata.Generation++
-	}
-	if proto.Equal(next, old) {
+	next, changed := withUserChanges(old, in, !proto.Equal(old.Spec, in.Spec),
+		func(n *apiv1.VirtualMachine) { n.Spec = in.Spec })
+	if !changed {
 		return old, nil
 	}
 	out, err := v.s.stores.VMs.Update(ctx, next)
