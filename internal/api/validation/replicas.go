@@ -35,17 +35,10 @@ func ValidateReplicaSet(rs *apiv1.VirtualMachineInstanceReplicaSet, opts Options
 	if s == nil {
 		return append(errs, field.Required(spec, ""))
 	}
-	if s.Replicas != nil {
-		errs = append(errs, ValidateReplicas(*s.Replicas, spec.Child("replicas"))...)
-	}
 	tp := spec.Child("template")
 	tmpl := s.GetTemplate()
-	errs = append(errs, validateSelector(s.GetSelector(), tmpl.GetMetadata().GetLabels(), spec.Child("selector"), tp.Child("metadata", "labels"))...)
-	if tmpl == nil {
-		errs = append(errs, field.Required(tp, ""))
-	} else {
-		errs = append(errs, validateLabels(tmpl.GetMetadata().GetLabels(), tp.Child("metadata", "labels"))...)
-		errs = append(errs, validateAnnotations(tmpl.GetMetadata().GetAnnotations(), tp.Child("metadata", "annotations"))...)
+	errs = append(errs, validateReplicaCommon(s.Replicas, s.GetSelector(), tmpl.GetMetadata(), tmpl != nil, spec, tp)...)
+	if tmpl != nil {
 		ts := tp.Child("spec")
 		errs = append(errs, ValidateVirtualMachineInstanceSpec(tmpl.GetSpec(), ts, opts)...)
 		errs = append(errs, validateNoFixedMACs(tmpl.GetSpec(), ts)...)
@@ -85,17 +78,10 @@ func ValidatePool(p *apiv1.VirtualMachinePool, opts Options) field.ErrorList {
 	if s == nil {
 		return append(errs, field.Required(spec, ""))
 	}
-	if s.Replicas != nil {
-		errs = append(errs, ValidateReplicas(*s.Replicas, spec.Child("replicas"))...)
-	}
 	tp := spec.Child("virtual_machine_template")
 	tmpl := s.GetVirtualMachineTemplate()
-	errs = append(errs, validateSelector(s.GetSelector(), tmpl.GetMetadata().GetLabels(), spec.Child("selector"), tp.Child("metadata", "labels"))...)
-	if tmpl == nil {
-		errs = append(errs, field.Required(tp, ""))
-	} else {
-		errs = append(errs, validateLabels(tmpl.GetMetadata().GetLabels(), tp.Child("metadata", "labels"))...)
-		errs = append(errs, validateAnnotations(tmpl.GetMetadata().GetAnnotations(), tp.Child("metadata", "annotations"))...)
+	errs = append(errs, validateReplicaCommon(s.Replicas, s.GetSelector(), tmpl.GetMetadata(), tmpl != nil, spec, tp)...)
+	if tmpl != nil {
 		errs = append(errs, validateVMSpec(tmpl.GetSpec(), tp.Child("spec"), opts)...)
 		errs = append(errs, validateNoFixedMACs(tmpl.GetSpec().GetTemplate().GetSpec(), tp.Child("spec", "template", "spec"))...)
 	}
@@ -119,6 +105,22 @@ func ValidatePoolUpdate(newPool, oldPool *apiv1.VirtualMachinePool, opts Options
 	}
 	errs = append(errs, validateIdentityUpdate(newPool.GetMetadata(), oldPool.GetMetadata())...)
 	return append(errs, validateSelectorUnchanged(newPool.GetSpec().GetSelector(), oldPool.GetSpec().GetSelector())...)
+}
+
+// validateReplicaCommon checks what both replica kinds' specs have: the
+// replica count, the selector against the template's labels, and the
+// template (at tp, required) with its labels and annotations.
+func validateReplicaCommon(replicas *int32, sel *apiv1.LabelSelector, tmplMeta *apiv1.ObjectMeta, haveTemplate bool, spec, tp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if replicas != nil {
+		errs = append(errs, ValidateReplicas(*replicas, spec.Child("replicas"))...)
+	}
+	errs = append(errs, validateSelector(sel, tmplMeta.GetLabels(), spec.Child("selector"), tp.Child("metadata", "labels"))...)
+	if !haveTemplate {
+		return append(errs, field.Required(tp, ""))
+	}
+	errs = append(errs, validateLabels(tmplMeta.GetLabels(), tp.Child("metadata", "labels"))...)
+	return append(errs, validateAnnotations(tmplMeta.GetAnnotations(), tp.Child("metadata", "annotations"))...)
 }
 
 // validateReplicaMeta is ValidateObjectMeta for a namespaced replica kind,
