@@ -552,11 +552,14 @@ func (x *UpdateVirtualMachineRequest) GetVm() *VirtualMachine {
 }
 
 type DeleteVirtualMachineRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Options       *DeleteOptions         `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Options *DeleteOptions         `protobuf:"bytes,2,opt,name=options,proto3" json:"options,omitempty"`
+	// Also delete the VM's snapshots (those whose source_uid is the VM's),
+	// with their data. Without it snapshots outlive their VM.
+	DeleteSnapshots bool `protobuf:"varint,3,opt,name=delete_snapshots,json=deleteSnapshots,proto3" json:"delete_snapshots,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DeleteVirtualMachineRequest) Reset() {
@@ -601,6 +604,13 @@ func (x *DeleteVirtualMachineRequest) GetOptions() *DeleteOptions {
 		return x.Options
 	}
 	return nil
+}
+
+func (x *DeleteVirtualMachineRequest) GetDeleteSnapshots() bool {
+	if x != nil {
+		return x.DeleteSnapshots
+	}
+	return false
 }
 
 type WatchVirtualMachinesRequest struct {
@@ -3567,10 +3577,11 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x05items\x18\x01 \x03(\v2\x1c.virtplane.v1.VirtualMachineR\x05items\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"K\n" +
 	"\x1bUpdateVirtualMachineRequest\x12,\n" +
-	"\x02vm\x18\x01 \x01(\v2\x1c.virtplane.v1.VirtualMachineR\x02vm\"\x7f\n" +
+	"\x02vm\x18\x01 \x01(\v2\x1c.virtplane.v1.VirtualMachineR\x02vm\"\xaa\x01\n" +
 	"\x1bDeleteVirtualMachineRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\x125\n" +
-	"\aoptions\x18\x02 \x01(\v2\x1b.virtplane.v1.DeleteOptionsR\aoptions\"S\n" +
+	"\aoptions\x18\x02 \x01(\v2\x1b.virtplane.v1.DeleteOptionsR\aoptions\x12)\n" +
+	"\x10delete_snapshots\x18\x03 \x01(\bR\x0fdeleteSnapshots\"S\n" +
 	"\x1bWatchVirtualMachinesRequest\x124\n" +
 	"\aoptions\x18\x01 \x01(\v2\x1a.virtplane.v1.WatchOptionsR\aoptions\"\xa3\x01\n" +
 	"\x13VirtualMachineEvent\x12+\n" +

@@ -11,6 +11,7 @@ func Services() []protoreflect.ServiceDescriptor {
 	for _, f := range []protoreflect.FileDescriptor{
 		File_internal_api_v1_service_proto,
 		File_internal_api_v1_replicas_service_proto,
+		File_internal_api_v1_snapshots_service_proto,
 	} {
 		svcs := f.Services()
 		for i := range svcs.Len() {

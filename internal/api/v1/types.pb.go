@@ -514,9 +514,15 @@ type VirtualMachineStatus struct {
 	DesiredGeneration  int64  `protobuf:"varint,9,opt,name=desired_generation,json=desiredGeneration,proto3" json:"desired_generation,omitempty"`
 	// The node the VM's latest instance was placed on. A VM with persistent
 	// volumes is pinned to it: its volumes live on that node's disk.
-	NodeName      string `protobuf:"bytes,10,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeName string `protobuf:"bytes,10,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// The snapshot that holds the VM locked (KubeVirt's
+	// snapshotInProgress): no new instance starts, and run-state and
+	// volume changes are refused until it ends.
+	SnapshotInProgress string `protobuf:"bytes,11,opt,name=snapshot_in_progress,json=snapshotInProgress,proto3" json:"snapshot_in_progress,omitempty"`
+	// The restore that holds the VM locked (restoreInProgress): likewise.
+	RestoreInProgress string `protobuf:"bytes,12,opt,name=restore_in_progress,json=restoreInProgress,proto3" json:"restore_in_progress,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *VirtualMachineStatus) Reset() {
@@ -615,6 +621,20 @@ func (x *VirtualMachineStatus) GetDesiredGeneration() int64 {
 func (x *VirtualMachineStatus) GetNodeName() string {
 	if x != nil {
 		return x.NodeName
+	}
+	return ""
+}
+
+func (x *VirtualMachineStatus) GetSnapshotInProgress() string {
+	if x != nil {
+		return x.SnapshotInProgress
+	}
+	return ""
+}
+
+func (x *VirtualMachineStatus) GetRestoreInProgress() string {
+	if x != nil {
+		return x.RestoreInProgress
 	}
 	return ""
 }
@@ -4280,7 +4300,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\b_running\"\x98\x01\n" +
 	"\"VirtualMachineInstanceTemplateSpec\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12<\n" +
-	"\x04spec\x18\x02 \x01(\v2(.virtplane.v1.VirtualMachineInstanceSpecR\x04spec\"\xef\x03\n" +
+	"\x04spec\x18\x02 \x01(\v2(.virtplane.v1.VirtualMachineInstanceSpecR\x04spec\"\xd1\x04\n" +
 	"\x14VirtualMachineStatus\x12)\n" +
 	"\x10printable_status\x18\x01 \x01(\tR\x0fprintableStatus\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\x12\x14\n" +
@@ -4294,7 +4314,9 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x13observed_generation\x18\b \x01(\x03R\x12observedGeneration\x12-\n" +
 	"\x12desired_generation\x18\t \x01(\x03R\x11desiredGeneration\x12\x1b\n" +
 	"\tnode_name\x18\n" +
-	" \x01(\tR\bnodeName\"\xb7\x01\n" +
+	" \x01(\tR\bnodeName\x120\n" +
+	"\x14snapshot_in_progress\x18\v \x01(\tR\x12snapshotInProgress\x12.\n" +
+	"\x13restore_in_progress\x18\f \x01(\tR\x11restoreInProgress\"\xb7\x01\n" +
 	"\x12StateChangeRequest\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12>\n" +
