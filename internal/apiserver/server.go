@@ -29,6 +29,11 @@ type Stores struct {
 	// The replica kinds (replicas.proto).
 	ReplicaSets store.Store[*apiv1.VirtualMachineInstanceReplicaSet]
 	Pools       store.Store[*apiv1.VirtualMachinePool]
+	// The snapshot kinds (snapshots.proto).
+	Snapshots        store.Store[*apiv1.VirtualMachineSnapshot]
+	SnapshotContents store.Store[*apiv1.VirtualMachineSnapshotContent]
+	Restores         store.Store[*apiv1.VirtualMachineRestore]
+	Clones           store.Store[*apiv1.VirtualMachineClone]
 	// Credentials of nodes; nil serves no node certificates (tests).
 	BootstrapTokens store.Store[*apiv1.BootstrapToken]
 	NodeCredentials store.Store[*apiv1.NodeCredential]
@@ -38,13 +43,17 @@ type Stores struct {
 // opts (one key prefix; a leader's fence for controller writes).
 func NewStores(c *clientv3.Client, opts store.Options) Stores {
 	return Stores{
-		VMs:         store.New(c, store.VirtualMachines, opts),
-		VMIs:        store.New(c, store.VirtualMachineInstances, opts),
-		Nodes:       store.New(c, store.Nodes, opts),
-		Migrations:  store.New(c, store.Migrations, opts),
-		Images:      store.New(c, store.Images, opts),
-		ReplicaSets: store.New(c, store.ReplicaSets, opts),
-		Pools:       store.New(c, store.Pools, opts),
+		VMs:              store.New(c, store.VirtualMachines, opts),
+		VMIs:             store.New(c, store.VirtualMachineInstances, opts),
+		Nodes:            store.New(c, store.Nodes, opts),
+		Migrations:       store.New(c, store.Migrations, opts),
+		Images:           store.New(c, store.Images, opts),
+		ReplicaSets:      store.New(c, store.ReplicaSets, opts),
+		Pools:            store.New(c, store.Pools, opts),
+		Snapshots:        store.New(c, store.Snapshots, opts),
+		SnapshotContents: store.New(c, store.SnapshotContents, opts),
+		Restores:         store.New(c, store.Restores, opts),
+		Clones:           store.New(c, store.Clones, opts),
 		// Credentials are the API's own writes, never a leader's: no fence.
 		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
 		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),

@@ -94,7 +94,12 @@ type Client struct {
 	// The replica kinds (replicas_service.proto).
 	ReplicaSets apiv1.ReplicaSetsClient
 	Pools       apiv1.PoolsClient
-	Conn        *grpc.ClientConn
+	// The snapshot kinds (snapshots.proto).
+	Snapshots        apiv1.SnapshotsClient
+	SnapshotContents apiv1.SnapshotContentsClient
+	Restores         apiv1.RestoresClient
+	Clones           apiv1.ClonesClient
+	Conn             *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -157,16 +162,20 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 // New returns a client of every API service over conn, which it owns.
 func New(conn *grpc.ClientConn) *Client {
 	return &Client{
-		VMs:         apiv1.NewVirtualMachinesClient(conn),
-		VMIs:        apiv1.NewVirtualMachineInstancesClient(conn),
-		Nodes:       apiv1.NewNodesClient(conn),
-		Consoles:    apiv1.NewConsolesClient(conn),
-		Bootstrap:   apiv1.NewBootstrapClient(conn),
-		Images:      apiv1.NewImagesClient(conn),
-		Migrations:  apiv1.NewMigrationsClient(conn),
-		ReplicaSets: apiv1.NewReplicaSetsClient(conn),
-		Pools:       apiv1.NewPoolsClient(conn),
-		Conn:        conn,
+		VMs:              apiv1.NewVirtualMachinesClient(conn),
+		VMIs:             apiv1.NewVirtualMachineInstancesClient(conn),
+		Nodes:            apiv1.NewNodesClient(conn),
+		Consoles:         apiv1.NewConsolesClient(conn),
+		Bootstrap:        apiv1.NewBootstrapClient(conn),
+		Images:           apiv1.NewImagesClient(conn),
+		Migrations:       apiv1.NewMigrationsClient(conn),
+		ReplicaSets:      apiv1.NewReplicaSetsClient(conn),
+		Snapshots:        apiv1.NewSnapshotsClient(conn),
+		SnapshotContents: apiv1.NewSnapshotContentsClient(conn),
+		Restores:         apiv1.NewRestoresClient(conn),
+		Clones:           apiv1.NewClonesClient(conn),
+		Pools:            apiv1.NewPoolsClient(conn),
+		Conn:             conn,
 	}
 }
 

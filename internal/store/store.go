@@ -103,6 +103,22 @@ var (
 		Kind: apiv1.KindPool, Plural: "virtualmachinepools", Namespaced: true,
 		New: func() *apiv1.VirtualMachinePool { return &apiv1.VirtualMachinePool{} },
 	}
+	Snapshots = Resource[*apiv1.VirtualMachineSnapshot]{
+		Kind: apiv1.KindSnapshot, Plural: "virtualmachinesnapshots", Namespaced: true,
+		New: func() *apiv1.VirtualMachineSnapshot { return &apiv1.VirtualMachineSnapshot{} },
+	}
+	SnapshotContents = Resource[*apiv1.VirtualMachineSnapshotContent]{
+		Kind: apiv1.KindSnapshotContent, Plural: "virtualmachinesnapshotcontents", Namespaced: true,
+		New: func() *apiv1.VirtualMachineSnapshotContent { return &apiv1.VirtualMachineSnapshotContent{} },
+	}
+	Restores = Resource[*apiv1.VirtualMachineRestore]{
+		Kind: apiv1.KindRestore, Plural: "virtualmachinerestores", Namespaced: true,
+		New: func() *apiv1.VirtualMachineRestore { return &apiv1.VirtualMachineRestore{} },
+	}
+	Clones = Resource[*apiv1.VirtualMachineClone]{
+		Kind: apiv1.KindClone, Plural: "virtualmachineclones", Namespaced: true,
+		New: func() *apiv1.VirtualMachineClone { return &apiv1.VirtualMachineClone{} },
+	}
 	BootstrapTokens = Resource[*apiv1.BootstrapToken]{
 		Kind: "BootstrapToken", Plural: "bootstraptokens", Namespaced: false,
 		New: func() *apiv1.BootstrapToken { return &apiv1.BootstrapToken{} },

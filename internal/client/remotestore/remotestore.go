@@ -59,6 +59,52 @@ func (i *Images) Watch(ctx context.Context, opts store.WatchOptions) (<-chan sto
 	return events[*apiv1.Image](ctx, stream.Recv), nil
 }
 
+// SnapshotContents watches VirtualMachineSnapshotContents over the API
+// (a node agent: those labelled with its node).
+type SnapshotContents struct {
+	c SnapshotContentWatcher
+}
+
+// SnapshotContentWatcher is the watch of the snapshot content service.
+type SnapshotContentWatcher interface {
+	Watch(ctx context.Context, in *apiv1.WatchSnapshotContentsRequest, opts ...grpc.CallOption) (apiv1.SnapshotContents_WatchClient, error)
+}
+
+// NewSnapshotContents returns the adapter over c.
+func NewSnapshotContents(c SnapshotContentWatcher) *SnapshotContents { return &SnapshotContents{c: c} }
+
+// Watch is as VMIs.Watch.
+func (s *SnapshotContents) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store.Event[*apiv1.VirtualMachineSnapshotContent], error) {
+	stream, err := s.c.Watch(ctx, &apiv1.WatchSnapshotContentsRequest{Options: watchOptions(opts)})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return events[*apiv1.VirtualMachineSnapshotContent](ctx, stream.Recv), nil
+}
+
+// Restores watches VirtualMachineRestores over the API (a node agent:
+// those labelled with its node).
+type Restores struct {
+	c RestoreWatcher
+}
+
+// RestoreWatcher is the watch of the restore service.
+type RestoreWatcher interface {
+	Watch(ctx context.Context, in *apiv1.WatchRestoresRequest, opts ...grpc.CallOption) (apiv1.Restores_WatchClient, error)
+}
+
+// NewRestores returns the adapter over c.
+func NewRestores(c RestoreWatcher) *Restores { return &Restores{c: c} }
+
+// Watch is as VMIs.Watch.
+func (r *Restores) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store.Event[*apiv1.VirtualMachineRestore], error) {
+	stream, err := r.c.Watch(ctx, &apiv1.WatchRestoresRequest{Options: watchOptions(opts)})
+	if err != nil {
+		return nil, fromStatus(err)
+	}
+	return events[*apiv1.VirtualMachineRestore](ctx, stream.Recv), nil
+}
+
 func watchOptions(opts store.WatchOptions) *apiv1.WatchOptions {
 	return &apiv1.WatchOptions{
 		Namespace: opts.Namespace, LabelSelector: opts.LabelSelector, Name: opts.Name,
