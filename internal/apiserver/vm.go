@@ -211,7 +211,9 @@ func (v *vmService) deleteSnapshotsOf(ctx context.Context, key *apiv1.ObjectKey,
 // whole spec, which it is about to replace.
 func specLocked(old *apiv1.VirtualMachine, spec *apiv1.VirtualMachineSpec) error {
 	was := old.GetSpec()
-	runState := was.GetRunStrategy() != spec.GetRunStrategy() || !sameBool(runningOf(was), runningOf(spec))
+	wasRunning, wasSet := was.RunningFlag()
+	running, set := spec.RunningFlag()
+	runState := was.GetRunStrategy() != spec.GetRunStrategy() || wasRunning != running || wasSet != set
 	if r := old.GetStatus().GetRestoreInProgress(); r != "" {
 		if runState {
 			return status.Errorf(codes.FailedPrecondition, "Cannot update VM runStrategy until restore %q completes", r)
@@ -262,18 +264,6 @@ func unpauseLocked(vm *apiv1.VirtualMachine) error {
 		return status.Errorf(codes.FailedPrecondition, "Cannot unpause vm until snapshot %q completes", s)
 	}
 	return nil
-}
-
-// runningOf is spec.running, nil when unset (or no spec).
-func runningOf(spec *apiv1.VirtualMachineSpec) *bool {
-	if spec == nil {
-		return nil
-	}
-	return spec.Running
-}
-
-func sameBool(a, b *bool) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
 }
 
 // listEqual reports whether two lists of messages are equal element by

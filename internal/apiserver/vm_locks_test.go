@@ -58,6 +58,7 @@ func TestVMLockedBySnapshot(t *testing.T) {
 	wantRefusal(t, "run strategy", update(func(vm *apiv1.VirtualMachine) { vm.Spec.RunStrategy = "Halted" }), running)
 	wantRefusal(t, "running", update(func(vm *apiv1.VirtualMachine) {
 		vm.Spec.RunStrategy = ""
+		//lint:ignore SA1019 a VM written with the deprecated flag is what is tested
 		vm.Spec.Running = proto.Bool(true)
 	}), running)
 	const disks = `Cannot update vm disks or volumes until snapshot "s1" completes`
