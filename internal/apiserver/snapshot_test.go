@@ -105,6 +105,9 @@ func TestSnapshotCreateGetListWatchDelete(t *testing.T) {
 	if _, err := f.snapshots().UpdateStatus(ctx, &apiv1.UpdateSnapshotStatusRequest{Snapshot: upd}); code(err) != codes.InvalidArgument {
 		t.Fatalf("versionless status write: %v", err)
 	}
+	if _, err := f.snapshots().UpdateStatus(ctx, &apiv1.UpdateSnapshotStatusRequest{}); code(err) != codes.InvalidArgument {
+		t.Fatalf("status write of no object: %v", err)
+	}
 
 	if _, err := f.snapshots().Create(ctx, &apiv1.CreateSnapshotRequest{Snapshot: snapshotOf("s3", "db")}); err != nil {
 		t.Fatal(err)

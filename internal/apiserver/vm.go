@@ -197,7 +197,10 @@ func (v *vmService) deleteSnapshotsOf(ctx context.Context, key *apiv1.ObjectKey,
 		// The uid precondition keeps a snapshot made again under the same
 		// name since the list (another VM's, maybe) from being deleted.
 		_, _, err := v.s.stores.Snapshots.Delete(ctx, sm.GetNamespace(), sm.GetName(), store.DeleteOptions{UID: sm.GetUid()})
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue // deleted meanwhile
+		case err != nil:
 			return toStatus(err)
 		}
 		v.s.log.Info("snapshot deletion requested with its VM", "snapshot", apiv1.Ref(sm.GetNamespace(), sm.GetName()), "vm", md.GetName())
