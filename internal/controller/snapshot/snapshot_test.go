@@ -244,7 +244,9 @@ func TestSnapshotDeletion(t *testing.T) {
 	t.Run("Delete while in progress", func(t *testing.T) {
 		f := newFixture(t, newSnapshot(), newVM("n1"), nil)
 		f.settle(t)
-		f.snaps.Update(t, "default", "snap", func(s *apiv1.VirtualMachineSnapshot) { s.Metadata.DeletionTimestamp = f.snap(t).Metadata.CreationTimestamp })
+		f.snaps.Update(t, "default", "snap", func(s *apiv1.VirtualMachineSnapshot) {
+			s.Metadata.DeletionTimestamp = f.snap(t).Metadata.CreationTimestamp
+		})
 		f.settle(t)
 		s := f.snap(t)
 		if s.Status.Phase != apiv1.SnapshotDeleting || !slices.Contains(s.Metadata.Finalizers, apiv1.FinalizerSnapshot) {
