@@ -98,7 +98,9 @@ type fakeContents struct {
 func newFakeContents() *fakeContents {
 	return &fakeContents{fakeStatusStore: &fakeStatusStore[*apiv1.VirtualMachineSnapshotContent]{
 		objs: map[string]*apiv1.VirtualMachineSnapshotContent{}, finalizer: apiv1.FinalizerSnapshotData,
-		setStatus: func(to, from *apiv1.VirtualMachineSnapshotContent) { to.Status = proto.Clone(from.GetStatus()).(*apiv1.VirtualMachineSnapshotContentStatus) },
+		setStatus: func(to, from *apiv1.VirtualMachineSnapshotContent) {
+			to.Status = proto.Clone(from.GetStatus()).(*apiv1.VirtualMachineSnapshotContentStatus)
+		},
 	}}
 }
 
@@ -114,7 +116,9 @@ type fakeRestores struct {
 func newFakeRestores() *fakeRestores {
 	return &fakeRestores{fakeStatusStore: &fakeStatusStore[*apiv1.VirtualMachineRestore]{
 		objs: map[string]*apiv1.VirtualMachineRestore{}, finalizer: apiv1.FinalizerRestoreData,
-		setStatus: func(to, from *apiv1.VirtualMachineRestore) { to.Status = proto.Clone(from.GetStatus()).(*apiv1.VirtualMachineRestoreStatus) },
+		setStatus: func(to, from *apiv1.VirtualMachineRestore) {
+			to.Status = proto.Clone(from.GetStatus()).(*apiv1.VirtualMachineRestoreStatus)
+		},
 	}}
 }
 
