@@ -46,6 +46,9 @@ type restoreWork struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // the staging under way, by key
+	// written keeps passes over a cached copy older than the node's own
+	// last write from staging or swapping again.
+	written ownWrites
 }
 
 func (a *Agent) newRestoreWork() {
@@ -131,6 +134,9 @@ func (a *Agent) reconcileRestore(ctx context.Context, key string) (controller.Re
 	r, ok := a.restores.inf.GetByKey(key)
 	if !ok {
 		return controller.Result{}, nil
+	}
+	if a.restores.written.stale(r.GetMetadata().GetUid(), r.GetMetadata().GetResourceVersion()) {
+		return controller.Result{}, nil // the watch brings the node's own write, and queues it again
 	}
 	st := r.GetStatus()
 	deleting := r.GetMetadata().GetDeletionTimestamp() != nil
@@ -341,7 +347,8 @@ func (a *Agent) releaseRestore(ctx context.Context, r *apiv1.VirtualMachineResto
 	err := a.updateRestore(ctx, &restoreRef{r: r}, func(next *apiv1.VirtualMachineRestore) {
 		next.Metadata.Finalizers = slices.DeleteFunc(next.Metadata.Finalizers, func(f string) bool { return f == apiv1.FinalizerRestoreData })
 	})
-	if status.Code(err) == codes.NotFound {
+	if err == nil || status.Code(err) == codes.NotFound {
+		a.restores.written.forget(r.GetMetadata().GetUid()) // nothing more to do for it
 		return nil
 	}
 	return err
@@ -365,6 +372,7 @@ func (a *Agent) updateRestore(ctx context.Context, ref *restoreRef, mutate func(
 		out, err := a.restores.api.UpdateStatus(cctx, &apiv1.UpdateRestoreStatusRequest{Restore: next})
 		cancel()
 		if err == nil {
+			a.restores.written.wrote(out.GetMetadata().GetUid(), out.GetMetadata().GetResourceVersion())
 			ref.r = out
 			return nil
 		}

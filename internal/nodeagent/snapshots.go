@@ -57,6 +57,9 @@ type snapshotWork struct {
 	// results are the statuses of finished copies whose write failed, by
 	// content uid: the next pass writes them instead of copying again.
 	results map[string]*apiv1.VirtualMachineSnapshotContentStatus
+	// written keeps passes over a cached copy older than the node's own
+	// last write from redoing a finished copy.
+	written ownWrites
 }
 
 // snapshotWorkers: one copy at a time, copies are heavy on the disk.
@@ -194,6 +197,9 @@ func (a *Agent) reconcileContent(ctx context.Context, key string) (controller.Re
 	if !ok {
 		return controller.Result{}, nil // its directory goes with the next collection
 	}
+	if w.written.stale(c.GetMetadata().GetUid(), c.GetMetadata().GetResourceVersion()) {
+		return controller.Result{}, nil // the watch brings the node's own write, and queues it again
+	}
 	phase := c.GetStatus().GetPhase()
 	switch {
 	case contentStops(c):
@@ -262,6 +268,7 @@ func (a *Agent) releaseContent(ctx context.Context, c *apiv1.VirtualMachineSnaps
 		return nil
 	}
 	if err == nil {
+		a.snaps.written.forget(uid) // the content is gone, or goes with the controller's delete
 		a.log.Info("snapshot data released", "content", informer.Key(c), "uid", uid)
 	}
 	return err
@@ -281,6 +288,7 @@ func (a *Agent) writeContent(ctx context.Context, c *apiv1.VirtualMachineSnapsho
 		out, err := a.snaps.api.UpdateStatus(cctx, &apiv1.UpdateSnapshotContentStatusRequest{Content: next})
 		cancel()
 		if err == nil {
+			a.snaps.written.wrote(out.GetMetadata().GetUid(), out.GetMetadata().GetResourceVersion())
 			return out, nil
 		}
 		if status.Code(err) != codes.Aborted || attempt > 0 {
