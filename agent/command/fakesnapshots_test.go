@@ -365,16 +365,14 @@ type snapFake struct {
 }
 
 // startSnapshotFake serves the fake VMs, VMIs, nodes and the four
-// snapshot services; their creates fill in the server's defaults.
+// snapshot services; their creates fill in the server's defaults
+// (validation.DefaultSnapshot and friends).
 func startSnapshotFake(t *testing.T) *snapFake {
 	t.Helper()
 	f := &snapFake{
 		snaps: newFakeObjects(apiv1.KindSnapshot, func(s *apiv1.VirtualMachineSnapshot) {
 			if s.Spec.DeletionPolicy == "" {
 				s.Spec.DeletionPolicy = apiv1.DeletionPolicyDelete
-			}
-			if s.Spec.FailureDeadlineSeconds == nil {
-				s.Spec.FailureDeadlineSeconds = proto.Int64(apiv1.DefaultSnapshotFailureDeadlineSeconds)
 			}
 		}),
 		contents: newFakeObjects[*apiv1.VirtualMachineSnapshotContent](apiv1.KindSnapshotContent, nil),
