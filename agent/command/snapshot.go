@@ -187,17 +187,22 @@ func snapshotLines(s *apiv1.VirtualMachineSnapshot) []followLine {
 	if st.GetPhase() == apiv1.SnapshotInProgress || st.GetPhase() == "" {
 		phase += conditionNote(st.GetConditions(), "Progressing")
 	}
-	lines := []followLine{{key: "phase", text: phase}}
+	var details []followLine
 	if n := st.GetNodeName(); n != "" {
-		lines = append(lines, followLine{key: "node", text: "  node: " + n})
+		details = append(details, followLine{key: "node", text: "  node: " + n})
 	}
 	if ind := st.GetIndications(); len(ind) > 0 {
-		lines = append(lines, followLine{key: "indications", text: "  indications: " + strings.Join(ind, ", ")})
+		details = append(details, followLine{key: "indications", text: "  indications: " + strings.Join(ind, ", ")})
 	}
 	if in, ex := st.GetIncludedVolumes(), st.GetExcludedVolumes(); len(in)+len(ex) > 0 {
-		lines = append(lines, followLine{key: "volumes", text: "  volumes: copied " + listOrNone(in) + "; left out " + listOrNone(ex)})
+		details = append(details, followLine{key: "volumes", text: "  volumes: copied " + listOrNone(in) + "; left out " + listOrNone(ex)})
 	}
-	return lines
+	// The details belong to the phase they were found in: under it while
+	// in progress, before the last phase, which ends the log.
+	if p := st.GetPhase(); p == apiv1.SnapshotSucceeded || p == apiv1.SnapshotFailed {
+		return append(details, followLine{key: "phase", text: phase})
+	}
+	return append([]followLine{{key: "phase", text: phase}}, details...)
 }
 
 func listOrNone(s []string) string {

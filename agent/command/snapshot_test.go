@@ -147,9 +147,10 @@ func TestSnapshotCreateWaitSucceeds(t *testing.T) {
 
 func TestSnapshotCreateWaitFails(t *testing.T) {
 	f := startSnapshotFake(t)
-	stdout, _, done := startWait(t, f.ep, f.snaps.watchers, "snapshot", "create", "demo", "--name", "s1", "--wait")
+	stdout, stderr, done := startWait(t, f.ep, f.snaps.watchers, "snapshot", "create", "demo", "--name", "s1", "--wait")
+	// Details found in the same write as the last phase come before it.
 	f.snaps.update("default", "s1", snapshotStatus(func(st *apiv1.VirtualMachineSnapshotStatus) {
-		st.Phase, st.Error = apiv1.SnapshotFailed, "snapshot deadline exceeded"
+		st.Phase, st.Error, st.NodeName = apiv1.SnapshotFailed, "snapshot deadline exceeded", "node-a"
 	}))
 	err := waitCommand(t, done)
 	if want := "snapshot s1 of VM demo failed: snapshot deadline exceeded"; err == nil || err.Error() != want {
@@ -157,6 +158,9 @@ func TestSnapshotCreateWaitFails(t *testing.T) {
 	}
 	if want := "snapshot s1 of VM demo created\n"; stdout.String() != want {
 		t.Errorf("stdout %q, want %q", stdout, want)
+	}
+	if want := "Pending\n  node: node-a\nFailed\n"; stderr.String() != want {
+		t.Errorf("stderr %q, want %q", stderr, want)
 	}
 }
 
