@@ -1,16 +1,24 @@
 package command
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store/memstore"
 )
 
 // get, delete and apply know the snapshot kinds by KubeVirt's names.
@@ -160,5 +168,76 @@ func TestApplySnapshotKinds(t *testing.T) {
 	}
 	if n := len(f.snaps.created); n != 2 {
 		t.Errorf("%d snapshot creates, want 2", n)
+	}
+}
+
+// startSnapshotAPI is startAPI with the snapshot kinds' stores: the real
+// API's defaults, validation and delete_snapshots, without controllers.
+func startSnapshotAPI(t *testing.T) (apiserver.Stores, string) {
+	t.Helper()
+	db := memstore.NewDB(func() time.Time { return time.Now().Add(-3 * time.Hour) })
+	st := apiserver.Stores{
+		VMs:              memstore.New(db, store.VirtualMachines),
+		VMIs:             memstore.New(db, store.VirtualMachineInstances),
+		Nodes:            memstore.New(db, store.Nodes),
+		Migrations:       memstore.New(db, store.Migrations),
+		Images:           memstore.New(db, store.Images),
+		ReplicaSets:      memstore.New(db, store.ReplicaSets),
+		Pools:            memstore.New(db, store.Pools),
+		Snapshots:        memstore.New(db, store.Snapshots),
+		SnapshotContents: memstore.New(db, store.SnapshotContents),
+		Restores:         memstore.New(db, store.Restores),
+		Clones:           memstore.New(db, store.Clones),
+	}
+	srv := apiserver.New(st, apiserver.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return st, serveUnix(t, func(g *grpc.Server) { srv.Register(g) })
+}
+
+// Against the real API: what the server defaults does not make a second
+// apply a change, its refusals reach the user with the field, and
+// --delete-snapshots deletes the VM's snapshots.
+func TestSnapshotKindsAgainstAPI(t *testing.T) {
+	st, ep := startSnapshotAPI(t)
+	for _, tt := range []struct{ file, want string }{
+		{"snapshot.yaml", "virtualmachinesnapshot/db-0-before-upgrade"},
+		{"clone.yaml", "virtualmachineclone/db-copy-clone"},
+	} {
+		file := "../../examples/" + tt.file
+		if out := mustRun(t, ep, "apply", "-f", file); out != tt.want+" created\n" {
+			t.Errorf("apply %s printed %q", tt.file, out)
+		}
+		if out := mustRun(t, ep, "apply", "-f", file); out != tt.want+" unchanged\n" {
+			t.Errorf("second apply %s printed %q", tt.file, out)
+		}
+	}
+
+	_, _, err := run(t, ep, "snapshot", "create", "demo", "--failure-deadline", "200h")
+	if err == nil || !strings.Contains(err.Error(), "spec.failure_deadline_seconds: Invalid value: 720000") {
+		t.Errorf("a deadline past the server's bound: %v", err)
+	}
+
+	mustRun(t, ep, "apply", "-f", example)
+	mustRun(t, ep, "snapshot", "create", "demo", "--name", "s1")
+	if out := mustRun(t, ep, "snapshot", "list", "demo"); !strings.Contains(out, "s1     demo     Pending") {
+		t.Errorf("snapshot list demo:\n%s", out)
+	}
+	// The controller records the VM's uid, by which the VM's delete
+	// finds its snapshots.
+	vm, err := st.VMs.Get(context.Background(), "default", "demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Snapshots.GuaranteedUpdate(context.Background(), "default", "s1", func(s *apiv1.VirtualMachineSnapshot) (*apiv1.VirtualMachineSnapshot, error) {
+		s.Status.SourceUid = vm.GetMetadata().GetUid()
+		return s, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, ep, "delete", "vm", "demo", "--delete-snapshots")
+	if _, err := st.Snapshots.Get(context.Background(), "default", "s1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("snapshot s1 after delete vm --delete-snapshots: %v", err)
+	}
+	if _, err := st.Snapshots.Get(context.Background(), "default", "db-0-before-upgrade"); err != nil {
+		t.Errorf("another VM's snapshot after delete vm demo --delete-snapshots: %v", err)
 	}
 }
