@@ -19,16 +19,24 @@ type deleteOptions struct {
 	*rootOptions
 	wait    bool
 	timeout time.Duration
+	// deleteSnapshots also deletes a VM's snapshots (and their data),
+	// which otherwise outlive it.
+	deleteSnapshots bool
 }
 
 func newDeleteCommand(root *rootOptions) *cobra.Command {
 	o := &deleteOptions{rootOptions: root}
 	cmd := &cobra.Command{
-		Use:   "delete vm|rs|pool|image|migration NAME...",
-		Short: "Delete virtual machines (their instances go with them), replica sets, pools or images, or cancel migrations",
+		Use:   "delete vm|rs|pool|image|migration|vmsnapshot|vmsnapshotcontent|vmrestore|vmclone NAME...",
+		Short: "Delete virtual machines (their instances go with them), replica sets, pools, images, snapshots, restores or clones, or cancel migrations",
 		Long: `Delete virtual machines (their instances go with them), replica sets, pools
 or images. A replica set's instances and a pool's VMs are deleted by their
 controller, which holds the replica set or pool until they are gone.
+
+A VM's snapshots outlive it unless --delete-snapshots is given. Deleting a
+snapshot deletes its content and the data on the node too, unless its
+deletion_policy is Retain. A restore or clone that has not ended is
+undone as far as it can be (docs/snapshots.md).
 
 Deleting a migration cancels it if it has not ended (a running transfer
 is aborted and the guest stays on its source node); the migration is
@@ -36,17 +44,20 @@ gone once the controller has recorded how it ended. ` + "`migrate cancel VM`" + 
 cancels a VM's migrations without their names.`,
 		Example: `  virtplane-agent delete vm demo
   virtplane-agent delete vm demo --wait --timeout 5m
+  virtplane-agent delete vm demo --delete-snapshots
+  virtplane-agent delete vmsnapshot demo-20250102030405 --wait
   virtplane-agent delete pool db --wait
   virtplane-agent delete image debian-12.qcow2
   virtplane-agent delete migration demo-migration-x7k2p --wait`,
 		Args:      cobra.MinimumNArgs(2),
-		ValidArgs: []string{"vm", "rs", "pool", "image", "migration"},
+		ValidArgs: []string{"vm", "rs", "pool", "image", "migration", "vmsnapshot", "vmsnapshotcontent", "vmrestore", "vmclone"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args)
 		},
 	}
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "wait until the objects are gone")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long --wait waits")
+	cmd.Flags().BoolVar(&o.deleteSnapshots, "delete-snapshots", false, "vm only: also delete the VM's snapshots and their data (they outlive it otherwise)")
 	return cmd
 }
 
@@ -54,6 +65,9 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 	res, err := lookupResource(args[0])
 	if err != nil {
 		return err
+	}
+	if o.deleteSnapshots && res != vmResource {
+		return fmt.Errorf("--delete-snapshots applies to vm only, not %s", res.Singular)
 	}
 	switch res {
 	case vmiResource:
@@ -85,8 +99,12 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 			}
 			continue
 		}
-		if err := deleteObject(ctx, c, res, key); err != nil {
+		if err := deleteObject(ctx, c, res, key, o.deleteSnapshots); err != nil {
 			return describeError(err, res, name)
+		}
+		if o.deleteSnapshots {
+			fmt.Fprintf(out, "%s %q deleted with its snapshots\n", res.Singular, name)
+			continue
 		}
 		fmt.Fprintf(out, "%s %q deleted\n", res.Singular, name)
 	}
@@ -112,8 +130,8 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 // errGone ends the watch in waitGone.
 var errGone = errors.New("gone")
 
-// waitGone returns once the object (a VM, replica set, pool or
-// migration) is absent. A watch from revision 0 lists the object if it
+// waitGone returns once the object (a VM, replica set, pool, migration,
+// snapshot, content, restore or clone) is absent. A watch from revision 0 lists the object if it
 // still exists, then SYNCED, so one deleted before the watch started is
 // not waited for in vain.
 func waitGone(ctx context.Context, c *client.Client, res *resource, namespace, name string) error {

@@ -24,6 +24,14 @@ func getObject(ctx context.Context, c *client.Client, res *resource, namespace, 
 		return nilSafe(c.ReplicaSets.Get(ctx, &apiv1.GetReplicaSetRequest{Key: key}))
 	case poolResource:
 		return nilSafe(c.Pools.Get(ctx, &apiv1.GetPoolRequest{Key: key}))
+	case snapshotResource:
+		return nilSafe(c.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: key}))
+	case snapshotContentResource:
+		return nilSafe(c.SnapshotContents.Get(ctx, &apiv1.GetSnapshotContentRequest{Key: key}))
+	case restoreResource:
+		return nilSafe(c.Restores.Get(ctx, &apiv1.GetRestoreRequest{Key: key}))
+	case cloneResource:
+		return nilSafe(c.Clones.Get(ctx, &apiv1.GetCloneRequest{Key: key}))
 	default:
 		return nilSafe(c.Nodes.Get(ctx, &apiv1.GetNodeRequest{Name: name}))
 	}
@@ -47,6 +55,18 @@ func listObjects(ctx context.Context, c *client.Client, res *resource, namespace
 		return objects(resp.GetItems()), err
 	case poolResource:
 		resp, err := c.Pools.List(ctx, &apiv1.ListPoolsRequest{Options: opts})
+		return objects(resp.GetItems()), err
+	case snapshotResource:
+		resp, err := c.Snapshots.List(ctx, &apiv1.ListSnapshotsRequest{Options: opts})
+		return objects(resp.GetItems()), err
+	case snapshotContentResource:
+		resp, err := c.SnapshotContents.List(ctx, &apiv1.ListSnapshotContentsRequest{Options: opts})
+		return objects(resp.GetItems()), err
+	case restoreResource:
+		resp, err := c.Restores.List(ctx, &apiv1.ListRestoresRequest{Options: opts})
+		return objects(resp.GetItems()), err
+	case cloneResource:
+		resp, err := c.Clones.List(ctx, &apiv1.ListClonesRequest{Options: opts})
 		return objects(resp.GetItems()), err
 	default:
 		resp, err := c.Nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: selector})
@@ -88,6 +108,30 @@ func watchObjects(ctx context.Context, c *client.Client, res *resource, opts *ap
 			return err
 		}
 		return forEachEvent(s, fn)
+	case snapshotResource:
+		s, err := c.Snapshots.Watch(ctx, &apiv1.WatchSnapshotsRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		return forEachEvent(s, fn)
+	case snapshotContentResource:
+		s, err := c.SnapshotContents.Watch(ctx, &apiv1.WatchSnapshotContentsRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		return forEachEvent(s, fn)
+	case restoreResource:
+		s, err := c.Restores.Watch(ctx, &apiv1.WatchRestoresRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		return forEachEvent(s, fn)
+	case cloneResource:
+		s, err := c.Clones.Watch(ctx, &apiv1.WatchClonesRequest{Options: opts})
+		if err != nil {
+			return err
+		}
+		return forEachEvent(s, fn)
 	default:
 		s, err := c.Nodes.Watch(ctx, &apiv1.WatchNodesRequest{Options: opts})
 		if err != nil {
@@ -108,6 +152,12 @@ func createObject(ctx context.Context, c *client.Client, obj object) error {
 		_, err = c.ReplicaSets.Create(ctx, &apiv1.CreateReplicaSetRequest{ReplicaSet: o})
 	case *apiv1.VirtualMachinePool:
 		_, err = c.Pools.Create(ctx, &apiv1.CreatePoolRequest{Pool: o})
+	case *apiv1.VirtualMachineSnapshot:
+		_, err = c.Snapshots.Create(ctx, &apiv1.CreateSnapshotRequest{Snapshot: o})
+	case *apiv1.VirtualMachineRestore:
+		_, err = c.Restores.Create(ctx, &apiv1.CreateRestoreRequest{Restore: o})
+	case *apiv1.VirtualMachineClone:
+		_, err = c.Clones.Create(ctx, &apiv1.CreateCloneRequest{Clone: o})
 	default:
 		panic(fmt.Sprintf("createObject: unexpected %T", obj))
 	}
@@ -122,17 +172,28 @@ func updateObject(ctx context.Context, c *client.Client, obj object) (object, er
 		return nilSafe(c.ReplicaSets.Update(ctx, &apiv1.UpdateReplicaSetRequest{ReplicaSet: o}))
 	case *apiv1.VirtualMachinePool:
 		return nilSafe(c.Pools.Update(ctx, &apiv1.UpdatePoolRequest{Pool: o}))
+	case *apiv1.VirtualMachineSnapshot, *apiv1.VirtualMachineRestore, *apiv1.VirtualMachineClone:
+		return applyImmutable(ctx, c, obj)
 	}
 	panic(fmt.Sprintf("updateObject: unexpected %T", obj))
 }
 
-// deleteObject deletes a VM, replica set or pool; the others have
-// commands of their own.
-func deleteObject(ctx context.Context, c *client.Client, res *resource, key *apiv1.ObjectKey) error {
+// deleteObject deletes a VM (with its snapshots when deleteSnapshots),
+// replica set, pool, snapshot, snapshot content, restore or clone; the
+// others have commands of their own.
+func deleteObject(ctx context.Context, c *client.Client, res *resource, key *apiv1.ObjectKey, deleteSnapshots bool) error {
 	var err error
 	switch res {
 	case vmResource:
-		_, err = c.VMs.Delete(ctx, &apiv1.DeleteVirtualMachineRequest{Key: key})
+		_, err = c.VMs.Delete(ctx, &apiv1.DeleteVirtualMachineRequest{Key: key, DeleteSnapshots: deleteSnapshots})
+	case snapshotResource:
+		_, err = c.Snapshots.Delete(ctx, &apiv1.DeleteSnapshotRequest{Key: key})
+	case snapshotContentResource:
+		_, err = c.SnapshotContents.Delete(ctx, &apiv1.DeleteSnapshotContentRequest{Key: key})
+	case restoreResource:
+		_, err = c.Restores.Delete(ctx, &apiv1.DeleteRestoreRequest{Key: key})
+	case cloneResource:
+		_, err = c.Clones.Delete(ctx, &apiv1.DeleteCloneRequest{Key: key})
 	case replicaSetResource:
 		_, err = c.ReplicaSets.Delete(ctx, &apiv1.DeleteReplicaSetRequest{Key: key})
 	case poolResource:

@@ -26,7 +26,7 @@ func newGetCommand(root *rootOptions) *cobra.Command {
 	o := &getOptions{rootOptions: root, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME]",
-		Short: "Display virtual machines (vm), their instances (vmi), replica sets (rs), pools, nodes, images or migrations",
+		Short: "Display virtual machines (vm), their instances (vmi), replica sets (rs), pools, nodes, images, migrations, snapshots (vmsnapshot, vmsnapshotcontent), restores (vmrestore) or clones (vmclone)",
 		Example: `  virtplane-agent get vms
   virtplane-agent get vm demo -o yaml
   virtplane-agent get vmi -A -l app=demo
@@ -36,7 +36,9 @@ func newGetCommand(root *rootOptions) *cobra.Command {
   virtplane-agent get nodes -o wide
   virtplane-agent get images
   virtplane-agent get migrations -w
-  virtplane-agent get migrations -l virtplane.io/vmi-name=demo`,
+  virtplane-agent get migrations -l virtplane.io/vmi-name=demo
+  virtplane-agent get vmsnapshots -o wide
+  virtplane-agent get vmrestore -w`,
 		Args:      cobra.RangeArgs(1, 2),
 		ValidArgs: resourceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

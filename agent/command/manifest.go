@@ -55,10 +55,16 @@ var manifestKinds = map[string]func() object{
 	apiv1.KindVirtualMachine: func() object { return &apiv1.VirtualMachine{} },
 	apiv1.KindReplicaSet:     func() object { return &apiv1.VirtualMachineInstanceReplicaSet{} },
 	apiv1.KindPool:           func() object { return &apiv1.VirtualMachinePool{} },
+	// Their specs are immutable: apply creates them, and applying one
+	// again is "unchanged" or refused (applyImmutable).
+	apiv1.KindSnapshot: func() object { return &apiv1.VirtualMachineSnapshot{} },
+	apiv1.KindRestore:  func() object { return &apiv1.VirtualMachineRestore{} },
+	apiv1.KindClone:    func() object { return &apiv1.VirtualMachineClone{} },
 }
 
 // manifestKindList names manifestKinds for messages.
-const manifestKindList = "VirtualMachine, " + apiv1.KindReplicaSet + " or " + apiv1.KindPool
+const manifestKindList = "VirtualMachine, " + apiv1.KindReplicaSet + ", " + apiv1.KindPool + ", " +
+	apiv1.KindSnapshot + ", " + apiv1.KindRestore + " or " + apiv1.KindClone
 
 // parseManifests reads the objects in data (a kind of manifestKinds each);
 // source names the file in errors. namespace fills in empty

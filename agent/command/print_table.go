@@ -35,6 +35,14 @@ func tableHeader(res *resource, withNamespace bool) []string {
 		cols = []string{"NAME", "DESIRED", "CURRENT", "READY", "AGE"}
 	case poolResource:
 		cols = []string{"NAME", "DESIRED", "CURRENT", "READY", "UPDATED", "AGE"}
+	case snapshotResource:
+		cols = []string{"NAME", "SOURCE", "PHASE", "READY", "INDICATIONS", "CREATED", "NODE", "AGE"}
+	case snapshotContentResource:
+		cols = []string{"NAME", "SNAPSHOT", "NODE", "PHASE", "READY", "VOLUMES", "AGE"}
+	case restoreResource:
+		cols = []string{"NAME", "TARGET", "SNAPSHOT", "PHASE", "COMPLETE", "RESTORED", "AGE"}
+	case cloneResource:
+		cols = []string{"NAME", "SOURCE", "TARGET", "PHASE", "AGE"}
 	case nodeResource:
 		return []string{"NAME", "STATUS", "AGE", "CPU", "MEMORY", "KVM", "IMAGES", "VERSION"}
 	}
@@ -87,6 +95,14 @@ func tableRow(obj object, now time.Time, withNamespace bool) []string {
 			count(o.GetStatus().GetUpdatedReplicas()),
 			age(o.GetMetadata().GetCreationTimestamp(), now),
 		}
+	case *apiv1.VirtualMachineSnapshot:
+		row = snapshotRow(o, now)
+	case *apiv1.VirtualMachineSnapshotContent:
+		row = snapshotContentRow(o, now)
+	case *apiv1.VirtualMachineRestore:
+		row = restoreRow(o, now)
+	case *apiv1.VirtualMachineClone:
+		row = cloneRow(o, now)
 	case *apiv1.Node:
 		kvm := "tcg"
 		if o.GetStatus().GetNodeInfo().GetKvmUsable() {
@@ -116,11 +132,19 @@ func tableRow(obj object, now time.Time, withNamespace bool) []string {
 // wideHeader returns the columns -o wide adds at the end of res's table,
 // as kubectl's wide does: a node's bridges and libvirt networks (what
 // placement matches instances' networks against), an instance's address
-// on each interface. Other kinds add none.
+// on each interface, the volumes a snapshot copied and left out, the node
+// a restore copies on, the snapshot and restore a clone made. Other kinds
+// add none.
 func wideHeader(res *resource) []string {
 	switch res {
 	case vmiResource:
 		return []string{"IPS"}
+	case snapshotResource:
+		return []string{"INCLUDED", "EXCLUDED"}
+	case restoreResource:
+		return []string{"NODE"}
+	case cloneResource:
+		return []string{"SNAPSHOT", "RESTORE"}
 	case nodeResource:
 		return []string{"BRIDGES", "NETWORKS"}
 	}
@@ -140,6 +164,12 @@ func wideCells(obj object) []string {
 		return []string{cell(strings.Join(ips, ","))}
 	case *apiv1.Node:
 		return []string{cell(strings.Join(o.GetStatus().GetBridges(), ",")), cell(strings.Join(o.GetStatus().GetNetworks(), ","))}
+	case *apiv1.VirtualMachineSnapshot:
+		return []string{cell(strings.Join(o.GetStatus().GetIncludedVolumes(), ",")), cell(strings.Join(o.GetStatus().GetExcludedVolumes(), ","))}
+	case *apiv1.VirtualMachineRestore:
+		return []string{cell(o.GetStatus().GetNodeName())}
+	case *apiv1.VirtualMachineClone:
+		return []string{cell(o.GetStatus().GetSnapshotName()), cell(o.GetStatus().GetRestoreName())}
 	}
 	return nil
 }

@@ -28,6 +28,12 @@ var (
 	// `scale` sets how many.
 	replicaSetResource = &resource{Kind: apiv1.KindReplicaSet, Singular: "virtualmachineinstancereplicaset", Namespaced: true}
 	poolResource       = &resource{Kind: apiv1.KindPool, Singular: "virtualmachinepool", Namespaced: true}
+	// Snapshots, their contents, restores and clones (docs/snapshots.md)
+	// are made by `snapshot create`, `restore` and `clone`, or applied.
+	snapshotResource        = &resource{Kind: apiv1.KindSnapshot, Singular: "virtualmachinesnapshot", Namespaced: true}
+	snapshotContentResource = &resource{Kind: apiv1.KindSnapshotContent, Singular: "virtualmachinesnapshotcontent", Namespaced: true}
+	restoreResource         = &resource{Kind: apiv1.KindRestore, Singular: "virtualmachinerestore", Namespaced: true}
+	cloneResource           = &resource{Kind: apiv1.KindClone, Singular: "virtualmachineclone", Namespaced: true}
 )
 
 var resourceNames = map[string]*resource{
@@ -41,14 +47,26 @@ var resourceNames = map[string]*resource{
 	"vmirs": replicaSetResource, "virtualmachineinstancereplicaset": replicaSetResource, "virtualmachineinstancereplicasets": replicaSetResource,
 	"pool": poolResource, "pools": poolResource, "vmpool": poolResource, "vmpools": poolResource,
 	"virtualmachinepool": poolResource, "virtualmachinepools": poolResource,
+	// KubeVirt's names and short names (vmsnapshot, vmsnap, vmrestore,
+	// vmclone), and the plain words.
+	"vmsnapshot": snapshotResource, "vmsnapshots": snapshotResource, "vmsnap": snapshotResource, "vmsnaps": snapshotResource,
+	"snapshot": snapshotResource, "snapshots": snapshotResource,
+	"virtualmachinesnapshot": snapshotResource, "virtualmachinesnapshots": snapshotResource,
+	"vmsnapshotcontent": snapshotContentResource, "vmsnapshotcontents": snapshotContentResource,
+	"snapshotcontent": snapshotContentResource, "snapshotcontents": snapshotContentResource,
+	"virtualmachinesnapshotcontent": snapshotContentResource, "virtualmachinesnapshotcontents": snapshotContentResource,
+	"vmrestore": restoreResource, "vmrestores": restoreResource, "restore": restoreResource, "restores": restoreResource,
+	"virtualmachinerestore": restoreResource, "virtualmachinerestores": restoreResource,
+	"vmclone": cloneResource, "vmclones": cloneResource, "clone": cloneResource, "clones": cloneResource,
+	"virtualmachineclone": cloneResource, "virtualmachineclones": cloneResource,
 }
 
 // resourceArgs is the completion list for the TYPE argument.
-var resourceArgs = []string{"vm", "vmi", "rs", "pool", "node", "image", "migration"}
+var resourceArgs = []string{"vm", "vmi", "rs", "pool", "node", "image", "migration", "vmsnapshot", "vmsnapshotcontent", "vmrestore", "vmclone"}
 
 func lookupResource(name string) (*resource, error) {
 	if r, ok := resourceNames[strings.ToLower(name)]; ok {
 		return r, nil
 	}
-	return nil, fmt.Errorf("unknown resource type %q (want vm, vmi, rs, pool, node, image or migration)", name)
+	return nil, fmt.Errorf("unknown resource type %q (want vm, vmi, rs, pool, node, image, migration, vmsnapshot, vmsnapshotcontent, vmrestore or vmclone)", name)
 }

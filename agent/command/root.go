@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/utils/clock"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
@@ -79,6 +80,9 @@ https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
 		newUnpauseCommand(o),
 		newMigrateCommand(o),
 		newEvictCommand(o),
+		newSnapshotCommand(o, clock.RealClock{}),
+		newRestoreCommand(o, clock.RealClock{}),
+		newCloneCommand(o, clock.RealClock{}),
 		newConsoleCommand(o),
 		newNodeCommand(o),
 		newTokenCommand(o),
