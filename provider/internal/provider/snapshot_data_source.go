@@ -41,6 +41,7 @@ func (d *snapshotDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 		},
 		"namespace": schema.StringAttribute{
 			Optional:            true,
+			Computed:            true,
 			MarkdownDescription: "Namespace of the snapshot. Default `default`.",
 			Validators:          []validator.String{dnsLabelValidator()},
 		},
