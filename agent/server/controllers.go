@@ -8,11 +8,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	clonectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/clone"
 	evacctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/evacuation"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	nodectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/node"
 	poolctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/pool"
 	rsctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/replicaset"
+	restorectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/restore"
+	snapctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/snapshot"
 	vmctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vm"
 	vmictl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vmi"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
@@ -51,6 +54,10 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	migInf := informer.New(st.Migrations, store.ListOptions{}, log.With("informer", "migration"))
 	rsInf := informer.New(st.ReplicaSets, store.ListOptions{}, log.With("informer", "replicaset"))
 	poolInf := informer.New(st.Pools, store.ListOptions{}, log.With("informer", "pool"))
+	snapInf := informer.New(st.Snapshots, store.ListOptions{}, log.With("informer", "snapshot"))
+	contentInf := informer.New(st.SnapshotContents, store.ListOptions{}, log.With("informer", "snapshotcontent"))
+	restoreInf := informer.New(st.Restores, store.ListOptions{}, log.With("informer", "restore"))
+	cloneInf := informer.New(st.Clones, store.ListOptions{}, log.With("informer", "clone"))
 
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
@@ -64,6 +71,9 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
 	rsc := rsctl.New(rsctl.Options{}, rsInf, vmiInf, st.ReplicaSets, st.VMIs, log)
 	pc := poolctl.New(poolctl.Options{}, poolInf, vmInf, vmiInf, st.Pools, st.VMs, st.VMIs, log)
+	sc := snapctl.New(snapctl.Options{}, snapInf, contentInf, vmInf, vmiInf, st.Snapshots, st.SnapshotContents, st.VMs, log)
+	rc := restorectl.New(restorectl.Options{}, restoreInf, snapInf, contentInf, vmInf, vmiInf, st.Restores, st.VMs, st.SnapshotContents, log)
+	cc := clonectl.New(clonectl.Options{}, cloneInf, snapInf, restoreInf, vmInf, st.Clones, st.Snapshots, st.Restores, log)
 
 	var wg sync.WaitGroup
 	run := func(fn func()) {
@@ -77,6 +87,10 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { migInf.Run(ctx) })
 	run(func() { rsInf.Run(ctx) })
 	run(func() { poolInf.Run(ctx) })
+	run(func() { snapInf.Run(ctx) })
+	run(func() { contentInf.Run(ctx) })
+	run(func() { restoreInf.Run(ctx) })
+	run(func() { cloneInf.Run(ctx) })
 	// Worker counts follow KubeVirt's (VM 3, VMI 10, node 3).
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
@@ -86,6 +100,11 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	// KubeVirt runs 3 workers for replica sets and pools.
 	run(func() { rsc.Run(ctx, 3) })
 	run(func() { pc.Run(ctx, 3) })
+	// Snapshots, restores and clones are rare and their work is the
+	// nodes': two workers each.
+	run(func() { sc.Run(ctx, 2) })
+	run(func() { rc.Run(ctx, 2) })
+	run(func() { cc.Run(ctx, 2) })
 	log.Info("controllers running")
 	wg.Wait()
 	log.Info("controllers stopped")

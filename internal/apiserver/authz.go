@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"slices"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -79,6 +80,26 @@ var nodeRules = map[string]nodeRule{
 	apiv1.Images_Watch_FullMethodName: {},
 	// The handler checks that the node reports its own pull.
 	apiv1.Images_UpdateNodeStatus_FullMethodName: {},
+	// Snapshot contents and restores name the node that holds their data
+	// (virtplane.io/node-name, set by their controllers): that node copies,
+	// stages and removes the data, and sees no other node's.
+	apiv1.SnapshotContents_Get_FullMethodName: {after: labelledForNode(apiv1.KindSnapshotContent)},
+	apiv1.SnapshotContents_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListSnapshotContentsRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.SnapshotContents_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchSnapshotContentsRequest).GetOptions().GetLabelSelector())
+	}},
+	// The handler checks the stored object's label (snapshot.go, statusWrite).
+	apiv1.SnapshotContents_UpdateStatus_FullMethodName: {},
+	apiv1.Restores_Get_FullMethodName:                  {after: labelledForNode(apiv1.KindRestore)},
+	apiv1.Restores_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListRestoresRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Restores_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchRestoresRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Restores_UpdateStatus_FullMethodName: {},
 }
 
 var adminOnly = methodSet(lifecycleMethods,
@@ -124,6 +145,24 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.Pools_Delete_FullMethodName,
 	apiv1.Pools_Watch_FullMethodName,
 	apiv1.Pools_Scale_FullMethodName,
+	// Snapshots and clones are users' objects, and so is making and
+	// deleting restores and contents; nodes see only the contents and
+	// restores of their own node (nodeRules).
+	apiv1.Snapshots_Create_FullMethodName,
+	apiv1.Snapshots_Get_FullMethodName,
+	apiv1.Snapshots_List_FullMethodName,
+	apiv1.Snapshots_UpdateStatus_FullMethodName,
+	apiv1.Snapshots_Delete_FullMethodName,
+	apiv1.Snapshots_Watch_FullMethodName,
+	apiv1.SnapshotContents_Delete_FullMethodName,
+	apiv1.Restores_Create_FullMethodName,
+	apiv1.Restores_Delete_FullMethodName,
+	apiv1.Clones_Create_FullMethodName,
+	apiv1.Clones_Get_FullMethodName,
+	apiv1.Clones_List_FullMethodName,
+	apiv1.Clones_UpdateStatus_FullMethodName,
+	apiv1.Clones_Delete_FullMethodName,
+	apiv1.Clones_Watch_FullMethodName,
 	// Join is for anonymous callers (and admins); a node already has a
 	// certificate and renews it instead.
 	apiv1.Bootstrap_Join_FullMethodName,
@@ -165,16 +204,42 @@ func sameNode(node, field, got string) error {
 // own instances: the selector must hold virtplane.io/node-name=<node>, or
 // virtplane.io/migration-target-node=<node> for those migrating to it.
 func ownNodeSelector(node, selector string) error {
-	deny := status.Errorf(codes.PermissionDenied,
+	return pinsNode(node, selector, status.Errorf(codes.PermissionDenied,
 		"options.label_selector: node %s may list only its own instances (%s=%s) or those migrating to it (%s=%s)",
-		node, apiv1.LabelNodeName, node, apiv1.LabelMigrationTargetNode, node)
+		node, apiv1.LabelNodeName, node, apiv1.LabelMigrationTargetNode, node),
+		apiv1.LabelNodeName, apiv1.LabelMigrationTargetNode)
+}
+
+// nodeNameSelector requires a node's list or watch of snapshot contents or
+// restores to select those of its own node: virtplane.io/node-name=<node>.
+func nodeNameSelector(node, selector string) error {
+	return pinsNode(node, selector, status.Errorf(codes.PermissionDenied,
+		"options.label_selector: node %s may list only the objects of its own node (%s=%s)", node, apiv1.LabelNodeName, node),
+		apiv1.LabelNodeName)
+}
+
+// labelledForNode lets a node read an object of kind only when it is
+// labelled with that node (virtplane.io/node-name).
+func labelledForNode(kind string) func(node string, resp any) (any, error) {
+	return func(node string, resp any) (any, error) {
+		if resp.(interface{ GetMetadata() *apiv1.ObjectMeta }).GetMetadata().GetLabels()[apiv1.LabelNodeName] != node {
+			return nil, status.Errorf(codes.PermissionDenied, "node %s may read only the %ss of its own node", node, kind)
+		}
+		return resp, nil
+	}
+}
+
+// pinsNode is nil when selector holds key=<node> (or key in (<node>)) for
+// one of keys, and deny otherwise: then every object it selects carries
+// that label with the node's name.
+func pinsNode(node, selector string, deny error, keys ...string) error {
 	sel, err := labels.Parse(selector)
 	if err != nil {
 		return deny
 	}
 	reqs, _ := sel.Requirements()
 	for _, r := range reqs {
-		if r.Key() != apiv1.LabelNodeName && r.Key() != apiv1.LabelMigrationTargetNode {
+		if !slices.Contains(keys, r.Key()) {
 			continue
 		}
 		switch r.Operator() {

@@ -52,6 +52,11 @@ var quotaGuarded = methodSet(lifecycleMethods,
 	apiv1.Pools_Create_FullMethodName,
 	apiv1.Pools_Update_FullMethodName,
 	apiv1.Pools_Scale_FullMethodName,
+	// A snapshot adds a content and copies of a VM's disks; a restore
+	// or clone may make a VM.
+	apiv1.Snapshots_Create_FullMethodName,
+	apiv1.Restores_Create_FullMethodName,
+	apiv1.Clones_Create_FullMethodName,
 )
 
 // QuotaGuard refuses user writes while the store is nearly full, before

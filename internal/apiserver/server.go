@@ -130,5 +130,9 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterMigrationsServer(r, &migrationService{s: s})
 	apiv1.RegisterReplicaSetsServer(r, &replicaSetService{s: s})
 	apiv1.RegisterPoolsServer(r, &poolService{s: s})
+	apiv1.RegisterSnapshotsServer(r, &snapshotService{s: s})
+	apiv1.RegisterSnapshotContentsServer(r, &snapshotContentService{s: s})
+	apiv1.RegisterRestoresServer(r, &restoreService{s: s})
+	apiv1.RegisterClonesServer(r, &cloneService{s: s})
 	apiv1.RegisterBootstrapServer(r, &bootstrapService{s: s})
 }

@@ -71,13 +71,13 @@ func (v *vmService) Restart(ctx context.Context, req *apiv1.RestartVirtualMachin
 
 func (v *vmService) Pause(ctx context.Context, req *apiv1.PauseVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
 	return v.verb(ctx, req.GetKey(), "pause", func(ns, name string) (*apiv1.VirtualMachine, error) {
-		return v.s.changeInstance(ctx, ns, name, vmlifecycle.Pause)
+		return v.s.changeInstance(ctx, ns, name, nil, vmlifecycle.Pause)
 	})
 }
 
 func (v *vmService) Unpause(ctx context.Context, req *apiv1.UnpauseVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
 	return v.verb(ctx, req.GetKey(), "unpause", func(ns, name string) (*apiv1.VirtualMachine, error) {
-		return v.s.changeInstance(ctx, ns, name, vmlifecycle.Unpause)
+		return v.s.changeInstance(ctx, ns, name, unpauseLocked, vmlifecycle.Unpause)
 	})
 }
 
@@ -143,6 +143,9 @@ func (s *Server) changeVM(ctx context.Context, ns, name string, decide vmDecisio
 	if err != nil {
 		return nil, err
 	}
+	// Every caller changes the run state, which a snapshot or restore
+	// holds still; checked again on each write attempt below.
+	decide = runStateChecked(decide)
 	grace, err := decide(proto.Clone(vm).(*apiv1.VirtualMachine), vmi)
 	if err != nil {
 		return nil, verbStatus(err)
@@ -181,10 +184,16 @@ func (s *Server) changeVM(ctx context.Context, ns, name string, decide vmDecisio
 
 // changeInstance runs verb (pause or unpause) against the VM's instance and
 // writes the instance; the VM itself is not written and is returned as read.
-func (s *Server) changeInstance(ctx context.Context, ns, name string, verb func(*apiv1.VirtualMachineInstance) error) (*apiv1.VirtualMachine, error) {
+// locked, when set, may refuse the verb on the VM (a snapshot's lock).
+func (s *Server) changeInstance(ctx context.Context, ns, name string, locked func(*apiv1.VirtualMachine) error, verb func(*apiv1.VirtualMachineInstance) error) (*apiv1.VirtualMachine, error) {
 	vm, vmi, err := s.readVM(ctx, ns, name)
 	if err != nil {
 		return nil, err
+	}
+	if locked != nil {
+		if err := locked(vm); err != nil {
+			return nil, err
+		}
 	}
 	var probe *apiv1.VirtualMachineInstance
 	if vmi != nil {

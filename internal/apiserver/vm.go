@@ -2,6 +2,8 @@ package apiserver
 
 import (
 	"context"
+	"errors"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -136,6 +138,11 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 	if old.Metadata.ResourceVersion != rv {
 		return nil, status.Errorf(codes.Aborted, "virtualmachine %q: %s", in.Metadata.Namespace+"/"+in.Metadata.Name, conflictMessage)
 	}
+	// Checked on the version the write compares against: a lock taken
+	// since fails the write as a conflict, not silently.
+	if err := specLocked(old, in.Spec); err != nil {
+		return nil, err
+	}
 	next, changed := withUserChanges(old, in, !proto.Equal(old.Spec, in.Spec),
 		func(n *apiv1.VirtualMachine) { n.Spec = in.Spec })
 	if !changed {
@@ -146,12 +153,126 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 }
 
 func (v *vmService) Delete(ctx context.Context, req *apiv1.DeleteVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
+	if req.GetDeleteSnapshots() {
+		if err := v.deleteSnapshotsOf(ctx, req.GetKey(), req.GetOptions()); err != nil {
+			return nil, err
+		}
+	}
 	out, err := deleteByKey(ctx, v.s.stores.VMs, apiv1.KindVirtualMachine, req.GetKey(), req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	v.s.log.Info("virtual machine deletion requested", "vm", apiv1.Ref(out.GetMetadata().GetNamespace(), out.GetMetadata().GetName()))
+	v.s.log.Info("virtual machine deletion requested", "vm", apiv1.Ref(out.GetMetadata().GetNamespace(), out.GetMetadata().GetName()),
+		"delete_snapshots", req.GetDeleteSnapshots())
 	return out, nil
+}
+
+// deleteSnapshotsOf deletes the snapshots of the VM key names (Delete with
+// delete_snapshots), before the VM: those whose status.source_uid is its
+// uid, or that have none yet and name it in spec.source. A snapshot of an
+// earlier VM of the same name is another VM's and stays. Each delete
+// honours the snapshot's finalizers, so the snapshot controller deletes
+// the contents and their data (deletion_policy Delete) as on any delete.
+// The VM is read first and the options' uid precondition checked, so a
+// delete that will fail on the VM deletes no snapshot.
+func (v *vmService) deleteSnapshotsOf(ctx context.Context, key *apiv1.ObjectKey, o *apiv1.DeleteOptions) error {
+	vm, err := getByKey(ctx, v.s.stores.VMs, key)
+	if err != nil {
+		return err
+	}
+	md := vm.GetMetadata()
+	if uid := o.GetUid(); uid != "" && uid != md.GetUid() {
+		return status.Errorf(codes.Aborted, "virtualmachine %q: uid is %s, precondition %s", apiv1.Ref(md.GetNamespace(), md.GetName()), md.GetUid(), uid)
+	}
+	snaps, _, err := v.s.stores.Snapshots.List(ctx, store.ListOptions{Namespace: md.GetNamespace()})
+	if err != nil {
+		return toStatus(err)
+	}
+	for _, snap := range snaps {
+		src := snap.GetStatus().GetSourceUid()
+		if src != md.GetUid() && (src != "" || snap.GetSpec().GetSource() != md.GetName()) {
+			continue
+		}
+		sm := snap.GetMetadata()
+		// The uid precondition keeps a snapshot made again under the same
+		// name since the list (another VM's, maybe) from being deleted.
+		_, _, err := v.s.stores.Snapshots.Delete(ctx, sm.GetNamespace(), sm.GetName(), store.DeleteOptions{UID: sm.GetUid()})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue // deleted meanwhile
+		case err != nil:
+			return toStatus(err)
+		}
+		v.s.log.Info("snapshot deletion requested with its VM", "snapshot", apiv1.Ref(sm.GetNamespace(), sm.GetName()), "vm", md.GetName())
+	}
+	return nil
+}
+
+// specLocked refuses a user's change of a VM's spec that a snapshot or a
+// restore in progress forbids, in KubeVirt's words (its VM admitter): a
+// snapshot holds the run state, disks and volumes still; a restore the
+// whole spec, which it is about to replace.
+func specLocked(old *apiv1.VirtualMachine, spec *apiv1.VirtualMachineSpec) error {
+	was := old.GetSpec()
+	wasRunning, wasSet := was.RunningFlag()
+	running, set := spec.RunningFlag()
+	runState := was.GetRunStrategy() != spec.GetRunStrategy() || wasRunning != running || wasSet != set
+	if r := old.GetStatus().GetRestoreInProgress(); r != "" {
+		if runState {
+			return status.Errorf(codes.FailedPrecondition, "Cannot update VM runStrategy until restore %q completes", r)
+		}
+		if !proto.Equal(was, spec) {
+			return status.Errorf(codes.FailedPrecondition, "Cannot update vm spec until restore %q completes", r)
+		}
+	}
+	if s := old.GetStatus().GetSnapshotInProgress(); s != "" {
+		if runState {
+			return status.Errorf(codes.FailedPrecondition, "Cannot update vm running state until snapshot %q completes", s)
+		}
+		wasTmpl, tmpl := was.GetTemplate().GetSpec(), spec.GetTemplate().GetSpec()
+		if !listEqual(wasTmpl.GetVolumes(), tmpl.GetVolumes()) || !listEqual(wasTmpl.GetDomain().GetDevices().GetDisks(), tmpl.GetDomain().GetDevices().GetDisks()) {
+			return status.Errorf(codes.FailedPrecondition, "Cannot update vm disks or volumes until snapshot %q completes", s)
+		}
+	}
+	return nil
+}
+
+// runStateLocked refuses a lifecycle verb that changes vm's run state
+// (start, stop, restart) while a snapshot or a restore holds it.
+func runStateLocked(vm *apiv1.VirtualMachine) error {
+	if s := vm.GetStatus().GetSnapshotInProgress(); s != "" {
+		return status.Errorf(codes.FailedPrecondition, "Cannot update vm running state until snapshot %q completes", s)
+	}
+	if r := vm.GetStatus().GetRestoreInProgress(); r != "" {
+		return status.Errorf(codes.FailedPrecondition, "Cannot update VM runStrategy until restore %q completes", r)
+	}
+	return nil
+}
+
+// runStateChecked is decide refused while runStateLocked.
+func runStateChecked(decide vmDecision) vmDecision {
+	return func(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) (*int64, error) {
+		if err := runStateLocked(vm); err != nil {
+			return nil, err
+		}
+		return decide(vm, vmi)
+	}
+}
+
+// unpauseLocked refuses unpausing vm's instance during a snapshot: an
+// online snapshot of a paused VM relies on it staying paused (indication
+// Paused), as KubeVirt's unpause subresource does.
+func unpauseLocked(vm *apiv1.VirtualMachine) error {
+	if s := vm.GetStatus().GetSnapshotInProgress(); s != "" {
+		return status.Errorf(codes.FailedPrecondition, "Cannot unpause vm until snapshot %q completes", s)
+	}
+	return nil
+}
+
+// listEqual reports whether two lists of messages are equal element by
+// element.
+func listEqual[T proto.Message](a, b []T) bool {
+	return slices.EqualFunc(a, b, func(x, y T) bool { return proto.Equal(x, y) })
 }
 
 // deleteByKey is Delete for a namespaced kind that takes DeleteOptions

@@ -25,6 +25,9 @@
 //
 // The node advertises Options.Bridges and Options.Networks in its status,
 // so that placement can be tested against them.
+//
+// Snapshot contents and restores labelled with the node get the node's
+// part done at once, without disks (snapshots.go).
 package fakenode
 
 import (
@@ -123,9 +126,11 @@ func Start(ctx context.Context, c *client.Client, o Options) (*Node, error) {
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.wg.Add(2)
+	n.wg.Add(4)
 	go func() { defer n.wg.Done(); n.heartbeatLoop(rctx, hb) }()
 	go func() { defer n.wg.Done(); n.watchLoop(rctx) }()
+	go func() { defer n.wg.Done(); n.contentLoop(rctx) }()
+	go func() { defer n.wg.Done(); n.restoreLoop(rctx) }()
 	return n, nil
 }
 

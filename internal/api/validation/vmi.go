@@ -303,21 +303,27 @@ func validateInterfaces(ifaces []*apiv1.Interface, path *field.Path, networks na
 			errs = append(errs, oneOf(m, p.Child("model"), apiv1.InterfaceModels())...)
 		}
 		if mac := iface.GetMacAddress(); mac != "" {
-			macPath := p.Child("mac_address")
-			hw, err := net.ParseMAC(mac)
-			switch {
-			case err != nil || len(hw) != 6:
-				errs = append(errs, field.Invalid(macPath, mac, "must be a MAC address such as 02:00:00:00:00:01"))
-			case hw[0]&1 != 0:
-				errs = append(errs, field.Invalid(macPath, mac, "must be a unicast MAC address (least significant bit of the first octet clear)"))
-			case hw.String() == "00:00:00:00:00:00":
-				errs = append(errs, field.Invalid(macPath, mac, "must not be all zeros"))
-			case macs[hw.String()]:
-				errs = append(errs, field.Duplicate(macPath, mac))
-			default:
-				macs[hw.String()] = true
-			}
+			errs = append(errs, validateMAC(mac, p.Child("mac_address"), macs)...)
 		}
 		return errs
 	})
+}
+
+// validateMAC checks a MAC address a user gives an interface (a VM's, or
+// a restore's or clone's for the new VM): a unicast, non-zero EUI-48, not
+// among seen (canonical forms), to which it is added.
+func validateMAC(mac string, path *field.Path, seen map[string]bool) field.ErrorList {
+	hw, err := net.ParseMAC(mac)
+	switch {
+	case err != nil || len(hw) != 6:
+		return field.ErrorList{field.Invalid(path, mac, "must be a MAC address such as 02:00:00:00:00:01")}
+	case hw[0]&1 != 0:
+		return field.ErrorList{field.Invalid(path, mac, "must be a unicast MAC address (least significant bit of the first octet clear)")}
+	case hw.String() == "00:00:00:00:00:00":
+		return field.ErrorList{field.Invalid(path, mac, "must not be all zeros")}
+	case seen[hw.String()]:
+		return field.ErrorList{field.Duplicate(path, mac)}
+	}
+	seen[hw.String()] = true
+	return nil
 }

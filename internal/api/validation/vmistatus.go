@@ -55,27 +55,7 @@ func ValidateVirtualMachineInstanceStatus(st *apiv1.VirtualMachineInstanceStatus
 		}
 	}
 
-	cp := path.Child("conditions")
-	if n := len(st.GetConditions()); n > maxConditions {
-		errs = append(errs, field.TooMany(cp, n, maxConditions))
-	} else {
-		seen := map[string]bool{}
-		for i, c := range st.GetConditions() {
-			p := cp.Index(i)
-			switch t := c.GetType(); {
-			case t == "":
-				errs = append(errs, field.Required(p.Child("type"), ""))
-			case seen[t]:
-				errs = append(errs, field.Duplicate(p.Child("type"), t))
-			default:
-				seen[t] = true
-				errs = append(errs, validatePrintable(t, maxConditionTypeLen, p.Child("type"), false)...)
-			}
-			errs = append(errs, oneOf(c.GetStatus(), p.Child("status"), []string{apiv1.ConditionTrue, apiv1.ConditionFalse, apiv1.ConditionUnknown})...)
-			errs = append(errs, validatePrintable(c.GetReason(), maxStatusReasonLen, p.Child("reason"), true)...)
-			errs = append(errs, validateStatusMessage(c.GetMessage(), p.Child("message"))...)
-		}
-	}
+	errs = append(errs, validateConditions(st.GetConditions(), path.Child("conditions"))...)
 
 	if n := st.GetNodeName(); n != "" {
 		errs = append(errs, dns1123Subdomain(n, path.Child("node_name"))...)
@@ -97,6 +77,33 @@ func ValidateVirtualMachineInstanceStatus(st *apiv1.VirtualMachineInstanceStatus
 			}
 		}
 		errs = append(errs, validateMigrationState(m, mp)...)
+	}
+	return errs
+}
+
+// validateConditions checks the conditions of a status: at most
+// maxConditions, each type set and unique, known statuses, bounded
+// reasons and messages.
+func validateConditions(conds []*apiv1.Condition, cp *field.Path) field.ErrorList {
+	if n := len(conds); n > maxConditions {
+		return field.ErrorList{field.TooMany(cp, n, maxConditions)}
+	}
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, c := range conds {
+		p := cp.Index(i)
+		switch t := c.GetType(); {
+		case t == "":
+			errs = append(errs, field.Required(p.Child("type"), ""))
+		case seen[t]:
+			errs = append(errs, field.Duplicate(p.Child("type"), t))
+		default:
+			seen[t] = true
+			errs = append(errs, validatePrintable(t, maxConditionTypeLen, p.Child("type"), false)...)
+		}
+		errs = append(errs, oneOf(c.GetStatus(), p.Child("status"), []string{apiv1.ConditionTrue, apiv1.ConditionFalse, apiv1.ConditionUnknown})...)
+		errs = append(errs, validatePrintable(c.GetReason(), maxStatusReasonLen, p.Child("reason"), true)...)
+		errs = append(errs, validateStatusMessage(c.GetMessage(), p.Child("message"))...)
 	}
 	return errs
 }

@@ -145,6 +145,11 @@ func (c *Controller) startWithBackoff(ctx context.Context, key string, vm *apiv1
 // startVMI creates the VMI from the VM's template, named after the VM,
 // owned by it, and held by our finalizer until we saw its final phase.
 func (c *Controller) startVMI(ctx context.Context, key string, vm *apiv1.VirtualMachine, p *pass) error {
+	if why := startBlocked(vm); why != "" {
+		// Every start goes through here; the unlock's VM event retries.
+		c.log.Debug("not starting instance: VM locked", "vm", key, "reason", why)
+		return nil
+	}
 	tmpl := vm.GetSpec().GetTemplate()
 	spec, _ := proto.Clone(tmpl.GetSpec()).(*apiv1.VirtualMachineInstanceSpec)
 	if spec == nil {
