@@ -315,3 +315,55 @@ func TestAccVirtualMachineSnapshot_realGuest(t *testing.T) {
 		},
 	})
 }
+
+// Failed creates leave nothing behind: a snapshot past its deadline (its
+// VM does not exist) and a restore into a running VM with FailImmediate
+// are deleted again, with the controller's reason reported.
+func TestAccVirtualMachineSnapshot_failures(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	vm, snap, bad, restore := acctest.RandomName("fvm"), acctest.RandomName("fsnap"), acctest.RandomName("nosrc"), acctest.RandomName("frestore")
+	running := agent.ProviderConfig() + snapVM(agent, "test", vm, "")
+	withSnap := running + snapBlock(snap, "virtplane_virtual_machine.test.name", "")
+	testSnapshots(t, agent, []resource.TestStep{
+		{
+			Config:      running + snapBlock(bad, `"no-such-vm"`, `failure_deadline = "2s"`),
+			ExpectError: errorRe("Virtual machine snapshot default/"+bad+" failed", "snapshot deadline exceeded"),
+		},
+		{
+			Config: withSnap,
+			Check:  resource.ComposeTestCheckFunc(gone(t, agent, "snapshot", bad), guestBooted(t, agent, vm, "")),
+		},
+		{
+			Config: withSnap + fmt.Sprintf(`
+resource "virtplane_virtual_machine_restore" "test" {
+  name                    = %q
+  virtual_machine         = virtplane_virtual_machine.test.name
+  snapshot                = virtplane_virtual_machine_snapshot.test.name
+  target_readiness_policy = "FailImmediate"
+}
+`, restore),
+			ExpectError: errorRe("Virtual machine restore default/"+restore+" failed", "powered off"),
+		},
+		{
+			Config: withSnap,
+			Check:  gone(t, agent, "restore", restore),
+		},
+	})
+}
+
+// gone checks that the snapshot or restore name no longer exists.
+func gone(t *testing.T, agent *acctest.Agent, kind, name string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		key := &apiv1.ObjectKey{Namespace: "default", Name: name}
+		var err error
+		if kind == "snapshot" {
+			_, err = agent.Client.Snapshots.Get(t.Context(), &apiv1.GetSnapshotRequest{Key: key})
+		} else {
+			_, err = agent.Client.Restores.Get(t.Context(), &apiv1.GetRestoreRequest{Key: key})
+		}
+		if status.Code(err) != codes.NotFound {
+			return fmt.Errorf("the failed %s %s is still there (err %v)", kind, name, err)
+		}
+		return nil
+	}
+}
