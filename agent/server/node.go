@@ -145,8 +145,9 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		return fmt.Errorf("node agent: %w", err)
 	}
 	na, err := nodeagent.New(nodeagent.Options{
-		NodeName:        o.NodeName,
-		API:             nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: consoles, Images: c.Images},
+		NodeName: o.NodeName,
+		API: nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: consoles, Images: c.Images,
+			SnapshotContents: c.SnapshotContents, Restores: c.Restores},
 		Launchers:       mgr,
 		Tools:           n.Tools,
 		NodeDataDir:     nodeDir,

@@ -73,6 +73,17 @@ type Client interface {
 	// Stop ends the launcher process (after the domain was deleted).
 	Stop(ctx context.Context) error
 	Migrations
+	Snapshots
+}
+
+// Snapshots is a launcher's part in an online snapshot of its domain's
+// persistent volumes (docs/snapshots.md): SnapshotDisks moves QEMU's
+// writes to overlays, freezing the guest around it when a guest agent
+// answers, so the volume files stand still to be copied; CommitDisks
+// merges the overlays back and removes them, and is safe to repeat.
+type Snapshots interface {
+	SnapshotDisks(ctx context.Context, req *launcherpb.SnapshotDisksRequest) (*launcherpb.SnapshotDisksResponse, error)
+	CommitDisks(ctx context.Context, req *launcherpb.CommitDisksRequest) error
 }
 
 // Migrations is a launcher's part in a live migration: as the source it

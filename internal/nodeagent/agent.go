@@ -74,6 +74,11 @@ type Agent struct {
 	networks  networkList
 	disks     diskRoom
 	pulls     *imagePulls // nil without Options.API.Images
+	// snaps and restores are the node's part of snapshots and restores;
+	// nil without Options.API.SnapshotContents / Restores.
+	snaps    *snapshotWork
+	restores *restoreWork
+	copier   VolumeCopier
 	// host is what registration reported; set by Run before the
 	// handler starts.
 	host HostFacts
@@ -104,6 +109,7 @@ func New(opts Options) (*Agent, error) {
 		gcKick:      make(chan struct{}, 1),
 		db:          opts.State,
 		layout:      nodedir.Layout{Root: opts.NodeDataDir},
+		copier:      opts.Copier,
 	}
 	if opts.Host != nil {
 		a.host = *opts.Host
@@ -132,6 +138,8 @@ func New(opts Options) (*Agent, error) {
 	if err := a.newImagePulls(); err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
+	a.newSnapshotWork()
+	a.newRestoreWork()
 	a.vmis = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
 		store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=" + opts.NodeName}, a.log.With("informer", "vmi"))
 	a.targets = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
@@ -229,6 +237,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.cleanupOrphans(ctx)
 	a.enqueueAll()
+	// After the launchers were reattached: an online snapshot left by an
+	// earlier run is committed through its launcher.
+	stopSnapshots := a.runSnapshots(ctx)
+	defer stopSnapshots()
+	stopRestores := a.runRestores(ctx)
+	defer stopRestores()
 
 	goRun(func() { a.heartbeatLoop(ctx, interval) })
 	goRun(func() { a.every(ctx, a.opts.Timing.LivenessInterval, a.pingLaunchers) })

@@ -55,6 +55,11 @@ type API struct {
 	Consoles []console.API
 	// Images are watched and pulled (imagepulls.go); nil pulls none.
 	Images ImageAPI
+	// SnapshotContents labelled with this node are copied here
+	// (snapshots.go) and Restores labelled with it staged and swapped
+	// here (restores.go); nil takes no part in snapshots or restores.
+	SnapshotContents SnapshotContentAPI
+	Restores         RestoreAPI
 }
 
 // MigrationOptions are where this node receives live migrations: the
@@ -152,6 +157,9 @@ type Options struct {
 	Tools LauncherTools
 	// Images inspects images and creates disks; nil runs qemu-img.
 	Images disks.ImageTool
+	// Copier copies the volumes of snapshots and restores; nil runs
+	// qemu-img.
+	Copier VolumeCopier
 	// State is the local database; nil opens <NodeDataDir>/state.db.
 	State state.StateDB
 	// NodeDataDir holds the state database and per-VMI directories;
@@ -224,6 +232,9 @@ func (o *Options) complete() error {
 	}
 	if o.Tools == nil {
 		o.Tools = ExecTools{Path: o.LauncherPath}
+	}
+	if o.Copier == nil {
+		o.Copier = disks.QemuImg{}
 	}
 	if o.ReservedMemory == nil {
 		q := resource.MustParse(DefaultReservedMemory)

@@ -9,8 +9,12 @@ set -f
 # A stand-in for the QEMU guest agent (qemu-ga) on its virtio-serial port,
 # enough for libvirt: guest-sync and guest-sync-delimited (the id echoed),
 # guest-ping, guest-info, guest-network-get-interfaces (qemu-ga's JSON
-# shape, from `ip addr`), and an error object for anything else. One
-# request per line; libvirt may put a 0xFF sync byte before one.
+# shape, from `ip addr`), guest-fsfreeze-freeze, -thaw and -status (a
+# sync and a console marker line: the guest's root is a tmpfs with
+# nothing to freeze, so the state is only recorded), and an error object
+# for anything else. One request per line; libvirt may put a 0xFF sync
+# byte before one. Markers go to stderr: the console in the guest, and
+# not the replies under "ga.sh -".
 
 # ga_interfaces prints the guest's interfaces as qemu-ga's
 # guest-network-get-interfaces returns them.
@@ -46,6 +50,7 @@ ga_serve() {
 	else
 		exec 3<>"$1" 4>&3
 	fi
+	frozen=0
 	while :; do
 		if ! IFS= read -r line <&3; then
 			[ "$1" != - ] || exit 0
@@ -86,13 +91,32 @@ ga_serve() {
 		guest-info)
 			printf '{"return": {"version": "virtplane-test-guest", "supported_commands": [' >&4
 			sep=
-			for c in guest-sync guest-sync-delimited guest-ping guest-info guest-network-get-interfaces; do
+			for c in guest-sync guest-sync-delimited guest-ping guest-info guest-network-get-interfaces \
+				guest-fsfreeze-freeze guest-fsfreeze-thaw guest-fsfreeze-status; do
 				printf '%s{"enabled": true, "name": "%s", "success-response": true}' "$sep" "$c" >&4
 				sep=', '
 			done
 			printf ']}}\n' >&4
 			;;
 		guest-network-get-interfaces) printf '{"return": %s}\n' "$(ga_interfaces)" >&4 ;;
+		guest-fsfreeze-freeze)
+			sync
+			frozen=1
+			echo "VIRTPLANE-GA-FSFREEZE state=frozen" >&2
+			printf '{"return": 1}\n' >&4
+			;;
+		guest-fsfreeze-thaw)
+			# The number of file systems thawed, as qemu-ga's.
+			n=$frozen
+			frozen=0
+			echo "VIRTPLANE-GA-FSFREEZE state=thawed" >&2
+			printf '{"return": %s}\n' "$n" >&4
+			;;
+		guest-fsfreeze-status)
+			st=thawed
+			[ "$frozen" = 0 ] || st=frozen
+			printf '{"return": "%s"}\n' "$st" >&4
+			;;
 		*) printf '{"error": {"class": "CommandNotFound", "desc": "The command %s has not been found"}}\n' "$cmd" >&4 ;;
 		esac
 	done

@@ -74,7 +74,7 @@ func TestGuestAgentProtocol(t *testing.T) {
 			Enabled bool   `json:"enabled"`
 		} `json:"supported_commands"`
 	}
-	if err := json.Unmarshal(replies[3]["return"], &info); err != nil || info.Version == "" || len(info.Commands) != 5 {
+	if err := json.Unmarshal(replies[3]["return"], &info); err != nil || info.Version == "" || len(info.Commands) != 8 {
 		t.Errorf("guest-info returned %s (%v)", replies[3]["return"], err)
 	}
 	var ifaces []struct {
@@ -111,5 +111,52 @@ func TestGuestAgentProtocol(t *testing.T) {
 	}
 	if err := json.Unmarshal(replies[5]["error"], &e); err != nil || e.Class != "CommandNotFound" || !strings.Contains(e.Desc, "guest-shutdown") {
 		t.Errorf("an unknown command got %s", raw[5])
+	}
+}
+
+// TestGuestAgentFreeze: the freeze commands answer as qemu-ga's and
+// print the console markers (on stderr under "ga.sh -").
+func TestGuestAgentFreeze(t *testing.T) {
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("busybox not installed (scripts/install-deps.sh test installs busybox-static)")
+	}
+	script := filepath.Join(t.TempDir(), "ga.sh")
+	if err := os.WriteFile(script, []byte(testguest.GuestAgentScript), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(busybox, "sh", script, "-")
+	cmd.Stdin = strings.NewReader(strings.Join([]string{
+		`{"execute":"guest-fsfreeze-status"}`,
+		`{"execute":"guest-fsfreeze-freeze"}`,
+		`{"execute":"guest-fsfreeze-status"}`,
+		`{"execute":"guest-fsfreeze-thaw"}`,
+		`{"execute":"guest-fsfreeze-status"}`,
+		`{"execute":"guest-fsfreeze-thaw"}`,
+	}, "\n") + "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("guest agent: %v\n%s", err, out)
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("reply %q is not JSON: %v", line, err)
+		}
+		got = append(got, string(m["return"]))
+	}
+	want := []string{`"thawed"`, `1`, `"frozen"`, `1`, `"thawed"`, `0`}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("returns %v, want %v", got, want)
+	}
+	console := stderr.String()
+	if n := testguest.CountMarker(console, testguest.MarkerGuestAgentFreeze); n != 3 {
+		t.Errorf("%d freeze markers, want 3:\n%s", n, console)
+	}
+	if rest, ok := testguest.FindMarker(console, testguest.MarkerGuestAgentFreeze); !ok || rest != "state=frozen" {
+		t.Errorf("first marker %q, want state=frozen", rest)
 	}
 }

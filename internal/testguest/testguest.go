@@ -76,6 +76,10 @@ const (
 	// MarkerGuestAgentUp: "port=/dev/<vport>", once the guest agent
 	// stand-in opened its virtio-serial port (GuestAgent).
 	MarkerGuestAgentUp = "VIRTPLANE-GA-UP"
+	// MarkerGuestAgentFreeze: "state=frozen" or "state=thawed", each
+	// time the guest agent stand-in is asked to freeze or thaw the file
+	// systems (guest-fsfreeze-freeze, guest-fsfreeze-thaw).
+	MarkerGuestAgentFreeze = "VIRTPLANE-GA-FSFREEZE"
 	// MarkerNetProbe: "target=<host:port> result=reached body=<first
 	// line>" or "target=<host:port> result=blocked error=<wget's
 	// message>", one line per NetProbe target, in order; NetProbes

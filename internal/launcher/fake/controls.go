@@ -5,6 +5,7 @@ package fake
 // called.
 
 import (
+	"maps"
 	"sort"
 	"time"
 
@@ -62,6 +63,7 @@ func (m *Manager) Domain(name string) (Domain, bool) {
 	}
 	c := *d
 	c.Leases = append([]time.Duration(nil), d.Leases...)
+	c.Overlays = maps.Clone(d.Overlays)
 	return c, true
 }
 

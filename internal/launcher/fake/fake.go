@@ -56,6 +56,11 @@ type Domain struct {
 	// the running domain's network (SetInterfaces).
 	Interfaces          []*apiv1.InterfaceStatus
 	GuestAgentConnected bool
+	// Overlays are the snapshot overlays the running domain's disks write
+	// to, by volume path (SnapshotDisks), and Freezes counts the guest
+	// file system freezes.
+	Overlays map[string]string
+	Freezes  int
 }
 
 // Call is one recorded call.
@@ -85,6 +90,10 @@ type Manager struct {
 	syncErr   map[string]error
 	// migrations are the launchers' migration records, by domain.
 	migrations map[string]*launcherpb.MigrationStatus
+	// snapshotErr fails SnapshotDisks, by domain.
+	snapshotErr map[string]error
+	// Now is the time SnapshotDisks reports; time.Now when nil.
+	Now func() time.Time
 	// PowerOffAfterACPI is given to new domains (default 1: the guest
 	// obeys the first ACPI press).
 	PowerOffAfterACPI int

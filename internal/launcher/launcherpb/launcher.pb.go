@@ -982,6 +982,220 @@ func (x *IncomingRequest) GetValidForMillis() int64 {
 	return 0
 }
 
+// SnapshotDisk is one persistent volume of the domain in a disk-only
+// snapshot: the file the domain's disk reads now, and the overlay QEMU
+// writes to while that file is copied.
+type SnapshotDisk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The disk's source file (a persistent volume), which identifies it.
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Where the overlay goes: beside path, named path + ".snap-<id>".
+	OverlayPath   string `protobuf:"bytes,2,opt,name=overlay_path,json=overlayPath,proto3" json:"overlay_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotDisk) Reset() {
+	*x = SnapshotDisk{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotDisk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotDisk) ProtoMessage() {}
+
+func (x *SnapshotDisk) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotDisk.ProtoReflect.Descriptor instead.
+func (*SnapshotDisk) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SnapshotDisk) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SnapshotDisk) GetOverlayPath() string {
+	if x != nil {
+		return x.OverlayPath
+	}
+	return ""
+}
+
+// SnapshotDisksRequest takes an external disk-only snapshot of exactly
+// these disks, freezing the guest's file systems around it when a guest
+// agent answers (freeze) and the domain is not paused.
+type SnapshotDisksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Disks         []*SnapshotDisk        `protobuf:"bytes,1,rep,name=disks,proto3" json:"disks,omitempty"`
+	Freeze        bool                   `protobuf:"varint,2,opt,name=freeze,proto3" json:"freeze,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotDisksRequest) Reset() {
+	*x = SnapshotDisksRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotDisksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotDisksRequest) ProtoMessage() {}
+
+func (x *SnapshotDisksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotDisksRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotDisksRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SnapshotDisksRequest) GetDisks() []*SnapshotDisk {
+	if x != nil {
+		return x.Disks
+	}
+	return nil
+}
+
+func (x *SnapshotDisksRequest) GetFreeze() bool {
+	if x != nil {
+		return x.Freeze
+	}
+	return false
+}
+
+type SnapshotDisksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Online plus GuestAgent (frozen), NoGuestAgent or Paused
+	// (virtplane.v1's Indication* values).
+	Indications []string `protobuf:"bytes,1,rep,name=indications,proto3" json:"indications,omitempty"`
+	// When the point in time was taken (unix milliseconds).
+	TimeUnixMillis int64 `protobuf:"varint,2,opt,name=time_unix_millis,json=timeUnixMillis,proto3" json:"time_unix_millis,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SnapshotDisksResponse) Reset() {
+	*x = SnapshotDisksResponse{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotDisksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotDisksResponse) ProtoMessage() {}
+
+func (x *SnapshotDisksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotDisksResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotDisksResponse) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SnapshotDisksResponse) GetIndications() []string {
+	if x != nil {
+		return x.Indications
+	}
+	return nil
+}
+
+func (x *SnapshotDisksResponse) GetTimeUnixMillis() int64 {
+	if x != nil {
+		return x.TimeUnixMillis
+	}
+	return 0
+}
+
+// CommitDisksRequest merges each overlay back into its disk's file
+// (active block commit, pivot) and removes the overlay: the undoing of
+// SnapshotDisks, idempotent.
+type CommitDisksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Disks         []*SnapshotDisk        `protobuf:"bytes,1,rep,name=disks,proto3" json:"disks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitDisksRequest) Reset() {
+	*x = CommitDisksRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitDisksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitDisksRequest) ProtoMessage() {}
+
+func (x *CommitDisksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitDisksRequest.ProtoReflect.Descriptor instead.
+func (*CommitDisksRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CommitDisksRequest) GetDisks() []*SnapshotDisk {
+	if x != nil {
+		return x.Disks
+	}
+	return nil
+}
+
 var File_internal_launcher_launcherpb_launcher_proto protoreflect.FileDescriptor
 
 const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
@@ -1073,7 +1287,19 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x0fIncomingRequest\x12#\n" +
 	"\rmigration_uid\x18\x01 \x01(\tR\fmigrationUid\x126\n" +
 	"\x04sync\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncRequestR\x04sync\x12(\n" +
-	"\x10valid_for_millis\x18\x03 \x01(\x03R\x0evalidForMillis2\x84\t\n" +
+	"\x10valid_for_millis\x18\x03 \x01(\x03R\x0evalidForMillis\"E\n" +
+	"\fSnapshotDisk\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12!\n" +
+	"\foverlay_path\x18\x02 \x01(\tR\voverlayPath\"i\n" +
+	"\x14SnapshotDisksRequest\x129\n" +
+	"\x05disks\x18\x01 \x03(\v2#.virtplane.launcher.v1.SnapshotDiskR\x05disks\x12\x16\n" +
+	"\x06freeze\x18\x02 \x01(\bR\x06freeze\"c\n" +
+	"\x15SnapshotDisksResponse\x12 \n" +
+	"\vindications\x18\x01 \x03(\tR\vindications\x12(\n" +
+	"\x10time_unix_millis\x18\x02 \x01(\x03R\x0etimeUnixMillis\"O\n" +
+	"\x12CommitDisksRequest\x129\n" +
+	"\x05disks\x18\x01 \x03(\v2#.virtplane.launcher.v1.SnapshotDiskR\x05disks2\xc8\n" +
+	"\n" +
 	"\bLauncher\x12O\n" +
 	"\x04Sync\x12\".virtplane.launcher.v1.SyncRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12W\n" +
 	"\bShutdown\x12&.virtplane.launcher.v1.ShutdownRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12I\n" +
@@ -1089,7 +1315,9 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\aMigrate\x12%.virtplane.launcher.v1.MigrateRequest\x1a&.virtplane.launcher.v1.MigrationStatus\x12T\n" +
 	"\fGetMigration\x12\x1c.virtplane.launcher.v1.Empty\x1a&.virtplane.launcher.v1.MigrationStatus\x12V\n" +
 	"\x0eAbortMigration\x12\x1c.virtplane.launcher.v1.Empty\x1a&.virtplane.launcher.v1.MigrationStatus\x12Z\n" +
-	"\bIncoming\x12&.virtplane.launcher.v1.IncomingRequest\x1a&.virtplane.launcher.v1.MigrationStatusBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
+	"\bIncoming\x12&.virtplane.launcher.v1.IncomingRequest\x1a&.virtplane.launcher.v1.MigrationStatus\x12j\n" +
+	"\rSnapshotDisks\x12+.virtplane.launcher.v1.SnapshotDisksRequest\x1a,.virtplane.launcher.v1.SnapshotDisksResponse\x12V\n" +
+	"\vCommitDisks\x12).virtplane.launcher.v1.CommitDisksRequest\x1a\x1c.virtplane.launcher.v1.EmptyBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
 
 var (
 	file_internal_launcher_launcherpb_launcher_proto_rawDescOnce sync.Once
@@ -1103,7 +1331,7 @@ func file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP() []byte {
 	return file_internal_launcher_launcherpb_launcher_proto_rawDescData
 }
 
-var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*DiskSource)(nil),                // 0: virtplane.launcher.v1.DiskSource
 	(*SyncOptions)(nil),               // 1: virtplane.launcher.v1.SyncOptions
@@ -1117,53 +1345,63 @@ var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*MigrateRequest)(nil),            // 9: virtplane.launcher.v1.MigrateRequest
 	(*MigrationStatus)(nil),           // 10: virtplane.launcher.v1.MigrationStatus
 	(*IncomingRequest)(nil),           // 11: virtplane.launcher.v1.IncomingRequest
-	(*v1.VirtualMachineInstance)(nil), // 12: virtplane.v1.VirtualMachineInstance
-	(*v1.InterfaceStatus)(nil),        // 13: virtplane.v1.InterfaceStatus
-	(*v1.MigrationConfiguration)(nil), // 14: virtplane.v1.MigrationConfiguration
-	(*v1.MigrationProgress)(nil),      // 15: virtplane.v1.MigrationProgress
+	(*SnapshotDisk)(nil),              // 12: virtplane.launcher.v1.SnapshotDisk
+	(*SnapshotDisksRequest)(nil),      // 13: virtplane.launcher.v1.SnapshotDisksRequest
+	(*SnapshotDisksResponse)(nil),     // 14: virtplane.launcher.v1.SnapshotDisksResponse
+	(*CommitDisksRequest)(nil),        // 15: virtplane.launcher.v1.CommitDisksRequest
+	(*v1.VirtualMachineInstance)(nil), // 16: virtplane.v1.VirtualMachineInstance
+	(*v1.InterfaceStatus)(nil),        // 17: virtplane.v1.InterfaceStatus
+	(*v1.MigrationConfiguration)(nil), // 18: virtplane.v1.MigrationConfiguration
+	(*v1.MigrationProgress)(nil),      // 19: virtplane.v1.MigrationProgress
 }
 var file_internal_launcher_launcherpb_launcher_proto_depIdxs = []int32{
 	0,  // 0: virtplane.launcher.v1.SyncOptions.disks:type_name -> virtplane.launcher.v1.DiskSource
-	12, // 1: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	16, // 1: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
 	1,  // 2: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
-	13, // 3: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	17, // 3: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
 	3,  // 4: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
-	14, // 5: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
-	15, // 6: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
+	18, // 5: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	19, // 6: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
 	2,  // 7: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
-	2,  // 8: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
-	5,  // 9: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
-	4,  // 10: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
-	4,  // 11: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
-	4,  // 12: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
-	4,  // 13: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
-	4,  // 14: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
-	4,  // 15: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
-	6,  // 16: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
-	4,  // 17: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
-	9,  // 18: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
-	4,  // 19: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
-	4,  // 20: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
-	11, // 21: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
-	3,  // 22: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 23: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 24: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 25: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 26: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 27: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 28: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
-	7,  // 29: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
-	4,  // 30: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
-	8,  // 31: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
-	10, // 32: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
-	10, // 33: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	10, // 34: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	10, // 35: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
-	22, // [22:36] is the sub-list for method output_type
-	8,  // [8:22] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	12, // 8: virtplane.launcher.v1.SnapshotDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
+	12, // 9: virtplane.launcher.v1.CommitDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
+	2,  // 10: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
+	5,  // 11: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
+	4,  // 12: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
+	4,  // 13: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
+	4,  // 14: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
+	4,  // 15: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
+	4,  // 16: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
+	4,  // 17: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
+	6,  // 18: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
+	4,  // 19: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
+	9,  // 20: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
+	4,  // 21: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
+	4,  // 22: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
+	11, // 23: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
+	13, // 24: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
+	15, // 25: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
+	3,  // 26: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 27: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 28: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 29: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 30: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 31: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
+	3,  // 32: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
+	7,  // 33: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
+	4,  // 34: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
+	8,  // 35: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
+	10, // 36: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
+	10, // 37: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	10, // 38: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	10, // 39: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
+	14, // 40: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	4,  // 41: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
+	26, // [26:42] is the sub-list for method output_type
+	10, // [10:26] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_internal_launcher_launcherpb_launcher_proto_init() }
@@ -1177,7 +1415,7 @@ func file_internal_launcher_launcherpb_launcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_launcher_launcherpb_launcher_proto_rawDesc), len(file_internal_launcher_launcherpb_launcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

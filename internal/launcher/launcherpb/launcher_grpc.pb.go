@@ -37,6 +37,8 @@ const (
 	Launcher_GetMigration_FullMethodName   = "/virtplane.launcher.v1.Launcher/GetMigration"
 	Launcher_AbortMigration_FullMethodName = "/virtplane.launcher.v1.Launcher/AbortMigration"
 	Launcher_Incoming_FullMethodName       = "/virtplane.launcher.v1.Launcher/Incoming"
+	Launcher_SnapshotDisks_FullMethodName  = "/virtplane.launcher.v1.Launcher/SnapshotDisks"
+	Launcher_CommitDisks_FullMethodName    = "/virtplane.launcher.v1.Launcher/CommitDisks"
 )
 
 // LauncherClient is the client API for Launcher service.
@@ -70,6 +72,13 @@ type LauncherClient interface {
 	AbortMigration(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*MigrationStatus, error)
 	// Target side: define the receiving domain.
 	Incoming(ctx context.Context, in *IncomingRequest, opts ...grpc.CallOption) (*MigrationStatus, error)
+	// Snapshots of a running domain's persistent volumes: SnapshotDisks
+	// makes QEMU write to overlays so the volumes stand still to be copied
+	// (refused while the domain migrates), CommitDisks merges the overlays
+	// back and removes them. A domain that is not running answers
+	// FAILED_PRECONDITION to both.
+	SnapshotDisks(ctx context.Context, in *SnapshotDisksRequest, opts ...grpc.CallOption) (*SnapshotDisksResponse, error)
+	CommitDisks(ctx context.Context, in *CommitDisksRequest, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type launcherClient struct {
@@ -229,6 +238,26 @@ func (c *launcherClient) Incoming(ctx context.Context, in *IncomingRequest, opts
 	return out, nil
 }
 
+func (c *launcherClient) SnapshotDisks(ctx context.Context, in *SnapshotDisksRequest, opts ...grpc.CallOption) (*SnapshotDisksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnapshotDisksResponse)
+	err := c.cc.Invoke(ctx, Launcher_SnapshotDisks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *launcherClient) CommitDisks(ctx context.Context, in *CommitDisksRequest, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Launcher_CommitDisks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LauncherServer is the server API for Launcher service.
 // All implementations must embed UnimplementedLauncherServer
 // for forward compatibility.
@@ -260,6 +289,13 @@ type LauncherServer interface {
 	AbortMigration(context.Context, *Empty) (*MigrationStatus, error)
 	// Target side: define the receiving domain.
 	Incoming(context.Context, *IncomingRequest) (*MigrationStatus, error)
+	// Snapshots of a running domain's persistent volumes: SnapshotDisks
+	// makes QEMU write to overlays so the volumes stand still to be copied
+	// (refused while the domain migrates), CommitDisks merges the overlays
+	// back and removes them. A domain that is not running answers
+	// FAILED_PRECONDITION to both.
+	SnapshotDisks(context.Context, *SnapshotDisksRequest) (*SnapshotDisksResponse, error)
+	CommitDisks(context.Context, *CommitDisksRequest) (*Empty, error)
 	mustEmbedUnimplementedLauncherServer()
 }
 
@@ -311,6 +347,12 @@ func (UnimplementedLauncherServer) AbortMigration(context.Context, *Empty) (*Mig
 }
 func (UnimplementedLauncherServer) Incoming(context.Context, *IncomingRequest) (*MigrationStatus, error) {
 	return nil, status.Error(codes.Unimplemented, "method Incoming not implemented")
+}
+func (UnimplementedLauncherServer) SnapshotDisks(context.Context, *SnapshotDisksRequest) (*SnapshotDisksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SnapshotDisks not implemented")
+}
+func (UnimplementedLauncherServer) CommitDisks(context.Context, *CommitDisksRequest) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitDisks not implemented")
 }
 func (UnimplementedLauncherServer) mustEmbedUnimplementedLauncherServer() {}
 func (UnimplementedLauncherServer) testEmbeddedByValue()                  {}
@@ -578,6 +620,42 @@ func _Launcher_Incoming_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Launcher_SnapshotDisks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SnapshotDisksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).SnapshotDisks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_SnapshotDisks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).SnapshotDisks(ctx, req.(*SnapshotDisksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Launcher_CommitDisks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitDisksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).CommitDisks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_CommitDisks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).CommitDisks(ctx, req.(*CommitDisksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Launcher_ServiceDesc is the grpc.ServiceDesc for Launcher service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -636,6 +714,14 @@ var Launcher_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Incoming",
 			Handler:    _Launcher_Incoming_Handler,
+		},
+		{
+			MethodName: "SnapshotDisks",
+			Handler:    _Launcher_SnapshotDisks_Handler,
+		},
+		{
+			MethodName: "CommitDisks",
+			Handler:    _Launcher_CommitDisks_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -106,3 +106,25 @@ func runCommand(ctx context.Context, path string, args ...string) ([]byte, error
 	}
 	return stdout.Bytes(), nil
 }
+
+// Convert writes a standalone qcow2 copy of the qcow2 image src to dst
+// (the snapshot and restore copies). shared (-U) reads an image a running
+// QEMU holds open, which only an image that stands still may be (a volume
+// under a snapshot overlay); without it qemu-img takes the image's lock,
+// so a QEMU writing to src makes the copy fail instead of tearing it.
+func (q QemuImg) Convert(ctx context.Context, src, dst string, shared bool) error {
+	args := []string{"convert", "-q", "-f", "qcow2", "-O", "qcow2"}
+	if shared {
+		args = append(args, "-U")
+	}
+	_, err := runCommand(ctx, q.bin(), append(args, src, dst)...)
+	return err
+}
+
+// Commit merges the qcow2 overlay into its backing file, with no QEMU
+// running on either (an online snapshot's overlay left by a guest that
+// stopped before the overlay was committed).
+func (q QemuImg) Commit(ctx context.Context, overlay string) error {
+	_, err := runCommand(ctx, q.bin(), "commit", "-q", "-f", "qcow2", overlay)
+	return err
+}

@@ -14,6 +14,9 @@
 //	    volumes/                     persistent volumes
 //	    nvram.fd                     EFI variables of an EFI-booted VM
 //	    console/<vmi uid>/           console logs of ended instances
+//	<root>/snapshots/<content uid>/  one snapshot's data (a snapshot content)
+//	    <volume>.qcow2               standalone copy of a persistent volume
+//	    <volume>.qcow2.tmp           a copy being written
 //
 // Nothing else spells these names: the agent, its rooms and the tests
 // that look at a node's files all build paths here.
@@ -152,14 +155,18 @@ func FileIn(dir, name string) (string, error) {
 }
 
 const (
-	vmisDir = "vmis"
-	vmsDir  = "vms"
+	vmisDir      = "vmis"
+	vmsDir       = "vms"
+	snapshotsDir = "snapshots"
 )
 
 func (l Layout) uidDir(parent, uid string) (string, error) {
 	kind := "VMI"
-	if parent == vmsDir {
+	switch parent {
+	case vmsDir:
 		kind = "VM"
+	case snapshotsDir:
+		kind = "snapshot"
 	}
 	if err := checkUID(kind, uid); err != nil {
 		return "", err
@@ -263,4 +270,73 @@ func MkdirTraversable(dir string) error {
 		}
 	}
 	return nil
+}
+
+// SnapshotsDir holds the data of snapshots, one directory per snapshot
+// content.
+func (l Layout) SnapshotsDir() string { return filepath.Join(l.Root, snapshotsDir) }
+
+// SnapshotDir holds the volume copies of snapshot content uid. It
+// outlives the VM: a snapshot can be restored into another VM.
+func (l Layout) SnapshotDir(contentUID string) (string, error) {
+	return l.uidDir(snapshotsDir, contentUID)
+}
+
+// SnapshotVolumePath is the copy of volume in snapshot content uid.
+func (l Layout) SnapshotVolumePath(contentUID, volume string) (string, error) {
+	dir, err := l.SnapshotDir(contentUID)
+	if err != nil {
+		return "", err
+	}
+	return FileIn(dir, volume+".qcow2")
+}
+
+// CheckSnapshotVolumePath returns the content uid and volume of path,
+// which comes from the API (a restore's source_path): it must be exactly
+// SnapshotVolumePath's shape under this root, with no symlink on the way
+// (Lstat of each directory), so that a restore copies a snapshot's data
+// and nothing else of the host.
+func (l Layout) CheckSnapshotVolumePath(path string) (contentUID, volume string, err error) {
+	bad := func(why string) (string, string, error) {
+		return "", "", fmt.Errorf("%w: %q is not a snapshot volume of %s: %s", ErrOutside, path, l.SnapshotsDir(), why)
+	}
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return bad("not a clean absolute path")
+	}
+	rel, err := filepath.Rel(l.SnapshotsDir(), path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return bad("outside the snapshots directory")
+	}
+	uid, file, ok := strings.Cut(rel, string(filepath.Separator))
+	if !ok || strings.ContainsRune(file, filepath.Separator) {
+		return bad("not <content uid>/<volume>.qcow2")
+	}
+	vol, ok := strings.CutSuffix(file, ".qcow2")
+	if !ok || vol == "" {
+		return bad("not a .qcow2 file")
+	}
+	want, err := l.SnapshotVolumePath(uid, vol)
+	if err != nil {
+		return "", "", err
+	}
+	if want != path {
+		return bad("not the path of its volume")
+	}
+	for _, dir := range []string{l.SnapshotsDir(), filepath.Dir(path)} {
+		if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return bad(dir + " is a symlink")
+		}
+	}
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		return bad("not a regular file")
+	}
+	return uid, vol, nil
+}
+
+// RemoveSnapshotDir removes the data of snapshot content uid.
+func (l Layout) RemoveSnapshotDir(contentUID string) error {
+	if err := checkUID("snapshot", contentUID); err != nil {
+		return err
+	}
+	return l.removeAll(filepath.Join(snapshotsDir, contentUID))
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -43,6 +44,9 @@ func TestLayoutPaths(t *testing.T) {
 		{must(l.KeptLogsDir(vmUID)), "/node/vms/" + vmUID + "/console"},
 		{ConsoleLogPath(must(l.KeptLogDir(vmUID, vmiUID))), "/node/vms/" + vmUID + "/console/" + vmiUID + "/console.log"},
 		{must(FileIn("/node/vmis/x/disks", "root.qcow2")), "/node/vmis/x/disks/root.qcow2"},
+		{l.SnapshotsDir(), "/node/snapshots"},
+		{must(l.SnapshotDir(vmUID)), "/node/snapshots/" + vmUID},
+		{must(l.SnapshotVolumePath(vmUID, "data")), "/node/snapshots/" + vmUID + "/data.qcow2"},
 	} {
 		if p.got != p.want {
 			t.Errorf("got %s, want %s", p.got, p.want)
@@ -70,6 +74,8 @@ func TestBadUIDIsNeverAPath(t *testing.T) {
 			"KeptLogDir/vm": func() (string, error) {
 				return l.KeptLogDir(uid, vmiUID)
 			},
+			"SnapshotDir":        func() (string, error) { return l.SnapshotDir(uid) },
+			"SnapshotVolumePath": func() (string, error) { return l.SnapshotVolumePath(uid, "data") },
 		} {
 			if p, err := f(); err == nil || p != "" {
 				t.Errorf("%s(%q) = %q, %v; want an error and no path", name, uid, p, err)
@@ -80,6 +86,9 @@ func TestBadUIDIsNeverAPath(t *testing.T) {
 		}
 		if err := l.RemoveVMDir(uid); err == nil {
 			t.Errorf("RemoveVMDir(%q) accepted", uid)
+		}
+		if err := l.RemoveSnapshotDir(uid); err == nil {
+			t.Errorf("RemoveSnapshotDir(%q) accepted", uid)
 		}
 		if err := l.EnsureVMDir(uid, "default", "web"); uid != "" && err == nil {
 			t.Errorf("EnsureVMDir(%q) accepted", uid)
@@ -189,5 +198,65 @@ func TestEnsureVMDir(t *testing.T) {
 	}
 	if m, err := ReadVMMeta(vmDir); err != nil || m.Name != "web" {
 		t.Fatalf("vm.json rewritten: %+v, %v", m, err)
+	}
+}
+
+// A restore's source path comes from the API: only a snapshot volume of
+// this root's shape is taken.
+func TestCheckSnapshotVolumePath(t *testing.T) {
+	root := t.TempDir()
+	l := Layout{Root: root}
+	good := filepath.Join(root, "snapshots", vmUID, "data.qcow2")
+	uid, vol, err := l.CheckSnapshotVolumePath(good)
+	if err != nil || uid != vmUID || vol != "data" {
+		t.Fatalf("CheckSnapshotVolumePath(%q) = %q, %q, %v", good, uid, vol, err)
+	}
+	elsewhere := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(elsewhere, vmUID), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "snapshots"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// A content directory that is a symlink to elsewhere.
+	linked := "0b6c8f3e-3333-4aaa-8bbb-000000000003"
+	if err := os.Symlink(filepath.Join(elsewhere, vmUID), filepath.Join(root, "snapshots", linked)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{
+		"",
+		"snapshots/" + vmUID + "/data.qcow2", // relative
+		root + "/snapshots/" + vmUID + "/../" + vmUID + "/data.qcow2",          // not clean
+		root + "/snapshots/" + vmUID + "/../../state.db",                       // traversal
+		filepath.Join(root, "vms", vmUID, "volumes", "data.qcow2"),             // a live volume
+		filepath.Join(elsewhere, "snapshots", vmUID, "data.qcow2"),             // another root
+		filepath.Join(root, "snapshots", "not-a-uid", "data.qcow2"),            // not a UUID
+		filepath.Join(root, "snapshots", strings.ToUpper(vmUID), "data.qcow2"), // another spelling
+		filepath.Join(root, "snapshots", vmUID, "data.qcow2.tmp"),              // not a copy
+		filepath.Join(root, "snapshots", vmUID, ".qcow2"),                      // no volume
+		filepath.Join(root, "snapshots", vmUID, "x", "data.qcow2"),             // deeper
+		filepath.Join(root, "snapshots", "data.qcow2"),                         // shallower
+		filepath.Join(root, "snapshots", linked, "data.qcow2"),                 // through a symlink
+	} {
+		if uid, vol, err := l.CheckSnapshotVolumePath(p); err == nil {
+			t.Errorf("CheckSnapshotVolumePath(%q) = %q, %q, %v; want refused", p, uid, vol, err)
+		}
+	}
+}
+
+func TestRemoveSnapshotDir(t *testing.T) {
+	l := Layout{Root: t.TempDir()}
+	p := mustFor(t)(l.SnapshotVolumePath(vmUID, "data"))
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.RemoveSnapshotDir(vmUID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Dir(p)); !os.IsNotExist(err) {
+		t.Fatalf("snapshot directory left: %v", err)
 	}
 }

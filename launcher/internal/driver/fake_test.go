@@ -24,6 +24,8 @@ type fakeConn struct {
 	jobs    map[string]*fakeJob // migration jobs, by domain (fake_migrate_test.go)
 	// busyPorts are host ports QEMU cannot bind (fake_network_test.go).
 	busyPorts map[int]bool
+	// snaps is the online snapshot state (fake_snapshot_test.go).
+	snaps *fakeSnap
 }
 
 type fakeState struct {
