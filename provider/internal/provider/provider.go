@@ -187,10 +187,11 @@ func unknownAttributes(m providerModel) []string {
 }
 
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource, NewPoolResource, NewReplicaSetResource}
+	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource, NewPoolResource, NewReplicaSetResource,
+		NewSnapshotResource, NewRestoreResource}
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource, NewMigrationsDataSource, NewPoolDataSource,
-		NewReplicaSetDataSource}
+		NewReplicaSetDataSource, NewSnapshotDataSource}
 }

@@ -35,10 +35,17 @@ func (r *vmResource) Create(ctx context.Context, req resource.CreateRequest, res
 	defer cancel()
 	ns, name := want.Metadata.Namespace, want.Metadata.Name
 	id := vmID(ns, name)
-	created, err := r.data.client.VMs.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: want})
-	if err != nil {
-		r.addError(&resp.Diagnostics, err, "create virtual machine "+id)
-		return
+	var created *apiv1.VirtualMachine
+	if src := plan.SourceSnapshot.ValueString(); src != "" {
+		if created, ok = r.createFromSnapshot(ctx, &resp.Diagnostics, want, src, timeout); !ok {
+			return
+		}
+	} else {
+		var err error
+		if created, err = r.data.client.VMs.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: want}); err != nil {
+			r.addError(&resp.Diagnostics, err, "create virtual machine "+id)
+			return
+		}
 	}
 	tflog.Info(ctx, "virtual machine created", map[string]any{"vm": id, "uid": created.GetMetadata().GetUid()})
 
@@ -271,7 +278,8 @@ func (r *vmResource) setState(ctx context.Context, st stateSetter, diags *diag.D
 	if d.HasError() {
 		return
 	}
-	out := vmResourceModel{vmModel: m, UpdatePolicy: prior.UpdatePolicy, WaitForIP: prior.WaitForIP, Timeouts: prior.Timeouts}
+	out := vmResourceModel{vmModel: m, SourceSnapshot: prior.SourceSnapshot, UpdatePolicy: prior.UpdatePolicy,
+		WaitForIP: prior.WaitForIP, Timeouts: prior.Timeouts}
 	if out.UpdatePolicy.IsNull() || out.UpdatePolicy.IsUnknown() {
 		out.UpdatePolicy = types.StringValue(defaultUpdatePolicy)
 	}

@@ -77,9 +77,10 @@ type vmModel struct {
 // vmResourceModel is the resource's state.
 type vmResourceModel struct {
 	vmModel
-	UpdatePolicy types.String    `tfsdk:"update_policy"`
-	WaitForIP    *waitForIPModel `tfsdk:"wait_for_ip"`
-	Timeouts     timeouts.Value  `tfsdk:"timeouts"`
+	SourceSnapshot types.String    `tfsdk:"source_snapshot"`
+	UpdatePolicy   types.String    `tfsdk:"update_policy"`
+	WaitForIP      *waitForIPModel `tfsdk:"wait_for_ip"`
+	Timeouts       timeouts.Value  `tfsdk:"timeouts"`
 }
 
 type cpuModel struct {

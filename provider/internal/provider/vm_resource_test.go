@@ -24,7 +24,7 @@ func TestVMSchemasDocumentEveryAttribute(t *testing.T) {
 	rs := documentedResource(t, NewVMResource())
 	ds := documentedDataSource(t, NewVMDataSource())
 	documentedDataSource(t, NewVMsDataSource())
-	mirrorsResource(t, rs, ds, "update_policy", "wait_for_ip")
+	mirrorsResource(t, rs, ds, "update_policy", "wait_for_ip", "source_snapshot")
 
 	ud := rs.Blocks["disk"].(rschema.ListNestedBlock).NestedObject.Blocks["cloud_init"].(rschema.SingleNestedBlock).Attributes["user_data"]
 	if !ud.IsSensitive() {

@@ -56,6 +56,17 @@ func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp 
 			Description:   "Unique ID the agent gave the VM; a VM re-created under the same name gets a new one.",
 			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 		},
+		"source_snapshot": schema.StringAttribute{
+			Optional: true,
+			Description: "Name of a snapshot (`virtplane_virtual_machine_snapshot`), in the VM's namespace, that the " +
+				"VM's persistent volumes start from: create clones the snapshot into this VM (on the snapshot's " +
+				"node, each persistent volume a copy of the snapshot's volume of the same name, new MAC addresses " +
+				"for interfaces without `mac_address`), then applies this configuration and waits as for any VM. " +
+				"Changing it to another snapshot replaces the VM; setting it on a VM created without it (or " +
+				"imported), or removing it, only records that. Only the provider uses this setting.",
+			Validators:    []validator.String{dnsLabelValidator()},
+			PlanModifiers: []planmodifier.String{sourceSnapshotReplace()},
+		},
 		"update_policy": schema.StringAttribute{
 			Optional: true,
 			Computed: true,

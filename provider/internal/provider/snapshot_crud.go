@@ -1,0 +1,141 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// Create, read, update and delete of the virtplane_virtual_machine_snapshot
+// resource.
+
+func (r *snapshotResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan snapshotResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "create a virtual machine snapshot") {
+		return
+	}
+	want, timeout, ok := planned(ctx, &plan.snapshotModel, snapshotFromModel, plan.Timeouts.Create, defaultTimeout, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	key := &apiv1.ObjectKey{Namespace: want.Metadata.Namespace, Name: want.Metadata.Name}
+	id := vmID(key.Namespace, key.Name)
+	c := r.data.client
+	created, err := c.Snapshots.Create(ctx, &apiv1.CreateSnapshotRequest{Snapshot: want})
+	if err != nil {
+		r.addError(&resp.Diagnostics, err, "create virtual machine snapshot "+id)
+		return
+	}
+	uid := created.GetMetadata().GetUid()
+	tflog.Info(ctx, "virtual machine snapshot created", map[string]any{"snapshot": id, "uid": uid})
+	// Saved before the wait: if Terraform is interrupted the snapshot is
+	// tainted and replaced by the next apply rather than forgotten.
+	r.setState(ctx, &resp.State, &resp.Diagnostics, created, &plan)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	s, err := waitNamed(ctx, snapshotOps(c), "virtual machine snapshot "+id, key, judgeSnapshot)
+	if err == nil {
+		r.setState(ctx, &resp.State, &resp.Diagnostics, s, &plan)
+		return
+	}
+	r.addWaitFailure(&resp.Diagnostics, err, id, waitFailure{
+		want: "to succeed", slow: "the copy of its volumes needs", stuck: "failed",
+	}, timeout, "create")
+	// KubeVirt keeps a failed snapshot; a failed Terraform create leaves
+	// nothing behind, so the next apply starts afresh. Deleting needs time
+	// of its own when the wait used all of create's.
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), defaultTimeout)
+	defer dcancel()
+	replaced, derr := deleteNamed(dctx, snapshotOps(c), "virtual machine snapshot", key, uid, describeSnapshot)
+	if derr != nil {
+		r.addDeleteFailure(&resp.Diagnostics, derr, false, id, defaultTimeout, "The node removes what it copied first")
+		return // still in the state, tainted: destroy deletes it
+	}
+	if !replaced {
+		tflog.Info(ctx, "failed virtual machine snapshot deleted", map[string]any{"snapshot": id})
+	}
+	resp.State.RemoveResource(ctx)
+}
+
+func (r *snapshotResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state snapshotResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if !r.readyToRefresh(req, resp, "read virtual machine snapshot "+state.ID.ValueString()) {
+		return
+	}
+	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
+	s, err := r.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
+	if !r.stillManaged(ctx, resp, vmID(ns, name), state.UID.ValueString(), s.GetMetadata().GetUid(), err) {
+		return
+	}
+	r.setState(ctx, &resp.State, &resp.Diagnostics, s, &state)
+}
+
+// Update only ever changes the timeouts: every argument replaces the
+// snapshot. It records them with the snapshot as it is now.
+func (r *snapshotResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state snapshotResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "update a virtual machine snapshot") {
+		return
+	}
+	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
+	id := vmID(ns, name)
+	s, err := r.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
+	if err != nil {
+		r.addError(&resp.Diagnostics, err, "read virtual machine snapshot "+id)
+		return
+	}
+	if s.GetMetadata().GetUid() != state.UID.ValueString() {
+		resp.Diagnostics.AddError("Virtual machine snapshot "+id+" was replaced outside Terraform",
+			"The snapshot Terraform created is gone and another of the same name exists. Refresh to drop the old one from the state.")
+		return
+	}
+	r.setState(ctx, &resp.State, &resp.Diagnostics, s, &plan)
+}
+
+func (r *snapshotResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state snapshotResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "delete a virtual machine snapshot") {
+		return
+	}
+	timeout, d := state.Timeouts.Delete(ctx, defaultTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
+	// The snapshot's controller deletes its content (policy Delete) and
+	// waits for the node to remove the data before the snapshot goes: once
+	// it is gone, so is the data.
+	replaced, err := deleteNamed(ctx, snapshotOps(r.data.client), "virtual machine snapshot",
+		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString(), describeSnapshot)
+	r.addDeleteFailure(&resp.Diagnostics, err, replaced, vmID(ns, name), timeout,
+		"With deletion_policy Delete the node removes the snapshot's data first")
+}
+
+// setState writes the snapshot as state, keeping the timeouts of prior
+// (the plan or the previous state).
+func (r *snapshotResource) setState(ctx context.Context, st stateSetter, diags *diag.Diagnostics, s *apiv1.VirtualMachineSnapshot, prior *snapshotResourceModel) {
+	m, d := snapshotToModel(s, &prior.snapshotModel)
+	diags.Append(d...)
+	if d.HasError() {
+		return
+	}
+	diags.Append(st.Set(ctx, &snapshotResourceModel{snapshotModel: m, Timeouts: prior.Timeouts})...)
+}
