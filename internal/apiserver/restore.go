@@ -57,6 +57,9 @@ func (v *restoreService) refuseConcurrent(ctx context.Context, r *apiv1.VirtualM
 		return toStatus(err)
 	}
 	for _, o := range others {
+		if o.GetMetadata().GetName() == r.Metadata.Name {
+			continue // the create itself answers AlreadyExists
+		}
 		if o.GetSpec().GetTarget() == r.Spec.Target && !o.GetStatus().GetComplete() && o.GetStatus().GetPhase() != apiv1.RestoreFailed {
 			return status.Errorf(codes.FailedPrecondition, "VirtualMachineRestore %q in progress", o.GetMetadata().GetName())
 		}

@@ -221,6 +221,10 @@ func TestRestoreAdmission(t *testing.T) {
 	if code(err) != codes.FailedPrecondition || status.Convert(err).Message() != `VirtualMachineRestore "r1" in progress` {
 		t.Fatalf("second restore of web: %v", err)
 	}
+	// The same name again is the name taken, not a restore in progress.
+	if _, err = f.restores().Create(ctx, &apiv1.CreateRestoreRequest{Restore: restore("r1", "web")}); code(err) != codes.AlreadyExists {
+		t.Fatalf("restore r1 created twice: %v", err)
+	}
 	// Another target is another matter.
 	if _, err := f.restores().Create(ctx, &apiv1.CreateRestoreRequest{Restore: restore("r3", "db")}); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,9 @@ type fakeSnap struct {
 	freezes    int
 	thaws      int
 	commitHeld bool
+	// pivotRefusals: how many pivots libvirt refuses as not ready yet
+	// (its READY event still on the way) although the job info says ready.
+	pivotRefusals int
 	jobs       map[string]*BlockJobInfo // by target dev
 }
 
@@ -131,6 +134,10 @@ func (d *fakeDomain) PivotBlockJob(dev string) error {
 		j := sn.jobs[dev]
 		if j == nil || !j.Ready() {
 			return errors.New("block job not ready for pivot")
+		}
+		if sn.pivotRefusals > 0 {
+			sn.pivotRefusals--
+			return fmt.Errorf("%w: block copy still active", ErrJobNotReady)
 		}
 		delete(sn.jobs, dev)
 		return editDisks(s, func(disk *libvirtxml.DomainDisk) error {

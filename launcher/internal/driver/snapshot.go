@@ -51,8 +51,14 @@ type BlockJobInfo struct {
 	Cur, End uint64
 }
 
-// Ready reports whether the job can pivot.
-func (j BlockJobInfo) Ready() bool { return j.Cur == j.End }
+// Ready reports whether the job can pivot. 0 of 0 is a job QEMU has not
+// started to report on yet (libvirt reports 1 of 1 for an empty one once
+// ready).
+func (j BlockJobInfo) Ready() bool { return j.End > 0 && j.Cur == j.End }
+
+// ErrJobNotReady: libvirt has not yet taken the block job for ready (its
+// READY event is still on the way) and refuses the pivot; poll again.
+var ErrJobNotReady = errors.New("block job not ready for pivot yet")
 
 // ErrNoGuestAgent: the guest agent is not configured, not connected or
 // does not answer; the snapshot goes on without a freeze.
@@ -310,7 +316,13 @@ func (d *Driver) commitDisk(ctx context.Context, sdom SnapshottingDomain, dev st
 			return status.Errorf(codes.Aborted, "commit disks: the block commit of %s ended before it was ready", dev)
 		}
 		if job.Ready() {
-			break
+			err := sdom.PivotBlockJob(dev)
+			if err == nil {
+				return nil
+			}
+			if !errors.Is(err, ErrJobNotReady) {
+				return grpcError(fmt.Errorf("pivot of %s: %w", dev, err))
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -319,8 +331,4 @@ func (d *Driver) commitDisk(ctx context.Context, sdom SnapshottingDomain, dev st
 		case <-t.C():
 		}
 	}
-	if err := sdom.PivotBlockJob(dev); err != nil {
-		return grpcError(fmt.Errorf("pivot of %s: %w", dev, err))
-	}
-	return nil
 }

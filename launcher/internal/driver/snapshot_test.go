@@ -246,3 +246,42 @@ func TestCommitDisksWaitsForTheJob(t *testing.T) {
 		t.Errorf("vdb = %v", src["vdb"])
 	}
 }
+
+// libvirt may refuse the pivot of a job whose info already says ready
+// (it has not handled QEMU's READY event yet): the commit polls and
+// pivots again instead of failing the snapshot (seen under load).
+func TestCommitDisksRetriesAPivotRefusedAsNotReady(t *testing.T) {
+	if (BlockJobInfo{Commit: true}).Ready() {
+		t.Error("a job at 0 of 0 (not reported on yet) taken for ready")
+	}
+	h, dir := snapGuest(t)
+	data := snapDisk(dir, "data")
+	if _, err := h.d.SnapshotDisks(context.Background(), &launcherpb.SnapshotDisksRequest{Disks: []*launcherpb.SnapshotDisk{data}}); err != nil {
+		t.Fatal(err)
+	}
+	h.conn.setSnap(func(s *fakeSnap) { s.pivotRefusals = 2 })
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.d.CommitDisks(context.Background(), &launcherpb.CommitDisksRequest{Disks: []*launcherpb.SnapshotDisk{data}})
+		done <- err
+	}()
+	var err error
+	testutil.Eventually(t, 10*time.Second, "commit returns", func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			h.clk.Step(blockJobPoll)
+			return false
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.conn.callsMatching("Pivot:"); n != 3 {
+		t.Errorf("%d pivots, want 3 (two refused)", n)
+	}
+	if src := h.sources(); !strings.HasSuffix(src["vdb"][0], "data.qcow2") {
+		t.Errorf("vdb = %v", src["vdb"])
+	}
+}

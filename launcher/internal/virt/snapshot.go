@@ -79,6 +79,14 @@ func (d *domain) BlockJob(disk string) (driver.BlockJobInfo, bool, error) {
 
 // PivotBlockJob pivots synchronously (no ASYNC flag): libvirt returns
 // once the disk reads the base.
+// libvirt refuses with BLOCK_COPY_ACTIVE until it has handled QEMU's
+// BLOCK_JOB_READY event, which can come after the job info already says
+// ready: driver.ErrJobNotReady, and the caller tries again.
 func (d *domain) PivotBlockJob(disk string) error {
-	return d.wrap(d.d.BlockJobAbort(disk, libvirt.DOMAIN_BLOCK_JOB_ABORT_PIVOT))
+	err := d.d.BlockJobAbort(disk, libvirt.DOMAIN_BLOCK_JOB_ABORT_PIVOT)
+	var lerr libvirt.Error
+	if errors.As(err, &lerr) && lerr.Code == libvirt.ERR_BLOCK_COPY_ACTIVE {
+		return fmt.Errorf("%w: %s", driver.ErrJobNotReady, lerr.Message)
+	}
+	return d.wrap(err)
 }
