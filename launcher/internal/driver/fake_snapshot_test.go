@@ -25,7 +25,7 @@ type fakeSnap struct {
 	// pivotRefusals: how many pivots libvirt refuses as not ready yet
 	// (its READY event still on the way) although the job info says ready.
 	pivotRefusals int
-	jobs       map[string]*BlockJobInfo // by target dev
+	jobs          map[string]*BlockJobInfo // by target dev
 }
 
 func (c *fakeConn) snap() *fakeSnap {
