@@ -41,6 +41,9 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 		if err := c.abandon(ctx, s); err != nil {
 			return controller.Result{}, err
 		}
+		if c.nodeUndoing(s) {
+			return controller.Result{}, nil // the content's release brings it back
+		}
 		return controller.Result{}, c.unlock(ctx, s, false)
 	}
 	return c.progress(ctx, key, s)
@@ -244,8 +247,10 @@ func (c *Controller) fail(ctx context.Context, key string, s *apiv1.VirtualMachi
 	if err := c.abandon(ctx, s); err != nil {
 		return err
 	}
-	if err := c.unlock(ctx, s, true); err != nil {
-		return err
+	if !c.nodeUndoing(s) {
+		if err := c.unlock(ctx, s, true); err != nil {
+			return err
+		}
 	}
 	next := proto.Clone(s).(*apiv1.VirtualMachineSnapshot)
 	st := status(next)
@@ -261,6 +266,23 @@ func (c *Controller) fail(ctx context.Context, key string, s *apiv1.VirtualMachi
 	}
 	c.log.Info("snapshot failed", "snapshot", key, "error", msg)
 	return nil
+}
+
+// nodeUndoing reports whether the node may still be undoing the
+// snapshot's abandoned content: it holds the content (its data
+// finalizer) and has not written it final. The VM stays locked until
+// then: an online snapshot whose guest stopped meanwhile leaves its
+// writes since the snapshot in an overlay that the node merges back,
+// and an instance started on the bare volume first would lose them.
+// Deleting the snapshot unlocks regardless (finalize).
+func (c *Controller) nodeUndoing(s *apiv1.VirtualMachineSnapshot) bool {
+	ct, ok := c.contents.Get(s.GetMetadata().GetNamespace(), contentName(s))
+	if !ok || ct.GetSpec().GetSnapshotUid() != s.GetMetadata().GetUid() {
+		return false
+	}
+	phase := ct.GetStatus().GetPhase()
+	return slices.Contains(ct.GetMetadata().GetFinalizers(), apiv1.FinalizerSnapshotData) &&
+		phase != apiv1.SnapshotSucceeded && phase != apiv1.SnapshotFailed
 }
 
 // abandon marks the snapshot's content abandoned unless it succeeded or

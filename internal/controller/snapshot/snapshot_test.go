@@ -181,9 +181,10 @@ func TestSnapshotNoDeadline(t *testing.T) {
 	}
 }
 
-// Past the deadline with the node still copying: the snapshot fails, the
-// content is abandoned, the VM unlocked. A fresh controller (a new
-// leader) does the same from what the store holds.
+// Past the deadline with the node still copying: the snapshot fails and
+// the content is abandoned; the VM stays locked until the node has undone
+// its work (written the content final), then it is unlocked. A fresh
+// controller (a new leader) does the same from what the store holds.
 func TestSnapshotDeadlineAbandonsContent(t *testing.T) {
 	f := newFixture(t, newSnapshot(), newVM("n1"), nil)
 	f.settle(t)
@@ -200,8 +201,15 @@ func TestSnapshotDeadlineAbandonsContent(t *testing.T) {
 	if !f.content(t).Spec.Abandoned {
 		t.Fatal("content not abandoned")
 	}
+	if f.vm(t).Status.SnapshotInProgress != "snap" {
+		t.Fatal("VM unlocked while the node may still merge an overlay back")
+	}
+	f.nodeDone(t, func(ct *apiv1.VirtualMachineSnapshotContent) {
+		ct.Status = &apiv1.VirtualMachineSnapshotContentStatus{Phase: apiv1.SnapshotFailed, Error: "abandoned"}
+	})
+	f.settle(t)
 	if f.vm(t).Status.SnapshotInProgress != "" {
-		t.Fatal("VM left locked")
+		t.Fatal("VM left locked after the node released the content")
 	}
 }
 
