@@ -71,6 +71,7 @@ func (c *Controller) restoreSpec(ctx context.Context, r *apiv1.VirtualMachineRes
 		if spec == nil {
 			spec = &apiv1.VirtualMachineSpec{}
 		}
+		//lint:ignore SA1019 the VM's run state is kept as the client wrote it, deprecated flag included
 		spec.Running, spec.RunStrategy = cur.GetSpec().Running, cur.GetSpec().GetRunStrategy()
 		if !proto.Equal(spec, cur.GetSpec()) {
 			cur.Metadata.Generation++ // as a client's spec change counts (withUserChanges)

@@ -75,6 +75,7 @@ func TestRestoreNewTarget(t *testing.T) {
 	if vm == nil {
 		t.Fatal("no target")
 	}
+	//lint:ignore SA1019 the deprecated flag must be cleared on a new target
 	if vm.Spec.RunStrategy != apiv1.RunStrategyHalted || vm.Spec.Running != nil || vm.Status.NodeName != "n1" ||
 		vm.Status.RestoreInProgress != "rest" {
 		t.Fatalf("target %v", vm)

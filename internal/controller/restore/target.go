@@ -31,6 +31,7 @@ func (c *Controller) createTarget(ctx context.Context, r *apiv1.VirtualMachineRe
 	if spec == nil {
 		spec = &apiv1.VirtualMachineSpec{}
 	}
+	//lint:ignore SA1019 a new target is Halted: the snapshot's deprecated flag must not override it
 	spec.Running = nil
 	spec.RunStrategy = apiv1.RunStrategyHalted
 	if r.GetSpec().GetNewIdentity() {
