@@ -44,8 +44,7 @@ type restoreWork struct {
 	inf   *informer.Informer[*apiv1.VirtualMachineRestore]
 	queue controller.Queue
 
-	mu      sync.Mutex
-	running map[string]context.CancelFunc // the staging under way, by key
+	underWay // the staging under way, by key
 	// written keeps passes over a cached copy older than the node's own
 	// last write from staging or swapping again.
 	written ownWrites
@@ -60,8 +59,7 @@ func (a *Agent) newRestoreWork() {
 		api: api,
 		inf: informer.New[*apiv1.VirtualMachineRestore](remotestore.NewRestores(api),
 			store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=" + a.opts.NodeName}, a.log.With("informer", "restore")),
-		queue:   controller.NewQueue("restore"),
-		running: map[string]context.CancelFunc{},
+		queue: controller.NewQueue("restore"),
 	}
 	enqueue := func(r *apiv1.VirtualMachineRestore) {
 		key := informer.Key(r)
@@ -81,27 +79,6 @@ func (a *Agent) newRestoreWork() {
 // restoreStops: staging must stop (the copies are dropped next).
 func restoreStops(r *apiv1.VirtualMachineRestore) bool {
 	return r.GetMetadata().GetDeletionTimestamp() != nil || r.GetStatus().GetPhase() == apiv1.RestoreFailed
-}
-
-func (w *restoreWork) cancel(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if cancel := w.running[key]; cancel != nil {
-		cancel()
-	}
-}
-
-func (w *restoreWork) start(ctx context.Context, key string) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	w.mu.Lock()
-	w.running[key] = cancel
-	w.mu.Unlock()
-	return ctx, func() {
-		w.mu.Lock()
-		delete(w.running, key)
-		w.mu.Unlock()
-		cancel()
-	}
 }
 
 // runRestores runs the informer and, once it has synced, the worker in

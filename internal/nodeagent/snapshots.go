@@ -50,10 +50,11 @@ type snapshotWork struct {
 	inf   *informer.Informer[*apiv1.VirtualMachineSnapshotContent]
 	queue controller.Queue
 
-	mu sync.Mutex
-	// running cancels the copy under way, by content key: a content
+	// underWay cancels the copy under way, by content key: a content
 	// deleted or abandoned meanwhile stops it.
-	running map[string]context.CancelFunc
+	underWay
+
+	mu sync.Mutex // guards results
 	// results are the statuses of finished copies whose write failed, by
 	// content uid: the next pass writes them instead of copying again.
 	results map[string]*apiv1.VirtualMachineSnapshotContentStatus
@@ -75,7 +76,6 @@ func (a *Agent) newSnapshotWork() {
 		inf: informer.New[*apiv1.VirtualMachineSnapshotContent](remotestore.NewSnapshotContents(api),
 			store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=" + a.opts.NodeName}, a.log.With("informer", "snapshot-content")),
 		queue:   controller.NewQueue("snapshot-content"),
-		running: map[string]context.CancelFunc{},
 		results: map[string]*apiv1.VirtualMachineSnapshotContentStatus{},
 	}
 	enqueue := func(c *apiv1.VirtualMachineSnapshotContent) {
@@ -96,28 +96,6 @@ func (a *Agent) newSnapshotWork() {
 // contentStops: the node must stop copying c and keep nothing.
 func contentStops(c *apiv1.VirtualMachineSnapshotContent) bool {
 	return c.GetMetadata().GetDeletionTimestamp() != nil || c.GetSpec().GetAbandoned()
-}
-
-func (w *snapshotWork) cancel(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if cancel := w.running[key]; cancel != nil {
-		cancel()
-	}
-}
-
-// start registers the copy of key under way; done unregisters it.
-func (w *snapshotWork) start(ctx context.Context, key string) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	w.mu.Lock()
-	w.running[key] = cancel
-	w.mu.Unlock()
-	return ctx, func() {
-		w.mu.Lock()
-		delete(w.running, key)
-		w.mu.Unlock()
-		cancel()
-	}
 }
 
 // runSnapshots runs the informer, and once it has synced, collects the

@@ -1,6 +1,9 @@
 package nodeagent
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // ownWrites remembers, by object uid, the resource version of the node's
 // last status write. The informer's copy lags behind that write until the
@@ -47,4 +50,38 @@ func (o *ownWrites) forget(uid string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.rv, uid)
+}
+
+// underWay is the long work (copies) in progress by object key, so that
+// an object deleted or given up meanwhile can stop it.
+type underWay struct {
+	runMu   sync.Mutex
+	running map[string]context.CancelFunc
+}
+
+// cancel stops the work under way for key, if any.
+func (u *underWay) cancel(key string) {
+	u.runMu.Lock()
+	defer u.runMu.Unlock()
+	if cancel := u.running[key]; cancel != nil {
+		cancel()
+	}
+}
+
+// start registers work for key under ctx; the returned func unregisters
+// it (call it when the work ends).
+func (u *underWay) start(ctx context.Context, key string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	u.runMu.Lock()
+	if u.running == nil {
+		u.running = map[string]context.CancelFunc{}
+	}
+	u.running[key] = cancel
+	u.runMu.Unlock()
+	return ctx, func() {
+		u.runMu.Lock()
+		delete(u.running, key)
+		u.runMu.Unlock()
+		cancel()
+	}
 }
