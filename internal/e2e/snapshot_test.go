@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -140,6 +142,12 @@ func TestOnlineSnapshotKeepsGuestRunning(t *testing.T) {
 		t.Fatalf("first boot wrote %q", wrote)
 	}
 	con.waitMarker(testguest.MarkerGuestAgentUp, stateTimeout)
+	// libvirt takes the agent for connected on its port event, a moment
+	// after the guest opens the port: only then can a freeze reach it.
+	agentUp := regexp.MustCompile(`"msg":"guest agent event".*"connected":true`)
+	testutil.Eventually(t, stateTimeout, "libvirt to see the guest agent", func() bool {
+		return len(logMatches(filepath.Join(c.nodeDir, "logs", c.domain("live")+".log"), agentUp)) > 0
+	})
 	cons := []*console{con}
 	testutil.Eventually(t, stateTimeout, "the counter to run", func() bool { return maxTick(cons) >= 20 })
 	before := maxTick(cons)
