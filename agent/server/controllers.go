@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -64,7 +65,20 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	vmic := vmictl.New(vmictl.Options{MemoryOverhead: co.MemoryOverhead, CPUAllocationRatio: co.CPUAllocationRatio, Images: imageInf},
 		vmiInf, nodeInf, st.VMIs, log)
 	imageInf.AddHandler(informer.Handler[*apiv1.Image]{OnAdd: func(*apiv1.Image) { vmic.ImagesChanged() }})
-	mc := migctl.New(co.Migration, migInf, vmiInf, nodeInf, vmic, st.Migrations, st.VMIs, log)
+	migOpts := co.Migration
+	migOpts.LockedBy = func(ns, name string) string {
+		vm, ok := vmInf.Get(ns, name)
+		switch {
+		case !ok:
+			return ""
+		case vm.GetStatus().GetSnapshotInProgress() != "":
+			return "snapshot " + strconv.Quote(vm.GetStatus().GetSnapshotInProgress())
+		case vm.GetStatus().GetRestoreInProgress() != "":
+			return "restore " + strconv.Quote(vm.GetStatus().GetRestoreInProgress())
+		}
+		return ""
+	}
+	mc := migctl.New(migOpts, migInf, vmiInf, nodeInf, vmic, st.Migrations, st.VMIs, log)
 	ec := evacctl.New(evacctl.Options{DefaultEvictionStrategy: co.DefaultEvictionStrategy},
 		nodeInf, vmiInf, migInf, st.Nodes, st.VMIs, st.Migrations, log)
 	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin},

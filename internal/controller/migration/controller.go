@@ -54,7 +54,14 @@ type Options struct {
 	// KeepFinalized is how many ended migrations are kept per instance.
 	// Default 5.
 	KeepFinalized int
-	Clock         func() time.Time
+	// LockedBy names the snapshot or restore that holds VM ns/name (its
+	// status.snapshot_in_progress or restore_in_progress), or "". A
+	// migration of that VM's instance waits in Pending meanwhile: an
+	// online snapshot's overlay and copy are the source node's, and the
+	// launcher refuses a freeze during a migration the other way round.
+	// Nil: no VM is ever locked.
+	LockedBy func(namespace, name string) string
+	Clock    func() time.Time
 }
 
 func (o *Options) complete() {

@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -433,4 +434,37 @@ func TestStaleCacheAfterHandoff(t *testing.T) {
 	}
 	f.sync()
 	f.wantPhase("m1", apiv1.MigrationPreparingTarget)
+}
+
+// An instance whose VM a snapshot or restore holds does not migrate
+// until it is let go: the snapshot's overlay and copy are the source
+// node's.
+func TestWaitsWhileTheVMIsLocked(t *testing.T) {
+	owned := runningVMI("vm1", "a")
+	owned.Metadata.OwnerReferences = []*apiv1.OwnerReference{{Kind: apiv1.KindVirtualMachine, Name: "vm1", Uid: "uid-vm", Controller: true}}
+	bare := runningVMI("vm2", "a") // no VM: nothing to hold it
+	lock := `snapshot "s1"`
+	var asked []string
+	opts := Options{LockedBy: func(ns, name string) string {
+		asked = append(asked, ns+"/"+name)
+		return lock
+	}}
+	f := newFixture(t, opts, []*apiv1.VirtualMachineInstance{owned, bare}, newMigration("m1", "vm1", t0), newMigration("m2", "vm2", t0))
+	f.step("m1")
+	f.wantPhase("m1", apiv1.MigrationPending)
+	if after := f.step("m1"); after != retryPending {
+		t.Errorf("requeue after %v, want %v", after, retryPending)
+	}
+	if m := f.wantPhase("m1", apiv1.MigrationPending); m.GetStatus().GetMessage() != `snapshot "s1" holds the VM` {
+		t.Fatalf("message %q", m.GetStatus().GetMessage())
+	}
+	f.step("m2")
+	f.step("m2")
+	f.wantPhase("m2", apiv1.MigrationScheduling)
+	if !slices.Equal(slices.Compact(asked), []string{"default/vm1"}) {
+		t.Errorf("asked for the lock of %v, want only default/vm1", asked)
+	}
+	lock = ""
+	f.step("m1")
+	f.wantPhase("m1", apiv1.MigrationScheduling)
 }

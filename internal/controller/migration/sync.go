@@ -150,6 +150,8 @@ func (c *Controller) admit(ctx context.Context, m *apiv1.VirtualMachineInstanceM
 	total, outbound := c.running(source)
 	var waiting string
 	switch {
+	case c.lockedBy(vmi) != "":
+		waiting = fmt.Sprintf("%s holds the VM", c.lockedBy(vmi))
 	case total >= c.opts.ParallelMigrationsPerCluster:
 		waiting = fmt.Sprintf("%d migrations are running in the cluster (at most %d at once)", total, c.opts.ParallelMigrationsPerCluster)
 	case outbound >= c.opts.ParallelOutboundMigrationsPerNode:
@@ -284,4 +286,18 @@ func orNone(s string) string {
 		return "not started"
 	}
 	return s
+}
+
+// lockedBy names what holds the VM of vmi (a snapshot or restore, see
+// Options.LockedBy), or "" for an instance of no VM or a free one.
+func (c *Controller) lockedBy(vmi *apiv1.VirtualMachineInstance) string {
+	if c.opts.LockedBy == nil {
+		return ""
+	}
+	for _, o := range vmi.GetMetadata().GetOwnerReferences() {
+		if o.GetKind() == apiv1.KindVirtualMachine && o.GetController() {
+			return c.opts.LockedBy(vmi.GetMetadata().GetNamespace(), o.GetName())
+		}
+	}
+	return ""
 }
