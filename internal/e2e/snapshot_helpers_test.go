@@ -107,8 +107,11 @@ func (c *cluster) waitSnapshot(name string) *apiv1.VirtualMachineSnapshot {
 // mustSnapshot takes snapshot name of vm and waits until it is ready.
 func (c *cluster) mustSnapshot(name, vm string) *apiv1.VirtualMachineSnapshot {
 	c.t.Helper()
+	began := time.Now()
 	c.snapshotVM(name, vm)
 	s := c.waitSnapshot(name)
+	c.t.Logf("snapshot %s of %s: %s in %s, indications %v, volumes %v", name, vm, s.GetStatus().GetPhase(),
+		time.Since(began).Round(time.Millisecond), s.GetStatus().GetIndications(), s.GetStatus().GetIncludedVolumes())
 	if s.GetStatus().GetPhase() != apiv1.SnapshotSucceeded || !s.GetStatus().GetReadyToUse() {
 		c.t.Fatalf("snapshot %s: phase %s ready %v error %q", name, s.GetStatus().GetPhase(), s.GetStatus().GetReadyToUse(), s.GetStatus().GetError())
 	}
@@ -146,8 +149,10 @@ func (c *cluster) waitRestore(name string) *apiv1.VirtualMachineRestore {
 // mustRestore restores snapshot into vm and waits until it is complete.
 func (c *cluster) mustRestore(name, vm, snapshot string) *apiv1.VirtualMachineRestore {
 	c.t.Helper()
+	began := time.Now()
 	c.restoreVM(name, vm, snapshot)
 	r := c.waitRestore(name)
+	c.t.Logf("restore %s of %s into %s: %s in %s", name, snapshot, vm, r.GetStatus().GetPhase(), time.Since(began).Round(time.Millisecond))
 	if !r.GetStatus().GetComplete() {
 		c.t.Fatalf("restore %s: phase %s error %q", name, r.GetStatus().GetPhase(), r.GetStatus().GetError())
 	}
