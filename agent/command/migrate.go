@@ -90,8 +90,8 @@ func (o *migrateOptions) addedNodeSelector() (map[string]string, error) {
 }
 
 func (o *migrateOptions) run(ctx context.Context, out, errOut io.Writer, vm string) error {
-	if o.timeout <= 0 {
-		return fmt.Errorf("--timeout must be positive, got %s", o.timeout)
+	if err := checkWaitTimeout(o.timeout); err != nil {
+		return err
 	}
 	sel, err := o.addedNodeSelector()
 	if err != nil {
@@ -116,8 +116,7 @@ func (o *migrateOptions) run(ctx context.Context, out, errOut io.Writer, vm stri
 	wctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	view := newMigrationView(errOut, o.isTTY(errOut), o.clock.Now)
-	w := migrationWatcher{migrations: c.Migrations, clock: o.clock}
-	last, err := w.wait(wctx, mig, view.show)
+	last, err := migrationFollower(c, o.clock, name).wait(wctx, mig, view.show)
 	view.finish()
 	switch {
 	case err == nil:

@@ -2,15 +2,11 @@ package command
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -18,119 +14,26 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagewait"
 )
 
-// Following one migration (migrate --wait): a watch of it by name,
-// opened again where it left off when it fails, and a view that prints
-// each phase on a line of its own and the transfer's progress on one
-// line, redrawn in place on a terminal.
+// Following one migration (migrate --wait): the shared follower
+// (follow.go) watches it, and a view of its own prints each phase on a
+// line of its own and the transfer's progress on one line, redrawn in
+// place on a terminal.
 
-// migrationWatchClient is the Migrations service as the watcher uses it.
-type migrationWatchClient interface {
-	Watch(ctx context.Context, in *apiv1.WatchMigrationsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[apiv1.MigrationEvent], error)
-}
-
-// migrationReopenPause is how long a failed watch waits before it is
-// opened again: an agent that restarts is back within moments, and the
-// pause keeps a watch that fails at once from spinning.
-const migrationReopenPause = 500 * time.Millisecond
-
-type migrationWatcher struct {
-	migrations migrationWatchClient
-	// clock times the pauses before a watch is opened again.
-	clock clock.Clock
-}
-
-// errMigrationEnded ends a stream once the migration is final.
-var errMigrationEnded = errors.New("migration ended")
-
-// wait calls show with start and every later state of the migration
-// until it ends (nil), it is deleted or replaced before it ended, a
-// watch fails in a way no retry mends, show fails, or ctx ends. It
-// returns the last state seen.
-func (w migrationWatcher) wait(ctx context.Context, start *apiv1.VirtualMachineInstanceMigration, show func(*apiv1.VirtualMachineInstanceMigration) error) (*apiv1.VirtualMachineInstanceMigration, error) {
-	last := start
-	if err := show(start); err != nil {
-		return last, err
+// migrationFollower follows migration name until it is final. A
+// migration deleted or replaced before that ends the wait with an error
+// ("migration X was deleted before it ended (last phase Running)").
+func migrationFollower(c *client.Client, clk clock.Clock, name string) follower[*apiv1.VirtualMachineInstanceMigration, *apiv1.MigrationEvent] {
+	return follower[*apiv1.VirtualMachineInstanceMigration, *apiv1.MigrationEvent]{
+		what: "migration " + name,
+		open: func(ctx context.Context, opts *apiv1.WatchOptions) (client.Stream[*apiv1.MigrationEvent], error) {
+			return c.Migrations.Watch(ctx, &apiv1.WatchMigrationsRequest{Options: opts})
+		},
+		done: func(m *apiv1.VirtualMachineInstanceMigration) bool {
+			return apiv1.IsMigrationFinal(m.GetStatus().GetPhase())
+		},
+		phase: phaseOrPending,
+		clock: clk,
 	}
-	if apiv1.IsMigrationFinal(start.GetStatus().GetPhase()) {
-		return last, nil
-	}
-	md := start.GetMetadata()
-	rv := md.GetResourceVersion()
-	gone := func(what string) error {
-		return fmt.Errorf("migration %s %s before it ended (last phase %s)", md.GetName(), what, phaseOrPending(last))
-	}
-	for {
-		s, err := w.migrations.Watch(ctx, &apiv1.WatchMigrationsRequest{Options: &apiv1.WatchOptions{
-			Namespace: md.GetNamespace(), Name: md.GetName(), ResourceVersion: rv,
-		}})
-		if err == nil {
-			// After a RESET the migration is listed again; a SYNCED
-			// without it means it was deleted meanwhile.
-			listed := true
-			err = client.EachEvent(s, func(ev *apiv1.MigrationEvent) error {
-				obj := ev.GetObject()
-				if r := max(ev.GetResourceVersion(), obj.GetMetadata().GetResourceVersion()); r > 0 {
-					rv = r
-				}
-				switch ev.GetType() {
-				case apiv1.EventType_RESET:
-					listed = false
-					return nil
-				case apiv1.EventType_SYNCED:
-					if !listed {
-						return gone("was deleted")
-					}
-					return nil
-				case apiv1.EventType_ADDED, apiv1.EventType_MODIFIED, apiv1.EventType_DELETED:
-				default:
-					return nil
-				}
-				listed = true
-				if obj.GetMetadata().GetUid() != md.GetUid() {
-					return gone("was replaced by another of the same name")
-				}
-				last = obj
-				if err := show(obj); err != nil {
-					return err
-				}
-				switch {
-				case apiv1.IsMigrationFinal(obj.GetStatus().GetPhase()):
-					return errMigrationEnded
-				case ev.GetType() == apiv1.EventType_DELETED:
-					return gone("was deleted")
-				}
-				return nil
-			})
-			if errors.Is(err, errMigrationEnded) {
-				return last, nil
-			}
-			if _, ok := status.FromError(err); !ok && err != nil {
-				return last, err // gone, or show failed
-			}
-		}
-		if ctx.Err() != nil {
-			return last, ctx.Err()
-		}
-		if watchPermanent(err) {
-			return last, err
-		}
-		select {
-		case <-ctx.Done():
-			return last, ctx.Err()
-		case <-w.clock.After(migrationReopenPause):
-		}
-	}
-}
-
-// watchPermanent says whether err is one that opening the watch again
-// does not mend: the request or the caller's credentials are wrong, or
-// the agent does not know the service.
-func watchPermanent(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.NotFound:
-		return true
-	}
-	return false
 }
 
 // migrationView prints a migration's phases, a line each, and its

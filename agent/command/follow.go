@@ -16,9 +16,10 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
-// Following one snapshot, restore or clone (--wait): a watch of it by
-// name, opened again from the last version seen when it breaks (an agent
-// that restarts), as migrate --wait follows a migration; and a view that
+// Following one object until it ends (snapshot, restore, clone and
+// migrate --wait): a watch of it by name, opened again from the last
+// version seen when it breaks (an agent that restarts); and, for the
+// kinds that report phases rather than a moving progress, a view that
 // prints each new fact about it on a line of its own.
 
 // followEvent is the event message of one kind's Watch stream.
@@ -39,6 +40,11 @@ type follower[T object, E followEvent[T]] struct {
 	// clock times the pauses before a watch is opened again.
 	clock clock.Clock
 }
+
+// followReopenPause is how long a failed watch waits before it is
+// opened again: an agent that restarts is back within moments, and the
+// pause keeps a watch that fails at once from spinning.
+const followReopenPause = 500 * time.Millisecond
 
 // errFollowDone ends a stream once the object is done.
 var errFollowDone = errors.New("done")
@@ -116,9 +122,20 @@ func (f follower[T, E]) wait(ctx context.Context, start T, show func(T) error) (
 		select {
 		case <-ctx.Done():
 			return last, ctx.Err()
-		case <-f.clock.After(migrationReopenPause):
+		case <-f.clock.After(followReopenPause):
 		}
 	}
+}
+
+// watchPermanent says whether err is one that opening the watch again
+// does not mend: the request or the caller's credentials are wrong, or
+// the agent does not know the service.
+func watchPermanent(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.Unimplemented, codes.NotFound:
+		return true
+	}
+	return false
 }
 
 // followLine is one fact about an object, printed when its text changes:
