@@ -81,11 +81,14 @@ func TestScenarioSnapshotAndRestoreInPlace(t *testing.T) {
 	}
 
 	s.stopAndWait("web")
-	vm := s.vm("web")
-	vm.Spec.Template.Spec.Domain.Memory.Guest = "512Mi"
-	if _, err := s.c.VMs.Update(s.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm}); err != nil {
-		t.Fatal(err)
-	}
+	// The VM controller may still be writing the VM's status after the
+	// stop: a conflict is read again and retried, as a client does.
+	testutil.EventuallyNoError(t, 20*time.Second, "web's memory changed", func() error {
+		vm := s.vm("web")
+		vm.Spec.Template.Spec.Domain.Memory.Guest = "512Mi"
+		_, err := s.c.VMs.Update(s.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm})
+		return err
+	})
 	if _, err := s.c.Restores.Create(s.ctx, &apiv1.CreateRestoreRequest{Restore: &apiv1.VirtualMachineRestore{
 		Metadata: &apiv1.ObjectMeta{Name: "rest"},
 		Spec:     &apiv1.VirtualMachineRestoreSpec{Target: "web", Snapshot: "snap"},
@@ -106,7 +109,7 @@ func TestScenarioSnapshotAndRestoreInPlace(t *testing.T) {
 		}
 		return nil
 	})
-	vm = s.vm("web")
+	vm := s.vm("web")
 	if g := vm.Spec.Template.Spec.Domain.Memory.Guest; g != "256Mi" {
 		t.Fatalf("memory %s, want the snapshot's 256Mi", g)
 	}
