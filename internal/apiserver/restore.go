@@ -86,6 +86,7 @@ func (v *restoreService) UpdateStatus(ctx context.Context, req *apiv1.UpdateRest
 			return validation.ValidateRestoreStatus(in.GetStatus(), field.NewPath("status"))
 		},
 		setStatus:     func(next, in *apiv1.VirtualMachineRestore) { next.Status = in.GetStatus() },
+		nodeStatus:    setNodeRestoreStatus,
 		dataFinalizer: apiv1.FinalizerRestoreData,
 	}.update(ctx, req.GetRestore())
 }
@@ -103,4 +104,17 @@ func (v *restoreService) Watch(req *apiv1.WatchRestoresRequest, stream apiv1.Res
 	return streamWatch(stream.Context(), v.s.stores.Restores, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachineRestore, rev int64) error {
 		return stream.Send(&apiv1.RestoreEvent{Type: t, Object: o, ResourceVersion: rev})
 	})
+}
+
+// setNodeRestoreStatus takes from a node's write what the node reports
+// (docs/snapshots.md): its copies staged, swapped, its error and what it
+// does now. The phase, the commit point, completion and the rest are the
+// restore controller's.
+func setNodeRestoreStatus(next, in *apiv1.VirtualMachineRestore) {
+	if next.Status == nil {
+		next.Status = &apiv1.VirtualMachineRestoreStatus{}
+	}
+	st := in.GetStatus()
+	next.Status.Staged, next.Status.Swapped = st.GetStaged(), st.GetSwapped()
+	next.Status.Error, next.Status.Message = st.GetError(), st.GetMessage()
 }

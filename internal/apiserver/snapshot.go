@@ -98,6 +98,10 @@ type statusWrite[T store.Object] struct {
 	validate func(in T) field.ErrorList
 	// setStatus copies in's status onto next.
 	setStatus func(next, in T)
+	// nodeStatus, when set, is setStatus for a node's write: it takes
+	// only the fields the node owns, so a node cannot move what its
+	// controller decides (a restore's phase, its completion).
+	nodeStatus func(next, in T)
 	// dataFinalizer, when set, is removed from the object when the
 	// request's metadata.finalizers lacks it: the node holding the data
 	// (or an admin) says in the same write that the data is gone. Nodes
@@ -143,7 +147,11 @@ func (w statusWrite[T]) update(ctx context.Context, req T) (T, error) {
 		return none, validation.ToStatusError(w.kind, ref, errs)
 	}
 	next := proto.Clone(cur).(T)
-	w.setStatus(next, in)
+	if IdentityFrom(ctx).Kind == Node && w.nodeStatus != nil {
+		w.nodeStatus(next, in)
+	} else {
+		w.setStatus(next, in)
+	}
 	if f := w.dataFinalizer; f != "" && !slices.Contains(md.GetFinalizers(), f) {
 		nm := next.GetMetadata()
 		nm.Finalizers = slices.DeleteFunc(nm.Finalizers, func(s string) bool { return s == f })

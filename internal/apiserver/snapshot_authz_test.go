@@ -102,11 +102,17 @@ func TestNodeSnapshotContentsAndRestoresAreItsOwn(t *testing.T) {
 		len(out.Metadata.Finalizers) != 1 {
 		t.Fatalf("node-a's status write: %v %v", out, err)
 	}
-	r.Status = &apiv1.VirtualMachineRestoreStatus{Staged: true}
+	// Of a restore's status the node writes only its own part: what the
+	// controller decides (phase, completion, the spec write) stays.
+	r.Status = &apiv1.VirtualMachineRestoreStatus{Staged: true, Message: "1 volume staged",
+		Phase: apiv1.RestoreSucceeded, Complete: true, SpecRestored: true}
 	r.Metadata.Finalizers = nil // the controller's finalizer stays
 	out2, err := a.c.Restores.UpdateStatus(ctx(), &apiv1.UpdateRestoreStatusRequest{Restore: r})
 	if err != nil || !out2.Status.Staged || len(out2.Metadata.Finalizers) != 1 || out2.Metadata.Finalizers[0] != apiv1.FinalizerRestore {
 		t.Fatalf("node-a's restore write: %v %v", out2, err)
+	}
+	if st := out2.Status; st.Message != "1 volume staged" || st.Phase != "" || st.Complete || st.SpecRestored {
+		t.Fatalf("node-a's restore write took fields of the controller's: %v", st)
 	}
 
 	// Deleting is the admin's; once deleting, the node's removal of the
