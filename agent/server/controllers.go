@@ -85,8 +85,11 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
 	rsc := rsctl.New(rsctl.Options{}, rsInf, vmiInf, st.ReplicaSets, st.VMIs, log)
 	pc := poolctl.New(poolctl.Options{}, poolInf, vmInf, vmiInf, st.Pools, st.VMs, st.VMIs, log)
-	sc := snapctl.New(snapctl.Options{}, snapInf, contentInf, vmInf, vmiInf, st.Snapshots, st.SnapshotContents, st.VMs, log)
-	rc := restorectl.New(restorectl.Options{}, restoreInf, snapInf, contentInf, vmInf, vmiInf, st.Restores, st.VMs, st.SnapshotContents, log)
+	// A deleted node's disk is gone with it: what it held for snapshots
+	// and restores is let go instead of waited for.
+	nodeGone := func(name string) bool { _, ok := nodeInf.Get("", name); return !ok }
+	sc := snapctl.New(snapctl.Options{NodeGone: nodeGone}, snapInf, contentInf, vmInf, vmiInf, st.Snapshots, st.SnapshotContents, st.VMs, log)
+	rc := restorectl.New(restorectl.Options{NodeGone: nodeGone}, restoreInf, snapInf, contentInf, vmInf, vmiInf, st.Restores, st.VMs, st.SnapshotContents, log)
 	cc := clonectl.New(clonectl.Options{}, cloneInf, snapInf, restoreInf, vmInf, st.Clones, st.Snapshots, st.Restores, log)
 
 	var wg sync.WaitGroup

@@ -29,6 +29,11 @@ type Options struct {
 	// Clock is time.Now when nil: the readiness grace period, condition
 	// and restore times.
 	Clock func() time.Time
+	// NodeGone reports whether node name is no longer registered (an
+	// admin deleted it): a deleting restore's data finalizer is dropped
+	// for it, as the staged copies went with its disk. Nil: every node is
+	// there.
+	NodeGone func(name string) bool
 }
 
 // RestoreWriter writes a restore (finalizer, labels, status) with

@@ -27,6 +27,8 @@ type fixture struct {
 	vms      controllertest.Cache[*apiv1.VirtualMachine]
 	vmis     controllertest.Cache[*apiv1.VirtualMachineInstance]
 	now      time.Time
+	// goneNodes are the nodes Options.NodeGone reports deleted.
+	goneNodes map[string]bool
 }
 
 // newFixture holds the restore, the snapshot "snap" of VM web (uid
@@ -34,7 +36,7 @@ type fixture struct {
 // given VMs and instance.
 func newFixture(t testing.TB, r *apiv1.VirtualMachineRestore, vmi *apiv1.VirtualMachineInstance, vms ...*apiv1.VirtualMachine) *fixture {
 	t.Helper()
-	f := &fixture{now: t0}
+	f := &fixture{now: t0, goneNodes: map[string]bool{}}
 	db := memstore.NewDB(func() time.Time { return f.now })
 	f.restores = controllertest.NewCache(db, store.Restores, r)
 	f.snaps = controllertest.NewCache(db, store.Snapshots, newSnapshot())
@@ -57,7 +59,7 @@ func (f *fixture) restart(t testing.TB) {
 	f.contents.Informer = newInformer(f.contents.Store)
 	f.vms.Informer = newInformer(f.vms.Store)
 	f.vmis.Informer = newInformer(f.vmis.Store)
-	f.c = New(Options{Clock: func() time.Time { return f.now }}, f.restores.Informer, f.snaps.Informer, f.contents.Informer,
+	f.c = New(Options{Clock: func() time.Time { return f.now }, NodeGone: func(n string) bool { return f.goneNodes[n] }}, f.restores.Informer, f.snaps.Informer, f.contents.Informer,
 		f.vms.Informer, f.vmis.Informer, f.restores.Store, f.vms.Store, f.contents.Store, controllertest.Discard())
 	f.sync(t)
 }

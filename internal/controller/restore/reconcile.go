@@ -26,6 +26,13 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 		return controller.Result{RequeueAfter: staleRequeue}, nil
 	}
 	if r.GetMetadata().GetDeletionTimestamp() != nil {
+		if c.heldByGoneNode(r) {
+			// Its node was deleted: nobody else will drop the node's
+			// finalizer, and the restore could never go.
+			next := proto.Clone(r).(*apiv1.VirtualMachineRestore)
+			next.Metadata.Finalizers = slices.DeleteFunc(next.Metadata.Finalizers, func(f string) bool { return f == apiv1.FinalizerRestoreData })
+			return controller.Result{}, c.write(ctx, key, next)
+		}
 		return c.finalize(ctx, key, r)
 	}
 	if !slices.Contains(r.GetMetadata().GetFinalizers(), apiv1.FinalizerRestore) || r.GetStatus().GetPhase() == "" {
@@ -311,3 +318,12 @@ func (c *Controller) setConditions(st *apiv1.VirtualMachineRestoreStatus, progre
 
 // now is the clock as a timestamp.
 func (c *Controller) now() *timestamppb.Timestamp { return timestamppb.New(c.opts.Clock()) }
+
+// heldByGoneNode reports whether r waits for the data finalizer of a node
+// that was deleted (Options.NodeGone), once its own clean-up is done: a
+// restore in Committing rolls forward first, which needs the node.
+func (c *Controller) heldByGoneNode(r *apiv1.VirtualMachineRestore) bool {
+	node := r.GetMetadata().GetLabels()[apiv1.LabelNodeName]
+	return node != "" && c.opts.NodeGone != nil && !slices.Contains(r.GetMetadata().GetFinalizers(), apiv1.FinalizerRestore) &&
+		slices.Contains(r.GetMetadata().GetFinalizers(), apiv1.FinalizerRestoreData) && c.opts.NodeGone(node)
+}

@@ -307,6 +307,15 @@ func TestRestoreDeletion(t *testing.T) {
 		if slices.Contains(r.Metadata.Finalizers, apiv1.FinalizerRestore) || f.vm("web").Status.RestoreInProgress != "" {
 			t.Fatalf("restore %v, target %v", r, f.vm("web").Status)
 		}
+		// Its node deleted: nobody will drop that finalizer, so the
+		// controller does, and the restore goes.
+		f.goneNodes["n1"] = true
+		if res := f.settle(t); res.RequeueAfter != 0 {
+			t.Fatalf("requeue %v after the release", res.RequeueAfter)
+		}
+		if _, ok := f.restores.Informer.Get("default", "rest"); ok {
+			t.Fatalf("restore of a deleted node kept: %v", f.restore(t).Metadata)
+		}
 	})
 	t.Run("committing", func(t *testing.T) {
 		f := newFixture(t, newRestore("web"), nil, changedVM())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -215,10 +216,19 @@ func (c *Controller) undo(ctx context.Context, r *apiv1.VirtualMachineRestore, f
 	return nil
 }
 
+// nodeGoneRecheck is how often a deleting restore that waits for its
+// node's finalizer looks whether that node was deleted.
+const nodeGoneRecheck = 30 * time.Second
+
 // finalize is a deleted restore's clean-up. One in Committing finishes
 // first (it only goes forward); one before its commit point is undone.
 func (c *Controller) finalize(ctx context.Context, key string, r *apiv1.VirtualMachineRestore) (controller.Result, error) {
 	if !slices.Contains(r.GetMetadata().GetFinalizers(), apiv1.FinalizerRestore) {
+		if slices.Contains(r.GetMetadata().GetFinalizers(), apiv1.FinalizerRestoreData) {
+			// Its node drops the copies and then its finalizer; a look
+			// now and then sees whether the node was deleted meanwhile.
+			return controller.Result{RequeueAfter: nodeGoneRecheck}, nil
+		}
 		return controller.Result{}, nil
 	}
 	switch r.GetStatus().GetPhase() {

@@ -26,6 +26,11 @@ import (
 type Options struct {
 	// Clock is time.Now when nil: deadlines, condition and creation times.
 	Clock func() time.Time
+	// NodeGone reports whether node name is no longer registered (an
+	// admin deleted it): what it held on its disk went with it, so its
+	// data finalizers are dropped for it and nothing waits for it. Nil:
+	// every node is there.
+	NodeGone func(name string) bool
 }
 
 // SnapshotWriter writes a snapshot (finalizer and status) with

@@ -27,13 +27,15 @@ type fixture struct {
 	vms      controllertest.Cache[*apiv1.VirtualMachine]
 	vmis     controllertest.Cache[*apiv1.VirtualMachineInstance]
 	now      time.Time
+	// goneNodes are the nodes Options.NodeGone reports deleted.
+	goneNodes map[string]bool
 }
 
 // newFixture stores the objects and runs a controller over them, its
 // caches synced.
 func newFixture(t testing.TB, snap *apiv1.VirtualMachineSnapshot, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) *fixture {
 	t.Helper()
-	f := &fixture{now: t0}
+	f := &fixture{now: t0, goneNodes: map[string]bool{}}
 	clock := func() time.Time { return f.now }
 	f.db = memstore.NewDB(clock)
 	f.snaps = controllertest.NewCache(f.db, store.Snapshots)
@@ -60,7 +62,7 @@ func (f *fixture) restart(t testing.TB) {
 	clock := func() time.Time { return f.now }
 	f.snaps.Informer, f.contents.Informer = newInformer(f.snaps.Store), newInformer(f.contents.Store)
 	f.vms.Informer, f.vmis.Informer = newInformer(f.vms.Store), newInformer(f.vmis.Store)
-	f.c = New(Options{Clock: clock}, f.snaps.Informer, f.contents.Informer, f.vms.Informer, f.vmis.Informer,
+	f.c = New(Options{Clock: clock, NodeGone: func(n string) bool { return f.goneNodes[n] }}, f.snaps.Informer, f.contents.Informer, f.vms.Informer, f.vmis.Informer,
 		f.snaps.Store, f.contents.Store, f.vms.Store, controllertest.Discard())
 	f.sync(t)
 }

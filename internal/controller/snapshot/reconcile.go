@@ -282,7 +282,37 @@ func (c *Controller) nodeUndoing(s *apiv1.VirtualMachineSnapshot) bool {
 	}
 	phase := ct.GetStatus().GetPhase()
 	return slices.Contains(ct.GetMetadata().GetFinalizers(), apiv1.FinalizerSnapshotData) &&
-		phase != apiv1.SnapshotSucceeded && phase != apiv1.SnapshotFailed
+		phase != apiv1.SnapshotSucceeded && phase != apiv1.SnapshotFailed && !c.nodeGone(ct)
+}
+
+// nodeGone reports whether the node that holds ct's data is deleted.
+func (c *Controller) nodeGone(ct *apiv1.VirtualMachineSnapshotContent) bool {
+	node := ct.GetMetadata().GetLabels()[apiv1.LabelNodeName]
+	return node != "" && c.opts.NodeGone != nil && c.opts.NodeGone(node)
+}
+
+// releaseForGoneNode drops the data finalizer of a deleting content whose
+// node was deleted: no node will ever drop it, and the data is gone with
+// the node's disk. Without this a snapshot of a removed node could never
+// be deleted.
+func (c *Controller) releaseForGoneNode(ctx context.Context, ct *apiv1.VirtualMachineSnapshotContent) error {
+	if !slices.Contains(ct.GetMetadata().GetFinalizers(), apiv1.FinalizerSnapshotData) || !c.nodeGone(ct) {
+		return nil
+	}
+	ns, name, uid := ct.GetMetadata().GetNamespace(), ct.GetMetadata().GetName(), ct.GetMetadata().GetUid()
+	node := ct.GetMetadata().GetLabels()[apiv1.LabelNodeName]
+	_, err := c.contSt.GuaranteedUpdate(ctx, ns, name, func(cur *apiv1.VirtualMachineSnapshotContent) (*apiv1.VirtualMachineSnapshotContent, error) {
+		if cur.GetMetadata().GetUid() != uid {
+			return cur, nil
+		}
+		cur.Metadata.Finalizers = slices.DeleteFunc(cur.Metadata.Finalizers, func(f string) bool { return f == apiv1.FinalizerSnapshotData })
+		return cur, nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("releasing content %s of deleted node %s: %w", name, node, err)
+	}
+	c.log.Info("snapshot content released for its deleted node", "content", ns+"/"+name, "node", node)
+	return nil
 }
 
 // abandon marks the snapshot's content abandoned unless it succeeded or
@@ -342,6 +372,9 @@ func (c *Controller) finalize(ctx context.Context, key string, s *apiv1.VirtualM
 					return controller.Result{}, fmt.Errorf("deleting content %s: %w", name, err)
 				}
 				c.log.Info("deleting snapshot content", "snapshot", key, "content", name)
+			}
+			if err := c.releaseForGoneNode(ctx, ct); err != nil {
+				return controller.Result{}, err
 			}
 			// The node drops the data and then the content's finalizer;
 			// the content's deletion event brings the snapshot back.

@@ -277,6 +277,31 @@ func TestSnapshotDeletion(t *testing.T) {
 			t.Fatalf("snapshot not released: %v", f.snap(t))
 		}
 	})
+	t.Run("the node was deleted", func(t *testing.T) {
+		// Past its deadline with the node gone: failed, and the VM is
+		// not held for an undo that will never come.
+		f := newFixture(t, newSnapshot(), newVM("n1"), nil)
+		f.settle(t)
+		f.goneNodes["n1"] = true
+		f.now = t0.Add(300 * time.Second)
+		f.settle(t)
+		if s := f.snap(t); s.Status.Phase != apiv1.SnapshotFailed || f.vm(t).Status.SnapshotInProgress != "" {
+			t.Fatalf("snapshot %v, VM lock %q", s.Status, f.vm(t).Status.SnapshotInProgress)
+		}
+		// Deleting it drops the content's data finalizer for the node,
+		// and both go.
+		f.snaps.Update(t, "default", "snap", func(s *apiv1.VirtualMachineSnapshot) {
+			s.Metadata.DeletionTimestamp = f.snap(t).Metadata.CreationTimestamp
+		})
+		f.settle(t)
+		f.settle(t)
+		if ct := f.content(t); ct != nil {
+			t.Fatalf("content of a deleted node kept: %v", ct.Metadata)
+		}
+		if _, ok := f.snaps.Informer.Get("default", "snap"); ok {
+			t.Fatalf("snapshot not released: %v", f.snap(t))
+		}
+	})
 	t.Run("Retain keeps a ready content", func(t *testing.T) {
 		snap := newSnapshot()
 		snap.Spec.DeletionPolicy = apiv1.DeletionPolicyRetain
