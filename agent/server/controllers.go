@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"time"
 
@@ -68,15 +67,10 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	migOpts := co.Migration
 	migOpts.LockedBy = func(ns, name string) string {
 		vm, ok := vmInf.Get(ns, name)
-		switch {
-		case !ok:
+		if !ok {
 			return ""
-		case vm.GetStatus().GetSnapshotInProgress() != "":
-			return "snapshot " + strconv.Quote(vm.GetStatus().GetSnapshotInProgress())
-		case vm.GetStatus().GetRestoreInProgress() != "":
-			return "restore " + strconv.Quote(vm.GetStatus().GetRestoreInProgress())
 		}
-		return ""
+		return apiv1.LockedBy(vm)
 	}
 	mc := migctl.New(migOpts, migInf, vmiInf, nodeInf, vmic, st.Migrations, st.VMIs, log)
 	ec := evacctl.New(evacctl.Options{DefaultEvictionStrategy: co.DefaultEvictionStrategy},

@@ -77,6 +77,14 @@ func TestRestoreStagesThenSwaps(t *testing.T) {
 	if !st.GetStaged() || st.GetError() != "" {
 		t.Fatalf("status = %v, want staged", st)
 	}
+	// Progress: what it copies, then that it is done.
+	var msgs []string
+	for _, w := range u.restores.writes {
+		msgs = append(msgs, w.GetStatus().GetMessage())
+	}
+	if want := []string{"copying volume data (1/1)", "1 volumes staged"}; !slices.Equal(msgs, want) {
+		t.Errorf("progress written %q, want %q", msgs, want)
+	}
 	staged := live + ".restore-" + r.Metadata.Uid
 	wantSameData(t, vols[0].SourcePath, staged)
 	// Until the commit point the live volumes are untouched.

@@ -1,5 +1,7 @@
 package apiv1
 
+import "fmt"
+
 // Names of the snapshot kinds (snapshots.proto): owner reference kinds,
 // finalizers, phases, indications and the names the controllers give
 // what they make. One definition each; docs/snapshots.md explains them.
@@ -92,6 +94,21 @@ const (
 	CloneSourceVM       = KindVirtualMachine
 	CloneSourceSnapshot = KindSnapshot
 )
+
+// LockedBy names what holds vm (docs/snapshots.md, "The lock"): `snapshot
+// "s"` or `restore "r"`, or "" when nothing does. The VM controller starts
+// no instance and the migration controller admits no migration of a
+// locked VM; both ask here.
+func LockedBy(vm *VirtualMachine) string {
+	st := vm.GetStatus()
+	switch {
+	case st.GetSnapshotInProgress() != "":
+		return fmt.Sprintf("snapshot %q", st.GetSnapshotInProgress())
+	case st.GetRestoreInProgress() != "":
+		return fmt.Sprintf("restore %q", st.GetRestoreInProgress())
+	}
+	return ""
+}
 
 // SnapshotContentName is the content of snapshot uid (KubeVirt's
 // vmsnapshot-content-<uid>).

@@ -1,10 +1,6 @@
 package vm
 
-import (
-	"fmt"
-
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-)
+import apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 
 // startBlocked says why no new instance of vm may start now, "" when one
 // may: a snapshot or a restore holds the VM (docs/snapshots.md, "The
@@ -14,12 +10,8 @@ import (
 // target to stop. The unlock is a VM write, whose event brings the VM
 // back here.
 func startBlocked(vm *apiv1.VirtualMachine) string {
-	st := vm.GetStatus()
-	switch {
-	case st.GetSnapshotInProgress() != "":
-		return fmt.Sprintf("snapshot %q in progress", st.GetSnapshotInProgress())
-	case st.GetRestoreInProgress() != "":
-		return fmt.Sprintf("restore %q in progress", st.GetRestoreInProgress())
+	if by := apiv1.LockedBy(vm); by != "" {
+		return by + " in progress"
 	}
 	return ""
 }
