@@ -50,11 +50,21 @@ func (d *Driver) kickAddresses() {
 
 // watchAddresses looks the addresses up on the driver's clock, in the
 // background: an RPC only ever reads what it found last.
+//
+// The domain's interfaces and its guest agent's connection come from the
+// live XML, which changes only with an event (a start, a device added or
+// removed, an arrival by migration, the agent connecting), and every
+// event kicks the watcher. So the XML is read and parsed once per kick,
+// not at every lookup: on a host starting many guests, reading and
+// parsing every running domain's XML every two seconds was a fifth of the
+// launchers' CPU (docs/performance.md). Between kicks, a lookup asks only
+// the address sources, and a domain without interfaces costs nothing.
 func (d *Driver) watchAddresses() {
 	defer d.wg.Done()
 	fastUntil := d.clock.Now().Add(AddressFastPeriod)
+	var live *domxml.LiveNetwork // the running domain's, since the last kick; nil: read it again
 	for {
-		d.refreshAddresses()
+		live = d.refreshAddresses(live)
 		t := d.clock.NewTimer(addressInterval(d.clock.Now(), fastUntil))
 		select {
 		case <-d.done:
@@ -63,6 +73,7 @@ func (d *Driver) watchAddresses() {
 		case <-d.addrs.kick:
 			t.Stop()
 			fastUntil = d.clock.Now().Add(AddressFastPeriod)
+			live = nil
 		case <-t.C():
 		}
 	}
@@ -78,27 +89,29 @@ func addressInterval(now, fastUntil time.Time) time.Duration {
 
 // refreshAddresses looks the addresses up and, when they changed,
 // publishes a status (event "Interfaces"), which makes the node agent
-// write them into the VMI.
-func (d *Driver) refreshAddresses() {
-	ifaces, agent, err := d.lookupAddresses()
+// write them into the VMI. It returns the live network view to reuse for
+// the next lookup (nil when there is none to reuse).
+func (d *Driver) refreshAddresses(live *domxml.LiveNetwork) *domxml.LiveNetwork {
+	ifaces, agent, live, err := d.lookupAddresses(live)
 	if err != nil {
 		d.log.Debug("looking up interface addresses", "err", err)
-		return
+		return nil
 	}
 	d.addrs.mu.Lock()
 	changed := agent != d.addrs.agent || !slices.EqualFunc(ifaces, d.addrs.ifaces, func(a, b *apiv1.InterfaceStatus) bool { return proto.Equal(a, b) })
 	d.addrs.ifaces, d.addrs.agent = ifaces, agent
 	d.addrs.mu.Unlock()
 	if !changed {
-		return
+		return live
 	}
 	st, err := d.currentStatus()
 	if err != nil {
 		d.log.Warn("cannot read domain status after an address change", "error", err)
-		return
+		return live
 	}
 	d.log.Info("interface addresses changed", "interfaces", describeInterfaces(ifaces), "guest_agent", agent)
 	d.publish(st, "Interfaces")
+	return live
 }
 
 // describeInterfaces is a short form for the log.
@@ -136,28 +149,36 @@ type sourceResult struct {
 // lookupAddresses asks, for the running domain: libvirt's DHCP leases
 // when it has a libvirt network interface, the neighbour table when it
 // has a bridge interface, the guest agent (through libvirt) when its
-// channel is connected.
-// A domain that is absent or not running has none.
-func (d *Driver) lookupAddresses() ([]*apiv1.InterfaceStatus, bool, error) {
+// channel is connected. It reads the live XML only when live is nil, and
+// returns the view it used (nil for a domain that is not running, which
+// has no addresses).
+func (d *Driver) lookupAddresses(live *domxml.LiveNetwork) ([]*apiv1.InterfaceStatus, bool, *domxml.LiveNetwork, error) {
+	if live != nil && len(live.Interfaces) == 0 {
+		// Nothing to ask until an event says the domain changed.
+		return nil, live.AgentConnected, live, nil
+	}
 	dom, err := d.lookup()
 	if err != nil || dom == nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
 	defer dom.Free()
 	st, _, err := dom.GetState()
 	if err != nil {
-		return nil, false, fmt.Errorf("get domain state: %w", err)
+		return nil, false, nil, fmt.Errorf("get domain state: %w", err)
 	}
 	if !st.Active() {
-		return nil, false, nil
+		return nil, false, nil, nil
 	}
-	x, err := dom.GetXMLDesc()
-	if err != nil {
-		return nil, false, fmt.Errorf("read the live domain XML: %w", err)
-	}
-	live, err := domxml.ParseLiveNetwork(x)
-	if err != nil {
-		return nil, false, err
+	if live == nil {
+		x, err := dom.GetXMLDesc()
+		if err != nil {
+			return nil, false, nil, fmt.Errorf("read the live domain XML: %w", err)
+		}
+		parsed, err := domxml.ParseLiveNetwork(x)
+		if err != nil {
+			return nil, false, nil, err
+		}
+		live = &parsed
 	}
 	nd, _ := dom.(NetworkDomain)
 	results := map[AddressSource]*sourceResult{}
@@ -189,7 +210,7 @@ func (d *Driver) lookupAddresses() ([]*apiv1.InterfaceStatus, bool, error) {
 	if live.AgentConnected {
 		ask(SourceAgent)
 	}
-	return interfaceStatuses(live, results), live.AgentConnected, nil
+	return interfaceStatuses(*live, results), live.AgentConnected, live, nil
 }
 
 // interfaceStatuses turns libvirt's answers into the status of each of

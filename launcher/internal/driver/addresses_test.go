@@ -211,3 +211,45 @@ func TestFillAddresses(t *testing.T) {
 		t.Error("a link-local address alone counts as an address")
 	}
 }
+
+// stepLookup lets the address watcher do one timed lookup: it waits for
+// the watcher to wait on the clock, steps it, and waits for the next wait.
+func (h *harness) stepLookup() {
+	h.t.Helper()
+	waitFor(h.t, "the address watcher to wait", h.clk.HasWaiters)
+	h.clk.Step(AddressFastInterval)
+	waitFor(h.t, "the address watcher to wait again", h.clk.HasWaiters)
+}
+
+// TestTimedLookupsReuseTheLiveXML: the live XML is read after a kick
+// (the start, an event), not at every timed lookup, and a domain without
+// interfaces costs no libvirt call between kicks.
+func TestTimedLookupsReuseTheLiveXML(t *testing.T) {
+	h := newHarness(t)
+	h.writeQEMUPid()
+	h.mustSync(kindsVMI())
+	h.waitAddresses("the interfaces", func(st *launcherpb.DomainStatus) bool { return len(st.GetInterfaces()) == 3 })
+	h.stepLookup()
+	xml, asked := h.conn.callsMatching("GetXMLDesc"), h.conn.callsMatching("InterfaceAddresses")
+	for range 3 {
+		h.stepLookup()
+	}
+	if n := h.conn.callsMatching("GetXMLDesc"); n != xml {
+		t.Errorf("timed lookups read the live XML %d times", n-xml)
+	}
+	if n := h.conn.callsMatching("InterfaceAddresses"); n < asked+3 {
+		t.Errorf("3 timed lookups asked the address sources %d times", n-asked)
+	}
+
+	bare := newHarness(t)
+	bare.writeQEMUPid()
+	bare.mustSync(vmi(apiv1.PhaseScheduled))
+	bare.stepLookup()
+	before := len(bare.conn.callLog())
+	for range 3 {
+		bare.stepLookup()
+	}
+	if calls := bare.conn.callLog()[before:]; len(calls) > 0 {
+		t.Errorf("timed lookups of a domain without interfaces called libvirt: %v", calls)
+	}
+}
