@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -35,5 +36,35 @@ func TestSmapsReaders(t *testing.T) {
 	}
 	if _, err := RssByMapping(-1); err == nil {
 		t.Fatal("RssByMapping of no process succeeded")
+	}
+}
+
+// TestPrivate: a process's private memory grows by what it writes to a
+// fresh anonymous buffer, is at most its Pss, and a missing process is an
+// error.
+func TestPrivate(t *testing.T) {
+	pid := os.Getpid()
+	before, err := Private(pid)
+	if err != nil || before <= 0 {
+		t.Fatalf("Private = %d, %v", before, err)
+	}
+	buf := make([]byte, 16<<20)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1
+	}
+	after, err := Private(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 15<<10 {
+		t.Errorf("Private grew by %d kB after touching 16 MiB", after-before)
+	}
+	pss, err := Pss(pid)
+	if err != nil || pss < after-(1<<10) {
+		t.Errorf("Pss %d kB (%v) below private %d kB", pss, err, after)
+	}
+	runtime.KeepAlive(buf)
+	if _, err := Private(-1); err == nil {
+		t.Error("Private of no process succeeded")
 	}
 }

@@ -63,6 +63,23 @@ func Pss(pid int) (int64, error) {
 	return v, nil
 }
 
+// Private returns the memory only pid maps, in kB: Private_Clean plus
+// Private_Dirty of /proc/<pid>/smaps_rollup (its own heap and stacks, and
+// the pages of shared files it wrote to). It is what the process costs
+// the host beyond what it shares with others.
+func Private(pid int) (int64, error) {
+	m, err := kbFields(fmt.Sprintf("/proc/%d/smaps_rollup", pid), []string{"Private_Clean", "Private_Dirty"})
+	if err != nil {
+		return 0, err
+	}
+	c, okc := m["Private_Clean"]
+	d, okd := m["Private_Dirty"]
+	if !okc || !okd {
+		return 0, fmt.Errorf("/proc/%d/smaps_rollup has no Private_Clean or Private_Dirty", pid)
+	}
+	return c + d, nil
+}
+
 func kbFields(path string, keys []string) (map[string]int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
