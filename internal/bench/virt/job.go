@@ -1,0 +1,18 @@
+package virt
+
+import "time"
+
+// Migration is what one raw live migration cost: the wall clock of the
+// migrate call, and libvirt's completed job statistics on the source.
+type Migration struct {
+	// Wall is the virDomainMigrateToURI3 call, from issue to return.
+	Wall time.Duration
+	// Elapsed is libvirt's job time (time_elapsed of the completed job).
+	Elapsed time.Duration
+	// Downtime is the guest's downtime as QEMU measured it; HasDowntime
+	// is false when libvirt did not report one.
+	Downtime    time.Duration
+	HasDowntime bool
+	// DataBytes is the data the job processed (memory moved).
+	DataBytes uint64
+}
