@@ -42,7 +42,7 @@ func (c *Conn) MigrateLive(name, targetURI, addr string) (Migration, error) {
 	if err := d.MigrateToURI3(targetURI, params, MigrateFlags); err != nil {
 		return Migration{}, fmt.Errorf("migrating %s to %s: %w", name, targetURI, err)
 	}
-	m := Migration{Wall: time.Since(t0)}
+	m := Migration{Start: t0, Wall: time.Since(t0)}
 	// The source keeps the completed job (it stays defined, inactive).
 	info, err := d.GetJobStats(libvirt.DOMAIN_JOB_STATS_COMPLETED)
 	if err != nil {

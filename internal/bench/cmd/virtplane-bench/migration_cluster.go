@@ -236,6 +236,17 @@ func (v vpMigration) job() time.Duration {
 	return time.Duration(v.progress().GetElapsedMs()) * time.Millisecond
 }
 
+// call is the source launcher's migrate call: the migration state's start
+// and end timestamps; 0 when either is unset.
+func (v vpMigration) call() time.Duration {
+	st := v.final.GetStatus().GetMigrationState()
+	a, b := tsTime(st.GetStartTimestamp().AsTime()), tsTime(st.GetEndTimestamp().AsTime())
+	if a.IsZero() || b.IsZero() {
+		return 0
+	}
+	return b.Sub(a)
+}
+
 // phase is when the migration entered phase (server clock), zero if never.
 func (v vpMigration) phase(p string) time.Time {
 	return apiv1.PhaseSince(v.final.GetStatus().GetPhaseTransitionTimestamps(), p)
