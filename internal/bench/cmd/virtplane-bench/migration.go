@@ -57,7 +57,7 @@ func runMigration(ctx context.Context, e *env, s *bench.Section) (err error) {
 		fmt.Sprintf("VM: the test guest (direct kernel boot), %s, 1 vCPU, no disk, no NIC, TCG; booted (its console's %q marker) before it migrates. Kernel, initrd and console logs are under /tmp, which both hosts see at the same path (shared storage: no disk is copied).", guestMemory, "VIRTPLANE-GUEST-BOOTED"),
 		"virtplane: a VirtualMachineInstanceMigration created through the API with the target node as its added node selector; wall time from the Create call to the migration's phase Succeeded as seen by an API watch. libvirt job and downtime are the migration status' progress (`elapsed_ms`, `downtime_ms`: libvirt's completed job statistics on the source, QEMU's downtime).",
 		"Raw libvirt: the virtplane domain's inactive XML on node A, renamed, UUID and metadata dropped, console log moved, defined and started on node A's libvirtd directly and booted; then `virDomainMigrateToURI3` from the benchmark to the other node's TCP URI with the launcher's flags (LIVE | PEER2PEER | PERSIST_DEST, the source left defined) and parameters (migrate URI tcp://<target address>, listen address = target address; no bandwidth, no destination XML since the paths are the same). Wall time is the call; job time and downtime from `virDomainGetJobStats(COMPLETED)` on the source afterwards.",
-		"Pairs: one warm-up migration of each path A → B (not counted), then the paths alternate, each pair in the same direction, the direction alternating (B → A, A → B, ...).",
+		"Pairs: one warm-up migration of each path A → B (not counted), then the paths alternate, both migrations of a pair in the same direction, the direction alternating (B → A, A → B, ...) and which path goes first alternating too (virtplane first in even pairs, raw first in odd ones).",
 	}
 
 	mover := "mover"
@@ -85,12 +85,20 @@ func runMigration(ctx context.Context, e *env, s *bench.Section) (err error) {
 	from := m.b
 	for i := range migrationCfg.pairs {
 		to := m.other(from)
-		v, err := m.migrate(ctx, mover, fmt.Sprintf("pair-%03d", i), to)
-		if err != nil {
+		var v vpMigration
+		var r virt.Migration
+		vp := func() (err error) { v, err = m.migrate(ctx, mover, fmt.Sprintf("pair-%03d", i), to); return err }
+		raw := func() (err error) { r, err = m.lv[from].MigrateLive(rawName, to.TCPURI, to.Addr); return err }
+		// Which path goes first alternates too: what one migration
+		// leaves behind (the source QEMU exiting) weighs on the next.
+		first, second := vp, raw
+		if i%2 == 1 {
+			first, second = raw, vp
+		}
+		if err := first(); err != nil {
 			return err
 		}
-		r, err := m.lv[from].MigrateLive(rawName, to.TCPURI, to.Addr)
-		if err != nil {
+		if err := second(); err != nil {
 			return err
 		}
 		vps, raws = append(vps, v), append(raws, r)
