@@ -70,6 +70,14 @@ func (m *migEnv) concurrent(ctx context.Context, s *bench.Section, xml string, n
 	s.AddRow(fmt.Sprintf("raw libvirt: %d virDomainMigrateToURI3 calls at once", n), bench.Secs(rawAll),
 		bench.Secs(bench.Percentile(rawWalls, 50)), bench.Secs(bench.MaxDuration(rawWalls)), fmt.Sprint(overlap(rawSpans)))
 	migrationBreakdown(s, fmt.Sprintf("Where the %d concurrent virtplane migrations' time goes (medians)", n), vps)
+	var waits []time.Duration
+	for _, v := range vps {
+		if sch := v.phase(apiv1.MigrationScheduling); !sch.IsZero() {
+			waits = append(waits, sch.Sub(v.created))
+		}
+	}
+	s.Note("virtplane's concurrent migrations waited %s (median; max %s) between their Create call and Scheduling: the controller lets at most 5 run in the cluster and 2 leave one node at once, and all %d leave node A; the raw calls have no limit.",
+		bench.Secs(bench.Median(waits)), bench.Secs(bench.MaxDuration(waits)), n)
 	s.Note("Concurrent run: %d booted VMs on node A (node B cordoned while they were placed), %d migrations to node B created from %d goroutines released together; per-migration wall time from its Create call to its phase Succeeded seen by the watch, \"all done\" from the first Create call to the last Succeeded seen. \"Most at once\" counts migrations between their phases Running and Succeeded at the same moment (phase timestamps), and for raw libvirt the calls in flight at once. The raw reference, after the virtplane VMs were deleted: %d domains of the same XML booted on node A, then %d `virDomainMigrateToURI3` calls (launcher flags) started together, each on a connection of its own opened beforehand, no limit; \"all done\" until the last returned.",
 		n, n, n, n, n)
 	return m.removeRaw(m.e.prefix + "-raw-")
