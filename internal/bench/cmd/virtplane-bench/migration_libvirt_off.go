@@ -1,0 +1,5 @@
+//go:build !libvirt
+
+package main
+
+func openNodeLibvirt(string) (nodeConn, error) { return nil, errNoLibvirt }
