@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -118,7 +119,12 @@ func (d *Driver) pump(events <-chan Event) {
 				continue
 			}
 			name = EventName(ev.Type, ev.Detail)
+			// libvirt narrows callbacks by UUID: an undefined domain may
+			// come back with another one.
+			d.focusEvents(!strings.HasPrefix(name, "Undefined/"))
 			d.networkAfter(ev)
+		case EventReconnected:
+			d.focusEvents(true)
 		}
 		d.kickAddresses()
 		st, err := d.currentStatus()
@@ -191,5 +197,31 @@ func (d *Driver) Events(_ *launcherpb.Empty, stream grpc.ServerStreamingServer[l
 				return err
 			}
 		}
+	}
+}
+
+// eventFocus is a connection that can narrow its event callbacks to one
+// domain (virt.Connection does; package virt says why it matters).
+type eventFocus interface {
+	FocusEvents(domain string) error
+	UnfocusEvents() error
+}
+
+// focusEvents asks the connection for this launcher's domain's events
+// only (on), or for every domain's again (off). A connection that cannot
+// narrow them keeps sending every domain's, which the pump filters.
+func (d *Driver) focusEvents(on bool) {
+	f, ok := d.conn.(eventFocus)
+	if !ok {
+		return
+	}
+	var err error
+	if on {
+		err = f.FocusEvents(d.cfg.DomainName)
+	} else {
+		err = f.UnfocusEvents()
+	}
+	if err != nil {
+		d.log.Warn("cannot narrow libvirt events to the domain; filtering every domain's", "error", err)
 	}
 }

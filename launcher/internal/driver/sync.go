@@ -68,6 +68,7 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 		return nil, grpcError(err)
 	}
 	defer dom.Free()
+	d.focusEvents(true)
 
 	if !md.FencedOnLeaseExpiry() {
 		// A watchdog armed before the policy was known (a new launcher is

@@ -35,6 +35,11 @@ type Connection struct {
 	reconnecting bool
 	closed       bool
 	done         chan struct{}
+	// focus is the domain whose events alone the launcher wants ("" for
+	// every domain's), focusedOn the one the registered callbacks are
+	// narrowed to ("" while they take every domain's: focus is not
+	// defined yet, or the connection is new).
+	focus, focusedOn string
 }
 
 var _ driver.Conn = (*Connection)(nil)
@@ -50,7 +55,7 @@ func Open(uri string, opts Options) (*Connection, error) {
 		return nil, err
 	}
 	c := &Connection{uri: uri, log: opts.Logger.With("libvirt_uri", uri), events: opts.Events, done: make(chan struct{})}
-	conn, ids, err := c.dial()
+	conn, ids, _, err := c.dial("")
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +63,13 @@ func Open(uri string, opts Options) (*Connection, error) {
 	return c, nil
 }
 
-// dial opens a connection and registers the callbacks.
-func (c *Connection) dial() (*libvirt.Connect, []int, error) {
+// dial opens a connection and registers the callbacks: for the domain
+// named focus when it is defined (focusedOn is then focus), else for
+// every domain.
+func (c *Connection) dial(focus string) (_ *libvirt.Connect, ids []int, focusedOn string, _ error) {
 	conn, err := libvirt.NewConnect(c.uri)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", c.uri, err)
+		return nil, nil, "", fmt.Errorf("connect to %s: %w", c.uri, err)
 	}
 	// Not every driver has keepalives (test:///, embedded ones); that is fine.
 	_ = conn.SetKeepAlive(keepaliveInterval, keepaliveCount)
@@ -71,32 +78,106 @@ func (c *Connection) dial() (*libvirt.Connect, []int, error) {
 	}); err != nil {
 		c.log.Debug("close callback not supported", "error", err)
 	}
-	var ids []int
-	if c.events != nil {
-		id, err := conn.DomainEventLifecycleRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
-			// GetName reads the name the event carried: no RPC here.
-			name, _ := d.GetName()
-			c.events(driver.Event{Kind: driver.EventLifecycle, Domain: name, Type: int(ev.Event), Detail: ev.Detail})
-		})
-		if err != nil {
-			_, _ = conn.Close()
-			return nil, nil, fmt.Errorf("register lifecycle events on %s: %w", c.uri, err)
-		}
-		ids = append(ids, id)
-		// The guest agent connecting is when its addresses become known.
-		// Drivers without agents (test:///) do not have the event; the
-		// launcher then finds the agent's state by polling.
-		id, err = conn.DomainEventAgentLifecycleRegister(nil, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventAgentLifecycle) {
-			name, _ := d.GetName()
-			c.events(driver.Event{Kind: driver.EventAgent, Domain: name, Type: int(ev.State), Detail: int(ev.Reason)})
-		})
-		if err != nil {
-			c.log.Debug("guest agent lifecycle events not supported", "error", err)
+	var dom *libvirt.Domain
+	if focus != "" && c.events != nil {
+		if dom, err = conn.LookupDomainByName(focus); err == nil {
+			defer func() { _ = dom.Free() }()
+			focusedOn = focus
 		} else {
-			ids = append(ids, id)
+			dom = nil
 		}
 	}
-	return conn, ids, nil
+	if ids, err = c.register(conn, dom); err != nil {
+		_, _ = conn.Close()
+		return nil, nil, "", err
+	}
+	return conn, ids, focusedOn, nil
+}
+
+// register registers the event callbacks: for dom's events only, or for
+// every domain's when dom is nil.
+func (c *Connection) register(conn *libvirt.Connect, dom *libvirt.Domain) ([]int, error) {
+	if c.events == nil {
+		return nil, nil
+	}
+	id, err := conn.DomainEventLifecycleRegister(dom, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventLifecycle) {
+		// GetName reads the name the event carried: no RPC here.
+		name, _ := d.GetName()
+		c.events(driver.Event{Kind: driver.EventLifecycle, Domain: name, Type: int(ev.Event), Detail: ev.Detail})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("register lifecycle events on %s: %w", c.uri, err)
+	}
+	ids := []int{id}
+	// The guest agent connecting is when its addresses become known.
+	// Drivers without agents (test:///) do not have the event; the
+	// launcher then finds the agent's state by polling.
+	id, err = conn.DomainEventAgentLifecycleRegister(dom, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventAgentLifecycle) {
+		name, _ := d.GetName()
+		c.events(driver.Event{Kind: driver.EventAgent, Domain: name, Type: int(ev.State), Detail: int(ev.Reason)})
+	})
+	if err != nil {
+		c.log.Debug("guest agent lifecycle events not supported", "error", err)
+	} else {
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// FocusEvents narrows the event callbacks to the domain named name, once
+// it is defined (and again after every reconnect). Registered for every
+// domain, each launcher was sent every event of every domain on the host
+// and dropped all but its own: starting N guests cost N² event
+// deliveries, in libvirtd and in the launchers' event loops, which
+// profiles of a 100-VM start showed as the largest share of the
+// launchers' CPU (docs/performance.md). libvirt filters a domain's
+// callbacks by UUID, so a domain undefined and defined again needs
+// UnfocusEvents in between; the driver does that on the Undefined event.
+// A domain not defined yet leaves the callbacks as they are, and no error.
+func (c *Connection) FocusEvents(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.focus = name
+	if c.conn == nil || c.events == nil || c.focusedOn == name {
+		return nil
+	}
+	dom, err := c.conn.LookupDomainByName(name)
+	if err != nil {
+		var lerr libvirt.Error
+		if errors.As(err, &lerr) && lerr.Code == libvirt.ERR_NO_DOMAIN {
+			return nil
+		}
+		return fmt.Errorf("focus events on %s: %w", name, err)
+	}
+	defer func() { _ = dom.Free() }()
+	return c.reregisterLocked(dom, name)
+}
+
+// UnfocusEvents registers the callbacks for every domain again.
+func (c *Connection) UnfocusEvents() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.focus = ""
+	if c.conn == nil || c.events == nil || c.focusedOn == "" {
+		return nil
+	}
+	return c.reregisterLocked(nil, "")
+}
+
+// reregisterLocked replaces the callbacks with ones for dom (nil: every
+// domain). The new ones are registered before the old ones go, so no
+// event falls between them; one may come twice, which costs a status
+// read.
+func (c *Connection) reregisterLocked(dom *libvirt.Domain, name string) error {
+	ids, err := c.register(c.conn, dom)
+	if err != nil {
+		return err
+	}
+	for _, id := range c.callbackIDs {
+		_ = c.conn.DomainEventDeregister(id)
+	}
+	c.callbackIDs, c.focusedOn = ids, name
+	return nil
 }
 
 // lost is libvirt's close callback (on the event-loop goroutine): drop the
@@ -115,7 +196,7 @@ func (c *Connection) lost(conn *libvirt.Connect, reason libvirt.ConnectCloseReas
 // reconnect loop once.
 func (c *Connection) startReconnectLocked() {
 	old, oldIDs := c.conn, c.callbackIDs
-	c.conn, c.callbackIDs = nil, nil
+	c.conn, c.callbackIDs, c.focusedOn = nil, nil, ""
 	if c.reconnecting || c.closed {
 		return
 	}
@@ -139,7 +220,10 @@ func (c *Connection) reconnect(old *libvirt.Connect, oldIDs []int) {
 			return
 		case <-time.After(backoff):
 		}
-		conn, ids, err := c.dial()
+		c.mu.Lock()
+		focus := c.focus
+		c.mu.Unlock()
+		conn, ids, focusedOn, err := c.dial(focus)
 		if err == nil {
 			c.mu.Lock()
 			if c.closed {
@@ -148,6 +232,7 @@ func (c *Connection) reconnect(old *libvirt.Connect, oldIDs []int) {
 				return
 			}
 			c.conn, c.callbackIDs, c.reconnecting = conn, ids, false
+			c.focusedOn = focusedOn
 			c.mu.Unlock()
 			c.log.Info("libvirt connection re-established", "attempts", attempt)
 			if c.events != nil {
