@@ -238,14 +238,18 @@ func startFakeNodes(ctx context.Context, endpoint, prefix string, n int) (stop f
 		}
 	}
 	for i := range n {
-		c, err := client.Dial(ctx, client.Config{Endpoint: endpoint})
+		// Each node calls as itself, as a node agent does: held to a
+		// node's permissions and its own stream limit, not sharing the
+		// admin's (1,024 streams; each fake node holds three watches).
+		name := fmt.Sprintf("%s-node-%02d", prefix, i)
+		c, err := client.Dial(ctx, client.Config{Endpoint: endpoint, ActAsNode: name})
 		if err != nil {
 			stop()
 			return nil, err
 		}
 		conns = append(conns, c)
-		fn, err := fakenode.Start(ctx, c, fakenode.Options{Name: fmt.Sprintf("%s-node-%02d", prefix, i),
-			CPU: "1000", Memory: "4Ti", Logger: quiet})
+		fn, err := fakenode.Start(ctx, c, fakenode.Options{Name: name,
+			CPU: "1k", Memory: "4Ti", Logger: quiet})
 		if err != nil {
 			stop()
 			return nil, err
