@@ -1,8 +1,11 @@
 package command
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -37,41 +40,70 @@ func getObject(ctx context.Context, c *client.Client, res *resource, namespace, 
 	}
 }
 
-// listObjects lists res in namespace ("" for all) matching selector.
+// listObjects lists res a page of client.ListPageSize at a time, as
+// kubectl does, and sorts the items by namespace and name (paged lists
+// come in key order).
 func listObjects(ctx context.Context, c *client.Client, res *resource, namespace, selector string) ([]object, error) {
 	opts := &apiv1.ListOptions{Namespace: namespace, LabelSelector: selector}
+	var (
+		items []object
+		err   error
+	)
 	switch res {
 	case vmResource:
-		resp, err := c.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: opts})
-		return objects(resp.GetItems()), err
+		items, err = listPaged(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListVirtualMachinesResponse, error) {
+			return c.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: o})
+		})
 	case vmiResource:
-		resp, err := c.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: opts})
-		return objects(resp.GetItems()), err
+		items, err = listPaged(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListVirtualMachineInstancesResponse, error) {
+			return c.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: o})
+		})
 	case migrationResource:
-		resp, err := c.Migrations.List(ctx, &apiv1.ListMigrationsRequest{Options: opts})
-		return objects(resp.GetItems()), err
+		items, err = listPaged(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListMigrationsResponse, error) {
+			return c.Migrations.List(ctx, &apiv1.ListMigrationsRequest{Options: o})
+		})
 	case replicaSetResource:
-		resp, err := c.ReplicaSets.List(ctx, &apiv1.ListReplicaSetsRequest{Options: opts})
-		return objects(resp.GetItems()), err
+		items, err = listPaged(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListReplicaSetsResponse, error) {
+			return c.ReplicaSets.List(ctx, &apiv1.ListReplicaSetsRequest{Options: o})
+		})
 	case poolResource:
-		resp, err := c.Pools.List(ctx, &apiv1.ListPoolsRequest{Options: opts})
-		return objects(resp.GetItems()), err
+		items, err = listPaged(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListPoolsResponse, error) {
+			return c.Pools.List(ctx, &apiv1.ListPoolsRequest{Options: o})
+		})
 	case snapshotResource:
-		resp, err := c.Snapshots.List(ctx, &apiv1.ListSnapshotsRequest{Options: opts})
-		return objects(resp.GetItems()), err
+		items, err = listPaged(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListSnapshotsResponse, error) {
+			return c.Snapshots.List(ctx, &apiv1.ListSnapshotsRequest{Options: o})
+		})
 	case snapshotContentResource:
-		resp, err := c.SnapshotContents.List(ctx, &apiv1.ListSnapshotContentsRequest{Options: opts})
-		return objects(resp.GetItems()), err
+		items, err = listPaged(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListSnapshotContentsResponse, error) {
+			return c.SnapshotContents.List(ctx, &apiv1.ListSnapshotContentsRequest{Options: o})
+		})
 	case restoreResource:
-		resp, err := c.Restores.List(ctx, &apiv1.ListRestoresRequest{Options: opts})
-		return objects(resp.GetItems()), err
+		items, err = listPaged(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListRestoresResponse, error) {
+			return c.Restores.List(ctx, &apiv1.ListRestoresRequest{Options: o})
+		})
 	case cloneResource:
-		resp, err := c.Clones.List(ctx, &apiv1.ListClonesRequest{Options: opts})
-		return objects(resp.GetItems()), err
+		items, err = listPaged(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListClonesResponse, error) {
+			return c.Clones.List(ctx, &apiv1.ListClonesRequest{Options: o})
+		})
 	default:
 		resp, err := c.Nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: selector})
 		return objects(resp.GetItems()), err
 	}
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(items, func(a, b object) int {
+		am, bm := a.GetMetadata(), b.GetMetadata()
+		return cmp.Or(strings.Compare(am.GetNamespace(), bm.GetNamespace()), strings.Compare(am.GetName(), bm.GetName()))
+	})
+	return items, nil
+}
+
+// listPaged is client.ListAll as objects.
+func listPaged[T object, R client.ListResponse[T]](ctx context.Context, opts *apiv1.ListOptions, list func(context.Context, *apiv1.ListOptions) (R, error)) ([]object, error) {
+	items, _, err := client.ListAll(ctx, opts, list)
+	return objects(items), err
 }
 
 // watchObjects calls fn for every event until the stream ends (nil), fails,

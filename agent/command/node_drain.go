@@ -89,8 +89,11 @@ func drain(ctx context.Context, c *client.Client, node string, timeout time.Dura
 	// first progress record is still reported.
 	shown := map[string]string{} // "ns/name" → the line last printed
 	if err := retryUnavailable(ctx, func() error {
-		list, err := c.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: &apiv1.ListOptions{}})
-		for _, v := range list.GetItems() {
+		// In pages: all instances of a large cluster exceed one message.
+		items, _, err := client.ListAll(ctx, &apiv1.ListOptions{}, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListVirtualMachineInstancesResponse, error) {
+			return c.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: o})
+		})
+		for _, v := range items {
 			if v.GetStatus().GetNodeName() == node && !apiv1.IsFinal(v.GetStatus().GetPhase()) {
 				k := apiv1.Ref(v.GetMetadata().GetNamespace(), v.GetMetadata().GetName())
 				shown[k] = k + ": on the node"

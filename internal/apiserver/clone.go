@@ -57,11 +57,11 @@ func (v *cloneService) Get(ctx context.Context, req *apiv1.GetCloneRequest) (*ap
 }
 
 func (v *cloneService) List(ctx context.Context, req *apiv1.ListClonesRequest) (*apiv1.ListClonesResponse, error) {
-	items, rev, err := listNamespaced(ctx, v.s.stores.Clones, req.GetOptions())
+	items, rev, cont, err := listNamespaced(ctx, v.s.stores.Clones, req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.ListClonesResponse{Items: items, ResourceVersion: rev}, nil
+	return &apiv1.ListClonesResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
 }
 
 func (v *cloneService) UpdateStatus(ctx context.Context, req *apiv1.UpdateCloneStatusRequest) (*apiv1.VirtualMachineClone, error) {

@@ -39,6 +39,10 @@ func toStatus(err error) error {
 		// etcd's own size limit is a backstop behind validation's: still the
 		// caller's object, never the server's failure.
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, store.ErrExpired):
+		// Kubernetes answers 410 Gone; gRPC has no such code, and
+		// FailedPrecondition says the call cannot succeed as it is.
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):

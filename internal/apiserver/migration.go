@@ -122,11 +122,11 @@ func (m *migrationService) Get(ctx context.Context, req *apiv1.GetMigrationReque
 }
 
 func (m *migrationService) List(ctx context.Context, req *apiv1.ListMigrationsRequest) (*apiv1.ListMigrationsResponse, error) {
-	items, rev, err := listNamespaced(ctx, m.s.stores.Migrations, req.GetOptions())
+	items, rev, cont, err := listNamespaced(ctx, m.s.stores.Migrations, req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.ListMigrationsResponse{Items: items, ResourceVersion: rev}, nil
+	return &apiv1.ListMigrationsResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
 }
 
 func (m *migrationService) Watch(req *apiv1.WatchMigrationsRequest, stream apiv1.Migrations_WatchServer) error {

@@ -59,11 +59,11 @@ func (p *poolService) Get(ctx context.Context, req *apiv1.GetPoolRequest) (*apiv
 }
 
 func (p *poolService) List(ctx context.Context, req *apiv1.ListPoolsRequest) (*apiv1.ListPoolsResponse, error) {
-	items, rev, err := listNamespaced(ctx, p.s.stores.Pools, req.GetOptions())
+	items, rev, cont, err := listNamespaced(ctx, p.s.stores.Pools, req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.ListPoolsResponse{Items: items, ResourceVersion: rev}, nil
+	return &apiv1.ListPoolsResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
 }
 
 // Update replaces spec, labels and annotations with compare-and-swap on

@@ -47,11 +47,11 @@ func (r *replicaSetService) Get(ctx context.Context, req *apiv1.GetReplicaSetReq
 }
 
 func (r *replicaSetService) List(ctx context.Context, req *apiv1.ListReplicaSetsRequest) (*apiv1.ListReplicaSetsResponse, error) {
-	items, rev, err := listNamespaced(ctx, r.s.stores.ReplicaSets, req.GetOptions())
+	items, rev, cont, err := listNamespaced(ctx, r.s.stores.ReplicaSets, req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.ListReplicaSetsResponse{Items: items, ResourceVersion: rev}, nil
+	return &apiv1.ListReplicaSetsResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
 }
 
 // Update replaces spec, labels and annotations with compare-and-swap on

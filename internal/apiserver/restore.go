@@ -72,11 +72,11 @@ func (v *restoreService) Get(ctx context.Context, req *apiv1.GetRestoreRequest) 
 }
 
 func (v *restoreService) List(ctx context.Context, req *apiv1.ListRestoresRequest) (*apiv1.ListRestoresResponse, error) {
-	items, rev, err := listNamespaced(ctx, v.s.stores.Restores, req.GetOptions())
+	items, rev, cont, err := listNamespaced(ctx, v.s.stores.Restores, req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.ListRestoresResponse{Items: items, ResourceVersion: rev}, nil
+	return &apiv1.ListRestoresResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
 }
 
 func (v *restoreService) UpdateStatus(ctx context.Context, req *apiv1.UpdateRestoreStatusRequest) (*apiv1.VirtualMachineRestore, error) {

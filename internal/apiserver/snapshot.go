@@ -54,11 +54,11 @@ func (v *snapshotService) Get(ctx context.Context, req *apiv1.GetSnapshotRequest
 }
 
 func (v *snapshotService) List(ctx context.Context, req *apiv1.ListSnapshotsRequest) (*apiv1.ListSnapshotsResponse, error) {
-	items, rev, err := listNamespaced(ctx, v.s.stores.Snapshots, req.GetOptions())
+	items, rev, cont, err := listNamespaced(ctx, v.s.stores.Snapshots, req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.ListSnapshotsResponse{Items: items, ResourceVersion: rev}, nil
+	return &apiv1.ListSnapshotsResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
 }
 
 func (v *snapshotService) UpdateStatus(ctx context.Context, req *apiv1.UpdateSnapshotStatusRequest) (*apiv1.VirtualMachineSnapshot, error) {

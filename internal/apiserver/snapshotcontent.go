@@ -24,11 +24,11 @@ func (v *snapshotContentService) Get(ctx context.Context, req *apiv1.GetSnapshot
 }
 
 func (v *snapshotContentService) List(ctx context.Context, req *apiv1.ListSnapshotContentsRequest) (*apiv1.ListSnapshotContentsResponse, error) {
-	items, rev, err := listNamespaced(ctx, v.s.stores.SnapshotContents, req.GetOptions())
+	items, rev, cont, err := listNamespaced(ctx, v.s.stores.SnapshotContents, req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.ListSnapshotContentsResponse{Items: items, ResourceVersion: rev}, nil
+	return &apiv1.ListSnapshotContentsResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
 }
 
 func (v *snapshotContentService) UpdateStatus(ctx context.Context, req *apiv1.UpdateSnapshotContentStatusRequest) (*apiv1.VirtualMachineSnapshotContent, error) {

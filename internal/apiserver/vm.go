@@ -56,14 +56,18 @@ func getByKey[T store.Object](ctx context.Context, st store.Store[T], key *apiv1
 	return out, toStatus(err)
 }
 
-// listNamespaced is List for a namespaced kind: the selector is checked
-// before the store is asked.
-func listNamespaced[T store.Object](ctx context.Context, st store.Store[T], o *apiv1.ListOptions) ([]T, int64, error) {
+// listNamespaced is List for a namespaced kind, a page at a time when the
+// options have a limit or a continue token: the selector is checked
+// before the store is asked. Authorization checked this request's options
+// (a node's selector pins its own node), and every page is a request of
+// its own that is checked again and filtered by its own selector: a token
+// carries only where to go on and at which revision, no permission.
+func listNamespaced[T store.Object](ctx context.Context, st store.Store[T], o *apiv1.ListOptions) (items []T, rev int64, cont string, err error) {
 	if err := checkSelector(o.GetLabelSelector()); err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
-	items, rev, err := st.List(ctx, listOptions(o))
-	return items, rev, toStatus(err)
+	p, err := st.ListPage(ctx, listOptions(o), o.GetLimit(), o.GetContinue())
+	return p.Items, p.Revision, p.Continue, toStatus(err)
 }
 
 func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
@@ -98,11 +102,11 @@ func (v *vmService) Get(ctx context.Context, req *apiv1.GetVirtualMachineRequest
 }
 
 func (v *vmService) List(ctx context.Context, req *apiv1.ListVirtualMachinesRequest) (*apiv1.ListVirtualMachinesResponse, error) {
-	items, rev, err := listNamespaced(ctx, v.s.stores.VMs, req.GetOptions())
+	items, rev, cont, err := listNamespaced(ctx, v.s.stores.VMs, req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.ListVirtualMachinesResponse{Items: items, ResourceVersion: rev}, nil
+	return &apiv1.ListVirtualMachinesResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
 }
 
 // Update replaces spec, labels and annotations. The compare-and-swap on

@@ -23,11 +23,11 @@ func (v *vmiService) Get(ctx context.Context, req *apiv1.GetVirtualMachineInstan
 }
 
 func (v *vmiService) List(ctx context.Context, req *apiv1.ListVirtualMachineInstancesRequest) (*apiv1.ListVirtualMachineInstancesResponse, error) {
-	items, rev, err := listNamespaced(ctx, v.s.stores.VMIs, req.GetOptions())
+	items, rev, cont, err := listNamespaced(ctx, v.s.stores.VMIs, req.GetOptions())
 	if err != nil {
 		return nil, err
 	}
-	return &apiv1.ListVirtualMachineInstancesResponse{Items: items, ResourceVersion: rev}, nil
+	return &apiv1.ListVirtualMachineInstancesResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
 }
 
 func (v *vmiService) Watch(req *apiv1.WatchVirtualMachineInstancesRequest, stream apiv1.VirtualMachineInstances_WatchServer) error {

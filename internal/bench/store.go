@@ -109,6 +109,36 @@ func (e *Etcd) Revision(ctx context.Context) (int64, error) {
 	return resp.Header.Revision, nil
 }
 
+// DBSize is the maintenance Status of the member: the backend database's
+// size on disk (dbSize) and the part of it in use (dbSizeInUse; the rest
+// is free pages a defragmentation would give back).
+func (e *Etcd) DBSize(ctx context.Context) (size, inUse int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := e.c.Status(ctx, e.c.Endpoints()[0])
+	if err != nil {
+		return 0, 0, fmt.Errorf("etcd status: %w", err)
+	}
+	return st.DbSize, st.DbSizeInUse, nil
+}
+
+// Compact discards the history before the current revision and waits until
+// the backend has applied it, as the agent's periodic compaction
+// (--etcd-compaction) would once the run's writes are older than its
+// retention.
+func (e *Etcd) Compact(ctx context.Context) error {
+	rev, err := e.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := e.c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil {
+		return fmt.Errorf("etcd compact at %d: %w", rev, err)
+	}
+	return nil
+}
+
 // Close closes the client.
 func (e *Etcd) Close() error { return e.c.Close() }
 

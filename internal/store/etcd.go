@@ -53,6 +53,7 @@ type etcdStore[T Object] struct {
 	clock   func() time.Time
 	term    *LeaderTerm
 	metrics storeMetrics
+	hub     *hub[T]
 }
 
 // New returns the store of res in etcd.
@@ -61,7 +62,7 @@ func New[T Object](client *clientv3.Client, res Resource[T], opts Options) Store
 	if clock == nil {
 		clock = time.Now
 	}
-	return &etcdStore[T]{
+	s := &etcdStore[T]{
 		client:  client,
 		res:     res,
 		keys:    newKeys(opts.Prefix, res.Plural, res.Kind, res.Namespaced),
@@ -69,6 +70,8 @@ func New[T Object](client *clientv3.Client, res Resource[T], opts Options) Store
 		term:    opts.LeaderTerm,
 		metrics: newStoreMetrics(res.Kind),
 	}
+	s.hub = newHub(s)
+	return s
 }
 
 func (s *etcdStore[T]) Create(ctx context.Context, obj T) (T, error) {

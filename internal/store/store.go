@@ -172,6 +172,13 @@ type Store[T Object] interface {
 	// List returns matching objects sorted by namespace/name and the
 	// revision they were read at.
 	List(ctx context.Context, opts ListOptions) ([]T, int64, error)
+	// ListPage is List a page at a time (Kubernetes pagination): at most
+	// limit objects are read (0: all), from where the continue token of
+	// the previous page says and at that page's revision; the selector
+	// filters within the page. Pages are in key order. Without a limit
+	// and a token it is List. A bad token is ErrInvalid, a compacted
+	// revision ErrExpired.
+	ListPage(ctx context.Context, opts ListOptions, limit int64, cont string) (Page[T], error)
 	// Update writes obj if its metadata.resource_version is still the stored
 	// one (ErrConflict otherwise; 0 is ErrInvalid). An object that has a
 	// deletion timestamp and no finalizers left is deleted instead.

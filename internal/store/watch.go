@@ -56,6 +56,11 @@ func (w *watcher[T]) run(ctx context.Context, listed bool, initial []T, rev int6
 		return
 	}
 	for {
+		// Watches of many objects share the store's etcd watch while
+		// they keep up (hub.go).
+		if w.f.isPrefix && !w.followHub(ctx, &rev) {
+			return
+		}
 		compacted, err := w.watch(ctx, &rev)
 		if ctx.Err() != nil {
 			return
@@ -141,56 +146,92 @@ func (w *watcher[T]) watch(ctx context.Context, rev *int64) (compacted int64, er
 
 var errWatchClosed = errors.New("etcd closed the watch")
 
-// convert turns an etcd event into the event this watch delivers, if any.
+// change is one etcd event with its values decoded.
+type change[T Object] struct {
+	del, create bool
+	key         string
+	rev         int64 // the write's revision (the delete's, for a delete)
+	obj         T     // the new value; unset for a delete
+	prev        T     // the previous value, when hasPrev
+	hasPrev     bool
+}
+
+// decodeEvent decodes ev; the previous value only when needPrev, since
+// that costs a second decode.
+func (s *etcdStore[T]) decodeEvent(ev *clientv3.Event, needPrev bool) (change[T], error) {
+	c := change[T]{del: ev.Type == mvccpb.DELETE, create: ev.IsCreate(), key: string(ev.Kv.Key), rev: ev.Kv.ModRevision}
+	var err error
+	if ev.PrevKv != nil && needPrev {
+		if c.prev, err = s.decode(ev.PrevKv.Value, c.rev); err != nil {
+			return c, err
+		}
+		c.hasPrev = true
+	}
+	if !c.del {
+		if c.obj, err = s.decode(ev.Kv.Value, c.rev); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// convert turns an etcd event of this watch's own etcd watch into the
+// event it delivers, if any.
+func (w *watcher[T]) convert(ev *clientv3.Event) (Event[T], bool, error) {
+	// The previous value is needed to tell whether it matched, unless
+	// everything in the watched key range matches.
+	c, err := w.s.decodeEvent(ev, ev.Type == mvccpb.DELETE || !w.f.all())
+	if err != nil {
+		return Event[T]{}, false, err
+	}
+	e, ok := w.s.eventFor(w.f, c, ev.PrevKv != nil, true)
+	return e, ok, nil
+}
+
+// eventFor is the event a watch with filter f delivers for c, if any.
 // Like the Kubernetes watch cache, an object that starts matching the
 // filter is ADDED and one that stops matching is DELETED (with its last
-// matching state).
-func (w *watcher[T]) convert(ev *clientv3.Event) (Event[T], bool, error) {
-	rev := ev.Kv.ModRevision // for a delete, the revision of the delete
+// matching state). hadPrev says etcd sent the previous value (decoded or
+// not); scoped that the change comes from an etcd watch of f's own key
+// range, so that everything in it is in f's namespace. The objects of the
+// event are c's own: a change shared among watches is cloned by the
+// caller.
+func (s *etcdStore[T]) eventFor(f filter, c change[T], hadPrev, scoped bool) (Event[T], bool) {
 	var zero Event[T]
-
-	var prev T
+	prev := c.prev
 	prevMatches := false
 	switch {
-	case ev.PrevKv != nil && (ev.Type == mvccpb.DELETE || !w.f.all()):
-		var err error
-		if prev, err = w.s.decode(ev.PrevKv.Value, rev); err != nil {
-			return zero, false, err
-		}
-		prevMatches = w.f.Matches(prev)
-	case ev.PrevKv != nil:
+	case c.hasPrev && (c.del || !f.all() || !scoped):
+		prevMatches = f.Matches(prev)
+	case hadPrev:
 		prevMatches = true
-	case ev.Type == mvccpb.DELETE:
+	case c.del:
 		// etcd could not say what was deleted; the key still tells who.
-		ns, name := w.s.keys.parse(string(ev.Kv.Key))
-		prev = w.s.newStub(ns, name, rev)
-		prevMatches = w.f.Name == "" || w.f.Name == name
+		ns, name := s.keys.parse(c.key)
+		prev = s.newStub(ns, name, c.rev)
+		prevMatches = (f.Name == "" || f.Name == name) && (scoped || f.Namespace == "" || f.Namespace == ns)
 	}
 
-	if ev.Type == mvccpb.DELETE {
+	if c.del {
 		if !prevMatches {
-			return zero, false, nil
+			return zero, false
 		}
-		return Event[T]{Type: apiv1.EventType_DELETED, Object: prev, Revision: rev}, true, nil
+		return Event[T]{Type: apiv1.EventType_DELETED, Object: prev, Revision: c.rev}, true
 	}
 
-	obj, err := w.s.decode(ev.Kv.Value, rev)
-	if err != nil {
-		return zero, false, err
-	}
-	matches := w.f.Matches(obj)
-	if ev.PrevKv == nil && !ev.IsCreate() {
+	matches := f.Matches(c.obj)
+	if !hadPrev && !c.create {
 		// An update whose previous state etcd could not tell: assume it
 		// matched as it does now.
 		prevMatches = matches
 	}
 	switch {
 	case matches && prevMatches:
-		return Event[T]{Type: apiv1.EventType_MODIFIED, Object: obj, Revision: rev}, true, nil
+		return Event[T]{Type: apiv1.EventType_MODIFIED, Object: c.obj, Revision: c.rev}, true
 	case matches:
-		return Event[T]{Type: apiv1.EventType_ADDED, Object: obj, Revision: rev}, true, nil
+		return Event[T]{Type: apiv1.EventType_ADDED, Object: c.obj, Revision: c.rev}, true
 	case prevMatches:
-		return Event[T]{Type: apiv1.EventType_DELETED, Object: prev, Revision: rev}, true, nil
+		return Event[T]{Type: apiv1.EventType_DELETED, Object: prev, Revision: c.rev}, true
 	}
-	return zero, false, nil
+	return zero, false
 }

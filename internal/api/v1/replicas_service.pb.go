@@ -215,8 +215,11 @@ type ListReplicaSetsResponse struct {
 	state           protoimpl.MessageState              `protogen:"open.v1"`
 	Items           []*VirtualMachineInstanceReplicaSet `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	ResourceVersion int64                               `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when there is more to read: ListOptions.continue of the next
+	// page. resource_version is the revision every page is read at.
+	Continue      string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListReplicaSetsResponse) Reset() {
@@ -261,6 +264,13 @@ func (x *ListReplicaSetsResponse) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *ListReplicaSetsResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type UpdateReplicaSetRequest struct {
@@ -601,8 +611,11 @@ type ListPoolsResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Items           []*VirtualMachinePool  `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	ResourceVersion int64                  `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when there is more to read: ListOptions.continue of the next
+	// page. resource_version is the revision every page is read at.
+	Continue      string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListPoolsResponse) Reset() {
@@ -647,6 +660,13 @@ func (x *ListPoolsResponse) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *ListPoolsResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type UpdatePoolRequest struct {
@@ -865,10 +885,11 @@ const file_internal_api_v1_replicas_service_proto_rawDesc = "" +
 	"\x14GetReplicaSetRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"M\n" +
 	"\x16ListReplicaSetsRequest\x123\n" +
-	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x8a\x01\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\xa6\x01\n" +
 	"\x17ListReplicaSetsResponse\x12D\n" +
 	"\x05items\x18\x01 \x03(\v2..virtplane.v1.VirtualMachineInstanceReplicaSetR\x05items\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"j\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12\x1a\n" +
+	"\bcontinue\x18\x03 \x01(\tR\bcontinue\"j\n" +
 	"\x17UpdateReplicaSetRequest\x12O\n" +
 	"\vreplica_set\x18\x01 \x01(\v2..virtplane.v1.VirtualMachineInstanceReplicaSetR\n" +
 	"replicaSet\"{\n" +
@@ -886,10 +907,11 @@ const file_internal_api_v1_replicas_service_proto_rawDesc = "" +
 	"\x0eGetPoolRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"G\n" +
 	"\x10ListPoolsRequest\x123\n" +
-	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"v\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x92\x01\n" +
 	"\x11ListPoolsResponse\x126\n" +
 	"\x05items\x18\x01 \x03(\v2 .virtplane.v1.VirtualMachinePoolR\x05items\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"I\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12\x1a\n" +
+	"\bcontinue\x18\x03 \x01(\tR\bcontinue\"I\n" +
 	"\x11UpdatePoolRequest\x124\n" +
 	"\x04pool\x18\x01 \x01(\v2 .virtplane.v1.VirtualMachinePoolR\x04pool\"u\n" +
 	"\x11DeletePoolRequest\x12)\n" +

@@ -146,6 +146,17 @@ type ListOptions struct {
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	// Kubernetes label selector syntax: "app=web,tier!=db,env in (a,b)".
 	LabelSelector string `protobuf:"bytes,2,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// At most this many objects are read for one response (Kubernetes
+	// pagination); 0 reads all of them. The label selector filters within
+	// the page read, so a page may hold fewer, even none, while continue is
+	// set. Paged responses are in key order, not sorted by namespace/name.
+	Limit int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The continue of the previous page's response: the next page, read at
+	// the first page's revision. The other options must stay the same. An
+	// unknown token is InvalidArgument; one whose revision was compacted
+	// (etcd's history is kept for --etcd-compaction) is FailedPrecondition
+	// saying it expired: list again from the start.
+	Continue      string `protobuf:"bytes,4,opt,name=continue,proto3" json:"continue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -190,6 +201,20 @@ func (x *ListOptions) GetNamespace() string {
 func (x *ListOptions) GetLabelSelector() string {
 	if x != nil {
 		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListOptions) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListOptions) GetContinue() string {
+	if x != nil {
+		return x.Continue
 	}
 	return ""
 }
@@ -457,8 +482,11 @@ type ListVirtualMachinesResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Items           []*VirtualMachine      `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	ResourceVersion int64                  `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when there is more to read: ListOptions.continue of the next
+	// page. resource_version is the revision every page is read at.
+	Continue      string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListVirtualMachinesResponse) Reset() {
@@ -503,6 +531,13 @@ func (x *ListVirtualMachinesResponse) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *ListVirtualMachinesResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type UpdateVirtualMachineRequest struct {
@@ -1108,8 +1143,11 @@ type ListVirtualMachineInstancesResponse struct {
 	state           protoimpl.MessageState    `protogen:"open.v1"`
 	Items           []*VirtualMachineInstance `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	ResourceVersion int64                     `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when there is more to read: ListOptions.continue of the next
+	// page. resource_version is the revision every page is read at.
+	Continue      string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListVirtualMachineInstancesResponse) Reset() {
@@ -1154,6 +1192,13 @@ func (x *ListVirtualMachineInstancesResponse) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *ListVirtualMachineInstancesResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type WatchVirtualMachineInstancesRequest struct {
@@ -3352,8 +3397,11 @@ type ListMigrationsResponse struct {
 	state           protoimpl.MessageState             `protogen:"open.v1"`
 	Items           []*VirtualMachineInstanceMigration `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	ResourceVersion int64                              `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when there is more to read: ListOptions.continue of the next
+	// page. resource_version is the revision every page is read at.
+	Continue      string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMigrationsResponse) Reset() {
@@ -3398,6 +3446,13 @@ func (x *ListMigrationsResponse) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *ListMigrationsResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type DeleteMigrationRequest struct {
@@ -3555,10 +3610,12 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x1dinternal/api/v1/service.proto\x12\fvirtplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1binternal/api/v1/types.proto\"=\n" +
 	"\tObjectKey\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"R\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x84\x01\n" +
 	"\vListOptions\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
-	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\"\x92\x01\n" +
+	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\x04 \x01(\tR\bcontinue\"\x92\x01\n" +
 	"\fWatchOptions\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12%\n" +
 	"\x0elabel_selector\x18\x02 \x01(\tR\rlabelSelector\x12\x12\n" +
@@ -3572,10 +3629,11 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x18GetVirtualMachineRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"Q\n" +
 	"\x1aListVirtualMachinesRequest\x123\n" +
-	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"|\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x98\x01\n" +
 	"\x1bListVirtualMachinesResponse\x122\n" +
 	"\x05items\x18\x01 \x03(\v2\x1c.virtplane.v1.VirtualMachineR\x05items\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"K\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12\x1a\n" +
+	"\bcontinue\x18\x03 \x01(\tR\bcontinue\"K\n" +
 	"\x1bUpdateVirtualMachineRequest\x12,\n" +
 	"\x02vm\x18\x01 \x01(\v2\x1c.virtplane.v1.VirtualMachineR\x02vm\"\xaa\x01\n" +
 	"\x1bDeleteVirtualMachineRequest\x12)\n" +
@@ -3612,10 +3670,11 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	" GetVirtualMachineInstanceRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"Y\n" +
 	"\"ListVirtualMachineInstancesRequest\x123\n" +
-	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x8c\x01\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\xa8\x01\n" +
 	"#ListVirtualMachineInstancesResponse\x12:\n" +
 	"\x05items\x18\x01 \x03(\v2$.virtplane.v1.VirtualMachineInstanceR\x05items\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"[\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12\x1a\n" +
+	"\bcontinue\x18\x03 \x01(\tR\bcontinue\"[\n" +
 	"#WatchVirtualMachineInstancesRequest\x124\n" +
 	"\aoptions\x18\x01 \x01(\v2\x1a.virtplane.v1.WatchOptionsR\aoptions\"\xb3\x01\n" +
 	"\x1bVirtualMachineInstanceEvent\x12+\n" +
@@ -3746,10 +3805,11 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x13GetMigrationRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"L\n" +
 	"\x15ListMigrationsRequest\x123\n" +
-	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x88\x01\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\xa4\x01\n" +
 	"\x16ListMigrationsResponse\x12C\n" +
 	"\x05items\x18\x01 \x03(\v2-.virtplane.v1.VirtualMachineInstanceMigrationR\x05items\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"C\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12\x1a\n" +
+	"\bcontinue\x18\x03 \x01(\tR\bcontinue\"C\n" +
 	"\x16DeleteMigrationRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"N\n" +
 	"\x16WatchMigrationsRequest\x124\n" +

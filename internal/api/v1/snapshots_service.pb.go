@@ -162,8 +162,11 @@ type ListSnapshotsResponse struct {
 	state           protoimpl.MessageState    `protogen:"open.v1"`
 	Items           []*VirtualMachineSnapshot `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	ResourceVersion int64                     `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when there is more to read: ListOptions.continue of the next
+	// page. resource_version is the revision every page is read at.
+	Continue      string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListSnapshotsResponse) Reset() {
@@ -208,6 +211,13 @@ func (x *ListSnapshotsResponse) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *ListSnapshotsResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type UpdateSnapshotStatusRequest struct {
@@ -503,8 +513,11 @@ type ListSnapshotContentsResponse struct {
 	state           protoimpl.MessageState           `protogen:"open.v1"`
 	Items           []*VirtualMachineSnapshotContent `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	ResourceVersion int64                            `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when there is more to read: ListOptions.continue of the next
+	// page. resource_version is the revision every page is read at.
+	Continue      string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListSnapshotContentsResponse) Reset() {
@@ -549,6 +562,13 @@ func (x *ListSnapshotContentsResponse) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *ListSnapshotContentsResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type UpdateSnapshotContentStatusRequest struct {
@@ -888,8 +908,11 @@ type ListRestoresResponse struct {
 	state           protoimpl.MessageState   `protogen:"open.v1"`
 	Items           []*VirtualMachineRestore `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	ResourceVersion int64                    `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when there is more to read: ListOptions.continue of the next
+	// page. resource_version is the revision every page is read at.
+	Continue      string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRestoresResponse) Reset() {
@@ -934,6 +957,13 @@ func (x *ListRestoresResponse) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *ListRestoresResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type UpdateRestoreStatusRequest struct {
@@ -1273,8 +1303,11 @@ type ListClonesResponse struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Items           []*VirtualMachineClone `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	ResourceVersion int64                  `protobuf:"varint,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Set when there is more to read: ListOptions.continue of the next
+	// page. resource_version is the revision every page is read at.
+	Continue      string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListClonesResponse) Reset() {
@@ -1319,6 +1352,13 @@ func (x *ListClonesResponse) GetResourceVersion() int64 {
 		return x.ResourceVersion
 	}
 	return 0
+}
+
+func (x *ListClonesResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
 }
 
 type UpdateCloneStatusRequest struct {
@@ -1532,10 +1572,11 @@ const file_internal_api_v1_snapshots_service_proto_rawDesc = "" +
 	"\x12GetSnapshotRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"K\n" +
 	"\x14ListSnapshotsRequest\x123\n" +
-	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"~\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x9a\x01\n" +
 	"\x15ListSnapshotsResponse\x12:\n" +
 	"\x05items\x18\x01 \x03(\v2$.virtplane.v1.VirtualMachineSnapshotR\x05items\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"_\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12\x1a\n" +
+	"\bcontinue\x18\x03 \x01(\tR\bcontinue\"_\n" +
 	"\x1bUpdateSnapshotStatusRequest\x12@\n" +
 	"\bsnapshot\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineSnapshotR\bsnapshot\"y\n" +
 	"\x15DeleteSnapshotRequest\x12)\n" +
@@ -1550,10 +1591,11 @@ const file_internal_api_v1_snapshots_service_proto_rawDesc = "" +
 	"\x19GetSnapshotContentRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"R\n" +
 	"\x1bListSnapshotContentsRequest\x123\n" +
-	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x8c\x01\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\xa8\x01\n" +
 	"\x1cListSnapshotContentsResponse\x12A\n" +
 	"\x05items\x18\x01 \x03(\v2+.virtplane.v1.VirtualMachineSnapshotContentR\x05items\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"k\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12\x1a\n" +
+	"\bcontinue\x18\x03 \x01(\tR\bcontinue\"k\n" +
 	"\"UpdateSnapshotContentStatusRequest\x12E\n" +
 	"\acontent\x18\x01 \x01(\v2+.virtplane.v1.VirtualMachineSnapshotContentR\acontent\"\x80\x01\n" +
 	"\x1cDeleteSnapshotContentRequest\x12)\n" +
@@ -1570,10 +1612,11 @@ const file_internal_api_v1_snapshots_service_proto_rawDesc = "" +
 	"\x11GetRestoreRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"J\n" +
 	"\x13ListRestoresRequest\x123\n" +
-	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"|\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x98\x01\n" +
 	"\x14ListRestoresResponse\x129\n" +
 	"\x05items\x18\x01 \x03(\v2#.virtplane.v1.VirtualMachineRestoreR\x05items\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"[\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12\x1a\n" +
+	"\bcontinue\x18\x03 \x01(\tR\bcontinue\"[\n" +
 	"\x1aUpdateRestoreStatusRequest\x12=\n" +
 	"\arestore\x18\x01 \x01(\v2#.virtplane.v1.VirtualMachineRestoreR\arestore\"x\n" +
 	"\x14DeleteRestoreRequest\x12)\n" +
@@ -1590,10 +1633,11 @@ const file_internal_api_v1_snapshots_service_proto_rawDesc = "" +
 	"\x0fGetCloneRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"H\n" +
 	"\x11ListClonesRequest\x123\n" +
-	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"x\n" +
+	"\aoptions\x18\x01 \x01(\v2\x19.virtplane.v1.ListOptionsR\aoptions\"\x94\x01\n" +
 	"\x12ListClonesResponse\x127\n" +
 	"\x05items\x18\x01 \x03(\v2!.virtplane.v1.VirtualMachineCloneR\x05items\x12)\n" +
-	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\"S\n" +
+	"\x10resource_version\x18\x02 \x01(\x03R\x0fresourceVersion\x12\x1a\n" +
+	"\bcontinue\x18\x03 \x01(\tR\bcontinue\"S\n" +
 	"\x18UpdateCloneStatusRequest\x127\n" +
 	"\x05clone\x18\x01 \x01(\v2!.virtplane.v1.VirtualMachineCloneR\x05clone\"v\n" +
 	"\x12DeleteCloneRequest\x12)\n" +

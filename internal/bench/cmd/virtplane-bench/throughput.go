@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -21,10 +22,19 @@ import (
 
 var throughputCfg struct {
 	fake      intList
-	fakeNodes int
+	fakeNodes intList
 	test      int
 	workers   int
 	profile   bool
+	reads     int
+	pprof     bool
+}
+
+// nodesFor is the fake nodes of the i-th fake size: the i-th of
+// -fake-nodes, or its last entry when it has fewer.
+func nodesFor(i int) int {
+	l := throughputCfg.fakeNodes
+	return l[min(i, len(l)-1)]
 }
 
 // intList is a comma-separated list of sizes.
@@ -56,14 +66,21 @@ func (l *intList) Set(v string) error {
 var throughputBench = &measurement{
 	name: "throughput", id: "3-throughput", title: "3. Control-plane throughput: N VMs until all Running",
 	flags: func(fs *flag.FlagSet, full bool) func() string {
-		throughputCfg.fake = byMode(full, intList{1000}, intList{1000, 10000})
+		throughputCfg.fake = byMode(full, intList{1000}, intList{1000, 10000, 100000})
 		fs.Var(&throughputCfg.fake, "fake", "sizes run on fake nodes (control plane only), comma-separated; empty skips")
-		fs.IntVar(&throughputCfg.fakeNodes, "fake-nodes", 10, "fake nodes")
+		throughputCfg.fakeNodes = byMode(full, intList{10}, intList{10, 10, 1000})
+		fs.Var(&throughputCfg.fakeNodes, "fake-nodes", "fake nodes of each -fake size, comma-separated; the last applies to the sizes after it")
 		fs.IntVar(&throughputCfg.test, "test", byMode(full, 200, 1000), "VMs with real launchers on libvirt's test:///default driver; 0 skips")
 		fs.IntVar(&throughputCfg.workers, "workers", 16, "concurrent API create calls")
 		fs.BoolVar(&throughputCfg.profile, "profile", true, "when the 10,000 target is missed, profile the control plane (in-process) on the largest fake size")
+		fs.IntVar(&throughputCfg.reads, "reads", 3, "runs of each read timed once a fake size is Running (CLI get, terraform data source); 0 skips them")
+		fs.BoolVar(&throughputCfg.pprof, "agent-pprof", false, "run the agents with --pprof and save a 30 s CPU profile (from the first create) and a heap profile (all Running) of the largest fake size")
 		return func() string {
-			return fmt.Sprintf("-fake %s -fake-nodes %d -test %d -workers %d", throughputCfg.fake.String(), throughputCfg.fakeNodes, throughputCfg.test, throughputCfg.workers)
+			f := fmt.Sprintf("-fake %s -fake-nodes %s -test %d -workers %d -reads %d", throughputCfg.fake.String(), throughputCfg.fakeNodes.String(), throughputCfg.test, throughputCfg.workers, throughputCfg.reads)
+			if throughputCfg.pprof {
+				f += " -agent-pprof"
+			}
+			return f
 		}
 	},
 	run: runThroughput,
@@ -73,24 +90,26 @@ var throughputBench = &measurement{
 type tpResult struct {
 	n                  int
 	created, vmis, vms time.Duration // from the first create: all created, all VMIs Running, all VMs Running+ready
+	nodes              int
 	writes             bench.StoreCounts
 	agentCPU           float64 // seconds, during the run
 	agentHWM, agentRSS int64   // kB at the end
 	benchCPU           float64 // this process (fake nodes, client), seconds
 	extra              []string
+	scale              *scaleResult // fake sizes, with -reads
 }
 
 func runThroughput(ctx context.Context, e *env, s *bench.Section) error {
 	cfg := throughputCfg
 	s.Setup = []string{
 		fmt.Sprintf("VMs: %s guest memory, 1 vCPU, no disk, no kernel, run strategy Always, created through the API by %d concurrent callers as fast as they return; the clock starts at the first create and stops when every VMI is Running and every VM Running + ready (API watch).", densityMemory, cfg.workers),
-		fmt.Sprintf("Fake path (control plane only): `serve --role server` (API, embedded etcd, controllers; no node agent) and %d `internal/fakenode` nodes in the benchmark process, each with a client connection of its own, that move every VMI placed on them to Running at once (one status write, like the node agent's). Fake nodes report 1000 CPUs and 4Ti each; agent defaults otherwise.", cfg.fakeNodes),
+		fmt.Sprintf("Fake path (control plane only): `serve --role server` (API, embedded etcd, controllers; no node agent) and `internal/fakenode` nodes (%s for the sizes %s) in the benchmark process, each with a client connection of its own, that move every VMI placed on them to Running at once (one status write, like the node agent's). Fake nodes report 1000 CPUs and 4Ti each; agent defaults otherwise.", cfg.fakeNodes.String(), cfg.fake.String()),
 		fmt.Sprintf("Real-launcher path: `serve --role all --libvirt-uri test:///default --vm-memory-overhead %s --cpu-allocation-ratio R` and %s guests: one real virtplane-launcher process per VM, each with libvirt's in-process test driver (no QEMU, no libvirtd). Guest memory and overhead are placement accounting only (the test driver runs no guest); they let %d VMs be placed on this host's memory (an overhead of 0 means the 160Mi default).", testDriverOverhead, testDriverMemory, cfg.test),
 		"Store writes per VM: agent's virtplane_store_writes_total (VM and VMI kinds) and etcd revision delta over the run, divided by N. Agent CPU: utime + stime of the agent process (/proc/<pid>/stat) during the run. Peak RSS: VmHWM of the agent process (a fresh process per run).",
 	}
 	var results []tpResult
-	for _, n := range cfg.fake {
-		r, err := throughputFake(ctx, e, n, cfg.fakeNodes, cfg.workers)
+	for i, n := range cfg.fake {
+		r, err := throughputFake(ctx, e, n, nodesFor(i), cfg.workers, i == len(cfg.fake)-1 && cfg.pprof)
 		if err != nil {
 			return err
 		}
@@ -104,9 +123,9 @@ func runThroughput(ctx context.Context, e *env, s *bench.Section) error {
 		}
 		test = &r
 	}
-	s.NewTable("Time to all Running", "Path", "N", "All created", "All VMIs Running", "All VMs Running + ready", "VMs/s", "Writes per VM (VM+VMI)", "etcd revisions per VM", "Agent CPU", "Agent CPU per VM", "Agent peak RSS (VmHWM)")
+	s.NewTable("Time to all Running", "Path", "N", "Nodes", "All created", "All VMIs Running", "All VMs Running + ready", "VMs/s", "Writes per VM (VM+VMI)", "etcd revisions per VM", "Agent CPU", "Agent CPU per VM", "Agent peak RSS (VmHWM)")
 	row := func(path string, r tpResult) {
-		s.AddRow(path, strconv.Itoa(r.n), bench.Secs(r.created), bench.Secs(r.vmis), bench.Secs(r.vms),
+		s.AddRow(path, strconv.Itoa(r.n), strconv.Itoa(r.nodes), bench.Secs(r.created), bench.Secs(r.vmis), bench.Secs(r.vms),
 			fmt.Sprintf("%.0f", float64(r.n)/r.vms.Seconds()),
 			fmt.Sprintf("%.2f", r.writes.Writes.VMAndVMI()/float64(r.n)),
 			fmt.Sprintf("%.2f", float64(r.writes.Revision)/float64(r.n)),
@@ -118,6 +137,7 @@ func runThroughput(ctx context.Context, e *env, s *bench.Section) error {
 	if test != nil {
 		row("real launchers, test:///default", *test)
 	}
+	addScaleTable(s, results, cfg.reads)
 	for _, r := range results {
 		s.Note("Fake path, N=%d: the benchmark process (fake nodes, creates, watch) used %.1f s of CPU besides the agent's.", r.n, r.benchCPU)
 	}
@@ -131,7 +151,7 @@ func runThroughput(ctx context.Context, e *env, s *bench.Section) error {
 			met := r.vms <= 60*time.Second
 			s.Target("10,000 VMs Running (fake nodes)", "≤ 60 s", bench.Secs(r.vms), met)
 			if !met && cfg.profile {
-				prof, err := profileControlPlane(ctx, e, r.n, cfg.fakeNodes, cfg.workers)
+				prof, err := profileControlPlane(ctx, e, r.n, r.nodes, cfg.workers)
 				if err != nil {
 					s.Note("Profiling failed: %v", err)
 					continue
@@ -145,10 +165,16 @@ func runThroughput(ctx context.Context, e *env, s *bench.Section) error {
 	return nil
 }
 
-// throughputFake runs n VMs on fake nodes against a server-only agent.
-func throughputFake(ctx context.Context, e *env, n, nodes, workers int) (tpResult, error) {
+// throughputFake runs n VMs on fake nodes against a server-only agent,
+// then measures the store and reads at that size; with pprof, it saves the
+// agent's CPU profile of the first 30 s and its heap once all run.
+func throughputFake(ctx context.Context, e *env, n, nodes, workers int, pprof bool) (tpResult, error) {
 	ns := fmt.Sprintf("%s-tpf%d", e.prefix, n)
-	a, err := e.startAgent(ctx, bench.AgentConfig{Dir: filepath.Join(e.work, "tp-fake-"+strconv.Itoa(n)), Role: bench.RoleServer})
+	cfg := bench.AgentConfig{Dir: filepath.Join(e.work, "tp-fake-"+strconv.Itoa(n)), Role: bench.RoleServer}
+	if pprof {
+		cfg.Extra = []string{"--pprof"}
+	}
+	a, err := e.startAgent(ctx, cfg)
 	if err != nil {
 		return tpResult{}, err
 	}
@@ -158,7 +184,44 @@ func throughputFake(ctx context.Context, e *env, n, nodes, workers int) (tpResul
 		return tpResult{}, err
 	}
 	defer stop()
-	return measureThroughput(ctx, e, a, ns, n, workers, densityMemory)
+	var sr scaleResult
+	cpuDone := make(chan error, 1)
+	if pprof {
+		go func() {
+			var err error
+			sr.cpuProfile, err = agentProfile(ctx, e, a, "profile", "?seconds=30", fmt.Sprintf("throughput-%d-agent-cpu.pprof", n))
+			cpuDone <- err
+		}()
+	} else {
+		cpuDone <- nil
+	}
+	r, err := measureThroughput(ctx, e, a, ns, n, workers, densityMemory)
+	r.nodes = nodes
+	if perr := <-cpuDone; perr != nil {
+		e.log.Warn("agent CPU profile", "err", perr)
+	}
+	if err != nil {
+		return r, err
+	}
+	if pprof {
+		if sr.heapProf, err = agentProfile(ctx, e, a, "heap", "?gc=1", fmt.Sprintf("throughput-%d-agent-heap.pprof", n)); err != nil {
+			e.log.Warn("agent heap profile", "err", err)
+		}
+	}
+	if throughputCfg.reads > 0 {
+		etcd, err := bench.DialEtcd(ctx, a.EtcdSocket())
+		if err != nil {
+			return r, err
+		}
+		defer etcd.Close()
+		got, err := measureScale(ctx, e, a, etcd, ns, n, throughputCfg.reads)
+		if err != nil {
+			return r, err
+		}
+		got.cpuProfile, got.heapProf = sr.cpuProfile, sr.heapProf
+		r.scale = &got
+	}
+	return r, nil
 }
 
 // startFakeNodes registers fake nodes, each with its own connection; stop
@@ -168,22 +231,31 @@ func startFakeNodes(ctx context.Context, endpoint, prefix string, n int) (stop f
 	var nodes []*fakenode.Node
 	var conns []*client.Client
 	stop = func() {
+		// At once: a node's Stop waits out its loops' retry pauses
+		// (100 ms), which one after another took over a minute for
+		// 1,000 nodes, while the stopped ones went unresponsive.
+		var wg sync.WaitGroup
 		for _, fn := range nodes {
-			fn.Stop()
+			wg.Go(fn.Stop)
 		}
+		wg.Wait()
 		for _, c := range conns {
 			c.Close()
 		}
 	}
 	for i := range n {
-		c, err := client.Dial(ctx, client.Config{Endpoint: endpoint})
+		// Each node calls as itself, as a node agent does: held to a
+		// node's permissions and its own stream limit, not sharing the
+		// admin's (1,024 streams; each fake node holds three watches).
+		name := fmt.Sprintf("%s-node-%02d", prefix, i)
+		c, err := client.Dial(ctx, client.Config{Endpoint: endpoint, ActAsNode: name})
 		if err != nil {
 			stop()
 			return nil, err
 		}
 		conns = append(conns, c)
-		fn, err := fakenode.Start(ctx, c, fakenode.Options{Name: fmt.Sprintf("%s-node-%02d", prefix, i),
-			CPU: "1000", Memory: "4Ti", Logger: quiet})
+		fn, err := fakenode.Start(ctx, c, fakenode.Options{Name: name,
+			CPU: "1k", Memory: "4Ti", Logger: quiet})
 		if err != nil {
 			stop()
 			return nil, err

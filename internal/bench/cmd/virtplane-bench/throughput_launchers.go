@@ -28,6 +28,7 @@ func throughputTest(ctx context.Context, e *env, n, workers int) (tpResult, erro
 	}
 	defer func() { _ = e.teardown(ns, a) }()
 	r, err := measureThroughput(ctx, e, a, ns, n, workers, testDriverMemory)
+	r.nodes = 1 // the agent's own node
 	if err != nil {
 		return r, err
 	}
