@@ -66,14 +66,16 @@ func vmInTrouble(vm *apiv1.VirtualMachine) bool {
 // p (by uid, so a VM of an earlier pool of the same name is not).
 func poolVMs(ctx context.Context, c *client.Client, p *apiv1.VirtualMachinePool) ([]*apiv1.VirtualMachine, error) {
 	md := p.GetMetadata()
-	list, err := c.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: &apiv1.ListOptions{
+	list, _, err := client.ListAll(ctx, &apiv1.ListOptions{
 		Namespace: md.GetNamespace(), LabelSelector: apiv1.SelectorString(p.GetSpec().GetSelector()),
-	}})
+	}, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListVirtualMachinesResponse, error) {
+		return c.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: o})
+	})
 	if err != nil {
 		return nil, err
 	}
 	var out []*apiv1.VirtualMachine
-	for _, vm := range list.GetItems() {
+	for _, vm := range list {
 		if controlledBy(vm.GetMetadata(), apiv1.KindPool, md.GetUid()) {
 			out = append(out, vm)
 		}

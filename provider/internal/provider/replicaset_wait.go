@@ -35,14 +35,16 @@ func readReplicaSet(ctx context.Context, c *client.Client, ns, name string) (rep
 // selector matches in its namespace whose controller is rs (by uid).
 func replicaSetInstances(ctx context.Context, c *client.Client, rs *apiv1.VirtualMachineInstanceReplicaSet) ([]*apiv1.VirtualMachineInstance, error) {
 	md := rs.GetMetadata()
-	list, err := c.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: &apiv1.ListOptions{
+	list, _, err := client.ListAll(ctx, &apiv1.ListOptions{
 		Namespace: md.GetNamespace(), LabelSelector: apiv1.SelectorString(rs.GetSpec().GetSelector()),
-	}})
+	}, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListVirtualMachineInstancesResponse, error) {
+		return c.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: o})
+	})
 	if err != nil {
 		return nil, err
 	}
 	var out []*apiv1.VirtualMachineInstance
-	for _, vmi := range list.GetItems() {
+	for _, vmi := range list {
 		if controlledBy(vmi.GetMetadata(), apiv1.KindReplicaSet, md.GetUid()) {
 			out = append(out, vmi)
 		}

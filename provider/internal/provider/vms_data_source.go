@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
 var (
@@ -106,22 +107,26 @@ func (d *vmsDataSource) Read(ctx context.Context, req datasource.ReadRequest, re
 		return
 	}
 	opts := &apiv1.ListOptions{Namespace: m.Namespace.ValueString(), LabelSelector: m.LabelSelector.ValueString()}
-	vms, err := d.data.client.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: opts})
+	// Paged: one response of every VM would pass gRPC's 4 MiB message
+	// limit at tens of thousands of VMs.
+	vms, _, err := client.ListAll(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListVirtualMachinesResponse, error) {
+		return d.data.client.VMs.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: o})
+	})
 	if err != nil {
 		addListError(&resp.Diagnostics, err, d.data.endpoint, m.LabelSelector, "list virtual machines")
 		return
 	}
 	// Instances carry the node; they share their VM's name and namespace,
 	// and listing them by namespace only keeps this to two calls.
-	vmis, err := d.data.client.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{
-		Options: &apiv1.ListOptions{Namespace: m.Namespace.ValueString()},
+	vmis, _, err := client.ListAll(ctx, &apiv1.ListOptions{Namespace: m.Namespace.ValueString()}, func(ctx context.Context, o *apiv1.ListOptions) (*apiv1.ListVirtualMachineInstancesResponse, error) {
+		return d.data.client.VMIs.List(ctx, &apiv1.ListVirtualMachineInstancesRequest{Options: o})
 	})
 	if err != nil {
 		resp.Diagnostics.AddError(apiError(err, d.data.endpoint, "list virtual machine instances"))
 		return
 	}
 	m.ID = types.StringValue(vmsFilterID(m))
-	m.VirtualMachines = vmSummaries(vms.GetItems(), vmis.GetItems(), m.PrintableStatus.ValueString(), &resp.Diagnostics)
+	m.VirtualMachines = vmSummaries(vms, vmis, m.PrintableStatus.ValueString(), &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
