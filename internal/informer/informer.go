@@ -335,6 +335,16 @@ func (i *Informer[T]) List() []T {
 	return i.sortedLocked(maps.Keys(i.items))
 }
 
+// ListUnsorted returns every cached object in no particular order: for
+// callers whose result does not depend on it, which a sort by key would
+// cost O(n log n) string comparisons on every call (placement lists every
+// node for every instance it places).
+func (i *Informer[T]) ListUnsorted() []T {
+	i.mu.RLock()
+	defer i.mu.RUnlock()
+	return slices.Collect(maps.Values(i.items))
+}
+
 // ByIndex returns the objects whose index value matches, sorted by key.
 func (i *Informer[T]) ByIndex(index, value string) []T {
 	i.mu.RLock()

@@ -3,6 +3,7 @@ package informer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -143,5 +144,19 @@ func TestFillForTests(t *testing.T) {
 	n, _ := inf.Get("", "x")
 	if !proto.Equal(n, node("x", nil)) {
 		t.Fatal("fill content")
+	}
+}
+
+// TestListUnsorted: the same objects as List, whatever the order.
+func TestListUnsorted(t *testing.T) {
+	inf := New[*apiv1.Node](nil, store.ListOptions{}, nil)
+	inf.Fill(node("c", nil), node("a", nil), node("b", nil))
+	var names []string
+	for _, n := range inf.ListUnsorted() {
+		names = append(names, n.GetMetadata().GetName())
+	}
+	slices.Sort(names)
+	if fmt.Sprint(names) != "[a b c]" {
+		t.Fatalf("ListUnsorted = %v", names)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -98,11 +100,41 @@ func allocatable(node *apiv1.Node, name string, scale resource.Scale) int64 {
 	if !ok {
 		s = node.GetStatus().GetCapacity()[name]
 	}
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return 0
+	return parsedAmount(s, scale)
+}
+
+// quantities caches parsed node quantities: placement reads every node's
+// allocatable CPU and memory for every instance it places, and parsing
+// them again was a tenth of the server's CPU at 100,000 VMs on 1,000
+// nodes. Nodes report few distinct values, so the cache stays small; it
+// stops growing at maxCachedQuantities all the same.
+var quantities sync.Map // quantityKey → int64
+
+const maxCachedQuantities = 4096
+
+var cachedQuantities atomic.Int64
+
+type quantityKey struct {
+	s     string
+	scale resource.Scale
+}
+
+// parsedAmount is amount(ParseQuantity(s), scale), 0 when s does not parse.
+func parsedAmount(s string, scale resource.Scale) int64 {
+	k := quantityKey{s, scale}
+	if v, ok := quantities.Load(k); ok {
+		return v.(int64)
 	}
-	return amount(q, scale)
+	var v int64
+	if q, err := resource.ParseQuantity(s); err == nil {
+		v = amount(q, scale)
+	}
+	if cachedQuantities.Load() < maxCachedQuantities {
+		if _, loaded := quantities.LoadOrStore(k, v); !loaded {
+			cachedQuantities.Add(1)
+		}
+	}
+	return v
 }
 
 func nodeAllocatable(node *apiv1.Node) resources {
