@@ -34,18 +34,19 @@ func throughputTest(ctx context.Context, e *env, n, workers int) (tpResult, erro
 	}
 	r.extra = append(r.extra, fmt.Sprintf("agent flags `--cpu-allocation-ratio %d --vm-memory-overhead %s`, guests %s.", cpuRatio(n), testDriverOverhead, testDriverMemory))
 	ls := procfs.Launchers(e.launcher, ns)
-	var rss, anon, pss, threads int64
+	var rss, anon, pss, priv, threads int64
 	for _, pid := range ls {
 		st, err := procfs.ProcStatus(pid, "VmRSS", "RssAnon", "Threads")
 		if err != nil {
 			continue
 		}
 		p, _ := procfs.Pss(pid)
-		rss, anon, pss, threads = rss+st["VmRSS"], anon+st["RssAnon"], pss+p, threads+st["Threads"]
+		pr, _ := procfs.Private(pid)
+		rss, anon, pss, priv, threads = rss+st["VmRSS"], anon+st["RssAnon"], pss+p, priv+pr, threads+st["Threads"]
 	}
 	if k := int64(len(ls)); k > 0 {
-		r.extra = append(r.extra, fmt.Sprintf("%d launcher processes: per launcher VmRSS %s, RssAnon %s, Pss %s, %d threads (all launchers: Pss %s, %d threads); agent VmRSS %s at the end, %d threads.",
-			k, bench.MiB(rss/k), bench.MiB(anon/k), bench.MiB(pss/k), threads/k, bench.MiB(pss), threads, bench.MiB(r.agentRSS), procfs.Threads(a.Pid)))
+		r.extra = append(r.extra, fmt.Sprintf("%d launcher processes: per launcher VmRSS %s, RssAnon %s, Pss %s, private %s, %d threads (all launchers: Pss %s, %d threads); agent VmRSS %s at the end, %d threads.",
+			k, bench.MiB(rss/k), bench.MiB(anon/k), bench.MiB(pss/k), bench.MiB(priv/k), threads/k, bench.MiB(pss), threads, bench.MiB(r.agentRSS), procfs.Threads(a.Pid)))
 	}
 	return r, nil
 }
