@@ -369,6 +369,7 @@ type Lister[T store.Object] interface {
 	Get(namespace, name string) (T, bool)
 	GetByKey(key string) (T, bool)
 	List() []T
+	ListUnsorted() []T
 	ByIndex(index, value string) []T
 }
 

@@ -114,11 +114,6 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	return controller.Result{}, nil
 }
 
-// unsortedLister lists a cache without sorting it (informer.Informer).
-type unsortedLister interface {
-	ListUnsorted() []*apiv1.Node
-}
-
 // candidates lists the nodes with what each already carries: the non-final
 // VMIs placed on it (usage, from the informer's events) plus the
 // reservations not counted there yet, and which of macs (the placed
@@ -150,13 +145,8 @@ func (c *Controller) candidates(now time.Time, self string, macs []string) []can
 			}
 		}
 	}
-	var nodes []*apiv1.Node
-	if u, ok := c.nodes.(unsortedLister); ok {
-		// choose breaks ties by name, so the order does not matter.
-		nodes = u.ListUnsorted()
-	} else {
-		nodes = c.nodes.List()
-	}
+	// choose breaks ties by name, so the order does not matter.
+	nodes := c.nodes.ListUnsorted()
 	out := make([]candidate, 0, len(nodes))
 	for _, n := range nodes {
 		name := n.GetMetadata().GetName()
