@@ -75,17 +75,60 @@ func (c *consoleService) Attach(stream apiv1.Consoles_AttachServer) error {
 // console on node ended because it migrated away: the same instance,
 // still running, placed elsewhere. A session that does not follow, or an
 // instance that ended or was replaced, ends with the node's stream.
+//
+// The source node ends its console as soon as it noted the handover,
+// a moment before it writes the instance's new node: while the instance
+// still names node with its migration from node in flight, moved waits
+// on the store for the write that decides (done, failed or aborted, or
+// the instance gone) for as long as the client stays.
 func (c *consoleService) moved(ctx context.Context, sess *apiv1.ConsoleSession, node string) (string, bool) {
 	if !sess.GetOpen().GetFollow() || sess.GetVmiUid() == "" || ctx.Err() != nil {
 		return "", false
 	}
 	open := sess.GetOpen()
-	vmi, err := c.s.stores.VMIs.Get(ctx, open.GetNamespace(), open.GetName())
-	if err != nil || vmi.GetMetadata().GetUid() != sess.GetVmiUid() || apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := c.s.stores.VMIs.Watch(ctx, store.WatchOptions{
+		ListOptions: store.ListOptions{Namespace: open.GetNamespace()}, Name: open.GetName()})
+	if err != nil {
 		return "", false
 	}
-	next := vmi.GetStatus().GetNodeName()
-	return next, next != "" && next != node
+	listed := false // the current listing had the instance
+	for ev := range events {
+		switch ev.Type {
+		case apiv1.EventType_ADDED, apiv1.EventType_MODIFIED:
+			listed = true
+			if next, decided := movedTo(ev.Object, sess.GetVmiUid(), node); decided {
+				return next, next != ""
+			}
+		case apiv1.EventType_RESET:
+			listed = false
+		case apiv1.EventType_SYNCED:
+			if !listed {
+				return "", false // gone
+			}
+		default: // deleted, or the watch failed
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// movedTo decides from one state of the instance where its console goes
+// on after node's ended: next is the node it now runs on ("" when the
+// console ends); undecided while its migration away from node is in
+// flight.
+func movedTo(vmi *apiv1.VirtualMachineInstance, uid, node string) (next string, decided bool) {
+	if vmi.GetMetadata().GetUid() != uid || apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
+		return "", true
+	}
+	if n := vmi.GetStatus().GetNodeName(); n != "" && n != node {
+		return n, true
+	}
+	if m := vmi.GetStatus().GetMigrationState(); m != nil && !m.GetCompleted() && m.GetSourceNode() == node {
+		return "", false
+	}
+	return "", true
 }
 
 // followOn is the session that continues sess on the node an instance

@@ -363,3 +363,89 @@ func TestConsoleResolveErrors(t *testing.T) {
 		t.Fatalf("session of a stopped VM: %v", s)
 	}
 }
+
+// The source node ends its console of a migrating instance as soon as it
+// noted the handover, a moment before it writes the instance's new node:
+// a followed console waits for that write, and goes on at the target;
+// when the migration is written as failed instead, the console ends with
+// the node's notice.
+func TestConsoleWaitsForTheHandover(t *testing.T) {
+	f := newConsoleFixture(t)
+	n1, _ := f.node(t, "n1")
+	n2, _ := f.node(t, "n2")
+	for _, fails := range []bool{false, true} {
+		name := map[bool]string{false: "moves", true: "stays"}[fails]
+		vmi := f.vmi(t, name, apiv1.PhaseRunning, "n1", "vm-"+name)
+		vmi.Status.MigrationState = &apiv1.MigrationState{MigrationUid: "m-" + name, SourceNode: "n1", TargetNode: "n2"}
+		vmi, err := f.st.VMIs.Update(f.ctx, vmi)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, _ := f.attach(t, &apiv1.ConsoleOpen{Name: name, Follow: true})
+		s1, err := n1.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, _ := f.serve(t, s1)
+		if err := src.Send(&apiv1.ConsoleOutput{Notice: "instance ended", Final: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		// n1's stream is over: the API has decided on n1's end.
+		if err := recvErr(src.Recv); !errors.Is(err, io.EOF) {
+			t.Fatalf("%s: n1's stream ended with %v, want a clean end", name, err)
+		}
+		vmi.Status.MigrationState.Completed = true
+		if fails {
+			vmi.Status.MigrationState.Failed = true
+		} else {
+			vmi.Status.NodeName = "n2"
+		}
+		if _, err := f.st.VMIs.Update(f.ctx, vmi); err != nil {
+			t.Fatal(err)
+		}
+		out, err := client.Recv()
+		if fails {
+			if err != nil || out.GetNotice() != "instance ended" {
+				t.Fatalf("%s: client got %v, %v; want n1's notice", name, out, err)
+			}
+			if err := recvErr(client.Recv); !errors.Is(err, io.EOF) {
+				t.Fatalf("%s: client stream ended with %v, want a clean end", name, err)
+			}
+			continue
+		}
+		if err != nil || out.GetNotice() != "the instance moved from node n1 to node n2" {
+			t.Fatalf("%s: client got %v, %v; want the move's notice", name, out, err)
+		}
+		if s2, err := n2.Recv(); err != nil || s2.GetVmiUid() != vmi.GetMetadata().GetUid() {
+			t.Fatalf("%s: n2 got %v, %v", name, s2, err)
+		}
+	}
+}
+
+func TestMovedTo(t *testing.T) {
+	inFlight := &apiv1.MigrationState{SourceNode: "n1", TargetNode: "n2"}
+	done := &apiv1.MigrationState{SourceNode: "n1", TargetNode: "n2", Completed: true}
+	for _, tc := range []struct {
+		name, uid, phase, node string
+		mig                    *apiv1.MigrationState
+		next                   string
+		decided                bool
+	}{
+		{"moved", "u", apiv1.PhaseRunning, "n2", done, "n2", true},
+		{"handover not written yet", "u", apiv1.PhaseRunning, "n1", inFlight, "", false},
+		{"migration failed", "u", apiv1.PhaseRunning, "n1", &apiv1.MigrationState{SourceNode: "n1", Completed: true, Failed: true}, "", true},
+		{"no migration", "u", apiv1.PhaseRunning, "n1", nil, "", true},
+		{"another node's migration", "u", apiv1.PhaseRunning, "n1", &apiv1.MigrationState{SourceNode: "n3"}, "", true},
+		{"ended", "u", apiv1.PhaseFailed, "n1", inFlight, "", true},
+		{"replaced", "other", apiv1.PhaseRunning, "n2", nil, "", true},
+	} {
+		vmi := &apiv1.VirtualMachineInstance{Metadata: &apiv1.ObjectMeta{Uid: tc.uid},
+			Status: &apiv1.VirtualMachineInstanceStatus{Phase: tc.phase, NodeName: tc.node, MigrationState: tc.mig}}
+		if next, decided := movedTo(vmi, "u", "n1"); next != tc.next || decided != tc.decided {
+			t.Errorf("%s: movedTo = %q, %v; want %q, %v", tc.name, next, decided, tc.next, tc.decided)
+		}
+	}
+}
