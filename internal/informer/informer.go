@@ -335,14 +335,16 @@ func (i *Informer[T]) List() []T {
 	return i.sortedLocked(maps.Keys(i.items))
 }
 
-// ListUnsorted returns every cached object in no particular order: for
-// callers whose result does not depend on it, which a sort by key would
-// cost O(n log n) string comparisons on every call (placement lists every
-// node for every instance it places).
-func (i *Informer[T]) ListUnsorted() []T {
+// AppendUnsorted appends every cached object to dst, in no particular
+// order, and returns the result: for callers whose result does not depend
+// on the order, which a sort by key would cost O(n log n) string
+// comparisons on every call, and that reuse dst (placement lists every
+// node for every instance it places: 1,000 nodes for 100,000 instances
+// were 1.6 GB of garbage).
+func (i *Informer[T]) AppendUnsorted(dst []T) []T {
 	i.mu.RLock()
 	defer i.mu.RUnlock()
-	return slices.Collect(maps.Values(i.items))
+	return slices.AppendSeq(dst, maps.Values(i.items))
 }
 
 // ByIndex returns the objects whose index value matches, sorted by key.
@@ -369,7 +371,7 @@ type Lister[T store.Object] interface {
 	Get(namespace, name string) (T, bool)
 	GetByKey(key string) (T, bool)
 	List() []T
-	ListUnsorted() []T
+	AppendUnsorted(dst []T) []T
 	ByIndex(index, value string) []T
 }
 

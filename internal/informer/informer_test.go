@@ -147,16 +147,18 @@ func TestFillForTests(t *testing.T) {
 	}
 }
 
-// TestListUnsorted: the same objects as List, whatever the order.
-func TestListUnsorted(t *testing.T) {
+// TestAppendUnsorted: the same objects as List, whatever the order,
+// after what dst held.
+func TestAppendUnsorted(t *testing.T) {
 	inf := New[*apiv1.Node](nil, store.ListOptions{}, nil)
 	inf.Fill(node("c", nil), node("a", nil), node("b", nil))
+	got := inf.AppendUnsorted([]*apiv1.Node{node("z", nil)})
 	var names []string
-	for _, n := range inf.ListUnsorted() {
+	for _, n := range got[1:] {
 		names = append(names, n.GetMetadata().GetName())
 	}
 	slices.Sort(names)
-	if fmt.Sprint(names) != "[a b c]" {
-		t.Fatalf("ListUnsorted = %v", names)
+	if got[0].GetMetadata().GetName() != "z" || fmt.Sprint(names) != "[a b c]" {
+		t.Fatalf("AppendUnsorted = %v, %v", got[0], names)
 	}
 }

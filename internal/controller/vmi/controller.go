@@ -83,6 +83,10 @@ type Controller struct {
 	assumed *assumeCache
 	usage   *usage
 	placeMu sync.Mutex // one placement decision at a time, see place
+	// Reused by every decision under placeMu (candidates): a decision
+	// among 1,000 nodes would otherwise allocate 80 KB of garbage.
+	nodeBuf []*apiv1.Node
+	candBuf []candidate
 }
 
 // New registers the controller's index and handlers on the shared

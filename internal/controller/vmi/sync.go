@@ -117,7 +117,9 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 // candidates lists the nodes with what each already carries: the non-final
 // VMIs placed on it (usage, from the informer's events) plus the
 // reservations not counted there yet, and which of macs (the placed
-// VMI's, whose cache key is self) other instances hold there.
+// VMI's, whose cache key is self) other instances hold there. Call it
+// under placeMu: the result is the controller's buffer, good until the
+// next call.
 func (c *Controller) candidates(now time.Time, self string, macs []string) []candidate {
 	pending := map[string]resources{}
 	var inUse map[string][]string // node → MACs; only when there are any to look for
@@ -146,14 +148,15 @@ func (c *Controller) candidates(now time.Time, self string, macs []string) []can
 		}
 	}
 	// choose breaks ties by name, so the order does not matter.
-	nodes := c.nodes.ListUnsorted()
-	out := make([]candidate, 0, len(nodes))
-	for _, n := range nodes {
+	c.nodeBuf = c.nodes.AppendUnsorted(c.nodeBuf[:0])
+	out := c.candBuf[:0]
+	for _, n := range c.nodeBuf {
 		name := n.GetMetadata().GetName()
 		cand := candidate{node: n, used: c.usage.onNode(name).plus(pending[name]), macsInUse: inUse[name]}
 		slices.Sort(cand.macsInUse) // the reasons' order
 		out = append(out, cand)
 	}
+	c.candBuf = out
 	return out
 }
 
