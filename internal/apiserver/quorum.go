@@ -42,10 +42,13 @@ func requireLeaderStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo
 // a message an operator can act on; ok is false for any other error.
 func quorumStatus(err error) (st error, ok bool) {
 	switch {
-	case errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrGRPCNoLeader),
-		errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail), errors.Is(err, rpctypes.ErrGRPCTimeoutDueToLeaderFail):
+	case errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrGRPCNoLeader):
 		return storeUnavailable(noQuorumMessage), true
-	case errors.Is(err, rpctypes.ErrTimeout), errors.Is(err, rpctypes.ErrGRPCTimeout),
+	// etcd calls a proposal timeout "due to leader failure" when a leader
+	// was elected while it waited: the cluster has a leader again, often
+	// after a planned hand-over, so this is a timeout, not lost quorum.
+	case errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail), errors.Is(err, rpctypes.ErrGRPCTimeoutDueToLeaderFail),
+		errors.Is(err, rpctypes.ErrTimeout), errors.Is(err, rpctypes.ErrGRPCTimeout),
 		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost), errors.Is(err, rpctypes.ErrGRPCTimeoutDueToConnectionLost),
 		errors.Is(err, rpctypes.ErrLeaderChanged), errors.Is(err, rpctypes.ErrGRPCLeaderChanged):
 		return storeUnavailable(fmt.Sprintf("the etcd cluster did not answer in time (%v); it may be electing a leader or short of a majority: retry", err)), true

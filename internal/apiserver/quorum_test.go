@@ -22,7 +22,7 @@ func TestToStatusNamesLostQuorum(t *testing.T) {
 	}{
 		{fmt.Errorf("put vm: %w", rpctypes.ErrNoLeader), codes.Unavailable, "no quorum"},
 		{rpctypes.ErrGRPCNoLeader, codes.Unavailable, "no quorum"},
-		{fmt.Errorf("txn: %w", rpctypes.ErrTimeoutDueToLeaderFail), codes.Unavailable, "no quorum"},
+		{fmt.Errorf("txn: %w", rpctypes.ErrTimeoutDueToLeaderFail), codes.Unavailable, "did not answer in time"},
 		{rpctypes.ErrTimeout, codes.Unavailable, "did not answer in time"},
 		{fmt.Errorf("create: %w", status.Error(codes.Unknown, "raft proposal dropped")), codes.Unavailable, "leadership moved"},
 		{errors.New("disk on fire"), codes.Internal, "disk on fire"},
