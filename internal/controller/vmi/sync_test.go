@@ -293,3 +293,17 @@ func TestNewRefusesRunningInformers(t *testing.T) {
 	}()
 	New(Options{}, f.vmis.Informer, f.nodes.Informer, f.vmis.Store, controllertest.Discard())
 }
+
+// Placement reuses its node and candidate buffers between decisions: a
+// node deleted since the last decision is not among the next one's.
+func TestPlacementForgetsDeletedNodes(t *testing.T) {
+	f := newFixture(t, Options{}, []*apiv1.Node{node("big", "4", "16Gi", nil), node("small", "4", "8Gi", nil)},
+		vmi("a", 1, "1Gi"), vmi("b", 1, "1Gi"))
+	if _, err := f.reconcile("a"); err != nil || f.stored("a").Status.NodeName != "big" {
+		t.Fatalf("a: %v, placed on %q, want big (most free)", err, f.stored("a").Status.NodeName)
+	}
+	f.nodes.Informer.Fill(f.nodeInfGet("small")) // big deleted
+	if _, err := f.reconcile("b"); err != nil || f.stored("b").Status.NodeName != "small" {
+		t.Fatalf("b: %v, placed on %q, want small (the only node left)", err, f.stored("b").Status.NodeName)
+	}
+}
