@@ -10,14 +10,25 @@
 // guests again. The agent is built without cgo; libvirt lives in the
 // launchers.
 //
-// The agent owns registration, heartbeats and the node lease with its
-// self-fencing; the handler (decide, then shutdown, delete or update, and
-// the VMI status it writes); the launcher connections (launch, reattach,
-// liveness); and the collector of deleted VMs' files. Its rooms own the
-// rest, each behind a narrow interface declared here: package console
-// serves consoles, package disks prepares a VMI's files and lists the
-// node's images, package nodedir lays out the node data directory, and
-// package state keeps the local database.
+// The Agent owns registration, heartbeats and the node lease with its
+// self-fencing, reattaching after a restart, the launcher connections
+// (package launchers) and the state database, the collector of deleted
+// VMs' files, and Run, which starts its roles. The roles, as KubeVirt
+// splits virt-handler into controllers, each take narrow interfaces and
+// never import this package:
+//
+//   - the handler (handler.go, update.go, shutdown.go): decide, then
+//     shutdown, delete or update one VMI;
+//   - the migration source and target (package migration), which take
+//     over an instance while a migration decides what this node does;
+//   - snapshots and restores (packages snapshot and restore, on package
+//     nodework), copying and swapping volume files;
+//   - image pulls (imagepull.Controller).
+//
+// Below them: package vmistatus writes VMI statuses for all of them,
+// package console serves consoles, package disks prepares a VMI's files
+// and lists the node's images, package nodedir lays out the node data
+// directory, and package state keeps the local database.
 //
 // The agent reads and waits on Options.Clock for what it times itself:
 // the node lease and the launchers' leases, the launcher grace, the
@@ -46,8 +57,14 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/launchers"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/migration"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/restore"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/snapshot"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/vmistatus"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
@@ -55,7 +72,6 @@ import (
 type Agent struct {
 	opts   Options // completed: defaults filled in
 	log    *slog.Logger
-	status vmiStatusWriter
 	nodes  NodeReporter
 	vms    VMReader
 	db     state.StateDB
@@ -66,27 +82,27 @@ type Agent struct {
 	// migration-target label), which are not this node's yet.
 	targets *informer.Informer[*apiv1.VirtualMachineInstance]
 
-	launchers *launcherTable
+	launchers *launchers.Set
 	lease     leaseTracker
 	layout    nodedir.Layout
+	status    *vmistatus.Writer
 	console   consoleRoom
 	images    imageList
 	networks  networkList
-	disks     diskRoom
-	pulls     *imagePulls // nil without Options.API.Images
-	// snaps and restores are the node's part of snapshots and restores;
-	// nil without Options.API.SnapshotContents / Restores.
-	snaps    *snapshotWork
-	restores *restoreWork
-	copier   VolumeCopier
+
+	// The roles: the handler and the migration source and target work on
+	// the VMI queue; the others have queues of their own. pulls, snaps
+	// and restores are nil without Options.API.Images, SnapshotContents
+	// and Restores.
+	handler    *handler
+	migrations *migration.Roles
+	pulls      *imagepull.Controller
+	snaps      *snapshot.Contents
+	restores   *restore.Restores
+
 	// host is what registration reported; set by Run before the
 	// handler starts.
 	host HostFacts
-
-	mu sync.Mutex
-	// unreachable records, per VMI key, since when its launcher could not
-	// be reached, for the launcher grace.
-	unreachable map[string]time.Time
 
 	// gcKick asks the VM directory collector for an early pass.
 	gcKick chan struct{}
@@ -101,15 +117,13 @@ func New(opts Options) (*Agent, error) {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
 	a := &Agent{
-		opts: opts, status: opts.API.VMIs, nodes: opts.API.Nodes, vms: opts.API.VMs,
-		log:         opts.Logger.With("component", "nodeagent", "node", opts.NodeName),
-		queue:       controller.NewQueue("nodeagent"),
-		launchers:   newLauncherTable(),
-		unreachable: map[string]time.Time{},
-		gcKick:      make(chan struct{}, 1),
-		db:          opts.State,
-		layout:      nodedir.Layout{Root: opts.NodeDataDir},
-		copier:      opts.Copier,
+		opts: opts, nodes: opts.API.Nodes, vms: opts.API.VMs,
+		log:    opts.Logger.With("component", "nodeagent", "node", opts.NodeName),
+		queue:  controller.NewQueue("nodeagent"),
+		gcKick: make(chan struct{}, 1),
+		db:     opts.State,
+		layout: nodedir.Layout{Root: opts.NodeDataDir},
+		status: &vmistatus.Writer{API: opts.API.VMIs, Clock: opts.Clock},
 	}
 	if opts.Host != nil {
 		a.host = *opts.Host
@@ -128,18 +142,16 @@ func New(opts Options) (*Agent, error) {
 		}
 		a.db, a.ownsDB = db, true
 	}
+	a.launchers = launchers.New(launchers.Options{
+		Manager: opts.Launchers, Records: a.db, Enqueue: a.queue.Add, Arm: a.renewLease,
+		ReattachTimeout: opts.Timing.ReattachTimeout, CallTimeout: opts.Timing.CallTimeout, PingTimeout: opts.Timing.PingTimeout,
+		Clock: opts.Clock, Logger: a.log,
+	})
 	a.console = console.New(console.Options{NodeName: opts.NodeName, APIs: opts.API.Consoles, Instances: consoleInstances{a},
 		Layout: a.layout, Clock: opts.Clock, Logger: a.log})
-	a.disks = disks.New(disks.Options{ImageDir: opts.ImageDir, Layout: a.layout, Images: opts.Images,
-		Progress: diskProgress{a}, Clock: opts.Clock, Logger: a.log})
 	a.images = disks.NewInventory(disks.InventoryOptions{ImageDir: opts.ImageDir, RefreshPeriod: opts.Timing.ImageRefreshPeriod,
 		Clock: opts.Clock, Logger: a.log})
 	a.networks = newNetworkInventory(opts, a)
-	if err := a.newImagePulls(); err != nil {
-		return nil, fmt.Errorf("node agent: %w", err)
-	}
-	a.newSnapshotWork()
-	a.newRestoreWork()
 	a.vmis = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
 		store.ListOptions{LabelSelector: apiv1.LabelNodeName + "=" + opts.NodeName}, a.log.With("informer", "vmi"))
 	a.targets = informer.New[*apiv1.VirtualMachineInstance](remotestore.NewVMIs(opts.API.VMIs),
@@ -152,7 +164,64 @@ func New(opts Options) (*Agent, error) {
 			OnDelete: enqueue,
 		})
 	}
+	if err := a.newRoles(); err != nil {
+		return nil, fmt.Errorf("node agent: %w", err)
+	}
 	return a, nil
+}
+
+// newRoles makes the agent's roles (see the package doc), each given
+// the parts of the agent it works with.
+func (a *Agent) newRoles() error {
+	o := a.opts
+	progress := diskProgress{a.status}
+	h := &handler{
+		node: o.NodeName, timing: &a.opts.Timing, clock: o.Clock, log: a.log,
+		db: a.db, launchers: a.launchers, status: a.status, api: o.API.VMIs, vmis: a.vmis,
+		lease: &a.lease, arm: a.renewLease, layout: a.layout, console: a.console, host: &a.host, vmEnded: a.kickVMDirGC,
+		disks: disks.New(disks.Options{ImageDir: o.ImageDir, Layout: a.layout, Images: o.Images,
+			Progress: progress, Clock: o.Clock, Logger: a.log}),
+		unreachable: map[string]time.Time{},
+	}
+	a.handler = h
+	if api := o.API.Images; api != nil {
+		p, err := imagepull.NewController(imagepull.ControllerOptions{
+			NodeName: o.NodeName, API: api, ImageDir: o.ImageDir, NodeDataDir: o.NodeDataDir, FileRoots: o.ImageSourceDirs,
+			Inventory: a.images, Instances: a.vmis, Reporter: progress, ResyncPeriod: o.Timing.ResyncPeriod,
+			Clock: o.Clock, Logger: a.log,
+		})
+		if err != nil {
+			return err
+		}
+		a.pulls, h.pulls = p, p
+	}
+	mo := migration.Options{
+		NodeName: o.NodeName, Address: o.Migration.Address, LibvirtURI: o.Migration.LibvirtURI,
+		KVM:  func() bool { return a.host.KVMUsable },
+		Poll: o.Timing.MigrationPoll, IncomingLease: o.Timing.IncomingLease, CallTimeout: o.Timing.CallTimeout,
+		Records: h, Launchers: a.launchers, Handler: h, Disks: incomingDisks{h},
+		Status: a.status, Targets: a.targets, Layout: a.layout, Logger: a.log,
+	}
+	if a.pulls != nil {
+		mo.Images = a.pulls
+	}
+	a.migrations = migration.New(mo)
+	a.newDataRoles()
+	return nil
+}
+
+// newDataRoles makes the roles of snapshots and restores, when the agent
+// takes part in them.
+func (a *Agent) newDataRoles() {
+	o := a.opts
+	if api := o.API.SnapshotContents; api != nil {
+		a.snaps = snapshot.New(snapshot.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
+			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, GCPeriod: o.Timing.VMDirGCPeriod, Clock: o.Clock, Logger: a.log})
+	}
+	if api := o.API.Restores; api != nil {
+		a.restores = restore.New(restore.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
+			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, Logger: a.log})
+	}
 }
 
 // Close releases the state database if the agent opened it. Run calls it
@@ -225,8 +294,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	goRun(func() { a.vmis.Run(ctx) })
 	goRun(func() { a.targets.Run(ctx) })
-	stopPulls := a.runImagePulls(ctx)
-	defer stopPulls()
+	if a.pulls != nil {
+		defer a.pulls.Run(ctx)()
+	}
 	for _, synced := range []<-chan struct{}{a.vmis.Synced(), a.targets.Synced(), a.imagesSynced()} {
 		select {
 		case <-synced:
@@ -239,13 +309,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.enqueueAll()
 	// After the launchers were reattached: an online snapshot left by an
 	// earlier run is committed through its launcher.
-	stopSnapshots := a.runSnapshots(ctx)
-	defer stopSnapshots()
-	stopRestores := a.runRestores(ctx)
-	defer stopRestores()
+	if a.snaps != nil {
+		defer a.snaps.Run(ctx)()
+	}
+	if a.restores != nil {
+		defer a.restores.Run(ctx)()
+	}
 
 	goRun(func() { a.heartbeatLoop(ctx, interval) })
-	goRun(func() { a.every(ctx, a.opts.Timing.LivenessInterval, a.pingLaunchers) })
+	goRun(func() { a.every(ctx, a.opts.Timing.LivenessInterval, a.launchers.Ping) })
 	goRun(func() { a.every(ctx, a.opts.Timing.ResyncPeriod, func(context.Context) { a.enqueueAll() }) })
 	goRun(func() { a.console.Run(ctx) })
 	goRun(func() { a.vmDirGCLoop(ctx) })
@@ -268,9 +340,9 @@ func (a *Agent) stopped(ctx context.Context, err error) error {
 		}
 		cancel()
 	}
-	for _, e := range a.launchers.drain() {
-		e.stopWatching()
-		e.client.Detach()
+	for _, e := range a.launchers.Drain() {
+		e.StopWatching()
+		e.Client.Detach()
 	}
 	a.log.Info("node agent stopped; launchers and guests keep running")
 	return err
@@ -305,21 +377,24 @@ func (a *Agent) every(ctx context.Context, period time.Duration, fn func(context
 	}
 }
 
-// markUnreachable records the first time key's launcher could not be
-// reached and returns it.
-func (a *Agent) markUnreachable(key string) time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	since, ok := a.unreachable[key]
-	if !ok {
-		since = a.now()
-		a.unreachable[key] = since
+// Reconcile handles one VMI key (namespace/name): a migration's role when
+// one decides what this node does with the instance, the handler
+// otherwise.
+func (a *Agent) Reconcile(ctx context.Context, key string) (controller.Result, error) {
+	vmi := a.handler.cached(key)
+	res, vmi, handled, err := a.migrations.Pass(ctx, key, vmi)
+	if handled || err != nil {
+		return res, err
 	}
-	return since
+	return a.handler.handle(ctx, key, vmi)
 }
 
-func (a *Agent) markReachable(key string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.unreachable, key)
+// imagesSynced is closed once the agent knows the Images.
+func (a *Agent) imagesSynced() <-chan struct{} {
+	if a.pulls == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return a.pulls.Synced()
 }

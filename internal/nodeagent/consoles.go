@@ -35,12 +35,12 @@ func (c consoleInstances) Record(uid string) *state.VMI {
 
 func (c consoleInstances) SerialPty(ctx context.Context, rec *state.VMI) (string, error) {
 	a := c.a
-	e := a.launchers.get(rec.Key())
-	if e == nil || e.uid != rec.UID || e.isDead() {
+	e := a.launchers.Get(rec.Key())
+	if e == nil || e.UID != rec.UID || e.Dead() {
 		return "", errors.New("the instance's launcher is not connected")
 	}
 	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
-	dom, err := e.client.GetDomain(cctx)
+	dom, err := e.Client.GetDomain(cctx)
 	cancel()
 	if err != nil {
 		return "", fmt.Errorf("asking the launcher for the serial port: %w", err)

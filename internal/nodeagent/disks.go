@@ -8,7 +8,10 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/migration"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/vmistatus"
 )
 
 // diskRoom is what the handler needs of package disks: a VMI's files
@@ -34,32 +37,29 @@ type imageList interface {
 	Refresh()
 }
 
-// syncOptions prepares the VMI's files and completes the options its
-// domain is built from with what the agent knows.
-func (a *Agent) syncOptions(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
-	if err := a.pullImages(ctx, vmi); err != nil {
-		return nil, err
-	}
-	opts, err := a.disks.Prepare(ctx, vmi, rec)
-	if err != nil {
-		return nil, err
-	}
-	opts.Kvm = a.host.KVMUsable
-	opts.DomainName = rec.DomainName
-	// Recorded in the domain, so the launcher's lease watchdog never
-	// fences a Wait domain, whoever arms it.
-	opts.NodeFailurePolicy = rec.NodeFailurePolicy
-	return opts, nil
-}
+// diskProgress shows slow steps on the VMI: the disk room's, and the
+// image pulls an instance waits for.
+type diskProgress struct{ status *vmistatus.Writer }
 
-// diskProgress shows the disk room's slow steps on the VMI.
-type diskProgress struct{ a *Agent }
-
-var _ disks.Progress = diskProgress{}
+var (
+	_ disks.Progress     = diskProgress{}
+	_ imagepull.Reporter = diskProgress{}
+)
 
 func (p diskProgress) Provisioning(ctx context.Context, vmi *apiv1.VirtualMachineInstance, msg string) error {
-	if _, err := p.a.writeStatus(ctx, vmi, provisioningStatus(msg)); err != nil && !errors.Is(err, errVMIGone) {
-		return err
+	return p.status.Report(ctx, vmi, vmistatus.Provisioning(msg))
+}
+
+// incomingDisks prepares migration targets with the disk room, which
+// package disks does (tests' rooms may not).
+type incomingDisks struct{ h *handler }
+
+var _ migration.Disks = incomingDisks{}
+
+func (d incomingDisks) PrepareIncoming(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
+	in, ok := d.h.disks.(migration.Disks)
+	if !ok {
+		return nil, errors.New("the disk room cannot prepare migration targets")
 	}
-	return nil
+	return in.PrepareIncoming(ctx, vmi, rec)
 }

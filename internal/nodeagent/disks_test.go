@@ -32,7 +32,7 @@ func (f fakeDisks) Prepare(context.Context, *apiv1.VirtualMachineInstance, *stat
 func TestSyncOptionsAddTheAgentsFacts(t *testing.T) {
 	files := &launcherpb.SyncOptions{ConsoleLogPath: "/node/vmis/u1/console.log", KernelPath: "/images/vmlinuz",
 		Disks: []*launcherpb.DiskSource{{Name: "root", Path: "/node/vmis/u1/disks/root.qcow2"}}}
-	a := &Agent{disks: fakeDisks{opts: files}, host: HostFacts{KVMUsable: true}}
+	a := &handler{disks: fakeDisks{opts: files}, host: &HostFacts{KVMUsable: true}}
 	rec := &state.VMI{UID: "u1", DomainName: "default_vm", NodeFailurePolicy: apiv1.NodeFailurePolicyRestartElsewhere}
 	opts, err := a.syncOptions(context.Background(), &apiv1.VirtualMachineInstance{}, rec)
 	if err != nil {

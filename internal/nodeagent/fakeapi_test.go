@@ -152,8 +152,8 @@ func newUnit(t *testing.T) *unit {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, e := range a.launchers.drain() {
-			e.stopWatching()
+		for _, e := range a.launchers.Drain() {
+			e.StopWatching()
 		}
 	})
 	a.lease.set(u.clock.Now().Add(40 * time.Second))

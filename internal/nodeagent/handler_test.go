@@ -8,6 +8,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/launchers"
 )
 
 // A kernel file that is not there: libvirt's message ends up on the VMI,
@@ -145,7 +146,7 @@ func TestDeletedBeforeStartFails(t *testing.T) {
 func TestUnresponsiveLauncherNotFailedBeforeGrace(t *testing.T) {
 	h, a := newStarted(t, "u")
 	h.fake.CrashLaunchers(domainOf("u"))
-	h.fake.SetLaunchError(errLauncherUnavailable)
+	h.fake.SetLaunchError(launchers.ErrUnavailable)
 
 	if wait := h.reconcile(a, "u"); wait <= 0 {
 		t.Fatalf("no retry scheduled (%v)", wait)
@@ -172,13 +173,13 @@ func TestUnresponsiveLauncherNotFailedBeforeGrace(t *testing.T) {
 func TestLauncherGraceResetsWhenReachable(t *testing.T) {
 	h, a := newStarted(t, "r")
 	h.fake.CrashLaunchers(domainOf("r"))
-	h.fake.SetLaunchError(errLauncherUnavailable)
+	h.fake.SetLaunchError(launchers.ErrUnavailable)
 	h.reconcile(a, "r")
 	h.clock.Step(2 * time.Minute)
 	h.fake.SetLaunchError(nil)
 	h.reconcile(a, "r") // a new launcher adopts the domain
 	h.fake.CrashLaunchers(domainOf("r"))
-	h.fake.SetLaunchError(errLauncherUnavailable)
+	h.fake.SetLaunchError(launchers.ErrUnavailable)
 	h.reconcile(a, "r")
 	h.clock.Step(2 * time.Minute)
 	h.reconcile(a, "r")

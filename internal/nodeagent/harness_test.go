@@ -248,8 +248,8 @@ func (h *harness) directAgent(mod ...func(*Options)) *Agent {
 	h.t.Cleanup(func() {
 		cancel()
 		<-done
-		for _, e := range a.launchers.drain() {
-			e.stopWatching()
+		for _, e := range a.launchers.Drain() {
+			e.StopWatching()
 		}
 	})
 	select {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/launchers"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
@@ -138,15 +139,15 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 // on the lease; Wait VMIs never get one, so lease expiry never kills them.
 func (a *Agent) renewLeases(ctx context.Context) {
 	var wg sync.WaitGroup
-	for _, e := range a.launchers.list() {
-		if e.policy != apiv1.NodeFailurePolicyRestartElsewhere || e.isDead() {
+	for _, e := range a.launchers.List() {
+		if e.Policy != apiv1.NodeFailurePolicyRestartElsewhere || e.Dead() {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := a.renewLease(ctx, e); err != nil {
-				a.log.Warn("renewing launcher lease failed", "vmi", e.key, "err", err)
+				a.log.Warn("renewing launcher lease failed", "vmi", e.Key, "err", err)
 			}
 		}()
 	}
@@ -156,14 +157,14 @@ func (a *Agent) renewLeases(ctx context.Context) {
 // renewLease renews one launcher's watchdog. An expired lease is not
 // "renewed" with 0, which would disarm the watchdog: the domain must
 // die instead, and selfFence sees to that.
-func (a *Agent) renewLease(ctx context.Context, e *entry) error {
+func (a *Agent) renewLease(ctx context.Context, e *launchers.Conn) error {
 	left := a.lease.remaining(a.now())
 	if left <= 0 {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, min(a.opts.Timing.CallTimeout, left))
 	defer cancel()
-	return e.client.RenewLease(cctx, left)
+	return e.Client.RenewLease(cctx, left)
 }
 
 // selfFence destroys the domains of RestartElsewhere VMIs: the control
@@ -171,16 +172,16 @@ func (a *Agent) renewLease(ctx context.Context, e *entry) error {
 // watchdogs do the same on their own; this covers a launcher whose
 // watchdog did not fire.
 func (a *Agent) selfFence(ctx context.Context, why string) {
-	for _, e := range a.launchers.list() {
-		if e.policy != apiv1.NodeFailurePolicyRestartElsewhere {
+	for _, e := range a.launchers.List() {
+		if e.Policy != apiv1.NodeFailurePolicyRestartElsewhere {
 			continue
 		}
-		a.log.Warn("self-fencing: destroying domain", "vmi", e.key, "why", why)
+		a.log.Warn("self-fencing: destroying domain", "vmi", e.Key, "why", why)
 		cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
-		if _, err := e.client.Kill(cctx); err != nil {
-			a.log.Error("self-fencing kill failed", "vmi", e.key, "err", err)
+		if _, err := e.Client.Kill(cctx); err != nil {
+			a.log.Error("self-fencing kill failed", "vmi", e.Key, "err", err)
 		}
 		cancel()
-		a.queue.Add(e.key)
+		a.queue.Add(e.Key)
 	}
 }

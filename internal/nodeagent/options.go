@@ -18,6 +18,9 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/restore"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/snapshot"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 )
 
@@ -53,14 +56,22 @@ type API struct {
 	// Consoles carry console sessions, one per server of the control
 	// plane (console.Options.APIs); none serves none.
 	Consoles []console.API
-	// Images are watched and pulled (imagepulls.go); nil pulls none.
-	Images ImageAPI
-	// SnapshotContents labelled with this node are copied here
-	// (snapshots.go) and Restores labelled with it staged and swapped
-	// here (restores.go); nil takes no part in snapshots or restores.
-	SnapshotContents SnapshotContentAPI
-	Restores         RestoreAPI
+	// Images are watched and pulled (package imagepull); nil pulls none.
+	Images imagepull.WatchAPI
+	// SnapshotContents labelled with this node are copied here (package
+	// snapshot) and Restores labelled with it staged and swapped here
+	// (package restore); nil takes no part in snapshots or restores.
+	SnapshotContents snapshot.API
+	Restores         restore.API
 }
+
+// VolumeCopier copies and merges the qcow2 files of snapshots and
+// restores (disks.QemuImg).
+type VolumeCopier interface {
+	snapshot.Copier
+}
+
+var _ VolumeCopier = disks.QemuImg{}
 
 // MigrationOptions are where this node receives live migrations: the
 // address QEMU's stream comes to and the libvirt URI the sources'

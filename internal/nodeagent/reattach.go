@@ -22,16 +22,11 @@ func (a *Agent) restore(ctx context.Context) error {
 		if !rec.HasLauncher() {
 			continue
 		}
-		rctx, cancel := context.WithTimeout(ctx, a.opts.Timing.ReattachTimeout)
-		c, err := a.opts.Launchers.Reattach(rctx, rec.Handle)
-		cancel()
-		if err != nil {
+		if err := a.launchers.Reattach(ctx, rec); err != nil {
 			a.log.Info("launcher of the previous run is gone; a new one will adopt the domain",
 				"vmi", rec.Key(), "pid", rec.Handle.Pid, "err", err)
-			a.launchers.markGone(rec.Handle)
 			continue
 		}
-		a.adopt(ctx, rec, c, rec.Handle)
 		a.log.Info("reattached to launcher", "vmi", rec.Key(), "pid", rec.Handle.Pid)
 	}
 	return nil
@@ -61,13 +56,13 @@ func (a *Agent) fenceIfLeaseExpired(ctx context.Context) {
 		}
 		a.log.Warn("the node lease expired while the agent was down: destroying RestartElsewhere domain",
 			"vmi", rec.Key(), "lease_expired", n.LeaseExpiry)
-		e, err := a.ensureLauncher(ctx, nil, rec)
+		e, err := a.launchers.Ensure(ctx, nil, rec)
 		if err != nil {
 			a.log.Error("fencing: no launcher", "vmi", rec.Key(), "err", err)
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
-		if _, err := e.client.Kill(cctx); err != nil {
+		if _, err := e.Client.Kill(cctx); err != nil {
 			a.log.Error("fencing: kill failed", "vmi", rec.Key(), "err", err)
 		}
 		cancel()
@@ -141,21 +136,4 @@ func (a *Agent) destroyOrphan(ctx context.Context, d launcher.DomainInfo) error 
 		return fmt.Errorf("deleting: %w", err)
 	}
 	return nil
-}
-
-// markGone remembers a handle whose launcher could not be reattached, so
-// the handler does not wait for it again.
-func (t *launcherTable) markGone(h launcher.Handle) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.gone == nil {
-		t.gone = map[launcher.Handle]bool{}
-	}
-	t.gone[h] = true
-}
-
-func (t *launcherTable) isGone(h launcher.Handle) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.gone[h]
 }

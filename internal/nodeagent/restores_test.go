@@ -40,7 +40,7 @@ func (u *snapUnit) restore(name, targetUID string, vols []*apiv1.VolumeRestore) 
 func (u *snapUnit) reconcileRestore(name string) error {
 	u.t.Helper()
 	u.syncSnaps()
-	_, err := u.a.reconcileRestore(context.Background(), "default/"+name)
+	_, err := u.a.restores.Reconcile(context.Background(), "default/"+name)
 	u.syncSnaps()
 	return err
 }

@@ -48,8 +48,7 @@ func newSnapUnit(t *testing.T) *snapUnit {
 	needQemuImg(t)
 	u := &snapUnit{unit: newUnit(t), contents: newFakeContents(), restores: newFakeRestores()}
 	u.a.opts.API.SnapshotContents, u.a.opts.API.Restores = u.contents, u.restores
-	u.a.newSnapshotWork()
-	u.a.newRestoreWork()
+	u.a.newDataRoles()
 	return u
 }
 
@@ -92,14 +91,14 @@ func (u *snapUnit) content(name, vmUID string, volumes ...string) *apiv1.Virtual
 
 // syncSnaps shows the informers what the fake services hold.
 func (u *snapUnit) syncSnaps() {
-	u.a.snaps.inf.Fill(u.contents.all()...)
-	u.a.restores.inf.Fill(u.restores.all()...)
+	u.a.snaps.Cache().Fill(u.contents.all()...)
+	u.a.restores.Cache().Fill(u.restores.all()...)
 }
 
 func (u *snapUnit) reconcileContent(name string) {
 	u.t.Helper()
 	u.syncSnaps()
-	if _, err := u.a.reconcileContent(context.Background(), "default/"+name); err != nil {
+	if _, err := u.a.snaps.Reconcile(context.Background(), "default/"+name); err != nil {
 		u.t.Fatalf("reconcile content %s: %v", name, err)
 	}
 	u.syncSnaps()
@@ -254,7 +253,7 @@ func TestOnlineSnapshotWaitsForAMigration(t *testing.T) {
 	u.sync()
 	u.content("c1", vm, "data")
 	u.syncSnaps()
-	_, err := u.a.reconcileContent(context.Background(), "default/c1")
+	_, err := u.a.snaps.Reconcile(context.Background(), "default/c1")
 	if err == nil || !strings.Contains(err.Error(), "during migration") {
 		t.Fatalf("reconcile = %v, want the migration refusal", err)
 	}
@@ -273,8 +272,8 @@ func TestAbandonedContentIsUndone(t *testing.T) {
 	u.runGuest("web", vm)
 	c := u.content("c1", vm, "data")
 	overlay := live + ".snap-" + c.Metadata.Uid
-	e := u.a.launchers.get("default/web")
-	if _, err := e.client.SnapshotDisks(context.Background(), &launcherpb.SnapshotDisksRequest{
+	e := u.a.launchers.Get("default/web")
+	if _, err := e.Client.SnapshotDisks(context.Background(), &launcherpb.SnapshotDisksRequest{
 		Disks: []*launcherpb.SnapshotDisk{{Path: live, OverlayPath: overlay}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -344,12 +343,12 @@ func TestSnapshotDirGCRemovesOrphansOnly(t *testing.T) {
 		dirs = append(dirs, d)
 	}
 	// Before the informer has synced nothing is removed.
-	u.a.gcSnapshotDirs(context.Background())
+	u.a.snaps.CollectDirs(context.Background())
 	if _, err := os.Stat(dirs[1]); err != nil {
 		t.Fatalf("removed before the informer synced: %v", err)
 	}
 	u.syncSnaps() // Fill marks the informer synced
-	u.a.gcSnapshotDirs(context.Background())
+	u.a.snaps.CollectDirs(context.Background())
 	for i, want := range []bool{true, false, true} {
 		_, err := os.Stat(dirs[i])
 		if (err == nil) != want {

@@ -2,95 +2,14 @@ package nodeagent
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
-
-// vmiStatusWriter is what the handler needs of the VMI service: status
-// writes with compare-and-swap, and a fresh read after a conflict.
-type vmiStatusWriter interface {
-	UpdateStatus(ctx context.Context, in *apiv1.UpdateVirtualMachineInstanceStatusRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error)
-	Get(ctx context.Context, in *apiv1.GetVirtualMachineInstanceRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error)
-}
-
-// errVMIGone: the VMI was deleted or replaced by another of the same name
-// while the agent wrote its status; there is nothing left to report to.
-var errVMIGone = errors.New("vmi gone or replaced")
-
-// maxStatusAttempts bounds compare-and-swap retries; each retry means
-// another writer got in first, so this only trips under a write storm.
-const maxStatusAttempts = 10
-
-// writeStatus applies mutate to the VMI's status and writes it with
-// compare-and-swap on the version read. It starts from the cached copy and
-// reads afresh after a conflict. A final phase is never overwritten (the
-// node controller or a fence may have failed the VMI meanwhile), and
-// nothing is written when mutate changes nothing.
-func (a *Agent) writeStatus(ctx context.Context, cached *apiv1.VirtualMachineInstance, mutate func(st *apiv1.VirtualMachineInstanceStatus, now time.Time)) (*apiv1.VirtualMachineInstance, error) {
-	uid := cached.GetMetadata().GetUid()
-	ns, name := cached.GetMetadata().GetNamespace(), cached.GetMetadata().GetName()
-	key := apiv1.Ref(ns, name)
-	cur := cached
-	for range maxStatusAttempts {
-		if cur.GetMetadata().GetUid() != uid {
-			return nil, errVMIGone
-		}
-		if apiv1.IsFinal(cur.GetStatus().GetPhase()) {
-			return cur, nil
-		}
-		next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
-		if next.Status == nil {
-			next.Status = &apiv1.VirtualMachineInstanceStatus{}
-		}
-		mutate(next.Status, a.now())
-		clipMessages(next.Status)
-		if proto.Equal(next.Status, cur.GetStatus()) {
-			return cur, nil
-		}
-		out, err := a.status.UpdateStatus(ctx, &apiv1.UpdateVirtualMachineInstanceStatusRequest{Vmi: next})
-		switch status.Code(err) {
-		case codes.OK:
-			return out, nil
-		case codes.Aborted:
-			cur, err = a.status.Get(ctx, &apiv1.GetVirtualMachineInstanceRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
-			if status.Code(err) == codes.NotFound {
-				return nil, errVMIGone
-			}
-			if err != nil {
-				return nil, fmt.Errorf("reading vmi %s after a conflict: %w", key, err)
-			}
-		case codes.NotFound:
-			return nil, errVMIGone
-		default:
-			return nil, fmt.Errorf("writing status of vmi %s: %w", key, err)
-		}
-	}
-	return nil, fmt.Errorf("writing status of vmi %s: still conflicting after %d attempts", key, maxStatusAttempts)
-}
-
-// clipMessages keeps the messages of st within what the API accepts
-// (validation.ClipStatusMessage): they quote libvirt and qemu-img, whose
-// output is not ours to bound, and a status the API refused would leave
-// the VMI showing nothing at all.
-func clipMessages(st *apiv1.VirtualMachineInstanceStatus) {
-	st.Message = validation.ClipStatusMessage(st.Message)
-	for _, c := range st.Conditions {
-		c.Message = validation.ClipStatusMessage(c.Message)
-	}
-}
 
 // runningStatus reports a running domain: phase Running, Ready, the
 // domain UUID, software emulation and pause state.
@@ -215,54 +134,4 @@ func transientPause(reason string) bool {
 		return true
 	}
 	return false
-}
-
-// finalStatus ends the VMI with phase (Succeeded or Failed).
-func finalStatus(phase, reason, message string) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
-	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
-		st.SetPhase(phase, now)
-		st.Reason, st.Message = reason, message
-		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
-			Type: apiv1.ConditionReady, Status: apiv1.ConditionFalse, Reason: reason, Message: message,
-		}, now)
-		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionPaused)
-	}
-}
-
-// syncFailedStatus records that converging the domain failed
-// (Synchronized=False, KubeVirt handleSyncError) and, with fail, fails the
-// VMI: a guest that cannot start must not hang in Scheduled.
-func syncFailedStatus(reason, message string, fail bool) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
-	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
-		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
-			Type: apiv1.ConditionSynchronized, Status: apiv1.ConditionFalse, Reason: reason, Message: message,
-		}, now)
-		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionProvisioning)
-		if fail {
-			finalStatus(apiv1.PhaseFailed, reason, message)(st, now)
-		}
-	}
-}
-
-// errorMessage is the message a launcher error carries, without the gRPC
-// decoration: for a libvirt error, libvirt's own text.
-func errorMessage(err error) string {
-	// status.FromError would return the whole wrapped text; the innermost
-	// status carries the launcher's message alone.
-	var se interface{ GRPCStatus() *status.Status }
-	if errors.As(err, &se) {
-		if s := se.GRPCStatus(); s != nil {
-			return s.Message()
-		}
-	}
-	return err.Error()
-}
-
-// provisioningStatus sets Provisioning=True while a volume is created.
-func provisioningStatus(msg string) func(*apiv1.VirtualMachineInstanceStatus, time.Time) {
-	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
-		st.Conditions = apiv1.SetCondition(st.Conditions, &apiv1.Condition{
-			Type: apiv1.ConditionProvisioning, Status: apiv1.ConditionTrue, Reason: "Provisioning", Message: msg,
-		}, now)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/vmistatus"
 )
 
 // A domain libvirt holds paused on the way to something else (a guest
@@ -60,7 +61,7 @@ func TestWriteStatusRetriesOnTheFreshCopyAfterAConflict(t *testing.T) {
 	cached := u.create("w")
 	u.vmis.meddle = func(v *apiv1.VirtualMachineInstance) { v.Status.Message = "written by the controller" }
 	u.vmis.meddles = 1
-	out, err := u.a.writeStatus(context.Background(), cached, setReason("Mine"))
+	out, err := u.a.status.Write(context.Background(), cached, setReason("Mine"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestWriteStatusKeepsAFinalPhaseAndSkipsNoChange(t *testing.T) {
 		v.Status.Phase, v.Status.Reason = apiv1.PhaseFailed, "NodeUnresponsive"
 	}
 	u.vmis.meddles = 1
-	out, err := u.a.writeStatus(context.Background(), cached, runningStatus(nil, true))
+	out, err := u.a.status.Write(context.Background(), cached, runningStatus(nil, true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestWriteStatusKeepsAFinalPhaseAndSkipsNoChange(t *testing.T) {
 
 	cur := u.create("same")
 	before, _ := u.vmis.counts()
-	if _, err := u.a.writeStatus(context.Background(), cur, func(*apiv1.VirtualMachineInstanceStatus, time.Time) {}); err != nil {
+	if _, err := u.a.status.Write(context.Background(), cur, func(*apiv1.VirtualMachineInstanceStatus, time.Time) {}); err != nil {
 		t.Fatal(err)
 	}
 	if after, _ := u.vmis.counts(); after != before {
@@ -111,15 +112,15 @@ func TestWriteStatusToAVMIThatIsGone(t *testing.T) {
 	u.vmis.mu.Lock()
 	delete(u.vmis.vmis, "default/g")
 	u.vmis.mu.Unlock()
-	if _, err := u.a.writeStatus(context.Background(), cached, setReason("x")); !errors.Is(err, errVMIGone) {
-		t.Fatalf("deleted VMI: %v, want errVMIGone", err)
+	if _, err := u.a.status.Write(context.Background(), cached, setReason("x")); !errors.Is(err, vmistatus.ErrGone) {
+		t.Fatalf("deleted VMI: %v, want vmistatus.ErrGone", err)
 	}
 
 	cached = u.create("r")
 	u.vmis.meddle = func(v *apiv1.VirtualMachineInstance) { v.Metadata.Uid = "uid-of-a-new-r" }
 	u.vmis.meddles = 1
-	if _, err := u.a.writeStatus(context.Background(), cached, setReason("x")); !errors.Is(err, errVMIGone) {
-		t.Fatalf("replaced VMI: %v, want errVMIGone", err)
+	if _, err := u.a.status.Write(context.Background(), cached, setReason("x")); !errors.Is(err, vmistatus.ErrGone) {
+		t.Fatalf("replaced VMI: %v, want vmistatus.ErrGone", err)
 	}
 	if got := u.vmis.get("r"); got.Status.Reason == "x" {
 		t.Error("the new VMI of the same name got the old one's status")
@@ -132,13 +133,13 @@ func TestWriteStatusGivesUpAfterMaxAttempts(t *testing.T) {
 	u := newUnit(t)
 	cached := u.create("storm")
 	u.vmis.meddle = func(v *apiv1.VirtualMachineInstance) { v.Status.Message += "." }
-	u.vmis.meddles = maxStatusAttempts
-	_, err := u.a.writeStatus(context.Background(), cached, setReason("late"))
+	u.vmis.meddles = vmistatus.MaxAttempts
+	_, err := u.a.status.Write(context.Background(), cached, setReason("late"))
 	if err == nil || !strings.Contains(err.Error(), "still conflicting") {
 		t.Fatalf("got %v, want a give-up error", err)
 	}
-	if updates, _ := u.vmis.counts(); updates != maxStatusAttempts {
-		t.Errorf("%d attempts, want %d", updates, maxStatusAttempts)
+	if updates, _ := u.vmis.counts(); updates != vmistatus.MaxAttempts {
+		t.Errorf("%d attempts, want %d", updates, vmistatus.MaxAttempts)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestSlowStartWindow(t *testing.T) {
 			u := newUnit(t)
 			v := u.create("s")
 			// Left by an earlier pass that recorded and defined it.
-			rec, err := u.a.newRecord(v)
+			rec, err := u.a.handler.NewRecord(v)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -150,7 +150,7 @@ func TestSyncErrorOfARunningVMIKeepsItRunning(t *testing.T) {
 func TestPrepareErrorFailsOrWaits(t *testing.T) {
 	for _, retry := range []bool{false, true} {
 		u := newUnit(t)
-		u.a.disks = fakeDisks{err: &disks.Error{Reason: apiv1.ReasonDataVolumeError, Retry: retry, Err: errors.New("no space")}}
+		u.a.handler.disks = fakeDisks{err: &disks.Error{Reason: apiv1.ReasonDataVolumeError, Retry: retry, Err: errors.New("no space")}}
 		u.create("p")
 		_, err := u.reconcile("p")
 		st := u.vmis.get("p").Status
@@ -201,7 +201,7 @@ func (d noScanDB) ListVMIs() ([]*state.VMI, error) {
 // a VMI without one is handled as new.
 func TestRecordForFindsByKey(t *testing.T) {
 	u := newUnit(t)
-	u.a.db = noScanDB{u.db, t}
+	u.a.handler.db = noScanDB{u.db, t}
 	for _, r := range []*state.VMI{
 		{UID: "u1", Namespace: "default", Name: "a"},
 		{UID: "u2", Namespace: "other", Name: "a"},
@@ -212,7 +212,7 @@ func TestRecordForFindsByKey(t *testing.T) {
 		}
 	}
 	for key, uid := range map[string]string{"default/a": "u1", "other/a": "u2", "default/b": "u3", "default/c": ""} {
-		rec, err := u.a.recordFor(key)
+		rec, err := u.a.handler.Record(key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -137,3 +137,11 @@ func MigrationName(vmi, kind string) string {
 	}
 	return vmi + suffix
 }
+
+// MigrationInFlight reports an instance with a migration handed to the
+// nodes (its migration_state names one) that has not ended: the source
+// and target nodes are at work on it.
+func MigrationInFlight(v *VirtualMachineInstance) bool {
+	st := v.GetStatus().GetMigrationState()
+	return st.GetMigrationUid() != "" && !st.GetCompleted() && !IsFinal(v.GetStatus().GetPhase())
+}

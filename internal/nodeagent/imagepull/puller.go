@@ -10,6 +10,9 @@
 // record per image (<RecordDir>/<name>.json) remembers which Image (uid)
 // the file came from, so a re-created Image of the same name is pulled
 // again and a deleted one's file can be removed.
+//
+// Controller is the node agent's part of Images (controller.go): it
+// watches them and decides what to pull and what to remove.
 package imagepull
 
 import (

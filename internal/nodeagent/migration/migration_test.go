@@ -1,4 +1,4 @@
-package nodeagent
+package migration
 
 import (
 	"testing"
@@ -47,12 +47,12 @@ func TestSourceProgress(t *testing.T) {
 }
 
 func TestTargetReadyPublishesOnce(t *testing.T) {
-	a := &Agent{opts: Options{Migration: MigrationOptions{Address: "10.0.0.2", LibvirtURI: "qemu+tls://10.0.0.2:16514/system"}}}
+	tg := New(Options{Address: "10.0.0.2", LibvirtURI: "qemu+tls://10.0.0.2:16514/system"}).target
 	st := handedOff()
 	st.MigrationState.TargetDomainXml = ""
 	first := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	a.targetReady(&launcherpb.MigrationStatus{DomainXml: "<domain>x</domain>"})(st, first)
-	a.targetReady(&launcherpb.MigrationStatus{DomainXml: "<domain>y</domain>"})(st, first.Add(time.Minute))
+	tg.ready(&launcherpb.MigrationStatus{DomainXml: "<domain>x</domain>"})(st, first)
+	tg.ready(&launcherpb.MigrationStatus{DomainXml: "<domain>y</domain>"})(st, first.Add(time.Minute))
 	m := st.GetMigrationState()
 	if m.GetTargetNodeAddress() != "10.0.0.2" || m.GetTargetLibvirtUri() != "qemu+tls://10.0.0.2:16514/system" ||
 		m.GetTargetDomainXml() != "<domain>x</domain>" || !m.GetTargetReadyTimestamp().AsTime().Equal(first) {
@@ -62,7 +62,7 @@ func TestTargetReadyPublishesOnce(t *testing.T) {
 	started := handedOff()
 	started.MigrationState.TargetDomainXml = ""
 	started.MigrationState.StartTimestamp = timestamppb.New(first)
-	a.targetReady(&launcherpb.MigrationStatus{DomainXml: "<domain/>"})(started, first)
+	tg.ready(&launcherpb.MigrationStatus{DomainXml: "<domain/>"})(started, first)
 	if started.GetMigrationState().GetTargetReadyTimestamp() != nil {
 		t.Fatal("the target rewrote its fields after the source started")
 	}

@@ -1,8 +1,7 @@
-package nodeagent
+package migration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -13,65 +12,60 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/launchers"
 )
 
-// migrateOut is the source's part: start libvirt's job once the target is
+// source is the role of the node an instance runs on.
+type source struct{ *Roles }
+
+// migrate is the source's part: start libvirt's job once the target is
 // ready, follow it, abort it on request, and record how it ended. Until
 // the job starts the guest is handled as usual (it runs here).
-func (a *Agent) migrateOut(ctx context.Context, vmi *apiv1.VirtualMachineInstance) (controller.Result, error) {
+func (s source) migrate(ctx context.Context, vmi *apiv1.VirtualMachineInstance) (controller.Result, error) {
 	key := informer.Key(vmi)
 	st := vmi.GetStatus().GetMigrationState()
-	poll := controller.Result{RequeueAfter: a.opts.Timing.MigrationPoll}
-	rec, err := a.recordFor(key)
+	poll := controller.Result{RequeueAfter: s.opts.Poll}
+	rec, err := s.opts.Records.Record(key)
 	if err != nil {
 		return controller.Result{}, err
 	}
 	if rec == nil || rec.UID != vmi.GetMetadata().GetUid() {
-		return controller.Result{}, a.endMigration(ctx, vmi, "the source node has no domain for this instance", "")
+		return controller.Result{}, s.end(ctx, vmi, "the source node has no domain for this instance", "")
 	}
-	e, err := a.ensureLauncher(ctx, vmi, rec)
+	e, err := s.opts.Launchers.Ensure(ctx, vmi, rec)
 	if err != nil {
-		if unavailable(err) {
-			return a.launcherUnreachable(ctx, key, vmi, e, err)
+		if launchers.Unavailable(err) {
+			return s.opts.Handler.Unreachable(ctx, key, vmi, e, err)
 		}
 		return controller.Result{}, err
 	}
 
 	var ms *launcherpb.MigrationStatus
-	cctx, cancel := context.WithTimeout(ctx, a.opts.Timing.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	if st.GetStartTimestamp() == nil {
 		switch {
 		case st.GetAbortRequested():
-			return controller.Result{}, a.endMigration(ctx, vmi, "the migration was canceled before it started", apiv1.MigrationAbortSucceeded)
+			return controller.Result{}, s.end(ctx, vmi, "the migration was canceled before it started", apiv1.MigrationAbortSucceeded)
 		case !targetReady(st):
-			return poll, nil // migrationPass leaves the guest to the usual handling
+			return poll, nil // Pass leaves the guest to the usual handling
 		}
-		ms, err = e.client.Migrate(cctx, &launcherpb.MigrateRequest{
-			MigrationUid:     st.GetMigrationUid(),
-			TargetLibvirtUri: st.GetTargetLibvirtUri(),
-			TargetAddress:    st.GetTargetNodeAddress(),
-			Configuration:    st.GetConfiguration(),
-			DestXml:          st.GetTargetDomainXml(),
-		})
+		ms, err = e.Client.Migrate(cctx, migrateRequest(st))
 		if c := status.Code(err); c == codes.FailedPrecondition || c == codes.InvalidArgument {
-			return controller.Result{}, a.endMigration(ctx, vmi, "the migration could not start: "+errorMessage(err), "")
+			return controller.Result{}, s.end(ctx, vmi, "the migration could not start: "+launchers.ErrorMessage(err), "")
 		}
 	} else {
-		ms, err = e.client.GetMigration(cctx)
+		ms, err = e.Client.GetMigration(cctx)
 		if err == nil && ms.GetMigrationUid() != st.GetMigrationUid() {
 			// The launcher has no record of the job it started: it was
 			// never started (the launcher died before libvirt's job), so
 			// it is started now, once.
-			ms, err = e.client.Migrate(cctx, &launcherpb.MigrateRequest{
-				MigrationUid: st.GetMigrationUid(), TargetLibvirtUri: st.GetTargetLibvirtUri(),
-				TargetAddress: st.GetTargetNodeAddress(), Configuration: st.GetConfiguration(), DestXml: st.GetTargetDomainXml(),
-			})
+			ms, err = e.Client.Migrate(cctx, migrateRequest(st))
 		}
 	}
 	if err != nil {
-		if unavailable(err) {
-			return a.launcherUnreachable(ctx, key, vmi, e, err)
+		if launchers.Unavailable(err) {
+			return s.opts.Handler.Unreachable(ctx, key, vmi, e, err)
 		}
 		return controller.Result{}, fmt.Errorf("migrating %s: %w", key, err)
 	}
@@ -80,31 +74,42 @@ func (a *Agent) migrateOut(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		// removes this node's copy removes the volumes too.
 		next := *rec
 		next.MigratedAway = st.GetMigrationUid()
-		if err := a.db.PutVMI(&next); err != nil {
+		if err := s.putRecord(rec, &next); err != nil {
 			return controller.Result{}, fmt.Errorf("saving state record of %s: %w", key, err)
 		}
-		*rec = next
 	}
 	if st.GetAbortRequested() && ms.GetRunning() && ms.GetAbortStatus() == "" {
-		if ms, err = e.client.AbortMigration(cctx); err != nil {
+		if ms, err = e.Client.AbortMigration(cctx); err != nil {
 			return controller.Result{}, fmt.Errorf("aborting the migration of %s: %w", key, err)
 		}
-		a.log.Info("aborting migration", "vmi", key, "migration_uid", st.GetMigrationUid())
+		s.log.Info("aborting migration", "vmi", key, "migration_uid", st.GetMigrationUid())
 	}
-	if _, err := a.writeStatus(ctx, vmi, sourceProgress(ms)); err != nil && !errors.Is(err, errVMIGone) {
+	if err := s.opts.Status.Report(ctx, vmi, sourceProgress(ms)); err != nil {
 		return controller.Result{}, err
 	}
 	switch {
 	case ms.GetRunning():
 		return poll, nil
 	case ms.GetFailed():
-		a.log.Warn("migration failed; the guest stays here", "vmi", key, "migration_uid", st.GetMigrationUid(), "reason", ms.GetFailureReason())
+		s.log.Warn("migration failed; the guest stays here", "vmi", key, "migration_uid", st.GetMigrationUid(), "reason", ms.GetFailureReason())
 		// The domain runs here still; the next pass handles it as usual.
 		return poll, nil
 	}
-	a.log.Info("migration completed; instance handed to the target", "vmi", key, "target", st.GetTargetNode(),
+	s.log.Info("migration completed; instance handed to the target", "vmi", key, "target", st.GetTargetNode(),
 		"downtime_ms", ms.GetProgress().GetDowntimeMs(), "elapsed_ms", ms.GetProgress().GetElapsedMs())
 	return controller.Result{}, nil
+}
+
+// migrateRequest asks the launcher for libvirt's job to the target the
+// migration state names.
+func migrateRequest(st *apiv1.MigrationState) *launcherpb.MigrateRequest {
+	return &launcherpb.MigrateRequest{
+		MigrationUid:     st.GetMigrationUid(),
+		TargetLibvirtUri: st.GetTargetLibvirtUri(),
+		TargetAddress:    st.GetTargetNodeAddress(),
+		Configuration:    st.GetConfiguration(),
+		DestXml:          st.GetTargetDomainXml(),
+	}
 }
 
 // sourceProgress mirrors the launcher's migration record into the
@@ -143,10 +148,10 @@ func sourceProgress(ms *launcherpb.MigrationStatus) func(*apiv1.VirtualMachineIn
 	}
 }
 
-// endMigration records on the instance that its migration ended without
-// libvirt's job having run (abortStatus set when that was asked for).
-func (a *Agent) endMigration(ctx context.Context, vmi *apiv1.VirtualMachineInstance, reason, abortStatus string) error {
-	_, err := a.writeStatus(ctx, vmi, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+// end records on the instance that its migration ended without libvirt's
+// job having run (abortStatus set when that was asked for).
+func (s source) end(ctx context.Context, vmi *apiv1.VirtualMachineInstance, reason, abortStatus string) error {
+	err := s.opts.Status.Report(ctx, vmi, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
 		m := st.MigrationState
 		if m == nil || m.Completed {
 			return
@@ -155,11 +160,28 @@ func (a *Agent) endMigration(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 		m.EndTimestamp = apiv1.Timestamp(now)
 		m.TargetDomainXml = ""
 	})
-	if err != nil && !errors.Is(err, errVMIGone) {
+	if err != nil {
 		return err
 	}
-	a.log.Info("migration ended before it started", "vmi", informer.Key(vmi), "reason", reason)
+	s.log.Info("migration ended before it started", "vmi", informer.Key(vmi), "reason", reason)
 	return nil
+}
+
+// migratedAway removes what is left here of an instance that runs on
+// another node now: its stopped domain, launcher and files. Its VM's
+// volumes go too when a migration copied them to where it runs.
+func (s source) migratedAway(ctx context.Context, key string, vmi *apiv1.VirtualMachineInstance) (controller.Result, error) {
+	rec, err := s.opts.Records.Record(key)
+	if err != nil || rec == nil || rec.UID != vmi.GetMetadata().GetUid() {
+		return controller.Result{}, err
+	}
+	res, err := s.opts.Handler.RemoveLocal(ctx, rec)
+	if err != nil || res.RequeueAfter > 0 {
+		return res, err
+	}
+	s.log.Info("instance migrated away; local copy removed", "vmi", key, "now_on", vmi.GetStatus().GetNodeName(),
+		"migration_uid", vmi.GetStatus().GetMigrationState().GetMigrationUid())
+	return controller.Result{}, nil
 }
 
 // targetReady reports a migration whose target published where it
