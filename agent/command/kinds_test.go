@@ -167,20 +167,19 @@ func TestMissingCallIsAnError(t *testing.T) {
 		call string
 		err  error
 	}{
-		{"get", func() error { _, err := getObject(ctx, nil, unknown, "default", "x"); return err }()},
-		{"get", func() error { _, err := getObject(ctx, nil, imageResource, "", "x"); return err }()},
-		{"list", func() error { _, err := listObjects(ctx, nil, unknown, "", ""); return err }()},
+		{"get", errOf(getObject(ctx, nil, unknown, "default", "x"))},
+		{"get", errOf(getObject(ctx, nil, imageResource, "", "x"))},
+		{"list", errOf(listObjects(ctx, nil, unknown, "", ""))},
 		{"watch", watchObjects(ctx, nil, imageResource, &apiv1.WatchOptions{}, noop)},
 		{"create", createObject(ctx, nil, nodeResource, vm)},
-		{"update", func() error { _, err := updateObject(ctx, nil, migrationResource, vm); return err }()},
-		{"delete", func() error { _, err := deleteObject(ctx, nil, vmiResource, &apiv1.ObjectKey{Name: "x"}, false); return err }()},
-		{"delete with snapshots", func() error {
-			_, err := deleteObject(ctx, nil, poolResource, &apiv1.ObjectKey{Name: "x"}, true)
-			return err
-		}()},
+		{"update", errOf(updateObject(ctx, nil, migrationResource, vm))},
+		{"delete", errOf(deleteObject(ctx, nil, vmiResource, &apiv1.ObjectKey{Name: "x"}, false))},
+		{"delete with snapshots", errOf(deleteObject(ctx, nil, poolResource, &apiv1.ObjectKey{Name: "x"}, true))},
 	} {
 		if tt.err == nil || !strings.Contains(tt.err.Error(), "has no "+tt.call+" call in the CLI's table of kinds") {
 			t.Errorf("%s of a kind without it: %v", tt.call, tt.err)
 		}
 	}
 }
+
+func errOf[T any](_ T, err error) error { return err }
