@@ -1,137 +1,12 @@
 package command
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
-	"strings"
-	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
-
-// kind is an entry of kinds as it is written: its calls over its own
-// request and response types (T its object, E its watch event), which
-// define turns into the resource's calls on objects. A call left nil is
-// one the kind does not have.
-type kind[T object, E watchEvent[T]] struct {
-	resource
-	row  func(o T, now time.Time) []string
-	wide func(o T) []string
-
-	get   func(context.Context, *client.Client, *apiv1.ObjectKey) (T, error)
-	list  func(context.Context, *client.Client, *apiv1.ListOptions) ([]T, error)
-	watch func(context.Context, *client.Client, *apiv1.WatchOptions) (client.Stream[E], error)
-	// create and update (or specDefaults) make a kind one apply takes.
-	create func(context.Context, *client.Client, T) (T, error)
-	update func(context.Context, *client.Client, T) (T, error)
-	// specDefaults is objectCalls.specDefaults: set instead of update for
-	// a kind whose spec cannot change.
-	specDefaults        func(o T)
-	delete              func(context.Context, *client.Client, *apiv1.ObjectKey) (T, error)
-	deleteWithSnapshots func(context.Context, *client.Client, *apiv1.ObjectKey) (T, error)
-	deleted             func(name string, o T) string
-	scale               func(context.Context, *client.Client, *apiv1.ScaleRequest) (T, error)
-}
-
-// define makes the resource of k.
-func (k kind[T, E]) define() *resource {
-	r := new(resource)
-	*r = k.resource
-	c := &r.calls
-	c.newObject = func() object {
-		var zero T
-		return zero.ProtoReflect().Type().New().Interface().(object)
-	}
-	if k.row != nil {
-		c.row = func(obj object, now time.Time) []string { return k.row(obj.(T), now) }
-	}
-	if k.wide != nil {
-		c.wide = func(obj object) []string { return k.wide(obj.(T)) }
-	}
-	if k.get != nil {
-		c.get = func(ctx context.Context, cl *client.Client, key *apiv1.ObjectKey) (object, error) {
-			return nilSafe(k.get(ctx, cl, key))
-		}
-	}
-	if k.list != nil {
-		c.list = func(ctx context.Context, cl *client.Client, opts *apiv1.ListOptions) ([]object, error) {
-			items, err := k.list(ctx, cl, opts)
-			return objects(items), err
-		}
-	}
-	if k.watch != nil {
-		c.watch = func(ctx context.Context, cl *client.Client, opts *apiv1.WatchOptions, fn func(apiv1.EventType, object) error) error {
-			s, err := k.watch(ctx, cl, opts)
-			if err != nil {
-				return err
-			}
-			return forEachEvent(s, fn)
-		}
-	}
-	if k.create != nil {
-		c.create = func(ctx context.Context, cl *client.Client, obj object) error {
-			_, err := k.create(ctx, cl, obj.(T))
-			return err
-		}
-	}
-	if k.update != nil {
-		c.update = func(ctx context.Context, cl *client.Client, obj object) (object, error) {
-			return nilSafe(k.update(ctx, cl, obj.(T)))
-		}
-	}
-	if k.specDefaults != nil {
-		c.specDefaults = func(obj object) { k.specDefaults(obj.(T)) }
-		c.update = func(ctx context.Context, cl *client.Client, obj object) (object, error) {
-			return applyImmutable(ctx, cl, r, obj)
-		}
-	}
-	c.delete = deleteCall(k.delete)
-	c.deleteWithSnapshots = deleteCall(k.deleteWithSnapshots)
-	if k.deleted != nil {
-		c.deleted = func(name string, obj object) string {
-			o, _ := obj.(T) // the zero T (nil) if the server sent nothing
-			return k.deleted(name, o)
-		}
-	}
-	if k.scale != nil {
-		c.scale = func(ctx context.Context, cl *client.Client, req *apiv1.ScaleRequest) (*apiv1.ObjectMeta, error) {
-			o, err := k.scale(ctx, cl, req)
-			return o.GetMetadata(), err
-		}
-	}
-	return r
-}
-
-func deleteCall[T object](del func(context.Context, *client.Client, *apiv1.ObjectKey) (T, error)) func(context.Context, *client.Client, *apiv1.ObjectKey) (object, error) {
-	if del == nil {
-		return nil
-	}
-	return func(ctx context.Context, c *client.Client, key *apiv1.ObjectKey) (object, error) {
-		return nilSafe(del(ctx, c, key))
-	}
-}
-
-// paged is a kind's list from its List call: a page of
-// client.ListPageSize at a time, as kubectl does, with the items sorted
-// by namespace and name (paged lists come in key order).
-func paged[T object, R client.ListResponse[T]](list func(context.Context, *client.Client, *apiv1.ListOptions) (R, error)) func(context.Context, *client.Client, *apiv1.ListOptions) ([]T, error) {
-	return func(ctx context.Context, c *client.Client, opts *apiv1.ListOptions) ([]T, error) {
-		items, _, err := client.ListAll(ctx, opts, func(ctx context.Context, o *apiv1.ListOptions) (R, error) {
-			return list(ctx, c, o)
-		})
-		if err != nil {
-			return nil, err
-		}
-		slices.SortFunc(items, func(a, b T) int {
-			am, bm := a.GetMetadata(), b.GetMetadata()
-			return cmp.Or(strings.Compare(am.GetNamespace(), bm.GetNamespace()), strings.Compare(am.GetName(), bm.GetName()))
-		})
-		return items, nil
-	}
-}
 
 // The helpers below call res's calls; errors are raw gRPC errors for
 // describeError, or errNoCall for a call res does not have.
@@ -156,11 +31,7 @@ func listObjects(ctx context.Context, c *client.Client, res *resource, namespace
 	if res.calls.list == nil {
 		return nil, errNoCall(res, "list")
 	}
-	items, err := res.calls.list(ctx, c, &apiv1.ListOptions{Namespace: namespace, LabelSelector: selector})
-	if err != nil {
-		return nil, err
-	}
-	return items, nil
+	return res.calls.list(ctx, c, &apiv1.ListOptions{Namespace: namespace, LabelSelector: selector})
 }
 
 // watchObjects calls fn for every event until the stream ends (nil), fails,
