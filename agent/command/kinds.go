@@ -39,9 +39,9 @@ type resource struct {
 	// getBy and deleteBy, when set, are the kind's own commands, which get
 	// and delete hand over to. They are interfaces rather than funcs
 	// because those commands name their resource (describeError(err,
-	// imageResource, ...)): a func here would make the resource's
-	// initialization depend on itself, a value of a type with methods
-	// does not.
+	// imageResource, ...)): a func literal here would make the resource's
+	// initialization refer to itself (a compile error), whereas Go does
+	// not follow the methods of a value stored in an interface.
 	getBy    ownGet
 	deleteBy ownDelete
 	// deleteRefusal, when set, is why delete does not take the kind and
