@@ -100,7 +100,7 @@ func runApply(ctx context.Context, root *rootOptions, out, errOut io.Writer, obj
 // object between our read and our update.
 const applyAttempts = 5
 
-// applyObject creates obj (a VM, replica set or pool) or replaces the
+// applyObject creates obj (of res, a kind with create) or replaces the
 // spec, labels and annotations of the existing one (like kubectl replace,
 // not a three-way merge: labels set by others are dropped). It returns
 // "created", "configured" or "unchanged".
@@ -110,7 +110,7 @@ func applyObject(ctx context.Context, c *client.Client, res *resource, obj objec
 	var lastErr error
 	for range applyAttempts {
 		if !exists {
-			err := createObject(ctx, c, obj)
+			err := createObject(ctx, c, res, obj)
 			if err == nil {
 				return "created", nil
 			}
@@ -146,7 +146,7 @@ func applyObject(ctx context.Context, c *client.Client, res *resource, obj objec
 		um.Labels = md.GetLabels()
 		um.Annotations = md.GetAnnotations()
 		setField(upd, "status", nil)
-		got, err := updateObject(ctx, c, upd)
+		got, err := updateObject(ctx, c, res, upd)
 		switch status.Code(err) {
 		case codes.OK:
 			// The server may normalise what we sent into what it has; a write

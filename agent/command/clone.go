@@ -192,19 +192,3 @@ func cloneOutcome(out io.Writer, cl *apiv1.VirtualMachineClone) error {
 		spec.GetTarget(), from, name, spec.GetTarget())
 	return err
 }
-
-// cloneRow is a clone's line of get vmclone.
-func cloneRow(cl *apiv1.VirtualMachineClone, now time.Time) []string {
-	spec := cl.GetSpec()
-	source := "vm/" + spec.GetSourceName()
-	if spec.GetSourceKind() == apiv1.CloneSourceSnapshot {
-		source = "vmsnapshot/" + spec.GetSourceName()
-	}
-	return []string{
-		cl.GetMetadata().GetName(),
-		source,
-		cell(spec.GetTarget()),
-		clonePhase(cl),
-		age(cl.GetMetadata().GetCreationTimestamp(), now),
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,7 +28,7 @@ type deleteOptions struct {
 func newDeleteCommand(root *rootOptions) *cobra.Command {
 	o := &deleteOptions{rootOptions: root}
 	cmd := &cobra.Command{
-		Use:   "delete vm|rs|pool|image|migration|vmsnapshot|vmsnapshotcontent|vmrestore|vmclone NAME...",
+		Use:   "delete " + strings.Join(deleteArgs, "|") + " NAME...",
 		Short: "Delete virtual machines (their instances go with them), replica sets, pools, images, snapshots, restores or clones, or cancel migrations",
 		Long: `Delete virtual machines (their instances go with them), replica sets, pools
 or images. A replica set's instances and a pool's VMs are deleted by their
@@ -50,7 +51,7 @@ cancels a VM's migrations without their names.`,
   virtplane-agent delete image debian-12.qcow2
   virtplane-agent delete migration demo-migration-x7k2p --wait`,
 		Args:      cobra.MinimumNArgs(2),
-		ValidArgs: []string{"vm", "rs", "pool", "image", "migration", "vmsnapshot", "vmsnapshotcontent", "vmrestore", "vmclone"},
+		ValidArgs: deleteArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd.Context(), cmd.OutOrStdout(), args)
 		},
@@ -66,16 +67,14 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 	if err != nil {
 		return err
 	}
-	if o.deleteSnapshots && res != vmResource {
+	if o.deleteSnapshots && res.calls.deleteWithSnapshots == nil {
 		return fmt.Errorf("--delete-snapshots applies to vm only, not %s", res.Singular)
 	}
-	switch res {
-	case vmiResource:
-		return errors.New("VirtualMachineInstances are deleted through their VirtualMachine: stop it (virtplane-agent stop NAME) or delete the VM (virtplane-agent delete vm NAME)")
-	case nodeResource:
-		return errors.New("nodes are deleted with `virtplane-agent node delete NODE`, which also revokes their certificates")
-	case imageResource:
-		return o.deleteImages(ctx, out, args[1:])
+	switch {
+	case res.deleteRefusal != "":
+		return errors.New(res.deleteRefusal)
+	case res.deleteBy != nil:
+		return res.deleteBy.delete(ctx, o, out, args[1:])
 	}
 	names := args[1:]
 
@@ -87,26 +86,18 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 
 	for _, name := range names {
 		key := &apiv1.ObjectKey{Namespace: o.namespace, Name: name}
-		if res == migrationResource {
-			m, err := c.Migrations.Delete(ctx, &apiv1.DeleteMigrationRequest{Key: key})
-			if err != nil {
-				return describeError(err, migrationResource, name)
-			}
-			if apiv1.IsMigrationFinal(m.GetStatus().GetPhase()) {
-				fmt.Fprintf(out, "migration %q deleted (it had ended: %s)\n", name, m.GetStatus().GetPhase())
-			} else {
-				fmt.Fprintf(out, "migration %q canceled (phase %s)\n", name, phaseOrPending(m))
-			}
-			continue
-		}
-		if err := deleteObject(ctx, c, res, key, o.deleteSnapshots); err != nil {
+		obj, err := deleteObject(ctx, c, res, key, o.deleteSnapshots)
+		if err != nil {
 			return describeError(err, res, name)
 		}
-		if o.deleteSnapshots {
+		switch {
+		case res.calls.deleted != nil:
+			fmt.Fprintln(out, res.calls.deleted(name, obj))
+		case o.deleteSnapshots:
 			fmt.Fprintf(out, "%s %q deleted with its snapshots\n", res.Singular, name)
-			continue
+		default:
+			fmt.Fprintf(out, "%s %q deleted\n", res.Singular, name)
 		}
-		fmt.Fprintf(out, "%s %q deleted\n", res.Singular, name)
 	}
 	if !o.wait {
 		return nil
@@ -127,13 +118,15 @@ func (o *deleteOptions) run(ctx context.Context, out io.Writer, args []string) e
 	return nil
 }
 
+// deleteArgs are the kinds delete takes, for completion and help.
+var deleteArgs = firstNames(func(r *resource) bool { return r.deleteRefusal == "" })
+
 // errGone ends the watch in waitGone.
 var errGone = errors.New("gone")
 
-// waitGone returns once the object (a VM, replica set, pool, migration,
-// snapshot, content, restore or clone) is absent. A watch from revision 0 lists the object if it
-// still exists, then SYNCED, so one deleted before the watch started is
-// not waited for in vain.
+// waitGone returns once the object (of res) is absent. A watch from
+// revision 0 lists the object if it still exists, then SYNCED, so one
+// deleted before the watch started is not waited for in vain.
 func waitGone(ctx context.Context, c *client.Client, res *resource, namespace, name string) error {
 	present, synced := false, false
 	opts := &apiv1.WatchOptions{Namespace: namespace, Name: name}

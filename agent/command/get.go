@@ -76,11 +76,8 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, args []stri
 	if name != "" && o.selector != "" {
 		return errors.New("a name cannot be combined with a label selector")
 	}
-	if res == imageResource {
-		if wide {
-			return errors.New("images have no wide output; -o yaml shows every node's entry")
-		}
-		return o.runImages(ctx, out, errOut, name)
+	if res.getBy != nil {
+		return res.getBy.get(ctx, o, out, errOut, name, wide)
 	}
 	header, row := o.table(res, wide)
 	namespace := o.namespace
@@ -131,11 +128,12 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, args []stri
 // table returns the header and row functions of res's table, wide or not.
 func (o *getOptions) table(res *resource, wide bool) (header func(withNS bool) []string, row func(obj object, now time.Time, withNS bool) []string) {
 	if !wide {
-		return func(withNS bool) []string { return tableHeader(res, withNS) }, tableRow
+		return func(withNS bool) []string { return tableHeader(res, withNS) },
+			func(obj object, now time.Time, withNS bool) []string { return tableRow(res, obj, now, withNS) }
 	}
 	return func(withNS bool) []string { return append(tableHeader(res, withNS), wideHeader(res)...) },
 		func(obj object, now time.Time, withNS bool) []string {
-			return append(tableRow(obj, now, withNS), wideCells(obj)...)
+			return append(tableRow(res, obj, now, withNS), wideCells(res, obj)...)
 		}
 }
 

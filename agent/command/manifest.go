@@ -12,8 +12,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"sigs.k8s.io/yaml"
-
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 const apiVersion = "virtplane.io/v1"
@@ -50,21 +48,20 @@ func splitDocuments(data []byte) []document {
 	return append(docs, document{data: cur.Bytes(), line: start})
 }
 
-// manifestKinds are the kinds apply takes, by the manifest's kind.
-var manifestKinds = map[string]func() object{
-	apiv1.KindVirtualMachine: func() object { return &apiv1.VirtualMachine{} },
-	apiv1.KindReplicaSet:     func() object { return &apiv1.VirtualMachineInstanceReplicaSet{} },
-	apiv1.KindPool:           func() object { return &apiv1.VirtualMachinePool{} },
-	// Their specs are immutable: apply creates them, and applying one
-	// again is "unchanged" or refused (applyImmutable).
-	apiv1.KindSnapshot: func() object { return &apiv1.VirtualMachineSnapshot{} },
-	apiv1.KindRestore:  func() object { return &apiv1.VirtualMachineRestore{} },
-	apiv1.KindClone:    func() object { return &apiv1.VirtualMachineClone{} },
-}
-
-// manifestKindList names manifestKinds for messages.
-const manifestKindList = "VirtualMachine, " + apiv1.KindReplicaSet + ", " + apiv1.KindPool + ", " +
-	apiv1.KindSnapshot + ", " + apiv1.KindRestore + " or " + apiv1.KindClone
+// manifestKinds are the kinds apply takes (those with a create call), by
+// the manifest's kind, and manifestKindList names them for messages in
+// the order of kinds.
+var manifestKinds, manifestKindList = func() (map[string]*resource, string) {
+	m := map[string]*resource{}
+	var names []string
+	for _, r := range kinds {
+		if r.calls.create != nil {
+			m[r.Kind] = r
+			names = append(names, r.Kind)
+		}
+	}
+	return m, orList(names)
+}()
 
 // parseManifests reads the objects in data (a kind of manifestKinds each);
 // source names the file in errors. namespace fills in empty
@@ -121,7 +118,7 @@ func parseDocument(j []byte, namespace string, namespaceExplicit bool) (object, 
 	if err := stringField(fields, "apiVersion", &version); err != nil {
 		return nil, err
 	}
-	newObject, ok := manifestKinds[kind]
+	res, ok := manifestKinds[kind]
 	switch {
 	case kind == "":
 		return nil, fmt.Errorf("kind is missing (want kind: %s)", manifestKindList)
@@ -138,7 +135,7 @@ func parseDocument(j []byte, namespace string, namespaceExplicit bool) (object, 
 		return nil, err
 	}
 
-	obj := newObject()
+	obj := res.calls.newObject()
 	// DiscardUnknown false: a misspelt field must fail, not vanish.
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(body, obj); err != nil {
 		return nil, protojsonError(err, obj.ProtoReflect().Descriptor(), body)

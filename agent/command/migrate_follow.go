@@ -138,21 +138,3 @@ func percentDone(p *apiv1.MigrationProgress) string {
 	left := min(max(p.GetDataRemainingBytes(), 0), total)
 	return fmt.Sprintf("%d%%", (total-left)*100/total)
 }
-
-// migrationRow is a migration's line of get migrations.
-func migrationRow(m *apiv1.VirtualMachineInstanceMigration, now time.Time) []string {
-	st := m.GetStatus()
-	target := st.GetTargetNode()
-	if target == "" {
-		target = st.GetMigrationState().GetTargetNode()
-	}
-	return []string{
-		m.GetMetadata().GetName(),
-		cell(m.GetSpec().GetVmiName()),
-		phaseOrPending(m),
-		cell(st.GetMigrationState().GetSourceNode()),
-		cell(target),
-		cell(percentDone(st.GetMigrationState().GetProgress())),
-		age(m.GetMetadata().GetCreationTimestamp(), now),
-	}
-}

@@ -101,7 +101,7 @@ func TestMigrationRow(t *testing.T) {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}
-	if got := tableRow(onlyState, onlyState.Metadata.CreationTimestamp.AsTime(), true); got[0] != "prod" || len(got) != 8 {
+	if got := tableRow(migrationResource, onlyState, onlyState.Metadata.CreationTimestamp.AsTime(), true); got[0] != "prod" || len(got) != 8 {
 		t.Errorf("-A row %q", got)
 	}
 }

@@ -3,6 +3,7 @@ package command
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,201 +23,35 @@ const none = "<none>"
 // tableHeader returns the columns for res; withNamespace adds NAMESPACE
 // (get -A) for namespaced kinds.
 func tableHeader(res *resource, withNamespace bool) []string {
-	var cols []string
-	switch res {
-	case vmResource:
-		cols = []string{"NAME", "AGE", "STATUS", "READY"}
-	case vmiResource:
-		cols = []string{"NAME", "AGE", "PHASE", "IP", "NODENAME", "READY"}
-	case migrationResource:
-		cols = []string{"NAME", "VMI", "PHASE", "SOURCE", "TARGET", "PROGRESS", "AGE"}
-	case replicaSetResource:
-		// kubectl get rs's columns.
-		cols = []string{"NAME", "DESIRED", "CURRENT", "READY", "AGE"}
-	case poolResource:
-		cols = []string{"NAME", "DESIRED", "CURRENT", "READY", "UPDATED", "AGE"}
-	case snapshotResource:
-		cols = []string{"NAME", "SOURCE", "PHASE", "READY", "INDICATIONS", "CREATED", "NODE", "AGE"}
-	case snapshotContentResource:
-		cols = []string{"NAME", "SNAPSHOT", "NODE", "PHASE", "READY", "VOLUMES", "AGE"}
-	case restoreResource:
-		cols = []string{"NAME", "TARGET", "SNAPSHOT", "PHASE", "COMPLETE", "RESTORED", "AGE"}
-	case cloneResource:
-		cols = []string{"NAME", "SOURCE", "TARGET", "PHASE", "AGE"}
-	case nodeResource:
-		return []string{"NAME", "STATUS", "AGE", "CPU", "MEMORY", "KVM", "IMAGES", "VERSION"}
-	}
+	cols := slices.Clone(res.columns)
 	if withNamespace && res.Namespaced {
 		cols = append([]string{"NAMESPACE"}, cols...)
 	}
 	return cols
 }
 
-// tableRow renders obj for the columns of tableHeader; now fixes AGE.
-func tableRow(obj object, now time.Time, withNamespace bool) []string {
-	var row []string
-	switch o := obj.(type) {
-	case *apiv1.VirtualMachine:
-		row = []string{
-			o.GetMetadata().GetName(),
-			age(o.GetMetadata().GetCreationTimestamp(), now),
-			cell(o.GetStatus().GetPrintableStatus()),
-			boolString(o.GetStatus().GetReady()),
-		}
-	case *apiv1.VirtualMachineInstance:
-		ready := "False"
-		if c := findCondition(o.GetStatus().GetConditions(), "Ready"); c != nil && c.GetStatus() != "" {
-			ready = c.GetStatus()
-		}
-		row = []string{
-			o.GetMetadata().GetName(),
-			age(o.GetMetadata().GetCreationTimestamp(), now),
-			cell(o.GetStatus().GetPhase()),
-			cell(vmiIP(o)),
-			cell(o.GetStatus().GetNodeName()),
-			ready,
-		}
-	case *apiv1.VirtualMachineInstanceMigration:
-		row = migrationRow(o, now)
-	case *apiv1.VirtualMachineInstanceReplicaSet:
-		row = []string{
-			o.GetMetadata().GetName(),
-			count(o.GetSpec().DesiredReplicas()),
-			count(o.GetStatus().GetReplicas()),
-			count(o.GetStatus().GetReadyReplicas()),
-			age(o.GetMetadata().GetCreationTimestamp(), now),
-		}
-	case *apiv1.VirtualMachinePool:
-		row = []string{
-			o.GetMetadata().GetName(),
-			count(o.GetSpec().DesiredReplicas()),
-			count(o.GetStatus().GetReplicas()),
-			count(o.GetStatus().GetReadyReplicas()),
-			count(o.GetStatus().GetUpdatedReplicas()),
-			age(o.GetMetadata().GetCreationTimestamp(), now),
-		}
-	case *apiv1.VirtualMachineSnapshot:
-		row = snapshotRow(o, now)
-	case *apiv1.VirtualMachineSnapshotContent:
-		row = snapshotContentRow(o, now)
-	case *apiv1.VirtualMachineRestore:
-		row = restoreRow(o, now)
-	case *apiv1.VirtualMachineClone:
-		row = cloneRow(o, now)
-	case *apiv1.Node:
-		kvm := "tcg"
-		if o.GetStatus().GetNodeInfo().GetKvmUsable() {
-			kvm = "kvm"
-		}
-		alloc := o.GetStatus().GetAllocatable()
-		return []string{
-			o.GetMetadata().GetName(),
-			nodeStatus(o),
-			age(o.GetMetadata().GetCreationTimestamp(), now),
-			cell(alloc["cpu"]),
-			cell(alloc["memory"]),
-			kvm,
-			// A count, like kubectl's RESTARTS; -o yaml lists them.
-			strconv.Itoa(len(o.GetStatus().GetImages())),
-			cell(o.GetStatus().GetNodeInfo().GetAgentVersion()),
-		}
-	default:
-		panic(fmt.Sprintf("tableRow: unexpected %T", obj))
-	}
-	if withNamespace {
+// tableRow renders obj, of res, for the columns of tableHeader; now fixes
+// AGE.
+func tableRow(res *resource, obj object, now time.Time, withNamespace bool) []string {
+	row := res.calls.row(obj, now)
+	if withNamespace && res.Namespaced {
 		row = append([]string{obj.GetMetadata().GetNamespace()}, row...)
 	}
 	return row
 }
 
 // wideHeader returns the columns -o wide adds at the end of res's table,
-// as kubectl's wide does: a node's bridges and libvirt networks (what
-// placement matches instances' networks against), an instance's address
-// on each interface, the volumes a snapshot copied and left out, the node
-// a restore copies on, the snapshot and restore a clone made. Other kinds
-// add none.
+// as kubectl's wide does (res.wideColumns); most kinds add none.
 func wideHeader(res *resource) []string {
-	switch res {
-	case vmiResource:
-		return []string{"IPS"}
-	case snapshotResource:
-		return []string{"INCLUDED", "EXCLUDED"}
-	case restoreResource:
-		return []string{"NODE"}
-	case cloneResource:
-		return []string{"SNAPSHOT", "RESTORE"}
-	case nodeResource:
-		return []string{"BRIDGES", "NETWORKS"}
-	}
-	return nil
+	return slices.Clone(res.wideColumns)
 }
 
-// wideCells renders obj for the columns of wideHeader.
-func wideCells(obj object) []string {
-	switch o := obj.(type) {
-	case *apiv1.VirtualMachineInstance:
-		var ips []string
-		for _, iface := range o.GetStatus().GetInterfaces() {
-			if ip := ifaceIP(iface); ip != "" {
-				ips = append(ips, ip)
-			}
-		}
-		return []string{cell(strings.Join(ips, ","))}
-	case *apiv1.Node:
-		return []string{cell(strings.Join(o.GetStatus().GetBridges(), ",")), cell(strings.Join(o.GetStatus().GetNetworks(), ","))}
-	case *apiv1.VirtualMachineSnapshot:
-		return []string{cell(strings.Join(o.GetStatus().GetIncludedVolumes(), ",")), cell(strings.Join(o.GetStatus().GetExcludedVolumes(), ","))}
-	case *apiv1.VirtualMachineRestore:
-		return []string{cell(o.GetStatus().GetNodeName())}
-	case *apiv1.VirtualMachineClone:
-		return []string{cell(o.GetStatus().GetSnapshotName()), cell(o.GetStatus().GetRestoreName())}
+// wideCells renders obj, of res, for the columns of wideHeader.
+func wideCells(res *resource, obj object) []string {
+	if res.calls.wide == nil {
+		return nil
 	}
-	return nil
-}
-
-// vmiIP is the first address of the first interface that has one.
-func vmiIP(vmi *apiv1.VirtualMachineInstance) string {
-	for _, iface := range vmi.GetStatus().GetInterfaces() {
-		if ip := ifaceIP(iface); ip != "" {
-			return ip
-		}
-	}
-	return ""
-}
-
-// ifaceIP is an interface's first address, "" while it has none.
-func ifaceIP(iface *apiv1.InterfaceStatus) string {
-	if ip := iface.GetIpAddress(); ip != "" {
-		return ip
-	}
-	if ips := iface.GetIpAddresses(); len(ips) > 0 {
-		return ips[0]
-	}
-	return ""
-}
-
-// nodeStatus follows kubectl: Ready/NotReady from the Ready condition
-// (Unknown without one), plus SchedulingDisabled, plus Draining or
-// Drained while a drain is on.
-func nodeStatus(n *apiv1.Node) string {
-	s := "Unknown"
-	if c := findCondition(n.GetStatus().GetConditions(), "Ready"); c != nil {
-		s = "NotReady"
-		if c.GetStatus() == "True" {
-			s = "Ready"
-		}
-	}
-	if !n.GetStatus().GetSchedulable() || n.GetSpec().GetUnschedulable() {
-		s += ",SchedulingDisabled"
-	}
-	if n.GetSpec().GetDrain() {
-		if n.Drained() {
-			s += ",Drained"
-		} else {
-			s += ",Draining"
-		}
-	}
-	return s
+	return res.calls.wide(obj)
 }
 
 func findCondition(conds []*apiv1.Condition, typ string) *apiv1.Condition {
@@ -233,6 +68,14 @@ func age(ts *timestamppb.Timestamp, now time.Time) string {
 		return "<unknown>"
 	}
 	return duration.HumanDuration(now.Sub(ts.AsTime()))
+}
+
+// timestampCell is ts in UTC, RFC 3339 (a point in time, not an age).
+func timestampCell(ts *timestamppb.Timestamp) string {
+	if ts == nil {
+		return none
+	}
+	return ts.AsTime().UTC().Format(time.RFC3339)
 }
 
 func count(n int32) string { return strconv.FormatInt(int64(n), 10) }

@@ -83,7 +83,11 @@ func TestTableRows(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tableRow(tt.obj, testNow, tt.withNS)
+			res, err := lookupResource(kindOf(tt.obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := tableRow(res, tt.obj, testNow, tt.withNS)
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("tableRow = %q\nwant       %q", got, tt.want)
 			}
@@ -112,8 +116,8 @@ func TestTableHeader(t *testing.T) {
 func TestPrintTable(t *testing.T) {
 	var b bytes.Buffer
 	rows := [][]string{
-		tableRow(testVM("demo", "Running", true), testNow, false),
-		tableRow(testVM("a-much-longer-name", "Stopped", false), testNow, false),
+		tableRow(vmResource, testVM("demo", "Running", true), testNow, false),
+		tableRow(vmResource, testVM("a-much-longer-name", "Stopped", false), testNow, false),
 	}
 	if err := printTable(&b, tableHeader(vmResource, false), rows); err != nil {
 		t.Fatal(err)
@@ -138,7 +142,7 @@ func TestStreamTable(t *testing.T) {
 		testVM("demo", "Running", true),
 		testVM("a-name-longer-than-twenty", "Stopped", false),
 	} {
-		if err := st.row(tableRow(vm, testNow, false)); err != nil {
+		if err := st.row(tableRow(vmResource, vm, testNow, false)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,12 +186,12 @@ func TestWideColumns(t *testing.T) {
 		if got := wideHeader(tt.res); !reflect.DeepEqual(got, tt.header) {
 			t.Errorf("wideHeader(%s) = %q, want %q", tt.res.Kind, got, tt.header)
 		}
-		if got := wideCells(tt.obj); !reflect.DeepEqual(got, tt.cells) {
+		if got := wideCells(tt.res, tt.obj); !reflect.DeepEqual(got, tt.cells) {
 			t.Errorf("wideCells(%s) = %q, want %q", tt.res.Kind, got, tt.cells)
 		}
 		empty := proto.Clone(tt.obj).(object)
 		proto.Reset(empty)
-		if got := wideCells(empty); !reflect.DeepEqual(got, tt.emptyCells) {
+		if got := wideCells(tt.res, empty); !reflect.DeepEqual(got, tt.emptyCells) {
 			t.Errorf("wideCells(empty %s) = %q, want %q", tt.res.Kind, got, tt.emptyCells)
 		}
 	}

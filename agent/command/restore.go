@@ -172,17 +172,3 @@ func restoreOutcome(out io.Writer, r *apiv1.VirtualMachineRestore) error {
 	_, err := fmt.Fprintf(out, "%s (restore %s)\n", line, name)
 	return err
 }
-
-// restoreRow is a restore's line of get vmrestore.
-func restoreRow(r *apiv1.VirtualMachineRestore, now time.Time) []string {
-	st := r.GetStatus()
-	return []string{
-		r.GetMetadata().GetName(),
-		cell(r.GetSpec().GetTarget()),
-		cell(r.GetSpec().GetSnapshot()),
-		restorePhase(r),
-		boolString(st.GetComplete()),
-		timestampCell(st.GetRestoreTime()),
-		age(r.GetMetadata().GetCreationTimestamp(), now),
-	}
-}

@@ -23,7 +23,7 @@ default).`,
 		Example: `  virtplane-agent scale rs web --replicas 5
   virtplane-agent scale pool db --replicas 0`,
 		Args:      cobra.ExactArgs(2),
-		ValidArgs: []string{"rs", "pool"},
+		ValidArgs: scaleArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runScale(cmd.Context(), root, cmd.OutOrStdout(), args[0], args[1], replicas)
 		},
@@ -33,31 +33,24 @@ default).`,
 	return cmd
 }
 
+// scaleArgs are the kinds scale takes.
+var scaleArgs = firstNames(func(r *resource) bool { return r.calls.scale != nil })
+
 func runScale(ctx context.Context, root *rootOptions, out io.Writer, kind, name string, replicas int32) error {
 	res, err := lookupResource(kind)
 	if err != nil {
 		return err
 	}
-	if res != replicaSetResource && res != poolResource {
+	if res.calls.scale == nil {
 		return fmt.Errorf("%s cannot be scaled: only replica sets (rs) and pools (pool) can", res.Singular)
 	}
 	return root.withClient(ctx, func(c *client.Client) error {
 		req := &apiv1.ScaleRequest{Key: &apiv1.ObjectKey{Namespace: root.namespace, Name: name}, Replicas: replicas}
-		var md *apiv1.ObjectMeta
-		if res == replicaSetResource {
-			rs, err := c.ReplicaSets.Scale(ctx, req)
-			if err != nil {
-				return describeError(err, res, name)
-			}
-			md = rs.GetMetadata()
-		} else {
-			pool, err := c.Pools.Scale(ctx, req)
-			if err != nil {
-				return describeError(err, res, name)
-			}
-			md = pool.GetMetadata()
+		md, err := res.calls.scale(ctx, c, req)
+		if err != nil {
+			return describeError(err, res, name)
 		}
-		_, err := fmt.Fprintf(out, "%s %q scaled to %d\n", res.Singular, apiv1.Ref(md.GetNamespace(), md.GetName()), replicas)
+		_, err = fmt.Fprintf(out, "%s %q scaled to %d\n", res.Singular, apiv1.Ref(md.GetNamespace(), md.GetName()), replicas)
 		return err
 	})
 }

@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -312,9 +310,9 @@ func (o *snapshotListOptions) run(ctx context.Context, out, errOut io.Writer, vm
 		now := o.now()
 		rows := make([][]string, len(items))
 		for i, it := range items {
-			rows[i] = tableRow(it, now, o.allNamespaces)
+			rows[i] = tableRow(snapshotResource, it, now, o.allNamespaces)
 			if wide {
-				rows[i] = append(rows[i], wideCells(it)...)
+				rows[i] = append(rows[i], wideCells(snapshotResource, it)...)
 			}
 		}
 		return printTable(out, header, rows)
@@ -355,45 +353,4 @@ takes its content and the data on the node with it; Retain keeps them
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "wait until the snapshots (and their data) are gone")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long --wait waits")
 	return cmd
-}
-
-// snapshotRow is a snapshot's line of get vmsnapshot.
-func snapshotRow(s *apiv1.VirtualMachineSnapshot, now time.Time) []string {
-	st := s.GetStatus()
-	return []string{
-		s.GetMetadata().GetName(),
-		cell(s.GetSpec().GetSource()),
-		snapshotPhase(s),
-		boolString(st.GetReadyToUse()),
-		cell(strings.Join(st.GetIndications(), ",")),
-		timestampCell(st.GetCreationTime()),
-		cell(st.GetNodeName()),
-		age(s.GetMetadata().GetCreationTimestamp(), now),
-	}
-}
-
-// snapshotContentRow is a content's line of get vmsnapshotcontent.
-func snapshotContentRow(c *apiv1.VirtualMachineSnapshotContent, now time.Time) []string {
-	st := c.GetStatus()
-	phase := st.GetPhase()
-	if phase == "" {
-		phase = "Pending"
-	}
-	return []string{
-		c.GetMetadata().GetName(),
-		cell(c.GetSpec().GetSnapshotName()),
-		cell(c.GetSpec().GetNodeName()),
-		phase,
-		boolString(st.GetReadyToUse()),
-		strconv.Itoa(len(c.GetSpec().GetVolumes())),
-		age(c.GetMetadata().GetCreationTimestamp(), now),
-	}
-}
-
-// timestampCell is ts in UTC, RFC 3339 (a point in time, not an age).
-func timestampCell(ts *timestamppb.Timestamp) string {
-	if ts == nil {
-		return none
-	}
-	return ts.AsTime().UTC().Format(time.RFC3339)
 }

@@ -9,28 +9,24 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
-// applyImmutable is apply's update of a snapshot, restore or clone that
-// exists. Their specs are immutable and their services have no update, so
-// applying the same manifest again must come out "unchanged" (the object
-// is returned as it is, resource version and all) and any other manifest
-// is refused. The comparison fills in the defaults the server writes into
-// an empty field, or a manifest that leaves them out would never compare
-// equal to what was created from it.
-func applyImmutable(ctx context.Context, c *client.Client, want object) (object, error) {
+// applyImmutable is apply's update of an object of res (a snapshot,
+// restore or clone: a kind with specDefaults) that exists. Their specs are
+// immutable and their services have no update, so applying the same
+// manifest again must come out "unchanged" (the object is returned as it
+// is, resource version and all) and any other manifest is refused. The
+// comparison fills in the defaults the server writes into an empty field,
+// or a manifest that leaves them out would never compare equal to what
+// was created from it.
+func applyImmutable(ctx context.Context, c *client.Client, res *resource, want object) (object, error) {
 	md := want.GetMetadata()
-	res, err := lookupResource(kindOf(want))
-	if err != nil {
-		return nil, err
-	}
 	have, err := getObject(ctx, c, res, md.GetNamespace(), md.GetName())
 	if err != nil {
 		return nil, err
 	}
-	if proto.Equal(withSpecDefaults(specOf(want)), withSpecDefaults(specOf(have))) &&
+	if proto.Equal(withSpecDefaults(res, want), withSpecDefaults(res, have)) &&
 		maps.Equal(md.GetLabels(), have.GetMetadata().GetLabels()) &&
 		maps.Equal(md.GetAnnotations(), have.GetMetadata().GetAnnotations()) {
 		return have, nil
@@ -40,29 +36,14 @@ func applyImmutable(ctx context.Context, c *client.Client, want object) (object,
 		kindOf(want), md.GetName(), res.Singular))
 }
 
-// withSpecDefaults is a copy of spec with the server's defaults
-// (docs/snapshots.md) in its empty fields.
-func withSpecDefaults(spec proto.Message) proto.Message {
-	if spec == nil {
+// withSpecDefaults is the spec of obj (of res) with the server's defaults
+// (res's specDefaults, docs/snapshots.md) in its empty fields, nil when
+// obj has no spec.
+func withSpecDefaults(res *resource, obj object) proto.Message {
+	if specOf(obj) == nil {
 		return nil
 	}
-	spec = proto.Clone(spec)
-	switch s := spec.(type) {
-	case *apiv1.VirtualMachineSnapshotSpec:
-		if s.DeletionPolicy == "" {
-			s.DeletionPolicy = apiv1.DeletionPolicyDelete
-		}
-		if s.FailureDeadlineSeconds == nil {
-			s.FailureDeadlineSeconds = proto.Int64(apiv1.DefaultSnapshotFailureDeadlineSeconds)
-		}
-	case *apiv1.VirtualMachineRestoreSpec:
-		if s.TargetReadinessPolicy == "" {
-			s.TargetReadinessPolicy = apiv1.ReadinessWaitGracePeriod
-		}
-	case *apiv1.VirtualMachineCloneSpec:
-		if s.SourceKind == "" {
-			s.SourceKind = apiv1.CloneSourceVM
-		}
-	}
-	return spec
+	obj = proto.Clone(obj).(object)
+	res.calls.specDefaults(obj)
+	return specOf(obj)
 }
