@@ -120,11 +120,13 @@ func New(stores Stores, opts Options) *Server {
 // Run keeps the server's caches (the node credentials) until ctx ends.
 func (s *Server) Run(ctx context.Context) { s.creds.run(ctx) }
 
-// services are the API's gRPC services, one entry each: the kind's
-// service (built by its file) and how it is registered. A kind's service,
-// its entry here and its methods' rules in authz.go are what this package
-// needs of a new kind; TestEveryServiceIsRegistered fails while a service
-// of apiv1.Services() has no entry.
+// services are the API's gRPC services, one entry each: the service its
+// file builds and how it is registered. A new kind takes, in this
+// package, its store in Stores, its service's file, its entry here and
+// its methods in authz.go's tables (and in quotaGuarded when its writes
+// add VMs). TestEveryServiceIsRegistered fails while a service of
+// apiv1.Services() has no entry, TestEveryMethodIsServed while one of its
+// methods is left to the Unimplemented fallback.
 var services = []registration{
 	serve(apiv1.RegisterVirtualMachinesServer, newVMService),
 	serve(apiv1.RegisterVirtualMachineInstancesServer, newVMIService),
