@@ -90,7 +90,7 @@ var nodeRules = map[string]nodeRule{
 	apiv1.SnapshotContents_Watch_FullMethodName: {before: func(node string, req any) error {
 		return nodeNameSelector(node, req.(*apiv1.WatchSnapshotContentsRequest).GetOptions().GetLabelSelector())
 	}},
-	// The handler checks the stored object's label (snapshot.go, statusWrite).
+	// The handler checks the stored object's label (status.go, statusRule).
 	apiv1.SnapshotContents_UpdateStatus_FullMethodName: {},
 	apiv1.Restores_Get_FullMethodName:                  {after: labelledForNode(apiv1.KindRestore)},
 	apiv1.Restores_List_FullMethodName: {before: func(node string, req any) error {

@@ -43,6 +43,8 @@ type bootstrapService struct {
 	s *Server
 }
 
+func newBootstrapService(s *Server) apiv1.BootstrapServer { return &bootstrapService{s: s} }
+
 func (b *bootstrapService) ready() error {
 	if b.s.opts.CA == nil || b.s.stores.BootstrapTokens == nil || b.s.stores.NodeCredentials == nil {
 		return status.Error(codes.FailedPrecondition, "this server does not issue node certificates")

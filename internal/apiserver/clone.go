@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -19,14 +18,24 @@ import (
 // up.
 type cloneService struct {
 	apiv1.UnimplementedClonesServer
+	objects[*apiv1.VirtualMachineClone, *apiv1.ListClonesResponse, apiv1.CloneEvent]
 	s *Server
 }
 
+func newCloneService(s *Server) apiv1.ClonesServer {
+	return &cloneService{s: s, objects: objects[*apiv1.VirtualMachineClone, *apiv1.ListClonesResponse, apiv1.CloneEvent]{
+		st: s.stores.Clones, log: s.log, kind: apiv1.KindClone, noun: "clone", attr: "clone",
+		listResponse: func(p store.Page[*apiv1.VirtualMachineClone]) *apiv1.ListClonesResponse {
+			return &apiv1.ListClonesResponse{Items: p.Items, ResourceVersion: p.Revision, Continue: p.Continue}
+		},
+		event: func(t apiv1.EventType, o *apiv1.VirtualMachineClone, rev int64) *apiv1.CloneEvent {
+			return &apiv1.CloneEvent{Type: t, Object: o, ResourceVersion: rev}
+		},
+	}}
+}
+
 func (v *cloneService) Create(ctx context.Context, req *apiv1.CreateCloneRequest) (*apiv1.VirtualMachineClone, error) {
-	c, _ := proto.Clone(req.GetClone()).(*apiv1.VirtualMachineClone)
-	if c == nil {
-		c = &apiv1.VirtualMachineClone{}
-	}
+	c := requestCopy(req.GetClone())
 	validation.DefaultClone(c)
 	if errs := validation.ValidateClone(c); len(errs) > 0 {
 		return nil, validation.ToStatusError(apiv1.KindClone, c.GetMetadata().GetName(), errs)
@@ -43,48 +52,30 @@ func (v *cloneService) Create(ctx context.Context, req *apiv1.CreateCloneRequest
 	}
 	c.Metadata = userMeta(c.Metadata)
 	c.Status = &apiv1.VirtualMachineCloneStatus{}
-	out, err := v.s.stores.Clones.Create(ctx, c)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	v.s.log.Info("clone created", "clone", apiv1.Ref(c.Metadata.Namespace, c.Metadata.Name), "uid", out.Metadata.Uid,
-		"source_kind", c.Spec.SourceKind, "source", c.Spec.SourceName, "target", c.Spec.Target)
-	return out, nil
+	return v.create(ctx, c, "source_kind", c.Spec.SourceKind, "source", c.Spec.SourceName, "target", c.Spec.Target)
 }
 
 func (v *cloneService) Get(ctx context.Context, req *apiv1.GetCloneRequest) (*apiv1.VirtualMachineClone, error) {
-	return getByKey(ctx, v.s.stores.Clones, req.GetKey())
+	return v.get(ctx, req.GetKey())
 }
 
 func (v *cloneService) List(ctx context.Context, req *apiv1.ListClonesRequest) (*apiv1.ListClonesResponse, error) {
-	items, rev, cont, err := listNamespaced(ctx, v.s.stores.Clones, req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	return &apiv1.ListClonesResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
+	return v.list(ctx, req.GetOptions())
 }
 
 func (v *cloneService) UpdateStatus(ctx context.Context, req *apiv1.UpdateCloneStatusRequest) (*apiv1.VirtualMachineClone, error) {
-	return statusWrite[*apiv1.VirtualMachineClone]{
-		kind: apiv1.KindClone, st: v.s.stores.Clones, log: v.s.log,
+	return v.updateStatus(ctx, req.GetClone(), statusRule[*apiv1.VirtualMachineClone]{
 		validate: func(in *apiv1.VirtualMachineClone) field.ErrorList {
 			return validation.ValidateCloneStatus(in.GetStatus(), field.NewPath("status"))
 		},
 		setStatus: func(next, in *apiv1.VirtualMachineClone) { next.Status = in.GetStatus() },
-	}.update(ctx, req.GetClone())
+	})
 }
 
 func (v *cloneService) Delete(ctx context.Context, req *apiv1.DeleteCloneRequest) (*apiv1.VirtualMachineClone, error) {
-	out, err := deleteByKey(ctx, v.s.stores.Clones, apiv1.KindClone, req.GetKey(), req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	v.s.log.Info("clone deletion requested", "clone", apiv1.Ref(out.GetMetadata().GetNamespace(), out.GetMetadata().GetName()))
-	return out, nil
+	return v.delete(ctx, req.GetKey(), req.GetOptions())
 }
 
 func (v *cloneService) Watch(req *apiv1.WatchClonesRequest, stream apiv1.Clones_WatchServer) error {
-	return streamWatch(stream.Context(), v.s.stores.Clones, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachineClone, rev int64) error {
-		return stream.Send(&apiv1.CloneEvent{Type: t, Object: o, ResourceVersion: rev})
-	})
+	return v.watch(req.GetOptions(), stream)
 }

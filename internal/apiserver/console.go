@@ -24,6 +24,8 @@ type consoleService struct {
 	s *Server
 }
 
+func newConsoleService(s *Server) apiv1.ConsolesServer { return &consoleService{s: s} }
+
 func (c *consoleService) Attach(stream apiv1.Consoles_AttachServer) error {
 	ctx := stream.Context()
 	first, err := stream.Recv()

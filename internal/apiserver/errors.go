@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,6 +15,13 @@ import (
 
 // conflictMessage is Kubernetes' wording, which users already know.
 const conflictMessage = "the object has been modified; please apply your changes to the latest version and try again"
+
+// conflict refuses a write of the object ref of kind that was read from
+// another version than the stored one (stale): Aborted, which clients
+// retry after reading again.
+func conflict(kind, ref string) error {
+	return status.Errorf(codes.Aborted, "%s %q: %s", strings.ToLower(kind), ref, conflictMessage)
+}
 
 // toStatus maps store and context errors to gRPC status errors.
 func toStatus(err error) error {

@@ -21,16 +21,15 @@ type imageService struct {
 	s *Server
 }
 
+func newImageService(s *Server) apiv1.ImagesServer { return &imageService{s: s} }
+
 func checkImageName(name string) error {
 	errs := validation.ValidateObjectMeta(&apiv1.ObjectMeta{Name: name}, false, field.NewPath("name"))
 	return validation.ToStatusError("Image", name, errs)
 }
 
 func (i *imageService) Create(ctx context.Context, req *apiv1.CreateImageRequest) (*apiv1.Image, error) {
-	img, _ := proto.Clone(req.GetImage()).(*apiv1.Image)
-	if img == nil {
-		img = &apiv1.Image{}
-	}
+	img := requestCopy(req.GetImage())
 	validation.DiscardUnknown(img)
 	validation.DefaultImage(img)
 	if errs := validation.ValidateImage(img); len(errs) > 0 {
@@ -69,15 +68,11 @@ func (i *imageService) List(ctx context.Context, req *apiv1.ListImagesRequest) (
 // Update replaces labels, annotations and spec.nodes; the source is
 // immutable (validation.ValidateImageUpdate).
 func (i *imageService) Update(ctx context.Context, req *apiv1.UpdateImageRequest) (*apiv1.Image, error) {
-	in, _ := proto.Clone(req.GetImage()).(*apiv1.Image)
-	if in == nil {
-		in = &apiv1.Image{}
-	}
+	in := requestCopy(req.GetImage())
 	validation.DiscardUnknown(in)
 	validation.DefaultImage(in)
-	rv := in.GetMetadata().GetResourceVersion()
-	if rv == 0 {
-		return nil, status.Error(codes.InvalidArgument, "metadata.resource_version: Required value: an update must carry the version it read")
+	if in.GetMetadata().GetResourceVersion() == 0 {
+		return nil, errNoResourceVersion
 	}
 	if errs := validation.ValidateImage(in); len(errs) > 0 {
 		return nil, validation.ToStatusError("Image", in.GetMetadata().GetName(), errs)
@@ -89,11 +84,10 @@ func (i *imageService) Update(ctx context.Context, req *apiv1.UpdateImageRequest
 	if errs := validation.ValidateImageUpdate(in, old); len(errs) > 0 {
 		return nil, validation.ToStatusError("Image", in.Metadata.Name, errs)
 	}
-	if old.Metadata.ResourceVersion != rv || (in.Metadata.Uid != "" && in.Metadata.Uid != old.Metadata.Uid) {
-		return nil, status.Errorf(codes.Aborted, "image %q: %s", in.Metadata.Name, conflictMessage)
+	if stale(old, in.Metadata) {
+		return nil, conflict(store.Images.Kind, in.Metadata.Name)
 	}
-	next, changed := withUserChanges(old, in, !proto.Equal(old.Spec, in.Spec),
-		func(n *apiv1.Image) { n.Spec = in.Spec })
+	next, changed := withUserChanges(old, in, func(n *apiv1.Image) bool { return replaceSpec(&n.Spec, in.Spec) })
 	if !changed {
 		return old, nil
 	}

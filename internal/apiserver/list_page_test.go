@@ -76,7 +76,7 @@ func TestNodeListsOwnInstancesInPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc := &vmiService{s: f.srv}
+	svc := newVMIService(f.srv)
 	info := &grpc.UnaryServerInfo{FullMethod: apiv1.VirtualMachineInstances_List_FullMethodName}
 	list := func(node, selector, cont string) (*apiv1.ListVirtualMachineInstancesResponse, error) {
 		req := &apiv1.ListVirtualMachineInstancesRequest{Options: &apiv1.ListOptions{LabelSelector: selector, Limit: 2, Continue: cont}}

@@ -18,7 +18,20 @@ import (
 // cannot move now, and deleting one cancels it.
 type migrationService struct {
 	apiv1.UnimplementedMigrationsServer
+	objects[*apiv1.VirtualMachineInstanceMigration, *apiv1.ListMigrationsResponse, apiv1.MigrationEvent]
 	s *Server
+}
+
+func newMigrationService(s *Server) apiv1.MigrationsServer {
+	return &migrationService{s: s, objects: objects[*apiv1.VirtualMachineInstanceMigration, *apiv1.ListMigrationsResponse, apiv1.MigrationEvent]{
+		st: s.stores.Migrations, log: s.log, kind: store.Migrations.Kind, noun: "migration", attr: "migration",
+		listResponse: func(p store.Page[*apiv1.VirtualMachineInstanceMigration]) *apiv1.ListMigrationsResponse {
+			return &apiv1.ListMigrationsResponse{Items: p.Items, ResourceVersion: p.Revision, Continue: p.Continue}
+		},
+		event: func(t apiv1.EventType, o *apiv1.VirtualMachineInstanceMigration, rev int64) *apiv1.MigrationEvent {
+			return &apiv1.MigrationEvent{Type: t, Object: o, ResourceVersion: rev}
+		},
+	}}
 }
 
 func (m *migrationService) Create(ctx context.Context, req *apiv1.CreateMigrationRequest) (*apiv1.VirtualMachineInstanceMigration, error) {
@@ -118,21 +131,15 @@ func phaseOrNew(p string) string {
 }
 
 func (m *migrationService) Get(ctx context.Context, req *apiv1.GetMigrationRequest) (*apiv1.VirtualMachineInstanceMigration, error) {
-	return getByKey(ctx, m.s.stores.Migrations, req.GetKey())
+	return m.get(ctx, req.GetKey())
 }
 
 func (m *migrationService) List(ctx context.Context, req *apiv1.ListMigrationsRequest) (*apiv1.ListMigrationsResponse, error) {
-	items, rev, cont, err := listNamespaced(ctx, m.s.stores.Migrations, req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	return &apiv1.ListMigrationsResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
+	return m.list(ctx, req.GetOptions())
 }
 
 func (m *migrationService) Watch(req *apiv1.WatchMigrationsRequest, stream apiv1.Migrations_WatchServer) error {
-	return streamWatch(stream.Context(), m.s.stores.Migrations, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachineInstanceMigration, rev int64) error {
-		return stream.Send(&apiv1.MigrationEvent{Type: t, Object: o, ResourceVersion: rev})
-	})
+	return m.watch(req.GetOptions(), stream)
 }
 
 // Delete cancels: the finalizer keeps the object until the controller
@@ -142,11 +149,11 @@ func (m *migrationService) Delete(ctx context.Context, req *apiv1.DeleteMigratio
 	if err != nil {
 		return nil, err
 	}
-	out, _, err := m.s.stores.Migrations.Delete(ctx, ns, name, store.DeleteOptions{})
+	out, _, err := m.st.Delete(ctx, ns, name, store.DeleteOptions{})
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	m.s.log.Info("migration deletion requested", "migration", ns+"/"+name, "phase", out.GetStatus().GetPhase())
+	m.log.Info("migration deletion requested", "migration", ns+"/"+name, "phase", out.GetStatus().GetPhase())
 	return out, nil
 }
 

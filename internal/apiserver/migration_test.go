@@ -95,7 +95,7 @@ func TestCreateMigration(t *testing.T) {
 func TestNodeStatusWritesDuringMigration(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	svc := &vmiService{s: f.srv}
+	svc := newVMIService(f.srv)
 	handoff := &apiv1.MigrationState{MigrationUid: "6f1c2a3e-0000-4000-8000-0000000000a1", SourceNode: "a", TargetNode: "b",
 		Method: apiv1.MigrationMethodBlock, Configuration: &apiv1.MigrationConfiguration{ProgressTimeoutSeconds: 150}}
 	f.runningInstance(t, "web", func(v *apiv1.VirtualMachineInstance) {

@@ -20,6 +20,8 @@ type nodeService struct {
 	s *Server
 }
 
+func newNodeService(s *Server) apiv1.NodesServer { return &nodeService{s: s} }
+
 func (n *nodeService) Get(ctx context.Context, req *apiv1.GetNodeRequest) (*apiv1.Node, error) {
 	if errs := validation.ValidateNodeName(req.GetName(), field.NewPath("name")); len(errs) > 0 {
 		return nil, validation.ToStatusError("Node", req.GetName(), errs)

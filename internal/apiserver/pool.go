@@ -3,27 +3,35 @@ package apiserver
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
 // poolService is KubeVirt's VirtualMachinePool API; the pool controller
 // makes, updates and removes the VMs.
 type poolService struct {
 	apiv1.UnimplementedPoolsServer
+	objects[*apiv1.VirtualMachinePool, *apiv1.ListPoolsResponse, apiv1.PoolEvent]
 	s *Server
 }
 
+func newPoolService(s *Server) apiv1.PoolsServer {
+	return &poolService{s: s, objects: objects[*apiv1.VirtualMachinePool, *apiv1.ListPoolsResponse, apiv1.PoolEvent]{
+		st: s.stores.Pools, log: s.log, kind: apiv1.KindPool, noun: "pool", attr: "pool",
+		listResponse: func(p store.Page[*apiv1.VirtualMachinePool]) *apiv1.ListPoolsResponse {
+			return &apiv1.ListPoolsResponse{Items: p.Items, ResourceVersion: p.Revision, Continue: p.Continue}
+		},
+		event: func(t apiv1.EventType, o *apiv1.VirtualMachinePool, rev int64) *apiv1.PoolEvent {
+			return &apiv1.PoolEvent{Type: t, Object: o, ResourceVersion: rev}
+		},
+	}}
+}
+
 func (p *poolService) Create(ctx context.Context, req *apiv1.CreatePoolRequest) (*apiv1.VirtualMachinePool, error) {
-	pool, _ := proto.Clone(req.GetPool()).(*apiv1.VirtualMachinePool)
-	if pool == nil {
-		pool = &apiv1.VirtualMachinePool{}
-	}
+	pool := requestCopy(req.GetPool())
 	validation.DefaultPool(pool)
 	// No MAC addresses are assigned here, unlike a VM's: validation
 	// refuses them in a template, and each VM gets its own when the
@@ -37,13 +45,7 @@ func (p *poolService) Create(ctx context.Context, req *apiv1.CreatePoolRequest) 
 	pool.Metadata = userMeta(pool.Metadata)
 	// The selector cannot change, so its text is known for good.
 	pool.Status = &apiv1.VirtualMachinePoolStatus{LabelSelector: apiv1.SelectorString(pool.Spec.Selector)}
-	out, err := p.s.stores.Pools.Create(ctx, pool)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	p.s.log.Info("pool created", "pool", apiv1.Ref(pool.Metadata.Namespace, pool.Metadata.Name),
-		"uid", out.Metadata.Uid, "replicas", pool.Spec.DesiredReplicas())
-	return out, nil
+	return p.create(ctx, pool, "replicas", pool.Spec.DesiredReplicas())
 }
 
 // poolInstanceSpecPath is where a pool holds the instance spec of its VMs.
@@ -55,90 +57,40 @@ func poolInstanceSpec(pool *apiv1.VirtualMachinePool) *apiv1.VirtualMachineInsta
 }
 
 func (p *poolService) Get(ctx context.Context, req *apiv1.GetPoolRequest) (*apiv1.VirtualMachinePool, error) {
-	return getByKey(ctx, p.s.stores.Pools, req.GetKey())
+	return p.get(ctx, req.GetKey())
 }
 
 func (p *poolService) List(ctx context.Context, req *apiv1.ListPoolsRequest) (*apiv1.ListPoolsResponse, error) {
-	items, rev, cont, err := listNamespaced(ctx, p.s.stores.Pools, req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	return &apiv1.ListPoolsResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
+	return p.list(ctx, req.GetOptions())
 }
 
-// Update replaces spec, labels and annotations with compare-and-swap on
-// metadata.resource_version, as vmService.Update does; the status stays
-// the stored one.
+// Update replaces spec, labels and annotations (objects.update); the
+// instance spec's images are checked as on create.
 func (p *poolService) Update(ctx context.Context, req *apiv1.UpdatePoolRequest) (*apiv1.VirtualMachinePool, error) {
-	in, _ := proto.Clone(req.GetPool()).(*apiv1.VirtualMachinePool)
-	if in == nil {
-		in = &apiv1.VirtualMachinePool{}
-	}
+	in := requestCopy(req.GetPool())
 	validation.DefaultPool(in)
-	rv := in.Metadata.ResourceVersion
-	if rv == 0 {
-		return nil, errNoResourceVersion
-	}
-	ref := apiv1.Ref(in.Metadata.Namespace, in.Metadata.Name)
-	old, err := getByKey(ctx, p.s.stores.Pools, &apiv1.ObjectKey{Namespace: in.Metadata.Namespace, Name: in.Metadata.Name})
-	if err != nil {
-		return nil, err
-	}
-	if in.Metadata.Uid == "" {
-		in.Metadata.Uid = old.Metadata.Uid // not given: this object; a different uid is refused below
-	}
-	if errs := validation.ValidatePoolUpdate(in, old, p.s.opts.Validation); len(errs) > 0 {
-		return nil, validation.ToStatusError(apiv1.KindPool, in.Metadata.Name, errs)
-	}
-	if err := p.s.checkImageSizes(ctx, apiv1.KindPool, in.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(in), poolInstanceSpec(old)); err != nil {
-		return nil, err
-	}
-	if old.Metadata.ResourceVersion != rv {
-		return nil, status.Errorf(codes.Aborted, "virtualmachinepool %q: %s", ref, conflictMessage)
-	}
-	next, changed := withUserChanges(old, in, !proto.Equal(old.Spec, in.Spec),
-		func(n *apiv1.VirtualMachinePool) { n.Spec = in.Spec })
-	if !changed {
-		return old, nil
-	}
-	out, err := p.s.stores.Pools.Update(ctx, next)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	p.s.log.Info("pool updated", "pool", ref, "generation", out.Metadata.Generation)
-	return out, nil
+	return p.update(ctx, in, func(in, old *apiv1.VirtualMachinePool) error {
+		if errs := validation.ValidatePoolUpdate(in, old, p.s.opts.Validation); len(errs) > 0 {
+			return validation.ToStatusError(apiv1.KindPool, in.Metadata.Name, errs)
+		}
+		return p.s.checkImageSizes(ctx, apiv1.KindPool, in.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(in), poolInstanceSpec(old))
+	}, func(next, in *apiv1.VirtualMachinePool) bool { return replaceSpec(&next.Spec, in.Spec) })
 }
 
 func (p *poolService) Delete(ctx context.Context, req *apiv1.DeletePoolRequest) (*apiv1.VirtualMachinePool, error) {
-	out, err := deleteByKey(ctx, p.s.stores.Pools, apiv1.KindPool, req.GetKey(), req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	p.s.log.Info("pool deletion requested", "pool", apiv1.Ref(out.GetMetadata().GetNamespace(), out.GetMetadata().GetName()))
-	return out, nil
+	return p.delete(ctx, req.GetKey(), req.GetOptions())
 }
 
 func (p *poolService) Watch(req *apiv1.WatchPoolsRequest, stream apiv1.Pools_WatchServer) error {
-	return streamWatch(stream.Context(), p.s.stores.Pools, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachinePool, rev int64) error {
-		return stream.Send(&apiv1.PoolEvent{Type: t, Object: o, ResourceVersion: rev})
-	})
+	return p.watch(req.GetOptions(), stream)
 }
 
 // Scale sets spec.replicas alone (Kubernetes' scale subresource).
 func (p *poolService) Scale(ctx context.Context, req *apiv1.ScaleRequest) (*apiv1.VirtualMachinePool, error) {
-	out, err := scaleObject(ctx, p.s.stores.Pools, apiv1.KindPool, req, func(cur *apiv1.VirtualMachinePool, n int32) bool {
+	return p.scale(ctx, req, func(cur *apiv1.VirtualMachinePool) **int32 {
 		if cur.Spec == nil {
 			cur.Spec = &apiv1.VirtualMachinePoolSpec{}
 		}
-		if cur.Spec.Replicas != nil && *cur.Spec.Replicas == n {
-			return false
-		}
-		cur.Spec.Replicas = &n
-		return true
+		return &cur.Spec.Replicas
 	})
-	if err != nil {
-		return nil, err
-	}
-	p.s.log.Info("pool scaled", "pool", apiv1.Ref(out.GetMetadata().GetNamespace(), out.GetMetadata().GetName()), "replicas", req.GetReplicas())
-	return out, nil
 }

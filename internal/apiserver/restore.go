@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -19,14 +18,23 @@ import (
 // staged copies are gone.
 type restoreService struct {
 	apiv1.UnimplementedRestoresServer
-	s *Server
+	objects[*apiv1.VirtualMachineRestore, *apiv1.ListRestoresResponse, apiv1.RestoreEvent]
+}
+
+func newRestoreService(s *Server) apiv1.RestoresServer {
+	return &restoreService{objects: objects[*apiv1.VirtualMachineRestore, *apiv1.ListRestoresResponse, apiv1.RestoreEvent]{
+		st: s.stores.Restores, log: s.log, kind: apiv1.KindRestore, noun: "restore", attr: "restore",
+		listResponse: func(p store.Page[*apiv1.VirtualMachineRestore]) *apiv1.ListRestoresResponse {
+			return &apiv1.ListRestoresResponse{Items: p.Items, ResourceVersion: p.Revision, Continue: p.Continue}
+		},
+		event: func(t apiv1.EventType, o *apiv1.VirtualMachineRestore, rev int64) *apiv1.RestoreEvent {
+			return &apiv1.RestoreEvent{Type: t, Object: o, ResourceVersion: rev}
+		},
+	}}
 }
 
 func (v *restoreService) Create(ctx context.Context, req *apiv1.CreateRestoreRequest) (*apiv1.VirtualMachineRestore, error) {
-	r, _ := proto.Clone(req.GetRestore()).(*apiv1.VirtualMachineRestore)
-	if r == nil {
-		r = &apiv1.VirtualMachineRestore{}
-	}
+	r := requestCopy(req.GetRestore())
 	validation.DefaultRestore(r)
 	if errs := validation.ValidateRestore(r); len(errs) > 0 {
 		return nil, validation.ToStatusError(apiv1.KindRestore, r.GetMetadata().GetName(), errs)
@@ -36,13 +44,7 @@ func (v *restoreService) Create(ctx context.Context, req *apiv1.CreateRestoreReq
 	}
 	r.Metadata = userMeta(r.Metadata)
 	r.Status = &apiv1.VirtualMachineRestoreStatus{}
-	out, err := v.s.stores.Restores.Create(ctx, r)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	v.s.log.Info("restore created", "restore", apiv1.Ref(r.Metadata.Namespace, r.Metadata.Name),
-		"uid", out.Metadata.Uid, "target", r.Spec.Target, "snapshot", r.Spec.Snapshot)
-	return out, nil
+	return v.create(ctx, r, "target", r.Spec.Target, "snapshot", r.Spec.Snapshot)
 }
 
 // refuseConcurrent is KubeVirt's admission rule: one restore at a time
@@ -52,7 +54,7 @@ func (v *restoreService) Create(ctx context.Context, req *apiv1.CreateRestoreReq
 // restore_in_progress lock then holds the second back until the first
 // is done.
 func (v *restoreService) refuseConcurrent(ctx context.Context, r *apiv1.VirtualMachineRestore) error {
-	others, _, err := v.s.stores.Restores.List(ctx, store.ListOptions{Namespace: r.Metadata.Namespace})
+	others, _, err := v.st.List(ctx, store.ListOptions{Namespace: r.Metadata.Namespace})
 	if err != nil {
 		return toStatus(err)
 	}
@@ -68,42 +70,30 @@ func (v *restoreService) refuseConcurrent(ctx context.Context, r *apiv1.VirtualM
 }
 
 func (v *restoreService) Get(ctx context.Context, req *apiv1.GetRestoreRequest) (*apiv1.VirtualMachineRestore, error) {
-	return getByKey(ctx, v.s.stores.Restores, req.GetKey())
+	return v.get(ctx, req.GetKey())
 }
 
 func (v *restoreService) List(ctx context.Context, req *apiv1.ListRestoresRequest) (*apiv1.ListRestoresResponse, error) {
-	items, rev, cont, err := listNamespaced(ctx, v.s.stores.Restores, req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	return &apiv1.ListRestoresResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
+	return v.list(ctx, req.GetOptions())
 }
 
 func (v *restoreService) UpdateStatus(ctx context.Context, req *apiv1.UpdateRestoreStatusRequest) (*apiv1.VirtualMachineRestore, error) {
-	return statusWrite[*apiv1.VirtualMachineRestore]{
-		kind: apiv1.KindRestore, st: v.s.stores.Restores, log: v.s.log,
+	return v.updateStatus(ctx, req.GetRestore(), statusRule[*apiv1.VirtualMachineRestore]{
 		validate: func(in *apiv1.VirtualMachineRestore) field.ErrorList {
 			return validation.ValidateRestoreStatus(in.GetStatus(), field.NewPath("status"))
 		},
 		setStatus:     func(next, in *apiv1.VirtualMachineRestore) { next.Status = in.GetStatus() },
 		nodeStatus:    setNodeRestoreStatus,
 		dataFinalizer: apiv1.FinalizerRestoreData,
-	}.update(ctx, req.GetRestore())
+	})
 }
 
 func (v *restoreService) Delete(ctx context.Context, req *apiv1.DeleteRestoreRequest) (*apiv1.VirtualMachineRestore, error) {
-	out, err := deleteByKey(ctx, v.s.stores.Restores, apiv1.KindRestore, req.GetKey(), req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	v.s.log.Info("restore deletion requested", "restore", apiv1.Ref(out.GetMetadata().GetNamespace(), out.GetMetadata().GetName()))
-	return out, nil
+	return v.delete(ctx, req.GetKey(), req.GetOptions())
 }
 
 func (v *restoreService) Watch(req *apiv1.WatchRestoresRequest, stream apiv1.Restores_WatchServer) error {
-	return streamWatch(stream.Context(), v.s.stores.Restores, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachineRestore, rev int64) error {
-		return stream.Send(&apiv1.RestoreEvent{Type: t, Object: o, ResourceVersion: rev})
-	})
+	return v.watch(req.GetOptions(), stream)
 }
 
 // setNodeRestoreStatus takes from a node's write what the node reports

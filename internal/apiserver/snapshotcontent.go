@@ -7,6 +7,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
 // snapshotContentService is KubeVirt's VirtualMachineSnapshotContent API.
@@ -16,43 +17,43 @@ import (
 // data is gone.
 type snapshotContentService struct {
 	apiv1.UnimplementedSnapshotContentsServer
-	s *Server
+	objects[*apiv1.VirtualMachineSnapshotContent, *apiv1.ListSnapshotContentsResponse, apiv1.SnapshotContentEvent]
+}
+
+func newSnapshotContentService(s *Server) apiv1.SnapshotContentsServer {
+	return &snapshotContentService{objects: objects[*apiv1.VirtualMachineSnapshotContent, *apiv1.ListSnapshotContentsResponse, apiv1.SnapshotContentEvent]{
+		st: s.stores.SnapshotContents, log: s.log, kind: apiv1.KindSnapshotContent, noun: "snapshot content", attr: "content",
+		listResponse: func(p store.Page[*apiv1.VirtualMachineSnapshotContent]) *apiv1.ListSnapshotContentsResponse {
+			return &apiv1.ListSnapshotContentsResponse{Items: p.Items, ResourceVersion: p.Revision, Continue: p.Continue}
+		},
+		event: func(t apiv1.EventType, o *apiv1.VirtualMachineSnapshotContent, rev int64) *apiv1.SnapshotContentEvent {
+			return &apiv1.SnapshotContentEvent{Type: t, Object: o, ResourceVersion: rev}
+		},
+	}}
 }
 
 func (v *snapshotContentService) Get(ctx context.Context, req *apiv1.GetSnapshotContentRequest) (*apiv1.VirtualMachineSnapshotContent, error) {
-	return getByKey(ctx, v.s.stores.SnapshotContents, req.GetKey())
+	return v.get(ctx, req.GetKey())
 }
 
 func (v *snapshotContentService) List(ctx context.Context, req *apiv1.ListSnapshotContentsRequest) (*apiv1.ListSnapshotContentsResponse, error) {
-	items, rev, cont, err := listNamespaced(ctx, v.s.stores.SnapshotContents, req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	return &apiv1.ListSnapshotContentsResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
+	return v.list(ctx, req.GetOptions())
 }
 
 func (v *snapshotContentService) UpdateStatus(ctx context.Context, req *apiv1.UpdateSnapshotContentStatusRequest) (*apiv1.VirtualMachineSnapshotContent, error) {
-	return statusWrite[*apiv1.VirtualMachineSnapshotContent]{
-		kind: apiv1.KindSnapshotContent, st: v.s.stores.SnapshotContents, log: v.s.log,
+	return v.updateStatus(ctx, req.GetContent(), statusRule[*apiv1.VirtualMachineSnapshotContent]{
 		validate: func(in *apiv1.VirtualMachineSnapshotContent) field.ErrorList {
 			return validation.ValidateSnapshotContentStatus(in.GetStatus(), field.NewPath("status"))
 		},
 		setStatus:     func(next, in *apiv1.VirtualMachineSnapshotContent) { next.Status = in.GetStatus() },
 		dataFinalizer: apiv1.FinalizerSnapshotData,
-	}.update(ctx, req.GetContent())
+	})
 }
 
 func (v *snapshotContentService) Delete(ctx context.Context, req *apiv1.DeleteSnapshotContentRequest) (*apiv1.VirtualMachineSnapshotContent, error) {
-	out, err := deleteByKey(ctx, v.s.stores.SnapshotContents, apiv1.KindSnapshotContent, req.GetKey(), req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	v.s.log.Info("snapshot content deletion requested", "content", apiv1.Ref(out.GetMetadata().GetNamespace(), out.GetMetadata().GetName()))
-	return out, nil
+	return v.delete(ctx, req.GetKey(), req.GetOptions())
 }
 
 func (v *snapshotContentService) Watch(req *apiv1.WatchSnapshotContentsRequest, stream apiv1.SnapshotContents_WatchServer) error {
-	return streamWatch(stream.Context(), v.s.stores.SnapshotContents, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachineSnapshotContent, rev int64) error {
-		return stream.Send(&apiv1.SnapshotContentEvent{Type: t, Object: o, ResourceVersion: rev})
-	})
+	return v.watch(req.GetOptions(), stream)
 }

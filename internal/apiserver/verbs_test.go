@@ -287,7 +287,7 @@ func TestForceRestartRollsBackGraceWhenRefusedLate(t *testing.T) {
 			t.Error(err)
 		}
 	}}
-	svc := &vmService{s: New(st, Options{})}
+	svc := newVMService(New(st, Options{}))
 	zero := int64(0)
 	_, err := svc.Restart(ctx, &apiv1.RestartVirtualMachineRequest{Key: webKey, GracePeriodSeconds: &zero})
 	wantRefused(t, err, codes.FailedPrecondition, "unable to complete request: stop/start already underway")

@@ -21,108 +21,59 @@ var vmTemplateSpecPath = field.NewPath("spec", "template", "spec")
 
 type vmService struct {
 	apiv1.UnimplementedVirtualMachinesServer
+	objects[*apiv1.VirtualMachine, *apiv1.ListVirtualMachinesResponse, apiv1.VirtualMachineEvent]
 	s *Server
 }
 
-// keyOf is the namespace and name a request names an object by, checked
-// as stored objects' are (DNS-1123 labels), so that a name no object can
-// have is InvalidArgument before it reaches the store.
-func keyOf(k *apiv1.ObjectKey) (string, string, error) {
-	ns, name := k.GetNamespace(), k.GetName()
-	if ns == "" {
-		ns = apiv1.DefaultNamespace
-	}
-	if errs := validation.ValidateObjectKey(ns, name, field.NewPath("key")); len(errs) > 0 {
-		return "", "", validation.ToStatusError("ObjectKey", apiv1.Ref(ns, name), errs)
-	}
-	return ns, name, nil
-}
-
-// checkSelector refuses a label selector of a list or watch that is too
-// large to match against every object (validation.ValidateLabelSelector).
-func checkSelector(s string) error {
-	return validation.ToStatusError("LabelSelector", "", validation.ValidateLabelSelector(s, field.NewPath("options", "label_selector")))
-}
-
-// getByKey is Get for a namespaced kind (VMs, instances): the key is
-// checked before the store is asked.
-func getByKey[T store.Object](ctx context.Context, st store.Store[T], key *apiv1.ObjectKey) (T, error) {
-	ns, name, err := keyOf(key)
-	if err != nil {
-		var none T
-		return none, err
-	}
-	out, err := st.Get(ctx, ns, name)
-	return out, toStatus(err)
-}
-
-// listNamespaced is List for a namespaced kind, a page at a time when the
-// options have a limit or a continue token: the selector is checked
-// before the store is asked. Authorization checked this request's options
-// (a node's selector pins its own node), and every page is a request of
-// its own that is checked again and filtered by its own selector: a token
-// carries only where to go on and at which revision, no permission.
-func listNamespaced[T store.Object](ctx context.Context, st store.Store[T], o *apiv1.ListOptions) (items []T, rev int64, cont string, err error) {
-	if err := checkSelector(o.GetLabelSelector()); err != nil {
-		return nil, 0, "", err
-	}
-	p, err := st.ListPage(ctx, listOptions(o), o.GetLimit(), o.GetContinue())
-	return p.Items, p.Revision, p.Continue, toStatus(err)
+func newVMService(s *Server) apiv1.VirtualMachinesServer {
+	return &vmService{s: s, objects: objects[*apiv1.VirtualMachine, *apiv1.ListVirtualMachinesResponse, apiv1.VirtualMachineEvent]{
+		st: s.stores.VMs, log: s.log, kind: apiv1.KindVirtualMachine, noun: "virtual machine", attr: "vm",
+		listResponse: func(p store.Page[*apiv1.VirtualMachine]) *apiv1.ListVirtualMachinesResponse {
+			return &apiv1.ListVirtualMachinesResponse{Items: p.Items, ResourceVersion: p.Revision, Continue: p.Continue}
+		},
+		event: func(t apiv1.EventType, o *apiv1.VirtualMachine, rev int64) *apiv1.VirtualMachineEvent {
+			return &apiv1.VirtualMachineEvent{Type: t, Object: o, ResourceVersion: rev}
+		},
+	}}
 }
 
 func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	vm := proto.Clone(req.GetVm()).(*apiv1.VirtualMachine)
-	if vm == nil {
-		vm = &apiv1.VirtualMachine{}
-	}
+	vm := requestCopy(req.GetVm())
 	validation.DefaultVirtualMachine(vm)
 	macaddr.Assign(vm.GetSpec().GetTemplate().GetSpec(), nil)
 	if errs := validation.ValidateVirtualMachine(vm, v.s.opts.Validation); len(errs) > 0 {
-		return nil, validation.ToStatusError("VirtualMachine", vm.GetMetadata().GetName(), errs)
+		return nil, validation.ToStatusError(apiv1.KindVirtualMachine, vm.GetMetadata().GetName(), errs)
 	}
 	if err := v.s.checkImageSizes(ctx, apiv1.KindVirtualMachine, vm.Metadata.Name, vmTemplateSpecPath, vm.Spec.Template.Spec, nil); err != nil {
 		return nil, err
 	}
-	// The server owns these; a client cannot preset them.
-	m := vm.Metadata
-	vm.Metadata = &apiv1.ObjectMeta{
-		Namespace: m.Namespace, Name: m.Name, Labels: m.Labels, Annotations: m.Annotations,
-	}
+	// The server owns the rest of metadata and the status; a client
+	// cannot preset them.
+	vm.Metadata = userMeta(vm.Metadata)
 	vm.Status = &apiv1.VirtualMachineStatus{}
-	out, err := v.s.stores.VMs.Create(ctx, vm)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	v.s.log.Info("virtual machine created", "vm", m.Namespace+"/"+m.Name, "uid", out.Metadata.Uid)
-	return out, nil
+	return v.create(ctx, vm)
 }
 
 func (v *vmService) Get(ctx context.Context, req *apiv1.GetVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	return getByKey(ctx, v.s.stores.VMs, req.GetKey())
+	return v.get(ctx, req.GetKey())
 }
 
 func (v *vmService) List(ctx context.Context, req *apiv1.ListVirtualMachinesRequest) (*apiv1.ListVirtualMachinesResponse, error) {
-	items, rev, cont, err := listNamespaced(ctx, v.s.stores.VMs, req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	return &apiv1.ListVirtualMachinesResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
+	return v.list(ctx, req.GetOptions())
 }
 
 // Update replaces spec, labels and annotations. The compare-and-swap on
 // metadata.resource_version makes concurrent writers lose loudly instead of
 // silently overwriting each other.
 func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineRequest) (*apiv1.VirtualMachine, error) {
-	in := proto.Clone(req.GetVm()).(*apiv1.VirtualMachine)
-	if in == nil {
-		in = &apiv1.VirtualMachine{}
-	}
+	in := requestCopy(req.GetVm())
 	validation.DefaultVirtualMachine(in)
-	rv := in.GetMetadata().GetResourceVersion()
-	if rv == 0 {
-		return nil, status.Error(codes.InvalidArgument, "metadata.resource_version: Required value: an update must carry the version it read")
+	if in.GetMetadata().GetResourceVersion() == 0 {
+		return nil, errNoResourceVersion
 	}
-	old, err := v.s.stores.VMs.Get(ctx, in.Metadata.Namespace, in.Metadata.Name)
+	// Read by the name as sent, not by a checked key (objects.update
+	// checks it): for a name no VM can have the store answers.
+	old, err := v.st.Get(ctx, in.Metadata.Namespace, in.Metadata.Name)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -131,28 +82,27 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 	}
 	macaddr.Assign(in.GetSpec().GetTemplate().GetSpec(), old.GetSpec().GetTemplate().GetSpec())
 	if errs := validation.ValidateVirtualMachine(in, v.s.opts.Validation); len(errs) > 0 {
-		return nil, validation.ToStatusError("VirtualMachine", in.Metadata.Name, errs)
+		return nil, validation.ToStatusError(apiv1.KindVirtualMachine, in.Metadata.Name, errs)
 	}
 	if errs := validation.ValidateVirtualMachineUpdate(in, old, v.s.opts.Validation); len(errs) > 0 {
-		return nil, validation.ToStatusError("VirtualMachine", in.Metadata.Name, errs)
+		return nil, validation.ToStatusError(apiv1.KindVirtualMachine, in.Metadata.Name, errs)
 	}
 	if err := v.s.checkImageSizes(ctx, apiv1.KindVirtualMachine, in.Metadata.Name, vmTemplateSpecPath, in.Spec.Template.Spec, old.GetSpec().GetTemplate().GetSpec()); err != nil {
 		return nil, err
 	}
-	if old.Metadata.ResourceVersion != rv {
-		return nil, status.Errorf(codes.Aborted, "virtualmachine %q: %s", in.Metadata.Namespace+"/"+in.Metadata.Name, conflictMessage)
+	if stale(old, in.Metadata) {
+		return nil, conflict(apiv1.KindVirtualMachine, apiv1.Ref(in.Metadata.Namespace, in.Metadata.Name))
 	}
 	// Checked on the version the write compares against: a lock taken
 	// since fails the write as a conflict, not silently.
 	if err := specLocked(old, in.Spec); err != nil {
 		return nil, err
 	}
-	next, changed := withUserChanges(old, in, !proto.Equal(old.Spec, in.Spec),
-		func(n *apiv1.VirtualMachine) { n.Spec = in.Spec })
+	next, changed := withUserChanges(old, in, func(n *apiv1.VirtualMachine) bool { return replaceSpec(&n.Spec, in.Spec) })
 	if !changed {
 		return old, nil
 	}
-	out, err := v.s.stores.VMs.Update(ctx, next)
+	out, err := v.st.Update(ctx, next)
 	return out, toStatus(err)
 }
 
@@ -162,13 +112,7 @@ func (v *vmService) Delete(ctx context.Context, req *apiv1.DeleteVirtualMachineR
 			return nil, err
 		}
 	}
-	out, err := deleteByKey(ctx, v.s.stores.VMs, apiv1.KindVirtualMachine, req.GetKey(), req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	v.s.log.Info("virtual machine deletion requested", "vm", apiv1.Ref(out.GetMetadata().GetNamespace(), out.GetMetadata().GetName()),
-		"delete_snapshots", req.GetDeleteSnapshots())
-	return out, nil
+	return v.delete(ctx, req.GetKey(), req.GetOptions(), "delete_snapshots", req.GetDeleteSnapshots())
 }
 
 // deleteSnapshotsOf deletes the snapshots of the VM key names (Delete with
@@ -180,7 +124,7 @@ func (v *vmService) Delete(ctx context.Context, req *apiv1.DeleteVirtualMachineR
 // The VM is read first and the options' uid precondition checked, so a
 // delete that will fail on the VM deletes no snapshot.
 func (v *vmService) deleteSnapshotsOf(ctx context.Context, key *apiv1.ObjectKey, o *apiv1.DeleteOptions) error {
-	vm, err := getByKey(ctx, v.s.stores.VMs, key)
+	vm, err := v.get(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -279,32 +223,8 @@ func listEqual[T proto.Message](a, b []T) bool {
 	return slices.EqualFunc(a, b, func(x, y T) bool { return proto.Equal(x, y) })
 }
 
-// deleteByKey is Delete for a namespaced kind that takes DeleteOptions
-// (VMs, replica sets, pools): the key and the uid precondition are
-// checked before the store is asked. An object with finalizers gets its
-// deletion timestamp and stays until they are removed.
-func deleteByKey[T store.Object](ctx context.Context, st store.Store[T], kind string, key *apiv1.ObjectKey, o *apiv1.DeleteOptions) (T, error) {
-	var none T
-	ns, name, err := keyOf(key)
-	if err != nil {
-		return none, err
-	}
-	if uid := o.GetUid(); uid != "" {
-		if errs := validation.ValidateUID(uid, field.NewPath("options", "uid")); len(errs) > 0 {
-			return none, validation.ToStatusError(kind, name, errs)
-		}
-	}
-	out, _, err := st.Delete(ctx, ns, name, store.DeleteOptions{UID: o.GetUid(), ResourceVersion: o.GetResourceVersion()})
-	if err != nil {
-		return none, toStatus(err)
-	}
-	return out, nil
-}
-
 func (v *vmService) Watch(req *apiv1.WatchVirtualMachinesRequest, stream apiv1.VirtualMachines_WatchServer) error {
-	return streamWatch(stream.Context(), v.s.stores.VMs, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachine, rev int64) error {
-		return stream.Send(&apiv1.VirtualMachineEvent{Type: t, Object: o, ResourceVersion: rev})
-	})
+	return v.watch(req.GetOptions(), stream)
 }
 
 // Migrate creates a migration of the VM's instance (KubeVirt's

@@ -3,62 +3,55 @@ package apiserver
 import (
 	"context"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
 // vmiService is read-only: instances are created by the VM controller.
 type vmiService struct {
 	apiv1.UnimplementedVirtualMachineInstancesServer
+	objects[*apiv1.VirtualMachineInstance, *apiv1.ListVirtualMachineInstancesResponse, apiv1.VirtualMachineInstanceEvent]
 	s *Server
 }
 
+func newVMIService(s *Server) apiv1.VirtualMachineInstancesServer {
+	return &vmiService{s: s, objects: objects[*apiv1.VirtualMachineInstance, *apiv1.ListVirtualMachineInstancesResponse, apiv1.VirtualMachineInstanceEvent]{
+		st: s.stores.VMIs, log: s.log, kind: store.VirtualMachineInstances.Kind, noun: "instance", attr: "vmi",
+		listResponse: func(p store.Page[*apiv1.VirtualMachineInstance]) *apiv1.ListVirtualMachineInstancesResponse {
+			return &apiv1.ListVirtualMachineInstancesResponse{Items: p.Items, ResourceVersion: p.Revision, Continue: p.Continue}
+		},
+		event: func(t apiv1.EventType, o *apiv1.VirtualMachineInstance, rev int64) *apiv1.VirtualMachineInstanceEvent {
+			return &apiv1.VirtualMachineInstanceEvent{Type: t, Object: o, ResourceVersion: rev}
+		},
+	}}
+}
+
 func (v *vmiService) Get(ctx context.Context, req *apiv1.GetVirtualMachineInstanceRequest) (*apiv1.VirtualMachineInstance, error) {
-	return getByKey(ctx, v.s.stores.VMIs, req.GetKey())
+	return v.get(ctx, req.GetKey())
 }
 
 func (v *vmiService) List(ctx context.Context, req *apiv1.ListVirtualMachineInstancesRequest) (*apiv1.ListVirtualMachineInstancesResponse, error) {
-	items, rev, cont, err := listNamespaced(ctx, v.s.stores.VMIs, req.GetOptions())
-	if err != nil {
-		return nil, err
-	}
-	return &apiv1.ListVirtualMachineInstancesResponse{Items: items, ResourceVersion: rev, Continue: cont}, nil
+	return v.list(ctx, req.GetOptions())
 }
 
 func (v *vmiService) Watch(req *apiv1.WatchVirtualMachineInstancesRequest, stream apiv1.VirtualMachineInstances_WatchServer) error {
-	return streamWatch(stream.Context(), v.s.stores.VMIs, req.GetOptions(), func(t apiv1.EventType, o *apiv1.VirtualMachineInstance, rev int64) error {
-		return stream.Send(&apiv1.VirtualMachineInstanceEvent{Type: t, Object: o, ResourceVersion: rev})
-	})
+	return v.watch(req.GetOptions(), stream)
 }
 
 // UpdateStatus replaces the status of a VMI, for node agents. The
 // compare-and-swap on the version they read keeps them from overwriting a
 // newer state (a deletion timestamp, a fence).
 func (v *vmiService) UpdateStatus(ctx context.Context, req *apiv1.UpdateVirtualMachineInstanceStatusRequest) (*apiv1.VirtualMachineInstance, error) {
-	in := proto.Clone(req.GetVmi()).(*apiv1.VirtualMachineInstance)
-	validation.DiscardUnknown(in)
-	ns, name, err := keyOf(&apiv1.ObjectKey{Namespace: in.GetMetadata().GetNamespace(), Name: in.GetMetadata().GetName()})
+	in, cur, ref, err := v.statusRequest(ctx, req.GetVmi())
 	if err != nil {
 		return nil, err
 	}
-	rv := in.GetMetadata().GetResourceVersion()
-	if rv == 0 {
-		return nil, status.Error(codes.InvalidArgument, "metadata.resource_version: Required value: a status update must carry the version it read")
-	}
-	cur, err := v.s.stores.VMIs.Get(ctx, ns, name)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	if cur.Metadata.ResourceVersion != rv || (in.GetMetadata().GetUid() != "" && in.GetMetadata().GetUid() != cur.GetMetadata().GetUid()) {
-		return nil, status.Errorf(codes.Aborted, "virtualmachineinstance %q: %s", ns+"/"+name, conflictMessage)
-	}
 	if errs := validation.ValidateVirtualMachineInstanceStatus(in.GetStatus(), field.NewPath("status")); len(errs) > 0 {
-		return nil, validation.ToStatusError("VirtualMachineInstance", ns+"/"+name, errs)
+		return nil, validation.ToStatusError(v.kind, ref, errs)
 	}
 	// A node reports only on its own instances and cannot move one: where
 	// an instance runs is the scheduler's, and a node that could claim
@@ -70,9 +63,5 @@ func (v *vmiService) UpdateStatus(ctx context.Context, req *apiv1.UpdateVirtualM
 	}
 	next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
 	next.Status = in.GetStatus()
-	if proto.Equal(next, cur) {
-		return cur, nil
-	}
-	out, err := v.s.stores.VMIs.Update(ctx, next)
-	return out, toStatus(err)
+	return v.commitStatus(ctx, cur, next)
 }

@@ -40,10 +40,6 @@ func streamWatch[T store.Object](ctx context.Context, st store.Store[T], o *apiv
 	return toStatus(ctx.Err())
 }
 
-func listOptions(o *apiv1.ListOptions) store.ListOptions {
-	return store.ListOptions{Namespace: o.GetNamespace(), LabelSelector: o.GetLabelSelector()}
-}
-
 // clusterWatch is streamWatch for a cluster-scoped kind (nodes, images):
 // a namespace in the options is ignored.
 func clusterWatch[T store.Object](ctx context.Context, st store.Store[T], opts *apiv1.WatchOptions, send func(apiv1.EventType, T, int64) error) error {
