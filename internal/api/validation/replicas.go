@@ -192,3 +192,53 @@ func validateReplicaSize(m proto.Message) field.ErrorList {
 	e.Detail = fmt.Sprintf("the object encodes to %d bytes, more than the %d allowed", n, MaxObjectBytes)
 	return field.ErrorList{e}
 }
+
+// DefaultReplicaSet is DefaultVirtualMachine for a replica set: one
+// replica unless it says, and its template defaulted as a VM's is. The
+// selector is left as it is: one is required, and none is made up.
+func DefaultReplicaSet(rs *apiv1.VirtualMachineInstanceReplicaSet) {
+	if rs == nil {
+		return
+	}
+	DiscardUnknown(rs)
+	rs.Metadata = defaultMetadata(rs.Metadata)
+	if rs.Spec == nil {
+		rs.Spec = &apiv1.VirtualMachineInstanceReplicaSetSpec{}
+	}
+	if rs.Spec.Replicas == nil {
+		n := apiv1.DefaultReplicas
+		rs.Spec.Replicas = &n
+	}
+	rs.Spec.Template = defaultInstanceTemplate(rs.Spec.Template)
+}
+
+// DefaultPool is DefaultVirtualMachine for a pool: one replica, KubeVirt's
+// max_unavailable, the highest ordinals first on scale-in, and its VM
+// template defaulted as a VM is.
+func DefaultPool(p *apiv1.VirtualMachinePool) {
+	if p == nil {
+		return
+	}
+	DiscardUnknown(p)
+	p.Metadata = defaultMetadata(p.Metadata)
+	if p.Spec == nil {
+		p.Spec = &apiv1.VirtualMachinePoolSpec{}
+	}
+	spec := p.Spec
+	if spec.Replicas == nil {
+		n := apiv1.DefaultReplicas
+		spec.Replicas = &n
+	}
+	if spec.MaxUnavailable == "" {
+		spec.MaxUnavailable = apiv1.DefaultMaxUnavailable
+	}
+	if spec.ScaleInOrder == "" {
+		spec.ScaleInOrder = apiv1.DefaultScaleInOrder
+	}
+	if spec.VirtualMachineTemplate == nil {
+		spec.VirtualMachineTemplate = &apiv1.VirtualMachineTemplateSpec{}
+	}
+	vt := spec.VirtualMachineTemplate
+	vt.Metadata = templateMetadata(vt.Metadata)
+	vt.Spec = defaultVMSpec(vt.Spec)
+}
