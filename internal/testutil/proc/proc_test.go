@@ -120,21 +120,27 @@ func TestStopAndKill(t *testing.T) {
 	}
 }
 
-func exitCode(err error) int {
+// status is how a process ended by Wait's error; ok false when it did
+// not end by exiting or a signal.
+func status(err error) (ws syscall.WaitStatus, ok bool) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
-		return -1
+		return 0, false
 	}
-	return ee.ExitCode()
+	ws, ok = ee.Sys().(syscall.WaitStatus)
+	return ws, ok
+}
+
+func exitCode(err error) int {
+	if ws, ok := status(err); ok && ws.Exited() {
+		return ws.ExitStatus()
+	}
+	return -1
 }
 
 // killedBy is the signal that ended a process, 0 when none did.
 func killedBy(err error) syscall.Signal {
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		return 0
-	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	if ws, ok := status(err); ok && ws.Signaled() {
 		return ws.Signal()
 	}
 	return 0
