@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/proc"
 )
 
 // Agent roles, as `virtplane-agent serve --role` takes them.
@@ -41,7 +42,7 @@ type AgentConfig struct {
 
 // Agent is a running agent process.
 type Agent struct {
-	*Process
+	*proc.Proc
 	Cfg         AgentConfig
 	Socket      string
 	DataDir     string
@@ -87,17 +88,18 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	}
 	var metrics string
 	if cfg.Role != RoleNode {
-		var err error
-		if metrics, err = FreeLoopbackAddr(); err != nil {
+		addr, err := proc.FreeAddr("tcp")
+		if err != nil {
 			return nil, err
 		}
+		metrics = addr.String()
 	}
 	logPath := nextLog(cfg.Dir)
-	p, err := StartProcess(cfg.Bin, cfg.Args(metrics), logPath)
+	p, err := spawn(cfg, metrics, logPath)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{Process: p, Cfg: cfg, Socket: filepath.Join(cfg.Dir, "api.sock"),
+	a := &Agent{Proc: p, Cfg: cfg, Socket: filepath.Join(cfg.Dir, "api.sock"),
 		DataDir: filepath.Join(cfg.Dir, "data"), MetricsAddr: metrics}
 	ready := []string{"agent started", "node agent running"}
 	switch cfg.Role {
@@ -118,12 +120,19 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 // Restart starts the same agent again (after Kill), with the same flags,
 // logging to the next log file; it does not wait for readiness.
 func (a *Agent) Restart() error {
-	p, err := StartProcess(a.Cfg.Bin, a.Cfg.Args(a.MetricsAddr), nextLog(a.Cfg.Dir))
+	p, err := spawn(a.Cfg, a.MetricsAddr, nextLog(a.Cfg.Dir))
 	if err != nil {
 		return err
 	}
-	a.Process = p
+	a.Proc = p
 	return nil
+}
+
+// spawn starts the agent process. It gets a process group of its own, so
+// that a Ctrl-C reaches only the benchmark, which then cleans up in
+// order; messages name it by its binary.
+func spawn(cfg AgentConfig, metricsAddr, logPath string) (*proc.Proc, error) {
+	return proc.Start(proc.OwnGroup, cfg.Bin, logPath, cfg.Bin, cfg.Args(metricsAddr)...)
 }
 
 func nextLog(dir string) string {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/proc"
 )
 
 // LogRecord is one line of an agent's JSON log (--log-format json).
@@ -80,22 +82,20 @@ func Matching(path, msg string) []LogRecord {
 
 // WaitLog polls path until a record with message msg appears and returns
 // it; a process that exits first is an error that quotes the log's end.
-func WaitLog(ctx context.Context, p *Process, msg string, timeout time.Duration) (LogRecord, error) {
+func WaitLog(ctx context.Context, p *proc.Proc, msg string, timeout time.Duration) (LogRecord, error) {
 	var rec LogRecord
 	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		if m := Matching(p.LogPath, msg); len(m) > 0 {
+		if m := Matching(p.Log, msg); len(m) > 0 {
 			rec = m[0]
 			return true, nil
 		}
-		select {
-		case <-p.Exited():
-			return false, fmt.Errorf("%s exited before logging %q:\n%s", p.Path, msg, Tail(p.LogPath, 2000))
-		default:
-			return false, nil
+		if !p.Alive() {
+			return false, fmt.Errorf("%s exited before logging %q:\n%s", p.Name, msg, Tail(p.Log, 2000))
 		}
+		return false, nil
 	})
 	if wait.Interrupted(err) {
-		return rec, fmt.Errorf("waiting for %q in %s: %w", msg, p.LogPath, err)
+		return rec, fmt.Errorf("waiting for %q in %s: %w", msg, p.Log, err)
 	}
 	return rec, err
 }

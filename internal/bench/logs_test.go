@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/proc"
 )
 
-func startShell(t *testing.T, script string) *Process {
+func startShell(t *testing.T, script string) *proc.Proc {
 	t.Helper()
-	p, err := StartProcess("/bin/sh", []string{"-c", script}, filepath.Join(t.TempDir(), "log"))
+	p, err := proc.Start(proc.OwnGroup, "/bin/sh", filepath.Join(t.TempDir(), "log"), "/bin/sh", "-c", script)
 	if err != nil {
 		t.Fatal(err)
 	}

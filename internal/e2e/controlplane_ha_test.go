@@ -336,7 +336,7 @@ var reLeaseRanOut = regexp.MustCompile(`msg="heartbeat failed".*lease_left=-`)
 func (c *mnCluster) waitLeaseRanOut(n *mnNode, t0 time.Time) {
 	c.t.Helper()
 	testutil.Eventually(c.t, stateTimeout, "the node lease to run out", func() bool {
-		b, err := os.ReadFile(n.Agent.Out)
+		b, err := os.ReadFile(n.Agent.Log)
 		if err != nil {
 			return false
 		}

@@ -114,9 +114,9 @@ func TestMultiNodeBoots(t *testing.T) {
 		// (on the guest firewall both install, say).
 		for _, n := range c.nodes {
 			if !n.Agent.Alive() {
-				t.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.Agent.Out, 4000))
+				t.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.Agent.Log, 4000))
 			}
-			for _, line := range logMatches(n.Agent.Out, reGuestFirewall) {
+			for _, line := range logMatches(n.Agent.Log, reGuestFirewall) {
 				t.Logf("node %s: %s", n.Name, line)
 			}
 		}
@@ -177,9 +177,9 @@ func (c *mnCluster) reportedQEMUPid(n *mnNode, name string) int {
 	re := regexp.MustCompile(`msg="domain synced" .*\bvmi=` + regexp.QuoteMeta(c.ns+"/"+name) + ` .*\bqemu_pid=([0-9]+)`)
 	var pid int
 	testutil.EventuallyNoError(c.t, stateTimeout, "node "+n.Name+"'s domain synced line for "+name, func() error {
-		lines := logMatches(n.Agent.Out, re)
+		lines := logMatches(n.Agent.Log, re)
 		if len(lines) == 0 {
-			return fmt.Errorf("no match for %s in %s", re, n.Agent.Out)
+			return fmt.Errorf("no match for %s in %s", re, n.Agent.Log)
 		}
 		var err error
 		pid, err = strconv.Atoi(re.FindStringSubmatch(lines[len(lines)-1])[1])

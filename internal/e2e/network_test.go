@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -22,12 +21,7 @@ import (
 func TestUserNetworkForwardAndAddresses(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testutil.FreePort(t, "tcp")
 
 	vm := c.guestVM("web", apiv1.RunStrategyAlways, testguest.Cmdline(testguest.Hostname("vp-e2e-fwd"),
 		testguest.Network(), testguest.HTTP(8080), testguest.GuestAgent()))

@@ -169,12 +169,7 @@ func TestCIData(t *testing.T) {
 func TestNetwork(t *testing.T) {
 	t.Parallel()
 	uri := libvirtURI(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	closed := testutil.FreePort(t, "tcp")
 	target := net.JoinHostPort("10.0.2.2", strconv.Itoa(closed))
 	disk := filepath.Join(workDir(t), "persist.raw")
 	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
@@ -238,7 +233,7 @@ func TestStaticIPHTTPAndGuestAgent(t *testing.T) {
 	}
 	g.waitMarker(testguest.MarkerGuestAgentUp, bootTimeout)
 
-	port := freePort(t)
+	port := testutil.FreePort(t, "tcp")
 	rule := fmt.Sprintf("tcp:127.0.0.1:%d-10.0.2.20:8080", port)
 	if out, err := virsh(uri, "qemu-monitor-command", "--hmp", g.name, "hostfwd_add "+nicNetdev+" "+rule); err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("hostfwd_add %s: %q, %v", rule, out, err)
@@ -271,15 +266,4 @@ func TestStaticIPHTTPAndGuestAgent(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// freePort is a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

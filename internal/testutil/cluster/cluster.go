@@ -32,6 +32,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/proc"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -95,7 +96,7 @@ type Node struct {
 	ImageDir string // --image-dir, with the test guest installed
 	Socket   string // --socket: launcher sockets go next to it
 	Kernel   string // the guest kernel's file name in ImageDir
-	Agent    *multinode.Proc
+	Agent    *proc.Proc
 	Starts   int           // node agents started so far
 	Started  time.Time     // when the node agent was last started
 	Joined   time.Duration // from Started to schedulable
@@ -191,7 +192,7 @@ func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
 		log = filepath.Join(n.Dir, fmt.Sprintf("agent-%d.log", n.Starts))
 	}
 	n.Starts++
-	n.Agent, err = multinode.StartProc("node agent "+n.Name, log, c.opts.Agent,
+	n.Agent, err = proc.Start(proc.DiesWithParent, "node agent "+n.Name, log, c.opts.Agent,
 		"serve", "--role", "node",
 		"--server", strings.Join(c.ServerEndpoints(), ","), "--join-token", string(tok[1]), "--ca-cert-hash", string(hash[1]),
 		"--node-name", n.Name,
@@ -213,7 +214,7 @@ func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
 
 // KillAgent SIGKILLs the node agent and waits until it is gone; its
 // launchers and guests keep running, as they would on a real node.
-func (n *Node) KillAgent() error { return n.Agent.Kill(killWait) }
+func (n *Node) KillAgent() error { return n.Agent.Kill() }
 
 // PowerOff is node n's host losing power: its node agent, its launchers
 // and its libvirtd, virtlogd and QEMUs are SIGKILLed (the agent first, so
@@ -248,7 +249,7 @@ func (c *Cluster) WaitJoined(ctx context.Context, n *Node) error {
 			return true, nil
 		}
 		if !n.Agent.Alive() {
-			return false, fmt.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.Agent.Out, 4000))
+			return false, fmt.Errorf("node agent %s exited: %s", n.Name, multinode.TailFile(n.Agent.Log, 4000))
 		}
 		return false, nil
 	})

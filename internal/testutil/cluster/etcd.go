@@ -15,10 +15,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/proc"
 )
 
 // EtcdMember is one member of an external etcd cluster: Debian's etcd
@@ -29,7 +29,7 @@ type EtcdMember struct {
 	ClientURL string
 	PeerURL   string
 	DataDir   string
-	Proc      *multinode.Proc
+	Proc      *proc.Proc
 	Starts    int
 	args      []string
 }
@@ -38,7 +38,7 @@ type EtcdMember struct {
 func (m *EtcdMember) Alive() bool { return m.Proc.Alive() }
 
 // Kill SIGKILLs the member and waits until it is gone.
-func (m *EtcdMember) Kill() error { return m.Proc.Kill(killWait) }
+func (m *EtcdMember) Kill() error { return m.Proc.Kill() }
 
 // externalEtcdMembers is the size of an external cluster.
 const externalEtcdMembers = 3
@@ -68,16 +68,16 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	}
 	var initial []string
 	for i := range externalEtcdMembers {
-		ca, err := bench.FreeLoopbackAddr()
+		ca, err := proc.FreeAddr("tcp")
 		if err != nil {
 			return err
 		}
-		pa, err := bench.FreeLoopbackAddr()
+		pa, err := proc.FreeAddr("tcp")
 		if err != nil {
 			return err
 		}
 		m := &EtcdMember{Name: "e" + strconv.Itoa(i), DataDir: filepath.Join(c.Dir, "etcd-"+strconv.Itoa(i)),
-			ClientURL: "https://" + ca, PeerURL: "https://" + pa}
+			ClientURL: "https://" + ca.String(), PeerURL: "https://" + pa.String()}
 		initial = append(initial, m.Name+"="+m.PeerURL)
 		c.Etcd = append(c.Etcd, m)
 	}
@@ -114,7 +114,7 @@ func (c *Cluster) StartEtcdMember(m *EtcdMember) error {
 	}
 	m.Starts++
 	var err error
-	m.Proc, err = multinode.StartProc("etcd "+m.Name, log, c.etcdBinary(), m.args...)
+	m.Proc, err = proc.Start(proc.DiesWithParent, "etcd "+m.Name, log, c.etcdBinary(), m.args...)
 	return err
 }
 
@@ -129,7 +129,7 @@ func (c *Cluster) waitEtcd(ctx context.Context) error {
 	werr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, c.opts.JoinTimeout, true, func(ctx context.Context) (bool, error) {
 		for _, m := range c.Etcd {
 			if !m.Alive() {
-				return false, fmt.Errorf("etcd %s exited: %s", m.Name, multinode.TailFile(m.Proc.Out, 4000))
+				return false, fmt.Errorf("etcd %s exited: %s", m.Name, multinode.TailFile(m.Proc.Log, 4000))
 			}
 		}
 		cli, err := etcdserver.Connect(ctx, c.EtcdEndpoints(), tlsCfg)

@@ -15,11 +15,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/proc"
 )
 
 // Server is one `serve --role server` process of the control plane.
@@ -30,7 +30,7 @@ type Server struct {
 	Socket  string // its unix socket
 	TLSAddr string // its TLS listener (127.0.0.1:port), kept across restarts
 	PeerURL string // its embedded etcd member's peer URL; "" when alone or external
-	Proc    *multinode.Proc
+	Proc    *proc.Proc
 	// API is a client of this server over Socket.
 	API    *client.Client
 	Starts int
@@ -42,7 +42,7 @@ type Server struct {
 func (s *Server) Alive() bool { return s.Proc.Alive() }
 
 // Kill SIGKILLs the server and waits until it is gone.
-func (s *Server) Kill() error { return s.Proc.Kill(killWait) }
+func (s *Server) Kill() error { return s.Proc.Kill() }
 
 // DefaultEtcdPrefix is the servers' --etcd-prefix.
 const DefaultEtcdPrefix = "/virtplane"
@@ -74,11 +74,11 @@ func (c *Cluster) AddServer(ctx context.Context) (*Server, error) {
 	}
 	s.args = c.serverArgs(s)
 	if c.opts.Servers > 1 && !c.opts.ExternalEtcd {
-		addr, err := bench.FreeLoopbackAddr()
+		addr, err := proc.FreeAddr("tcp")
 		if err != nil {
 			return nil, err
 		}
-		s.PeerURL = "https://" + addr
+		s.PeerURL = "https://" + addr.String()
 		s.args = append(s.args, "--etcd-name", s.Name, "--etcd-peer-listen", s.PeerURL)
 	}
 	if i > 0 {
@@ -164,7 +164,7 @@ func (c *Cluster) StartServer(ctx context.Context, s *Server) error {
 		listen = s.TLSAddr
 	}
 	var err error
-	if s.Proc, err = multinode.StartProc("server "+s.Name, log, c.opts.Agent, append(s.args, "--listen", listen)...); err != nil {
+	if s.Proc, err = proc.Start(proc.DiesWithParent, "server "+s.Name, log, c.opts.Agent, append(s.args, "--listen", listen)...); err != nil {
 		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, pollInterval, c.opts.JoinTimeout, true, func(context.Context) (bool, error) {

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/proc"
 )
 
 // Options change Start's defaults.
@@ -77,7 +79,7 @@ type Node struct {
 	Root string
 
 	runDir                     string
-	holder, virtlogd, libvirtd *Proc
+	holder, virtlogd, libvirtd *proc.Proc
 	// poweredOff is set by PowerOff: no daemon answers any more.
 	poweredOff atomic.Bool
 }
@@ -307,7 +309,7 @@ func (r *Run) Close(log Logger, dumpLogs bool) error {
 		out = append(out, fmt.Errorf("multinode: cleaning up run %s: %w", r.id, err))
 	}
 	for _, n := range r.nodes {
-		for _, p := range []*Proc{n.holder, n.virtlogd, n.libvirtd} {
+		for _, p := range []*proc.Proc{n.holder, n.virtlogd, n.libvirtd} {
 			if p.Alive() {
 				out = append(out, fmt.Errorf("multinode: %s of node %s (pid %d) still runs after cleanup", p.Name, n.Name, p.Pid()))
 			}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/proc"
 )
 
 // bindMounts are the node's dirs (under Root) and the libvirt dirs they
@@ -42,27 +43,38 @@ func (n *Node) start(ctx context.Context) error {
 	var err error
 	// nsenter and unshare exec without forking: the holder's pid is
 	// sleep's, in the new namespaces once its name is "sleep".
-	n.holder, err = StartProc("holder", filepath.Join(n.Root, "holder.out"), "nsenter", "--net="+filepath.Join(netnsDir, n.NetNS),
+	n.holder, err = proc.Start(proc.DiesWithParent, "holder", filepath.Join(n.Root, "holder.out"), "nsenter", "--net="+filepath.Join(netnsDir, n.NetNS),
 		"--", "unshare", "--mount", "--uts", "--propagation", "private", "--", "sleep", "infinity")
 	if err != nil {
 		return err
 	}
-	if err := n.holder.waitComm(ctx, "sleep"); err != nil {
+	if err := waitComm(ctx, n.holder, "sleep"); err != nil {
 		return err
 	}
 	if err := n.enterMounts(ctx); err != nil {
 		return err
 	}
 	in := []string{"--target", strconv.Itoa(n.holder.Pid()), "--mount", "--uts", "--net", "--"}
-	if n.virtlogd, err = StartProc("virtlogd", filepath.Join(n.Root, "virtlogd.out"), "nsenter",
+	if n.virtlogd, err = proc.Start(proc.DiesWithParent, "virtlogd", filepath.Join(n.Root, "virtlogd.out"), "nsenter",
 		append(in, "virtlogd", "--pid-file", filepath.Join(n.Root, "virtlogd.pid"))...); err != nil {
 		return err
 	}
-	if n.libvirtd, err = StartProc("libvirtd", filepath.Join(n.Root, "libvirtd.out"), "nsenter",
+	if n.libvirtd, err = proc.Start(proc.DiesWithParent, "libvirtd", filepath.Join(n.Root, "libvirtd.out"), "nsenter",
 		append(in, "libvirtd", "--listen", "--pid-file", filepath.Join(n.Root, "libvirtd.pid"))...); err != nil {
 		return err
 	}
 	return n.waitReady(ctx)
+}
+
+// waitComm waits until p runs the program named comm (after the execs
+// that lead to it).
+func waitComm(ctx context.Context, p *proc.Proc, comm string) error {
+	return wait.PollUntilContextCancel(ctx, 5*time.Millisecond, true, func(context.Context) (bool, error) {
+		if !p.Alive() {
+			return false, fmt.Errorf("%s exited: %v: %s", p.Name, p.Wait(), tail(p.Log, 2000))
+		}
+		return procfs.Comm(p.Pid()) == comm, nil
+	})
 }
 
 // prepare makes Root's dirs and writes the node's configuration.
@@ -162,9 +174,9 @@ func isMountPoint(pid int, path string) (bool, error) {
 func (n *Node) waitReady(ctx context.Context) error {
 	var last error
 	err := wait.PollUntilContextCancel(ctx, pollEvery, true, func(ctx context.Context) (bool, error) {
-		for _, p := range []*Proc{n.virtlogd, n.libvirtd} {
+		for _, p := range []*proc.Proc{n.virtlogd, n.libvirtd} {
 			if !p.Alive() {
-				return false, fmt.Errorf("%s exited: %v; its output: %s; libvirtd log: %s", p.Name, p.waitErr(), tail(p.Out, 2000), tail(n.LibvirtdLog(), 2000))
+				return false, fmt.Errorf("%s exited: %v; its output: %s; libvirtd log: %s", p.Name, p.Wait(), tail(p.Log, 2000), tail(n.LibvirtdLog(), 2000))
 			}
 		}
 		if _, err := os.Stat(filepath.Join(n.Root, "run", "virtlogd-sock")); err != nil {
@@ -194,7 +206,7 @@ func (n *Node) stop() error {
 		cancel()
 	}
 	// libvirtd first: it holds virtlogd's connections.
-	for _, p := range []*Proc{n.libvirtd, n.virtlogd, n.holder} {
+	for _, p := range []*proc.Proc{n.libvirtd, n.virtlogd, n.holder} {
 		errs = append(errs, p.Stop(15*time.Second))
 	}
 	errs = append(errs, killNetNS(n.NetNS, 15*time.Second))

@@ -2,7 +2,6 @@ package provider_test
 
 import (
 	"fmt"
-	"net"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -16,34 +15,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/acctest"
 )
 
 // Acceptance tests of the network kinds of interface blocks: user-mode
 // with port forwards, a bridge and a libvirt network on the node, and a
 // bridge no node has. wait_for_ip is in vm_wait_ip_acc_test.go.
-
-// freePort returns a port that is free on 127.0.0.1 for network ("tcp"
-// or "udp") now: on real nodes QEMU binds the forwards' host ports.
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	switch network {
-	case "udp":
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	default:
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
-	}
-}
 
 // iface is a check of interface[0] in the state.
 func iface(attr ...any) tfjsonpath.Path {
@@ -105,7 +83,9 @@ func editVM(t *testing.T, agent *acctest.Agent, name string, edit func(spec *api
 func TestAccVirtualMachine_portForward(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	name := acctest.RandomName("fwd")
-	tcp, udp, other := freePort(t, "tcp"), freePort(t, "udp"), freePort(t, "tcp")
+	// Ports free on 127.0.0.1 now: on real nodes QEMU binds the
+	// forwards' host ports.
+	tcp, udp, other := testutil.FreePort(t, "tcp"), testutil.FreePort(t, "udp"), testutil.FreePort(t, "tcp")
 	cfg := vmConfig(agent, name, guestBody(agent, guestMemory, fmt.Sprintf(`
   interface {
     name = "default"

@@ -98,7 +98,7 @@ func runDensity(ctx context.Context, e *env, s *bench.Section) error {
 		s.AddRow(fmt.Sprintf("P%.0f", p), bench.Secs(v), bench.Secs(r), bench.Secs(v-r), bench.Ratio(v, r))
 	}
 	s.Note("virtplane: all %d VMs Running and ready %s after the first create (the last create was issued at %s).", n, bench.Secs(vp.all), bench.Secs(time.Duration(n-1)*interval))
-	startBreakdown(s, ns, a.LogPath, vp.timeline, true)
+	startBreakdown(s, ns, a.Log, vp.timeline, true)
 	storeTable(s, vp.before, vp.after, n)
 	return nil
 }

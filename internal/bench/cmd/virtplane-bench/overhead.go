@@ -128,7 +128,7 @@ func overheadRun(ctx context.Context, e *env, n int) (ohResult, error) {
 	}
 	defer done()
 	time.Sleep(2 * time.Second)
-	agent0, err := memOf(a.Pid)
+	agent0, err := memOf(a.Pid())
 	if err != nil {
 		return r, err
 	}
@@ -189,7 +189,7 @@ func overheadRun(ctx context.Context, e *env, n int) (ohResult, error) {
 		r.lRSS, r.lAnon, r.lPss = append(r.lRSS, l["VmRSS"]), append(r.lAnon, l["RssAnon"]), append(r.lPss, lpss)
 		r.qRSS, r.qPss, r.touched = append(r.qRSS, qs["VmRSS"]), append(r.qPss, qpss), append(r.touched, touched)
 	}
-	agent1, err := memOf(a.Pid)
+	agent1, err := memOf(a.Pid())
 	if err != nil {
 		return r, err
 	}

@@ -89,7 +89,7 @@ func runRecovery(ctx context.Context, e *env, s *bench.Section) error {
 	var synced []bench.LogRecord
 	if err := waitUntil(ctx, 2*time.Minute, "every VMI re-synced", func() bool {
 		synced = synced[:0]
-		for _, r := range bench.Matching(node.LogPath, "domain synced") {
+		for _, r := range bench.Matching(node.Log, "domain synced") {
 			if want[r.Str("vmi")] {
 				synced = append(synced, r)
 			}
@@ -98,7 +98,7 @@ func runRecovery(ctx context.Context, e *env, s *bench.Section) error {
 	}); err != nil {
 		return err
 	}
-	running, err := bench.WaitLog(ctx, node.Process, "node agent running", time.Minute)
+	running, err := bench.WaitLog(ctx, node.Proc, "node agent running", time.Minute)
 	if err != nil {
 		return err
 	}
@@ -107,7 +107,7 @@ func runRecovery(ctx context.Context, e *env, s *bench.Section) error {
 	// Let anything the restart set off happen before judging.
 	time.Sleep(5 * time.Second)
 
-	restartedGuests, newLaunchers := 0, len(bench.Matching(node.LogPath, "launched launcher"))
+	restartedGuests, newLaunchers := 0, len(bench.Matching(node.Log, "launched launcher"))
 	after := procfs.Launchers(e.launcher, ns)
 	sameLaunchers := 0
 	for d, p := range before {

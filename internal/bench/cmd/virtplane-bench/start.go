@@ -185,7 +185,7 @@ func runStart(ctx context.Context, e *env, s *bench.Section) error {
 	s.NewTable("virtplane against the floor (medians)", "Comparison", "Difference", "Ratio")
 	s.AddRow("VMI Running vs raw define+start", bench.Secs(bench.Median(vmi)-bench.Median(raw)), bench.Ratio(bench.Median(vmi), bench.Median(raw)))
 	s.AddRow("VM Running and ready vs raw define+start", bench.Secs(bench.Median(vm)-bench.Median(raw)), bench.Ratio(bench.Median(vm), bench.Median(raw)))
-	startBreakdown(s, ns, a.LogPath, vps, false)
+	startBreakdown(s, ns, a.Log, vps, false)
 
 	if startCfg.tf > 0 {
 		if err := startTerraform(ctx, st, a, s); err != nil {

@@ -72,7 +72,7 @@ resource "virtplane_virtual_machine" "vm" {
 	// and the CPU the agent used meanwhile.
 	type runs struct{ wall, cpu, provider, agent []time.Duration }
 	timed := func(r *runs, t *bench.Terraform, args ...string) error {
-		a0, err := procfs.CPUSeconds(a.Pid)
+		a0, err := procfs.CPUSeconds(a.Pid())
 		if err != nil {
 			return err
 		}
@@ -84,7 +84,7 @@ resource "virtplane_virtual_machine" "vm" {
 			}
 			return err
 		}
-		a1, err := procfs.CPUSeconds(a.Pid)
+		a1, err := procfs.CPUSeconds(a.Pid())
 		if err != nil {
 			return err
 		}

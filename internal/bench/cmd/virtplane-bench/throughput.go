@@ -287,7 +287,7 @@ func measureThroughput(ctx context.Context, e *env, a *bench.Agent, ns string, n
 	if err != nil {
 		return r, err
 	}
-	cpu0, err := procfs.CPUSeconds(a.Pid)
+	cpu0, err := procfs.CPUSeconds(a.Pid())
 	if err != nil {
 		return r, err
 	}
@@ -306,13 +306,13 @@ func measureThroughput(ctx context.Context, e *env, a *bench.Agent, ns string, n
 			r.vmis = max(r.vmis, at.Sub(t0))
 		}
 	}
-	cpu1, err := procfs.CPUSeconds(a.Pid)
+	cpu1, err := procfs.CPUSeconds(a.Pid())
 	if err != nil {
 		return r, err
 	}
 	self1, _ := procfs.CPUSeconds(os.Getpid())
 	r.agentCPU, r.benchCPU = cpu1-cpu0, self1-self0
-	st, err := procfs.ProcStatus(a.Pid, "VmHWM", "VmRSS")
+	st, err := procfs.ProcStatus(a.Pid(), "VmHWM", "VmRSS")
 	if err != nil {
 		return r, err
 	}

@@ -46,7 +46,7 @@ func throughputTest(ctx context.Context, e *env, n, workers int) (tpResult, erro
 	}
 	if k := int64(len(ls)); k > 0 {
 		r.extra = append(r.extra, fmt.Sprintf("%d launcher processes: per launcher VmRSS %s, RssAnon %s, Pss %s, private %s, %d threads (all launchers: Pss %s, %d threads); agent VmRSS %s at the end, %d threads.",
-			k, bench.MiB(rss/k), bench.MiB(anon/k), bench.MiB(pss/k), bench.MiB(priv/k), threads/k, bench.MiB(pss), threads, bench.MiB(r.agentRSS), procfs.Threads(a.Pid)))
+			k, bench.MiB(rss/k), bench.MiB(anon/k), bench.MiB(pss/k), bench.MiB(priv/k), threads/k, bench.MiB(pss), threads, bench.MiB(r.agentRSS), procfs.Threads(a.Pid())))
 	}
 	return r, nil
 }
