@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -252,12 +251,4 @@ func migrationToModel(mig *apiv1.VirtualMachineInstanceMigration) migrationModel
 		}
 	}
 	return m
-}
-
-// optTime is t as RFC 3339 in UTC, null when unset.
-func optTime(t *timestamppb.Timestamp) types.String {
-	if t == nil {
-		return types.StringNull()
-	}
-	return types.StringValue(t.AsTime().UTC().Format(time.RFC3339))
 }

@@ -117,7 +117,7 @@ func poolToModel(p *apiv1.VirtualMachinePool, vmNames []string, prior *poolModel
 	})
 	diags.Append(d...)
 	return poolModel{
-		ID:             types.StringValue(vmID(md.GetNamespace(), md.GetName())),
+		ID:             types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
 		Name:           types.StringValue(md.GetName()),
 		Namespace:      types.StringValue(md.GetNamespace()),
 		UID:            types.StringValue(md.GetUid()),
@@ -129,17 +129,6 @@ func poolToModel(p *apiv1.VirtualMachinePool, vmNames []string, prior *poolModel
 		Template:       &tmpl,
 		Status:         status,
 	}, diags
-}
-
-// stringList is a list attribute of strings.
-func stringList(ss []string, diags *diag.Diagnostics) types.List {
-	elems := make([]attr.Value, len(ss))
-	for i, s := range ss {
-		elems[i] = types.StringValue(s)
-	}
-	l, d := types.ListValue(types.StringType, elems)
-	diags.Append(d...)
-	return l
 }
 
 // poolAttributePath maps an API field path of a pool to the attribute
@@ -177,23 +166,4 @@ func replicaAttributePath(field string) (path.Path, bool) {
 		return path.Root("selector"), true
 	}
 	return path.Empty(), false
-}
-
-// underPath is p with base's steps before its own: the attribute p names,
-// in the block at base.
-func underPath(base, p path.Path) path.Path {
-	out := base
-	for _, s := range p.Steps() {
-		switch s := s.(type) {
-		case path.PathStepAttributeName:
-			out = out.AtName(string(s))
-		case path.PathStepElementKeyInt:
-			out = out.AtListIndex(int(s))
-		case path.PathStepElementKeyString:
-			out = out.AtMapKey(string(s))
-		case path.PathStepElementKeyValue:
-			out = out.AtSetValue(s.Value)
-		}
-	}
-	return out
 }

@@ -27,7 +27,7 @@ func (r *poolResource) Create(ctx context.Context, req resource.CreateRequest, r
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	id := vmID(want.Metadata.Namespace, want.Metadata.Name)
+	id := namespacedID(want.Metadata.Namespace, want.Metadata.Name)
 	created, err := r.data.client.Pools.Create(ctx, &apiv1.CreatePoolRequest{Pool: want})
 	if err != nil {
 		r.addError(&resp.Diagnostics, err, "create virtual machine pool "+id)
@@ -56,7 +56,7 @@ func (r *poolResource) wait(ctx context.Context, st stateSetter, diags *diag.Dia
 		r.setState(ctx, st, diags, v, plan)
 	}
 	if err != nil {
-		r.addWaitFailure(diags, err, vmID(p.GetMetadata().GetNamespace(), p.GetMetadata().GetName()), waitFailure{
+		r.addWaitFailure(diags, err, namespacedID(p.GetMetadata().GetNamespace(), p.GetMetadata().GetName()), waitFailure{
 			want: poolTargetDescription(t, p), slow: "its VMs need", stuck: "cannot get its VMs running",
 		}, timeout, op)
 	}
@@ -72,7 +72,7 @@ func (r *poolResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 		return
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	id := vmID(ns, name)
+	id := namespacedID(ns, name)
 	// Two calls, the pool and its VMs; refresh never waits.
 	p, err := r.data.client.Pools.Get(ctx, &apiv1.GetPoolRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
 	if !r.stillManaged(ctx, resp, id, state.UID.ValueString(), p.GetMetadata().GetUid(), err) {
@@ -104,7 +104,7 @@ func (r *poolResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ns, name := want.Metadata.Namespace, want.Metadata.Name
-	id := vmID(ns, name)
+	id := namespacedID(ns, name)
 	c := r.data.client
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
 	// The pool controller writes the status concurrently: updateCAS
@@ -148,7 +148,7 @@ func (r *poolResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
 	c := r.data.client
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
-	r.deleteReplicas(ctx, &resp.Diagnostics, vmID(ns, name), state.UID.ValueString(), timeout,
+	r.deleteReplicas(ctx, &resp.Diagnostics, namespacedID(ns, name), state.UID.ValueString(), timeout,
 		func(ctx context.Context, o *apiv1.DeleteOptions) error {
 			_, err := c.Pools.Delete(ctx, &apiv1.DeletePoolRequest{Key: key, Options: o})
 			return err

@@ -24,13 +24,13 @@ import (
 // in the default namespace); what is a noun phrase ("a virtual machine
 // pool").
 func importReplicas(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, what string) {
-	ns, name, err := parseVMID(req.ID)
+	ns, name, err := parseNamespacedID(req.ID)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid import ID",
 			"Import "+what+" by namespace/name (default/web), or by name alone for the default namespace: "+err.Error())
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), vmID(ns, name))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), true)...)

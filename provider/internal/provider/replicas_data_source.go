@@ -69,7 +69,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		return
 	}
 	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
-	id := vmID(ns, cfg.Name.ValueString())
+	id := namespacedID(ns, cfg.Name.ValueString())
 	p, err := d.data.client.Pools.Get(ctx, &apiv1.GetPoolRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: cfg.Name.ValueString()}})
 	if err != nil {
 		addLookupError(&resp.Diagnostics, err, d.data.endpoint, poolKind, id, "(virtplane-agent get pool lists the existing ones).")
@@ -134,7 +134,7 @@ func (d *replicaSetDataSource) Read(ctx context.Context, req datasource.ReadRequ
 		return
 	}
 	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
-	id := vmID(ns, cfg.Name.ValueString())
+	id := namespacedID(ns, cfg.Name.ValueString())
 	v, err := readReplicaSet(ctx, d.data.client, ns, cfg.Name.ValueString())
 	if err != nil {
 		addLookupError(&resp.Diagnostics, err, d.data.endpoint, replicaSetKind, id, "(virtplane-agent get rs lists the existing ones).")

@@ -240,24 +240,6 @@ func selectorText(m types.Map) string {
 	return apiv1.SelectorString(&apiv1.LabelSelector{MatchLabels: s})
 }
 
-// conditionList is a list of conditions as the status attributes have it.
-func conditionList(conds []*apiv1.Condition, diags *diag.Diagnostics) types.List {
-	elems := make([]attr.Value, 0, len(conds))
-	for _, c := range conds {
-		obj, d := types.ObjectValue(conditionAttrTypes, map[string]attr.Value{
-			"type":    types.StringValue(c.GetType()),
-			"status":  types.StringValue(c.GetStatus()),
-			"reason":  types.StringValue(c.GetReason()),
-			"message": types.StringValue(c.GetMessage()),
-		})
-		diags.Append(d...)
-		elems = append(elems, obj)
-	}
-	list, d := types.ListValue(types.ObjectType{AttrTypes: conditionAttrTypes}, elems)
-	diags.Append(d...)
-	return list
-}
-
 // replicaStatusAttrTypes are the object types of the status attributes,
 // with the names list under names.
 func replicaStatusAttrTypes(names string, more map[string]attr.Type) map[string]attr.Type {

@@ -29,7 +29,7 @@ func (r *replicaSetResource) Create(ctx context.Context, req resource.CreateRequ
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	id := vmID(want.Metadata.Namespace, want.Metadata.Name)
+	id := namespacedID(want.Metadata.Namespace, want.Metadata.Name)
 	created, err := r.data.client.ReplicaSets.Create(ctx, &apiv1.CreateReplicaSetRequest{ReplicaSet: want})
 	if err != nil {
 		r.addError(&resp.Diagnostics, err, "create replica set "+id)
@@ -60,7 +60,7 @@ func (r *replicaSetResource) wait(ctx context.Context, st stateSetter, diags *di
 		r.setState(ctx, st, diags, v, plan)
 	}
 	if err != nil {
-		r.addWaitFailure(diags, err, vmID(rs.GetMetadata().GetNamespace(), rs.GetMetadata().GetName()), waitFailure{
+		r.addWaitFailure(diags, err, namespacedID(rs.GetMetadata().GetNamespace(), rs.GetMetadata().GetName()), waitFailure{
 			want: replicaSetTargetDescription(rs), slow: "its instances need", stuck: "cannot get its instances running",
 		}, timeout, op)
 	}
@@ -76,7 +76,7 @@ func (r *replicaSetResource) Read(ctx context.Context, req resource.ReadRequest,
 		return
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	id := vmID(ns, name)
+	id := namespacedID(ns, name)
 	// Two calls, the replica set and its instances; refresh never waits.
 	rs, err := r.data.client.ReplicaSets.Get(ctx, &apiv1.GetReplicaSetRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
 	if !r.stillManaged(ctx, resp, id, state.UID.ValueString(), rs.GetMetadata().GetUid(), err) {
@@ -104,7 +104,7 @@ func (r *replicaSetResource) Update(ctx context.Context, req resource.UpdateRequ
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ns, name := want.Metadata.Namespace, want.Metadata.Name
-	id := vmID(ns, name)
+	id := namespacedID(ns, name)
 	c := r.data.client
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
 	// The replica set controller writes the status concurrently:
@@ -150,7 +150,7 @@ func (r *replicaSetResource) Delete(ctx context.Context, req resource.DeleteRequ
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
 	c := r.data.client
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
-	r.deleteReplicas(ctx, &resp.Diagnostics, vmID(ns, name), state.UID.ValueString(), timeout,
+	r.deleteReplicas(ctx, &resp.Diagnostics, namespacedID(ns, name), state.UID.ValueString(), timeout,
 		func(ctx context.Context, o *apiv1.DeleteOptions) error {
 			_, err := c.ReplicaSets.Delete(ctx, &apiv1.DeleteReplicaSetRequest{Key: key, Options: o})
 			return err

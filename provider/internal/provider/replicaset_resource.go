@@ -163,7 +163,7 @@ func (r *replicaSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if proto.Equal(from.Spec.Template, to.Spec.Template) {
 		return
 	}
-	id := vmID(state.Namespace.ValueString(), state.Name.ValueString())
+	id := namespacedID(state.Namespace.ValueString(), state.Name.ValueString())
 	resp.Diagnostics.AddWarning("Running instances of "+id+" keep their template",
 		"template changes, which applies to the instances replica set "+id+" makes from now on; the instances "+
 			"that run keep the template they were made from (KubeVirt's behaviour). To replace them, scale to 0 "+

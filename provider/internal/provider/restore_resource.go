@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -163,14 +162,14 @@ func restoreFromModel(_ context.Context, m *restoreModel) (*apiv1.VirtualMachine
 
 // restoreToModel maps a restore to the model, keeping prior's timeouts.
 func restoreToModel(o *apiv1.VirtualMachineRestore, prior *restoreModel) (restoreModel, diag.Diagnostics) {
+	var diags diag.Diagnostics
 	md, spec, st := o.GetMetadata(), o.GetSpec(), o.GetStatus()
-	vols := make([]attr.Value, 0, len(st.GetRestores()))
+	vols := make([]string, 0, len(st.GetRestores()))
 	for _, v := range st.GetRestores() {
-		vols = append(vols, types.StringValue(v.GetVolumeName()))
+		vols = append(vols, v.GetVolumeName())
 	}
-	list, diags := types.ListValue(types.StringType, vols)
 	return restoreModel{
-		ID:                    types.StringValue(vmID(md.GetNamespace(), md.GetName())),
+		ID:                    types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
 		Namespace:             types.StringValue(md.GetNamespace()),
 		Name:                  types.StringValue(md.GetName()),
 		VirtualMachine:        types.StringValue(spec.GetTarget()),
@@ -180,7 +179,7 @@ func restoreToModel(o *apiv1.VirtualMachineRestore, prior *restoreModel) (restor
 		Phase:                 optString(st.GetPhase()),
 		Complete:              types.BoolValue(st.GetComplete()),
 		RestoreTime:           optTime(st.GetRestoreTime()),
-		RestoredVolumes:       list,
+		RestoredVolumes:       stringList(vols, &diags),
 		Timeouts:              prior.Timeouts,
 	}, diags
 }
@@ -203,13 +202,13 @@ func restoreAttributePath(field string) (path.Path, bool) {
 }
 
 func (r *restoreResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ns, name, err := parseVMID(req.ID)
+	ns, name, err := parseNamespacedID(req.ID)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid import ID",
 			"Import a virtual machine restore by namespace/name, or by name alone for the default namespace: "+err.Error())
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), vmID(ns, name))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 }
@@ -227,7 +226,7 @@ func (r *restoreResource) Create(ctx context.Context, req resource.CreateRequest
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	key := &apiv1.ObjectKey{Namespace: want.Metadata.Namespace, Name: want.Metadata.Name}
-	id := vmID(key.Namespace, key.Name)
+	id := namespacedID(key.Namespace, key.Name)
 	c := r.data.client
 	created, err := c.Restores.Create(ctx, &apiv1.CreateRestoreRequest{Restore: want})
 	if err != nil {
@@ -276,7 +275,7 @@ func (r *restoreResource) Read(ctx context.Context, req resource.ReadRequest, re
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
 	o, err := r.data.client.Restores.Get(ctx, &apiv1.GetRestoreRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
-	if !r.stillManaged(ctx, resp, vmID(ns, name), state.UID.ValueString(), o.GetMetadata().GetUid(), err) {
+	if !r.stillManaged(ctx, resp, namespacedID(ns, name), state.UID.ValueString(), o.GetMetadata().GetUid(), err) {
 		return
 	}
 	r.setState(ctx, &resp.State, &resp.Diagnostics, o, &state)
@@ -311,7 +310,7 @@ func (r *restoreResource) Delete(ctx context.Context, req resource.DeleteRequest
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
 	replaced, err := deleteNamed(ctx, restoreOps(r.data.client), "virtual machine restore",
 		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString(), describeRestore)
-	r.addDeleteFailure(&resp.Diagnostics, err, replaced, vmID(ns, name), timeout,
+	r.addDeleteFailure(&resp.Diagnostics, err, replaced, namespacedID(ns, name), timeout,
 		"A restore past its commit point finishes first")
 }
 

@@ -26,7 +26,7 @@ func (r *snapshotResource) Create(ctx context.Context, req resource.CreateReques
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	key := &apiv1.ObjectKey{Namespace: want.Metadata.Namespace, Name: want.Metadata.Name}
-	id := vmID(key.Namespace, key.Name)
+	id := namespacedID(key.Namespace, key.Name)
 	c := r.data.client
 	created, err := c.Snapshots.Create(ctx, &apiv1.CreateSnapshotRequest{Snapshot: want})
 	if err != nil {
@@ -76,7 +76,7 @@ func (r *snapshotResource) Read(ctx context.Context, req resource.ReadRequest, r
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
 	s, err := r.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
-	if !r.stillManaged(ctx, resp, vmID(ns, name), state.UID.ValueString(), s.GetMetadata().GetUid(), err) {
+	if !r.stillManaged(ctx, resp, namespacedID(ns, name), state.UID.ValueString(), s.GetMetadata().GetUid(), err) {
 		return
 	}
 	r.setState(ctx, &resp.State, &resp.Diagnostics, s, &state)
@@ -92,7 +92,7 @@ func (r *snapshotResource) Update(ctx context.Context, req resource.UpdateReques
 		return
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	id := vmID(ns, name)
+	id := namespacedID(ns, name)
 	s, err := r.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
 	if err != nil {
 		r.addError(&resp.Diagnostics, err, "read virtual machine snapshot "+id)
@@ -125,7 +125,7 @@ func (r *snapshotResource) Delete(ctx context.Context, req resource.DeleteReques
 	// it is gone, so is the data.
 	replaced, err := deleteNamed(ctx, snapshotOps(r.data.client), "virtual machine snapshot",
 		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString(), describeSnapshot)
-	r.addDeleteFailure(&resp.Diagnostics, err, replaced, vmID(ns, name), timeout,
+	r.addDeleteFailure(&resp.Diagnostics, err, replaced, namespacedID(ns, name), timeout,
 		"With deletion_policy Delete the node removes the snapshot's data first")
 }
 

@@ -3,11 +3,9 @@ package provider
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -219,14 +217,7 @@ func sameDeadline(a, b string) bool {
 // formatDeadline spells seconds as the shortest Go duration: 300 is "5m",
 // 5400 "1h30m", 0 "0s".
 func formatDeadline(secs int64) string {
-	s := (time.Duration(secs) * time.Second).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return shortDuration(time.Duration(secs) * time.Second)
 }
 
 // snapshotFromModel is the snapshot the configuration asks for. All
@@ -261,17 +252,8 @@ func snapshotToModel(s *apiv1.VirtualMachineSnapshot, prior *snapshotModel) (sna
 	if prior != nil && !prior.FailureDeadline.IsNull() && !prior.FailureDeadline.IsUnknown() && sameDeadline(prior.FailureDeadline.ValueString(), deadline) {
 		deadline = prior.FailureDeadline.ValueString()
 	}
-	list := func(xs []string) types.List {
-		elems := make([]attr.Value, 0, len(xs))
-		for _, x := range xs {
-			elems = append(elems, types.StringValue(x))
-		}
-		l, d := types.ListValue(types.StringType, elems)
-		diags.Append(d...)
-		return l
-	}
 	return snapshotModel{
-		ID:              types.StringValue(vmID(md.GetNamespace(), md.GetName())),
+		ID:              types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
 		Namespace:       types.StringValue(md.GetNamespace()),
 		Name:            types.StringValue(md.GetName()),
 		VirtualMachine:  types.StringValue(spec.GetSource()),
@@ -281,9 +263,9 @@ func snapshotToModel(s *apiv1.VirtualMachineSnapshot, prior *snapshotModel) (sna
 		Phase:           optString(st.GetPhase()),
 		ReadyToUse:      types.BoolValue(st.GetReadyToUse()),
 		CreationTime:    optTime(st.GetCreationTime()),
-		Indications:     list(st.GetIndications()),
-		IncludedVolumes: list(st.GetIncludedVolumes()),
-		ExcludedVolumes: list(st.GetExcludedVolumes()),
+		Indications:     stringList(st.GetIndications(), &diags),
+		IncludedVolumes: stringList(st.GetIncludedVolumes(), &diags),
+		ExcludedVolumes: stringList(st.GetExcludedVolumes(), &diags),
 		NodeName:        optString(st.GetNodeName()),
 		ContentName:     optString(st.GetContentName()),
 	}, diags
@@ -308,14 +290,14 @@ func snapshotAttributePath(field string) (path.Path, bool) {
 }
 
 func (r *snapshotResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ns, name, err := parseVMID(req.ID)
+	ns, name, err := parseNamespacedID(req.ID)
 	if err != nil {
 		resp.Diagnostics.AddError("Invalid import ID",
 			"Import a virtual machine snapshot by namespace/name (default/before-upgrade), or by name alone for the "+
 				"default namespace: "+err.Error())
 		return
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), vmID(ns, name))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 }

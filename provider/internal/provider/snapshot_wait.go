@@ -105,7 +105,7 @@ func deleteNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], w
 	case err != nil:
 		return false, err
 	}
-	tflog.Info(ctx, what+" deletion requested", map[string]any{"id": vmID(key.GetNamespace(), key.GetName())})
+	tflog.Info(ctx, what+" deletion requested", map[string]any{"id": namespacedID(key.GetNamespace(), key.GetName())})
 	_, err = waitNamed(ctx, ops, what, key, func(o T) verdict {
 		if uid != "" && o.GetMetadata().GetUid() != uid {
 			return verdict{done: true, state: "replaced"} // ours is gone

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -19,21 +18,6 @@ import (
 // schema is flatter than the API: a disk block is a disk plus the volume of
 // the same name, an interface block is an interface plus its network
 // (vm_convert_network.go), annotations go to the instance template.
-
-// vmID is the resource id: "namespace/name".
-func vmID(namespace, name string) string { return namespace + "/" + name }
-
-// parseVMID accepts "namespace/name" and a bare "name" (default namespace).
-func parseVMID(id string) (namespace, name string, err error) {
-	parts := strings.Split(id, "/")
-	switch {
-	case len(parts) == 1 && parts[0] != "":
-		return apiv1.DefaultNamespace, parts[0], nil
-	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
-		return parts[0], parts[1], nil
-	}
-	return "", "", fmt.Errorf("want namespace/name or name, got %q", id)
-}
 
 // vmFromModel builds the VM the configuration asks for (see
 // instanceSpecFromModel). All values must be known (apply time).
@@ -86,7 +70,7 @@ func vmToModel(_ context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMa
 	}
 	md := vm.GetMetadata()
 	m := vmModel{
-		ID:              types.StringValue(vmID(md.GetNamespace(), md.GetName())),
+		ID:              types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
 		Name:            types.StringValue(md.GetName()),
 		Namespace:       types.StringValue(md.GetNamespace()),
 		UID:             types.StringValue(md.GetUid()),
@@ -120,53 +104,6 @@ func statusObject(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, d
 	})
 	diags.Append(d...)
 	return obj
-}
-
-// readString maps "" to null, unless the prior value was a known "" (a
-// configuration that says `x = ""` must read back as "", not null).
-func readString(s string, prior types.String) types.String {
-	if s != "" {
-		return types.StringValue(s)
-	}
-	if !prior.IsNull() && !prior.IsUnknown() && prior.ValueString() == "" {
-		return types.StringValue("")
-	}
-	return types.StringNull()
-}
-
-// mapFromAPI maps an empty map to null, unless the prior value was a known
-// empty map or full is set (data sources return empty maps, so lookup()
-// works on them).
-func mapFromAPI(m map[string]string, prior types.Map, full bool, diags *diag.Diagnostics) types.Map {
-	if len(m) == 0 && !full && (prior.IsNull() || prior.IsUnknown()) {
-		return types.MapNull(types.StringType)
-	}
-	if m == nil {
-		m = map[string]string{}
-	}
-	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
-	diags.Append(d...)
-	return v
-}
-
-// stringMap converts a known map attribute; null gives nil.
-func stringMap(ctx context.Context, m types.Map, diags *diag.Diagnostics) map[string]string {
-	if m.IsNull() || m.IsUnknown() {
-		return nil
-	}
-	out := map[string]string{}
-	diags.Append(m.ElementsAs(ctx, &out, false)...)
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // attributePath maps an API field path from a validation error
@@ -282,28 +219,4 @@ func attributePath(field string) (path.Path, bool) {
 		return networkAttributePath(strings.TrimPrefix(norm, networks), args), true
 	}
 	return path.Empty(), false
-}
-
-// normalizeFieldPath replaces every [index] or [key] of a Kubernetes field
-// path with [*] and returns their contents in order.
-func normalizeFieldPath(field string) (string, []string) {
-	var b strings.Builder
-	var args []string
-	for {
-		open := strings.IndexByte(field, '[')
-		if open < 0 {
-			b.WriteString(field)
-			break
-		}
-		end := strings.IndexByte(field[open:], ']')
-		if end < 0 {
-			b.WriteString(field)
-			break
-		}
-		b.WriteString(field[:open])
-		b.WriteString("[*]")
-		args = append(args, field[open+1:open+end])
-		field = field[open+end+1:]
-	}
-	return b.String(), args
 }

@@ -342,14 +342,14 @@ func TestParseVMID(t *testing.T) {
 		{"prod/web", "prod", "web"},
 		{"web", "default", "web"},
 	} {
-		ns, name, err := parseVMID(c.in)
+		ns, name, err := parseNamespacedID(c.in)
 		if err != nil || ns != c.ns || name != c.name {
-			t.Errorf("parseVMID(%q) = %q, %q, %v", c.in, ns, name, err)
+			t.Errorf("parseNamespacedID(%q) = %q, %q, %v", c.in, ns, name, err)
 		}
 	}
 	for _, bad := range []string{"", "/", "a/", "/b", "a/b/c"} {
-		if _, _, err := parseVMID(bad); err == nil {
-			t.Errorf("parseVMID(%q) accepted", bad)
+		if _, _, err := parseNamespacedID(bad); err == nil {
+			t.Errorf("parseNamespacedID(%q) accepted", bad)
 		}
 	}
 }

@@ -115,7 +115,7 @@ func (d *vmDataSource) Read(ctx context.Context, req datasource.ReadRequest, res
 	name := cfg.Name.ValueString()
 	vm, vmi, err := getVM(ctx, d.data.client, ns, name)
 	if err != nil {
-		addLookupError(&resp.Diagnostics, err, d.data.endpoint, vmKind, vmID(ns, name),
+		addLookupError(&resp.Diagnostics, err, d.data.endpoint, vmKind, namespacedID(ns, name),
 			"(data source virtplane_virtual_machines lists the existing ones).")
 		return
 	}

@@ -163,12 +163,6 @@ type waitForIPModel struct {
 
 // Object types of the computed status attribute.
 var (
-	conditionAttrTypes = map[string]attr.Type{
-		"type":    types.StringType,
-		"status":  types.StringType,
-		"reason":  types.StringType,
-		"message": types.StringType,
-	}
 	interfaceStatusAttrTypes = map[string]attr.Type{
 		"name":           types.StringType,
 		"mac_address":    types.StringType,

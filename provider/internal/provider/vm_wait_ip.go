@@ -78,19 +78,6 @@ func shouldWaitForIP(vmi *apiv1.VirtualMachineInstance, creating, started, block
 	return creating || started || blockChanged
 }
 
-// shortDuration renders d as a configuration would write it: 5m, not
-// 5m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
 // errIPTimeout marks a wait_for_ip that ran out of time.
 var errIPTimeout = errors.New("no IP address in time")
 
