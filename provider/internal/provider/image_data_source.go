@@ -11,6 +11,8 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
+// The virtplane_image data source: one image by name.
+
 var (
 	_ datasource.DataSource              = (*imageDataSource)(nil)
 	_ datasource.DataSourceWithConfigure = (*imageDataSource)(nil)

@@ -14,6 +14,9 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
+// The virtplane_migrations data source: the live migrations of a
+// namespace, read only.
+
 var (
 	_ datasource.DataSource              = (*migrationsDataSource)(nil)
 	_ datasource.DataSourceWithConfigure = (*migrationsDataSource)(nil)

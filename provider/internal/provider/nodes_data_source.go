@@ -13,6 +13,9 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
+// The virtplane_nodes data source: the registered nodes, with what
+// placement decisions need to know of them.
+
 var (
 	_ datasource.DataSource              = (*nodesDataSource)(nil)
 	_ datasource.DataSourceWithConfigure = (*nodesDataSource)(nil)

@@ -92,17 +92,6 @@ func poolVMs(ctx context.Context, c *client.Client, p *apiv1.VirtualMachinePool)
 	return out, nil
 }
 
-// controlledBy reports whether an object's controller owner reference
-// is the owner of kind with uid.
-func controlledBy(md *apiv1.ObjectMeta, kind, uid string) bool {
-	for _, o := range md.GetOwnerReferences() {
-		if o.GetController() {
-			return uid != "" && o.GetKind() == kind && o.GetUid() == uid
-		}
-	}
-	return false
-}
-
 // judgePool decides whether the pool has reached t: the controller has
 // acted on t.generation, the pool has replicas VMs, all on its current
 // template (status.template_generation caught up: the rollout is done),
@@ -140,9 +129,6 @@ func judgePool(t replicaTarget, v poolView) verdict {
 		(!t.ready || st.GetReadyReplicas() == want)
 	return out
 }
-
-// maxDescribed bounds the replicas a state description names.
-const maxDescribed = 8
 
 // describePool renders what the pool is doing: its counts and its VMs'
 // printable statuses.

@@ -36,23 +36,6 @@ func importReplicas(ctx context.Context, req resource.ImportStateRequest, resp *
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), true)...)
 }
 
-// replicaTarget is what a wait for a pool or replica set is for.
-type replicaTarget struct {
-	// generation is the one the controller must have acted on first, so
-	// that a status from before the change is not taken for its result.
-	generation int64
-	// ready: the replicas must be ready, not only there (their run
-	// strategy keeps them running).
-	ready bool
-}
-
-// runsReplicas reports whether a VM spec's run strategy keeps its VMs
-// running, so that a wait for them waits for them to be ready.
-func runsReplicas(spec *apiv1.VirtualMachineSpec) bool {
-	s := runStrategyOf(spec)
-	return s == apiv1.RunStrategyAlways || s == apiv1.RunStrategyRerunOnFailure
-}
-
 // deleteReplicas deletes object id of the resource's kind with the state's
 // uid as precondition (del), so that destroy never deletes an object of
 // the same name someone created after ours was deleted, and waits until it
@@ -86,13 +69,4 @@ func (r *configuredResource) deleteReplicas(ctx context.Context, diags *diag.Dia
 	case err != nil:
 		r.addError(diags, err, "wait for "+k.noun+" "+id+" to be deleted")
 	}
-}
-
-// goneWhenNotFound turns the NotFound that ends a wait for a deletion
-// (the object is gone) into success.
-func goneWhenNotFound(err error) error {
-	if status.Code(err) == codes.NotFound {
-		return nil
-	}
-	return err
 }

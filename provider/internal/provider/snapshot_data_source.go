@@ -11,6 +11,9 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
+// The virtplane_virtual_machine_snapshot data source: one snapshot by
+// namespace and name.
+
 var (
 	_ datasource.DataSource              = (*snapshotDataSource)(nil)
 	_ datasource.DataSourceWithConfigure = (*snapshotDataSource)(nil)

@@ -164,9 +164,9 @@ func TestNetworkAttributePath(t *testing.T) {
 		nets: "interface",
 		"spec.template.spec.domain.devices.interfaces": "interface",
 	} {
-		p, ok := attributePath(field)
+		p, ok := vmAttributePath(field)
 		if !ok || p.String() != want {
-			t.Errorf("attributePath(%q) = %s, %v; want %s", field, p, ok, want)
+			t.Errorf("vmAttributePath(%q) = %s, %v; want %s", field, p, ok, want)
 		}
 	}
 }

@@ -387,14 +387,14 @@ func TestAttributePath(t *testing.T) {
 		"spec.template.spec.eviction_strategy":                                "eviction_strategy",
 		"spec.template.spec.domain.devices.disks[1].name[extra].nonsense.x.y": "disk[1]",
 	} {
-		p, ok := attributePath(field)
+		p, ok := vmAttributePath(field)
 		if !ok || p.String() != want {
-			t.Errorf("attributePath(%q) = %s, %v; want %s", field, p, ok, want)
+			t.Errorf("vmAttributePath(%q) = %s, %v; want %s", field, p, ok, want)
 		}
 	}
 	for _, field := range []string{"status.ready", "spec.template.spec.paused", "spec.template.metadata.labels", ""} {
-		if p, ok := attributePath(field); ok {
-			t.Errorf("attributePath(%q) = %s; want no attribute", field, p)
+		if p, ok := vmAttributePath(field); ok {
+			t.Errorf("vmAttributePath(%q) = %s; want no attribute", field, p)
 		}
 	}
 }

@@ -285,8 +285,3 @@ func (r *vmResource) setState(ctx context.Context, st stateSetter, diags *diag.D
 	}
 	diags.Append(st.Set(ctx, &out)...)
 }
-
-// stateSetter is what resp.State offers to setState.
-type stateSetter interface {
-	Set(ctx context.Context, val any) diag.Diagnostics
-}

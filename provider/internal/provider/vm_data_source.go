@@ -8,8 +8,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
+
+// The virtplane_virtual_machine data source: one VM by namespace and name,
+// with the attributes of its resource (all computed but the key).
 
 var (
 	_ datasource.DataSource              = (*vmDataSource)(nil)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -270,4 +271,44 @@ func targetDescription(t waitTarget) string {
 		return "to run once: Running or Succeeded" + again + " (run_strategy Once)"
 	}
 	return "to settle (run_strategy " + t.strategy + ")"
+}
+
+func cloneOps(c *client.Client) namedOps[*apiv1.VirtualMachineClone, apiv1.CloneEvent] {
+	return namedOps[*apiv1.VirtualMachineClone, apiv1.CloneEvent]{
+		get: func(ctx context.Context, key *apiv1.ObjectKey) (*apiv1.VirtualMachineClone, error) {
+			return c.Clones.Get(ctx, &apiv1.GetCloneRequest{Key: key})
+		},
+		watch: func(ctx context.Context, o *apiv1.WatchOptions) (grpc.ServerStreamingClient[apiv1.CloneEvent], error) {
+			return c.Clones.Watch(ctx, &apiv1.WatchClonesRequest{Options: o})
+		},
+		del: func(ctx context.Context, key *apiv1.ObjectKey, o *apiv1.DeleteOptions) error {
+			_, err := c.Clones.Delete(ctx, &apiv1.DeleteCloneRequest{Key: key, Options: o})
+			return err
+		},
+	}
+}
+
+// judgeClone: done once the clone is Succeeded; Failed (or being
+// deleted) ends the wait with its error.
+func judgeClone(c *apiv1.VirtualMachineClone) verdict {
+	st := c.GetStatus()
+	out := verdict{state: describeClone(c)}
+	switch {
+	case c.GetMetadata().GetDeletionTimestamp() != nil:
+		out.err = errors.New("it is being deleted")
+	case st.GetPhase() == apiv1.CloneFailed:
+		out.err = fmt.Errorf("the clone failed: %s", orDefault(st.GetError(), "no reason given"))
+	case st.GetPhase() == apiv1.CloneSucceeded:
+		out.done = true
+	}
+	return out
+}
+
+func describeClone(c *apiv1.VirtualMachineClone) string {
+	st := c.GetStatus()
+	out := "phase " + orDefault(st.GetPhase(), "(new)")
+	if st.GetRestoreName() != "" {
+		out += ", restore " + st.GetRestoreName()
+	}
+	return out + conditionsText(st.GetConditions()) + errorText(st.GetError())
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
+// The virtplane_virtual_machines data source: the VMs a filter selects,
+// summarised.
+
 var (
 	_ datasource.DataSource              = (*vmsDataSource)(nil)
 	_ datasource.DataSourceWithConfigure = (*vmsDataSource)(nil)

@@ -92,3 +92,12 @@ func notifier() (<-chan struct{}, func()) {
 		}
 	}
 }
+
+// goneWhenNotFound turns the NotFound that ends a wait for a deletion
+// (the object is gone) into success.
+func goneWhenNotFound(err error) error {
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	return err
+}

@@ -8,39 +8,15 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// Plan modification: defaults that depend on other attributes, and the plan
-// time account of what apply will do to a running guest.
-
-// diskBusDefault plans the bus the agent would choose for an unset one:
-// virtio for disks, sata for the cloud-init CD-ROM. A static default
-// cannot depend on the disk's source.
-type diskBusDefault struct{}
-
-func (diskBusDefault) Description(context.Context) string {
-	return "defaults to virtio, or sata for a cloud_init disk"
-}
-
-func (m diskBusDefault) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
-
-func (diskBusDefault) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
-	if !req.ConfigValue.IsNull() {
-		return
-	}
-	var ci types.Object
-	if d := req.Plan.GetAttribute(ctx, req.Path.ParentPath().AtName("cloud_init"), &ci); d.HasError() || ci.IsUnknown() {
-		return
-	}
-	if ci.IsNull() {
-		resp.PlanValue = types.StringValue(apiv1.DefaultDiskBus)
-	} else {
-		resp.PlanValue = types.StringValue(apiv1.DefaultCDRomBus)
-	}
-}
+// What plan says about virtplane_virtual_machine: what apply will do to a
+// running guest (vm_plan_restart.go decides), and when source_snapshot
+// replaces the VM.
 
 // ModifyPlan says at plan time what apply will do to a running guest, and
 // plans the restart that update_policy = "restart" owes a VM whose
@@ -100,4 +76,17 @@ func instanceActive(st types.Object) bool {
 		return false
 	}
 	return !apiv1.IsFinal(phase.ValueString())
+}
+
+// sourceSnapshotReplace replaces the VM when source_snapshot changes from
+// one snapshot to another: its volumes would have to start over. Setting
+// it where the state has none (a VM created without it, or imported) or
+// removing it changes nothing on the VM, and is only recorded.
+func sourceSnapshotReplace() planmodifier.String {
+	return stringplanmodifier.RequiresReplaceIf(
+		func(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
+			resp.RequiresReplace = !req.StateValue.IsNull() && !req.PlanValue.IsNull()
+		},
+		"Changing to another snapshot replaces the VM; setting or removing it does not.",
+		"Changing to another snapshot replaces the VM; setting or removing it does not.")
 }

@@ -2,10 +2,8 @@ package provider
 
 import (
 	"fmt"
-	"net/netip"
 	"regexp"
 	"strconv"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
@@ -16,22 +14,16 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// The networking part of the virtplane_virtual_machine schema: interface
-// blocks with their network kind, the wait_for_ip block, and the
-// interfaces of the computed status.
+// The networking part of the template schema: interface blocks with their
+// network kind and port forwards.
 
 // portForwardProtocols are the protocols a port forward takes, in the
 // order the documentation lists them.
 var portForwardProtocols = []string{"tcp", "udp"}
-
-// defaultWaitForIPTimeout applies when wait_for_ip sets no timeout: a
-// cloud image's DHCP client usually has an address within a minute.
-const defaultWaitForIPTimeout = 5 * time.Minute
 
 // The agent's rules for names on the node (internal/api/validation,
 // network.go), as framework validators so that plan catches them: Linux
@@ -189,93 +181,5 @@ func macAddressAttribute(o specSchema) schema.StringAttribute {
 			"is added and keeps it for the VM's life: across restarts, migrations and updates.",
 		Validators:    []validator.String{macValidator()},
 		PlanModifiers: []planmodifier.String{macFromState{"the MAC the interface of this name has"}},
-	}
-}
-
-func waitForIPBlock() schema.SingleNestedBlock {
-	return schema.SingleNestedBlock{
-		Description: "Wait, after create and after an update that (re)starts the guest or changes this block, " +
-			"until an interface has an IP address in `status.interfaces`, so that outputs and other resources " +
-			"can use it. The wait starts once the VM is in the state `run_strategy` implies and has a running " +
-			"instance, and counts against `timeouts.create` or `timeouts.update`; on timeout apply fails with " +
-			"why the node has no address yet (e.g. no DHCP lease). Refresh, plan and import never wait. " +
-			"Only the provider uses this block.",
-		Attributes: map[string]schema.Attribute{
-			"timeout": schema.StringAttribute{
-				Optional:    true,
-				Description: "How long to wait for the address, as a Go duration (`90s`, `5m`). Default `5m`.",
-				Validators:  []validator.String{durationValidator()},
-			},
-			"interface": schema.StringAttribute{
-				Optional:    true,
-				Description: "Name of the interface that must get an address. Default: the first `interface`.",
-				Validators:  []validator.String{dnsLabelValidator()},
-			},
-		},
-	}
-}
-
-// interfaceStatusAttribute is status.interfaces.
-func interfaceStatusAttribute() schema.ListNestedAttribute {
-	str := func(d string) schema.StringAttribute { return schema.StringAttribute{Computed: true, Description: d} }
-	return schema.ListNestedAttribute{
-		Computed: true,
-		Description: "The running instance's interfaces as its node reports them, with the addresses the guest " +
-			"uses; empty without a running instance.",
-		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-			"name":        str("Name of the interface."),
-			"mac_address": str("Its MAC address."),
-			"ip_address":  str("Its first IP address (IPv4 when it has one); null until the node finds one."),
-			"ip_addresses": schema.ListAttribute{
-				Computed: true, ElementType: types.StringType,
-				Description: "Every IP address of the interface, IPv4 first, without link-local IPv6 ones.",
-			},
-			"source": str("Where the addresses came from: `lease` (the libvirt network's DHCP server), `arp` " +
-				"(the node's neighbour table) or `agent` (the QEMU guest agent); null while there are none."),
-			"info":           str("Why there is no address yet (`no DHCP lease for 02:...`); null once there is one."),
-			"interface_name": str("The interface's name inside the guest (`eth0`), when the guest agent says; else null."),
-		}},
-	}
-}
-
-// ipAddressValidator accepts what a port forward's host address may be,
-// as the agent does: an IPv4 address (QEMU's user-mode networking
-// forwards from IPv4 host addresses only).
-func ipAddressValidator() validator.String {
-	return stringCheck{
-		describedAs: "must be an IPv4 address such as 127.0.0.1",
-		check: func(p path.Path, s string, diags *diag.Diagnostics) {
-			ip, err := netip.ParseAddr(s)
-			bad := ""
-			switch {
-			case err != nil || ip.Zone() != "":
-				bad = "must be an IP address such as 127.0.0.1"
-			case ip.Is4In6():
-				bad = "must be an IPv4 address, not an IPv4-mapped one (write " + ip.Unmap().String() + ")"
-			case !ip.Is4():
-				bad = "must be an IPv4 address: user-mode networking forwards IPv4 only"
-			}
-			if bad != "" {
-				diags.AddAttributeError(p, "Invalid "+lastStep(p), fmt.Sprintf("%s %s %s.", p, strconv.Quote(s), bad))
-			}
-		},
-	}
-}
-
-// durationValidator accepts positive Go durations, as the timeouts block
-// does.
-func durationValidator() validator.String {
-	return stringCheck{
-		describedAs: "must be a positive Go duration such as `90s` or `5m`",
-		check: func(p path.Path, s string, diags *diag.Diagnostics) {
-			d, err := time.ParseDuration(s)
-			switch {
-			case err != nil:
-				diags.AddAttributeError(p, "Invalid "+lastStep(p),
-					fmt.Sprintf("%s %s is not a duration: write a number and a unit such as 90s, 5m or 1h.", p, strconv.Quote(s)))
-			case d <= 0:
-				diags.AddAttributeError(p, "Invalid "+lastStep(p), fmt.Sprintf("%s %s must be positive.", p, strconv.Quote(s)))
-			}
-		},
 	}
 }

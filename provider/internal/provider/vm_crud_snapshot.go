@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -17,19 +15,6 @@ import (
 // VirtualMachineClone from the snapshot makes the VM (halted, on the
 // snapshot's node, its persistent volumes copies of the snapshot's), then
 // the configuration is applied to it and create goes on as for any VM.
-
-// sourceSnapshotReplace replaces the VM when source_snapshot changes from
-// one snapshot to another: its volumes would have to start over. Setting
-// it where the state has none (a VM created without it, or imported) or
-// removing it changes nothing on the VM, and is only recorded.
-func sourceSnapshotReplace() planmodifier.String {
-	return stringplanmodifier.RequiresReplaceIf(
-		func(_ context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
-			resp.RequiresReplace = !req.StateValue.IsNull() && !req.PlanValue.IsNull()
-		},
-		"Changing to another snapshot replaces the VM; setting or removing it does not.",
-		"Changing to another snapshot replaces the VM; setting or removing it does not.")
-}
 
 // createFromSnapshot makes VM want from snapshot src and returns it as
 // stored, with want's spec and labels. On failure it deletes what it

@@ -21,10 +21,6 @@ import (
 // changes a few times per instance, so a read a second costs nothing and
 // cannot miss the end.
 
-// defaultDrainTimeout is create's time limit when timeouts.create is unset:
-// long enough for a few live migrations one after another.
-const defaultDrainTimeout = 20 * time.Minute
-
 // drainPollInterval is how often the wait reads the node (a variable for
 // tests).
 var drainPollInterval = time.Second

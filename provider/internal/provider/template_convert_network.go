@@ -1,12 +1,6 @@
 package provider
 
 import (
-	"strconv"
-	"strings"
-
-	"github.com/hashicorp/terraform-plugin-framework/attr"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -97,91 +91,4 @@ func interfacesToModel(ifaces []*apiv1.Interface, networks []*apiv1.Network, pri
 		out = append(out, m)
 	}
 	return out
-}
-
-// interfaceStatusList is status.interfaces: what the node reports of a
-// running instance's interfaces; empty without one, so that a stopped
-// VM never shows the addresses its last instance had.
-func interfaceStatusList(vmi *apiv1.VirtualMachineInstance, diags *diag.Diagnostics) types.List {
-	elemType := types.ObjectType{AttrTypes: interfaceStatusAttrTypes}
-	elems := []attr.Value{}
-	if vmi != nil && !apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
-		for _, s := range vmi.GetStatus().GetInterfaces() {
-			elems = append(elems, interfaceStatusObject(s, diags))
-		}
-	}
-	list, d := types.ListValue(elemType, elems)
-	diags.Append(d...)
-	return list
-}
-
-func interfaceStatusObject(s *apiv1.InterfaceStatus, diags *diag.Diagnostics) types.Object {
-	ips := make([]attr.Value, 0, len(s.GetIpAddresses()))
-	for _, ip := range s.GetIpAddresses() {
-		ips = append(ips, types.StringValue(ip))
-	}
-	ipList, d := types.ListValue(types.StringType, ips)
-	diags.Append(d...)
-	obj, d := types.ObjectValue(interfaceStatusAttrTypes, map[string]attr.Value{
-		"name":           types.StringValue(s.GetName()),
-		"mac_address":    optString(s.GetMacAddress()),
-		"ip_address":     optString(s.GetIpAddress()),
-		"ip_addresses":   ipList,
-		"source":         optString(s.GetSource()),
-		"info":           optString(s.GetInfo()),
-		"interface_name": optString(s.GetInterfaceName()),
-	})
-	diags.Append(d...)
-	return obj
-}
-
-// networkAttributePath maps the field path of a network, rest after
-// "networks[i]", to the attribute that set it. Networks are written in
-// interface order, one per interface, so networks[i] is interface[i];
-// args are the indexes of the field path ([i], then [j] of a port
-// forward).
-func networkAttributePath(rest string, args []string) path.Path {
-	p := path.Root("interface")
-	if len(args) == 0 {
-		return p
-	}
-	i, err := strconv.Atoi(args[0])
-	if err != nil {
-		return p
-	}
-	p = p.AtListIndex(i)
-	const forwards = ".user.port_forwards[*]"
-	switch {
-	case rest == ".name":
-		return p.AtName("name")
-	case rest == ".bridge", rest == ".network":
-		return p.AtName(rest[1:])
-	case rest == ".bridge.bridge":
-		return p.AtName("bridge").AtName("name")
-	case rest == ".bridge.vlan":
-		return p.AtName("bridge").AtName("vlan")
-	case rest == ".network.name":
-		return p.AtName("network").AtName("name")
-	case strings.HasPrefix(rest, forwards):
-		j, err := strconv.Atoi(argAt(args, 1))
-		if err != nil {
-			return p.AtName("port_forward")
-		}
-		f := p.AtName("port_forward").AtListIndex(j)
-		switch n := strings.TrimPrefix(rest, forwards); n {
-		case ".host_port", ".guest_port", ".protocol", ".host_address":
-			return f.AtName(n[1:])
-		}
-		return f
-	case rest == ".user", rest == ".user.port_forwards":
-		return p.AtName("port_forward")
-	}
-	return p
-}
-
-func argAt(args []string, i int) string {
-	if i < len(args) {
-		return args[i]
-	}
-	return ""
 }

@@ -1,0 +1,109 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+)
+
+// The waits of the kinds that are one object each, read and watched by
+// name, which run to a final phase: snapshots, restores and a VM's clone.
+// The kinds' judges are in snapshot_wait.go, restore_wait.go and
+// vm_wait.go.
+
+// namedOps reads, watches and deletes objects of one snapshot kind.
+type namedOps[T metaObject, E any] struct {
+	get   func(ctx context.Context, key *apiv1.ObjectKey) (T, error)
+	watch func(ctx context.Context, o *apiv1.WatchOptions) (grpc.ServerStreamingClient[E], error)
+	del   func(ctx context.Context, key *apiv1.ObjectKey, o *apiv1.DeleteOptions) error
+}
+
+// waitNamed waits until judge says done or fails, or ctx ends
+// (waitUntil), for the object key; what names it in logs.
+func waitNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], what string, key *apiv1.ObjectKey, judge func(T) verdict) (T, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, notify := notifier()
+	go func() {
+		w, err := ops.watch(wctx, &apiv1.WatchOptions{Namespace: key.GetNamespace(), Name: key.GetName()})
+		if err == nil {
+			_ = client.EachEvent(w, func(*E) error { notify(); return nil })
+		}
+	}()
+	return waitUntil(ctx, what, ch, func(ctx context.Context) (T, error) { return ops.get(ctx, key) }, judge)
+}
+
+// deleteNamed deletes the object key if it still has uid ("" skips the
+// check) and waits until it is gone: its controller and node remove
+// their finalizers once the data they hold is gone. gone reports whether
+// it was ours and is gone now; replaced that another object of the same
+// name was left alone. describe says what the object does, for the
+// timeout's message.
+func deleteNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], what string, key *apiv1.ObjectKey, uid string,
+	describe func(T) string) (replaced bool, err error) {
+	err = ops.del(ctx, key, &apiv1.DeleteOptions{Uid: uid})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return false, nil
+	case status.Code(err) == codes.FailedPrecondition && uid != "":
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	tflog.Info(ctx, what+" deletion requested", map[string]any{"id": namespacedID(key.GetNamespace(), key.GetName())})
+	_, err = waitNamed(ctx, ops, what, key, func(o T) verdict {
+		if uid != "" && o.GetMetadata().GetUid() != uid {
+			return verdict{done: true, state: "replaced"} // ours is gone
+		}
+		return verdict{state: describe(o)}
+	})
+	return false, goneWhenNotFound(err)
+}
+
+// addDeleteFailure reports a failed deleteNamed of object id of kind k;
+// slow says what may take long ("the node removes the snapshot's data").
+func (r *configuredResource) addDeleteFailure(diags *diag.Diagnostics, err error, replaced bool, id string, timeout time.Duration, slow string) {
+	k := r.kind
+	switch {
+	case replaced:
+		diags.AddWarning(k.title+" "+id+" was replaced outside Terraform",
+			"The "+k.short+" Terraform created is already gone; the "+k.short+" now named "+id+
+				" was created by someone else and was left alone.")
+	case errors.Is(err, errWaitTimeout):
+		diags.AddError("Timed out deleting "+k.noun+" "+id,
+			fmt.Sprintf("The %s was still there after %s: %s. %s; a node that stopped answering holds it until it "+
+				"answers again. Raise timeouts.delete.", k.short, timeout, strings.TrimPrefix(err.Error(), errWaitTimeout.Error()+": "), slow))
+	case err != nil:
+		r.addError(diags, err, "delete "+k.noun+" "+id)
+	}
+}
+
+// conditionsText renders the conditions that carry a message, and
+// errorText an error, for describe functions.
+func conditionsText(conds []*apiv1.Condition) string {
+	var out string
+	for _, c := range conds {
+		if c.GetMessage() != "" {
+			out += fmt.Sprintf(", %s=%s (%s): %s", c.GetType(), c.GetStatus(), c.GetReason(), c.GetMessage())
+		}
+	}
+	return out
+}
+
+func errorText(e string) string {
+	if e == "" {
+		return ""
+	}
+	return ", error: " + e
+}
