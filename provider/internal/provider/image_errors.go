@@ -18,10 +18,9 @@ import (
 // attribute an agent's validation error is about, and why the wait for
 // the nodes' pulls ended early.
 
-var (
-	imageKind = objectKind{noun: "image", title: "Image", one: "an image", short: "image",
-		logKey: "image", importID: "NAME", attribute: imageAttributePath}
-)
+// imageKind words the diagnostics about images.
+var imageKind = objectKind{noun: "image", title: "Image", one: "an image", short: "image",
+	logKey: "image", importID: "NAME", attribute: imageAttributePath}
 
 // imageAttributes maps the API's field paths to the resource's attributes.
 var imageAttributes = map[string]string{

@@ -13,6 +13,7 @@ import (
 // How virtplane_node_maintenance words what goes wrong: its objectKind,
 // and why the wait for a drain ended early.
 
+// nodeMaintenanceKind words the diagnostics about node maintenances.
 var nodeMaintenanceKind = objectKind{noun: "node maintenance", title: "Node", one: "a node", short: "node maintenance",
 	logKey: "node", importID: "NODE", attribute: func(string) (path.Path, bool) { return path.Root("node"), true }}
 

@@ -9,6 +9,7 @@ import (
 // How virtplane_virtual_machine_pool words what goes wrong: its
 // objectKind, and the attribute an agent's validation error is about.
 
+// poolKind words the diagnostics about pools.
 var poolKind = objectKind{noun: "virtual machine pool", title: "Virtual machine pool", one: "a pool", short: "pool",
 	logKey: "pool", importID: "namespace/name", attribute: poolAttributePath}
 

@@ -9,6 +9,7 @@ import (
 // How virtplane_virtual_machine_replica_set words what goes wrong: its
 // objectKind, and the attribute an agent's validation error is about.
 
+// replicaSetKind words the diagnostics about replica sets.
 var replicaSetKind = objectKind{noun: "replica set", title: "Replica set", one: "a replica set", short: "replica set",
 	logKey: "replica_set", importID: "namespace/name", attribute: replicaSetAttributePath}
 

@@ -5,6 +5,7 @@ import "github.com/hashicorp/terraform-plugin-framework/path"
 // How virtplane_virtual_machine_restore words what goes wrong: its
 // objectKind, and the attribute an agent's validation error is about.
 
+// restoreKind words the diagnostics about restores.
 var restoreKind = objectKind{noun: "virtual machine restore", title: "Virtual machine restore", one: "a restore",
 	short: "restore", logKey: "restore", importID: "namespace/name", attribute: restoreAttributePath}
 

@@ -5,6 +5,7 @@ import "github.com/hashicorp/terraform-plugin-framework/path"
 // How virtplane_virtual_machine_snapshot words what goes wrong: its
 // objectKind, and the attribute an agent's validation error is about.
 
+// snapshotKind words the diagnostics about snapshots.
 var snapshotKind = objectKind{noun: "virtual machine snapshot", title: "Virtual machine snapshot", one: "a snapshot",
 	short: "snapshot", logKey: "snapshot", importID: "namespace/name", attribute: snapshotAttributePath}
 
