@@ -1,10 +1,14 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -43,3 +47,23 @@ func selectorID(selector string) string {
 // allNodesID is the id when no selector is set; it is not a valid selector,
 // so it cannot collide with one.
 const allNodesID = "*"
+
+// importNamespaced imports an object of a namespace by its id, which
+// parseNamespacedID reads, into the id, namespace and name attributes, and
+// reports whether it could. what names the kind with its article ("a
+// replica set"); example, when not "", is an id to show ("default/web").
+func importNamespaced(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, what, example string) bool {
+	ns, name, err := parseNamespacedID(req.ID)
+	if err != nil {
+		if example != "" {
+			example = " (" + example + ")"
+		}
+		resp.Diagnostics.AddError("Invalid import ID",
+			"Import "+what+" by namespace/name"+example+", or by name alone for the default namespace: "+err.Error())
+		return false
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	return true
+}

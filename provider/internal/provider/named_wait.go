@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
 // The waits of the kinds that are one object each, read and watched by
@@ -35,12 +34,9 @@ func waitNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], wha
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch, notify := notifier()
-	go func() {
-		w, err := ops.watch(wctx, &apiv1.WatchOptions{Namespace: key.GetNamespace(), Name: key.GetName()})
-		if err == nil {
-			_ = client.EachEvent(w, func(*E) error { notify(); return nil })
-		}
-	}()
+	notifyOnEvents(wctx, notify, func(ctx context.Context) (grpc.ServerStreamingClient[E], error) {
+		return ops.watch(ctx, &apiv1.WatchOptions{Namespace: key.GetNamespace(), Name: key.GetName()})
+	})
 	return waitUntil(ctx, what, ch, func(ctx context.Context) (T, error) { return ops.get(ctx, key) }, judge)
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // The virtplane_virtual_machine_pool resource: KubeVirt's
@@ -19,16 +21,14 @@ var (
 )
 
 // NewPoolResource returns the virtplane_virtual_machine_pool resource.
-func NewPoolResource() resource.Resource { return &poolResource{configuredResource{kind: poolKind}} }
+func NewPoolResource() resource.Resource {
+	return &poolResource{newReplicaResource(poolKind, poolOps)}
+}
 
 type poolResource struct {
-	configuredResource
+	replicaResource[*apiv1.VirtualMachinePool, poolView, poolResourceModel]
 }
 
 func (r *poolResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_virtual_machine_pool"
-}
-
-func (r *poolResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importReplicas(ctx, req, resp, "a virtual machine pool")
 }

@@ -165,20 +165,14 @@ func describePool(v poolView) string {
 func poolChanges(ctx context.Context, c *client.Client, p *apiv1.VirtualMachinePool) <-chan struct{} {
 	ch, notify := notifier()
 	md := p.GetMetadata()
-	go func() {
-		w, err := c.Pools.Watch(ctx, &apiv1.WatchPoolsRequest{Options: &apiv1.WatchOptions{Namespace: md.GetNamespace(), Name: md.GetName()}})
-		if err == nil {
-			_ = client.EachEvent(w, func(*apiv1.PoolEvent) error { notify(); return nil })
-		}
-	}()
-	go func() {
-		w, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.Pools_WatchClient, error) {
+		return c.Pools.Watch(ctx, &apiv1.WatchPoolsRequest{Options: &apiv1.WatchOptions{Namespace: md.GetNamespace(), Name: md.GetName()}})
+	})
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.VirtualMachines_WatchClient, error) {
+		return c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{
 			Namespace: md.GetNamespace(), LabelSelector: apiv1.SelectorString(p.GetSpec().GetSelector()),
 		}})
-		if err == nil {
-			_ = client.EachEvent(w, func(*apiv1.VirtualMachineEvent) error { notify(); return nil })
-		}
-	}()
+	})
 	return ch
 }
 

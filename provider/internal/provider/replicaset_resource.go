@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // The virtplane_virtual_machine_replica_set resource: KubeVirt's
@@ -21,17 +23,13 @@ var (
 // NewReplicaSetResource returns the virtplane_virtual_machine_replica_set
 // resource.
 func NewReplicaSetResource() resource.Resource {
-	return &replicaSetResource{configuredResource{kind: replicaSetKind}}
+	return &replicaSetResource{newReplicaResource(replicaSetKind, replicaSetOps)}
 }
 
 type replicaSetResource struct {
-	configuredResource
+	replicaResource[*apiv1.VirtualMachineInstanceReplicaSet, replicaSetView, replicaSetResourceModel]
 }
 
 func (r *replicaSetResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_virtual_machine_replica_set"
-}
-
-func (r *replicaSetResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importReplicas(ctx, req, resp, "a replica set")
 }

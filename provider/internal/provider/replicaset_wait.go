@@ -138,20 +138,14 @@ func describeReplicaSet(v replicaSetView) string {
 func replicaSetChanges(ctx context.Context, c *client.Client, rs *apiv1.VirtualMachineInstanceReplicaSet) <-chan struct{} {
 	ch, notify := notifier()
 	md := rs.GetMetadata()
-	go func() {
-		w, err := c.ReplicaSets.Watch(ctx, &apiv1.WatchReplicaSetsRequest{Options: &apiv1.WatchOptions{Namespace: md.GetNamespace(), Name: md.GetName()}})
-		if err == nil {
-			_ = client.EachEvent(w, func(*apiv1.ReplicaSetEvent) error { notify(); return nil })
-		}
-	}()
-	go func() {
-		w, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.ReplicaSets_WatchClient, error) {
+		return c.ReplicaSets.Watch(ctx, &apiv1.WatchReplicaSetsRequest{Options: &apiv1.WatchOptions{Namespace: md.GetNamespace(), Name: md.GetName()}})
+	})
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.VirtualMachineInstances_WatchClient, error) {
+		return c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{
 			Namespace: md.GetNamespace(), LabelSelector: apiv1.SelectorString(rs.GetSpec().GetSelector()),
 		}})
-		if err == nil {
-			_ = client.EachEvent(w, func(*apiv1.VirtualMachineInstanceEvent) error { notify(); return nil })
-		}
-	}()
+	})
 	return ch
 }
 

@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 )
 
@@ -32,13 +31,5 @@ func (r *restoreResource) Metadata(_ context.Context, req resource.MetadataReque
 }
 
 func (r *restoreResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ns, name, err := parseNamespacedID(req.ID)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid import ID",
-			"Import a virtual machine restore by namespace/name, or by name alone for the default namespace: "+err.Error())
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	importNamespaced(ctx, req, resp, "a virtual machine restore", "")
 }

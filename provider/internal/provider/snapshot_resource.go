@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 )
 
@@ -31,14 +30,5 @@ func (r *snapshotResource) Metadata(_ context.Context, req resource.MetadataRequ
 }
 
 func (r *snapshotResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ns, name, err := parseNamespacedID(req.ID)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid import ID",
-			"Import a virtual machine snapshot by namespace/name (default/before-upgrade), or by name alone for the "+
-				"default namespace: "+err.Error())
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	importNamespaced(ctx, req, resp, "a virtual machine snapshot", "default/before-upgrade")
 }

@@ -31,14 +31,7 @@ func (r *vmResource) Metadata(_ context.Context, req resource.MetadataRequest, r
 }
 
 func (r *vmResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	ns, name, err := parseNamespacedID(req.ID)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid import ID",
-			"Import a virtual machine by namespace/name (default/web), or by name alone for the default namespace: "+err.Error())
-		return
+	if importNamespaced(ctx, req, resp, "a virtual machine", "default/web") {
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("update_policy"), defaultUpdatePolicy)...)
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("update_policy"), defaultUpdatePolicy)...)
 }

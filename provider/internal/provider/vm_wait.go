@@ -211,16 +211,12 @@ func getVM(ctx context.Context, c *client.Client, ns, name string) (*apiv1.Virtu
 func changes(ctx context.Context, c *client.Client, ns, name string) <-chan struct{} {
 	ch, notify := notifier()
 	opts := &apiv1.WatchOptions{Namespace: ns, Name: name}
-	go func() {
-		if w, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts}); err == nil {
-			_ = client.EachEvent(w, func(*apiv1.VirtualMachineEvent) error { notify(); return nil })
-		}
-	}()
-	go func() {
-		if w, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts}); err == nil {
-			_ = client.EachEvent(w, func(*apiv1.VirtualMachineInstanceEvent) error { notify(); return nil })
-		}
-	}()
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.VirtualMachines_WatchClient, error) {
+		return c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts})
+	})
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.VirtualMachineInstances_WatchClient, error) {
+		return c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts})
+	})
 	return ch
 }
 
