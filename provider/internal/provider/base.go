@@ -52,6 +52,16 @@ func (d *configuredDataSource) readConfig(ctx context.Context, req datasource.Re
 	return true
 }
 
+// record sets the state to m (a pointer to the data source's model) as
+// read, unless diags, from reading it, has errors.
+func (d *configuredDataSource) record(ctx context.Context, resp *datasource.ReadResponse, m any, diags diag.Diagnostics) {
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
+}
+
 // configuredResource is embedded by the resources; kind words their
 // diagnostics.
 type configuredResource struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -29,6 +30,12 @@ func parseNamespacedID(id string) (namespace, name string, err error) {
 		return parts[0], parts[1], nil
 	}
 	return "", "", fmt.Errorf("want namespace/name or name, got %q", id)
+}
+
+// namespaceOrDefault is the namespace a configuration names, or the
+// default namespace where it names none.
+func namespaceOrDefault(ns types.String) string {
+	return orDefault(ns.ValueString(), apiv1.DefaultNamespace)
 }
 
 // selectorID canonicalises the selector so that equivalent spellings give

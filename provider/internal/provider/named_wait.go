@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -65,6 +66,29 @@ func deleteNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], w
 		return verdict{state: describe(o)}
 	})
 	return false, goneWhenNotFound(err)
+}
+
+// undoCreate deletes object key (uid), which create made but whose wait
+// failed (and was reported), so that the next apply starts afresh, and
+// drops it from the state. Deleting gets time of its own when the wait
+// used all of create's; slow says what it waits for ("The node removes
+// what it copied first"). An object it cannot delete stays in the state,
+// tainted: destroy deletes it.
+func undoCreate[T metaObject, E any](ctx context.Context, r *configuredResource, resp *resource.CreateResponse, ops namedOps[T, E],
+	key *apiv1.ObjectKey, uid string, describe func(T) string, slow string) {
+	k := r.kind
+	id := namespacedID(key.GetNamespace(), key.GetName())
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultTimeout)
+	defer cancel()
+	replaced, err := deleteNamed(dctx, ops, k.noun, key, uid, describe)
+	if err != nil {
+		r.addDeleteFailure(&resp.Diagnostics, err, false, id, defaultTimeout, slow)
+		return
+	}
+	if !replaced {
+		tflog.Info(ctx, "failed "+k.noun+" deleted", map[string]any{k.logKey: id})
+	}
+	resp.State.RemoveResource(ctx)
 }
 
 // addDeleteFailure reports a failed deleteNamed of object id of kind k;

@@ -65,7 +65,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	if !d.readConfig(ctx, req, resp, &cfg, "read virtplane_virtual_machine_pool") {
 		return
 	}
-	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
+	ns := namespaceOrDefault(cfg.Namespace)
 	id := namespacedID(ns, cfg.Name.ValueString())
 	p, err := d.data.client.Pools.Get(ctx, &apiv1.GetPoolRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: cfg.Name.ValueString()}})
 	if err != nil {
@@ -78,9 +78,5 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		return
 	}
 	m, diags := poolToModel(p, liveNames(vms), nil, true)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	d.record(ctx, resp, &m, diags)
 }

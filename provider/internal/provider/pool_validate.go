@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -31,11 +30,5 @@ func maxUnavailableValidator() validator.String {
 // the VM resource checks its settings, and the selector against the
 // template's labels.
 func (r *poolResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	base := path.Root("virtual_machine_template")
-	var present types.Object
-	if d := req.Config.GetAttribute(ctx, base, &present); d.HasError() || present.IsNull() || present.IsUnknown() {
-		return // IsRequired reports a missing block
-	}
-	validateInstanceSpec(ctx, req.Config, base, &resp.Diagnostics)
-	validateSelector(ctx, req.Config, poolKindSchema.labels, &resp.Diagnostics)
+	validateTemplate(ctx, req.Config, path.Root("virtual_machine_template"), poolKindSchema.labels, &resp.Diagnostics)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -141,23 +140,9 @@ func describePool(v poolView) string {
 	if p.GetSpec().GetPaused() {
 		s += ", paused"
 	}
-	var vms []string
-	for i, m := range v.vms {
-		if i == maxDescribed {
-			vms = append(vms, fmt.Sprintf("and %d more", len(v.vms)-i))
-			break
-		}
-		vms = append(vms, m.vm.GetMetadata().GetName()+" "+orDefault(m.vm.GetStatus().GetPrintableStatus(), "(new)"))
-	}
-	if len(vms) > 0 {
-		s += "; VMs " + strings.Join(vms, ", ")
-	}
-	for _, c := range st.GetConditions() {
-		if c.GetStatus() == apiv1.ConditionTrue {
-			s += fmt.Sprintf("; %s (%s): %s", c.GetType(), c.GetReason(), c.GetMessage())
-		}
-	}
-	return s
+	return s + describeReplicas("VMs", v.vms, func(m vmView) string {
+		return m.vm.GetMetadata().GetName() + " " + orDefault(m.vm.GetStatus().GetPrintableStatus(), "(new)")
+	}, st.GetConditions())
 }
 
 // poolChanges signals whenever the pool or one of the VMs its selector

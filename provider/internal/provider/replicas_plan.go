@@ -4,8 +4,10 @@ import (
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"google.golang.org/protobuf/proto"
 )
 
 // What plan says of the attributes the pool and the replica set share:
@@ -55,4 +57,36 @@ func selects(selector, labels types.Map) bool {
 		}
 	}
 	return true
+}
+
+// templateChange is what the ModifyPlan of a pool and of a replica set
+// share. For a plan that updates the object it keeps the status of a plan
+// that changes nothing, and reports whether the template changes (the
+// attribute tmpl; template is its API message after the API's
+// defaulting, as the controller compares it), with the plan and state,
+// so that the kind can say what the change does to its replicas.
+func (r *replicaResource[T, V, M]) templateChange(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse,
+	tmpl string, template func(T) proto.Message) (plan, state M, changed bool) {
+	if req.Plan.Raw.IsNull() || req.State.Raw.IsNull() {
+		return // destroy or create
+	}
+	if keepComputedWhenUnchanged(ctx, req, resp, path.Root("status")) {
+		return
+	}
+	if !knownAt(req.Plan.Raw, tmpl) {
+		return // apply decides
+	}
+	if d := req.Plan.Get(ctx, &plan); d.HasError() {
+		return
+	}
+	if d := req.State.Get(ctx, &state); d.HasError() {
+		return
+	}
+	from, d1 := r.ops.fromModel(ctx, &state)
+	to, d2 := r.ops.fromModel(ctx, &plan)
+	if d1.HasError() || d2.HasError() {
+		return
+	}
+	changed = !proto.Equal(template(from), template(to))
+	return
 }

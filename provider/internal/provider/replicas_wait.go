@@ -1,6 +1,11 @@
 package provider
 
-import apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+import (
+	"fmt"
+	"strings"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
 
 // What the waits for a pool and for a replica set share.
 
@@ -33,4 +38,29 @@ type replicaTarget struct {
 func runsReplicas(spec *apiv1.VirtualMachineSpec) bool {
 	s := runStrategyOf(spec)
 	return s == apiv1.RunStrategyAlways || s == apiv1.RunStrategyRerunOnFailure
+}
+
+// describeReplicas ends the state description of a pool or replica set:
+// its replicas ("; VMs db-0 Running, db-1 (new)", label "VMs"), each as
+// describe says, at most maxDescribed of them, then its conditions that
+// are true.
+func describeReplicas[R any](label string, replicas []R, describe func(R) string, conds []*apiv1.Condition) string {
+	var s string
+	var named []string
+	for i, r := range replicas {
+		if i == maxDescribed {
+			named = append(named, fmt.Sprintf("and %d more", len(replicas)-i))
+			break
+		}
+		named = append(named, describe(r))
+	}
+	if len(named) > 0 {
+		s += "; " + label + " " + strings.Join(named, ", ")
+	}
+	for _, c := range conds {
+		if c.GetStatus() == apiv1.ConditionTrue {
+			s += fmt.Sprintf("; %s (%s): %s", c.GetType(), c.GetReason(), c.GetMessage())
+		}
+	}
+	return s
 }

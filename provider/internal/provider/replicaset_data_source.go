@@ -6,8 +6,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // The virtplane_virtual_machine_replica_set data source: one replica set
@@ -59,7 +57,7 @@ func (d *replicaSetDataSource) Read(ctx context.Context, req datasource.ReadRequ
 	if !d.readConfig(ctx, req, resp, &cfg, "read virtplane_virtual_machine_replica_set") {
 		return
 	}
-	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
+	ns := namespaceOrDefault(cfg.Namespace)
 	id := namespacedID(ns, cfg.Name.ValueString())
 	v, err := readReplicaSet(ctx, d.data.client, ns, cfg.Name.ValueString())
 	if err != nil {
@@ -67,9 +65,5 @@ func (d *replicaSetDataSource) Read(ctx context.Context, req datasource.ReadRequ
 		return
 	}
 	m, diags := replicaSetToModel(v.rs, liveInstanceNames(v.vmis), nil, true)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	d.record(ctx, resp, &m, diags)
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
 // Configuration checks of virtplane_virtual_machine_replica_set.
@@ -15,12 +14,9 @@ import (
 // selector against the template's labels.
 func (r *replicaSetResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	base := path.Root("template")
-	var present types.Object
-	if d := req.Config.GetAttribute(ctx, base, &present); d.HasError() || present.IsNull() || present.IsUnknown() {
-		return // IsRequired reports a missing block
+	if !validateTemplate(ctx, req.Config, base, replicaSetKindSchema.labels, &resp.Diagnostics) {
+		return
 	}
-	validateInstanceSpec(ctx, req.Config, base, &resp.Diagnostics)
-	validateSelector(ctx, req.Config, replicaSetKindSchema.labels, &resp.Diagnostics)
 	var disks []diskModel
 	if d := req.Config.GetAttribute(ctx, base.AtName("disk"), &disks); d.HasError() {
 		return // unknown blocks: the API checks at apply

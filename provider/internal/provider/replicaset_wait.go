@@ -114,23 +114,9 @@ func describeReplicaSet(v replicaSetView) string {
 	if rs.GetSpec().GetPaused() {
 		s += ", paused"
 	}
-	var vmis []string
-	for i, vmi := range v.vmis {
-		if i == maxDescribed {
-			vmis = append(vmis, fmt.Sprintf("and %d more", len(v.vmis)-i))
-			break
-		}
-		vmis = append(vmis, vmi.GetMetadata().GetName()+" "+orDefault(vmi.GetStatus().GetPhase(), apiv1.PhasePending))
-	}
-	if len(vmis) > 0 {
-		s += "; instances " + strings.Join(vmis, ", ")
-	}
-	for _, c := range st.GetConditions() {
-		if c.GetStatus() == apiv1.ConditionTrue {
-			s += fmt.Sprintf("; %s (%s): %s", c.GetType(), c.GetReason(), c.GetMessage())
-		}
-	}
-	return s
+	return s + describeReplicas("instances", v.vmis, func(vmi *apiv1.VirtualMachineInstance) string {
+		return vmi.GetMetadata().GetName() + " " + orDefault(vmi.GetStatus().GetPhase(), apiv1.PhasePending)
+	}, st.GetConditions())
 }
 
 // replicaSetChanges signals whenever the replica set or one of the

@@ -50,17 +50,7 @@ func (r *restoreResource) Create(ctx context.Context, req resource.CreateRequest
 	// A failed restore left the VM as it was; its record goes too, so that
 	// the next apply tries again. A restore past its commit point finishes
 	// before its record goes: the VM is never left half restored.
-	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), defaultTimeout)
-	defer dcancel()
-	replaced, derr := deleteNamed(dctx, restoreOps(c), "virtual machine restore", key, uid, describeRestore)
-	if derr != nil {
-		r.addDeleteFailure(&resp.Diagnostics, derr, false, id, defaultTimeout, "The node drops the copies it staged first")
-		return
-	}
-	if !replaced {
-		tflog.Info(ctx, "failed virtual machine restore deleted", map[string]any{"restore": id})
-	}
-	resp.State.RemoveResource(ctx)
+	undoCreate(ctx, &r.configuredResource, resp, restoreOps(c), key, uid, describeRestore, "The node drops the copies it staged first")
 }
 
 func (r *restoreResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {

@@ -50,19 +50,8 @@ func (r *snapshotResource) Create(ctx context.Context, req resource.CreateReques
 		want: "to succeed", slow: "the copy of its volumes needs", stuck: "failed",
 	}, timeout, "create")
 	// KubeVirt keeps a failed snapshot; a failed Terraform create leaves
-	// nothing behind, so the next apply starts afresh. Deleting needs time
-	// of its own when the wait used all of create's.
-	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), defaultTimeout)
-	defer dcancel()
-	replaced, derr := deleteNamed(dctx, snapshotOps(c), "virtual machine snapshot", key, uid, describeSnapshot)
-	if derr != nil {
-		r.addDeleteFailure(&resp.Diagnostics, derr, false, id, defaultTimeout, "The node removes what it copied first")
-		return // still in the state, tainted: destroy deletes it
-	}
-	if !replaced {
-		tflog.Info(ctx, "failed virtual machine snapshot deleted", map[string]any{"snapshot": id})
-	}
-	resp.State.RemoveResource(ctx)
+	// nothing behind.
+	undoCreate(ctx, &r.configuredResource, resp, snapshotOps(c), key, uid, describeSnapshot, "The node removes what it copied first")
 }
 
 func (r *snapshotResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {

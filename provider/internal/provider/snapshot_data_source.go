@@ -77,7 +77,7 @@ func (d *snapshotDataSource) Read(ctx context.Context, req datasource.ReadReques
 	if !d.readConfig(ctx, req, resp, &cfg, "read virtplane_virtual_machine_snapshot") {
 		return
 	}
-	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
+	ns := namespaceOrDefault(cfg.Namespace)
 	name := cfg.Name.ValueString()
 	s, err := d.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
 	if err != nil {
@@ -86,9 +86,5 @@ func (d *snapshotDataSource) Read(ctx context.Context, req datasource.ReadReques
 		return
 	}
 	m, diags := snapshotToModel(s, nil)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	d.record(ctx, resp, &m, diags)
 }

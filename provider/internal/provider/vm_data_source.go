@@ -8,8 +8,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // The virtplane_virtual_machine data source: one VM by namespace and name,
@@ -115,7 +113,7 @@ func (d *vmDataSource) Read(ctx context.Context, req datasource.ReadRequest, res
 	if !d.readConfig(ctx, req, resp, &cfg, "read virtplane_virtual_machine") {
 		return
 	}
-	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
+	ns := namespaceOrDefault(cfg.Namespace)
 	name := cfg.Name.ValueString()
 	vm, vmi, err := getVM(ctx, d.data.client, ns, name)
 	if err != nil {
@@ -124,9 +122,5 @@ func (d *vmDataSource) Read(ctx context.Context, req datasource.ReadRequest, res
 		return
 	}
 	m, diags := vmToModel(ctx, vm, vmi, readOptions{full: true})
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	d.record(ctx, resp, &m, diags)
 }
