@@ -1,8 +1,13 @@
 package provider
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -132,5 +137,71 @@ func TestDecideRestartTableIsComplete(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestRestartChanges(t *testing.T) {
+	ctx := context.Background()
+	base := fullModel(t)
+	for _, c := range []struct {
+		name string
+		edit func(m *vmModel)
+		want string
+	}{
+		{"nothing", func(*vmModel) {}, ""},
+		{"memory spelled differently", func(m *vmModel) { m.Memory = quantityOf("1Gi") }, ""},
+		{"memory", func(m *vmModel) { m.Memory = quantityOf("2Gi") }, "memory"},
+		{"labels, annotations, strategy and grace never restart", func(m *vmModel) {
+			m.Labels = types.MapNull(types.StringType)
+			m.Annotations = types.MapNull(types.StringType)
+			m.RunStrategy = types.StringValue("Halted")
+			m.TerminationGracePeriod = types.Int64Value(99)
+		}, ""},
+		{"default bus spelled out", func(m *vmModel) {
+			m.Disks = append([]diskModel(nil), m.Disks...)
+			m.Disks[0].Bus = types.StringNull()
+		}, ""},
+		{"cpu and disk", func(m *vmModel) {
+			m.CPU = nil
+			m.Disks = m.Disks[:1]
+		}, "cpu, disk"},
+		{"cloud-init user data", func(m *vmModel) {
+			m.Disks = append([]diskModel(nil), m.Disks...)
+			m.Disks[2].CloudInit = &cloudInitModel{UserData: types.StringValue("#cloud-config\nx: 1\n"), NetworkData: m.Disks[2].CloudInit.NetworkData}
+		}, "disk"},
+		{"boot, interface, node_selector", func(m *vmModel) {
+			m.Boot = nil
+			m.Interfaces = nil
+			m.NodeSelector = types.MapNull(types.StringType)
+		}, "boot, interface, node_selector"},
+		{"a port forward", func(m *vmModel) {
+			m.Interfaces = slices.Clone(m.Interfaces)
+			m.Interfaces[0].PortForwards = m.Interfaces[0].PortForwards[:1]
+		}, "interface"},
+		{"a port forward's default spelled out", func(m *vmModel) {
+			m.Interfaces = slices.Clone(m.Interfaces)
+			m.Interfaces[0].PortForwards = slices.Clone(m.Interfaces[0].PortForwards)
+			m.Interfaces[0].PortForwards[0].Protocol = types.StringValue("tcp")
+		}, ""},
+		{"a VLAN", func(m *vmModel) {
+			m.Interfaces = slices.Clone(m.Interfaces)
+			m.Interfaces[1].Bridge = &bridgeModel{Name: types.StringValue("br0"), VLAN: types.Int64Null()}
+		}, "interface"},
+		{"bridge to libvirt network", func(m *vmModel) {
+			m.Interfaces = slices.Clone(m.Interfaces)
+			m.Interfaces[1].Bridge, m.Interfaces[1].Network = nil, &libvirtNetworkModel{Name: types.StringValue("lan")}
+		}, "interface"},
+		{"bootloader", func(m *vmModel) {
+			m.Boot = nil
+			m.Bootloader = &bootloaderModel{EFI: &efiModel{SecureBoot: types.BoolNull()}}
+		}, "boot, bootloader"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plan := base
+			c.edit(&plan)
+			if got := strings.Join(restartChanges(ctx, &base, &plan), ", "); got != c.want {
+				t.Errorf("restartChanges = %q, want %q", got, c.want)
+			}
+		})
 	}
 }
