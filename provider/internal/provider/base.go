@@ -165,3 +165,18 @@ const defaultTimeout = 10 * time.Minute
 type stateSetter interface {
 	Set(ctx context.Context, val any) diag.Diagnostics
 }
+
+// providerDataFrom unpacks what Configure stored. nil means the provider is
+// not configured yet (Terraform validates configurations before that).
+func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
+	if data == nil {
+		return nil
+	}
+	d, ok := data.(*providerData)
+	if !ok {
+		diags.AddError("Unexpected provider data",
+			fmt.Sprintf("Expected *providerData, got %T. This is a bug in the virtplane provider.", data))
+		return nil
+	}
+	return d
+}

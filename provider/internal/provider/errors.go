@@ -21,21 +21,6 @@ import (
 // objectKind, the attributes its agent errors land on, its waits'
 // failures) is in <kind>_errors.go.
 
-// providerDataFrom unpacks what Configure stored. nil means the provider is
-// not configured yet (Terraform validates configurations before that).
-func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
-	if data == nil {
-		return nil
-	}
-	d, ok := data.(*providerData)
-	if !ok {
-		diags.AddError("Unexpected provider data",
-			fmt.Sprintf("Expected *providerData, got %T. This is a bug in the virtplane provider.", data))
-		return nil
-	}
-	return d
-}
-
 // notReadyError explains why a reader cannot run during plan when the
 // provider configuration is still unknown.
 func notReadyError(d *providerData, what string) (summary, detail string) {

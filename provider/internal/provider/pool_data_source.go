@@ -80,3 +80,14 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	m, diags := poolToModel(p, liveNames(vms), nil, true)
 	d.record(ctx, resp, &m, diags)
 }
+
+// liveNames are the names of the objects not being deleted, in order.
+func liveNames[T metaObject](objs []T) []string {
+	out := []string{}
+	for _, o := range objs {
+		if o.GetMetadata().GetDeletionTimestamp() == nil {
+			out = append(out, o.GetMetadata().GetName())
+		}
+	}
+	return out
+}

@@ -11,17 +11,6 @@ import (
 // What the data sources virtplane_virtual_machine_pool and
 // virtplane_virtual_machine_replica_set share.
 
-// liveNames are the names of the objects not being deleted, in order.
-func liveNames[T metaObject](objs []T) []string {
-	out := []string{}
-	for _, o := range objs {
-		if o.GetMetadata().GetDeletionTimestamp() == nil {
-			out = append(out, o.GetMetadata().GetName())
-		}
-	}
-	return out
-}
-
 // dataReplicaAttributes are the attributes both data sources have at their
 // root, but the template and status.
 func dataReplicaAttributes(noun, replicas string) map[string]schema.Attribute {

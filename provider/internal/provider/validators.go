@@ -61,23 +61,6 @@ func (v mapCheck) ValidateMap(_ context.Context, req validator.MapRequest, resp 
 	v.check(req.Path, req.ConfigValue.Elements(), &resp.Diagnostics)
 }
 
-// endpointValidator rejects malformed endpoints at validate time, before
-// anything is dialled.
-func endpointValidator() validator.String {
-	return stringCheck{
-		describedAs: "must be unix:///path/to/agent.sock, /path/to/agent.sock, host:port or https://host:port",
-		check: func(p path.Path, s string, diags *diag.Diagnostics) {
-			// Empty means "use the environment or the default" (see resolveConfig).
-			if s == "" {
-				return
-			}
-			if _, err := checkEndpoint(s); err != nil {
-				diags.AddAttributeError(p, "Invalid virtplane endpoint", "endpoint "+strconv.Quote(s)+": "+err.Error())
-			}
-		},
-	}
-}
-
 // labelSelectorValidator parses selectors with the same library as the
 // agent, so a typo fails at plan time with the attribute highlighted.
 func labelSelectorValidator() validator.String {
