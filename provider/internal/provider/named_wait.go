@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -22,11 +23,17 @@ import (
 // The kinds' judges are in snapshot_wait.go, restore_wait.go and
 // vm_wait.go.
 
-// namedOps reads, watches and deletes objects of one snapshot kind.
+// namedOps is one of these kinds: its calls, and how its waits judge and
+// describe an object.
 type namedOps[T metaObject, E any] struct {
-	get   func(ctx context.Context, key *apiv1.ObjectKey) (T, error)
-	watch func(ctx context.Context, o *apiv1.WatchOptions) (grpc.ServerStreamingClient[E], error)
-	del   func(ctx context.Context, key *apiv1.ObjectKey, o *apiv1.DeleteOptions) error
+	create func(ctx context.Context, o T) (T, error)
+	get    func(ctx context.Context, key *apiv1.ObjectKey) (T, error)
+	watch  func(ctx context.Context, o *apiv1.WatchOptions) (grpc.ServerStreamingClient[E], error)
+	del    func(ctx context.Context, key *apiv1.ObjectKey, o *apiv1.DeleteOptions) error
+	// judge decides whether the wait after create is over; describe says
+	// what an object is doing.
+	judge    func(T) verdict
+	describe func(T) string
 }
 
 // waitNamed waits until judge says done or fails, or ctx ends
@@ -45,10 +52,8 @@ func waitNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], wha
 // check) and waits until it is gone: its controller and node remove
 // their finalizers once the data they hold is gone. gone reports whether
 // it was ours and is gone now; replaced that another object of the same
-// name was left alone. describe says what the object does, for the
-// timeout's message.
-func deleteNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], what string, key *apiv1.ObjectKey, uid string,
-	describe func(T) string) (replaced bool, err error) {
+// name was left alone.
+func deleteNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], what string, key *apiv1.ObjectKey, uid string) (replaced bool, err error) {
 	err = ops.del(ctx, key, &apiv1.DeleteOptions{Uid: uid})
 	switch {
 	case status.Code(err) == codes.NotFound:
@@ -63,9 +68,43 @@ func deleteNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], w
 		if uid != "" && o.GetMetadata().GetUid() != uid {
 			return verdict{done: true, state: "replaced"} // ours is gone
 		}
-		return verdict{state: describe(o)}
+		return verdict{state: ops.describe(o)}
 	})
 	return false, goneWhenNotFound(err)
+}
+
+// createNamed is a snapshot's or restore's create once the plan is read:
+// it creates want, records it (set) before waiting, so that an
+// interrupted apply leaves it tainted rather than forgotten, waits for it
+// (ops.judge) and records what it reached. A wait that fails is reported
+// (f) and its object deleted again (undoCreate; undo says what deleting
+// waits for). fields are logged with the creation.
+func createNamed[T metaObject, E any](ctx context.Context, r *configuredResource, resp *resource.CreateResponse, ops namedOps[T, E],
+	want T, set func(T), f waitFailure, timeout time.Duration, undo string, fields map[string]any) {
+	k := r.kind
+	md := want.GetMetadata()
+	key := &apiv1.ObjectKey{Namespace: md.GetNamespace(), Name: md.GetName()}
+	id := namespacedID(key.Namespace, key.Name)
+	created, err := ops.create(ctx, want)
+	if err != nil {
+		r.addError(&resp.Diagnostics, err, "create "+k.noun+" "+id)
+		return
+	}
+	uid := created.GetMetadata().GetUid()
+	log := map[string]any{k.logKey: id, "uid": uid}
+	maps.Copy(log, fields)
+	tflog.Info(ctx, k.noun+" created", log)
+	set(created)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	o, err := waitNamed(ctx, ops, k.noun+" "+id, key, ops.judge)
+	if err == nil {
+		set(o)
+		return
+	}
+	r.addWaitFailure(&resp.Diagnostics, err, id, f, timeout, "create")
+	undoCreate(ctx, r, resp, ops, key, uid, undo)
 }
 
 // undoCreate deletes object key (uid), which create made but whose wait
@@ -75,12 +114,12 @@ func deleteNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], w
 // what it copied first"). An object it cannot delete stays in the state,
 // tainted: destroy deletes it.
 func undoCreate[T metaObject, E any](ctx context.Context, r *configuredResource, resp *resource.CreateResponse, ops namedOps[T, E],
-	key *apiv1.ObjectKey, uid string, describe func(T) string, slow string) {
+	key *apiv1.ObjectKey, uid string, slow string) {
 	k := r.kind
 	id := namespacedID(key.GetNamespace(), key.GetName())
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultTimeout)
 	defer cancel()
-	replaced, err := deleteNamed(dctx, ops, k.noun, key, uid, describe)
+	replaced, err := deleteNamed(dctx, ops, k.noun, key, uid)
 	if err != nil {
 		r.addDeleteFailure(&resp.Diagnostics, err, false, id, defaultTimeout, slow)
 		return

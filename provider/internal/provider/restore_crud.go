@@ -5,7 +5,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -24,33 +23,15 @@ func (r *restoreResource) Create(ctx context.Context, req resource.CreateRequest
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	key := &apiv1.ObjectKey{Namespace: want.Metadata.Namespace, Name: want.Metadata.Name}
-	id := namespacedID(key.Namespace, key.Name)
-	c := r.data.client
-	created, err := c.Restores.Create(ctx, &apiv1.CreateRestoreRequest{Restore: want})
-	if err != nil {
-		r.addError(&resp.Diagnostics, err, "create virtual machine restore "+id)
-		return
-	}
-	uid := created.GetMetadata().GetUid()
-	tflog.Info(ctx, "virtual machine restore created", map[string]any{"restore": id, "uid": uid, "vm": want.Spec.Target})
-	r.setState(ctx, &resp.State, &resp.Diagnostics, created, &plan)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	o, err := waitNamed(ctx, restoreOps(c), "virtual machine restore "+id, key, judgeRestore)
-	if err == nil {
-		r.setState(ctx, &resp.State, &resp.Diagnostics, o, &plan)
-		return
-	}
-	r.addWaitFailure(&resp.Diagnostics, err, id, waitFailure{
-		want: "to restore virtual machine " + want.Spec.Target + " from snapshot " + want.Spec.Snapshot,
-		slow: "the copy of the volumes or the VM's shutdown needs", stuck: "failed",
-	}, timeout, "create")
 	// A failed restore left the VM as it was; its record goes too, so that
 	// the next apply tries again. A restore past its commit point finishes
 	// before its record goes: the VM is never left half restored.
-	undoCreate(ctx, &r.configuredResource, resp, restoreOps(c), key, uid, describeRestore, "The node drops the copies it staged first")
+	createNamed(ctx, &r.configuredResource, resp, restoreOps(r.data.client), want,
+		func(o *apiv1.VirtualMachineRestore) { r.setState(ctx, &resp.State, &resp.Diagnostics, o, &plan) },
+		waitFailure{
+			want: "to restore virtual machine " + want.Spec.Target + " from snapshot " + want.Spec.Snapshot,
+			slow: "the copy of the volumes or the VM's shutdown needs", stuck: "failed",
+		}, timeout, "The node drops the copies it staged first", map[string]any{"vm": want.Spec.Target})
 }
 
 func (r *restoreResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -98,7 +79,7 @@ func (r *restoreResource) Delete(ctx context.Context, req resource.DeleteRequest
 	defer cancel()
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
 	replaced, err := deleteNamed(ctx, restoreOps(r.data.client), "virtual machine restore",
-		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString(), describeRestore)
+		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString())
 	r.addDeleteFailure(&resp.Diagnostics, err, replaced, namespacedID(ns, name), timeout,
 		"A restore past its commit point finishes first")
 }

@@ -16,6 +16,9 @@ import (
 
 func restoreOps(c *client.Client) namedOps[*apiv1.VirtualMachineRestore, apiv1.RestoreEvent] {
 	return namedOps[*apiv1.VirtualMachineRestore, apiv1.RestoreEvent]{
+		create: func(ctx context.Context, o *apiv1.VirtualMachineRestore) (*apiv1.VirtualMachineRestore, error) {
+			return c.Restores.Create(ctx, &apiv1.CreateRestoreRequest{Restore: o})
+		},
 		get: func(ctx context.Context, key *apiv1.ObjectKey) (*apiv1.VirtualMachineRestore, error) {
 			return c.Restores.Get(ctx, &apiv1.GetRestoreRequest{Key: key})
 		},
@@ -26,6 +29,8 @@ func restoreOps(c *client.Client) namedOps[*apiv1.VirtualMachineRestore, apiv1.R
 			_, err := c.Restores.Delete(ctx, &apiv1.DeleteRestoreRequest{Key: key, Options: o})
 			return err
 		},
+		judge:    judgeRestore,
+		describe: describeRestore,
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -25,33 +24,12 @@ func (r *snapshotResource) Create(ctx context.Context, req resource.CreateReques
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	key := &apiv1.ObjectKey{Namespace: want.Metadata.Namespace, Name: want.Metadata.Name}
-	id := namespacedID(key.Namespace, key.Name)
-	c := r.data.client
-	created, err := c.Snapshots.Create(ctx, &apiv1.CreateSnapshotRequest{Snapshot: want})
-	if err != nil {
-		r.addError(&resp.Diagnostics, err, "create virtual machine snapshot "+id)
-		return
-	}
-	uid := created.GetMetadata().GetUid()
-	tflog.Info(ctx, "virtual machine snapshot created", map[string]any{"snapshot": id, "uid": uid})
-	// Saved before the wait: if Terraform is interrupted the snapshot is
-	// tainted and replaced by the next apply rather than forgotten.
-	r.setState(ctx, &resp.State, &resp.Diagnostics, created, &plan)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	s, err := waitNamed(ctx, snapshotOps(c), "virtual machine snapshot "+id, key, judgeSnapshot)
-	if err == nil {
-		r.setState(ctx, &resp.State, &resp.Diagnostics, s, &plan)
-		return
-	}
-	r.addWaitFailure(&resp.Diagnostics, err, id, waitFailure{
-		want: "to succeed", slow: "the copy of its volumes needs", stuck: "failed",
-	}, timeout, "create")
 	// KubeVirt keeps a failed snapshot; a failed Terraform create leaves
 	// nothing behind.
-	undoCreate(ctx, &r.configuredResource, resp, snapshotOps(c), key, uid, describeSnapshot, "The node removes what it copied first")
+	createNamed(ctx, &r.configuredResource, resp, snapshotOps(r.data.client), want,
+		func(s *apiv1.VirtualMachineSnapshot) { r.setState(ctx, &resp.State, &resp.Diagnostics, s, &plan) },
+		waitFailure{want: "to succeed", slow: "the copy of its volumes needs", stuck: "failed"},
+		timeout, "The node removes what it copied first", nil)
 }
 
 func (r *snapshotResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -113,7 +91,7 @@ func (r *snapshotResource) Delete(ctx context.Context, req resource.DeleteReques
 	// waits for the node to remove the data before the snapshot goes: once
 	// it is gone, so is the data.
 	replaced, err := deleteNamed(ctx, snapshotOps(r.data.client), "virtual machine snapshot",
-		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString(), describeSnapshot)
+		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString())
 	r.addDeleteFailure(&resp.Diagnostics, err, replaced, namespacedID(ns, name), timeout,
 		"With deletion_policy Delete the node removes the snapshot's data first")
 }

@@ -16,6 +16,9 @@ import (
 
 func snapshotOps(c *client.Client) namedOps[*apiv1.VirtualMachineSnapshot, apiv1.SnapshotEvent] {
 	return namedOps[*apiv1.VirtualMachineSnapshot, apiv1.SnapshotEvent]{
+		create: func(ctx context.Context, o *apiv1.VirtualMachineSnapshot) (*apiv1.VirtualMachineSnapshot, error) {
+			return c.Snapshots.Create(ctx, &apiv1.CreateSnapshotRequest{Snapshot: o})
+		},
 		get: func(ctx context.Context, key *apiv1.ObjectKey) (*apiv1.VirtualMachineSnapshot, error) {
 			return c.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: key})
 		},
@@ -26,6 +29,8 @@ func snapshotOps(c *client.Client) namedOps[*apiv1.VirtualMachineSnapshot, apiv1
 			_, err := c.Snapshots.Delete(ctx, &apiv1.DeleteSnapshotRequest{Key: key, Options: o})
 			return err
 		},
+		judge:    judgeSnapshot,
+		describe: describeSnapshot,
 	}
 }
 

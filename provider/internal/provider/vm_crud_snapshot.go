@@ -27,7 +27,8 @@ func (r *vmResource) createFromSnapshot(ctx context.Context, diags *diag.Diagnos
 	// The clone is named after the VM: one VM, one clone, and a leftover
 	// of an interrupted apply is refused by name rather than duplicated.
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
-	clone, err := c.Clones.Create(ctx, &apiv1.CreateCloneRequest{Clone: &apiv1.VirtualMachineClone{
+	ops := cloneOps(c)
+	clone, err := ops.create(ctx, &apiv1.VirtualMachineClone{
 		Metadata: &apiv1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: &apiv1.VirtualMachineCloneSpec{
 			SourceKind:      apiv1.CloneSourceSnapshot,
@@ -36,14 +37,14 @@ func (r *vmResource) createFromSnapshot(ctx context.Context, diags *diag.Diagnos
 			NewMacAddresses: configuredMACs(want),
 			Labels:          want.GetMetadata().GetLabels(),
 		},
-	}})
+	})
 	if err != nil {
 		r.addError(diags, err, "clone snapshot "+src+" into virtual machine "+id)
 		return nil, false
 	}
 	cloneUID := clone.GetMetadata().GetUid()
 	tflog.Info(ctx, "virtual machine clone created", map[string]any{"vm": id, "snapshot": src, "clone_uid": cloneUID})
-	done, werr := waitNamed(ctx, cloneOps(c), "virtual machine clone "+id, key, judgeClone)
+	done, werr := waitNamed(ctx, ops, "virtual machine clone "+id, key, ops.judge)
 
 	// The clone is only the means: it goes whatever the outcome (deleting
 	// it deletes the restore it made; a failed one has deleted the VM it
@@ -51,7 +52,7 @@ func (r *vmResource) createFromSnapshot(ctx context.Context, diags *diag.Diagnos
 	// create's.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultTimeout)
 	defer cancel()
-	if _, err := deleteNamed(cctx, cloneOps(c), "virtual machine clone", key, cloneUID, describeClone); err != nil {
+	if _, err := deleteNamed(cctx, ops, "virtual machine clone", key, cloneUID); err != nil {
 		diags.AddWarning("Virtual machine clone "+id+" was not deleted",
 			"The clone that made the VM from snapshot "+src+" is left behind: "+err.Error()+
 				". Delete it with virtplane-agent delete vmclone "+name+" -n "+ns+".")

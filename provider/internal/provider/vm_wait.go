@@ -271,6 +271,9 @@ func targetDescription(t waitTarget) string {
 
 func cloneOps(c *client.Client) namedOps[*apiv1.VirtualMachineClone, apiv1.CloneEvent] {
 	return namedOps[*apiv1.VirtualMachineClone, apiv1.CloneEvent]{
+		create: func(ctx context.Context, o *apiv1.VirtualMachineClone) (*apiv1.VirtualMachineClone, error) {
+			return c.Clones.Create(ctx, &apiv1.CreateCloneRequest{Clone: o})
+		},
 		get: func(ctx context.Context, key *apiv1.ObjectKey) (*apiv1.VirtualMachineClone, error) {
 			return c.Clones.Get(ctx, &apiv1.GetCloneRequest{Key: key})
 		},
@@ -281,6 +284,8 @@ func cloneOps(c *client.Client) namedOps[*apiv1.VirtualMachineClone, apiv1.Clone
 			_, err := c.Clones.Delete(ctx, &apiv1.DeleteCloneRequest{Key: key, Options: o})
 			return err
 		},
+		judge:    judgeClone,
+		describe: describeClone,
 	}
 }
 
