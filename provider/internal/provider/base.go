@@ -2,9 +2,7 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -52,6 +50,16 @@ func (d *configuredDataSource) readConfig(ctx context.Context, req datasource.Re
 		return false
 	}
 	return true
+}
+
+// record sets the state to m (a pointer to the data source's model) as
+// read, unless diags, from reading it, has errors.
+func (d *configuredDataSource) record(ctx context.Context, resp *datasource.ReadResponse, m any, diags diag.Diagnostics) {
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, m)...)
 }
 
 // configuredResource is embedded by the resources; kind words their
@@ -119,11 +127,6 @@ func timeoutsBlock(ctx context.Context, description string, opts timeouts.Opts) 
 	return tb
 }
 
-// addError reports a failed agent call (see addObjectError).
-func (r *configuredResource) addError(diags *diag.Diagnostics, err error, what string) {
-	addObjectError(diags, err, r.data.endpoint, what, r.kind)
-}
-
 // stillManaged decides what Read does with the agent's answer about
 // object id, which the state records with stateUID: err from the read,
 // gotUID that of the object read. Only a definite NotFound drops it from
@@ -153,31 +156,27 @@ func (r *configuredResource) stillManaged(ctx context.Context, resp *resource.Re
 	return true
 }
 
-// waitFailure words the diagnostic of a wait that ended without its
-// target.
-type waitFailure struct {
-	want  string // what was waited for: "to have 3 ready VMs on its current template"
-	slow  string // who may need longer: "the guest needs", "its VMs need"
-	stuck string // the summary's end when the wait stopped early: "cannot reach ..."
+// defaultTimeout applies to create, update and delete when the timeouts
+// block does not say otherwise. Long enough for a real guest to boot from
+// a cold image cache; waits end early when the VM cannot get there.
+const defaultTimeout = 10 * time.Minute
+
+// stateSetter is what resp.State offers to setState.
+type stateSetter interface {
+	Set(ctx context.Context, val any) diag.Diagnostics
 }
 
-// addWaitFailure explains why a wait for object id ended early (err): time
-// ran out (errWaitTimeout), the object disappeared, a call failed, or the
-// judge found it cannot get there.
-func (r *configuredResource) addWaitFailure(diags *diag.Diagnostics, err error, id string, f waitFailure, timeout time.Duration, op string) {
-	k := r.kind
-	switch {
-	case errors.Is(err, errWaitTimeout):
-		diags.AddError("Timed out waiting for "+k.noun+" "+id,
-			fmt.Sprintf("Waited %s for %s %s; %s. Raise timeouts.%s if %s longer.",
-				timeout, id, f.want, strings.TrimPrefix(err.Error(), errWaitTimeout.Error()+": "), op, f.slow))
-	case status.Code(err) == codes.NotFound:
-		diags.AddError(k.title+" "+id+" disappeared",
-			"The "+k.short+" was deleted by someone else while Terraform waited for it "+f.want+".")
-	case status.Code(err) != codes.Unknown:
-		r.addError(diags, err, "wait for "+k.noun+" "+id+" "+f.want)
-	default:
-		diags.AddError(k.title+" "+id+" "+f.stuck,
-			fmt.Sprintf("Waiting for %s %s stopped early: %s.", id, f.want, err))
+// providerDataFrom unpacks what Configure stored. nil means the provider is
+// not configured yet (Terraform validates configurations before that).
+func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
+	if data == nil {
+		return nil
 	}
+	d, ok := data.(*providerData)
+	if !ok {
+		diags.AddError("Unexpected provider data",
+			fmt.Sprintf("Expected *providerData, got %T. This is a bug in the virtplane provider.", data))
+		return nil
+	}
+	return d
 }

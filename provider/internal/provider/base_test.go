@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -51,5 +54,39 @@ func TestStillManaged(t *testing.T) {
 				t.Errorf("warnings %v, want one saying %q", warns, c.warningSays)
 			}
 		})
+	}
+}
+
+// A read during plan with an unknown provider configuration explains
+// itself, or defers when Terraform allows it; it never dials.
+func TestReadWithUnknownProviderConfig(t *testing.T) {
+	ctx := context.Background()
+	ds := &nodesDataSource{configuredDataSource{data: &providerData{unknown: []string{"endpoint"}}}}
+	var sresp datasource.SchemaResponse
+	ds.Schema(ctx, datasource.SchemaRequest{}, &sresp)
+	typ := sresp.Schema.Type().TerraformType(ctx)
+	cfg := tftypes.NewValue(typ, map[string]tftypes.Value{
+		"id":             tftypes.NewValue(tftypes.String, nil),
+		"label_selector": tftypes.NewValue(tftypes.String, nil),
+		"nodes":          tftypes.NewValue(typ.(tftypes.Object).AttributeTypes["nodes"], nil),
+	})
+	read := func(deferralAllowed bool) *datasource.ReadResponse {
+		req := datasource.ReadRequest{Config: tfsdk.Config{Schema: sresp.Schema, Raw: cfg}}
+		req.ClientCapabilities.DeferralAllowed = deferralAllowed
+		resp := &datasource.ReadResponse{State: tfsdk.State{Schema: sresp.Schema, Raw: tftypes.NewValue(typ, nil)}}
+		ds.Read(ctx, req, resp)
+		return resp
+	}
+
+	resp := read(false)
+	if errs := resp.Diagnostics.Errors(); len(errs) != 1 ||
+		!strings.Contains(errs[0].Summary(), "not known yet") ||
+		!strings.Contains(errs[0].Detail(), "endpoint") || !strings.Contains(errs[0].Detail(), "depends_on") {
+		t.Errorf("want one error naming endpoint and depends_on, got %v", resp.Diagnostics)
+	}
+	resp = read(true)
+	if resp.Diagnostics.HasError() || resp.Deferred == nil ||
+		resp.Deferred.Reason != datasource.DeferredReasonProviderConfigUnknown {
+		t.Errorf("with deferral allowed: deferred %v, diags %v", resp.Deferred, resp.Diagnostics)
 	}
 }

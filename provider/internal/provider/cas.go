@@ -14,6 +14,9 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
+// Updates by compare-and-swap, as every resource that writes an object a
+// controller or node also writes (its status) does them.
+
 // metaObject is a stored API object: updateCAS needs its uid.
 type metaObject interface {
 	proto.Message
@@ -105,3 +108,7 @@ func addCASError(diags *diag.Diagnostics, err error, k objectKind, id string, ad
 	addError(diags, err, call)
 	return true
 }
+
+// maxConflictRetries bounds compare-and-swap retries of one update: the VM
+// controller writes status concurrently, which conflicts with our writes.
+const maxConflictRetries = 20

@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -185,4 +188,21 @@ func checkTokenFile(path string) error {
 		return fmt.Errorf("%s holds more than one line", path)
 	}
 	return nil
+}
+
+// endpointValidator rejects malformed endpoints at validate time, before
+// anything is dialled.
+func endpointValidator() validator.String {
+	return stringCheck{
+		describedAs: "must be unix:///path/to/agent.sock, /path/to/agent.sock, host:port or https://host:port",
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			// Empty means "use the environment or the default" (see resolveConfig).
+			if s == "" {
+				return
+			}
+			if _, err := checkEndpoint(s); err != nil {
+				diags.AddAttributeError(p, "Invalid virtplane endpoint", "endpoint "+strconv.Quote(s)+": "+err.Error())
+			}
+		},
+	}
 }

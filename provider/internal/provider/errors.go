@@ -1,9 +1,11 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -14,20 +16,10 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
-// providerDataFrom unpacks what Configure stored. nil means the provider is
-// not configured yet (Terraform validates configurations before that).
-func providerDataFrom(data any, diags *diag.Diagnostics) *providerData {
-	if data == nil {
-		return nil
-	}
-	d, ok := data.(*providerData)
-	if !ok {
-		diags.AddError("Unexpected provider data",
-			fmt.Sprintf("Expected *providerData, got %T. This is a bug in the virtplane provider.", data))
-		return nil
-	}
-	return d
-}
+// The diagnostics every kind shares: a failed agent call, an object the
+// agent rejected, a wait that ended early. Each kind's own wording (its
+// objectKind, the attributes its agent errors land on, its waits'
+// failures) is in <kind>_errors.go.
 
 // notReadyError explains why a reader cannot run during plan when the
 // provider configuration is still unknown.
@@ -110,13 +102,6 @@ type objectKind struct {
 	attribute func(fieldPath string) (path.Path, bool)
 }
 
-var (
-	vmKind = objectKind{noun: "virtual machine", title: "Virtual machine", one: "a VM", short: "VM",
-		logKey: "vm", importID: "namespace/name", attribute: attributePath}
-	imageKind = objectKind{noun: "image", title: "Image", one: "an image", short: "image",
-		logKey: "image", importID: "NAME", attribute: imageAttributePath}
-)
-
 // addObjectError reports a failed agent call about an object of kind k.
 // Validation errors are attached to the attributes that caused them,
 // refusals carry the agent's message, the rest say what to do.
@@ -149,5 +134,39 @@ func addObjectError(diags *diag.Diagnostics, err error, endpoint, what string, k
 			fmt.Sprintf("Cannot %s: it no longer exists (%s); it was deleted outside Terraform. Refresh, then apply to re-create it.", what, st.Message()))
 	default:
 		diags.AddError(apiError(err, endpoint, what))
+	}
+}
+
+// addError reports a failed agent call (see addObjectError).
+func (r *configuredResource) addError(diags *diag.Diagnostics, err error, what string) {
+	addObjectError(diags, err, r.data.endpoint, what, r.kind)
+}
+
+// waitFailure words the diagnostic of a wait that ended without its
+// target.
+type waitFailure struct {
+	want  string // what was waited for: "to have 3 ready VMs on its current template"
+	slow  string // who may need longer: "the guest needs", "its VMs need"
+	stuck string // the summary's end when the wait stopped early: "cannot reach ..."
+}
+
+// addWaitFailure explains why a wait for object id ended early (err): time
+// ran out (errWaitTimeout), the object disappeared, a call failed, or the
+// judge found it cannot get there.
+func (r *configuredResource) addWaitFailure(diags *diag.Diagnostics, err error, id string, f waitFailure, timeout time.Duration, op string) {
+	k := r.kind
+	switch {
+	case errors.Is(err, errWaitTimeout):
+		diags.AddError("Timed out waiting for "+k.noun+" "+id,
+			fmt.Sprintf("Waited %s for %s %s; %s. Raise timeouts.%s if %s longer.",
+				timeout, id, f.want, strings.TrimPrefix(err.Error(), errWaitTimeout.Error()+": "), op, f.slow))
+	case status.Code(err) == codes.NotFound:
+		diags.AddError(k.title+" "+id+" disappeared",
+			"The "+k.short+" was deleted by someone else while Terraform waited for it "+f.want+".")
+	case status.Code(err) != codes.Unknown:
+		r.addError(diags, err, "wait for "+k.noun+" "+id+" "+f.want)
+	default:
+		diags.AddError(k.title+" "+id+" "+f.stuck,
+			fmt.Sprintf("Waiting for %s %s stopped early: %s.", id, f.want, err))
 	}
 }

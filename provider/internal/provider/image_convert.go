@@ -18,35 +18,6 @@ import (
 // metadata.labels, spec's source and pull policy, and the per-node pull
 // status.
 
-// imageModel holds what the virtplane_image resource and data source
-// share; the resource adds its provider-only settings.
-type imageModel struct {
-	ID         types.String `tfsdk:"id"`
-	Name       types.String `tfsdk:"name"`
-	URL        types.String `tfsdk:"url"`
-	SHA256     types.String `tfsdk:"sha256"`
-	Format     types.String `tfsdk:"format"`
-	Nodes      types.String `tfsdk:"nodes"`
-	Labels     types.Map    `tfsdk:"labels"`
-	UID        types.String `tfsdk:"uid"`
-	NodeStatus types.List   `tfsdk:"node_status"`
-}
-
-// imageNodeStatusAttrTypes is the object type of one node_status entry.
-var imageNodeStatusAttrTypes = map[string]attr.Type{
-	"node":               types.StringType,
-	"phase":              types.StringType,
-	"sha256":             types.StringType,
-	"format":             types.StringType,
-	"virtual_size_bytes": types.Int64Type,
-	"size_bytes":         types.Int64Type,
-	"bytes_done":         types.Int64Type,
-	"bytes_total":        types.Int64Type,
-	"message":            types.StringType,
-}
-
-var imageNodeStatusType = types.ObjectType{AttrTypes: imageNodeStatusAttrTypes}
-
 // imageFromModel builds the Image the configuration asks for. All values
 // must be known (apply time); unset optional ones stay empty, which the
 // API reads as "from the name" (format) and "on demand" (nodes).

@@ -2,13 +2,11 @@ package provider
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
@@ -17,7 +15,6 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
-	"github.com/virtplane/terraform-provider-virtplane/internal/imagewait"
 )
 
 // Create, read, update and delete of virtplane_image, and the wait for
@@ -66,29 +63,12 @@ func (r *imageResource) wait(ctx context.Context, st stateSetter, diags *diag.Di
 	if last != nil {
 		r.setState(ctx, st, diags, last, plan)
 	}
-	var pullErr *imagewait.PullError
 	switch {
-	case err == nil:
-		if len(v.Targets) == 0 {
-			diags.AddWarning("No node to pull image "+name,
-				"No node is ready and schedulable, so there was nothing to wait for; nodes pull the image when they become ready.")
-		}
-	case errors.As(err, &pullErr):
-		diags.AddError("Image "+name+" could not be pulled",
-			fmt.Sprintf("Node %s could not pull image %s (attempt %d): %s\n\n"+
-				"The node tries again later, but a wrong sha256 or an unreachable url does not mend itself: "+
-				"fix the configuration and apply again (the image is tainted and will be replaced), or "+
-				"set wait_for_nodes = false not to wait for the nodes.", pullErr.Node, name, pullErr.Attempts, pullErr.Message))
-	case errors.Is(err, errWaitTimeout):
-		diags.AddError("Timed out waiting for image "+name,
-			fmt.Sprintf("Waited %s for every ready, schedulable node to pull image %s; %s. Raise timeouts.%s "+
-				"if the download needs longer, or set wait_for_nodes = false.",
-				timeout, name, strings.TrimPrefix(err.Error(), errWaitTimeout.Error()+": "), op))
-	case status.Code(err) == codes.NotFound:
-		diags.AddError("Image "+name+" disappeared",
-			"The image was deleted by someone else while Terraform waited for the nodes to pull it.")
-	default:
-		r.addError(diags, err, "wait for the nodes to pull image "+name)
+	case err != nil:
+		r.addWaitError(diags, err, name, timeout, op)
+	case len(v.Targets) == 0:
+		diags.AddWarning("No node to pull image "+name,
+			"No node is ready and schedulable, so there was nothing to wait for; nodes pull the image when they become ready.")
 	}
 }
 
@@ -201,21 +181,4 @@ func (r *imageResource) setState(ctx context.Context, st stateSetter, diags *dia
 		out.WaitForNodes = types.BoolValue(true) // after import
 	}
 	diags.Append(st.Set(ctx, &out)...)
-}
-
-// imageAttributes maps the API's field paths to the resource's attributes.
-var imageAttributes = map[string]string{
-	"metadata.name": "name", "metadata.labels": "labels",
-	"spec.url": "url", "spec.sha256": "sha256", "spec.format": "format", "spec.nodes": "nodes",
-}
-
-// imageAttributePath finds the attribute an API field path is about
-// ("spec.url.scheme" is url's).
-func imageAttributePath(fieldPath string) (path.Path, bool) {
-	for prefix, attr := range imageAttributes {
-		if fieldPath == prefix || strings.HasPrefix(fieldPath, prefix+".") || strings.HasPrefix(fieldPath, prefix+"[") {
-			return path.Root(attr), true
-		}
-	}
-	return path.Empty(), false
 }

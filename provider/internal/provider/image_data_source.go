@@ -11,6 +11,8 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
+// The virtplane_image data source: one image by name.
+
 var (
 	_ datasource.DataSource              = (*imageDataSource)(nil)
 	_ datasource.DataSourceWithConfigure = (*imageDataSource)(nil)
@@ -82,9 +84,5 @@ func (d *imageDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 		return
 	}
 	m, diags := imageToModel(img, nil, true)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	d.record(ctx, resp, &m, diags)
 }

@@ -75,18 +75,6 @@ func sha256Validator() validator.String {
 	}
 }
 
-// addFieldErrors reports the agent's validation errors on attribute p.
-func addFieldErrors(diags *diag.Diagnostics, p path.Path, shown string, errs field.ErrorList) {
-	for _, e := range errs {
-		detail := e.Detail
-		if detail == "" {
-			detail = e.ErrorBody()
-		}
-		diags.AddAttributeError(p, "Invalid "+lastStep(p),
-			fmt.Sprintf("%s %s: %s.", p, strconv.Quote(shown), strings.TrimSuffix(detail, ".")))
-	}
-}
-
 // ValidateConfig checks what involves more than one attribute: a format
 // that contradicts the name's extension (debian.qcow2 with format raw).
 func (r *imageResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {

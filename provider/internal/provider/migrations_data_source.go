@@ -10,10 +10,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
+
+// The virtplane_migrations data source: the live migrations of a
+// namespace, read only.
 
 var (
 	_ datasource.DataSource              = (*migrationsDataSource)(nil)
@@ -252,12 +254,4 @@ func migrationToModel(mig *apiv1.VirtualMachineInstanceMigration) migrationModel
 		}
 	}
 	return m
-}
-
-// optTime is t as RFC 3339 in UTC, null when unset.
-func optTime(t *timestamppb.Timestamp) types.String {
-	if t == nil {
-		return types.StringNull()
-	}
-	return types.StringValue(t.AsTime().UTC().Format(time.RFC3339))
 }

@@ -9,10 +9,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"k8s.io/apimachinery/pkg/labels"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
+
+// The virtplane_nodes data source: the registered nodes, with what
+// placement decisions need to know of them.
 
 var (
 	_ datasource.DataSource              = (*nodesDataSource)(nil)
@@ -54,8 +56,6 @@ type nodeModel struct {
 	Networks       []string          `tfsdk:"networks"`
 }
 
-// allNodesID is the id when no selector is set; it is not a valid selector,
-// so it cannot collide with one.
 type nodeImageModel struct {
 	Name        types.String `tfsdk:"name"`
 	Format      types.String `tfsdk:"format"`
@@ -63,8 +63,6 @@ type nodeImageModel struct {
 	Size        types.Int64  `tfsdk:"size"`
 	SHA256      types.String `tfsdk:"sha256"`
 }
-
-const allNodesID = "*"
 
 func (d *nodesDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_nodes"
@@ -167,19 +165,6 @@ func (d *nodesDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// selectorID canonicalises the selector so that equivalent spellings give
-// the same id.
-func selectorID(selector string) string {
-	sel, err := labels.Parse(selector)
-	switch {
-	case err != nil:
-		return selector // unreachable: the validator parsed it already
-	case sel.Empty():
-		return allNodesID
-	}
-	return sel.String()
-}
-
 // nodeModels maps API nodes to the schema, sorted by name so that the list
 // does not reorder between refreshes.
 func nodeModels(items []*apiv1.Node) []nodeModel {
@@ -234,15 +219,6 @@ func nodeToModel(n *apiv1.Node) nodeModel {
 	m.Bridges = sortedCopy(st.GetBridges())
 	m.Networks = sortedCopy(st.GetNetworks())
 	return m
-}
-
-// optString maps "not reported" to null rather than "", so that
-// coalesce() and null checks work in configurations.
-func optString(s string) types.String {
-	if s == "" {
-		return types.StringNull()
-	}
-	return types.StringValue(s)
 }
 
 func sortedCopy(ss []string) []string {

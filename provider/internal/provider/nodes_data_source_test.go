@@ -1,22 +1,13 @@
 package provider
 
 import (
-	"context"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/path"
-	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"github.com/hashicorp/terraform-plugin-go/tftypes"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -168,114 +159,6 @@ func TestNodeModelsSortedByName(t *testing.T) {
 	}
 	if got := nodeModels(nil); got == nil || len(got) != 0 {
 		t.Errorf("no nodes must be an empty list, not null: %#v", got)
-	}
-}
-
-func TestSelectorID(t *testing.T) {
-	for in, want := range map[string]string{
-		"":                    "*",
-		"  ":                  "*",
-		"zone=a":              "zone=a",
-		"zone = a, gpu":       "gpu,zone=a",
-		"tier in (web, db),x": "tier in (db,web),x",
-	} {
-		if got := selectorID(in); got != want {
-			t.Errorf("selectorID(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestLabelSelectorValidator(t *testing.T) {
-	for sel, ok := range map[string]bool{
-		"":                  true,
-		"zone=a,gpu!=true":  true,
-		"tier in (db,web)":  true,
-		"!maintenance":      true,
-		"zone in ((a)":      false,
-		"==":                false,
-		"zone=a b":          false,
-		"bad key!/x=1":      false,
-		"zone notin (a,b),": false,
-	} {
-		req := validator.StringRequest{Path: path.Root("label_selector"), ConfigValue: types.StringValue(sel)}
-		var resp validator.StringResponse
-		labelSelectorValidator().ValidateString(context.Background(), req, &resp)
-		if got := !resp.Diagnostics.HasError(); got != ok {
-			t.Errorf("selector %q: valid = %v, want %v (%v)", sel, got, ok, resp.Diagnostics)
-		}
-		if !ok && !strings.Contains(resp.Diagnostics.Errors()[0].Detail(), "label_selector") {
-			t.Errorf("selector %q: error does not name label_selector", sel)
-		}
-	}
-	// Unknown values are checked once they are known.
-	var resp validator.StringResponse
-	labelSelectorValidator().ValidateString(context.Background(),
-		validator.StringRequest{Path: path.Root("label_selector"), ConfigValue: types.StringUnknown()}, &resp)
-	if resp.Diagnostics.HasError() {
-		t.Error("unknown selector rejected")
-	}
-}
-
-func TestAPIError(t *testing.T) {
-	const ep = "unix:///run/virtplane/agent.sock"
-	tests := []struct {
-		err  error
-		want []string
-	}{
-		{status.Error(codes.Unavailable, "connection refused"),
-			[]string{"unreachable at " + ep, "connection refused", "virtplane-agent is running"}},
-		{status.Error(codes.Unavailable, "tls: failed to verify certificate: x509: certificate signed by unknown authority"),
-			[]string{"unreachable at " + ep, "ca_file"}},
-		{status.Error(codes.Unauthenticated, "missing bearer token"),
-			[]string{"rejected", "missing bearer token", "token_file"}},
-		{status.Error(codes.Internal, "boom"), []string{"Internal", "boom", ep}},
-		{errors.New("not a status"), []string{"not a status"}},
-	}
-	for _, tt := range tests {
-		summary, detail := apiError(tt.err, ep, "list nodes")
-		text := summary + "\n" + detail
-		if !strings.HasPrefix(detail, "Cannot list nodes") {
-			t.Errorf("%v: detail does not say what failed: %s", tt.err, detail)
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(text, w) {
-				t.Errorf("%v: message lacks %q:\n%s", tt.err, w, text)
-			}
-		}
-	}
-}
-
-// A read during plan with an unknown provider configuration explains
-// itself, or defers when Terraform allows it; it never dials.
-func TestReadWithUnknownProviderConfig(t *testing.T) {
-	ctx := context.Background()
-	ds := &nodesDataSource{configuredDataSource{data: &providerData{unknown: []string{"endpoint"}}}}
-	var sresp datasource.SchemaResponse
-	ds.Schema(ctx, datasource.SchemaRequest{}, &sresp)
-	typ := sresp.Schema.Type().TerraformType(ctx)
-	cfg := tftypes.NewValue(typ, map[string]tftypes.Value{
-		"id":             tftypes.NewValue(tftypes.String, nil),
-		"label_selector": tftypes.NewValue(tftypes.String, nil),
-		"nodes":          tftypes.NewValue(typ.(tftypes.Object).AttributeTypes["nodes"], nil),
-	})
-	read := func(deferralAllowed bool) *datasource.ReadResponse {
-		req := datasource.ReadRequest{Config: tfsdk.Config{Schema: sresp.Schema, Raw: cfg}}
-		req.ClientCapabilities.DeferralAllowed = deferralAllowed
-		resp := &datasource.ReadResponse{State: tfsdk.State{Schema: sresp.Schema, Raw: tftypes.NewValue(typ, nil)}}
-		ds.Read(ctx, req, resp)
-		return resp
-	}
-
-	resp := read(false)
-	if errs := resp.Diagnostics.Errors(); len(errs) != 1 ||
-		!strings.Contains(errs[0].Summary(), "not known yet") ||
-		!strings.Contains(errs[0].Detail(), "endpoint") || !strings.Contains(errs[0].Detail(), "depends_on") {
-		t.Errorf("want one error naming endpoint and depends_on, got %v", resp.Diagnostics)
-	}
-	resp = read(true)
-	if resp.Diagnostics.HasError() || resp.Deferred == nil ||
-		resp.Deferred.Reason != datasource.DeferredReasonProviderConfigUnknown {
-		t.Errorf("with deferral allowed: deferred %v, diags %v", resp.Deferred, resp.Diagnostics)
 	}
 }
 

@@ -7,8 +7,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
+
+// Plan modifiers and plan-time helpers more than one kind uses.
 
 // keepEquivalentState plans the prior state's value when the configuration
 // says the same in another spelling (equivalent decides), so that the
@@ -27,35 +29,6 @@ func (m keepEquivalentState) PlanModifyString(_ context.Context, req planmodifie
 	}
 	if m.equivalent(req.ConfigValue.ValueString(), req.StateValue.ValueString()) {
 		resp.PlanValue = req.StateValue
-	}
-}
-
-// macFromState plans an interface's MAC address, when the configuration
-// leaves it out, as the one the interface of the same name has in the
-// prior state: the server assigns a MAC once per VM interface and keeps
-// it, so a known plan is exact, and it follows the interface by name, not
-// by list position. A new interface's MAC stays unknown until apply.
-type macFromState struct{ describedAs }
-
-var _ planmodifier.String = macFromState{}
-
-func (macFromState) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
-	if !req.ConfigValue.IsNull() || req.State.Raw.IsNull() {
-		return
-	}
-	var name types.String
-	if d := req.Plan.GetAttribute(ctx, req.Path.ParentPath().AtName("name"), &name); d.HasError() || name.IsUnknown() {
-		return
-	}
-	var prior []interfaceModel
-	if d := req.State.GetAttribute(ctx, path.Root("interface"), &prior); d.HasError() {
-		return
-	}
-	for _, i := range prior {
-		if i.Name.Equal(name) && !i.MACAddress.IsNull() && !i.MACAddress.IsUnknown() {
-			resp.PlanValue = i.MACAddress
-			return
-		}
 	}
 }
 
@@ -82,4 +55,15 @@ func keepComputedWhenUnchanged(ctx context.Context, req resource.ModifyPlanReque
 	}
 	resp.Plan = keep
 	return true
+}
+
+// knownAt reports whether the value of the root attribute name is known
+// throughout.
+func knownAt(v tftypes.Value, name string) bool {
+	at, _, err := tftypes.WalkAttributePath(v, tftypes.NewAttributePath().WithAttributeName(name))
+	if err != nil {
+		return false
+	}
+	tv, ok := at.(tftypes.Value)
+	return ok && tv.IsFullyKnown()
 }

@@ -2,46 +2,18 @@ package provider
 
 import (
 	"context"
-	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// The virtplane_virtual_machine_pool model and its conversions to and
-// from the API's VirtualMachinePool; its VM template goes through the VM
+// The conversions between the virtplane_virtual_machine_pool model and
+// the API's VirtualMachinePool; its VM template goes through the VM
 // resource's (template_convert.go).
-
-// poolModel holds what the pool resource and data source share.
-type poolModel struct {
-	ID             types.String `tfsdk:"id"`
-	Name           types.String `tfsdk:"name"`
-	Namespace      types.String `tfsdk:"namespace"`
-	UID            types.String `tfsdk:"uid"`
-	Replicas       types.Int64  `tfsdk:"replicas"`
-	Selector       types.Map    `tfsdk:"selector"`
-	Paused         types.Bool   `tfsdk:"paused"`
-	MaxUnavailable types.String `tfsdk:"max_unavailable"`
-	ScaleInOrder   types.String `tfsdk:"scale_in_order"`
-	Template       *vmSpecModel `tfsdk:"virtual_machine_template"`
-	Status         types.Object `tfsdk:"status"`
-}
-
-// poolResourceModel is the resource's state.
-type poolResourceModel struct {
-	poolModel
-	WaitForReady types.Bool     `tfsdk:"wait_for_ready"`
-	Timeouts     timeouts.Value `tfsdk:"timeouts"`
-}
-
-// poolStatusAttrTypes is the object type of the pool's status.
-var poolStatusAttrTypes = replicaStatusAttrTypes("vm_names", map[string]attr.Type{"updated_replicas": types.Int64Type})
 
 // poolFromModel builds the pool the configuration asks for. All values
 // must be known (apply time).
@@ -117,7 +89,7 @@ func poolToModel(p *apiv1.VirtualMachinePool, vmNames []string, prior *poolModel
 	})
 	diags.Append(d...)
 	return poolModel{
-		ID:             types.StringValue(vmID(md.GetNamespace(), md.GetName())),
+		ID:             types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
 		Name:           types.StringValue(md.GetName()),
 		Namespace:      types.StringValue(md.GetNamespace()),
 		UID:            types.StringValue(md.GetUid()),
@@ -129,71 +101,4 @@ func poolToModel(p *apiv1.VirtualMachinePool, vmNames []string, prior *poolModel
 		Template:       &tmpl,
 		Status:         status,
 	}, diags
-}
-
-// stringList is a list attribute of strings.
-func stringList(ss []string, diags *diag.Diagnostics) types.List {
-	elems := make([]attr.Value, len(ss))
-	for i, s := range ss {
-		elems[i] = types.StringValue(s)
-	}
-	l, d := types.ListValue(types.StringType, elems)
-	diags.Append(d...)
-	return l
-}
-
-// poolAttributePath maps an API field path of a pool to the attribute
-// that set it; the VM template's fields map as the VM resource's do, under
-// virtual_machine_template.
-func poolAttributePath(field string) (path.Path, bool) {
-	const tmpl = "spec.virtual_machine_template"
-	base := path.Root("virtual_machine_template")
-	switch {
-	case field == tmpl, field == tmpl+".spec", strings.HasPrefix(field, tmpl+".metadata.annotations"):
-		return base, true
-	case strings.HasPrefix(field, tmpl+"."):
-		// The rest is a VM's: metadata.labels, spec.run_strategy, ...
-		if p, ok := attributePath(strings.TrimPrefix(field, tmpl+".")); ok {
-			return underPath(base, p), true
-		}
-		return base, true
-	}
-	return replicaAttributePath(field)
-}
-
-// replicaAttributePath maps the fields outside the template that the pool
-// and the replica set share.
-func replicaAttributePath(field string) (path.Path, bool) {
-	norm, args := normalizeFieldPath(field)
-	switch {
-	case norm == "metadata.name", norm == "metadata.namespace":
-		return path.Root(strings.TrimPrefix(norm, "metadata.")), true
-	case norm == "spec.replicas", norm == "spec.paused", norm == "spec.max_unavailable", norm == "spec.scale_in_order":
-		return path.Root(strings.TrimPrefix(norm, "spec.")), true
-	case strings.HasPrefix(norm, "spec.selector"):
-		if len(args) > 0 {
-			return path.Root("selector").AtMapKey(args[0]), true
-		}
-		return path.Root("selector"), true
-	}
-	return path.Empty(), false
-}
-
-// underPath is p with base's steps before its own: the attribute p names,
-// in the block at base.
-func underPath(base, p path.Path) path.Path {
-	out := base
-	for _, s := range p.Steps() {
-		switch s := s.(type) {
-		case path.PathStepAttributeName:
-			out = out.AtName(string(s))
-		case path.PathStepElementKeyInt:
-			out = out.AtListIndex(int(s))
-		case path.PathStepElementKeyString:
-			out = out.AtMapKey(string(s))
-		case path.PathStepElementKeyValue:
-			out = out.AtSetValue(s.Value)
-		}
-	}
-	return out
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -92,17 +91,6 @@ func poolVMs(ctx context.Context, c *client.Client, p *apiv1.VirtualMachinePool)
 	return out, nil
 }
 
-// controlledBy reports whether an object's controller owner reference
-// is the owner of kind with uid.
-func controlledBy(md *apiv1.ObjectMeta, kind, uid string) bool {
-	for _, o := range md.GetOwnerReferences() {
-		if o.GetController() {
-			return uid != "" && o.GetKind() == kind && o.GetUid() == uid
-		}
-	}
-	return false
-}
-
 // judgePool decides whether the pool has reached t: the controller has
 // acted on t.generation, the pool has replicas VMs, all on its current
 // template (status.template_generation caught up: the rollout is done),
@@ -141,9 +129,6 @@ func judgePool(t replicaTarget, v poolView) verdict {
 	return out
 }
 
-// maxDescribed bounds the replicas a state description names.
-const maxDescribed = 8
-
 // describePool renders what the pool is doing: its counts and its VMs'
 // printable statuses.
 func describePool(v poolView) string {
@@ -155,23 +140,9 @@ func describePool(v poolView) string {
 	if p.GetSpec().GetPaused() {
 		s += ", paused"
 	}
-	var vms []string
-	for i, m := range v.vms {
-		if i == maxDescribed {
-			vms = append(vms, fmt.Sprintf("and %d more", len(v.vms)-i))
-			break
-		}
-		vms = append(vms, m.vm.GetMetadata().GetName()+" "+orDefault(m.vm.GetStatus().GetPrintableStatus(), "(new)"))
-	}
-	if len(vms) > 0 {
-		s += "; VMs " + strings.Join(vms, ", ")
-	}
-	for _, c := range st.GetConditions() {
-		if c.GetStatus() == apiv1.ConditionTrue {
-			s += fmt.Sprintf("; %s (%s): %s", c.GetType(), c.GetReason(), c.GetMessage())
-		}
-	}
-	return s
+	return s + describeReplicas("VMs", v.vms, func(m vmView) string {
+		return m.vm.GetMetadata().GetName() + " " + orDefault(m.vm.GetStatus().GetPrintableStatus(), "(new)")
+	}, st.GetConditions())
 }
 
 // poolChanges signals whenever the pool or one of the VMs its selector
@@ -179,20 +150,14 @@ func describePool(v poolView) string {
 func poolChanges(ctx context.Context, c *client.Client, p *apiv1.VirtualMachinePool) <-chan struct{} {
 	ch, notify := notifier()
 	md := p.GetMetadata()
-	go func() {
-		w, err := c.Pools.Watch(ctx, &apiv1.WatchPoolsRequest{Options: &apiv1.WatchOptions{Namespace: md.GetNamespace(), Name: md.GetName()}})
-		if err == nil {
-			_ = client.EachEvent(w, func(*apiv1.PoolEvent) error { notify(); return nil })
-		}
-	}()
-	go func() {
-		w, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.Pools_WatchClient, error) {
+		return c.Pools.Watch(ctx, &apiv1.WatchPoolsRequest{Options: &apiv1.WatchOptions{Namespace: md.GetNamespace(), Name: md.GetName()}})
+	})
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.VirtualMachines_WatchClient, error) {
+		return c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{
 			Namespace: md.GetNamespace(), LabelSelector: apiv1.SelectorString(p.GetSpec().GetSelector()),
 		}})
-		if err == nil {
-			_ = client.EachEvent(w, func(*apiv1.VirtualMachineEvent) error { notify(); return nil })
-		}
-	}()
+	})
 	return ch
 }
 
@@ -202,7 +167,7 @@ func waitPool(ctx context.Context, c *client.Client, p *apiv1.VirtualMachinePool
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ns, name := p.GetMetadata().GetNamespace(), p.GetMetadata().GetName()
-	return waitUntil(ctx, "pool "+vmID(ns, name), poolChanges(wctx, c, p),
+	return waitUntil(ctx, "pool "+namespacedID(ns, name), poolChanges(wctx, c, p),
 		func(ctx context.Context) (poolView, error) { return readPool(ctx, c, ns, name) }, judge)
 }
 

@@ -1,5 +1,3 @@
-// Package provider is the virtplane Terraform provider: its configuration,
-// resources and data sources.
 package provider
 
 import (

@@ -1,15 +1,11 @@
 package provider
 
 import (
-	"context"
 	"fmt"
-	"maps"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
@@ -19,7 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -147,126 +142,4 @@ func upperFirst(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
-}
-
-// selectorDefault plans a selector left out of the configuration: the
-// state's while it still selects the template's labels (the API keeps a
-// selector for the object's life, so a label added to the template is no
-// reason to replace it), else the template's labels, which replaces the
-// object when it exists (RequiresReplace follows).
-type selectorDefault struct {
-	describedAs
-	labels path.Path
-}
-
-var _ planmodifier.Map = selectorDefault{}
-
-func (m selectorDefault) PlanModifyMap(ctx context.Context, req planmodifier.MapRequest, resp *planmodifier.MapResponse) {
-	if !req.ConfigValue.IsNull() || req.Plan.Raw.IsNull() {
-		return
-	}
-	var labels types.Map
-	if d := req.Plan.GetAttribute(ctx, m.labels, &labels); d.HasError() || labels.IsUnknown() {
-		return
-	}
-	if !req.StateValue.IsNull() && !req.StateValue.IsUnknown() && selects(req.StateValue, labels) {
-		resp.PlanValue = req.StateValue
-		return
-	}
-	if labels.IsNull() || len(labels.Elements()) == 0 {
-		return // ValidateConfig reports it
-	}
-	resp.PlanValue = labels
-}
-
-// selects reports whether every pair of selector is among labels (and
-// the selector has at least one), as the API's LabelSelector.Matches.
-func selects(selector, labels types.Map) bool {
-	sel := selector.Elements()
-	if len(sel) == 0 {
-		return false
-	}
-	have := labels.Elements()
-	for k, v := range sel {
-		if got, ok := have[k]; !ok || !got.Equal(v) {
-			return false
-		}
-	}
-	return true
-}
-
-// validateSelector checks at plan time what the API refuses: a selector
-// that does not match the template's labels, or none at all (no selector
-// and no labels to default it to).
-func validateSelector(ctx context.Context, cfg tfsdk.Config, labelsPath path.Path, diags *diag.Diagnostics) {
-	var sel, labels types.Map
-	if d := cfg.GetAttribute(ctx, path.Root("selector"), &sel); d.HasError() || sel.IsUnknown() {
-		return
-	}
-	if d := cfg.GetAttribute(ctx, labelsPath, &labels); d.HasError() || labels.IsUnknown() {
-		return
-	}
-	for _, v := range []types.Map{sel, labels} {
-		for _, e := range v.Elements() {
-			if e.IsUnknown() {
-				return
-			}
-		}
-	}
-	switch {
-	case !sel.IsNull() && len(sel.Elements()) == 0:
-		diags.AddAttributeError(path.Root("selector"), "Empty selector",
-			"selector needs at least one label: an empty selector would select everything in the namespace. "+
-				"Leave it out to select by "+labelsPath.String()+".")
-	case sel.IsNull() && len(labels.Elements()) == 0:
-		diags.AddAttributeError(labelsPath, "Missing labels",
-			labelsPath.String()+" needs at least one label: the replicas are told apart from other objects by them "+
-				"(selector defaults to them).")
-	case !sel.IsNull() && !selects(sel, labels):
-		diags.AddAttributeError(path.Root("selector"), "Selector does not match the template",
-			fmt.Sprintf("selector %s is not among %s %s: what the controller makes would never count as its own.",
-				selectorText(sel), labelsPath, selectorText(labels)))
-	}
-}
-
-// selectorText renders a map of labels as a selector ("app=web,tier=db").
-func selectorText(m types.Map) string {
-	s := map[string]string{}
-	for k, v := range m.Elements() {
-		if sv, ok := v.(types.String); ok {
-			s[k] = sv.ValueString()
-		}
-	}
-	return apiv1.SelectorString(&apiv1.LabelSelector{MatchLabels: s})
-}
-
-// conditionList is a list of conditions as the status attributes have it.
-func conditionList(conds []*apiv1.Condition, diags *diag.Diagnostics) types.List {
-	elems := make([]attr.Value, 0, len(conds))
-	for _, c := range conds {
-		obj, d := types.ObjectValue(conditionAttrTypes, map[string]attr.Value{
-			"type":    types.StringValue(c.GetType()),
-			"status":  types.StringValue(c.GetStatus()),
-			"reason":  types.StringValue(c.GetReason()),
-			"message": types.StringValue(c.GetMessage()),
-		})
-		diags.Append(d...)
-		elems = append(elems, obj)
-	}
-	list, d := types.ListValue(types.ObjectType{AttrTypes: conditionAttrTypes}, elems)
-	diags.Append(d...)
-	return list
-}
-
-// replicaStatusAttrTypes are the object types of the status attributes,
-// with the names list under names.
-func replicaStatusAttrTypes(names string, more map[string]attr.Type) map[string]attr.Type {
-	out := map[string]attr.Type{
-		"replicas":       types.Int64Type,
-		"ready_replicas": types.Int64Type,
-		"conditions":     types.ListType{ElemType: types.ObjectType{AttrTypes: conditionAttrTypes}},
-		names:            types.ListType{ElemType: types.StringType},
-	}
-	maps.Copy(out, more)
-	return out
 }

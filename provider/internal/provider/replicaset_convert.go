@@ -2,45 +2,18 @@ package provider
 
 import (
 	"context"
-	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// The virtplane_virtual_machine_replica_set model and its conversions to
-// and from the API's VirtualMachineInstanceReplicaSet; its template goes
+// The conversions between the virtplane_virtual_machine_replica_set model
+// and the API's VirtualMachineInstanceReplicaSet; its template goes
 // through the VM resource's (template_convert.go).
-
-// replicaSetModel holds what the replica set resource and data source
-// share.
-type replicaSetModel struct {
-	ID        types.String           `tfsdk:"id"`
-	Name      types.String           `tfsdk:"name"`
-	Namespace types.String           `tfsdk:"namespace"`
-	UID       types.String           `tfsdk:"uid"`
-	Replicas  types.Int64            `tfsdk:"replicas"`
-	Selector  types.Map              `tfsdk:"selector"`
-	Paused    types.Bool             `tfsdk:"paused"`
-	Template  *instanceTemplateModel `tfsdk:"template"`
-	Status    types.Object           `tfsdk:"status"`
-}
-
-// replicaSetResourceModel is the resource's state.
-type replicaSetResourceModel struct {
-	replicaSetModel
-	WaitForReady types.Bool     `tfsdk:"wait_for_ready"`
-	Timeouts     timeouts.Value `tfsdk:"timeouts"`
-}
-
-// replicaSetStatusAttrTypes is the object type of the replica set's status.
-var replicaSetStatusAttrTypes = replicaStatusAttrTypes("instance_names", nil)
 
 // replicaSetFromModel builds the replica set the configuration asks for.
 // All values must be known (apply time).
@@ -105,7 +78,7 @@ func replicaSetToModel(rs *apiv1.VirtualMachineInstanceReplicaSet, names []strin
 	})
 	diags.Append(d...)
 	return replicaSetModel{
-		ID:        types.StringValue(vmID(md.GetNamespace(), md.GetName())),
+		ID:        types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
 		Name:      types.StringValue(md.GetName()),
 		Namespace: types.StringValue(md.GetNamespace()),
 		UID:       types.StringValue(md.GetUid()),
@@ -115,30 +88,4 @@ func replicaSetToModel(rs *apiv1.VirtualMachineInstanceReplicaSet, names []strin
 		Template:  &tmpl,
 		Status:    status,
 	}, diags
-}
-
-// replicaSetAttributePath maps an API field path of a replica set to the
-// attribute that set it; the template's spec maps as the VM resource's
-// does, under template.
-func replicaSetAttributePath(field string) (path.Path, bool) {
-	const tmpl = "spec.template"
-	base := path.Root("template")
-	norm, args := normalizeFieldPath(field)
-	switch {
-	case strings.HasPrefix(norm, tmpl+".metadata.labels"):
-		if len(args) > 0 {
-			return base.AtName("labels").AtMapKey(args[0]), true
-		}
-		return base.AtName("labels"), true
-	case strings.HasPrefix(field, tmpl+"."):
-		// spec.template.metadata.annotations and spec.template.spec...
-		// are a VM's fields of the same names.
-		if p, ok := attributePath(field); ok {
-			return underPath(base, p), true
-		}
-		return base, true
-	case field == tmpl:
-		return base, true
-	}
-	return replicaAttributePath(field)
 }

@@ -114,23 +114,9 @@ func describeReplicaSet(v replicaSetView) string {
 	if rs.GetSpec().GetPaused() {
 		s += ", paused"
 	}
-	var vmis []string
-	for i, vmi := range v.vmis {
-		if i == maxDescribed {
-			vmis = append(vmis, fmt.Sprintf("and %d more", len(v.vmis)-i))
-			break
-		}
-		vmis = append(vmis, vmi.GetMetadata().GetName()+" "+orDefault(vmi.GetStatus().GetPhase(), apiv1.PhasePending))
-	}
-	if len(vmis) > 0 {
-		s += "; instances " + strings.Join(vmis, ", ")
-	}
-	for _, c := range st.GetConditions() {
-		if c.GetStatus() == apiv1.ConditionTrue {
-			s += fmt.Sprintf("; %s (%s): %s", c.GetType(), c.GetReason(), c.GetMessage())
-		}
-	}
-	return s
+	return s + describeReplicas("instances", v.vmis, func(vmi *apiv1.VirtualMachineInstance) string {
+		return vmi.GetMetadata().GetName() + " " + orDefault(vmi.GetStatus().GetPhase(), apiv1.PhasePending)
+	}, st.GetConditions())
 }
 
 // replicaSetChanges signals whenever the replica set or one of the
@@ -138,20 +124,14 @@ func describeReplicaSet(v replicaSetView) string {
 func replicaSetChanges(ctx context.Context, c *client.Client, rs *apiv1.VirtualMachineInstanceReplicaSet) <-chan struct{} {
 	ch, notify := notifier()
 	md := rs.GetMetadata()
-	go func() {
-		w, err := c.ReplicaSets.Watch(ctx, &apiv1.WatchReplicaSetsRequest{Options: &apiv1.WatchOptions{Namespace: md.GetNamespace(), Name: md.GetName()}})
-		if err == nil {
-			_ = client.EachEvent(w, func(*apiv1.ReplicaSetEvent) error { notify(); return nil })
-		}
-	}()
-	go func() {
-		w, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.ReplicaSets_WatchClient, error) {
+		return c.ReplicaSets.Watch(ctx, &apiv1.WatchReplicaSetsRequest{Options: &apiv1.WatchOptions{Namespace: md.GetNamespace(), Name: md.GetName()}})
+	})
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.VirtualMachineInstances_WatchClient, error) {
+		return c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: &apiv1.WatchOptions{
 			Namespace: md.GetNamespace(), LabelSelector: apiv1.SelectorString(rs.GetSpec().GetSelector()),
 		}})
-		if err == nil {
-			_ = client.EachEvent(w, func(*apiv1.VirtualMachineInstanceEvent) error { notify(); return nil })
-		}
-	}()
+	})
 	return ch
 }
 
@@ -162,7 +142,7 @@ func waitReplicaSet(ctx context.Context, c *client.Client, rs *apiv1.VirtualMach
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ns, name := rs.GetMetadata().GetNamespace(), rs.GetMetadata().GetName()
-	return waitUntil(ctx, "replica set "+vmID(ns, name), replicaSetChanges(wctx, c, rs),
+	return waitUntil(ctx, "replica set "+namespacedID(ns, name), replicaSetChanges(wctx, c, rs),
 		func(ctx context.Context) (replicaSetView, error) { return readReplicaSet(ctx, c, ns, name) }, judge)
 }
 

@@ -5,7 +5,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -25,44 +24,12 @@ func (r *snapshotResource) Create(ctx context.Context, req resource.CreateReques
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	key := &apiv1.ObjectKey{Namespace: want.Metadata.Namespace, Name: want.Metadata.Name}
-	id := vmID(key.Namespace, key.Name)
-	c := r.data.client
-	created, err := c.Snapshots.Create(ctx, &apiv1.CreateSnapshotRequest{Snapshot: want})
-	if err != nil {
-		r.addError(&resp.Diagnostics, err, "create virtual machine snapshot "+id)
-		return
-	}
-	uid := created.GetMetadata().GetUid()
-	tflog.Info(ctx, "virtual machine snapshot created", map[string]any{"snapshot": id, "uid": uid})
-	// Saved before the wait: if Terraform is interrupted the snapshot is
-	// tainted and replaced by the next apply rather than forgotten.
-	r.setState(ctx, &resp.State, &resp.Diagnostics, created, &plan)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	s, err := waitNamed(ctx, snapshotOps(c), "virtual machine snapshot "+id, key, judgeSnapshot)
-	if err == nil {
-		r.setState(ctx, &resp.State, &resp.Diagnostics, s, &plan)
-		return
-	}
-	r.addWaitFailure(&resp.Diagnostics, err, id, waitFailure{
-		want: "to succeed", slow: "the copy of its volumes needs", stuck: "failed",
-	}, timeout, "create")
 	// KubeVirt keeps a failed snapshot; a failed Terraform create leaves
-	// nothing behind, so the next apply starts afresh. Deleting needs time
-	// of its own when the wait used all of create's.
-	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), defaultTimeout)
-	defer dcancel()
-	replaced, derr := deleteNamed(dctx, snapshotOps(c), "virtual machine snapshot", key, uid, describeSnapshot)
-	if derr != nil {
-		r.addDeleteFailure(&resp.Diagnostics, derr, false, id, defaultTimeout, "The node removes what it copied first")
-		return // still in the state, tainted: destroy deletes it
-	}
-	if !replaced {
-		tflog.Info(ctx, "failed virtual machine snapshot deleted", map[string]any{"snapshot": id})
-	}
-	resp.State.RemoveResource(ctx)
+	// nothing behind.
+	createNamed(ctx, &r.configuredResource, resp, snapshotOps(r.data.client), want,
+		func(s *apiv1.VirtualMachineSnapshot) { r.setState(ctx, &resp.State, &resp.Diagnostics, s, &plan) },
+		waitFailure{want: "to succeed", slow: "the copy of its volumes needs", stuck: "failed"},
+		timeout, "The node removes what it copied first", nil)
 }
 
 func (r *snapshotResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -76,7 +43,7 @@ func (r *snapshotResource) Read(ctx context.Context, req resource.ReadRequest, r
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
 	s, err := r.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
-	if !r.stillManaged(ctx, resp, vmID(ns, name), state.UID.ValueString(), s.GetMetadata().GetUid(), err) {
+	if !r.stillManaged(ctx, resp, namespacedID(ns, name), state.UID.ValueString(), s.GetMetadata().GetUid(), err) {
 		return
 	}
 	r.setState(ctx, &resp.State, &resp.Diagnostics, s, &state)
@@ -92,7 +59,7 @@ func (r *snapshotResource) Update(ctx context.Context, req resource.UpdateReques
 		return
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	id := vmID(ns, name)
+	id := namespacedID(ns, name)
 	s, err := r.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
 	if err != nil {
 		r.addError(&resp.Diagnostics, err, "read virtual machine snapshot "+id)
@@ -124,8 +91,8 @@ func (r *snapshotResource) Delete(ctx context.Context, req resource.DeleteReques
 	// waits for the node to remove the data before the snapshot goes: once
 	// it is gone, so is the data.
 	replaced, err := deleteNamed(ctx, snapshotOps(r.data.client), "virtual machine snapshot",
-		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString(), describeSnapshot)
-	r.addDeleteFailure(&resp.Diagnostics, err, replaced, vmID(ns, name), timeout,
+		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString())
+	r.addDeleteFailure(&resp.Diagnostics, err, replaced, namespacedID(ns, name), timeout,
 		"With deletion_policy Delete the node removes the snapshot's data first")
 }
 

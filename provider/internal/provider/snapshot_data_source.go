@@ -11,6 +11,9 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
+// The virtplane_virtual_machine_snapshot data source: one snapshot by
+// namespace and name.
+
 var (
 	_ datasource.DataSource              = (*snapshotDataSource)(nil)
 	_ datasource.DataSourceWithConfigure = (*snapshotDataSource)(nil)
@@ -74,18 +77,14 @@ func (d *snapshotDataSource) Read(ctx context.Context, req datasource.ReadReques
 	if !d.readConfig(ctx, req, resp, &cfg, "read virtplane_virtual_machine_snapshot") {
 		return
 	}
-	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
+	ns := namespaceOrDefault(cfg.Namespace)
 	name := cfg.Name.ValueString()
 	s, err := d.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
 	if err != nil {
-		addLookupError(&resp.Diagnostics, err, d.data.endpoint, snapshotKind, vmID(ns, name),
+		addLookupError(&resp.Diagnostics, err, d.data.endpoint, snapshotKind, namespacedID(ns, name),
 			"(virtplane-agent snapshot list -n "+ns+" lists them).")
 		return
 	}
 	m, diags := snapshotToModel(s, nil)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	d.record(ctx, resp, &m, diags)
 }

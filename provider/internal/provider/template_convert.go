@@ -15,7 +15,7 @@ import (
 // are made from, between the model and the API. The schema is flatter
 // than the API: a disk block is a disk plus the volume of the same name,
 // an interface block is an interface plus its network
-// (vm_convert_network.go), annotations go to the instance template.
+// (template_convert_network.go), annotations go to the instance template.
 
 // instanceSpecFromModel builds the instance spec m asks for. Unset
 // optional values are left zero, which the agent fills with the same
@@ -323,4 +323,13 @@ func diskToModel(d *apiv1.Disk, vol *apiv1.Volume, prior *diskModel) diskModel {
 		dm.Image = types.StringValue(vol.GetImage().GetName())
 	}
 	return dm
+}
+
+// runStrategyOf is the VM's effective run strategy; a VM that sets both
+// fields (which the API refuses) shows its run_strategy.
+func runStrategyOf(spec *apiv1.VirtualMachineSpec) string {
+	if s, err := spec.EffectiveRunStrategy(); err == nil {
+		return s
+	}
+	return spec.GetRunStrategy()
 }

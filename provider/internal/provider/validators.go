@@ -3,8 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -17,9 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
+
+// Validators more than one kind's attributes use, and what the provider's
+// own validators are made of.
 
 // describedAs gives a validator or plan modifier its description: plain
 // text, which reads as Markdown too.
@@ -60,23 +59,6 @@ func (v mapCheck) ValidateMap(_ context.Context, req validator.MapRequest, resp 
 		return
 	}
 	v.check(req.Path, req.ConfigValue.Elements(), &resp.Diagnostics)
-}
-
-// endpointValidator rejects malformed endpoints at validate time, before
-// anything is dialled.
-func endpointValidator() validator.String {
-	return stringCheck{
-		describedAs: "must be unix:///path/to/agent.sock, /path/to/agent.sock, host:port or https://host:port",
-		check: func(p path.Path, s string, diags *diag.Diagnostics) {
-			// Empty means "use the environment or the default" (see resolveConfig).
-			if s == "" {
-				return
-			}
-			if _, err := checkEndpoint(s); err != nil {
-				diags.AddAttributeError(p, "Invalid virtplane endpoint", "endpoint "+strconv.Quote(s)+": "+err.Error())
-			}
-		},
-	}
 }
 
 // labelSelectorValidator parses selectors with the same library as the
@@ -193,73 +175,20 @@ func labelMapValidator() validator.Map {
 	}
 }
 
-// maxAnnotationBytes is the agent's (and Kubernetes') limit on keys plus
-// values.
-const maxAnnotationBytes = 256 * 1024
-
-// annotationMapValidator checks annotation keys (qualified names, case
-// ignored) and the total size, as the agent does.
-func annotationMapValidator() validator.Map {
-	return mapCheck{
-		describedAs: "keys must be qualified names (`example.com/name`); keys and values together at most 256 KiB",
-		check: func(p path.Path, elems map[string]attr.Value, diags *diag.Diagnostics) {
-			total := 0
-			for k, e := range elems {
-				if msgs := content.IsLabelKey(strings.ToLower(k)); len(msgs) > 0 {
-					addBadKey(diags, p, k, msgs)
-				}
-				total += len(k)
-				if s, ok := e.(types.String); ok {
-					total += len(s.ValueString())
-				}
-			}
-			if total > maxAnnotationBytes {
-				diags.AddAttributeError(p, "Annotations too large",
-					fmt.Sprintf("%s hold %d bytes of keys and values; at most %d are allowed.", p, total, maxAnnotationBytes))
-			}
-		},
-	}
-}
-
 // addBadKey reports map key k of attribute p as invalid for msgs.
 func addBadKey(diags *diag.Diagnostics, p path.Path, k string, msgs []string) {
 	diags.AddAttributeError(p.AtMapKey(k), "Invalid "+lastStep(p)+" key",
 		fmt.Sprintf("%s key %s is not valid: %s.", p, strconv.Quote(k), strings.Join(msgs, "; ")))
 }
 
-// macValidator accepts unicast MAC addresses in colon notation.
-func macValidator() validator.String {
-	return stringCheck{
-		describedAs: "must be a unicast MAC address such as 02:00:00:00:00:01",
-		check: func(p path.Path, s string, diags *diag.Diagnostics) {
-			hw, err := net.ParseMAC(s)
-			bad := ""
-			switch {
-			case err != nil || len(hw) != 6:
-				bad = "must be a MAC address such as 02:00:00:00:00:01"
-			case hw[0]&1 != 0:
-				bad = "must be a unicast MAC address (least significant bit of the first octet clear)"
-			case hw.String() == "00:00:00:00:00:00":
-				bad = "must not be all zeros"
-			}
-			if bad != "" {
-				diags.AddAttributeError(p, "Invalid mac_address", fmt.Sprintf("%s %s %s.", p, strconv.Quote(s), bad))
-			}
-		},
-	}
-}
-
-// imagePathValidator applies the agent's image reference rules that do
-// not depend on the node: no ".." and no NUL. Absolute paths are left to
-// the agent, which accepts them inside its image directory only.
-func imagePathValidator() validator.String {
-	return stringCheck{
-		describedAs: "must be a path relative to the node image directory (or an absolute path inside it), without `..`",
-		check: func(p path.Path, s string, diags *diag.Diagnostics) {
-			if filepath.IsAbs(s) {
-				return // only the agent knows its image directory
-			}
-			addFieldErrors(diags, p, s, validation.ValidateImagePath(s, field.NewPath(p.String()), ""))
-		},
+// addFieldErrors reports the agent's validation errors on attribute p.
+func addFieldErrors(diags *diag.Diagnostics, p path.Path, shown string, errs field.ErrorList) {
+	for _, e := range errs {
+		detail := e.Detail
+		if detail == "" {
+			detail = e.ErrorBody()
+		}
+		diags.AddAttributeError(p, "Invalid "+lastStep(p),
+			fmt.Sprintf("%s %s: %s.", p, strconv.Quote(shown), strings.TrimSuffix(detail, ".")))
 	}
 }

@@ -2,38 +2,18 @@ package provider
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// The conversions between the Terraform model and the API object. The
-// schema is flatter than the API: a disk block is a disk plus the volume of
-// the same name, an interface block is an interface plus its network
-// (vm_convert_network.go), annotations go to the instance template.
-
-// vmID is the resource id: "namespace/name".
-func vmID(namespace, name string) string { return namespace + "/" + name }
-
-// parseVMID accepts "namespace/name" and a bare "name" (default namespace).
-func parseVMID(id string) (namespace, name string, err error) {
-	parts := strings.Split(id, "/")
-	switch {
-	case len(parts) == 1 && parts[0] != "":
-		return apiv1.DefaultNamespace, parts[0], nil
-	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
-		return parts[0], parts[1], nil
-	}
-	return "", "", fmt.Errorf("want namespace/name or name, got %q", id)
-}
+// The conversions between the virtplane_virtual_machine model and the
+// API's VirtualMachine: its identity and status here, what it is made
+// from in template_convert.go.
 
 // vmFromModel builds the VM the configuration asks for (see
 // instanceSpecFromModel). All values must be known (apply time).
@@ -86,7 +66,7 @@ func vmToModel(_ context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMa
 	}
 	md := vm.GetMetadata()
 	m := vmModel{
-		ID:              types.StringValue(vmID(md.GetNamespace(), md.GetName())),
+		ID:              types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
 		Name:            types.StringValue(md.GetName()),
 		Namespace:       types.StringValue(md.GetNamespace()),
 		UID:             types.StringValue(md.GetUid()),
@@ -95,15 +75,6 @@ func vmToModel(_ context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMa
 	}
 	m.Status = statusObject(vm, vmi, &diags)
 	return m, diags
-}
-
-// runStrategyOf is the VM's effective run strategy; a VM that sets both
-// fields (which the API refuses) shows its run_strategy.
-func runStrategyOf(spec *apiv1.VirtualMachineSpec) string {
-	if s, err := spec.EffectiveRunStrategy(); err == nil {
-		return s
-	}
-	return spec.GetRunStrategy()
 }
 
 // statusObject is the computed status attribute.
@@ -122,188 +93,38 @@ func statusObject(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance, d
 	return obj
 }
 
-// readString maps "" to null, unless the prior value was a known "" (a
-// configuration that says `x = ""` must read back as "", not null).
-func readString(s string, prior types.String) types.String {
-	if s != "" {
-		return types.StringValue(s)
+// interfaceStatusList is status.interfaces: what the node reports of a
+// running instance's interfaces; empty without one, so that a stopped
+// VM never shows the addresses its last instance had.
+func interfaceStatusList(vmi *apiv1.VirtualMachineInstance, diags *diag.Diagnostics) types.List {
+	elemType := types.ObjectType{AttrTypes: interfaceStatusAttrTypes}
+	elems := []attr.Value{}
+	if vmi != nil && !apiv1.IsFinal(vmi.GetStatus().GetPhase()) {
+		for _, s := range vmi.GetStatus().GetInterfaces() {
+			elems = append(elems, interfaceStatusObject(s, diags))
+		}
 	}
-	if !prior.IsNull() && !prior.IsUnknown() && prior.ValueString() == "" {
-		return types.StringValue("")
-	}
-	return types.StringNull()
-}
-
-// mapFromAPI maps an empty map to null, unless the prior value was a known
-// empty map or full is set (data sources return empty maps, so lookup()
-// works on them).
-func mapFromAPI(m map[string]string, prior types.Map, full bool, diags *diag.Diagnostics) types.Map {
-	if len(m) == 0 && !full && (prior.IsNull() || prior.IsUnknown()) {
-		return types.MapNull(types.StringType)
-	}
-	if m == nil {
-		m = map[string]string{}
-	}
-	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
+	list, d := types.ListValue(elemType, elems)
 	diags.Append(d...)
-	return v
+	return list
 }
 
-// stringMap converts a known map attribute; null gives nil.
-func stringMap(ctx context.Context, m types.Map, diags *diag.Diagnostics) map[string]string {
-	if m.IsNull() || m.IsUnknown() {
-		return nil
+func interfaceStatusObject(s *apiv1.InterfaceStatus, diags *diag.Diagnostics) types.Object {
+	ips := make([]attr.Value, 0, len(s.GetIpAddresses()))
+	for _, ip := range s.GetIpAddresses() {
+		ips = append(ips, types.StringValue(ip))
 	}
-	out := map[string]string{}
-	diags.Append(m.ElementsAs(ctx, &out, false)...)
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// attributePath maps an API field path from a validation error
-// ("spec.template.spec.domain.devices.disks[1].name") to the attribute
-// that set it (disk[1].name). ok is false for fields the schema does not
-// expose; such errors are reported against the whole resource.
-func attributePath(field string) (path.Path, bool) {
-	norm, args := normalizeFieldPath(field)
-	// listElem is the list element the first [i] of norm names.
-	listElem := func(root string) (path.Path, bool) {
-		if len(args) == 0 {
-			return path.Root(root), true
-		}
-		i, err := strconv.Atoi(args[0])
-		if err != nil {
-			return path.Root(root), true
-		}
-		return path.Root(root).AtListIndex(i), true
-	}
-	// mapKey is the map attribute root, at the key of the first [k].
-	mapKey := func(root string) (path.Path, bool) {
-		if len(args) == 0 {
-			return path.Root(root), true
-		}
-		return path.Root(root).AtMapKey(args[0]), true
-	}
-	const (
-		tmplSpec = "spec.template.spec."
-		domain   = tmplSpec + "domain."
-		disks    = domain + "devices.disks[*]"
-		ifaces   = domain + "devices.interfaces[*]"
-		volumes  = tmplSpec + "volumes[*]"
-		networks = tmplSpec + "networks[*]"
-	)
-	switch {
-	case norm == "metadata.name", norm == "metadata.namespace":
-		return path.Root(strings.TrimPrefix(norm, "metadata.")), true
-	case strings.HasPrefix(norm, "metadata.labels"):
-		return mapKey("labels")
-	case norm == "spec.run_strategy", norm == "spec.running":
-		return path.Root("run_strategy"), true
-	case norm == "spec.node_failure_policy":
-		return path.Root("node_failure_policy"), true
-	case strings.HasPrefix(norm, "spec.template.metadata.annotations"):
-		return mapKey("annotations")
-	case strings.HasPrefix(norm, tmplSpec+"node_selector"):
-		return mapKey("node_selector")
-	case norm == tmplSpec+"termination_grace_period_seconds":
-		return path.Root("termination_grace_period"), true
-	case norm == tmplSpec+"eviction_strategy":
-		return path.Root("eviction_strategy"), true
-	case strings.HasPrefix(norm, domain+"cpu"):
-		if n := strings.TrimPrefix(norm, domain+"cpu."); n == "cores" || n == "sockets" || n == "threads" {
-			return path.Root("cpu").AtName(n), true
-		}
-		return path.Root("cpu"), true
-	case strings.HasPrefix(norm, domain+"memory"):
-		return path.Root("memory"), true
-	case strings.HasPrefix(norm, domain+"firmware.bootloader"):
-		switch strings.TrimPrefix(norm, domain+"firmware.bootloader") {
-		case ".bios":
-			return path.Root("bootloader").AtName("bios"), true
-		case ".efi":
-			return path.Root("bootloader").AtName("efi"), true
-		case ".efi.secure_boot":
-			return path.Root("bootloader").AtName("efi").AtName("secure_boot"), true
-		}
-		return path.Root("bootloader"), true
-	case strings.HasPrefix(norm, domain+"firmware"):
-		if n := strings.TrimPrefix(norm, domain+"firmware.kernel_boot."); n == "kernel" || n == "initrd" || n == "cmdline" {
-			return path.Root("boot").AtName(n), true
-		}
-		return path.Root("boot"), true
-	case strings.HasPrefix(norm, disks):
-		p, _ := listElem("disk")
-		switch strings.TrimPrefix(norm, disks) {
-		case ".name":
-			return p.AtName("name"), true
-		case ".boot_order":
-			return p.AtName("boot_order"), true
-		case ".disk", ".disk.bus", ".cdrom", ".cdrom.bus":
-			return p.AtName("bus"), true
-		}
-		return p, true
-	case strings.HasPrefix(norm, ifaces):
-		p, _ := listElem("interface")
-		switch n := strings.TrimPrefix(norm, ifaces+"."); n {
-		case "name", "model", "mac_address":
-			return p.AtName(n), true
-		}
-		return p, true
-	case strings.HasPrefix(norm, volumes):
-		// Volumes are written in disk order, one per disk.
-		p, _ := listElem("disk")
-		switch n := strings.TrimPrefix(norm, volumes+"."); n {
-		case "name":
-			return p.AtName("name"), true
-		case "image", "image.name":
-			return p.AtName("image"), true
-		case "persistent.size", "persistent.image":
-			return p.AtName("persistent").AtName(strings.TrimPrefix(n, "persistent.")), true
-		case "cloud_init_no_cloud.user_data", "cloud_init_no_cloud.network_data":
-			return p.AtName("cloud_init").AtName(strings.TrimPrefix(n, "cloud_init_no_cloud.")), true
-		case "persistent":
-			return p.AtName("persistent"), true
-		case "cloud_init_no_cloud":
-			return p.AtName("cloud_init"), true
-		}
-		return p, true
-	case norm == tmplSpec+"networks", norm == domain+"devices.interfaces":
-		return path.Root("interface"), true // their number
-	case strings.HasPrefix(norm, networks):
-		return networkAttributePath(strings.TrimPrefix(norm, networks), args), true
-	}
-	return path.Empty(), false
-}
-
-// normalizeFieldPath replaces every [index] or [key] of a Kubernetes field
-// path with [*] and returns their contents in order.
-func normalizeFieldPath(field string) (string, []string) {
-	var b strings.Builder
-	var args []string
-	for {
-		open := strings.IndexByte(field, '[')
-		if open < 0 {
-			b.WriteString(field)
-			break
-		}
-		end := strings.IndexByte(field[open:], ']')
-		if end < 0 {
-			b.WriteString(field)
-			break
-		}
-		b.WriteString(field[:open])
-		b.WriteString("[*]")
-		args = append(args, field[open+1:open+end])
-		field = field[open+end+1:]
-	}
-	return b.String(), args
+	ipList, d := types.ListValue(types.StringType, ips)
+	diags.Append(d...)
+	obj, d := types.ObjectValue(interfaceStatusAttrTypes, map[string]attr.Value{
+		"name":           types.StringValue(s.GetName()),
+		"mac_address":    optString(s.GetMacAddress()),
+		"ip_address":     optString(s.GetIpAddress()),
+		"ip_addresses":   ipList,
+		"source":         optString(s.GetSource()),
+		"info":           optString(s.GetInfo()),
+		"interface_name": optString(s.GetInterfaceName()),
+	})
+	diags.Append(d...)
+	return obj
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"google.golang.org/protobuf/proto"
 
@@ -337,165 +336,41 @@ func TestMergeVMKeepsUnmanagedFields(t *testing.T) {
 	}
 }
 
-func TestParseVMID(t *testing.T) {
-	for _, c := range []struct{ in, ns, name string }{
-		{"prod/web", "prod", "web"},
-		{"web", "default", "web"},
-	} {
-		ns, name, err := parseVMID(c.in)
-		if err != nil || ns != c.ns || name != c.name {
-			t.Errorf("parseVMID(%q) = %q, %q, %v", c.in, ns, name, err)
-		}
-	}
-	for _, bad := range []string{"", "/", "a/", "/b", "a/b/c"} {
-		if _, _, err := parseVMID(bad); err == nil {
-			t.Errorf("parseVMID(%q) accepted", bad)
-		}
-	}
-}
-
-func TestAttributePath(t *testing.T) {
-	for field, want := range map[string]string{
-		"metadata.name":                                                       "name",
-		"metadata.namespace":                                                  "namespace",
-		"metadata.labels":                                                     "labels",
-		"metadata.labels[app]":                                                `labels["app"]`,
-		"spec.run_strategy":                                                   "run_strategy",
-		"spec.running":                                                        "run_strategy",
-		"spec.node_failure_policy":                                            "node_failure_policy",
-		"spec.template.metadata.annotations":                                  "annotations",
-		"spec.template.spec.domain.memory.guest":                              "memory",
-		"spec.template.spec.domain.cpu":                                       "cpu",
-		"spec.template.spec.domain.cpu.cores":                                 "cpu.cores",
-		"spec.template.spec.domain.devices.disks[1].name":                     "disk[1].name",
-		"spec.template.spec.domain.devices.disks[2].disk.bus":                 "disk[2].bus",
-		"spec.template.spec.domain.devices.disks[0].cdrom.bus":                "disk[0].bus",
-		"spec.template.spec.domain.devices.disks[0].boot_order":               "disk[0].boot_order",
-		"spec.template.spec.volumes[1]":                                       "disk[1]",
-		"spec.template.spec.volumes[1].image.name":                            "disk[1].image",
-		"spec.template.spec.volumes[0].persistent.size":                       "disk[0].persistent.size",
-		"spec.template.spec.volumes[3].cloud_init_no_cloud.user_data":         "disk[3].cloud_init.user_data",
-		"spec.template.spec.volumes[3].cloud_init_no_cloud":                   "disk[3].cloud_init",
-		"spec.template.spec.domain.devices.interfaces[0].mac_address":         "interface[0].mac_address",
-		"spec.template.spec.networks[1].name":                                 "interface[1].name",
-		"spec.template.spec.domain.firmware.kernel_boot.kernel":               "boot.kernel",
-		"spec.template.spec.domain.firmware.bootloader":                       "bootloader",
-		"spec.template.spec.domain.firmware.bootloader.efi":                   "bootloader.efi",
-		"spec.template.spec.domain.firmware.bootloader.efi.secure_boot":       "bootloader.efi.secure_boot",
-		"spec.template.spec.node_selector[zone]":                              `node_selector["zone"]`,
-		"spec.template.spec.termination_grace_period_seconds":                 "termination_grace_period",
-		"spec.template.spec.eviction_strategy":                                "eviction_strategy",
-		"spec.template.spec.domain.devices.disks[1].name[extra].nonsense.x.y": "disk[1]",
-	} {
-		p, ok := attributePath(field)
-		if !ok || p.String() != want {
-			t.Errorf("attributePath(%q) = %s, %v; want %s", field, p, ok, want)
-		}
-	}
-	for _, field := range []string{"status.ready", "spec.template.spec.paused", "spec.template.metadata.labels", ""} {
-		if p, ok := attributePath(field); ok {
-			t.Errorf("attributePath(%q) = %s; want no attribute", field, p)
-		}
-	}
-}
-
-// The agent's own validation errors land on the attributes that caused
-// them: build a VM the agent rejects, validate it as the agent does, and
-// map its field violations back.
-func TestAgentErrorsLandOnAttributes(t *testing.T) {
-	ctx := context.Background()
-	m := fullModel(t)
-	m.Disks[1].Image = types.StringValue("../escape.qcow2")
-	m.Interfaces[0].MACAddress = types.StringValue("01:00:00:00:00:01") // multicast
-	m.Disks = append(m.Disks, diskModel{Name: types.StringValue("root"), Image: types.StringValue("dup.qcow2")})
-	vm, _ := vmFromModel(ctx, &m)
-	validation.DefaultVirtualMachine(vm)
-	err := validation.ToStatusError("VirtualMachine", "web", validation.ValidateVirtualMachine(vm, validation.Options{}))
-	if err == nil {
-		t.Fatal("the agent accepted an invalid VM")
-	}
-	var diags diagsT
-	addObjectError(&diags.d, err, "unix:///x", "create virtual machine prod/web", vmKind)
-	got := map[string]bool{}
-	for _, e := range diags.d.Errors() {
-		if wp, ok := e.(interface{ Path() path.Path }); ok {
-			got[wp.Path().String()] = true
-		}
-	}
-	for _, want := range []string{"disk[1].image", "interface[0].mac_address", "disk[3].name"} {
-		if !got[want] {
-			t.Errorf("no error on %s; got errors on %v (%v)", want, got, diags.d)
-		}
-	}
-}
-
 // diagsT gives tests an addressable diag.Diagnostics.
 type diagsT struct{ d diag.Diagnostics }
 
-// fmtBootloader renders a bootloader block for comparisons.
-func fmtBootloader(b *bootloaderModel) string {
-	if b == nil {
-		return "<nil>"
+// status.interfaces shows what the node reports of a running instance,
+// with unset values null and the address list never null; a stopped or
+// finished VM shows none, not its last instance's addresses.
+func TestInterfaceStatusList(t *testing.T) {
+	vmi := vmiWith("i1", apiv1.PhaseRunning, true)
+	vmi.Status.Interfaces = []*apiv1.InterfaceStatus{
+		{Name: "default", MacAddress: "02:00:00:00:00:01", IpAddress: "10.0.2.15", IpAddresses: []string{"10.0.2.15", "fec0::5054:ff:fe12:3456"},
+			Source: apiv1.InterfaceSourceAgent, InterfaceName: "eth0"},
+		{Name: "lan", MacAddress: "02:00:00:00:00:02", Info: "no DHCP lease for 02:00:00:00:00:02"},
 	}
-	out := "{"
-	if b.BIOS != nil {
-		out += " bios {}"
+	var diags diagsT
+	list := interfaceStatusList(vmi, &diags.d)
+	if diags.d.HasError() {
+		t.Fatal(diags.d)
 	}
-	if b.EFI != nil {
-		out += " efi { secure_boot = " + b.EFI.SecureBoot.String() + " }"
-	}
-	return out + " }"
-}
-
-// The bootloader block reaches the API as firmware.bootloader and comes
-// back as written: secure_boot left out stays null, an explicit false
-// stays false, an empty block stays empty.
-func TestBootloaderRoundTrip(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name string
-		bl   *bootloaderModel
-		want *apiv1.Bootloader
-	}{
-		{"none", nil, nil},
-		{"empty", &bootloaderModel{}, &apiv1.Bootloader{}},
-		{"bios", &bootloaderModel{BIOS: &biosModel{}}, &apiv1.Bootloader{Bios: &apiv1.BIOSBootloader{}}},
-		{"efi", &bootloaderModel{EFI: &efiModel{SecureBoot: types.BoolNull()}}, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}},
-		{"efi secure boot off", &bootloaderModel{EFI: &efiModel{SecureBoot: types.BoolValue(false)}}, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}},
-		{"efi secure boot", &bootloaderModel{EFI: &efiModel{SecureBoot: types.BoolValue(true)}}, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{SecureBoot: true}}},
+	got := list.String()
+	for _, want := range []string{
+		`"ip_address":"10.0.2.15"`, `"ip_addresses":["10.0.2.15","fec0::5054:ff:fe12:3456"]`, `"source":"agent"`,
+		`"interface_name":"eth0"`, `"info":<null>`,
+		`"ip_address":<null>`, `"ip_addresses":[]`, `"info":"no DHCP lease for 02:00:00:00:00:02"`, `"source":<null>`,
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			in := fullModel(t)
-			in.Boot = nil // efi boots the disks, not a kernel
-			in.Bootloader = tc.bl
-			vm, d := vmFromModel(ctx, &in)
-			if d.HasError() {
-				t.Fatal(d)
-			}
-			if got := vm.GetSpec().GetTemplate().GetSpec().GetDomain().GetFirmware().GetBootloader(); !proto.Equal(got, tc.want) {
-				t.Errorf("API bootloader %v, want %v", got, tc.want)
-			}
-			out, d := vmToModel(ctx, stored(t, vm), nil, readOptions{prior: &in})
-			if d.HasError() {
-				t.Fatal(d)
-			}
-			if got, want := fmtBootloader(out.Bootloader), fmtBootloader(tc.bl); got != want {
-				t.Errorf("read back %s, want %s", got, want)
-			}
-		})
+		if !strings.Contains(got, want) {
+			t.Errorf("status.interfaces = %s\nlacks %s", got, want)
+		}
 	}
-	// An import (no prior state) shows secure_boot only when it is on.
-	vm := stored(t, &apiv1.VirtualMachine{
-		Metadata: &apiv1.ObjectMeta{Name: "imp", Namespace: "default"},
-		Spec: &apiv1.VirtualMachineSpec{RunStrategy: "Always", Template: &apiv1.VirtualMachineInstanceTemplateSpec{Spec: &apiv1.VirtualMachineInstanceSpec{
-			Domain: &apiv1.DomainSpec{Memory: &apiv1.Memory{Guest: "1Gi"}, Firmware: &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}},
-		}}},
-	})
-	out, d := vmToModel(ctx, vm, nil, readOptions{})
-	if d.HasError() {
-		t.Fatal(d)
-	}
-	if got := fmtBootloader(out.Bootloader); got != "{ efi { secure_boot = <null> } }" {
-		t.Errorf("imported bootloader %s", got)
+	for name, vmi := range map[string]*apiv1.VirtualMachineInstance{"no instance": nil, "finished": vmiWith("i2", apiv1.PhaseSucceeded, false)} {
+		if vmi != nil {
+			vmi.Status.Interfaces = []*apiv1.InterfaceStatus{{Name: "default", IpAddress: "10.0.2.15"}}
+		}
+		l := interfaceStatusList(vmi, &diags.d)
+		if l.IsNull() || len(l.Elements()) != 0 {
+			t.Errorf("%s: status.interfaces = %s, want []", name, l)
+		}
 	}
 }

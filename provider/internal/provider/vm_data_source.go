@@ -8,8 +8,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
+
+// The virtplane_virtual_machine data source: one VM by namespace and name,
+// with the attributes of its resource (all computed but the key).
 
 var (
 	_ datasource.DataSource              = (*vmDataSource)(nil)
@@ -111,18 +113,14 @@ func (d *vmDataSource) Read(ctx context.Context, req datasource.ReadRequest, res
 	if !d.readConfig(ctx, req, resp, &cfg, "read virtplane_virtual_machine") {
 		return
 	}
-	ns := orDefault(cfg.Namespace.ValueString(), apiv1.DefaultNamespace)
+	ns := namespaceOrDefault(cfg.Namespace)
 	name := cfg.Name.ValueString()
 	vm, vmi, err := getVM(ctx, d.data.client, ns, name)
 	if err != nil {
-		addLookupError(&resp.Diagnostics, err, d.data.endpoint, vmKind, vmID(ns, name),
+		addLookupError(&resp.Diagnostics, err, d.data.endpoint, vmKind, namespacedID(ns, name),
 			"(data source virtplane_virtual_machines lists the existing ones).")
 		return
 	}
 	m, diags := vmToModel(ctx, vm, vmi, readOptions{full: true})
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	d.record(ctx, resp, &m, diags)
 }

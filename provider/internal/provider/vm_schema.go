@@ -11,12 +11,15 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// The schema of the virtplane_virtual_machine resource. Its descriptions are
-// the documentation (tfplugindocs renders them into docs/).
+// The schema of the virtplane_virtual_machine resource: the template's
+// attributes and blocks (template_schema.go) and the VM's own, the
+// wait_for_ip block and the computed status. Its descriptions are the
+// documentation (tfplugindocs renders them into docs/).
 
 func (r *vmResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	tb := timeoutsBlock(ctx, "Time limits of create, update and delete.", timeouts.Opts{
@@ -137,5 +140,51 @@ func statusSchemaAttributes() map[string]schema.Attribute {
 			}},
 		},
 		"interfaces": interfaceStatusAttribute(),
+	}
+}
+
+func waitForIPBlock() schema.SingleNestedBlock {
+	return schema.SingleNestedBlock{
+		Description: "Wait, after create and after an update that (re)starts the guest or changes this block, " +
+			"until an interface has an IP address in `status.interfaces`, so that outputs and other resources " +
+			"can use it. The wait starts once the VM is in the state `run_strategy` implies and has a running " +
+			"instance, and counts against `timeouts.create` or `timeouts.update`; on timeout apply fails with " +
+			"why the node has no address yet (e.g. no DHCP lease). Refresh, plan and import never wait. " +
+			"Only the provider uses this block.",
+		Attributes: map[string]schema.Attribute{
+			"timeout": schema.StringAttribute{
+				Optional:    true,
+				Description: "How long to wait for the address, as a Go duration (`90s`, `5m`). Default `5m`.",
+				Validators:  []validator.String{durationValidator()},
+			},
+			"interface": schema.StringAttribute{
+				Optional:    true,
+				Description: "Name of the interface that must get an address. Default: the first `interface`.",
+				Validators:  []validator.String{dnsLabelValidator()},
+			},
+		},
+	}
+}
+
+// interfaceStatusAttribute is status.interfaces.
+func interfaceStatusAttribute() schema.ListNestedAttribute {
+	str := func(d string) schema.StringAttribute { return schema.StringAttribute{Computed: true, Description: d} }
+	return schema.ListNestedAttribute{
+		Computed: true,
+		Description: "The running instance's interfaces as its node reports them, with the addresses the guest " +
+			"uses; empty without a running instance.",
+		NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+			"name":        str("Name of the interface."),
+			"mac_address": str("Its MAC address."),
+			"ip_address":  str("Its first IP address (IPv4 when it has one); null until the node finds one."),
+			"ip_addresses": schema.ListAttribute{
+				Computed: true, ElementType: types.StringType,
+				Description: "Every IP address of the interface, IPv4 first, without link-local IPv6 ones.",
+			},
+			"source": str("Where the addresses came from: `lease` (the libvirt network's DHCP server), `arp` " +
+				"(the node's neighbour table) or `agent` (the QEMU guest agent); null while there are none."),
+			"info":           str("Why there is no address yet (`no DHCP lease for 02:...`); null once there is one."),
+			"interface_name": str("The interface's name inside the guest (`eth0`), when the guest agent says; else null."),
+		}},
 	}
 }

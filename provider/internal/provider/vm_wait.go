@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -210,16 +211,12 @@ func getVM(ctx context.Context, c *client.Client, ns, name string) (*apiv1.Virtu
 func changes(ctx context.Context, c *client.Client, ns, name string) <-chan struct{} {
 	ch, notify := notifier()
 	opts := &apiv1.WatchOptions{Namespace: ns, Name: name}
-	go func() {
-		if w, err := c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts}); err == nil {
-			_ = client.EachEvent(w, func(*apiv1.VirtualMachineEvent) error { notify(); return nil })
-		}
-	}()
-	go func() {
-		if w, err := c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts}); err == nil {
-			_ = client.EachEvent(w, func(*apiv1.VirtualMachineInstanceEvent) error { notify(); return nil })
-		}
-	}()
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.VirtualMachines_WatchClient, error) {
+		return c.VMs.Watch(ctx, &apiv1.WatchVirtualMachinesRequest{Options: opts})
+	})
+	notifyOnEvents(ctx, notify, func(ctx context.Context) (apiv1.VirtualMachineInstances_WatchClient, error) {
+		return c.VMIs.Watch(ctx, &apiv1.WatchVirtualMachineInstancesRequest{Options: opts})
+	})
 	return ch
 }
 
@@ -235,7 +232,7 @@ type vmView struct {
 func waitVM(ctx context.Context, c *client.Client, ns, name string, judge func(*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance) verdict) (*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	v, err := waitUntil(ctx, "virtual machine "+vmID(ns, name), changes(wctx, c, ns, name),
+	v, err := waitUntil(ctx, "virtual machine "+namespacedID(ns, name), changes(wctx, c, ns, name),
 		func(ctx context.Context) (vmView, error) {
 			vm, vmi, err := getVM(ctx, c, ns, name)
 			return vmView{vm, vmi}, err
@@ -270,4 +267,49 @@ func targetDescription(t waitTarget) string {
 		return "to run once: Running or Succeeded" + again + " (run_strategy Once)"
 	}
 	return "to settle (run_strategy " + t.strategy + ")"
+}
+
+func cloneOps(c *client.Client) namedOps[*apiv1.VirtualMachineClone, apiv1.CloneEvent] {
+	return namedOps[*apiv1.VirtualMachineClone, apiv1.CloneEvent]{
+		create: func(ctx context.Context, o *apiv1.VirtualMachineClone) (*apiv1.VirtualMachineClone, error) {
+			return c.Clones.Create(ctx, &apiv1.CreateCloneRequest{Clone: o})
+		},
+		get: func(ctx context.Context, key *apiv1.ObjectKey) (*apiv1.VirtualMachineClone, error) {
+			return c.Clones.Get(ctx, &apiv1.GetCloneRequest{Key: key})
+		},
+		watch: func(ctx context.Context, o *apiv1.WatchOptions) (grpc.ServerStreamingClient[apiv1.CloneEvent], error) {
+			return c.Clones.Watch(ctx, &apiv1.WatchClonesRequest{Options: o})
+		},
+		del: func(ctx context.Context, key *apiv1.ObjectKey, o *apiv1.DeleteOptions) error {
+			_, err := c.Clones.Delete(ctx, &apiv1.DeleteCloneRequest{Key: key, Options: o})
+			return err
+		},
+		judge:    judgeClone,
+		describe: describeClone,
+	}
+}
+
+// judgeClone: done once the clone is Succeeded; Failed (or being
+// deleted) ends the wait with its error.
+func judgeClone(c *apiv1.VirtualMachineClone) verdict {
+	st := c.GetStatus()
+	out := verdict{state: describeClone(c)}
+	switch {
+	case c.GetMetadata().GetDeletionTimestamp() != nil:
+		out.err = errors.New("it is being deleted")
+	case st.GetPhase() == apiv1.CloneFailed:
+		out.err = fmt.Errorf("the clone failed: %s", orDefault(st.GetError(), "no reason given"))
+	case st.GetPhase() == apiv1.CloneSucceeded:
+		out.done = true
+	}
+	return out
+}
+
+func describeClone(c *apiv1.VirtualMachineClone) string {
+	st := c.GetStatus()
+	out := "phase " + orDefault(st.GetPhase(), "(new)")
+	if st.GetRestoreName() != "" {
+		out += ", restore " + st.GetRestoreName()
+	}
+	return out + conditionsText(st.GetConditions()) + errorText(st.GetError())
 }

@@ -8,10 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
@@ -76,19 +72,6 @@ func shouldWaitForIP(vmi *apiv1.VirtualMachineInstance, creating, started, block
 		return false
 	}
 	return creating || started || blockChanged
-}
-
-// shortDuration renders d as a configuration would write it: 5m, not
-// 5m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // errIPTimeout marks a wait_for_ip that ran out of time.
@@ -196,21 +179,6 @@ func waitForIP(ctx context.Context, c *client.Client, ns, name string, w ipWait,
 	return vm, vmi, fmt.Errorf("%w: interface %q has no IP address after %s: %s", errIPTimeout, w.iface, w.timeoutText, reason)
 }
 
-// addIPWaitError explains why wait_for_ip ended without an address.
-func (r *vmResource) addIPWaitError(diags *diag.Diagnostics, err error, id, op string) {
-	switch {
-	case errors.Is(err, errIPTimeout):
-		diags.AddError("Timed out waiting for an IP address of virtual machine "+id,
-			strings.TrimPrefix(err.Error(), errIPTimeout.Error()+": ")+". The VM runs; check the guest's network "+
-				"configuration (a DHCP client on the interface) and the node's network, or raise wait_for_ip.timeout "+
-				"(and timeouts."+op+") if the guest needs longer.")
-	case status.Code(err) == codes.NotFound:
-		diags.AddError("Virtual machine "+id+" disappeared",
-			"The VM was deleted by someone else while Terraform waited for its IP address.")
-	case status.Code(err) != codes.Unknown:
-		r.addError(diags, err, "wait for an IP address of virtual machine "+id)
-	default:
-		diags.AddError("Virtual machine "+id+" cannot get an IP address",
-			fmt.Sprintf("Waiting for an IP address of %s stopped early: %s.", id, err))
-	}
-}
+// defaultWaitForIPTimeout applies when wait_for_ip sets no timeout: a
+// cloud image's DHCP client usually has an address within a minute.
+const defaultWaitForIPTimeout = 5 * time.Minute

@@ -251,33 +251,6 @@ func TestGetVMKeepsOnlyItsOwnInstance(t *testing.T) {
 	}
 }
 
-// The data source shows a VM's node and addresses only from its own
-// instance.
-func TestVMSummariesNodeFromOwnInstance(t *testing.T) {
-	vm := vmWith("Running", true, 1)
-	withAddress := func(vmi *apiv1.VirtualMachineInstance) *apiv1.VirtualMachineInstance {
-		vmi.Status.Interfaces = []*apiv1.InterfaceStatus{{Name: "default", IpAddress: "10.0.2.15"}}
-		return vmi
-	}
-	bare := withAddress(vmiWith("y", "Running", true))
-	bare.Metadata.OwnerReferences = nil
-	for _, c := range []struct {
-		name   string
-		vmi    *apiv1.VirtualMachineInstance
-		want   string
-		ifaces int
-	}{
-		{"own", withAddress(vmiWith("mine", "Running", true)), "n1", 1},
-		{"bare", bare, "", 0},
-	} {
-		var diags diagsT
-		got := vmSummaries([]*apiv1.VirtualMachine{vm}, []*apiv1.VirtualMachineInstance{c.vmi}, "", &diags.d)
-		if len(got) != 1 || got[0].Node.ValueString() != c.want || len(got[0].Interfaces.Elements()) != c.ifaces || diags.d.HasError() {
-			t.Errorf("%s instance: summaries %+v (%v), want node %q and %d interface(s)", c.name, got, diags.d, c.want, c.ifaces)
-		}
-	}
-}
-
 // stubVMI answers Get with vmi; the embedded (nil) interface stands for
 // the calls getVM never makes, so that new RPCs do not break the stub.
 type stubVMI struct {
@@ -287,4 +260,17 @@ type stubVMI struct {
 
 func (s stubVMI) Get(context.Context, *apiv1.GetVirtualMachineInstanceRequest, ...grpc.CallOption) (*apiv1.VirtualMachineInstance, error) {
 	return s.vmi, nil
+}
+
+// With the failed instance already gone, the error still says why it
+// failed, from what the VM kept.
+func TestCrashLoopErrorQuotesKeptCause(t *testing.T) {
+	vm := &apiv1.VirtualMachine{Status: &apiv1.VirtualMachineStatus{StartFailure: &apiv1.VirtualMachineStartFailure{
+		ConsecutiveFailCount: 2, LastFailureReason: "SyncFailed",
+		LastFailureMessage: "unable to stat: /var/lib/virtplane/images/vmlinuz: No such file or directory",
+	}}}
+	err := crashLoopError(vm, nil)
+	if !strings.Contains(err.Error(), "SyncFailed: unable to stat: /var/lib/virtplane/images/vmlinuz") {
+		t.Fatalf("error does not quote the cause: %v", err)
+	}
 }

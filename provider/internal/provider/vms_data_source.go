@@ -15,6 +15,9 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
+// The virtplane_virtual_machines data source: the VMs a filter selects,
+// summarised.
+
 var (
 	_ datasource.DataSource              = (*vmsDataSource)(nil)
 	_ datasource.DataSourceWithConfigure = (*vmsDataSource)(nil)
@@ -156,7 +159,7 @@ func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstan
 	instances := map[string]*apiv1.VirtualMachineInstance{}
 	for _, vmi := range vmis {
 		md := vmi.GetMetadata()
-		instances[vmID(md.GetNamespace(), md.GetName())] = vmi
+		instances[namespacedID(md.GetNamespace(), md.GetName())] = vmi
 	}
 	out := make([]vmSummaryModel, 0, len(vms))
 	for _, vm := range vms {
@@ -165,7 +168,7 @@ func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstan
 		if printable != "" && st.GetPrintableStatus() != printable {
 			continue
 		}
-		id := vmID(md.GetNamespace(), md.GetName())
+		id := namespacedID(md.GetNamespace(), md.GetName())
 		vmi := instances[id]
 		if !apiv1.IsControlledBy(vmi, vm) {
 			vmi = nil // an earlier VM's of the same name

@@ -9,6 +9,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
 // The wait loop of every resource that waits for a controller: read the
@@ -91,4 +93,24 @@ func notifier() (<-chan struct{}, func()) {
 		default:
 		}
 	}
+}
+
+// goneWhenNotFound turns the NotFound that ends a wait for a deletion
+// (the object is gone) into success.
+func goneWhenNotFound(err error) error {
+	if status.Code(err) == codes.NotFound {
+		return nil
+	}
+	return err
+}
+
+// notifyOnEvents calls notify on every event of the watch open opens, in
+// a goroutine of its own, until the watch ends (with ctx). A watch that
+// cannot be opened, or breaks, costs only time: the waits poll as well.
+func notifyOnEvents[E any, S client.Stream[E]](ctx context.Context, notify func(), open func(context.Context) (S, error)) {
+	go func() {
+		if s, err := open(ctx); err == nil {
+			_ = client.EachEvent(s, func(E) error { notify(); return nil })
+		}
+	}()
 }

@@ -1,0 +1,76 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+)
+
+// The ids of resources and data sources: how an object's key becomes the
+// id Terraform records and imports, and back.
+
+// namespacedID is the id of an object in a namespace: "namespace/name".
+func namespacedID(namespace, name string) string { return namespace + "/" + name }
+
+// parseNamespacedID accepts "namespace/name" and a bare "name" (default namespace).
+func parseNamespacedID(id string) (namespace, name string, err error) {
+	parts := strings.Split(id, "/")
+	switch {
+	case len(parts) == 1 && parts[0] != "":
+		return apiv1.DefaultNamespace, parts[0], nil
+	case len(parts) == 2 && parts[0] != "" && parts[1] != "":
+		return parts[0], parts[1], nil
+	}
+	return "", "", fmt.Errorf("want namespace/name or name, got %q", id)
+}
+
+// namespaceOrDefault is the namespace a configuration names, or the
+// default namespace where it names none.
+func namespaceOrDefault(ns types.String) string {
+	return orDefault(ns.ValueString(), apiv1.DefaultNamespace)
+}
+
+// selectorID canonicalises the selector so that equivalent spellings give
+// the same id.
+func selectorID(selector string) string {
+	sel, err := labels.Parse(selector)
+	switch {
+	case err != nil:
+		return selector // unreachable: the validator parsed it already
+	case sel.Empty():
+		return allNodesID
+	}
+	return sel.String()
+}
+
+// allNodesID is the id when no selector is set; it is not a valid selector,
+// so it cannot collide with one.
+const allNodesID = "*"
+
+// importNamespaced imports an object of a namespace by its id, which
+// parseNamespacedID reads, into the id, namespace and name attributes, and
+// reports whether it could. what names the kind with its article ("a
+// replica set"); example, when not "", is an id to show ("default/web").
+func importNamespaced(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, what, example string) bool {
+	ns, name, err := parseNamespacedID(req.ID)
+	if err != nil {
+		if example != "" {
+			example = " (" + example + ")"
+		}
+		resp.Diagnostics.AddError("Invalid import ID",
+			"Import "+what+" by namespace/name"+example+", or by name alone for the default namespace: "+err.Error())
+		return false
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
+	return true
+}
