@@ -23,6 +23,8 @@ func Services() []protoreflect.ServiceDescriptor {
 		}
 		return true
 	})
-	slices.SortFunc(out, func(a, b protoreflect.ServiceDescriptor) int { return strings.Compare(string(a.FullName()), string(b.FullName())) })
+	slices.SortFunc(out, func(a, b protoreflect.ServiceDescriptor) int {
+		return strings.Compare(string(a.FullName()), string(b.FullName()))
+	})
 	return out
 }
