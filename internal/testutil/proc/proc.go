@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -65,11 +66,31 @@ func Start(tie Tie, name, log, bin string, args ...string) (*Proc, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	}
 	p := &Proc{Name: name, Log: log, Cmd: cmd, exited: make(chan struct{})}
-	p.Started = time.Now()
-	if err := cmd.Start(); err != nil {
+	started := make(chan error, 1)
+	go func() {
+		if tie == DiesWithParent {
+			// The kernel sends Pdeathsig when the thread that started
+			// the child ends, not the process (golang/go#27505), and Go
+			// ends a thread whenever a goroutine that locked it exits,
+			// as those that enter a network namespace do (guestnet, the
+			// e2e tests): a libvirtd started from such a thread was
+			// killed mid-test. Started from a thread locked to this
+			// goroutine, which lives until the child is reaped, the
+			// child dies with the process only.
+			runtime.LockOSThread()
+		}
+		p.Started = time.Now()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	go func() { p.err = cmd.Wait(); close(p.exited) }()
 	return p, nil
 }
 

@@ -2,10 +2,12 @@ package proc
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -181,5 +183,61 @@ func TestFreeAddr(t *testing.T) {
 
 	if a, err := FreeAddr("unix"); err == nil {
 		t.Errorf("FreeAddr(unix) = %v, want an error", a)
+	}
+}
+
+// A child tied to its parent dies with the process, not with the thread
+// that happened to start it: Go ends the thread of a goroutine that
+// locked it and exits (as entering a network namespace does), and the
+// kernel sends Pdeathsig when the starting thread ends.
+func TestDiesWithParentOutlivesTheStartingThread(t *testing.T) {
+	type started struct {
+		p   *Proc
+		tid int
+		err error
+	}
+	log := filepath.Join(t.TempDir(), "out")
+	var onEndingThread func() started
+	onEndingThread = func() started {
+		ch := make(chan started)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+			if syscall.Gettid() == os.Getpid() {
+				// The main thread, which Go never ends: hold it while
+				// another goroutine, on another thread, starts the child.
+				defer runtime.UnlockOSThread()
+				ch <- onEndingThread()
+				return
+			}
+			p, err := Start(DiesWithParent, "sleep", log, "/bin/sleep", "60")
+			ch <- started{p, syscall.Gettid(), err}
+		}()
+		return <-ch
+	}
+	s := onEndingThread()
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	t.Cleanup(func() { _ = s.p.Kill() })
+	task := fmt.Sprintf("/proc/self/task/%d", s.tid)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(task); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("thread %d of the starting goroutine still runs", s.tid)
+		}
+		runtime.Gosched()
+	}
+	// The thread is gone, and Pdeathsig would have been sent with it: a
+	// child killed by it is reaped within milliseconds.
+	select {
+	case <-s.p.exited:
+		t.Fatalf("the child died with the thread that started it: %v", s.p.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if !s.p.Alive() {
+		t.Fatal("the child is gone")
 	}
 }
