@@ -199,7 +199,7 @@ func (a *Agent) newRoles() error {
 		NodeName: o.NodeName, Address: o.Migration.Address, LibvirtURI: o.Migration.LibvirtURI,
 		KVM:  func() bool { return a.host.KVMUsable },
 		Poll: o.Timing.MigrationPoll, IncomingLease: o.Timing.IncomingLease, CallTimeout: o.Timing.CallTimeout,
-		Records: h, Launchers: a.launchers, Handler: h, Disks: incomingDisks{h},
+		Records: h, Launchers: a.launchers, Handler: h, Disks: h.disks,
 		Status: a.status, Targets: a.targets, Layout: a.layout, Logger: a.log,
 	}
 	if a.pulls != nil {

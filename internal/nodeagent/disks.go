@@ -2,7 +2,6 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -14,11 +13,13 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/vmistatus"
 )
 
-// diskRoom is what the handler needs of package disks: a VMI's files
-// laid out, as the options its domain is built from. An error the VMI
+// diskRoom is what the handler and the migration target need of package
+// disks: a VMI's files laid out, as the options its domain is built from
+// (for a migration target: blank volumes to copy into). An error the VMI
 // should show is a *disks.Error.
 type diskRoom interface {
 	Prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error)
+	migration.Disks
 }
 
 // imageList is what registration and heartbeats need of the node's image
@@ -48,18 +49,4 @@ var (
 
 func (p diskProgress) Provisioning(ctx context.Context, vmi *apiv1.VirtualMachineInstance, msg string) error {
 	return p.status.Report(ctx, vmi, vmistatus.Provisioning(msg))
-}
-
-// incomingDisks prepares migration targets with the disk room, which
-// package disks does (tests' rooms may not).
-type incomingDisks struct{ h *handler }
-
-var _ migration.Disks = incomingDisks{}
-
-func (d incomingDisks) PrepareIncoming(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
-	in, ok := d.h.disks.(migration.Disks)
-	if !ok {
-		return nil, errors.New("the disk room cannot prepare migration targets")
-	}
-	return in.PrepareIncoming(ctx, vmi, rec)
 }
