@@ -24,7 +24,7 @@ func (v *vmiService) Evict(ctx context.Context, req *apiv1.EvictVirtualMachineIn
 	if err != nil {
 		return nil, err
 	}
-	vmi, err := v.s.stores.VMIs.Get(ctx, ns, name)
+	vmi, err := v.st.Get(ctx, ns, name)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -41,11 +41,11 @@ func (v *vmiService) Evict(ctx context.Context, req *apiv1.EvictVirtualMachineIn
 		if req.GetDryRun() {
 			return vmi, nil
 		}
-		if err := eviction.Shutdown(ctx, v.s.stores.VMIs, vmi); err != nil {
+		if err := eviction.Shutdown(ctx, v.st, vmi); err != nil {
 			return nil, toStatus(err)
 		}
 		v.s.log.Info("instance evicted", "vmi", ref, "node", node, "eviction_strategy", strategy)
-		out, err := v.s.stores.VMIs.Get(ctx, ns, name)
+		out, err := v.st.Get(ctx, ns, name)
 		if errors.Is(err, store.ErrNotFound) {
 			return vmi, nil // gone already: nothing held it
 		}
@@ -56,7 +56,7 @@ func (v *vmiService) Evict(ctx context.Context, req *apiv1.EvictVirtualMachineIn
 		return nil, status.Errorf(codes.FailedPrecondition, "instance %s is not on a node yet; nothing to evacuate", ref)
 	}
 	if !req.GetDryRun() {
-		if _, err := eviction.Mark(ctx, v.s.stores.VMIs, vmi); err != nil {
+		if _, err := eviction.Mark(ctx, v.st, vmi); err != nil {
 			return nil, toStatus(err)
 		}
 	}

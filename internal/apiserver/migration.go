@@ -24,7 +24,7 @@ type migrationService struct {
 
 func newMigrationService(s *Server) apiv1.MigrationsServer {
 	return &migrationService{s: s, objects: objects[*apiv1.VirtualMachineInstanceMigration, *apiv1.ListMigrationsResponse, apiv1.MigrationEvent]{
-		st: s.stores.Migrations, log: s.log, kind: store.Migrations.Kind, noun: "migration", attr: "migration",
+		st: s.stores.Migrations, log: s.log,
 		listResponse: func(p store.Page[*apiv1.VirtualMachineInstanceMigration]) *apiv1.ListMigrationsResponse {
 			return &apiv1.ListMigrationsResponse{Items: p.Items, ResourceVersion: p.Revision, Continue: p.Continue}
 		},

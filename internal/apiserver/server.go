@@ -120,42 +120,25 @@ func New(stores Stores, opts Options) *Server {
 // Run keeps the server's caches (the node credentials) until ctx ends.
 func (s *Server) Run(ctx context.Context) { s.creds.run(ctx) }
 
-// services are the API's gRPC services, one entry each: the service its
-// file builds and how it is registered. A new kind takes, in this
-// package, its store in Stores, its service's file, its entry here and
-// its methods in authz.go's tables (and in quotaGuarded when its writes
-// add VMs). TestEveryServiceIsRegistered fails while a service of
-// apiv1.Services() has no entry, TestEveryMethodIsServed while one of its
-// methods is left to the Unimplemented fallback.
-var services = []registration{
-	serve(apiv1.RegisterVirtualMachinesServer, newVMService),
-	serve(apiv1.RegisterVirtualMachineInstancesServer, newVMIService),
-	serve(apiv1.RegisterNodesServer, newNodeService),
-	serve(apiv1.RegisterConsolesServer, newConsoleService),
-	serve(apiv1.RegisterImagesServer, newImageService),
-	serve(apiv1.RegisterMigrationsServer, newMigrationService),
-	serve(apiv1.RegisterReplicaSetsServer, newReplicaSetService),
-	serve(apiv1.RegisterPoolsServer, newPoolService),
-	serve(apiv1.RegisterSnapshotsServer, newSnapshotService),
-	serve(apiv1.RegisterSnapshotContentsServer, newSnapshotContentService),
-	serve(apiv1.RegisterRestoresServer, newRestoreService),
-	serve(apiv1.RegisterClonesServer, newCloneService),
-	serve(apiv1.RegisterBootstrapServer, newBootstrapService),
-}
-
-// registration registers one service of s with r.
-type registration func(r grpc.ServiceRegistrar, s *Server)
-
-// serve is the registration of the service newService builds, by its
-// generated register function. The services' constructors return their
-// gRPC interface, so that the two agree on S.
-func serve[S any](register func(grpc.ServiceRegistrar, S), newService func(*Server) S) registration {
-	return func(r grpc.ServiceRegistrar, s *Server) { register(r, newService(s)) }
-}
-
-// Register adds every service to r.
+// Register adds every service to r: one line per service of
+// apiv1.Services(). A new kind takes, in this package, its store in
+// Stores, its service's file, its line here and its methods in authz.go's
+// tables (and in quotaGuarded when its writes add VMs).
+// TestEveryServiceIsRegistered fails while a service has no line,
+// TestEveryMethodIsServed while one of its methods is left to the
+// Unimplemented fallback.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
-	for _, register := range services {
-		register(r, s)
-	}
+	apiv1.RegisterVirtualMachinesServer(r, newVMService(s))
+	apiv1.RegisterVirtualMachineInstancesServer(r, newVMIService(s))
+	apiv1.RegisterNodesServer(r, newNodeService(s))
+	apiv1.RegisterConsolesServer(r, newConsoleService(s))
+	apiv1.RegisterImagesServer(r, newImageService(s))
+	apiv1.RegisterMigrationsServer(r, newMigrationService(s))
+	apiv1.RegisterReplicaSetsServer(r, newReplicaSetService(s))
+	apiv1.RegisterPoolsServer(r, newPoolService(s))
+	apiv1.RegisterSnapshotsServer(r, newSnapshotService(s))
+	apiv1.RegisterSnapshotContentsServer(r, newSnapshotContentService(s))
+	apiv1.RegisterRestoresServer(r, newRestoreService(s))
+	apiv1.RegisterClonesServer(r, newCloneService(s))
+	apiv1.RegisterBootstrapServer(r, newBootstrapService(s))
 }

@@ -29,7 +29,7 @@ func (r *registry) RegisterService(sd *grpc.ServiceDesc, impl any) {
 	r.times[sd.ServiceName]++
 }
 
-// Every service of the API is registered, once, by the services table,
+// Every service of the API is registered, once, by Server.Register,
 // and nothing else is: a service added to a .proto file without its
 // entry fails here instead of answering Unimplemented to every call.
 func TestEveryServiceIsRegistered(t *testing.T) {
@@ -41,7 +41,7 @@ func TestEveryServiceIsRegistered(t *testing.T) {
 		api[name] = true
 		switch n := reg.times[name]; n {
 		case 0:
-			t.Errorf("service %s is in the API but not registered: it has no entry in services (server.go)", name)
+			t.Errorf("service %s is in the API but not registered: it has no line in Server.Register (server.go)", name)
 		case 1:
 		default:
 			t.Errorf("service %s is registered %d times", name, n)

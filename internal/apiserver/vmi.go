@@ -20,7 +20,7 @@ type vmiService struct {
 
 func newVMIService(s *Server) apiv1.VirtualMachineInstancesServer {
 	return &vmiService{s: s, objects: objects[*apiv1.VirtualMachineInstance, *apiv1.ListVirtualMachineInstancesResponse, apiv1.VirtualMachineInstanceEvent]{
-		st: s.stores.VMIs, log: s.log, kind: store.VirtualMachineInstances.Kind, noun: "instance", attr: "vmi",
+		st: s.stores.VMIs, log: s.log, kind: store.VirtualMachineInstances.Kind,
 		listResponse: func(p store.Page[*apiv1.VirtualMachineInstance]) *apiv1.ListVirtualMachineInstancesResponse {
 			return &apiv1.ListVirtualMachineInstancesResponse{Items: p.Items, ResourceVersion: p.Revision, Continue: p.Continue}
 		},
