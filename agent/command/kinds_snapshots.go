@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
@@ -59,9 +60,9 @@ var snapshotResource = kind[*apiv1.VirtualMachineSnapshot, *apiv1.SnapshotEvent]
 		return c.Snapshots.Create(ctx, &apiv1.CreateSnapshotRequest{Snapshot: s})
 	},
 	specDefaults: func(s *apiv1.VirtualMachineSnapshot) {
-		if s.Spec.DeletionPolicy == "" {
-			s.Spec.DeletionPolicy = apiv1.DeletionPolicyDelete
-		}
+		validation.DefaultSnapshot(s)
+		// The server leaves it unset (the controller reads unset as the
+		// default), so a manifest that writes the default is the same.
 		if s.Spec.FailureDeadlineSeconds == nil {
 			s.Spec.FailureDeadlineSeconds = proto.Int64(apiv1.DefaultSnapshotFailureDeadlineSeconds)
 		}
@@ -144,11 +145,7 @@ var restoreResource = kind[*apiv1.VirtualMachineRestore, *apiv1.RestoreEvent]{
 	create: func(ctx context.Context, c *client.Client, r *apiv1.VirtualMachineRestore) (*apiv1.VirtualMachineRestore, error) {
 		return c.Restores.Create(ctx, &apiv1.CreateRestoreRequest{Restore: r})
 	},
-	specDefaults: func(r *apiv1.VirtualMachineRestore) {
-		if r.Spec.TargetReadinessPolicy == "" {
-			r.Spec.TargetReadinessPolicy = apiv1.ReadinessWaitGracePeriod
-		}
-	},
+	specDefaults: validation.DefaultRestore,
 	delete: func(ctx context.Context, c *client.Client, key *apiv1.ObjectKey) (*apiv1.VirtualMachineRestore, error) {
 		return c.Restores.Delete(ctx, &apiv1.DeleteRestoreRequest{Key: key})
 	},
@@ -192,11 +189,7 @@ var cloneResource = kind[*apiv1.VirtualMachineClone, *apiv1.CloneEvent]{
 	create: func(ctx context.Context, c *client.Client, cl *apiv1.VirtualMachineClone) (*apiv1.VirtualMachineClone, error) {
 		return c.Clones.Create(ctx, &apiv1.CreateCloneRequest{Clone: cl})
 	},
-	specDefaults: func(cl *apiv1.VirtualMachineClone) {
-		if cl.Spec.SourceKind == "" {
-			cl.Spec.SourceKind = apiv1.CloneSourceVM
-		}
-	},
+	specDefaults: validation.DefaultClone,
 	delete: func(ctx context.Context, c *client.Client, key *apiv1.ObjectKey) (*apiv1.VirtualMachineClone, error) {
 		return c.Clones.Delete(ctx, &apiv1.DeleteCloneRequest{Key: key})
 	},
