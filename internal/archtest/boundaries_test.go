@@ -14,6 +14,7 @@ package archtest
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -116,7 +117,7 @@ func check(g graph) []string {
 			seen[v] = true
 		}
 	}
-	return sortedKeys(seen)
+	return slices.Sorted(maps.Keys(seen))
 }
 
 func checkLayers(g graph, path string) []string {
@@ -142,7 +143,7 @@ func checkAncestors(g graph, path string) []string {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s imports %s, its ancestor: a package never imports its parents, except the shared libraries of their subtree (%s) and a command its package",
-			path, imp, strings.Join(sortedKeys(sharedParents), ", ")))
+			path, imp, strings.Join(slices.Sorted(maps.Keys(sharedParents)), ", ")))
 	}
 	return out
 }
@@ -171,7 +172,7 @@ func checkProvider(g graph, path string) []string {
 	var out []string
 	for _, chain := range reached(g, path, false, inScope, bad) {
 		out = append(out, fmt.Sprintf("%s imports %s (%s): the provider links only the API and its client (%s)",
-			chain[0], chain[len(chain)-1], strings.Join(chain, " → "), strings.Join(sortedKeys(providerAllowed), ", ")))
+			chain[0], chain[len(chain)-1], strings.Join(chain, " → "), strings.Join(slices.Sorted(maps.Keys(providerAllowed)), ", ")))
 	}
 	return out
 }
@@ -252,12 +253,3 @@ func matchesAny(patterns []string, path string) bool {
 
 // isAncestor reports whether a is a parent directory of path.
 func isAncestor(a, path string) bool { return strings.HasPrefix(path, a+"/") }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
