@@ -13,7 +13,7 @@ import (
 func TestRulesCatchViolations(t *testing.T) {
 	g := graph{}
 	add := func(path string, imports []string, tests ...string) {
-		g[path] = &pkg{Path: path, Imports: imports, Tests: tests}
+		g[path] = &pkg{Imports: imports, Tests: tests}
 	}
 	add("internal/api/v1", nil)
 	add("internal/api/validation", []string{"internal/api/v1", "internal/store"}) // upward
