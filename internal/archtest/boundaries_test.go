@@ -63,7 +63,9 @@ var layers = []struct {
 // library of its subtree. Any other ancestor composes its subpackages
 // (internal/nodeagent runs its roles) or sits above them, and a
 // subpackage never imports it. A command, X/cmd/NAME, may import X too:
-// it is X's program (virtplane-bench, build-guest, demo-cluster).
+// it is X's program (virtplane-bench, build-guest, demo-cluster). Each
+// value is what the subtree shares, for the reader: the ancestor rule's
+// message names the packages only, to stay short.
 var sharedParents = map[string]string{
 	"internal/controller": "the framework (runner, expectations, caches) its controllers share",
 	"internal/store":      "the Store its subpackages implement (memstore) and test (storetest)",
@@ -87,7 +89,8 @@ var forbidden = []struct {
 }
 
 // providerAllowed is all the shipped provider may link of this module
-// besides provider/...: it talks to the agent only through the API.
+// besides provider/...: it talks to the agent only through the API. The
+// provider rule's message lists each with why.
 var providerAllowed = map[string]string{
 	"internal/api/v1":         "the API's messages and services",
 	"internal/api/validation": "the API's own defaulting and field checks, run at plan time so that errors show before apply",
@@ -169,10 +172,14 @@ func checkProvider(g graph, path string) []string {
 		return nil
 	}
 	bad := func(p string) bool { _, ok := providerAllowed[p]; return !ok && !matches("provider/...", p) }
+	var allowed strings.Builder
+	for _, p := range slices.Sorted(maps.Keys(providerAllowed)) {
+		fmt.Fprintf(&allowed, "\n  %s (%s)", p, providerAllowed[p])
+	}
 	var out []string
 	for _, chain := range reached(g, path, false, inScope, bad) {
-		out = append(out, fmt.Sprintf("%s imports %s (%s): the provider links only the API and its client (%s)",
-			chain[0], chain[len(chain)-1], strings.Join(chain, " → "), strings.Join(slices.Sorted(maps.Keys(providerAllowed)), ", ")))
+		out = append(out, fmt.Sprintf("%s imports %s (%s): the provider links only the API and its client:%s",
+			chain[0], chain[len(chain)-1], strings.Join(chain, " → "), allowed.String()))
 	}
 	return out
 }
