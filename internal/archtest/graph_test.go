@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -87,6 +88,29 @@ func ours(imports []string) []string {
 		}
 	}
 	return out
+}
+
+// union is the packages of gs, each with every import it has in any of
+// them: the builds of several tag sets as one graph.
+func union(gs ...graph) graph {
+	out := graph{}
+	for _, g := range gs {
+		for path, p := range g {
+			q := out[path]
+			if q == nil {
+				q = &pkg{}
+				out[path] = q
+			}
+			q.Imports = merged(q.Imports, p.Imports)
+			q.Tests = merged(q.Tests, p.Tests)
+		}
+	}
+	return out
+}
+
+// merged is the sorted union of a and b.
+func merged(a, b []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(slices.Concat(a, b))))
 }
 
 // reach is every package from reaches through imports, each with the

@@ -89,3 +89,21 @@ func TestLayerOfTakesTheMostSpecificPattern(t *testing.T) {
 		t.Errorf("internal/test is in layer %q; only a name ending in test, not test itself, is the convention", layers[l].name)
 	}
 }
+
+// The builds of two tag sets make one graph, which check reads once: a
+// package has the imports of both, each once.
+func TestUnionOfBuilds(t *testing.T) {
+	def := graph{"internal/controller/vm": {Imports: []string{"internal/nodeagent"}}, "internal/nodeagent": {}}
+	tagged := graph{
+		"internal/controller/vm": {Imports: []string{"internal/launcher", "internal/nodeagent"}, Tests: []string{"internal/store"}},
+		"internal/launcher":      {},
+		"internal/nodeagent":     {},
+	}
+	g := union(def, tagged)
+	if vm := g["internal/controller/vm"]; !slices.Equal(vm.Imports, []string{"internal/launcher", "internal/nodeagent"}) || !slices.Equal(vm.Tests, []string{"internal/store"}) {
+		t.Errorf("internal/controller/vm imports %v, tests %v", vm.Imports, vm.Tests)
+	}
+	if len(g) != 3 {
+		t.Errorf("%d packages, want 3", len(g))
+	}
+}
