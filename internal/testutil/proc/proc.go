@@ -33,9 +33,10 @@ const (
 	OwnGroup
 )
 
-// killWait bounds the wait for a SIGKILLed process to be reaped: it is
-// gone within milliseconds unless the kernel is stuck on it.
-const killWait = 10 * time.Second
+// KillWait bounds the wait for a SIGKILLed process to be reaped: it is
+// gone within milliseconds unless the kernel is stuck on it. Harnesses
+// wait as long for SIGKILLed processes they did not start (launchers).
+const KillWait = 10 * time.Second
 
 // Proc is a child process, its stdout and stderr in a file.
 type Proc struct {
@@ -138,7 +139,7 @@ func (p *Proc) Stop(grace time.Duration) error {
 
 // Kill sends SIGKILL and waits until the process is gone; nil or exited
 // does nothing.
-func (p *Proc) Kill() error { return p.kill(killWait) }
+func (p *Proc) Kill() error { return p.kill(KillWait) }
 
 func (p *Proc) kill(d time.Duration) error {
 	if !p.Alive() {
