@@ -55,7 +55,7 @@ type Proc struct {
 func Start(tie Tie, name, log, bin string, args ...string) (*Proc, error) {
 	f, err := os.Create(log)
 	if err != nil {
-		return nil, fmt.Errorf("opening log: %w", err)
+		return nil, fmt.Errorf("opening the log of %s: %w", name, err)
 	}
 	defer f.Close()
 	cmd := exec.Command(bin, args...)
