@@ -5,8 +5,9 @@
 // harness and the benchmark need the same start, stop and kill, and
 // differ only in how a child's life is tied to theirs (Tie).
 //
-// It imports no testing package: make demo-cluster and virtplane-bench,
-// which are programs, use it.
+// Package proc itself imports no testing package, so a program can use
+// it: demo-cluster and virtplane-bench do (both still link testing,
+// through multinode and testguest).
 package proc
 
 import (
