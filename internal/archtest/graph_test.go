@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -17,12 +18,11 @@ const module = "github.com/virtplane/terraform-provider-virtplane"
 // pkg is one package of this module with its imports of this module,
 // all by paths relative to it ("internal/store").
 type pkg struct {
-	Path    string
 	Imports []string // what its non-test files import
 	Tests   []string // what its _test.go files import (internal and external tests)
 }
 
-// graph is the module's packages by Path.
+// graph is the module's packages by their paths relative to it.
 type graph map[string]*pkg
 
 // loadGraph lists the module's packages with one go list call for the
@@ -60,11 +60,14 @@ func decodeGraph(b []byte) (graph, error) {
 		} else if err != nil {
 			return nil, fmt.Errorf("decoding: %w", err)
 		}
+		if p.ImportPath == module {
+			return nil, errors.New("a package at the module's root: the rules name packages by their path below it")
+		}
 		path, ok := rel(p.ImportPath)
 		if !ok {
 			continue
 		}
-		g[path] = &pkg{Path: path, Imports: ours(p.Imports), Tests: ours(append(p.TestImports, p.XTestImports...))}
+		g[path] = &pkg{Imports: ours(p.Imports), Tests: ours(append(p.TestImports, p.XTestImports...))}
 	}
 	if len(g) == 0 {
 		return nil, errors.New("no package of " + module)
@@ -72,13 +75,9 @@ func decodeGraph(b []byte) (graph, error) {
 	return g, nil
 }
 
-// rel is path relative to the module, false for other modules' packages.
-func rel(path string) (string, bool) {
-	if path == module {
-		return "", true
-	}
-	return strings.CutPrefix(path, module+"/")
-}
+// rel is path relative to the module, false for other modules' packages
+// (and for the module's root, which holds none: decodeGraph fails on it).
+func rel(path string) (string, bool) { return strings.CutPrefix(path, module+"/") }
 
 // ours keeps the imports of this module, relative to it.
 func ours(imports []string) []string {
@@ -89,6 +88,29 @@ func ours(imports []string) []string {
 		}
 	}
 	return out
+}
+
+// union is the packages of gs, each with every import it has in any of
+// them: the builds of several tag sets as one graph.
+func union(gs ...graph) graph {
+	out := graph{}
+	for _, g := range gs {
+		for path, p := range g {
+			q := out[path]
+			if q == nil {
+				q = &pkg{}
+				out[path] = q
+			}
+			q.Imports = merged(q.Imports, p.Imports)
+			q.Tests = merged(q.Tests, p.Tests)
+		}
+	}
+	return out
+}
+
+// merged is the sorted union of a and b.
+func merged(a, b []string) []string {
+	return slices.Compact(slices.Sorted(slices.Values(slices.Concat(a, b))))
 }
 
 // reach is every package from reaches through imports, each with the

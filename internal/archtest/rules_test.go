@@ -13,7 +13,7 @@ import (
 func TestRulesCatchViolations(t *testing.T) {
 	g := graph{}
 	add := func(path string, imports []string, tests ...string) {
-		g[path] = &pkg{Path: path, Imports: imports, Tests: tests}
+		g[path] = &pkg{Imports: imports, Tests: tests}
 	}
 	add("internal/api/v1", nil)
 	add("internal/api/validation", []string{"internal/api/v1", "internal/store"}) // upward
@@ -29,6 +29,8 @@ func TestRulesCatchViolations(t *testing.T) {
 	add("internal/nodeagent/state", nil)
 	add("internal/nodeagent/migration", []string{"internal/nodeagent/state", "internal/nodeagent"}) // its parent
 	add("launcher/internal/driver", nil, "internal/store/storetest")                                // through a test
+	add("launcher", []string{"internal/nodeagent/state"})
+	add("internal/launcher", []string{"internal/store"}) // a layer it shares: only the forbidden pair catches it
 	add("provider", []string{"provider/internal/provider"})
 	add("provider/internal/provider", []string{"internal/client", "internal/apiserver"})
 	add("provider/internal/acctest", []string{"internal/apiserver"}) // test support, not shipped
@@ -45,6 +47,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		`internal/newthing is in no layer`,
 		`internal/nodeagent/migration (layer "controllers, node-agent roles, launcher and provider internals") imports internal/nodeagent (layer "API server and node agent", above it)`,
 		`internal/nodeagent/migration imports internal/nodeagent, its ancestor`,
+		`launcher imports internal/nodeagent/state (launcher → internal/nodeagent/state): the launcher never imports the node agent`,
+		`internal/launcher imports internal/store (internal/launcher → internal/store): the launcher never imports the store`,
 		`launcher/internal/driver (tests) imports internal/store/storetest (launcher/internal/driver (tests) → internal/store/storetest): the launcher never imports the store`,
 		`internal/testutil/cluster (tests) imports internal/bench (internal/testutil/cluster (tests) → internal/bench): test support never imports the benchmark`,
 		`provider/internal/provider (layer "controllers, node-agent roles, launcher and provider internals") imports internal/apiserver (layer "API server and node agent", above it)`,
@@ -83,5 +87,23 @@ func TestLayerOfTakesTheMostSpecificPattern(t *testing.T) {
 	}
 	if l, ok := layerOf("internal/test"); ok {
 		t.Errorf("internal/test is in layer %q; only a name ending in test, not test itself, is the convention", layers[l].name)
+	}
+}
+
+// The builds of two tag sets make one graph, which check reads once: a
+// package has the imports of both, each once.
+func TestUnionOfBuilds(t *testing.T) {
+	def := graph{"internal/controller/vm": {Imports: []string{"internal/nodeagent"}}, "internal/nodeagent": {}}
+	tagged := graph{
+		"internal/controller/vm": {Imports: []string{"internal/launcher", "internal/nodeagent"}, Tests: []string{"internal/store"}},
+		"internal/launcher":      {},
+		"internal/nodeagent":     {},
+	}
+	g := union(def, tagged)
+	if vm := g["internal/controller/vm"]; !slices.Equal(vm.Imports, []string{"internal/launcher", "internal/nodeagent"}) || !slices.Equal(vm.Tests, []string{"internal/store"}) {
+		t.Errorf("internal/controller/vm imports %v, tests %v", vm.Imports, vm.Tests)
+	}
+	if len(g) != 3 {
+		t.Errorf("%d packages, want 3", len(g))
 	}
 }

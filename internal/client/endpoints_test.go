@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // namedServer answers Nodes.Get with its own name as the node's name, or,
@@ -75,12 +77,7 @@ func answers(t *testing.T, c *Client, n int) map[string]int {
 func TestDialSeveralEndpoints(t *testing.T) {
 	cert, caFile := selfSigned(t, t.TempDir())
 	addrs, stops := startNamed(t, cert, namedServer{name: "a"}, namedServer{name: "b"}, namedServer{name: "c"})
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	deadAddr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t, "tcp"))
 
 	c := dial(t, Config{Endpoint: deadAddr + ", " + strings.Join(addrs, ","), CAFile: caFile, Token: "tok"})
 	// round_robin picks among the connected servers only: wait until all

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,18 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // freePeerURL is a loopback peer URL on a port nobody listens on now:
 // peers must know each other's URLs before any of them starts.
 func freePeerURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return "https://" + l.Addr().String()
+	return "https://127.0.0.1:" + strconv.Itoa(testutil.FreePort(t, "tcp"))
 }
 
 // member is one embedded member of a test cluster.

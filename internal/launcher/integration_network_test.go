@@ -51,28 +51,6 @@ func installGuest(t *testing.T) guestEnv {
 	return guestEnv{dir: dir, kernel: filepath.Join(dir, kernel)}
 }
 
-// freeTCPPort is a port on 127.0.0.1 that was free a moment ago.
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// freeUDPPort is a UDP port on 127.0.0.1 that was free a moment ago.
-func freeUDPPort(t *testing.T) int {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	return pc.LocalAddr().(*net.UDPAddr).Port
-}
-
 // netVMI is e's VMI with one user interface whose forwards are fwds.
 func (e *env) netVMI(phase string, fwds ...*apiv1.PortForward) *apiv1.VirtualMachineInstance {
 	v := e.vmi(phase)
@@ -148,7 +126,7 @@ func TestUserNetworkPortForwardAndAgent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	port, udpPort := freeTCPPort(t), freeUDPPort(t)
+	port, udpPort := testutil.FreePort(t, "tcp"), testutil.FreePort(t, "udp")
 	fwd := &apiv1.PortForward{HostPort: int32(port), GuestPort: 8080}
 	udp := &apiv1.PortForward{HostPort: int32(udpPort), GuestPort: 53, Protocol: "udp"}
 	opts := e.guestOpts(g, testguest.Cmdline(testguest.Hostname("vp-it-net"), testguest.Network(), testguest.HTTP(8080), testguest.GuestAgent()))

@@ -36,11 +36,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// How long an agent process gets to exit: after SIGTERM (then SIGKILL),
-// and after SIGKILL.
+// How long an agent process gets to exit after SIGTERM (then SIGKILL);
+// after SIGKILL, processes get proc.KillWait.
 const (
 	stopGrace = 15 * time.Second
-	killWait  = 10 * time.Second
 	// pollInterval is how often a start is checked on.
 	pollInterval = 50 * time.Millisecond
 )
@@ -227,13 +226,13 @@ func (c *Cluster) PowerOff(n *Node) error {
 	for _, pid := range procfs.LauncherPidsOn(c.opts.Launcher, n.URI) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, killWait, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, proc.KillWait, true, func(context.Context) (bool, error) {
 		return len(procfs.LauncherPidsOn(c.opts.Launcher, n.URI)) == 0, nil
 	})
 	if err != nil {
 		return fmt.Errorf("launchers %v of node %s survived SIGKILL", procfs.LauncherPidsOn(c.opts.Launcher, n.URI), n.Name)
 	}
-	return n.Node.PowerOff(killWait)
+	return n.Node.PowerOff(proc.KillWait)
 }
 
 // WaitJoined waits until node n is registered and schedulable.
@@ -302,7 +301,7 @@ func killLaunchers(binary, prefix string) error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	// Its own context: Close also runs when the caller's has ended.
-	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, killWait, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), pollInterval, proc.KillWait, true, func(context.Context) (bool, error) {
 		return len(procfs.LauncherPidsWithPrefix(binary, prefix)) == 0, nil
 	})
 	if err != nil {

@@ -5,8 +5,9 @@
 // harness and the benchmark need the same start, stop and kill, and
 // differ only in how a child's life is tied to theirs (Tie).
 //
-// It imports no testing package: make demo-cluster and virtplane-bench,
-// which are programs, use it.
+// Package proc itself imports no testing package, so a program can use
+// it: demo-cluster and virtplane-bench do (both still link testing,
+// through multinode and testguest).
 package proc
 
 import (
@@ -33,9 +34,10 @@ const (
 	OwnGroup
 )
 
-// killWait bounds the wait for a SIGKILLed process to be reaped: it is
-// gone within milliseconds unless the kernel is stuck on it.
-const killWait = 10 * time.Second
+// KillWait bounds the wait for a SIGKILLed process to be reaped: it is
+// gone within milliseconds unless the kernel is stuck on it. Harnesses
+// wait as long for SIGKILLed processes they did not start (launchers).
+const KillWait = 10 * time.Second
 
 // Proc is a child process, its stdout and stderr in a file.
 type Proc struct {
@@ -54,7 +56,7 @@ type Proc struct {
 func Start(tie Tie, name, log, bin string, args ...string) (*Proc, error) {
 	f, err := os.Create(log)
 	if err != nil {
-		return nil, fmt.Errorf("opening log: %w", err)
+		return nil, fmt.Errorf("opening the log of %s: %w", name, err)
 	}
 	defer f.Close()
 	cmd := exec.Command(bin, args...)
@@ -138,7 +140,7 @@ func (p *Proc) Stop(grace time.Duration) error {
 
 // Kill sends SIGKILL and waits until the process is gone; nil or exited
 // does nothing.
-func (p *Proc) Kill() error { return p.kill(killWait) }
+func (p *Proc) Kill() error { return p.kill(KillWait) }
 
 func (p *Proc) kill(d time.Duration) error {
 	if !p.Alive() {
