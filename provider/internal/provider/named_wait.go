@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
 // The waits of the kinds that are one object each, read and watched by
@@ -128,6 +129,43 @@ func undoCreate[T metaObject, E any](ctx context.Context, r *configuredResource,
 		tflog.Info(ctx, "failed "+k.noun+" deleted", map[string]any{k.logKey: id})
 	}
 	resp.State.RemoveResource(ctx)
+}
+
+// readNamed is a snapshot's or restore's Read once the state is read:
+// it reads object ns/name (opsOf gives its calls once the provider is
+// ready), decides with stillManaged whether the state keeps it, and
+// records it (set). id is the state's id, uid its uid.
+func readNamed[T metaObject, E any](ctx context.Context, r *configuredResource, req resource.ReadRequest, resp *resource.ReadResponse,
+	opsOf func(*client.Client) namedOps[T, E], id, ns, name, uid string, set func(T)) {
+	if !r.readyToRefresh(req, resp, "read "+r.kind.noun+" "+id) {
+		return
+	}
+	o, err := opsOf(r.data.client).get(ctx, &apiv1.ObjectKey{Namespace: ns, Name: name})
+	if !r.stillManaged(ctx, resp, namespacedID(ns, name), uid, o.GetMetadata().GetUid(), err) {
+		return
+	}
+	set(o)
+}
+
+// deleteNamedObject is a snapshot's or restore's Delete once the state is
+// read: it deletes object ns/name if it still has uid, within the state's
+// delete timeout (limit), and reports what went wrong (addDeleteFailure;
+// slow says what deleting waits for).
+func deleteNamedObject[T metaObject, E any](ctx context.Context, r *configuredResource, resp *resource.DeleteResponse,
+	opsOf func(*client.Client) namedOps[T, E], limit timeoutOf, ns, name, uid, slow string) {
+	k := r.kind
+	if !r.ready(&resp.Diagnostics, "delete a "+k.noun) {
+		return
+	}
+	timeout, d := limit(ctx, defaultTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	replaced, err := deleteNamed(ctx, opsOf(r.data.client), k.noun, &apiv1.ObjectKey{Namespace: ns, Name: name}, uid)
+	r.addDeleteFailure(&resp.Diagnostics, err, replaced, namespacedID(ns, name), timeout, slow)
 }
 
 // addDeleteFailure reports a failed deleteNamed of object id of kind k;
