@@ -49,6 +49,24 @@ func waitNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], wha
 	return waitUntil(ctx, what, ch, func(ctx context.Context) (T, error) { return ops.get(ctx, key) }, judge)
 }
 
+// judgeFinal is the judges' shared order (judgeSnapshot, judgeRestore,
+// judgeClone): an object being deleted ends the wait, then one that
+// failed, with its error (reason, or "no reason given"), then one done
+// is done. state is what describe says of o; short names the kind in the
+// error ("the snapshot failed: ...").
+func judgeFinal(o metaObject, state, short string, failed bool, reason string, done bool) verdict {
+	out := verdict{state: state}
+	switch {
+	case o.GetMetadata().GetDeletionTimestamp() != nil:
+		out.err = errors.New("it is being deleted")
+	case failed:
+		out.err = fmt.Errorf("the %s failed: %s", short, orDefault(reason, "no reason given"))
+	case done:
+		out.done = true
+	}
+	return out
+}
+
 // deleteNamed deletes the object key if it still has uid ("" skips the
 // check) and waits until it is gone: its controller and node remove
 // their finalizers once the data they hold is gone. gone reports whether

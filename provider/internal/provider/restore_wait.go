@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"google.golang.org/grpc"
 
@@ -40,16 +38,8 @@ func restoreOps(c *client.Client) namedOps[*apiv1.VirtualMachineRestore, apiv1.R
 // whether it fails.
 func judgeRestore(r *apiv1.VirtualMachineRestore) verdict {
 	st := r.GetStatus()
-	out := verdict{state: describeRestore(r)}
-	switch {
-	case r.GetMetadata().GetDeletionTimestamp() != nil:
-		out.err = errors.New("it is being deleted")
-	case st.GetPhase() == apiv1.RestoreFailed:
-		out.err = fmt.Errorf("the restore failed: %s", orDefault(st.GetError(), "no reason given"))
-	case st.GetPhase() == apiv1.RestoreSucceeded && st.GetComplete():
-		out.done = true
-	}
-	return out
+	return judgeFinal(r, describeRestore(r), "restore", st.GetPhase() == apiv1.RestoreFailed, st.GetError(),
+		st.GetPhase() == apiv1.RestoreSucceeded && st.GetComplete())
 }
 
 func describeRestore(r *apiv1.VirtualMachineRestore) string {

@@ -293,16 +293,8 @@ func cloneOps(c *client.Client) namedOps[*apiv1.VirtualMachineClone, apiv1.Clone
 // deleted) ends the wait with its error.
 func judgeClone(c *apiv1.VirtualMachineClone) verdict {
 	st := c.GetStatus()
-	out := verdict{state: describeClone(c)}
-	switch {
-	case c.GetMetadata().GetDeletionTimestamp() != nil:
-		out.err = errors.New("it is being deleted")
-	case st.GetPhase() == apiv1.CloneFailed:
-		out.err = fmt.Errorf("the clone failed: %s", orDefault(st.GetError(), "no reason given"))
-	case st.GetPhase() == apiv1.CloneSucceeded:
-		out.done = true
-	}
-	return out
+	return judgeFinal(c, describeClone(c), "clone", st.GetPhase() == apiv1.CloneFailed, st.GetError(),
+		st.GetPhase() == apiv1.CloneSucceeded)
 }
 
 func describeClone(c *apiv1.VirtualMachineClone) string {
