@@ -39,7 +39,6 @@ var poolOps = replicaOps[*apiv1.VirtualMachinePool, poolView, poolResourceModel]
 	},
 	toState:  poolState,
 	view:     func(p *apiv1.VirtualMachinePool) poolView { return poolView{pool: p} },
-	object:   func(v poolView) *apiv1.VirtualMachinePool { return v.pool },
 	refresh:  refreshPool,
 	wait:     waitPool,
 	judge:    judgePool,

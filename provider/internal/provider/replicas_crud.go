@@ -59,8 +59,11 @@ func (r *replicaResource[T, V, M]) wait(ctx context.Context, st stateSetter, dia
 	}
 	md := o.GetMetadata()
 	t := replicaTarget{generation: md.GetGeneration(), ready: r.ops.ready(o)}
-	v, err := r.ops.wait(ctx, r.data.client, o, func(v V) verdict { return r.ops.judge(t, v) })
-	if r.ops.object(v).ProtoReflect().IsValid() {
+	// seen: the wait read the object at least once (it judges every
+	// successful read), so v is what it read last rather than nothing.
+	seen := false
+	v, err := r.ops.wait(ctx, r.data.client, o, func(v V) verdict { seen = true; return r.ops.judge(t, v) })
+	if seen {
 		r.setState(ctx, st, diags, v, plan)
 	}
 	if err != nil {

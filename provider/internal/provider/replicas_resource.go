@@ -53,10 +53,8 @@ type replicaOps[T metaObject, V any, M any] struct {
 	// settings of prior (the plan or the previous state).
 	toState func(v V, prior *M) (M, diag.Diagnostics)
 
-	// view is an object as written, without its replicas; object is the
-	// object of a view, nil when a wait read nothing.
-	view   func(T) V
-	object func(V) T
+	// view is an object as written, without its replicas.
+	view func(T) V
 	// refresh reads the replicas of the object read, for Read: one call,
 	// never a wait.
 	refresh func(context.Context, *client.Client, T) (V, error)
