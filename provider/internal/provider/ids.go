@@ -57,16 +57,16 @@ const allNodesID = "*"
 
 // importNamespaced imports an object of a namespace by its id, which
 // parseNamespacedID reads, into the id, namespace and name attributes, and
-// reports whether it could. what names the kind with its article ("a
-// replica set"); example, when not "", is an id to show ("default/web").
-func importNamespaced(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, what, example string) bool {
+// reports whether it could. k is the kind imported ("Import a replica
+// set by ..."); example, when not "", is an id to show ("default/web").
+func importNamespaced(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, k objectKind, example string) bool {
 	ns, name, err := parseNamespacedID(req.ID)
 	if err != nil {
 		if example != "" {
 			example = " (" + example + ")"
 		}
 		resp.Diagnostics.AddError("Invalid import ID",
-			"Import "+what+" by namespace/name"+example+", or by name alone for the default namespace: "+err.Error())
+			"Import a "+k.noun+" by namespace/name"+example+", or by name alone for the default namespace: "+err.Error())
 		return false
 	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)

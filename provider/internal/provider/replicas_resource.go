@@ -92,7 +92,7 @@ func waitForReadyOr(b types.Bool) types.Bool {
 // ImportState imports a pool or replica set by namespace/name (or name in
 // the default namespace).
 func (r *replicaResource[T, V, M]) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if importNamespaced(ctx, req, resp, "a "+r.kind.noun, "default/web") {
+	if importNamespaced(ctx, req, resp, r.kind, "default/web") {
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), true)...)
 	}
 }

@@ -31,5 +31,5 @@ func (r *restoreResource) Metadata(_ context.Context, req resource.MetadataReque
 }
 
 func (r *restoreResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importNamespaced(ctx, req, resp, "a virtual machine restore", "")
+	importNamespaced(ctx, req, resp, r.kind, "")
 }

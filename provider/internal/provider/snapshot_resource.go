@@ -30,5 +30,5 @@ func (r *snapshotResource) Metadata(_ context.Context, req resource.MetadataRequ
 }
 
 func (r *snapshotResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importNamespaced(ctx, req, resp, "a virtual machine snapshot", "default/before-upgrade")
+	importNamespaced(ctx, req, resp, r.kind, "default/before-upgrade")
 }
