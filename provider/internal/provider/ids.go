@@ -15,10 +15,12 @@ import (
 )
 
 // The ids of resources and data sources: how an object's key becomes the
-// id Terraform records and imports, and back.
-
-// namespacedID is the id of an object in a namespace: "namespace/name".
-func namespacedID(namespace, name string) string { return namespace + "/" + name }
+// id Terraform records and imports, and back. An object's id is
+// apiv1.Ref(namespace, name): "namespace/name", as the provider's
+// namespaces are never empty (the schemas default them to "default" and
+// validate them as DNS labels, the data sources use namespaceOrDefault,
+// an import parseNamespacedID, and the agent stores no namespaced object
+// without a namespace).
 
 // parseNamespacedID accepts "namespace/name" and a bare "name" (default namespace).
 func parseNamespacedID(id string) (namespace, name string, err error) {
@@ -69,7 +71,7 @@ func importNamespaced(ctx context.Context, req resource.ImportStateRequest, resp
 			"Import a "+k.noun+" by namespace/name"+example+", or by name alone for the default namespace: "+err.Error())
 		return false
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), apiv1.Ref(ns, name))...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	return true

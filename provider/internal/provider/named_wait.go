@@ -82,7 +82,7 @@ func deleteNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], w
 	case err != nil:
 		return false, err
 	}
-	tflog.Info(ctx, what+" deletion requested", map[string]any{"id": namespacedID(key.GetNamespace(), key.GetName())})
+	tflog.Info(ctx, what+" deletion requested", map[string]any{"id": apiv1.Ref(key.GetNamespace(), key.GetName())})
 	_, err = waitNamed(ctx, ops, what, key, func(o T) verdict {
 		if uid != "" && o.GetMetadata().GetUid() != uid {
 			return verdict{done: true, state: "replaced"} // ours is gone
@@ -103,7 +103,7 @@ func createNamed[T metaObject, E any](ctx context.Context, r *configuredResource
 	k := r.kind
 	md := want.GetMetadata()
 	key := &apiv1.ObjectKey{Namespace: md.GetNamespace(), Name: md.GetName()}
-	id := namespacedID(key.Namespace, key.Name)
+	id := apiv1.Ref(key.Namespace, key.Name)
 	created, err := ops.create(ctx, want)
 	if err != nil {
 		r.addError(&resp.Diagnostics, err, "create "+k.noun+" "+id)
@@ -135,7 +135,7 @@ func createNamed[T metaObject, E any](ctx context.Context, r *configuredResource
 func undoCreate[T metaObject, E any](ctx context.Context, r *configuredResource, resp *resource.CreateResponse, ops namedOps[T, E],
 	key *apiv1.ObjectKey, uid string, slow string) {
 	k := r.kind
-	id := namespacedID(key.GetNamespace(), key.GetName())
+	id := apiv1.Ref(key.GetNamespace(), key.GetName())
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultTimeout)
 	defer cancel()
 	replaced, err := deleteNamed(dctx, ops, k.noun, key, uid)
@@ -159,7 +159,7 @@ func readNamed[T metaObject, E any](ctx context.Context, r *configuredResource, 
 		return
 	}
 	o, err := opsOf(r.data.client).get(ctx, &apiv1.ObjectKey{Namespace: ns, Name: name})
-	if !r.stillManaged(ctx, resp, namespacedID(ns, name), uid, o.GetMetadata().GetUid(), err) {
+	if !r.stillManaged(ctx, resp, apiv1.Ref(ns, name), uid, o.GetMetadata().GetUid(), err) {
 		return
 	}
 	set(o)
@@ -183,7 +183,7 @@ func deleteNamedObject[T metaObject, E any](ctx context.Context, r *configuredRe
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	replaced, err := deleteNamed(ctx, opsOf(r.data.client), k.noun, &apiv1.ObjectKey{Namespace: ns, Name: name}, uid)
-	r.addDeleteFailure(&resp.Diagnostics, err, replaced, namespacedID(ns, name), timeout, slow)
+	r.addDeleteFailure(&resp.Diagnostics, err, replaced, apiv1.Ref(ns, name), timeout, slow)
 }
 
 // addDeleteFailure reports a failed deleteNamed of object id of kind k;

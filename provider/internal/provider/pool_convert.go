@@ -89,7 +89,7 @@ func poolToModel(p *apiv1.VirtualMachinePool, vmNames []string, prior *poolModel
 	})
 	diags.Append(d...)
 	return poolModel{
-		ID:             types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
+		ID:             types.StringValue(apiv1.Ref(md.GetNamespace(), md.GetName())),
 		Name:           types.StringValue(md.GetName()),
 		Namespace:      types.StringValue(md.GetNamespace()),
 		UID:            types.StringValue(md.GetUid()),

@@ -142,7 +142,7 @@ func waitReplicaSet(ctx context.Context, c *client.Client, rs *apiv1.VirtualMach
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ns, name := rs.GetMetadata().GetNamespace(), rs.GetMetadata().GetName()
-	return waitUntil(ctx, "replica set "+namespacedID(ns, name), replicaSetChanges(wctx, c, rs),
+	return waitUntil(ctx, "replica set "+apiv1.Ref(ns, name), replicaSetChanges(wctx, c, rs),
 		func(ctx context.Context) (replicaSetView, error) { return readReplicaSet(ctx, c, ns, name) }, judge)
 }
 

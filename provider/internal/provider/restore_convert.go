@@ -32,7 +32,7 @@ func restoreToModel(o *apiv1.VirtualMachineRestore, prior *restoreModel) (restor
 		vols = append(vols, v.GetVolumeName())
 	}
 	return restoreModel{
-		ID:                    types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
+		ID:                    types.StringValue(apiv1.Ref(md.GetNamespace(), md.GetName())),
 		Namespace:             types.StringValue(md.GetNamespace()),
 		Name:                  types.StringValue(md.GetName()),
 		VirtualMachine:        types.StringValue(spec.GetTarget()),

@@ -47,7 +47,7 @@ func snapshotToModel(s *apiv1.VirtualMachineSnapshot, prior *snapshotModel) (sna
 		deadline = prior.FailureDeadline.ValueString()
 	}
 	return snapshotModel{
-		ID:              types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
+		ID:              types.StringValue(apiv1.Ref(md.GetNamespace(), md.GetName())),
 		Namespace:       types.StringValue(md.GetNamespace()),
 		Name:            types.StringValue(md.GetName()),
 		VirtualMachine:  types.StringValue(spec.GetSource()),

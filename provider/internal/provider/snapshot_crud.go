@@ -53,7 +53,7 @@ func (r *snapshotResource) Update(ctx context.Context, req resource.UpdateReques
 		return
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	id := namespacedID(ns, name)
+	id := apiv1.Ref(ns, name)
 	s, err := snapshotOps(r.data.client).get(ctx, &apiv1.ObjectKey{Namespace: ns, Name: name})
 	if err != nil {
 		r.addError(&resp.Diagnostics, err, "read virtual machine snapshot "+id)

@@ -232,7 +232,7 @@ type vmView struct {
 func waitVM(ctx context.Context, c *client.Client, ns, name string, judge func(*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance) verdict) (*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	v, err := waitUntil(ctx, "virtual machine "+namespacedID(ns, name), changes(wctx, c, ns, name),
+	v, err := waitUntil(ctx, "virtual machine "+apiv1.Ref(ns, name), changes(wctx, c, ns, name),
 		func(ctx context.Context) (vmView, error) {
 			vm, vmi, err := getVM(ctx, c, ns, name)
 			return vmView{vm, vmi}, err
