@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -37,7 +38,7 @@ func parseNamespacedID(id string) (namespace, name string, err error) {
 // namespaceOrDefault is the namespace a configuration names, or the
 // default namespace where it names none.
 func namespaceOrDefault(ns types.String) string {
-	return orDefault(ns.ValueString(), apiv1.DefaultNamespace)
+	return cmp.Or(ns.ValueString(), apiv1.DefaultNamespace)
 }
 
 // selectorID canonicalises the selector so that equivalent spellings give

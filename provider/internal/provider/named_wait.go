@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,7 +61,7 @@ func judgeFinal(o metaObject, state, short string, failed bool, reason string, d
 	case o.GetMetadata().GetDeletionTimestamp() != nil:
 		out.err = errors.New("it is being deleted")
 	case failed:
-		out.err = fmt.Errorf("the %s failed: %s", short, orDefault(reason, "no reason given"))
+		out.err = fmt.Errorf("the %s failed: %s", short, cmp.Or(reason, "no reason given"))
 	case done:
 		out.done = true
 	}

@@ -141,7 +141,7 @@ func describePool(v poolView) string {
 		s += ", paused"
 	}
 	return s + describeReplicas("VMs", v.vms, func(m vmView) string {
-		return m.vm.GetMetadata().GetName() + " " + orDefault(m.vm.GetStatus().GetPrintableStatus(), "(new)")
+		return m.vm.GetMetadata().GetName() + " " + cmp.Or(m.vm.GetStatus().GetPrintableStatus(), "(new)")
 	}, st.GetConditions())
 }
 

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -37,7 +38,7 @@ func restoreToModel(o *apiv1.VirtualMachineRestore, prior *restoreModel) (restor
 		Name:                  types.StringValue(md.GetName()),
 		VirtualMachine:        types.StringValue(spec.GetTarget()),
 		Snapshot:              types.StringValue(spec.GetSnapshot()),
-		TargetReadinessPolicy: types.StringValue(orDefault(spec.GetTargetReadinessPolicy(), apiv1.ReadinessWaitGracePeriod)),
+		TargetReadinessPolicy: types.StringValue(cmp.Or(spec.GetTargetReadinessPolicy(), apiv1.ReadinessWaitGracePeriod)),
 		UID:                   types.StringValue(md.GetUid()),
 		Phase:                 optString(st.GetPhase()),
 		Complete:              types.BoolValue(st.GetComplete()),

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 
 	"google.golang.org/grpc"
@@ -44,7 +45,7 @@ func judgeRestore(r *apiv1.VirtualMachineRestore) verdict {
 
 func describeRestore(r *apiv1.VirtualMachineRestore) string {
 	st := r.GetStatus()
-	out := "phase " + orDefault(st.GetPhase(), "(new)")
+	out := "phase " + cmp.Or(st.GetPhase(), "(new)")
 	if st.GetMessage() != "" {
 		out += ": " + st.GetMessage()
 	}

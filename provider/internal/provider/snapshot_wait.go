@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 
 	"google.golang.org/grpc"
@@ -44,6 +45,6 @@ func judgeSnapshot(s *apiv1.VirtualMachineSnapshot) verdict {
 // controller waits for (Progressing's message), or its last error.
 func describeSnapshot(s *apiv1.VirtualMachineSnapshot) string {
 	st := s.GetStatus()
-	out := "phase " + orDefault(st.GetPhase(), "(new)")
+	out := "phase " + cmp.Or(st.GetPhase(), "(new)")
 	return out + conditionsText(st.GetConditions()) + errorText(st.GetError())
 }

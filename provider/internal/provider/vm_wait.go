@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ func describe(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) strin
 	}
 	s := "status " + ps
 	if vmi != nil {
-		s += fmt.Sprintf(", instance %s in phase %s", shortUID(vmi.GetMetadata().GetUid()), orDefault(vmi.GetStatus().GetPhase(), "Pending"))
+		s += fmt.Sprintf(", instance %s in phase %s", shortUID(vmi.GetMetadata().GetUid()), cmp.Or(vmi.GetStatus().GetPhase(), "Pending"))
 		if n := vmi.GetStatus().GetNodeName(); n != "" {
 			s += " on node " + n
 		}
@@ -142,7 +143,7 @@ func instanceReady(vmi *apiv1.VirtualMachineInstance) bool {
 
 func instanceReason(vmi *apiv1.VirtualMachineInstance) string {
 	st := vmi.GetStatus()
-	s := orDefault(st.GetReason(), "no reason given")
+	s := cmp.Or(st.GetReason(), "no reason given")
 	if st.GetMessage() != "" {
 		s += ": " + st.GetMessage()
 	}
@@ -299,7 +300,7 @@ func judgeClone(c *apiv1.VirtualMachineClone) verdict {
 
 func describeClone(c *apiv1.VirtualMachineClone) string {
 	st := c.GetStatus()
-	out := "phase " + orDefault(st.GetPhase(), "(new)")
+	out := "phase " + cmp.Or(st.GetPhase(), "(new)")
 	if st.GetRestoreName() != "" {
 		out += ", restore " + st.GetRestoreName()
 	}
