@@ -67,7 +67,7 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 	}
 	ns := namespaceOrDefault(cfg.Namespace)
 	id := apiv1.Ref(ns, cfg.Name.ValueString())
-	p, err := d.data.client.Pools.Get(ctx, &apiv1.GetPoolRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: cfg.Name.ValueString()}})
+	p, err := poolOps.get(ctx, d.data.client, &apiv1.ObjectKey{Namespace: ns, Name: cfg.Name.ValueString()})
 	if err != nil {
 		addLookupError(&resp.Diagnostics, err, d.data.endpoint, poolKind, id, "(virtplane-agent get pool lists the existing ones).")
 		return
