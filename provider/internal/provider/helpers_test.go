@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-// What the package's tests share: schema documentation checks, and
-// running a validator.
+// What the package's tests share: schema documentation checks, running a
+// validator, and the values they build.
 
 // documentedResource returns r's schema after checking that it is valid
 // and that it, and each of its attributes and blocks, has a description.
@@ -151,3 +151,16 @@ func validString(v validator.String, s string) (ok bool, msg string) {
 	}
 	return true, ""
 }
+
+// mustMap is m as a map attribute value.
+func mustMap(t *testing.T, m map[string]string) types.Map {
+	t.Helper()
+	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	return v
+}
+
+// diagsT gives tests an addressable diag.Diagnostics.
+type diagsT struct{ d diag.Diagnostics }
