@@ -164,3 +164,25 @@ func mustMap(t *testing.T, m map[string]string) types.Map {
 
 // diagsT gives tests an addressable diag.Diagnostics.
 type diagsT struct{ d diag.Diagnostics }
+
+// wantErrorsOn checks that the agent's error err about an object of kind
+// k is reported on the attributes at paths (and maybe others).
+func wantErrorsOn(t *testing.T, err error, k objectKind, paths ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("the API accepted an invalid object")
+	}
+	var diags diagsT
+	addObjectError(&diags.d, err, "unix:///x", "create it", k)
+	got := map[string]bool{}
+	for _, e := range diags.d.Errors() {
+		if wp, ok := e.(interface{ Path() path.Path }); ok {
+			got[wp.Path().String()] = true
+		}
+	}
+	for _, want := range paths {
+		if !got[want] {
+			t.Errorf("no error on %s; got errors on %v (%v)", want, got, diags.d)
+		}
+	}
+}
