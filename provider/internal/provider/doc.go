@@ -32,11 +32,13 @@
 //     (vms, nodes, migrations) has all its parts in this one file.
 //
 // A kind has the files of the parts it has (a restore has no plan). A part
-// with a topic of its own, or too long for one file, goes on in
-// <kind>_<part>_<topic>.go: vm_wait_ip.go, vm_crud_snapshot.go,
-// vm_plan_restart.go. Unit tests are in the _test.go file of the file
-// whose code they test; acceptance tests (_acc_test.go) are named for
-// the kind and what they exercise.
+// of under about 30 lines has no file of its own: it stays in
+// <kind>_resource.go, after the resource, in the same order (a restore's
+// model and errors, a snapshot's errors). A part with a topic of its own,
+// or too long for one file, goes on in <kind>_<part>_<topic>.go:
+// vm_wait_ip.go, vm_crud_snapshot.go, vm_plan_restart.go. Unit tests are
+// in the _test.go file of the file whose code they test; acceptance tests
+// (_acc_test.go) are named for the kind and what they exercise.
 //
 // Families share parts under a prefix of their own, in the same rule:
 // template_*.go is what VMs and instances are made from (the

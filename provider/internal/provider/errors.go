@@ -19,7 +19,8 @@ import (
 // The diagnostics every kind shares: a failed agent call, an object the
 // agent rejected, a wait that ended early. Each kind's own wording (its
 // objectKind, the attributes its agent errors land on, its waits'
-// failures) is in <kind>_errors.go.
+// failures) is its errors part (<kind>_errors.go, or <kind>_resource.go
+// where it is short).
 
 // notReadyError explains why a reader cannot run during plan when the
 // provider configuration is still unknown.

@@ -8,7 +8,7 @@ import (
 
 // API field paths, as validation errors name them
 // ("spec.template.spec.domain.devices.disks[1].name"), and the attribute
-// paths they map to: what each kind's attribute mapping (<kind>_errors.go)
+// paths they map to: what each kind's attribute mapping (its errors part)
 // builds on.
 
 // normalizeFieldPath replaces every [index] or [key] of a Kubernetes field

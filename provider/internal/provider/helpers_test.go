@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-// What the package's tests share: schema documentation checks, and
-// running a validator.
+// What the package's tests share: schema documentation checks, running a
+// validator, and the values they build.
 
 // documentedResource returns r's schema after checking that it is valid
 // and that it, and each of its attributes and blocks, has a description.
@@ -150,4 +150,39 @@ func validString(v validator.String, s string) (ok bool, msg string) {
 		return false, resp.Diagnostics.Errors()[0].Detail()
 	}
 	return true, ""
+}
+
+// mustMap is m as a map attribute value.
+func mustMap(t *testing.T, m map[string]string) types.Map {
+	t.Helper()
+	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
+	if d.HasError() {
+		t.Fatal(d)
+	}
+	return v
+}
+
+// diagsT gives tests an addressable diag.Diagnostics.
+type diagsT struct{ d diag.Diagnostics }
+
+// wantErrorsOn checks that the agent's error err about an object of kind
+// k is reported on the attributes at paths (and maybe others).
+func wantErrorsOn(t *testing.T, err error, k objectKind, paths ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatal("the API accepted an invalid object")
+	}
+	var diags diagsT
+	addObjectError(&diags.d, err, "unix:///x", "create it", k)
+	got := map[string]bool{}
+	for _, e := range diags.d.Errors() {
+		if wp, ok := e.(interface{ Path() path.Path }); ok {
+			got[wp.Path().String()] = true
+		}
+	}
+	for _, want := range paths {
+		if !got[want] {
+			t.Errorf("no error on %s; got errors on %v (%v)", want, got, diags.d)
+		}
+	}
 }

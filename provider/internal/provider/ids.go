@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -15,10 +16,12 @@ import (
 )
 
 // The ids of resources and data sources: how an object's key becomes the
-// id Terraform records and imports, and back.
-
-// namespacedID is the id of an object in a namespace: "namespace/name".
-func namespacedID(namespace, name string) string { return namespace + "/" + name }
+// id Terraform records and imports, and back. An object's id is
+// apiv1.Ref(namespace, name): "namespace/name", as the provider's
+// namespaces are never empty (the schemas default them to "default" and
+// validate them as DNS labels, the data sources use namespaceOrDefault,
+// an import parseNamespacedID, and the agent stores no namespaced object
+// without a namespace).
 
 // parseNamespacedID accepts "namespace/name" and a bare "name" (default namespace).
 func parseNamespacedID(id string) (namespace, name string, err error) {
@@ -35,7 +38,7 @@ func parseNamespacedID(id string) (namespace, name string, err error) {
 // namespaceOrDefault is the namespace a configuration names, or the
 // default namespace where it names none.
 func namespaceOrDefault(ns types.String) string {
-	return orDefault(ns.ValueString(), apiv1.DefaultNamespace)
+	return cmp.Or(ns.ValueString(), apiv1.DefaultNamespace)
 }
 
 // selectorID canonicalises the selector so that equivalent spellings give
@@ -57,19 +60,19 @@ const allNodesID = "*"
 
 // importNamespaced imports an object of a namespace by its id, which
 // parseNamespacedID reads, into the id, namespace and name attributes, and
-// reports whether it could. what names the kind with its article ("a
-// replica set"); example, when not "", is an id to show ("default/web").
-func importNamespaced(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, what, example string) bool {
+// reports whether it could. k is the kind imported ("Import a replica
+// set by ..."); example, when not "", is an id to show ("default/web").
+func importNamespaced(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, k objectKind, example string) bool {
 	ns, name, err := parseNamespacedID(req.ID)
 	if err != nil {
 		if example != "" {
 			example = " (" + example + ")"
 		}
 		resp.Diagnostics.AddError("Invalid import ID",
-			"Import "+what+" by namespace/name"+example+", or by name alone for the default namespace: "+err.Error())
+			"Import a "+k.noun+" by namespace/name"+example+", or by name alone for the default namespace: "+err.Error())
 		return false
 	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), namespacedID(ns, name))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), apiv1.Ref(ns, name))...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	return true

@@ -149,9 +149,7 @@ func (d *migrationsDataSource) Read(ctx context.Context, req datasource.ReadRequ
 	if !d.readConfig(ctx, req, resp, &m, "read virtplane_migrations") {
 		return
 	}
-	if m.Namespace.ValueString() == "" {
-		m.Namespace = types.StringValue(apiv1.DefaultNamespace)
-	}
+	m.Namespace = types.StringValue(namespaceOrDefault(m.Namespace))
 	opts := &apiv1.ListOptions{Namespace: m.Namespace.ValueString()}
 	if vm := m.VM.ValueString(); vm != "" {
 		opts.LabelSelector = apiv1.LabelMigrationVMIName + "=" + vm

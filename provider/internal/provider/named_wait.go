@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
 // The waits of the kinds that are one object each, read and watched by
@@ -48,6 +50,24 @@ func waitNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], wha
 	return waitUntil(ctx, what, ch, func(ctx context.Context) (T, error) { return ops.get(ctx, key) }, judge)
 }
 
+// judgeFinal is the judges' shared order (judgeSnapshot, judgeRestore,
+// judgeClone): an object being deleted ends the wait, then one that
+// failed, with its error (reason, or "no reason given"), then one done
+// is done. state is what describe says of o; short names the kind in the
+// error ("the snapshot failed: ...").
+func judgeFinal(o metaObject, state, short string, failed bool, reason string, done bool) verdict {
+	out := verdict{state: state}
+	switch {
+	case o.GetMetadata().GetDeletionTimestamp() != nil:
+		out.err = errors.New("it is being deleted")
+	case failed:
+		out.err = fmt.Errorf("the %s failed: %s", short, cmp.Or(reason, "no reason given"))
+	case done:
+		out.done = true
+	}
+	return out
+}
+
 // deleteNamed deletes the object key if it still has uid ("" skips the
 // check) and waits until it is gone: its controller and node remove
 // their finalizers once the data they hold is gone. gone reports whether
@@ -63,7 +83,7 @@ func deleteNamed[T metaObject, E any](ctx context.Context, ops namedOps[T, E], w
 	case err != nil:
 		return false, err
 	}
-	tflog.Info(ctx, what+" deletion requested", map[string]any{"id": namespacedID(key.GetNamespace(), key.GetName())})
+	tflog.Info(ctx, what+" deletion requested", map[string]any{"id": apiv1.Ref(key.GetNamespace(), key.GetName())})
 	_, err = waitNamed(ctx, ops, what, key, func(o T) verdict {
 		if uid != "" && o.GetMetadata().GetUid() != uid {
 			return verdict{done: true, state: "replaced"} // ours is gone
@@ -84,7 +104,7 @@ func createNamed[T metaObject, E any](ctx context.Context, r *configuredResource
 	k := r.kind
 	md := want.GetMetadata()
 	key := &apiv1.ObjectKey{Namespace: md.GetNamespace(), Name: md.GetName()}
-	id := namespacedID(key.Namespace, key.Name)
+	id := apiv1.Ref(key.Namespace, key.Name)
 	created, err := ops.create(ctx, want)
 	if err != nil {
 		r.addError(&resp.Diagnostics, err, "create "+k.noun+" "+id)
@@ -116,7 +136,7 @@ func createNamed[T metaObject, E any](ctx context.Context, r *configuredResource
 func undoCreate[T metaObject, E any](ctx context.Context, r *configuredResource, resp *resource.CreateResponse, ops namedOps[T, E],
 	key *apiv1.ObjectKey, uid string, slow string) {
 	k := r.kind
-	id := namespacedID(key.GetNamespace(), key.GetName())
+	id := apiv1.Ref(key.GetNamespace(), key.GetName())
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultTimeout)
 	defer cancel()
 	replaced, err := deleteNamed(dctx, ops, k.noun, key, uid)
@@ -128,6 +148,43 @@ func undoCreate[T metaObject, E any](ctx context.Context, r *configuredResource,
 		tflog.Info(ctx, "failed "+k.noun+" deleted", map[string]any{k.logKey: id})
 	}
 	resp.State.RemoveResource(ctx)
+}
+
+// readNamed is a snapshot's or restore's Read once the state is read:
+// it reads object ns/name (opsOf gives its calls once the provider is
+// ready), decides with stillManaged whether the state keeps it, and
+// records it (set). id is the state's id, uid its uid.
+func readNamed[T metaObject, E any](ctx context.Context, r *configuredResource, req resource.ReadRequest, resp *resource.ReadResponse,
+	opsOf func(*client.Client) namedOps[T, E], id, ns, name, uid string, set func(T)) {
+	if !r.readyToRefresh(req, resp, "read "+r.kind.noun+" "+id) {
+		return
+	}
+	o, err := opsOf(r.data.client).get(ctx, &apiv1.ObjectKey{Namespace: ns, Name: name})
+	if !r.stillManaged(ctx, resp, apiv1.Ref(ns, name), uid, o.GetMetadata().GetUid(), err) {
+		return
+	}
+	set(o)
+}
+
+// deleteNamedObject is a snapshot's or restore's Delete once the state is
+// read: it deletes object ns/name if it still has uid, within the state's
+// delete timeout (limit), and reports what went wrong (addDeleteFailure;
+// slow says what deleting waits for).
+func deleteNamedObject[T metaObject, E any](ctx context.Context, r *configuredResource, resp *resource.DeleteResponse,
+	opsOf func(*client.Client) namedOps[T, E], limit timeoutOf, ns, name, uid, slow string) {
+	k := r.kind
+	if !r.ready(&resp.Diagnostics, "delete a "+k.noun) {
+		return
+	}
+	timeout, d := limit(ctx, defaultTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	replaced, err := deleteNamed(ctx, opsOf(r.data.client), k.noun, &apiv1.ObjectKey{Namespace: ns, Name: name}, uid)
+	r.addDeleteFailure(&resp.Diagnostics, err, replaced, apiv1.Ref(ns, name), timeout, slow)
 }
 
 // addDeleteFailure reports a failed deleteNamed of object id of kind k;

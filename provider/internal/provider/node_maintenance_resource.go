@@ -4,8 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
 // The virtplane_node_maintenance resource: a node cordoned, or drained,
@@ -13,7 +15,8 @@ import (
 // node's cordon (spec.unschedulable) and drain (spec.drain) are the
 // resource's whole state: uncordoned outside Terraform, the resource is
 // gone and the next apply cordons (or drains) the node again. Its parts
-// are in node_maintenance_*.go, as the package doc says.
+// are in node_maintenance_*.go, as the package doc says; its model, short,
+// is here.
 
 var (
 	_ resource.Resource                = (*nodeMaintenanceResource)(nil)
@@ -48,3 +51,13 @@ func (r *nodeMaintenanceResource) ImportState(ctx context.Context, req resource.
 // defaultDrainTimeout is create's time limit when timeouts.create is unset:
 // long enough for a few live migrations one after another.
 const defaultDrainTimeout = 20 * time.Minute
+
+// The virtplane_node_maintenance model.
+
+type nodeMaintenanceModel struct {
+	ID       types.String   `tfsdk:"id"`
+	Node     types.String   `tfsdk:"node"`
+	Drain    types.Bool     `tfsdk:"drain"`
+	Drained  types.Bool     `tfsdk:"drained"`
+	Timeouts timeouts.Value `tfsdk:"timeouts"`
+}

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -89,15 +90,15 @@ func poolToModel(p *apiv1.VirtualMachinePool, vmNames []string, prior *poolModel
 	})
 	diags.Append(d...)
 	return poolModel{
-		ID:             types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
+		ID:             types.StringValue(apiv1.Ref(md.GetNamespace(), md.GetName())),
 		Name:           types.StringValue(md.GetName()),
 		Namespace:      types.StringValue(md.GetNamespace()),
 		UID:            types.StringValue(md.GetUid()),
 		Replicas:       types.Int64Value(int64(spec.DesiredReplicas())),
 		Selector:       mapFromAPI(spec.GetSelector().GetMatchLabels(), types.MapNull(types.StringType), true, &diags),
 		Paused:         types.BoolValue(spec.GetPaused()),
-		MaxUnavailable: types.StringValue(orDefault(spec.GetMaxUnavailable(), apiv1.DefaultMaxUnavailable)),
-		ScaleInOrder:   types.StringValue(orDefault(spec.GetScaleInOrder(), apiv1.DefaultScaleInOrder)),
+		MaxUnavailable: types.StringValue(cmp.Or(spec.GetMaxUnavailable(), apiv1.DefaultMaxUnavailable)),
+		ScaleInOrder:   types.StringValue(cmp.Or(spec.GetScaleInOrder(), apiv1.DefaultScaleInOrder)),
 		Template:       &tmpl,
 		Status:         status,
 	}, diags

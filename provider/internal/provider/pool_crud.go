@@ -39,7 +39,6 @@ var poolOps = replicaOps[*apiv1.VirtualMachinePool, poolView, poolResourceModel]
 	},
 	toState:  poolState,
 	view:     func(p *apiv1.VirtualMachinePool) poolView { return poolView{pool: p} },
-	object:   func(v poolView) *apiv1.VirtualMachinePool { return v.pool },
 	refresh:  refreshPool,
 	wait:     waitPool,
 	judge:    judgePool,
@@ -66,12 +65,10 @@ func refreshPool(ctx context.Context, c *client.Client, p *apiv1.VirtualMachineP
 // poolState is the state that records pool v, keeping the provider-only
 // settings of prior (the plan or the previous state).
 func poolState(v poolView, prior *poolResourceModel) (poolResourceModel, diag.Diagnostics) {
-	var names []string
-	for _, m := range v.vms {
-		if m.vm.GetMetadata().GetDeletionTimestamp() == nil {
-			names = append(names, m.vm.GetMetadata().GetName())
-		}
+	vms := make([]*apiv1.VirtualMachine, len(v.vms))
+	for i, m := range v.vms {
+		vms[i] = m.vm
 	}
-	m, d := poolToModel(v.pool, names, &prior.poolModel, false)
+	m, d := poolToModel(v.pool, liveNames(vms), &prior.poolModel, false)
 	return poolResourceModel{poolModel: m, WaitForReady: waitForReadyOr(prior.WaitForReady), Timeouts: prior.Timeouts}, d
 }

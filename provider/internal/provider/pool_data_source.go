@@ -66,8 +66,8 @@ func (d *poolDataSource) Read(ctx context.Context, req datasource.ReadRequest, r
 		return
 	}
 	ns := namespaceOrDefault(cfg.Namespace)
-	id := namespacedID(ns, cfg.Name.ValueString())
-	p, err := d.data.client.Pools.Get(ctx, &apiv1.GetPoolRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: cfg.Name.ValueString()}})
+	id := apiv1.Ref(ns, cfg.Name.ValueString())
+	p, err := poolOps.get(ctx, d.data.client, &apiv1.ObjectKey{Namespace: ns, Name: cfg.Name.ValueString()})
 	if err != nil {
 		addLookupError(&resp.Diagnostics, err, d.data.endpoint, poolKind, id, "(virtplane-agent get pool lists the existing ones).")
 		return

@@ -24,7 +24,7 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	if !changed {
 		return
 	}
-	id := namespacedID(state.Namespace.ValueString(), state.Name.ValueString())
+	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())
 	resp.Diagnostics.AddWarning("Apply rolls a new template out to pool "+id,
 		fmt.Sprintf("virtual_machine_template changes, so every VM of %s gets the new template and each running "+
 			"VM restarts on it, at most max_unavailable (%s) at a time; apply waits until all have. Persistent "+

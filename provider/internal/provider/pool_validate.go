@@ -30,5 +30,5 @@ func maxUnavailableValidator() validator.String {
 // the VM resource checks its settings, and the selector against the
 // template's labels.
 func (r *poolResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	validateTemplate(ctx, req.Config, path.Root("virtual_machine_template"), poolKindSchema.labels, &resp.Diagnostics)
+	validateTemplate(ctx, req.Config, path.Root("virtual_machine_template"), &resp.Diagnostics)
 }

@@ -141,7 +141,7 @@ func describePool(v poolView) string {
 		s += ", paused"
 	}
 	return s + describeReplicas("VMs", v.vms, func(m vmView) string {
-		return m.vm.GetMetadata().GetName() + " " + orDefault(m.vm.GetStatus().GetPrintableStatus(), "(new)")
+		return m.vm.GetMetadata().GetName() + " " + cmp.Or(m.vm.GetStatus().GetPrintableStatus(), "(new)")
 	}, st.GetConditions())
 }
 
@@ -167,7 +167,7 @@ func waitPool(ctx context.Context, c *client.Client, p *apiv1.VirtualMachinePool
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ns, name := p.GetMetadata().GetNamespace(), p.GetMetadata().GetName()
-	return waitUntil(ctx, "pool "+namespacedID(ns, name), poolChanges(wctx, c, p),
+	return waitUntil(ctx, "pool "+apiv1.Ref(ns, name), poolChanges(wctx, c, p),
 		func(ctx context.Context) (poolView, error) { return readPool(ctx, c, ns, name) }, judge)
 }
 

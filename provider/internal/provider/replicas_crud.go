@@ -34,7 +34,7 @@ func (r *replicaResource[T, V, M]) Create(ctx context.Context, req resource.Crea
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	id := namespacedID(want.GetMetadata().GetNamespace(), want.GetMetadata().GetName())
+	id := apiv1.Ref(want.GetMetadata().GetNamespace(), want.GetMetadata().GetName())
 	created, err := r.ops.create(ctx, r.data.client, want)
 	if err != nil {
 		r.addError(&resp.Diagnostics, err, "create "+k.noun+" "+id)
@@ -59,12 +59,15 @@ func (r *replicaResource[T, V, M]) wait(ctx context.Context, st stateSetter, dia
 	}
 	md := o.GetMetadata()
 	t := replicaTarget{generation: md.GetGeneration(), ready: r.ops.ready(o)}
-	v, err := r.ops.wait(ctx, r.data.client, o, func(v V) verdict { return r.ops.judge(t, v) })
-	if r.ops.object(v).ProtoReflect().IsValid() {
+	// seen: the wait read the object at least once (it judges every
+	// successful read), so v is what it read last rather than nothing.
+	seen := false
+	v, err := r.ops.wait(ctx, r.data.client, o, func(v V) verdict { seen = true; return r.ops.judge(t, v) })
+	if seen {
 		r.setState(ctx, st, diags, v, plan)
 	}
 	if err != nil {
-		r.addWaitFailure(diags, err, namespacedID(md.GetNamespace(), md.GetName()), waitFailure{
+		r.addWaitFailure(diags, err, apiv1.Ref(md.GetNamespace(), md.GetName()), waitFailure{
 			want: r.ops.targetText(t, o), slow: "its " + r.ops.replicas + " need", stuck: "cannot get its " + r.ops.replicas + " running",
 		}, timeout, op)
 	}
@@ -82,7 +85,7 @@ func (r *replicaResource[T, V, M]) Read(ctx context.Context, req resource.ReadRe
 		return
 	}
 	ns, name := s.namespace.ValueString(), s.name.ValueString()
-	id := namespacedID(ns, name)
+	id := apiv1.Ref(ns, name)
 	// Two calls, the object and its replicas; refresh never waits.
 	o, err := r.ops.get(ctx, r.data.client, &apiv1.ObjectKey{Namespace: ns, Name: name})
 	if !r.stillManaged(ctx, resp, id, s.uid.ValueString(), o.GetMetadata().GetUid(), err) {
@@ -111,7 +114,7 @@ func (r *replicaResource[T, V, M]) Update(ctx context.Context, req resource.Upda
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ns, name := want.GetMetadata().GetNamespace(), want.GetMetadata().GetName()
-	id := namespacedID(ns, name)
+	id := apiv1.Ref(ns, name)
 	c := r.data.client
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
 	// The kind's controller writes the status concurrently: updateCAS
@@ -155,7 +158,7 @@ func (r *replicaResource[T, V, M]) Delete(ctx context.Context, req resource.Dele
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ns, name, uid := s.namespace.ValueString(), s.name.ValueString(), s.uid.ValueString()
-	id := namespacedID(ns, name)
+	id := apiv1.Ref(ns, name)
 	c := r.data.client
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
 	diags := &resp.Diagnostics

@@ -2,8 +2,11 @@ package provider
 
 import (
 	"context"
+	"maps"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -16,7 +19,8 @@ import (
 // What the pool and replica set resources are made of: the two kinds go
 // through create, read, update, delete and import alike, so they share
 // one implementation (replicaResource, its operations in
-// replicas_crud.go), and replicaOps holds what sets them apart.
+// replicas_crud.go), and replicaOps holds what sets them apart. The
+// family's model and errors, short, are here too.
 
 // replicaResource is the part of a pool or replica set resource that
 // does not depend on its kind: T is the kind's API object, V what a wait
@@ -53,10 +57,8 @@ type replicaOps[T metaObject, V any, M any] struct {
 	// settings of prior (the plan or the previous state).
 	toState func(v V, prior *M) (M, diag.Diagnostics)
 
-	// view is an object as written, without its replicas; object is the
-	// object of a view, nil when a wait read nothing.
-	view   func(T) V
-	object func(V) T
+	// view is an object as written, without its replicas.
+	view func(T) V
 	// refresh reads the replicas of the object read, for Read: one call,
 	// never a wait.
 	refresh func(context.Context, *client.Client, T) (V, error)
@@ -94,7 +96,43 @@ func waitForReadyOr(b types.Bool) types.Bool {
 // ImportState imports a pool or replica set by namespace/name (or name in
 // the default namespace).
 func (r *replicaResource[T, V, M]) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if importNamespaced(ctx, req, resp, "a "+r.kind.noun, "default/web") {
+	if importNamespaced(ctx, req, resp, r.kind, "default/web") {
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), true)...)
 	}
+}
+
+// The object types the pool and replica set models share.
+
+// replicaStatusAttrTypes are the object types of the status attributes,
+// with the names list under names.
+func replicaStatusAttrTypes(names string, more map[string]attr.Type) map[string]attr.Type {
+	out := map[string]attr.Type{
+		"replicas":       types.Int64Type,
+		"ready_replicas": types.Int64Type,
+		"conditions":     types.ListType{ElemType: types.ObjectType{AttrTypes: conditionAttrTypes}},
+		names:            types.ListType{ElemType: types.StringType},
+	}
+	maps.Copy(out, more)
+	return out
+}
+
+// The attributes agent errors about the fields the pool and the replica
+// set share land on.
+
+// replicaAttributePath maps the fields outside the template that the pool
+// and the replica set share.
+func replicaAttributePath(field string) (path.Path, bool) {
+	norm, args := normalizeFieldPath(field)
+	switch {
+	case norm == "metadata.name", norm == "metadata.namespace":
+		return path.Root(strings.TrimPrefix(norm, "metadata.")), true
+	case norm == "spec.replicas", norm == "spec.paused", norm == "spec.max_unavailable", norm == "spec.scale_in_order":
+		return path.Root(strings.TrimPrefix(norm, "spec.")), true
+	case strings.HasPrefix(norm, "spec.selector"):
+		if len(args) > 0 {
+			return path.Root("selector").AtMapKey(args[0]), true
+		}
+		return path.Root("selector"), true
+	}
+	return path.Empty(), false
 }

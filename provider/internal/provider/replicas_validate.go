@@ -61,14 +61,14 @@ func selectorText(m types.Map) string {
 
 // validateTemplate checks, when the configuration has the template block
 // at base, the template as the VM resource checks its settings and the
-// selector against the template's labels (at labels), and reports whether
-// it had the block. A missing one is IsRequired's to report.
-func validateTemplate(ctx context.Context, cfg tfsdk.Config, base, labels path.Path, diags *diag.Diagnostics) bool {
+// selector against the template's labels (base's labels), and reports
+// whether it had the block. A missing one is IsRequired's to report.
+func validateTemplate(ctx context.Context, cfg tfsdk.Config, base path.Path, diags *diag.Diagnostics) bool {
 	var present types.Object
 	if d := cfg.GetAttribute(ctx, base, &present); d.HasError() || present.IsNull() || present.IsUnknown() {
 		return false
 	}
 	validateInstanceSpec(ctx, cfg, base, diags)
-	validateSelector(ctx, cfg, labels, diags)
+	validateSelector(ctx, cfg, base.AtName("labels"), diags)
 	return true
 }

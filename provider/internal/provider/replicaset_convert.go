@@ -78,7 +78,7 @@ func replicaSetToModel(rs *apiv1.VirtualMachineInstanceReplicaSet, names []strin
 	})
 	diags.Append(d...)
 	return replicaSetModel{
-		ID:        types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
+		ID:        types.StringValue(apiv1.Ref(md.GetNamespace(), md.GetName())),
 		Name:      types.StringValue(md.GetName()),
 		Namespace: types.StringValue(md.GetNamespace()),
 		UID:       types.StringValue(md.GetUid()),

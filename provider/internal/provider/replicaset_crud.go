@@ -42,7 +42,6 @@ var replicaSetOps = replicaOps[*apiv1.VirtualMachineInstanceReplicaSet, replicaS
 	view: func(rs *apiv1.VirtualMachineInstanceReplicaSet) replicaSetView {
 		return replicaSetView{rs: rs}
 	},
-	object: func(v replicaSetView) *apiv1.VirtualMachineInstanceReplicaSet { return v.rs },
 	refresh: func(ctx context.Context, c *client.Client, rs *apiv1.VirtualMachineInstanceReplicaSet) (replicaSetView, error) {
 		vmis, err := replicaSetInstances(ctx, c, rs)
 		return replicaSetView{rs: rs, vmis: vmis}, err

@@ -6,6 +6,8 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // The virtplane_virtual_machine_replica_set data source: one replica set
@@ -58,7 +60,7 @@ func (d *replicaSetDataSource) Read(ctx context.Context, req datasource.ReadRequ
 		return
 	}
 	ns := namespaceOrDefault(cfg.Namespace)
-	id := namespacedID(ns, cfg.Name.ValueString())
+	id := apiv1.Ref(ns, cfg.Name.ValueString())
 	v, err := readReplicaSet(ctx, d.data.client, ns, cfg.Name.ValueString())
 	if err != nil {
 		addLookupError(&resp.Diagnostics, err, d.data.endpoint, replicaSetKind, id, "(virtplane-agent get rs lists the existing ones).")

@@ -23,7 +23,7 @@ func (r *replicaSetResource) ModifyPlan(ctx context.Context, req resource.Modify
 	if !changed {
 		return
 	}
-	id := namespacedID(state.Namespace.ValueString(), state.Name.ValueString())
+	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())
 	resp.Diagnostics.AddWarning("Running instances of "+id+" keep their template",
 		"template changes, which applies to the instances replica set "+id+" makes from now on; the instances "+
 			"that run keep the template they were made from (KubeVirt's behaviour). To replace them, scale to 0 "+

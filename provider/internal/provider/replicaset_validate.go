@@ -14,7 +14,7 @@ import (
 // selector against the template's labels.
 func (r *replicaSetResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
 	base := path.Root("template")
-	if !validateTemplate(ctx, req.Config, base, replicaSetKindSchema.labels, &resp.Diagnostics) {
+	if !validateTemplate(ctx, req.Config, base, &resp.Diagnostics) {
 		return
 	}
 	var disks []diskModel

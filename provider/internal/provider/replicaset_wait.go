@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -100,7 +101,7 @@ func instanceFailure(vmi *apiv1.VirtualMachineInstance) error {
 		sched.GetStatus() == apiv1.ConditionFalse && sched.GetReason() == "Unschedulable":
 		return fmt.Errorf("no node can run instance %s (Unschedulable): %s. Check node_selector, memory, cpu, "+
 			"the images and the bridges and libvirt networks the template names against the nodes (data source "+
-			"virtplane_nodes)", name, strings.TrimSuffix(orDefault(sched.GetMessage(), "the placement controller found no fitting node"), "."))
+			"virtplane_nodes)", name, strings.TrimSuffix(cmp.Or(sched.GetMessage(), "the placement controller found no fitting node"), "."))
 	}
 	return nil
 }
@@ -115,7 +116,7 @@ func describeReplicaSet(v replicaSetView) string {
 		s += ", paused"
 	}
 	return s + describeReplicas("instances", v.vmis, func(vmi *apiv1.VirtualMachineInstance) string {
-		return vmi.GetMetadata().GetName() + " " + orDefault(vmi.GetStatus().GetPhase(), apiv1.PhasePending)
+		return vmi.GetMetadata().GetName() + " " + cmp.Or(vmi.GetStatus().GetPhase(), apiv1.PhasePending)
 	}, st.GetConditions())
 }
 
@@ -142,7 +143,7 @@ func waitReplicaSet(ctx context.Context, c *client.Client, rs *apiv1.VirtualMach
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ns, name := rs.GetMetadata().GetNamespace(), rs.GetMetadata().GetName()
-	return waitUntil(ctx, "replica set "+namespacedID(ns, name), replicaSetChanges(wctx, c, rs),
+	return waitUntil(ctx, "replica set "+apiv1.Ref(ns, name), replicaSetChanges(wctx, c, rs),
 		func(ctx context.Context) (replicaSetView, error) { return readReplicaSet(ctx, c, ns, name) }, judge)
 }
 

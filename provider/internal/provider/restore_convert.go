@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -32,12 +33,12 @@ func restoreToModel(o *apiv1.VirtualMachineRestore, prior *restoreModel) (restor
 		vols = append(vols, v.GetVolumeName())
 	}
 	return restoreModel{
-		ID:                    types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
+		ID:                    types.StringValue(apiv1.Ref(md.GetNamespace(), md.GetName())),
 		Namespace:             types.StringValue(md.GetNamespace()),
 		Name:                  types.StringValue(md.GetName()),
 		VirtualMachine:        types.StringValue(spec.GetTarget()),
 		Snapshot:              types.StringValue(spec.GetSnapshot()),
-		TargetReadinessPolicy: types.StringValue(orDefault(spec.GetTargetReadinessPolicy(), apiv1.ReadinessWaitGracePeriod)),
+		TargetReadinessPolicy: types.StringValue(cmp.Or(spec.GetTargetReadinessPolicy(), apiv1.ReadinessWaitGracePeriod)),
 		UID:                   types.StringValue(md.GetUid()),
 		Phase:                 optString(st.GetPhase()),
 		Complete:              types.BoolValue(st.GetComplete()),

@@ -40,15 +40,9 @@ func (r *restoreResource) Read(ctx context.Context, req resource.ReadRequest, re
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if !r.readyToRefresh(req, resp, "read virtual machine restore "+state.ID.ValueString()) {
-		return
-	}
-	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	o, err := r.data.client.Restores.Get(ctx, &apiv1.GetRestoreRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
-	if !r.stillManaged(ctx, resp, namespacedID(ns, name), state.UID.ValueString(), o.GetMetadata().GetUid(), err) {
-		return
-	}
-	r.setState(ctx, &resp.State, &resp.Diagnostics, o, &state)
+	readNamed(ctx, &r.configuredResource, req, resp, restoreOps, state.ID.ValueString(),
+		state.Namespace.ValueString(), state.Name.ValueString(), state.UID.ValueString(),
+		func(o *apiv1.VirtualMachineRestore) { r.setState(ctx, &resp.State, &resp.Diagnostics, o, &state) })
 }
 
 // Update only ever changes the timeouts: every argument replaces the
@@ -67,20 +61,11 @@ func (r *restoreResource) Update(ctx context.Context, req resource.UpdateRequest
 func (r *restoreResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state restoreModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "delete a virtual machine restore") {
-		return
-	}
-	timeout, d := state.Timeouts.Delete(ctx, defaultTimeout)
-	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	replaced, err := deleteNamed(ctx, restoreOps(r.data.client), "virtual machine restore",
-		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString())
-	r.addDeleteFailure(&resp.Diagnostics, err, replaced, namespacedID(ns, name), timeout,
+	deleteNamedObject(ctx, &r.configuredResource, resp, restoreOps, state.Timeouts.Delete,
+		state.Namespace.ValueString(), state.Name.ValueString(), state.UID.ValueString(),
 		"A restore past its commit point finishes first")
 }
 

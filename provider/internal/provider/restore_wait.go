@@ -1,9 +1,8 @@
 package provider
 
 import (
+	"cmp"
 	"context"
-	"errors"
-	"fmt"
 
 	"google.golang.org/grpc"
 
@@ -40,21 +39,13 @@ func restoreOps(c *client.Client) namedOps[*apiv1.VirtualMachineRestore, apiv1.R
 // whether it fails.
 func judgeRestore(r *apiv1.VirtualMachineRestore) verdict {
 	st := r.GetStatus()
-	out := verdict{state: describeRestore(r)}
-	switch {
-	case r.GetMetadata().GetDeletionTimestamp() != nil:
-		out.err = errors.New("it is being deleted")
-	case st.GetPhase() == apiv1.RestoreFailed:
-		out.err = fmt.Errorf("the restore failed: %s", orDefault(st.GetError(), "no reason given"))
-	case st.GetPhase() == apiv1.RestoreSucceeded && st.GetComplete():
-		out.done = true
-	}
-	return out
+	return judgeFinal(r, describeRestore(r), "restore", st.GetPhase() == apiv1.RestoreFailed, st.GetError(),
+		st.GetPhase() == apiv1.RestoreSucceeded && st.GetComplete())
 }
 
 func describeRestore(r *apiv1.VirtualMachineRestore) string {
 	st := r.GetStatus()
-	out := "phase " + orDefault(st.GetPhase(), "(new)")
+	out := "phase " + cmp.Or(st.GetPhase(), "(new)")
 	if st.GetMessage() != "" {
 		out += ": " + st.GetMessage()
 	}

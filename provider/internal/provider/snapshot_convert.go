@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 // values are known (apply time) and validated.
 func snapshotFromModel(_ context.Context, m *snapshotModel) (*apiv1.VirtualMachineSnapshot, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	secs, err := parseDeadline(orDefault(m.FailureDeadline.ValueString(), defaultFailureDeadline))
+	secs, err := parseDeadline(cmp.Or(m.FailureDeadline.ValueString(), defaultFailureDeadline))
 	if err != nil {
 		diags.AddAttributeError(path.Root("failure_deadline"), "Invalid failure_deadline", "failure_deadline "+err.Error()+".")
 	}
@@ -47,11 +48,11 @@ func snapshotToModel(s *apiv1.VirtualMachineSnapshot, prior *snapshotModel) (sna
 		deadline = prior.FailureDeadline.ValueString()
 	}
 	return snapshotModel{
-		ID:              types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
+		ID:              types.StringValue(apiv1.Ref(md.GetNamespace(), md.GetName())),
 		Namespace:       types.StringValue(md.GetNamespace()),
 		Name:            types.StringValue(md.GetName()),
 		VirtualMachine:  types.StringValue(spec.GetSource()),
-		DeletionPolicy:  types.StringValue(orDefault(spec.GetDeletionPolicy(), apiv1.DeletionPolicyDelete)),
+		DeletionPolicy:  types.StringValue(cmp.Or(spec.GetDeletionPolicy(), apiv1.DeletionPolicyDelete)),
 		FailureDeadline: types.StringValue(deadline),
 		UID:             types.StringValue(md.GetUid()),
 		Phase:           optString(st.GetPhase()),

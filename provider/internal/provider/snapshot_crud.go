@@ -38,15 +38,9 @@ func (r *snapshotResource) Read(ctx context.Context, req resource.ReadRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if !r.readyToRefresh(req, resp, "read virtual machine snapshot "+state.ID.ValueString()) {
-		return
-	}
-	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	s, err := r.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
-	if !r.stillManaged(ctx, resp, namespacedID(ns, name), state.UID.ValueString(), s.GetMetadata().GetUid(), err) {
-		return
-	}
-	r.setState(ctx, &resp.State, &resp.Diagnostics, s, &state)
+	readNamed(ctx, &r.configuredResource, req, resp, snapshotOps, state.ID.ValueString(),
+		state.Namespace.ValueString(), state.Name.ValueString(), state.UID.ValueString(),
+		func(s *apiv1.VirtualMachineSnapshot) { r.setState(ctx, &resp.State, &resp.Diagnostics, s, &state) })
 }
 
 // Update only ever changes the timeouts: every argument replaces the
@@ -59,8 +53,8 @@ func (r *snapshotResource) Update(ctx context.Context, req resource.UpdateReques
 		return
 	}
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	id := namespacedID(ns, name)
-	s, err := r.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
+	id := apiv1.Ref(ns, name)
+	s, err := snapshotOps(r.data.client).get(ctx, &apiv1.ObjectKey{Namespace: ns, Name: name})
 	if err != nil {
 		r.addError(&resp.Diagnostics, err, "read virtual machine snapshot "+id)
 		return
@@ -76,23 +70,14 @@ func (r *snapshotResource) Update(ctx context.Context, req resource.UpdateReques
 func (r *snapshotResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state snapshotResourceModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	if resp.Diagnostics.HasError() || !r.ready(&resp.Diagnostics, "delete a virtual machine snapshot") {
-		return
-	}
-	timeout, d := state.Timeouts.Delete(ctx, defaultTimeout)
-	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
 	// The snapshot's controller deletes its content (policy Delete) and
 	// waits for the node to remove the data before the snapshot goes: once
 	// it is gone, so is the data.
-	replaced, err := deleteNamed(ctx, snapshotOps(r.data.client), "virtual machine snapshot",
-		&apiv1.ObjectKey{Namespace: ns, Name: name}, state.UID.ValueString())
-	r.addDeleteFailure(&resp.Diagnostics, err, replaced, namespacedID(ns, name), timeout,
+	deleteNamedObject(ctx, &r.configuredResource, resp, snapshotOps, state.Timeouts.Delete,
+		state.Namespace.ValueString(), state.Name.ValueString(), state.UID.ValueString(),
 		"With deletion_policy Delete the node removes the snapshot's data first")
 }
 

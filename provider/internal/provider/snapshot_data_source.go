@@ -79,9 +79,9 @@ func (d *snapshotDataSource) Read(ctx context.Context, req datasource.ReadReques
 	}
 	ns := namespaceOrDefault(cfg.Namespace)
 	name := cfg.Name.ValueString()
-	s, err := d.data.client.Snapshots.Get(ctx, &apiv1.GetSnapshotRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: name}})
+	s, err := snapshotOps(d.data.client).get(ctx, &apiv1.ObjectKey{Namespace: ns, Name: name})
 	if err != nil {
-		addLookupError(&resp.Diagnostics, err, d.data.endpoint, snapshotKind, namespacedID(ns, name),
+		addLookupError(&resp.Diagnostics, err, d.data.endpoint, snapshotKind, apiv1.Ref(ns, name),
 			"(virtplane-agent snapshot list -n "+ns+" lists them).")
 		return
 	}

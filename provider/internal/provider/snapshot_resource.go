@@ -3,12 +3,13 @@ package provider
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 )
 
 // The virtplane_virtual_machine_snapshot resource: KubeVirt's
 // VirtualMachineSnapshot. Its parts are in snapshot_*.go, as the package
-// doc says.
+// doc says; its errors, short, are here.
 
 var (
 	_ resource.Resource                = (*snapshotResource)(nil)
@@ -30,5 +31,30 @@ func (r *snapshotResource) Metadata(_ context.Context, req resource.MetadataRequ
 }
 
 func (r *snapshotResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	importNamespaced(ctx, req, resp, "a virtual machine snapshot", "default/before-upgrade")
+	importNamespaced(ctx, req, resp, r.kind, "default/before-upgrade")
+}
+
+// How virtplane_virtual_machine_snapshot words what goes wrong: its
+// objectKind, and the attribute an agent's validation error is about.
+
+// snapshotKind words the diagnostics about snapshots.
+var snapshotKind = objectKind{noun: "virtual machine snapshot", title: "Virtual machine snapshot", one: "a snapshot",
+	short: "snapshot", logKey: "snapshot", importID: "namespace/name", attribute: snapshotAttributePath}
+
+// snapshotAttributePath maps a field of a rejected snapshot to its
+// attribute.
+func snapshotAttributePath(field string) (path.Path, bool) {
+	switch field {
+	case "metadata.name":
+		return path.Root("name"), true
+	case "metadata.namespace":
+		return path.Root("namespace"), true
+	case "spec.source":
+		return path.Root("virtual_machine"), true
+	case "spec.deletion_policy":
+		return path.Root("deletion_policy"), true
+	case "spec.failure_deadline_seconds":
+		return path.Root("failure_deadline"), true
+	}
+	return path.Empty(), false
 }

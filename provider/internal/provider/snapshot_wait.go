@@ -1,9 +1,8 @@
 package provider
 
 import (
+	"cmp"
 	"context"
-	"errors"
-	"fmt"
 
 	"google.golang.org/grpc"
 
@@ -38,22 +37,14 @@ func snapshotOps(c *client.Client) namedOps[*apiv1.VirtualMachineSnapshot, apiv1
 // a Failed snapshot or one being deleted ends the wait with its error.
 func judgeSnapshot(s *apiv1.VirtualMachineSnapshot) verdict {
 	st := s.GetStatus()
-	out := verdict{state: describeSnapshot(s)}
-	switch {
-	case s.GetMetadata().GetDeletionTimestamp() != nil:
-		out.err = errors.New("it is being deleted")
-	case st.GetPhase() == apiv1.SnapshotFailed:
-		out.err = fmt.Errorf("the snapshot failed: %s", orDefault(st.GetError(), "no reason given"))
-	case st.GetPhase() == apiv1.SnapshotSucceeded && st.GetReadyToUse():
-		out.done = true
-	}
-	return out
+	return judgeFinal(s, describeSnapshot(s), "snapshot", st.GetPhase() == apiv1.SnapshotFailed, st.GetError(),
+		st.GetPhase() == apiv1.SnapshotSucceeded && st.GetReadyToUse())
 }
 
 // describeSnapshot says what a snapshot is doing: its phase and what its
 // controller waits for (Progressing's message), or its last error.
 func describeSnapshot(s *apiv1.VirtualMachineSnapshot) string {
 	st := s.GetStatus()
-	out := "phase " + orDefault(st.GetPhase(), "(new)")
+	out := "phase " + cmp.Or(st.GetPhase(), "(new)")
 	return out + conditionsText(st.GetConditions()) + errorText(st.GetError())
 }

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
@@ -246,7 +247,7 @@ func vmSpecToModel(labels map[string]string, spec *apiv1.VirtualMachineSpec, pri
 		Labels:            mapFromAPI(labels, prior.Labels, full, diags),
 		Annotations:       mapFromAPI(tmpl.GetMetadata().GetAnnotations(), prior.Annotations, full, diags),
 		RunStrategy:       types.StringValue(runStrategyOf(spec)),
-		NodeFailurePolicy: types.StringValue(orDefault(spec.GetNodeFailurePolicy(), apiv1.DefaultNodeFailurePolicy)),
+		NodeFailurePolicy: types.StringValue(cmp.Or(spec.GetNodeFailurePolicy(), apiv1.DefaultNodeFailurePolicy)),
 		instanceSpecModel: instanceSpecToModel(tmpl.GetSpec(), &prior.instanceSpecModel, full, diags),
 	}
 }
@@ -291,9 +292,9 @@ func diskToModel(d *apiv1.Disk, vol *apiv1.Volume, prior *diskModel) diskModel {
 	dm := diskModel{Name: types.StringValue(d.GetName()), BootOrder: types.Int64Null(), Image: types.StringNull()}
 	switch {
 	case d.GetCdrom() != nil:
-		dm.Bus = types.StringValue(orDefault(d.GetCdrom().GetBus(), apiv1.DefaultCDRomBus))
+		dm.Bus = types.StringValue(cmp.Or(d.GetCdrom().GetBus(), apiv1.DefaultCDRomBus))
 	default:
-		dm.Bus = types.StringValue(orDefault(d.GetDisk().GetBus(), apiv1.DefaultDiskBus))
+		dm.Bus = types.StringValue(cmp.Or(d.GetDisk().GetBus(), apiv1.DefaultDiskBus))
 	}
 	if bo := d.GetBootOrder(); bo > 0 {
 		dm.BootOrder = types.Int64Value(int64(bo))

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -62,7 +63,7 @@ func interfacesToModel(ifaces []*apiv1.Interface, networks []*apiv1.Network, pri
 		}
 		m := interfaceModel{
 			Name:         types.StringValue(iface.GetName()),
-			Model:        types.StringValue(orDefault(iface.GetModel(), apiv1.DefaultInterfaceModel)),
+			Model:        types.StringValue(cmp.Or(iface.GetModel(), apiv1.DefaultInterfaceModel)),
 			MACAddress:   readString(iface.GetMacAddress(), pm),
 			PortForwards: []portForwardModel{},
 		}
@@ -83,8 +84,8 @@ func interfacesToModel(ifaces []*apiv1.Interface, networks []*apiv1.Network, pri
 				m.PortForwards = append(m.PortForwards, portForwardModel{
 					HostPort:    types.Int64Value(int64(f.GetHostPort())),
 					GuestPort:   types.Int64Value(int64(f.GetGuestPort())),
-					Protocol:    types.StringValue(orDefault(f.GetProtocol(), apiv1.DefaultPortForwardProtocol)),
-					HostAddress: types.StringValue(orDefault(f.GetHostAddress(), apiv1.DefaultPortForwardAddress)),
+					Protocol:    types.StringValue(cmp.Or(f.GetProtocol(), apiv1.DefaultPortForwardProtocol)),
+					HostAddress: types.StringValue(cmp.Or(f.GetHostAddress(), apiv1.DefaultPortForwardAddress)),
 				})
 			}
 		}

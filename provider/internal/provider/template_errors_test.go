@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -41,31 +40,12 @@ func TestNetworkAttributePath(t *testing.T) {
 // across interfaces; a bridge name too long for Linux) comes back on the
 // attribute that set it.
 func TestNetworkAgentErrorsLandOnAttributes(t *testing.T) {
-	ctx := context.Background()
 	m := fullModel(t)
 	m.Interfaces[0].PortForwards[1].HostPort = types.Int64Value(2222)
 	m.Interfaces[0].PortForwards[1].Protocol = types.StringValue("tcp")
 	m.Interfaces[0].PortForwards[1].HostAddress = types.StringValue("0.0.0.0")
 	m.Interfaces[1].Bridge = &bridgeModel{Name: types.StringValue("a-bridge-name-too-long"), VLAN: types.Int64Null()}
-	vm, _ := vmFromModel(ctx, &m)
-	validation.DefaultVirtualMachine(vm)
-	err := validation.ToStatusError("VirtualMachine", "web", validation.ValidateVirtualMachine(vm, validation.Options{}))
-	if err == nil {
-		t.Fatal("the agent accepted an invalid VM")
-	}
-	var diags diagsT
-	addObjectError(&diags.d, err, "unix:///x", "create virtual machine prod/web", vmKind)
-	got := map[string]bool{}
-	for _, e := range diags.d.Errors() {
-		if wp, ok := e.(interface{ Path() path.Path }); ok {
-			got[wp.Path().String()] = true
-		}
-	}
-	for _, want := range []string{"interface[0].port_forward[1].host_port", "interface[1].bridge.name"} {
-		if !got[want] {
-			t.Errorf("no error on %s; got errors on %v (%v)", want, got, diags.d)
-		}
-	}
+	wantVMErrorsOn(t, m, "interface[0].port_forward[1].host_port", "interface[1].bridge.name")
 }
 
 func TestAttributePath(t *testing.T) {
@@ -117,28 +97,23 @@ func TestAttributePath(t *testing.T) {
 // them: build a VM the agent rejects, validate it as the agent does, and
 // map its field violations back.
 func TestAgentErrorsLandOnAttributes(t *testing.T) {
-	ctx := context.Background()
 	m := fullModel(t)
 	m.Disks[1].Image = types.StringValue("../escape.qcow2")
 	m.Interfaces[0].MACAddress = types.StringValue("01:00:00:00:00:01") // multicast
 	m.Disks = append(m.Disks, diskModel{Name: types.StringValue("root"), Image: types.StringValue("dup.qcow2")})
-	vm, _ := vmFromModel(ctx, &m)
+	wantVMErrorsOn(t, m, "disk[1].image", "interface[0].mac_address", "disk[3].name")
+}
+
+// wantVMErrorsOn validates the VM m asks for as the agent does and checks
+// that its field violations land on the attributes at paths
+// (wantErrorsOn).
+func wantVMErrorsOn(t *testing.T, m vmModel, paths ...string) {
+	t.Helper()
+	vm, _ := vmFromModel(context.Background(), &m)
 	validation.DefaultVirtualMachine(vm)
 	err := validation.ToStatusError("VirtualMachine", "web", validation.ValidateVirtualMachine(vm, validation.Options{}))
 	if err == nil {
 		t.Fatal("the agent accepted an invalid VM")
 	}
-	var diags diagsT
-	addObjectError(&diags.d, err, "unix:///x", "create virtual machine prod/web", vmKind)
-	got := map[string]bool{}
-	for _, e := range diags.d.Errors() {
-		if wp, ok := e.(interface{ Path() path.Path }); ok {
-			got[wp.Path().String()] = true
-		}
-	}
-	for _, want := range []string{"disk[1].image", "interface[0].mac_address", "disk[3].name"} {
-		if !got[want] {
-			t.Errorf("no error on %s; got errors on %v (%v)", want, got, diags.d)
-		}
-	}
+	wantErrorsOn(t, err, vmKind, paths...)
 }

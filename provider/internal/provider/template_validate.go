@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -163,8 +164,8 @@ func validatePortForward(f portForwardModel, p path.Path, seen map[string]path.P
 			return
 		}
 	}
-	proto := orDefault(f.Protocol.ValueString(), apiv1.DefaultPortForwardProtocol)
-	addr, err := netip.ParseAddr(orDefault(f.HostAddress.ValueString(), apiv1.DefaultPortForwardAddress))
+	proto := cmp.Or(f.Protocol.ValueString(), apiv1.DefaultPortForwardProtocol)
+	addr, err := netip.ParseAddr(cmp.Or(f.HostAddress.ValueString(), apiv1.DefaultPortForwardAddress))
 	if err != nil || f.HostPort.IsNull() {
 		return // the attribute validators report it
 	}

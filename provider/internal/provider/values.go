@@ -14,15 +14,6 @@ import (
 // Conversions between API values and Terraform values that every kind
 // uses: where "" or an empty map is null and where it is not.
 
-// orDefault is s, or def when s is empty: how a field the API leaves
-// empty for its default reads back.
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // readString maps "" to null, unless the prior value was a known "" (a
 // configuration that says `x = ""` must read back as "", not null).
 func readString(s string, prior types.String) types.String {

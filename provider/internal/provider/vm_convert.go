@@ -66,7 +66,7 @@ func vmToModel(_ context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMa
 	}
 	md := vm.GetMetadata()
 	m := vmModel{
-		ID:              types.StringValue(namespacedID(md.GetNamespace(), md.GetName())),
+		ID:              types.StringValue(apiv1.Ref(md.GetNamespace(), md.GetName())),
 		Name:            types.StringValue(md.GetName()),
 		Namespace:       types.StringValue(md.GetNamespace()),
 		UID:             types.StringValue(md.GetUid()),

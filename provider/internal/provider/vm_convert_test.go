@@ -5,22 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
-
-func mustMap(t *testing.T, m map[string]string) types.Map {
-	t.Helper()
-	v, d := types.MapValueFrom(context.Background(), types.StringType, m)
-	if d.HasError() {
-		t.Fatal(d)
-	}
-	return v
-}
 
 // fullModel sets every attribute a configuration can set, with values
 // that differ from the defaults where possible.
@@ -236,24 +226,6 @@ func fmtPtr[T any](p *T) string {
 	return "set"
 }
 
-// `x = ""` and `labels = {}` must read back as written, not as null.
-func TestVMModelEmptyValuesKeepTheirForm(t *testing.T) {
-	if got := readString("", types.StringValue("")); got.IsNull() {
-		t.Error(`"" read back as null after a config of ""`)
-	}
-	if got := readString("", types.StringNull()); !got.IsNull() {
-		t.Error(`"" read back as "" with no config`)
-	}
-	var diags = new(diagsT)
-	empty := mustMap(t, map[string]string{})
-	if got := mapFromAPI(nil, empty, false, &diags.d); got.IsNull() {
-		t.Error("empty map read back as null after a config of {}")
-	}
-	if got := mapFromAPI(nil, types.MapNull(types.StringType), false, &diags.d); !got.IsNull() {
-		t.Error("empty map read back as {} with no config")
-	}
-}
-
 // A VM written with the deprecated running flag maps to the run strategy
 // KubeVirt gives it, and an update moves it to run_strategy.
 func TestRunningFlagMapsToRunStrategy(t *testing.T) {
@@ -335,9 +307,6 @@ func TestMergeVMKeepsUnmanagedFields(t *testing.T) {
 		t.Errorf("CD-ROM turned into %v", next.Spec.Template.Spec.Domain.Devices.Disks[3])
 	}
 }
-
-// diagsT gives tests an addressable diag.Diagnostics.
-type diagsT struct{ d diag.Diagnostics }
 
 // status.interfaces shows what the node reports of a running instance,
 // with unset values null and the address list never null; a stopped or

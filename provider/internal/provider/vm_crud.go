@@ -34,7 +34,7 @@ func (r *vmResource) Create(ctx context.Context, req resource.CreateRequest, res
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ns, name := want.Metadata.Namespace, want.Metadata.Name
-	id := namespacedID(ns, name)
+	id := apiv1.Ref(ns, name)
 	var created *apiv1.VirtualMachine
 	if src := plan.SourceSnapshot.ValueString(); src != "" {
 		if created, ok = r.createFromSnapshot(ctx, &resp.Diagnostics, want, src, timeout); !ok {
@@ -84,11 +84,11 @@ func (r *vmResource) waitForIP(ctx context.Context, st stateSetter, diags *diag.
 		return
 	case !wait:
 		tflog.Debug(ctx, "not waiting for an IP address", map[string]any{
-			"vm": namespacedID(plan.Namespace.ValueString(), plan.Name.ValueString()), "instance_running": vmi != nil && !apiv1.IsFinal(vmi.GetStatus().GetPhase())})
+			"vm": apiv1.Ref(plan.Namespace.ValueString(), plan.Name.ValueString()), "instance_running": vmi != nil && !apiv1.IsFinal(vmi.GetStatus().GetPhase())})
 		return
 	}
 	ns, name := plan.Namespace.ValueString(), plan.Name.ValueString()
-	id := namespacedID(ns, name)
+	id := apiv1.Ref(ns, name)
 	tflog.Info(ctx, "waiting for an IP address", map[string]any{"vm": id, "interface": w.iface, "timeout": w.timeoutText})
 	vm, vmi, err := waitForIP(ctx, r.data.client, ns, name, w, op)
 	if vm != nil {
@@ -115,7 +115,7 @@ func (r *vmResource) Read(ctx context.Context, req resource.ReadRequest, resp *r
 	// One read of the VM and one of its instance: refresh never waits, so
 	// plans stay fast however many VMs there are.
 	vm, vmi, err := getVM(ctx, r.data.client, ns, name)
-	if !r.stillManaged(ctx, resp, namespacedID(ns, name), state.UID.ValueString(), vm.GetMetadata().GetUid(), err) {
+	if !r.stillManaged(ctx, resp, apiv1.Ref(ns, name), state.UID.ValueString(), vm.GetMetadata().GetUid(), err) {
 		return
 	}
 	if state.UpdatePolicy.IsNull() {
@@ -138,7 +138,7 @@ func (r *vmResource) Update(ctx context.Context, req resource.UpdateRequest, res
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ns, name := want.Metadata.Namespace, want.Metadata.Name
-	id := namespacedID(ns, name)
+	id := apiv1.Ref(ns, name)
 	c := r.data.client
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
 
@@ -238,7 +238,7 @@ func (r *vmResource) Delete(ctx context.Context, req resource.DeleteRequest, res
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ns, name := state.Namespace.ValueString(), state.Name.ValueString()
-	id := namespacedID(ns, name)
+	id := apiv1.Ref(ns, name)
 	// The uid precondition keeps destroy from deleting a VM of the same
 	// name that someone created after ours was deleted.
 	_, err := r.data.client.VMs.Delete(ctx, &apiv1.DeleteVirtualMachineRequest{

@@ -23,7 +23,7 @@ func (r *vmResource) createFromSnapshot(ctx context.Context, diags *diag.Diagnos
 	timeout time.Duration) (*apiv1.VirtualMachine, bool) {
 	c := r.data.client
 	ns, name := want.GetMetadata().GetNamespace(), want.GetMetadata().GetName()
-	id := namespacedID(ns, name)
+	id := apiv1.Ref(ns, name)
 	// The clone is named after the VM: one VM, one clone, and a leftover
 	// of an interrupted apply is refused by name rather than duplicated.
 	key := &apiv1.ObjectKey{Namespace: ns, Name: name}
@@ -121,7 +121,7 @@ func mergeCloned(cur, want *apiv1.VirtualMachine) *apiv1.VirtualMachine {
 // made, and waits until it is gone: a failed create leaves nothing.
 func (r *vmResource) deletePartial(ctx context.Context, diags *diag.Diagnostics, key *apiv1.ObjectKey, ours func(*apiv1.VirtualMachine) bool) {
 	c := r.data.client
-	id := namespacedID(key.GetNamespace(), key.GetName())
+	id := apiv1.Ref(key.GetNamespace(), key.GetName())
 	vm, err := c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: key})
 	if err != nil || !ours(vm) {
 		return // none, or not ours to delete

@@ -8,6 +8,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 // The virtplane_virtual_machine data source: one VM by namespace and name,
@@ -117,7 +119,7 @@ func (d *vmDataSource) Read(ctx context.Context, req datasource.ReadRequest, res
 	name := cfg.Name.ValueString()
 	vm, vmi, err := getVM(ctx, d.data.client, ns, name)
 	if err != nil {
-		addLookupError(&resp.Diagnostics, err, d.data.endpoint, vmKind, namespacedID(ns, name),
+		addLookupError(&resp.Diagnostics, err, d.data.endpoint, vmKind, apiv1.Ref(ns, name),
 			"(data source virtplane_virtual_machines lists the existing ones).")
 		return
 	}

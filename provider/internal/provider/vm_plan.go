@@ -37,7 +37,7 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	if d := req.State.Get(ctx, &state); d.HasError() {
 		return
 	}
-	id := namespacedID(state.Namespace.ValueString(), state.Name.ValueString())
+	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())
 	changed := restartChanges(ctx, &state.vmModel, &plan.vmModel)
 	d := decideRestart(plan.RunStrategy.ValueString(), plan.UpdatePolicy.ValueString(),
 		instanceActive(state.Status), len(changed) > 0 || state.RestartRequired.ValueBool())

@@ -31,7 +31,7 @@ func (r *vmResource) Metadata(_ context.Context, req resource.MetadataRequest, r
 }
 
 func (r *vmResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if importNamespaced(ctx, req, resp, "a virtual machine", "default/web") {
+	if importNamespaced(ctx, req, resp, r.kind, "default/web") {
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("update_policy"), defaultUpdatePolicy)...)
 	}
 }

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ func describe(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) strin
 	}
 	s := "status " + ps
 	if vmi != nil {
-		s += fmt.Sprintf(", instance %s in phase %s", shortUID(vmi.GetMetadata().GetUid()), orDefault(vmi.GetStatus().GetPhase(), "Pending"))
+		s += fmt.Sprintf(", instance %s in phase %s", shortUID(vmi.GetMetadata().GetUid()), cmp.Or(vmi.GetStatus().GetPhase(), "Pending"))
 		if n := vmi.GetStatus().GetNodeName(); n != "" {
 			s += " on node " + n
 		}
@@ -142,7 +143,7 @@ func instanceReady(vmi *apiv1.VirtualMachineInstance) bool {
 
 func instanceReason(vmi *apiv1.VirtualMachineInstance) string {
 	st := vmi.GetStatus()
-	s := orDefault(st.GetReason(), "no reason given")
+	s := cmp.Or(st.GetReason(), "no reason given")
 	if st.GetMessage() != "" {
 		s += ": " + st.GetMessage()
 	}
@@ -232,7 +233,7 @@ type vmView struct {
 func waitVM(ctx context.Context, c *client.Client, ns, name string, judge func(*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance) verdict) (*apiv1.VirtualMachine, *apiv1.VirtualMachineInstance, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	v, err := waitUntil(ctx, "virtual machine "+namespacedID(ns, name), changes(wctx, c, ns, name),
+	v, err := waitUntil(ctx, "virtual machine "+apiv1.Ref(ns, name), changes(wctx, c, ns, name),
 		func(ctx context.Context) (vmView, error) {
 			vm, vmi, err := getVM(ctx, c, ns, name)
 			return vmView{vm, vmi}, err
@@ -293,21 +294,13 @@ func cloneOps(c *client.Client) namedOps[*apiv1.VirtualMachineClone, apiv1.Clone
 // deleted) ends the wait with its error.
 func judgeClone(c *apiv1.VirtualMachineClone) verdict {
 	st := c.GetStatus()
-	out := verdict{state: describeClone(c)}
-	switch {
-	case c.GetMetadata().GetDeletionTimestamp() != nil:
-		out.err = errors.New("it is being deleted")
-	case st.GetPhase() == apiv1.CloneFailed:
-		out.err = fmt.Errorf("the clone failed: %s", orDefault(st.GetError(), "no reason given"))
-	case st.GetPhase() == apiv1.CloneSucceeded:
-		out.done = true
-	}
-	return out
+	return judgeFinal(c, describeClone(c), "clone", st.GetPhase() == apiv1.CloneFailed, st.GetError(),
+		st.GetPhase() == apiv1.CloneSucceeded)
 }
 
 func describeClone(c *apiv1.VirtualMachineClone) string {
 	st := c.GetStatus()
-	out := "phase " + orDefault(st.GetPhase(), "(new)")
+	out := "phase " + cmp.Or(st.GetPhase(), "(new)")
 	if st.GetRestoreName() != "" {
 		out += ", restore " + st.GetRestoreName()
 	}

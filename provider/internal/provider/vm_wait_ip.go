@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -137,7 +138,7 @@ func noAddressReason(iface string, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualM
 	case vmi == nil || apiv1.IsFinal(phase):
 		return "the VM has no running instance (" + describe(vm, vmi) + ")"
 	case phase != apiv1.PhaseRunning:
-		return "its instance is " + orDefault(phase, "Pending") + ", not running yet"
+		return "its instance is " + cmp.Or(phase, "Pending") + ", not running yet"
 	}
 	s := interfaceStatus(vmi, iface)
 	switch {

@@ -159,7 +159,7 @@ func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstan
 	instances := map[string]*apiv1.VirtualMachineInstance{}
 	for _, vmi := range vmis {
 		md := vmi.GetMetadata()
-		instances[namespacedID(md.GetNamespace(), md.GetName())] = vmi
+		instances[apiv1.Ref(md.GetNamespace(), md.GetName())] = vmi
 	}
 	out := make([]vmSummaryModel, 0, len(vms))
 	for _, vm := range vms {
@@ -168,7 +168,7 @@ func vmSummaries(vms []*apiv1.VirtualMachine, vmis []*apiv1.VirtualMachineInstan
 		if printable != "" && st.GetPrintableStatus() != printable {
 			continue
 		}
-		id := namespacedID(md.GetNamespace(), md.GetName())
+		id := apiv1.Ref(md.GetNamespace(), md.GetName())
 		vmi := instances[id]
 		if !apiv1.IsControlledBy(vmi, vm) {
 			vmi = nil // an earlier VM's of the same name

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -33,26 +32,6 @@ func TestReplicaErrorsLandOnAttributes(t *testing.T) {
 	validation.DefaultReplicaSet(rs)
 	err = validation.ToStatusError("VirtualMachineInstanceReplicaSet", "web", validation.ValidateReplicaSet(rs, validation.Options{}))
 	wantErrorsOn(t, err, replicaSetKind, "template.disk[0].persistent", "template.interface[0].mac_address")
-}
-
-func wantErrorsOn(t *testing.T, err error, k objectKind, paths ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatal("the API accepted an invalid object")
-	}
-	var diags diagsT
-	addObjectError(&diags.d, err, "unix:///x", "create it", k)
-	got := map[string]bool{}
-	for _, e := range diags.d.Errors() {
-		if wp, ok := e.(interface{ Path() path.Path }); ok {
-			got[wp.Path().String()] = true
-		}
-	}
-	for _, want := range paths {
-		if !got[want] {
-			t.Errorf("no error on %s; got errors on %v (%v)", want, got, diags.d)
-		}
-	}
 }
 
 func TestReplicaAttributePaths(t *testing.T) {
