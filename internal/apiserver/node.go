@@ -107,18 +107,24 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 	return out, nil
 }
 
-// withNodeOwnLabels is labels with the node's own (those under
-// apiv1.NodeLabelPrefix) replaced by own, so that a node can drop one it
-// set before; the others (the admins', the server's) stay as they are.
+// withNodeOwnLabels is labels with the node's own (validation.NodeOwnedLabel)
+// replaced by own, so that a node can drop one it set before; the others
+// (the admins', the server's) stay as they are. A legacy key is stored
+// under the key that replaced it, unless own has that key too.
 func withNodeOwnLabels(labels, own map[string]string) map[string]string {
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	maps.DeleteFunc(labels, func(k, _ string) bool { return validation.NodeOwnedLabel(k) })
 	for k, v := range own {
-		if validation.NodeOwnedLabel(k) { // ValidateNode refused the rest
-			labels[k] = v
+		if !validation.NodeOwnedLabel(k) { // ValidateNode refused it
+			continue
 		}
+		key := validation.NodeLabelKey(k)
+		if _, newer := own[key]; key != k && newer {
+			continue
+		}
+		labels[key] = v
 	}
 	return labels
 }

@@ -53,6 +53,33 @@ func TestRegisterReplacesOnlyTheNodesOwnLabels(t *testing.T) {
 	wantLabels(t, "re-registered without labels", n, map[string]string{"tier": "secure", apiv1.LabelNodeName: "host-1"})
 }
 
+// A rolling upgrade, servers first: a node agent of an earlier release
+// still registers with virtplane.io/kvm, which is stored as
+// node.virtplane.io/kvm, and the old label an earlier server stored goes
+// with the node's first registration.
+func TestRegisterTakesTheLegacyKVMLabel(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	// As an earlier server stored it, with an admin's label beside it.
+	old := labelNode("host-1", map[string]string{"virtplane.io/kvm": "true", apiv1.LabelNodeName: "host-1", "tier": "secure"})
+	old.Spec = &apiv1.NodeSpec{}
+	if _, err := f.st.Nodes.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	n, err := f.nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: labelNode("host-1", map[string]string{"virtplane.io/kvm": "false"})})
+	if err != nil {
+		t.Fatalf("an agent of the earlier release registering: %v", err)
+	}
+	wantLabels(t, "registered by an earlier agent", n,
+		map[string]string{apiv1.LabelKVM: "false", "tier": "secure", apiv1.LabelNodeName: "host-1"})
+	n, err = f.nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: labelNode("host-1",
+		map[string]string{"virtplane.io/kvm": "false", apiv1.LabelKVM: "true"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLabels(t, "both keys sent", n, map[string]string{apiv1.LabelKVM: "true", "tier": "secure", apiv1.LabelNodeName: "host-1"})
+}
+
 // An admin sets, changes (only with overwrite) and removes a node's labels;
 // the node's own and the server's are refused, naming the field.
 func TestLabelNode(t *testing.T) {
@@ -101,6 +128,7 @@ func TestLabelNode(t *testing.T) {
 		field string
 	}{
 		{"the node's own label", &apiv1.LabelNodeRequest{Set: map[string]string{apiv1.LabelKVM: "false"}}, "set[node.virtplane.io/kvm]"},
+		{"the node's own label of an earlier release", &apiv1.LabelNodeRequest{Set: map[string]string{"virtplane.io/kvm": "false"}}, "set[virtplane.io/kvm]"},
 		{"removing the node's own label", &apiv1.LabelNodeRequest{Remove: []string{apiv1.LabelKVM}}, "remove[0]"},
 		{"the node-name label", &apiv1.LabelNodeRequest{Set: map[string]string{apiv1.LabelNodeName: "other"}}, "set[virtplane.io/node-name]"},
 		{"removing the node-name label", &apiv1.LabelNodeRequest{Remove: []string{"tier", apiv1.LabelNodeName}}, "remove[1]"},

@@ -69,8 +69,10 @@ func (a *Agent) labels() map[string]string {
 // apiv1.NodeLabelPrefix, and not LabelKVM, which the agent sets.
 func CheckLabels(labels map[string]string) error {
 	p := field.NewPath("node-labels")
-	if _, ok := labels[apiv1.LabelKVM]; ok {
-		return field.Forbidden(p.Key(apiv1.LabelKVM), "the node agent sets it from what the host can do")
+	for k := range labels {
+		if validation.NodeLabelKey(k) == apiv1.LabelKVM {
+			return field.Forbidden(p.Key(k), "the node agent sets "+apiv1.LabelKVM+" from what the host can do")
+		}
 	}
 	// As the node registers them: with LabelKVM.
 	all := maps.Clone(labels)

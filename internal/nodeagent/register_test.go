@@ -58,7 +58,8 @@ func TestNodeLabels(t *testing.T) {
 	}{
 		{map[string]string{"tier": "secure"}, "node-labels[tier]: Forbidden: a node may set only labels under node.virtplane.io/"},
 		{map[string]string{apiv1.LabelNodeName: "x"}, "node-labels[virtplane.io/node-name]: Forbidden"},
-		{map[string]string{apiv1.LabelKVM: "true"}, "node-labels[node.virtplane.io/kvm]: Forbidden: the node agent sets it"},
+		{map[string]string{apiv1.LabelKVM: "true"}, "node-labels[node.virtplane.io/kvm]: Forbidden: the node agent sets node.virtplane.io/kvm"},
+		{map[string]string{"virtplane.io/kvm": "true"}, "node-labels[virtplane.io/kvm]: Forbidden: the node agent sets node.virtplane.io/kvm"},
 		{map[string]string{"node.virtplane.io/disk": "s s d"}, "node-labels[node.virtplane.io/disk]: Invalid value"},
 		{many, "node-labels: Too many: 17"},
 	} {

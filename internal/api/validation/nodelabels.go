@@ -28,9 +28,29 @@ const (
 	MaxAdminNodeLabels = MaxLabels - MaxNodeOwnedLabels - 1
 )
 
+// legacyNodeLabels are the node's own labels of earlier releases, outside
+// apiv1.NodeLabelPrefix, each with the key that replaced it. A node agent
+// not upgraded yet still registers with one: Register stores it under the
+// new key (and the old key, left on the Node, goes with the node's first
+// registration), so that a rolling upgrade, servers first, never strands
+// a node that restarts before its own upgrade. An admin cannot set one.
+var legacyNodeLabels = map[string]string{"virtplane.io/kvm": apiv1.LabelKVM}
+
 // NodeOwnedLabel reports whether key is one of a node's own labels: one
-// under apiv1.NodeLabelPrefix.
-func NodeOwnedLabel(key string) bool { return strings.HasPrefix(key, apiv1.NodeLabelPrefix) }
+// under apiv1.NodeLabelPrefix, or a legacy one (legacyNodeLabels).
+func NodeOwnedLabel(key string) bool {
+	_, legacy := legacyNodeLabels[key]
+	return legacy || strings.HasPrefix(key, apiv1.NodeLabelPrefix)
+}
+
+// NodeLabelKey is the key a node's own label is stored under: key, or
+// for a legacy one the key that replaced it.
+func NodeLabelKey(key string) string {
+	if k, ok := legacyNodeLabels[key]; ok {
+		return k
+	}
+	return key
+}
 
 // AdminNodeLabel reports whether key is an admin's label on a Node:
 // neither the node's own nor the server's virtplane.io/node-name.
@@ -68,6 +88,9 @@ func ValidateAdminNodeLabelKey(key string, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path, key, msg))
 	}
 	switch {
+	case NodeLabelKey(key) != key:
+		errs = append(errs, field.Forbidden(path, fmt.Sprintf(
+			"node agents of earlier releases set it; it is the node's own, now %s", NodeLabelKey(key))))
 	case NodeOwnedLabel(key):
 		errs = append(errs, field.Forbidden(path, fmt.Sprintf(
 			"labels under %s are the node's own: its agent reports them when it registers", apiv1.NodeLabelPrefix)))

@@ -21,7 +21,8 @@ func TestNodeLabelOwners(t *testing.T) {
 		{"node.virtplane.io/zone", true, false},
 		{apiv1.LabelNodeName, false, false},
 		{"tier", false, true},
-		{"virtplane.io/kvm", false, true}, // the old key: now an admin's like any other
+		{"virtplane.io/kvm", true, false}, // the old key, which agents not upgraded yet send
+		{"virtplane.io/kvm2", false, true},
 		{"evil.node.virtplane.io/zone", false, true},
 		{"node.virtplane.io.evil/zone", false, true},
 		{"node.virtplane.io", false, true},
@@ -32,6 +33,12 @@ func TestNodeLabelOwners(t *testing.T) {
 		if got := AdminNodeLabel(tc.key); got != tc.admin {
 			t.Errorf("AdminNodeLabel(%q) = %v", tc.key, got)
 		}
+	}
+	if k := NodeLabelKey("virtplane.io/kvm"); k != apiv1.LabelKVM {
+		t.Errorf("the legacy KVM label is stored as %s", k)
+	}
+	if k := NodeLabelKey("node.virtplane.io/zone"); k != "node.virtplane.io/zone" {
+		t.Errorf("node.virtplane.io/zone is stored as %s", k)
 	}
 }
 
@@ -49,7 +56,9 @@ func TestValidateLabelNode(t *testing.T) {
 		want []want
 	}{
 		{"set and remove", &apiv1.LabelNodeRequest{Name: "n1", Set: map[string]string{"tier": "secure", "example.com/rack": ""},
-			Remove: []string{"zone", "virtplane.io/kvm"}}, nil},
+			Remove: []string{"zone", "virtplane.io/kvm2"}}, nil},
+		{"legacy node label", &apiv1.LabelNodeRequest{Name: "n1", Set: map[string]string{"virtplane.io/kvm": "true"}},
+			[]want{forbidden("set[virtplane.io/kvm]")}},
 		{"nothing", &apiv1.LabelNodeRequest{Name: "n1"}, nil},
 		{"no name", &apiv1.LabelNodeRequest{Set: map[string]string{"tier": "a"}}, []want{required("name")}},
 		{"bad name", &apiv1.LabelNodeRequest{Name: "../n1"}, []want{invalid("name")}},
