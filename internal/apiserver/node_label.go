@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
@@ -51,6 +50,6 @@ func (n *nodeService) Label(ctx context.Context, req *apiv1.LabelNodeRequest) (*
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	n.s.log.Info("node labelled", "node", name, "set", fmt.Sprint(req.GetSet()), "removed", req.GetRemove())
+	n.s.log.Info("node labelled", "node", name, "set", req.GetSet(), "removed", req.GetRemove())
 	return out, nil
 }

@@ -22,8 +22,8 @@ import (
 // `virtplane-agent node label` sets them), which VMs' node selectors can
 // trust: the node's agent can neither set nor change nor remove them. It
 // owns the keys it sets and leaves the node's other labels alone. Its
-// parts are in node_labels_*.go, as the package doc says; its model,
-// validator and errors, short, are here.
+// parts are in node_labels_*.go, as the package doc says; its validator,
+// model and errors, short, are here.
 
 var (
 	_ resource.Resource                = (*nodeLabelsResource)(nil)
@@ -55,14 +55,6 @@ func (r *nodeLabelsResource) ImportState(ctx context.Context, req resource.Impor
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("node"), req.ID)...)
 }
 
-// The virtplane_node_labels model.
-
-type nodeLabelsModel struct {
-	ID     types.String `tfsdk:"id"`
-	Node   types.String `tfsdk:"node"`
-	Labels types.Map    `tfsdk:"labels"`
-}
-
 // adminLabelKeysValidator refuses, at plan time, the keys an admin cannot
 // set: the node's own (node.virtplane.io/) and the server's
 // (virtplane.io/node-name), with the agent's own rule.
@@ -80,6 +72,14 @@ func adminLabelKeysValidator() validator.Map {
 			}
 		},
 	}
+}
+
+// The virtplane_node_labels model.
+
+type nodeLabelsModel struct {
+	ID     types.String `tfsdk:"id"`
+	Node   types.String `tfsdk:"node"`
+	Labels types.Map    `tfsdk:"labels"`
 }
 
 // How virtplane_node_labels words what goes wrong.
