@@ -19,6 +19,7 @@ type getOptions struct {
 	allNamespaces bool
 	selector      string
 	watch         bool
+	showLabels    bool
 	now           func() time.Time
 }
 
@@ -34,6 +35,7 @@ func newGetCommand(root *rootOptions) *cobra.Command {
   virtplane-agent get pool db -o yaml
   virtplane-agent get nodes -w
   virtplane-agent get nodes -o wide
+  virtplane-agent get nodes --show-labels
   virtplane-agent get images
   virtplane-agent get migrations -w
   virtplane-agent get migrations -l virtplane.io/vmi-name=demo
@@ -50,6 +52,7 @@ func newGetCommand(root *rootOptions) *cobra.Command {
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list objects of all namespaces")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. app=web,tier!=db")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, print changes as they happen")
+	f.BoolVar(&o.showLabels, "show-labels", false, "add a LABELS column (table and wide output)")
 	return cmd
 }
 
@@ -125,16 +128,30 @@ func (o *getOptions) run(ctx context.Context, out, errOut io.Writer, args []stri
 	return printTable(out, header(withNS), rows)
 }
 
-// table returns the header and row functions of res's table, wide or not.
+// table returns the header and row functions of res's table, wide or
+// not, with a LABELS column last for --show-labels (as kubectl's).
 func (o *getOptions) table(res *resource, wide bool) (header func(withNS bool) []string, row func(obj object, now time.Time, withNS bool) []string) {
-	if !wide {
-		return func(withNS bool) []string { return tableHeader(res, withNS) },
-			func(obj object, now time.Time, withNS bool) []string { return tableRow(res, obj, now, withNS) }
-	}
-	return func(withNS bool) []string { return append(tableHeader(res, withNS), wideHeader(res)...) },
-		func(obj object, now time.Time, withNS bool) []string {
-			return append(tableRow(res, obj, now, withNS), wideCells(res, obj)...)
+	header = func(withNS bool) []string {
+		h := tableHeader(res, withNS)
+		if wide {
+			h = append(h, wideHeader(res)...)
 		}
+		if o.showLabels {
+			h = append(h, "LABELS")
+		}
+		return h
+	}
+	row = func(obj object, now time.Time, withNS bool) []string {
+		r := tableRow(res, obj, now, withNS)
+		if wide {
+			r = append(r, wideCells(res, obj)...)
+		}
+		if o.showLabels {
+			r = append(r, labelsCell(obj.GetMetadata().GetLabels()))
+		}
+		return r
+	}
+	return header, row
 }
 
 func noResources(namespace string) string {

@@ -204,6 +204,9 @@ func (imageCommands) get(ctx context.Context, o *getOptions, out, errOut io.Writ
 	if wide {
 		return errors.New("images have no wide output; -o yaml shows every node's entry")
 	}
+	if o.showLabels {
+		return errors.New("images have no LABELS column; -o yaml shows their labels")
+	}
 	return o.runImages(ctx, out, errOut, name)
 }
 

@@ -55,7 +55,8 @@ re-registers. See docs/failover.md.`
 	uncordon.Long = `Let new VM instances on NODE again. On a draining node this also cancels
 the drain: instances not yet gone stay, and evacuation migrations that have
 not finished are canceled.`
-	cmd.AddCommand(fence, cordon, uncordon, newNodeDrainCommand(o), newNodeJoinCommand(), newNodeRevokeCommand(o), newNodeDeleteCommand(o))
+	cmd.AddCommand(fence, cordon, uncordon, newNodeDrainCommand(o), newNodeJoinCommand(), newNodeRevokeCommand(o), newNodeDeleteCommand(o),
+		newNodeLabelCommand(o))
 	return cmd
 }
 

@@ -61,6 +61,10 @@ type NodeOptions struct {
 	// nodeagent.DefaultWorkers.
 	Workers      int
 	AgentVersion string
+	// Labels are the node's own labels it registers with besides
+	// node.virtplane.io/kvm (--node-labels): only under node.virtplane.io/
+	// (nodeagent.CheckLabels, at start).
+	Labels map[string]string
 
 	// Launchers replaces the launcher manager (tests).
 	Launchers launcher.Manager
@@ -159,6 +163,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		LauncherPath:    n.LauncherPath,
 		ReservedMemory:  n.ReservedMemory,
 		AgentVersion:    n.AgentVersion,
+		Labels:          n.Labels,
 		Workers:         n.Workers,
 		Host:            n.Host,
 		Logger:          o.Logger,

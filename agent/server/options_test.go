@@ -69,3 +69,17 @@ func TestValidateEtcdClusterFlags(t *testing.T) {
 		{"malformed initial cluster", func(o *Options) { o.EtcdPeerListen, o.EtcdInitialCluster = peer, "s0" }, "--etcd-initial-cluster"},
 	})
 }
+
+// --node-labels takes only the node's own labels, refused at start (before
+// the node joins or registers) naming the flag and the key.
+func TestValidateNodeLabels(t *testing.T) {
+	labels := func(l map[string]string) func(*Options) {
+		return func(o *Options) { o.Node = &NodeOptions{Labels: l} }
+	}
+	checkValidate(t, []validateCase{
+		{"the node's own", labels(map[string]string{"node.virtplane.io/disk": "ssd"}), ""},
+		{"an admin's", labels(map[string]string{"tier": "secure"}),
+			"--node-labels[tier]: Forbidden: a node may set only labels under node.virtplane.io/"},
+		{"the agent's", labels(map[string]string{"node.virtplane.io/kvm": "true"}), "--node-labels[node.virtplane.io/kvm]: Forbidden"},
+	})
+}

@@ -37,6 +37,7 @@ import (
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
 	"github.com/virtplane/terraform-provider-virtplane/internal/leader"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -202,6 +203,12 @@ func (o *Options) Validate() error {
 	}
 	if s := o.ControllerOptions.DefaultEvictionStrategy; s != "" && !slices.Contains(apiv1.EvictionStrategies(), s) {
 		return fmt.Errorf("--default-eviction-strategy: unsupported value %q: supported values: %s", s, strings.Join(apiv1.EvictionStrategies(), ", "))
+	}
+	// Before a node joins with its token or registers.
+	if o.Node != nil {
+		if err := nodeagent.CheckLabels(o.Node.Labels); err != nil {
+			return fmt.Errorf("--%w", err)
+		}
 	}
 	return o.validateEtcd()
 }

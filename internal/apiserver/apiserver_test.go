@@ -275,7 +275,7 @@ func TestNodeRegisterAndHeartbeat(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	reg := &apiv1.Node{
-		Metadata: &apiv1.ObjectMeta{Name: "host-1", Labels: map[string]string{"zone": "a"}},
+		Metadata: &apiv1.ObjectMeta{Name: "host-1", Labels: map[string]string{"node.virtplane.io/zone": "a"}},
 		Status: &apiv1.NodeStatus{
 			Capacity:    map[string]string{"cpu": "2", "memory": "24Gi"},
 			Allocatable: map[string]string{"cpu": "2", "memory": "23Gi"},
@@ -323,7 +323,7 @@ func TestNodeRegisterAndHeartbeat(t *testing.T) {
 	if _, err := f.nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: bad}); code(err) != codes.InvalidArgument {
 		t.Fatalf("bad node name: %v", err)
 	}
-	list, err := f.nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: "zone=a"})
+	list, err := f.nodes.List(ctx, &apiv1.ListNodesRequest{LabelSelector: "node.virtplane.io/zone=a"})
 	if err != nil || len(list.Items) != 1 {
 		t.Fatalf("list nodes: %v %v", err, list)
 	}

@@ -116,6 +116,9 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.Nodes_Cordon_FullMethodName,
 	apiv1.Nodes_Uncordon_FullMethodName,
 	apiv1.Nodes_Drain_FullMethodName,
+	// A node's labels other than its own are what admins place VMs by; a
+	// node sets its own through Register.
+	apiv1.Nodes_Label_FullMethodName,
 	apiv1.VirtualMachineInstances_Evict_FullMethodName,
 	apiv1.Consoles_Attach_FullMethodName,
 	apiv1.Bootstrap_CreateToken_FullMethodName,

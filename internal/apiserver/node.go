@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"time"
 
@@ -48,7 +49,9 @@ func (n *nodeService) Watch(req *apiv1.WatchNodesRequest, stream apiv1.Nodes_Wat
 }
 
 // Register creates the node or refreshes what its agent reports. Spec
-// (unschedulable) belongs to operators and is kept.
+// (unschedulable) and the admins' labels belong to operators and are
+// kept: a node sends only its own labels (ValidateNode refuses any other),
+// which replace those it registered before.
 func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeRequest) (*apiv1.Node, error) {
 	in, _ := proto.Clone(req.GetNode()).(*apiv1.Node)
 	// What the schema does not know is not stored (node_info and images
@@ -60,12 +63,7 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 	now := n.s.opts.Clock()
 	name := in.Metadata.Name
 	refresh := func(node *apiv1.Node) *apiv1.Node {
-		if node.Metadata.Labels == nil {
-			node.Metadata.Labels = map[string]string{}
-		}
-		for k, v := range in.Metadata.Labels {
-			node.Metadata.Labels[k] = v
-		}
+		node.Metadata.Labels = withNodeOwnLabels(node.Metadata.Labels, in.Metadata.Labels)
 		// Every node carries its own name as a label, so a node selector
 		// can pin a VM to one node (a VM with persistent volumes is
 		// pinned to the node that holds them).
@@ -107,6 +105,28 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 	}
 	n.s.log.Info("node registered", "node", name)
 	return out, nil
+}
+
+// withNodeOwnLabels is labels with the node's own (validation.NodeOwnedLabel)
+// replaced by own, so that a node can drop one it set before; the others
+// (the admins', the server's) stay as they are. A legacy key is stored
+// under the key that replaced it, unless own has that key too.
+func withNodeOwnLabels(labels, own map[string]string) map[string]string {
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.DeleteFunc(labels, func(k, _ string) bool { return validation.NodeOwnedLabel(k) })
+	for k, v := range own {
+		if !validation.NodeOwnedLabel(k) { // ValidateNode refused it
+			continue
+		}
+		key := validation.NodeLabelKey(k)
+		if _, newer := own[key]; key != k && newer {
+			continue
+		}
+		labels[key] = v
+	}
+	return labels
 }
 
 // beat records a heartbeat and extends the fencing lease.

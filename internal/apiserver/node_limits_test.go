@@ -15,7 +15,7 @@ import (
 
 func limitNode(name string) *apiv1.Node {
 	return &apiv1.Node{
-		Metadata: &apiv1.ObjectMeta{Name: name, Labels: map[string]string{"zone": "a"}},
+		Metadata: &apiv1.ObjectMeta{Name: name, Labels: map[string]string{"node.virtplane.io/zone": "a"}},
 		Status: &apiv1.NodeStatus{
 			Capacity:    map[string]string{"cpu": "8", "memory": "32Gi"},
 			Allocatable: map[string]string{"cpu": "8", "memory": "31Gi"},
@@ -52,6 +52,15 @@ func TestNodeRegisterLimits(t *testing.T) {
 			"status.node_info.agent_version"},
 		{"address", func(n *apiv1.Node) { n.Status.Address = "10.0.0.7 and more" }, "status.address"},
 		{"labels", func(n *apiv1.Node) { n.Metadata.Labels = manyLabels(validation.MaxLabels + 1) }, "metadata.labels"},
+		// Issue 33: a node labelled itself tier=secure and drew the VMs
+		// that select it; a node sets only its own labels (node_label_test.go).
+		{"an admin's label", func(n *apiv1.Node) { n.Metadata.Labels["tier"] = "secure" }, "metadata.labels[tier]"},
+		{"the node-name label", func(n *apiv1.Node) { n.Metadata.Labels[apiv1.LabelNodeName] = "other" }, "metadata.labels[virtplane.io/node-name]"},
+		{"more own labels than a node has", func(n *apiv1.Node) {
+			for i := range validation.MaxNodeOwnedLabels {
+				n.Metadata.Labels[fmt.Sprintf("%sl%d", apiv1.NodeLabelPrefix, i)] = "x"
+			}
+		}, "metadata.labels"},
 		{"sidecar as image", func(n *apiv1.Node) {
 			n.Status.Images = []*apiv1.NodeImage{{Name: ".debian.qcow2.info.json", Format: "raw", Sha256: sum}}
 		}, "status.images[0].name"},

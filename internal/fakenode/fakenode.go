@@ -54,7 +54,9 @@ const AnnotationAddresses = "fakenode.virtplane.io/addresses"
 
 // Options describe the fake node.
 type Options struct {
-	Name          string
+	Name string
+	// Labels are the node's own, which it registers with: only under
+	// node.virtplane.io/, as for any node (an admin sets the others).
 	Labels        map[string]string
 	CPU, Memory   string        // allocatable; default "4" and "16Gi"
 	StartDelay    time.Duration // Scheduled → Running

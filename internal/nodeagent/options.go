@@ -199,6 +199,10 @@ type Options struct {
 	// this; nil means DefaultReservedMemory.
 	ReservedMemory *resource.Quantity
 	AgentVersion   string
+	// Labels are what the node registers with besides LabelKVM, which
+	// the agent sets: only the node's own, under apiv1.NodeLabelPrefix
+	// (CheckLabels). The others of its Node are set by admins.
+	Labels map[string]string
 	// Host overrides what is read from /proc and /dev (tests).
 	Host *HostFacts
 
@@ -229,6 +233,9 @@ func (o *Options) complete() error {
 		return errors.New("node data dir is required")
 	case !filepath.IsAbs(o.ImageDir):
 		return fmt.Errorf("image dir %q must be an absolute path", o.ImageDir)
+	}
+	if err := CheckLabels(o.Labels); err != nil {
+		return err
 	}
 	if o.LibvirtURI == "" {
 		o.LibvirtURI = launcher.DefaultLibvirtURI

@@ -3,13 +3,16 @@ package nodeagent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
 // node builds the Node the agent registers: capacity from the host,
@@ -30,7 +33,7 @@ func (a *Agent) node(ctx context.Context) *apiv1.Node {
 	return &apiv1.Node{
 		Metadata: &apiv1.ObjectMeta{
 			Name:   a.opts.NodeName,
-			Labels: map[string]string{apiv1.LabelKVM: strconv.FormatBool(h.KVMUsable)},
+			Labels: a.labels(),
 		},
 		Status: &apiv1.NodeStatus{
 			Capacity:    map[string]string{"cpu": cpus, "memory": bytesQuantity(h.MemoryBytes)},
@@ -47,6 +50,37 @@ func (a *Agent) node(ctx context.Context) *apiv1.Node {
 			},
 		},
 	}
+}
+
+// labels are the node's own labels (all a node may set): the configured
+// ones and LabelKVM.
+func (a *Agent) labels() map[string]string {
+	l := maps.Clone(a.opts.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[apiv1.LabelKVM] = strconv.FormatBool(a.host.KVMUsable)
+	return l
+}
+
+// CheckLabels refuses labels a node agent is configured to register with
+// (serve --node-labels) that the server would refuse, before the agent
+// joins or registers: only the node's own labels, under
+// apiv1.NodeLabelPrefix, and not LabelKVM, which the agent sets.
+func CheckLabels(labels map[string]string) error {
+	p := field.NewPath("node-labels")
+	for k := range labels {
+		if validation.NodeLabelKey(k) == apiv1.LabelKVM {
+			return field.Forbidden(p.Key(k), "the node agent sets "+apiv1.LabelKVM+" from what the host can do")
+		}
+	}
+	// As the node registers them: with LabelKVM.
+	all := maps.Clone(labels)
+	if all == nil {
+		all = map[string]string{}
+	}
+	all[apiv1.LabelKVM] = "true"
+	return validation.ValidateNodeOwnedLabels(all, p).ToAggregate()
 }
 
 func bytesQuantity(b int64) string {

@@ -1,10 +1,13 @@
 package nodeagent
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
@@ -24,6 +27,45 @@ func TestRegisteredNodeIsValid(t *testing.T) {
 		n := a.node(h.ctx)
 		if errs := validation.ValidateNode(n); len(errs) > 0 {
 			t.Errorf("memory %d: the node registers %v, which the server refuses: %v", mem, n.GetStatus(), errs.ToAggregate())
+		}
+	}
+}
+
+// The node registers with its configured labels (serve --node-labels) and
+// the KVM label; labels the server would refuse are refused at start,
+// naming the flag and the key.
+func TestNodeLabels(t *testing.T) {
+	h := newHarness(t)
+	a := h.newAgent(func(o *Options) { o.Labels = map[string]string{"node.virtplane.io/disk": "ssd"} })
+	n := a.node(h.ctx)
+	if l := n.Metadata.Labels; len(l) != 2 || l["node.virtplane.io/disk"] != "ssd" || l[apiv1.LabelKVM] != "false" {
+		t.Fatalf("labels %v", l)
+	}
+	if errs := validation.ValidateNode(n); len(errs) > 0 {
+		t.Fatalf("the server refuses them: %v", errs.ToAggregate())
+	}
+	many := map[string]string{}
+	for i := range validation.MaxNodeOwnedLabels - 1 {
+		many[fmt.Sprintf("node.virtplane.io/l%d", i)] = "x"
+	}
+	if err := CheckLabels(many); err != nil {
+		t.Fatalf("as many as fit with the KVM label: %v", err)
+	}
+	many["node.virtplane.io/one-more"] = "x"
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"tier": "secure"}, "node-labels[tier]: Forbidden: a node may set only labels under node.virtplane.io/"},
+		{map[string]string{apiv1.LabelNodeName: "x"}, "node-labels[virtplane.io/node-name]: Forbidden"},
+		{map[string]string{apiv1.LabelKVM: "true"}, "node-labels[node.virtplane.io/kvm]: Forbidden: the node agent sets node.virtplane.io/kvm"},
+		{map[string]string{"virtplane.io/kvm": "true"}, "node-labels[virtplane.io/kvm]: Forbidden: the node agent sets node.virtplane.io/kvm"},
+		{map[string]string{"node.virtplane.io/disk": "s s d"}, "node-labels[node.virtplane.io/disk]: Invalid value"},
+		{many, "node-labels: Too many: 17"},
+	} {
+		err := CheckLabels(tc.labels)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("CheckLabels(%v) = %v, want %q", tc.labels, err, tc.want)
 		}
 	}
 }

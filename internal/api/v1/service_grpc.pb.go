@@ -835,6 +835,7 @@ const (
 	Nodes_Cordon_FullMethodName    = "/virtplane.v1.Nodes/Cordon"
 	Nodes_Uncordon_FullMethodName  = "/virtplane.v1.Nodes/Uncordon"
 	Nodes_Drain_FullMethodName     = "/virtplane.v1.Nodes/Drain"
+	Nodes_Label_FullMethodName     = "/virtplane.v1.Nodes/Label"
 )
 
 // NodesClient is the client API for Nodes service.
@@ -865,6 +866,12 @@ type NodesClient interface {
 	// strategy (spec.drain); status.evacuation tells the progress. Draining
 	// a draining node changes nothing.
 	Drain(ctx context.Context, in *CordonNodeRequest, opts ...grpc.CallOption) (*Node, error)
+	// Sets and removes the admins' labels of a node (`virtplane-agent node
+	// label`), which its agent can neither set nor remove: those node
+	// selectors may trust. Labels under node.virtplane.io/ are the node's
+	// own (Register replaces them) and virtplane.io/node-name is the
+	// server's; this refuses both.
+	Label(ctx context.Context, in *LabelNodeRequest, opts ...grpc.CallOption) (*Node, error)
 }
 
 type nodesClient struct {
@@ -994,6 +1001,16 @@ func (c *nodesClient) Drain(ctx context.Context, in *CordonNodeRequest, opts ...
 	return out, nil
 }
 
+func (c *nodesClient) Label(ctx context.Context, in *LabelNodeRequest, opts ...grpc.CallOption) (*Node, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Node)
+	err := c.cc.Invoke(ctx, Nodes_Label_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodesServer is the server API for Nodes service.
 // All implementations must embed UnimplementedNodesServer
 // for forward compatibility.
@@ -1022,6 +1039,12 @@ type NodesServer interface {
 	// strategy (spec.drain); status.evacuation tells the progress. Draining
 	// a draining node changes nothing.
 	Drain(context.Context, *CordonNodeRequest) (*Node, error)
+	// Sets and removes the admins' labels of a node (`virtplane-agent node
+	// label`), which its agent can neither set nor remove: those node
+	// selectors may trust. Labels under node.virtplane.io/ are the node's
+	// own (Register replaces them) and virtplane.io/node-name is the
+	// server's; this refuses both.
+	Label(context.Context, *LabelNodeRequest) (*Node, error)
 	mustEmbedUnimplementedNodesServer()
 }
 
@@ -1064,6 +1087,9 @@ func (UnimplementedNodesServer) Uncordon(context.Context, *CordonNodeRequest) (*
 }
 func (UnimplementedNodesServer) Drain(context.Context, *CordonNodeRequest) (*Node, error) {
 	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedNodesServer) Label(context.Context, *LabelNodeRequest) (*Node, error) {
+	return nil, status.Error(codes.Unimplemented, "method Label not implemented")
 }
 func (UnimplementedNodesServer) mustEmbedUnimplementedNodesServer() {}
 func (UnimplementedNodesServer) testEmbeddedByValue()               {}
@@ -1277,6 +1303,24 @@ func _Nodes_Drain_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Nodes_Label_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LabelNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodesServer).Label(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Nodes_Label_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodesServer).Label(ctx, req.(*LabelNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Nodes_ServiceDesc is the grpc.ServiceDesc for Nodes service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1323,6 +1367,10 @@ var Nodes_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Drain",
 			Handler:    _Nodes_Drain_Handler,
+		},
+		{
+			MethodName: "Label",
+			Handler:    _Nodes_Label_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

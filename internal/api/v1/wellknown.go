@@ -104,9 +104,15 @@ const (
 	// LabelNodeName on a VMI names the node it runs on; every Node
 	// carries it with its own name.
 	LabelNodeName = "virtplane.io/node-name"
+	// NodeLabelPrefix is the prefix of the labels a node sets on its own
+	// Node (as Kubernetes' node.kubernetes.io/): its agent may set only
+	// these, and every other label of a Node is set by admins, so that a
+	// node cannot label itself into the placements an admin label gates
+	// (docs/security.md). validation.NodeOwnedLabel tells them apart.
+	NodeLabelPrefix = "node.virtplane.io/"
 	// LabelKVM on a Node says whether guests there get KVM ("true") or
-	// run in software emulation ("false").
-	LabelKVM = "virtplane.io/kvm"
+	// run in software emulation ("false"): the node agent sets it.
+	LabelKVM = NodeLabelPrefix + "kvm"
 	// KindVirtualMachine is the owner reference kind of VMIs.
 	KindVirtualMachine = "VirtualMachine"
 )

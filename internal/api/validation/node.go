@@ -40,13 +40,15 @@ const (
 )
 
 // ValidateNode checks a node as registered by its agent: the name (a
-// DNS-1123 subdomain, since it is usually the hostname), labels, the
-// resource figures the scheduler will parse, node_info and address
-// strings, its image list, and its bridges and libvirt networks. The
-// server keeps nothing else of what a node sends (conditions, heartbeat
-// and lease are its own).
+// DNS-1123 subdomain, since it is usually the hostname), labels (only the
+// node's own: nodelabels.go), the resource figures the scheduler will
+// parse, node_info and address strings, its image list, and its bridges
+// and libvirt networks. The server keeps nothing else of what a node sends
+// (conditions, heartbeat and lease are its own).
 func ValidateNode(node *apiv1.Node) field.ErrorList {
-	errs := ValidateObjectMeta(node.GetMetadata(), false, field.NewPath("metadata"))
+	meta := field.NewPath("metadata")
+	errs := ValidateObjectMeta(node.GetMetadata(), false, meta)
+	errs = append(errs, validateNodeOwnership(node.GetMetadata().GetLabels(), meta.Child("labels"))...)
 	status := field.NewPath("status")
 	st := node.GetStatus()
 	errs = append(errs, validateResourceList(st.GetCapacity(), status.Child("capacity"))...)

@@ -12,7 +12,7 @@ import (
 
 func validNode() *apiv1.Node {
 	return &apiv1.Node{
-		Metadata: &apiv1.ObjectMeta{Name: "node-1.example.com", Labels: map[string]string{"kubernetes.io/arch": "amd64"}},
+		Metadata: &apiv1.ObjectMeta{Name: "node-1.example.com", Labels: map[string]string{apiv1.LabelKVM: "true"}},
 		Status: &apiv1.NodeStatus{
 			Capacity:    map[string]string{"cpu": "8", "memory": "32Gi"},
 			Allocatable: map[string]string{"cpu": "7500m", "memory": "30Gi"},
@@ -33,7 +33,27 @@ func TestValidateNode(t *testing.T) {
 		{"name invalid", func(n *apiv1.Node) { n.Metadata.Name = "Node_1" }, []want{invalid("metadata.name")}},
 		{"name too long", func(n *apiv1.Node) { n.Metadata.Name = strings.Repeat("a.", 127) + "a" }, []want{invalid("metadata.name")}},
 		{"namespace set", func(n *apiv1.Node) { n.Metadata.Namespace = "default" }, []want{forbidden("metadata.namespace")}},
-		{"label invalid", func(n *apiv1.Node) { n.Metadata.Labels["zone"] = "eu west" }, []want{invalid("metadata.labels[zone]")}},
+		{"label invalid", func(n *apiv1.Node) { n.Metadata.Labels["node.virtplane.io/zone"] = "eu west" },
+			[]want{invalid("metadata.labels[node.virtplane.io/zone]")}},
+		// Issue 33: a node labelled itself tier=secure to draw the VMs
+		// that select it. It sets only its own labels.
+		{"an admin's label", func(n *apiv1.Node) { n.Metadata.Labels["tier"] = "secure" }, []want{forbidden("metadata.labels[tier]")}},
+		{"the server's label", func(n *apiv1.Node) { n.Metadata.Labels[apiv1.LabelNodeName] = "node-2" },
+			[]want{forbidden("metadata.labels[virtplane.io/node-name]")}},
+		{"a prefix that only looks like the node's", func(n *apiv1.Node) { n.Metadata.Labels["evil.node.virtplane.io/x"] = "y" },
+			[]want{forbidden("metadata.labels[evil.node.virtplane.io/x]")}},
+		{"the prefix without a name", func(n *apiv1.Node) { n.Metadata.Labels["node.virtplane.io"] = "y" },
+			[]want{forbidden("metadata.labels[node.virtplane.io]")}},
+		{"own labels at the bound", func(n *apiv1.Node) {
+			for i := range MaxNodeOwnedLabels - 1 {
+				n.Metadata.Labels[fmt.Sprintf("node.virtplane.io/l%d", i)] = "x"
+			}
+		}, nil},
+		{"too many own labels", func(n *apiv1.Node) {
+			for i := range MaxNodeOwnedLabels {
+				n.Metadata.Labels[fmt.Sprintf("node.virtplane.io/l%d", i)] = "x"
+			}
+		}, []want{tooMany("metadata.labels")}},
 		{"capacity not a quantity", func(n *apiv1.Node) { n.Status.Capacity["memory"] = "lots" },
 			[]want{invalid("status.capacity[memory]")}},
 		{"allocatable negative", func(n *apiv1.Node) { n.Status.Allocatable["cpu"] = "-1" },
@@ -71,9 +91,9 @@ func TestValidateNode(t *testing.T) {
 		{"address too long", func(n *apiv1.Node) { n.Status.Address = strings.Repeat("a", 300) }, []want{tooLong("status.address")}},
 		{"too many labels", func(n *apiv1.Node) {
 			for i := range MaxLabels {
-				n.Metadata.Labels[fmt.Sprintf("l%d", i)] = "x"
+				n.Metadata.Labels[fmt.Sprintf("node.virtplane.io/l%d", i)] = "x"
 			}
-		}, []want{tooMany("metadata.labels")}},
+		}, []want{tooMany("metadata.labels"), tooMany("metadata.labels")}},
 		{"metadata missing", func(n *apiv1.Node) { n.Metadata = nil }, []want{required("metadata")}},
 	}
 	for _, tc := range cases {

@@ -90,8 +90,9 @@ const (
 	fakeNetwork = "vpacc-net"
 )
 
-// nodeLabel marks the fake nodes.
-const nodeLabel = "virtplane.io/acctest-node"
+// nodeLabel marks the fake nodes: one of their own labels, which a node
+// registers with (an admin sets any other).
+const nodeLabel = apiv1.NodeLabelPrefix + "acctest"
 
 // Fake node timings: short, so tests are quick, but not zero, so that the
 // Starting and Stopping states are really passed through.
@@ -195,8 +196,8 @@ const nodeRegisterTimeout = time.Minute
 
 // startRealNode waits for the node agent to register its node and picks
 // the label that keeps the tests' VMs on it. The node agent sets no labels
-// of ours; virtplane.io/kvm is one it always sets and that the nodes other
-// tests register lack.
+// of ours; node.virtplane.io/kvm is one it always sets and that the nodes
+// other tests register lack.
 func startRealNode(ctx context.Context, c *client.Client, host *libvirtHost) (*Nodes, error) {
 	var (
 		node    *apiv1.Node

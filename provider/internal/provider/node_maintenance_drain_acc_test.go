@@ -27,7 +27,7 @@ func TestAccNodeMaintenance_drainTimeout(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	ctx := t.Context()
 	node, vm := acctest.RandomName("drain"), acctest.RandomName("held")
-	labels := map[string]string{"virtplane.io/acctest-drain": node}
+	labels := map[string]string{"node.virtplane.io/acctest-drain": node}
 	f, err := fakenode.Start(ctx, agent.Client, fakenode.Options{Name: node, Labels: labels, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ resource "virtplane_virtual_machine" "test" {
   name              = %q
   memory            = "128Mi"
   eviction_strategy = "LiveMigrate"
-  node_selector     = { "virtplane.io/acctest-drain" = %q }
+  node_selector     = { "node.virtplane.io/acctest-drain" = %q }
   bootloader {
     efi {}
   }

@@ -113,7 +113,7 @@ func (d *nodesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 					"labels": schema.MapAttribute{
 						Computed:    true,
 						ElementType: types.StringType,
-						Description: "Node labels; empty when the node has none.",
+						Description: "Node labels; empty when the node has none. Those under `" + apiv1.NodeLabelPrefix + "` are the node's own (its agent reports them, `" + apiv1.LabelKVM + "` among them), `" + apiv1.LabelNodeName + "` is its name, and the others are admins' (`virtplane_node_labels`, `virtplane-agent node label`), which the node cannot change.",
 					},
 					"images": schema.ListNestedAttribute{
 						Computed: true,

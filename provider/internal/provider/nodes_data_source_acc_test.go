@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/acctest"
 )
 
@@ -36,8 +37,17 @@ func (n *testNode) register(ctx context.Context, t *testing.T, agent *acctest.Ag
 	// Reversed: the data source lists them sorted.
 	bridges := slices.Clone(n.bridges)
 	slices.Reverse(bridges)
+	// The node registers with its own labels; an admin sets the others.
+	own, admins := map[string]string{}, map[string]string{}
+	for k, v := range n.labels {
+		if validation.NodeOwnedLabel(k) {
+			own[k] = v
+		} else {
+			admins[k] = v
+		}
+	}
 	out, err := agent.Client.Nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: &apiv1.Node{
-		Metadata: &apiv1.ObjectMeta{Name: n.name, Labels: n.labels},
+		Metadata: &apiv1.ObjectMeta{Name: n.name, Labels: own},
 		Status: &apiv1.NodeStatus{
 			Capacity:    n.capacity,
 			Allocatable: n.allocatable,
@@ -49,6 +59,11 @@ func (n *testNode) register(ctx context.Context, t *testing.T, agent *acctest.Ag
 	}})
 	if err != nil {
 		t.Fatalf("register node %s: %v", n.name, err)
+	}
+	if len(admins) > 0 {
+		if _, err := agent.Client.Nodes.Label(ctx, &apiv1.LabelNodeRequest{Name: n.name, Set: admins}); err != nil {
+			t.Fatalf("label node %s: %v", n.name, err)
+		}
 	}
 	n.heartbeat = out.GetStatus().GetHeartbeat().AsTime().UTC().Format(time.RFC3339)
 }
@@ -103,7 +118,7 @@ func TestAccNodesDataSource(t *testing.T) {
 	run := acctest.RandomName("tfacc")
 	a := &testNode{
 		name:   run + "-a",
-		labels: map[string]string{"virtplane.io/test-run": run, "zone": "a", "gpu": "true"},
+		labels: map[string]string{"virtplane.io/test-run": run, "zone": "a", "gpu": "true", "node.virtplane.io/test-disk": "ssd"},
 		// Fake nodes must not attract real work on a shared agent.
 		schedulable: !agent.External,
 		capacity:    map[string]string{"cpu": "8", "memory": "32Gi"},

@@ -186,7 +186,7 @@ func unknownAttributes(m providerModel) []string {
 
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource, NewPoolResource, NewReplicaSetResource,
-		NewSnapshotResource, NewRestoreResource}
+		NewSnapshotResource, NewRestoreResource, NewNodeLabelsResource}
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
