@@ -219,8 +219,12 @@ func (a *Agent) newDataRoles() {
 			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, GCPeriod: o.Timing.VMDirGCPeriod, Clock: o.Clock, Logger: a.log})
 	}
 	if api := o.API.Restores; api != nil {
-		a.restores = restore.New(restore.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
-			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, Logger: a.log})
+		ro := restore.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
+			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, Logger: a.log}
+		if a.snaps != nil {
+			ro.Contents = a.snaps
+		}
+		a.restores = restore.New(ro)
 	}
 }
 

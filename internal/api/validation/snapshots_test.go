@@ -219,3 +219,27 @@ func TestValidateSnapshotStatuses(t *testing.T) {
 	cs.RestoreName = "Bad"
 	expectErrors(t, ValidateCloneStatus(cs, p), invalid("status.restore_name"))
 }
+
+// Issue 33 (defect 7): every name a snapshot, restore or clone gives is a
+// name in its own namespace, never a path or a reference into another
+// namespace: "other/web" or "../other" are refused at the field.
+func TestSnapshotKindsNamesAreNoPathsOrNamespaces(t *testing.T) {
+	for _, bad := range []string{"other/web", "../other", "..", ".", "web/..", "/web", "other:web"} {
+		s := validSnapshot()
+		s.Spec.Source = bad
+		expectErrors(t, ValidateSnapshot(s), invalid("spec.source"))
+		r := validRestore()
+		r.Spec.Target, r.Spec.Snapshot = bad, bad
+		expectErrors(t, ValidateRestore(r), invalid("spec.target"), invalid("spec.snapshot"))
+		c := validClone()
+		c.Spec.SourceName, c.Spec.Target = bad, bad+"x"
+		expectErrors(t, ValidateClone(c), invalid("spec.source_name"), invalid("spec.target"))
+		for _, meta := range []*apiv1.ObjectMeta{s.Metadata, r.Metadata, c.Metadata} {
+			meta.Name = bad
+		}
+		s.Spec.Source, r.Spec.Target, r.Spec.Snapshot, c.Spec.SourceName, c.Spec.Target = "web", "web-2", "snap", "web", "web-2"
+		expectErrors(t, ValidateSnapshot(s), invalid("metadata.name"))
+		expectErrors(t, ValidateRestore(r), invalid("metadata.name"))
+		expectErrors(t, ValidateClone(c), invalid("metadata.name"))
+	}
+}

@@ -177,7 +177,10 @@ func (p *Preparer) nvramPath(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) 
 	if err != nil {
 		return "", failed(fmt.Errorf("nvram: %w", err))
 	}
-	if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
+	if err := p.ensureVMDir(vmi, rec); err != nil {
+		if _, ok := errors.AsType[*Error](err); ok {
+			return "", err
+		}
 		return "", fmt.Errorf("nvram: %w", err)
 	}
 	return nodedir.NVRAMPath(dir), nil

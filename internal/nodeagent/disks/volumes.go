@@ -47,10 +47,21 @@ func (p *Preparer) volumeSource(vmi *apiv1.VirtualMachineInstance, rec *state.VM
 	}
 	src := diskSource(d)
 	src.Path, src.Format = path, "qcow2"
-	if err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()); err != nil {
+	if err := p.ensureVMDir(vmi, rec); err != nil {
 		return nil, err
 	}
 	return src, nil
+}
+
+// ensureVMDir makes the directory of the VMI's VM. One that belongs to
+// another VM (a VMI whose owner uid is another namespace's VM) fails the
+// VMI: its volumes are never handed over.
+func (p *Preparer) ensureVMDir(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) error {
+	err := p.opts.Layout.EnsureVMDir(rec.VMUID, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName())
+	if errors.Is(err, nodedir.ErrForeign) {
+		return failed(fmt.Errorf("metadata.owner_references: %w", err))
+	}
+	return err
 }
 
 // persistentDisk provisions a persistent volume on first use (a

@@ -228,7 +228,7 @@ func (l Layout) EnsureVMDir(vmUID, namespace, name string) error {
 	}
 	meta := filepath.Join(dir, VMMetaFile)
 	if _, err := os.Stat(meta); err == nil {
-		return nil
+		return CheckVMDirOwner(dir, namespace, name)
 	}
 	if err := MkdirTraversable(dir); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
@@ -238,6 +238,31 @@ func (l Layout) EnsureVMDir(vmUID, namespace, name string) error {
 		return err
 	}
 	return fsutil.WriteFileAtomic(meta, b, 0o600)
+}
+
+// ErrForeign: a directory built from a uid belongs to another object
+// than the one that named it (another namespace's VM, another namespace's
+// snapshot).
+var ErrForeign = errors.New("belongs to another object")
+
+// CheckVMDirOwner checks that the VM directory dir, when its vm.json
+// exists, is the directory of VM namespace/name: uids come from API
+// objects that other parties write (a VMI's owner, a snapshot content's
+// source, a restore's target), and a uid of another namespace's VM must
+// never reach that VM's volumes. A directory without vm.json has no
+// volumes yet (EnsureVMDir writes it first) and passes.
+func CheckVMDirOwner(dir, namespace, name string) error {
+	m, err := ReadVMMeta(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if m.Namespace != namespace || m.Name != name {
+		return fmt.Errorf("VM directory %s is VM %s/%s's, not %s/%s: %w", filepath.Base(dir), m.Namespace, m.Name, namespace, name, ErrForeign)
+	}
+	return nil
 }
 
 // ReadVMMeta reads the vm.json of the VM directory dir.

@@ -192,11 +192,17 @@ func TestEnsureVMDir(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o711 {
 		t.Fatalf("VM directory mode: %v, %v; want 0711 for QEMU to traverse", fi.Mode(), err)
 	}
-	// An existing vm.json is kept as it is.
-	if err := l.EnsureVMDir(vmUID, "default", "other"); err != nil {
+	// An existing vm.json is kept as it is; the same VM finds its
+	// directory again, any other VM named by that uid is refused.
+	if err := l.EnsureVMDir(vmUID, "default", "web"); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := ReadVMMeta(vmDir); err != nil || m.Name != "web" {
+	for _, other := range [][2]string{{"default", "other"}, {"team-b", "web"}} {
+		if err := l.EnsureVMDir(vmUID, other[0], other[1]); !errors.Is(err, ErrForeign) {
+			t.Errorf("EnsureVMDir of %s/%s in default/web's directory: %v, want ErrForeign", other[0], other[1], err)
+		}
+	}
+	if m, err := ReadVMMeta(vmDir); err != nil || m.Name != "web" || m.Namespace != "default" {
 		t.Fatalf("vm.json rewritten: %+v, %v", m, err)
 	}
 }

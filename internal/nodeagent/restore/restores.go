@@ -41,6 +41,13 @@ type Domains interface {
 	RunningDomain(ctx context.Context, vmUID string) (launcher.Snapshots, *apiv1.VirtualMachineInstance, error)
 }
 
+// Contents tells which namespace a snapshot content of this node is in
+// (snapshot.Contents.Owner), so that a restore copies only its own
+// namespace's snapshots.
+type Contents interface {
+	Owner(contentUID string) (namespace string, ok, synced bool)
+}
+
 // Options configure Restores.
 type Options struct {
 	NodeName    string
@@ -48,6 +55,7 @@ type Options struct {
 	Layout      nodedir.Layout
 	Copier      Copier
 	Domains     Domains
+	Contents    Contents
 	CallTimeout time.Duration // bounds a status write
 	Logger      *slog.Logger
 }

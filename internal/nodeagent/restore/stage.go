@@ -23,6 +23,8 @@ import (
 // staged copy beside the live volume, and the live volume.
 type volume struct {
 	name, source, staged, live string
+	// content is the uid of the snapshot content source belongs to.
+	content string
 }
 
 // volumes checks a restore's paths: the target's directory from
@@ -38,17 +40,43 @@ func (w *Restores) volumes(r *apiv1.VirtualMachineRestore) (volumesDir string, o
 	if err := checkUIDElement(uid); err != nil {
 		return "", nil, fmt.Errorf("metadata.uid: %w", err)
 	}
+	if err := nodedir.CheckVMDirOwner(vmDir, r.GetMetadata().GetNamespace(), r.GetSpec().GetTarget()); err != nil {
+		return "", nil, fmt.Errorf("status.target_uid: %w", err)
+	}
 	for i, vr := range r.GetStatus().GetRestores() {
-		if _, _, err := w.opts.Layout.CheckSnapshotVolumePath(vr.GetSourcePath()); err != nil {
+		content, _, err := w.opts.Layout.CheckSnapshotVolumePath(vr.GetSourcePath())
+		if err != nil {
 			return "", nil, fmt.Errorf("status.restores[%d].source_path: %w", i, err)
 		}
 		live, err := nodedir.FileIn(volumesDir, vr.GetVolumeName()+".qcow2")
 		if err != nil {
 			return "", nil, fmt.Errorf("status.restores[%d].volume_name: %w", i, err)
 		}
-		out = append(out, volume{name: vr.GetVolumeName(), source: vr.GetSourcePath(), staged: live + stagedSuffix(uid), live: live})
+		out = append(out, volume{name: vr.GetVolumeName(), content: content, source: vr.GetSourcePath(), staged: live + stagedSuffix(uid), live: live})
 	}
 	return volumesDir, out, nil
+}
+
+// errContentsUnknown: this node's snapshot contents are not listed yet,
+// so a source path cannot be judged; the restore waits.
+var errContentsUnknown = errors.New("this node's snapshot contents are not listed yet")
+
+// sameNamespace checks that snapshot content contentUID of this node is
+// in namespace ns.
+func (w *Restores) sameNamespace(ns, contentUID string) error {
+	if w.opts.Contents == nil {
+		return fmt.Errorf("snapshot content %s: this node takes no snapshots: %w", contentUID, nodedir.ErrForeign)
+	}
+	owner, ok, synced := w.opts.Contents.Owner(contentUID)
+	switch {
+	case !synced:
+		return errContentsUnknown
+	case !ok:
+		return fmt.Errorf("snapshot content %s is no snapshot content of this node: %w", contentUID, nodedir.ErrForeign)
+	case owner != ns:
+		return fmt.Errorf("snapshot content %s is in namespace %s, not %s: %w", contentUID, owner, ns, nodedir.ErrForeign)
+	}
+	return nil
 }
 
 func stagedSuffix(restoreUID string) string { return ".restore-" + restoreUID }
@@ -64,6 +92,18 @@ func (w *Restores) stage(ctx context.Context, r *apiv1.VirtualMachineRestore) er
 	volumesDir, vols, err := w.volumes(r)
 	if err != nil {
 		return w.fail(ctx, ref, err)
+	}
+	// Only staging reads the snapshot's data, so only staging asks whose
+	// it is (the swap renames copies already made, also after the
+	// snapshot is gone).
+	for i, v := range vols {
+		err := w.sameNamespace(r.GetMetadata().GetNamespace(), v.content)
+		if errors.Is(err, errContentsUnknown) {
+			return err // again, with backoff, once the listing is in
+		}
+		if err != nil {
+			return w.fail(ctx, ref, fmt.Errorf("status.restores[%d].source_path: %w", i, err))
+		}
 	}
 	target := r.GetSpec().GetTarget()
 	if err := w.opts.Layout.EnsureVMDir(r.GetStatus().GetTargetUid(), r.GetMetadata().GetNamespace(), target); err != nil {

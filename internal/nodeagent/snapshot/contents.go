@@ -99,7 +99,26 @@ func New(opts Options) *Contents {
 		},
 		CallTimeout: opts.CallTimeout, Logger: opts.Logger,
 	})
+	c.work.Inf.AddIndex(uidIndex, func(sc *apiv1.VirtualMachineSnapshotContent) []string {
+		return []string{sc.GetMetadata().GetUid()}
+	})
 	return c
+}
+
+const uidIndex = "uid"
+
+// Owner returns the namespace of this node's snapshot content uid, which
+// a restore's source path names: a restore reads only the snapshots of
+// its own namespace. synced is false until the first listing is in,
+// when no answer can be given yet.
+func (c *Contents) Owner(uid string) (namespace string, ok, synced bool) {
+	if !c.work.Inf.HasSynced() {
+		return "", false, false
+	}
+	for _, sc := range c.work.Inf.ByIndex(uidIndex, uid) {
+		return sc.GetMetadata().GetNamespace(), true, true
+	}
+	return "", false, true
 }
 
 // Cache is the informer of this node's contents.

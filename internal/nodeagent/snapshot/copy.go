@@ -44,6 +44,11 @@ func (c *Contents) volumes(sc *apiv1.VirtualMachineSnapshotContent) ([]volume, e
 	if err != nil {
 		return nil, fmt.Errorf("spec.source.metadata.uid: %w", err)
 	}
+	// The content's own namespace, not the one its spec names: a content
+	// copies only its namespace's VMs.
+	if err := nodedir.CheckVMDirOwner(vmDir, sc.GetMetadata().GetNamespace(), sc.GetSpec().GetSource().GetMetadata().GetName()); err != nil {
+		return nil, fmt.Errorf("spec.source: %w", err)
+	}
 	var out []volume
 	for i, name := range sc.GetSpec().GetVolumes() {
 		live, err := nodedir.FileIn(nodedir.VolumesDir(vmDir), name+".qcow2")

@@ -1,0 +1,242 @@
+package nodeagent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/restore"
+)
+
+// Issue 33 (defect 7): snapshots, restores and clones name VMs and
+// snapshots by uid and path in objects other parties write (a content's
+// source, a restore's target and source paths). Each test here writes
+// such an object as a hostile or mistaken writer would, straight into
+// what the node watches, and checks that the node never crosses a
+// namespace: it reads and writes only the volumes of the object's own
+// namespace.
+
+// ownVM makes VM namespace/web's directory, as the node made it when the
+// VM first ran here, with one persistent volume "data" filled with fill.
+func (u *snapUnit) ownVM(namespace, vmUID, fill string) string {
+	u.t.Helper()
+	if err := u.a.layout.EnsureVMDir(vmUID, namespace, "web"); err != nil {
+		u.t.Fatal(err)
+	}
+	return u.volume(vmUID, "data", fill)
+}
+
+// contentIn stores a content in namespace ns of VM vmUID (named web in
+// ns), as the snapshot controller of ns makes it, and takes it.
+func (u *snapUnit) contentIn(ns, name, vmUID string, volumes ...string) *apiv1.VirtualMachineSnapshotContent {
+	u.t.Helper()
+	u.contents.put(&apiv1.VirtualMachineSnapshotContent{
+		Metadata: &apiv1.ObjectMeta{Namespace: ns, Name: name, Uid: testUID("content-" + ns + "-" + name),
+			Labels: map[string]string{apiv1.LabelNodeName: testNode}, Finalizers: []string{apiv1.FinalizerSnapshotData}},
+		Spec: &apiv1.VirtualMachineSnapshotContentSpec{
+			SnapshotName: "snap", Source: &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: ns, Name: "web", Uid: vmUID}},
+			NodeName: testNode, Volumes: volumes,
+		},
+	})
+	u.syncSnaps()
+	if _, err := u.a.snaps.Reconcile(context.Background(), ns+"/"+name); err != nil {
+		u.t.Fatalf("reconcile content %s/%s: %v", ns, name, err)
+	}
+	u.syncSnaps()
+	c, _ := u.contents.get(ns + "/" + name)
+	return c
+}
+
+// A content of namespace default whose source uid is namespace other's
+// VM copies nothing of it and fails.
+func TestSnapshotCopiesOnlyItsNamespacesVM(t *testing.T) {
+	u := newSnapUnit(t)
+	victim := testUID("vm-other-web")
+	u.ownVM("other", victim, "S")
+
+	c := u.contentIn("default", "steal", victim, "data")
+	st := c.GetStatus()
+	if st.GetPhase() != apiv1.SnapshotFailed || !strings.Contains(st.GetError(), "other/web") {
+		t.Errorf("content status %v, want Failed naming the VM's namespace", st)
+	}
+	if len(st.GetVolumeBackups()) != 0 {
+		t.Errorf("volume backups %v, want none", st.GetVolumeBackups())
+	}
+	dir, _ := u.a.layout.SnapshotDir(c.GetMetadata().GetUid())
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("snapshot directory holds %v, want nothing of another namespace's VM", entries)
+	}
+
+	// The same content in the VM's own namespace copies it.
+	own := u.contentIn("other", "own", victim, "data")
+	if own.GetStatus().GetPhase() != apiv1.SnapshotSucceeded {
+		t.Fatalf("content in the VM's namespace: %v", own.GetStatus())
+	}
+}
+
+// A restore of namespace default whose source paths are namespace
+// other's snapshot copies nothing of it; the same restore of a snapshot
+// of its own namespace stages.
+func TestRestoreReadsOnlyItsNamespacesSnapshots(t *testing.T) {
+	u := newSnapUnit(t)
+	secret := testUID("vm-other-web")
+	u.ownVM("other", secret, "S")
+	theirs := u.contentIn("other", "secret", secret, "data")
+	mine := testUID("vm-default-web")
+	u.ownVM("default", mine, "M")
+	ours := u.contentIn("default", "mine", mine, "data")
+	sources := func(c *apiv1.VirtualMachineSnapshotContent) []*apiv1.VolumeRestore {
+		var out []*apiv1.VolumeRestore
+		for _, b := range c.GetStatus().GetVolumeBackups() {
+			out = append(out, &apiv1.VolumeRestore{VolumeName: b.GetVolumeName(), SourcePath: b.GetPath()})
+		}
+		if len(out) == 0 {
+			t.Fatalf("content %s has no volume backups: %v", c.GetMetadata().GetName(), c.GetStatus())
+		}
+		return out
+	}
+
+	u.restore("steal", mine, sources(theirs))
+	if err := u.reconcileRestore("steal"); err != nil {
+		t.Fatal(err)
+	}
+	st := u.getRestore("steal").GetStatus()
+	if st.GetStaged() || !strings.Contains(st.GetError(), "namespace other") {
+		t.Errorf("restore status %v, want an error naming the snapshot's namespace", st)
+	}
+	dir, _ := u.a.layout.VMDir(mine)
+	staged, _ := filepath.Glob(filepath.Join(nodedir.VolumesDir(dir), "*.restore-*"))
+	if len(staged) != 0 {
+		t.Errorf("staged %v from another namespace's snapshot", staged)
+	}
+
+	u.restore("own", mine, sources(ours))
+	if err := u.reconcileRestore("own"); err != nil {
+		t.Fatal(err)
+	}
+	if st := u.getRestore("own").GetStatus(); !st.GetStaged() || st.GetError() != "" {
+		t.Errorf("restore of its own namespace's snapshot: %v, want staged", st)
+	}
+}
+
+// Until the node's snapshot contents are listed, a restore waits rather
+// than fails: whose a snapshot is cannot be told yet.
+func TestRestoreWaitsForTheContentsListing(t *testing.T) {
+	u := newSnapUnit(t)
+	mine := testUID("vm-default-web")
+	u.ownVM("default", mine, "M")
+	ours := u.contentIn("default", "mine", mine, "data")
+	var vols []*apiv1.VolumeRestore
+	for _, b := range ours.GetStatus().GetVolumeBackups() {
+		vols = append(vols, &apiv1.VolumeRestore{VolumeName: b.GetVolumeName(), SourcePath: b.GetPath()})
+	}
+	u.restore("early", mine, vols)
+	u.a.restores = newRestoresWithContents(u, unsyncedContents{})
+	u.syncSnaps()
+	if _, err := u.a.restores.Reconcile(context.Background(), "default/early"); err == nil {
+		t.Fatal("reconcile before the contents listing: no error, want one (retried with backoff)")
+	}
+	if st := u.getRestore("early").GetStatus(); st.GetError() != "" || st.GetStaged() {
+		t.Errorf("restore status %v, want untouched while the contents are unknown", st)
+	}
+}
+
+// A restore whose target uid is namespace other's VM stages nothing into
+// it and leaves its volumes alone.
+func TestRestoreWritesOnlyItsNamespacesVM(t *testing.T) {
+	u := newSnapUnit(t)
+	victim := testUID("vm-other-web")
+	victimData := u.ownVM("other", victim, "V")
+	before, err := os.ReadFile(victimData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := testUID("vm-default-web")
+	u.ownVM("default", mine, "M")
+	ours := u.contentIn("default", "mine", mine, "data")
+	var vols []*apiv1.VolumeRestore
+	for _, b := range ours.GetStatus().GetVolumeBackups() {
+		vols = append(vols, &apiv1.VolumeRestore{VolumeName: b.GetVolumeName(), SourcePath: b.GetPath()})
+	}
+
+	u.restore("overwrite", victim, vols)
+	if err := u.reconcileRestore("overwrite"); err != nil {
+		t.Fatal(err)
+	}
+	st := u.getRestore("overwrite").GetStatus()
+	if st.GetStaged() || !strings.Contains(st.GetError(), "other/web") {
+		t.Errorf("restore status %v, want an error naming the target's namespace", st)
+	}
+	dir, _ := u.a.layout.VMDir(victim)
+	staged, _ := filepath.Glob(filepath.Join(nodedir.VolumesDir(dir), "*.restore-*"))
+	if len(staged) != 0 {
+		t.Errorf("staged %v into another namespace's VM", staged)
+	}
+	// Committing is refused too: the swap would rename over its volume.
+	u.changeRestore("overwrite", func(r *apiv1.VirtualMachineRestore) {
+		r.Status.Phase, r.Status.Staged, r.Status.Error = apiv1.RestoreCommitting, true, ""
+	})
+	if err := u.reconcileRestore("overwrite"); err == nil {
+		t.Error("swap into another namespace's VM: no error")
+	}
+	after, err := os.ReadFile(victimData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) {
+		t.Error("another namespace's volume changed")
+	}
+}
+
+// unsyncedContents is a snapshot worker whose first listing is not in.
+type unsyncedContents struct{}
+
+func (unsyncedContents) Owner(string) (string, bool, bool) { return "", false, false }
+
+// newRestoresWithContents is u's restore worker with contents in place
+// of the agent's snapshot worker.
+func newRestoresWithContents(u *snapUnit, contents restore.Contents) *restore.Restores {
+	o := u.a.opts
+	return restore.New(restore.Options{NodeName: o.NodeName, API: u.restores, Layout: u.a.layout, Copier: o.Copier,
+		Domains: u.a.handler, Contents: contents, CallTimeout: o.Timing.CallTimeout, Logger: u.a.log})
+}
+
+// An instance in namespace default whose owner uid is namespace other's
+// VM fails before a launcher starts: that VM's volume is never attached.
+func TestInstanceGetsOnlyItsNamespacesVolumes(t *testing.T) {
+	h := newHarness(t)
+	a := h.directAgent()
+	victim := testUID("vm-other-pv")
+	if err := a.layout.EnsureVMDir(victim, "other", "pv"); err != nil {
+		t.Fatal(err)
+	}
+	vol := filepath.Join(nodedir.VolumesDir(h.vmDir(victim)), "data.qcow2")
+	if err := nodedir.MkdirTraversable(filepath.Dir(vol)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(vol, []byte("other's data"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	devices := []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}}
+	vols := []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi"}}}
+	h.createVMI("pv", ownedBy(victim), withVolumes(devices, vols))
+	h.synced(a, "pv")
+	_, _ = a.Reconcile(h.ctx, "default/pv")
+	v := h.getVMI("pv")
+	if v.GetStatus().GetPhase() != apiv1.PhaseFailed {
+		t.Errorf("phase %s, conditions %v: want Failed", v.GetStatus().GetPhase(), v.GetStatus().GetConditions())
+	}
+	if !strings.Contains(v.String(), "other/pv") {
+		t.Errorf("status %v does not name the VM the directory belongs to", v.GetStatus())
+	}
+	if n := h.fake.Count("Launch"); n != 0 {
+		t.Errorf("%d launchers started with another namespace's volume", n)
+	}
+	if b, _ := os.ReadFile(vol); string(b) != "other's data" {
+		t.Errorf("the other namespace's volume is now %q", b)
+	}
+}
