@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -78,18 +79,39 @@ func (s *Server) authenticate(ctx context.Context, l Listener, info *tap.Info) (
 		"no credential: admins set VIRTPLANE_TOKEN or --token-file; nodes join with a bootstrap token (virtplane-agent node join)")
 }
 
-// tapHandle authenticates and rate-limits a call before its body is read,
-// so an unauthenticated caller costs no more than its headers.
+// tapHandle decides a call before its body is read, from the connection
+// and the headers: who calls (authenticate), the caller's request rate,
+// whether it may call the method at all (authorize, the method-level part
+// of authz.go's table) and the calls it has in flight. grpc
+// runs it in the transport (http2_server.go operateHeaders) as the
+// stream's headers arrive; a refusal answers the stream at once and the
+// transport drops the body's DATA frames, so a refused call costs no more
+// than its headers.
 func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		method := info.FullMethodName
 		id, err := s.authenticate(ctx, l, info)
 		if err != nil {
-			s.limits.refused(info.FullMethodName, "unauthenticated")
+			s.limits.refused(method, "unauthenticated")
 			return nil, err
 		}
-		if err := s.limits.allow(id, info.FullMethodName); err != nil {
+		if err := s.limits.allow(id, method); err != nil {
 			return nil, err
 		}
+		if _, err := authorize(id, method); err != nil {
+			s.limits.refused(method, "forbidden")
+			return nil, err
+		}
+		release, err := s.limits.startRequest(id, method)
+		if err != nil {
+			return nil, err
+		}
+		// The transport cancels a stream's context when the stream ends,
+		// however it ends (status written, reset, connection closed),
+		// which ends a unary call's count; a stream's ends when its
+		// request has been read (requestRead).
+		context.AfterFunc(ctx, release)
+		ctx = context.WithValue(ctx, requestSlotKey{}, release)
 		ctx = WithIdentity(ctx, id)
 		if id.Kind == Node && id.Serial != "" {
 			// A revocation cancels the node's open calls and streams.
@@ -97,4 +119,28 @@ func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 		}
 		return ctx, nil
 	}
+}
+
+type requestSlotKey struct{}
+
+// requestRead ends a stream's in-flight count once its first message (a
+// server stream's request, a console's open) has been read: a stream is
+// long-lived, and what it costs from then on the stream limit bounds.
+func requestRead(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if release, ok := ss.Context().Value(requestSlotKey{}).(func()); ok {
+		ss = &firstRecv{ServerStream: ss, done: release}
+	}
+	return h(srv, ss)
+}
+
+// firstRecv calls done once its first RecvMsg has returned.
+type firstRecv struct {
+	grpc.ServerStream
+	done func()
+}
+
+func (f *firstRecv) RecvMsg(m any) error {
+	err := f.ServerStream.RecvMsg(m)
+	f.done()
+	return err
 }
