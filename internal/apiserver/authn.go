@@ -6,7 +6,6 @@ import (
 	"net"
 	"strings"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -106,10 +105,11 @@ func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 		if err != nil {
 			return nil, err
 		}
-		// The transport cancels a stream's context when the stream ends,
-		// however it ends (status written, reset, connection closed),
-		// which ends a unary call's count; a stream's ends when its
-		// request has been read (requestRead).
+		// The count ends when the handler returns (requestDone) or a
+		// stream's request has been read (requestRead); on paths that
+		// reach neither (a request that fails to decode, an unknown
+		// method) when the transport cancels the stream's context, as it
+		// does however a stream ends.
 		context.AfterFunc(ctx, release)
 		ctx = context.WithValue(ctx, requestSlotKey{}, release)
 		ctx = WithIdentity(ctx, id)
@@ -119,28 +119,4 @@ func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 		}
 		return ctx, nil
 	}
-}
-
-type requestSlotKey struct{}
-
-// requestRead ends a stream's in-flight count once its first message (a
-// server stream's request, a console's open) has been read: a stream is
-// long-lived, and what it costs from then on the stream limit bounds.
-func requestRead(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if release, ok := ss.Context().Value(requestSlotKey{}).(func()); ok {
-		ss = &firstRecv{ServerStream: ss, done: release}
-	}
-	return h(srv, ss)
-}
-
-// firstRecv calls done once its first RecvMsg has returned.
-type firstRecv struct {
-	grpc.ServerStream
-	done func()
-}
-
-func (f *firstRecv) RecvMsg(m any) error {
-	err := f.ServerStream.RecvMsg(m)
-	f.done()
-	return err
 }

@@ -261,6 +261,40 @@ func (s *Server) streamLimit(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	return h(srv, ss)
 }
 
+type requestSlotKey struct{}
+
+// requestDone ends a unary call's in-flight count when its handler
+// returns, before grpc writes the response, so that a caller at its limit
+// can make its next call as soon as it has the answer.
+func requestDone(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if release, ok := ctx.Value(requestSlotKey{}).(func()); ok {
+		defer release()
+	}
+	return h(ctx, req)
+}
+
+// requestRead ends a stream's in-flight count once its first message (a
+// server stream's request, a console's open) has been read: a stream is
+// long-lived, and what it holds from then on the stream limit bounds.
+func requestRead(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if release, ok := ss.Context().Value(requestSlotKey{}).(func()); ok {
+		ss = &firstRecv{ServerStream: ss, done: release}
+	}
+	return h(srv, ss)
+}
+
+// firstRecv calls done once its first RecvMsg has returned.
+type firstRecv struct {
+	grpc.ServerStream
+	done func()
+}
+
+func (f *firstRecv) RecvMsg(m any) error {
+	err := f.ServerStream.RecvMsg(m)
+	f.done()
+	return err
+}
+
 // recoverUnary turns a handler's panic into an Internal error for that
 // call alone, instead of the whole agent and every VM's control.
 func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
@@ -303,7 +337,7 @@ var (
 // extra interceptors (run last, just before the handler).
 func (s *Server) ServerOptions(l Listener, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) []grpc.ServerOption {
 	lim := s.limits.l
-	us := []grpc.UnaryServerInterceptor{recoverUnary(s.log)}
+	us := []grpc.UnaryServerInterceptor{requestDone, recoverUnary(s.log)}
 	ss := []grpc.StreamServerInterceptor{recoverStream(s.log)}
 	if m := s.opts.Metrics; m != nil {
 		us, ss = append(us, m.Unary), append(ss, m.Stream)

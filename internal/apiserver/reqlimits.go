@@ -42,9 +42,10 @@ const (
 	// data (the CLI sends 4 KiB, node agents 32 KiB at most).
 	smallRequest = 64 << 10
 	// metaRequest: an object whose spec is a few names, bounded by its
-	// metadata: annotations of at most validation.MaxAnnotationBytes and
-	// validation.MaxLabels labels of at most 379 bytes each (24 KiB).
-	metaRequest = validation.MaxAnnotationBytes + 64<<10
+	// metadata: annotations of at most validation.MaxAnnotationBytes, and
+	// validation.MaxLabels labels (of at most 379 bytes each, 24 KiB) and
+	// as many node selector terms (a migration's).
+	metaRequest = validation.MaxAnnotationBytes + 128<<10
 	// nodeRequest: a node's registration or heartbeat, which carry its
 	// image list (at most validation.MaxNodeImageListBytes), its bridges
 	// and libvirt networks (under 100 KiB, nodenetworks.go), its labels
