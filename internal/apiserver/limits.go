@@ -52,11 +52,11 @@ const (
 	// A node holds its VMI watch, its console session stream and one
 	// stream per open console.
 	DefaultNodeStreams = 128
-	// Terraform makes at most its parallelism (10) calls at once, the CLI
-	// one, the provider's and the benchmark's harnesses use the unix
-	// socket; 32 leaves room for a few of them at once, and 16 for ten
-	// VM creates or updates (large requests) in parallel. 32 requests of
-	// MaxRecvMsgSize are 48 MiB.
+	// Terraform makes at most its parallelism (10) calls at once and the
+	// CLI one (the provider's acceptance tests and the benchmark use the
+	// unix socket): 32 leaves room for a few of them at once, 16 for
+	// Terraform's ten VM creates or updates (large requests) and more.
+	// 32 requests of MaxRecvMsgSize are 48 MiB.
 	DefaultAdminRequests      = 32
 	DefaultAdminLargeRequests = 16
 	// A node agent makes a call at a time per VMI worker (--node-workers,
@@ -97,10 +97,16 @@ func (l Limits) withDefaults() Limits {
 		l.AnonymousRate, l.AnonymousBurst = 1, 5
 	}
 	if l.AdminRequests == 0 {
-		l.AdminRequests, l.AdminLargeRequests = DefaultAdminRequests, DefaultAdminLargeRequests
+		l.AdminRequests = DefaultAdminRequests
+	}
+	if l.AdminLargeRequests == 0 {
+		l.AdminLargeRequests = min(DefaultAdminLargeRequests, l.AdminRequests)
 	}
 	if l.NodeRequests == 0 {
-		l.NodeRequests, l.NodeLargeRequests = DefaultNodeRequests, DefaultNodeLargeRequests
+		l.NodeRequests = DefaultNodeRequests
+	}
+	if l.NodeLargeRequests == 0 {
+		l.NodeLargeRequests = min(DefaultNodeLargeRequests, l.NodeRequests)
 	}
 	if l.AnonymousRequests == 0 {
 		l.AnonymousRequests = DefaultAnonymousRequests

@@ -156,11 +156,13 @@ func newLimitCodec(refused func(method, reason string)) limitCodec {
 }
 
 func (c limitCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	l := typeLimit{bytes: smallRequest, method: fmt.Sprintf("%T", v)}
+	var l typeLimit
 	if m, ok := v.(proto.Message); ok {
-		if tl, ok := typeLimits[m.ProtoReflect().Descriptor().FullName()]; ok {
-			l = tl
-		}
+		l = typeLimits[m.ProtoReflect().Descriptor().FullName()]
+	}
+	if l.bytes == 0 {
+		// No method takes it: the smallest limit.
+		l = typeLimit{bytes: smallRequest, method: fmt.Sprintf("%T", v)}
 	}
 	if n := data.Len(); n > l.bytes {
 		c.refused(l.method, "size")
