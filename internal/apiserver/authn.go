@@ -78,18 +78,40 @@ func (s *Server) authenticate(ctx context.Context, l Listener, info *tap.Info) (
 		"no credential: admins set VIRTPLANE_TOKEN or --token-file; nodes join with a bootstrap token (virtplane-agent node join)")
 }
 
-// tapHandle authenticates and rate-limits a call before its body is read,
-// so an unauthenticated caller costs no more than its headers.
+// tapHandle decides a call before its body is read, from the connection
+// and the headers: who calls (authenticate), the caller's request rate,
+// whether it may call the method at all (authorize, the method-level part
+// of authz.go's table) and the calls it has in flight. grpc
+// runs it in the transport (http2_server.go operateHeaders) as the
+// stream's headers arrive; a refusal answers the stream at once and the
+// transport drops the body's DATA frames, so a refused call costs no more
+// than its headers.
 func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		method := info.FullMethodName
 		id, err := s.authenticate(ctx, l, info)
 		if err != nil {
-			s.limits.refused(info.FullMethodName, "unauthenticated")
+			s.limits.refused(method, "unauthenticated")
 			return nil, err
 		}
-		if err := s.limits.allow(id, info.FullMethodName); err != nil {
+		if err := s.limits.allow(id, method); err != nil {
 			return nil, err
 		}
+		if _, err := authorize(id, method); err != nil {
+			s.limits.refused(method, "forbidden")
+			return nil, err
+		}
+		release, err := s.limits.startRequest(id, method)
+		if err != nil {
+			return nil, err
+		}
+		// The count ends when the handler returns (requestDone) or a
+		// stream's request has been read (requestRead); on paths that
+		// reach neither (a request that fails to decode, an unknown
+		// method) when the transport cancels the stream's context, as it
+		// does however a stream ends.
+		context.AfterFunc(ctx, release)
+		ctx = context.WithValue(ctx, requestSlotKey{}, release)
 		ctx = WithIdentity(ctx, id)
 		if id.Kind == Node && id.Serial != "" {
 			// A revocation cancels the node's open calls and streams.

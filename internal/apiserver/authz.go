@@ -22,6 +22,12 @@ import (
 //
 // Every method of the API is listed either in nodeRules or in adminOnly;
 // a test keeps it so, so a new method is never open to nodes by omission.
+//
+// The table is applied in two places: whether an identity may call a
+// method at all (authorize) is decided in the tap handle, before grpc
+// reads the request, so a refused call costs no body read or decode; a
+// node rule's checks of the request and the response (before, after),
+// which need them decoded, run in the interceptors below.
 
 // nodeRule checks a node's call: before sees the request (a stream's
 // first message), after may refuse or trim the response.
@@ -255,7 +261,9 @@ func pinsNode(node, selector string, deny error, keys ...string) error {
 	return deny
 }
 
-// authorize decides whether id may call method at all.
+// authorize decides whether id may call method at all. The tap handle
+// calls it before the request is read; the interceptors call it again for
+// the node rule, and so refuse as well on a server built without the tap.
 func authorize(id Identity, method string) (nodeRule, error) {
 	switch id.Kind {
 	case Admin:

@@ -18,11 +18,10 @@ import (
 // Limits bound what one caller may cost the server. Zero fields take the
 // defaults below.
 type Limits struct {
-	// MaxRecvMsgSize caps a request message. The largest legitimate one is
-	// a VM with every field at its limit (validation.MaxObjectBytes, 1 MiB;
-	// 982 KiB measured), so 2 MiB leaves room for the request around it
-	// while a caller can no longer make the server buffer grpc's 4 MiB
-	// default per stream.
+	// MaxRecvMsgSize caps a request message, whatever its method: grpc
+	// refuses a larger one from its length prefix, before reading it.
+	// Each method has a limit of its own (reqlimits.go), which the codec
+	// applies after the read and before decoding.
 	MaxRecvMsgSize int
 	// MaxConcurrentStreams per TLS connection (HTTP/2 SETTINGS): further
 	// streams wait on the client side.
@@ -33,16 +32,42 @@ type Limits struct {
 	// root-only unix socket is not rate-limited.
 	AdminRate, NodeRate, AnonymousRate    rate.Limit
 	AdminBurst, NodeBurst, AnonymousBurst int
+	// Calls per identity in flight at once on TLS listeners, counted from
+	// the tap handle (before a request is read) until the call ends (a
+	// stream: until its request is read), and of those the calls of
+	// methods that take large requests (reqlimits.go). Every call's
+	// request may be read up to MaxRecvMsgSize, so these bound what one
+	// identity makes the server hold; the unix socket is not limited.
+	AdminRequests, NodeRequests, AnonymousRequests int
+	AdminLargeRequests, NodeLargeRequests          int
 }
 
 // Defaults of Limits.
 const (
-	DefaultMaxRecvMsgSize       = 2 << 20
+	// The largest request any method takes (a stored object, 1.5 MiB):
+	// nothing larger is read at all.
+	DefaultMaxRecvMsgSize       = storedRequest
 	DefaultMaxConcurrentStreams = 256
 	DefaultAdminStreams         = 1024
 	// A node holds its VMI watch, its console session stream and one
 	// stream per open console.
 	DefaultNodeStreams = 128
+	// Terraform makes at most its parallelism (10) calls at once and the
+	// CLI one (the provider's acceptance tests and the benchmark use the
+	// unix socket): 32 leaves room for a few of them at once, 16 for
+	// Terraform's ten VM creates or updates (large requests) and more.
+	// 32 requests of MaxRecvMsgSize are 48 MiB.
+	DefaultAdminRequests      = 32
+	DefaultAdminLargeRequests = 16
+	// A node agent makes a call at a time per VMI worker (--node-workers,
+	// default twice the CPUs), image pull worker (2), snapshot and restore
+	// worker (1 each), plus its heartbeat and console session; almost all
+	// of a worker's time goes to libvirt and the guest, not to its call.
+	// Its large requests are its status writes, which carry the instance.
+	DefaultNodeRequests      = 64
+	DefaultNodeLargeRequests = 32
+	// Joins, per source address: one per joining node.
+	DefaultAnonymousRequests = 4
 )
 
 func (l Limits) withDefaults() Limits {
@@ -71,6 +96,21 @@ func (l Limits) withDefaults() Limits {
 	if l.AnonymousRate == 0 {
 		l.AnonymousRate, l.AnonymousBurst = 1, 5
 	}
+	if l.AdminRequests == 0 {
+		l.AdminRequests = DefaultAdminRequests
+	}
+	if l.AdminLargeRequests == 0 {
+		l.AdminLargeRequests = min(DefaultAdminLargeRequests, l.AdminRequests)
+	}
+	if l.NodeRequests == 0 {
+		l.NodeRequests = DefaultNodeRequests
+	}
+	if l.NodeLargeRequests == 0 {
+		l.NodeLargeRequests = min(DefaultNodeLargeRequests, l.NodeRequests)
+	}
+	if l.AnonymousRequests == 0 {
+		l.AnonymousRequests = DefaultAnonymousRequests
+	}
 	return l
 }
 
@@ -86,6 +126,8 @@ type limiter struct {
 type bucket struct {
 	rate    *rate.Limiter
 	streams int
+	// requests in flight, and those of large-request methods.
+	requests, large int
 }
 
 func newLimiter(l Limits, m *Metrics) *limiter {
@@ -101,10 +143,10 @@ func (lm *limiter) bucketLocked(id Identity) *bucket {
 	if b == nil {
 		if len(lm.buckets) >= maxBuckets {
 			// Anonymous callers come from any address: drop the buckets
-			// of callers with no open stream. Their rate state restarts
-			// full, which costs at most one burst each.
+			// of callers with no open stream or call. Their rate state
+			// restarts full, which costs at most one burst each.
 			for k, b := range lm.buckets {
-				if b.streams == 0 {
+				if b.streams == 0 && b.requests == 0 {
 					delete(lm.buckets, k)
 				}
 			}
@@ -162,6 +204,52 @@ func (lm *limiter) openStream(id Identity, method string) (release func(), err e
 	}, nil
 }
 
+// startRequest counts a call of id in flight until release, which may be
+// called more than once. Calls of methods that take large requests
+// (largeRequest) count against the smaller large cap too.
+func (lm *limiter) startRequest(id Identity, method string) (release func(), err error) {
+	if id.Trusted {
+		return func() {}, nil
+	}
+	most, mostLarge := lm.l.AdminRequests, lm.l.AdminLargeRequests
+	switch id.Kind {
+	case Node:
+		most, mostLarge = lm.l.NodeRequests, lm.l.NodeLargeRequests
+	case Anonymous:
+		// Anonymous callers may call Join only, a small request.
+		most, mostLarge = lm.l.AnonymousRequests, 0
+	}
+	large := largeRequest(method)
+	lm.mu.Lock()
+	b := lm.bucketLocked(id)
+	switch {
+	case b.requests >= most:
+		lm.mu.Unlock()
+		lm.refused(method, "requests")
+		return nil, status.Errorf(codes.ResourceExhausted, "%s already has %d calls in flight (the limit); retry when they end", id, most)
+	case large && b.large >= mostLarge:
+		lm.mu.Unlock()
+		lm.refused(method, "large_requests")
+		return nil, status.Errorf(codes.ResourceExhausted, "%s already has %d calls with large requests in flight (the limit); retry when they end", id, mostLarge)
+	}
+	b.requests++
+	if large {
+		b.large++
+	}
+	lm.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			lm.mu.Lock()
+			b.requests--
+			if large {
+				b.large--
+			}
+			lm.mu.Unlock()
+		})
+	}, nil
+}
+
 func (lm *limiter) refused(method, reason string) {
 	if lm.metrics != nil {
 		svc, m := splitMethod(method)
@@ -177,6 +265,40 @@ func (s *Server) streamLimit(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	}
 	defer release()
 	return h(srv, ss)
+}
+
+type requestSlotKey struct{}
+
+// requestDone ends a unary call's in-flight count when its handler
+// returns, before grpc writes the response, so that a caller at its limit
+// can make its next call as soon as it has the answer.
+func requestDone(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if release, ok := ctx.Value(requestSlotKey{}).(func()); ok {
+		defer release()
+	}
+	return h(ctx, req)
+}
+
+// requestRead ends a stream's in-flight count once its first message (a
+// server stream's request, a console's open) has been read: a stream is
+// long-lived, and what it holds from then on the stream limit bounds.
+func requestRead(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if release, ok := ss.Context().Value(requestSlotKey{}).(func()); ok {
+		ss = &firstRecv{ServerStream: ss, done: release}
+	}
+	return h(srv, ss)
+}
+
+// firstRecv calls done once its first RecvMsg has returned.
+type firstRecv struct {
+	grpc.ServerStream
+	done func()
+}
+
+func (f *firstRecv) RecvMsg(m any) error {
+	err := f.ServerStream.RecvMsg(m)
+	f.done()
+	return err
 }
 
 // recoverUnary turns a handler's panic into an Internal error for that
@@ -213,22 +335,25 @@ var (
 	keepalivePolicy = keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}
 )
 
-// ServerOptions are the grpc options of one listener: authentication in
-// the tap handle (before bodies are read), message and stream limits,
+// ServerOptions are the grpc options of one listener: authentication,
+// method authorization and the rate and in-flight limits in the tap
+// handle (before bodies are read), message sizes (reqlimits.go) and
+// stream limits,
 // keepalive, panic recovery, metrics, authorization per method, and any
 // extra interceptors (run last, just before the handler).
 func (s *Server) ServerOptions(l Listener, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) []grpc.ServerOption {
 	lim := s.limits.l
-	us := []grpc.UnaryServerInterceptor{recoverUnary(s.log)}
+	us := []grpc.UnaryServerInterceptor{requestDone, recoverUnary(s.log)}
 	ss := []grpc.StreamServerInterceptor{recoverStream(s.log)}
 	if m := s.opts.Metrics; m != nil {
 		us, ss = append(us, m.Unary), append(ss, m.Stream)
 	}
 	us = append(append(us, s.authorizeUnary, requireLeaderUnary), unary...)
-	ss = append(append(ss, s.streamLimit, s.authorizeStream, requireLeaderStream), stream...)
+	ss = append(append(ss, requestRead, s.streamLimit, s.authorizeStream, requireLeaderStream), stream...)
 	opts := []grpc.ServerOption{
 		grpc.InTapHandle(s.tapHandle(l)),
 		grpc.MaxRecvMsgSize(lim.MaxRecvMsgSize),
+		grpc.ForceServerCodecV2(newLimitCodec(s.limits.refused)),
 		grpc.ChainUnaryInterceptor(us...),
 		grpc.ChainStreamInterceptor(ss...),
 	}

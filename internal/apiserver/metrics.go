@@ -31,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"service", "method"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "virtplane_api_refused_total",
-			Help: "Calls refused before their handler ran, by reason: unauthenticated, rate, streams.",
+			Help: "Calls refused before their handler ran, by reason: unauthenticated, rate, forbidden, requests, large_requests, streams, size.",
 		}, []string{"service", "method", "reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.duration, m.refusals} {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -37,6 +38,9 @@ type secEnv struct {
 	clock  *testClock
 	// payloads counts request messages the server read, per method.
 	payloads *payloadCounter
+	// metrics counts the server's calls and refusals in reg.
+	metrics *Metrics
+	reg     *prometheus.Registry
 }
 
 type testClock struct {
@@ -52,6 +56,13 @@ func (c *testClock) Step(d time.Duration) {
 }
 
 func newSecEnv(t *testing.T, limits Limits) *secEnv {
+	t.Helper()
+	return newSecEnvWith(t, limits, nil)
+}
+
+// newSecEnvWith is newSecEnv with unary interceptors run just before the
+// handlers, as the agent adds its quota check.
+func newSecEnvWith(t *testing.T, limits Limits, unary []grpc.UnaryServerInterceptor) *secEnv {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -75,7 +86,11 @@ func newSecEnv(t *testing.T, limits Limits) *secEnv {
 	}
 	e := &secEnv{t: t, ca: ca, caFile: paths.CACert, token: token, clock: &testClock{now: time.Now()}, payloads: &payloadCounter{n: map[string]int{}}}
 	e.st = NewStores(es.Client(), store.Options{Prefix: "/sec/registry"})
-	e.srv = New(e.st, Options{CA: ca, Clock: e.clock.Now, Limits: limits, NodeCertValidity: time.Hour})
+	e.reg = prometheus.NewRegistry()
+	if e.metrics, err = NewMetrics(e.reg); err != nil {
+		t.Fatal(err)
+	}
+	e.srv = New(e.st, Options{CA: ca, Clock: e.clock.Now, Limits: limits, NodeCertValidity: time.Hour, Metrics: e.metrics})
 	go e.srv.Run(ctx)
 	kp, err := pki.LoadKeyPair(paths.ServerCert, paths.ServerKey, paths.CACert)
 	if err != nil {
@@ -83,7 +98,7 @@ func newSecEnv(t *testing.T, limits Limits) *secEnv {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(ca.Cert)
-	opts := e.srv.ServerOptions(Listener{Token: func() string { return token }}, nil, nil)
+	opts := e.srv.ServerOptions(Listener{Token: func() string { return token }}, unary, nil)
 	opts = append(opts, grpc.Creds(credentials.NewTLS(pki.ServerTLSConfig(kp, pool))), grpc.StatsHandler(e.payloads))
 	gs := grpc.NewServer(opts...)
 	e.srv.Register(gs)

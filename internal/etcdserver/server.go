@@ -92,6 +92,12 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// MaxRequestBytes is the largest write the embedded member takes (etcd's
+// --max-request-bytes, left at its default; an external cluster's default
+// is the same): no stored object is larger, so no request that carries
+// one back need be.
+const MaxRequestBytes int = embed.DefaultMaxRequestBytes
+
 // DefaultQuotaBytes is the embedded member's storage quota unless
 // Config.QuotaBackendBytes says otherwise (etcd's own default).
 const DefaultQuotaBytes = 2 << 30

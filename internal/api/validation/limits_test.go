@@ -146,7 +146,7 @@ func largestValidVM() *apiv1.VirtualMachine {
 	}
 	annotations := func() map[string]string {
 		m := map[string]string{}
-		per := totalAnnotationSizeLimit / 8
+		per := MaxAnnotationBytes / 8
 		for i := range 8 {
 			k := fmt.Sprintf("a%d", i)
 			m[k] = strings.Repeat("x", per-len(k))

@@ -12,9 +12,10 @@ import (
 )
 
 const (
-	// totalAnnotationSizeLimit matches Kubernetes: annotations are for
-	// tools, not bulk data, and every write carries them.
-	totalAnnotationSizeLimit = 256 * 1024
+	// MaxAnnotationBytes bounds the total size of an object's
+	// annotations, as in Kubernetes: annotations are for tools, not bulk
+	// data, and every write carries them.
+	MaxAnnotationBytes = 256 * 1024
 	// MaxLabels bounds the labels of an object (and a node selector).
 	// Each label is bounded by its syntax (a 316-byte key, a 63-byte
 	// value); the count bounds what every selector match and every
@@ -22,7 +23,7 @@ const (
 	// few dozen.
 	MaxLabels = 64
 	// MaxAnnotations bounds the number of annotations; their total size
-	// is bounded by totalAnnotationSizeLimit.
+	// is bounded by MaxAnnotationBytes.
 	MaxAnnotations = 256
 )
 
@@ -108,8 +109,8 @@ func validateAnnotations(annotations map[string]string, path *field.Path) field.
 		}
 		total += len(k) + len(annotations[k])
 	}
-	if total > totalAnnotationSizeLimit {
-		errs = append(errs, field.TooLong(path, "", totalAnnotationSizeLimit))
+	if total > MaxAnnotationBytes {
+		errs = append(errs, field.TooLong(path, "", MaxAnnotationBytes))
 	}
 	return errs
 }
