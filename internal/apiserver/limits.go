@@ -343,8 +343,8 @@ var (
 // extra interceptors (run last, just before the handler).
 func (s *Server) ServerOptions(l Listener, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) []grpc.ServerOption {
 	lim := s.limits.l
-	us := []grpc.UnaryServerInterceptor{requestDone, recoverUnary(s.log)}
-	ss := []grpc.StreamServerInterceptor{recoverStream(s.log)}
+	us := []grpc.UnaryServerInterceptor{requestDone, s.oversize.unary, recoverUnary(s.log)}
+	ss := []grpc.StreamServerInterceptor{s.oversize.stream, recoverStream(s.log)}
 	if m := s.opts.Metrics; m != nil {
 		us, ss = append(us, m.Unary), append(ss, m.Stream)
 	}
@@ -353,7 +353,7 @@ func (s *Server) ServerOptions(l Listener, unary []grpc.UnaryServerInterceptor, 
 	opts := []grpc.ServerOption{
 		grpc.InTapHandle(s.tapHandle(l)),
 		grpc.MaxRecvMsgSize(lim.MaxRecvMsgSize),
-		grpc.ForceServerCodecV2(newLimitCodec(s.limits.refused)),
+		grpc.ForceServerCodecV2(newLimitCodec(s.limits.refused, s.oversize)),
 		grpc.ChainUnaryInterceptor(us...),
 		grpc.ChainStreamInterceptor(ss...),
 	}

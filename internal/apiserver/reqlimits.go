@@ -1,9 +1,15 @@
 package apiserver
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
@@ -28,7 +34,8 @@ import (
 //     a message larger than any method takes is refused from its prefix,
 //     before a byte of its body is read;
 //   - limitCodec, the server's codec, refuses a message over its
-//     method's limit after grpc read it and before it is decoded: that
+//     method's limit (ResourceExhausted) after grpc read it and before
+//     it is decoded: that
 //     saves the decode (a second copy and the decoded fields) and all a
 //     handler would do with it, not the read;
 //   - what an identity can make the server read at once is bounded by
@@ -142,17 +149,21 @@ func appendNew(s []string, v string) []string {
 	return s
 }
 
-// limitCodec is the server's codec: grpc's proto codec, which refuses a
-// request message over its method's limit before decoding it. grpc
-// reports a codec's error as Internal ("grpc: failed to unmarshal the
-// received message: ..."); the message says which limit it was.
+// limitCodec is the server's codec: grpc's proto codec, which leaves a
+// request message over its method's limit undecoded. grpc reports any
+// codec error as Internal ("grpc: failed to unmarshal the received
+// message"), which would tell the caller the server failed; so the codec
+// decodes nothing and notes the message in oversize instead, and the
+// first interceptor refuses the call as ResourceExhausted (what grpc
+// itself answers for a message over MaxRecvMsgSize).
 type limitCodec struct {
 	encoding.CodecV2
-	refused func(method, reason string)
+	refused  func(method, reason string)
+	oversize *oversized
 }
 
-func newLimitCodec(refused func(method, reason string)) limitCodec {
-	return limitCodec{CodecV2: encoding.GetCodecV2(grpcproto.Name), refused: refused}
+func newLimitCodec(refused func(method, reason string), o *oversized) limitCodec {
+	return limitCodec{CodecV2: encoding.GetCodecV2(grpcproto.Name), refused: refused, oversize: o}
 }
 
 func (c limitCodec) Unmarshal(data mem.BufferSlice, v any) error {
@@ -166,7 +177,47 @@ func (c limitCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	if n := data.Len(); n > l.bytes {
 		c.refused(l.method, "size")
-		return fmt.Errorf("%s takes requests of at most %d bytes, this one has %d", strings.TrimPrefix(l.method, "/"), l.bytes, n)
+		c.oversize.m.Store(v, fmt.Sprintf("%s takes requests of at most %d bytes, this one has %d", strings.TrimPrefix(l.method, "/"), l.bytes, n))
+		return nil
 	}
 	return c.CodecV2.Unmarshal(data, v)
+}
+
+// oversized holds the request messages limitCodec left undecoded, by
+// their address, from the decode to the interceptor that refuses their
+// call (the next thing grpc runs with them: a unary handler decodes its
+// request and calls the interceptors at once; a stream's RecvMsg returns
+// through refuseOversizeStream's wrapper).
+type oversized struct{ m sync.Map }
+
+// refusal is the refusal of a call whose request message msg was too
+// large, nil for any other message.
+func (o *oversized) refusal(msg any) error {
+	if why, ok := o.m.LoadAndDelete(msg); ok {
+		return status.Error(codes.ResourceExhausted, why.(string))
+	}
+	return nil
+}
+
+func (o *oversized) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := o.refusal(req); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (o *oversized) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	return h(srv, oversizedStream{ServerStream: ss, o: o})
+}
+
+type oversizedStream struct {
+	grpc.ServerStream
+	o *oversized
+}
+
+func (s oversizedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return s.o.refusal(m)
 }

@@ -189,10 +189,10 @@ func TestRequestOverItsMethodsLimit(t *testing.T) {
 	admin := e.admin()
 	key := &apiv1.ObjectKey{Namespace: "default", Name: strings.Repeat("x", smallRequest)}
 	_, err := admin.VMs.Get(ctx(), &apiv1.GetVirtualMachineRequest{Key: key})
-	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("VirtualMachines/Get takes requests of at most %d bytes", smallRequest)) {
-		t.Fatalf("a get of %d bytes: %v", smallRequest, clipErr(err))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), fmt.Sprintf("VirtualMachines/Get takes requests of at most %d bytes", smallRequest)) {
+		t.Fatalf("a get of %d bytes: %v, want ResourceExhausted naming the limit", smallRequest, clipErr(err))
 	}
-	if n := e.payloads.count(apiv1.VirtualMachines_Get_FullMethodName); n != 0 {
+	if n := e.payloads.decoded(apiv1.VirtualMachines_Get_FullMethodName); n != 0 {
 		t.Fatalf("the server decoded %d oversized requests", n)
 	}
 	if n := refusals(e, apiv1.VirtualMachines_Get_FullMethodName, "size"); n != 1 {
@@ -200,8 +200,11 @@ func TestRequestOverItsMethodsLimit(t *testing.T) {
 	}
 	// A create over the object limit: the codec refuses it.
 	_, err = admin.VMs.Create(ctx(), &apiv1.CreateVirtualMachineRequest{Vm: vmWithAnnotation(objectRequest + 1)})
-	if err == nil || !strings.Contains(err.Error(), "VirtualMachines/Create takes requests of at most") {
-		t.Fatalf("a create over the object limit: %v", clipErr(err))
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "VirtualMachines/Create takes requests of at most") {
+		t.Fatalf("a create over the object limit: %v, want ResourceExhausted naming the limit", clipErr(err))
+	}
+	if n := e.payloads.decoded(apiv1.VirtualMachines_Create_FullMethodName); n != 0 {
+		t.Fatalf("the server decoded %d oversized creates", n)
 	}
 	// Within the limit: validation answers, naming the field.
 	_, err = admin.VMs.Create(ctx(), &apiv1.CreateVirtualMachineRequest{Vm: vmWithAnnotation(objectRequest - 1<<10)})

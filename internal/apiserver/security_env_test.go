@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -197,7 +198,9 @@ func ctx() context.Context {
 // server read in full: a call refused in the tap handle reads none.
 type payloadCounter struct {
 	mu sync.Mutex
-	n  map[string]int
+	// n counts the request messages read per method, decodedN those
+	// decoded.
+	n, decodedN map[string]int
 }
 
 type methodKey struct{}
@@ -210,8 +213,22 @@ func (p *payloadCounter) HandleRPC(ctx context.Context, s stats.RPCStats) {
 		m, _ := ctx.Value(methodKey{}).(string)
 		p.mu.Lock()
 		p.n[m]++
+		// A message the codec refused is read but left empty.
+		if msg, ok := in.Payload.(proto.Message); ok && proto.Size(msg) > 0 {
+			if p.decodedN == nil {
+				p.decodedN = map[string]int{}
+			}
+			p.decodedN[m]++
+		}
 		p.mu.Unlock()
 	}
+}
+
+// decoded counts the request messages of m the server decoded.
+func (p *payloadCounter) decoded(m string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.decodedN[m]
 }
 func (p *payloadCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
 	return ctx

@@ -92,6 +92,9 @@ type Server struct {
 	consoles *consoleHub
 	creds    *nodeCreds
 	limits   *limiter
+	// oversize carries the requests the codec refused to their
+	// interceptor (reqlimits.go).
+	oversize *oversized
 }
 
 // New returns a server over stores.
@@ -108,7 +111,7 @@ func New(stores Stores, opts Options) *Server {
 	if opts.HeartbeatInterval == 0 {
 		opts.HeartbeatInterval = 10 * time.Second
 	}
-	s := &Server{stores: stores, opts: opts, log: opts.Logger, consoles: newConsoleHub(), limits: newLimiter(opts.Limits, opts.Metrics)}
+	s := &Server{stores: stores, opts: opts, log: opts.Logger, consoles: newConsoleHub(), limits: newLimiter(opts.Limits, opts.Metrics), oversize: &oversized{}}
 	var creds informer.Watcher[*apiv1.NodeCredential]
 	if stores.NodeCredentials != nil {
 		creds = stores.NodeCredentials
