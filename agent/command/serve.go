@@ -29,6 +29,7 @@ func newServeCommand() *cobra.Command {
 		overhead  = k8sresource.QuantityValue{Quantity: k8sresource.MustParse("160Mi")}
 		node      = &server.NodeOptions{}
 		reserved  = k8sresource.QuantityValue{Quantity: k8sresource.MustParse("512Mi")}
+		hostFlags hostPolicyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -55,6 +56,9 @@ cluster instead of the embedded one.`,
 			}
 			if shutdown <= 0 {
 				return fmt.Errorf("--shutdown-timeout (%v) must be positive", shutdown)
+			}
+			if o.HostPolicy, err = hostFlags.policy(); err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -129,6 +133,7 @@ cluster instead of the embedded one.`,
 	f.Var(&reserved, "reserved-memory", "host memory kept from guests: allocatable = total memory minus this")
 	f.IntVar(&node.Workers, "node-workers", nodeagent.DefaultWorkers, "VMIs the node agent handles at once (starts, stops); default twice the CPUs, at least 4")
 	addIdentityFlags(f, &o, node)
+	addHostPolicyFlags(f, &hostFlags)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd
