@@ -143,7 +143,9 @@ func TestInterfaceKindValidation(t *testing.T) {
 			iface("b", func(i *interfaceModel) { i.PortForwards = []portForwardModel{forward(8080, 8080, "tcp", "127.0.0.1")} }),
 		}, nil, []string{"Duplicate port forward: interface[1].port_forward[0] forwards 127.0.0.1:8080/tcp, which interface[0].port_forward[0]'s 127.0.0.1:8080/tcp overlaps"}},
 		{"a forward on 0.0.0.0 and one on 127.0.0.1 of the same port", []interfaceModel{
-			iface("a", func(i *interfaceModel) { i.PortForwards = []portForwardModel{forward(8080, 80, "", "0.0.0.0"), forward(8080, 80, "udp", "")} }),
+			iface("a", func(i *interfaceModel) {
+				i.PortForwards = []portForwardModel{forward(8080, 80, "", "0.0.0.0"), forward(8080, 80, "udp", "")}
+			}),
 			iface("b", func(i *interfaceModel) { i.PortForwards = []portForwardModel{forward(8080, 8080, "", "")} }),
 		}, nil, []string{"Duplicate port forward: interface[1].port_forward[0] forwards 127.0.0.1:8080/tcp, which interface[0].port_forward[0]'s 0.0.0.0:8080/tcp overlaps"}},
 		{"wait_for_ip on an unknown interface", []interfaceModel{iface("default", nil)},
