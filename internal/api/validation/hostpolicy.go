@@ -108,17 +108,21 @@ func DefaultHostPolicy() *HostPolicy {
 // a libvirt network.
 func (p *HostPolicy) Check(spec *apiv1.VirtualMachineInstanceSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	// Paths are made only for what is refused: placement checks every
+	// instance it places, and what is allowed should cost no garbage.
+	netPath := func(i int) *field.Path { return path.Child("networks").Index(i) }
 	for i, n := range spec.GetNetworks() {
-		np := path.Child("networks").Index(i)
 		for j, f := range n.GetUser().GetPortForwards() {
-			errs = append(errs, p.CheckForward(f, np.Child("user", "port_forwards").Index(j))...)
+			if rs := p.forwardRefusals(f); len(rs) > 0 {
+				errs = append(errs, refusalErrors(rs, netPath(i).Child("user", "port_forwards").Index(j))...)
+			}
 		}
 		if b := n.GetBridge(); b != nil && !slices.Contains(p.Bridges, b.GetBridge()) {
-			errs = append(errs, field.Forbidden(np.Child("bridge", "bridge"),
+			errs = append(errs, field.Forbidden(netPath(i).Child("bridge", "bridge"),
 				fmt.Sprintf("bridge %q is not one instances may attach to; the server allows %s (its --allowed-bridges)", b.GetBridge(), listOrNone(p.Bridges))))
 		}
 		if ln := n.GetNetwork(); ln != nil && !slices.Contains(p.Networks, ln.GetName()) {
-			errs = append(errs, field.Forbidden(np.Child("network", "name"),
+			errs = append(errs, field.Forbidden(netPath(i).Child("network", "name"),
 				fmt.Sprintf("libvirt network %q is not one instances may attach to; the server allows %s (its --allowed-networks)", ln.GetName(), listOrNone(p.Networks))))
 		}
 	}
@@ -130,21 +134,43 @@ func (p *HostPolicy) Check(spec *apiv1.VirtualMachineInstanceSpec, path *field.P
 // reserved (ReservedPorts, HostPolicy.Reserved). A forward with no host
 // side a forward could bind (ForwardHostPort) is refused whole.
 func (p *HostPolicy) CheckForward(f *apiv1.PortForward, path *field.Path) field.ErrorList {
+	return refusalErrors(p.forwardRefusals(f), path)
+}
+
+// refusal is one thing of a forward the policy refuses: the field under
+// the forward's path ("" for the forward itself), and why.
+type refusal struct{ field, detail string }
+
+// forwardRefusals is the forward policy: what of f it refuses, nil (and
+// no garbage) when it allows f.
+func (p *HostPolicy) forwardRefusals(f *apiv1.PortForward) []refusal {
 	hp, ok := ForwardHostPort(f)
 	if !ok {
-		return field.ErrorList{field.Forbidden(path, "the forward binds no host address and port this server could allow")}
+		return []refusal{{"", "the forward binds no host address and port this server could allow"}}
 	}
-	var errs field.ErrorList
+	var out []refusal
 	if !slices.Contains(p.ForwardAddresses, hp.Addr) {
-		errs = append(errs, field.Forbidden(path.Child("host_address"),
-			fmt.Sprintf("%s is not an address port forwards may bind; the server allows %s (its --port-forward-addresses)", hp.Addr, listOrNone(p.ForwardAddresses))))
+		out = append(out, refusal{"host_address",
+			fmt.Sprintf("%s is not an address port forwards may bind; the server allows %s (its --port-forward-addresses)", hp.Addr, listOrNone(p.ForwardAddresses))})
 	}
 	if owner, reserved := p.reserved(hp.Port); reserved {
-		errs = append(errs, field.Forbidden(path.Child("host_port"),
-			fmt.Sprintf("port %d is never forwarded: it is %s", hp.Port, owner)))
+		out = append(out, refusal{"host_port", fmt.Sprintf("port %d is never forwarded: it is %s", hp.Port, owner)})
 	} else if !slices.ContainsFunc(p.ForwardPorts, func(r PortRange) bool { return r.Contains(hp.Port) }) {
-		errs = append(errs, field.Forbidden(path.Child("host_port"),
-			fmt.Sprintf("port %d is not one port forwards may bind; the server allows %s (its --port-forward-ports)", hp.Port, listOrNone(p.ForwardPorts))))
+		out = append(out, refusal{"host_port",
+			fmt.Sprintf("port %d is not one port forwards may bind; the server allows %s (its --port-forward-ports)", hp.Port, listOrNone(p.ForwardPorts))})
+	}
+	return out
+}
+
+// refusalErrors are rs as field errors under path.
+func refusalErrors(rs []refusal, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, r := range rs {
+		p := path
+		if r.field != "" {
+			p = path.Child(r.field)
+		}
+		errs = append(errs, field.Forbidden(p, r.detail))
 	}
 	return errs
 }
