@@ -29,6 +29,7 @@ func newServeCommand() *cobra.Command {
 		overhead  = k8sresource.QuantityValue{Quantity: k8sresource.MustParse("160Mi")}
 		node      = &server.NodeOptions{}
 		reserved  = k8sresource.QuantityValue{Quantity: k8sresource.MustParse("512Mi")}
+		hostFlags hostPolicyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -55,6 +56,9 @@ cluster instead of the embedded one.`,
 			}
 			if shutdown <= 0 {
 				return fmt.Errorf("--shutdown-timeout (%v) must be positive", shutdown)
+			}
+			if o.HostPolicy, err = hostFlags.policy(); err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -131,6 +135,7 @@ cluster instead of the embedded one.`,
 	f.StringToStringVar(&node.Labels, "node-labels", nil, "labels this node registers with, k=v,k2=v2: only under "+apiv1.NodeLabelPrefix+
 		" (the node's own; "+apiv1.LabelKVM+" is set by the agent); every other label of a node is an admin's (node label NODE k=v)")
 	addIdentityFlags(f, &o, node)
+	addHostPolicyFlags(f, &hostFlags)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

@@ -101,6 +101,12 @@ type Options struct {
 	CertCheckInterval time.Duration
 	// APILimits bound each API caller (apiserver.Limits).
 	APILimits apiserver.Limits
+	// HostPolicy is what instances may take of their node: forwards'
+	// host addresses and ports, bridges, libvirt networks
+	// (--port-forward-addresses, --port-forward-ports, --allowed-bridges,
+	// --allowed-networks); nil is validation.DefaultHostPolicy(). Start
+	// adds the ports this agent listens on to its reserved ports.
+	HostPolicy *validation.HostPolicy
 
 	ControllerOptions ControllerOptions
 	// NoControllers serves the API and store only (an API-only server
@@ -271,6 +277,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	if o.Role == RoleNode {
 		return startNodeOnly(ctx, o)
 	}
+	o.HostPolicy = o.hostPolicy()
 	a := &Agent{opts: o, log: o.Logger, done: make(chan struct{})}
 	defer func() {
 		if retErr != nil {
@@ -315,7 +322,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	// The API's writes are users' requests, not the leader's: unfenced.
 	stores := newStores(a.client, o.EtcdPrefix, nil)
 	api := apiserver.New(stores, apiserver.Options{
-		Validation:              validation.Options{ImageDir: o.ImageDir},
+		Validation:              validation.Options{ImageDir: o.ImageDir, HostPolicy: o.HostPolicy},
 		NodeLease:               o.NodeLease,
 		HeartbeatInterval:       o.HeartbeatInterval,
 		Logger:                  o.Logger.With("component", "api"),

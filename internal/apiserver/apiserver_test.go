@@ -29,6 +29,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, Options{})
+}
+
+// newFixtureWith serves the API with opts (its clock is the fixture's).
+func newFixtureWith(t *testing.T, opts Options) *fixture {
+	t.Helper()
 	ctx := context.Background()
 	srv, err := etcdserver.Start(ctx, etcdserver.Config{DataDir: t.TempDir()})
 	if err != nil {
@@ -38,7 +44,8 @@ func newFixture(t *testing.T) *fixture {
 	c := srv.Client()
 	st := NewStores(c, store.Options{Prefix: "/test/registry"})
 	f := &fixture{st: st, now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	f.srv = New(st, Options{Clock: func() time.Time { return f.now }})
+	opts.Clock = func() time.Time { return f.now }
+	f.srv = New(st, opts)
 	conn := testutil.ServeGRPC(t, f.srv.Register)
 	f.conn = conn
 	f.vms = apiv1.NewVirtualMachinesClient(conn)

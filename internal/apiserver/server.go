@@ -62,6 +62,7 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 
 // Options tune the API.
 type Options struct {
+	// Validation's HostPolicy nil is validation.DefaultHostPolicy().
 	Validation validation.Options
 	// Node fencing lease handed to node agents, and how often they beat.
 	NodeLease         time.Duration
@@ -110,6 +111,11 @@ func New(stores Stores, opts Options) *Server {
 	}
 	if opts.HeartbeatInterval == 0 {
 		opts.HeartbeatInterval = 10 * time.Second
+	}
+	if opts.Validation.HostPolicy == nil {
+		// The server always checks one: the defaults, unless the
+		// operator set another.
+		opts.Validation.HostPolicy = validation.DefaultHostPolicy()
 	}
 	s := &Server{stores: stores, opts: opts, log: opts.Logger, consoles: newConsoleHub(), limits: newLimiter(opts.Limits, opts.Metrics), oversize: &oversized{}}
 	var creds informer.Watcher[*apiv1.NodeCredential]

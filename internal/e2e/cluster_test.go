@@ -64,6 +64,8 @@ type clusterOptions struct {
 	// tls: the node joins over TLS on 127.0.0.1 with a bootstrap token
 	// and authenticates by its certificate, as a second host would.
 	tls bool
+	// metricsListen is the server's --metrics-listen; none when empty.
+	metricsListen string
 }
 
 // newCluster starts the server and the node agent and waits until the
@@ -98,7 +100,7 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	}
 	so := server.Options{
 		DataDir: filepath.Join(dir, "server"), Socket: c.socket, LeaderElect: true,
-		ImageDir: env.imageDir, NodeLease: o.nodeLease, HeartbeatInterval: o.heartbeat,
+		ImageDir: env.imageDir, NodeLease: o.nodeLease, HeartbeatInterval: o.heartbeat, MetricsListen: o.metricsListen,
 		Logger: slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if o.tls {

@@ -40,7 +40,9 @@ var bridgedGuests = []struct{ name, addr string }{
 // has is Unschedulable, saying so.
 func TestBridgedGuests(t *testing.T) {
 	providerDir := buildProviderAsync(t)
-	c := newMultiNodeCluster(t, mnOptions{})
+	// br-none: allowed by the host-resource policy (beside the guests'
+	// bridge, which the harness allows), but no node has it.
+	c := newMultiNodeCluster(t, mnOptions{serverArgs: []string{"--allowed-bridges", "br-none"}})
 	t.Cleanup(c.dumpOnFailure)
 
 	// Every node offers the bridge of its libvirtd's namespace.
@@ -273,10 +275,11 @@ output "%[1]s_data_ip" {
 // there, gets a DHCP lease, which its status reports (source lease,
 // without a guest agent), and answers on it.
 func TestLibvirtNetworkGuest(t *testing.T) {
-	c := newMultiNodeCluster(t, mnOptions{})
+	const netName = "vplan"
+	// The host-resource policy allows no libvirt network unless told.
+	c := newMultiNodeCluster(t, mnOptions{serverArgs: []string{"--allowed-networks", netName}})
 	t.Cleanup(c.dumpOnFailure)
 	host := c.nodes[1]
-	const netName = "vplan"
 	def := libvirtxml.Network{
 		Name:   netName,
 		Bridge: &libvirtxml.NetworkBridge{Name: "vplanbr0", STP: "off"},

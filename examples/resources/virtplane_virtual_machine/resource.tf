@@ -46,12 +46,14 @@ resource "virtplane_virtual_machine" "web" {
     port_forward {
       host_port  = 2222
       guest_port = 22
-      # host_address = "127.0.0.1" (default: reachable from the node only)
+      # host_address = "127.0.0.1" (default: reachable from the node only;
+      # others only where the server's --port-forward-addresses lists them)
     }
   }
 
   # On the LAN through the node's bridge br0, VLAN 20; the VM is placed
   # only on nodes that have br0 (data source virtplane_nodes, bridges).
+  # The server must allow it: serve --allowed-bridges br0.
   interface {
     name = "lan"
     bridge {
@@ -119,7 +121,7 @@ resource "virtplane_virtual_machine" "standby" {
 }
 
 # A VM on libvirt's NAT network "default", where the DHCP lease names its
-# address.
+# address; the server must allow it: serve --allowed-networks default.
 resource "virtplane_virtual_machine" "builder" {
   name   = "builder"
   memory = "1Gi"

@@ -29,8 +29,10 @@ resource "virtplane_virtual_machine_replica_set" "web" {
 
     interface {
       name = "default"
+      # Port 8080 of the node each instance runs on: a host port is held
+      # by one instance, so one replica runs per node (5 need 5 nodes).
       port_forward {
-        host_port  = 8080 # on the node each instance runs on
+        host_port  = 8080
         guest_port = 80
       }
     }

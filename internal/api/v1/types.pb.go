@@ -2001,14 +2001,17 @@ func (x *UserNetwork) GetPortForwards() []*PortForward {
 }
 
 // PortForward makes a guest port reachable at a host address and port of
-// the node the instance runs on.
+// the node the instance runs on, which no other instance there may hold.
 type PortForward struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	HostPort  int32                  `protobuf:"varint,1,opt,name=host_port,json=hostPort,proto3" json:"host_port,omitempty"`
-	GuestPort int32                  `protobuf:"varint,2,opt,name=guest_port,json=guestPort,proto3" json:"guest_port,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A port the server's host-resource policy allows (serve
+	// --port-forward-ports; never the agent's, etcd's or libvirtd's).
+	HostPort  int32 `protobuf:"varint,1,opt,name=host_port,json=hostPort,proto3" json:"host_port,omitempty"`
+	GuestPort int32 `protobuf:"varint,2,opt,name=guest_port,json=guestPort,proto3" json:"guest_port,omitempty"`
 	// tcp (default) or udp.
 	Protocol string `protobuf:"bytes,3,opt,name=protocol,proto3" json:"protocol,omitempty"`
-	// The host address the forward binds; default 127.0.0.1.
+	// The host address the forward binds; default 127.0.0.1. Others only
+	// when the server's --port-forward-addresses lists them.
 	HostAddress   string `protobuf:"bytes,4,opt,name=host_address,json=hostAddress,proto3" json:"host_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2074,7 +2077,8 @@ func (x *PortForward) GetHostAddress() string {
 
 type BridgeNetwork struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The bridge's interface name on the node (br0).
+	// The bridge's interface name on the node (br0), one the server
+	// allows (--allowed-bridges).
 	Bridge string `protobuf:"bytes,1,opt,name=bridge,proto3" json:"bridge,omitempty"`
 	// 802.1Q VLAN tag, 1-4094; 0 is untagged.
 	Vlan          int32 `protobuf:"varint,2,opt,name=vlan,proto3" json:"vlan,omitempty"`
@@ -2128,7 +2132,8 @@ func (x *BridgeNetwork) GetVlan() int32 {
 
 type LibvirtNetwork struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The libvirt network's name on the node.
+	// The libvirt network's name on the node, one the server allows
+	// (--allowed-networks).
 	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

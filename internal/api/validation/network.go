@@ -12,11 +12,11 @@ import (
 
 // validateNetworks checks each network: a unique name and exactly one
 // kind, each kind's own fields, and port forwards that do not collide
-// within the instance (two forwards of one host address, port and
-// protocol could not both bind).
+// within the instance (two forwards whose host ports overlap could not
+// both bind: HostPort.Overlaps).
 func validateNetworks(networks []*apiv1.Network, path *field.Path) namedResult {
 	r := namedResult{names: nameIndex{}}
-	forwards := map[string]*field.Path{}
+	forwards := forwardsSeen{}
 	r.errs = eachNamed(networks, path, r.names, true, func(n *apiv1.Network, p *field.Path, _ bool) field.ErrorList {
 		var kinds []string
 		if n.GetUser() != nil {
@@ -58,9 +58,24 @@ func validateNetworks(networks []*apiv1.Network, path *field.Path) namedResult {
 // Port forward protocols.
 var portForwardProtocols = []string{"tcp", "udp"}
 
+// forwardsSeen are the forwards of an instance checked so far, by
+// protocol and port: a new one is compared with the few of its port, not
+// with all.
+type forwardsSeen map[forwardSlot][]seenForward
+
+type forwardSlot struct {
+	protocol string
+	port     uint16
+}
+
+type seenForward struct {
+	hp   HostPort
+	path *field.Path
+}
+
 // validatePortForward checks one forward; seen holds the forwards checked
-// so far, by "protocol host:port", to refuse a second of the same.
-func validatePortForward(f *apiv1.PortForward, p *field.Path, seen map[string]*field.Path) field.ErrorList {
+// so far, to refuse one that overlaps an earlier one.
+func validatePortForward(f *apiv1.PortForward, p *field.Path, seen forwardsSeen) field.ErrorList {
 	if f == nil {
 		return field.ErrorList{field.Required(p, "")}
 	}
@@ -95,11 +110,14 @@ func validatePortForward(f *apiv1.PortForward, p *field.Path, seen map[string]*f
 	if len(errs) > 0 {
 		return errs
 	}
-	key := fmt.Sprintf("%s %s", proto, netip.AddrPortFrom(ip, uint16(f.GetHostPort())))
-	if first, dup := seen[key]; dup {
-		return field.ErrorList{field.Duplicate(p.Child("host_port"), fmt.Sprintf("%s (also forwarded by %s)", key, first))}
+	hp := HostPort{Protocol: proto, Addr: ip, Port: uint16(f.GetHostPort())}
+	slot := forwardSlot{proto, hp.Port}
+	for _, s := range seen[slot] {
+		if s.hp.Overlaps(hp) {
+			return field.ErrorList{field.Duplicate(p.Child("host_port"), fmt.Sprintf("%s (overlaps %s of %s)", hp, s.hp, s.path))}
+		}
 	}
-	seen[key] = p
+	seen[slot] = append(seen[slot], seenForward{hp, p})
 	return nil
 }
 

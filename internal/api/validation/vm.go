@@ -19,6 +19,10 @@ type Options struct {
 	// When set, absolute image paths inside it are accepted; when empty,
 	// image paths must be relative.
 	ImageDir string
+	// HostPolicy, when set, is checked on every instance spec (a VM's,
+	// a replica set's or a pool's template): the API server sets the
+	// operator's. Clients leave it nil: they do not know the server's.
+	HostPolicy *HostPolicy
 }
 
 // runStrategyWaitAsReceiver is KubeVirt's strategy for the target side of a

@@ -338,6 +338,21 @@ func TestValidateVirtualMachine(t *testing.T) {
 			notSupported(nets + "[0].user.port_forwards[1].protocol"), invalid(nets + "[0].user.port_forwards[2].host_address"),
 			duplicate(nets + "[0].user.port_forwards[4].host_port"), invalid(nets + "[0].user.port_forwards[5].host_address"),
 		}},
+		{name: "port forwards overlapping", mutate: func(vm *apiv1.VirtualMachine) {
+			// 0.0.0.0 binds 127.0.0.1 too: QEMU could not listen on both.
+			tspecOf(vm).Networks[0].User.PortForwards = []*apiv1.PortForward{
+				{HostPort: 18080, GuestPort: 80, HostAddress: "0.0.0.0"},
+				{HostPort: 18080, GuestPort: 81},
+				{HostPort: 18080, GuestPort: 82, Protocol: "udp"},
+			}
+		}, want: []want{duplicate(nets + "[0].user.port_forwards[1].host_port")}},
+		{name: "too many port forwards", mutate: func(vm *apiv1.VirtualMachine) {
+			var fs []*apiv1.PortForward
+			for i := range MaxPortForwards + 1 {
+				fs = append(fs, &apiv1.PortForward{HostPort: int32(20000 + i), GuestPort: 80})
+			}
+			tspecOf(vm).Networks[0].User.PortForwards = fs
+		}, want: []want{tooMany(nets + "[0].user.port_forwards")}},
 		{name: "network nil", mutate: func(vm *apiv1.VirtualMachine) { tspecOf(vm).Networks[0] = nil },
 			want:          []want{required(nets + "[0]"), notFound(ifaces + "[0].name")},
 			wantDefaulted: []want{required(nets + "[0].name"), required(nets + "[0]"), notFound(ifaces + "[0].name")}},

@@ -62,6 +62,11 @@ func ValidateVirtualMachineInstanceSpec(spec *apiv1.VirtualMachineInstanceSpec, 
 	}
 	errs = append(errs, volumes.errs...)
 	errs = append(errs, networks.errs...)
+	if opts.HostPolicy != nil && len(networks.errs) == 0 {
+		// On networks as they are meant: a malformed forward is
+		// reported once, by validateNetworks.
+		errs = append(errs, opts.HostPolicy.Check(spec, path)...)
+	}
 
 	errs = append(errs, validateLabels(spec.GetNodeSelector(), path.Child("node_selector"))...)
 	if g := spec.TerminationGracePeriodSeconds; g != nil {
@@ -106,6 +111,14 @@ func validateDeviceCounts(spec *apiv1.VirtualMachineInstanceSpec, path *field.Pa
 	} {
 		if l.n > MaxDevices {
 			errs = append(errs, field.TooMany(l.path, l.n, MaxDevices))
+		}
+	}
+	forwards := 0
+	for i, n := range spec.GetNetworks() {
+		if forwards += len(n.GetUser().GetPortForwards()); forwards > MaxPortForwards {
+			e := field.TooMany(path.Child("networks").Index(i).Child("user", "port_forwards"), forwards, MaxPortForwards)
+			e.Detail = fmt.Sprintf("an instance may have at most %d port forwards, all its networks together", MaxPortForwards)
+			return append(errs, e)
 		}
 	}
 	return errs

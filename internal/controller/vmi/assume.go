@@ -18,7 +18,7 @@ type reservation struct {
 	uid  string
 	node string
 	req  resources
-	macs []string // nodeMACs of its spec
+	held holdings // of its spec
 	at   time.Time
 }
 

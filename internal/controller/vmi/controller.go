@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 )
@@ -39,6 +40,10 @@ type Options struct {
 	// Images, when set, says which images nodes can pull (an Image object
 	// names them): a node without such an image still fits.
 	Images ImageLister
+	// HostPolicy is the operator's host-resource policy, which placement
+	// applies too (an instance written before it changed, or past the
+	// API); nil is validation.DefaultHostPolicy().
+	HostPolicy *validation.HostPolicy
 }
 
 // ImageLister reads Image objects from a cache.
@@ -61,6 +66,9 @@ func (o *Options) complete() {
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	if o.HostPolicy == nil {
+		o.HostPolicy = validation.DefaultHostPolicy()
 	}
 }
 

@@ -15,8 +15,9 @@ const (
 )
 
 // PlaceMigrationTarget chooses the node a running instance migrates to:
-// the same placement as a new instance (resources, node selector, images,
-// bridges, libvirt networks, MACs, readiness) over every node but the
+// the same placement as a new instance (host-resource policy, resources,
+// node selector, images, bridges, libvirt networks, MACs, host ports,
+// readiness) over every node but the
 // source, and only nodes with the source's accelerator (a KVM guest's CPU
 // does not exist under TCG, nor the reverse). added narrows the
 // instance's own node selector; on a key clash the instance's value wins
@@ -47,9 +48,11 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 
 	c.placeMu.Lock()
 	defer c.placeMu.Unlock()
-	// Its own key: the instance holds its MACs on the source, which is
-	// excluded anyway, and on no other node.
-	cands := c.candidates(c.opts.Clock(), informer.Key(v), nodeMACs(v.GetSpec()))
+	// Persistent volumes are copied, not recreated from their images.
+	nd := needsOf(v.GetSpec(), req, sel, validation.ImageRefs(v.GetSpec(), "", false), c.opts.HostPolicy)
+	// Its own key: the instance holds its MACs and host ports on the
+	// source, which is excluded anyway, and on no other node.
+	cands := c.candidates(c.opts.Clock(), informer.Key(v), holdings{macs: nodeMACs(v.GetSpec()), ports: nd.ports})
 	for i := range cands {
 		n := cands[i].node
 		switch {
@@ -59,7 +62,6 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 			cands[i].excluded = reasonAccelerator
 		}
 	}
-	// Persistent volumes are copied, not recreated from their images.
-	d := choose(needsOf(v.GetSpec(), req, sel, validation.ImageRefs(v.GetSpec(), "", false)), c.pullable, cands)
+	d := choose(nd, c.pullable, cands)
 	return d.node, d.message
 }

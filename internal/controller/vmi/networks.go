@@ -68,8 +68,9 @@ func sharesLayer2(networks []*apiv1.Network, name string) bool {
 }
 
 // networkReasons returns why node cannot take what nd attaches to: each
-// bridge and libvirt network it does not list, and each of the VMI's MACs
-// another instance holds there (c.macsInUse).
+// bridge and libvirt network it does not list, each of the VMI's MACs
+// another instance holds there (c.macsInUse), and each of its host ports
+// in use there (c.portsInUse).
 func networkReasons(c candidate, nd needs) []string {
 	st := c.node.GetStatus()
 	var out []string
@@ -86,7 +87,7 @@ func networkReasons(c candidate, nd needs) []string {
 	for _, mac := range c.macsInUse {
 		out = append(out, reasonMACPrefix+mac)
 	}
-	return out
+	return append(out, portReasons(c.portsInUse)...)
 }
 
 // macIndex says which instances hold which MACs on which node: those

@@ -7,7 +7,16 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
+
+// netPolicy is the default host-resource policy with the bridges and
+// libvirt networks these tests attach to allowed.
+func netPolicy() *validation.HostPolicy {
+	p := validation.DefaultHostPolicy()
+	p.Bridges, p.Networks = []string{"br0", "br1", "br9", "vpguest0"}, []string{"default", "lan"}
+	return p
+}
 
 // withNets gives a node bridges and libvirt networks.
 func withNets(n *apiv1.Node, bridges, networks []string) *apiv1.Node {
@@ -148,7 +157,7 @@ func TestPlaceByNetworks(t *testing.T) {
 		withNets(node("big", "4", "8Gi", nil), nil, []string{"default"}),
 		withNets(node("small", "4", "4Gi", nil), []string{"br0"}, nil),
 	}
-	f := newFixture(t, Options{}, nodes,
+	f := newFixture(t, Options{HostPolicy: netPolicy()}, nodes,
 		attached(vmi("web", 1, "1Gi"), bridgeNet("lan", "br0", "02:aa:00:00:00:01")),
 		attached(vmi("lost", 1, "1Gi"), libvirtNet("lan", "lan", ""), bridgeNet("b", "br1", "")),
 	)
@@ -178,7 +187,7 @@ func TestPlaceByMAC(t *testing.T) {
 		withNets(node("b", "4", "4Gi", nil), []string{"br0"}, nil),
 	}
 	const mac = "02:aa:00:00:00:01"
-	f := newFixture(t, Options{}, nodes,
+	f := newFixture(t, Options{HostPolicy: netPolicy()}, nodes,
 		attached(vmi("first", 1, "1Gi"), bridgeNet("lan", "br0", mac)),
 		attached(vmi("second", 1, "1Gi"), bridgeNet("lan", "br0", "02:AA:00:00:00:01")),
 		attached(vmi("third", 1, "1Gi"), bridgeNet("lan", "br0", mac)),
@@ -233,13 +242,13 @@ func TestPlaceByMAC(t *testing.T) {
 func TestMACsFollowMigration(t *testing.T) {
 	const mac = "02:aa:00:00:00:01"
 	mover := on(attached(vmi("mover", 1, "1Gi"), bridgeNet("lan", "br0", mac)), "a", apiv1.PhaseRunning)
-	f := newFixture(t, Options{}, []*apiv1.Node{
+	f := newFixture(t, Options{HostPolicy: netPolicy()}, []*apiv1.Node{
 		withNets(node("a", "4", "8Gi", nil), []string{"br0"}, nil),
 		withNets(node("b", "4", "8Gi", nil), []string{"br0"}, nil),
 	}, mover)
 	inUse := func(self string) map[string][]string {
 		byNode := map[string][]string{}
-		f.c.usage.macsInUse(self, []string{mac}, byNode)
+		f.c.usage.inUse(self, holdings{macs: []string{mac}}, byNode, nil)
 		return byNode
 	}
 	held := func(node string) bool { return len(inUse("default/other")[node]) > 0 }
@@ -274,7 +283,7 @@ func TestMACsFollowMigration(t *testing.T) {
 // A migration target must have the instance's bridges too.
 func TestMigrationTargetNeedsNetworks(t *testing.T) {
 	v := on(attached(vmi("vm1", 1, "1Gi"), bridgeNet("lan", "br0", "")), "a", apiv1.PhaseRunning)
-	f := newFixture(t, Options{}, []*apiv1.Node{
+	f := newFixture(t, Options{HostPolicy: netPolicy()}, []*apiv1.Node{
 		withNets(node("a", "4", "8Gi", nil), []string{"br0"}, nil),
 		node("b", "4", "8Gi", map[string]string{"zone": "z2"}),
 		withNets(node("c", "4", "4Gi", nil), []string{"br0"}, nil),

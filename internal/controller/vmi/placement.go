@@ -152,6 +152,9 @@ type candidate struct {
 	// macsInUse are those of the VMI's MACs (nodeMACs) that another
 	// instance holds on the node.
 	macsInUse []string
+	// portsInUse are those of the VMI's host ports (needs.ports) that
+	// another instance holds an overlapping port for on the node.
+	portsInUse []validation.HostPort
 	// excluded, when set, is why the node may not take this VMI
 	// whatever it has free (a migration's source node).
 	excluded string
@@ -166,13 +169,20 @@ type needs struct {
 	// bridges and networks are the bridges and libvirt networks it
 	// attaches to (networkNeeds).
 	bridges, networks []string
+	// ports are the host ports its forwards bind
+	// (validation.SpecHostPorts).
+	ports []validation.HostPort
+	// refused, when set, is why the host-resource policy lets no node
+	// take it (policyRefusal).
+	refused string
 }
 
 // needsOf is what spec asks of its node, with request req and the images
-// it needs there.
-func needsOf(spec *apiv1.VirtualMachineInstanceSpec, req resources, sel map[string]string, images []string) needs {
-	nd := needs{req: req, sel: sel, images: images}
+// it needs there, and whether policy lets it have them at all.
+func needsOf(spec *apiv1.VirtualMachineInstanceSpec, req resources, sel map[string]string, images []string, policy *validation.HostPolicy) needs {
+	nd := needs{req: req, sel: sel, images: images, refused: policyRefusal(policy, spec)}
 	nd.bridges, nd.networks = networkNeeds(spec)
+	nd.ports = validation.SpecHostPorts(spec)
 	return nd
 }
 
@@ -183,17 +193,23 @@ type decision struct {
 }
 
 // choose picks the node for a VMI that needs nd: its request, node
-// selector, images, bridges and libvirt networks. A node that lacks an
-// image it could pull (pullable: an Image object names it) still fits;
+// selector, images, bridges, libvirt networks and host ports; none when
+// the host-resource policy refuses it (needs.refused). A node that lacks
+// an image it could pull (pullable: an Image object names it) still fits;
 // one that lacks any other image does not, nor one without a bridge or
 // libvirt network, nor one where another instance has one of the VMI's
-// MACs (candidate.macsInUse). Among the nodes that fit it prefers
+// MACs (candidate.macsInUse) or a host port overlapping one of its
+// forwards' (candidate.portsInUse). Among the nodes that fit it prefers
 // those holding more of the images already (no download before the
 // start), then the one with the largest fraction of memory still free
 // after the placement (spreading load, as kube-scheduler's
 // LeastAllocated scoring does), ties broken by name so that decisions
 // are reproducible.
 func choose(nd needs, pullable func(string) bool, nodes []candidate) decision {
+	if nd.refused != "" {
+		// The server's, not a node's: the same for every node.
+		return decision{message: fmt.Sprintf("0/%d nodes are available: %s", len(nodes), nd.refused)}
+	}
 	reasons := map[string]int{}
 	missing := map[string]bool{}
 	best, bestHave, bestScore := "", -1, math.Inf(-1)

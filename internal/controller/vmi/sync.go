@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 )
@@ -80,12 +81,12 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	// Deciding and reserving happen under one lock so that two workers
 	// cannot both see the same free capacity; the write itself happens
 	// outside it, as kube-scheduler binds asynchronously after assuming.
-	nd := needsOf(v.GetSpec(), req, v.GetSpec().GetNodeSelector(), requiredImages(v.GetSpec()))
-	macs := nodeMACs(v.GetSpec())
+	nd := needsOf(v.GetSpec(), req, v.GetSpec().GetNodeSelector(), requiredImages(v.GetSpec()), c.opts.HostPolicy)
+	held := holdings{macs: nodeMACs(v.GetSpec()), ports: nd.ports}
 	c.placeMu.Lock()
-	d := choose(nd, c.pullable, c.candidates(now, key, macs))
+	d := choose(nd, c.pullable, c.candidates(now, key, held))
 	if d.node != "" {
-		c.assumed.assume(key, reservation{uid: uid, node: d.node, req: req, macs: macs, at: now})
+		c.assumed.assume(key, reservation{uid: uid, node: d.node, req: req, held: held, at: now})
 	}
 	c.placeMu.Unlock()
 
@@ -116,16 +117,23 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 
 // candidates lists the nodes with what each already carries: the non-final
 // VMIs placed on it (usage, from the informer's events) plus the
-// reservations not counted there yet, and which of macs (the placed
-// VMI's, whose cache key is self) other instances hold there. Call it
-// under placeMu: the result is the controller's buffer, good until the
-// next call.
-func (c *Controller) candidates(now time.Time, self string, macs []string) []candidate {
+// reservations not counted there yet, and which of held (the placed
+// VMI's MACs and host ports; its cache key is self) other instances hold
+// there. Call it under placeMu: the result is the controller's buffer,
+// good until the next call.
+func (c *Controller) candidates(now time.Time, self string, held holdings) []candidate {
 	pending := map[string]resources{}
-	var inUse map[string][]string // node → MACs; only when there are any to look for
-	if len(macs) > 0 {
-		inUse = map[string][]string{}
-		c.usage.macsInUse(self, macs, inUse)
+	// node → MACs, host ports; only when there are any to look for.
+	var macsInUse map[string][]string
+	var portsInUse map[string][]validation.HostPort
+	if len(held.macs) > 0 {
+		macsInUse = map[string][]string{}
+	}
+	if len(held.ports) > 0 {
+		portsInUse = map[string][]validation.HostPort{}
+	}
+	if macsInUse != nil || portsInUse != nil {
+		c.usage.inUse(self, held, macsInUse, portsInUse)
 	}
 	for key, r := range c.assumed.snapshot(now) {
 		// Counted by usage once the informer delivered the placement; not
@@ -139,12 +147,8 @@ func (c *Controller) candidates(now time.Time, self string, macs []string) []can
 			continue
 		}
 		pending[r.node] = pending[r.node].plus(r.req)
-		if inUse != nil && key != self {
-			for _, mac := range r.macs {
-				if slices.Contains(macs, mac) && !slices.Contains(inUse[r.node], mac) {
-					inUse[r.node] = append(inUse[r.node], mac)
-				}
-			}
+		if key != self {
+			pendingInUse(r, held, macsInUse, portsInUse)
 		}
 	}
 	// choose breaks ties by name, so the order does not matter.
@@ -152,12 +156,34 @@ func (c *Controller) candidates(now time.Time, self string, macs []string) []can
 	out := c.candBuf[:0]
 	for _, n := range c.nodeBuf {
 		name := n.GetMetadata().GetName()
-		cand := candidate{node: n, used: c.usage.onNode(name).plus(pending[name]), macsInUse: inUse[name]}
-		slices.Sort(cand.macsInUse) // the reasons' order
+		cand := candidate{node: n, used: c.usage.onNode(name).plus(pending[name]),
+			macsInUse: macsInUse[name], portsInUse: portsInUse[name]}
+		// The reasons' order.
+		slices.Sort(cand.macsInUse)
+		slices.SortFunc(cand.portsInUse, validation.CompareHostPorts)
 		out = append(out, cand)
 	}
 	c.candBuf = out
 	return out
+}
+
+// pendingInUse adds to macsInUse and portsInUse (when not nil) those of
+// held that reservation r, another instance's, holds on its node.
+func pendingInUse(r reservation, held holdings, macsInUse map[string][]string, portsInUse map[string][]validation.HostPort) {
+	if macsInUse != nil {
+		for _, mac := range r.held.macs {
+			if slices.Contains(held.macs, mac) && !slices.Contains(macsInUse[r.node], mac) {
+				macsInUse[r.node] = append(macsInUse[r.node], mac)
+			}
+		}
+	}
+	if portsInUse != nil {
+		for _, hp := range held.ports {
+			if slices.ContainsFunc(r.held.ports, hp.Overlaps) && !slices.Contains(portsInUse[r.node], hp) {
+				portsInUse[r.node] = append(portsInUse[r.node], hp)
+			}
+		}
+	}
 }
 
 // markUnschedulable records why the VMI fits nowhere, writing only when

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 )
 
@@ -23,9 +24,11 @@ type usage struct {
 	// targets are what migrating VMIs hold on their target node until the
 	// migration ends: the incoming QEMU uses as much as the source's.
 	targets map[string]contribution
-	// macs are the MACs counted VMIs hold on their nodes (nodeMACs),
-	// kept with the totals so that placement never walks a node's VMIs.
-	macs macIndex
+	// macs and ports are the MACs and host ports counted VMIs hold on
+	// their nodes (holdingsOf), kept with the totals so that placement
+	// never walks a node's VMIs.
+	macs  macIndex
+	ports portIndex
 }
 
 // contribution is one VMI's request counted against its node.
@@ -33,12 +36,35 @@ type contribution struct {
 	uid  string
 	node string
 	req  resources
-	macs []string // nodeMACs of its spec
+	held holdings
+}
+
+// holdings are what an instance holds on its node that no other instance
+// there may share: its MACs on bridges and libvirt networks, and its
+// forwards' host ports.
+type holdings struct {
+	macs  []string              // nodeMACs
+	ports []validation.HostPort // validation.SpecHostPorts
+}
+
+func holdingsOf(spec *apiv1.VirtualMachineInstanceSpec) holdings {
+	return holdings{macs: nodeMACs(spec), ports: validation.SpecHostPorts(spec)}
 }
 
 func newUsage(opts Options, log *slog.Logger) *usage {
 	return &usage{opts: opts, log: log, byKey: map[string]contribution{}, byNode: map[string]resources{},
-		targets: map[string]contribution{}, macs: macIndex{}}
+		targets: map[string]contribution{}, macs: macIndex{}, ports: portIndex{}}
+}
+
+// hold and release count h as key's on node, or stop counting it.
+func (u *usage) hold(node, key string, h holdings) {
+	u.macs.add(node, key, h.macs)
+	u.ports.add(node, key, h.ports)
+}
+
+func (u *usage) release(node, key string, h holdings) {
+	u.macs.remove(node, key, h.macs)
+	u.ports.remove(node, key, h.ports)
 }
 
 // observe accounts for v as the informer now shows it: counted on its
@@ -61,23 +87,23 @@ func (u *usage) observe(v *apiv1.VirtualMachineInstance) {
 		return // the spec, and so the request, never changes
 	}
 	var req resources
-	var macs []string
+	var held holdings
 	if had && prev.uid == uid {
-		req, macs = prev.req, prev.macs
+		req, held = prev.req, prev.held
 	} else {
 		var err error
 		if req, err = request(v.GetSpec(), u.opts); err != nil {
 			u.log.Warn("vmi on node has an unreadable request; counting overhead only", "vmi", key, "err", err)
 			req = resources{memory: amount(u.opts.MemoryOverhead, 0)}
 		}
-		macs = nodeMACs(v.GetSpec())
+		held = holdingsOf(v.GetSpec())
 	}
 	if had {
 		u.drop(key, prev)
 	}
-	u.byKey[key] = contribution{uid: uid, node: node, req: req, macs: macs}
+	u.byKey[key] = contribution{uid: uid, node: node, req: req, held: held}
 	u.byNode[node] = u.byNode[node].plus(req)
-	u.macs.add(node, key, macs)
+	u.hold(node, key, held)
 }
 
 // observeTarget counts a migrating VMI on its target node while the
@@ -100,11 +126,11 @@ func (u *usage) observeTarget(key string, v *apiv1.VirtualMachineInstance) {
 	if had {
 		u.dropFrom(u.targets, key, prev)
 	}
-	u.targets[key] = contribution{uid: src.uid, node: target, req: src.req, macs: src.macs}
+	u.targets[key] = contribution{uid: src.uid, node: target, req: src.req, held: src.held}
 	u.byNode[target] = u.byNode[target].plus(src.req)
-	// The incoming domain has the source's MACs: nothing else may be
-	// placed there with them while it migrates.
-	u.macs.add(target, key, src.macs)
+	// The incoming domain has the source's MACs and forwards: nothing
+	// else may be placed there with them while it migrates.
+	u.hold(target, key, src.held)
 }
 
 // forget drops a deleted VMI.
@@ -124,7 +150,7 @@ func (u *usage) drop(key string, c contribution) { u.dropFrom(u.byKey, key, c) }
 
 func (u *usage) dropFrom(m map[string]contribution, key string, c contribution) {
 	delete(m, key)
-	u.macs.remove(c.node, key, c.macs)
+	u.release(c.node, key, c.held)
 	left := u.byNode[c.node].minus(c.req)
 	if left == (resources{}) {
 		delete(u.byNode, c.node)
@@ -148,10 +174,16 @@ func (u *usage) onNode(node string) resources {
 	return u.byNode[node]
 }
 
-// macsInUse adds to byNode, per node, those of macs an instance other
-// than self holds there.
-func (u *usage) macsInUse(self string, macs []string, byNode map[string][]string) {
+// inUse adds to macs and ports, per node, those of h's that an instance
+// other than self holds there (an overlapping port, for ports); a nil map
+// is not looked for.
+func (u *usage) inUse(self string, h holdings, macs map[string][]string, ports map[string][]validation.HostPort) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.macs.heldByOthers(self, macs, byNode)
+	if macs != nil {
+		u.macs.heldByOthers(self, h.macs, macs)
+	}
+	if ports != nil {
+		u.ports.heldByOthers(self, h.ports, ports)
+	}
 }

@@ -108,7 +108,10 @@ func (c *Cluster) AddServer(ctx context.Context) (*Server, error) {
 func (c *Cluster) serverArgs(s *Server) []string {
 	args := []string{"serve", "--role", "server",
 		"--data-dir", s.DataDir, "--socket", s.Socket,
-		"--metrics-listen", "", "--log-level", "debug"}
+		"--metrics-listen", "", "--log-level", "debug",
+		// The guests' bridge on every host: the host-resource policy
+		// allows no bridge unless told.
+		"--allowed-bridges", multinode.GuestBridge}
 	if c.opts.ServerImageDir != "" {
 		args = append(args, "--image-dir", c.opts.ServerImageDir)
 	}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/provider"
 )
@@ -208,6 +210,27 @@ func externalAgent(ctx context.Context, endpoint string) (*Agent, error) {
 	return &Agent{Endpoint: endpoint, External: true, Client: c, Nodes: externalNodes(), stop: func() error { return c.Close() }}, nil
 }
 
+// NotAllowedBridge is a bridge the in-process agent's host-resource
+// policy refuses (hostPolicy), as docs/security.md's example has it.
+const NotAllowedBridge = "docker0"
+
+// hostPolicy is the in-process agent's host-resource policy: the defaults
+// (127.0.0.1, ports 1024-65535) plus what the tests name: 0.0.0.0 (a
+// forward's address read back), the fake nodes' bridge and libvirt
+// network, br0 and libvirt's "default" (configurations of VMs that are
+// never started) and NoNodeBridge (no node has it: the placement
+// message). Real nodes offer none of them (Nodes.Bridge is empty there).
+func hostPolicy() *validation.HostPolicy {
+	p := validation.DefaultHostPolicy()
+	p.ForwardAddresses = append(p.ForwardAddresses, netip.MustParseAddr("0.0.0.0"))
+	p.Bridges = []string{fakeBridge, "br0", NoNodeBridge}
+	p.Networks = []string{fakeNetwork, "default"}
+	return p
+}
+
+// NoNodeBridge is a bridge the policy allows and no node has.
+const NoNodeBridge = "vpacc-none0"
+
 // startAgent runs an agent in this process with its data and socket in a
 // temporary directory, plus a TLS listener on a free loopback port. The
 // directory is short on purpose: unix socket paths (the agent's, etcd's,
@@ -250,6 +273,7 @@ func startAgent(ctx context.Context) (_ *Agent, retErr error) {
 		NodeName:      nodeSetup.nodeName,
 		ImageDir:      nodeSetup.imageDir,
 		Node:          nodeSetup.agentNode,
+		HostPolicy:    hostPolicy(),
 		Logger:        logger,
 	})
 	if err != nil {

@@ -63,6 +63,7 @@ func interfaceBlock(o specSchema) schema.ListNestedBlock {
 					Description: "Connect to an existing Linux bridge on the node (`br0`); the VM is placed only on " +
 						"nodes that have it (data source `virtplane_nodes`, `bridges`). The guest is on the bridge's " +
 						"network and gets its address there (DHCP or static, from the guest's own configuration). " +
+						"The agent must allow the bridge (`serve --allowed-bridges`; none by default). " +
 						"Not with `network` or `port_forward`.",
 					Attributes: map[string]schema.Attribute{
 						"name": schema.StringAttribute{
@@ -91,8 +92,8 @@ func interfaceBlock(o specSchema) schema.ListNestedBlock {
 				"network": schema.SingleNestedBlock{
 					Description: "Connect to a libvirt network on the node (`default`, the NAT network libvirt " +
 						"ships); the VM is placed only on nodes where it is active (data source `virtplane_nodes`, " +
-						"`networks`). The guest gets its address from the network's DHCP server. Not with `bridge` " +
-						"or `port_forward`.",
+						"`networks`). The guest gets its address from the network's DHCP server. The agent must allow " +
+						"the network (`serve --allowed-networks`; none by default). Not with `bridge` or `port_forward`.",
 					Attributes: map[string]schema.Attribute{
 						"name": schema.StringAttribute{
 							Optional:    true, // required in the block, as bridge's name
@@ -111,13 +112,17 @@ func interfaceBlock(o specSchema) schema.ListNestedBlock {
 				"port_forward": schema.ListNestedBlock{
 					Description: "Make a guest port reachable at a port of the node the VM runs on; only on a " +
 						"user-mode interface (neither `bridge` nor `network`). No two forwards of the VM may share " +
-						"protocol, host address and host port.",
+						"protocol and host port on overlapping host addresses, and no two VMs on one node: a VM whose " +
+						"forward another holds there is placed on another node, or waits (`ErrorUnschedulable`). At " +
+						"most 64 forwards a VM.",
 					NestedObject: schema.NestedBlockObject{
 						Attributes: map[string]schema.Attribute{
 							"host_port": schema.Int64Attribute{
-								Required:    true,
-								Description: "Port on the node, 1-65535.",
-								Validators:  []validator.Int64{int64validator.Between(1, 65535)},
+								Required: true,
+								Description: "Port on the node, 1-65535, one the agent allows (`serve --port-forward-ports`, " +
+									"1024-65535 by default; never the agent's, etcd's or libvirtd's ports, nor QEMU's migration " +
+									"ports 49152-49215).",
+								Validators: []validator.Int64{int64validator.Between(1, 65535)},
 							},
 							"guest_port": schema.Int64Attribute{
 								Required:    true,
@@ -137,7 +142,8 @@ func interfaceBlock(o specSchema) schema.ListNestedBlock {
 								Default:  stringdefault.StaticString(apiv1.DefaultPortForwardAddress),
 								Description: "Address on the node the forward listens on. Default `127.0.0.1`, so that " +
 									"a guest service is not published to the network by accident; `0.0.0.0` listens " +
-									"on every IPv4 address.",
+									"on every IPv4 address. The agent must allow the address (`serve --port-forward-addresses`; " +
+									"only `127.0.0.1` by default).",
 								Validators: []validator.String{ipAddressValidator()},
 							},
 						},

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -130,11 +129,11 @@ func validateDisks(ds []diskModel, list path.Path, diags *diag.Diagnostics) {
 func validateInterfaces(is []interfaceModel, list path.Path, diags *diag.Diagnostics) {
 	names := map[string]int{}
 	macs := map[string]int{}
-	forwards := map[string]path.Path{}
+	var forwards []seenForward
 	for i, n := range is {
 		p := list.AtListIndex(i)
 		for j, f := range n.PortForwards {
-			validatePortForward(f, p.AtName("port_forward").AtListIndex(j), forwards, diags)
+			validatePortForward(f, p.AtName("port_forward").AtListIndex(j), &forwards, diags)
 		}
 		if !n.Name.IsNull() && !n.Name.IsUnknown() {
 			if j, dup := names[n.Name.ValueString()]; dup {
@@ -154,28 +153,41 @@ func validateInterfaces(is []interfaceModel, list path.Path, diags *diag.Diagnos
 	}
 }
 
-// validatePortForward refuses a second forward of the same protocol, host
-// address and port in the VM (both could not listen), as the agent does;
-// seen holds the forwards checked so far. An unset protocol or address is
-// its default.
-func validatePortForward(f portForwardModel, p path.Path, seen map[string]path.Path, diags *diag.Diagnostics) {
+// validatePortForward refuses a forward whose host port overlaps an
+// earlier one's in the VM (both could not listen: validation.HostPort's
+// Overlaps, the agent's rule); seen holds the forwards checked so far. An
+// unset protocol or address is its default.
+func validatePortForward(f portForwardModel, p path.Path, seen *[]seenForward, diags *diag.Diagnostics) {
 	for _, v := range []attr.Value{f.HostPort, f.Protocol, f.HostAddress} {
 		if v.IsUnknown() {
 			return
 		}
 	}
-	proto := cmp.Or(f.Protocol.ValueString(), apiv1.DefaultPortForwardProtocol)
-	addr, err := netip.ParseAddr(cmp.Or(f.HostAddress.ValueString(), apiv1.DefaultPortForwardAddress))
-	if err != nil || f.HostPort.IsNull() {
+	port := f.HostPort.ValueInt64()
+	if f.HostPort.IsNull() || port < 1 || port > 65535 {
 		return // the attribute validators report it
 	}
-	key := proto + " " + netip.AddrPortFrom(addr, uint16(f.HostPort.ValueInt64())).String()
-	if first, dup := seen[key]; dup {
-		diags.AddAttributeError(p.AtName("host_port"), "Duplicate port forward",
-			fmt.Sprintf("%s forwards %s, as %s does already; no two forwards of a VM may share protocol, host address and host port.", p, key, first))
-		return
+	hp, ok := validation.ForwardHostPort(&apiv1.PortForward{
+		HostPort: int32(port), Protocol: f.Protocol.ValueString(), HostAddress: f.HostAddress.ValueString(),
+	})
+	if !ok {
+		return // the attribute validators report it
 	}
-	seen[key] = p
+	for _, s := range *seen {
+		if s.hp.Overlaps(hp) {
+			diags.AddAttributeError(p.AtName("host_port"), "Duplicate port forward",
+				fmt.Sprintf("%s forwards %s, which %s's %s overlaps; no two forwards of a VM may bind the same protocol and host port on overlapping addresses (0.0.0.0 binds them all).",
+					p, hp, s.path, s.hp))
+			return
+		}
+	}
+	*seen = append(*seen, seenForward{hp, p})
+}
+
+// seenForward is a forward validateInterfaces checked, and where.
+type seenForward struct {
+	hp   validation.HostPort
+	path path.Path
 }
 
 // ipAddressValidator accepts what a port forward's host address may be,

@@ -141,7 +141,13 @@ func TestInterfaceKindValidation(t *testing.T) {
 		{"the same forward twice, defaults spelled out once", []interfaceModel{
 			iface("a", func(i *interfaceModel) { i.PortForwards = []portForwardModel{forward(8080, 80, "", "")} }),
 			iface("b", func(i *interfaceModel) { i.PortForwards = []portForwardModel{forward(8080, 8080, "tcp", "127.0.0.1")} }),
-		}, nil, []string{"Duplicate port forward: interface[1].port_forward[0] forwards tcp 127.0.0.1:8080, as interface[0].port_forward[0] does already"}},
+		}, nil, []string{"Duplicate port forward: interface[1].port_forward[0] forwards 127.0.0.1:8080/tcp, which interface[0].port_forward[0]'s 127.0.0.1:8080/tcp overlaps"}},
+		{"a forward on 0.0.0.0 and one on 127.0.0.1 of the same port", []interfaceModel{
+			iface("a", func(i *interfaceModel) {
+				i.PortForwards = []portForwardModel{forward(8080, 80, "", "0.0.0.0"), forward(8080, 80, "udp", "")}
+			}),
+			iface("b", func(i *interfaceModel) { i.PortForwards = []portForwardModel{forward(8080, 8080, "", "")} }),
+		}, nil, []string{"Duplicate port forward: interface[1].port_forward[0] forwards 127.0.0.1:8080/tcp, which interface[0].port_forward[0]'s 0.0.0.0:8080/tcp overlaps"}},
 		{"wait_for_ip on an unknown interface", []interfaceModel{iface("default", nil)},
 			&waitForIPModel{Timeout: types.StringNull(), Interface: types.StringValue("lan")},
 			[]string{`Unknown interface: wait_for_ip.interface is "lan", but the VM's interfaces are "default".`}},

@@ -274,9 +274,44 @@ func TestAccVirtualMachine_bridgeNoNodeHas(t *testing.T) {
   interface {
     name = "lan"
     bridge {
-      name = "vpacc-none0"
+      name = "`+acctest.NoNodeBridge+`"
     }
   }`)),
-		ExpectError: errorRe(`no node can run it (ErrorUnschedulable): 0/`, `didn't have bridge vpacc-none0`),
+		ExpectError: errorRe(`no node can run it (ErrorUnschedulable): 0/`, `didn't have bridge `+acctest.NoNodeBridge),
 	}})
+}
+
+// Issue 33, defect 6: a bridge the server's host-resource policy does not
+// allow, or a forward of an address or port it does not, is refused at
+// create on the attribute that names it, with what the server allows and
+// the flag that changes it; nothing is created.
+func TestAccVirtualMachine_hostPolicyRefusesBridgeAndForward(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	name := acctest.RandomName("policy")
+	testVMs(t, agent, []resource.TestStep{
+		{
+			Config: vmConfig(agent, name, guestBody(agent, guestMemory, `
+  interface {
+    name = "lan"
+    bridge {
+      name = "`+acctest.NotAllowedBridge+`"
+    }
+  }`)),
+			ExpectError: errorRe(`name = "`+acctest.NotAllowedBridge+`"`,
+				`the agent rejected spec.template.spec.networks[0].bridge.bridge: Forbidden: bridge "`+acctest.NotAllowedBridge+`" is not one instances may attach to`,
+				`(its --allowed-bridges)`),
+		},
+		{
+			Config: vmConfig(agent, name, guestBody(agent, guestMemory, `
+  interface {
+    name = "default"
+    port_forward {
+      host_port  = 7443
+      guest_port = 443
+    }
+  }`)),
+			ExpectError: errorRe(`host_port  = 7443`,
+				`the agent rejected spec.template.spec.networks[0].user.port_forwards[0].host_port: Forbidden: port 7443 is never forwarded: it is the agent's TLS API port`),
+		},
+	})
 }
