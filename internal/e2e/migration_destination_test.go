@@ -52,7 +52,11 @@ func newExtCommand(t *testing.T) extCommand {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\nid -u > "+e.marker+"\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e.uri = "qemu+ext:///system?command=" + script
+	// With a host: libvirtd, opening a URI for a peer-to-peer migration,
+	// leaves one without a host to its own drivers (the local QEMU
+	// driver, "the same host"); with one, the remote driver takes it and
+	// its ext transport runs command.
+	e.uri = "qemu+ext://" + foreignAddress(t) + "/system?command=" + script
 	return e
 }
 
@@ -94,7 +98,6 @@ func (c *mnCluster) migrationToDeadTarget(name string) (mig string, src, dst *mn
 	vmi = c.waitRunning(name)
 	src = c.nodeNamed(vmi.GetStatus().GetNodeName())
 	dst = c.otherNode(src)
-	c.t.Cleanup(c.dumpOnFailure)
 	src.console(c.t, vmi.GetMetadata().GetUid()).waitMarker(testguest.MarkerTick+" n=5", bootTimeout)
 	testutil.Eventually(c.t, 30*time.Second, "the instance to report LiveMigratable", func() bool {
 		return apiv1.IsConditionTrue(c.vmi(name).GetStatus().GetConditions(), apiv1.ConditionLiveMigratable)
@@ -152,7 +155,7 @@ func (c *mnCluster) readyAt(src *mnNode, name, uri, addr string) func(*apiv1.Mig
 
 // TestMigrationTargetCannotNameTheDestination: the node a migration goes
 // to, with its own node certificate, publishes itself ready at
-// qemu+ext:///system?command=<script> and at a foreign address. The API
+// qemu+ext://<host>/system?command=<script> and at a foreign address. The API
 // refuses both writes, naming the field; the source never starts.
 func TestMigrationTargetCannotNameTheDestination(t *testing.T) {
 	// A long lease: the target's agent is gone for the whole test, and

@@ -108,7 +108,12 @@ func (c *Cluster) AddServer(ctx context.Context) (*Server, error) {
 func (c *Cluster) serverArgs(s *Server) []string {
 	args := []string{"serve", "--role", "server",
 		"--data-dir", s.DataDir, "--socket", s.Socket,
-		"--metrics-listen", "", "--log-level", "debug"}
+		"--metrics-listen", "", "--log-level", "debug",
+		// The hosts' libvirtds listen without TLS on their link-local
+		// addresses in the run's private network (multinode): the
+		// operator's choice of tcp, and the networks nodes register in.
+		"--migration-transport", "tcp", "--migration-libvirt-port", strconv.Itoa(multinode.TCPPort),
+		"--migration-networks", "169.254.0.0/16"}
 	if c.opts.ServerImageDir != "" {
 		args = append(args, "--image-dir", c.opts.ServerImageDir)
 	}
