@@ -28,7 +28,7 @@ func checkNodeStatusWrite(cur, next *apiv1.VirtualMachineInstance, node string) 
 	if err := controllerFieldsKept(was, is); err != nil {
 		return err
 	}
-	if err := destinationKept(was, is, node); err != nil {
+	if err := destinationKept(was, is, "node "+node); err != nil {
 		return err
 	}
 	switch {
@@ -72,18 +72,20 @@ func controllerFieldsKept(was, is *apiv1.MigrationState) error {
 	return nil
 }
 
-// destinationKept refuses a node's change of where a migration goes: the
-// controller builds it from the target's registration, and the source
+// destinationKept refuses any caller's change of where a migration goes:
+// only the migration controller writes it (through the store, at the
+// handoff), built from the target's registration, since the source
 // host's libvirtd connects to it as root (a qemu+ext URI runs a command
-// there, an address sends the guest's memory to it).
-func destinationKept(was, is *apiv1.MigrationState, node string) error {
+// there, an address sends the guest's memory to it). who names the
+// caller.
+func destinationKept(was, is *apiv1.MigrationState, who string) error {
 	for _, f := range []struct{ name, from, to string }{
 		{"target_libvirt_uri", was.GetTargetLibvirtUri(), is.GetTargetLibvirtUri()},
 		{"target_node_address", was.GetTargetNodeAddress(), is.GetTargetNodeAddress()},
 	} {
 		if f.from != f.to {
-			return status.Errorf(codes.PermissionDenied, "status.migration_state.%s: node %s may not change it from %q to %q: the server builds a migration's destination from the target's registration",
-				f.name, node, f.from, f.to)
+			return status.Errorf(codes.PermissionDenied, "status.migration_state.%s: %s may not change it from %q to %q: the server builds a migration's destination from the target's registration",
+				f.name, who, f.from, f.to)
 		}
 	}
 	return nil

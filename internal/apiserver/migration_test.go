@@ -172,4 +172,16 @@ func TestNodeStatusWritesDuringMigration(t *testing.T) {
 			t.Errorf("%s: %v; want PermissionDenied saying %q", tc.name, err, tc.want)
 		}
 	}
+	// Nor an admin through the API: the controller writes it, through the
+	// store.
+	cur, err := f.st.VMIs.Get(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
+	next.Status.MigrationState.TargetLibvirtUri = "qemu+tcp://10.0.0.2:16509/system"
+	_, err = svc.UpdateStatus(WithIdentity(ctx, Identity{Kind: Admin}), &apiv1.UpdateVirtualMachineInstanceStatusRequest{Vmi: next})
+	if code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "status.migration_state.target_libvirt_uri: admin may not change it") {
+		t.Errorf("admin changes the destination: %v; want PermissionDenied", err)
+	}
 }

@@ -127,10 +127,11 @@ func validateMigrationState(m *apiv1.MigrationState, mp *field.Path) field.Error
 }
 
 // validateDestination checks where a migration goes (set by the
-// controller at the handoff) by the rule the source and its launcher
-// apply again before libvirt sees it (migrationdest.Validate). A
-// completed migration's destination is history that nothing opens any
-// more: a state written before this rule keeps its instance writable.
+// controller at the handoff; no API caller may change it) by the rule the
+// source and its launcher apply again before libvirt sees it
+// (migrationdest.Validate). A completed migration's destination is
+// history that nothing opens any more: a state written before this rule
+// keeps its instance writable.
 func validateDestination(m *apiv1.MigrationState, mp *field.Path) field.ErrorList {
 	uri, addr := m.GetTargetLibvirtUri(), m.GetTargetNodeAddress()
 	up, ap := mp.Child("target_libvirt_uri"), mp.Child("target_node_address")
