@@ -1,10 +1,14 @@
 package command
 
 import (
+	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 )
 
@@ -22,4 +26,44 @@ func addMigrationFlags(f *pflag.FlagSet, o *migctl.Options) {
 	f.BoolVar(&o.TLS, "migration-tls", false, "encrypt QEMU's migration streams (libvirt's migrate_tls: every node needs libvirt's TLS certificates)")
 	f.DurationVar(&o.UnschedulableTimeout, "migration-unschedulable-timeout", 5*time.Minute, "a migration whose target fits on no node fails after this long")
 	f.DurationVar(&o.TargetTimeout, "migration-target-timeout", 15*time.Minute, "a migration whose target is not ready this long after it was chosen fails")
+	addMigrationDestinationFlags(f, &o.Destinations)
 }
+
+// addMigrationDestinationFlags are how sources reach targets: the server
+// builds every migration's destination from the target node's registered
+// --migration-address with these (package migrationdest).
+func addMigrationDestinationFlags(f *pflag.FlagSet, p *migrationdest.Policy) {
+	f.StringVar(&p.Transport, "migration-transport", migrationdest.TransportTLS,
+		"how a migration's source libvirtd reaches the target's: tls (libvirt's TLS certificates on every node) or tcp (no authentication: a private migration network only)")
+	f.IntVar(&p.Port, "migration-libvirt-port", 0,
+		fmt.Sprintf("the port the nodes' libvirtds listen on for migrations; 0: %d for tls, %d for tcp", migrationdest.DefaultPortTLS, migrationdest.DefaultPortTCP))
+	f.Var((*prefixes)(&p.Networks), "migration-networks",
+		"networks (CIDR,...) the nodes' --migration-address must be in; empty: any unicast address but loopback")
+}
+
+// prefixes is a flag of comma-separated networks in CIDR notation.
+type prefixes []netip.Prefix
+
+func (p *prefixes) String() string {
+	s := make([]string, len(*p))
+	for i, n := range *p {
+		s[i] = n.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (p *prefixes) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a network in CIDR notation (10.0.0.0/24)", s)
+		}
+		*p = append(*p, n)
+	}
+	return nil
+}
+
+func (p *prefixes) Type() string { return "CIDRs" }

@@ -37,7 +37,7 @@ type NodeOptions struct {
 	// LibvirtURI is what launchers connect to; default qemu:///system.
 	LibvirtURI string
 	// Migration is where this node receives live migrations
-	// (--migration-address, --migration-libvirt-uri).
+	// (--migration-address).
 	Migration nodeagent.MigrationOptions
 	// QEMUPidDir is where that libvirtd writes QEMU pid files, as seen
 	// from here; default /run/libvirt/qemu (launcher.DefaultQEMUPidDir).

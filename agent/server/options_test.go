@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,12 @@ func TestValidateRefusesFlagsThatCannotWork(t *testing.T) {
 		{"more per node than per cluster", func(o *Options) {
 			o.ControllerOptions.Migration.ParallelMigrationsPerCluster, o.ControllerOptions.Migration.ParallelOutboundMigrationsPerNode = 2, 3
 		}, "--migrations-per-node (3) must not exceed --migrations-per-cluster (2)"},
+		{"tcp migrations", func(o *Options) { o.ControllerOptions.Migration.Destinations.Transport = "tcp" }, ""},
+		{"an ext transport", func(o *Options) { o.ControllerOptions.Migration.Destinations.Transport = "ext" }, "--migration-transport: unsupported value \"ext\""},
+		{"a port too large", func(o *Options) { o.ControllerOptions.Migration.Destinations.Port = 65536 }, "--migration-libvirt-port"},
+		{"a network with host bits", func(o *Options) {
+			o.ControllerOptions.Migration.Destinations.Networks = []netip.Prefix{netip.MustParsePrefix("10.1.2.3/8")}
+		}, "--migration-networks: 10.1.2.3/8 is not a network address (want 10.0.0.0/8)"},
 	})
 }
 

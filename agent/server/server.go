@@ -242,7 +242,7 @@ func validateMigration(m migctl.Options) error {
 	if m.ParallelOutboundMigrationsPerNode > m.ParallelMigrationsPerCluster && m.ParallelMigrationsPerCluster > 0 {
 		return fmt.Errorf("--migrations-per-node (%d) must not exceed --migrations-per-cluster (%d)", m.ParallelOutboundMigrationsPerNode, m.ParallelMigrationsPerCluster)
 	}
-	return nil
+	return m.Destinations.Validate()
 }
 
 // Agent is a running agent.
@@ -331,6 +331,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		Limits:                  o.APILimits,
 		Metrics:                 apiMetrics,
 		DefaultEvictionStrategy: o.ControllerOptions.DefaultEvictionStrategy,
+		MigrationDestinations:   o.ControllerOptions.Migration.Destinations,
 	})
 
 	runCtx, cancel := context.WithCancel(context.Background())

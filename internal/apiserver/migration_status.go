@@ -13,10 +13,10 @@ import (
 // but for one move: the source of a migration that just completed hands
 // the instance to the target, in the same write that records the end.
 // The target of a running migration writes only its own fields of the
-// migration state (where it receives, when it is ready), or, before the
+// migration state (when it is ready, its domain XML), or, before the
 // source started, that it failed. What the controller decided (which
-// migration, between which nodes, with which settings, whether to abort)
-// no node changes.
+// migration, between which nodes, to which destination, with which
+// settings, whether to abort) no node changes.
 func checkNodeStatusWrite(cur, next *apiv1.VirtualMachineInstance, node string) error {
 	key := cur.GetMetadata().GetNamespace() + "/" + cur.GetMetadata().GetName()
 	if cur.GetStatus().GetEvacuationNodeName() != next.GetStatus().GetEvacuationNodeName() {
@@ -26,6 +26,9 @@ func checkNodeStatusWrite(cur, next *apiv1.VirtualMachineInstance, node string) 
 	}
 	was, is := cur.GetStatus().GetMigrationState(), next.GetStatus().GetMigrationState()
 	if err := controllerFieldsKept(was, is); err != nil {
+		return err
+	}
+	if err := destinationKept(was, is, "node "+node); err != nil {
 		return err
 	}
 	switch {
@@ -42,7 +45,6 @@ func checkNodeStatusWrite(cur, next *apiv1.VirtualMachineInstance, node string) 
 		// Everything but the target's fields stays as it is.
 		want := proto.Clone(cur.GetStatus()).(*apiv1.VirtualMachineInstanceStatus)
 		ws := want.MigrationState
-		ws.TargetLibvirtUri, ws.TargetNodeAddress = is.GetTargetLibvirtUri(), is.GetTargetNodeAddress()
 		ws.TargetReadyTimestamp, ws.TargetDomainXml = is.GetTargetReadyTimestamp(), is.GetTargetDomainXml()
 		if was.GetStartTimestamp() == nil && is.GetFailed() {
 			ws.Completed, ws.Failed, ws.FailureReason, ws.EndTimestamp = true, true, is.GetFailureReason(), is.GetEndTimestamp()
@@ -66,6 +68,25 @@ func controllerFieldsKept(was, is *apiv1.MigrationState) error {
 		was.GetTargetNode() != is.GetTargetNode() || was.GetMethod() != is.GetMethod() ||
 		was.GetAbortRequested() != is.GetAbortRequested() || !proto.Equal(was.GetConfiguration(), is.GetConfiguration()) {
 		return status.Error(codes.PermissionDenied, "status.migration_state: the migration, its nodes, method, configuration and abort request are the controller's; a node may not change them")
+	}
+	return nil
+}
+
+// destinationKept refuses any caller's change of where a migration goes:
+// only the migration controller writes it (through the store, at the
+// handoff), built from the target's registration, since the source
+// host's libvirtd connects to it as root (a qemu+ext URI runs a command
+// there, an address sends the guest's memory to it). who names the
+// caller.
+func destinationKept(was, is *apiv1.MigrationState, who string) error {
+	for _, f := range []struct{ name, from, to string }{
+		{"target_libvirt_uri", was.GetTargetLibvirtUri(), is.GetTargetLibvirtUri()},
+		{"target_node_address", was.GetTargetNodeAddress(), is.GetTargetNodeAddress()},
+	} {
+		if f.from != f.to {
+			return status.Errorf(codes.PermissionDenied, "status.migration_state.%s: %s may not change it from %q to %q: the server builds a migration's destination from the target's registration",
+				f.name, who, f.from, f.to)
+		}
 	}
 	return nil
 }

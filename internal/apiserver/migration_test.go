@@ -97,7 +97,8 @@ func TestNodeStatusWritesDuringMigration(t *testing.T) {
 	ctx := context.Background()
 	svc := newVMIService(f.srv)
 	handoff := &apiv1.MigrationState{MigrationUid: "6f1c2a3e-0000-4000-8000-0000000000a1", SourceNode: "a", TargetNode: "b",
-		Method: apiv1.MigrationMethodBlock, Configuration: &apiv1.MigrationConfiguration{ProgressTimeoutSeconds: 150}}
+		Method: apiv1.MigrationMethodBlock, Configuration: &apiv1.MigrationConfiguration{ProgressTimeoutSeconds: 150},
+		TargetLibvirtUri: "qemu+tls://10.0.0.2:16514/system", TargetNodeAddress: "10.0.0.2"}
 	f.runningInstance(t, "web", func(v *apiv1.VirtualMachineInstance) {
 		v.Metadata.Labels[apiv1.LabelMigrationTargetNode] = "b"
 		v.Status.MigrationState = handoff
@@ -118,9 +119,25 @@ func TestNodeStatusWritesDuringMigration(t *testing.T) {
 		mut        func(*apiv1.VirtualMachineInstance)
 		want       string // "" allowed, else part of the refusal
 	}{
+		// Where it receives is the server's: the source's libvirtd opens
+		// it as root (ext's command= runs a program).
+		{"target names its own destination", "b", func(v *apiv1.VirtualMachineInstance) {
+			st := v.Status.MigrationState
+			st.TargetLibvirtUri, st.TargetNodeAddress = "qemu+ext://10.0.0.2/system?command=/tmp/x", "10.0.0.2"
+			st.TargetReadyTimestamp, st.TargetDomainXml = now, "<domain/>"
+		}, "status.migration_state.target_libvirt_uri: node b may not change it"},
+		{"target names another address", "b", func(v *apiv1.VirtualMachineInstance) {
+			v.Status.MigrationState.TargetNodeAddress = "10.0.0.9"
+		}, "status.migration_state.target_node_address: node b may not change it"},
+		{"target clears the destination", "b", func(v *apiv1.VirtualMachineInstance) {
+			v.Status.MigrationState.TargetLibvirtUri, v.Status.MigrationState.TargetNodeAddress = "", ""
+		}, "status.migration_state.target_libvirt_uri"},
+		{"source names another destination", "a", func(v *apiv1.VirtualMachineInstance) {
+			v.Status.MigrationState.TargetLibvirtUri = "qemu+tcp://10.0.0.2:16509/system"
+		}, "status.migration_state.target_libvirt_uri: node a may not change it"},
 		{"target reports ready", "b", func(v *apiv1.VirtualMachineInstance) {
 			st := v.Status.MigrationState
-			st.TargetLibvirtUri, st.TargetNodeAddress, st.TargetReadyTimestamp, st.TargetDomainXml = "qemu+tls://b/system", "10.0.0.2", now, "<domain/>"
+			st.TargetReadyTimestamp, st.TargetDomainXml = now, "<domain/>"
 		}, ""},
 		{"target touches the phase", "b", func(v *apiv1.VirtualMachineInstance) { v.Status.Phase = apiv1.PhaseFailed }, "only the migration state's target fields"},
 		{"target claims the instance", "b", func(v *apiv1.VirtualMachineInstance) { v.Status.NodeName = "b" }, "target fields"},
@@ -154,5 +171,17 @@ func TestNodeStatusWritesDuringMigration(t *testing.T) {
 		case tc.want != "" && (code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v; want PermissionDenied saying %q", tc.name, err, tc.want)
 		}
+	}
+	// Nor an admin through the API: the controller writes it, through the
+	// store.
+	cur, err := f.st.VMIs.Get(ctx, "default", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
+	next.Status.MigrationState.TargetLibvirtUri = "qemu+tcp://10.0.0.2:16509/system"
+	_, err = svc.UpdateStatus(WithIdentity(ctx, Identity{Kind: Admin}), &apiv1.UpdateVirtualMachineInstanceStatusRequest{Vmi: next})
+	if code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "status.migration_state.target_libvirt_uri: admin may not change it") {
+		t.Errorf("admin changes the destination: %v; want PermissionDenied", err)
 	}
 }

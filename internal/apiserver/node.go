@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -60,6 +61,14 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 	if errs := validation.ValidateNode(in); len(errs) > 0 {
 		return nil, validation.ToStatusError("Node", in.GetMetadata().GetName(), errs)
 	}
+	// The check that no other node holds the migration address and the
+	// write that claims it are one step here; across servers the
+	// migration controller checks again at every handoff.
+	n.s.registerMu.Lock()
+	defer n.s.registerMu.Unlock()
+	if err := n.checkMigrationAddress(ctx, in); err != nil {
+		return nil, err
+	}
 	now := n.s.opts.Clock()
 	name := in.Metadata.Name
 	refresh := func(node *apiv1.Node) *apiv1.Node {
@@ -77,6 +86,7 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 		st.Allocatable = in.GetStatus().GetAllocatable()
 		st.NodeInfo = in.GetStatus().GetNodeInfo()
 		st.Address = in.GetStatus().GetAddress()
+		st.MigrationAddress = in.GetStatus().GetMigrationAddress()
 		st.Schedulable = in.GetStatus().GetSchedulable()
 		// The agent lists its image directory at start, so registering
 		// replaces the list, an empty one included.
@@ -90,21 +100,50 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 		n.beat(st, now)
 		return node
 	}
-	out, err := n.s.stores.Nodes.GuaranteedUpdate(ctx, "", name, func(cur *apiv1.Node) (*apiv1.Node, error) {
-		return refresh(cur), nil
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		fresh := &apiv1.Node{Metadata: &apiv1.ObjectMeta{Name: name}, Spec: &apiv1.NodeSpec{}}
-		out, err = n.s.stores.Nodes.Create(ctx, refresh(fresh))
-		if errors.Is(err, store.ErrAlreadyExists) {
-			return n.Register(ctx, req) // raced with ourselves on another server
+	for {
+		out, err := n.s.stores.Nodes.GuaranteedUpdate(ctx, "", name, func(cur *apiv1.Node) (*apiv1.Node, error) {
+			return refresh(cur), nil
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			fresh := &apiv1.Node{Metadata: &apiv1.ObjectMeta{Name: name}, Spec: &apiv1.NodeSpec{}}
+			out, err = n.s.stores.Nodes.Create(ctx, refresh(fresh))
+			if errors.Is(err, store.ErrAlreadyExists) {
+				continue // raced with ourselves on another server
+			}
+		}
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		n.s.log.Info("node registered", "node", name, "migration_address", out.GetStatus().GetMigrationAddress())
+		return out, nil
+	}
+}
+
+// checkMigrationAddress refuses a migration address the operator's
+// networks do not hold (--migration-networks) or that another node
+// registered: every migration to this node goes to it, so a node claiming
+// another host's address would have sources send guests there.
+func (n *nodeService) checkMigrationAddress(ctx context.Context, in *apiv1.Node) error {
+	a, name := in.GetStatus().GetMigrationAddress(), in.GetMetadata().GetName()
+	if a == "" {
+		return nil
+	}
+	invalid := func(why string) error {
+		return validation.ToStatusError("Node", name, field.ErrorList{field.Invalid(field.NewPath("status", "migration_address"), a, why)})
+	}
+	if err := n.s.opts.MigrationDestinations.CheckAddress(a); err != nil {
+		return invalid(err.Error())
+	}
+	nodes, _, err := n.s.stores.Nodes.List(ctx, store.ListOptions{})
+	if err != nil {
+		return toStatus(err)
+	}
+	for _, o := range nodes {
+		if o.GetMetadata().GetName() != name && o.GetStatus().GetMigrationAddress() == a {
+			return invalid(fmt.Sprintf("node %s registered it: a node may not claim another host's address", o.GetMetadata().GetName()))
 		}
 	}
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	n.s.log.Info("node registered", "node", name)
-	return out, nil
+	return nil
 }
 
 // withNodeOwnLabels is labels with the node's own (validation.NodeOwnedLabel)

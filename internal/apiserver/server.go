@@ -6,12 +6,14 @@ package apiserver
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"google.golang.org/grpc"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
@@ -83,6 +85,9 @@ type Options struct {
 	// DefaultEvictionStrategy applies to instances that set none
 	// (--default-eviction-strategy); empty is apiv1.DefaultEvictionStrategy.
 	DefaultEvictionStrategy string
+	// MigrationDestinations is the cluster's migration policy: Register
+	// refuses a migration address outside its networks (node.go).
+	MigrationDestinations migrationdest.Policy
 }
 
 // Server serves all API services.
@@ -96,6 +101,9 @@ type Server struct {
 	// oversize carries the requests the codec refused to their
 	// interceptor (reqlimits.go).
 	oversize *oversized
+	// registerMu makes Register's check that no other node holds a
+	// migration address and its write one step on this server.
+	registerMu sync.Mutex
 }
 
 // New returns a server over stores.

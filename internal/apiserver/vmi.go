@@ -50,16 +50,21 @@ func (v *vmiService) UpdateStatus(ctx context.Context, req *apiv1.UpdateVirtualM
 	if err != nil {
 		return nil, err
 	}
-	if errs := validation.ValidateVirtualMachineInstanceStatus(in.GetStatus(), field.NewPath("status")); len(errs) > 0 {
-		return nil, validation.ToStatusError(v.kind, ref, errs)
-	}
 	// A node reports only on its own instances and cannot move one: where
 	// an instance runs is the scheduler's, and a node that could claim
-	// instances could read their secrets.
+	// instances could read their secrets. Where a migration goes is the
+	// controller's alone (it writes through the store), whoever asks.
+	// Decided before the values are judged: what a caller may not write
+	// at all is refused as that, not as an invalid value.
 	if id := IdentityFrom(ctx); id.Kind == Node {
 		if err := checkNodeStatusWrite(cur, in, id.Node); err != nil {
 			return nil, err
 		}
+	} else if err := destinationKept(cur.GetStatus().GetMigrationState(), in.GetStatus().GetMigrationState(), id.String()); err != nil {
+		return nil, err
+	}
+	if errs := validation.ValidateVirtualMachineInstanceStatus(in.GetStatus(), field.NewPath("status")); len(errs) > 0 {
+		return nil, validation.ToStatusError(v.kind, ref, errs)
 	}
 	next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
 	next.Status = in.GetStatus()

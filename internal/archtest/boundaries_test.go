@@ -34,7 +34,7 @@ var layers = []struct {
 	name     string
 	patterns []string
 }{
-	{"API types", []string{"internal/api/v1"}},
+	{"API types", []string{"internal/api/v1", "internal/api/migrationdest"}},
 	{"validation", []string{"internal/api/validation"}},
 	{"libraries", []string{"internal/fsutil", "internal/pki", "internal/cloudinit", "internal/termraw", "internal/procfs",
 		"internal/hostns", "internal/guestnet", "internal/macaddr", "internal/vmlifecycle", "internal/imagestore",
@@ -98,6 +98,8 @@ var providerAllowed = map[string]string{
 	"internal/imagewait":      "waiting for an Image to be pulled, shared with the CLI: client side (it imports only the client and the API)",
 	"internal/pki":            "through the client: the CA and certificates of its TLS",
 	"internal/fsutil":         "through pki: reading and writing key files",
+
+	"internal/api/migrationdest": "through validation: the rule for a migration destination, which the API's checks apply",
 }
 
 // TestBoundaries checks the rules once, on the default build's and the

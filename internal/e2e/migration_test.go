@@ -197,18 +197,7 @@ func (c *mnCluster) lastMigration(name string) *apiv1.VirtualMachineInstanceMigr
 // waitMigration waits until migration name is final and in phase want.
 func (c *mnCluster) waitMigration(name, want string) *apiv1.VirtualMachineInstanceMigration {
 	c.t.Helper()
-	var m *apiv1.VirtualMachineInstanceMigration
-	testutil.EventuallyNoError(c.t, migrationTimeout, "migration "+name+" to end", func() error {
-		var err error
-		m, err = c.api.Migrations.Get(c.ctx, &apiv1.GetMigrationRequest{Key: &apiv1.ObjectKey{Namespace: c.ns, Name: name}})
-		if err != nil {
-			return err
-		}
-		if !apiv1.IsMigrationFinal(m.GetStatus().GetPhase()) {
-			return fmt.Errorf("phase %s (%s: %s)", m.GetStatus().GetPhase(), m.GetStatus().GetReason(), m.GetStatus().GetMessage())
-		}
-		return nil
-	})
+	m := c.waitMigrationEnd(name)
 	if got := m.GetStatus().GetPhase(); got != want {
 		c.t.Fatalf("migration %s ended %s (%s: %s; instance state %v), want %s", name, got,
 			m.GetStatus().GetReason(), m.GetStatus().GetMessage(), m.GetStatus().GetMigrationState(), want)

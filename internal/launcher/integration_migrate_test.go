@@ -3,9 +3,14 @@ package launcher
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
@@ -55,7 +60,8 @@ func TestLauncherLiveMigration(t *testing.T) {
 		t.Fatalf("target domain %v, want uuid %s with a QEMU", onB, uuid)
 	}
 	// The same uid never runs twice.
-	again, err := ca.Migrate(ctx, &launcherpb.MigrateRequest{MigrationUid: "mig-1", TargetLibvirtUri: nodes[1].TCPURI, DestXml: "<domain/>"})
+	again, err := ca.Migrate(ctx, &launcherpb.MigrateRequest{MigrationUid: "mig-1", TargetLibvirtUri: nodes[1].TCPURI,
+		TargetAddress: nodes[1].Addr, DestXml: "<domain/>"})
 	if err != nil || !again.GetCompleted() || again.GetFailed() {
 		t.Fatalf("Migrate again with the same uid = %v, %v; want the completed record", again, err)
 	}
@@ -73,6 +79,61 @@ func TestLauncherLiveMigration(t *testing.T) {
 	t.Logf("B → A: %d ms elapsed, %d ms downtime", back.GetProgress().GetElapsedMs(), back.GetProgress().GetDowntimeMs())
 	wantDomain(ctx, t, nodes[0], domain, "running")
 	wantDomain(ctx, t, nodes[1], domain, "shut off")
+}
+
+// TestLauncherRefusesForeignDestinations: the launcher hands libvirt only
+// a destination the server could have built. A qemu+ext URI would have
+// the source host's libvirtd run its command as root (the marker file);
+// Migrate refuses it, and every other foreign one, before libvirt sees
+// it, and the guest runs on.
+func TestLauncherRefusesForeignDestinations(t *testing.T) {
+	requireLibvirt(t)
+	nodes := multinode.Start(t, 1, multinode.Options{})
+	domain := fmt.Sprintf("vp-dest-%d", time.Now().UnixNano()%1_000_000_000)
+	e := envOn(t, nodes[0], domain)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	c, _, _ := e.launchRunning(ctx, "")
+	xml, err := nodes[0].Virsh(ctx, "dumpxml", "--migratable", domain)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir, err := os.MkdirTemp("/tmp", "vp-ext-") // every node's libvirtd sees /tmp
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	marker, script := filepath.Join(dir, "ran-as"), filepath.Join(dir, "ext-command")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nid -u > "+marker+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const foreign = "192.0.2.254"
+	for i, tc := range []struct{ uri, addr string }{
+		{"qemu+ext://" + foreign + "/system?command=" + script, foreign},
+		{"qemu+tcp://" + foreign + ":16509/system?command=" + script, foreign},
+		{nodes[0].TCPURI, foreign},
+	} {
+		uid := fmt.Sprintf("mig-bad-%d", i)
+		st, err := c.Migrate(ctx, &launcherpb.MigrateRequest{MigrationUid: uid, TargetLibvirtUri: tc.uri, TargetAddress: tc.addr, DestXml: xml})
+		if err == nil {
+			// What it leads to: libvirt's job, to that destination.
+			testutil.Eventually(t, 2*time.Minute, "migration "+uid+" to end", func() bool {
+				st, err = c.GetMigration(ctx)
+				return err == nil && st.GetCompleted()
+			})
+			ran, _ := os.ReadFile(marker)
+			t.Fatalf("Migrate to %s (address %s) started libvirt's job, which ended %v; the command ran as uid %q (marker %s)",
+				tc.uri, tc.addr, st, strings.TrimSpace(string(ran)), marker)
+		}
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "target_libvirt_uri") {
+			t.Fatalf("Migrate to %s (address %s): %v; want InvalidArgument naming target_libvirt_uri", tc.uri, tc.addr, err)
+		}
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatalf("marker %s: %v; the command ran", marker, err)
+	}
+	wantDomain(ctx, t, nodes[0], domain, "running")
 }
 
 // migrate runs one migration from src to dst (dst's env e, on node) and

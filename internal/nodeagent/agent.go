@@ -196,7 +196,7 @@ func (a *Agent) newRoles() error {
 		a.pulls, h.pulls = p, p
 	}
 	mo := migration.Options{
-		NodeName: o.NodeName, Address: o.Migration.Address, LibvirtURI: o.Migration.LibvirtURI,
+		NodeName: o.NodeName, Address: o.Migration.Address,
 		KVM:  func() bool { return a.host.KVMUsable },
 		Poll: o.Timing.MigrationPoll, IncomingLease: o.Timing.IncomingLease, CallTimeout: o.Timing.CallTimeout,
 		Records: h, Launchers: a.launchers, Handler: h, Disks: h.disks,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
@@ -74,14 +74,13 @@ type VolumeCopier interface {
 var _ VolumeCopier = disks.QemuImg{}
 
 // MigrationOptions are where this node receives live migrations: the
-// address QEMU's stream comes to and the libvirt URI the sources'
-// libvirtds connect to (peer-to-peer). Without an address the node takes
-// no migrations (the target fails them, saying so).
+// address it registers, which QEMU's stream and the sources' libvirtds
+// (on the cluster's transport and port, the server's configuration)
+// connect to. Without an address the node takes no migrations.
 type MigrationOptions struct {
-	// Address is an IP of this node the other nodes reach.
+	// Address is an IP of this node the other nodes reach: a unicast IP
+	// literal (migrationdest.ParseAddress).
 	Address string
-	// LibvirtURI defaults to qemu+tls://<Address>/system.
-	LibvirtURI string
 }
 
 // NodeReporter is what registration and heartbeats need of the node
@@ -240,12 +239,10 @@ func (o *Options) complete() error {
 	if o.LibvirtURI == "" {
 		o.LibvirtURI = launcher.DefaultLibvirtURI
 	}
-	if o.Migration.Address != "" {
-		if net.ParseIP(o.Migration.Address) == nil {
-			return fmt.Errorf("migration address %q is not an IP address", o.Migration.Address)
-		}
-		if o.Migration.LibvirtURI == "" {
-			o.Migration.LibvirtURI = "qemu+tls://" + net.JoinHostPort(o.Migration.Address, "16514") + "/system"
+	if a := o.Migration.Address; a != "" {
+		// Registration would refuse it; saying so at start is clearer.
+		if _, err := migrationdest.ParseAddress(a); err != nil {
+			return fmt.Errorf("migration address %q %w", a, err)
 		}
 	}
 	if o.Tools == nil {

@@ -39,6 +39,9 @@ func (a *Agent) node(ctx context.Context) *apiv1.Node {
 			Capacity:    map[string]string{"cpu": cpus, "memory": bytesQuantity(h.MemoryBytes)},
 			Allocatable: map[string]string{"cpu": cpus, "memory": bytesQuantity(alloc)},
 			Schedulable: true,
+			// Where migrations to this node go: the server builds each
+			// destination from it.
+			MigrationAddress: a.opts.Migration.Address,
 			NodeInfo: &apiv1.NodeInfo{
 				Hostname:       h.Hostname,
 				AgentVersion:   a.opts.AgentVersion,

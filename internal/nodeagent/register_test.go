@@ -69,3 +69,21 @@ func TestNodeLabels(t *testing.T) {
 		}
 	}
 }
+
+// The agent registers its --migration-address, which the server builds
+// every destination from; one that names no host in particular is refused
+// at start.
+func TestRegistersTheMigrationAddress(t *testing.T) {
+	h := newHarness(t)
+	a := h.newAgent(func(o *Options) { o.Migration.Address = "169.254.7.2" })
+	if got := a.node(h.ctx).GetStatus().GetMigrationAddress(); got != "169.254.7.2" {
+		t.Fatalf("registers migration address %q, want 169.254.7.2", got)
+	}
+	for _, addr := range []string{"127.0.0.1", "0.0.0.0", "node-b", "10.0.0.2:16514"} {
+		o := h.options()
+		o.Migration.Address = addr
+		if _, err := New(o); err == nil || !strings.Contains(err.Error(), "migration address") {
+			t.Errorf("--migration-address %s: %v; want it refused", addr, err)
+		}
+	}
+}

@@ -2458,8 +2458,9 @@ func (x *InterfaceStatus) GetInterfaceName() string {
 
 // MigrationState is a live migration's shared record (KubeVirt's
 // VirtualMachineInstanceMigrationState). The controller writes the handoff
-// (uid, nodes, configuration); the target node agent writes the target
-// fields; the source node agent writes the start, progress and outcome.
+// (uid, nodes, destination, configuration); the target node agent writes
+// when it is ready and its domain XML; the source node agent writes the
+// start, progress and outcome.
 // It stays on the instance after the migration ends until the next one.
 type MigrationState struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2487,6 +2488,10 @@ type MigrationState struct {
 	Method string `protobuf:"bytes,12,opt,name=method,proto3" json:"method,omitempty"`
 	// Where the target receives: its libvirt URI for the source's libvirtd
 	// (peer-to-peer) and the address QEMU's migration stream goes to.
+	// Written by the controller at the handoff from the target node's
+	// registered migration address and the cluster's transport; no node
+	// may change them, and the source and its launcher check them
+	// (package migrationdest) before libvirt sees them.
 	TargetLibvirtUri  string `protobuf:"bytes,13,opt,name=target_libvirt_uri,json=targetLibvirtUri,proto3" json:"target_libvirt_uri,omitempty"`
 	TargetNodeAddress string `protobuf:"bytes,14,opt,name=target_node_address,json=targetNodeAddress,proto3" json:"target_node_address,omitempty"`
 	// The target's receiving domain was defined and is waiting for the
@@ -3012,9 +3017,15 @@ type NodeStatus struct {
 	// nodes that list it.
 	Bridges []string `protobuf:"bytes,11,rep,name=bridges,proto3" json:"bridges,omitempty"`
 	// Active libvirt networks on the node's libvirtd, by name, sorted.
-	Networks      []string `protobuf:"bytes,12,rep,name=networks,proto3" json:"networks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Networks []string `protobuf:"bytes,12,rep,name=networks,proto3" json:"networks,omitempty"`
+	// The IP address live migrations to this node come to (the agent's
+	// --migration-address): a unicast IP literal in the operator's
+	// --migration-networks, held by no other node. The server builds every
+	// migration destination from it (package migrationdest); empty: the
+	// node takes no migrations.
+	MigrationAddress string `protobuf:"bytes,13,opt,name=migration_address,json=migrationAddress,proto3" json:"migration_address,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -3129,6 +3140,13 @@ func (x *NodeStatus) GetNetworks() []string {
 		return x.Networks
 	}
 	return nil
+}
+
+func (x *NodeStatus) GetMigrationAddress() string {
+	if x != nil {
+		return x.MigrationAddress
+	}
+	return ""
 }
 
 // NodeEvacuation is the progress of a node's drain.
@@ -4517,7 +4535,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x18.virtplane.v1.NodeStatusR\x06status\"F\n" +
 	"\bNodeSpec\x12$\n" +
 	"\runschedulable\x18\x01 \x01(\bR\runschedulable\x12\x14\n" +
-	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xe2\x05\n" +
+	"\x05drain\x18\x02 \x01(\bR\x05drain\"\x8f\x06\n" +
 	"\n" +
 	"NodeStatus\x12B\n" +
 	"\bcapacity\x18\x01 \x03(\v2&.virtplane.v1.NodeStatus.CapacityEntryR\bcapacity\x12K\n" +
@@ -4536,7 +4554,8 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	" \x01(\v2\x1c.virtplane.v1.NodeEvacuationR\n" +
 	"evacuation\x12\x18\n" +
 	"\abridges\x18\v \x03(\tR\abridges\x12\x1a\n" +
-	"\bnetworks\x18\f \x03(\tR\bnetworks\x1a;\n" +
+	"\bnetworks\x18\f \x03(\tR\bnetworks\x12+\n" +
+	"\x11migration_address\x18\r \x01(\tR\x10migrationAddress\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +

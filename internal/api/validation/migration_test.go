@@ -31,13 +31,44 @@ func TestValidateMigration(t *testing.T) {
 
 func TestValidateMigrationState(t *testing.T) {
 	st := &apiv1.VirtualMachineInstanceStatus{MigrationState: &apiv1.MigrationState{
-		TargetNodeAddress: "not-an-ip", Mode: "Sideways", AbortStatus: "Maybe", Method: "Teleport",
+		TargetLibvirtUri: "qemu+tls://10.0.0.2:16514/system", TargetNodeAddress: "not-an-ip", Mode: "Sideways", AbortStatus: "Maybe", Method: "Teleport",
 		TargetDomainXml: strings.Repeat("x", maxDomainXML+1),
 	}}
 	got := fields(ValidateVirtualMachineInstanceStatus(st, field.NewPath("status")))
 	for _, want := range []string{"target_node_address", "mode", "abort_status", "method", "target_domain_xml"} {
 		if !strings.Contains(got, "status.migration_state."+want) {
 			t.Errorf("errors %s do not name migration_state.%s", got, want)
+		}
+	}
+}
+
+// TestValidateMigrationDestination: an admin's write of a migration state
+// is held to the rule the source applies (migrationdest.Validate), each
+// error naming its field; a completed migration's destination is history.
+func TestValidateMigrationDestination(t *testing.T) {
+	const uri, addr = "qemu+tls://10.0.0.2:16514/system", "10.0.0.2"
+	for _, tc := range []struct {
+		name, uri, addr string
+		completed       bool
+		want            string // "" valid, else the field
+	}{
+		{"none yet", "", "", false, ""},
+		{"the server's", uri, addr, false, ""},
+		{"tcp", "qemu+tcp://10.0.0.2:16509/system", addr, false, ""},
+		{"ext runs a command", "qemu+ext:///system?command=/tmp/x", addr, false, "target_libvirt_uri"},
+		{"a query", uri + "?no_verify=1", addr, false, "target_libvirt_uri"},
+		{"another host", "qemu+tls://10.0.0.3:16514/system", addr, false, "target_libvirt_uri"},
+		{"a loopback address", "qemu+tls://127.0.0.1:16514/system", "127.0.0.1", false, "target_node_address"},
+		{"a URI alone", uri, "", false, "target_node_address"},
+		{"an address alone", "", addr, false, "target_libvirt_uri"},
+		{"history", "qemu+ssh://root@node-b/system", addr, true, ""},
+		{"history with a control character", "qemu+ssh://node-b/system\n", addr, true, "target_libvirt_uri"},
+	} {
+		st := &apiv1.VirtualMachineInstanceStatus{MigrationState: &apiv1.MigrationState{
+			TargetLibvirtUri: tc.uri, TargetNodeAddress: tc.addr, Completed: tc.completed}}
+		got := fields(ValidateVirtualMachineInstanceStatus(st, field.NewPath("status")))
+		if want := "status.migration_state." + tc.want; (tc.want == "") != (got == "") || (tc.want != "" && got != want) {
+			t.Errorf("%s: errors %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
@@ -58,6 +59,13 @@ func ValidateNode(node *apiv1.Node) field.ErrorList {
 	errs = append(errs, validatePrintable(st.GetAddress(), maxNodeAddressLen, status.Child("address"), false)...)
 	errs = append(errs, ValidateNodeImages(st.GetImages(), status.Child("images"))...)
 	errs = append(errs, ValidateNodeNetworks(st.GetBridges(), st.GetNetworks(), status.Child("bridges"), status.Child("networks"))...)
+	if a := st.GetMigrationAddress(); a != "" {
+		// Every migration to the node is built from it: the operator's
+		// networks and other nodes' addresses are the server's to check.
+		if _, err := migrationdest.ParseAddress(a); err != nil {
+			errs = append(errs, field.Invalid(status.Child("migration_address"), a, err.Error()))
+		}
+	}
 	return errs
 }
 

@@ -89,6 +89,13 @@ func TestValidateNode(t *testing.T) {
 		}, []want{invalid("status.node_info.hostname"), tooLong("status.node_info.qemu_version"), invalid("status.node_info.architecture")}},
 		{"address with spaces", func(n *apiv1.Node) { n.Status.Address = "10.0.0.1 evil" }, []want{invalid("status.address")}},
 		{"address too long", func(n *apiv1.Node) { n.Status.Address = strings.Repeat("a", 300) }, []want{tooLong("status.address")}},
+		{"migration address", func(n *apiv1.Node) { n.Status.MigrationAddress = "169.254.7.2" }, nil},
+		{"migration address IPv6", func(n *apiv1.Node) { n.Status.MigrationAddress = "2001:db8::2" }, nil},
+		{"migration address loopback", func(n *apiv1.Node) { n.Status.MigrationAddress = "127.0.0.1" }, []want{invalid("status.migration_address")}},
+		{"migration address unspecified", func(n *apiv1.Node) { n.Status.MigrationAddress = "::" }, []want{invalid("status.migration_address")}},
+		{"migration address multicast", func(n *apiv1.Node) { n.Status.MigrationAddress = "239.1.2.3" }, []want{invalid("status.migration_address")}},
+		{"migration address a name", func(n *apiv1.Node) { n.Status.MigrationAddress = "node-b" }, []want{invalid("status.migration_address")}},
+		{"migration address with a port", func(n *apiv1.Node) { n.Status.MigrationAddress = "10.0.0.2:16514" }, []want{invalid("status.migration_address")}},
 		{"too many labels", func(n *apiv1.Node) {
 			for i := range MaxLabels {
 				n.Metadata.Labels[fmt.Sprintf("node.virtplane.io/l%d", i)] = "x"

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
@@ -45,6 +46,10 @@ type Options struct {
 	// TLS encrypts QEMU's migration stream (libvirt's migrate_tls; the
 	// nodes need libvirt's TLS certificates).
 	TLS bool
+	// Destinations is how sources reach targets (libvirtd's transport and
+	// port) and which addresses nodes may register: every migration's
+	// destination is built by it from the target's registration.
+	Destinations migrationdest.Policy
 	// UnschedulableTimeout fails a migration whose target fits nowhere
 	// for this long (KubeVirt: 5 minutes for an unschedulable target pod).
 	UnschedulableTimeout time.Duration

@@ -39,10 +39,13 @@ type fixture struct {
 	c      *Controller
 }
 
+// readyNode is a Ready node a, b or c, registered with the migration
+// address 10.0.0.1, .2 or .3.
 func readyNode(name string) *apiv1.Node {
 	return &apiv1.Node{
 		Metadata: &apiv1.ObjectMeta{Name: name, Uid: "uid-" + name},
-		Status:   &apiv1.NodeStatus{Conditions: []*apiv1.Condition{{Type: apiv1.ConditionReady, Status: apiv1.ConditionTrue}}},
+		Status: &apiv1.NodeStatus{Conditions: []*apiv1.Condition{{Type: apiv1.ConditionReady, Status: apiv1.ConditionTrue}},
+			MigrationAddress: fmt.Sprintf("10.0.0.%d", name[0]-'a'+1)},
 	}
 }
 

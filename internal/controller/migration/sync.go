@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
@@ -27,6 +28,7 @@ const (
 	ReasonTargetDown    = "TargetNodeDown"
 	ReasonStateLost     = "StateLost"
 	ReasonSourceFailed  = "MigrationFailed"
+	ReasonNoDestination = "NoMigrationDestination"
 )
 
 // retryPending is how often a migration waiting for a slot or a target is
@@ -251,11 +253,15 @@ func (c *Controller) schedule(ctx context.Context, m *apiv1.VirtualMachineInstan
 }
 
 // handoff gives the migration to the nodes: the instance's migration
-// state names the source and target and carries the configuration, and a
-// label lets the target's agent see the instance.
+// state names the source and target, where the target receives and the
+// configuration, and a label lets the target's agent see the instance.
 func (c *Controller) handoff(ctx context.Context, m *apiv1.VirtualMachineInstanceMigration, vmi *apiv1.VirtualMachineInstance) error {
 	uid := m.GetMetadata().GetUid()
 	if vmi.GetStatus().GetMigrationState().GetMigrationUid() != uid {
+		dest, err := c.destination(m.GetStatus().GetTargetNode())
+		if err != nil {
+			return c.fail(ctx, m, vmi, ReasonNoDestination, err.Error())
+		}
 		now := c.opts.Clock()
 		out := proto.Clone(vmi).(*apiv1.VirtualMachineInstance)
 		if out.Metadata.Labels == nil {
@@ -269,6 +275,9 @@ func (c *Controller) handoff(ctx context.Context, m *apiv1.VirtualMachineInstanc
 			Mode:          apiv1.MigrationModePreCopy,
 			Method:        apiv1.MigrationMethodFor(vmi.GetSpec()),
 			Configuration: c.opts.configuration(),
+
+			TargetLibvirtUri:  dest.LibvirtURI,
+			TargetNodeAddress: dest.Address,
 		}
 		if _, err := c.updateVMI(ctx, out); err != nil {
 			return fmt.Errorf("handing migration %s to the nodes: %w", informer.Key(m), err)
@@ -279,6 +288,32 @@ func (c *Controller) handoff(ctx context.Context, m *apiv1.VirtualMachineInstanc
 	return c.update(ctx, m, func(st *apiv1.VirtualMachineInstanceMigrationStatus, now time.Time) {
 		st.SetPhase(apiv1.MigrationPreparingTarget, now)
 	})
+}
+
+// destination is where a migration to node goes: built from the
+// node's registered migration address by the cluster's policy, never
+// from anything a node writes on an instance. An address another node
+// registered too (two servers' Register calls raced) is refused: the
+// migration would go to whichever host answers there.
+func (c *Controller) destination(node string) (migrationdest.Destination, error) {
+	n, ok := c.nodeInf.Get("", node)
+	if !ok {
+		return migrationdest.Destination{}, fmt.Errorf("target node %s is not registered", node)
+	}
+	addr := n.GetStatus().GetMigrationAddress()
+	if addr == "" {
+		return migrationdest.Destination{}, fmt.Errorf("target node %s takes no migrations: its agent registered no --migration-address", node)
+	}
+	for _, o := range c.nodeInf.List() {
+		if o.GetMetadata().GetName() != node && o.GetStatus().GetMigrationAddress() == addr {
+			return migrationdest.Destination{}, fmt.Errorf("target node %s's migration address %s is registered by node %s too", node, addr, o.GetMetadata().GetName())
+		}
+	}
+	d, err := c.opts.Destinations.Build(addr)
+	if err != nil {
+		return migrationdest.Destination{}, fmt.Errorf("target node %s: %w", node, err)
+	}
+	return d, nil
 }
 
 func orNone(s string) string {

@@ -124,7 +124,8 @@ func TestHostPortInUseOnOneNode(t *testing.T) {
 // count against it.
 func TestHostPortsFollowMigration(t *testing.T) {
 	mover := on(withForwards(vmi("mover", 1, "1Gi"), fwd("", 18080, "")), "a", apiv1.PhaseRunning)
-	f := newFixture(t, Options{}, []*apiv1.Node{node("a", "8", "16Gi", nil), node("b", "8", "16Gi", nil), node("c", "8", "8Gi", nil)},
+	f := newFixture(t, Options{}, []*apiv1.Node{migratable(node("a", "8", "16Gi", nil), "10.0.0.1"),
+		migratable(node("b", "8", "16Gi", nil), "10.0.0.2"), migratable(node("c", "8", "8Gi", nil), "10.0.0.3")},
 		mover, withForwards(vmi("late", 1, "1Gi"), fwd("", 18080, "")))
 	if got, msg := f.c.PlaceMigrationTarget(f.stored("mover"), nil); got != "b" {
 		t.Fatalf("mover's target = %q (%s), want b: its own port on a is excluded with a", got, msg)

@@ -12,14 +12,19 @@ import (
 const (
 	reasonSource      = "node(s) were the source"
 	reasonAccelerator = "node(s) had another accelerator than the source (KVM or TCG)"
+	// reasonNoMigrationAddress: the node registered no migration address
+	// (its agent's --migration-address), which every destination is
+	// built from.
+	reasonNoMigrationAddress = "node(s) take no migrations (no --migration-address)"
 )
 
 // PlaceMigrationTarget chooses the node a running instance migrates to:
 // the same placement as a new instance (host-resource policy, resources,
 // node selector, images, bridges, libvirt networks, MACs, host ports,
-// readiness) over every node but the
-// source, and only nodes with the source's accelerator (a KVM guest's CPU
-// does not exist under TCG, nor the reverse). added narrows the
+// readiness) over every node but the source, only nodes that registered
+// a migration address, and only nodes with the source's accelerator (a
+// KVM guest's CPU does not exist under TCG, nor the reverse). added
+// narrows the
 // instance's own node selector; on a key clash the instance's value wins
 // (KubeVirt's addedNodeSelector), except the node pin a VM with
 // persistent volumes gets, which a migration moves along with the volumes
@@ -58,6 +63,8 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 		switch {
 		case n.GetMetadata().GetName() == source:
 			cands[i].excluded = reasonSource
+		case n.GetStatus().GetMigrationAddress() == "":
+			cands[i].excluded = reasonNoMigrationAddress
 		case known && n.GetStatus().GetNodeInfo() != nil && n.GetStatus().GetNodeInfo().GetKvmUsable() != kvm:
 			cands[i].excluded = reasonAccelerator
 		}

@@ -11,6 +11,12 @@ func withKVM(n *apiv1.Node, kvm bool) *apiv1.Node {
 	return withNode(n, func(n *apiv1.Node) { n.Status.NodeInfo = &apiv1.NodeInfo{KvmUsable: kvm} })
 }
 
+// migratable gives n a migration address, as its agent's
+// --migration-address registers.
+func migratable(n *apiv1.Node, addr string) *apiv1.Node {
+	return withNode(n, func(n *apiv1.Node) { n.Status.MigrationAddress = addr })
+}
+
 func TestPlaceMigrationTarget(t *testing.T) {
 	// A VM with a persistent volume is pinned to its node; its migration
 	// takes the volume along, so the pin does not bind the target.
@@ -19,14 +25,19 @@ func TestPlaceMigrationTarget(t *testing.T) {
 	pinned.Spec.Volumes = []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi", Image: "only-on-a.qcow2"}}}
 	zone := map[string]string{"zone": "z1"}
 	f := newFixture(t, Options{}, []*apiv1.Node{
-		withKVM(node("a", "4", "8Gi", zone), false),
-		withKVM(node("b", "4", "8Gi", zone), true),  // another accelerator
-		withKVM(node("c", "4", "8Gi", zone), false), // fits
-		withKVM(node("d", "4", "8Gi", nil), false),  // another zone
+		migratable(withKVM(node("a", "4", "8Gi", zone), false), "10.0.0.1"),
+		migratable(withKVM(node("b", "4", "8Gi", zone), true), "10.0.0.2"),  // another accelerator
+		migratable(withKVM(node("c", "4", "8Gi", zone), false), "10.0.0.3"), // fits
+		migratable(withKVM(node("d", "4", "8Gi", nil), false), "10.0.0.4"),  // another zone
+		withKVM(node("e", "4", "8Gi", zone), false),                         // takes no migrations
 	}, pinned)
 
 	if got, msg := f.c.PlaceMigrationTarget(f.stored("vm1"), nil); got != "c" {
 		t.Fatalf("target = %q (%s), want c", got, msg)
+	}
+	// A node that registered no migration address is never a target.
+	if got, msg := f.c.PlaceMigrationTarget(f.stored("vm1"), map[string]string{apiv1.LabelNodeName: "e"}); got != "" || !strings.Contains(msg, "1 "+reasonNoMigrationAddress) {
+		t.Fatalf("to e = %q, %q; want refused, saying it takes no migrations", got, msg)
 	}
 	// added narrows; the instance's own keys win.
 	got, msg := f.c.PlaceMigrationTarget(f.stored("vm1"), map[string]string{apiv1.LabelNodeName: "b"})

@@ -183,8 +183,8 @@ func TestPlaceByNetworks(t *testing.T) {
 // The instance's own MACs never count against it.
 func TestPlaceByMAC(t *testing.T) {
 	nodes := []*apiv1.Node{
-		withNets(node("a", "4", "8Gi", nil), []string{"br0"}, nil),
-		withNets(node("b", "4", "4Gi", nil), []string{"br0"}, nil),
+		migratable(withNets(node("a", "4", "8Gi", nil), []string{"br0"}, nil), "10.0.0.1"),
+		migratable(withNets(node("b", "4", "4Gi", nil), []string{"br0"}, nil), "10.0.0.2"),
 	}
 	const mac = "02:aa:00:00:00:01"
 	f := newFixture(t, Options{HostPolicy: netPolicy()}, nodes,
@@ -284,9 +284,9 @@ func TestMACsFollowMigration(t *testing.T) {
 func TestMigrationTargetNeedsNetworks(t *testing.T) {
 	v := on(attached(vmi("vm1", 1, "1Gi"), bridgeNet("lan", "br0", "")), "a", apiv1.PhaseRunning)
 	f := newFixture(t, Options{HostPolicy: netPolicy()}, []*apiv1.Node{
-		withNets(node("a", "4", "8Gi", nil), []string{"br0"}, nil),
-		node("b", "4", "8Gi", map[string]string{"zone": "z2"}),
-		withNets(node("c", "4", "4Gi", nil), []string{"br0"}, nil),
+		migratable(withNets(node("a", "4", "8Gi", nil), []string{"br0"}, nil), "10.0.0.1"),
+		migratable(node("b", "4", "8Gi", map[string]string{"zone": "z2"}), "10.0.0.2"),
+		migratable(withNets(node("c", "4", "4Gi", nil), []string{"br0"}, nil), "10.0.0.3"),
 	}, v)
 	if got, msg := f.c.PlaceMigrationTarget(f.stored("vm1"), nil); got != "c" {
 		t.Fatalf("target = %q (%s), want c", got, msg)

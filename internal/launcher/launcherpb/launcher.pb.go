@@ -682,7 +682,9 @@ type MigrateRequest struct {
 	// UID of the migration; a launcher runs each uid at most once.
 	MigrationUid string `protobuf:"bytes,1,opt,name=migration_uid,json=migrationUid,proto3" json:"migration_uid,omitempty"`
 	// The target's libvirt URI, which this node's libvirtd connects to
-	// (peer-to-peer), and the address QEMU's stream goes to.
+	// (peer-to-peer), and the address QEMU's stream goes to: what the
+	// server built (package migrationdest). Migrate refuses any other
+	// (InvalidArgument) before libvirt sees it.
 	TargetLibvirtUri string                     `protobuf:"bytes,2,opt,name=target_libvirt_uri,json=targetLibvirtUri,proto3" json:"target_libvirt_uri,omitempty"`
 	TargetAddress    string                     `protobuf:"bytes,3,opt,name=target_address,json=targetAddress,proto3" json:"target_address,omitempty"`
 	Configuration    *v1.MigrationConfiguration `protobuf:"bytes,4,opt,name=configuration,proto3" json:"configuration,omitempty"`

@@ -5,11 +5,12 @@
 //
 //   - the Target (migration_state.target_node, an instance it sees
 //     through the migration-target label) prepares blank disks, has a
-//     launcher define the receiving domain, publishes where it receives
+//     launcher define the receiving domain, publishes that it is ready
 //     and the domain's XML, and renews the receiving domain while the
 //     migration runs; if the migration fails it removes all of it;
-//   - the Source (the node the instance runs on) starts libvirt's job
-//     through its launcher once the target is ready, reports progress,
+//   - the Source (the node the instance runs on) checks the destination
+//     the controller wrote (package migrationdest) and starts libvirt's
+//     job to it through its launcher once the target is ready, reports progress,
 //     aborts on request, and records the end; on success it hands the
 //     instance to the target in the same write (node_name), then removes
 //     its stopped domain, launcher and files, the volumes included (they
@@ -84,9 +85,10 @@ type Targets interface {
 // Options configure the roles.
 type Options struct {
 	NodeName string
-	// Address and LibvirtURI are where this node receives migrations
-	// (the agent's MigrationOptions); without an address it takes none.
-	Address, LibvirtURI string
+	// Address is where this node receives migrations (the agent's
+	// MigrationOptions, registered with the node); without one it takes
+	// none.
+	Address string
 	// KVM reports whether guests here use KVM (known once the agent runs).
 	KVM func() bool
 	// Poll is how often a running migration is looked at;

@@ -1,6 +1,7 @@
 package migration
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -10,10 +11,34 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
 
+// serverURI is the destination the server builds for b, registered at
+// 10.0.0.2.
+const serverURI = "qemu+tls://10.0.0.2:16514/system"
+
 func handedOff() *apiv1.VirtualMachineInstanceStatus {
 	return &apiv1.VirtualMachineInstanceStatus{
 		Phase: apiv1.PhaseRunning, NodeName: "a",
-		MigrationState: &apiv1.MigrationState{MigrationUid: "m", SourceNode: "a", TargetNode: "b", TargetDomainXml: "<domain/>"},
+		MigrationState: &apiv1.MigrationState{MigrationUid: "m", SourceNode: "a", TargetNode: "b", TargetDomainXml: "<domain/>",
+			TargetLibvirtUri: serverURI, TargetNodeAddress: "10.0.0.2"},
+	}
+}
+
+// TestSourceRefusesDestinations: the source starts nothing towards a
+// destination other than what the server builds, and says why.
+func TestSourceRefusesDestinations(t *testing.T) {
+	if r := refusedDestination(handedOff().GetMigrationState()); r != "" {
+		t.Fatalf("the server's destination refused: %s", r)
+	}
+	for _, tc := range []struct{ uri, addr, want string }{
+		{"qemu+ext://192.0.2.254/system?command=/tmp/x", "192.0.2.254", `the destination "qemu+ext://192.0.2.254/system?command=/tmp/x" (address "192.0.2.254") is refused: scheme "qemu+ext"`},
+		{serverURI, "192.0.2.254", "must be the target's migration address 192.0.2.254"},
+		{"", "", "is refused"},
+	} {
+		st := handedOff().GetMigrationState()
+		st.TargetLibvirtUri, st.TargetNodeAddress = tc.uri, tc.addr
+		if r := refusedDestination(st); !strings.Contains(r, tc.want) || !strings.HasPrefix(r, "the migration could not start: ") {
+			t.Errorf("%q, %q: %q; want it refused saying %q", tc.uri, tc.addr, r, tc.want)
+		}
 	}
 }
 
@@ -47,16 +72,20 @@ func TestSourceProgress(t *testing.T) {
 }
 
 func TestTargetReadyPublishesOnce(t *testing.T) {
-	tg := New(Options{Address: "10.0.0.2", LibvirtURI: "qemu+tls://10.0.0.2:16514/system"}).target
+	tg := New(Options{Address: "10.0.0.2"}).target
 	st := handedOff()
 	st.MigrationState.TargetDomainXml = ""
 	first := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	tg.ready(&launcherpb.MigrationStatus{DomainXml: "<domain>x</domain>"})(st, first)
 	tg.ready(&launcherpb.MigrationStatus{DomainXml: "<domain>y</domain>"})(st, first.Add(time.Minute))
 	m := st.GetMigrationState()
-	if m.GetTargetNodeAddress() != "10.0.0.2" || m.GetTargetLibvirtUri() != "qemu+tls://10.0.0.2:16514/system" ||
-		m.GetTargetDomainXml() != "<domain>x</domain>" || !m.GetTargetReadyTimestamp().AsTime().Equal(first) {
+	if m.GetTargetDomainXml() != "<domain>x</domain>" || !m.GetTargetReadyTimestamp().AsTime().Equal(first) {
 		t.Fatalf("target fields = %v", m)
+	}
+	// Where it receives is the server's (the handoff's destination): the
+	// target leaves it as it is.
+	if m.GetTargetLibvirtUri() != serverURI || m.GetTargetNodeAddress() != "10.0.0.2" {
+		t.Fatalf("the target changed the destination: %v", m)
 	}
 	// Nothing once the source started.
 	started := handedOff()

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
@@ -50,6 +51,9 @@ func (s source) migrate(ctx context.Context, vmi *apiv1.VirtualMachineInstance) 
 		case !targetReady(st):
 			return poll, nil // Pass leaves the guest to the usual handling
 		}
+		if reason := refusedDestination(st); reason != "" {
+			return controller.Result{}, s.end(ctx, vmi, reason, "")
+		}
 		ms, err = e.Client.Migrate(cctx, migrateRequest(st))
 		if c := status.Code(err); c == codes.FailedPrecondition || c == codes.InvalidArgument {
 			return controller.Result{}, s.end(ctx, vmi, "the migration could not start: "+launchers.ErrorMessage(err), "")
@@ -60,6 +64,9 @@ func (s source) migrate(ctx context.Context, vmi *apiv1.VirtualMachineInstance) 
 			// The launcher has no record of the job it started: it was
 			// never started (the launcher died before libvirt's job), so
 			// it is started now, once.
+			if reason := refusedDestination(st); reason != "" {
+				return controller.Result{}, s.end(ctx, vmi, reason, "")
+			}
 			ms, err = e.Client.Migrate(cctx, migrateRequest(st))
 		}
 	}
@@ -98,6 +105,20 @@ func (s source) migrate(ctx context.Context, vmi *apiv1.VirtualMachineInstance) 
 	s.log.Info("migration completed; instance handed to the target", "vmi", key, "target", st.GetTargetNode(),
 		"downtime_ms", ms.GetProgress().GetDowntimeMs(), "elapsed_ms", ms.GetProgress().GetElapsedMs())
 	return controller.Result{}, nil
+}
+
+// refusedDestination says why the source will not start the migration
+// to the destination its state names, or "". The controller built it from
+// the target's registration and no node may change it; a destination that
+// reached the store some other way (written into etcd, data from before
+// the rule) would have this host's libvirtd open whatever URI it names,
+// as root.
+func refusedDestination(st *apiv1.MigrationState) string {
+	uri, addr := st.GetTargetLibvirtUri(), st.GetTargetNodeAddress()
+	if err := migrationdest.Validate(uri, addr); err != nil {
+		return fmt.Sprintf("the migration could not start: the destination %q (address %q) is refused: %v", uri, addr, err)
+	}
+	return ""
 }
 
 // migrateRequest asks the launcher for libvirt's job to the target the

@@ -22,7 +22,7 @@ type target struct{ *Roles }
 
 // receive is the target's part while the migration runs: prepare the
 // files once, have the launcher define the receiving domain, publish
-// where this node receives, and renew the receiving domain on every pass
+// that it is ready, and renew the receiving domain on every pass
 // (it is removed when the renewals stop: an agent that died cannot own
 // the guest afterwards).
 func (t target) receive(ctx context.Context, vmi *apiv1.VirtualMachineInstance) (controller.Result, error) {
@@ -129,16 +129,16 @@ func (t target) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, 
 	return opts, false, nil
 }
 
-// ready publishes where this node receives and the receiving domain's
-// XML (once: the ready time stays the first one).
+// ready publishes that this node receives, with the receiving domain's
+// XML (once: the ready time stays the first one). Where it receives is
+// the server's to say (the handoff's destination, from this node's
+// registration): the API refuses a node's change of it.
 func (t target) ready(ms *launcherpb.MigrationStatus) vmistatus.Mutate {
 	return func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
 		m := st.MigrationState
 		if m == nil || m.Completed || m.StartTimestamp != nil {
 			return
 		}
-		m.TargetLibvirtUri = t.opts.LibvirtURI
-		m.TargetNodeAddress = t.opts.Address
 		if m.TargetDomainXml == "" {
 			m.TargetDomainXml = ms.GetDomainXml()
 		}

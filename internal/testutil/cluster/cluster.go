@@ -204,9 +204,10 @@ func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
 		"--node-data-dir", n.NodeDir,
 		"--image-dir", n.ImageDir,
 		"--socket", n.Socket,
-		// Migrations come to the host's link-local address; its libvirtd
-		// listens there without TLS (the harness's hub is private).
-		"--migration-address", n.Addr, "--migration-libvirt-uri", n.TCPURI,
+		// Migrations come to the host's link-local address, registered
+		// with the node; the server builds the destination from it
+		// (serverArgs: tcp, multinode.TCPPort).
+		"--migration-address", n.Addr,
 		"--log-level", "debug")
 	return err
 }

@@ -111,7 +111,12 @@ func (c *Cluster) serverArgs(s *Server) []string {
 		"--metrics-listen", "", "--log-level", "debug",
 		// The guests' bridge on every host: the host-resource policy
 		// allows no bridge unless told.
-		"--allowed-bridges", multinode.GuestBridge}
+		"--allowed-bridges", multinode.GuestBridge,
+		// The hosts' libvirtds listen without TLS on their link-local
+		// addresses in the run's private network (multinode): the
+		// operator's choice of tcp, and the networks nodes register in.
+		"--migration-transport", "tcp", "--migration-libvirt-port", strconv.Itoa(multinode.TCPPort),
+		"--migration-networks", "169.254.0.0/16"}
 	if c.opts.ServerImageDir != "" {
 		args = append(args, "--image-dir", c.opts.ServerImageDir)
 	}
@@ -217,7 +222,7 @@ func (c *Cluster) liveAPI() *client.Client {
 // pid in its identity (<node name>/<pid>). It asks etcd through a live
 // member; nil (no error) while no server leads.
 func (c *Cluster) Leader(ctx context.Context) (*Server, error) {
-	cli, err := c.etcdClient(ctx)
+	cli, err := c.EtcdClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -264,9 +269,11 @@ func (c *Cluster) RaftLeader(ctx context.Context) (*Server, error) {
 	return nil, nil
 }
 
-// etcdClient reaches the store: an embedded member's socket of a live
-// server, or the external cluster with the operator certificate.
-func (c *Cluster) etcdClient(ctx context.Context) (*clientv3.Client, error) {
+// EtcdClient reaches the store: an embedded member's socket of a live
+// server, or the external cluster with the operator certificate. Tests
+// use it to write what no API call may (a compromised store, old data);
+// the caller closes it.
+func (c *Cluster) EtcdClient(ctx context.Context) (*clientv3.Client, error) {
 	if len(c.Etcd) > 0 {
 		tlsCfg, err := c.etcdClientTLS()
 		if err != nil {

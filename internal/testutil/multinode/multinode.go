@@ -60,7 +60,8 @@ type Node struct {
 	TCPURI string
 	// Addr is the node's link-local IPv4 address in its network
 	// namespace; migration_host and migration_address are this.
-	Addr    string
+	Addr string
+	// TCPPort is the port of TCPURI: TCPPort, the same on every node.
 	TCPPort int
 	// MigrationPortMin and MigrationPortMax are the node's incoming
 	// migration port range (qemu.conf).
@@ -114,12 +115,17 @@ const (
 	runDirPrefix = "vpmn-" // /tmp/vpmn-<id>
 	nsPrefix     = "vpmn-" // /run/netns/vpmn-<id>-<i>, vpmn-<id>-hub
 	runIDLen     = 6       // hex digits
-	baseTCPPort  = 16509
 	baseMigPort  = 49152
 	migPorts     = 64
 	// MaxNodes bounds n: addresses are .1 to .250 of one /24.
 	MaxNodes = 250
 )
+
+// TCPPort is where every node's libvirtd listens for the other nodes
+// (libvirt's tcp_port): one port for all, as a cluster's libvirtds have
+// (the server's --migration-libvirt-port), since each listens on its own
+// address in its own network namespace.
+const TCPPort = 16509
 
 // Run is one Launch: its nodes and the namespaces and dirs they share.
 type Run struct {
@@ -219,7 +225,7 @@ func newRun(n int, opts Options) (*Run, error) {
 	}
 	for i := range n {
 		addr := fmt.Sprintf("169.254.%d.%d", r.subnet, i+1)
-		port := baseTCPPort + i
+		port := TCPPort
 		uuid, err := newUUID()
 		if err != nil {
 			return nil, err

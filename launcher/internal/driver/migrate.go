@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
@@ -91,11 +92,15 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 	switch {
 	case uid == "":
 		return nil, status.Error(codes.InvalidArgument, "migrate: migration_uid is required")
-	case req.GetTargetLibvirtUri() == "":
-		return nil, status.Error(codes.InvalidArgument, "migrate: target_libvirt_uri is required")
 	case req.GetDestXml() == "":
 		// The target runs with its own paths: never the source's XML.
 		return nil, status.Error(codes.InvalidArgument, "migrate: dest_xml (the target's domain definition) is required")
+	}
+	// This host's libvirtd opens the URI as root (peer-to-peer): a qemu+ext
+	// URI would run its command here. The node agent checked it already;
+	// checked again for a request that did not come that way.
+	if err := migrationdest.Validate(req.GetTargetLibvirtUri(), req.GetTargetAddress()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "migrate: target_libvirt_uri %q (target_address %q): %v", req.GetTargetLibvirtUri(), req.GetTargetAddress(), err)
 	}
 
 	d.mu.Lock()

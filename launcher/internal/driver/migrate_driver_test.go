@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -24,9 +25,13 @@ func (h *harness) incoming(mig string, validFor time.Duration) (*launcherpb.Migr
 		Sync: &launcherpb.SyncRequest{Vmi: v, Options: &launcherpb.SyncOptions{DomainName: testDomain}}})
 }
 
+// The destination the server builds for a target registered at
+// 10.0.0.2 on a tcp cluster.
+const targetURI, targetAddr = "qemu+tcp://10.0.0.2:16509/system", "10.0.0.2"
+
 func (h *harness) migrate(mig string) (*launcherpb.MigrationStatus, error) {
-	return h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: mig, TargetLibvirtUri: "qemu+tcp://target/system",
-		TargetAddress: "10.0.0.2", DestXml: "<domain/>",
+	return h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: mig, TargetLibvirtUri: targetURI,
+		TargetAddress: targetAddr, DestXml: "<domain/>",
 		Configuration: &apiv1.MigrationConfiguration{CompletionTimeoutPerGibSeconds: 150, ProgressTimeoutSeconds: 150}})
 }
 
@@ -104,12 +109,43 @@ func TestIncomingExpires(t *testing.T) {
 	})
 }
 
+// TestMigrateRefusesDestinations: a destination that is not exactly what
+// the server builds never reaches libvirt (whose daemon would open it as
+// root: ext's command= runs a program), and no migration is recorded.
+func TestMigrateRefusesDestinations(t *testing.T) {
+	h := newHarness(t)
+	h.mustSync(vmi(apiv1.PhaseScheduled))
+	for _, tc := range []struct{ uri, addr string }{
+		{"qemu+ext://10.0.0.2/system?command=/tmp/x", targetAddr},
+		{"qemu+ext:///system?command=/tmp/x", targetAddr},
+		{"qemu+ssh://root@10.0.0.2/system", targetAddr},
+		{targetURI + "?no_verify=1", targetAddr},
+		{targetURI, "192.0.2.254"},
+		{targetURI, ""},
+		{"", targetAddr},
+	} {
+		st, err := h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: "m1", TargetLibvirtUri: tc.uri,
+			TargetAddress: tc.addr, DestXml: "<domain/>"})
+		if err == nil {
+			h.conn.finishJob(testDomain, errors.New("ended by the test")) // the job it started must end for the cleanup
+			t.Fatalf("Migrate to %q (address %q) started libvirt's job: %v", tc.uri, tc.addr, st)
+		}
+		wantCode(t, err, codes.InvalidArgument, "target_libvirt_uri")
+	}
+	if n := h.conn.callsMatching("Migrate"); n != 0 {
+		t.Fatalf("libvirt's migration was called %d times", n)
+	}
+	if st := h.migration(); st.GetMigrationUid() != "" {
+		t.Fatalf("a refused migration was recorded: %v", st)
+	}
+}
+
 func TestMigrateOutcomes(t *testing.T) {
 	h := newHarness(t)
 	_, err := h.migrate("m0")
 	wantCode(t, err, codes.FailedPrecondition, "does not exist")
 	h.mustSync(vmi(apiv1.PhaseScheduled))
-	_, err = h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: "m0", TargetLibvirtUri: "qemu+tcp://t/system"})
+	_, err = h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: "m0", TargetLibvirtUri: targetURI, TargetAddress: targetAddr})
 	wantCode(t, err, codes.InvalidArgument, "dest_xml")
 
 	// Aborted on request: failed, abort Succeeded, the guest stays.
@@ -215,8 +251,8 @@ func TestMonitorAbortsWithoutProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newRunningOnBubbleClock(t)
 		h.conn.setJobStats(testDomain, JobStats{DataTotal: 1 << 30, DataRemaining: 512 << 20})
-		if _, err := h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: "m1", TargetLibvirtUri: "qemu+tcp://t/system",
-			DestXml: "<domain/>", Configuration: &apiv1.MigrationConfiguration{CompletionTimeoutPerGibSeconds: 600, ProgressTimeoutSeconds: 150}}); err != nil {
+		if _, err := h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: "m1", TargetLibvirtUri: targetURI,
+			TargetAddress: targetAddr, DestXml: "<domain/>", Configuration: &apiv1.MigrationConfiguration{CompletionTimeoutPerGibSeconds: 600, ProgressTimeoutSeconds: 150}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(149 * time.Second)
@@ -238,8 +274,8 @@ func TestMonitorAbortsWithoutProgress(t *testing.T) {
 func TestMonitorAbortsPastCompletionTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newRunningOnBubbleClock(t)
-		if _, err := h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: "m1", TargetLibvirtUri: "qemu+tcp://t/system",
-			DestXml: "<domain/>", DataBytes: 3 << 30, // 3 GiB: 3 × 10 s
+		if _, err := h.d.Migrate(context.Background(), &launcherpb.MigrateRequest{MigrationUid: "m1", TargetLibvirtUri: targetURI,
+			TargetAddress: targetAddr, DestXml: "<domain/>", DataBytes: 3 << 30, // 3 GiB: 3 × 10 s
 			Configuration: &apiv1.MigrationConfiguration{CompletionTimeoutPerGibSeconds: 10, ProgressTimeoutSeconds: 600}}); err != nil {
 			t.Fatal(err)
 		}

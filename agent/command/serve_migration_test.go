@@ -1,0 +1,37 @@
+package command
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
+	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
+)
+
+func parseMigrationFlags(args ...string) (migctl.Options, error) {
+	f := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	var o migctl.Options
+	addMigrationFlags(f, &o)
+	return o, f.Parse(args)
+}
+
+func TestMigrationDestinationFlags(t *testing.T) {
+	o, err := parseMigrationFlags()
+	if err != nil || o.Destinations.Transport != migrationdest.TransportTLS || o.Destinations.Port != 0 || len(o.Destinations.Networks) != 0 {
+		t.Fatalf("defaults: %+v, %v; want tls, the transport's port, any network", o.Destinations, err)
+	}
+	o, err = parseMigrationFlags("--migration-transport", "tcp", "--migration-libvirt-port", "16509",
+		"--migration-networks", "169.254.0.0/16, fd00::/8", "--migration-networks", "10.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := o.Destinations
+	if d.Transport != "tcp" || d.Port != 16509 || (*prefixes)(&d.Networks).String() != "169.254.0.0/16,fd00::/8,10.0.0.0/8" {
+		t.Fatalf("parsed %+v", d)
+	}
+	if _, err := parseMigrationFlags("--migration-networks", "10.0.0.300/8"); err == nil || !strings.Contains(err.Error(), "migration-networks") {
+		t.Fatalf("a bad network: %v, want an error naming --migration-networks", err)
+	}
+}
