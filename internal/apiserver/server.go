@@ -14,6 +14,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
@@ -82,6 +83,10 @@ type Options struct {
 	// DefaultEvictionStrategy applies to instances that set none
 	// (--default-eviction-strategy); empty is apiv1.DefaultEvictionStrategy.
 	DefaultEvictionStrategy string
+	// ImagePolicy is the policy of image downloads: Images get its
+	// default max_size and may not exceed its cap, and every heartbeat
+	// answer carries it to the node. Zero bounds take the defaults.
+	ImagePolicy imagepolicy.Policy
 }
 
 // Server serves all API services.
@@ -108,6 +113,7 @@ func New(stores Stores, opts Options) *Server {
 	if opts.HeartbeatInterval == 0 {
 		opts.HeartbeatInterval = 10 * time.Second
 	}
+	opts.ImagePolicy.Complete()
 	s := &Server{stores: stores, opts: opts, log: opts.Logger, consoles: newConsoleHub(), limits: newLimiter(opts.Limits, opts.Metrics)}
 	var creds informer.Watcher[*apiv1.NodeCredential]
 	if stores.NodeCredentials != nil {

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 )
 
 func TestCheck(t *testing.T) {
@@ -135,7 +137,7 @@ func TestPolicyRoundTripAndValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if back.Proto().String() != p.Proto().String() {
+	if !proto.Equal(back.Proto(), p.Proto()) {
 		t.Errorf("round trip: %v, want %v", back.Proto(), p.Proto())
 	}
 	if _, err := FromProto(nil); err == nil {
@@ -153,7 +155,7 @@ func TestPolicyRoundTripAndValidate(t *testing.T) {
 	}
 	var z Policy
 	z.Complete()
-	if z.Proto().String() != Default().Proto().String() {
+	if !proto.Equal(z.Proto(), Default().Proto()) {
 		t.Errorf("Complete of the zero policy = %v, want the default", z.Proto())
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -201,4 +203,24 @@ func (p Policy) MaxSizeFor(spec *apiv1.ImageSpec) int64 {
 // messages and flags show sizes.
 func Bytes(n int64) string {
 	return resource.NewQuantity(n, resource.BinarySI).String()
+}
+
+// Current is the policy a node received last, for concurrent readers; a
+// node that has none yet downloads nothing.
+type Current struct {
+	p atomic.Pointer[Policy]
+}
+
+// Set replaces the policy; it reports whether it changed.
+func (c *Current) Set(p Policy) bool {
+	old := c.p.Swap(&p)
+	return old == nil || !proto.Equal(old.Proto(), p.Proto())
+}
+
+// Get returns the policy, ok false while there is none.
+func (c *Current) Get() (Policy, bool) {
+	if p := c.p.Load(); p != nil {
+		return *p, true
+	}
+	return Policy{}, false
 }

@@ -2503,8 +2503,8 @@ func (x *ListImagesResponse) GetResourceVersion() int64 {
 
 type UpdateImageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Labels, annotations and spec.nodes may change; the source (url,
-	// sha256, format) may not.
+	// Labels, annotations, spec.nodes and spec.max_size (unset keeps it)
+	// may change; the source (url, sha256, format) may not.
 	Image         *Image `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
