@@ -91,6 +91,9 @@ func NewClient(own OwnAddrs) *http.Client {
 		ExpectContinueTimeout:  time.Second,
 		DisableKeepAlives:      true,
 		MaxResponseHeaderBytes: 64 << 10,
+		// Bytes as they come: a gzip body inflated by the transport
+		// would be counted against a download's bound after inflating.
+		DisableCompression: true,
 	}
 	return &http.Client{Transport: t, CheckRedirect: checkRedirect}
 }
