@@ -34,7 +34,7 @@ func TestPersistentVolumeFromHugeImage(t *testing.T) {
 	vmi := &apiv1.VirtualMachineInstance{
 		Metadata: &apiv1.ObjectMeta{Uid: uid1, Namespace: "default", Name: "vm"},
 		Spec: &apiv1.VirtualMachineInstanceSpec{
-			Domain: &apiv1.DomainSpec{Devices: &apiv1.Devices{Disks: []*apiv1.Disk{{Name: "root", Disk: &apiv1.DiskTarget{Bus: "virtio"}}}}},
+			Domain:  &apiv1.DomainSpec{Devices: &apiv1.Devices{Disks: []*apiv1.Disk{{Name: "root", Disk: &apiv1.DiskTarget{Bus: "virtio"}}}}},
 			Volumes: []*apiv1.Volume{{Name: "root", Persistent: &apiv1.PersistentVolume{Size: "64Pi", Image: "huge.qcow2"}}},
 		},
 	}
