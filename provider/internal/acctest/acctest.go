@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/provider"
 )
 
@@ -249,8 +251,11 @@ func startAgent(ctx context.Context) (_ *Agent, retErr error) {
 		LeaderElect:   true,
 		NodeName:      nodeSetup.nodeName,
 		ImageDir:      nodeSetup.imageDir,
-		Node:          nodeSetup.agentNode,
-		Logger:        logger,
+		// The image tests serve images on 127.0.0.1, which the default
+		// policy refuses (serve --image-source-cidrs).
+		ImagePolicy: imagepolicy.Policy{SourceCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+		Node:        nodeSetup.agentNode,
+		Logger:      logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start in-process agent: %w", err)
