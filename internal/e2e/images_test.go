@@ -230,7 +230,10 @@ func TestImagePull(t *testing.T) {
 		if out, err := exec.Command(env.agent, "image", "import", "--image-dir", env.imageDir, name, filepath.Join(env.imageDir, src)).CombinedOutput(); err != nil {
 			t.Fatalf("image import %s: %v\n%s", name, err, out)
 		}
-		t.Cleanup(func() { _ = os.Remove(filepath.Join(env.imageDir, name)) })
+		t.Cleanup(func() {
+			_ = os.Remove(filepath.Join(env.imageDir, name))
+			_ = os.Remove(filepath.Join(env.imageDir, "."+name+".info.json"))
+		})
 	}
 	qemuUIDs, qemuGIDs, err := guestnet.QEMUIDs(c.ctx, "", env.uri)
 	c.must(err)
@@ -244,6 +247,12 @@ func TestImagePull(t *testing.T) {
 	c.console(c.waitRunning("imported", "").Metadata.Uid).waitMarker(testguest.MarkerBooted, bootTimeout)
 	_, err = c.api.VMs.Delete(c.ctx, &apiv1.DeleteVirtualMachineRequest{Key: c.key("imported")})
 	c.must(err)
+	testutil.Eventually(t, stateTimeout, "VM imported gone", func() bool { return c.vmi("imported") == nil })
+	for _, name := range []string{ikName, iiName} {
+		if out, err := exec.Command(env.agent, "image", "remove", "--image-dir", env.imageDir, name).CombinedOutput(); err != nil {
+			t.Fatalf("image remove %s: %v\n%s", name, err, out)
+		}
+	}
 
 	// A wrong checksum: nothing appears, the node says why.
 	c.createImage(badName, srv.URL+"/kernel", strings.Repeat("0", 64), "all")
