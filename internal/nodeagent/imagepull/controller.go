@@ -213,6 +213,9 @@ func (c *Controller) localUsers(name string) []string {
 type Wait struct {
 	After time.Duration
 	Cause error
+	// Permanent: Cause is a pull that went past its bounds, which is not
+	// tried again while they stay (PermanentError).
+	Permanent bool
 }
 
 func (w *Wait) Error() string {
@@ -241,6 +244,7 @@ func (c *Controller) PullFor(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 	var waiting []string
 	var failed error
 	retryAt := time.Time{}
+	permanent := false
 	for _, name := range validation.ImageRefs(vmi.GetSpec(), c.opts.ImageDir, true) {
 		img, ok := c.inf.Get("", name)
 		if !ok {
@@ -255,7 +259,7 @@ func (c *Controller) PullFor(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 		case st.Ready:
 			continue
 		case st.Err != nil:
-			failed = fmt.Errorf("pulling image %s: %w", name, st.Err)
+			failed, permanent = fmt.Errorf("pulling image %s: %w", name, st.Err), st.Permanent
 			if retryAt.IsZero() || st.RetryAt.Before(retryAt) {
 				retryAt = st.RetryAt
 			}
@@ -265,7 +269,7 @@ func (c *Controller) PullFor(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 	}
 	switch {
 	case failed != nil:
-		return &Wait{After: max(retryAt.Sub(c.opts.Clock.Now()), time.Second), Cause: failed}
+		return &Wait{After: max(retryAt.Sub(c.opts.Clock.Now()), time.Second), Cause: failed, Permanent: permanent}
 	case len(waiting) > 0:
 		if err := c.opts.Reporter.Provisioning(ctx, vmi, strings.Join(waiting, "; ")); err != nil {
 			return err
