@@ -139,6 +139,11 @@ func TestImageDownloadAttacks(t *testing.T) {
 	failed := func(t *testing.T, image string, want ...string) *apiv1.ImageNodeStatus {
 		t.Helper()
 		var e *apiv1.ImageNodeStatus
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s: the node's last entry: %v", image, e)
+			}
+		}()
 		testutil.Eventually(t, stateTimeout, image+" failed on the node", func() bool {
 			e = c.nodeEntry(names[image])
 			return e.GetPhase() == "Failed"
