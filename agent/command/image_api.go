@@ -30,6 +30,7 @@ const defaultImageWaitTimeout = 20 * time.Minute
 type imageCreateOptions struct {
 	*rootOptions
 	url, sha256, format, nodes string
+	maxSize                    string
 	labels                     map[string]string
 	wait                       bool
 	timeout                    time.Duration
@@ -65,6 +66,7 @@ the reason a node gives (a checksum mismatch, an unreachable URL).`,
 	f.StringVar(&o.sha256, "sha256", "", "SHA-256 (hex) the download must have")
 	f.StringVar(&o.format, "format", "", "qcow2 or raw (default: from a .qcow2 or .raw name, else what qemu-img detects)")
 	f.StringVar(&o.nodes, "nodes", "", `"all" pulls it on every node now; empty pulls it on demand`)
+	f.StringVar(&o.maxSize, "max-size", "", "the most a node downloads of it, e.g. 20Gi (default: the server's --image-max-size; at most its --image-max-size-cap)")
 	f.StringToStringVar(&o.labels, "label", nil, "label of the image, key=value (repeatable)")
 	f.BoolVar(&o.wait, "wait", false, "with --nodes all: show the downloads and wait until every ready, schedulable node has the image")
 	f.DurationVar(&o.timeout, "timeout", defaultImageWaitTimeout, "how long --wait waits")
@@ -78,7 +80,7 @@ func (o *imageCreateOptions) run(ctx context.Context, out, errOut io.Writer, nam
 	}
 	img := &apiv1.Image{
 		Metadata: &apiv1.ObjectMeta{Name: name, Labels: o.labels},
-		Spec:     &apiv1.ImageSpec{Url: o.url, Sha256: o.sha256, Format: o.format, Nodes: o.nodes},
+		Spec:     &apiv1.ImageSpec{Url: o.url, Sha256: o.sha256, Format: o.format, Nodes: o.nodes, MaxSize: o.maxSize},
 	}
 	c, err := o.dial(ctx)
 	if err != nil {
@@ -107,7 +109,7 @@ func (o *imageCreateOptions) run(ctx context.Context, out, errOut io.Writer, nam
 		_, err = fmt.Fprintf(out, "image/%s ready on %d of %d nodes\n", name, len(v.Targets), len(v.Targets))
 		return err
 	case errors.As(err, &pe):
-		return fmt.Errorf("%w; the node tries again later (virtplane-agent image get %s -w follows it)", pe, name)
+		return fmt.Errorf("%w (virtplane-agent image get %s -w follows the nodes' pulls)", pe, name)
 	case interrupted(ctx, err):
 		return nil
 	case errors.Is(wctx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded || !time.Now().Before(deadline):

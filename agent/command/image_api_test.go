@@ -210,12 +210,12 @@ const (
 func TestImageCreateGetDelete(t *testing.T) {
 	fake, ep := startImageFake(t)
 	out := mustRun(t, ep, "image", "create", "debian-12.qcow2", "--url", testURL, "--sha256", strings.ToUpper(testSum),
-		"--label", "os=debian", "--nodes", "all")
+		"--label", "os=debian", "--nodes", "all", "--max-size", "20Gi")
 	if out != "image/debian-12.qcow2 created\n" {
 		t.Errorf("create printed %q", out)
 	}
 	img := fake.get("debian-12.qcow2")
-	want := &apiv1.ImageSpec{Url: testURL, Sha256: testSum, Nodes: "all"}
+	want := &apiv1.ImageSpec{Url: testURL, Sha256: testSum, Nodes: "all", MaxSize: "20Gi"}
 	if !proto.Equal(img.GetSpec(), want) || img.GetMetadata().GetLabels()["os"] != "debian" {
 		t.Errorf("stored %v", img)
 	}

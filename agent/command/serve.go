@@ -30,6 +30,7 @@ func newServeCommand() *cobra.Command {
 		node      = &server.NodeOptions{}
 		reserved  = k8sresource.QuantityValue{Quantity: k8sresource.MustParse("512Mi")}
 		hostFlags hostPolicyFlags
+		images    *imagePolicyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -48,6 +49,9 @@ cluster instead of the embedded one.`,
 				return err
 			}
 			o.Logger = logger
+			if err := images.complete(&o.ImagePolicy); err != nil {
+				return err
+			}
 			o.ControllerOptions.MemoryOverhead = overhead.Quantity
 			if o.Role == server.RoleAll || o.Role == server.RoleNode {
 				node.ReservedMemory = &reserved.Quantity
@@ -118,6 +122,7 @@ cluster instead of the embedded one.`,
 	f.StringVar(&o.ControllerOptions.DefaultEvictionStrategy, "default-eviction-strategy", apiv1.DefaultEvictionStrategy,
 		"what a drain does with a VM that sets no eviction_strategy: "+strings.Join(apiv1.EvictionStrategies(), ", ")+" (docs/operations.md)")
 	f.StringVar(&o.ImageDir, "image-dir", "", "node image directory (default <data-dir>/images)")
+	images = addImagePolicyFlags(f, &o.ImagePolicy)
 	f.DurationVar(&shutdown, "shutdown-timeout", 10*time.Second, "how long stopping may take on SIGTERM: open calls finish, then controllers and etcd stop; what has not stopped by then is logged and left")
 	// Node agent (roles all and node).
 	f.StringVar(&node.Server.Endpoint, "server", "", "role node: the server's endpoint, unix:///path, host:port or https://host:port, or the servers of one control plane comma-separated (default the local socket "+client.DefaultEndpoint+")")

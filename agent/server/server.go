@@ -36,6 +36,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/leader"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
@@ -115,6 +116,11 @@ type Options struct {
 	// Controllers replaces the built-in controllers (tests); nil runs them.
 	Controllers func(ctx context.Context, deps Deps)
 
+	// ImagePolicy is where nodes may download Images from and the bounds
+	// of a download (serve --image-* flags); the API sends it to the
+	// nodes. Zero bounds take the defaults; no SourceCIDRs is the default.
+	ImagePolicy imagepolicy.Policy
+
 	// Node configures the node agent. Role node always runs it (nil takes
 	// the defaults); role all runs it when set, which the serve command
 	// always does, while in-process tests that bring fake nodes leave it
@@ -186,6 +192,7 @@ func (o *Options) Complete() {
 	if o.Role == RoleNode && o.Node == nil {
 		o.Node = &NodeOptions{}
 	}
+	o.ImagePolicy.Complete()
 }
 
 // minLeaderLease is the shortest --leader-lease the agent takes.
@@ -215,6 +222,9 @@ func (o *Options) Validate() error {
 		if err := nodeagent.CheckLabels(o.Node.Labels); err != nil {
 			return fmt.Errorf("--%w", err)
 		}
+	}
+	if err := o.ImagePolicy.Validate(); err != nil {
+		return err
 	}
 	return o.validateEtcd()
 }
@@ -332,6 +342,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		Metrics:                 apiMetrics,
 		DefaultEvictionStrategy: o.ControllerOptions.DefaultEvictionStrategy,
 		MigrationDestinations:   o.ControllerOptions.Migration.Destinations,
+		ImagePolicy:             o.ImagePolicy,
 	})
 
 	runCtx, cancel := context.WithCancel(context.Background())

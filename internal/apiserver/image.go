@@ -32,7 +32,12 @@ func (i *imageService) Create(ctx context.Context, req *apiv1.CreateImageRequest
 	img := requestCopy(req.GetImage())
 	validation.DiscardUnknown(img)
 	validation.DefaultImage(img)
-	if errs := validation.ValidateImage(img); len(errs) > 0 {
+	validation.DefaultImageMaxSize(img, i.s.opts.ImagePolicy.DefaultMaxSize)
+	errs := validation.ValidateImage(img)
+	if len(errs) == 0 {
+		errs = validation.ValidateImageMaxSize(img, nil, i.s.opts.ImagePolicy.MaxSizeCap)
+	}
+	if len(errs) > 0 {
 		return nil, validation.ToStatusError("Image", img.GetMetadata().GetName(), errs)
 	}
 	m := img.Metadata
@@ -65,7 +70,8 @@ func (i *imageService) List(ctx context.Context, req *apiv1.ListImagesRequest) (
 	return &apiv1.ListImagesResponse{Items: items, ResourceVersion: rev}, nil
 }
 
-// Update replaces labels, annotations and spec.nodes; the source is
+// Update replaces labels, annotations, spec.nodes and spec.max_size (unset
+// keeps it); the source is
 // immutable (validation.ValidateImageUpdate).
 func (i *imageService) Update(ctx context.Context, req *apiv1.UpdateImageRequest) (*apiv1.Image, error) {
 	in := requestCopy(req.GetImage())
@@ -81,7 +87,16 @@ func (i *imageService) Update(ctx context.Context, req *apiv1.UpdateImageRequest
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if errs := validation.ValidateImageUpdate(in, old); len(errs) > 0 {
+	if in.Spec.MaxSize == "" {
+		// Unset keeps what it was: the default it got is no user's
+		// change.
+		in.Spec.MaxSize = old.GetSpec().GetMaxSize()
+	}
+	errs := validation.ValidateImageUpdate(in, old)
+	if len(errs) == 0 {
+		errs = validation.ValidateImageMaxSize(in, old, i.s.opts.ImagePolicy.MaxSizeCap)
+	}
+	if len(errs) > 0 {
 		return nil, validation.ToStatusError("Image", in.Metadata.Name, errs)
 	}
 	if stale(old, in.Metadata) {

@@ -227,6 +227,9 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 	return &apiv1.HeartbeatResponse{
 		LeaseDurationSeconds:     int64(n.s.opts.NodeLease.Seconds()),
 		HeartbeatIntervalSeconds: int64(n.s.opts.HeartbeatInterval.Seconds()),
+		// On every beat: a node that restarted, or a server whose flags
+		// changed, is in step within one interval.
+		ImagePullPolicy: n.s.opts.ImagePolicy.Proto(),
 	}, nil
 }
 

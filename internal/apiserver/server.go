@@ -16,6 +16,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
@@ -88,6 +89,10 @@ type Options struct {
 	// MigrationDestinations is the cluster's migration policy: Register
 	// refuses a migration address outside its networks (node.go).
 	MigrationDestinations migrationdest.Policy
+	// ImagePolicy is the policy of image downloads: Images get its
+	// default max_size and may not exceed its cap, and every heartbeat
+	// answer carries it to the node. Zero bounds take the defaults.
+	ImagePolicy imagepolicy.Policy
 }
 
 // Server serves all API services.
@@ -125,6 +130,7 @@ func New(stores Stores, opts Options) *Server {
 		// operator set another.
 		opts.Validation.HostPolicy = validation.DefaultHostPolicy()
 	}
+	opts.ImagePolicy.Complete()
 	s := &Server{stores: stores, opts: opts, log: opts.Logger, consoles: newConsoleHub(), limits: newLimiter(opts.Limits, opts.Metrics), oversize: &oversized{}}
 	var creds informer.Watcher[*apiv1.NodeCredential]
 	if stores.NodeCredentials != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
@@ -66,6 +67,10 @@ type clusterOptions struct {
 	tls bool
 	// metricsListen is the server's --metrics-listen; none when empty.
 	metricsListen string
+	// imagePolicy is the server's image download policy (serve's
+	// --image-* flags): tests that serve Images from loopback allow it
+	// in SourceCIDRs, which the default refuses.
+	imagePolicy imagepolicy.Policy
 }
 
 // newCluster starts the server and the node agent and waits until the
@@ -101,7 +106,8 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 	so := server.Options{
 		DataDir: filepath.Join(dir, "server"), Socket: c.socket, LeaderElect: true,
 		ImageDir: env.imageDir, NodeLease: o.nodeLease, HeartbeatInterval: o.heartbeat, MetricsListen: o.metricsListen,
-		Logger: slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		ImagePolicy: o.imagePolicy,
+		Logger:      slog.New(slog.NewTextHandler(logf, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if o.tls {
 		so.Listen = "127.0.0.1:0"

@@ -31,7 +31,7 @@ const drainTimeout = 8 * time.Minute
 // guest pinned to the node holds a drain up until its timeout, which
 // names it, and uncordon cancels the drain and lets guests on again.
 func TestDrainEvacuatesByStrategy(t *testing.T) {
-	c := newMultiNodeCluster(t, mnOptions{nodes: 3, serverArgs: []string{"--migrations-per-node", "1"}})
+	c := newMultiNodeCluster(t, mnOptions{nodes: 3, serverArgs: append([]string{"--migrations-per-node", "1"}, loopbackImageSource...)})
 	src := c.nodes[0]
 	image := c.efiImage()
 
@@ -200,7 +200,8 @@ func TestDrainEvacuatesByStrategy(t *testing.T) {
 }
 
 // efiImage puts the test guest's EFI-bootable disk on every node as an
-// image served from loopback, and returns its name.
+// image served from loopback (the servers need loopbackImageSource), and
+// returns its name.
 func (c *mnCluster) efiImage() string {
 	c.t.Helper()
 	guestDir, err := testguest.Dir()

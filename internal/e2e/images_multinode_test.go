@@ -21,7 +21,7 @@ import (
 func TestImageOnTwoNodes(t *testing.T) {
 	requireEnv(t)
 	t.Parallel()
-	c := newMultiNodeCluster(t, mnOptions{})
+	c := newMultiNodeCluster(t, mnOptions{serverArgs: loopbackImageSource})
 	guestDir, err := testguest.Dir()
 	if err != nil {
 		t.Fatal(err)

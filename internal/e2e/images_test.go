@@ -4,18 +4,24 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
@@ -100,6 +106,23 @@ func (s *imageServer) rangesOf(path string) []string {
 	return slices.Clone(s.ranges[path])
 }
 
+// loopbackImageSource lets nodes download Images from the tests' servers
+// on 127.0.0.1, which the default policy refuses: serve's flag, for
+// harnesses that run the server as a process.
+var loopbackImageSource = []string{"--image-source-cidrs", "127.0.0.1/32"}
+
+// imagePolicy is the default policy with cidrs allowed, for servers in
+// this process.
+func imagePolicy(t *testing.T, cidrs ...string) imagepolicy.Policy {
+	t.Helper()
+	p := imagepolicy.Default()
+	var err error
+	if p.SourceCIDRs, err = imagepolicy.ParseCIDRs(cidrs); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func sum(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
@@ -151,14 +174,16 @@ func imageDirHolds(t *testing.T, id string) []string {
 }
 
 // TestImagePull: an instance whose kernel and initrd are Images served
-// from 127.0.0.1 waits while its node pulls them (Provisioning shows the
-// pull), then boots from them; the node's entry in each Image's status
-// is Ready with the checksum; a wrong checksum leaves no image and says
-// so; an agent SIGKILLed mid-download leaves no image, and its successor
-// resumes the download with a range request; deleting the Images removes
-// the node's copies.
+// from 127.0.0.1 (which the server allows) waits while its node pulls
+// them (Provisioning shows the pull), then boots from them; the node's
+// entry in each Image's status is Ready with the checksum; the pulled
+// files, and a kernel and initrd imported with `image import`, which a
+// second guest boots from, are readable by QEMU's user and by no other;
+// a wrong checksum leaves no image and says so; an agent SIGKILLed
+// mid-download leaves no image, and its successor resumes the download
+// with a range request; deleting the Images removes the node's copies.
 func TestImagePull(t *testing.T) {
-	c := newCluster(t)
+	c := newCluster(t, clusterOptions{imagePolicy: imagePolicy(t, "127.0.0.1/32")})
 	kernel, err := os.ReadFile(filepath.Join(env.imageDir, env.kernel))
 	c.must(err)
 	initrd, err := os.ReadFile(filepath.Join(env.imageDir, testguest.InitrdFile))
@@ -195,6 +220,37 @@ func TestImagePull(t *testing.T) {
 		e := c.nodeEntry(name)
 		if e.GetPhase() != "Ready" || e.GetSha256() != sum(content) || e.GetSizeBytes() != int64(len(content)) || e.GetFormat() != "raw" {
 			t.Errorf("image %s: node entry %v", name, e)
+		}
+	}
+
+	// Imported by the operator's CLI: the same modes, and a guest boots
+	// from them.
+	ikName, iiName := "kimp-"+id, "iimp-"+id
+	for name, src := range map[string]string{ikName: env.kernel, iiName: testguest.InitrdFile} {
+		if out, err := exec.Command(env.agent, "image", "import", "--image-dir", env.imageDir, name, filepath.Join(env.imageDir, src)).CombinedOutput(); err != nil {
+			t.Fatalf("image import %s: %v\n%s", name, err, out)
+		}
+		t.Cleanup(func() {
+			_ = os.Remove(filepath.Join(env.imageDir, name))
+			_ = os.Remove(filepath.Join(env.imageDir, "."+name+".info.json"))
+		})
+	}
+	qemuUIDs, qemuGIDs, err := guestnet.QEMUIDs(c.ctx, "", env.uri)
+	c.must(err)
+	for _, name := range []string{kName, iName, ikName, iiName} {
+		onlyQEMUReads(t, filepath.Join(env.imageDir, name), qemuUIDs[0], qemuGIDs[0])
+	}
+	imp := c.guestVM("imported", apiv1.RunStrategyAlways, testguest.Cmdline())
+	kb = imp.Spec.Template.Spec.Domain.Firmware.KernelBoot
+	kb.Kernel, kb.Initrd = ikName, iiName
+	c.create(imp)
+	c.console(c.waitRunning("imported", "").Metadata.Uid).waitMarker(testguest.MarkerBooted, bootTimeout)
+	_, err = c.api.VMs.Delete(c.ctx, &apiv1.DeleteVirtualMachineRequest{Key: c.key("imported")})
+	c.must(err)
+	testutil.Eventually(t, stateTimeout, "VM imported gone", func() bool { return c.vmi("imported") == nil })
+	for _, name := range []string{ikName, iiName} {
+		if out, err := exec.Command(env.agent, "image", "remove", "--image-dir", env.imageDir, name).CombinedOutput(); err != nil {
+			t.Fatalf("image remove %s: %v\n%s", name, err, out)
 		}
 	}
 
@@ -250,4 +306,38 @@ func TestImagePull(t *testing.T) {
 		return nil
 	})
 	testutil.Eventually(t, stateTimeout, "the node removed its copies", func() bool { return len(imageDirHolds(t, id)) == 0 })
+}
+
+// onlyQEMUReads checks that the image at path is 0640 with QEMU's group
+// (libvirt may have made QEMU's user its owner while a guest uses it),
+// that QEMU's user can read it, and that nobody else but root can: the
+// nobody user is refused.
+func onlyQEMUReads(t *testing.T, path string, qemuUID, qemuGID uint32) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode().Perm() != 0o640 || st.Gid != qemuGID {
+		t.Errorf("%s: mode %v, group %d; want 0640 and QEMU's group %d", path, fi.Mode().Perm(), st.Gid, qemuGID)
+	}
+	read := func(uid, gid uint32) error {
+		cmd := exec.Command("head", "-c", "1", path)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid, NoSetGroups: true}}
+		cmd.Stdout = io.Discard
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("%w: %s", err, stderr.String())
+		}
+		return nil
+	}
+	if err := read(qemuUID, qemuGID); err != nil {
+		t.Errorf("QEMU's user cannot read %s: %v", path, err)
+	}
+	const nobody = 65534
+	if err := read(nobody, nobody); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+		t.Errorf("user nobody read %s: %v", path, err)
+	}
 }

@@ -22,6 +22,13 @@ import (
 // (qemu, kvm). They follow qemu.conf's user; a domain may override its
 // label, which virtplane's never do.
 func QEMUUsers(ctx context.Context, virsh, uri string) ([]uint32, error) {
+	uids, _, err := QEMUIDs(ctx, virsh, uri)
+	return uids, err
+}
+
+// QEMUIDs returns the users and the groups libvirt runs QEMU as (see
+// QEMUUsers), each sorted and without repeats.
+func QEMUIDs(ctx context.Context, virsh, uri string) (uids, gids []uint32, err error) {
 	if virsh == "" {
 		virsh = "virsh"
 	}
@@ -30,17 +37,21 @@ func QEMUUsers(ctx context.Context, virsh, uri string) ([]uint32, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("libvirt capabilities (%s -c %s capabilities): %w: %s", virsh, uri, err, bytes.TrimSpace(stderr.Bytes()))
+		return nil, nil, fmt.Errorf("libvirt capabilities (%s -c %s capabilities): %w: %s", virsh, uri, err, bytes.TrimSpace(stderr.Bytes()))
 	}
-	return qemuUsers(string(out))
+	return qemuIDs(string(out))
 }
 
 func qemuUsers(capsXML string) ([]uint32, error) {
+	uids, _, err := qemuIDs(capsXML)
+	return uids, err
+}
+
+func qemuIDs(capsXML string) (uids, gids []uint32, err error) {
 	var caps libvirtxml.Caps
 	if err := caps.Unmarshal(capsXML); err != nil {
-		return nil, fmt.Errorf("libvirt capabilities: %w", err)
+		return nil, nil, fmt.Errorf("libvirt capabilities: %w", err)
 	}
-	var uids []uint32
 	for _, m := range caps.Host.SecModel {
 		if m.Name != "dac" {
 			continue
@@ -49,27 +60,52 @@ func qemuUsers(capsXML string) ([]uint32, error) {
 			if l.Type != "qemu" && l.Type != "kvm" {
 				continue
 			}
-			uid, err := labelUser(l.Value)
+			uid, gid, err := labelIDs(l.Value)
 			if err != nil {
-				return nil, fmt.Errorf("libvirt capabilities: DAC base label %q of %s domains: %w", l.Value, l.Type, err)
+				return nil, nil, fmt.Errorf("libvirt capabilities: DAC base label %q of %s domains: %w", l.Value, l.Type, err)
 			}
-			uids = append(uids, uid)
+			uids, gids = append(uids, uid), append(gids, gid)
 		}
 	}
 	if len(uids) == 0 {
-		return nil, errors.New("libvirt capabilities name no DAC base label for qemu or kvm domains: which user QEMU runs as is unknown")
+		return nil, nil, errors.New("libvirt capabilities name no DAC base label for qemu or kvm domains: which user QEMU runs as is unknown")
 	}
 	slices.Sort(uids)
-	return slices.Compact(uids), nil
+	slices.Sort(gids)
+	return slices.Compact(uids), slices.Compact(gids), nil
 }
 
-// labelUser reads the user of a DAC label, "user:group": "+<uid>" as
-// libvirt writes it, or a user name.
-func labelUser(label string) (uint32, error) {
-	name, _, ok := strings.Cut(label, ":")
-	if !ok || name == "" {
-		return 0, errors.New("not user:group")
+// labelIDs reads the user and the group of a DAC label, "user:group",
+// each "+<id>" as libvirt writes it, or a name.
+func labelIDs(label string) (uid, gid uint32, err error) {
+	name, group, ok := strings.Cut(label, ":")
+	if !ok || name == "" || group == "" {
+		return 0, 0, errors.New("not user:group")
 	}
+	if uid, err = labelUser(name); err != nil {
+		return 0, 0, err
+	}
+	if n, ok := strings.CutPrefix(group, "+"); ok {
+		g, err := strconv.ParseUint(n, 10, 32)
+		if err != nil {
+			return 0, 0, fmt.Errorf("gid %q: %w", n, err)
+		}
+		return uid, uint32(g), nil
+	}
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := strconv.ParseUint(g.Gid, 10, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("gid of %s: %w", group, err)
+	}
+	return uid, uint32(n), nil
+}
+
+// labelUser reads the user of a DAC label: "+<uid>" as libvirt writes
+// it, or a user name.
+func labelUser(name string) (uint32, error) {
 	if n, ok := strings.CutPrefix(name, "+"); ok {
 		uid, err := strconv.ParseUint(n, 10, 32)
 		if err != nil {

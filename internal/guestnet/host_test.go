@@ -61,6 +61,28 @@ func TestQEMUUsersFromCapabilities(t *testing.T) {
 	}
 }
 
+// TestQEMUGroupsFromCapabilities: the groups of the labels, which the
+// image directory is shared with.
+func TestQEMUGroupsFromCapabilities(t *testing.T) {
+	for _, tc := range []struct {
+		caps string
+		want []uint32
+	}{
+		{capsXML("kvm=+64055:+64055", "qemu=+64055:+64055"), []uint32{64055}},
+		{capsXML("kvm=+107:+107", "qemu=+64055:+107"), []uint32{107}},
+		{capsXML("kvm=+107:+108", "qemu=+64055:+107"), []uint32{107, 108}},
+		{capsXML("kvm=root:root"), []uint32{0}},
+	} {
+		_, got, err := qemuIDs(tc.caps)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("qemuIDs(%s) groups = %v, %v; want %v", tc.caps, got, err, tc.want)
+		}
+	}
+	if _, _, err := qemuIDs(capsXML("qemu=+1:+x")); err == nil || !strings.Contains(err.Error(), `gid "x"`) {
+		t.Errorf("a bad gid: %v", err)
+	}
+}
+
 // TestQEMUUsersFromVirsh asks the host's libvirt, when the tests have
 // one.
 func TestQEMUUsersFromVirsh(t *testing.T) {

@@ -68,11 +68,19 @@ func (s *Store) Commit(ctx context.Context, name string, opts ImportOptions) (im
 	if wantSum != "" && sum != wantSum {
 		return Image{}, fmt.Errorf("%w: the download has sha256 %s, expected %s", ErrChecksumMismatch, sum, wantSum)
 	}
-	format, vsize, err := s.verifyContent(ctx, tmp, name, fi.Size(), wantFormat)
+	format, vsize, err := s.verifyContent(ctx, tmp, name, fi.Size(), wantFormat, opts.MaxVirtualSize)
 	if err != nil {
 		return Image{}, err
 	}
-	if err := os.Chmod(tmp, 0o644); err != nil { // QEMU runs as another user
+	f, err := os.Open(tmp)
+	if err != nil {
+		return Image{}, err
+	}
+	err = s.restrict(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return Image{}, err
 	}
 	return publish(tmp, name, path, opts.Replace, format, vsize, sum)

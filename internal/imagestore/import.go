@@ -28,6 +28,10 @@ type ImportOptions struct {
 	// keep the old file; overlays made over the old content must not be
 	// started over the new one, which is the caller's business.
 	Replace bool
+	// MaxVirtualSize, when set, refuses an image whose virtual size (the
+	// disk a guest sees) is larger, with ErrTooLarge: qemu-img info says
+	// it before qemu-img check reads the image.
+	MaxVirtualSize int64
 }
 
 // Import copies the file at srcPath into the store as image name. The
@@ -86,7 +90,7 @@ func (s *Store) Import(ctx context.Context, name, srcPath string, opts ImportOpt
 		}
 	}()
 
-	format, vsize, sum, err := s.copyAndVerify(ctx, tmp, src, srcInfo, srcPath, wantFormat, wantSum)
+	format, vsize, sum, err := s.copyAndVerify(ctx, tmp, src, srcInfo, srcPath, wantFormat, wantSum, opts.MaxVirtualSize)
 	if err != nil {
 		return Image{}, err
 	}
@@ -127,7 +131,7 @@ func publish(tmp, name, path string, replace bool, format string, vsize int64, s
 
 // copyAndVerify copies src into tmp, syncs and closes it, and runs every
 // check on the copy. It returns the format, virtual size and SHA-256.
-func (s *Store) copyAndVerify(ctx context.Context, tmp, src *os.File, srcInfo fs.FileInfo, srcPath, wantFormat, wantSum string) (format string, vsize int64, sum string, err error) {
+func (s *Store) copyAndVerify(ctx context.Context, tmp, src *os.File, srcInfo fs.FileInfo, srcPath, wantFormat, wantSum string, maxVSize int64) (format string, vsize int64, sum string, err error) {
 	h := sha256.New()
 	n, err := copySparse(ctx, tmp, io.TeeReader(src, h))
 	if err != nil {
@@ -142,7 +146,7 @@ func (s *Store) copyAndVerify(ctx context.Context, tmp, src *os.File, srcInfo fs
 	if n == 0 {
 		return "", 0, "", fmt.Errorf("%w: source is empty", ErrInvalidImage)
 	}
-	if err := tmp.Chmod(0o644); err != nil { // QEMU runs as another user
+	if err := s.restrict(tmp); err != nil {
 		return "", 0, "", err
 	}
 	if err := tmp.Sync(); err != nil {
@@ -163,19 +167,24 @@ func (s *Store) copyAndVerify(ctx context.Context, tmp, src *os.File, srcInfo fs
 	if copySum != sum {
 		return "", 0, "", fmt.Errorf("%w: copy has sha256 %s, source read as %s", ErrChecksumMismatch, copySum, sum)
 	}
-	format, vsize, err = s.verifyContent(ctx, tmp.Name(), srcPath, n, wantFormat)
+	format, vsize, err = s.verifyContent(ctx, tmp.Name(), srcPath, n, wantFormat, maxVSize)
 	return format, vsize, sum, err
 }
 
 // verifyContent runs qemu-img's checks on the file at path (shown in
 // messages as shown), of n bytes: it must open as qcow2 or raw (wantFormat
-// when set), need no other file, and a qcow2 must pass qemu-img check.
-func (s *Store) verifyContent(ctx context.Context, path, shown string, n int64, wantFormat string) (format string, vsize int64, err error) {
+// when set), need no other file, be no larger than maxVSize (when set)
+// for a guest, and a qcow2 must pass qemu-img check.
+func (s *Store) verifyContent(ctx context.Context, path, shown string, n int64, wantFormat string, maxVSize int64) (format string, vsize int64, err error) {
 	info, err := s.info(ctx, path, shown)
 	if err != nil {
 		return "", 0, err
 	}
 	if err := checkInfo(info); err != nil {
+		return "", 0, err
+	}
+	// Before check, which would read the tables of a disk of any size.
+	if err := CheckVirtualSize(info.VirtualSize, maxVSize); err != nil {
 		return "", 0, err
 	}
 	if wantFormat != "" && info.Format != wantFormat {
@@ -237,4 +246,15 @@ func normalizeSHA256(s string) (string, error) {
 		return "", fmt.Errorf("expected sha256 %q is not 64 hex digits", s)
 	}
 	return s, nil
+}
+
+// CheckVirtualSize refuses a virtual size above limit (when limit is
+// set) with ErrTooLarge: the one rule for images downloaded and for the
+// images persistent volumes are copied from.
+func CheckVirtualSize(vsize, limit int64) error {
+	if limit > 0 && vsize > limit {
+		return fmt.Errorf("%w: its virtual size is %s (%d bytes), more than the %s this node accepts",
+			ErrTooLarge, quantity(vsize), vsize, quantity(limit))
+	}
+	return nil
 }

@@ -34,8 +34,8 @@ func TestImportQCOW2(t *testing.T) {
 	if got := sha256File(t, path); got != want {
 		t.Errorf("stored file hashes to %s, want %s", got, want)
 	}
-	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o644 {
-		t.Errorf("stored file: %v, %v; want mode 0644", fi.Mode(), err)
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("stored file: %v, %v; want mode 0640", fi.Mode(), err)
 	}
 	assertStoreFiles(t, s, "debian/.12.qcow2.info.json", "debian/12.qcow2")
 

@@ -44,6 +44,9 @@ var (
 	// truncated, or it is of a kind the store refuses (another format, a
 	// backing file, an external data file, encryption).
 	ErrInvalidImage = errors.New("invalid image")
+	// ErrTooLarge: the image's virtual size is above
+	// ImportOptions.MaxVirtualSize.
+	ErrTooLarge = errors.New("image too large")
 )
 
 // Image describes one image in the store.

@@ -54,6 +54,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
@@ -89,6 +90,9 @@ type Agent struct {
 	console   consoleRoom
 	images    imageList
 	networks  networkList
+	// imagePolicy is the server's image download policy, from the last
+	// heartbeat that carried one.
+	imagePolicy imagepolicy.Current
 
 	// The roles: the handler and the migration source and target work on
 	// the VMI queue; the others have queues of their own. pulls, snaps
@@ -180,13 +184,14 @@ func (a *Agent) newRoles() error {
 		db: a.db, launchers: a.launchers, status: a.status, api: o.API.VMIs, vmis: a.vmis,
 		lease: &a.lease, arm: a.renewLease, layout: a.layout, console: a.console, host: &a.host, vmEnded: a.kickVMDirGC,
 		disks: disks.New(disks.Options{ImageDir: o.ImageDir, Layout: a.layout, Images: o.Images,
-			Progress: progress, Clock: o.Clock, Logger: a.log}),
+			MaxVirtualSize: a.maxVirtualSize, Progress: progress, Clock: o.Clock, Logger: a.log}),
 		unreachable: map[string]time.Time{},
 	}
 	a.handler = h
 	if api := o.API.Images; api != nil {
 		p, err := imagepull.NewController(imagepull.ControllerOptions{
 			NodeName: o.NodeName, API: api, ImageDir: o.ImageDir, NodeDataDir: o.NodeDataDir, FileRoots: o.ImageSourceDirs,
+			Policy:    &a.imagePolicy,
 			Inventory: a.images, Instances: a.vmis, Reporter: progress, ResyncPeriod: o.Timing.ResyncPeriod,
 			Clock: o.Clock, Logger: a.log,
 		})
@@ -249,11 +254,14 @@ func (a *Agent) now() time.Time { return a.opts.Clock.Now() }
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.Close()
 	defer a.queue.ShutDown()
-	uids, err := a.qemuUsers(ctx)
+	uids, gids, err := a.qemuUsers(ctx)
 	if err != nil {
 		return fmt.Errorf("preflight: %w", err)
 	}
 	if err := a.preflight(uids); err != nil {
+		return err
+	}
+	if err := a.shareImages(gids); err != nil {
 		return err
 	}
 	// Before anything else: guests of an earlier run may be up already.

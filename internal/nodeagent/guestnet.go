@@ -55,20 +55,21 @@ func (a *Agent) startGuestFirewall(ctx context.Context, uids []uint32) (stop fun
 	return func() { cancelRun(); <-done }, nil
 }
 
-// qemuUsers are the uids QEMU runs as, from libvirt's capabilities; nil
-// when this node's guests are not QEMU processes on this host (localQEMU),
-// where neither the preflight nor the guest firewall applies.
-func (a *Agent) qemuUsers(ctx context.Context) ([]uint32, error) {
+// qemuUsers are the uids and gids QEMU runs as, from libvirt's
+// capabilities; nil when this node's guests are not QEMU processes on this
+// host (localQEMU), where neither the preflight, the guest firewall nor
+// the images' group applies.
+func (a *Agent) qemuUsers(ctx context.Context) (uids, gids []uint32, err error) {
 	if local, err := a.localQEMU(); err != nil || !local {
-		return nil, err
+		return nil, nil, err
 	}
 	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	uids, err := guestnet.QEMUUsers(uctx, "", a.opts.LibvirtURI)
+	uids, gids, err = guestnet.QEMUIDs(uctx, "", a.opts.LibvirtURI)
 	if err != nil {
-		return nil, fmt.Errorf("which user QEMU runs as: %w", err)
+		return nil, nil, fmt.Errorf("which user QEMU runs as: %w", err)
 	}
-	return uids, nil
+	return uids, gids, nil
 }
 
 // localQEMU reports whether this node's guests are QEMU processes on this

@@ -61,9 +61,9 @@ func TestGuestFirewallOnlyForQEMU(t *testing.T) {
 		{ExecTools{Path: "/nonexistent"}, "qemu+ssh://other/system", "another host"},
 	} {
 		a := &Agent{opts: Options{Tools: tc.tools, LibvirtURI: tc.uri}}
-		uids, err := a.qemuUsers(context.Background())
-		if err == nil && len(uids) != 0 {
-			t.Errorf("%T on %s: QEMU users %v, want none", tc.tools, tc.uri, uids)
+		uids, gids, err := a.qemuUsers(context.Background())
+		if err == nil && (len(uids) != 0 || len(gids) != 0) {
+			t.Errorf("%T on %s: QEMU users %v, groups %v, want none", tc.tools, tc.uri, uids, gids)
 		}
 		var stop func()
 		if err == nil {

@@ -71,6 +71,7 @@ func (a *Agent) heartbeat(ctx context.Context, schedulable bool) (time.Duration,
 	if nets != nil {
 		a.networks.MarkSent(nets)
 	}
+	a.takeImagePolicy(resp.GetImagePullPolicy())
 	interval := time.Duration(resp.GetHeartbeatIntervalSeconds()) * time.Second
 	if interval <= 0 {
 		interval = defaultHeartbeatInterval

@@ -233,7 +233,11 @@ func (h *handler) syncOptions(ctx context.Context, vmi *apiv1.VirtualMachineInst
 func (h *handler) pullWaiting(ctx context.Context, vmi *apiv1.VirtualMachineInstance, w *imagepull.Wait) (controller.Result, error) {
 	if w.Cause != nil {
 		h.log.Warn("image pull failed; the VMI waits", "vmi", informer.Key(vmi), "err", w.Cause, "retry_in", w.After)
-		if err := h.status.Report(ctx, vmi, vmistatus.SyncFailed(ReasonImagePullFailed, w.Cause.Error()+" (retrying)", false)); err != nil {
+		msg := w.Cause.Error() + " (retrying)"
+		if w.Permanent {
+			msg = w.Cause.Error() // it says when the node tries again
+		}
+		if err := h.status.Report(ctx, vmi, vmistatus.SyncFailed(ReasonImagePullFailed, msg, false)); err != nil {
 			return controller.Result{}, err
 		}
 	}

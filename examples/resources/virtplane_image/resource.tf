@@ -6,6 +6,9 @@ resource "virtplane_image" "debian" {
   url    = "https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2"
   sha256 = "5da2a6f8e7b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5" # sha256sum of the file (placeholder)
   nodes  = "all"
+  # A download larger than this is stopped and nothing is kept (default:
+  # the agent's --image-max-size, 10Gi).
+  max_size = "2Gi"
 
   labels = {
     os = "debian"
@@ -17,7 +20,9 @@ resource "virtplane_image" "debian" {
 }
 
 # Pulled on demand: a node downloads it when a VM placed there needs it,
-# and that VM waits (its status shows the download's progress).
+# and that VM waits (its status shows the download's progress). A mirror
+# on a private network is refused unless the servers allow its range
+# (serve --image-source-cidrs 10.20.0.0/16, say).
 resource "virtplane_image" "tools" {
   name   = "tools.raw"
   url    = "http://mirror.internal/images/tools.raw"

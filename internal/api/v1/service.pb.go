@@ -1879,8 +1879,11 @@ type HeartbeatResponse struct {
 	// heartbeat, measured on the node's own clock.
 	LeaseDurationSeconds     int64 `protobuf:"varint,1,opt,name=lease_duration_seconds,json=leaseDurationSeconds,proto3" json:"lease_duration_seconds,omitempty"`
 	HeartbeatIntervalSeconds int64 `protobuf:"varint,2,opt,name=heartbeat_interval_seconds,json=heartbeatIntervalSeconds,proto3" json:"heartbeat_interval_seconds,omitempty"`
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// How the node downloads Images: the server's policy, on every
+	// heartbeat. A node pulls nothing until it has one.
+	ImagePullPolicy *ImagePullPolicy `protobuf:"bytes,3,opt,name=image_pull_policy,json=imagePullPolicy,proto3" json:"image_pull_policy,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *HeartbeatResponse) Reset() {
@@ -1927,6 +1930,119 @@ func (x *HeartbeatResponse) GetHeartbeatIntervalSeconds() int64 {
 	return 0
 }
 
+func (x *HeartbeatResponse) GetImagePullPolicy() *ImagePullPolicy {
+	if x != nil {
+		return x.ImagePullPolicy
+	}
+	return nil
+}
+
+// ImagePullPolicy is where nodes may download Images from and the bounds
+// of a download: the server's serve --image-* flags (docs/security.md,
+// "Image downloads").
+type ImagePullPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ranges nodes may connect to besides global unicast addresses, as
+	// CIDRs (--image-source-cidrs); an address in one is allowed even if it
+	// is loopback or the node's own.
+	SourceCidrs []string `protobuf:"bytes,1,rep,name=source_cidrs,json=sourceCidrs,proto3" json:"source_cidrs,omitempty"`
+	// spec.max_size of Images that set none, and the most any may set
+	// (--image-max-size, --image-max-size-cap).
+	DefaultMaxSizeBytes int64 `protobuf:"varint,2,opt,name=default_max_size_bytes,json=defaultMaxSizeBytes,proto3" json:"default_max_size_bytes,omitempty"`
+	MaxSizeCapBytes     int64 `protobuf:"varint,3,opt,name=max_size_cap_bytes,json=maxSizeCapBytes,proto3" json:"max_size_cap_bytes,omitempty"`
+	// The largest virtual size (the disk a guest sees) of an image a node
+	// keeps or copies into a persistent volume (--image-max-virtual-size).
+	MaxVirtualSizeBytes int64 `protobuf:"varint,4,opt,name=max_virtual_size_bytes,json=maxVirtualSizeBytes,proto3" json:"max_virtual_size_bytes,omitempty"`
+	// How long one download may take (--image-pull-timeout).
+	TimeoutSeconds int64 `protobuf:"varint,5,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	// A download slower than min_bytes_per_second for min_speed_seconds is
+	// stopped (curl's --speed-limit and --speed-time;
+	// --image-pull-min-speed, --image-pull-min-speed-time).
+	MinBytesPerSecond int64 `protobuf:"varint,6,opt,name=min_bytes_per_second,json=minBytesPerSecond,proto3" json:"min_bytes_per_second,omitempty"`
+	MinSpeedSeconds   int64 `protobuf:"varint,7,opt,name=min_speed_seconds,json=minSpeedSeconds,proto3" json:"min_speed_seconds,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ImagePullPolicy) Reset() {
+	*x = ImagePullPolicy{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImagePullPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImagePullPolicy) ProtoMessage() {}
+
+func (x *ImagePullPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImagePullPolicy.ProtoReflect.Descriptor instead.
+func (*ImagePullPolicy) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ImagePullPolicy) GetSourceCidrs() []string {
+	if x != nil {
+		return x.SourceCidrs
+	}
+	return nil
+}
+
+func (x *ImagePullPolicy) GetDefaultMaxSizeBytes() int64 {
+	if x != nil {
+		return x.DefaultMaxSizeBytes
+	}
+	return 0
+}
+
+func (x *ImagePullPolicy) GetMaxSizeCapBytes() int64 {
+	if x != nil {
+		return x.MaxSizeCapBytes
+	}
+	return 0
+}
+
+func (x *ImagePullPolicy) GetMaxVirtualSizeBytes() int64 {
+	if x != nil {
+		return x.MaxVirtualSizeBytes
+	}
+	return 0
+}
+
+func (x *ImagePullPolicy) GetTimeoutSeconds() int64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *ImagePullPolicy) GetMinBytesPerSecond() int64 {
+	if x != nil {
+		return x.MinBytesPerSecond
+	}
+	return 0
+}
+
+func (x *ImagePullPolicy) GetMinSpeedSeconds() int64 {
+	if x != nil {
+		return x.MinSpeedSeconds
+	}
+	return 0
+}
+
 type DeleteNodeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1936,7 +2052,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2064,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2077,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -1980,7 +2096,7 @@ type RevokeNodeRequest struct {
 
 func (x *RevokeNodeRequest) Reset() {
 	*x = RevokeNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2108,7 @@ func (x *RevokeNodeRequest) String() string {
 func (*RevokeNodeRequest) ProtoMessage() {}
 
 func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2121,7 @@ func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RevokeNodeRequest) GetName() string {
@@ -2025,7 +2141,7 @@ type RevokeNodeResponse struct {
 
 func (x *RevokeNodeResponse) Reset() {
 	*x = RevokeNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2153,7 @@ func (x *RevokeNodeResponse) String() string {
 func (*RevokeNodeResponse) ProtoMessage() {}
 
 func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2166,7 @@ func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RevokeNodeResponse) GetRevokedSerials() []string {
@@ -2069,7 +2185,7 @@ type FenceNodeRequest struct {
 
 func (x *FenceNodeRequest) Reset() {
 	*x = FenceNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2197,7 @@ func (x *FenceNodeRequest) String() string {
 func (*FenceNodeRequest) ProtoMessage() {}
 
 func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2210,7 @@ func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeRequest.ProtoReflect.Descriptor instead.
 func (*FenceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *FenceNodeRequest) GetName() string {
@@ -2115,7 +2231,7 @@ type FenceNodeResponse struct {
 
 func (x *FenceNodeResponse) Reset() {
 	*x = FenceNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2243,7 @@ func (x *FenceNodeResponse) String() string {
 func (*FenceNodeResponse) ProtoMessage() {}
 
 func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2256,7 @@ func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeResponse.ProtoReflect.Descriptor instead.
 func (*FenceNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FenceNodeResponse) GetNode() *Node {
@@ -2166,7 +2282,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2294,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2307,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CordonNodeRequest) GetName() string {
@@ -2219,7 +2335,7 @@ type LabelNodeRequest struct {
 
 func (x *LabelNodeRequest) Reset() {
 	*x = LabelNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2347,7 @@ func (x *LabelNodeRequest) String() string {
 func (*LabelNodeRequest) ProtoMessage() {}
 
 func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2360,7 @@ func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelNodeRequest.ProtoReflect.Descriptor instead.
 func (*LabelNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LabelNodeRequest) GetName() string {
@@ -2284,7 +2400,7 @@ type CreateImageRequest struct {
 
 func (x *CreateImageRequest) Reset() {
 	*x = CreateImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2412,7 @@ func (x *CreateImageRequest) String() string {
 func (*CreateImageRequest) ProtoMessage() {}
 
 func (x *CreateImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2425,7 @@ func (x *CreateImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateImageRequest.ProtoReflect.Descriptor instead.
 func (*CreateImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CreateImageRequest) GetImage() *Image {
@@ -2328,7 +2444,7 @@ type GetImageRequest struct {
 
 func (x *GetImageRequest) Reset() {
 	*x = GetImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2340,7 +2456,7 @@ func (x *GetImageRequest) String() string {
 func (*GetImageRequest) ProtoMessage() {}
 
 func (x *GetImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2353,7 +2469,7 @@ func (x *GetImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetImageRequest.ProtoReflect.Descriptor instead.
 func (*GetImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetImageRequest) GetName() string {
@@ -2372,7 +2488,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2500,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2513,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListImagesRequest) GetLabelSelector() string {
@@ -2417,7 +2533,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2545,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2558,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListImagesResponse) GetItems() []*Image {
@@ -2461,8 +2577,8 @@ func (x *ListImagesResponse) GetResourceVersion() int64 {
 
 type UpdateImageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Labels, annotations and spec.nodes may change; the source (url,
-	// sha256, format) may not.
+	// Labels, annotations, spec.nodes and spec.max_size (unset keeps it)
+	// may change; the source (url, sha256, format) may not.
 	Image         *Image `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2470,7 +2586,7 @@ type UpdateImageRequest struct {
 
 func (x *UpdateImageRequest) Reset() {
 	*x = UpdateImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2598,7 @@ func (x *UpdateImageRequest) String() string {
 func (*UpdateImageRequest) ProtoMessage() {}
 
 func (x *UpdateImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2611,7 @@ func (x *UpdateImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateImageRequest.ProtoReflect.Descriptor instead.
 func (*UpdateImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateImageRequest) GetImage() *Image {
@@ -2514,7 +2630,7 @@ type DeleteImageRequest struct {
 
 func (x *DeleteImageRequest) Reset() {
 	*x = DeleteImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2642,7 @@ func (x *DeleteImageRequest) String() string {
 func (*DeleteImageRequest) ProtoMessage() {}
 
 func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2655,7 @@ func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteImageRequest.ProtoReflect.Descriptor instead.
 func (*DeleteImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DeleteImageRequest) GetName() string {
@@ -2558,7 +2674,7 @@ type WatchImagesRequest struct {
 
 func (x *WatchImagesRequest) Reset() {
 	*x = WatchImagesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[48]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2570,7 +2686,7 @@ func (x *WatchImagesRequest) String() string {
 func (*WatchImagesRequest) ProtoMessage() {}
 
 func (x *WatchImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[48]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2583,7 +2699,7 @@ func (x *WatchImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchImagesRequest.ProtoReflect.Descriptor instead.
 func (*WatchImagesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WatchImagesRequest) GetOptions() *WatchOptions {
@@ -2604,7 +2720,7 @@ type ImageEvent struct {
 
 func (x *ImageEvent) Reset() {
 	*x = ImageEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[49]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2732,7 @@ func (x *ImageEvent) String() string {
 func (*ImageEvent) ProtoMessage() {}
 
 func (x *ImageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[49]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2745,7 @@ func (x *ImageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageEvent.ProtoReflect.Descriptor instead.
 func (*ImageEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ImageEvent) GetType() EventType {
@@ -2664,7 +2780,7 @@ type UpdateImageNodeStatusRequest struct {
 
 func (x *UpdateImageNodeStatusRequest) Reset() {
 	*x = UpdateImageNodeStatusRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[50]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +2792,7 @@ func (x *UpdateImageNodeStatusRequest) String() string {
 func (*UpdateImageNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateImageNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[50]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +2805,7 @@ func (x *UpdateImageNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateImageNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateImageNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateImageNodeStatusRequest) GetName() string {
@@ -2727,7 +2843,7 @@ type ConsoleOpen struct {
 
 func (x *ConsoleOpen) Reset() {
 	*x = ConsoleOpen{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[51]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2855,7 @@ func (x *ConsoleOpen) String() string {
 func (*ConsoleOpen) ProtoMessage() {}
 
 func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[51]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2868,7 @@ func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOpen.ProtoReflect.Descriptor instead.
 func (*ConsoleOpen) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ConsoleOpen) GetNamespace() string {
@@ -2809,7 +2925,7 @@ type ConsoleInput struct {
 
 func (x *ConsoleInput) Reset() {
 	*x = ConsoleInput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[52]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2821,7 +2937,7 @@ func (x *ConsoleInput) String() string {
 func (*ConsoleInput) ProtoMessage() {}
 
 func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[52]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2834,7 +2950,7 @@ func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleInput.ProtoReflect.Descriptor instead.
 func (*ConsoleInput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ConsoleInput) GetOpen() *ConsoleOpen {
@@ -2870,7 +2986,7 @@ type ConsoleOutput struct {
 
 func (x *ConsoleOutput) Reset() {
 	*x = ConsoleOutput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[53]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +2998,7 @@ func (x *ConsoleOutput) String() string {
 func (*ConsoleOutput) ProtoMessage() {}
 
 func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[53]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +3011,7 @@ func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOutput.ProtoReflect.Descriptor instead.
 func (*ConsoleOutput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ConsoleOutput) GetData() []byte {
@@ -2944,7 +3060,7 @@ type ConsoleSession struct {
 
 func (x *ConsoleSession) Reset() {
 	*x = ConsoleSession{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[54]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2956,7 +3072,7 @@ func (x *ConsoleSession) String() string {
 func (*ConsoleSession) ProtoMessage() {}
 
 func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[54]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2969,7 +3085,7 @@ func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSession.ProtoReflect.Descriptor instead.
 func (*ConsoleSession) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ConsoleSession) GetSessionId() string {
@@ -3016,7 +3132,7 @@ type ConsoleSessionsRequest struct {
 
 func (x *ConsoleSessionsRequest) Reset() {
 	*x = ConsoleSessionsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[55]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3144,7 @@ func (x *ConsoleSessionsRequest) String() string {
 func (*ConsoleSessionsRequest) ProtoMessage() {}
 
 func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[55]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3157,7 @@ func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ConsoleSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ConsoleSessionsRequest) GetNodeName() string {
@@ -3065,7 +3181,7 @@ type CreateBootstrapTokenRequest struct {
 
 func (x *CreateBootstrapTokenRequest) Reset() {
 	*x = CreateBootstrapTokenRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[56]
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3193,7 @@ func (x *CreateBootstrapTokenRequest) String() string {
 func (*CreateBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[56]
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3206,7 @@ func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateBootstrapTokenRequest) GetTtlSeconds() int64 {
@@ -3129,7 +3245,7 @@ type CreateBootstrapTokenResponse struct {
 
 func (x *CreateBootstrapTokenResponse) Reset() {
 	*x = CreateBootstrapTokenResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3141,7 +3257,7 @@ func (x *CreateBootstrapTokenResponse) String() string {
 func (*CreateBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3154,7 +3270,7 @@ func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateBootstrapTokenResponse) GetToken() string {
@@ -3190,7 +3306,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3202,7 +3318,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3215,7 +3331,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -3249,7 +3365,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3377,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3390,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JoinResponse) GetCertificatePem() []byte {
@@ -3300,7 +3416,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3428,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3441,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RenewRequest) GetCsrPem() []byte {
@@ -3344,7 +3460,7 @@ type CreateMigrationRequest struct {
 
 func (x *CreateMigrationRequest) Reset() {
 	*x = CreateMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3356,7 +3472,7 @@ func (x *CreateMigrationRequest) String() string {
 func (*CreateMigrationRequest) ProtoMessage() {}
 
 func (x *CreateMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3369,7 +3485,7 @@ func (x *CreateMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMigrationRequest.ProtoReflect.Descriptor instead.
 func (*CreateMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateMigrationRequest) GetMigration() *VirtualMachineInstanceMigration {
@@ -3388,7 +3504,7 @@ type GetMigrationRequest struct {
 
 func (x *GetMigrationRequest) Reset() {
 	*x = GetMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +3516,7 @@ func (x *GetMigrationRequest) String() string {
 func (*GetMigrationRequest) ProtoMessage() {}
 
 func (x *GetMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +3529,7 @@ func (x *GetMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMigrationRequest.ProtoReflect.Descriptor instead.
 func (*GetMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetMigrationRequest) GetKey() *ObjectKey {
@@ -3432,7 +3548,7 @@ type ListMigrationsRequest struct {
 
 func (x *ListMigrationsRequest) Reset() {
 	*x = ListMigrationsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	mi := &file_internal_api_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3444,7 +3560,7 @@ func (x *ListMigrationsRequest) String() string {
 func (*ListMigrationsRequest) ProtoMessage() {}
 
 func (x *ListMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	mi := &file_internal_api_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3457,7 +3573,7 @@ func (x *ListMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*ListMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListMigrationsRequest) GetOptions() *ListOptions {
@@ -3480,7 +3596,7 @@ type ListMigrationsResponse struct {
 
 func (x *ListMigrationsResponse) Reset() {
 	*x = ListMigrationsResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[64]
+	mi := &file_internal_api_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3492,7 +3608,7 @@ func (x *ListMigrationsResponse) String() string {
 func (*ListMigrationsResponse) ProtoMessage() {}
 
 func (x *ListMigrationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[64]
+	mi := &file_internal_api_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3505,7 +3621,7 @@ func (x *ListMigrationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMigrationsResponse.ProtoReflect.Descriptor instead.
 func (*ListMigrationsResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{64}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListMigrationsResponse) GetItems() []*VirtualMachineInstanceMigration {
@@ -3538,7 +3654,7 @@ type DeleteMigrationRequest struct {
 
 func (x *DeleteMigrationRequest) Reset() {
 	*x = DeleteMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[65]
+	mi := &file_internal_api_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3666,7 @@ func (x *DeleteMigrationRequest) String() string {
 func (*DeleteMigrationRequest) ProtoMessage() {}
 
 func (x *DeleteMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[65]
+	mi := &file_internal_api_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3679,7 @@ func (x *DeleteMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMigrationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{65}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DeleteMigrationRequest) GetKey() *ObjectKey {
@@ -3582,7 +3698,7 @@ type WatchMigrationsRequest struct {
 
 func (x *WatchMigrationsRequest) Reset() {
 	*x = WatchMigrationsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[66]
+	mi := &file_internal_api_v1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3594,7 +3710,7 @@ func (x *WatchMigrationsRequest) String() string {
 func (*WatchMigrationsRequest) ProtoMessage() {}
 
 func (x *WatchMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[66]
+	mi := &file_internal_api_v1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3607,7 +3723,7 @@ func (x *WatchMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{66}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *WatchMigrationsRequest) GetOptions() *WatchOptions {
@@ -3628,7 +3744,7 @@ type MigrationEvent struct {
 
 func (x *MigrationEvent) Reset() {
 	*x = MigrationEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[67]
+	mi := &file_internal_api_v1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +3756,7 @@ func (x *MigrationEvent) String() string {
 func (*MigrationEvent) ProtoMessage() {}
 
 func (x *MigrationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[67]
+	mi := &file_internal_api_v1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +3769,7 @@ func (x *MigrationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationEvent.ProtoReflect.Descriptor instead.
 func (*MigrationEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{67}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *MigrationEvent) GetType() EventType {
@@ -3788,10 +3904,19 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\abridges\x18\x01 \x03(\tR\abridges\x12\x1a\n" +
 	"\bnetworks\x18\x02 \x03(\tR\bnetworks\">\n" +
 	"\rNodeImageList\x12-\n" +
-	"\x05items\x18\x01 \x03(\v2\x17.virtplane.v1.NodeImageR\x05items\"\x87\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.virtplane.v1.NodeImageR\x05items\"\xd2\x01\n" +
 	"\x11HeartbeatResponse\x124\n" +
 	"\x16lease_duration_seconds\x18\x01 \x01(\x03R\x14leaseDurationSeconds\x12<\n" +
-	"\x1aheartbeat_interval_seconds\x18\x02 \x01(\x03R\x18heartbeatIntervalSeconds\"'\n" +
+	"\x1aheartbeat_interval_seconds\x18\x02 \x01(\x03R\x18heartbeatIntervalSeconds\x12I\n" +
+	"\x11image_pull_policy\x18\x03 \x01(\v2\x1d.virtplane.v1.ImagePullPolicyR\x0fimagePullPolicy\"\xd1\x02\n" +
+	"\x0fImagePullPolicy\x12!\n" +
+	"\fsource_cidrs\x18\x01 \x03(\tR\vsourceCidrs\x123\n" +
+	"\x16default_max_size_bytes\x18\x02 \x01(\x03R\x13defaultMaxSizeBytes\x12+\n" +
+	"\x12max_size_cap_bytes\x18\x03 \x01(\x03R\x0fmaxSizeCapBytes\x123\n" +
+	"\x16max_virtual_size_bytes\x18\x04 \x01(\x03R\x13maxVirtualSizeBytes\x12'\n" +
+	"\x0ftimeout_seconds\x18\x05 \x01(\x03R\x0etimeoutSeconds\x12/\n" +
+	"\x14min_bytes_per_second\x18\x06 \x01(\x03R\x11minBytesPerSecond\x12*\n" +
+	"\x11min_speed_seconds\x18\a \x01(\x03R\x0fminSpeedSeconds\"'\n" +
 	"\x11DeleteNodeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"'\n" +
 	"\x11RevokeNodeRequest\x12\x12\n" +
@@ -3977,7 +4102,7 @@ func file_internal_api_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_api_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_internal_api_v1_service_proto_goTypes = []any{
 	(EventType)(0),                                    // 0: virtplane.v1.EventType
 	(*ObjectKey)(nil),                                 // 1: virtplane.v1.ObjectKey
@@ -4015,206 +4140,208 @@ var file_internal_api_v1_service_proto_goTypes = []any{
 	(*NodeNetworkInventory)(nil),                      // 33: virtplane.v1.NodeNetworkInventory
 	(*NodeImageList)(nil),                             // 34: virtplane.v1.NodeImageList
 	(*HeartbeatResponse)(nil),                         // 35: virtplane.v1.HeartbeatResponse
-	(*DeleteNodeRequest)(nil),                         // 36: virtplane.v1.DeleteNodeRequest
-	(*RevokeNodeRequest)(nil),                         // 37: virtplane.v1.RevokeNodeRequest
-	(*RevokeNodeResponse)(nil),                        // 38: virtplane.v1.RevokeNodeResponse
-	(*FenceNodeRequest)(nil),                          // 39: virtplane.v1.FenceNodeRequest
-	(*FenceNodeResponse)(nil),                         // 40: virtplane.v1.FenceNodeResponse
-	(*CordonNodeRequest)(nil),                         // 41: virtplane.v1.CordonNodeRequest
-	(*LabelNodeRequest)(nil),                          // 42: virtplane.v1.LabelNodeRequest
-	(*CreateImageRequest)(nil),                        // 43: virtplane.v1.CreateImageRequest
-	(*GetImageRequest)(nil),                           // 44: virtplane.v1.GetImageRequest
-	(*ListImagesRequest)(nil),                         // 45: virtplane.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),                        // 46: virtplane.v1.ListImagesResponse
-	(*UpdateImageRequest)(nil),                        // 47: virtplane.v1.UpdateImageRequest
-	(*DeleteImageRequest)(nil),                        // 48: virtplane.v1.DeleteImageRequest
-	(*WatchImagesRequest)(nil),                        // 49: virtplane.v1.WatchImagesRequest
-	(*ImageEvent)(nil),                                // 50: virtplane.v1.ImageEvent
-	(*UpdateImageNodeStatusRequest)(nil),              // 51: virtplane.v1.UpdateImageNodeStatusRequest
-	(*ConsoleOpen)(nil),                               // 52: virtplane.v1.ConsoleOpen
-	(*ConsoleInput)(nil),                              // 53: virtplane.v1.ConsoleInput
-	(*ConsoleOutput)(nil),                             // 54: virtplane.v1.ConsoleOutput
-	(*ConsoleSession)(nil),                            // 55: virtplane.v1.ConsoleSession
-	(*ConsoleSessionsRequest)(nil),                    // 56: virtplane.v1.ConsoleSessionsRequest
-	(*CreateBootstrapTokenRequest)(nil),               // 57: virtplane.v1.CreateBootstrapTokenRequest
-	(*CreateBootstrapTokenResponse)(nil),              // 58: virtplane.v1.CreateBootstrapTokenResponse
-	(*JoinRequest)(nil),                               // 59: virtplane.v1.JoinRequest
-	(*JoinResponse)(nil),                              // 60: virtplane.v1.JoinResponse
-	(*RenewRequest)(nil),                              // 61: virtplane.v1.RenewRequest
-	(*CreateMigrationRequest)(nil),                    // 62: virtplane.v1.CreateMigrationRequest
-	(*GetMigrationRequest)(nil),                       // 63: virtplane.v1.GetMigrationRequest
-	(*ListMigrationsRequest)(nil),                     // 64: virtplane.v1.ListMigrationsRequest
-	(*ListMigrationsResponse)(nil),                    // 65: virtplane.v1.ListMigrationsResponse
-	(*DeleteMigrationRequest)(nil),                    // 66: virtplane.v1.DeleteMigrationRequest
-	(*WatchMigrationsRequest)(nil),                    // 67: virtplane.v1.WatchMigrationsRequest
-	(*MigrationEvent)(nil),                            // 68: virtplane.v1.MigrationEvent
-	nil,                                               // 69: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	nil,                                               // 70: virtplane.v1.HeartbeatRequest.AllocatableEntry
-	nil,                                               // 71: virtplane.v1.LabelNodeRequest.SetEntry
-	(*VirtualMachine)(nil),                            // 72: virtplane.v1.VirtualMachine
-	(*VirtualMachineInstance)(nil),                    // 73: virtplane.v1.VirtualMachineInstance
-	(*Node)(nil),                                      // 74: virtplane.v1.Node
-	(*NodeImage)(nil),                                 // 75: virtplane.v1.NodeImage
-	(*Image)(nil),                                     // 76: virtplane.v1.Image
-	(*ImageNodeStatus)(nil),                           // 77: virtplane.v1.ImageNodeStatus
-	(*timestamppb.Timestamp)(nil),                     // 78: google.protobuf.Timestamp
-	(*VirtualMachineInstanceMigration)(nil),           // 79: virtplane.v1.VirtualMachineInstanceMigration
+	(*ImagePullPolicy)(nil),                           // 36: virtplane.v1.ImagePullPolicy
+	(*DeleteNodeRequest)(nil),                         // 37: virtplane.v1.DeleteNodeRequest
+	(*RevokeNodeRequest)(nil),                         // 38: virtplane.v1.RevokeNodeRequest
+	(*RevokeNodeResponse)(nil),                        // 39: virtplane.v1.RevokeNodeResponse
+	(*FenceNodeRequest)(nil),                          // 40: virtplane.v1.FenceNodeRequest
+	(*FenceNodeResponse)(nil),                         // 41: virtplane.v1.FenceNodeResponse
+	(*CordonNodeRequest)(nil),                         // 42: virtplane.v1.CordonNodeRequest
+	(*LabelNodeRequest)(nil),                          // 43: virtplane.v1.LabelNodeRequest
+	(*CreateImageRequest)(nil),                        // 44: virtplane.v1.CreateImageRequest
+	(*GetImageRequest)(nil),                           // 45: virtplane.v1.GetImageRequest
+	(*ListImagesRequest)(nil),                         // 46: virtplane.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),                        // 47: virtplane.v1.ListImagesResponse
+	(*UpdateImageRequest)(nil),                        // 48: virtplane.v1.UpdateImageRequest
+	(*DeleteImageRequest)(nil),                        // 49: virtplane.v1.DeleteImageRequest
+	(*WatchImagesRequest)(nil),                        // 50: virtplane.v1.WatchImagesRequest
+	(*ImageEvent)(nil),                                // 51: virtplane.v1.ImageEvent
+	(*UpdateImageNodeStatusRequest)(nil),              // 52: virtplane.v1.UpdateImageNodeStatusRequest
+	(*ConsoleOpen)(nil),                               // 53: virtplane.v1.ConsoleOpen
+	(*ConsoleInput)(nil),                              // 54: virtplane.v1.ConsoleInput
+	(*ConsoleOutput)(nil),                             // 55: virtplane.v1.ConsoleOutput
+	(*ConsoleSession)(nil),                            // 56: virtplane.v1.ConsoleSession
+	(*ConsoleSessionsRequest)(nil),                    // 57: virtplane.v1.ConsoleSessionsRequest
+	(*CreateBootstrapTokenRequest)(nil),               // 58: virtplane.v1.CreateBootstrapTokenRequest
+	(*CreateBootstrapTokenResponse)(nil),              // 59: virtplane.v1.CreateBootstrapTokenResponse
+	(*JoinRequest)(nil),                               // 60: virtplane.v1.JoinRequest
+	(*JoinResponse)(nil),                              // 61: virtplane.v1.JoinResponse
+	(*RenewRequest)(nil),                              // 62: virtplane.v1.RenewRequest
+	(*CreateMigrationRequest)(nil),                    // 63: virtplane.v1.CreateMigrationRequest
+	(*GetMigrationRequest)(nil),                       // 64: virtplane.v1.GetMigrationRequest
+	(*ListMigrationsRequest)(nil),                     // 65: virtplane.v1.ListMigrationsRequest
+	(*ListMigrationsResponse)(nil),                    // 66: virtplane.v1.ListMigrationsResponse
+	(*DeleteMigrationRequest)(nil),                    // 67: virtplane.v1.DeleteMigrationRequest
+	(*WatchMigrationsRequest)(nil),                    // 68: virtplane.v1.WatchMigrationsRequest
+	(*MigrationEvent)(nil),                            // 69: virtplane.v1.MigrationEvent
+	nil,                                               // 70: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	nil,                                               // 71: virtplane.v1.HeartbeatRequest.AllocatableEntry
+	nil,                                               // 72: virtplane.v1.LabelNodeRequest.SetEntry
+	(*VirtualMachine)(nil),                            // 73: virtplane.v1.VirtualMachine
+	(*VirtualMachineInstance)(nil),                    // 74: virtplane.v1.VirtualMachineInstance
+	(*Node)(nil),                                      // 75: virtplane.v1.Node
+	(*NodeImage)(nil),                                 // 76: virtplane.v1.NodeImage
+	(*Image)(nil),                                     // 77: virtplane.v1.Image
+	(*ImageNodeStatus)(nil),                           // 78: virtplane.v1.ImageNodeStatus
+	(*timestamppb.Timestamp)(nil),                     // 79: google.protobuf.Timestamp
+	(*VirtualMachineInstanceMigration)(nil),           // 80: virtplane.v1.VirtualMachineInstanceMigration
 }
 var file_internal_api_v1_service_proto_depIdxs = []int32{
-	72,  // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	73,  // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,   // 1: virtplane.v1.GetVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,   // 2: virtplane.v1.ListVirtualMachinesRequest.options:type_name -> virtplane.v1.ListOptions
-	72,  // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
-	72,  // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	73,  // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
+	73,  // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,   // 5: virtplane.v1.DeleteVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	4,   // 6: virtplane.v1.DeleteVirtualMachineRequest.options:type_name -> virtplane.v1.DeleteOptions
 	3,   // 7: virtplane.v1.WatchVirtualMachinesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,   // 8: virtplane.v1.VirtualMachineEvent.type:type_name -> virtplane.v1.EventType
-	72,  // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
+	73,  // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
 	1,   // 10: virtplane.v1.StartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 11: virtplane.v1.StopVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 12: virtplane.v1.RestartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 13: virtplane.v1.PauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 14: virtplane.v1.UnpauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 15: virtplane.v1.MigrateVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	69,  // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	70,  // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
 	1,   // 17: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,   // 18: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
-	73,  // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
+	74,  // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
 	3,   // 20: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,   // 21: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
-	73,  // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
-	73,  // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	74,  // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
+	74,  // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
 	1,   // 24: virtplane.v1.EvictVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
-	74,  // 25: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
+	75,  // 25: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
 	3,   // 26: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,   // 27: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
-	74,  // 28: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
-	74,  // 29: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
-	70,  // 30: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
+	75,  // 28: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
+	75,  // 29: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
+	71,  // 30: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
 	34,  // 31: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
 	33,  // 32: virtplane.v1.HeartbeatRequest.network_inventory:type_name -> virtplane.v1.NodeNetworkInventory
-	75,  // 33: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
-	74,  // 34: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
-	1,   // 35: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
-	71,  // 36: virtplane.v1.LabelNodeRequest.set:type_name -> virtplane.v1.LabelNodeRequest.SetEntry
-	76,  // 37: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
-	76,  // 38: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
-	76,  // 39: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
-	3,   // 40: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,   // 41: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
-	76,  // 42: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
-	77,  // 43: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
-	52,  // 44: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
-	52,  // 45: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
-	78,  // 46: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	79,  // 47: virtplane.v1.CreateMigrationRequest.migration:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	1,   // 48: virtplane.v1.GetMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
-	2,   // 49: virtplane.v1.ListMigrationsRequest.options:type_name -> virtplane.v1.ListOptions
-	79,  // 50: virtplane.v1.ListMigrationsResponse.items:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	1,   // 51: virtplane.v1.DeleteMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
-	3,   // 52: virtplane.v1.WatchMigrationsRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,   // 53: virtplane.v1.MigrationEvent.type:type_name -> virtplane.v1.EventType
-	79,  // 54: virtplane.v1.MigrationEvent.object:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	5,   // 55: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
-	6,   // 56: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
-	7,   // 57: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
-	9,   // 58: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
-	10,  // 59: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
-	11,  // 60: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
-	13,  // 61: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
-	14,  // 62: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
-	15,  // 63: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
-	16,  // 64: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
-	17,  // 65: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
-	18,  // 66: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
-	19,  // 67: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
-	20,  // 68: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
-	22,  // 69: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
-	24,  // 70: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
-	25,  // 71: virtplane.v1.VirtualMachineInstances.Evict:input_type -> virtplane.v1.EvictVirtualMachineInstanceRequest
-	26,  // 72: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
-	27,  // 73: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
-	29,  // 74: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
-	31,  // 75: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
-	32,  // 76: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
-	39,  // 77: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
-	37,  // 78: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
-	36,  // 79: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
-	41,  // 80: virtplane.v1.Nodes.Cordon:input_type -> virtplane.v1.CordonNodeRequest
-	41,  // 81: virtplane.v1.Nodes.Uncordon:input_type -> virtplane.v1.CordonNodeRequest
-	41,  // 82: virtplane.v1.Nodes.Drain:input_type -> virtplane.v1.CordonNodeRequest
-	42,  // 83: virtplane.v1.Nodes.Label:input_type -> virtplane.v1.LabelNodeRequest
-	43,  // 84: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
-	44,  // 85: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
-	45,  // 86: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
-	47,  // 87: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
-	48,  // 88: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
-	49,  // 89: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
-	51,  // 90: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
-	53,  // 91: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
-	56,  // 92: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
-	54,  // 93: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
-	57,  // 94: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
-	59,  // 95: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
-	61,  // 96: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
-	62,  // 97: virtplane.v1.Migrations.Create:input_type -> virtplane.v1.CreateMigrationRequest
-	63,  // 98: virtplane.v1.Migrations.Get:input_type -> virtplane.v1.GetMigrationRequest
-	64,  // 99: virtplane.v1.Migrations.List:input_type -> virtplane.v1.ListMigrationsRequest
-	66,  // 100: virtplane.v1.Migrations.Delete:input_type -> virtplane.v1.DeleteMigrationRequest
-	67,  // 101: virtplane.v1.Migrations.Watch:input_type -> virtplane.v1.WatchMigrationsRequest
-	72,  // 102: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
-	72,  // 103: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
-	8,   // 104: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
-	72,  // 105: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
-	72,  // 106: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
-	12,  // 107: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
-	72,  // 108: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
-	72,  // 109: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
-	72,  // 110: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
-	72,  // 111: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
-	72,  // 112: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
-	79,  // 113: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	73,  // 114: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
-	21,  // 115: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
-	23,  // 116: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
-	73,  // 117: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
-	73,  // 118: virtplane.v1.VirtualMachineInstances.Evict:output_type -> virtplane.v1.VirtualMachineInstance
-	74,  // 119: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
-	28,  // 120: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
-	30,  // 121: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
-	74,  // 122: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
-	35,  // 123: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
-	40,  // 124: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
-	38,  // 125: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
-	74,  // 126: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
-	74,  // 127: virtplane.v1.Nodes.Cordon:output_type -> virtplane.v1.Node
-	74,  // 128: virtplane.v1.Nodes.Uncordon:output_type -> virtplane.v1.Node
-	74,  // 129: virtplane.v1.Nodes.Drain:output_type -> virtplane.v1.Node
-	74,  // 130: virtplane.v1.Nodes.Label:output_type -> virtplane.v1.Node
-	76,  // 131: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
-	76,  // 132: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
-	46,  // 133: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
-	76,  // 134: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
-	76,  // 135: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
-	50,  // 136: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
-	76,  // 137: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
-	54,  // 138: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
-	55,  // 139: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
-	53,  // 140: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
-	58,  // 141: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
-	60,  // 142: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
-	60,  // 143: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
-	79,  // 144: virtplane.v1.Migrations.Create:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	79,  // 145: virtplane.v1.Migrations.Get:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	65,  // 146: virtplane.v1.Migrations.List:output_type -> virtplane.v1.ListMigrationsResponse
-	79,  // 147: virtplane.v1.Migrations.Delete:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	68,  // 148: virtplane.v1.Migrations.Watch:output_type -> virtplane.v1.MigrationEvent
-	102, // [102:149] is the sub-list for method output_type
-	55,  // [55:102] is the sub-list for method input_type
-	55,  // [55:55] is the sub-list for extension type_name
-	55,  // [55:55] is the sub-list for extension extendee
-	0,   // [0:55] is the sub-list for field type_name
+	76,  // 33: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
+	36,  // 34: virtplane.v1.HeartbeatResponse.image_pull_policy:type_name -> virtplane.v1.ImagePullPolicy
+	75,  // 35: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
+	1,   // 36: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
+	72,  // 37: virtplane.v1.LabelNodeRequest.set:type_name -> virtplane.v1.LabelNodeRequest.SetEntry
+	77,  // 38: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
+	77,  // 39: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
+	77,  // 40: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
+	3,   // 41: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 42: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
+	77,  // 43: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
+	78,  // 44: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
+	53,  // 45: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
+	53,  // 46: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
+	79,  // 47: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	80,  // 48: virtplane.v1.CreateMigrationRequest.migration:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,   // 49: virtplane.v1.GetMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	2,   // 50: virtplane.v1.ListMigrationsRequest.options:type_name -> virtplane.v1.ListOptions
+	80,  // 51: virtplane.v1.ListMigrationsResponse.items:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,   // 52: virtplane.v1.DeleteMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	3,   // 53: virtplane.v1.WatchMigrationsRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 54: virtplane.v1.MigrationEvent.type:type_name -> virtplane.v1.EventType
+	80,  // 55: virtplane.v1.MigrationEvent.object:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	5,   // 56: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
+	6,   // 57: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
+	7,   // 58: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
+	9,   // 59: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
+	10,  // 60: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
+	11,  // 61: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
+	13,  // 62: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
+	14,  // 63: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
+	15,  // 64: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
+	16,  // 65: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
+	17,  // 66: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
+	18,  // 67: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
+	19,  // 68: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
+	20,  // 69: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
+	22,  // 70: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
+	24,  // 71: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	25,  // 72: virtplane.v1.VirtualMachineInstances.Evict:input_type -> virtplane.v1.EvictVirtualMachineInstanceRequest
+	26,  // 73: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
+	27,  // 74: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
+	29,  // 75: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
+	31,  // 76: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
+	32,  // 77: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
+	40,  // 78: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
+	38,  // 79: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
+	37,  // 80: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
+	42,  // 81: virtplane.v1.Nodes.Cordon:input_type -> virtplane.v1.CordonNodeRequest
+	42,  // 82: virtplane.v1.Nodes.Uncordon:input_type -> virtplane.v1.CordonNodeRequest
+	42,  // 83: virtplane.v1.Nodes.Drain:input_type -> virtplane.v1.CordonNodeRequest
+	43,  // 84: virtplane.v1.Nodes.Label:input_type -> virtplane.v1.LabelNodeRequest
+	44,  // 85: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
+	45,  // 86: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
+	46,  // 87: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
+	48,  // 88: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
+	49,  // 89: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
+	50,  // 90: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
+	52,  // 91: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
+	54,  // 92: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
+	57,  // 93: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
+	55,  // 94: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
+	58,  // 95: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
+	60,  // 96: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
+	62,  // 97: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
+	63,  // 98: virtplane.v1.Migrations.Create:input_type -> virtplane.v1.CreateMigrationRequest
+	64,  // 99: virtplane.v1.Migrations.Get:input_type -> virtplane.v1.GetMigrationRequest
+	65,  // 100: virtplane.v1.Migrations.List:input_type -> virtplane.v1.ListMigrationsRequest
+	67,  // 101: virtplane.v1.Migrations.Delete:input_type -> virtplane.v1.DeleteMigrationRequest
+	68,  // 102: virtplane.v1.Migrations.Watch:input_type -> virtplane.v1.WatchMigrationsRequest
+	73,  // 103: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
+	73,  // 104: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
+	8,   // 105: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
+	73,  // 106: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
+	73,  // 107: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
+	12,  // 108: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
+	73,  // 109: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
+	73,  // 110: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
+	73,  // 111: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
+	73,  // 112: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
+	73,  // 113: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
+	80,  // 114: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	74,  // 115: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
+	21,  // 116: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
+	23,  // 117: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
+	74,  // 118: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
+	74,  // 119: virtplane.v1.VirtualMachineInstances.Evict:output_type -> virtplane.v1.VirtualMachineInstance
+	75,  // 120: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
+	28,  // 121: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
+	30,  // 122: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
+	75,  // 123: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
+	35,  // 124: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
+	41,  // 125: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
+	39,  // 126: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
+	75,  // 127: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
+	75,  // 128: virtplane.v1.Nodes.Cordon:output_type -> virtplane.v1.Node
+	75,  // 129: virtplane.v1.Nodes.Uncordon:output_type -> virtplane.v1.Node
+	75,  // 130: virtplane.v1.Nodes.Drain:output_type -> virtplane.v1.Node
+	75,  // 131: virtplane.v1.Nodes.Label:output_type -> virtplane.v1.Node
+	77,  // 132: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
+	77,  // 133: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
+	47,  // 134: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
+	77,  // 135: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
+	77,  // 136: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
+	51,  // 137: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
+	77,  // 138: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
+	55,  // 139: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
+	56,  // 140: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
+	54,  // 141: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
+	59,  // 142: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
+	61,  // 143: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
+	61,  // 144: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
+	80,  // 145: virtplane.v1.Migrations.Create:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	80,  // 146: virtplane.v1.Migrations.Get:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	66,  // 147: virtplane.v1.Migrations.List:output_type -> virtplane.v1.ListMigrationsResponse
+	80,  // 148: virtplane.v1.Migrations.Delete:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	69,  // 149: virtplane.v1.Migrations.Watch:output_type -> virtplane.v1.MigrationEvent
+	103, // [103:150] is the sub-list for method output_type
+	56,  // [56:103] is the sub-list for method input_type
+	56,  // [56:56] is the sub-list for extension type_name
+	56,  // [56:56] is the sub-list for extension extendee
+	0,   // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_service_proto_init() }
@@ -4231,7 +4358,7 @@ func file_internal_api_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_service_proto_rawDesc), len(file_internal_api_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   71,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   7,
 		},

@@ -3763,7 +3763,13 @@ type ImageSpec struct {
 	// Which nodes pull it: "" (on demand: a node pulls it when an instance
 	// placed there needs it) or "all" (every node pulls it at once, and
 	// nodes that join later too).
-	Nodes         string `protobuf:"bytes,4,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes string `protobuf:"bytes,4,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	// The most a node downloads of it, as a quantity ("10Gi"): a download
+	// that grows past it is stopped and nothing is kept. Empty takes the
+	// server's default (serve --image-max-size); at most the server's cap
+	// (serve --image-max-size-cap). May change: nodes that refused the image
+	// for its size try again.
+	MaxSize       string `protobuf:"bytes,5,opt,name=max_size,json=maxSize,proto3" json:"max_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3822,6 +3828,13 @@ func (x *ImageSpec) GetFormat() string {
 func (x *ImageSpec) GetNodes() string {
 	if x != nil {
 		return x.Nodes
+	}
+	return ""
+}
+
+func (x *ImageSpec) GetMaxSize() string {
+	if x != nil {
+		return x.MaxSize
 	}
 	return ""
 }
@@ -4612,12 +4625,13 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x05Image\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12+\n" +
 	"\x04spec\x18\x02 \x01(\v2\x17.virtplane.v1.ImageSpecR\x04spec\x121\n" +
-	"\x06status\x18\x03 \x01(\v2\x19.virtplane.v1.ImageStatusR\x06status\"c\n" +
+	"\x06status\x18\x03 \x01(\v2\x19.virtplane.v1.ImageStatusR\x06status\"~\n" +
 	"\tImageSpec\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x16\n" +
 	"\x06format\x18\x03 \x01(\tR\x06format\x12\x14\n" +
-	"\x05nodes\x18\x04 \x01(\tR\x05nodes\"B\n" +
+	"\x05nodes\x18\x04 \x01(\tR\x05nodes\x12\x19\n" +
+	"\bmax_size\x18\x05 \x01(\tR\amaxSize\"B\n" +
 	"\vImageStatus\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.virtplane.v1.ImageNodeStatusR\x05nodes\"\xdc\x03\n" +
 	"\x0fImageNodeStatus\x12\x12\n" +

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -46,7 +47,47 @@ const (
 func DefaultImage(img *apiv1.Image) {
 	if img.GetSpec() != nil {
 		img.Spec.Sha256 = strings.ToLower(strings.TrimSpace(img.Spec.Sha256))
+		if ms := img.Spec.MaxSize; ms != "" && validateDiskSize(ms, nil) == nil {
+			img.Spec.MaxSize = mustCanonical(ms)
+		}
 	}
+}
+
+// DefaultImageMaxSize gives an Image that sets no spec.max_size the
+// server's default (serve --image-max-size), in bytes.
+func DefaultImageMaxSize(img *apiv1.Image, def int64) {
+	if img.GetSpec() != nil && img.Spec.MaxSize == "" && def > 0 {
+		img.Spec.MaxSize = resource.NewQuantity(def, resource.BinarySI).String()
+	}
+}
+
+// ValidateImageMaxSize refuses a spec.max_size above the server's cap
+// (serve --image-max-size-cap), in bytes. old is nil on create; an update
+// that keeps the value passes even when the cap was lowered since, as
+// Kubernetes ratchets validation: the Image is not made unchangeable.
+func ValidateImageMaxSize(img, old *apiv1.Image, capBytes int64) field.ErrorList {
+	ms := img.GetSpec().GetMaxSize()
+	n, ok := ByteQuantity(ms)
+	if !ok || (old != nil && EqualQuantities(ms, old.GetSpec().GetMaxSize())) || n <= capBytes {
+		return nil // a bad quantity is ValidateImage's to report
+	}
+	c := resource.NewQuantity(capBytes, resource.BinarySI).String()
+	return field.ErrorList{field.Invalid(field.NewPath("spec", "max_size"), ms,
+		fmt.Sprintf("must be at most %s, the server's cap (serve --image-max-size-cap)", c))}
+}
+
+// ByteQuantity is the number of bytes of a quantity that is a whole
+// number of bytes between 1 and 1Ei, as disk sizes are; ok is false for
+// anything else.
+func ByteQuantity(s string) (int64, bool) {
+	if validateDiskSize(s, nil) != nil {
+		return 0, false
+	}
+	q, err := parseQuantity(s)
+	if err != nil {
+		return 0, false
+	}
+	return q.Value(), true
 }
 
 // ValidateImage checks an Image as created or updated. Its name is both
@@ -70,6 +111,9 @@ func ValidateImage(img *apiv1.Image) field.ErrorList {
 		errs = append(errs, field.Invalid(spec.Child("sha256"), sum, "must be 64 hex digits"))
 	}
 	errs = append(errs, validateImageFormat(img.GetMetadata().GetName(), s.GetFormat(), spec.Child("format"))...)
+	if ms := s.GetMaxSize(); ms != "" {
+		errs = append(errs, validateDiskSize(ms, spec.Child("max_size"))...)
+	}
 	switch s.GetNodes() {
 	case ImageNodesOnDemand, ImageNodesAll:
 	default:

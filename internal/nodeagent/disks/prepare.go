@@ -42,6 +42,10 @@ type Options struct {
 	Layout   nodedir.Layout
 	// Images inspects images and creates disks; nil runs qemu-img.
 	Images ImageTool
+	// MaxVirtualSize is the largest virtual size of an image a persistent
+	// volume may be copied from (the server's --image-max-virtual-size);
+	// nil takes none.
+	MaxVirtualSize func() int64
 	// Progress is told when a volume is being created; nil tells no one.
 	Progress Progress
 	// Clock times provisioning for the log; the real clock when nil.

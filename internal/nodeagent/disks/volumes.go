@@ -14,6 +14,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/cloudinit"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
@@ -97,6 +98,14 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 		}
 		if info, err = p.opts.Images.Info(ctx, base); err != nil {
 			return nil, volErr(fmt.Errorf("reading image %s: %w", pv.GetImage(), err))
+		}
+		// An image imported by hand, or pulled before the cap, may claim
+		// any size: copying it would make a disk the guest can fill the
+		// node with, or keep qemu-img busy with tables of petabytes.
+		if p.opts.MaxVirtualSize != nil {
+			if err := imagestore.CheckVirtualSize(info.VirtualSize, p.opts.MaxVirtualSize()); err != nil {
+				return nil, volErr(fmt.Errorf("image %s: %w (the server's --image-max-virtual-size)", pv.GetImage(), err))
+			}
 		}
 		if size < info.VirtualSize {
 			return nil, volErr(fmt.Errorf("size %s is below the virtual size of image %s (%d bytes)", pv.GetSize(), pv.GetImage(), info.VirtualSize))

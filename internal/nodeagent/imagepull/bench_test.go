@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 )
 
@@ -25,6 +27,10 @@ func BenchmarkPull(b *testing.B) {
 	content, sum := qcow2(b, 256<<20)
 	srv, _ := server(b, content)
 	b.SetBytes(int64(len(content)))
+	var pol imagepolicy.Current
+	p0 := imagepolicy.Default()
+	p0.SourceCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	pol.Set(p0)
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
@@ -33,7 +39,7 @@ func BenchmarkPull(b *testing.B) {
 			b.Fatal(err)
 		}
 		p, err := New(Options{NodeName: "n1", Store: s, RecordDir: filepath.Join(dir, fmt.Sprintf("pulled-%d", i)), API: &fakeAPI{},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Policy: &pol, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
@@ -58,6 +59,9 @@ type ControllerOptions struct {
 	ImageDir, NodeDataDir string
 	// FileRoots are the directories file:// URLs may name.
 	FileRoots []string
+	// Policy is the server's image policy as the node last received it.
+	Policy *imagepolicy.Current
+
 	Inventory Inventory
 	Instances Instances
 	Reporter  Reporter
@@ -91,7 +95,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 	}
 	p, err := New(Options{
 		NodeName: opts.NodeName, Store: st, RecordDir: filepath.Join(opts.NodeDataDir, "pulled"), API: opts.API,
-		FileRoots: opts.FileRoots, Clock: opts.Clock, Logger: opts.Logger,
+		FileRoots: opts.FileRoots, Policy: opts.Policy, Clock: opts.Clock, Logger: opts.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -152,10 +156,16 @@ func (c *Controller) Reconcile(ctx context.Context, name string) (controller.Res
 	if ok && img.GetSpec().GetNodes() == validation.ImageNodesAll {
 		err := c.puller.Ensure(ctx, img, nil)
 		var retry *RetryError
+		var perm *PermanentError
 		switch {
 		case err == nil:
 			c.opts.Inventory.Refresh()
 			return controller.Result{}, nil
+		case errors.As(err, &perm):
+			// An update of the Image comes through the informer; a new
+			// policy is looked for now and then.
+			c.log.Info("image pull refused for good", "image", name, "err", err)
+			return controller.Result{RequeueAfter: RetryMax}, nil
 		case errors.As(err, &retry):
 			// The puller's backoff, not the queue's: that one starts at
 			// milliseconds.
@@ -203,6 +213,9 @@ func (c *Controller) localUsers(name string) []string {
 type Wait struct {
 	After time.Duration
 	Cause error
+	// Permanent: Cause is a pull that went past its bounds, which is not
+	// tried again while they stay (PermanentError).
+	Permanent bool
 }
 
 func (w *Wait) Error() string {
@@ -231,17 +244,22 @@ func (c *Controller) PullFor(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 	var waiting []string
 	var failed error
 	retryAt := time.Time{}
+	permanent := false
 	for _, name := range validation.ImageRefs(vmi.GetSpec(), c.opts.ImageDir, true) {
 		img, ok := c.inf.Get("", name)
 		if !ok {
 			continue
 		}
 		st := c.puller.Pull(img)
+		if st.Permanent {
+			// Looked at again now and then: the Image's bounds may change.
+			st.RetryAt = c.opts.Clock.Now().Add(RetryMax)
+		}
 		switch {
 		case st.Ready:
 			continue
 		case st.Err != nil:
-			failed = fmt.Errorf("pulling image %s: %w", name, st.Err)
+			failed, permanent = fmt.Errorf("pulling image %s: %w", name, st.Err), st.Permanent
 			if retryAt.IsZero() || st.RetryAt.Before(retryAt) {
 				retryAt = st.RetryAt
 			}
@@ -251,7 +269,7 @@ func (c *Controller) PullFor(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 	}
 	switch {
 	case failed != nil:
-		return &Wait{After: max(retryAt.Sub(c.opts.Clock.Now()), time.Second), Cause: failed}
+		return &Wait{After: max(retryAt.Sub(c.opts.Clock.Now()), time.Second), Cause: failed, Permanent: permanent}
 	case len(waiting) > 0:
 		if err := c.opts.Reporter.Provisioning(ctx, vmi, strings.Join(waiting, "; ")); err != nil {
 			return err

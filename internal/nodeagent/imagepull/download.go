@@ -13,8 +13,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 )
 
 // resumeInfo is kept next to a download in progress (<download>.json): a
@@ -49,13 +49,12 @@ type counter interface {
 	add(n int64)
 }
 
-// maxErrorBody bounds what is read of an error response for the message.
-const maxErrorBody = 512
-
-// fetch downloads src into the file download, resuming what an earlier
-// attempt for the same image (uid) left there when the server supports
-// ranges and still has the same content.
-func (p *Puller) fetch(ctx context.Context, uid, src, download string, c counter) error {
+// fetch downloads src into the file download, at most maxSize bytes,
+// resuming what an earlier attempt for the same image (uid) left there
+// when the server supports ranges and still has the same content. An
+// HTTP source is fetched under the policy in ctx (imagepolicy.WithPolicy),
+// and its errors say only what the node knows (describe).
+func (p *Puller) fetch(ctx context.Context, uid, src, download string, c counter, maxSize int64) error {
 	u, err := url.Parse(src)
 	if err != nil {
 		return err
@@ -66,18 +65,22 @@ func (p *Puller) fetch(ctx context.Context, uid, src, download string, c counter
 		if err != nil {
 			return err
 		}
-		return copyFile(ctx, path, download, c)
+		return copyFile(ctx, path, download, c, maxSize)
 	}
-	return p.fetchHTTP(ctx, uid, src, download, c)
+	err = p.fetchHTTP(ctx, uid, src, download, c, maxSize)
+	if err != nil {
+		return describe(ctx, src, err)
+	}
+	return nil
 }
 
-func (p *Puller) fetchHTTP(ctx context.Context, uid, src, download string, c counter) error {
-	err := p.fetchHTTPOnce(ctx, uid, src, download, c)
+func (p *Puller) fetchHTTP(ctx context.Context, uid, src, download string, c counter, maxSize int64) error {
+	err := p.fetchHTTPOnce(ctx, uid, src, download, c, maxSize)
 	if errors.Is(err, errRangeNotSatisfiable) {
 		// The kept part is as long as the content or longer (complete
 		// but never committed, or the content shrank): start over.
 		discard(download)
-		err = p.fetchHTTPOnce(ctx, uid, src, download, c)
+		err = p.fetchHTTPOnce(ctx, uid, src, download, c, maxSize)
 	}
 	return err
 }
@@ -91,7 +94,7 @@ func discard(download string) {
 	os.Remove(resumeInfoPath(download))
 }
 
-func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c counter) error {
+func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c counter, maxSize int64) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
 	if err != nil {
 		return err
@@ -121,7 +124,7 @@ func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c
 	switch resp.StatusCode {
 	case http.StatusPartialContent:
 		if start, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || start != have {
-			return fmt.Errorf("%s: server resumed at %q, not at byte %d", validation.RedactURL(src), resp.Header.Get("Content-Range"), have)
+			return &ownError{fmt.Sprintf("the server resumed elsewhere than at byte %d", have)}
 		}
 		flags |= os.O_APPEND
 	case http.StatusOK:
@@ -129,20 +132,22 @@ func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c
 		flags |= os.O_TRUNC
 	case http.StatusRequestedRangeNotSatisfiable:
 		if have > 0 {
-			return fmt.Errorf("%s: resuming at byte %d: %w", validation.RedactURL(src), have, errRangeNotSatisfiable)
+			return fmt.Errorf("resuming at byte %d: %w", have, errRangeNotSatisfiable)
 		}
 		fallthrough
 	default:
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		msg := strings.TrimSpace(string(body))
-		if msg != "" {
-			msg = ": " + firstLine(msg)
-		}
-		return fmt.Errorf("%s: %s%s", validation.RedactURL(src), resp.Status, msg)
+		// The code only: the body, and the reason phrase of the status
+		// line, are what the server chose to say, and the status of an
+		// Image is read by every admin and node.
+		return &statusError{code: resp.StatusCode}
 	}
 	total := int64(0)
 	if resp.ContentLength >= 0 {
 		total = have + resp.ContentLength
+	}
+	if total > maxSize {
+		discard(download)
+		return tooLarge(maxSize, fmt.Sprintf("the source says the image has %s,", imagepolicy.Bytes(total)))
 	}
 	if err := p.checkSpace(download, total-have); err != nil {
 		return err
@@ -159,15 +164,21 @@ func (p *Puller) fetchHTTPOnce(ctx context.Context, uid, src, download string, c
 		return err
 	}
 	c.start(have, total)
-	n, err := io.Copy(f, countingReader{r: contextReader{ctx: ctx, r: resp.Body}, c: c})
+	// One byte past the bound tells a source that would go on.
+	body := io.LimitReader(resp.Body, maxSize-have+1)
+	n, err := io.Copy(f, countingReader{r: contextReader{ctx: ctx, r: body}, c: c})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("%s: after %d bytes: %w", validation.RedactURL(src), have+n, err)
+		return &readError{at: have + n, err: err}
+	}
+	if have+n > maxSize {
+		discard(download)
+		return tooLarge(maxSize, "the source sent")
 	}
 	if total > 0 && have+n != total {
-		return fmt.Errorf("%s: got %d bytes of %d", validation.RedactURL(src), have+n, total)
+		return &ownError{fmt.Sprintf("got %d bytes of %d", have+n, total)}
 	}
 	return nil
 }
@@ -197,9 +208,9 @@ func (p *Puller) fileSource(path string) (string, error) {
 	return "", fmt.Errorf("%s is outside the directories file:// sources may come from on node %s (%s)", path, p.opts.NodeName, strings.Join(p.opts.FileRoots, ", "))
 }
 
-// copyFile copies a file:// source. No resume: a local copy is quick to
-// repeat.
-func copyFile(ctx context.Context, src, download string, c counter) error {
+// copyFile copies a file:// source, of at most maxSize bytes. No resume:
+// a local copy is quick to repeat.
+func copyFile(ctx context.Context, src, download string, c counter, maxSize int64) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -212,14 +223,21 @@ func copyFile(ctx context.Context, src, download string, c counter) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", src)
 	}
+	if fi.Size() > maxSize {
+		return tooLarge(maxSize, fmt.Sprintf("%s has %s,", src, imagepolicy.Bytes(fi.Size())))
+	}
 	out, err := os.OpenFile(download, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
 	c.start(0, fi.Size())
-	_, err = io.Copy(out, countingReader{r: contextReader{ctx: ctx, r: in}, c: c})
+	n, err := io.Copy(out, countingReader{r: contextReader{ctx: ctx, r: io.LimitReader(in, maxSize+1)}, c: c})
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && n > maxSize { // it grew while copied
+		os.Remove(download)
+		return tooLarge(maxSize, src+" grew to")
 	}
 	return err
 }
@@ -262,16 +280,6 @@ func (c contextReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
 }
 
 // errNoSpace is returned when the image cannot fit.

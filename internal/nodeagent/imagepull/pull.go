@@ -3,14 +3,17 @@ package imagepull
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 )
 
@@ -23,6 +26,12 @@ type pull struct {
 	done  chan struct{}
 	// suffix ends progress messages (why the last attempt failed).
 	suffix string
+	// policy is the server's policy as the pull started, and bounds what
+	// it holds this pull to.
+	policy imagepolicy.Policy
+	bounds bounds
+	// received counts the bytes this attempt got (not a resumed part).
+	received atomic.Int64
 
 	mu       sync.Mutex
 	bytes    int64 // received so far, a resumed part included
@@ -39,6 +48,7 @@ func (pl *pull) start(done, total int64) {
 }
 
 func (pl *pull) add(n int64) {
+	pl.received.Add(n)
 	pl.mu.Lock()
 	pl.bytes += n
 	pl.mu.Unlock()
@@ -111,7 +121,12 @@ func (pl *pull) run(ctx context.Context) error {
 			log.Info("pull stopped; the download is kept for a resume", "err", err)
 			return err
 		}
-		log.Warn("pull failed", "err", err)
+		if permanent(err) {
+			err = &PermanentError{Err: err}
+		}
+		// The whole cause (what a server sent included) stays here; the
+		// status says what the node knows (describe).
+		log.Warn("pull failed", "err", err, "cause", causeOf(err))
 		st := pl.pullingStatus(attempt, err.Error())
 		st.Phase = validation.ImagePhaseFailed
 		p.report(ctx, name, st)
@@ -142,13 +157,23 @@ func (pl *pull) download(ctx context.Context) (imagestore.Image, error) {
 	if err != nil {
 		return imagestore.Image{}, err
 	}
-	if err := p.fetch(ctx, pl.uid, spec.GetUrl(), dl, pl); err != nil {
+	wctx, stop := pl.watch(imagepolicy.WithPolicy(ctx, pl.policy), pl.received.Load)
+	err = p.fetch(wctx, pl.uid, spec.GetUrl(), dl, pl, pl.bounds.maxSize)
+	stop()
+	if err != nil {
+		if permanent(err) {
+			discard(dl) // nothing half-written, no resume record
+		}
 		return imagestore.Image{}, err
 	}
 	img, err := p.opts.Store.Commit(ctx, name, imagestore.ImportOptions{
 		ExpectedSHA256: spec.GetSha256(), Format: spec.GetFormat(), Replace: true,
+		MaxVirtualSize: pl.bounds.maxVirtualSize,
 	})
 	os.Remove(resumeInfoPath(dl))
+	if errors.Is(err, imagestore.ErrTooLarge) {
+		return imagestore.Image{}, fmt.Errorf("refused: %w (the server's --image-max-virtual-size); nothing was kept", err)
+	}
 	if err != nil {
 		return imagestore.Image{}, err
 	}
@@ -164,7 +189,7 @@ func (pl *pull) adopt(ctx context.Context) (imagestore.Image, bool) {
 		return imagestore.Image{}, false
 	}
 	img, err := pl.p.opts.Store.Inspect(ctx, pl.img.GetMetadata().GetName())
-	if err != nil || img.SHA256 != want {
+	if err != nil || img.SHA256 != want || imagestore.CheckVirtualSize(img.VirtualSize, pl.bounds.maxVirtualSize) != nil {
 		return imagestore.Image{}, false
 	}
 	if err := pl.writeRecord(img.SHA256); err != nil {

@@ -4,7 +4,13 @@
 // A pull downloads next to the image (imagestore.DownloadPath), resuming
 // what an earlier attempt left when the server supports ranges, then has
 // the image store verify it (checksum, qemu-img) and rename it into place,
-// so an image is complete and verified or absent. Concurrent Ensure calls
+// so an image is complete and verified or absent. It is held to the
+// server's policy (imagepolicy, received with heartbeats; none, no pull):
+// it connects only where the policy allows, at every hop, stops at the
+// Image's max_size, the policy's deadline and minimum speed, and keeps no
+// image whose virtual size is above the policy's cap (bounds.go). Status
+// messages say what the node knows, never what a server sent
+// (describe). Concurrent Ensure calls
 // for one image share one download. Each pull reports its progress
 // (bytes, rate, ETA) in the Image's status entry for this node, and a
 // record per image (<RecordDir>/<name>.json) remembers which Image (uid)
@@ -33,6 +39,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagewait"
 )
@@ -51,9 +58,15 @@ type Options struct {
 	RecordDir string
 	// API takes status reports; required.
 	API API
-	// HTTPClient downloads; nil uses one with connection and header
-	// timeouts, proxies from the environment.
+	// Policy is the server's image policy as the node last received it;
+	// required. Nothing is pulled while it has none.
+	Policy *imagepolicy.Current
+	// HTTPClient downloads; nil uses imagepolicy.NewClient(OwnAddrs),
+	// which connects only where the policy of each pull allows.
 	HTTPClient *http.Client
+	// OwnAddrs lists the node's addresses for the default client; nil
+	// reads the host's interfaces.
+	OwnAddrs imagepolicy.OwnAddrs
 	// FileRoots are the directories file:// sources may come from; none
 	// refuses file:// sources.
 	FileRoots []string
@@ -97,11 +110,11 @@ type Puller struct {
 
 // New returns a Puller; Close stops its pulls.
 func New(opts Options) (*Puller, error) {
-	if opts.Store == nil || opts.API == nil || opts.RecordDir == "" || opts.NodeName == "" {
-		return nil, errors.New("imagepull: Store, API, RecordDir and NodeName are required")
+	if opts.Store == nil || opts.API == nil || opts.RecordDir == "" || opts.NodeName == "" || opts.Policy == nil {
+		return nil, errors.New("imagepull: Store, API, RecordDir, NodeName and Policy are required")
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = defaultHTTPClient()
+		opts.HTTPClient = imagepolicy.NewClient(opts.OwnAddrs)
 	}
 	if opts.ReportInterval <= 0 {
 		opts.ReportInterval = 2 * time.Second
@@ -118,12 +131,6 @@ func New(opts Options) (*Puller, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Puller{opts: opts, log: opts.Logger.With("component", "imagepull"), ctx: ctx, cancel: cancel,
 		pulls: map[string]*pull{}, attempts: map[string]int32{}, failed: map[string]failure{}}, nil
-}
-
-func defaultHTTPClient() *http.Client {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.ResponseHeaderTimeout = time.Minute
-	return &http.Client{Transport: t}
 }
 
 // Close cancels the pulls under way (their downloads stay for a resume)
@@ -272,6 +279,10 @@ type State struct {
 	// next one off until RetryAt.
 	Err     error
 	RetryAt time.Time
+	// Permanent: the last attempt went past a bound (max_size, deadline,
+	// virtual size); Err is a *PermanentError, and no attempt follows
+	// until the bounds change.
+	Permanent bool
 }
 
 // Pull starts pulling img unless it is here, being pulled (then the pull
@@ -293,14 +304,31 @@ func (p *Puller) Pull(img *apiv1.Image) State {
 		// old pull ends before the new one starts (one download file).
 		return State{Done: pl.done, Progress: pl.progress()}
 	}
+	pol, ok := p.opts.Policy.Get()
+	if !ok {
+		// Never a looser policy than the server's: none, no pull.
+		return State{Err: errNoPolicy, RetryAt: p.opts.Clock.Now().Add(PolicyWait)}
+	}
 	if f, ok := p.failed[name]; ok && f.uid == img.GetMetadata().GetUid() {
-		if at := f.at.Add(retryDelay(p.attempts[name])); p.opts.Clock.Now().Before(at) {
-			return State{Err: f.err, RetryAt: at}
+		switch {
+		case f.permanent && f.bounds == boundsOf(pol, img.GetSpec()):
+			return State{Err: f.err, Permanent: true}
+		case f.permanent: // the bounds changed: one more attempt
+		default:
+			if at := f.at.Add(retryDelay(p.attempts[name])); p.opts.Clock.Now().Before(at) {
+				return State{Err: f.err, RetryAt: at}
+			}
 		}
 	}
-	pl := p.startLocked(img)
+	pl := p.startLocked(img, pol)
 	return State{Done: pl.done}
 }
+
+// errNoPolicy: the node has not received the server's image policy.
+var errNoPolicy = errors.New("waiting for the server's image download policy (it comes with the node's heartbeats)")
+
+// PolicyWait is how long a pull waits for the policy before it asks again.
+const PolicyWait = 2 * time.Second
 
 // Ensure returns once img is on the node, pulling it unless it is there
 // already; a pull under way for it is joined, not repeated. It returns
@@ -317,7 +345,7 @@ func (p *Puller) Ensure(ctx context.Context, img *apiv1.Image, watch func(Progre
 		case st.Ready:
 			return nil
 		case st.Err != nil && st.RetryAt.IsZero():
-			return st.Err
+			return st.Err // a *PermanentError, or the puller stopped
 		case st.Err != nil:
 			return &RetryError{Err: st.Err, RetryAt: st.RetryAt}
 		}
@@ -346,17 +374,33 @@ type RetryError struct {
 func (e *RetryError) Error() string { return e.Err.Error() }
 func (e *RetryError) Unwrap() error { return e.Err }
 
+// PermanentError is a pull that went past one of its bounds: the Image's
+// max_size, the policy's deadline or virtual-size cap. Downloading again
+// would go past it again, so the node does not, until the bounds change
+// (the Image's max_size or the server's policy) or the Image is
+// re-created.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string {
+	return e.Err.Error() + "; not tried again until spec.max_size or the server's image limits change, or the Image is re-created"
+}
+func (e *PermanentError) Unwrap() error { return e.Err }
+
 // failure is an image's last failed attempt.
 type failure struct {
 	uid string
 	at  time.Time
 	err error
+	// permanent failures are not retried while the bounds stay these.
+	permanent bool
+	bounds    bounds
 }
 
-// startLocked starts a pull of img; p.mu is held.
-func (p *Puller) startLocked(img *apiv1.Image) *pull {
+// startLocked starts a pull of img under pol; p.mu is held.
+func (p *Puller) startLocked(img *apiv1.Image, pol imagepolicy.Policy) *pull {
 	name := img.GetMetadata().GetName()
-	pl := &pull{p: p, img: img, uid: img.GetMetadata().GetUid(), done: make(chan struct{}), began: p.opts.Clock.Now()}
+	pl := &pull{p: p, img: img, uid: img.GetMetadata().GetUid(), done: make(chan struct{}), began: p.opts.Clock.Now(),
+		policy: pol, bounds: boundsOf(pol, img.GetSpec())}
 	p.pulls[name] = pl
 	p.wg.Add(1)
 	go func() {
@@ -371,7 +415,8 @@ func (p *Puller) startLocked(img *apiv1.Image) *pull {
 			delete(p.attempts, name)
 			delete(p.failed, name)
 		case p.ctx.Err() == nil:
-			p.failed[name] = failure{uid: pl.uid, at: p.opts.Clock.Now(), err: err}
+			var perm *PermanentError
+			p.failed[name] = failure{uid: pl.uid, at: p.opts.Clock.Now(), err: err, permanent: errors.As(err, &perm), bounds: pl.bounds}
 		}
 		p.mu.Unlock()
 		close(pl.done)

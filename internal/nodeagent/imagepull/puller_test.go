@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
@@ -57,6 +59,9 @@ type env struct {
 	api   *fakeAPI
 	// fileRoots are the next puller's Options.FileRoots.
 	fileRoots []string
+	// policy is the next puller's image policy: the default, with the
+	// tests' loopback servers allowed.
+	policy imagepolicy.Policy
 }
 
 func newEnv(t *testing.T) *env {
@@ -69,15 +74,20 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, dir: dir, store: s, api: &fakeAPI{}}
+	pol := imagepolicy.Default()
+	pol.SourceCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	return &env{t: t, dir: dir, store: s, api: &fakeAPI{}, policy: pol}
 }
 
 func (e *env) puller() *Puller { return e.pullerWith(nil) }
 
 func (e *env) pullerWith(clk clock.WithTicker) *Puller {
 	e.t.Helper()
+	var cur imagepolicy.Current
+	cur.Set(e.policy)
 	p, err := New(Options{NodeName: "n1", Store: e.store, RecordDir: filepath.Join(e.dir, "pulled"), API: e.api,
-		ReportInterval: 20 * time.Millisecond, Clock: clk, FileRoots: e.fileRoots})
+		ReportInterval: 20 * time.Millisecond, Clock: clk, FileRoots: e.fileRoots, Policy: &cur,
+		OwnAddrs: func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil }})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/agent/server"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/provider"
 )
 
@@ -272,9 +273,12 @@ func startAgent(ctx context.Context) (_ *Agent, retErr error) {
 		LeaderElect:   true,
 		NodeName:      nodeSetup.nodeName,
 		ImageDir:      nodeSetup.imageDir,
-		Node:          nodeSetup.agentNode,
-		HostPolicy:    hostPolicy(),
-		Logger:        logger,
+		// The image tests serve images on 127.0.0.1, which the default
+		// policy refuses (serve --image-source-cidrs).
+		ImagePolicy: imagepolicy.Policy{SourceCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+		Node:        nodeSetup.agentNode,
+		HostPolicy:  hostPolicy(),
+		Logger:      logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start in-process agent: %w", err)

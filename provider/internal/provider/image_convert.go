@@ -32,6 +32,8 @@ func imageFromModel(ctx context.Context, m *imageModel) (*apiv1.Image, diag.Diag
 			Sha256: strings.ToLower(m.SHA256.ValueString()),
 			Format: m.Format.ValueString(),
 			Nodes:  m.Nodes.ValueString(),
+			// Unknown (unset at create) is empty: the agent's default.
+			MaxSize: m.MaxSize.ValueString(),
 		},
 	}
 	return img, diags
@@ -57,8 +59,11 @@ func imageToModel(img *apiv1.Image, prior *imageModel, full bool) (imageModel, d
 		SHA256: optString(spec.GetSha256()),
 		Format: optString(spec.GetFormat()),
 		Nodes:  types.StringValue(spec.GetNodes()),
-		Labels: mapFromAPI(meta.GetLabels(), priorLabels, full, &diags),
-		UID:    types.StringValue(meta.GetUid()),
+		// The user's spelling of the same quantity is kept by the type's
+		// semantic equality.
+		MaxSize: quantityValue{StringValue: optString(spec.GetMaxSize())},
+		Labels:  mapFromAPI(meta.GetLabels(), priorLabels, full, &diags),
+		UID:     types.StringValue(meta.GetUid()),
 	}
 	// The checksum is case-insensitive: the user's spelling of the same
 	// digits is kept, so an upper-case sha256 in the configuration is
@@ -95,8 +100,8 @@ func imageNodeStatusList(img *apiv1.Image, diags *diag.Diagnostics) types.List {
 	return l
 }
 
-// mergeImage applies what may change in place (labels and the pull
-// policy) onto the stored Image, keeping what Terraform does not manage
+// mergeImage applies what may change in place (labels, the pull policy
+// and max_size) onto the stored Image, keeping what Terraform does not manage
 // (annotations) and the immutable source.
 func mergeImage(cur, want *apiv1.Image) *apiv1.Image {
 	next := proto.Clone(cur).(*apiv1.Image)
@@ -108,5 +113,8 @@ func mergeImage(cur, want *apiv1.Image) *apiv1.Image {
 	}
 	next.Metadata.Labels = want.GetMetadata().GetLabels()
 	next.Spec.Nodes = want.GetSpec().GetNodes()
+	if ms := want.GetSpec().GetMaxSize(); ms != "" {
+		next.Spec.MaxSize = ms
+	}
 	return next
 }

@@ -25,6 +25,8 @@ func imageConfigModel(t *testing.T) imageModel {
 		Format: types.StringNull(),
 		Nodes:  types.StringValue("all"),
 		Labels: mustMap(t, map[string]string{"os": "debian"}),
+		// As the configuration may spell it; the agent stores 20Gi.
+		MaxSize: quantityOf("20480Mi"),
 	}
 }
 
@@ -38,7 +40,7 @@ func TestImageFromModel(t *testing.T) {
 	}
 	want := &apiv1.Image{
 		Metadata: &apiv1.ObjectMeta{Name: "debian-12.qcow2", Labels: map[string]string{"os": "debian"}},
-		Spec:     &apiv1.ImageSpec{Url: "https://images.example/debian-12.qcow2", Sha256: testSum, Nodes: "all"},
+		Spec:     &apiv1.ImageSpec{Url: "https://images.example/debian-12.qcow2", Sha256: testSum, Nodes: "all", MaxSize: "20480Mi"},
 	}
 	if !proto.Equal(img, want) {
 		t.Fatalf("imageFromModel:\n got %v\nwant %v", img, want)
@@ -52,7 +54,7 @@ func storedImage() *apiv1.Image {
 	return &apiv1.Image{
 		Metadata: &apiv1.ObjectMeta{Name: "debian-12.qcow2", Uid: "uid-2", ResourceVersion: 7,
 			Labels: map[string]string{"os": "debian"}, Annotations: map[string]string{"note": "kept"}},
-		Spec: &apiv1.ImageSpec{Url: "https://images.example/debian-12.qcow2", Sha256: testSum, Nodes: "all"},
+		Spec: &apiv1.ImageSpec{Url: "https://images.example/debian-12.qcow2", Sha256: testSum, Nodes: "all", MaxSize: "20Gi"},
 		Status: &apiv1.ImageStatus{Nodes: []*apiv1.ImageNodeStatus{
 			{Node: "b", Phase: "Pulling", BytesDone: 10, BytesTotal: 100, Message: "downloading", ImageUid: "uid-2"},
 			{Node: "a", Phase: "Ready", Sha256: testSum, Format: "qcow2", VirtualSizeBytes: 1 << 30, SizeBytes: 300 << 20,
@@ -90,6 +92,10 @@ func TestImageToModel(t *testing.T) {
 	}
 	if !m.Format.IsNull() {
 		t.Errorf("format = %s, want null (unset)", m.Format)
+	}
+	// The agent's spelling, equal to the configuration's: no diff.
+	if eq, _ := prior.MaxSize.StringSemanticEquals(context.Background(), m.MaxSize); m.MaxSize.ValueString() != "20Gi" || !eq {
+		t.Errorf("max_size = %s, want 20Gi, equal to %s", m.MaxSize, prior.MaxSize)
 	}
 	var rows []nodeStatusRow
 	if d := m.NodeStatus.ElementsAs(context.Background(), &rows, false); d.HasError() {
@@ -142,19 +148,20 @@ func TestImageToModelLabelsKeepTheirForm(t *testing.T) {
 	}
 }
 
-// Update changes labels and nodes only: annotations and the source stay.
+// Update changes labels, nodes and max_size only: annotations and the
+// source stay.
 func TestMergeImage(t *testing.T) {
 	cur := storedImage()
 	want := &apiv1.Image{
 		Metadata: &apiv1.ObjectMeta{Name: "debian-12.qcow2", Labels: map[string]string{"tier": "base"}},
-		Spec:     &apiv1.ImageSpec{Url: "https://elsewhere/x.qcow2", Nodes: ""},
+		Spec:     &apiv1.ImageSpec{Url: "https://elsewhere/x.qcow2", Nodes: "", MaxSize: "30Gi"},
 	}
 	next := mergeImage(cur, want)
 	if next.Metadata.Annotations["note"] != "kept" || next.Spec.Url != cur.Spec.Url || next.Spec.Sha256 != testSum ||
 		next.Metadata.ResourceVersion != 7 || len(next.Status.GetNodes()) != 3 {
 		t.Errorf("merge lost what Terraform does not manage: %v", next)
 	}
-	if next.Spec.Nodes != "" || next.Metadata.Labels["tier"] != "base" || len(next.Metadata.Labels) != 1 {
+	if next.Spec.Nodes != "" || next.Metadata.Labels["tier"] != "base" || len(next.Metadata.Labels) != 1 || next.Spec.MaxSize != "30Gi" {
 		t.Errorf("merge did not apply the plan: %v", next)
 	}
 	if cur.Spec.Nodes != "all" {

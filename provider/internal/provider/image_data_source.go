@@ -57,6 +57,8 @@ func (d *imageDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 			"sha256": str("SHA-256 the download must have (lower case); null when not set."),
 			"format": str("`qcow2` or `raw`; null when it comes from the name or the download."),
 			"nodes":  str("`\"all\"` (every node pulls it) or `\"\"` (on demand)."),
+			"max_size": schema.StringAttribute{Computed: true, CustomType: quantityType{},
+				MarkdownDescription: "The most a node downloads of the image (a quantity)."},
 			"labels": schema.MapAttribute{
 				Computed: true, ElementType: types.StringType,
 				MarkdownDescription: "Labels of the image; empty when it has none.",

@@ -26,6 +26,7 @@ var imageKind = objectKind{noun: "image", title: "Image", one: "an image", short
 var imageAttributes = map[string]string{
 	"metadata.name": "name", "metadata.labels": "labels",
 	"spec.url": "url", "spec.sha256": "sha256", "spec.format": "format", "spec.nodes": "nodes",
+	"spec.max_size": "max_size",
 }
 
 // imageAttributePath finds the attribute an API field path is about
@@ -48,8 +49,9 @@ func (r *imageResource) addWaitError(diags *diag.Diagnostics, err error, name st
 	case errors.As(err, &pullErr):
 		diags.AddError("Image "+name+" could not be pulled",
 			fmt.Sprintf("Node %s could not pull image %s (attempt %d): %s\n\n"+
-				"The node tries again later, but a wrong sha256 or an unreachable url does not mend itself: "+
-				"fix the configuration and apply again (the image is tainted and will be replaced), or "+
+				"The node tries again later (not while the image is above max_size or the agent's limits), but "+
+				"a wrong sha256 or an unreachable url does not mend itself: fix the configuration and apply "+
+				"again (the image is tainted and will be replaced; a larger max_size changes in place), or "+
 				"set wait_for_nodes = false not to wait for the nodes.", pullErr.Node, name, pullErr.Attempts, pullErr.Message))
 	case errors.Is(err, errWaitTimeout):
 		diags.AddError("Timed out waiting for image "+name,

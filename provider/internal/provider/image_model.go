@@ -19,15 +19,16 @@ type imageResourceModel struct {
 // imageModel holds what the virtplane_image resource and data source
 // share; the resource adds its provider-only settings.
 type imageModel struct {
-	ID         types.String `tfsdk:"id"`
-	Name       types.String `tfsdk:"name"`
-	URL        types.String `tfsdk:"url"`
-	SHA256     types.String `tfsdk:"sha256"`
-	Format     types.String `tfsdk:"format"`
-	Nodes      types.String `tfsdk:"nodes"`
-	Labels     types.Map    `tfsdk:"labels"`
-	UID        types.String `tfsdk:"uid"`
-	NodeStatus types.List   `tfsdk:"node_status"`
+	ID         types.String  `tfsdk:"id"`
+	Name       types.String  `tfsdk:"name"`
+	URL        types.String  `tfsdk:"url"`
+	SHA256     types.String  `tfsdk:"sha256"`
+	Format     types.String  `tfsdk:"format"`
+	Nodes      types.String  `tfsdk:"nodes"`
+	MaxSize    quantityValue `tfsdk:"max_size"`
+	Labels     types.Map     `tfsdk:"labels"`
+	UID        types.String  `tfsdk:"uid"`
+	NodeStatus types.List    `tfsdk:"node_status"`
 }
 
 // imageNodeStatusAttrTypes is the object type of one node_status entry.

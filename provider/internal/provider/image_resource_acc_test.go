@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/acctest"
 )
 
@@ -322,6 +324,90 @@ func TestAccImage_usedByVM(t *testing.T) {
 			},
 			{
 				Config: vm("virtplane_image.test.name") + image,
+			},
+		},
+	})
+}
+
+// nodeEntryIs waits until every harness node's entry for image name is
+// in phase, with a message holding msg.
+func nodeEntryIs(t *testing.T, agent *acctest.Agent, name, phase, msg string) {
+	t.Helper()
+	testutil.EventuallyNoError(t, time.Minute, "image "+name+" "+phase+" on every node", func() error {
+		img, err := agent.Client.Images.Get(t.Context(), &apiv1.GetImageRequest{Name: name})
+		if err != nil {
+			return err
+		}
+		got := 0
+		for _, e := range img.GetStatus().GetNodes() {
+			if e.GetPhase() == phase && strings.Contains(e.GetMessage(), msg) {
+				got++
+			}
+		}
+		if got != len(agent.Nodes.Names) {
+			return fmt.Errorf("entries %v", img.GetStatus().GetNodes())
+		}
+		return nil
+	})
+}
+
+// A max_size above the agent's cap is refused on the attribute, and
+// nothing is created.
+func TestAccImage_maxSizeAboveCap(t *testing.T) {
+	agent := acctest.SharedAgent(t)
+	name := acctest.RandomName("cap") + ".qcow2"
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
+		CheckDestroy:             checkImagesDestroyed(t, agent),
+		Steps: []resource.TestStep{{
+			Config:      agent.ProviderConfig() + imageBlock(name, "https://images.example/x.qcow2", `max_size = "200Gi"`),
+			ExpectError: errorRe("max_size", "must be at most 100Gi", "--image-max-size-cap"),
+		}},
+	})
+}
+
+// max_size below the image's size: every node refuses the download for
+// good and keeps nothing; raised in place, the nodes pull it.
+func TestAccImage_maxSize(t *testing.T) {
+	agent := realImageAgent(t)
+	src := serveQCOW2(t)
+	name := acctest.RandomName("max") + ".qcow2"
+	cfg := func(maxSize string) string {
+		return agent.ProviderConfig() + imageBlock(name, src.url,
+			fmt.Sprintf("sha256 = %q\n  nodes = \"all\"\n  wait_for_nodes = false\n  max_size = %q", src.sha256, maxSize))
+	}
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
+		CheckDestroy:             checkImagesDestroyed(t, agent),
+		Steps: []resource.TestStep{
+			{
+				Config: cfg("64Ki"),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(imageAddr, tfjsonpath.New("max_size"), knownvalue.StringExact("64Ki")),
+				},
+			},
+			{
+				PreConfig: func() {
+					nodeEntryIs(t, agent, name, "Failed", "more than max_size 64Ki")
+					if err := imageFile(agent, name, "", false)(nil); err != nil {
+						t.Fatal(err)
+					}
+				},
+				// A larger max_size changes in place.
+				Config: cfg("2Mi"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction(imageAddr, plancheck.ResourceActionUpdate),
+				}},
+			},
+			{
+				// The same value in another spelling is no change.
+				PreConfig: func() { nodeEntryIs(t, agent, name, "Ready", "") },
+				Config:    cfg("2048Ki"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectEmptyPlan(),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{nodeStatusReady(agent, src.sha256)},
+				Check:             imageFile(agent, name, src.sha256, true),
 			},
 		},
 	})

@@ -85,6 +85,18 @@ func (r *imageResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 					"node now, and nodes that join later). Changes in place.",
 				Validators: []validator.String{oneOf(validation.ImageNodesOnDemand, validation.ImageNodesAll)},
 			},
+			"max_size": schema.StringAttribute{
+				Optional:   true,
+				Computed:   true,
+				CustomType: quantityType{},
+				MarkdownDescription: "The most a node downloads of the image, as a quantity (`20Gi`): a download " +
+					"that grows past it is stopped, nothing of it is kept, and the node does not try again until " +
+					"`max_size` (or the agent's limits) change. Unset, the agent's default (`serve " +
+					"--image-max-size`, `10Gi` unless the operator changed it); at most the agent's cap " +
+					"(`--image-max-size-cap`, `100Gi` by default). Changes in place.",
+				Validators:    []validator.String{quantityRange("", "1Ei")},
+				PlanModifiers: []planmodifier.String{quantityKeepState(), stringplanmodifier.UseStateForUnknown()},
+			},
 			"labels": schema.MapAttribute{
 				Optional:            true,
 				ElementType:         types.StringType,
@@ -120,8 +132,9 @@ func (r *imageResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 // imageNodeStatusDescriptions describe node_status's attributes, for the
 // resource and the data source.
 var imageNodeStatusDescriptions = map[string]string{
-	"node":               "Node name.",
-	"phase":              "`Pulling`, `Ready` or `Failed` (the node tries again later).",
+	"node": "Node name.",
+	"phase": "`Pulling`, `Ready` or `Failed` (the node tries again later, except when the download " +
+		"went past `max_size` or the agent's limits: then not until they change).",
 	"sha256":             "SHA-256 of the image as the node verified it; null until `Ready`.",
 	"format":             "Format of the image as the node verified it (`qcow2`, `raw`); null until `Ready`.",
 	"virtual_size_bytes": "Size the guest sees, in bytes (`Ready` only): a persistent disk copied from the image must be at least this large.",
