@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -147,7 +148,8 @@ func (o *getOptions) table(res *resource, wide bool) (header func(withNS bool) [
 			r = append(r, wideCells(res, obj)...)
 		}
 		if o.showLabels {
-			r = append(r, labelsCell(obj.GetMetadata().GetLabels()))
+			// kubectl's own formatting: k=v,... sorted, <none>.
+			r = append(r, labels.FormatLabels(obj.GetMetadata().GetLabels()))
 		}
 		return r
 	}

@@ -3,7 +3,6 @@ package command
 import (
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,19 +52,6 @@ func wideCells(res *resource, obj object) []string {
 		return nil
 	}
 	return res.calls.wide(obj)
-}
-
-// labelsCell is get --show-labels' LABELS cell: k=v pairs in key order,
-// comma-separated, as kubectl prints them.
-func labelsCell(labels map[string]string) string {
-	if len(labels) == 0 {
-		return none
-	}
-	pairs := make([]string, 0, len(labels))
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		pairs = append(pairs, k+"="+labels[k])
-	}
-	return strings.Join(pairs, ",")
 }
 
 func findCondition(conds []*apiv1.Condition, typ string) *apiv1.Condition {

@@ -206,11 +206,30 @@ func TestRequestOverItsMethodsLimit(t *testing.T) {
 	if n := e.payloads.decoded(apiv1.VirtualMachines_Create_FullMethodName); n != 0 {
 		t.Fatalf("the server decoded %d oversized creates", n)
 	}
+	// A stream's request over its limit: refused by the stream's RecvMsg
+	// (oversizedStream), not handed to the handler empty.
+	w, err := admin.VMs.Watch(ctx(), &apiv1.WatchVirtualMachinesRequest{Options: &apiv1.WatchOptions{LabelSelector: strings.Repeat("s", smallRequest)}})
+	if err == nil {
+		_, err = w.Recv()
+	}
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "VirtualMachines/Watch takes requests of at most") {
+		t.Fatalf("a watch of %d bytes: %v, want ResourceExhausted naming the limit", smallRequest, clipErr(err))
+	}
+	if n := e.payloads.decoded(apiv1.VirtualMachines_Watch_FullMethodName); n != 0 {
+		t.Fatalf("the server decoded %d oversized watch requests", n)
+	}
 	// Within the limit: validation answers, naming the field.
 	_, err = admin.VMs.Create(ctx(), &apiv1.CreateVirtualMachineRequest{Vm: vmWithAnnotation(objectRequest - 1<<10)})
 	wantCode(t, "a create within the limit with too many annotations", err, codes.InvalidArgument)
 	if !strings.Contains(err.Error(), "metadata.annotations") {
 		t.Fatalf("want the field named: %v", clipErr(err))
+	}
+	// Every refused message left the codec's side table as its call was
+	// refused: nothing is kept of it.
+	left := 0
+	e.srv.oversize.m.Range(func(any, any) bool { left++; return true })
+	if left != 0 {
+		t.Fatalf("%d refused request messages still held by the server", left)
 	}
 }
 

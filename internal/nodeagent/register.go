@@ -33,7 +33,7 @@ func (a *Agent) node(ctx context.Context) *apiv1.Node {
 	return &apiv1.Node{
 		Metadata: &apiv1.ObjectMeta{
 			Name:   a.opts.NodeName,
-			Labels: a.labels(),
+			Labels: ownLabels(a.opts.Labels, h.KVMUsable),
 		},
 		Status: &apiv1.NodeStatus{
 			Capacity:    map[string]string{"cpu": cpus, "memory": bytesQuantity(h.MemoryBytes)},
@@ -55,14 +55,14 @@ func (a *Agent) node(ctx context.Context) *apiv1.Node {
 	}
 }
 
-// labels are the node's own labels (all a node may set): the configured
-// ones and LabelKVM.
-func (a *Agent) labels() map[string]string {
-	l := maps.Clone(a.opts.Labels)
+// ownLabels are the labels a node registers with, all a node may set:
+// the configured ones and LabelKVM.
+func ownLabels(configured map[string]string, kvm bool) map[string]string {
+	l := maps.Clone(configured)
 	if l == nil {
 		l = map[string]string{}
 	}
-	l[apiv1.LabelKVM] = strconv.FormatBool(a.host.KVMUsable)
+	l[apiv1.LabelKVM] = strconv.FormatBool(kvm)
 	return l
 }
 
@@ -78,12 +78,7 @@ func CheckLabels(labels map[string]string) error {
 		}
 	}
 	// As the node registers them: with LabelKVM.
-	all := maps.Clone(labels)
-	if all == nil {
-		all = map[string]string{}
-	}
-	all[apiv1.LabelKVM] = "true"
-	return validation.ValidateNodeOwnedLabels(all, p).ToAggregate()
+	return validation.ValidateNodeOwnedLabels(ownLabels(labels, true), p).ToAggregate()
 }
 
 func bytesQuantity(b int64) string {

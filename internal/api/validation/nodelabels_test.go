@@ -148,6 +148,7 @@ func FuzzValidateNodeOwnedLabels(f *testing.F) {
 	f.Add("node.virtplane.io/kvm", "true", "tier", "secure")
 	f.Add("node.virtplane.io/a", "", "node.virtplane.io/b", "x")
 	f.Add("virtplane.io/node-name", "n2", "node.virtplane.io", "y")
+	f.Add("node.virtplane.io", "y", "node.virtplane.io/kvm", "true") // the prefix without its slash
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		labels := map[string]string{k1: v1, k2: v2}
 		n := &apiv1.Node{Metadata: &apiv1.ObjectMeta{Name: "n1", Labels: labels}}
@@ -161,6 +162,11 @@ func FuzzValidateNodeOwnedLabels(f *testing.F) {
 		for k, v := range labels {
 			if !NodeOwnedLabel(k) || AdminNodeLabel(k) || len(content.IsLabelKey(k)) > 0 || len(content.IsLabelValue(v)) > 0 {
 				t.Fatalf("passed %q=%q", k, v)
+			}
+			// Not by NodeOwnedLabel alone, which this tests: the prefix,
+			// or the one key of earlier releases.
+			if !strings.HasPrefix(k, apiv1.NodeLabelPrefix) && k != "virtplane.io/kvm" {
+				t.Fatalf("passed %q, neither under %s nor the legacy KVM label", k, apiv1.NodeLabelPrefix)
 			}
 		}
 	})

@@ -91,6 +91,14 @@ func addLookupError(diags *diag.Diagnostics, err error, endpoint string, k objec
 	addObjectError(diags, err, endpoint, "read "+k.noun+" "+id, k)
 }
 
+// addNodeNotFound reports, on the node attribute, that no node called
+// name has registered (a resource that is a node's: its maintenance, its
+// labels).
+func addNodeNotFound(diags *diag.Diagnostics, name string) {
+	diags.AddAttributeError(path.Root("node"), "Node not found",
+		fmt.Sprintf("No node called %q has registered with the agent; virtplane_nodes lists those that have.", name))
+}
+
 // objectKind is how diagnostics word one kind of object.
 type objectKind struct {
 	noun     string // "virtplane rejected the <noun>"

@@ -77,3 +77,15 @@ func importNamespaced(ctx context.Context, req resource.ImportStateRequest, resp
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	return true
 }
+
+// importNode imports an object that is a node's (its maintenance, its
+// labels) by the node's name, into the id and node attributes. what is
+// the object imported: "a node's labels".
+func importNode(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, what string) {
+	if req.ID == "" {
+		resp.Diagnostics.AddError("Invalid import ID", "Import "+what+" by the node's name: terraform import <address> NODE")
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("node"), req.ID)...)
+}

@@ -94,3 +94,41 @@ func TestImportNamespaced(t *testing.T) {
 		}
 	}
 }
+
+// The resources that are a node's are imported by the node's name.
+func TestImportNode(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		r    resource.Resource
+		what string
+	}{
+		{NewNodeMaintenanceResource(), "a node maintenance"},
+		{NewNodeLabelsResource(), "a node's labels"},
+	} {
+		var sresp resource.SchemaResponse
+		c.r.Schema(ctx, resource.SchemaRequest{}, &sresp)
+		importID := func(id string) *resource.ImportStateResponse {
+			resp := &resource.ImportStateResponse{State: tfsdk.State{Schema: sresp.Schema,
+				Raw: tftypes.NewValue(sresp.Schema.Type().TerraformType(ctx), nil)}}
+			c.r.(resource.ResourceWithImportState).ImportState(ctx, resource.ImportStateRequest{ID: id}, resp)
+			return resp
+		}
+		name := fmt.Sprintf("%T", c.r)
+
+		wantDetail := "Import " + c.what + " by the node's name: terraform import <address> NODE"
+		if errs := importID("").Diagnostics.Errors(); len(errs) != 1 || errs[0].Summary() != "Invalid import ID" || errs[0].Detail() != wantDetail {
+			t.Errorf("%s: import of no name: %v, want one error %q", name, errs, wantDetail)
+		}
+		resp := importID("node-1")
+		if resp.Diagnostics.HasError() {
+			t.Fatalf("%s: import node-1: %v", name, resp.Diagnostics)
+		}
+		for _, a := range []string{"id", "node"} {
+			var got attr.Value
+			resp.Diagnostics.Append(resp.State.GetAttribute(ctx, path.Root(a), &got)...)
+			if got == nil || got.String() != `"node-1"` {
+				t.Errorf("%s: import node-1 set %s = %v, want \"node-1\"", name, a, got)
+			}
+		}
+	}
+}

@@ -2,12 +2,10 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
@@ -124,8 +122,7 @@ func (r *nodeLabelsResource) label(ctx context.Context, diags *diag.Diagnostics,
 	_, err := r.data.client.Nodes.Label(ctx, &apiv1.LabelNodeRequest{Name: name, Set: set, Remove: remove, Overwrite: true})
 	switch {
 	case status.Code(err) == codes.NotFound:
-		diags.AddAttributeError(path.Root("node"), "Node not found",
-			fmt.Sprintf("No node called %q has registered with the agent; virtplane_nodes lists those that have.", name))
+		addNodeNotFound(diags, name)
 		return false
 	case err != nil:
 		r.addError(diags, err, "label node "+name)

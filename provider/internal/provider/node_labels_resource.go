@@ -47,12 +47,7 @@ func (r *nodeLabelsResource) Metadata(_ context.Context, req resource.MetadataRe
 // ImportState adopts a node's labels by the node's name: Read, finding no
 // labels in the state, takes every admin label the node has.
 func (r *nodeLabelsResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if req.ID == "" {
-		resp.Diagnostics.AddError("Invalid import ID", "Import a node's labels by the node's name: terraform import <address> NODE")
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("node"), req.ID)...)
+	importNode(ctx, req, resp, "a node's labels")
 }
 
 // adminLabelKeysValidator refuses, at plan time, the keys an admin cannot

@@ -2,9 +2,7 @@ package provider
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
@@ -39,8 +37,7 @@ func (r *nodeMaintenanceResource) Create(ctx context.Context, req resource.Creat
 	node, err := call(ctx, &apiv1.CordonNodeRequest{Name: name})
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
-			resp.Diagnostics.AddAttributeError(path.Root("node"), "Node not found",
-				fmt.Sprintf("No node called %q has registered with the agent; virtplane_nodes lists those that have.", name))
+			addNodeNotFound(&resp.Diagnostics, name)
 			return
 		}
 		r.addError(&resp.Diagnostics, err, verb+" node "+name)

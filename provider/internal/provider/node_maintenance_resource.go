@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
@@ -40,12 +39,7 @@ func (r *nodeMaintenanceResource) Metadata(_ context.Context, req resource.Metad
 // ImportState adopts the cordon (and drain) of a node; Read drops it again
 // when the node is not cordoned.
 func (r *nodeMaintenanceResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
-	if req.ID == "" {
-		resp.Diagnostics.AddError("Invalid import ID", "Import a node maintenance by the node's name: terraform import <address> NODE")
-		return
-	}
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("node"), req.ID)...)
+	importNode(ctx, req, resp, "a node maintenance")
 }
 
 // defaultDrainTimeout is create's time limit when timeouts.create is unset:
