@@ -319,8 +319,18 @@ func waitDone(t *testing.T, done <-chan error) error {
 // waited for.
 func TestImageCreateWait(t *testing.T) {
 	fake, stdout, stderr, done := startCreateWait(t)
+	// Each report after the command has printed the one before: it shows
+	// the state it sees, and two writes that land before it looks are
+	// one state (the test failed so under load).
+	printed := func(line string) {
+		t.Helper()
+		testutil.Eventually(t, 10*time.Second, "the command to print "+line, func() bool { return strings.Contains(stderr.String(), line) })
+	}
+	printed("node-b: waiting to start\n")
 	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-a", Phase: "Pulling", BytesDone: 150 << 20, BytesTotal: 300 << 20, BytesPerSecond: 10 << 20, EtaSeconds: 15})
+	printed("node-a: Pulling (50% of 300.0 MiB, 10.0 MiB/s, 15s left)\n")
 	fake.report("debian-12.qcow2", &apiv1.ImageNodeStatus{Node: "node-a", Phase: "Ready", SizeBytes: 300 << 20, Sha256: testSum})
+	printed("node-a: Ready 300.0 MiB")
 	select {
 	case err := <-done:
 		t.Fatalf("returned with node-b still to go: %v", err)
