@@ -276,13 +276,11 @@ type State struct {
 	Done     <-chan struct{}
 	Progress Progress
 	// Err is why the last attempt failed, while the backoff holds the
-	// next one off until RetryAt.
+	// next one off until RetryAt; a *PermanentError with no RetryAt when
+	// it went past a bound (max_size, deadline, virtual size): no attempt
+	// follows until the bounds change.
 	Err     error
 	RetryAt time.Time
-	// Permanent: the last attempt went past a bound (max_size, deadline,
-	// virtual size); Err is a *PermanentError, and no attempt follows
-	// until the bounds change.
-	Permanent bool
 }
 
 // Pull starts pulling img unless it is here, being pulled (then the pull
@@ -311,9 +309,9 @@ func (p *Puller) Pull(img *apiv1.Image) State {
 	}
 	if f, ok := p.failed[name]; ok && f.uid == img.GetMetadata().GetUid() {
 		switch {
-		case f.permanent && f.bounds == boundsOf(pol, img.GetSpec()):
-			return State{Err: f.err, Permanent: true}
-		case f.permanent: // the bounds changed: one more attempt
+		case permanent(f.err) && f.bounds == boundsOf(pol, img.GetSpec()):
+			return State{Err: f.err}
+		case permanent(f.err): // the bounds changed: one more attempt
 		default:
 			if at := f.at.Add(retryDelay(p.attempts[name])); p.opts.Clock.Now().Before(at) {
 				return State{Err: f.err, RetryAt: at}
@@ -391,9 +389,8 @@ type failure struct {
 	uid string
 	at  time.Time
 	err error
-	// permanent failures are not retried while the bounds stay these.
-	permanent bool
-	bounds    bounds
+	// A permanent failure is not retried while the bounds stay these.
+	bounds bounds
 }
 
 // startLocked starts a pull of img under pol; p.mu is held.
@@ -415,8 +412,7 @@ func (p *Puller) startLocked(img *apiv1.Image, pol imagepolicy.Policy) *pull {
 			delete(p.attempts, name)
 			delete(p.failed, name)
 		case p.ctx.Err() == nil:
-			var perm *PermanentError
-			p.failed[name] = failure{uid: pl.uid, at: p.opts.Clock.Now(), err: err, permanent: errors.As(err, &perm), bounds: pl.bounds}
+			p.failed[name] = failure{uid: pl.uid, at: p.opts.Clock.Now(), err: err, bounds: pl.bounds}
 		}
 		p.mu.Unlock()
 		close(pl.done)
