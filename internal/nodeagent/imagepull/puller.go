@@ -61,12 +61,9 @@ type Options struct {
 	// Policy is the server's image policy as the node last received it;
 	// required. Nothing is pulled while it has none.
 	Policy *imagepolicy.Current
-	// HTTPClient downloads; nil uses imagepolicy.NewClient(OwnAddrs),
-	// which connects only where the policy of each pull allows.
+	// HTTPClient downloads; nil uses imagepolicy.NewClient(nil), which
+	// connects only where the policy of each pull allows.
 	HTTPClient *http.Client
-	// OwnAddrs lists the node's addresses for the default client; nil
-	// reads the host's interfaces.
-	OwnAddrs imagepolicy.OwnAddrs
 	// FileRoots are the directories file:// sources may come from; none
 	// refuses file:// sources.
 	FileRoots []string
@@ -114,7 +111,7 @@ func New(opts Options) (*Puller, error) {
 		return nil, errors.New("imagepull: Store, API, RecordDir, NodeName and Policy are required")
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = imagepolicy.NewClient(opts.OwnAddrs)
+		opts.HTTPClient = imagepolicy.NewClient(nil)
 	}
 	if opts.ReportInterval <= 0 {
 		opts.ReportInterval = 2 * time.Second
@@ -305,7 +302,7 @@ func (p *Puller) Pull(img *apiv1.Image) State {
 	pol, ok := p.opts.Policy.Get()
 	if !ok {
 		// Never a looser policy than the server's: none, no pull.
-		return State{Err: errNoPolicy, RetryAt: p.opts.Clock.Now().Add(PolicyWait)}
+		return State{Err: errNoPolicy, RetryAt: p.opts.Clock.Now().Add(policyWait)}
 	}
 	if f, ok := p.failed[name]; ok && f.uid == img.GetMetadata().GetUid() {
 		switch {
@@ -325,8 +322,8 @@ func (p *Puller) Pull(img *apiv1.Image) State {
 // errNoPolicy: the node has not received the server's image policy.
 var errNoPolicy = errors.New("waiting for the server's image download policy (it comes with the node's heartbeats)")
 
-// PolicyWait is how long a pull waits for the policy before it asks again.
-const PolicyWait = 2 * time.Second
+// policyWait is how long a pull waits for the policy before it asks again.
+const policyWait = 2 * time.Second
 
 // Ensure returns once img is on the node, pulling it unless it is there
 // already; a pull under way for it is joined, not repeated. It returns
