@@ -76,9 +76,8 @@ func TestImageMaxSizeDefaultAndCap(t *testing.T) {
 // TestHeartbeatCarriesImagePolicy: every heartbeat's answer carries the
 // server's image policy, as the node takes it.
 func TestHeartbeatCarriesImagePolicy(t *testing.T) {
-	f := newFixture(t)
-	f.srv.opts.ImagePolicy.SourceCIDRs = []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}
-	f.srv.opts.ImagePolicy.MaxVirtualSize = 1 << 40
+	f := newFixtureWith(t, Options{ImagePolicy: imagepolicy.Policy{
+		SourceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}, MaxVirtualSize: 1 << 40}})
 	ctx := context.Background()
 	if _, err := f.nodes.Register(ctx, &apiv1.RegisterNodeRequest{Node: nodeWithImages("n1")}); err != nil {
 		t.Fatal(err)

@@ -20,9 +20,14 @@ import (
 type nodeService struct {
 	apiv1.UnimplementedNodesServer
 	s *Server
+	// imagePolicy is the server's image policy as every heartbeat's
+	// answer carries it, built once: the options do not change.
+	imagePolicy *apiv1.ImagePullPolicy
 }
 
-func newNodeService(s *Server) apiv1.NodesServer { return &nodeService{s: s} }
+func newNodeService(s *Server) apiv1.NodesServer {
+	return &nodeService{s: s, imagePolicy: s.opts.ImagePolicy.Proto()}
+}
 
 func (n *nodeService) Get(ctx context.Context, req *apiv1.GetNodeRequest) (*apiv1.Node, error) {
 	if errs := validation.ValidateNodeName(req.GetName(), field.NewPath("name")); len(errs) > 0 {
@@ -229,7 +234,7 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 		HeartbeatIntervalSeconds: int64(n.s.opts.HeartbeatInterval.Seconds()),
 		// On every beat: a node that restarted, or a server whose flags
 		// changed, is in step within one interval.
-		ImagePullPolicy: n.s.opts.ImagePolicy.Proto(),
+		ImagePullPolicy: n.imagePolicy,
 	}, nil
 }
 

@@ -58,7 +58,7 @@ const DefaultPeriod = 10 * time.Second
 
 // Config configures a Firewall.
 type Config struct {
-	// UIDs are the users QEMU runs as (QEMUUsers); required, never 0:
+	// UIDs are the users QEMU runs as (QEMUIDs); required, never 0:
 	// root's sockets are the host's own.
 	UIDs []uint32
 	// NetNS returns the file of the network namespace QEMU runs in

@@ -16,18 +16,12 @@ import (
 	"libvirt.org/go/libvirtxml"
 )
 
-// QEMUUsers returns the users libvirt runs QEMU as, from its capabilities
-// (`virsh -c uri capabilities`; virsh is libvirt-clients): the base
-// labels of the DAC security model, "+<uid>:+<gid>" per domain type
-// (qemu, kvm). They follow qemu.conf's user; a domain may override its
-// label, which virtplane's never do.
-func QEMUUsers(ctx context.Context, virsh, uri string) ([]uint32, error) {
-	uids, _, err := QEMUIDs(ctx, virsh, uri)
-	return uids, err
-}
-
-// QEMUIDs returns the users and the groups libvirt runs QEMU as (see
-// QEMUUsers), each sorted and without repeats.
+// QEMUIDs returns the users and the groups libvirt runs QEMU as, each
+// sorted and without repeats, from its capabilities (`virsh -c uri
+// capabilities`; virsh is libvirt-clients): the base labels of the DAC
+// security model, "+<uid>:+<gid>" per domain type (qemu, kvm). They
+// follow qemu.conf's user and group; a domain may override its label,
+// which virtplane's never do.
 func QEMUIDs(ctx context.Context, virsh, uri string) (uids, gids []uint32, err error) {
 	if virsh == "" {
 		virsh = "virsh"
@@ -40,11 +34,6 @@ func QEMUIDs(ctx context.Context, virsh, uri string) (uids, gids []uint32, err e
 		return nil, nil, fmt.Errorf("libvirt capabilities (%s -c %s capabilities): %w: %s", virsh, uri, err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return qemuIDs(string(out))
-}
-
-func qemuUsers(capsXML string) ([]uint32, error) {
-	uids, _, err := qemuIDs(capsXML)
-	return uids, err
 }
 
 func qemuIDs(capsXML string) (uids, gids []uint32, err error) {
@@ -82,46 +71,46 @@ func labelIDs(label string) (uid, gid uint32, err error) {
 	if !ok || name == "" || group == "" {
 		return 0, 0, errors.New("not user:group")
 	}
-	if uid, err = labelUser(name); err != nil {
+	if uid, err = labelID("uid", name, lookupUID); err != nil {
 		return 0, 0, err
 	}
-	if n, ok := strings.CutPrefix(group, "+"); ok {
-		g, err := strconv.ParseUint(n, 10, 32)
-		if err != nil {
-			return 0, 0, fmt.Errorf("gid %q: %w", n, err)
-		}
-		return uid, uint32(g), nil
-	}
-	g, err := user.LookupGroup(group)
-	if err != nil {
+	if gid, err = labelID("gid", group, lookupGID); err != nil {
 		return 0, 0, err
 	}
-	n, err := strconv.ParseUint(g.Gid, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("gid of %s: %w", group, err)
-	}
-	return uid, uint32(n), nil
+	return uid, gid, nil
 }
 
-// labelUser reads the user of a DAC label: "+<uid>" as libvirt writes
-// it, or a user name.
-func labelUser(name string) (uint32, error) {
-	if n, ok := strings.CutPrefix(name, "+"); ok {
-		uid, err := strconv.ParseUint(n, 10, 32)
-		if err != nil {
-			return 0, fmt.Errorf("uid %q: %w", n, err)
+// labelID reads one half of a DAC label: "+<id>", or a name lookup
+// turns into its id; kind ("uid", "gid") names it in errors.
+func labelID(kind, s string, lookup func(string) (string, error)) (uint32, error) {
+	id, ok := strings.CutPrefix(s, "+")
+	if !ok {
+		var err error
+		if id, err = lookup(s); err != nil {
+			return 0, err
 		}
-		return uint32(uid), nil
 	}
+	n, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q of %s: %w", kind, id, s, err)
+	}
+	return uint32(n), nil
+}
+
+func lookupUID(name string) (string, error) {
 	u, err := user.Lookup(name)
 	if err != nil {
-		return 0, err
+		return "", err
 	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
+	return u.Uid, nil
+}
+
+func lookupGID(name string) (string, error) {
+	g, err := user.LookupGroup(name)
 	if err != nil {
-		return 0, fmt.Errorf("uid of %s: %w", name, err)
+		return "", err
 	}
-	return uint32(uid), nil
+	return g.Gid, nil
 }
 
 // ErrNoDaemon: no running libvirt daemon was found by its pid file.

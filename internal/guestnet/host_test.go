@@ -48,15 +48,15 @@ func TestQEMUUsersFromCapabilities(t *testing.T) {
 		{capsXML("qemu=no-such-user-here:x"), nil, "no-such-user-here"},
 		{"<capabilities", nil, "libvirt capabilities"},
 	} {
-		got, err := qemuUsers(tc.caps)
+		got, _, err := qemuIDs(tc.caps)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("qemuUsers(%s) = %v, %v; want error %q", tc.caps, got, err, tc.wantErr)
+				t.Errorf("qemuIDs(%s) = %v, %v; want error %q", tc.caps, got, err, tc.wantErr)
 			}
 			continue
 		}
 		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("qemuUsers(%s) = %v, %v; want %v", tc.caps, got, err, tc.want)
+			t.Errorf("qemuIDs(%s) users = %v, %v; want %v", tc.caps, got, err, tc.want)
 		}
 	}
 }
@@ -90,7 +90,7 @@ func TestQEMUUsersFromVirsh(t *testing.T) {
 	if uri == "" {
 		t.Skip("VIRTPLANE_TEST_LIBVIRT_URI is not set")
 	}
-	uids, err := QEMUUsers(context.Background(), "", uri)
+	uids, _, err := QEMUIDs(context.Background(), "", uri)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestQEMUUsersFromVirsh(t *testing.T) {
 	if slices.Contains(uids, 0) {
 		t.Errorf("QEMU runs as root here (%v): the guest firewall cannot work", uids)
 	}
-	if _, err := QEMUUsers(context.Background(), filepath.Join(t.TempDir(), "virsh"), uri); err == nil {
+	if _, _, err := QEMUIDs(context.Background(), filepath.Join(t.TempDir(), "virsh"), uri); err == nil {
 		t.Error("a missing virsh passed")
 	}
 }

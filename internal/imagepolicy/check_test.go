@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
 func TestCheck(t *testing.T) {
@@ -157,6 +159,40 @@ func TestPolicyRoundTripAndValidate(t *testing.T) {
 	z.Complete()
 	if !proto.Equal(z.Proto(), Default().Proto()) {
 		t.Errorf("Complete of the zero policy = %v, want the default", z.Proto())
+	}
+}
+
+// TestCurrentTake: the first policy is taken; the same message again is
+// no change and keeps it; an invalid one is refused and the last kept;
+// another valid one replaces it. The message taken is the node's copy.
+func TestCurrentTake(t *testing.T) {
+	var c Current
+	if _, ok := c.Get(); ok {
+		t.Fatal("a new Current has a policy")
+	}
+	m := Default().Proto()
+	m.SourceCidrs = []string{"10.0.0.0/8"}
+	if p, changed, err := c.Take(m); err != nil || !changed || len(p.SourceCIDRs) != 1 {
+		t.Fatalf("first Take = %v, %v, %v", p.Proto(), changed, err)
+	}
+	again := proto.Clone(m).(*apiv1.ImagePullPolicy)
+	if p, changed, err := c.Take(again); err != nil || changed || p.SourceCIDRs[0].String() != "10.0.0.0/8" {
+		t.Fatalf("the same message again = %v, %v, %v; want no change", p.Proto(), changed, err)
+	}
+	m.SourceCidrs[0] = "192.168.0.0/16" // the caller's message, not the node's copy
+	bad := Default().Proto()
+	bad.MaxSizeCapBytes = 1
+	if _, changed, err := c.Take(bad); err == nil || changed {
+		t.Fatalf("invalid Take = %v, %v; want refused", changed, err)
+	}
+	if p, _ := c.Get(); p.SourceCIDRs[0].String() != "10.0.0.0/8" {
+		t.Fatalf("after an invalid one: %v, want the last valid", p.Proto())
+	}
+	if p, changed, err := c.Take(again); err != nil || changed || p.SourceCIDRs[0].String() != "10.0.0.0/8" {
+		t.Fatalf("the kept message again = %v, %v, %v; want no change", p.Proto(), changed, err)
+	}
+	if p, changed, err := c.Take(Default().Proto()); err != nil || !changed || len(p.SourceCIDRs) != 0 {
+		t.Fatalf("another policy = %v, %v, %v; want taken", p.Proto(), changed, err)
 	}
 }
 

@@ -37,9 +37,10 @@ func policyFrom(ctx context.Context) (Policy, bool) {
 // OwnAddrs lists the node's own addresses.
 type OwnAddrs func() ([]netip.Addr, error)
 
-// InterfaceAddrs is OwnAddrs of the host's (the network namespace's)
-// interfaces, read at each connection: addresses come and go.
-func InterfaceAddrs() ([]netip.Addr, error) {
+// interfaceAddrs is OwnAddrs of the host's (the network namespace's)
+// interfaces, read at each connection: addresses come and go, and one
+// listing per connection is little beside a download.
+func interfaceAddrs() ([]netip.Addr, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return nil, err
@@ -70,11 +71,11 @@ const maxRedirects = 10
 
 // NewClient returns the HTTP client of image downloads: each connection
 // is checked by Policy.Check under the policy of its request's context,
-// with own as the node's addresses (nil: InterfaceAddrs). Connections are
+// with own as the node's addresses (nil: the host's interfaces'). Connections are
 // not kept for another request, which could be held to another policy.
 func NewClient(own OwnAddrs) *http.Client {
 	if own == nil {
-		own = InterfaceAddrs
+		own = interfaceAddrs
 	}
 	d := &net.Dialer{
 		Timeout: 30 * time.Second, KeepAlive: 30 * time.Second,

@@ -208,19 +208,39 @@ func Bytes(n int64) string {
 // Current is the policy a node received last, for concurrent readers; a
 // node that has none yet downloads nothing.
 type Current struct {
-	p atomic.Pointer[Policy]
+	p atomic.Pointer[taken]
 }
 
-// Set replaces the policy; it reports whether it changed.
-func (c *Current) Set(p Policy) bool {
-	old := c.p.Swap(&p)
-	return old == nil || !proto.Equal(old.Proto(), p.Proto())
+// taken is a policy and the message it came in (nil when Set).
+type taken struct {
+	policy Policy
+	msg    *apiv1.ImagePullPolicy
+}
+
+// Take keeps the policy m carries, as a heartbeat's answer brought it.
+// The server sends the same message with every heartbeat: one equal to
+// the last taken is not parsed again, and changed is false. An invalid
+// one is refused with the error, and the last one kept.
+func (c *Current) Take(m *apiv1.ImagePullPolicy) (p Policy, changed bool, err error) {
+	if old := c.p.Load(); old != nil && old.msg != nil && proto.Equal(old.msg, m) {
+		return old.policy, false, nil
+	}
+	if p, err = FromProto(m); err != nil {
+		return Policy{}, false, err
+	}
+	c.p.Store(&taken{policy: p, msg: proto.Clone(m).(*apiv1.ImagePullPolicy)})
+	return p, true, nil
+}
+
+// Set replaces the policy with p (a puller's tests).
+func (c *Current) Set(p Policy) {
+	c.p.Store(&taken{policy: p})
 }
 
 // Get returns the policy, ok false while there is none.
 func (c *Current) Get() (Policy, bool) {
-	if p := c.p.Load(); p != nil {
-		return *p, true
+	if t := c.p.Load(); t != nil {
+		return t.policy, true
 	}
 	return Policy{}, false
 }

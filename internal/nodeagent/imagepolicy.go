@@ -13,17 +13,17 @@ import (
 // pull. Until the first one the node pulls nothing (a server that sends
 // none is older than the policy); an invalid one is not taken.
 
-// takeImagePolicy keeps the policy a heartbeat answer carried.
+// takeImagePolicy keeps the policy a heartbeat answer carried; the same
+// one as the last beat's costs a comparison (imagepolicy.Current.Take).
 func (a *Agent) takeImagePolicy(m *apiv1.ImagePullPolicy) {
 	if m == nil {
 		return
 	}
-	p, err := imagepolicy.FromProto(m)
-	if err != nil {
+	p, changed, err := a.imagePolicy.Take(m)
+	switch {
+	case err != nil:
 		a.log.Warn("the server's image download policy is invalid; keeping the last one", "err", err)
-		return
-	}
-	if a.imagePolicy.Set(p) {
+	case changed:
 		a.log.Info("image download policy", "source_cidrs", m.GetSourceCidrs(), "default_max_size", imagepolicy.Bytes(p.DefaultMaxSize),
 			"max_size_cap", imagepolicy.Bytes(p.MaxSizeCap), "max_virtual_size", imagepolicy.Bytes(p.MaxVirtualSize),
 			"timeout", p.Timeout, "min_speed", imagepolicy.Bytes(p.MinSpeed), "min_speed_time", p.MinSpeedTime)

@@ -234,7 +234,7 @@ func (h *handler) pullWaiting(ctx context.Context, vmi *apiv1.VirtualMachineInst
 	if w.Cause != nil {
 		h.log.Warn("image pull failed; the VMI waits", "vmi", informer.Key(vmi), "err", w.Cause, "retry_in", w.After)
 		msg := w.Cause.Error() + " (retrying)"
-		if w.Permanent {
+		if errors.As(w.Cause, new(*imagepull.PermanentError)) {
 			msg = w.Cause.Error() // it says when the node tries again
 		}
 		if err := h.status.Report(ctx, vmi, vmistatus.SyncFailed(ReasonImagePullFailed, msg, false)); err != nil {

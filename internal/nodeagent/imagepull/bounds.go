@@ -48,7 +48,8 @@ func tooLarge(maxSize int64, how string) error {
 		how, imagepolicy.Bytes(maxSize))}
 }
 
-// permanent says whether err is a pull's permanent failure.
+// permanent says whether err is, or wraps, a pull's permanent failure
+// (a PermanentError wraps one).
 func permanent(err error) bool {
 	var be *boundError
 	return (errors.As(err, &be) && be.permanent) || errors.Is(err, imagestore.ErrTooLarge)

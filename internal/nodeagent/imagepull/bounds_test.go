@@ -74,7 +74,7 @@ func TestEndlessSourceStopsAtMaxSize(t *testing.T) {
 		if err := p.Ensure(t.Context(), img, nil); !errors.As(err, new(*PermanentError)) {
 			t.Fatalf("again: %v", err)
 		}
-		if st := p.Pull(img); !st.Permanent || st.Done != nil {
+		if st := p.Pull(img); !errors.As(st.Err, new(*PermanentError)) || !st.RetryAt.IsZero() || st.Done != nil {
 			t.Fatalf("Pull = %+v, want the permanent failure", st)
 		}
 	}
@@ -186,7 +186,7 @@ func TestStallStopsAndResumes(t *testing.T) {
 		t.Fatalf("err = %v, want a stop for speed that is not permanent", err)
 	}
 	assertOnlyImages(t, e.store.Dir(), ".slow.raw.tmp-pull", ".slow.raw.tmp-pull.json")
-	if st := p.Pull(image("slow.raw", srv.URL+"/slow", "")); st.Permanent || st.RetryAt.IsZero() {
+	if st := p.Pull(image("slow.raw", srv.URL+"/slow", "")); errors.As(st.Err, new(*PermanentError)) || st.RetryAt.IsZero() {
 		t.Fatalf("Pull = %+v, want the backoff", st)
 	}
 }

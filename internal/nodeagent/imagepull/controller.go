@@ -209,13 +209,11 @@ func (c *Controller) localUsers(name string) []string {
 
 // Wait is returned by PullFor while an image the VMI needs is not here:
 // the handler comes back After, and shows Cause when the last pull
-// failed.
+// failed; Cause wraps a *PermanentError when that pull went past its
+// bounds, which is not tried again while they stay.
 type Wait struct {
 	After time.Duration
 	Cause error
-	// Permanent: Cause is a pull that went past its bounds, which is not
-	// tried again while they stay (PermanentError).
-	Permanent bool
 }
 
 func (w *Wait) Error() string {
@@ -244,14 +242,13 @@ func (c *Controller) PullFor(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 	var waiting []string
 	var failed error
 	retryAt := time.Time{}
-	permanent := false
 	for _, name := range validation.ImageRefs(vmi.GetSpec(), c.opts.ImageDir, true) {
 		img, ok := c.inf.Get("", name)
 		if !ok {
 			continue
 		}
 		st := c.puller.Pull(img)
-		if st.Permanent {
+		if permanent(st.Err) {
 			// Looked at again now and then: the Image's bounds may change.
 			st.RetryAt = c.opts.Clock.Now().Add(RetryMax)
 		}
@@ -259,7 +256,7 @@ func (c *Controller) PullFor(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 		case st.Ready:
 			continue
 		case st.Err != nil:
-			failed, permanent = fmt.Errorf("pulling image %s: %w", name, st.Err), st.Permanent
+			failed = fmt.Errorf("pulling image %s: %w", name, st.Err)
 			if retryAt.IsZero() || st.RetryAt.Before(retryAt) {
 				retryAt = st.RetryAt
 			}
@@ -269,7 +266,7 @@ func (c *Controller) PullFor(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 	}
 	switch {
 	case failed != nil:
-		return &Wait{After: max(retryAt.Sub(c.opts.Clock.Now()), time.Second), Cause: failed, Permanent: permanent}
+		return &Wait{After: max(retryAt.Sub(c.opts.Clock.Now()), time.Second), Cause: failed}
 	case len(waiting) > 0:
 		if err := c.opts.Reporter.Provisioning(ctx, vmi, strings.Join(waiting, "; ")); err != nil {
 			return err

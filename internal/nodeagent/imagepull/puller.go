@@ -61,12 +61,9 @@ type Options struct {
 	// Policy is the server's image policy as the node last received it;
 	// required. Nothing is pulled while it has none.
 	Policy *imagepolicy.Current
-	// HTTPClient downloads; nil uses imagepolicy.NewClient(OwnAddrs),
-	// which connects only where the policy of each pull allows.
+	// HTTPClient downloads; nil uses imagepolicy.NewClient(nil), which
+	// connects only where the policy of each pull allows.
 	HTTPClient *http.Client
-	// OwnAddrs lists the node's addresses for the default client; nil
-	// reads the host's interfaces.
-	OwnAddrs imagepolicy.OwnAddrs
 	// FileRoots are the directories file:// sources may come from; none
 	// refuses file:// sources.
 	FileRoots []string
@@ -114,7 +111,7 @@ func New(opts Options) (*Puller, error) {
 		return nil, errors.New("imagepull: Store, API, RecordDir, NodeName and Policy are required")
 	}
 	if opts.HTTPClient == nil {
-		opts.HTTPClient = imagepolicy.NewClient(opts.OwnAddrs)
+		opts.HTTPClient = imagepolicy.NewClient(nil)
 	}
 	if opts.ReportInterval <= 0 {
 		opts.ReportInterval = 2 * time.Second
@@ -276,13 +273,11 @@ type State struct {
 	Done     <-chan struct{}
 	Progress Progress
 	// Err is why the last attempt failed, while the backoff holds the
-	// next one off until RetryAt.
+	// next one off until RetryAt; a *PermanentError with no RetryAt when
+	// it went past a bound (max_size, deadline, virtual size): no attempt
+	// follows until the bounds change.
 	Err     error
 	RetryAt time.Time
-	// Permanent: the last attempt went past a bound (max_size, deadline,
-	// virtual size); Err is a *PermanentError, and no attempt follows
-	// until the bounds change.
-	Permanent bool
 }
 
 // Pull starts pulling img unless it is here, being pulled (then the pull
@@ -307,13 +302,13 @@ func (p *Puller) Pull(img *apiv1.Image) State {
 	pol, ok := p.opts.Policy.Get()
 	if !ok {
 		// Never a looser policy than the server's: none, no pull.
-		return State{Err: errNoPolicy, RetryAt: p.opts.Clock.Now().Add(PolicyWait)}
+		return State{Err: errNoPolicy, RetryAt: p.opts.Clock.Now().Add(policyWait)}
 	}
 	if f, ok := p.failed[name]; ok && f.uid == img.GetMetadata().GetUid() {
 		switch {
-		case f.permanent && f.bounds == boundsOf(pol, img.GetSpec()):
-			return State{Err: f.err, Permanent: true}
-		case f.permanent: // the bounds changed: one more attempt
+		case permanent(f.err) && f.bounds == boundsOf(pol, img.GetSpec()):
+			return State{Err: f.err}
+		case permanent(f.err): // the bounds changed: one more attempt
 		default:
 			if at := f.at.Add(retryDelay(p.attempts[name])); p.opts.Clock.Now().Before(at) {
 				return State{Err: f.err, RetryAt: at}
@@ -327,8 +322,8 @@ func (p *Puller) Pull(img *apiv1.Image) State {
 // errNoPolicy: the node has not received the server's image policy.
 var errNoPolicy = errors.New("waiting for the server's image download policy (it comes with the node's heartbeats)")
 
-// PolicyWait is how long a pull waits for the policy before it asks again.
-const PolicyWait = 2 * time.Second
+// policyWait is how long a pull waits for the policy before it asks again.
+const policyWait = 2 * time.Second
 
 // Ensure returns once img is on the node, pulling it unless it is there
 // already; a pull under way for it is joined, not repeated. It returns
@@ -391,9 +386,8 @@ type failure struct {
 	uid string
 	at  time.Time
 	err error
-	// permanent failures are not retried while the bounds stay these.
-	permanent bool
-	bounds    bounds
+	// A permanent failure is not retried while the bounds stay these.
+	bounds bounds
 }
 
 // startLocked starts a pull of img under pol; p.mu is held.
@@ -415,8 +409,7 @@ func (p *Puller) startLocked(img *apiv1.Image, pol imagepolicy.Policy) *pull {
 			delete(p.attempts, name)
 			delete(p.failed, name)
 		case p.ctx.Err() == nil:
-			var perm *PermanentError
-			p.failed[name] = failure{uid: pl.uid, at: p.opts.Clock.Now(), err: err, permanent: errors.As(err, &perm), bounds: pl.bounds}
+			p.failed[name] = failure{uid: pl.uid, at: p.opts.Clock.Now(), err: err, bounds: pl.bounds}
 		}
 		p.mu.Unlock()
 		close(pl.done)

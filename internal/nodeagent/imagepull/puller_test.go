@@ -87,7 +87,7 @@ func (e *env) pullerWith(clk clock.WithTicker) *Puller {
 	cur.Set(e.policy)
 	p, err := New(Options{NodeName: "n1", Store: e.store, RecordDir: filepath.Join(e.dir, "pulled"), API: e.api,
 		ReportInterval: 20 * time.Millisecond, Clock: clk, FileRoots: e.fileRoots, Policy: &cur,
-		OwnAddrs: func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil }})
+		HTTPClient: imagepolicy.NewClient(func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil })})
 	if err != nil {
 		e.t.Fatal(err)
 	}
