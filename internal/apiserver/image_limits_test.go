@@ -11,6 +11,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
 // TestImageMaxSizeDefaultAndCap: an Image without max_size gets the
@@ -19,8 +20,7 @@ import (
 // one that raises it within the cap takes it, and an Image whose value
 // the cap was lowered under may still change its labels.
 func TestImageMaxSizeDefaultAndCap(t *testing.T) {
-	f := newFixture(t)
-	f.srv.opts.ImagePolicy.DefaultMaxSize, f.srv.opts.ImagePolicy.MaxSizeCap = 8<<30, 64<<30
+	f := newFixtureWith(t, Options{ImagePolicy: imagepolicy.Policy{DefaultMaxSize: 8 << 30, MaxSizeCap: 64 << 30}})
 	ctx := context.Background()
 	images := apiv1.NewImagesClient(f.conn)
 
@@ -58,9 +58,11 @@ func TestImageMaxSizeDefaultAndCap(t *testing.T) {
 	if b, err = images.Update(ctx, &apiv1.UpdateImageRequest{Image: up}); err != nil || b.Spec.MaxSize != "32Gi" {
 		t.Fatalf("raising max_size: %v, %v", b.GetSpec(), err)
 	}
-	// The cap lowered since: the value stays, labels may change, a new
-	// value above the cap may not.
-	f.srv.opts.ImagePolicy.MaxSizeCap = 16 << 30
+	// The cap lowered since (a server started again over the same store
+	// with a lower --image-max-size-cap): the value stays, labels may
+	// change, a new value above the cap may not.
+	lowered := New(f.st, Options{ImagePolicy: imagepolicy.Policy{DefaultMaxSize: 8 << 30, MaxSizeCap: 16 << 30}})
+	images = apiv1.NewImagesClient(testutil.ServeGRPC(t, lowered.Register))
 	up = proto.Clone(b).(*apiv1.Image)
 	up.Metadata.Labels = map[string]string{"a": "c"}
 	if b, err = images.Update(ctx, &apiv1.UpdateImageRequest{Image: up}); err != nil {
