@@ -32,17 +32,11 @@ func newMACIndex() *holdIndex[string, string] {
 		clash:  func(a, b string) bool { return a == b }}
 }
 
-// portSlot is where newPortIndex files a host port: its protocol and
-// port, which every host port it overlaps shares.
-type portSlot struct {
-	protocol string
-	port     uint16
-}
-
-func newPortIndex() *holdIndex[portSlot, validation.HostPort] {
-	return &holdIndex[portSlot, validation.HostPort]{bySlot: map[portSlot][]holder[validation.HostPort]{},
-		slotOf: func(hp validation.HostPort) portSlot { return portSlot{hp.Protocol, hp.Port} },
-		clash:  validation.HostPort.Overlaps}
+// newPortIndex files host ports by their protocol and port, which every
+// host port they overlap shares.
+func newPortIndex() *holdIndex[validation.PortSlot, validation.HostPort] {
+	return &holdIndex[validation.PortSlot, validation.HostPort]{bySlot: map[validation.PortSlot][]holder[validation.HostPort]{},
+		slotOf: validation.HostPort.Slot, clash: validation.HostPort.Overlaps}
 }
 
 func (m *holdIndex[S, T]) add(node, key string, vs []T) {

@@ -28,7 +28,7 @@ type usage struct {
 	// their nodes (holdingsOf), kept with the totals so that placement
 	// never walks a node's VMIs.
 	macs  *holdIndex[string, string]
-	ports *holdIndex[portSlot, validation.HostPort]
+	ports *holdIndex[validation.PortSlot, validation.HostPort]
 }
 
 // contribution is one VMI's request counted against its node.
