@@ -82,7 +82,7 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	// cannot both see the same free capacity; the write itself happens
 	// outside it, as kube-scheduler binds asynchronously after assuming.
 	nd := needsOf(v.GetSpec(), req, v.GetSpec().GetNodeSelector(), requiredImages(v.GetSpec()), c.opts.HostPolicy)
-	held := holdings{macs: nodeMACs(v.GetSpec()), ports: nd.ports}
+	held := holdingsOf(v.GetSpec())
 	c.placeMu.Lock()
 	d := choose(nd, c.pullable, c.candidates(now, key, held))
 	if d.node != "" {
