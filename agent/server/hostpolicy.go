@@ -13,8 +13,10 @@ import (
 // agent is configured to listen on reserved, beside the usual ones
 // (validation.ReservedPorts): a guest forwarded there would answer for the
 // agent or its etcd on the node's other addresses, or take the port
-// before the agent gets it back after a restart. A port chosen when
-// binding (":0", tests) is not known here.
+// before the agent gets it back after a restart. So is the nodes'
+// libvirtd port the cluster migrates through when the operator moved it
+// (--migration-libvirt-port): a guest there would stand in for a target's
+// libvirtd. A port chosen when binding (":0", tests) is not known here.
 func (o *Options) hostPolicy() *validation.HostPolicy {
 	p := validation.DefaultHostPolicy()
 	if o.HostPolicy != nil {
@@ -27,6 +29,9 @@ func (o *Options) hostPolicy() *validation.HostPolicy {
 			r := validation.PortRange{First: uint16(n), Last: uint16(n)}
 			p.Reserved = append(p.Reserved, validation.ReservedPort{PortRange: r, Owner: owner})
 		}
+	}
+	if port := o.ControllerOptions.Migration.Destinations.Port; port > 0 {
+		reserve(strconv.Itoa(port), "libvirtd's port for migrations (--migration-libvirt-port)")
 	}
 	for _, l := range []struct{ addr, owner string }{
 		{o.Listen, "the agent's TLS API port (--listen)"},

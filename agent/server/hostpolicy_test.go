@@ -12,9 +12,10 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
-// The ports the agent is configured to listen on are never forwarded,
-// whatever the operator's ranges allow, and the operator's lists are
-// kept (copied: the caller's policy is not changed).
+// The ports the agent is configured to listen on, and the one the nodes'
+// libvirtds take migrations on, are never forwarded, whatever the
+// operator's ranges allow, and the operator's lists are kept (copied: the
+// caller's policy is not changed).
 func TestHostPolicyReservesTheAgentsPorts(t *testing.T) {
 	given := &validation.HostPolicy{
 		ForwardAddresses: []netip.Addr{netip.MustParseAddr("0.0.0.0")},
@@ -27,6 +28,7 @@ func TestHostPolicyReservesTheAgentsPorts(t *testing.T) {
 		EtcdPeerListen:   []string{"https://10.0.0.1:12380"},
 		HostPolicy:       given,
 	}
+	o.ControllerOptions.Migration.Destinations.Port = 16600
 	p := o.hostPolicy()
 	for port, owner := range map[int32]string{
 		17443: "the agent's TLS API port (--listen)",
@@ -35,6 +37,7 @@ func TestHostPolicyReservesTheAgentsPorts(t *testing.T) {
 		12380: "the embedded etcd's peer port (--etcd-peer-listen)",
 		7443:  "the agent's TLS API port",
 		16514: "libvirtd's TLS port",
+		16600: "libvirtd's port for migrations (--migration-libvirt-port)",
 	} {
 		errs := p.CheckForward(&apiv1.PortForward{HostAddress: "0.0.0.0", HostPort: port, GuestPort: 80}, field.NewPath("f"))
 		if len(errs) != 1 || !strings.Contains(errs[0].Detail, "never forwarded: it is "+owner) {

@@ -30,15 +30,16 @@ func (u *snapUnit) ownVM(namespace, vmUID, fill string) string {
 	return u.volume(vmUID, "data", fill)
 }
 
-// contentIn stores a content in namespace ns of VM vmUID (named web in
-// ns), as the snapshot controller of ns makes it, and takes it.
-func (u *snapUnit) contentIn(ns, name, vmUID string, volumes ...string) *apiv1.VirtualMachineSnapshotContent {
+// contentIn stores a content in namespace ns of VM vmUID, named web in
+// sourceNS (ns, as the snapshot controller of ns makes it; another, as a
+// hostile writer could claim), and takes it.
+func (u *snapUnit) contentIn(ns, name, sourceNS, vmUID string, volumes ...string) *apiv1.VirtualMachineSnapshotContent {
 	u.t.Helper()
 	u.contents.put(&apiv1.VirtualMachineSnapshotContent{
 		Metadata: &apiv1.ObjectMeta{Namespace: ns, Name: name, Uid: testUID("content-" + ns + "-" + name),
 			Labels: map[string]string{apiv1.LabelNodeName: testNode}, Finalizers: []string{apiv1.FinalizerSnapshotData}},
 		Spec: &apiv1.VirtualMachineSnapshotContentSpec{
-			SnapshotName: "snap", Source: &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: ns, Name: "web", Uid: vmUID}},
+			SnapshotName: "snap", Source: &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: sourceNS, Name: "web", Uid: vmUID}},
 			NodeName: testNode, Volumes: volumes,
 		},
 	})
@@ -52,27 +53,30 @@ func (u *snapUnit) contentIn(ns, name, vmUID string, volumes ...string) *apiv1.V
 }
 
 // A content of namespace default whose source uid is namespace other's
-// VM copies nothing of it and fails.
+// VM copies nothing of it and fails, whether its spec names the VM in
+// default or claims other: the content's own namespace is the one.
 func TestSnapshotCopiesOnlyItsNamespacesVM(t *testing.T) {
 	u := newSnapUnit(t)
 	victim := testUID("vm-other-web")
 	u.ownVM("other", victim, "S")
 
-	c := u.contentIn("default", "steal", victim, "data")
-	st := c.GetStatus()
-	if st.GetPhase() != apiv1.SnapshotFailed || !strings.Contains(st.GetError(), "other/web") {
-		t.Errorf("content status %v, want Failed naming the VM's namespace", st)
-	}
-	if len(st.GetVolumeBackups()) != 0 {
-		t.Errorf("volume backups %v, want none", st.GetVolumeBackups())
-	}
-	dir, _ := u.a.layout.SnapshotDir(c.GetMetadata().GetUid())
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Errorf("snapshot directory holds %v, want nothing of another namespace's VM", entries)
+	for _, claimed := range []string{"default", "other"} {
+		c := u.contentIn("default", "steal-as-"+claimed, claimed, victim, "data")
+		st := c.GetStatus()
+		if st.GetPhase() != apiv1.SnapshotFailed || !strings.Contains(st.GetError(), "other/web") {
+			t.Errorf("source claimed in %s: content status %v, want Failed naming the VM's namespace", claimed, st)
+		}
+		if len(st.GetVolumeBackups()) != 0 {
+			t.Errorf("source claimed in %s: volume backups %v, want none", claimed, st.GetVolumeBackups())
+		}
+		dir, _ := u.a.layout.SnapshotDir(c.GetMetadata().GetUid())
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("source claimed in %s: snapshot directory holds %v, want nothing of another namespace's VM", claimed, entries)
+		}
 	}
 
 	// The same content in the VM's own namespace copies it.
-	own := u.contentIn("other", "own", victim, "data")
+	own := u.contentIn("other", "own", "other", victim, "data")
 	if own.GetStatus().GetPhase() != apiv1.SnapshotSucceeded {
 		t.Fatalf("content in the VM's namespace: %v", own.GetStatus())
 	}
@@ -85,36 +89,15 @@ func TestRestoreReadsOnlyItsNamespacesSnapshots(t *testing.T) {
 	u := newSnapUnit(t)
 	secret := testUID("vm-other-web")
 	u.ownVM("other", secret, "S")
-	theirs := u.contentIn("other", "secret", secret, "data")
+	theirs := u.contentIn("other", "secret", "other", secret, "data")
 	mine := testUID("vm-default-web")
 	u.ownVM("default", mine, "M")
-	ours := u.contentIn("default", "mine", mine, "data")
-	sources := func(c *apiv1.VirtualMachineSnapshotContent) []*apiv1.VolumeRestore {
-		var out []*apiv1.VolumeRestore
-		for _, b := range c.GetStatus().GetVolumeBackups() {
-			out = append(out, &apiv1.VolumeRestore{VolumeName: b.GetVolumeName(), SourcePath: b.GetPath()})
-		}
-		if len(out) == 0 {
-			t.Fatalf("content %s has no volume backups: %v", c.GetMetadata().GetName(), c.GetStatus())
-		}
-		return out
-	}
+	ours := u.contentIn("default", "mine", "default", mine, "data")
 
-	u.restore("steal", mine, sources(theirs))
-	if err := u.reconcileRestore("steal"); err != nil {
-		t.Fatal(err)
-	}
-	st := u.getRestore("steal").GetStatus()
-	if st.GetStaged() || !strings.Contains(st.GetError(), "namespace other") {
-		t.Errorf("restore status %v, want an error naming the snapshot's namespace", st)
-	}
-	dir, _ := u.a.layout.VMDir(mine)
-	staged, _ := filepath.Glob(filepath.Join(nodedir.VolumesDir(dir), "*.restore-*"))
-	if len(staged) != 0 {
-		t.Errorf("staged %v from another namespace's snapshot", staged)
-	}
+	u.restore("steal", mine, u.restoresOf(theirs))
+	u.wantRestoreRefused("steal", mine, "namespace other", "the snapshot's namespace")
 
-	u.restore("own", mine, sources(ours))
+	u.restore("own", mine, u.restoresOf(ours))
 	if err := u.reconcileRestore("own"); err != nil {
 		t.Fatal(err)
 	}
@@ -129,12 +112,8 @@ func TestRestoreWaitsForTheContentsListing(t *testing.T) {
 	u := newSnapUnit(t)
 	mine := testUID("vm-default-web")
 	u.ownVM("default", mine, "M")
-	ours := u.contentIn("default", "mine", mine, "data")
-	var vols []*apiv1.VolumeRestore
-	for _, b := range ours.GetStatus().GetVolumeBackups() {
-		vols = append(vols, &apiv1.VolumeRestore{VolumeName: b.GetVolumeName(), SourcePath: b.GetPath()})
-	}
-	u.restore("early", mine, vols)
+	ours := u.contentIn("default", "mine", "default", mine, "data")
+	u.restore("early", mine, u.restoresOf(ours))
 	u.a.restores = newRestoresWithContents(u, unsyncedContents{})
 	u.syncSnaps()
 	if _, err := u.a.restores.Reconcile(context.Background(), "default/early"); err == nil {
@@ -157,25 +136,10 @@ func TestRestoreWritesOnlyItsNamespacesVM(t *testing.T) {
 	}
 	mine := testUID("vm-default-web")
 	u.ownVM("default", mine, "M")
-	ours := u.contentIn("default", "mine", mine, "data")
-	var vols []*apiv1.VolumeRestore
-	for _, b := range ours.GetStatus().GetVolumeBackups() {
-		vols = append(vols, &apiv1.VolumeRestore{VolumeName: b.GetVolumeName(), SourcePath: b.GetPath()})
-	}
+	ours := u.contentIn("default", "mine", "default", mine, "data")
 
-	u.restore("overwrite", victim, vols)
-	if err := u.reconcileRestore("overwrite"); err != nil {
-		t.Fatal(err)
-	}
-	st := u.getRestore("overwrite").GetStatus()
-	if st.GetStaged() || !strings.Contains(st.GetError(), "other/web") {
-		t.Errorf("restore status %v, want an error naming the target's namespace", st)
-	}
-	dir, _ := u.a.layout.VMDir(victim)
-	staged, _ := filepath.Glob(filepath.Join(nodedir.VolumesDir(dir), "*.restore-*"))
-	if len(staged) != 0 {
-		t.Errorf("staged %v into another namespace's VM", staged)
-	}
+	u.restore("overwrite", victim, u.restoresOf(ours))
+	u.wantRestoreRefused("overwrite", victim, "other/web", "the target's namespace")
 	// Committing is refused too: the swap would rename over its volume.
 	u.changeRestore("overwrite", func(r *apiv1.VirtualMachineRestore) {
 		r.Status.Phase, r.Status.Staged, r.Status.Error = apiv1.RestoreCommitting, true, ""
@@ -189,6 +153,23 @@ func TestRestoreWritesOnlyItsNamespacesVM(t *testing.T) {
 	}
 	if string(after) != string(before) {
 		t.Error("another namespace's volume changed")
+	}
+}
+
+// wantRestoreRefused reconciles restore name and fails unless it failed
+// saying says (which names why: the namespace of what it crossed to)
+// and staged nothing into VM vmUID's directory.
+func (u *snapUnit) wantRestoreRefused(name, vmUID, says, why string) {
+	u.t.Helper()
+	if err := u.reconcileRestore(name); err != nil {
+		u.t.Fatal(err)
+	}
+	if st := u.getRestore(name).GetStatus(); st.GetStaged() || !strings.Contains(st.GetError(), says) {
+		u.t.Errorf("restore %s status %v, want an error naming %s", name, st, why)
+	}
+	dir, _ := u.a.layout.VMDir(vmUID)
+	if staged, _ := filepath.Glob(filepath.Join(nodedir.VolumesDir(dir), "*.restore-*")); len(staged) != 0 {
+		u.t.Errorf("restore %s staged %v across namespaces", name, staged)
 	}
 }
 

@@ -19,9 +19,19 @@ func (u *snapUnit) snapshotOf(name, vmUID string, volumes ...string) []*apiv1.Vo
 	u.t.Helper()
 	u.content(name, vmUID, volumes...)
 	u.reconcileContent(name)
+	return u.restoresOf(u.getContent(name))
+}
+
+// restoresOf are the restores a restore controller lists from content c:
+// its volume backups, of which it must have one at least.
+func (u *snapUnit) restoresOf(c *apiv1.VirtualMachineSnapshotContent) []*apiv1.VolumeRestore {
+	u.t.Helper()
 	var out []*apiv1.VolumeRestore
-	for _, b := range u.getContent(name).GetStatus().GetVolumeBackups() {
+	for _, b := range c.GetStatus().GetVolumeBackups() {
 		out = append(out, &apiv1.VolumeRestore{VolumeName: b.GetVolumeName(), SourcePath: b.GetPath()})
+	}
+	if len(out) == 0 {
+		u.t.Fatalf("content %s has no volume backups: %v", c.GetMetadata().GetName(), c.GetStatus())
 	}
 	return out
 }

@@ -216,6 +216,10 @@ func TestHostPortOverlaps(t *testing.T) {
 		if tc.a.Overlaps(tc.b) != tc.want || tc.b.Overlaps(tc.a) != tc.want {
 			t.Errorf("%s overlaps %s: want %v both ways", tc.a, tc.b, tc.want)
 		}
+		// What overlaps is in one slot: indexes compare within it only.
+		if tc.want && tc.a.Slot() != tc.b.Slot() {
+			t.Errorf("%s and %s overlap in slots %v and %v", tc.a, tc.b, tc.a.Slot(), tc.b.Slot())
+		}
 	}
 	spec := &apiv1.VirtualMachineInstanceSpec{Networks: []*apiv1.Network{
 		{Name: "a", User: &apiv1.UserNetwork{PortForwards: []*apiv1.PortForward{

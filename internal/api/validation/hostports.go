@@ -45,6 +45,18 @@ func (h HostPort) Overlaps(o HostPort) bool {
 		(h.Addr == o.Addr || h.Addr.IsUnspecified() || o.Addr.IsUnspecified())
 }
 
+// Slot is what h shares with every host port it overlaps: its protocol
+// and port. Forwards are filed by it (the API's check of an instance's
+// own, placement's index of a node's), so that one is compared only with
+// the few of its slot.
+func (h HostPort) Slot() PortSlot { return PortSlot{h.Protocol, h.Port} }
+
+// PortSlot is a protocol and port (HostPort.Slot).
+type PortSlot struct {
+	Protocol string
+	Port     uint16
+}
+
 // String is h as messages name it: "127.0.0.1:18080/tcp".
 func (h HostPort) String() string {
 	return fmt.Sprintf("%s/%s", netip.AddrPortFrom(h.Addr, h.Port), h.Protocol)

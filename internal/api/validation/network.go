@@ -58,15 +58,10 @@ func validateNetworks(networks []*apiv1.Network, path *field.Path) namedResult {
 // Port forward protocols.
 var portForwardProtocols = []string{"tcp", "udp"}
 
-// forwardsSeen are the forwards of an instance checked so far, by
-// protocol and port: a new one is compared with the few of its port, not
+// forwardsSeen are the forwards of an instance checked so far, by slot
+// (HostPort.Slot): a new one is compared with the few of its port, not
 // with all.
-type forwardsSeen map[forwardSlot][]seenForward
-
-type forwardSlot struct {
-	protocol string
-	port     uint16
-}
+type forwardsSeen map[PortSlot][]seenForward
 
 type seenForward struct {
 	hp   HostPort
@@ -111,7 +106,7 @@ func validatePortForward(f *apiv1.PortForward, p *field.Path, seen forwardsSeen)
 		return errs
 	}
 	hp := HostPort{Protocol: proto, Addr: ip, Port: uint16(f.GetHostPort())}
-	slot := forwardSlot{proto, hp.Port}
+	slot := hp.Slot()
 	for _, s := range seen[slot] {
 		if s.hp.Overlaps(hp) {
 			return field.ErrorList{field.Duplicate(p.Child("host_port"), fmt.Sprintf("%s (overlaps %s of %s)", hp, s.hp, s.path))}

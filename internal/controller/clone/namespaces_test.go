@@ -13,7 +13,8 @@ import (
 // clone's namespace. A clone in team-b of VM web, which only default
 // has, fails without making a snapshot of default's VM; one of snapshot
 // snap makes a restore in team-b only (which then finds no team-b
-// snapshot: TestRestoreResolvesNamesInItsNamespace).
+// snapshot: TestRestoreResolvesNamesInItsNamespace). default's VM copy,
+// the clone's target name, is no reason to refuse team-b's clone.
 func TestCloneResolvesNamesInItsNamespace(t *testing.T) {
 	for _, kind := range []string{apiv1.CloneSourceVM, apiv1.CloneSourceSnapshot} {
 		t.Run(kind, func(t *testing.T) {
@@ -22,7 +23,7 @@ func TestCloneResolvesNamesInItsNamespace(t *testing.T) {
 				cl.Spec.SourceName = "snap"
 			}
 			cl.Metadata.Namespace = "team-b"
-			f := newFixture(t, cl, vm("web"))
+			f := newFixture(t, cl, vm("web"), vm("copy"))
 			f.snaps.Store.Seed(&apiv1.VirtualMachineSnapshot{
 				Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "snap", Uid: "snap-uid"},
 				Spec:     &apiv1.VirtualMachineSnapshotSpec{Source: "web"},
@@ -56,6 +57,12 @@ func TestCloneResolvesNamesInItsNamespace(t *testing.T) {
 			}
 			if kind == apiv1.CloneSourceVM && (got.GetPhase() != apiv1.CloneFailed || !strings.Contains(got.GetError(), `source VM "web" does not exist`)) {
 				t.Errorf("clone status %v, want Failed: no VM web in team-b", got)
+			}
+			if kind == apiv1.CloneSourceSnapshot {
+				r, err := f.restores.Store.Get(context.Background(), "team-b", got.GetRestoreName())
+				if got.GetPhase() != apiv1.CloneRestoreInProgress || err != nil || r.GetSpec().GetSnapshot() != "snap" || r.GetSpec().GetTarget() != "copy" {
+					t.Errorf("clone status %v, restore %v (%v); want team-b's restore of snap into copy under way", got, r, err)
+				}
 			}
 		})
 	}

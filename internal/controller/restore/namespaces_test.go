@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
@@ -34,5 +36,36 @@ func TestRestoreResolvesNamesInItsNamespace(t *testing.T) {
 	}
 	if _, err := f.vms.Store.Get(context.Background(), "team-b", "web"); err == nil {
 		t.Error("a VM was made in team-b from default's snapshot")
+	}
+
+	// team-b's own snapshot snap comes: the restore goes on from it, and
+	// its target web is team-b's, which it makes, never default's web,
+	// which it neither locks nor changes.
+	snap, content := newSnapshot(), newContent()
+	snap.Metadata.Namespace, snap.Metadata.Uid = "team-b", "snap-b-uid"
+	snap.Status.ContentName, snap.Status.SourceUid = apiv1.SnapshotContentName("snap-b-uid"), "vm-b-uid"
+	content.Metadata.Namespace, content.Metadata.Name = "team-b", apiv1.SnapshotContentName("snap-b-uid")
+	content.Spec.SnapshotUid = "snap-b-uid"
+	content.Spec.Source.Metadata.Namespace, content.Spec.Source.Metadata.Uid = "team-b", "vm-b-uid"
+	content.Status.VolumeBackups = []*apiv1.VolumeBackup{{VolumeName: "data", Path: "/data/snapshots/b/data.qcow2"}}
+	f.snaps.Store.Seed(snap)
+	f.contents.Store.Seed(content)
+	before := f.vm("web")
+	for range 3 {
+		f.sync(t)
+		if _, err := f.c.Reconcile(context.Background(), "team-b/rest"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = f.restores.Get(t, "team-b", "rest").GetStatus()
+	made, err := f.vms.Store.Get(context.Background(), "team-b", "web")
+	if err != nil || got.GetTargetUid() != made.GetMetadata().GetUid() || !got.GetTargetCreated() {
+		t.Fatalf("status %v, team-b's web %v (%v): want team-b's web made and targeted", got, made, err)
+	}
+	if len(got.GetRestores()) != 1 || got.GetRestores()[0].GetSourcePath() != "/data/snapshots/b/data.qcow2" {
+		t.Errorf("restores %v, want team-b's snapshot's volume", got.GetRestores())
+	}
+	if vm := f.vm("web"); !proto.Equal(vm, before) {
+		t.Errorf("default's VM web changed by team-b's restore:\n%v\nwas\n%v", vm, before)
 	}
 }

@@ -2,7 +2,6 @@ package vmi
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,60 +33,6 @@ func policyRefusal(policy *validation.HostPolicy, spec *apiv1.VirtualMachineInst
 		msg += fmt.Sprintf(" (and %d more)", len(errs)-1)
 	}
 	return msg + "."
-}
-
-// portIndex says which instances hold which host ports on which node:
-// those usage counts there (placed, not final; migration targets
-// included), as macIndex does for MACs. By protocol and port: a placement
-// looks up its own few forwards once, whatever the number of nodes and
-// instances, and compares addresses only within a port.
-type portIndex map[portSlot][]portHolder
-
-type portSlot struct {
-	protocol string
-	port     uint16
-}
-
-type portHolder struct {
-	node, key string
-	hp        validation.HostPort
-}
-
-func slotOf(hp validation.HostPort) portSlot { return portSlot{hp.Protocol, hp.Port} }
-
-func (m portIndex) add(node, key string, ports []validation.HostPort) {
-	for _, hp := range ports {
-		m[slotOf(hp)] = append(m[slotOf(hp)], portHolder{node, key, hp})
-	}
-}
-
-// remove takes one of key's holdings away (see macIndex.remove).
-func (m portIndex) remove(node, key string, ports []validation.HostPort) {
-	for _, hp := range ports {
-		s := slotOf(hp)
-		i := slices.Index(m[s], portHolder{node, key, hp})
-		if i < 0 {
-			continue
-		}
-		left := slices.Delete(m[s], i, i+1)
-		if len(left) == 0 {
-			delete(m, s)
-			continue
-		}
-		m[s] = left
-	}
-}
-
-// heldByOthers adds to byNode, per node, those of ports that an
-// instance other than self holds an overlapping port for there.
-func (m portIndex) heldByOthers(self string, ports []validation.HostPort, byNode map[string][]validation.HostPort) {
-	for _, hp := range ports {
-		for _, h := range m[slotOf(hp)] {
-			if h.key != self && h.hp.Overlaps(hp) && !slices.Contains(byNode[h.node], hp) {
-				byNode[h.node] = append(byNode[h.node], hp)
-			}
-		}
-	}
 }
 
 // portReasons are the reasons for the host ports in use on a candidate.

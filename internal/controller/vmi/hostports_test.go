@@ -174,11 +174,11 @@ func TestPlacementAppliesHostPolicy(t *testing.T) {
 	}
 }
 
-// The index gives back exactly one holding per remove, as macIndex does:
-// a migrating instance holds its ports on its target twice for a moment.
+// The index gives back exactly one holding per remove: a migrating
+// instance holds its ports on its target twice for a moment.
 func TestPortIndexRemovesOneHolding(t *testing.T) {
 	hp := validation.HostPort{Protocol: "tcp", Addr: netip.MustParseAddr("127.0.0.1"), Port: 18080}
-	m := portIndex{}
+	m := newPortIndex()
 	m.add("b", "default/mover", []validation.HostPort{hp})
 	m.add("b", "default/mover", []validation.HostPort{hp})
 	m.remove("b", "default/mover", []validation.HostPort{hp})
@@ -188,7 +188,7 @@ func TestPortIndexRemovesOneHolding(t *testing.T) {
 		t.Fatalf("after one remove of two: %v", byNode)
 	}
 	m.remove("b", "default/mover", []validation.HostPort{hp})
-	if len(m) != 0 {
-		t.Fatalf("after both removes: %v", m)
+	if len(m.bySlot) != 0 {
+		t.Fatalf("after both removes: %v", m.bySlot)
 	}
 }

@@ -57,7 +57,7 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 	nd := needsOf(v.GetSpec(), req, sel, validation.ImageRefs(v.GetSpec(), "", false), c.opts.HostPolicy)
 	// Its own key: the instance holds its MACs and host ports on the
 	// source, which is excluded anyway, and on no other node.
-	cands := c.candidates(c.opts.Clock(), informer.Key(v), holdings{macs: nodeMACs(v.GetSpec()), ports: nd.ports})
+	cands := c.candidates(c.opts.Clock(), informer.Key(v), holdingsOf(v.GetSpec()))
 	for i := range cands {
 		n := cands[i].node
 		switch {

@@ -275,8 +275,8 @@ func TestMACsFollowMigration(t *testing.T) {
 	}
 	f.vmis.Update(t, "default", "mover", func(v *apiv1.VirtualMachineInstance) { v.Status.Phase = apiv1.PhaseSucceeded })
 	f.syncCaches()
-	if held("b") || len(f.c.usage.macs) != 0 {
-		t.Fatalf("an ended instance still holds %v", f.c.usage.macs)
+	if held("b") || len(f.c.usage.macs.bySlot) != 0 {
+		t.Fatalf("an ended instance still holds %v", f.c.usage.macs.bySlot)
 	}
 }
 

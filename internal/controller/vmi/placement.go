@@ -152,7 +152,7 @@ type candidate struct {
 	// macsInUse are those of the VMI's MACs (nodeMACs) that another
 	// instance holds on the node.
 	macsInUse []string
-	// portsInUse are those of the VMI's host ports (needs.ports) that
+	// portsInUse are those of the VMI's host ports (holdings.ports) that
 	// another instance holds an overlapping port for on the node.
 	portsInUse []validation.HostPort
 	// excluded, when set, is why the node may not take this VMI
@@ -169,9 +169,6 @@ type needs struct {
 	// bridges and networks are the bridges and libvirt networks it
 	// attaches to (networkNeeds).
 	bridges, networks []string
-	// ports are the host ports its forwards bind
-	// (validation.SpecHostPorts).
-	ports []validation.HostPort
 	// refused, when set, is why the host-resource policy lets no node
 	// take it (policyRefusal).
 	refused string
@@ -182,7 +179,6 @@ type needs struct {
 func needsOf(spec *apiv1.VirtualMachineInstanceSpec, req resources, sel map[string]string, images []string, policy *validation.HostPolicy) needs {
 	nd := needs{req: req, sel: sel, images: images, refused: policyRefusal(policy, spec)}
 	nd.bridges, nd.networks = networkNeeds(spec)
-	nd.ports = validation.SpecHostPorts(spec)
 	return nd
 }
 

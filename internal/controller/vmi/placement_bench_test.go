@@ -46,7 +46,7 @@ func BenchmarkPlacementDecision(b *testing.B) {
 			now := f.c.opts.Clock()
 			for b.Loop() {
 				nd := needsOf(bc.v.Spec, req, nil, nil, f.c.opts.HostPolicy)
-				d := choose(nd, nil, f.c.candidates(now, "default/new", holdings{macs: nodeMACs(bc.v.Spec), ports: nd.ports}))
+				d := choose(nd, nil, f.c.candidates(now, "default/new", holdingsOf(bc.v.Spec)))
 				if d.node == "" {
 					b.Fatal(d.message)
 				}

@@ -82,7 +82,7 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	// cannot both see the same free capacity; the write itself happens
 	// outside it, as kube-scheduler binds asynchronously after assuming.
 	nd := needsOf(v.GetSpec(), req, v.GetSpec().GetNodeSelector(), requiredImages(v.GetSpec()), c.opts.HostPolicy)
-	held := holdings{macs: nodeMACs(v.GetSpec()), ports: nd.ports}
+	held := holdingsOf(v.GetSpec())
 	c.placeMu.Lock()
 	d := choose(nd, c.pullable, c.candidates(now, key, held))
 	if d.node != "" {
@@ -148,7 +148,7 @@ func (c *Controller) candidates(now time.Time, self string, held holdings) []can
 		}
 		pending[r.node] = pending[r.node].plus(r.req)
 		if key != self {
-			pendingInUse(r, held, macsInUse, portsInUse)
+			c.pendingInUse(r, held, macsInUse, portsInUse)
 		}
 	}
 	// choose breaks ties by name, so the order does not matter.
@@ -169,20 +169,12 @@ func (c *Controller) candidates(now time.Time, self string, held holdings) []can
 
 // pendingInUse adds to macsInUse and portsInUse (when not nil) those of
 // held that reservation r, another instance's, holds on its node.
-func pendingInUse(r reservation, held holdings, macsInUse map[string][]string, portsInUse map[string][]validation.HostPort) {
+func (c *Controller) pendingInUse(r reservation, held holdings, macsInUse map[string][]string, portsInUse map[string][]validation.HostPort) {
 	if macsInUse != nil {
-		for _, mac := range r.held.macs {
-			if slices.Contains(held.macs, mac) && !slices.Contains(macsInUse[r.node], mac) {
-				macsInUse[r.node] = append(macsInUse[r.node], mac)
-			}
-		}
+		c.usage.macs.clashing(held.macs, r.held.macs, r.node, macsInUse)
 	}
 	if portsInUse != nil {
-		for _, hp := range held.ports {
-			if slices.ContainsFunc(r.held.ports, hp.Overlaps) && !slices.Contains(portsInUse[r.node], hp) {
-				portsInUse[r.node] = append(portsInUse[r.node], hp)
-			}
-		}
+		c.usage.ports.clashing(held.ports, r.held.ports, r.node, portsInUse)
 	}
 }
 

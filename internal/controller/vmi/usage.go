@@ -27,8 +27,8 @@ type usage struct {
 	// macs and ports are the MACs and host ports counted VMIs hold on
 	// their nodes (holdingsOf), kept with the totals so that placement
 	// never walks a node's VMIs.
-	macs  macIndex
-	ports portIndex
+	macs  *holdIndex[string, string]
+	ports *holdIndex[validation.PortSlot, validation.HostPort]
 }
 
 // contribution is one VMI's request counted against its node.
@@ -53,7 +53,7 @@ func holdingsOf(spec *apiv1.VirtualMachineInstanceSpec) holdings {
 
 func newUsage(opts Options, log *slog.Logger) *usage {
 	return &usage{opts: opts, log: log, byKey: map[string]contribution{}, byNode: map[string]resources{},
-		targets: map[string]contribution{}, macs: macIndex{}, ports: portIndex{}}
+		targets: map[string]contribution{}, macs: newMACIndex(), ports: newPortIndex()}
 }
 
 // hold and release count h as key's on node, or stop counting it.

@@ -215,9 +215,9 @@ func VolumesDir(dir string) string { return filepath.Join(dir, "volumes") }
 func NVRAMPath(dir string) string { return filepath.Join(dir, "nvram.fd") }
 
 // EnsureVMDir creates the directory of VM vmUID (namespace/name) with
-// its vm.json, unless it has one. A VMI without a VM (vmUID "") has no
-// VM directory: nothing is created, so that no vm.json ever lands in
-// VMsDir itself.
+// its vm.json, unless it has one, which must be namespace/name's
+// (CheckVMDirOwner). A VMI without a VM (vmUID "") has no VM directory:
+// nothing is created, so that no vm.json ever lands in VMsDir itself.
 func (l Layout) EnsureVMDir(vmUID, namespace, name string) error {
 	if vmUID == "" {
 		return nil
@@ -226,10 +226,10 @@ func (l Layout) EnsureVMDir(vmUID, namespace, name string) error {
 	if err != nil {
 		return err
 	}
-	meta := filepath.Join(dir, VMMetaFile)
-	if _, err := os.Stat(meta); err == nil {
-		return CheckVMDirOwner(dir, namespace, name)
+	if exists, err := checkVMDirOwner(dir, namespace, name); exists || err != nil {
+		return err
 	}
+	meta := filepath.Join(dir, VMMetaFile)
 	if err := MkdirTraversable(dir); err != nil {
 		return fmt.Errorf("creating %s: %w", dir, err)
 	}
@@ -252,17 +252,25 @@ var ErrForeign = errors.New("belongs to another object")
 // never reach that VM's volumes. A directory without vm.json has no
 // volumes yet (EnsureVMDir writes it first) and passes.
 func CheckVMDirOwner(dir, namespace, name string) error {
+	_, err := checkVMDirOwner(dir, namespace, name)
+	return err
+}
+
+// checkVMDirOwner is CheckVMDirOwner, and whether dir has a vm.json: one
+// read of it, which EnsureVMDir does on every start of a VM that keeps
+// files there.
+func checkVMDirOwner(dir, namespace, name string) (exists bool, _ error) {
 	m, err := ReadVMMeta(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return true, err
 	}
 	if m.Namespace != namespace || m.Name != name {
-		return fmt.Errorf("VM directory %s is VM %s/%s's, not %s/%s: %w", filepath.Base(dir), m.Namespace, m.Name, namespace, name, ErrForeign)
+		return true, fmt.Errorf("VM directory %s is VM %s/%s's, not %s/%s: %w", filepath.Base(dir), m.Namespace, m.Name, namespace, name, ErrForeign)
 	}
-	return nil
+	return true, nil
 }
 
 // ReadVMMeta reads the vm.json of the VM directory dir.
