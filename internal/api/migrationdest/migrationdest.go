@@ -8,12 +8,13 @@
 // destination is built by the server (Policy.Build, the migration
 // controller's handoff) from what it knows: the target node's registered
 // migration address and the cluster's transport and port, both operator
-// configuration. Everyone who reads it back checks it with Validate
-// before libvirt sees it: the API (what an admin writes), the source node
-// agent (before it asks its launcher) and the launcher (before it calls
-// libvirt), so a destination that reached the store some other way (old
-// data, a store written to directly) still opens nothing but a libvirtd
-// on a unicast address.
+// configuration. No API caller may write it (the API server refuses any
+// change), and whoever opens it checks it with Validate first: the source
+// node agent (before it asks its launcher; also for launchers started
+// before this rule, which outlive agent upgrades) and the launcher
+// (before it calls libvirt), so a destination that reached the store some
+// other way (old data, a store written to directly) still opens nothing
+// but a libvirtd on a unicast address.
 //
 // The package imports nothing of the module: the API's validation, the
 // controllers, the node agent and the launcher all use it.
