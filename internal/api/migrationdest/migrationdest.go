@@ -50,8 +50,8 @@ const (
 // driver's system instance, where virtplane's domains live.
 const path = "/system"
 
-// Transports lists what Policy.Transport takes.
-func Transports() []string { return []string{TransportTLS, TransportTCP} }
+// transports lists what Policy.Transport takes.
+func transports() []string { return []string{TransportTLS, TransportTCP} }
 
 // scheme is the URI scheme of a transport.
 func scheme(transport string) string { return "qemu+" + transport }
@@ -83,8 +83,8 @@ type Policy struct {
 
 // Validate refuses a policy that cannot work, naming the flag.
 func (p Policy) Validate() error {
-	if p.Transport != "" && !slices.Contains(Transports(), p.Transport) {
-		return fmt.Errorf("--migration-transport: unsupported value %q: supported values: %s", p.Transport, strings.Join(Transports(), ", "))
+	if p.Transport != "" && !slices.Contains(transports(), p.Transport) {
+		return fmt.Errorf("--migration-transport: unsupported value %q: supported values: %s", p.Transport, strings.Join(transports(), ", "))
 	}
 	if p.Port < 0 || p.Port > 65535 {
 		return fmt.Errorf("--migration-libvirt-port: %d is not a port (1-65535, or 0 for the transport's default)", p.Port)
