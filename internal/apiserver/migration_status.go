@@ -1,6 +1,9 @@
 package apiserver
 
 import (
+	"fmt"
+	"strings"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -72,21 +75,24 @@ func controllerFieldsKept(was, is *apiv1.MigrationState) error {
 	return nil
 }
 
-// destinationKept refuses any caller's change of where a migration goes:
-// only the migration controller writes it (through the store, at the
-// handoff), built from the target's registration, since the source
-// host's libvirtd connects to it as root (a qemu+ext URI runs a command
-// there, an address sends the guest's memory to it). who names the
-// caller.
+// destinationKept refuses any caller's change of where a migration goes,
+// naming every field changed: only the migration controller writes it
+// (through the store, at the handoff), built from the target's
+// registration, since the source host's libvirtd connects to it as root
+// (a qemu+ext URI runs a command there, an address sends the guest's
+// memory to it). who names the caller.
 func destinationKept(was, is *apiv1.MigrationState, who string) error {
+	var changed []string
 	for _, f := range []struct{ name, from, to string }{
 		{"target_libvirt_uri", was.GetTargetLibvirtUri(), is.GetTargetLibvirtUri()},
 		{"target_node_address", was.GetTargetNodeAddress(), is.GetTargetNodeAddress()},
 	} {
 		if f.from != f.to {
-			return status.Errorf(codes.PermissionDenied, "status.migration_state.%s: %s may not change it from %q to %q: the server builds a migration's destination from the target's registration",
-				f.name, who, f.from, f.to)
+			changed = append(changed, fmt.Sprintf("status.migration_state.%s: %s may not change it from %q to %q", f.name, who, f.from, f.to))
 		}
 	}
-	return nil
+	if len(changed) == 0 {
+		return nil
+	}
+	return status.Errorf(codes.PermissionDenied, "%s: the server builds a migration's destination from the target's registration", strings.Join(changed, "; "))
 }

@@ -185,3 +185,58 @@ func TestNodeStatusWritesDuringMigration(t *testing.T) {
 		t.Errorf("admin changes the destination: %v; want PermissionDenied", err)
 	}
 }
+
+// TestNoCallerChangesTheDestination: no caller, admin or node, writes a
+// migration's destination through the API, whatever it is: refused
+// PermissionDenied, naming each field it changes. (These destinations,
+// the ext transport's command among them, were once refused by value in
+// validation; no value needs judging when none can be written.)
+func TestNoCallerChangesTheDestination(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	svc := newVMIService(f.srv)
+	const uri, addr = "qemu+tls://10.0.0.2:16514/system", "10.0.0.2"
+	f.runningInstance(t, "web", func(v *apiv1.VirtualMachineInstance) {
+		v.Metadata.Labels[apiv1.LabelMigrationTargetNode] = "b"
+		v.Status.MigrationState = &apiv1.MigrationState{MigrationUid: "6f1c2a3e-0000-4000-8000-0000000000a2", SourceNode: "a", TargetNode: "b",
+			Method: apiv1.MigrationMethodLive, TargetLibvirtUri: uri, TargetNodeAddress: addr}
+	})
+	callers := []Identity{{Kind: Admin}, {Kind: Node, Node: "a"}, {Kind: Node, Node: "b"}}
+	for _, tc := range []struct {
+		name, uri, addr string
+		completed       bool
+		want            []string // the fields named
+	}{
+		{"ext runs a command", "qemu+ext:///system?command=/tmp/x", addr, false, []string{"target_libvirt_uri"}},
+		{"a query", uri + "?no_verify=1", addr, false, []string{"target_libvirt_uri"}},
+		{"another host", "qemu+tls://10.0.0.3:16514/system", addr, false, []string{"target_libvirt_uri"}},
+		{"a loopback address", "qemu+tls://127.0.0.1:16514/system", "127.0.0.1", false, []string{"target_libvirt_uri", "target_node_address"}},
+		{"a URI alone", uri, "", false, []string{"target_node_address"}},
+		{"an address alone", "", addr, false, []string{"target_libvirt_uri"}},
+		{"history with a control character", "qemu+ssh://node-b/system\n", addr, true, []string{"target_libvirt_uri"}},
+	} {
+		for _, id := range callers {
+			cur, err := f.st.VMIs.Get(ctx, "default", "web")
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := proto.Clone(cur).(*apiv1.VirtualMachineInstance)
+			st := next.Status.MigrationState
+			st.TargetLibvirtUri, st.TargetNodeAddress, st.Completed = tc.uri, tc.addr, tc.completed
+			_, err = svc.UpdateStatus(WithIdentity(ctx, id), &apiv1.UpdateVirtualMachineInstanceStatusRequest{Vmi: next})
+			if code(err) != codes.PermissionDenied {
+				t.Errorf("%s, as %s: %v; want PermissionDenied", tc.name, id, err)
+				continue
+			}
+			for _, fld := range tc.want {
+				if want := "status.migration_state." + fld + ": " + id.String() + " may not change it"; !strings.Contains(err.Error(), want) {
+					t.Errorf("%s, as %s: %v; want it saying %q", tc.name, id, err, want)
+				}
+			}
+		}
+	}
+	if v, err := f.st.VMIs.Get(ctx, "default", "web"); err != nil || v.GetStatus().GetMigrationState().GetTargetLibvirtUri() != uri ||
+		v.GetStatus().GetMigrationState().GetTargetNodeAddress() != addr {
+		t.Fatalf("destination after the refused writes: %v, %v", v.GetStatus().GetMigrationState(), err)
+	}
+}

@@ -139,6 +139,19 @@ func (n *nodeService) checkMigrationAddress(ctx context.Context, in *apiv1.Node)
 	if err := n.s.opts.MigrationDestinations.CheckAddress(a); err != nil {
 		return invalid(err.Error())
 	}
+	// A node keeps the address it holds: agents register at every start
+	// with the same one, and listing every Node for each (O(nodes), under
+	// registerMu) made a fleet restarting at once O(nodes²). Only a claim
+	// of a new address reads the others. Two nodes that both hold one (two
+	// servers raced) still start; no migration goes to either (the
+	// controller's handoff check).
+	cur, err := n.s.stores.Nodes.Get(ctx, "", name)
+	switch {
+	case err == nil && cur.GetStatus().GetMigrationAddress() == a:
+		return nil
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return toStatus(err)
+	}
 	nodes, _, err := n.s.stores.Nodes.List(ctx, store.ListOptions{})
 	if err != nil {
 		return toStatus(err)

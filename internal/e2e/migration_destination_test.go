@@ -248,7 +248,7 @@ func TestMigrationDestinationFromTheStoreIsRefused(t *testing.T) {
 	done := c.migrate("victim", dst)
 	st := done.GetStatus().GetMigrationState()
 	t.Logf("then migrated to %s at %s (stream to %s)", dst.Name, st.GetTargetLibvirtUri(), st.GetTargetNodeAddress())
-	if want := fmt.Sprintf("qemu+tcp://%s:%d/system", dst.Addr, dst.TCPPort); st.GetTargetLibvirtUri() != want || st.GetTargetNodeAddress() != dst.Addr {
+	if want := fmt.Sprintf("qemu+tcp://%s:%d/system", dst.Addr, multinode.TCPPort); st.GetTargetLibvirtUri() != want || st.GetTargetNodeAddress() != dst.Addr {
 		t.Errorf("destination %s, %s; want %s, %s (the node's registration and the cluster's transport)", st.GetTargetLibvirtUri(), st.GetTargetNodeAddress(), want, dst.Addr)
 	}
 	ext.wantNotRun(t, "after the second migration")

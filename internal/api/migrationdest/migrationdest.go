@@ -8,12 +8,13 @@
 // destination is built by the server (Policy.Build, the migration
 // controller's handoff) from what it knows: the target node's registered
 // migration address and the cluster's transport and port, both operator
-// configuration. Everyone who reads it back checks it with Validate
-// before libvirt sees it: the API (what an admin writes), the source node
-// agent (before it asks its launcher) and the launcher (before it calls
-// libvirt), so a destination that reached the store some other way (old
-// data, a store written to directly) still opens nothing but a libvirtd
-// on a unicast address.
+// configuration. No API caller may write it (the API server refuses any
+// change), and whoever opens it checks it with Validate first: the source
+// node agent (before it asks its launcher; also for launchers started
+// before this rule, which outlive agent upgrades) and the launcher
+// (before it calls libvirt), so a destination that reached the store some
+// other way (old data, a store written to directly) still opens nothing
+// but a libvirtd on a unicast address.
 //
 // The package imports nothing of the module: the API's validation, the
 // controllers, the node agent and the launcher all use it.
@@ -49,8 +50,8 @@ const (
 // driver's system instance, where virtplane's domains live.
 const path = "/system"
 
-// Transports lists what Policy.Transport takes.
-func Transports() []string { return []string{TransportTLS, TransportTCP} }
+// transports lists what Policy.Transport takes.
+func transports() []string { return []string{TransportTLS, TransportTCP} }
 
 // scheme is the URI scheme of a transport.
 func scheme(transport string) string { return "qemu+" + transport }
@@ -82,8 +83,8 @@ type Policy struct {
 
 // Validate refuses a policy that cannot work, naming the flag.
 func (p Policy) Validate() error {
-	if p.Transport != "" && !slices.Contains(Transports(), p.Transport) {
-		return fmt.Errorf("--migration-transport: unsupported value %q: supported values: %s", p.Transport, strings.Join(Transports(), ", "))
+	if p.Transport != "" && !slices.Contains(transports(), p.Transport) {
+		return fmt.Errorf("--migration-transport: unsupported value %q: supported values: %s", p.Transport, strings.Join(transports(), ", "))
 	}
 	if p.Port < 0 || p.Port > 65535 {
 		return fmt.Errorf("--migration-libvirt-port: %d is not a port (1-65535, or 0 for the transport's default)", p.Port)

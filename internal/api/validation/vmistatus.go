@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
@@ -115,7 +114,16 @@ const maxDomainXML = 256 << 10
 
 func validateMigrationState(m *apiv1.MigrationState, mp *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, validateDestination(m, mp)...)
+	// Where a migration goes gets bounds only: no API caller may change
+	// it (the API server refuses any change before this runs), and the
+	// source and its launcher check it (migrationdest.Validate) before
+	// libvirt opens it.
+	if a := m.GetTargetNodeAddress(); a != "" {
+		errs = append(errs, validateIP(a, mp.Child("target_node_address"))...)
+	}
+	if u := m.GetTargetLibvirtUri(); u != "" {
+		errs = append(errs, validatePrintable(u, 1024, mp.Child("target_libvirt_uri"), false)...)
+	}
 	if n := len(m.GetTargetDomainXml()); n > maxDomainXML {
 		errs = append(errs, field.TooLong(mp.Child("target_domain_xml"), "", maxDomainXML))
 	}
@@ -124,39 +132,6 @@ func validateMigrationState(m *apiv1.MigrationState, mp *field.Path) field.Error
 	errs = append(errs, oneOf(m.GetAbortStatus(), mp.Child("abort_status"), []string{"", apiv1.MigrationAbortAborting, apiv1.MigrationAbortSucceeded, apiv1.MigrationAbortFailed})...)
 	errs = append(errs, oneOf(m.GetMethod(), mp.Child("method"), []string{"", apiv1.MigrationMethodLive, apiv1.MigrationMethodBlock})...)
 	return errs
-}
-
-// validateDestination checks where a migration goes (set by the
-// controller at the handoff; no API caller may change it) by the rule the
-// source and its launcher apply again before libvirt sees it
-// (migrationdest.Validate). A completed migration's destination is
-// history that nothing opens any more: a state written before this rule
-// keeps its instance writable.
-func validateDestination(m *apiv1.MigrationState, mp *field.Path) field.ErrorList {
-	uri, addr := m.GetTargetLibvirtUri(), m.GetTargetNodeAddress()
-	up, ap := mp.Child("target_libvirt_uri"), mp.Child("target_node_address")
-	if m.GetCompleted() {
-		errs := validatePrintable(uri, 1024, up, false)
-		if addr != "" {
-			errs = append(errs, validateIP(addr, ap)...)
-		}
-		return errs
-	}
-	switch {
-	case uri == "" && addr == "":
-		return nil
-	case addr == "":
-		return field.ErrorList{field.Required(ap, "a migration destination names the target's address with its URI")}
-	case uri == "":
-		return field.ErrorList{field.Required(up, "a migration destination names the target's libvirt URI with its address")}
-	}
-	if _, err := migrationdest.ParseAddress(addr); err != nil {
-		return field.ErrorList{field.Invalid(ap, addr, err.Error())}
-	}
-	if err := migrationdest.Validate(uri, addr); err != nil {
-		return field.ErrorList{field.Invalid(up, uri, err.Error())}
-	}
-	return nil
 }
 
 // Bounds of an instance's interface status, which node agents keep to

@@ -61,8 +61,6 @@ type Node struct {
 	// Addr is the node's link-local IPv4 address in its network
 	// namespace; migration_host and migration_address are this.
 	Addr string
-	// TCPPort is the port of TCPURI: TCPPort, the same on every node.
-	TCPPort int
 	// MigrationPortMin and MigrationPortMax are the node's incoming
 	// migration port range (qemu.conf).
 	MigrationPortMin, MigrationPortMax int
@@ -225,7 +223,6 @@ func newRun(n int, opts Options) (*Run, error) {
 	}
 	for i := range n {
 		addr := fmt.Sprintf("169.254.%d.%d", r.subnet, i+1)
-		port := TCPPort
 		uuid, err := newUUID()
 		if err != nil {
 			return nil, err
@@ -235,9 +232,8 @@ func newRun(n int, opts Options) (*Run, error) {
 			Index:            i,
 			Name:             fmt.Sprintf("%s-%s-%d", opts.NamePrefix, id, i),
 			URI:              "qemu+unix:///system?socket=" + filepath.Join(root, "run", "libvirt-sock"),
-			TCPURI:           fmt.Sprintf("qemu+tcp://%s:%d/system", addr, port),
+			TCPURI:           fmt.Sprintf("qemu+tcp://%s:%d/system", addr, TCPPort),
 			Addr:             addr,
-			TCPPort:          port,
 			MigrationPortMin: baseMigPort + i*migPorts,
 			MigrationPortMax: baseMigPort + (i+1)*migPorts - 1,
 			HostUUID:         uuid,

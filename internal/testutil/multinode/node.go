@@ -114,7 +114,7 @@ func (n *Node) prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	lconf, err := libvirtdConf(n.HostUUID, n.Addr, n.TCPPort)
+	lconf, err := libvirtdConf(n.HostUUID, n.Addr, TCPPort)
 	if err != nil {
 		return err
 	}

@@ -100,7 +100,10 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 	// URI would run its command here. The node agent checked it already;
 	// checked again for a request that did not come that way.
 	if err := migrationdest.Validate(req.GetTargetLibvirtUri(), req.GetTargetAddress()); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "migrate: target_libvirt_uri %q (target_address %q): %v", req.GetTargetLibvirtUri(), req.GetTargetAddress(), err)
+		// Worded as the node agent's own refusal (the migration's failure
+		// reason reads the same whichever of the two stopped it).
+		return nil, status.Errorf(codes.InvalidArgument, "migrate: target_libvirt_uri: the destination %q (address %q) is refused: %v",
+			req.GetTargetLibvirtUri(), req.GetTargetAddress(), err)
 	}
 
 	d.mu.Lock()
