@@ -11,7 +11,6 @@ import (
 // (docs/security.md, "Image downloads"); complete fills the policy from
 // them once the flags are parsed.
 type imagePolicyFlags struct {
-	cidrs                              []string
 	maxSize, maxSizeCap, virtual, rate k8sresource.QuantityValue
 }
 
@@ -22,7 +21,7 @@ func addImagePolicyFlags(f *pflag.FlagSet, p *imagepolicy.Policy) *imagePolicyFl
 		virtual:    k8sresource.QuantityValue{Quantity: k8sresource.MustParse(imagepolicy.DefaultVirtualSize)},
 		rate:       k8sresource.QuantityValue{Quantity: k8sresource.MustParse(imagepolicy.DefaultMinSpeed)},
 	}
-	f.StringSliceVar(&fl.cidrs, "image-source-cidrs", nil, "ranges nodes may download Images from besides global unicast addresses, e.g. 10.20.0.0/16,fd00::/8 (default: none; loopback, link-local, private and the node's own addresses are refused; an address inside one of these is allowed even if it is loopback or the node's own)")
+	f.Var((*prefixes)(&p.SourceCIDRs), "image-source-cidrs", "ranges nodes may download Images from besides global unicast addresses, e.g. 10.20.0.0/16,fd00::/8 (default: none; loopback, link-local, private and the node's own addresses are refused; an address inside one of these is allowed even if it is loopback or the node's own)")
 	f.Var(&fl.maxSize, "image-max-size", "spec.max_size of Images that set none: a download that grows past it is stopped and nothing is kept")
 	f.Var(&fl.maxSizeCap, "image-max-size-cap", "the largest spec.max_size an Image may set")
 	f.Var(&fl.virtual, "image-max-virtual-size", "the largest virtual size (the disk a guest sees) of an image a node keeps after a download or copies into a persistent volume")
@@ -34,11 +33,6 @@ func addImagePolicyFlags(f *pflag.FlagSet, p *imagepolicy.Policy) *imagePolicyFl
 
 // complete parses what needs parsing into p.
 func (fl *imagePolicyFlags) complete(p *imagepolicy.Policy) error {
-	cidrs, err := imagepolicy.ParseCIDRs(fl.cidrs)
-	if err != nil {
-		return err
-	}
-	p.SourceCIDRs = cidrs
 	p.DefaultMaxSize, p.MaxSizeCap = fl.maxSize.Value(), fl.maxSizeCap.Value()
 	p.MaxVirtualSize, p.MinSpeed = fl.virtual.Value(), fl.rate.Value()
 	return p.Validate()

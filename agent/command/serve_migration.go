@@ -2,8 +2,6 @@ package command
 
 import (
 	"fmt"
-	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -40,30 +38,3 @@ func addMigrationDestinationFlags(f *pflag.FlagSet, p *migrationdest.Policy) {
 	f.Var((*prefixes)(&p.Networks), "migration-networks",
 		"networks (CIDR,...) the nodes' --migration-address must be in; empty: any unicast address but loopback")
 }
-
-// prefixes is a flag of comma-separated networks in CIDR notation.
-type prefixes []netip.Prefix
-
-func (p *prefixes) String() string {
-	s := make([]string, len(*p))
-	for i, n := range *p {
-		s[i] = n.String()
-	}
-	return strings.Join(s, ",")
-}
-
-func (p *prefixes) Set(v string) error {
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		n, err := netip.ParsePrefix(s)
-		if err != nil {
-			return fmt.Errorf("%q is not a network in CIDR notation (10.0.0.0/24)", s)
-		}
-		*p = append(*p, n)
-	}
-	return nil
-}
-
-func (p *prefixes) Type() string { return "CIDRs" }

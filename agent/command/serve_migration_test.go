@@ -34,4 +34,15 @@ func TestMigrationDestinationFlags(t *testing.T) {
 	if _, err := parseMigrationFlags("--migration-networks", "10.0.0.300/8"); err == nil || !strings.Contains(err.Error(), "migration-networks") {
 		t.Fatalf("a bad network: %v, want an error naming --migration-networks", err)
 	}
+	// Networks are read as every network flag reads them
+	// (imagepolicy.ParsePrefix): host bits refused when the flag is
+	// parsed, an IPv4-mapped network taken as the IPv4 one.
+	if _, err := parseMigrationFlags("--migration-networks", "10.0.0.1/8"); err == nil ||
+		!strings.Contains(err.Error(), "migration-networks") || !strings.Contains(err.Error(), "did you mean 10.0.0.0/8") {
+		t.Fatalf("a network with host bits: %v, want it refused at the flag", err)
+	}
+	o, err = parseMigrationFlags("--migration-networks", "::ffff:169.254.0.0/112")
+	if err != nil || (*prefixes)(&o.Destinations.Networks).String() != "169.254.0.0/16" {
+		t.Fatalf("an IPv4-mapped network: %v, %v; want 169.254.0.0/16", o.Destinations.Networks, err)
+	}
 }

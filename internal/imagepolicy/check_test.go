@@ -126,8 +126,9 @@ func TestParseCIDRs(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"10.0.0.1/8", "10.0.0.0", "example.com/8", "10.0.0.0/33", "fd00::1/8"} {
-		if _, err := ParseCIDRs([]string{bad}); err == nil || !strings.Contains(err.Error(), "--image-source-cidrs") {
-			t.Errorf("ParseCIDRs(%q) = %v, want an error naming the flag", bad, err)
+		// The flags name themselves (pflag); from the wire it is the field.
+		if _, err := ParseCIDRs([]string{bad}); err == nil || !strings.Contains(err.Error(), "source_cidrs: ") || !strings.Contains(err.Error(), bad) {
+			t.Errorf("ParseCIDRs(%q) = %v, want an error naming the field and the value", bad, err)
 		}
 	}
 }

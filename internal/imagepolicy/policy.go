@@ -117,35 +117,41 @@ func (p Policy) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ParseCIDRs parses --image-source-cidrs: CIDRs in their canonical form
-// ("10.0.0.0/8", "fd00::/8"; a single address is "/32" or "/128").
-// IPv4-mapped IPv6 prefixes are taken as the IPv4 prefix they map, so
-// that an address matches whichever way it is written.
+// ParseCIDRs parses the policy's source networks as a node receives them
+// (ParsePrefix each); what fails names source_cidrs.
 func ParseCIDRs(ss []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range ss {
-		s = strings.TrimSpace(s)
-		if s == "" {
+		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
-		p, err := netip.ParsePrefix(s)
+		p, err := ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("--image-source-cidrs: %q: %w (a range is written as 10.0.0.0/8 or fd00::/8, one address as 192.0.2.7/32)", s, err)
+			return nil, fmt.Errorf("source_cidrs: %w", err)
 		}
-		if p != p.Masked() {
-			return nil, fmt.Errorf("--image-source-cidrs: %q has host bits set: did you mean %s?", s, p.Masked())
-		}
-		out = append(out, unmapPrefix(p))
+		out = append(out, p)
 	}
 	return out, nil
 }
 
-// unmapPrefix turns ::ffff:a.b.c.d/n (n ≥ 96) into a.b.c.d/(n-96).
-func unmapPrefix(p netip.Prefix) netip.Prefix {
-	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-		return netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+// ParsePrefix parses a network in CIDR notation as the server's network
+// flags take them (--image-source-cidrs, --migration-networks): written
+// as its network address (10.0.0.1/8 is refused: 10.0.0.0/8, or one
+// address, /32?), and an IPv4-mapped network (::ffff:10.0.0.0/104) taken
+// as the IPv4 network it maps, so that an address matches whichever way
+// it is written.
+func ParsePrefix(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a network in CIDR notation (10.0.0.0/8, fd00::/8; one address: 192.0.2.7/32)", s)
 	}
-	return p
+	if p != p.Masked() {
+		return netip.Prefix{}, fmt.Errorf("%q has host bits set: did you mean %s?", s, p.Masked())
+	}
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	return p, nil
 }
 
 // Proto is p as the server sends it to nodes.
