@@ -225,7 +225,7 @@ func (a *Agent) newDataRoles() {
 	}
 	if api := o.API.Restores; api != nil {
 		ro := restore.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
-			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, Logger: a.log}
+			Domains: a.handler, VMs: o.API.VMs, CallTimeout: o.Timing.CallTimeout, Logger: a.log}
 		if a.snaps != nil {
 			ro.Contents = a.snaps
 		}

@@ -156,6 +156,33 @@ func TestRestoreWritesOnlyItsNamespacesVM(t *testing.T) {
 	}
 }
 
+// A restore whose target uid is not its target VM's, here another
+// namespace's VM with no files on this node yet (so no vm.json to
+// compare), is refused before staging writes a directory: otherwise its
+// vm.json would claim that VM's directory for this namespace, and the
+// VM could no longer start here.
+func TestRestoreTargetIsItsOwnVM(t *testing.T) {
+	u := newSnapUnit(t)
+	mine := testUID("vm-default-web")
+	u.ownVM("default", mine, "M")
+	ours := u.contentIn("default", "mine", "default", mine, "data")
+	elsewhere := testUID("vm-other-web-not-here")
+	u.vms["default/web"] = mine
+
+	u.restore("claim", elsewhere, u.restoresOf(ours))
+	u.wantRestoreRefused("claim", elsewhere, "is not VM default/web", "the target's uid")
+	dir, _ := u.a.layout.VMDir(elsewhere)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the other VM's directory was made (%v): it now says it is default/web's", err)
+	}
+
+	// A target that does not exist (deleted meanwhile) is refused too.
+	delete(u.vms, "default/web")
+	u.restore("gone", mine, u.restoresOf(ours))
+	delete(u.vms, "default/web")
+	u.wantRestoreRefused("gone", mine, "does not exist", "the missing target")
+}
+
 // wantRestoreRefused reconciles restore name and fails unless it failed
 // saying says (which names why: the namespace of what it crossed to)
 // and staged nothing into VM vmUID's directory.
@@ -183,7 +210,7 @@ func (unsyncedContents) Owner(string) (string, bool, bool) { return "", false, f
 func newRestoresWithContents(u *snapUnit, contents restore.Contents) *restore.Restores {
 	o := u.a.opts
 	return restore.New(restore.Options{NodeName: o.NodeName, API: u.restores, Layout: u.a.layout, Copier: o.Copier,
-		Domains: u.a.handler, Contents: contents, CallTimeout: o.Timing.CallTimeout, Logger: u.a.log})
+		Domains: u.a.handler, Contents: contents, VMs: u.vms, CallTimeout: o.Timing.CallTimeout, Logger: u.a.log})
 }
 
 // An instance in namespace default whose owner uid is namespace other's

@@ -37,6 +37,11 @@ func (u *snapUnit) restoresOf(c *apiv1.VirtualMachineSnapshotContent) []*apiv1.V
 }
 
 func (u *snapUnit) restore(name, targetUID string, vols []*apiv1.VolumeRestore) *apiv1.VirtualMachineRestore {
+	// The target exists, as the restore controller made or found it,
+	// unless the test said which VM web is.
+	if _, ok := u.vms["default/web"]; !ok {
+		u.vms["default/web"] = targetUID
+	}
 	out := u.restores.put(&apiv1.VirtualMachineRestore{
 		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: name, Uid: testUID("restore-" + name),
 			Labels: map[string]string{apiv1.LabelNodeName: testNode}, Finalizers: []string{apiv1.FinalizerRestoreData}},

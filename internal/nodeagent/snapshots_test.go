@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -41,13 +44,28 @@ type snapUnit struct {
 	*unit
 	contents *fakeContents
 	restores *fakeRestores
+	// vms are the VMs' uids the node looks restore targets up in.
+	vms fakeVMUIDs
+}
+
+// fakeVMUIDs answers VirtualMachines.Get as the API answers a node: a
+// VM's identity, by namespace/name; NotFound for any other.
+type fakeVMUIDs map[string]string
+
+func (f fakeVMUIDs) Get(_ context.Context, in *apiv1.GetVirtualMachineRequest, _ ...grpc.CallOption) (*apiv1.VirtualMachine, error) {
+	k := in.GetKey()
+	uid, ok := f[k.GetNamespace()+"/"+k.GetName()]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "virtual machine %s/%s not found", k.GetNamespace(), k.GetName())
+	}
+	return &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: k.GetNamespace(), Name: k.GetName(), Uid: uid}}, nil
 }
 
 func newSnapUnit(t *testing.T) *snapUnit {
 	t.Helper()
 	needQemuImg(t)
-	u := &snapUnit{unit: newUnit(t), contents: newFakeContents(), restores: newFakeRestores()}
-	u.a.opts.API.SnapshotContents, u.a.opts.API.Restores = u.contents, u.restores
+	u := &snapUnit{unit: newUnit(t), contents: newFakeContents(), restores: newFakeRestores(), vms: fakeVMUIDs{}}
+	u.a.opts.API.SnapshotContents, u.a.opts.API.Restores, u.a.opts.API.VMs = u.contents, u.restores, u.vms
 	u.a.newDataRoles()
 	return u
 }

@@ -48,6 +48,12 @@ type Contents interface {
 	Owner(contentUID string) (namespace string, ok, synced bool)
 }
 
+// VMs finds a restore's target VM (the node sees a VM's identity:
+// namespace, name and uid).
+type VMs interface {
+	Get(ctx context.Context, in *apiv1.GetVirtualMachineRequest, opts ...grpc.CallOption) (*apiv1.VirtualMachine, error)
+}
+
 // Options configure Restores.
 type Options struct {
 	NodeName    string
@@ -56,6 +62,7 @@ type Options struct {
 	Copier      Copier
 	Domains     Domains
 	Contents    Contents
+	VMs         VMs
 	CallTimeout time.Duration // bounds a status write
 	Logger      *slog.Logger
 }

@@ -57,6 +57,30 @@ func (w *Restores) volumes(r *apiv1.VirtualMachineRestore) (volumesDir string, o
 	return volumesDir, out, nil
 }
 
+// targetIsItsOwn checks that status.target_uid is the uid of the
+// restore's target VM in the restore's namespace. The owner check of a
+// VM directory (volumes) has nothing to compare while the directory has
+// no vm.json yet, and staging would then write one claiming another VM's
+// uid for this namespace: that VM could no longer start here.
+func (w *Restores) targetIsItsOwn(ctx context.Context, r *apiv1.VirtualMachineRestore) error {
+	ns, target, uid := r.GetMetadata().GetNamespace(), r.GetSpec().GetTarget(), r.GetStatus().GetTargetUid()
+	if w.opts.VMs == nil {
+		return fmt.Errorf("status.target_uid: this node cannot look restore targets up: %w", nodedir.ErrForeign)
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.opts.CallTimeout)
+	defer cancel()
+	vm, err := w.opts.VMs.Get(cctx, &apiv1.GetVirtualMachineRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: target}})
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return fmt.Errorf("status.target_uid: restore target %s/%s does not exist: %w", ns, target, nodedir.ErrForeign)
+	case err != nil:
+		return fmt.Errorf("looking up restore target %s/%s: %w", ns, target, err)
+	case vm.GetMetadata().GetUid() != uid:
+		return fmt.Errorf("status.target_uid: %s is not VM %s/%s (uid %s): %w", uid, ns, target, vm.GetMetadata().GetUid(), nodedir.ErrForeign)
+	}
+	return nil
+}
+
 // errContentsUnknown: this node's snapshot contents are not listed yet,
 // so a source path cannot be judged; the restore waits.
 var errContentsUnknown = errors.New("this node's snapshot contents are not listed yet")
@@ -104,6 +128,12 @@ func (w *Restores) stage(ctx context.Context, r *apiv1.VirtualMachineRestore) er
 		if err != nil {
 			return w.fail(ctx, ref, fmt.Errorf("status.restores[%d].source_path: %w", i, err))
 		}
+	}
+	if err := w.targetIsItsOwn(ctx, r); err != nil {
+		if errors.Is(err, nodedir.ErrForeign) {
+			return w.fail(ctx, ref, err)
+		}
+		return err
 	}
 	target := r.GetSpec().GetTarget()
 	if err := w.opts.Layout.EnsureVMDir(r.GetStatus().GetTargetUid(), r.GetMetadata().GetNamespace(), target); err != nil {
