@@ -153,8 +153,34 @@ func checkLauncher(pid int, domainName string) error {
 	return fmt.Errorf("%w %s: no launcher plugin cookie in its environment", errNotLauncher, domainName)
 }
 
-// waitGone polls until pid has exited or ctx ends.
+// waitGone waits until pid has exited, its whole thread group: a
+// launcher's leader thread shows as a zombie while its other threads may
+// still be exiting and holding its files, the domain lock among them, so
+// a replacement started then is refused the lock (seen in CI:
+// TestHungLauncherKilledByHandle's relaunch met "another launcher (pid
+// N) already manages this domain" after KillLauncher returned). A pidfd
+// becomes readable only once the thread group is empty; without pidfds
+// (kernels before 5.3) the zombie check is what there is.
 func waitGone(ctx context.Context, pid int) error {
+	fd, err := unix.PidfdOpen(pid, 0)
+	switch {
+	case errors.Is(err, unix.ESRCH):
+		return nil
+	case err == nil:
+		defer unix.Close(fd)
+		for {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 50)
+			if err != nil && !errors.Is(err, unix.EINTR) {
+				return fmt.Errorf("waiting for launcher pid %d: %w", pid, err)
+			}
+			if n > 0 {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("launcher pid %d still running: %w", pid, ctx.Err())
+			}
+		}
+	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for processAlive(pid) {
