@@ -90,6 +90,8 @@ type Client struct {
 	Consoles   apiv1.ConsolesClient
 	Bootstrap  apiv1.BootstrapClient
 	Images     apiv1.ImagesClient
+	// StorageClasses (storage_service.proto).
+	StorageClasses apiv1.StorageClassesClient
 	Migrations apiv1.MigrationsClient
 	// The replica kinds (replicas_service.proto).
 	ReplicaSets apiv1.ReplicaSetsClient
@@ -168,6 +170,7 @@ func New(conn *grpc.ClientConn) *Client {
 		Consoles:         apiv1.NewConsolesClient(conn),
 		Bootstrap:        apiv1.NewBootstrapClient(conn),
 		Images:           apiv1.NewImagesClient(conn),
+		StorageClasses:   apiv1.NewStorageClassesClient(conn),
 		Migrations:       apiv1.NewMigrationsClient(conn),
 		ReplicaSets:      apiv1.NewReplicaSetsClient(conn),
 		Snapshots:        apiv1.NewSnapshotsClient(conn),
