@@ -106,7 +106,9 @@ func TestStorageClassValidation(t *testing.T) {
 		{func(c *apiv1.StorageClass) { c.Spec.Rbd.User = "a:b" }, "spec.rbd.user"},
 		{func(c *apiv1.StorageClass) { c.Spec.Rbd.Key = "" }, "spec.rbd.key"},
 		{func(c *apiv1.StorageClass) { c.Spec.Rbd.Key = "c2VjcmV0LXBhc3N3b3Jk" }, "spec.rbd.key"},
-		{func(c *apiv1.StorageClass) { c.Spec.SharedFilesystem = &apiv1.SharedFilesystemStorage{Path: "/mnt/nfs"} }, "spec"},
+		{func(c *apiv1.StorageClass) {
+			c.Spec.SharedFilesystem = &apiv1.SharedFilesystemStorage{Path: "/mnt/nfs"}
+		}, "spec"},
 		{func(c *apiv1.StorageClass) { c.Spec.Rbd = nil }, "spec"},
 		{func(c *apiv1.StorageClass) { c.Spec.NodeSelector = map[string]string{"bad key!": "x"} }, "spec.node_selector"},
 	} {
@@ -210,4 +212,3 @@ func TestStorageClassInUse(t *testing.T) {
 		t.Fatalf("delete once unused: %v", err)
 	}
 }
-

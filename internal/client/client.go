@@ -84,15 +84,15 @@ func ConfigFromEnv() Config {
 
 // Client bundles the service stubs of one agent connection.
 type Client struct {
-	VMs        apiv1.VirtualMachinesClient
-	VMIs       apiv1.VirtualMachineInstancesClient
-	Nodes      apiv1.NodesClient
-	Consoles   apiv1.ConsolesClient
-	Bootstrap  apiv1.BootstrapClient
-	Images     apiv1.ImagesClient
+	VMs       apiv1.VirtualMachinesClient
+	VMIs      apiv1.VirtualMachineInstancesClient
+	Nodes     apiv1.NodesClient
+	Consoles  apiv1.ConsolesClient
+	Bootstrap apiv1.BootstrapClient
+	Images    apiv1.ImagesClient
 	// StorageClasses (storage_service.proto).
 	StorageClasses apiv1.StorageClassesClient
-	Migrations apiv1.MigrationsClient
+	Migrations     apiv1.MigrationsClient
 	// The replica kinds (replicas_service.proto).
 	ReplicaSets apiv1.ReplicaSetsClient
 	Pools       apiv1.PoolsClient
