@@ -1,0 +1,46 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// sharedRoot is the directory virtplane keeps under a shared filesystem's
+// mount path: everything it makes there is below it.
+const sharedRoot = "virtplane"
+
+// checkShared checks that a shared filesystem's path is a directory the
+// node can write in: it makes path/virtplane (traversable by QEMU's user)
+// and a file there.
+func checkShared(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("spec.shared_filesystem.path %s does not exist on this node: mount the filesystem there", path)
+	case err != nil:
+		return fmt.Errorf("spec.shared_filesystem.path: %w", err)
+	case !fi.IsDir():
+		return fmt.Errorf("spec.shared_filesystem.path %s is not a directory", path)
+	}
+	root := filepath.Join(path, sharedRoot)
+	if err := os.Mkdir(root, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("spec.shared_filesystem.path: %w", err)
+	}
+	f, err := os.CreateTemp(root, ".probe-")
+	if err != nil {
+		return fmt.Errorf("spec.shared_filesystem.path %s is not writable here: %w", path, err)
+	}
+	name := f.Name()
+	_ = f.Close()
+	return os.Remove(name)
+}
+
+// SharedVMDir is the directory of the VM (or bare instance) with uid
+// owner on a shared filesystem class: path/virtplane/vms/<owner>, where
+// its volumes and NVRAM live. owner must be a checked uid (the caller's
+// record is).
+func (c *Class) SharedVMDir(owner string) string {
+	return filepath.Join(c.SharedPath(), sharedRoot, "vms", owner)
+}
