@@ -65,6 +65,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/restore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/snapshot"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/storage"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/vmistatus"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -90,6 +91,9 @@ type Agent struct {
 	console   consoleRoom
 	images    imageList
 	networks  networkList
+	// storage is the storage classes of the node (nil without
+	// Options.API.StorageClasses).
+	storage *storage.Classes
 	// imagePolicy is the server's image download policy, from the last
 	// heartbeat that carried one.
 	imagePolicy imagepolicy.Current
@@ -179,12 +183,18 @@ func New(opts Options) (*Agent, error) {
 func (a *Agent) newRoles() error {
 	o := a.opts
 	progress := diskProgress{a.status}
+	var classes disks.Classes
+	if api := o.API.StorageClasses; api != nil {
+		a.storage = storage.New(storage.Options{API: api, Dir: a.layout.StorageDir(), NetNS: func() string { return bridgeNetNS(o) },
+			Clock: o.Clock, Logger: a.log})
+		classes = a.storage
+	}
 	h := &handler{
 		node: o.NodeName, timing: &a.opts.Timing, clock: o.Clock, log: a.log,
 		db: a.db, launchers: a.launchers, status: a.status, api: o.API.VMIs, vmis: a.vmis,
 		lease: &a.lease, arm: a.renewLease, layout: a.layout, console: a.console, host: &a.host, vmEnded: a.kickVMDirGC,
 		disks: disks.New(disks.Options{ImageDir: o.ImageDir, Layout: a.layout, Images: o.Images,
-			MaxVirtualSize: a.maxVirtualSize, Progress: progress, Clock: o.Clock, Logger: a.log}),
+			MaxVirtualSize: a.maxVirtualSize, Progress: progress, Classes: classes, NodeName: o.NodeName, Clock: o.Clock, Logger: a.log}),
 		unreachable: map[string]time.Time{},
 	}
 	a.handler = h
@@ -293,6 +303,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.fenceIfLeaseExpired(ctx)
 	if err := a.register(ctx); err != nil {
 		return a.stopped(ctx, err)
+	}
+	if a.storage != nil {
+		// After registering: a class selects the node by the labels the
+		// server holds for it.
+		inventories.Go(func() { a.storage.Run(inventoryCtx) })
 	}
 	interval, err := a.firstHeartbeat(ctx)
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/restore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/snapshot"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/storage"
 )
 
 // Defaults of Options.
@@ -63,6 +64,9 @@ type API struct {
 	// (package restore); nil takes no part in snapshots or restores.
 	SnapshotContents snapshot.API
 	Restores         restore.API
+	// StorageClasses are the classes volumes may live on (package
+	// storage); nil makes every volume on a class fail on this node.
+	StorageClasses storage.API
 }
 
 // VolumeCopier copies and merges the qcow2 files of snapshots and

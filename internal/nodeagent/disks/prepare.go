@@ -48,6 +48,12 @@ type Options struct {
 	MaxVirtualSize func() int64
 	// Progress is told when a volume is being created; nil tells no one.
 	Progress Progress
+	// Classes are the storage classes of the node (package storage); nil
+	// fails every volume on a class.
+	Classes Classes
+	// NodeName names what the node makes in shared storage for a while
+	// (an image's import into a pool).
+	NodeName string
 	// Clock times provisioning for the log; the real clock when nil.
 	Clock  clock.PassiveClock
 	Logger *slog.Logger
@@ -133,6 +139,8 @@ func (p *Preparer) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		switch {
 		case v.GetImage() != nil:
 			src, err = p.imageDisk(ctx, d, v.GetImage(), disksDir, incoming)
+		case v.GetPersistent() != nil && !validation.UsesLocalStorage(v.GetPersistent()):
+			src, err = p.classVolume(ctx, vmi, rec, d, v.GetPersistent(), opts, incoming)
 		case v.GetPersistent() != nil && incoming:
 			src, err = p.incomingVolume(ctx, vmi, rec, d, v.GetPersistent())
 		case v.GetPersistent() != nil:

@@ -75,11 +75,19 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	if err != nil {
 		return nil, err
 	}
-	path := src.Path
+	if err := p.provisionFile(ctx, vmi, d, pv, src.Path); err != nil {
+		return nil, err
+	}
+	return src, nil
+}
+
+// provisionFile makes the file of persistent volume d at path unless it
+// exists: a blank qcow2 or a copy of the image grown to the size.
+func (p *Preparer) provisionFile(ctx context.Context, vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, pv *apiv1.PersistentVolume, path string) error {
 	if _, err := os.Stat(path); err == nil {
-		return src, nil
+		return nil
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
+		return fmt.Errorf("disk %q: %w", d.GetName(), err)
 	}
 
 	volErr := func(err error) error {
@@ -87,28 +95,28 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	}
 	q, err := resource.ParseQuantity(pv.GetSize())
 	if err != nil || q.Sign() <= 0 {
-		return nil, volErr(fmt.Errorf("size %q is not a positive quantity", pv.GetSize()))
+		return volErr(fmt.Errorf("size %q is not a positive quantity", pv.GetSize()))
 	}
 	size := q.Value()
 	var base string
 	var info ImageInfo
 	if pv.GetImage() != "" {
 		if base, err = validation.ResolveImagePath(p.opts.ImageDir, pv.GetImage()); err != nil {
-			return nil, volErr(err)
+			return volErr(err)
 		}
 		if info, err = p.opts.Images.Info(ctx, base); err != nil {
-			return nil, volErr(fmt.Errorf("reading image %s: %w", pv.GetImage(), err))
+			return volErr(fmt.Errorf("reading image %s: %w", pv.GetImage(), err))
 		}
 		// An image imported by hand, or pulled before the cap, may claim
 		// any size: copying it would make a disk the guest can fill the
 		// node with, or keep qemu-img busy with tables of petabytes.
 		if p.opts.MaxVirtualSize != nil {
 			if err := imagestore.CheckVirtualSize(info.VirtualSize, p.opts.MaxVirtualSize()); err != nil {
-				return nil, volErr(fmt.Errorf("image %s: %w (the server's --image-max-virtual-size)", pv.GetImage(), err))
+				return volErr(fmt.Errorf("image %s: %w (the server's --image-max-virtual-size)", pv.GetImage(), err))
 			}
 		}
 		if size < info.VirtualSize {
-			return nil, volErr(fmt.Errorf("size %s is below the virtual size of image %s (%d bytes)", pv.GetSize(), pv.GetImage(), info.VirtualSize))
+			return volErr(fmt.Errorf("size %s is below the virtual size of image %s (%d bytes)", pv.GetSize(), pv.GetImage(), info.VirtualSize))
 		}
 	}
 
@@ -118,13 +126,13 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	}
 	if p.opts.Progress != nil {
 		if err := p.opts.Progress.Provisioning(ctx, vmi, msg); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	p.log.Info("provisioning persistent volume", "vmi", apiv1.Ref(vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()), "volume", d.GetName(), "size", pv.GetSize(), "image", pv.GetImage())
 	start := p.opts.Clock.Now()
 	if err := nodedir.MkdirTraversable(filepath.Dir(path)); err != nil {
-		return nil, fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
+		return fmt.Errorf("creating %s: %w", filepath.Dir(path), err)
 	}
 	// Made aside, synced and renamed (fsutil.Commit): a half-written
 	// volume must never pass for the guest's data after a crash or a
@@ -140,13 +148,13 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return nil, volErr(err)
+		return volErr(err)
 	}
 	if err := fsutil.Commit(tmp, path); err != nil {
-		return nil, fmt.Errorf("disk %q: %w", d.GetName(), err)
+		return fmt.Errorf("disk %q: %w", d.GetName(), err)
 	}
 	p.log.Info("persistent volume ready", "vmi", apiv1.Ref(vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName()), "volume", d.GetName(), "took", p.opts.Clock.Since(start).Round(time.Millisecond))
-	return src, nil
+	return nil
 }
 
 // incomingVolume makes a persistent volume blank at its size for a live

@@ -60,6 +60,10 @@ type Layout struct {
 // StateDBPath is the node agent's local database.
 func (l Layout) StateDBPath() string { return filepath.Join(l.Root, "state.db") }
 
+// StorageDir holds a directory per storage class the node uses, with its
+// key (package storage): root's alone.
+func (l Layout) StorageDir() string { return filepath.Join(l.Root, "storage") }
+
 // VMIsDir holds the directories of VMIs.
 func (l Layout) VMIsDir() string { return filepath.Join(l.Root, vmisDir) }
 

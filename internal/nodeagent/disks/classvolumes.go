@@ -1,0 +1,148 @@
+package disks
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
+	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/storage"
+)
+
+// Classes is what the disk room needs of the storage room: a class this
+// node uses and reaches, or why not.
+type Classes interface {
+	Lookup(ctx context.Context, name string) (*storage.Class, error)
+}
+
+// owner is the uid a VMI's kept state belongs to: its VM's, or its own
+// for a bare instance; checked, since it names directories and images.
+func owner(rec *state.VMI) (string, error) {
+	o := rec.VMUID
+	if o == "" {
+		o = rec.UID
+	}
+	return o, validation.CheckUID(o)
+}
+
+// classVolume attaches persistent volume d on a storage class, made on
+// first use. On a migration's target (incoming) it is only attached:
+// source and target share it, and the source's guest is writing it.
+func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI, d *apiv1.Disk, pv *apiv1.PersistentVolume, opts *launcherpb.SyncOptions, incoming bool) (*launcherpb.DiskSource, error) {
+	volErr := func(err error) error {
+		return &Error{Reason: apiv1.ReasonDataVolumeError, Retry: true, Err: fmt.Errorf("persistent volume %q (storage class %s): %w", d.GetName(), pv.GetStorageClass(), err)}
+	}
+	if p.opts.Classes == nil {
+		return nil, failed(fmt.Errorf("persistent volume %q: this node has no storage classes", d.GetName()))
+	}
+	class, err := p.opts.Classes.Lookup(ctx, pv.GetStorageClass())
+	if err != nil {
+		return nil, volErr(err)
+	}
+	own, err := owner(rec)
+	if err != nil {
+		return nil, failed(fmt.Errorf("persistent volume %q: %w", d.GetName(), err))
+	}
+	q, err := resource.ParseQuantity(pv.GetSize())
+	if err != nil || q.Sign() <= 0 {
+		return nil, volErr(fmt.Errorf("size %q is not a positive quantity", pv.GetSize()))
+	}
+	src := diskSource(d)
+	switch {
+	case class.RBD() != nil:
+		var base *storage.Base
+		if pv.GetImage() != "" && !incoming {
+			if base, err = p.baseImage(ctx, pv.GetImage(), q.Value()); err != nil {
+				return nil, volErr(err)
+			}
+		}
+		image, err := p.rbdVolume(ctx, vmi, d, pv, class, own, q.Value(), base, incoming)
+		if err != nil {
+			return nil, volErr(err)
+		}
+		src.Format, src.Rbd = "raw", class.RBDDisk(image)
+		addSecret(opts, class.Secret())
+	case class.SharedPath() != "":
+		dir := nodedir.VolumesDir(class.SharedVMDir(own))
+		if src.Path, err = nodedir.FileIn(dir, d.GetName()+".qcow2"); err != nil {
+			return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
+		}
+		src.Format, src.Shared = "qcow2", true
+		if !incoming {
+			if err := nodedir.MkdirTraversable(filepath.Dir(src.Path)); err != nil {
+				return nil, volErr(err)
+			}
+			if err := p.provisionFile(ctx, vmi, d, pv, src.Path); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, failed(fmt.Errorf("persistent volume %q: storage class %s is of a kind this node does not know", d.GetName(), class.Name))
+	}
+	return src, nil
+}
+
+// rbdVolume provisions (or, incoming, only finds) the volume's image.
+func (p *Preparer) rbdVolume(ctx context.Context, vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, pv *apiv1.PersistentVolume, class *storage.Class, own string, size int64, base *storage.Base, incoming bool) (string, error) {
+	if incoming {
+		image := ceph.VolumeImage(own, d.GetName())
+		if _, err := class.Conn.Info(ctx, image); err != nil {
+			return "", fmt.Errorf("the volume a migration brings: %w", err)
+		}
+		return image, nil
+	}
+	if p.opts.Progress != nil {
+		msg := fmt.Sprintf("creating persistent volume %q (%s) on storage class %s", d.GetName(), pv.GetSize(), class.Name)
+		if base != nil {
+			msg = fmt.Sprintf("cloning image %s into persistent volume %q (%s) on storage class %s", pv.GetImage(), d.GetName(), pv.GetSize(), class.Name)
+		}
+		if err := p.opts.Progress.Provisioning(ctx, vmi, msg); err != nil {
+			return "", err
+		}
+	}
+	return class.ProvisionRBD(ctx, own, d.GetName(), size, base, p.opts.NodeName)
+}
+
+// baseImage describes an image of the node's image dir that a volume of
+// size bytes is made from, with the checks a local copy gets.
+func (p *Preparer) baseImage(ctx context.Context, name string, size int64) (*storage.Base, error) {
+	path, err := validation.ResolveImagePath(p.opts.ImageDir, name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := imagestore.Open(p.opts.ImageDir)
+	if err != nil {
+		return nil, err
+	}
+	img, err := st.Inspect(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("reading image %s: %w", name, err)
+	}
+	if p.opts.MaxVirtualSize != nil {
+		if err := imagestore.CheckVirtualSize(img.VirtualSize, p.opts.MaxVirtualSize()); err != nil {
+			return nil, fmt.Errorf("image %s: %w (the server's --image-max-virtual-size)", name, err)
+		}
+	}
+	if size < img.VirtualSize {
+		return nil, fmt.Errorf("size is below the virtual size of image %s (%d bytes)", name, img.VirtualSize)
+	}
+	return &storage.Base{Path: path, Format: img.Format, VirtualSize: img.VirtualSize, SHA256: img.SHA256}, nil
+}
+
+// addSecret adds a class's secret to the domain's, once.
+func addSecret(opts *launcherpb.SyncOptions, s *launcherpb.CephSecret) {
+	for _, have := range opts.GetCephSecrets() {
+		if have.GetUsage() == s.GetUsage() {
+			return
+		}
+	}
+	opts.CephSecrets = append(opts.CephSecrets, s)
+}
