@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -44,6 +45,21 @@ func TestBuildGolden(t *testing.T) {
 				KernelPath:     "/var/lib/virtplane/images/vmlinuz",
 				InitrdPath:     "/var/lib/virtplane/images/initrd.img",
 				KernelCmdline:  "console=ttyS0 panic=-1",
+			},
+		},
+		{
+			name: "storage_classes",
+			vmi:  func() *apiv1.VirtualMachineInstance { return testVMI("256Mi") },
+			opts: &launcherpb.SyncOptions{
+				DomainName:     "default_db",
+				ConsoleLogPath: "/var/log/virtplane/console/default_db.log",
+				Disks: []*launcherpb.DiskSource{
+					{Name: "root", Format: "raw", BootOrder: 1, Rbd: &launcherpb.RBDDisk{
+						Monitors: []string{"169.254.7.254:3300", "[fd00::1]:6789"}, Pool: "vp",
+						Image: "vm-6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f-vol-root", User: "virtplane", SecretUsage: "virtplane-ceph"}},
+					{Name: "data", Path: "/mnt/nfs/virtplane/vms/6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f/volumes/data.qcow2", Format: "qcow2", Shared: true},
+				},
+				CephSecrets: []*launcherpb.CephSecret{{Usage: "virtplane-ceph", Key: "AQCauhZroSmaLxAADcjclatTLvDt1b2rQ3bj4Q=="}},
 			},
 		},
 		{
@@ -285,7 +301,8 @@ func TestMemoryRoundsUp(t *testing.T) {
 }
 
 func TestMetadataRoundTrip(t *testing.T) {
-	m := Metadata{UID: "u", Namespace: "ns", Name: "n", GracePeriodSeconds: 30, PausedByUser: true, ShutdownRequestedAt: 17}
+	m := Metadata{UID: "u", Namespace: "ns", Name: "n", GracePeriodSeconds: 30, PausedByUser: true, ShutdownRequestedAt: 17,
+		SharedDisks: []string{"data", "logs"}}
 	for _, marshal := range []func() (string, error){m.MarshalNamespaced, m.MarshalElement} {
 		s, err := marshal()
 		if err != nil {
@@ -296,7 +313,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		got.XMLName = m.XMLName
-		if got != m {
+		if !reflect.DeepEqual(got, m) {
 			t.Errorf("round trip of %s = %+v", s, got)
 		}
 	}

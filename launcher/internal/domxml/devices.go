@@ -2,9 +2,11 @@ package domxml
 
 import (
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -15,6 +17,9 @@ import (
 // userAlias is libvirt's rule for user-chosen device aliases. Aliases let
 // the node agent map libvirt devices back to VMI disk and interface names.
 var userAlias = regexp.MustCompile(`^ua-[a-zA-Z0-9_-]+$`)
+
+// DiskAlias is the alias of the disk of a VMI disk name.
+func DiskAlias(name string) string { return "ua-disk-" + name }
 
 func alias(kind, name string) *libvirtxml.DomainAlias {
 	a := "ua-" + kind + "-" + name
@@ -135,14 +140,14 @@ func buildDisks(srcs []*launcherpb.DiskSource) ([]libvirtxml.DomainDisk, bool, e
 		if format != "raw" && format != "qcow2" {
 			return nil, false, fmt.Errorf("disk %q: unknown format %q (raw or qcow2)", s.GetName(), format)
 		}
-		if !filepath.IsAbs(s.GetPath()) {
-			return nil, false, fmt.Errorf("disk %q: path %q is not absolute", s.GetName(), s.GetPath())
+		source, driver, err := diskSource(s, format)
+		if err != nil {
+			return nil, false, err
 		}
-
 		disk := libvirtxml.DomainDisk{
 			Device: device,
-			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: format},
-			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.GetPath()}},
+			Driver: driver,
+			Source: source,
 			Target: &libvirtxml.DomainDiskTarget{Dev: prefix + diskSuffix(counter[prefix]), Bus: bus},
 			Serial: s.GetSerial(),
 			Alias:  alias("disk", s.GetName()),
@@ -157,6 +162,47 @@ func buildDisks(srcs []*launcherpb.DiskSource) ([]libvirtxml.DomainDisk, bool, e
 		out = append(out, disk)
 	}
 	return out, scsi, nil
+}
+
+// diskSource is where a disk's data is, and how QEMU opens it: a file
+// (shared ones uncached, so that a migration's destination reads what the
+// source wrote: libvirt's rule for shared storage), or an image on a Ceph
+// pool that QEMU opens itself, authenticated by the libvirt secret the
+// launcher defined from SyncOptions.ceph_secrets.
+func diskSource(s *launcherpb.DiskSource, format string) (*libvirtxml.DomainDiskSource, *libvirtxml.DomainDiskDriver, error) {
+	driver := &libvirtxml.DomainDiskDriver{Name: "qemu", Type: format}
+	if r := s.GetRbd(); r != nil {
+		if format != "raw" {
+			return nil, nil, fmt.Errorf("disk %q: an rbd disk is raw, not %s", s.GetName(), format)
+		}
+		if r.GetPool() == "" || r.GetImage() == "" || r.GetUser() == "" || r.GetSecretUsage() == "" || len(r.GetMonitors()) == 0 {
+			return nil, nil, fmt.Errorf("disk %q: an rbd disk needs monitors, pool, image, user and secret", s.GetName())
+		}
+		net := &libvirtxml.DomainDiskSourceNetwork{
+			Protocol: "rbd",
+			Name:     r.GetPool() + "/" + r.GetImage(),
+			Auth: &libvirtxml.DomainDiskAuth{Username: r.GetUser(),
+				Secret: &libvirtxml.DomainDiskSecret{Type: "ceph", Usage: r.GetSecretUsage()}},
+		}
+		for _, m := range r.GetMonitors() {
+			ap, err := netip.ParseAddrPort(m)
+			if err != nil {
+				return nil, nil, fmt.Errorf("disk %q: monitor %q: %w", s.GetName(), m, err)
+			}
+			net.Hosts = append(net.Hosts, libvirtxml.DomainDiskSourceHost{Name: ap.Addr().String(), Port: strconv.Itoa(int(ap.Port()))})
+		}
+		// librbd's cache is coherent across a migration (QEMU flushes it
+		// when the source lets go), and writeback is what it is built for.
+		driver.Cache = "writeback"
+		return &libvirtxml.DomainDiskSource{Network: net}, driver, nil
+	}
+	if !filepath.IsAbs(s.GetPath()) {
+		return nil, nil, fmt.Errorf("disk %q: path %q is not absolute", s.GetName(), s.GetPath())
+	}
+	if s.GetShared() {
+		driver.Cache = "none"
+	}
+	return &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.GetPath()}}, driver, nil
 }
 
 // diskSuffix maps 0→a, 25→z, 26→aa like the Linux sd/vd naming.

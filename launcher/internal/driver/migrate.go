@@ -446,8 +446,21 @@ func localDisks(x string) (disks []string, size int64, err error) {
 	if def.Devices == nil {
 		return nil, size, nil
 	}
+	// Files on a shared filesystem stay where they are, as network (RBD)
+	// disks do: the destination opens the same ones.
+	shared := map[string]bool{}
+	if def.Metadata != nil {
+		if md, err := domxml.ParseMetadata(def.Metadata.XML); err == nil {
+			for _, name := range md.SharedDisks {
+				shared[domxml.DiskAlias(name)] = true
+			}
+		}
+	}
 	for _, disk := range def.Devices.Disks {
 		if disk.Device != "disk" || disk.ReadOnly != nil || disk.Source == nil || disk.Source.File == nil || disk.Target == nil {
+			continue
+		}
+		if disk.Alias != nil && shared[disk.Alias.Name] {
 			continue
 		}
 		disks = append(disks, disk.Target.Dev)

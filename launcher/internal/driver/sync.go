@@ -50,6 +50,11 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 		return nil, status.Errorf(codes.InvalidArgument, "sync: %v", err)
 	}
 
+	// Every Sync: libvirt forgets ephemeral secrets when it restarts, and a
+	// domain that stopped needs them to start again.
+	if err := d.setSecrets(opts); err != nil {
+		return nil, err
+	}
 	dom, err := d.lookup()
 	if err != nil {
 		return nil, err
