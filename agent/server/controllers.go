@@ -51,6 +51,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	vmiInf := informer.New(st.VMIs, store.ListOptions{}, log.With("informer", "vmi"))
 	nodeInf := informer.New(st.Nodes, store.ListOptions{}, log.With("informer", "node"))
 	imageInf := informer.New(st.Images, store.ListOptions{}, log.With("informer", "image"))
+	classInf := informer.New(st.StorageClasses, store.ListOptions{}, log.With("informer", "storageclass"))
 	migInf := informer.New(st.Migrations, store.ListOptions{}, log.With("informer", "migration"))
 	rsInf := informer.New(st.ReplicaSets, store.ListOptions{}, log.With("informer", "replicaset"))
 	poolInf := informer.New(st.Pools, store.ListOptions{}, log.With("informer", "pool"))
@@ -62,9 +63,13 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
 	vmic := vmictl.New(vmictl.Options{MemoryOverhead: co.MemoryOverhead, CPUAllocationRatio: co.CPUAllocationRatio, Images: imageInf,
-		HostPolicy: o.HostPolicy},
+		HostPolicy: o.HostPolicy, StorageClasses: classInf},
 		vmiInf, nodeInf, st.VMIs, log)
 	imageInf.AddHandler(informer.Handler[*apiv1.Image]{OnAdd: func(*apiv1.Image) { vmic.ImagesChanged() }})
+	classInf.AddHandler(informer.Handler[*apiv1.StorageClass]{
+		OnAdd:    func(*apiv1.StorageClass) { vmic.ImagesChanged() },
+		OnUpdate: func(_, _ *apiv1.StorageClass) { vmic.ImagesChanged() },
+	})
 	migOpts := co.Migration
 	migOpts.LockedBy = func(ns, name string) string {
 		vm, ok := vmInf.Get(ns, name)
@@ -96,6 +101,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { vmiInf.Run(ctx) })
 	run(func() { nodeInf.Run(ctx) })
 	run(func() { imageInf.Run(ctx) })
+	run(func() { classInf.Run(ctx) })
 	run(func() { migInf.Run(ctx) })
 	run(func() { rsInf.Run(ctx) })
 	run(func() { poolInf.Run(ctx) })

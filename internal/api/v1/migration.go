@@ -67,23 +67,26 @@ func Timestamp(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
-// HasPersistentVolumes reports whether spec has a persistent volume: its
-// VM is then pinned to the node holding it, and a migration copies it.
-func HasPersistentVolumes(spec *VirtualMachineInstanceSpec) bool {
+// HasLocalVolumes reports whether spec has a persistent volume on the
+// local storage class: its VM is then pinned to the node holding it, and a
+// migration copies it. Volumes on other classes are reachable from every
+// node their class selects.
+func HasLocalVolumes(spec *VirtualMachineInstanceSpec) bool {
 	for _, v := range spec.GetVolumes() {
-		if v.GetPersistent() != nil {
+		if pv := v.GetPersistent(); pv != nil && pv.IsLocal() {
 			return true
 		}
 	}
 	return false
 }
 
-// MigrationMethodFor is how an instance with spec migrates: every
-// virtplane disk but a CD-ROM is node-local and writable, so any such
-// disk is copied with the memory (a block migration).
+// MigrationMethodFor is how an instance with spec migrates: a writable
+// disk on the node (an image's overlay, a local persistent volume) is
+// copied with the memory (a block migration); volumes on storage classes
+// stay where they are.
 func MigrationMethodFor(spec *VirtualMachineInstanceSpec) string {
 	for _, v := range spec.GetVolumes() {
-		if v.GetImage() != nil || v.GetPersistent() != nil {
+		if v.GetImage() != nil || (v.GetPersistent() != nil && v.GetPersistent().IsLocal()) {
 			return MigrationMethodBlock
 		}
 	}

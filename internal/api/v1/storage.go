@@ -3,6 +3,17 @@ package apiv1
 // KindStorageClass is the kind of StorageClass objects.
 const KindStorageClass = "StorageClass"
 
+// StorageClassLocal is the built-in class: a file in the VM's directory
+// on the node that made it. A persistent volume with no class is on it.
+const StorageClassLocal = "local"
+
+// IsLocal says whether the volume is on the built-in local class, which
+// pins its VM to the node that made it.
+func (pv *PersistentVolume) IsLocal() bool {
+	c := pv.GetStorageClass()
+	return c == "" || c == StorageClassLocal
+}
+
 // SelectsNode says whether the class's node selector matches a node's
 // labels: every label of the selector, with its value.
 func (sc *StorageClass) SelectsNode(labels map[string]string) bool {

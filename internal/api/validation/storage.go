@@ -13,9 +13,8 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-// StorageClassLocal is the built-in class: a file in the VM's directory
-// on the node that made it. A persistent volume with no class is on it.
-const StorageClassLocal = "local"
+// StorageClassLocal is the built-in class (apiv1.StorageClassLocal).
+const StorageClassLocal = apiv1.StorageClassLocal
 
 // Bounds of a storage class.
 const (
@@ -45,10 +44,7 @@ var (
 
 // UsesLocalStorage says whether a persistent volume is on the built-in
 // local class, which pins its VM to the node that made it.
-func UsesLocalStorage(pv *apiv1.PersistentVolume) bool {
-	c := pv.GetStorageClass()
-	return c == "" || c == StorageClassLocal
-}
+func UsesLocalStorage(pv *apiv1.PersistentVolume) bool { return pv.IsLocal() }
 
 // StorageClassOf names the class a persistent volume is on, "local" for
 // none.

@@ -170,15 +170,23 @@ type needs struct {
 	// attaches to (networkNeeds).
 	bridges, networks []string
 	// refused, when set, is why the host-resource policy lets no node
-	// take it (policyRefusal).
+	// take it (policyRefusal), or why no node can have its volumes.
 	refused string
+	// classes are the storage classes its persistent volumes are on
+	// (storageNeeds).
+	classes []*apiv1.StorageClass
 }
 
 // needsOf is what spec asks of its node, with request req and the images
 // it needs there, and whether policy lets it have them at all.
-func needsOf(spec *apiv1.VirtualMachineInstanceSpec, req resources, sel map[string]string, images []string, policy *validation.HostPolicy) needs {
+func needsOf(spec *apiv1.VirtualMachineInstanceSpec, req resources, sel map[string]string, images []string, policy *validation.HostPolicy, classes StorageClassLister) needs {
 	nd := needs{req: req, sel: sel, images: images, refused: policyRefusal(policy, spec)}
 	nd.bridges, nd.networks = networkNeeds(spec)
+	var missing string
+	nd.classes, missing = storageNeeds(spec, classes)
+	if nd.refused == "" && missing != "" {
+		nd.refused = missing
+	}
 	return nd
 }
 
@@ -310,6 +318,9 @@ func unfit(c candidate, nd needs) []string {
 		return []string{reasonSelector}
 	}
 	if rs := networkReasons(c, nd); len(rs) > 0 {
+		return rs
+	}
+	if rs := storageReasons(c, nd); len(rs) > 0 {
 		return rs
 	}
 	free := nodeAllocatable(n).minus(c.used)
