@@ -166,7 +166,9 @@ func (c *Cluster) Blocklist(ctx context.Context) ([]string, error) {
 	var entries []struct {
 		Addr string `json:"addr"`
 	}
-	if err := json.Unmarshal(out, &entries); err != nil {
+	// Pacific's CLI prints a second list after the entries (the range
+	// blocklist, "[]"): the first JSON value is the one.
+	if err := json.NewDecoder(bytes.NewReader(out)).Decode(&entries); err != nil {
 		return nil, fmt.Errorf("ceph: osd blocklist ls: %w: %q", err, out)
 	}
 	addrs := make([]string, 0, len(entries))
