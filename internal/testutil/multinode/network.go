@@ -128,6 +128,9 @@ func (r *Run) makeHostLink(ctx context.Context) error {
 	for _, args := range [][]string{
 		{"link", "add", host, "type", "veth", "peer", "name", peer, "netns", r.hub},
 		{"-n", r.hub, "link", "set", peer, "master", "br0", "up"},
+		// No IPv6 link-local address: the host's namespace gets the one
+		// IPv4 address and route, nothing more.
+		{"link", "set", host, "addrgenmode", "none"},
 		{"link", "set", host, "up"},
 	} {
 		if err := run1(ctx, "ip", args...); err != nil {
