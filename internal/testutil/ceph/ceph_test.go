@@ -108,6 +108,7 @@ func TestClusterLifecycle(t *testing.T) {
 		t.Errorf("monitors %v, pool %q: want [%s], vp", c.Monitors(), c.Pool(), want)
 	}
 	monPid, osdPid := c.Pids()
+	logRSS(t, "after the start", monPid, osdPid)
 	for _, pid := range []int{monPid, osdPid} {
 		if !inNetNS(t, pid, ns) {
 			t.Errorf("daemon %d (%s) is not in network namespace %s", pid, procfs.Comm(pid), ns)
@@ -220,13 +221,7 @@ func TestClusterLifecycle(t *testing.T) {
 		}
 	})
 
-	for name, pid := range map[string]int{"ceph-mon": monPid, "ceph-osd": osdPid} {
-		st, err := procfs.ProcStatus(pid, "VmRSS")
-		if err != nil {
-			t.Error(err)
-		}
-		t.Logf("%s RSS after the tests: %d MiB", name, st["VmRSS"]>>10)
-	}
+	logRSS(t, "after the tests", monPid, osdPid)
 	began = time.Now()
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -380,4 +375,18 @@ func TestStartFailureCleansUp(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s still exists (%v)", dir, err)
 	}
+}
+
+// logRSS logs the daemons' resident memory.
+func logRSS(t *testing.T, when string, mon, osd int) {
+	t.Helper()
+	var rss [2]int64
+	for i, pid := range []int{mon, osd} {
+		st, err := procfs.ProcStatus(pid, "VmRSS")
+		if err != nil {
+			t.Error(err)
+		}
+		rss[i] = st["VmRSS"] >> 10
+	}
+	t.Logf("RSS %s: ceph-mon %d MiB, ceph-osd %d MiB, together %d MiB", when, rss[0], rss[1], rss[0]+rss[1])
 }

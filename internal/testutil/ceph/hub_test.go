@@ -2,10 +2,14 @@ package ceph_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +93,7 @@ func TestClusterInRunHub(t *testing.T) {
 		keyfile := userKeyFile(t, c, "vp", "mon", "profile rbd", "osd", "profile rbd pool="+c.Pool())
 		reach(t, c, keyfile, "")
 		reach(t, c, keyfile, n.NetNS)
+		qemuOpens(t, c, "from-host")
 	})
 	for _, pid := range []int{mon, osd} {
 		if procfs.Alive(pid) {
@@ -137,4 +142,63 @@ func TestSharedCluster(t *testing.T) {
 	if again, _ := sharedCeph.Get(t); again != c {
 		t.Error("a second Get started another cluster")
 	}
+}
+
+// qemuUser is who the system libvirtd runs QEMU as on Debian.
+const qemuUser = "libvirt-qemu"
+
+// qemuOpens checks that QEMU's user, in the host's namespace, opens image
+// of c's pool through QEMU's rbd driver as libvirt has QEMU do it (server,
+// user and a key secret; no conf): the host link carries QEMU's traffic
+// past the guest firewall (when a node agent has loaded it in the host's
+// namespace, it rejects QEMU's connections to local addresses, and the
+// hub's address is not one), and the block module the gate checks for
+// works.
+func qemuOpens(t *testing.T, c *ceph.Cluster, image string) {
+	t.Helper()
+	u, err := user.Lookup(qemuUser)
+	if err != nil {
+		t.Skipf("%s: %v", qemuUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	// t.TempDir's parents are 0700: QEMU's user could not reach a key
+	// there.
+	dir, err := os.MkdirTemp("", "vpceph-qemu-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	key, err := c.CreateUser(t.Context(), "vp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyfile := filepath.Join(dir, "vp.key")
+	if err := os.WriteFile(keyfile, []byte(key), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(keyfile, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(c.Monitors()[0])
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	began := time.Now()
+	out, err := exec.CommandContext(ctx, "runuser", "-u", qemuUser, "--", "qemu-img", "info", "--output=json",
+		"--object", "secret,id=sec0,file="+keyfile+",format=base64", "--image-opts",
+		"driver=raw,file.driver=rbd,file.pool="+c.Pool()+",file.image="+image+
+			",file.server.0.host="+host+",file.server.0.port="+port+",file.user=vp,file.key-secret=sec0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("qemu-img info as %s: %v\n%s", qemuUser, err, out)
+	}
+	var info struct {
+		Size int64 `json:"virtual-size"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil || info.Size != 8<<20 {
+		t.Errorf("qemu-img info as %s: size %d (%v), want 8 MiB\n%s", qemuUser, info.Size, err, out)
+	}
+	t.Logf("qemu-img info as %s over rbd: %s", qemuUser, time.Since(began).Round(time.Millisecond))
 }

@@ -194,3 +194,17 @@ func startInHub(t *testing.T, h Hub) *proc.Proc {
 	}
 	return p
 }
+
+// TestSubnetAvoidsTheMetadataService: no run's hub is 169.254.169.254,
+// the cloud metadata service, which a host link would route into the hub.
+func TestSubnetAvoidsTheMetadataService(t *testing.T) {
+	var r Run
+	for range 5000 {
+		if err := r.pickSubnet(); err != nil {
+			t.Fatal(err)
+		}
+		if r.subnet == metadataSubnet || r.subnet < 1 || r.subnet > 254 {
+			t.Fatalf("subnet %d", r.subnet)
+		}
+	}
+}

@@ -292,14 +292,22 @@ func newRun(n int, opts Options) (*Run, error) {
 	return r, nil
 }
 
+// metadataSubnet holds 169.254.169.254, the cloud metadata service: a
+// host link routing it into a hub would cut a cloud VM off from it.
+const metadataSubnet = 169
+
 // pickSubnet picks a random subnet byte for the run's own hub.
 func (r *Run) pickSubnet() error {
 	b := make([]byte, 1)
-	if _, err := rand.Read(b); err != nil {
-		return err
+	for {
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		if s := 1 + int(b[0])%254; s != metadataSubnet {
+			r.subnet = s
+			return nil
+		}
 	}
-	r.subnet = 1 + int(b[0])%254
-	return nil
 }
 
 // setSubnet puts the run (its nodes' addresses and URIs) on subnet s.
