@@ -57,7 +57,8 @@ func reachable(addr string) error {
 }
 
 // TestHostLink: a run with a host link puts HostAddr on an interface of
-// the host's namespace, through which the hub's address is reached; a
+// the host's namespace, through which the hub's address is reached, and
+// nothing else of the run; a
 // second run forced onto the same subnet finds it taken (the route is the
 // claim) and moves to another; Close removes both interfaces.
 func TestHostLink(t *testing.T) {
@@ -71,8 +72,13 @@ func TestHostLink(t *testing.T) {
 		}
 		if ifc, err := net.InterfaceByName(hostLinkName(r1.id)); err != nil {
 			t.Error(err)
-		} else if addrs, _ := ifc.Addrs(); len(addrs) != 1 || addrs[0].String() != a.HostAddr+"/24" {
-			t.Errorf("the host link's addresses %v, want %s/24", addrs, a.HostAddr)
+		} else if addrs, _ := ifc.Addrs(); len(addrs) != 1 || addrs[0].String() != a.HostAddr+"/32" {
+			t.Errorf("the host link's addresses %v, want %s/32", addrs, a.HostAddr)
+		}
+		// The hub, not the nodes: a node's address is not routed there.
+		node := strings.TrimSuffix(a.Addr, "254") + "1"
+		if out, err := output(t.Context(), "ip", "-4", "route", "get", node); err == nil && strings.Contains(out, hostLinkName(r1.id)) {
+			t.Errorf("the host's namespace routes %s through the host link: %s", node, out)
 		}
 
 		r2, err := newRun(0, Options{HostLink: true})

@@ -117,12 +117,14 @@ func hostLinkPeer(id string) string { return "vm" + id + "hh" }
 const subnetTries = 32
 
 // makeHostLink joins the host's namespace to the hub's br0 by a veth
-// pair with HostAddr on the host's end, and routes the run's subnet
-// there. That route is the run's claim on the subnet in the host's
-// namespace, which every run with a host link shares: when another run
-// holds it already, ip route add fails with "File exists" and the run
-// moves to another subnet (an address added with its prefix route would
-// instead shadow or be shadowed by the other run's, silently).
+// pair with HostAddr on the host's end, and routes the hub's address, and
+// only it, there: the host's namespace reaches the hub's services, not
+// the nodes (whose libvirtds listen on TCP without authentication). That
+// route is also the run's claim on the subnet in the host's namespace,
+// which every run with a host link shares: when another run holds it
+// already, ip route add fails with "File exists" and the run moves to
+// another subnet (an address added with a prefix route would instead
+// shadow or be shadowed by the other run's, silently).
 func (r *Run) makeHostLink(ctx context.Context) error {
 	host, peer := hostLinkName(r.id), hostLinkPeer(r.id)
 	for _, args := range [][]string{
@@ -139,18 +141,17 @@ func (r *Run) makeHostLink(ctx context.Context) error {
 	}
 	for range subnetTries {
 		h := r.hubAddrs()
-		subnet := fmt.Sprintf("169.254.%d.0/24", r.subnet)
-		if err := run1(ctx, "ip", "addr", "add", h.HostAddr+"/24", "dev", host, "noprefixroute"); err != nil {
+		if err := run1(ctx, "ip", "addr", "add", h.HostAddr+"/32", "dev", host); err != nil {
 			return err
 		}
-		err := run1(ctx, "ip", "route", "add", subnet, "dev", host, "src", h.HostAddr)
+		err := run1(ctx, "ip", "route", "add", h.Addr+"/32", "dev", host, "src", h.HostAddr)
 		if err == nil {
 			return nil
 		}
 		if !strings.Contains(err.Error(), "File exists") {
 			return err
 		}
-		if err := run1(ctx, "ip", "addr", "del", h.HostAddr+"/24", "dev", host); err != nil {
+		if err := run1(ctx, "ip", "addr", "del", h.HostAddr+"/32", "dev", host); err != nil {
 			return err
 		}
 		if err := r.pickSubnet(); err != nil {
