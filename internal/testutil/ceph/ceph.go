@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/proc"
@@ -219,15 +221,28 @@ func (c *Cluster) Close() error {
 // inNetNS runs name with args in network namespace ns and returns its
 // standard output. It runs from / with no CEPH_* variables, so neither a
 // ceph.conf in the working directory nor the caller's environment
-// changes what it does.
+// changes what it does, and it dies with this process: a test killed by
+// -timeout leaves no CLI waiting for a cluster that is gone (librados
+// waits for an OSD without a time limit).
 func inNetNS(ctx context.Context, ns string, stdin io.Reader, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + netnsPath(ns), "--", name}, args...)...)
 	cmd.Dir = "/"
 	cmd.Env = cleanEnv()
 	cmd.Stdin = stdin
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	done := make(chan error, 1)
+	go func() {
+		// The kernel sends Pdeathsig when the thread that started the
+		// child ends (golang/go#27505), and Go ends threads that locked
+		// goroutines leave behind: started from a thread locked to this
+		// goroutine until the child is reaped, the CLI dies with the
+		// process only (as internal/testutil/proc does for daemons).
+		runtime.LockOSThread()
+		done <- cmd.Run()
+	}()
+	if err := <-done; err != nil {
 		return stdout.Bytes(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, tailString(stderr.Bytes(), 2000))
 	}
 	return stdout.Bytes(), nil
