@@ -16,8 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -98,17 +100,26 @@ type cliError struct {
 }
 
 func (e *cliError) Error() string {
-	return fmt.Sprintf("%s: %s (%v)", e.name, lastLines(e.stderr, 3), e.err)
+	msg := lastLines(e.stderr, 3)
+	if !strings.HasPrefix(msg, e.name+":") {
+		msg = e.name + ": " + msg
+	}
+	return fmt.Sprintf("%s (%v)", msg, e.err)
 }
 
 func (e *cliError) Unwrap() error { return e.err }
+
+// logPrefix is the start of a Ceph log line: time, thread id, level.
+var logPrefix = regexp.MustCompile(`^\d{4}-\d\d-\d\dT[0-9:.+]+ [0-9a-f]+ +-?\d+ `)
 
 // lastLines is the last n non-empty lines of s, joined by "; ": Ceph's
 // CLIs put the cause last, after warnings.
 func lastLines(s string, n int) string {
 	var lines []string
 	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
+		// Ceph's log lines start with a time, a thread and a level.
+		l = logPrefix.ReplaceAllString(strings.TrimSpace(l), "")
+		if l != "" {
 			lines = append(lines, l)
 		}
 	}
@@ -126,6 +137,22 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %w", ErrUnreachable, err)
 		}
 		return err
+	}
+	// rbd and ceph exit with the errno of what failed.
+	var ee *exec.ExitError
+	if errors.As(ce.err, &ee) {
+		switch syscall.Errno(ee.ExitCode()) {
+		case syscall.ENOENT:
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		case syscall.EEXIST:
+			return fmt.Errorf("%w: %w", ErrExists, err)
+		case syscall.EBUSY, syscall.ENOTEMPTY:
+			return fmt.Errorf("%w: %w", ErrBusy, err)
+		case syscall.EACCES, syscall.EPERM:
+			return fmt.Errorf("%w: %w", ErrDenied, err)
+		case syscall.ETIMEDOUT:
+			return fmt.Errorf("%w: %w", ErrUnreachable, err)
+		}
 	}
 	s := ce.stderr
 	switch {

@@ -30,7 +30,7 @@ func (c *Conn) Import(ctx context.Context, src, format string, virtualSize int64
 			_ = c.Remove(context.WithoutCancel(ctx), tmp)
 		}
 	}()
-	args := []string{"convert", "-n", "-f", format, "-O", "raw",
+	args := []string{"convert", "-n", "-f", format,
 		"--object", "secret,id=sec0,format=base64,file=" + c.KeyFile,
 		"--target-image-opts", src, c.qemuTarget(tmp, "sec0")}
 	if _, err := c.exec(ctx, "qemu-img", args...); err != nil {

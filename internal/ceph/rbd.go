@@ -1,10 +1,12 @@
 package ceph
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strconv"
 	"time"
 )
@@ -203,17 +205,25 @@ func (c *Conn) Watchers(ctx context.Context, image string) ([]string, error) {
 	return addrs, nil
 }
 
-// BlocklistAdd makes the cluster refuse every client from addr (an IP:
-// all of a node's clients) for d: a fenced node's QEMU can no longer
-// write, and neither can anything started there until BlocklistRemove.
-func (c *Conn) BlocklistAdd(ctx context.Context, addr string, d time.Duration) error {
-	_, err := c.run(ctx, "ceph", "osd", "blocklist", "add", addr, strconv.Itoa(int(d/time.Second)))
+// hostEntry is the blocklist entry of every client from ip: the form
+// mon 'profile rbd' may add (a bare IP is refused with EACCES).
+func hostEntry(ip netip.Addr) string {
+	return netip.AddrPortFrom(ip, 0).String() + "/0"
+}
+
+// BlocklistAdd makes the cluster refuse every client from ip (all of a
+// node's clients) for d: a fenced node's QEMU can no longer write, and
+// neither can anything started there until BlocklistRemove.
+func (c *Conn) BlocklistAdd(ctx context.Context, ip netip.Addr, d time.Duration) error {
+	_, err := c.run(ctx, "ceph", "osd", "blocklist", "add", hostEntry(ip), strconv.Itoa(int(d/time.Second)))
 	return err
 }
 
-// BlocklistRemove lifts a blocklist entry; a missing one is no error.
-func (c *Conn) BlocklistRemove(ctx context.Context, addr string) error {
-	_, err := c.run(ctx, "ceph", "osd", "blocklist", "rm", addr)
+// BlocklistRemove lifts the entry of ip; a missing one is no error. The
+// user needs mon 'profile rbd, allow command "osd blocklist" with
+// blocklistop=rm' (profile rbd alone may add, not remove).
+func (c *Conn) BlocklistRemove(ctx context.Context, ip netip.Addr) error {
+	_, err := c.run(ctx, "ceph", "osd", "blocklist", "rm", hostEntry(ip))
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}
@@ -232,8 +242,10 @@ func (c *Conn) Blocklist(ctx context.Context) ([]BlocklistEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Pacific prints a second list after the entries: the first value is
+	// the list.
 	var entries []BlocklistEntry
-	if err := json.Unmarshal(out, &entries); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(out)).Decode(&entries); err != nil {
 		return nil, fmt.Errorf("ceph osd blocklist ls: %w", err)
 	}
 	return entries, nil
