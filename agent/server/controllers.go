@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	rsctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/replicaset"
 	restorectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/restore"
 	snapctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/snapshot"
+	storagectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/storage"
 	vmctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vm"
 	vmictl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vmi"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
@@ -81,7 +83,10 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	mc := migctl.New(migOpts, migInf, vmiInf, nodeInf, vmic, st.Migrations, st.VMIs, log)
 	ec := evacctl.New(evacctl.Options{DefaultEvictionStrategy: co.DefaultEvictionStrategy},
 		nodeInf, vmiInf, migInf, st.Nodes, st.VMIs, st.Migrations, log)
-	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin},
+	// The server's copies of the classes' keys live in its data dir, root's
+	// alone (the CLIs read them from there).
+	stc := storagectl.New(storagectl.Options{Dir: filepath.Join(o.DataDir, "storage")}, classInf, nodeInf, st.StorageClasses, log)
+	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin, Fencer: stc},
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
 	rsc := rsctl.New(rsctl.Options{}, rsInf, vmiInf, st.ReplicaSets, st.VMIs, log)
 	pc := poolctl.New(poolctl.Options{}, poolInf, vmInf, vmiInf, st.Pools, st.VMs, st.VMIs, log)
@@ -113,6 +118,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
 	run(func() { nc.Run(ctx, max(co.NodeWorkers, 1)) })
+	run(func() { stc.Run(ctx, 2) })
 	run(func() { mc.Run(ctx, max(co.MigrationWorkers, 3)) })
 	run(func() { ec.Run(ctx, 2) })
 	// KubeVirt runs 3 workers for replica sets and pools.

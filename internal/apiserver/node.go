@@ -102,6 +102,9 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 		// the domains of the instances the fence failed; it may take new
 		// ones again (see fence.go).
 		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionNodeFenced)
+		// Counted for the storage fences (storage.proto), which the same
+		// restart lifts.
+		st.Registrations++
 		n.beat(st, now)
 		return node
 	}

@@ -14,6 +14,7 @@ package apiv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -285,7 +286,13 @@ type StorageClassStatus struct {
 	// (rbd: monitors, key and pool checked); False with the cause.
 	Conditions []*Condition `protobuf:"bytes,1,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	// Whether a key is stored (the key itself is never returned).
-	KeySet        bool `protobuf:"varint,2,opt,name=key_set,json=keySet,proto3" json:"key_set,omitempty"`
+	KeySet bool `protobuf:"varint,2,opt,name=key_set,json=keySet,proto3" json:"key_set,omitempty"`
+	// The nodes cut off from the storage (rbd: blocklisted by their
+	// address) so that their VMs could run elsewhere; each is lifted when
+	// its node has registered again (its agent restarted, destroying what
+	// it ran) or has been deleted. A fenced node gets no instance with a
+	// volume of the class.
+	Fences        []*StorageFence `protobuf:"bytes,3,rep,name=fences,proto3" json:"fences,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -334,11 +341,99 @@ func (x *StorageClassStatus) GetKeySet() bool {
 	return false
 }
 
+func (x *StorageClassStatus) GetFences() []*StorageFence {
+	if x != nil {
+		return x.Fences
+	}
+	return nil
+}
+
+// StorageFence is one node cut off from a storage class.
+type StorageFence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// What the storage refuses: the node's address (NodeStorage.address).
+	Address string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Since   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// The node's status.registrations when it was fenced: a higher count
+	// is a registration since.
+	Registrations int64 `protobuf:"varint,4,opt,name=registrations,proto3" json:"registrations,omitempty"`
+	// Why the fence could not be lifted yet, if it could not.
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StorageFence) Reset() {
+	*x = StorageFence{}
+	mi := &file_internal_api_v1_storage_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageFence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageFence) ProtoMessage() {}
+
+func (x *StorageFence) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_storage_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageFence.ProtoReflect.Descriptor instead.
+func (*StorageFence) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_storage_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StorageFence) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *StorageFence) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *StorageFence) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *StorageFence) GetRegistrations() int64 {
+	if x != nil {
+		return x.Registrations
+	}
+	return 0
+}
+
+func (x *StorageFence) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_internal_api_v1_storage_proto protoreflect.FileDescriptor
 
 const file_internal_api_v1_storage_proto_rawDesc = "" +
 	"\n" +
-	"\x1dinternal/api/v1/storage.proto\x12\fvirtplane.v1\x1a\x1binternal/api/v1/types.proto\"\xb2\x01\n" +
+	"\x1dinternal/api/v1/storage.proto\x12\fvirtplane.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1binternal/api/v1/types.proto\"\xb2\x01\n" +
 	"\fStorageClass\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x122\n" +
 	"\x04spec\x18\x02 \x01(\v2\x1e.virtplane.v1.StorageClassSpecR\x04spec\x128\n" +
@@ -357,12 +452,19 @@ const file_internal_api_v1_storage_proto_rawDesc = "" +
 	"\x04user\x18\x03 \x01(\tR\x04user\x12\x10\n" +
 	"\x03key\x18\x04 \x01(\tR\x03key\"-\n" +
 	"\x17SharedFilesystemStorage\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\"f\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\x9a\x01\n" +
 	"\x12StorageClassStatus\x127\n" +
 	"\n" +
 	"conditions\x18\x01 \x03(\v2\x17.virtplane.v1.ConditionR\n" +
 	"conditions\x12\x17\n" +
-	"\akey_set\x18\x02 \x01(\bR\x06keySetBIZGgithub.com/virtplane/terraform-provider-virtplane/internal/api/v1;apiv1b\x06proto3"
+	"\akey_set\x18\x02 \x01(\bR\x06keySet\x122\n" +
+	"\x06fences\x18\x03 \x03(\v2\x1a.virtplane.v1.StorageFenceR\x06fences\"\xae\x01\n" +
+	"\fStorageFence\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12$\n" +
+	"\rregistrations\x18\x04 \x01(\x03R\rregistrations\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessageBIZGgithub.com/virtplane/terraform-provider-virtplane/internal/api/v1;apiv1b\x06proto3"
 
 var (
 	file_internal_api_v1_storage_proto_rawDescOnce sync.Once
@@ -376,30 +478,34 @@ func file_internal_api_v1_storage_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_storage_proto_rawDescData
 }
 
-var file_internal_api_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_internal_api_v1_storage_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_internal_api_v1_storage_proto_goTypes = []any{
 	(*StorageClass)(nil),            // 0: virtplane.v1.StorageClass
 	(*StorageClassSpec)(nil),        // 1: virtplane.v1.StorageClassSpec
 	(*RBDStorage)(nil),              // 2: virtplane.v1.RBDStorage
 	(*SharedFilesystemStorage)(nil), // 3: virtplane.v1.SharedFilesystemStorage
 	(*StorageClassStatus)(nil),      // 4: virtplane.v1.StorageClassStatus
-	nil,                             // 5: virtplane.v1.StorageClassSpec.NodeSelectorEntry
-	(*ObjectMeta)(nil),              // 6: virtplane.v1.ObjectMeta
-	(*Condition)(nil),               // 7: virtplane.v1.Condition
+	(*StorageFence)(nil),            // 5: virtplane.v1.StorageFence
+	nil,                             // 6: virtplane.v1.StorageClassSpec.NodeSelectorEntry
+	(*ObjectMeta)(nil),              // 7: virtplane.v1.ObjectMeta
+	(*Condition)(nil),               // 8: virtplane.v1.Condition
+	(*timestamppb.Timestamp)(nil),   // 9: google.protobuf.Timestamp
 }
 var file_internal_api_v1_storage_proto_depIdxs = []int32{
-	6, // 0: virtplane.v1.StorageClass.metadata:type_name -> virtplane.v1.ObjectMeta
+	7, // 0: virtplane.v1.StorageClass.metadata:type_name -> virtplane.v1.ObjectMeta
 	1, // 1: virtplane.v1.StorageClass.spec:type_name -> virtplane.v1.StorageClassSpec
 	4, // 2: virtplane.v1.StorageClass.status:type_name -> virtplane.v1.StorageClassStatus
 	2, // 3: virtplane.v1.StorageClassSpec.rbd:type_name -> virtplane.v1.RBDStorage
 	3, // 4: virtplane.v1.StorageClassSpec.shared_filesystem:type_name -> virtplane.v1.SharedFilesystemStorage
-	5, // 5: virtplane.v1.StorageClassSpec.node_selector:type_name -> virtplane.v1.StorageClassSpec.NodeSelectorEntry
-	7, // 6: virtplane.v1.StorageClassStatus.conditions:type_name -> virtplane.v1.Condition
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	6, // 5: virtplane.v1.StorageClassSpec.node_selector:type_name -> virtplane.v1.StorageClassSpec.NodeSelectorEntry
+	8, // 6: virtplane.v1.StorageClassStatus.conditions:type_name -> virtplane.v1.Condition
+	5, // 7: virtplane.v1.StorageClassStatus.fences:type_name -> virtplane.v1.StorageFence
+	9, // 8: virtplane.v1.StorageFence.since:type_name -> google.protobuf.Timestamp
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_storage_proto_init() }
@@ -414,7 +520,7 @@ func file_internal_api_v1_storage_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_storage_proto_rawDesc), len(file_internal_api_v1_storage_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

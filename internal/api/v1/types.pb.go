@@ -3037,7 +3037,10 @@ type NodeStatus struct {
 	// The storage classes that select the node, as it reaches them
 	// (NodeStorage), sorted by class; refreshed by the node
 	// agent with the images.
-	Storage       []*NodeStorage `protobuf:"bytes,14,rep,name=storage,proto3" json:"storage,omitempty"`
+	Storage []*NodeStorage `protobuf:"bytes,14,rep,name=storage,proto3" json:"storage,omitempty"`
+	// How often the node agent registered (it does at every start): a
+	// storage fence is lifted by a registration after it.
+	Registrations int64 `protobuf:"varint,15,opt,name=registrations,proto3" json:"registrations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3168,6 +3171,13 @@ func (x *NodeStatus) GetStorage() []*NodeStorage {
 		return x.Storage
 	}
 	return nil
+}
+
+func (x *NodeStatus) GetRegistrations() int64 {
+	if x != nil {
+		return x.Registrations
+	}
+	return 0
 }
 
 // NodeStorage is one class as a node sees it (Node status.storage): a
@@ -4647,7 +4657,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x18.virtplane.v1.NodeStatusR\x06status\"F\n" +
 	"\bNodeSpec\x12$\n" +
 	"\runschedulable\x18\x01 \x01(\bR\runschedulable\x12\x14\n" +
-	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xc4\x06\n" +
+	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xea\x06\n" +
 	"\n" +
 	"NodeStatus\x12B\n" +
 	"\bcapacity\x18\x01 \x03(\v2&.virtplane.v1.NodeStatus.CapacityEntryR\bcapacity\x12K\n" +
@@ -4668,7 +4678,8 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\abridges\x18\v \x03(\tR\abridges\x12\x1a\n" +
 	"\bnetworks\x18\f \x03(\tR\bnetworks\x12+\n" +
 	"\x11migration_address\x18\r \x01(\tR\x10migrationAddress\x123\n" +
-	"\astorage\x18\x0e \x03(\v2\x19.virtplane.v1.NodeStorageR\astorage\x1a;\n" +
+	"\astorage\x18\x0e \x03(\v2\x19.virtplane.v1.NodeStorageR\astorage\x12$\n" +
+	"\rregistrations\x18\x0f \x01(\x03R\rregistrations\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +

@@ -45,6 +45,8 @@ func storageReasons(c candidate, nd needs) []string {
 	for _, sc := range nd.classes {
 		name := sc.GetMetadata().GetName()
 		switch s := reported[name]; {
+		case fencedFrom(sc, c.node.GetMetadata().GetName()):
+			out = append(out, fmt.Sprintf("node(s) were fenced from storage class %s", name))
 		case !sc.SelectsNode(c.node.GetMetadata().GetLabels()):
 			out = append(out, fmt.Sprintf("node(s) didn't match the node selector of storage class %s", name))
 		case !s.GetReady():
@@ -52,4 +54,15 @@ func storageReasons(c candidate, nd needs) []string {
 		}
 	}
 	return out
+}
+
+// fencedFrom says whether node is cut off class sc (its status.fences):
+// until the fence is lifted, its QEMUs cannot reach the storage.
+func fencedFrom(sc *apiv1.StorageClass, node string) bool {
+	for _, f := range sc.GetStatus().GetFences() {
+		if f.GetNode() == node {
+			return true
+		}
+	}
+	return false
 }

@@ -37,6 +37,12 @@ func TestPlacementHonoursStorageClasses(t *testing.T) {
 	if d := choose(needsOf(spec, req, nil, nil, nil, classes), nil, nodes); d.node != "d" {
 		t.Fatalf("decision = %+v, want node d", d)
 	}
+	// A node fenced from the class takes none of its volumes.
+	classes["ceph"].Status = &apiv1.StorageClassStatus{Fences: []*apiv1.StorageFence{{Node: "d", Address: "169.254.7.4"}}}
+	d = choose(needsOf(spec, req, nil, nil, nil, classes), nil, nodes)
+	if d.node != "" || !strings.Contains(d.message, "1 node(s) were fenced from storage class ceph") {
+		t.Fatalf("decision with d fenced = %+v", d)
+	}
 	// A class that does not exist: no node can take it, said once.
 	delete(classes, "ceph")
 	d = choose(needsOf(spec, req, nil, nil, nil, classes), nil, nodes)
