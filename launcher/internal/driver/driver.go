@@ -67,6 +67,8 @@ type Driver struct {
 
 	subs  *broadcaster
 	lease *watchdog
+	// policy is the node failure policy last read from the domain.
+	policy policyCache
 	migs  migrations
 	// incoming removes a receiving domain whose agent stopped renewing it
 	// (Incoming's valid_for_millis).

@@ -74,6 +74,7 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	defer dom.Free()
 	d.focusEvents(true)
+	d.policy.remember(md)
 
 	if !md.FencedOnLeaseExpiry() {
 		// A watchdog armed before the policy was known (a new launcher is
