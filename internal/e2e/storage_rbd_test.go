@@ -21,12 +21,12 @@ func TestRBDVolumeFollowsTheVM(t *testing.T) {
 	vols := []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "64Mi", StorageClass: "ceph"}}}
 	vm := withDisks(guestVM(c.ns, "shared", apiv1.RunStrategyAlways, c.nodes[0].Kernel,
 		testguest.Cmdline(testguest.Persist("/dev/vda"))+" virtplane.tick"), disks, vols)
-	vm.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: c.nodes[0].Name}
 	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
 		t.Fatal(err)
 	}
 	first := c.waitRunning("shared")
-	a, b := c.nodes[0], c.nodes[1]
+	a := c.nodeNamed(first.GetStatus().GetNodeName())
+	b := c.otherNode(a)
 	con := a.console(t, first.GetMetadata().GetUid())
 	if wrote := testguest.Fields(con.waitMarker(testguest.MarkerPersistWrote, bootTimeout)); wrote["boot"] != "1" {
 		t.Fatalf("first boot wrote %v", wrote)
@@ -38,11 +38,6 @@ func TestRBDVolumeFollowsTheVM(t *testing.T) {
 	}
 
 	// Live migration: nothing of the volume is copied.
-	vmNow := c.vm("shared")
-	vmNow.Spec.Template.Spec.NodeSelector = nil
-	if _, err := c.api.VMs.Update(c.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vmNow}); err != nil {
-		t.Fatal(err)
-	}
 	m := c.migrate("shared", b)
 	st := m.GetStatus().GetMigrationState()
 	t.Logf("migrated: method %s, job %d ms, downtime %d ms, disk %d bytes",
@@ -58,7 +53,7 @@ func TestRBDVolumeFollowsTheVM(t *testing.T) {
 	testutil.Eventually(t, stateTimeout, "the VM stopped", func() bool {
 		return c.vm("shared").GetStatus().GetPrintableStatus() == apiv1.PrintableStopped
 	})
-	vmNow = c.vm("shared")
+	vmNow := c.vm("shared")
 	vmNow.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: a.Name}
 	if _, err := c.api.VMs.Update(c.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vmNow}); err != nil {
 		t.Fatal(err)

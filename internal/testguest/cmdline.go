@@ -90,6 +90,16 @@ func Persist(dev string) Option {
 	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.persist="+dev) }
 }
 
+// PersistEvery makes a Persist guest also write a counter to the disk's
+// second sector every d, carrying on from the last boot's, and say of
+// each write whether it reached the disk (MarkerPersistWrite,
+// MarkerPersistWriteFailed).
+func PersistEvery(d time.Duration) Option {
+	return func(c *cmdline) {
+		c.flags = append(c.flags, fmt.Sprintf("virtplane.persist_every=%d", seconds(d)))
+	}
+}
+
 // Hostname sets the guest's hostname, printed in MarkerBooted
 // (letters, digits, '.' and '-'; default "virtplane-guest").
 func Hostname(name string) Option {

@@ -148,6 +148,7 @@ crash=
 crash_after=0
 cidata=
 persist=
+persist_every=
 wait_dev=30
 net=
 netprobe=
@@ -178,6 +179,7 @@ for arg in $(cat /proc/cmdline); do
 		*) warn "ignoring bad $arg" ;;
 		esac
 		;;
+	virtplane.persist_every=*) numopt persist_every ;;
 	virtplane.device_timeout=*) numopt wait_dev ;;
 	virtplane.net) net=1 ;;
 	virtplane.net=*) flagopt net ;;
@@ -377,6 +379,36 @@ if [ -n "$persist" ]; then
 			say "VIRTPLANE-PERSIST-WROTE boot=$n"
 		else
 			warn "persist: write to $persist failed"
+		fi
+		# virtplane.persist_every=S: a write counter in the second
+		# sector, carried on from the last boot's and written every S
+		# seconds, each write said to have worked or failed: a guest
+		# cut off its storage shows its first failed write, and the
+		# next boot elsewhere goes on from the last one that worked.
+		if [ -n "$persist_every" ] && [ "$persist_every" -gt 0 ]; then
+			wprev=$(dd if="$persist" bs=512 skip=1 count=1 2>/dev/null | tr -d '\000' | head -n 1)
+			k=0
+			case "$wprev" in
+			"VIRTPLANE-PERSIST writes="*)
+				k=${wprev#VIRTPLANE-PERSIST writes=}
+				isnum "$k" || k=0
+				;;
+			esac
+			say "VIRTPLANE-PERSIST-WRITES-PREVIOUS writes=$k"
+			(
+				while :; do
+					next=$((k + 1))
+					echo "VIRTPLANE-PERSIST writes=$next" >/tmp/persist-w
+					truncate -s 512 /tmp/persist-w
+					if dd if=/tmp/persist-w of="$persist" bs=512 seek=1 count=1 conv=notrunc,fsync 2>/dev/null; then
+						k=$next
+						say "VIRTPLANE-PERSIST-WRITE writes=$k"
+					else
+						say "VIRTPLANE-PERSIST-WRITE-FAILED writes=$next"
+					fi
+					sleep "$persist_every"
+				done
+			) &
 		fi
 	fi
 fi
