@@ -95,18 +95,18 @@ func MigrationMethodFor(spec *VirtualMachineInstanceSpec) string {
 
 // Reasons of a LiveMigratable=False condition.
 const (
-	ReasonFirmwareNotLiveMigratable = "FirmwareNotLiveMigratable"
-	ReasonPausedNotLiveMigratable   = "PausedNotLiveMigratable"
+	ReasonPausedNotLiveMigratable = "PausedNotLiveMigratable"
 )
 
 // LiveMigratable is KubeVirt's LiveMigratable condition for what the
 // spec alone decides (the node agent adds what only the node knows):
 // False with the first reason that blocks a live migration, else True.
+// EFI firmware does not block one: the variable store (NVRAM) travels in
+// the migration stream (QEMU writes it to the target's store when the
+// guest resumes there), or is on the VM's storage class (docs/
+// migration.md).
 func LiveMigratable(spec *VirtualMachineInstanceSpec) *Condition {
 	switch {
-	case spec.GetDomain().GetFirmware().GetBootloader().GetEfi() != nil:
-		return &Condition{Type: ConditionLiveMigratable, Status: ConditionFalse, Reason: ReasonFirmwareNotLiveMigratable,
-			Message: "the EFI variable store (NVRAM) is kept on the node and does not move with a live migration"}
 	case spec.GetPaused():
 		return &Condition{Type: ConditionLiveMigratable, Status: ConditionFalse, Reason: ReasonPausedNotLiveMigratable,
 			Message: "the instance is paused; unpause it to migrate"}
