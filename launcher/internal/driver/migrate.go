@@ -42,16 +42,19 @@ type MigratingDomain interface {
 
 // MigrateParams are libvirt's migration parameters.
 type MigrateParams struct {
-	TargetURI    string
-	Address      string
-	DestXML      string
-	CopyDisks    []string
+	TargetURI string
+	Address   string
+	// DestXML is the domain the target starts; PersistXML its persistent
+	// definition there (the target's own, firmware by feature).
+	DestXML    string
+	PersistXML string
+	CopyDisks  []string
 	// SharedFiles: file disks on a shared filesystem stay where they are.
 	// libvirt 9.0 takes a path for shared only on the filesystems it
 	// knows (NFS, CephFS, GlusterFS, ...) and refuses the rest as
 	// "unsafe"; virtplane vouches for a class's path (opened with
 	// cache=none) and says so (VIR_MIGRATE_UNSAFE).
-	SharedFiles bool
+	SharedFiles  bool
 	BandwidthMiB uint64
 	AutoConverge bool
 	PostCopy     bool
@@ -167,6 +170,14 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 		dom.Free()
 		return nil, status.Errorf(codes.Internal, "migrate: %v", err)
 	}
+	// An EFI guest's destination carries the firmware libvirt resolved
+	// here; one that cannot is refused before libvirt sees it (libvirt 9.0
+	// crashes the target's libvirtd on an EFI domain without a loader).
+	destXML, err := domxml.DestinationXML(req.GetDestXml(), x)
+	if err != nil {
+		dom.Free()
+		return nil, status.Errorf(codes.InvalidArgument, "migrate: dest_xml: %v", err)
+	}
 	if len(copyDisks) == 0 {
 		copyDisks = local
 	}
@@ -196,7 +207,8 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 	params := MigrateParams{
 		TargetURI:    req.GetTargetLibvirtUri(),
 		Address:      req.GetTargetAddress(),
-		DestXML:      req.GetDestXml(),
+		DestXML:      destXML,
+		PersistXML:   req.GetDestXml(),
 		CopyDisks:    copyDisks,
 		SharedFiles:  shared,
 		BandwidthMiB: uint64(max(cfg.GetBandwidthMibPerSecond(), 0)),
