@@ -1,0 +1,181 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
+)
+
+// EFI guests migrate, and their variables go with them (issue 34's
+// acceptance: "an EFI guest migrates A → B → A and boots again after a
+// stop/start with its EFI variables"). OVMF counts its boots in the
+// variable MTC of the VM's NVRAM (testguest.BootCount): a boot from the
+// firmware's template makes it 1, so a count that goes on across the
+// nodes is the variables having followed the guest.
+
+// efiMigration is one run of the acceptance scenario on a VM already
+// created: boot on A, migrate to B, reboot there (OVMF boots again: MTC
+// 2), migrate back to A, stop, and start on the node end chooses. store
+// reads the NVRAM's MTC where the VM's NVRAM lives for a node it runs on.
+type efiMigration struct {
+	c     *mnCluster
+	name  string
+	store func(n *mnNode) (uint32, error)
+	// afterMove checks a migration from one node to another (the stale
+	// copy gone, say).
+	afterMove func(from, to *mnNode)
+}
+
+// wantBootCount waits until the VM's NVRAM, as seen for node n, says
+// want boots: OVMF writes it early in a boot, QEMU on a migration's
+// target when the guest resumes there.
+func (e *efiMigration) wantBootCount(n *mnNode, want uint32, when string) {
+	e.c.t.Helper()
+	testutil.EventuallyNoError(e.c.t, stateTimeout, fmt.Sprintf("MTC %d %s", want, when), func() error {
+		got, err := e.store(n)
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("MTC is %d", got)
+		}
+		return nil
+	})
+	e.c.t.Logf("%s: MTC %d in the NVRAM seen from %s", when, want, n.Name)
+}
+
+// followVMI follows the console log of instance uid on n from its start.
+func (e *efiMigration) followVMI(n *mnNode, uid string) *console {
+	d, err := nodedir.Layout{Root: n.NodeDir}.VMIDir(uid)
+	if err != nil {
+		e.c.t.Fatal(err)
+	}
+	con := followConsole(e.c.t, nodedir.ConsoleLogPath(d))
+	e.c.t.Cleanup(con.close)
+	return con
+}
+
+// waitEFIBoot waits for the guest's boot marker on con and checks that
+// OVMF started it.
+func (e *efiMigration) waitEFIBoot(con *console, when string) {
+	e.c.t.Helper()
+	if fw := testguest.Fields(con.waitMarker(testguest.MarkerBooted, diskBootTimeout))["firmware"]; fw != "efi" {
+		e.c.t.Fatalf("%s: the guest booted through firmware=%q, want efi", when, fw)
+	}
+}
+
+// run plays the scenario and returns the node of the last instance.
+func (e *efiMigration) run(startOn func(a, b *mnNode) *mnNode) *mnNode {
+	c, t := e.c, e.c.t
+	first := c.waitRunning(e.name)
+	uid := first.GetMetadata().GetUid()
+	a := c.nodeNamed(first.GetStatus().GetNodeName())
+	b := c.otherNode(a)
+	e.waitEFIBoot(e.followVMI(a, uid), "first boot on "+a.Name)
+	e.wantBootCount(a, 1, "after the first boot on "+a.Name)
+	testutil.Eventually(t, stateTimeout, "LiveMigratable", func() bool {
+		return apiv1.IsConditionTrue(c.vmi(e.name).GetStatus().GetConditions(), apiv1.ConditionLiveMigratable)
+	})
+
+	m := c.migrate(e.name, b)
+	st := m.GetStatus().GetMigrationState()
+	t.Logf("%s → %s: %s, job %d ms, downtime %d ms, disk %d bytes", a.Name, b.Name, st.GetMethod(),
+		st.GetProgress().GetElapsedMs(), st.GetProgress().GetDowntimeMs(), st.GetProgress().GetDiskTotalBytes())
+	e.wantBootCount(b, 1, "after the migration to "+b.Name)
+	if e.afterMove != nil {
+		e.afterMove(a, b)
+	}
+
+	// The guest reboots on B (as `reboot` in it would): OVMF starts from
+	// B's store and counts one more boot.
+	onB := e.followVMI(b, uid)
+	if _, err := b.Virsh(c.ctx, "reset", c.domain(e.name)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEFIBoot(onB, "reboot on "+b.Name)
+	e.wantBootCount(b, 2, "after the reboot on "+b.Name)
+
+	m = c.migrate(e.name, a)
+	st = m.GetStatus().GetMigrationState()
+	t.Logf("%s → %s: %s, job %d ms, downtime %d ms", b.Name, a.Name, st.GetMethod(),
+		st.GetProgress().GetElapsedMs(), st.GetProgress().GetDowntimeMs())
+	e.wantBootCount(a, 2, "after the migration back to "+a.Name)
+	if e.afterMove != nil {
+		e.afterMove(b, a)
+	}
+	if v := c.vmi(e.name); v.GetMetadata().GetUid() != uid || v.GetStatus().GetPhase() != apiv1.PhaseRunning {
+		t.Fatalf("after two migrations: instance %s %s, want %s running", v.GetMetadata().GetUid(), v.GetStatus().GetPhase(), uid)
+	}
+
+	// Stop, then start on the node the scenario names: the firmware
+	// boots from the variables the guest had.
+	if _, err := c.api.VMs.Stop(c.ctx, &apiv1.StopVirtualMachineRequest{Key: c.key(e.name)}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, stateTimeout, "the VM stopped", func() bool {
+		return c.vm(e.name).GetStatus().GetPrintableStatus() == apiv1.PrintableStopped
+	})
+	to := startOn(a, b)
+	vm := c.vm(e.name)
+	vm.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: to.Name}
+	if _, err := c.api.VMs.Update(c.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.api.VMs.Start(c.ctx, &apiv1.StartVirtualMachineRequest{Key: c.key(e.name)}); err != nil {
+		t.Fatal(err)
+	}
+	var second *apiv1.VirtualMachineInstance
+	testutil.Eventually(t, diskBootTimeout, "a new instance running on "+to.Name, func() bool {
+		second = c.vmi(e.name)
+		return second.GetMetadata().GetUid() != uid && second.GetStatus().GetPhase() == apiv1.PhaseRunning
+	})
+	if second.GetStatus().GetNodeName() != to.Name {
+		t.Fatalf("the next instance runs on %s, want %s", second.GetStatus().GetNodeName(), to.Name)
+	}
+	e.waitEFIBoot(e.followVMI(to, second.GetMetadata().GetUid()), "boot after the stop, on "+to.Name)
+	e.wantBootCount(to, 3, "after the stop and start on "+to.Name)
+	return to
+}
+
+// TestEFIGuestMigratesWithItsNVRAM: an EFI guest whose NVRAM is a file
+// in its node directory (no volume on a storage class) migrates A → B →
+// A; the NVRAM goes with the migration stream, the node it left removes
+// its stale copy, and after a stop the guest starts on A with the
+// variables it had on B.
+func TestEFIGuestMigratesWithItsNVRAM(t *testing.T) {
+	c := newMultiNodeCluster(t, mnOptions{serverArgs: loopbackImageSource})
+	t.Cleanup(c.dumpOnFailure)
+	image := c.efiImage()
+	c.create(diskVM(c.ns, "efi", image, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}))
+	vmUID := c.vm("efi").GetMetadata().GetUid()
+	nvramOn := func(n *mnNode) string {
+		dir, err := nodedir.Layout{Root: n.NodeDir}.VMDir(vmUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nodedir.NVRAMPath(dir)
+	}
+	e := &efiMigration{c: c, name: "efi",
+		store: func(n *mnNode) (uint32, error) {
+			b, err := os.ReadFile(nvramOn(n))
+			if err != nil {
+				return 0, err
+			}
+			return testguest.BootCount(b)
+		},
+		// The node the guest left holds no copy of its variables: a later
+		// start there must never boot the old ones.
+		afterMove: func(from, _ *mnNode) {
+			testutil.Eventually(t, stateTimeout, "the NVRAM left on "+from.Name+" removed", func() bool {
+				_, err := os.Stat(nvramOn(from))
+				return os.IsNotExist(err)
+			})
+		},
+	}
+	e.run(func(a, _ *mnNode) *mnNode { return a })
+}
