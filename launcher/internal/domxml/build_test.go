@@ -63,6 +63,23 @@ func TestBuildGolden(t *testing.T) {
 			},
 		},
 		{
+			// An EFI guest whose volume and NVRAM are on an rbd class.
+			name: "tcg_efi_rbd_nvram",
+			vmi: func() *apiv1.VirtualMachineInstance {
+				v := testVMI("384Mi")
+				v.Spec.Domain.Firmware = &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}
+				return v
+			},
+			opts: &launcherpb.SyncOptions{
+				DomainName: "default_db",
+				Disks: []*launcherpb.DiskSource{
+					{Name: "root", Format: "raw", Rbd: rbdImage("vm-6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f-vol-root")},
+				},
+				NvramRbd:    rbdImage("vm-6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f-nvram"),
+				CephSecrets: []*launcherpb.CephSecret{{Usage: "virtplane-ceph", Key: "AQCauhZroSmaLxAADcjclatTLvDt1b2rQ3bj4Q=="}},
+			},
+		},
+		{
 			name: "kvm_disks",
 			vmi: func() *apiv1.VirtualMachineInstance {
 				v := testVMI("1Gi")
@@ -259,6 +276,14 @@ func TestBuildErrors(t *testing.T) {
 			v.Spec.Domain.Firmware, o.NvramPath = efi(), "/var/lib/virtplane/vms/../../etc/x"
 		}, "not absolute and clean"},
 		{"nvram for bios", func(_ *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) { o.NvramPath = "/n.fd" }, "only for EFI"},
+		{"rbd nvram for bios", func(_ *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) { o.NvramRbd = rbdImage("n") }, "only for EFI"},
+		{"nvram file and rbd", func(v *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
+			v.Spec.Domain.Firmware, o.NvramPath, o.NvramRbd = efi(), "/n.fd", rbdImage("n")
+		}, "both given"},
+		{"rbd nvram without a secret", func(v *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
+			v.Spec.Domain.Firmware, o.NvramRbd = efi(), rbdImage("n")
+			o.NvramRbd.SecretUsage = ""
+		}, "NVRAM: an rbd image needs monitors, pool, image, user and secret"},
 		{"nvram with kernel boot", func(_ *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
 			o.KernelPath, o.NvramPath = "/k", "/n.fd"
 		}, "kernel boot cannot use EFI"},
@@ -277,6 +302,10 @@ func TestBuildErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func rbdImage(image string) *launcherpb.RBDDisk {
+	return &launcherpb.RBDDisk{Monitors: []string{"169.254.7.254:3300"}, Pool: "vp", Image: image, User: "virtplane", SecretUsage: "virtplane-ceph"}
 }
 
 func efi() *apiv1.Firmware {

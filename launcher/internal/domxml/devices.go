@@ -1,6 +1,7 @@
 package domxml
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -175,21 +176,9 @@ func diskSource(s *launcherpb.DiskSource, format string) (*libvirtxml.DomainDisk
 		if format != "raw" {
 			return nil, nil, fmt.Errorf("disk %q: an rbd disk is raw, not %s", s.GetName(), format)
 		}
-		if r.GetPool() == "" || r.GetImage() == "" || r.GetUser() == "" || r.GetSecretUsage() == "" || len(r.GetMonitors()) == 0 {
-			return nil, nil, fmt.Errorf("disk %q: an rbd disk needs monitors, pool, image, user and secret", s.GetName())
-		}
-		net := &libvirtxml.DomainDiskSourceNetwork{
-			Protocol: "rbd",
-			Name:     r.GetPool() + "/" + r.GetImage(),
-			Auth: &libvirtxml.DomainDiskAuth{Username: r.GetUser(),
-				Secret: &libvirtxml.DomainDiskSecret{Type: "ceph", Usage: r.GetSecretUsage()}},
-		}
-		for _, m := range r.GetMonitors() {
-			ap, err := netip.ParseAddrPort(m)
-			if err != nil {
-				return nil, nil, fmt.Errorf("disk %q: monitor %q: %w", s.GetName(), m, err)
-			}
-			net.Hosts = append(net.Hosts, libvirtxml.DomainDiskSourceHost{Name: ap.Addr().String(), Port: strconv.Itoa(int(ap.Port()))})
+		net, err := rbdNetwork(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("disk %q: %w", s.GetName(), err)
 		}
 		// librbd's cache is coherent across a migration (QEMU flushes it
 		// when the source lets go), and writeback is what it is built for.
@@ -212,4 +201,27 @@ func diskSuffix(i int) string {
 		s = string(rune('a'+(i-1)%26)) + s
 	}
 	return s
+}
+
+// rbdNetwork is an image on a Ceph pool as QEMU opens it: the class's
+// monitors, pool/image, and the user whose key is the libvirt secret of
+// that usage (SyncOptions.ceph_secrets).
+func rbdNetwork(r *launcherpb.RBDDisk) (*libvirtxml.DomainDiskSourceNetwork, error) {
+	if r.GetPool() == "" || r.GetImage() == "" || r.GetUser() == "" || r.GetSecretUsage() == "" || len(r.GetMonitors()) == 0 {
+		return nil, errors.New("an rbd image needs monitors, pool, image, user and secret")
+	}
+	net := &libvirtxml.DomainDiskSourceNetwork{
+		Protocol: "rbd",
+		Name:     r.GetPool() + "/" + r.GetImage(),
+		Auth: &libvirtxml.DomainDiskAuth{Username: r.GetUser(),
+			Secret: &libvirtxml.DomainDiskSecret{Type: "ceph", Usage: r.GetSecretUsage()}},
+	}
+	for _, m := range r.GetMonitors() {
+		ap, err := netip.ParseAddrPort(m)
+		if err != nil {
+			return nil, fmt.Errorf("monitor %q: %w", m, err)
+		}
+		net.Hosts = append(net.Hosts, libvirtxml.DomainDiskSourceHost{Name: ap.Addr().String(), Port: strconv.Itoa(int(ap.Port()))})
+	}
+	return net, nil
 }
