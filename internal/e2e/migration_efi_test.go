@@ -5,6 +5,9 @@ import (
 	"os"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
@@ -121,11 +124,20 @@ func (e *efiMigration) run(startOn func(a, b *mnNode) *mnNode) *mnNode {
 		return c.vm(e.name).GetStatus().GetPrintableStatus() == apiv1.PrintableStopped
 	})
 	to := startOn(a, b)
-	vm := c.vm(e.name)
-	vm.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: to.Name}
-	if _, err := c.api.VMs.Update(c.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm}); err != nil {
-		t.Fatal(err)
-	}
+	// The VM controller writes the VM's status meanwhile: an update
+	// that lost the race is made again on the newer VM.
+	testutil.EventuallyNoError(t, stateTimeout, "the VM pinned to "+to.Name, func() error {
+		vm := c.vm(e.name)
+		vm.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: to.Name}
+		_, err := c.api.VMs.Update(c.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vm})
+		if status.Code(err) == codes.Aborted {
+			return err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
 	if _, err := c.api.VMs.Start(c.ctx, &apiv1.StartVirtualMachineRequest{Key: c.key(e.name)}); err != nil {
 		t.Fatal(err)
 	}

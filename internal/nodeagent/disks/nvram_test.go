@@ -2,12 +2,17 @@ package disks
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/storage"
 )
 
 // An EFI guest's NVRAM is named in its VM's directory (made, with its
@@ -60,5 +65,95 @@ func TestPrepareNVRAMPath(t *testing.T) {
 	// The file itself is libvirt's to make from the template.
 	if _, err := os.Stat(nodedir.NVRAMPath(vmDir)); !os.IsNotExist(err) {
 		t.Errorf("Prepare made the NVRAM file: %v", err)
+	}
+}
+
+// fakeClasses is the storage room as the disk room sees it.
+type fakeClasses map[string]*storage.Class
+
+func (f fakeClasses) Lookup(_ context.Context, name string) (*storage.Class, error) {
+	if c, ok := f[name]; ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("storage class %q does not exist or does not select this node", name)
+}
+
+// An EFI VM whose volumes are all on one shared filesystem class keeps its
+// NVRAM in its directory there (made; the file is libvirt's to create),
+// a migration's target only names it, and a VM with volumes on two
+// classes keeps it on the node.
+func TestPrepareNVRAMOnASharedClass(t *testing.T) {
+	const vmUID = "5d1e0f2a-0000-4000-8000-0000000000bb"
+	layout := nodedir.Layout{Root: t.TempDir()}
+	shared, other := t.TempDir(), t.TempDir()
+	class := func(name, path string) *storage.Class {
+		return &storage.Class{Name: name, Spec: &apiv1.StorageClass{Spec: &apiv1.StorageClassSpec{
+			SharedFilesystem: &apiv1.SharedFilesystemStorage{Path: path}}}}
+	}
+	p := New(Options{ImageDir: t.TempDir(), Layout: layout, Classes: fakeClasses{"nfs": class("nfs", shared), "nfs2": class("nfs2", other)}})
+	vmiDir, err := layout.VMIDir(uid1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi := func(classes ...string) *apiv1.VirtualMachineInstance {
+		v := &apiv1.VirtualMachineInstance{
+			Metadata: &apiv1.ObjectMeta{Uid: uid1, Namespace: "default", Name: "vm"},
+			Spec: &apiv1.VirtualMachineInstanceSpec{Domain: &apiv1.DomainSpec{
+				Firmware: &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}}},
+		}
+		// Volumes without disks: only the NVRAM is prepared.
+		for i, c := range classes {
+			v.Spec.Volumes = append(v.Spec.Volumes, &apiv1.Volume{Name: fmt.Sprintf("v%d", i),
+				Persistent: &apiv1.PersistentVolume{Size: "1Gi", StorageClass: c}})
+		}
+		return v
+	}
+	rec := &state.VMI{UID: uid1, VMUID: vmUID, Namespace: "default", Name: "vm", Dir: vmiDir}
+	ctx := context.Background()
+
+	opts, err := p.Prepare(ctx, vmi("nfs", "nfs"), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := filepath.Join(shared, "virtplane", "vms", vmUID, "nvram.fd")
+	if opts.NvramPath != want || opts.NvramRbd != nil {
+		t.Fatalf("NVRAM %q (rbd %v), want %s", opts.NvramPath, opts.NvramRbd, want)
+	}
+	if fi, err := os.Stat(filepath.Dir(want)); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o711 {
+		t.Fatalf("the VM's directory on the class: %v, %v; want a traversable directory", fi, err)
+	}
+	if _, err := os.Stat(want); !os.IsNotExist(err) {
+		t.Errorf("Prepare made the NVRAM file: %v", err)
+	}
+
+	opts, err = p.PrepareIncoming(ctx, vmi("nfs2"), rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(other, "virtplane", "vms", vmUID, "nvram.fd"); opts.NvramPath != want {
+		t.Fatalf("incoming NVRAM %q, want %s", opts.NvramPath, want)
+	}
+	if _, err := os.Stat(filepath.Join(other, "virtplane")); !os.IsNotExist(err) {
+		t.Errorf("a migration's target made the source's directory: %v", err)
+	}
+
+	vmDir, err := layout.VMDir(vmUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]*apiv1.VirtualMachineInstance{
+		"two classes":       vmi("nfs", "nfs2"),
+		"a class and local": vmi("nfs", ""),
+	} {
+		opts, err := p.Prepare(ctx, v, rec)
+		if err != nil || opts.NvramPath != nodedir.NVRAMPath(vmDir) {
+			t.Errorf("%s: NVRAM %q, %v; want the node's %s", name, opts.GetNvramPath(), err, nodedir.NVRAMPath(vmDir))
+		}
+	}
+
+	_, err = p.Prepare(ctx, vmi("gone"), rec)
+	var pe *Error
+	if !errors.As(err, &pe) || !pe.Retry || pe.Reason != apiv1.ReasonDataVolumeError || !strings.Contains(pe.Error(), "EFI NVRAM (storage class gone)") {
+		t.Fatalf("a class the node lacks: %v, want a retried DataVolumeError naming it", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/firmware"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
@@ -54,6 +55,10 @@ type Options struct {
 	// NodeName names what the node makes in shared storage for a while
 	// (an image's import into a pool).
 	NodeName string
+	// Firmware names the EFI build libvirt boots a guest with, whose
+	// VARS template an NVRAM on RBD is made from; nil reads the host's
+	// firmware descriptors (package firmware).
+	Firmware Firmware
 	// Clock times provisioning for the log; the real clock when nil.
 	Clock  clock.PassiveClock
 	Logger *slog.Logger
@@ -72,6 +77,9 @@ func New(opts Options) *Preparer {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.Firmware == nil {
+		opts.Firmware = &firmware.Resolver{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -172,30 +180,11 @@ func (p *Preparer) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		opts.KernelCmdline = kb.GetCmdline()
 	}
 	if validation.BootsEFI(vmi.GetSpec()) {
-		var err error
-		if opts.NvramPath, err = p.nvramPath(vmi, rec); err != nil {
+		if err := p.nvram(ctx, vmi, rec, opts, incoming); err != nil {
 			return nil, err
 		}
 	}
 	return opts, nil
-}
-
-// nvramPath is where an EFI guest's variable store lives (keptDir, like
-// a persistent volume). A VM's directory is made here (EnsureVMDir does
-// nothing for a bare VMI); the file is libvirt's to create from the
-// firmware's template.
-func (p *Preparer) nvramPath(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (string, error) {
-	dir, err := p.keptDir(rec)
-	if err != nil {
-		return "", failed(fmt.Errorf("nvram: %w", err))
-	}
-	if err := p.ensureVMDir(vmi, rec); err != nil {
-		if _, ok := errors.AsType[*Error](err); ok {
-			return "", err
-		}
-		return "", fmt.Errorf("nvram: %w", err)
-	}
-	return nodedir.NVRAMPath(dir), nil
 }
 
 // imageDisk gives a disk a qcow2 overlay over its base image, so
