@@ -3,12 +3,14 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
@@ -190,4 +192,107 @@ func TestEFIGuestMigratesWithItsNVRAM(t *testing.T) {
 		},
 	}
 	e.run(func(a, _ *mnNode) *mnNode { return a })
+}
+
+// TestEFIGuestMigratesWithItsNVRAMOnRBD: an EFI guest whose disk is a
+// volume on an rbd class keeps its NVRAM there too, as an image made from
+// the firmware's VARS template: it migrates A → B → A copying nothing
+// (the disk and the variables are the pool's), no node holds a copy of
+// the variables, and after a stop it starts on B with them.
+func TestEFIGuestMigratesWithItsNVRAMOnRBD(t *testing.T) {
+	c := newMultiNodeCluster(t, mnOptions{ceph: true, serverArgs: loopbackImageSource})
+	t.Cleanup(c.dumpOnFailure)
+	c.rbdClass("ceph")
+	c.waitNodesReach("ceph")
+	image := c.efiImage()
+	vm := diskVM(c.ns, "efi", image, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}})
+	vm.Spec.Template.Spec.Volumes[0] = &apiv1.Volume{Name: "root",
+		Persistent: &apiv1.PersistentVolume{Size: "64Mi", Image: image, StorageClass: "ceph"}}
+	c.create(vm)
+	vmUID := c.vm("efi").GetMetadata().GetUid()
+	cl, _ := sharedCeph.Get(t)
+	nvram := cl.Pool() + "/" + ceph.NVRAMImage(vmUID)
+	noLocalCopy := func() {
+		for _, n := range c.nodes {
+			dir, err := nodedir.Layout{Root: n.NodeDir}.VMDir(vmUID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(nodedir.NVRAMPath(dir)); !os.IsNotExist(err) {
+				t.Errorf("%s holds an NVRAM file of the VM: %v", n.Name, err)
+			}
+		}
+	}
+	e := &efiMigration{c: c, name: "efi",
+		store: func(*mnNode) (uint32, error) {
+			b, err := cl.Admin(c.ctx, "rbd", "export", "--no-progress", nvram, "-")
+			if err != nil {
+				return 0, err
+			}
+			return testguest.BootCount(b)
+		},
+		afterMove: func(_, _ *mnNode) {
+			st := c.lastMigration("efi").GetStatus().GetMigrationState()
+			if st.GetMethod() != apiv1.MigrationMethodLive || st.GetProgress().GetDiskTotalBytes() != 0 {
+				t.Errorf("method %s with %d disk bytes, want %s and none", st.GetMethod(), st.GetProgress().GetDiskTotalBytes(), apiv1.MigrationMethodLive)
+			}
+			noLocalCopy()
+		},
+	}
+	e.run(func(_, b *mnNode) *mnNode { return b })
+	noLocalCopy()
+	out, err := cl.Admin(c.ctx, "rbd", "info", nvram)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the NVRAM image:\n%s", out)
+}
+
+// TestSecureBootGuestMigrates: a guest with Secure Boot on (OVMF's
+// enrolled build, SMM) migrates too, with its variables: the enrolled
+// template starts at MTC 1 (Debian booted it once to enroll the keys),
+// so the guest's first boot makes 2, which the target's store holds after
+// the migration, with the platform key. The test image's GRUB is
+// unsigned, so OVMF refuses to boot it and stays in its boot manager: the
+// guest runs, with no boot marker.
+func TestSecureBootGuestMigrates(t *testing.T) {
+	c := newMultiNodeCluster(t, mnOptions{serverArgs: loopbackImageSource})
+	t.Cleanup(c.dumpOnFailure)
+	image := c.efiImage()
+	c.create(diskVM(c.ns, "sb", image, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{SecureBoot: true}}))
+	vmUID := c.vm("sb").GetMetadata().GetUid()
+	store := func(n *mnNode) ([]byte, error) {
+		dir, err := nodedir.Layout{Root: n.NodeDir}.VMDir(vmUID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return os.ReadFile(nodedir.NVRAMPath(dir))
+	}
+	e := &efiMigration{c: c, name: "sb", store: func(n *mnNode) (uint32, error) {
+		b, err := store(n)
+		if err != nil {
+			return 0, err
+		}
+		return testguest.BootCount(b)
+	}}
+	first := c.waitRunning("sb")
+	a := c.nodeNamed(first.GetStatus().GetNodeName())
+	b := c.otherNode(a)
+	e.wantBootCount(a, 2, "after the first boot on "+a.Name)
+	m := c.migrate("sb", b)
+	st := m.GetStatus().GetMigrationState()
+	t.Logf("%s → %s: job %d ms, downtime %d ms", a.Name, b.Name, st.GetProgress().GetElapsedMs(), st.GetProgress().GetDowntimeMs())
+	e.wantBootCount(b, 2, "after the migration to "+b.Name)
+	vars, err := store(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := testguest.EFIVariables(vars)
+	if err != nil || !slices.ContainsFunc(list, func(v testguest.EFIVariable) bool { return v.Name == "PK" }) {
+		t.Fatalf("the target's store holds no platform key (%v)", err)
+	}
+	testutil.EventuallyNoError(t, stateTimeout, "sb on "+b.Name+" only", func() error { return c.runsOnlyOn("sb", b) })
+	if v := c.vmi("sb"); v.GetMetadata().GetUid() != first.GetMetadata().GetUid() || v.GetStatus().GetPhase() != apiv1.PhaseRunning {
+		t.Fatalf("after the migration: %s %s", v.GetMetadata().GetUid(), v.GetStatus().GetPhase())
+	}
 }
