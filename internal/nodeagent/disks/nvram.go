@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -31,8 +32,20 @@ func (p *Preparer) nvram(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	name := validation.NVRAMStorageClass(vmi.GetSpec())
 	if name == "" {
 		path, err := p.nvramPath(vmi, rec)
+		if err != nil {
+			return err
+		}
+		if incoming {
+			// A file left here by an earlier stint of the VM holds old
+			// variables. QEMU would overwrite it when the guest resumes,
+			// but a migration that fails first must not leave it for a
+			// later start: libvirt makes a fresh one from the template.
+			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("nvram: %w", err)
+			}
+		}
 		opts.NvramPath = path
-		return err
+		return nil
 	}
 	nvErr := func(err error) error {
 		return &Error{Reason: apiv1.ReasonDataVolumeError, Retry: true, Err: fmt.Errorf("EFI NVRAM (storage class %s): %w", name, err)}

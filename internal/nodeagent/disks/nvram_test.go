@@ -157,3 +157,48 @@ func TestPrepareNVRAMOnASharedClass(t *testing.T) {
 		t.Fatalf("a class the node lacks: %v, want a retried DataVolumeError naming it", err)
 	}
 }
+
+// A migration's target starts from no NVRAM file of its own: what an
+// earlier stint of the VM left on the node holds old variables (QEMU
+// writes the source's over it when the guest resumes here; a migration
+// that fails before must not leave them for a later start).
+func TestPrepareIncomingDropsAStaleNVRAM(t *testing.T) {
+	const vmUID = "5d1e0f2a-0000-4000-8000-0000000000cc"
+	layout := nodedir.Layout{Root: t.TempDir()}
+	p := New(Options{ImageDir: t.TempDir(), Layout: layout})
+	vmiDir, err := layout.VMIDir(uid1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vmi := &apiv1.VirtualMachineInstance{
+		Metadata: &apiv1.ObjectMeta{Uid: uid1, Namespace: "default", Name: "vm"},
+		Spec: &apiv1.VirtualMachineInstanceSpec{Domain: &apiv1.DomainSpec{
+			Firmware: &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}}},
+	}
+	rec := &state.VMI{UID: uid1, VMUID: vmUID, Namespace: "default", Name: "vm", Dir: vmiDir}
+	ctx := context.Background()
+	opts, err := p.Prepare(ctx, vmi, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(opts.NvramPath, []byte("old variables"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A start keeps the file: it is the VM's variables.
+	if _, err := p.Prepare(ctx, vmi, rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(opts.NvramPath); err != nil {
+		t.Fatalf("a start removed the NVRAM: %v", err)
+	}
+	in, err := p.PrepareIncoming(ctx, vmi, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.NvramPath != opts.NvramPath {
+		t.Fatalf("incoming NVRAM %q, want %q", in.NvramPath, opts.NvramPath)
+	}
+	if _, err := os.Stat(in.NvramPath); !os.IsNotExist(err) {
+		t.Fatalf("the stale NVRAM is still there for the migration's target: %v", err)
+	}
+}
