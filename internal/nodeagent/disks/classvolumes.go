@@ -2,6 +2,7 @@ package disks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -23,14 +24,15 @@ type Classes interface {
 	Lookup(ctx context.Context, name string) (*storage.Class, error)
 }
 
-// owner is the uid a VMI's kept state belongs to: its VM's, or its own
-// for a bare instance; checked, since it names directories and images.
+// owner is the uid a VMI's volumes on a class belong to: its VM's (only
+// VMs have persistent volumes on classes: replica sets have none, and
+// bare instances are not made by users); checked, since it names
+// directories and images.
 func owner(rec *state.VMI) (string, error) {
-	o := rec.VMUID
-	if o == "" {
-		o = rec.UID
+	if rec.VMUID == "" {
+		return "", errors.New("volumes on a storage class belong to a VM, and this instance has none")
 	}
-	return o, validation.CheckUID(o)
+	return rec.VMUID, validation.CheckUID(rec.VMUID)
 }
 
 // classVolume attaches persistent volume d on a storage class, made on
@@ -71,8 +73,21 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 		src.Format, src.Rbd = "raw", class.RBDDisk(image)
 		addSecret(opts, class.Secret())
 	case class.SharedPath() != "":
-		dir := nodedir.VolumesDir(class.SharedVMDir(own))
-		if src.Path, err = nodedir.FileIn(dir, d.GetName()+".qcow2"); err != nil {
+		// The VM's directory there has its vm.json, checked as a node's
+		// own: another namespace's VM's volumes are never handed over.
+		layout := class.SharedLayout()
+		err := layout.EnsureVMDir(own, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName())
+		if errors.Is(err, nodedir.ErrForeign) {
+			return nil, failed(fmt.Errorf("metadata.owner_references: %w", err))
+		}
+		if err != nil {
+			return nil, volErr(err)
+		}
+		vmDir, err := layout.VMDir(own)
+		if err != nil {
+			return nil, failed(err)
+		}
+		if src.Path, err = nodedir.FileIn(nodedir.VolumesDir(vmDir), d.GetName()+".qcow2"); err != nil {
 			return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
 		}
 		src.Format, src.Shared = "qcow2", true
