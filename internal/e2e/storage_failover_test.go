@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -44,15 +43,13 @@ func writes(t *testing.T, marker string) int {
 // lastWrite is the highest write count con shows as reaching the disk,
 // and whether a failed write came after it.
 func lastWrite(con *console) (last int, failedAfter bool) {
-	for _, line := range strings.Split(con.text(), "\n") {
-		if _, ok := testguest.FindMarker(line, testguest.MarkerPersistWriteFailed); ok {
+	testguest.EachMarker(con.text(), func(marker, rest string) {
+		if marker == testguest.MarkerPersistWriteFailed {
 			failedAfter = true
-		} else if rest, ok := testguest.FindMarker(line, testguest.MarkerPersistWrite); ok {
-			if n, err := strconv.Atoi(testguest.Fields(rest)["writes"]); err == nil && n > last {
-				last, failedAfter = n, false
-			}
+		} else if n, err := strconv.Atoi(testguest.Fields(rest)["writes"]); err == nil && n > last {
+			last, failedAfter = n, false
 		}
-	}
+	}, testguest.MarkerPersistWriteFailed, testguest.MarkerPersistWrite)
 	return last, failedAfter
 }
 

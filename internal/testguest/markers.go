@@ -51,6 +51,20 @@ func markerIn(line, marker string) (string, bool) {
 	}
 }
 
+// EachMarker calls fn, in console order, with what follows each marker
+// of the given kinds, and which marker it was: markers that share a
+// prefix (MarkerPersistWrite, MarkerPersistWriteFailed) are told apart.
+func EachMarker(console string, fn func(marker, rest string), markers ...string) {
+	for _, line := range consoleLines(console) {
+		for _, m := range markers {
+			if rest, ok := markerIn(line, m); ok {
+				fn(m, rest)
+				break
+			}
+		}
+	}
+}
+
 // CountMarker counts the console lines that carry marker, e.g. to see a
 // guest that booted twice.
 func CountMarker(console, marker string) int {
