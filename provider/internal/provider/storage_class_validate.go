@@ -158,7 +158,7 @@ func (r *storageClassResource) ValidateConfig(ctx context.Context, req resource.
 		for _, a := range attrs {
 			if v, ok := obj.Attributes()[a]; ok && v.IsNull() {
 				resp.Diagnostics.AddAttributeError(path.Root(block).AtName(a), "Missing "+a,
-					fmt.Sprintf("%s.%s is required in a %s block.", block, a, block))
+					fmt.Sprintf("%s.%s is required in the %s block.", block, a, block))
 			}
 		}
 	}
