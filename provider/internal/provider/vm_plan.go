@@ -38,10 +38,10 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	if d := req.State.Get(ctx, &state); d.HasError() {
 		return
 	}
+	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())
 	if refuseVolumeClassChanges(ctx, &resp.Diagnostics, &state.instanceSpecModel, &plan.instanceSpecModel, path.Empty()) {
 		return
 	}
-	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())
 	changed := restartChanges(ctx, &state.vmModel, &plan.vmModel)
 	d := decideRestart(plan.RunStrategy.ValueString(), plan.UpdatePolicy.ValueString(),
 		instanceActive(state.Status), len(changed) > 0 || state.RestartRequired.ValueBool())
