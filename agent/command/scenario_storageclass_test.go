@@ -82,14 +82,14 @@ func TestScenarioStorageClasses(t *testing.T) {
 		t.Fatalf("the server holds for ceph-b: %v, %v; want the keyring's key", got.GetStorageClass().GetSpec().GetRbd(), err)
 	}
 
-	// READY: Unknown until the server has judged a class, False for these
-	// made-up places once it has.
+	// READY: Unknown until the server has judged a class; then False for
+	// made-up monitors, True for a shared filesystem (its nodes check it).
 	table := mustCLI("", "get", "storageclasses")
 	for _, re := range []string{
 		`(?m)^NAME\s+KIND\s+WHERE\s+NODE-SELECTOR\s+READY\s+KEY-SET\s+AGE$`,
 		`(?m)^ceph\s+rbd\s+vms@10\.0\.0\.1:3300,10\.0\.0\.2:3300\s+example\.com/ceph=true\s+(Unknown|False)\s+True\s+\S+$`,
 		`(?m)^ceph-b\s+rbd\s+vms@10\.0\.0\.1:3300,10\.0\.0\.2:3300\s+<none>\s+(Unknown|False)\s+True\s+\S+$`,
-		`(?m)^nfs\s+shared_filesystem\s+/mnt/vms\s+example\.com/nfs=true\s+(Unknown|False)\s+<none>\s+\S+$`,
+		`(?m)^nfs\s+shared_filesystem\s+/mnt/vms\s+example\.com/nfs=true\s+(Unknown|True)\s+<none>\s+\S+$`,
 	} {
 		if !regexp.MustCompile(re).MatchString(table) {
 			t.Fatalf("get storageclasses lacks %s:\n%s", re, table)
