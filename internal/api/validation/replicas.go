@@ -97,9 +97,12 @@ func ValidatePool(p *apiv1.VirtualMachinePool, opts Options) field.ErrorList {
 	return append(errs, validateReplicaSize(p)...)
 }
 
-// ValidatePoolUpdate is ValidateReplicaSetUpdate for a pool.
+// ValidatePoolUpdate is ValidateReplicaSetUpdate for a pool; its VMs'
+// persistent volumes keep their storage classes too
+// (ValidateVolumeStorageClassUpdate).
 func ValidatePoolUpdate(newPool, oldPool *apiv1.VirtualMachinePool, opts Options) field.ErrorList {
-	errs := ValidatePool(newPool, opts)
+	errs := append(ValidatePool(newPool, opts), ValidateVolumeStorageClassUpdate(poolInstanceSpec(newPool), poolInstanceSpec(oldPool),
+		field.NewPath("spec", "virtual_machine_template", "spec", "template", "spec"))...)
 	if oldPool == nil {
 		return errs
 	}

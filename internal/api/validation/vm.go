@@ -111,7 +111,8 @@ func listSize[T proto.Message](l []T) int {
 // ValidateVirtualMachineUpdate checks newVM and that identity fields did not
 // change from oldVM. A nil oldVM leaves nothing to compare against.
 func ValidateVirtualMachineUpdate(newVM, oldVM *apiv1.VirtualMachine, opts Options) field.ErrorList {
-	errs := ValidateVirtualMachine(newVM, opts)
+	errs := append(ValidateVirtualMachine(newVM, opts), ValidateVolumeStorageClassUpdate(newVM.GetSpec().GetTemplate().GetSpec(),
+		oldVM.GetSpec().GetTemplate().GetSpec(), field.NewPath("spec", "template", "spec"))...)
 	if oldVM == nil {
 		return errs
 	}

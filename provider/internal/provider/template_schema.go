@@ -206,6 +206,15 @@ func diskBlock(o specSchema) schema.ListNestedBlock {
 							Description: "Image copied in when the disk is created; unset for a blank disk.",
 							Validators:  []validator.String{imagePathValidator()},
 						},
+						"storage_class": schema.StringAttribute{
+							Optional: true,
+							Description: "Storage class the volume lives on (`virtplane_storage_class`): unset or " +
+								"`local`, a file on the node that made it, which pins the VM to that node; an `rbd` or " +
+								"`shared_filesystem` class keeps it off any one node. The class must exist. It cannot " +
+								"change once set (the volume exists there): a change is refused at plan time; rename " +
+								"the disk to get a new volume on another class.",
+							Validators: []validator.String{dnsLabelValidator()},
+						},
 					},
 				},
 				"cloud_init": schema.SingleNestedBlock{

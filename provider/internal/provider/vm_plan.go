@@ -15,8 +15,9 @@ import (
 )
 
 // What plan says about virtplane_virtual_machine: what apply will do to a
-// running guest (vm_plan_restart.go decides), and when source_snapshot
-// replaces the VM.
+// running guest (vm_plan_restart.go decides), when source_snapshot
+// replaces the VM, and that a persistent disk cannot move to another
+// storage class (template_plan_volumes.go).
 
 // ModifyPlan says at plan time what apply will do to a running guest, and
 // plans the restart that update_policy = "restart" owes a VM whose
@@ -38,6 +39,9 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 		return
 	}
 	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())
+	if refuseVolumeClassChanges(ctx, &resp.Diagnostics, &state.instanceSpecModel, &plan.instanceSpecModel, path.Empty()) {
+		return
+	}
 	changed := restartChanges(ctx, &state.vmModel, &plan.vmModel)
 	d := decideRestart(plan.RunStrategy.ValueString(), plan.UpdatePolicy.ValueString(),
 		instanceActive(state.Status), len(changed) > 0 || state.RestartRequired.ValueBool())
