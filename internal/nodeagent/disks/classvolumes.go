@@ -60,11 +60,13 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 	src := diskSource(d)
 	switch {
 	case class.RBD() != nil:
-		var base *storage.Base
-		if pv.GetImage() != "" && !incoming {
-			if base, err = p.baseImage(ctx, pv.GetImage(), q.Value()); err != nil {
-				return nil, volErr(err)
+		// The image is read only to make the volume: a node the VM fails
+		// over to need not hold it.
+		base := func() (*storage.Base, error) {
+			if pv.GetImage() == "" {
+				return nil, nil
 			}
+			return p.baseImage(ctx, pv.GetImage(), q.Value())
 		}
 		image, err := p.rbdVolume(ctx, vmi, d, pv, class, own, q.Value(), base, incoming)
 		if err != nil {
@@ -106,17 +108,30 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 }
 
 // rbdVolume provisions (or, incoming, only finds) the volume's image.
-func (p *Preparer) rbdVolume(ctx context.Context, vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, pv *apiv1.PersistentVolume, class *storage.Class, own string, size int64, base *storage.Base, incoming bool) (string, error) {
-	if incoming {
-		image := ceph.VolumeImage(own, d.GetName())
-		if _, err := class.Conn.Info(ctx, image); err != nil {
-			return "", fmt.Errorf("the volume a migration brings: %w", err)
-		}
+func (p *Preparer) rbdVolume(ctx context.Context, vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, pv *apiv1.PersistentVolume, class *storage.Class, own string, size int64, baseOf func() (*storage.Base, error), incoming bool) (string, error) {
+	image := ceph.VolumeImage(own, d.GetName())
+	info, err := class.Conn.Info(ctx, image)
+	switch {
+	case err == nil && (incoming || info.Size >= size):
 		return image, nil
+	case incoming:
+		return "", fmt.Errorf("the volume a migration brings: %w", err)
+	case err != nil && !errors.Is(err, ceph.ErrNotFound):
+		return "", err
+	}
+	exists := err == nil // and smaller than its size: grown below
+	var base *storage.Base
+	if !exists { // a new volume: made from its image, if it has one
+		if base, err = baseOf(); err != nil {
+			return "", err
+		}
 	}
 	if p.opts.Progress != nil {
 		msg := fmt.Sprintf("creating persistent volume %q (%s) on storage class %s", d.GetName(), pv.GetSize(), class.Name)
-		if base != nil {
+		switch {
+		case exists:
+			msg = fmt.Sprintf("growing persistent volume %q to %s on storage class %s", d.GetName(), pv.GetSize(), class.Name)
+		case base != nil:
 			msg = fmt.Sprintf("cloning image %s into persistent volume %q (%s) on storage class %s", pv.GetImage(), d.GetName(), pv.GetSize(), class.Name)
 		}
 		if err := p.opts.Progress.Provisioning(ctx, vmi, msg); err != nil {
