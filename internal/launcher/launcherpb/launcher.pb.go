@@ -28,15 +28,22 @@ const (
 
 // DiskSource is a disk the node agent prepared for the domain.
 type DiskSource struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`     // the VMI disk/volume name
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`     // absolute path of the file
-	Format        string                 `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"` // qcow2 or raw
-	Device        string                 `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"` // disk or cdrom
-	Bus           string                 `protobuf:"bytes,5,opt,name=bus,proto3" json:"bus,omitempty"`       // virtio, sata or scsi
-	ReadOnly      bool                   `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	BootOrder     int32                  `protobuf:"varint,7,opt,name=boot_order,json=bootOrder,proto3" json:"boot_order,omitempty"` // 0: none
-	Serial        string                 `protobuf:"bytes,8,opt,name=serial,proto3" json:"serial,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`     // the VMI disk/volume name
+	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`     // absolute path of the file
+	Format    string                 `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"` // qcow2 or raw
+	Device    string                 `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"` // disk or cdrom
+	Bus       string                 `protobuf:"bytes,5,opt,name=bus,proto3" json:"bus,omitempty"`       // virtio, sata or scsi
+	ReadOnly  bool                   `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	BootOrder int32                  `protobuf:"varint,7,opt,name=boot_order,json=bootOrder,proto3" json:"boot_order,omitempty"` // 0: none
+	Serial    string                 `protobuf:"bytes,8,opt,name=serial,proto3" json:"serial,omitempty"`
+	// The size in bytes the disk must have (a persistent volume's, rounded
+	// up to whole 512-byte sectors); 0 for disks without one. Sync grows a
+	// running domain's disk whose capacity is below it (libvirt's block
+	// resize, which QEMU announces to the guest); it never shrinks one. A
+	// stopped guest's disk is grown before it starts, by whoever owns the
+	// volume (the node agent for files).
+	SizeBytes     int64 `protobuf:"varint,9,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -125,6 +132,13 @@ func (x *DiskSource) GetSerial() string {
 		return x.Serial
 	}
 	return ""
+}
+
+func (x *DiskSource) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
 }
 
 // SyncOptions are the node-side decisions the domain is built from.
@@ -1202,7 +1216,7 @@ var File_internal_launcher_launcherpb_launcher_proto protoreflect.FileDescriptor
 
 const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\n" +
-	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\xca\x01\n" +
+	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\xe9\x01\n" +
 	"\n" +
 	"DiskSource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1213,7 +1227,9 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\tread_only\x18\x06 \x01(\bR\breadOnly\x12\x1d\n" +
 	"\n" +
 	"boot_order\x18\a \x01(\x05R\tbootOrder\x12\x16\n" +
-	"\x06serial\x18\b \x01(\tR\x06serial\"\xfd\x02\n" +
+	"\x06serial\x18\b \x01(\tR\x06serial\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\t \x01(\x03R\tsizeBytes\"\xfd\x02\n" +
 	"\vSyncOptions\x12\x10\n" +
 	"\x03kvm\x18\x01 \x01(\bR\x03kvm\x12 \n" +
 	"\ftb_cache_mib\x18\x02 \x01(\x05R\n" +
