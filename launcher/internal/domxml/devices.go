@@ -24,6 +24,16 @@ func alias(kind, name string) *libvirtxml.DomainAlias {
 	return &libvirtxml.DomainAlias{Name: a}
 }
 
+// DiskAlias is the alias of the VMI's disk name in the domain, as
+// libvirt keeps it in the live XML; "" for a name that makes no valid
+// alias (then the disk has none).
+func DiskAlias(name string) string {
+	if a := alias("disk", name); a != nil {
+		return a.Name
+	}
+	return ""
+}
+
 func buildDevices(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*libvirtxml.DomainDeviceList, error) {
 	zero := uint(0)
 	d := &libvirtxml.DomainDeviceList{
