@@ -13,8 +13,9 @@ import (
 // once they may exist: grow them, never shrink them or swap their image.
 // A persistent volume is known by its name (its file on the node, its
 // image in a pool): the same name in the old and the new template is the
-// same disk. The API (ValidateVirtualMachineUpdate) and the provider
-// (plan time) both ask ValidatePersistentVolumeUpdate; the VM controller
+// same disk. The API (ValidateVirtualMachineUpdate, ValidatePoolUpdate)
+// and the provider (plan time) ask ValidatePersistentVolumeUpdate; the VM
+// controller
 // and the provider both ask GrowVolumes whether a change applies to a
 // running guest.
 
