@@ -208,6 +208,9 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 			}
 		}
 	}
+	if old := apiv1.FindCondition(sc.GetStatus().GetConditions(), apiv1.ConditionReady); old.GetStatus() != ready.Status || old.GetReason() != ready.Reason {
+		c.log.Info("storage class", "class", name, "ready", ready.Status, "reason", ready.Reason, "message", ready.Message, "probe_took", c.opts.Clock().Sub(now))
+	}
 	_, err := c.store.GuaranteedUpdate(ctx, "", name, func(cur *apiv1.StorageClass) (*apiv1.StorageClass, error) {
 		if cur.Status == nil {
 			cur.Status = &apiv1.StorageClassStatus{}

@@ -58,6 +58,9 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 		return nil, volErr(fmt.Errorf("size %q is not a positive quantity", pv.GetSize()))
 	}
 	src := diskSource(d)
+	if src.SizeBytes, err = validation.VolumeBytes(pv.GetSize()); err != nil {
+		return nil, volErr(err)
+	}
 	switch {
 	case class.RBD() != nil:
 		// The image is read only to make the volume: a node the VM fails
@@ -85,11 +88,7 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 		if err != nil {
 			return nil, volErr(err)
 		}
-		vmDir, err := layout.VMDir(own)
-		if err != nil {
-			return nil, failed(err)
-		}
-		if src.Path, err = nodedir.FileIn(nodedir.VolumesDir(vmDir), d.GetName()+".qcow2"); err != nil {
+		if src.Path, err = sharedVolumePath(class, rec, d.GetName()); err != nil {
 			return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
 		}
 		src.Format, src.Shared = "qcow2", true
@@ -175,4 +174,27 @@ func addSecret(opts *launcherpb.SyncOptions, s *launcherpb.CephSecret) {
 		}
 	}
 	opts.CephSecrets = append(opts.CephSecrets, s)
+}
+
+// classOf is the class of a volume on a storage class, as this node uses
+// it.
+func (p *Preparer) classOf(ctx context.Context, pv *apiv1.PersistentVolume) (*storage.Class, error) {
+	if p.opts.Classes == nil {
+		return nil, errors.New("this node has no storage classes")
+	}
+	return p.opts.Classes.Lookup(ctx, pv.GetStorageClass())
+}
+
+// sharedVolumePath is where volume name of rec's VM is on shared
+// filesystem class.
+func sharedVolumePath(class *storage.Class, rec *state.VMI, name string) (string, error) {
+	own, err := owner(rec)
+	if err != nil {
+		return "", err
+	}
+	vmDir, err := class.SharedLayout().VMDir(own)
+	if err != nil {
+		return "", err
+	}
+	return nodedir.FileIn(nodedir.VolumesDir(vmDir), name+".qcow2")
 }
