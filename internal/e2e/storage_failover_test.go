@@ -245,7 +245,7 @@ func TestSharedFilesystemFailover(t *testing.T) {
 		other.Name, time.Since(frozen).Round(100*time.Millisecond))
 	// Never two writers: the new instance was made after the old QEMU
 	// was gone (seen within the poll above, well under 200 ms).
-	if made := moved.GetMetadata().GetCreationTimestamp().AsTime(); made.Before(killedAt.Add(-200*time.Millisecond)) {
+	if made := moved.GetMetadata().GetCreationTimestamp().AsTime(); made.Before(killedAt.Add(-200 * time.Millisecond)) {
 		t.Fatalf("the new instance was made at %s, before the isolated QEMU died (%s)", made.Format(time.StampMilli), killedAt.Format(time.StampMilli))
 	}
 	con2 := other.console(t, moved.GetMetadata().GetUid())

@@ -80,4 +80,3 @@ func (o *orphanSet) set(class string, m map[string]bool) {
 	}
 	o.byClass[class] = m
 }
-
