@@ -22,7 +22,7 @@ import (
 // updateVM applies edit to VM name's latest version and updates it,
 // again on a conflict with the controller's status writes; it returns
 // the update's error otherwise.
-func (c *cluster) updateVM(name string, edit func(vm *apiv1.VirtualMachine)) error {
+func (c *nsAPI) updateVM(name string, edit func(vm *apiv1.VirtualMachine)) error {
 	c.t.Helper()
 	for {
 		vm := proto.Clone(c.vm(name)).(*apiv1.VirtualMachine)
