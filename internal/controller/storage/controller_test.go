@@ -70,7 +70,6 @@ func (s *cephScript) Run(_ context.Context, name string, args ...string) ([]byte
 	return nil, fmt.Errorf("unscripted: %s %v", name, op)
 }
 
-
 const (
 	uidLive = "11111111-1111-4111-8111-111111111111"
 	uidGone = "22222222-2222-4222-8222-222222222222"
@@ -99,7 +98,7 @@ func newFixture(t *testing.T) *fixture {
 	})
 	f.nodes = controllertest.NewCache(db, store.Nodes, &apiv1.Node{
 		Metadata: &apiv1.ObjectMeta{Name: "a"},
-		Status: &apiv1.NodeStatus{Registrations: 1, Storage: []*apiv1.NodeStorage{{Class: "ceph", Ready: true, Address: "169.254.7.1"}}},
+		Status:   &apiv1.NodeStatus{Registrations: 1, Storage: []*apiv1.NodeStorage{{Class: "ceph", Ready: true, Address: "169.254.7.1"}}},
 	})
 	f.vms = controllertest.NewCache(db, store.VirtualMachines, &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "live", Uid: uidLive}})
 	f.c = New(Options{Dir: t.TempDir(), Runner: f.ceph, Clock: clock}, f.classes.Informer, f.nodes.Informer, f.vms.Informer, f.classes.Store, controllertest.Discard())
