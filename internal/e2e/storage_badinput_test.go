@@ -18,6 +18,7 @@ import (
 // whose pool does not exist, waits Unschedulable saying why, the class's
 // Ready condition naming the cause, and no image is made.
 func TestStorageClassBadInput(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{ceph: true})
 	t.Cleanup(c.dumpOnFailure)
 	cl, _ := sharedCeph.Get(t)

@@ -76,6 +76,7 @@ func freeze(t *testing.T, what string, pids ...int) {
 // starts: never two writers. The fence is lifted when the node's agent
 // registers again.
 func TestRBDFailoverFencesTheIsolatedNode(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{ceph: true, nodeLease: foLease, heartbeat: foHeartbeat,
 		serverArgs: []string{"--fence-margin", foMargin.String()}})
 	t.Cleanup(c.dumpOnFailure)
@@ -210,6 +211,7 @@ func (c *mnCluster) sharedClass(name string) string {
 // going on from the last write that reached the file, and the isolated
 // QEMU wrote nothing after it.
 func TestSharedFilesystemFailover(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{nodeLease: foLease, heartbeat: foHeartbeat,
 		serverArgs: []string{"--fence-margin", foMargin.String()}})
 	t.Cleanup(c.dumpOnFailure)

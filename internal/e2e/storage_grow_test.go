@@ -16,6 +16,7 @@ import (
 // guests seeing the new size without a restart; raised again while the
 // VMs are stopped, they start on the bigger volumes.
 func TestVolumesGrowOnEveryClass(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{ceph: true})
 	t.Cleanup(c.dumpOnFailure)
 	c.rbdClass("ceph")

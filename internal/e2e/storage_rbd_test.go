@@ -15,6 +15,7 @@ import (
 // data in the job), and after a stop it starts on whichever node is asked,
 // reading what the last boot wrote: the volume is no node's.
 func TestRBDVolumeFollowsTheVM(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{ceph: true})
 	t.Cleanup(c.dumpOnFailure)
 	c.rbdClass("ceph")
