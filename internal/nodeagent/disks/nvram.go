@@ -74,13 +74,21 @@ func (p *Preparer) nvram(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 		opts.NvramRbd = class.RBDDisk(image)
 		addSecret(opts, class.Secret())
 	case class.SharedPath() != "":
-		// libvirt copies the template on the first start, as for a file
-		// on the node.
-		dir := class.SharedVMDir(own)
-		if !incoming {
-			if err := nodedir.MkdirTraversable(dir); err != nil {
-				return nvErr(err)
-			}
+		// Next to the VM's volumes there, in its directory checked as
+		// they have it (vm.json: another namespace's VM's store is never
+		// handed over); libvirt copies the template on the first start,
+		// as for a file on the node.
+		layout := class.SharedLayout()
+		dir, err := layout.VMDir(own)
+		if err != nil {
+			return failed(fmt.Errorf("EFI NVRAM: %w", err))
+		}
+		err = layout.EnsureVMDir(own, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName())
+		if errors.Is(err, nodedir.ErrForeign) {
+			return failed(fmt.Errorf("metadata.owner_references: %w", err))
+		}
+		if err != nil {
+			return nvErr(err)
 		}
 		opts.NvramPath = nodedir.NVRAMPath(dir)
 	default:

@@ -79,8 +79,8 @@ func (f fakeClasses) Lookup(_ context.Context, name string) (*storage.Class, err
 }
 
 // An EFI VM whose volumes are all on one shared filesystem class keeps its
-// NVRAM in its directory there (made; the file is libvirt's to create),
-// a migration's target only names it, and a VM with volumes on two
+// NVRAM in its directory there (the file is libvirt's to create; a
+// migration's target only names it), and a VM with volumes on two
 // classes keeps it on the node.
 func TestPrepareNVRAMOnASharedClass(t *testing.T) {
 	const vmUID = "5d1e0f2a-0000-4000-8000-0000000000bb"
@@ -133,8 +133,17 @@ func TestPrepareNVRAMOnASharedClass(t *testing.T) {
 	if want := filepath.Join(other, "virtplane", "vms", vmUID, "nvram.fd"); opts.NvramPath != want {
 		t.Fatalf("incoming NVRAM %q, want %s", opts.NvramPath, want)
 	}
-	if _, err := os.Stat(filepath.Join(other, "virtplane")); !os.IsNotExist(err) {
-		t.Errorf("a migration's target made the source's directory: %v", err)
+	if _, err := os.Stat(opts.NvramPath); !os.IsNotExist(err) {
+		t.Errorf("a migration's target made the NVRAM file: %v", err)
+	}
+	// The directory is the VM's, as its volumes' is: another namespace's
+	// VM's store is never handed over.
+	if _, err := p.Prepare(ctx, func() *apiv1.VirtualMachineInstance {
+		v := vmi("nfs")
+		v.Metadata.Namespace = "other"
+		return v
+	}(), rec); err == nil || !strings.Contains(err.Error(), "metadata.owner_references") {
+		t.Errorf("another namespace's VM of the same uid: %v, want refused", err)
 	}
 
 	vmDir, err := layout.VMDir(vmUID)

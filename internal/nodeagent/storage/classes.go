@@ -26,6 +26,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/reported"
 )
 
@@ -310,3 +311,17 @@ func (cs *Classes) watch(ctx context.Context) {
 
 // watchRetry is the pause before a broken watch is opened again.
 const watchRetry = 5 * time.Second
+
+// SharedLayouts are the directories of the shared filesystem classes the
+// node reaches now.
+func (cs *Classes) SharedLayouts() []nodedir.Layout {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var out []nodedir.Layout
+	for _, c := range cs.classes {
+		if c.SharedPath() != "" && c.Status.GetReady() {
+			out = append(out, c.SharedLayout())
+		}
+	}
+	return out
+}

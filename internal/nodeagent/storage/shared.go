@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"os"
 	"path/filepath"
 )
@@ -37,10 +38,10 @@ func checkShared(path string) error {
 	return os.Remove(name)
 }
 
-// SharedVMDir is the directory of the VM (or bare instance) with uid
-// owner on a shared filesystem class: path/virtplane/vms/<owner>, where
-// its volumes and NVRAM live. owner must be a checked uid (the caller's
-// record is).
-func (c *Class) SharedVMDir(owner string) string {
-	return filepath.Join(c.SharedPath(), sharedRoot, "vms", owner)
+// SharedLayout is a shared filesystem class's directory laid out as a
+// node data directory is (package nodedir): the VMs' directories
+// (path/virtplane/vms/<uid>, with vm.json, volumes and NVRAM) made,
+// checked and removed by the same rules as a node's own.
+func (c *Class) SharedLayout() nodedir.Layout {
+	return nodedir.Layout{Root: filepath.Join(c.SharedPath(), sharedRoot)}
 }
