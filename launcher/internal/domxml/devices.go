@@ -191,6 +191,14 @@ func diskSource(s *launcherpb.DiskSource, format string) (*libvirtxml.DomainDisk
 			}
 			net.Hosts = append(net.Hosts, libvirtxml.DomainDiskSourceHost{Name: ap.Addr().String(), Port: strconv.Itoa(int(ap.Port()))})
 		}
+		if f := r.GetConfigFile(); f != "" {
+			// Read by QEMU: bounded waits for monitors (package ceph's
+			// QEMUConf).
+			if !filepath.IsAbs(f) || filepath.Clean(f) != f {
+				return nil, nil, fmt.Errorf("disk %q: ceph config file %q is not a clean absolute path", s.GetName(), f)
+			}
+			net.Config = &libvirtxml.DomainDiskSourceNetworkConfig{File: f}
+		}
 		// librbd's cache is coherent across a migration (QEMU flushes it
 		// when the source lets go), and writeback is what it is built for.
 		driver.Cache = "writeback"
