@@ -49,8 +49,9 @@ const DefaultTimeout = 30 * time.Second
 // (docs/notes/storage-probes.md: 301 s without, ~7 s with a 5 s bound).
 const ConnectTimeout = 10 * time.Second
 
-// Runner runs a command and returns its stdout; a failure's error holds
-// its stderr. The real one execs; tests of pure logic fake it.
+// Runner runs a command and returns its stdout; a CLI that fails gives a
+// *CLIError with its stderr. The real one execs; tests of pure logic fake
+// it.
 type Runner interface {
 	Run(ctx context.Context, name string, args ...string) (stdout []byte, err error)
 }
@@ -90,27 +91,28 @@ func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte,
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w (%s)", name, ctx.Err(), lastLines(stderr.String(), 3))
 		}
-		return nil, &cliError{name: name, stderr: stderr.String(), err: err}
+		return nil, &CLIError{Name: name, Stderr: stderr.String(), Err: err}
 	}
 	return stdout.Bytes(), nil
 }
 
-// cliError is a CLI that exited non-zero.
-type cliError struct {
-	name   string
-	stderr string
-	err    error
+// CLIError is a CLI that exited non-zero, as a Runner returns it: its
+// standard error says why (the errors here are told apart by it).
+type CLIError struct {
+	Name   string
+	Stderr string
+	Err    error // the exit status
 }
 
-func (e *cliError) Error() string {
-	msg := lastLines(e.stderr, 3)
-	if !strings.HasPrefix(msg, e.name+":") {
-		msg = e.name + ": " + msg
+func (e *CLIError) Error() string {
+	msg := lastLines(e.Stderr, 3)
+	if !strings.HasPrefix(msg, e.Name+":") {
+		msg = e.Name + ": " + msg
 	}
-	return fmt.Sprintf("%s (%v)", msg, e.err)
+	return fmt.Sprintf("%s (%v)", msg, e.Err)
 }
 
-func (e *cliError) Unwrap() error { return e.err }
+func (e *CLIError) Unwrap() error { return e.Err }
 
 // logPrefix is the start of a Ceph log line: time, thread id, level.
 var logPrefix = regexp.MustCompile(`^\d{4}-\d\d-\d\dT[0-9:.+]+ [0-9a-f]+ +-?\d+ `)
@@ -135,7 +137,7 @@ func lastLines(s string, n int) string {
 // classify wraps err with the sentinel its stderr names, if any, else
 // the one its exit status names.
 func classify(err error) error {
-	var ce *cliError
+	var ce *CLIError
 	if !errors.As(err, &ce) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%w: %w", ErrUnreachable, err)
@@ -144,7 +146,7 @@ func classify(err error) error {
 	}
 	// The cause as the CLIs print it: "(2) No such file or directory"
 	// (rbd), "[errno 110]" (ceph).
-	s := ce.stderr
+	s := ce.Stderr
 	switch {
 	// Refusals and timeouts first: a client without a keyring also
 	// prints a "(2) No such file or directory" of the keyring's search.
@@ -164,7 +166,7 @@ func classify(err error) error {
 	// rbd exits with the errno of what failed. The ceph CLI exits 1 for
 	// any failure, so 1 (EPERM) says nothing.
 	var ee *exec.ExitError
-	if errors.As(ce.err, &ee) {
+	if errors.As(ce.Err, &ee) {
 		switch syscall.Errno(ee.ExitCode()) {
 		case syscall.ENOENT:
 			return fmt.Errorf("%w: %w", ErrNotFound, err)

@@ -60,7 +60,7 @@ func TestClassifyCephCLI(t *testing.T) {
 			"monclient(hunting): handle_auth_bad_method server allowed_methods [] but i only support [1]\n" +
 			"[errno 13] RADOS permission denied (error connecting to the cluster)", ErrDenied},
 	} {
-		err := classify(&cliError{name: "ceph", stderr: tc.stderr, err: exit1})
+		err := classify(&CLIError{Name: "ceph", Stderr: tc.stderr, Err: exit1})
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%q: %v, want %v", tc.stderr, err, tc.want)
 		}

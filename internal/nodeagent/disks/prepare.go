@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -54,6 +55,10 @@ type Options struct {
 	// NodeName names what the node makes in shared storage for a while
 	// (an image's import into a pool).
 	NodeName string
+	// StorageStartTimeout bounds the start of a domain with an rbd disk
+	// (launcherpb.SyncOptions.start_timeout_millis); 0 leaves it
+	// unbounded.
+	StorageStartTimeout time.Duration
 	// Clock times provisioning for the log; the real clock when nil.
 	Clock  clock.PassiveClock
 	Logger *slog.Logger

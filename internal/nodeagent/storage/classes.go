@@ -49,9 +49,19 @@ type Options struct {
 	// Interval is how often classes are listed and probed again
 	// (default 30 s); a class update is seen within it.
 	Interval time.Duration
+	// ConfDir holds each rbd class's ceph.conf for QEMU (ConfFile), which
+	// QEMU's user must read; "" writes none.
+	ConfDir string
+	// Firewall gets the endpoints of the classes' clusters, which QEMU
+	// must reach where they are this host's own addresses; nil when no
+	// guest firewall runs.
+	Firewall Firewall
+	// EndpointsInterval is how often the endpoints of classes with local
+	// ones are read again; default DefaultEndpointsInterval.
+	EndpointsInterval time.Duration
 	// Runner runs the Ceph CLIs; nil execs them.
 	Runner ceph.Runner
-	Clock  clock.Clock
+	Clock  clock.WithTicker
 	Logger *slog.Logger
 }
 
@@ -64,6 +74,16 @@ type Class struct {
 	Conn *ceph.Conn
 	// Status is what the node reports of it.
 	Status *apiv1.NodeStorage
+	// ConfFile is an rbd class's ceph.conf for QEMU, "" for none.
+	ConfFile string
+
+	// endpoints are an rbd class's monitor and OSD addresses, local
+	// says some are this host's; guarded by the room's mu once the class
+	// is the room's.
+	endpoints []netip.AddrPort
+	local     bool
+	// refused: its cluster lets clients in without cephx.
+	refused bool
 }
 
 // RBD is the class's rbd part, or nil.
@@ -87,6 +107,9 @@ type Classes struct {
 func New(opts Options) *Classes {
 	if opts.Interval <= 0 {
 		opts.Interval = 30 * time.Second
+	}
+	if opts.EndpointsInterval <= 0 {
+		opts.EndpointsInterval = DefaultEndpointsInterval
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -137,6 +160,7 @@ func (cs *Classes) Poke() {
 // class changes (a watch pokes it).
 func (cs *Classes) Run(ctx context.Context) {
 	go cs.watch(ctx)
+	go cs.runEndpoints(ctx)
 	for {
 		cs.Sync(ctx)
 		t := cs.opts.Clock.NewTimer(cs.opts.Interval)
@@ -179,14 +203,23 @@ func (cs *Classes) Sync(ctx context.Context) {
 	}
 	cs.mu.Lock()
 	old := cs.classes
+	for name, c := range next {
+		// A class not reachable now keeps the endpoints last read: its
+		// running guests reconnect once it is back.
+		if o := old[name]; o != nil && c.endpoints == nil && !c.refused {
+			c.endpoints, c.local = o.endpoints, o.local
+		}
+	}
 	cs.classes = next
 	cs.mu.Unlock()
 	for name := range old {
 		if _, ok := next[name]; !ok {
 			// Its key is not kept for a class gone from this node.
 			_ = os.RemoveAll(filepath.Join(cs.opts.Dir, name))
+			cs.removeConf(name)
 		}
 	}
+	cs.pushEndpoints(ctx)
 	items := make([]*apiv1.NodeStorage, 0, len(next))
 	for _, c := range next {
 		items = append(items, c.Status)
@@ -239,6 +272,16 @@ func (cs *Classes) probe(ctx context.Context, c *Class) {
 			c.Status.Message = probeMessage(err)
 			return
 		}
+		if err := checkCephx(ctx, c); err != nil {
+			c.refused = errors.Is(err, ceph.ErrNoCephx)
+			c.Status.Message = err.Error()
+			return
+		}
+		if err := cs.writeConf(c); err != nil {
+			c.Status.Message = fmt.Sprintf("writing the class's ceph.conf for QEMU: %v", err)
+			return
+		}
+		c.endpoints, c.local = cs.readEndpoints(ctx, c)
 	case c.SharedPath() != "":
 		if err := checkShared(c.SharedPath()); err != nil {
 			c.Status.Message = err.Error()
