@@ -33,6 +33,19 @@ func TestPlacementHonoursStorageClasses(t *testing.T) {
 	if d.node != "" || d.message != want {
 		t.Fatalf("decision = %+v\nwant message %q", d, want)
 	}
+	// Nodes that say why: the cause, without the CLI's words, and nodes
+	// failing alike counted together.
+	cause := "the monitors refused the user or key (spec.rbd.user, spec.rbd.key)"
+	withCause := append([]candidate(nil), nodes...)
+	for _, n := range []string{"e", "f"} {
+		nd := node(n, "4", "8Gi", map[string]string{"ceph": "yes"})
+		nd.Status.Storage = []*apiv1.NodeStorage{{Class: "ceph", Message: cause + ": permission denied: rbd: monclient(hunting): handle_auth_bad_method"}}
+		withCause = append(withCause, candidate{node: nd})
+	}
+	d = choose(needsOf(spec, req, nil, nil, nil, classes), nil, withCause)
+	if want := "2 node(s) could not reach storage class ceph (" + cause + ")"; d.node != "" || !strings.Contains(d.message, want) || strings.Contains(d.message, "monclient") {
+		t.Fatalf("decision = %+v\nwant message with %q", d, want)
+	}
 	nodes = append(nodes, candidate{node: reach(node("d", "4", "8Gi", map[string]string{"ceph": "yes"}), true)})
 	if d := choose(needsOf(spec, req, nil, nil, nil, classes), nil, nodes); d.node != "d" {
 		t.Fatalf("decision = %+v, want node d", d)

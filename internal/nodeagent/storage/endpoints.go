@@ -174,8 +174,9 @@ func (cs *Classes) runEndpoints(ctx context.Context) {
 func checkCephx(ctx context.Context, c *Class) error {
 	err := c.Conn.CheckCephx(ctx)
 	if errors.Is(err, ceph.ErrNoCephx) {
-		return fmt.Errorf("refused: %w, so guests that reach them (any guest on this host) could read and write the pool; "+
-			"require cephx on the cluster (auth_cluster_required, auth_service_required and auth_client_required = cephx)", err)
+		return fmt.Errorf("the cluster does not require cephx: %w, so a guest that reaches them (through the guest firewall's "+
+			"exception on a host that runs them, as any other address elsewhere) could read and write the pool; refused until "+
+			"auth_cluster_required, auth_service_required and auth_client_required are cephx", err)
 	}
 	return err
 }
