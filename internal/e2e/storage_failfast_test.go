@@ -48,7 +48,13 @@ func TestRBDStartFailsFast(t *testing.T) {
 	n := c.nodes[0]
 	cl, hub := sharedCeph.Get(t)
 	good := c.rbdClass("good")
-	user, key := good.GetSpec().GetRbd().GetUser(), good.GetSpec().GetRbd().GetKey()
+	// Its key, which the API never returns: get-or-create gives it again.
+	user := good.GetSpec().GetRbd().GetUser()
+	key, err := cl.CreateUser(c.ctx, user, rbdCaps(cl.Pool())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key = strings.TrimSpace(key)
 	mon := netip.MustParseAddrPort(cl.Monitors()[0])
 
 	// The node cannot use the class.
@@ -93,9 +99,9 @@ func TestRBDStartFailsFast(t *testing.T) {
 	}
 
 	// The node reaches the class, its QEMUs do not.
-	uids, _, err := guestnet.QEMUIDs(c.ctx, "", n.URI)
-	if err != nil {
-		t.Fatal(err)
+	uids, _, qerr := guestnet.QEMUIDs(c.ctx, "", n.URI)
+	if qerr != nil {
+		t.Fatal(qerr)
 	}
 	for _, tc := range []struct {
 		name, ports, want string

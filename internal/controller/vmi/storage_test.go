@@ -68,3 +68,29 @@ func TestPlacementHonoursStorageClasses(t *testing.T) {
 		t.Fatalf("local volumes only: %+v", d)
 	}
 }
+
+// A node that comes to reach a storage class, or says another cause for
+// not reaching it, wakes the waiting VMIs; the CLI's words after the
+// cause do not.
+func TestPlacementRelevantChangeSeesStorage(t *testing.T) {
+	with := func(s ...*apiv1.NodeStorage) *apiv1.Node {
+		n := node("n", "4", "8Gi", nil)
+		n.Status.Storage = s
+		return n
+	}
+	none := with()
+	denied := with(&apiv1.NodeStorage{Class: "ceph", Message: "the monitors refused the user or key (spec.rbd.user, spec.rbd.key): rbd: 1"})
+	for _, tc := range []struct {
+		before, after *apiv1.Node
+		want          bool
+	}{
+		{none, denied, true},
+		{denied, with(&apiv1.NodeStorage{Class: "ceph", Ready: true}), true},
+		{denied, with(&apiv1.NodeStorage{Class: "ceph", Message: "no monitor answered (spec.rbd.monitors): rbd: 2"}), true},
+		{denied, with(&apiv1.NodeStorage{Class: "ceph", Message: "the monitors refused the user or key (spec.rbd.user, spec.rbd.key): rbd: 3"}), false},
+	} {
+		if got := placementRelevantChange(tc.before, tc.after); got != tc.want {
+			t.Errorf("%v → %v: placement-relevant %v, want %v", tc.before.Status.Storage, tc.after.Status.Storage, got, tc.want)
+		}
+	}
+}

@@ -186,6 +186,9 @@ func (cs *Classes) Sync(ctx context.Context) {
 		return
 	}
 	next := map[string]*Class{}
+	// Probed side by side: a class whose monitors do not answer takes
+	// ceph.ConnectTimeout, which must not hold up the others' news.
+	var probes sync.WaitGroup
 	for _, sc := range list.GetItems() {
 		name := sc.GetMetadata().GetName()
 		conn, err := cs.opts.API.Connect(ctx, &apiv1.ConnectStorageClassRequest{Name: name})
@@ -197,10 +200,11 @@ func (cs *Classes) Sync(ctx context.Context) {
 			c.Spec = sc
 			c.Status.Message = fmt.Sprintf("getting the class: %v", status.Convert(err).Message())
 		} else {
-			cs.probe(ctx, c)
+			probes.Go(func() { cs.probe(ctx, c) })
 		}
 		next[name] = c
 	}
+	probes.Wait()
 	cs.mu.Lock()
 	old := cs.classes
 	for name, c := range next {

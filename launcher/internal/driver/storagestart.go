@@ -78,7 +78,9 @@ func (d *Driver) create(dom Domain, paused bool, b startBound) error {
 	if len(b.rbd) > 0 {
 		what = "rbd image " + strings.Join(b.rbd, ", ")
 	}
-	return status.Errorf(codes.DeadlineExceeded,
+	// Not DeadlineExceeded: the node agent takes that for a launcher
+	// that does not answer, and would start another one.
+	return status.Errorf(codes.FailedPrecondition,
 		"start domain: the storage did not answer within %s: QEMU had not opened %s, so the domain was destroyed "+
 			"(are the cluster's OSDs reachable from this node, and on a host that runs them, allowed by its guest firewall?) (libvirt: %v)",
 		b.limit, what, cause)

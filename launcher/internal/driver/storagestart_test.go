@@ -90,7 +90,7 @@ func TestStartBoundDestroysAHungStart(t *testing.T) {
 		}
 		return false
 	})
-	wantCode(t, err, codes.DeadlineExceeded, "start domain: the storage did not answer within 1m0s: QEMU had not opened rbd image vp/vm-1-vol-data, so the domain was destroyed")
+	wantCode(t, err, codes.FailedPrecondition, "start domain: the storage did not answer within 1m0s: QEMU had not opened rbd image vp/vm-1-vol-data, so the domain was destroyed")
 	if h.conn.callsMatching("Destroy") != 1 {
 		t.Errorf("calls %v, want one Destroy", h.conn.callLog())
 	}
