@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -84,6 +85,8 @@ type Class struct {
 	local     bool
 	// refused: its cluster lets clients in without cephx.
 	refused bool
+	// probedAt is when it was last probed.
+	probedAt time.Time
 }
 
 // RBD is the class's rbd part, or nil.
@@ -185,6 +188,9 @@ func (cs *Classes) Sync(ctx context.Context) {
 		cs.report.Tried()
 		return
 	}
+	cs.mu.Lock()
+	old := cs.classes
+	cs.mu.Unlock()
 	next := map[string]*Class{}
 	// Probed side by side: a class whose monitors do not answer takes
 	// ceph.ConnectTimeout, which must not hold up the others' news.
@@ -195,7 +201,14 @@ func (cs *Classes) Sync(ctx context.Context) {
 		if status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.NotFound {
 			continue // not this node's
 		}
-		c := &Class{Name: name, Spec: conn.GetStorageClass(), Status: &apiv1.NodeStorage{Class: name}}
+		if o := old[name]; err == nil && o != nil && proto.Equal(o.Spec, conn.GetStorageClass()) &&
+			cs.opts.Clock.Since(o.probedAt) < cs.opts.Interval*9/10 {
+			// Probed lately as it is: a poke for another class's event
+			// probes that one only.
+			next[name] = o
+			continue
+		}
+		c := &Class{Name: name, Spec: conn.GetStorageClass(), Status: &apiv1.NodeStorage{Class: name}, probedAt: cs.opts.Clock.Now()}
 		if err != nil {
 			c.Spec = sc
 			c.Status.Message = fmt.Sprintf("getting the class: %v", status.Convert(err).Message())
@@ -206,11 +219,11 @@ func (cs *Classes) Sync(ctx context.Context) {
 	}
 	probes.Wait()
 	cs.mu.Lock()
-	old := cs.classes
+	old = cs.classes
 	for name, c := range next {
 		// A class not reachable now keeps the endpoints last read: its
 		// running guests reconnect once it is back.
-		if o := old[name]; o != nil && c.endpoints == nil && !c.refused {
+		if o := old[name]; o != nil && o != c && c.endpoints == nil && !c.refused {
 			c.endpoints, c.local = o.endpoints, o.local
 		}
 	}

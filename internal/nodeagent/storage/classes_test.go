@@ -9,9 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
@@ -43,10 +46,16 @@ func (f *fakeAPI) Connect(_ context.Context, in *apiv1.ConnectStorageClassReques
 }
 
 // fakeCLI answers the Ceph CLIs: noCephx makes a client offering no
-// authentication get in.
-type fakeCLI struct{ noCephx bool }
+// authentication get in; calls counts the calls.
+type fakeCLI struct {
+	noCephx bool
+	calls   *atomic.Int32
+}
 
 func (f fakeCLI) Run(_ context.Context, name string, args ...string) ([]byte, error) {
+	if f.calls != nil {
+		f.calls.Add(1)
+	}
 	cmd := strings.Join(args, " ")
 	switch {
 	case strings.Contains(cmd, "--auth-client-required none"):
@@ -125,5 +134,43 @@ func TestClassWithoutCephxIsRefused(t *testing.T) {
 				t.Errorf("rbd disk's config file %q, want %q", got, c.ConfFile)
 			}
 		})
+	}
+}
+
+// TestSyncProbesWhatChanged: a listing soon after the last (a watch event
+// for another class) probes only the classes that are new or changed; the
+// interval's listing probes them all again.
+func TestSyncProbesWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	api := &fakeAPI{classes: []*apiv1.StorageClass{rbdClass("a")}}
+	calls := &atomic.Int32{}
+	clk := clocktesting.NewFakeClock(time.Now())
+	cs := New(Options{API: api, Dir: filepath.Join(dir, "keys"), ConfDir: filepath.Join(dir, "ceph"),
+		Runner: fakeCLI{calls: calls}, Interval: 30 * time.Second, Clock: clk})
+	ctx := context.Background()
+	cs.Sync(ctx)
+	perClass := calls.Load()
+	if perClass == 0 {
+		t.Fatal("no CLI call for a new class")
+	}
+	api.classes = append(api.classes, rbdClass("b"))
+	cs.Sync(ctx)
+	if got := calls.Load() - perClass; got != perClass {
+		t.Errorf("a class added: %d calls, want %d (the new class's only)", got, perClass)
+	}
+	changed := rbdClass("a")
+	changed.Spec.Rbd.Pool = "other"
+	api.classes[0] = changed
+	before := calls.Load()
+	cs.Sync(ctx)
+	if got := calls.Load() - before; got == 0 {
+		t.Error("a changed class was not probed again")
+	}
+	clk.Step(30 * time.Second)
+	before = calls.Load()
+	cs.Sync(ctx)
+	// b in full, a up to its pool, which the fake does not know.
+	if got := calls.Load() - before; got != perClass+1 {
+		t.Errorf("the interval's listing made %d calls, want %d: both classes probed", got, perClass+1)
 	}
 }
