@@ -201,7 +201,9 @@ func (cs *Classes) Sync(ctx context.Context) {
 		if status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.NotFound {
 			continue // not this node's
 		}
-		if o := old[name]; err == nil && o != nil && proto.Equal(o.Spec, conn.GetStorageClass()) &&
+		// The spec alone (with the key): the server's own status writes
+		// are watch events too.
+		if o := old[name]; err == nil && o != nil && proto.Equal(o.Spec.GetSpec(), conn.GetStorageClass().GetSpec()) &&
 			cs.opts.Clock.Since(o.probedAt) < cs.opts.Interval*9/10 {
 			// Probed lately as it is: a poke for another class's event
 			// probes that one only.

@@ -153,6 +153,8 @@ func TestSyncProbesWhatChanged(t *testing.T) {
 	if perClass == 0 {
 		t.Fatal("no CLI call for a new class")
 	}
+	// The server's status write for a: not a change to probe for.
+	api.classes[0].Status = &apiv1.StorageClassStatus{Conditions: []*apiv1.Condition{{Type: apiv1.ConditionReady, Status: apiv1.ConditionTrue}}}
 	api.classes = append(api.classes, rbdClass("b"))
 	cs.Sync(ctx)
 	if got := calls.Load() - perClass; got != perClass {
