@@ -71,9 +71,9 @@ func TestRBDStartFailsFast(t *testing.T) {
 		{"nomon", &apiv1.RBDStorage{Monitors: []string{netip.AddrPortFrom(mon.Addr(), 3999).String()}, Pool: cl.Pool(), User: user, Key: key},
 			"no monitor answered (spec.rbd.monitors)", 30 * time.Second},
 		{"wrongkey", &apiv1.RBDStorage{Monitors: cl.Monitors(), Pool: cl.Pool(), User: user, Key: "AQCauhZroSmaLxAADcjclatTLvDt1b2rQ3bj4Q=="},
-			"the monitors refused the user or key (spec.rbd.user, spec.rbd.key)", 15 * time.Second},
+			"the monitors refused the user or key (spec.rbd.user, spec.rbd.key)", 10 * time.Second},
 		{"nopool", &apiv1.RBDStorage{Monitors: cl.Monitors(), Pool: "nopool" + strings.ReplaceAll(c.ns, "-", ""), User: user, Key: key},
-			"the pool does not exist (spec.rbd.pool)", 15 * time.Second},
+			"the pool does not exist (spec.rbd.pool)", 10 * time.Second},
 	} {
 		if _, err := c.api.StorageClasses.Create(c.ctx, &apiv1.CreateStorageClassRequest{StorageClass: &apiv1.StorageClass{
 			Metadata: &apiv1.ObjectMeta{Name: tc.class}, Spec: &apiv1.StorageClassSpec{Rbd: tc.rbd}}}); err != nil {
