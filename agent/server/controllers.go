@@ -85,7 +85,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 		nodeInf, vmiInf, migInf, st.Nodes, st.VMIs, st.Migrations, log)
 	// The server's copies of the classes' keys live in its data dir, root's
 	// alone (the CLIs read them from there).
-	stc := storagectl.New(storagectl.Options{Dir: filepath.Join(o.DataDir, "storage")}, classInf, nodeInf, st.StorageClasses, log)
+	stc := storagectl.New(storagectl.Options{Dir: filepath.Join(o.DataDir, "storage")}, classInf, nodeInf, vmInf, st.StorageClasses, log)
 	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin, Fencer: stc},
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
 	rsc := rsctl.New(rsctl.Options{}, rsInf, vmiInf, st.ReplicaSets, st.VMIs, log)

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -13,6 +15,7 @@ import (
 // data in the job), and after a stop it starts on whichever node is asked,
 // reading what the last boot wrote: the volume is no node's.
 func TestRBDVolumeFollowsTheVM(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{ceph: true})
 	t.Cleanup(c.dumpOnFailure)
 	c.rbdClass("ceph")
@@ -73,4 +76,19 @@ func TestRBDVolumeFollowsTheVM(t *testing.T) {
 	if wrote := testguest.Fields(con2.waitMarker(testguest.MarkerPersistWrote, bootTimeout)); wrote["boot"] != "2" {
 		t.Errorf("second boot wrote %v, want boot=2", wrote)
 	}
+
+	// Deleting the VM removes its image from the pool.
+	if _, err := c.api.VMs.Delete(c.ctx, &apiv1.DeleteVirtualMachineRequest{Key: c.key("shared")}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyNoError(t, stateTimeout, "the volume's image removed", func() error {
+		out, err := cl.Admin(c.ctx, "rbd", "ls", cl.Pool())
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(out), image) {
+			return fmt.Errorf("pool still has %s", image)
+		}
+		return nil
+	})
 }

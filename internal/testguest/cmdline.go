@@ -100,6 +100,14 @@ func PersistEvery(d time.Duration) Option {
 	}
 }
 
+// DiskSize makes the guest print the size it sees of the disk dev (e.g.
+// "/dev/vda") once it appears, and again whenever it changes (a disk
+// grown while the guest runs): MarkerDiskSize lines, which DiskSizes
+// reads.
+func DiskSize(dev string) Option {
+	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.disksize="+dev) }
+}
+
 // Hostname sets the guest's hostname, printed in MarkerBooted
 // (letters, digits, '.' and '-'; default "virtplane-guest").
 func Hostname(name string) Option {

@@ -311,3 +311,43 @@ func TestStaticIPHTTPAndGuestAgent(t *testing.T) {
 		return nil
 	})
 }
+
+// TestDiskSize: the guest reports a disk's size, and the new size once
+// the disk grows under it (virsh blockresize, what libvirt's block resize
+// does for a running domain).
+func TestDiskSize(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	disk := filepath.Join(workDir(t), "grow.raw")
+	if err := os.WriteFile(disk, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(disk, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	g := startGuest(t, uri, guestSpec{
+		cmdline: testguest.Cmdline(testguest.DiskSize("/dev/vda"), testguest.PoweroffAfter(10*time.Minute)),
+		disks: []libvirtxml.DomainDisk{{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+		}},
+	})
+	g.waitBooted()
+	sizes := func(want int64) {
+		t.Helper()
+		testutil.EventuallyNoError(t, bootTimeout, fmt.Sprintf("the guest to see %d bytes", want), func() error {
+			got := testguest.DiskSizes(g.consoleText(), "/dev/vda")
+			if len(got) == 0 || got[len(got)-1] != want {
+				return fmt.Errorf("sizes seen %v", got)
+			}
+			return nil
+		})
+	}
+	sizes(64 << 20)
+	if _, err := virsh(uri, "blockresize", g.name, "vda", "--size", strconv.Itoa(128<<20)+"B"); err != nil {
+		t.Fatal(err)
+	}
+	sizes(128 << 20)
+}

@@ -149,6 +149,7 @@ crash_after=0
 cidata=
 persist=
 persist_every=
+disksize=
 wait_dev=30
 net=
 netprobe=
@@ -180,6 +181,12 @@ for arg in $(cat /proc/cmdline); do
 		esac
 		;;
 	virtplane.persist_every=*) numopt persist_every ;;
+	virtplane.disksize=*)
+		case "$val" in
+		/dev/[a-z]*) disksize=$val ;;
+		*) warn "ignoring bad $arg" ;;
+		esac
+		;;
 	virtplane.device_timeout=*) numopt wait_dev ;;
 	virtplane.net) net=1 ;;
 	virtplane.net=*) flagopt net ;;
@@ -263,7 +270,7 @@ firmware=bios
 say "VIRTPLANE-GUEST-BOOTED hostname=$(hostname) uptime=$(uptime_s) firmware=$firmware"
 
 # --- disks ---------------------------------------------------------------
-if [ -n "$cidata" ] || [ -n "$persist" ]; then
+if [ -n "$cidata" ] || [ -n "$persist" ] || [ -n "$disksize" ]; then
 	load_modules storage
 fi
 
@@ -411,6 +418,35 @@ if [ -n "$persist" ]; then
 			) &
 		fi
 	fi
+fi
+
+# virtplane.disksize prints the size the guest sees of a disk, and again
+# each time it changes: a disk grown online (libvirt's block resize) is
+# announced by QEMU, and the kernel reads the new capacity into sysfs
+# (/sys/class/block/X/size counts 512-byte sectors whatever the disk's
+# block size). Looked at every 0.5 s, in the background.
+if [ -n "$disksize" ]; then
+	(
+		sys=/sys/class/block/${disksize#/dev/}/size
+		i=0
+		while [ ! -b "$disksize" ] && [ "$i" -lt "$wait_dev" ]; do
+			sleep 1
+			i=$((i + 1))
+		done
+		if [ ! -b "$disksize" ] || [ ! -r "$sys" ]; then
+			warn "disksize: $disksize is not a block device"
+			exit 0
+		fi
+		last=
+		while :; do
+			s=$(cat "$sys" 2>/dev/null)
+			if isnum "$s" && [ "$s" != "$last" ]; then
+				say "VIRTPLANE-DISK-SIZE dev=$disksize bytes=$((s * 512))"
+				last=$s
+			fi
+			sleep 0.5
+		done
+	) &
 fi
 
 # --- network -------------------------------------------------------------

@@ -196,3 +196,22 @@ func Ticks(console string) []int {
 	}
 	return out
 }
+
+var reDiskSize = regexp.MustCompile(MarkerDiskSize + ` dev=(/dev/[a-z0-9]+) bytes=([0-9]+)\r?\n`)
+
+// DiskSizes are the sizes in bytes the guest reported of disk dev
+// (MarkerDiskSize lines, complete ones only), in the order printed: the
+// last is what it sees now.
+func DiskSizes(console, dev string) []int64 {
+	var out []int64
+	for _, m := range reDiskSize.FindAllStringSubmatch(console, -1) {
+		if m[1] != dev {
+			continue
+		}
+		n, err := strconv.ParseInt(m[2], 10, 64)
+		if err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -98,6 +98,10 @@ const (
 	// MarkerTick: "n=<counter>" every 100 ms with virtplane.tick; Ticks
 	// parses them.
 	MarkerTick = "VIRTPLANE-TICK"
+	// MarkerDiskSize: "dev=<device> bytes=<size>", the size the guest
+	// sees of the DiskSize disk, once it is there and again each time it
+	// changes; DiskSizes parses them.
+	MarkerDiskSize = "VIRTPLANE-DISK-SIZE"
 )
 
 // InitScript is the guest's /init. The builder copies it into the

@@ -107,7 +107,12 @@ func ValidatePoolUpdate(newPool, oldPool *apiv1.VirtualMachinePool, opts Options
 		return errs
 	}
 	errs = append(errs, validateIdentityUpdate(newPool.GetMetadata(), oldPool.GetMetadata())...)
-	return append(errs, validateSelectorUnchanged(newPool.GetSpec().GetSelector(), oldPool.GetSpec().GetSelector())...)
+	errs = append(errs, validateSelectorUnchanged(newPool.GetSpec().GetSelector(), oldPool.GetSpec().GetSelector())...)
+	// Each VM's volumes are made from the template: they grow with it,
+	// never shrink, keep their image.
+	return append(errs, ValidatePersistentVolumeUpdate(newPool.GetSpec().GetVirtualMachineTemplate().GetSpec().GetTemplate().GetSpec(),
+		oldPool.GetSpec().GetVirtualMachineTemplate().GetSpec().GetTemplate().GetSpec(),
+		field.NewPath("spec", "virtual_machine_template", "spec", "template", "spec"))...)
 }
 
 // validateReplicaCommon checks what both replica kinds' specs have: the

@@ -69,7 +69,7 @@ type Driver struct {
 	lease *watchdog
 	// policy is the node failure policy last read from the domain.
 	policy policyCache
-	migs  migrations
+	migs   migrations
 	// incoming removes a receiving domain whose agent stopped renewing it
 	// (Incoming's valid_for_millis).
 	incoming *watchdog

@@ -29,6 +29,9 @@ type fakeConn struct {
 	// hang makes the next Create hang until a Destroy
 	// (fake_hang_test.go).
 	hang, hanging chan struct{}
+	// capacity is each disk's size as the guest sees it, by target
+	// (fake_resize_test.go).
+	capacity map[string]uint64
 }
 
 type fakeState struct {

@@ -42,16 +42,16 @@ type MigratingDomain interface {
 
 // MigrateParams are libvirt's migration parameters.
 type MigrateParams struct {
-	TargetURI    string
-	Address      string
-	DestXML      string
-	CopyDisks    []string
+	TargetURI string
+	Address   string
+	DestXML   string
+	CopyDisks []string
 	// SharedFiles: file disks on a shared filesystem stay where they are.
 	// libvirt 9.0 takes a path for shared only on the filesystems it
 	// knows (NFS, CephFS, GlusterFS, ...) and refuses the rest as
 	// "unsafe"; virtplane vouches for a class's path (opened with
 	// cache=none) and says so (VIR_MIGRATE_UNSAFE).
-	SharedFiles bool
+	SharedFiles  bool
 	BandwidthMiB uint64
 	AutoConverge bool
 	PostCopy     bool

@@ -16,8 +16,8 @@ import (
 // Sync is KubeVirt's SyncVirtualMachine: adopt or define the domain, start
 // it if it is down and the VMI has not run yet, resume it if something
 // other than the user paused it, and give a running domain the port
-// forwards and VLANs libvirt cannot (applyNetwork). Calling it again
-// changes nothing.
+// forwards and VLANs libvirt cannot (applyNetwork) and the disk sizes the
+// node agent asks for (growDisks). Calling it again changes nothing.
 func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launcherpb.DomainStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
@@ -83,6 +83,9 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	started, err := d.converge(dom, vmi, md, startBoundOf(opts))
 	if err != nil {
+		return nil, err
+	}
+	if err := d.growDisks(dom, opts.GetDisks()); err != nil {
 		return nil, err
 	}
 	if err := d.applyNetwork(dom, allNetSteps); err != nil {
