@@ -42,6 +42,7 @@ const storageStartTimeout = 20 * time.Second
 //     start bound and the instance fails saying the storage did not
 //     answer.
 func TestRBDStartFailsFast(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{ceph: true, nodes: 1,
 		nodeArgs: []string{"--storage-start-timeout", storageStartTimeout.String()}})
 	t.Cleanup(c.dumpOnFailure)

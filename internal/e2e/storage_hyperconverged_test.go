@@ -38,6 +38,7 @@ import (
 // False), and needs not: placement follows what the node reports, and
 // everything here is the node's work.
 func TestHyperconvergedHost(t *testing.T) {
+	t.Parallel()
 	cephtest.Require(t)
 	c := newMultiNodeCluster(t, mnOptions{nodes: 1})
 	t.Cleanup(c.dumpOnFailure)
