@@ -42,12 +42,16 @@ var (
 // operation within seconds, with the cause.
 const DefaultTimeout = 30 * time.Second
 
-// connectTimeout is how long a CLI waits for a monitor and for a monitor
-// command (client_mount_timeout, rados_mon_op_timeout).
-const connectTimeout = 10 * time.Second
+// ConnectTimeout is how long a Ceph client waits for a monitor and for a
+// monitor command (client_mount_timeout, rados_mon_op_timeout): the CLIs
+// here, and QEMU through the conf file QEMUConf writes. librados' default
+// is 300 s, which a start waited out with an unreachable monitor
+// (docs/notes/storage-probes.md: 301 s without, ~7 s with a 5 s bound).
+const ConnectTimeout = 10 * time.Second
 
-// Runner runs a command and returns its stdout; a failure's error holds
-// its stderr. The real one execs; tests of pure logic fake it.
+// Runner runs a command and returns its stdout; a CLI that fails gives a
+// *CLIError with its stderr. The real one execs; tests of pure logic fake
+// it.
 type Runner interface {
 	Run(ctx context.Context, name string, args ...string) (stdout []byte, err error)
 }
@@ -87,27 +91,28 @@ func (ExecRunner) Run(ctx context.Context, name string, args ...string) ([]byte,
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s: %w (%s)", name, ctx.Err(), lastLines(stderr.String(), 3))
 		}
-		return nil, &cliError{name: name, stderr: stderr.String(), err: err}
+		return nil, &CLIError{Name: name, Stderr: stderr.String(), Err: err}
 	}
 	return stdout.Bytes(), nil
 }
 
-// cliError is a CLI that exited non-zero.
-type cliError struct {
-	name   string
-	stderr string
-	err    error
+// CLIError is a CLI that exited non-zero, as a Runner returns it: its
+// standard error says why (the errors here are told apart by it).
+type CLIError struct {
+	Name   string
+	Stderr string
+	Err    error // the exit status
 }
 
-func (e *cliError) Error() string {
-	msg := lastLines(e.stderr, 3)
-	if !strings.HasPrefix(msg, e.name+":") {
-		msg = e.name + ": " + msg
+func (e *CLIError) Error() string {
+	msg := lastLines(e.Stderr, 3)
+	if !strings.HasPrefix(msg, e.Name+":") {
+		msg = e.Name + ": " + msg
 	}
-	return fmt.Sprintf("%s (%v)", msg, e.err)
+	return fmt.Sprintf("%s (%v)", msg, e.Err)
 }
 
-func (e *cliError) Unwrap() error { return e.err }
+func (e *CLIError) Unwrap() error { return e.Err }
 
 // logPrefix is the start of a Ceph log line: time, thread id, level.
 var logPrefix = regexp.MustCompile(`^\d{4}-\d\d-\d\dT[0-9:.+]+ [0-9a-f]+ +-?\d+ `)
@@ -129,18 +134,39 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "; ")
 }
 
-// classify wraps err with the sentinel its stderr names, if any.
+// classify wraps err with the sentinel its stderr names, if any, else
+// the one its exit status names.
 func classify(err error) error {
-	var ce *cliError
+	var ce *CLIError
 	if !errors.As(err, &ce) {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%w: %w", ErrUnreachable, err)
 		}
 		return err
 	}
-	// rbd and ceph exit with the errno of what failed.
+	// The cause as the CLIs print it: "(2) No such file or directory"
+	// (rbd), "[errno 110]" (ceph).
+	s := ce.Stderr
+	switch {
+	// Refusals and timeouts first: a client without a keyring also
+	// prints a "(2) No such file or directory" of the keyring's search.
+	case strings.Contains(s, "(1) Operation not permitted"), strings.Contains(s, "(13) Permission denied"),
+		strings.Contains(s, "handle_auth_bad_method"), strings.Contains(s, "[errno 13]"):
+		return fmt.Errorf("%w: %w", ErrDenied, err)
+	case strings.Contains(s, "(110) Connection timed out"), strings.Contains(s, "authenticate timed out"),
+		strings.Contains(s, "couldn't connect to the cluster"), strings.Contains(s, "[errno 110]"):
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	case strings.Contains(s, "(2) No such file or directory"), strings.Contains(s, "[errno 2]"):
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	case strings.Contains(s, "(17) File exists"):
+		return fmt.Errorf("%w: %w", ErrExists, err)
+	case strings.Contains(s, "(16) Device or resource busy"), strings.Contains(s, "(39) Directory not empty"):
+		return fmt.Errorf("%w: %w", ErrBusy, err)
+	}
+	// rbd exits with the errno of what failed. The ceph CLI exits 1 for
+	// any failure, so 1 (EPERM) says nothing.
 	var ee *exec.ExitError
-	if errors.As(ce.err, &ee) {
+	if errors.As(ce.Err, &ee) {
 		switch syscall.Errno(ee.ExitCode()) {
 		case syscall.ENOENT:
 			return fmt.Errorf("%w: %w", ErrNotFound, err)
@@ -148,26 +174,11 @@ func classify(err error) error {
 			return fmt.Errorf("%w: %w", ErrExists, err)
 		case syscall.EBUSY, syscall.ENOTEMPTY:
 			return fmt.Errorf("%w: %w", ErrBusy, err)
-		case syscall.EACCES, syscall.EPERM:
+		case syscall.EACCES:
 			return fmt.Errorf("%w: %w", ErrDenied, err)
 		case syscall.ETIMEDOUT:
 			return fmt.Errorf("%w: %w", ErrUnreachable, err)
 		}
-	}
-	s := ce.stderr
-	switch {
-	case strings.Contains(s, "(2) No such file or directory"):
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
-	case strings.Contains(s, "(17) File exists"):
-		return fmt.Errorf("%w: %w", ErrExists, err)
-	case strings.Contains(s, "(16) Device or resource busy"), strings.Contains(s, "(39) Directory not empty"):
-		return fmt.Errorf("%w: %w", ErrBusy, err)
-	case strings.Contains(s, "(1) Operation not permitted"), strings.Contains(s, "(13) Permission denied"),
-		strings.Contains(s, "handle_auth_bad_method"):
-		return fmt.Errorf("%w: %w", ErrDenied, err)
-	case strings.Contains(s, "(110) Connection timed out"), strings.Contains(s, "authenticate timed out"),
-		strings.Contains(s, "couldn't connect to the cluster"):
-		return fmt.Errorf("%w: %w", ErrUnreachable, err)
 	}
 	return err
 }
@@ -176,7 +187,7 @@ func classify(err error) error {
 // monitors, which user, the key file, no ceph.conf of the host (this
 // class's settings only) and bounded waits.
 func (c *Conn) common() []string {
-	secs := strconv.Itoa(int(connectTimeout / time.Second))
+	secs := strconv.Itoa(int(ConnectTimeout / time.Second))
 	return []string{
 		"--conf", "/dev/null",
 		"--mon-host", strings.Join(c.Monitors, ","),

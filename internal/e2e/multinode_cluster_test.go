@@ -36,6 +36,7 @@ type mnOptions struct {
 	nodes                int // default 2
 	nodeLease, heartbeat time.Duration
 	serverArgs           []string // more flags for the servers
+	nodeArgs             []string // more flags for the node agents
 	// servers is how many servers run (default 1); more than one form a
 	// cluster of embedded etcd members unless externalEtcd.
 	servers      int
@@ -75,7 +76,7 @@ func newMultiNodeCluster(t *testing.T, o mnOptions) *mnCluster {
 		Agent: env.agent, Launcher: env.launcher, GuestDir: guestDir, ServerImageDir: env.imageDir,
 		// Short: launcher sockets live under it (108-byte limit).
 		Dir:       filepath.Join("/tmp", "vpmne-"+id),
-		Namespace: c.ns, NodeLease: o.nodeLease, Heartbeat: o.heartbeat, ServerArgs: o.serverArgs,
+		Namespace: c.ns, NodeLease: o.nodeLease, Heartbeat: o.heartbeat, ServerArgs: o.serverArgs, NodeArgs: o.nodeArgs,
 		JoinTimeout: stateTimeout, Servers: o.servers, ExternalEtcd: o.externalEtcd,
 	})
 	if err != nil {

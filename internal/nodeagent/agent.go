@@ -49,11 +49,13 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
@@ -94,6 +96,9 @@ type Agent struct {
 	// storage is the storage classes of the node (nil without
 	// Options.API.StorageClasses).
 	storage *storage.Classes
+	// firewall is the guest firewall, once Run started it (nil when the
+	// node's guests are not QEMU processes on this host).
+	firewall atomic.Pointer[guestnet.Firewall]
 	// imagePolicy is the server's image download policy, from the last
 	// heartbeat that carried one.
 	imagePolicy imagepolicy.Current
@@ -186,7 +191,7 @@ func (a *Agent) newRoles() error {
 	var classes disks.Classes
 	if api := o.API.StorageClasses; api != nil {
 		a.storage = storage.New(storage.Options{API: api, Dir: a.layout.StorageDir(), NetNS: func() string { return bridgeNetNS(o) },
-			Clock: o.Clock, Logger: a.log})
+			ConfDir: a.cephConfDir(), Firewall: storageFirewall{a}, Clock: o.Clock, Logger: a.log})
 		classes = a.storage
 	}
 	h := &handler{
@@ -194,7 +199,8 @@ func (a *Agent) newRoles() error {
 		db: a.db, launchers: a.launchers, status: a.status, api: o.API.VMIs, vmis: a.vmis,
 		lease: &a.lease, arm: a.renewLease, layout: a.layout, console: a.console, host: &a.host, vmEnded: a.kickVMDirGC,
 		disks: disks.New(disks.Options{ImageDir: o.ImageDir, Layout: a.layout, Images: o.Images,
-			MaxVirtualSize: a.maxVirtualSize, Progress: progress, Classes: classes, NodeName: o.NodeName, Clock: o.Clock, Logger: a.log}),
+			MaxVirtualSize: a.maxVirtualSize, Progress: progress, Classes: classes, NodeName: o.NodeName,
+			StorageStartTimeout: o.Timing.StorageStartTimeout, Clock: o.Clock, Logger: a.log}),
 		unreachable: map[string]time.Time{},
 	}
 	a.handler = h

@@ -259,6 +259,11 @@ func placementView(n *apiv1.Node) *apiv1.Node {
 	for _, img := range st.GetImages() {
 		view.Status.Images = append(view.Status.Images, &apiv1.NodeImage{Name: img.GetName()})
 	}
+	// A storage class the node reaches now may let a waiting VMI in; one
+	// it reports a new cause for changes the VMI's message (storageReasons).
+	for _, s := range st.GetStorage() {
+		view.Status.Storage = append(view.Status.Storage, &apiv1.NodeStorage{Class: s.GetClass(), Ready: s.GetReady(), Message: causeOf(s.GetMessage())})
+	}
 	for _, t := range []string{apiv1.ConditionReady, apiv1.ConditionNodeFenced} {
 		if cond := apiv1.FindCondition(st.GetConditions(), t); cond != nil {
 			view.Status.Conditions = append(view.Status.Conditions, &apiv1.Condition{Type: t, Status: cond.GetStatus()})

@@ -2,6 +2,7 @@ package vmi
 
 import (
 	"fmt"
+	"strings"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -50,10 +51,26 @@ func storageReasons(c candidate, nd needs) []string {
 		case !sc.SelectsNode(c.node.GetMetadata().GetLabels()):
 			out = append(out, fmt.Sprintf("node(s) didn't match the node selector of storage class %s", name))
 		case !s.GetReady():
-			out = append(out, fmt.Sprintf("node(s) could not reach storage class %s", name))
+			r := fmt.Sprintf("node(s) could not reach storage class %s", name)
+			if cause := causeOf(s.GetMessage()); cause != "" {
+				// Nodes that fail alike are counted together.
+				r += " (" + cause + ")"
+			}
+			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// causeOf is the cause a node reports for a class it cannot reach: its
+// message's first clause ("the monitors refused the user or key
+// (spec.rbd.user, spec.rbd.key)"), without the CLI's text after it.
+func causeOf(msg string) string {
+	cause, _, _ := strings.Cut(msg, ": ")
+	if len(cause) > 160 {
+		cause = cause[:160] + "..."
+	}
+	return cause
 }
 
 // fencedFrom says whether node is cut off class sc (its status.fences):

@@ -170,7 +170,12 @@ type RBDDisk struct {
 	User     string                 `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"` // cephx name without "client."
 	// Usage name of the libvirt secret with the user's key
 	// (SyncOptions.ceph_secrets defines it).
-	SecretUsage   string `protobuf:"bytes,5,opt,name=secret_usage,json=secretUsage,proto3" json:"secret_usage,omitempty"`
+	SecretUsage string `protobuf:"bytes,5,opt,name=secret_usage,json=secretUsage,proto3" json:"secret_usage,omitempty"`
+	// A ceph.conf QEMU's rbd driver reads (absolute; readable by QEMU's
+	// user; no secret): bounded waits for monitors, so that a monitor that
+	// does not answer fails a start within seconds, not librados' 300 s.
+	// Empty: none (librados' defaults and the host's /etc/ceph/ceph.conf).
+	ConfigFile    string `protobuf:"bytes,6,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,6 +241,13 @@ func (x *RBDDisk) GetUser() string {
 func (x *RBDDisk) GetSecretUsage() string {
 	if x != nil {
 		return x.SecretUsage
+	}
+	return ""
+}
+
+func (x *RBDDisk) GetConfigFile() string {
+	if x != nil {
+		return x.ConfigFile
 	}
 	return ""
 }
@@ -322,9 +334,15 @@ type SyncOptions struct {
 	// The EFI variable store as an image on an rbd class (the class of the
 	// VM's volumes), instead of nvram_path: made by the node agent from the
 	// firmware's VARS template (libvirt fills no network NVRAM).
-	NvramRbd      *RBDDisk `protobuf:"bytes,12,opt,name=nvram_rbd,json=nvramRbd,proto3" json:"nvram_rbd,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NvramRbd *RBDDisk `protobuf:"bytes,12,opt,name=nvram_rbd,json=nvramRbd,proto3" json:"nvram_rbd,omitempty"`
+	// Bounds the domain's start (libvirt's create) when its disks are on
+	// storage that may not answer: librados waits for an OSD without end,
+	// leaving the domain paused in its start. After it the launcher
+	// destroys the domain and fails the Sync, saying the storage did not
+	// answer. 0: no bound.
+	StartTimeoutMillis int64 `protobuf:"varint,13,opt,name=start_timeout_millis,json=startTimeoutMillis,proto3" json:"start_timeout_millis,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *SyncOptions) Reset() {
@@ -439,6 +457,13 @@ func (x *SyncOptions) GetNvramRbd() *RBDDisk {
 		return x.NvramRbd
 	}
 	return nil
+}
+
+func (x *SyncOptions) GetStartTimeoutMillis() int64 {
+	if x != nil {
+		return x.StartTimeoutMillis
+	}
+	return 0
 }
 
 type SyncRequest struct {
@@ -1406,17 +1431,19 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"size_bytes\x18\t \x01(\x03R\tsizeBytes\x120\n" +
 	"\x03rbd\x18\n" +
 	" \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\x03rbd\x12\x16\n" +
-	"\x06shared\x18\v \x01(\bR\x06shared\"\x86\x01\n" +
+	"\x06shared\x18\v \x01(\bR\x06shared\"\xa7\x01\n" +
 	"\aRBDDisk\x12\x1a\n" +
 	"\bmonitors\x18\x01 \x03(\tR\bmonitors\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x14\n" +
 	"\x05image\x18\x03 \x01(\tR\x05image\x12\x12\n" +
 	"\x04user\x18\x04 \x01(\tR\x04user\x12!\n" +
-	"\fsecret_usage\x18\x05 \x01(\tR\vsecretUsage\"4\n" +
+	"\fsecret_usage\x18\x05 \x01(\tR\vsecretUsage\x12\x1f\n" +
+	"\vconfig_file\x18\x06 \x01(\tR\n" +
+	"configFile\"4\n" +
 	"\n" +
 	"CephSecret\x12\x14\n" +
 	"\x05usage\x18\x01 \x01(\tR\x05usage\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"\x80\x04\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xb2\x04\n" +
 	"\vSyncOptions\x12\x10\n" +
 	"\x03kvm\x18\x01 \x01(\bR\x03kvm\x12 \n" +
 	"\ftb_cache_mib\x18\x02 \x01(\x05R\n" +
@@ -1435,7 +1462,8 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"nvram_path\x18\n" +
 	" \x01(\tR\tnvramPath\x12D\n" +
 	"\fceph_secrets\x18\v \x03(\v2!.virtplane.launcher.v1.CephSecretR\vcephSecrets\x12;\n" +
-	"\tnvram_rbd\x18\f \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\bnvramRbd\"\x83\x01\n" +
+	"\tnvram_rbd\x18\f \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\bnvramRbd\x120\n" +
+	"\x14start_timeout_millis\x18\r \x01(\x03R\x12startTimeoutMillis\"\x83\x01\n" +
 	"\vSyncRequest\x126\n" +
 	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\x12<\n" +
 	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\x9e\x03\n" +

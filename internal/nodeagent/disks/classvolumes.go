@@ -19,9 +19,11 @@ import (
 )
 
 // Classes is what the disk room needs of the storage room: a class this
-// node uses and reaches, or why not.
+// node uses and reaches, or why not, and what a start on it needs on the
+// host (the guest firewall's exception for a local cluster).
 type Classes interface {
 	Lookup(ctx context.Context, name string) (*storage.Class, error)
+	BeforeStart(ctx context.Context, c *storage.Class)
 }
 
 // owner is the uid a VMI's volumes on a class belong to: its VM's (only
@@ -77,6 +79,12 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 		}
 		src.Format, src.Rbd = "raw", class.RBDDisk(image)
 		addSecret(opts, class.Secret())
+		p.opts.Classes.BeforeStart(ctx, class)
+		// librados waits for an OSD without end: the launcher bounds
+		// the start.
+		if t := p.opts.StorageStartTimeout; t > 0 {
+			opts.StartTimeoutMillis = t.Milliseconds()
+		}
 	case class.SharedPath() != "":
 		// The VM's directory there has its vm.json, checked as a node's
 		// own: another namespace's VM's volumes are never handed over.

@@ -71,6 +71,8 @@ func TestPrepareNVRAMPath(t *testing.T) {
 // fakeClasses is the storage room as the disk room sees it.
 type fakeClasses map[string]*storage.Class
 
+func (fakeClasses) BeforeStart(context.Context, *storage.Class) {}
+
 func (f fakeClasses) Lookup(_ context.Context, name string) (*storage.Class, error) {
 	if c, ok := f[name]; ok {
 		return c, nil

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -59,6 +60,10 @@ type Options struct {
 	// VARS template an NVRAM on RBD is made from; nil reads the host's
 	// firmware descriptors (package firmware).
 	Firmware Firmware
+	// StorageStartTimeout bounds the start of a domain with an rbd disk
+	// (launcherpb.SyncOptions.start_timeout_millis); 0 leaves it
+	// unbounded.
+	StorageStartTimeout time.Duration
 	// Clock times provisioning for the log; the real clock when nil.
 	Clock  clock.PassiveClock
 	Logger *slog.Logger

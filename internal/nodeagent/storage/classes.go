@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -49,9 +50,19 @@ type Options struct {
 	// Interval is how often classes are listed and probed again
 	// (default 30 s); a class update is seen within it.
 	Interval time.Duration
+	// ConfDir holds each rbd class's ceph.conf for QEMU (ConfFile), which
+	// QEMU's user must read; "" writes none.
+	ConfDir string
+	// Firewall gets the endpoints of the classes' clusters, which QEMU
+	// must reach where they are this host's own addresses; nil when no
+	// guest firewall runs.
+	Firewall Firewall
+	// EndpointsInterval is how often the endpoints of classes with local
+	// ones are read again; default DefaultEndpointsInterval.
+	EndpointsInterval time.Duration
 	// Runner runs the Ceph CLIs; nil execs them.
 	Runner ceph.Runner
-	Clock  clock.Clock
+	Clock  clock.WithTicker
 	Logger *slog.Logger
 }
 
@@ -64,6 +75,18 @@ type Class struct {
 	Conn *ceph.Conn
 	// Status is what the node reports of it.
 	Status *apiv1.NodeStorage
+	// ConfFile is an rbd class's ceph.conf for QEMU, "" for none.
+	ConfFile string
+
+	// endpoints are an rbd class's monitor and OSD addresses, local
+	// says some are this host's; guarded by the room's mu once the class
+	// is the room's.
+	endpoints []netip.AddrPort
+	local     bool
+	// refused: its cluster lets clients in without cephx.
+	refused bool
+	// probedAt is when it was last probed.
+	probedAt time.Time
 }
 
 // RBD is the class's rbd part, or nil.
@@ -87,6 +110,9 @@ type Classes struct {
 func New(opts Options) *Classes {
 	if opts.Interval <= 0 {
 		opts.Interval = 30 * time.Second
+	}
+	if opts.EndpointsInterval <= 0 {
+		opts.EndpointsInterval = DefaultEndpointsInterval
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -137,6 +163,7 @@ func (cs *Classes) Poke() {
 // class changes (a watch pokes it).
 func (cs *Classes) Run(ctx context.Context) {
 	go cs.watch(ctx)
+	go cs.runEndpoints(ctx)
 	for {
 		cs.Sync(ctx)
 		t := cs.opts.Clock.NewTimer(cs.opts.Interval)
@@ -161,32 +188,57 @@ func (cs *Classes) Sync(ctx context.Context) {
 		cs.report.Tried()
 		return
 	}
+	cs.mu.Lock()
+	old := cs.classes
+	cs.mu.Unlock()
 	next := map[string]*Class{}
+	// Probed side by side: a class whose monitors do not answer takes
+	// ceph.ConnectTimeout, which must not hold up the others' news.
+	var probes sync.WaitGroup
 	for _, sc := range list.GetItems() {
 		name := sc.GetMetadata().GetName()
 		conn, err := cs.opts.API.Connect(ctx, &apiv1.ConnectStorageClassRequest{Name: name})
 		if status.Code(err) == codes.PermissionDenied || status.Code(err) == codes.NotFound {
 			continue // not this node's
 		}
-		c := &Class{Name: name, Spec: conn.GetStorageClass(), Status: &apiv1.NodeStorage{Class: name}}
+		// The spec alone (with the key): the server's own status writes
+		// are watch events too.
+		if o := old[name]; err == nil && o != nil && proto.Equal(o.Spec.GetSpec(), conn.GetStorageClass().GetSpec()) &&
+			cs.opts.Clock.Since(o.probedAt) < cs.opts.Interval*9/10 {
+			// Probed lately as it is: a poke for another class's event
+			// probes that one only.
+			next[name] = o
+			continue
+		}
+		c := &Class{Name: name, Spec: conn.GetStorageClass(), Status: &apiv1.NodeStorage{Class: name}, probedAt: cs.opts.Clock.Now()}
 		if err != nil {
 			c.Spec = sc
 			c.Status.Message = fmt.Sprintf("getting the class: %v", status.Convert(err).Message())
 		} else {
-			cs.probe(ctx, c)
+			probes.Go(func() { cs.probe(ctx, c) })
 		}
 		next[name] = c
 	}
+	probes.Wait()
 	cs.mu.Lock()
-	old := cs.classes
+	old = cs.classes
+	for name, c := range next {
+		// A class not reachable now keeps the endpoints last read: its
+		// running guests reconnect once it is back.
+		if o := old[name]; o != nil && o != c && c.endpoints == nil && !c.refused {
+			c.endpoints, c.local = o.endpoints, o.local
+		}
+	}
 	cs.classes = next
 	cs.mu.Unlock()
 	for name := range old {
 		if _, ok := next[name]; !ok {
 			// Its key is not kept for a class gone from this node.
 			_ = os.RemoveAll(filepath.Join(cs.opts.Dir, name))
+			cs.removeConf(name)
 		}
 	}
+	cs.pushEndpoints(ctx)
 	items := make([]*apiv1.NodeStorage, 0, len(next))
 	for _, c := range next {
 		items = append(items, c.Status)
@@ -239,6 +291,16 @@ func (cs *Classes) probe(ctx context.Context, c *Class) {
 			c.Status.Message = probeMessage(err)
 			return
 		}
+		if err := checkCephx(ctx, c); err != nil {
+			c.refused = errors.Is(err, ceph.ErrNoCephx)
+			c.Status.Message = err.Error()
+			return
+		}
+		if err := cs.writeConf(c); err != nil {
+			c.Status.Message = fmt.Sprintf("writing the class's ceph.conf for QEMU: %v", err)
+			return
+		}
+		c.endpoints, c.local = cs.readEndpoints(ctx, c)
 	case c.SharedPath() != "":
 		if err := checkShared(c.SharedPath()); err != nil {
 			c.Status.Message = err.Error()

@@ -74,7 +74,8 @@ func (c *Class) ProvisionRBD(ctx context.Context, owner, vol string, size int64,
 // RBDDisk is the launcher's description of image on rbd class c.
 func (c *Class) RBDDisk(image string) *launcherpb.RBDDisk {
 	r := c.RBD()
-	return &launcherpb.RBDDisk{Monitors: r.GetMonitors(), Pool: r.GetPool(), Image: image, User: r.GetUser(), SecretUsage: SecretUsage(c.Name)}
+	return &launcherpb.RBDDisk{Monitors: r.GetMonitors(), Pool: r.GetPool(), Image: image, User: r.GetUser(), SecretUsage: SecretUsage(c.Name),
+		ConfigFile: c.ConfFile}
 }
 
 // Secret is the libvirt secret of rbd class c, for the launcher to define.

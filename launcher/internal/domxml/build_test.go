@@ -56,7 +56,8 @@ func TestBuildGolden(t *testing.T) {
 				Disks: []*launcherpb.DiskSource{
 					{Name: "root", Format: "raw", BootOrder: 1, Rbd: &launcherpb.RBDDisk{
 						Monitors: []string{"169.254.7.254:3300", "[fd00::1]:6789"}, Pool: "vp",
-						Image: "vm-6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f-vol-root", User: "virtplane", SecretUsage: "virtplane-ceph"}},
+						Image: "vm-6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f-vol-root", User: "virtplane", SecretUsage: "virtplane-ceph",
+						ConfigFile: "/var/lib/virtplane/node/ceph/virtplane-ceph.conf"}},
 					{Name: "data", Path: "/mnt/nfs/virtplane/vms/6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f/volumes/data.qcow2", Format: "qcow2", Shared: true},
 				},
 				CephSecrets: []*launcherpb.CephSecret{{Usage: "virtplane-ceph", Key: "AQCauhZroSmaLxAADcjclatTLvDt1b2rQ3bj4Q=="}},

@@ -187,6 +187,14 @@ func diskSource(s *launcherpb.DiskSource, format string) (*libvirtxml.DomainDisk
 		if err != nil {
 			return nil, nil, fmt.Errorf("disk %q: %w", s.GetName(), err)
 		}
+		if f := r.GetConfigFile(); f != "" {
+			// Read by QEMU: bounded waits for monitors (package ceph's
+			// QEMUConf).
+			if !filepath.IsAbs(f) || filepath.Clean(f) != f {
+				return nil, nil, fmt.Errorf("disk %q: ceph config file %q is not a clean absolute path", s.GetName(), f)
+			}
+			net.Config = &libvirtxml.DomainDiskSourceNetworkConfig{File: f}
+		}
 		// librbd's cache is coherent across a migration (QEMU flushes it
 		// when the source lets go), and writeback is what it is built for.
 		driver.Cache = "writeback"
