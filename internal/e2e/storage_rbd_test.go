@@ -56,9 +56,10 @@ func TestRBDVolumeFollowsTheVM(t *testing.T) {
 	testutil.Eventually(t, stateTimeout, "the VM stopped", func() bool {
 		return c.vm("shared").GetStatus().GetPrintableStatus() == apiv1.PrintableStopped
 	})
-	vmNow := c.vm("shared")
-	vmNow.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: a.Name}
-	if _, err := c.api.VMs.Update(c.ctx, &apiv1.UpdateVirtualMachineRequest{Vm: vmNow}); err != nil {
+	// Again on a conflict with the controller's status writes.
+	if err := c.updateVM("shared", func(vm *apiv1.VirtualMachine) {
+		vm.Spec.Template.Spec.NodeSelector = map[string]string{apiv1.LabelNodeName: a.Name}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.api.VMs.Start(c.ctx, &apiv1.StartVirtualMachineRequest{Key: c.key("shared")}); err != nil {
