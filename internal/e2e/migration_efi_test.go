@@ -211,7 +211,7 @@ func TestEFIGuestMigratesWithItsNVRAMOnRBD(t *testing.T) {
 	c.create(vm)
 	vmUID := c.vm("efi").GetMetadata().GetUid()
 	cl, _ := sharedCeph.Get(t)
-	nvram := cl.Pool() + "/" + ceph.NVRAMImage(vmUID)
+	nvram := c.cephPool() + "/" + ceph.NVRAMImage(vmUID)
 	noLocalCopy := func() {
 		for _, n := range c.nodes {
 			dir, err := nodedir.Layout{Root: n.NodeDir}.VMDir(vmUID)

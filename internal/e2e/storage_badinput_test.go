@@ -40,7 +40,7 @@ func TestStorageClassBadInput(t *testing.T) {
 	}
 	key := strings.TrimSpace(string(out))
 	bad := func(name string, mut func(*apiv1.RBDStorage), selector map[string]string) {
-		r := &apiv1.RBDStorage{Monitors: cl.Monitors(), Pool: cl.Pool(), User: good.GetSpec().GetRbd().GetUser(), Key: key}
+		r := &apiv1.RBDStorage{Monitors: cl.Monitors(), Pool: c.cephPool(), User: good.GetSpec().GetRbd().GetUser(), Key: key}
 		mut(r)
 		if _, err := c.api.StorageClasses.Create(c.ctx, &apiv1.CreateStorageClassRequest{StorageClass: &apiv1.StorageClass{
 			Metadata: &apiv1.ObjectMeta{Name: name}, Spec: &apiv1.StorageClassSpec{Rbd: r, NodeSelector: selector}}}); err != nil {
@@ -84,7 +84,7 @@ func TestStorageClassBadInput(t *testing.T) {
 			}
 			return nil
 		})
-		if out, err := cl.Admin(c.ctx, "rbd", "ls", cl.Pool()); err != nil || strings.Contains(string(out), rbdImageOf(c.vm(name), "data")) {
+		if out, err := cl.Admin(c.ctx, "rbd", "ls", c.cephPool()); err != nil || strings.Contains(string(out), rbdImageOf(c.vm(name), "data")) {
 			t.Fatalf("pool after %s: %s %v", name, out, err)
 		}
 	}

@@ -51,7 +51,7 @@ func TestRBDStartFailsFast(t *testing.T) {
 	good := c.rbdClass("good")
 	// Its key, which the API never returns: get-or-create gives it again.
 	user := good.GetSpec().GetRbd().GetUser()
-	key, err := cl.CreateUser(c.ctx, user, rbdCaps(cl.Pool())...)
+	key, err := cl.CreateUser(c.ctx, user, rbdCaps(c.cephPool())...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,9 +69,9 @@ func TestRBDStartFailsFast(t *testing.T) {
 		// scheduler.
 		within time.Duration
 	}{
-		{"nomon", &apiv1.RBDStorage{Monitors: []string{netip.AddrPortFrom(mon.Addr(), 3999).String()}, Pool: cl.Pool(), User: user, Key: key},
+		{"nomon", &apiv1.RBDStorage{Monitors: []string{netip.AddrPortFrom(mon.Addr(), 3999).String()}, Pool: c.cephPool(), User: user, Key: key},
 			"no monitor answered (spec.rbd.monitors)", 30 * time.Second},
-		{"wrongkey", &apiv1.RBDStorage{Monitors: cl.Monitors(), Pool: cl.Pool(), User: user, Key: "AQCauhZroSmaLxAADcjclatTLvDt1b2rQ3bj4Q=="},
+		{"wrongkey", &apiv1.RBDStorage{Monitors: cl.Monitors(), Pool: c.cephPool(), User: user, Key: "AQCauhZroSmaLxAADcjclatTLvDt1b2rQ3bj4Q=="},
 			"the monitors refused the user or key (spec.rbd.user, spec.rbd.key)", 10 * time.Second},
 		{"nopool", &apiv1.RBDStorage{Monitors: cl.Monitors(), Pool: "nopool" + strings.ReplaceAll(c.ns, "-", ""), User: user, Key: key},
 			"the pool does not exist (spec.rbd.pool)", 10 * time.Second},
@@ -108,8 +108,8 @@ func TestRBDStartFailsFast(t *testing.T) {
 		name, ports, want string
 		within            time.Duration
 	}{
-		{"qemu-nomon", "3300, 6789", "start domain: QEMU could not open rbd image " + cl.Pool() + "/", 45 * time.Second},
-		{"qemu-noosd", "6800-7300", fmt.Sprintf("start domain: the storage did not answer within %s: QEMU had not opened rbd image %s/", storageStartTimeout, cl.Pool()),
+		{"qemu-nomon", "3300, 6789", "start domain: QEMU could not open rbd image " + c.cephPool() + "/", 45 * time.Second},
+		{"qemu-noosd", "6800-7300", fmt.Sprintf("start domain: the storage did not answer within %s: QEMU had not opened rbd image %s/", storageStartTimeout, c.cephPool()),
 			storageStartTimeout + 40*time.Second},
 	} {
 		unblock := dropQEMUTo(t, n.NetNS, uids[0], hub.Hub().Addr, tc.ports)

@@ -99,7 +99,7 @@ func TestVolumesGrowOnEveryClass(t *testing.T) {
 func rbdSize(t *testing.T, c *mnCluster, image string) int64 {
 	t.Helper()
 	cl, _ := sharedCeph.Get(t)
-	out, err := cl.Admin(c.ctx, "rbd", "info", "--format", "json", cl.Pool()+"/"+image)
+	out, err := cl.Admin(c.ctx, "rbd", "info", "--format", "json", c.cephPool()+"/"+image)
 	if err != nil {
 		t.Fatalf("rbd info %s: %v %s", image, err, out)
 	}

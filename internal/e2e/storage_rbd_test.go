@@ -36,7 +36,7 @@ func TestRBDVolumeFollowsTheVM(t *testing.T) {
 	}
 	cl, _ := sharedCeph.Get(t)
 	image := rbdImageOf(c.vm("shared"), "data")
-	if out, err := cl.Admin(c.ctx, "rbd", "info", cl.Pool()+"/"+image); err != nil {
+	if out, err := cl.Admin(c.ctx, "rbd", "info", c.cephPool()+"/"+image); err != nil {
 		t.Fatalf("the volume's image %s: %v %s", image, err, out)
 	}
 
@@ -83,7 +83,7 @@ func TestRBDVolumeFollowsTheVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.EventuallyNoError(t, stateTimeout, "the volume's image removed", func() error {
-		out, err := cl.Admin(c.ctx, "rbd", "ls", cl.Pool())
+		out, err := cl.Admin(c.ctx, "rbd", "ls", c.cephPool())
 		if err != nil {
 			return err
 		}
