@@ -61,6 +61,8 @@ type Domain struct {
 	// file system freezes.
 	Overlays map[string]string
 	Freezes  int
+	// Frozen: a Freeze with a guest agent not thawed yet.
+	Frozen bool
 }
 
 // Call is one recorded call.
