@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
 
 // sharedRoot is the directory virtplane keeps under a shared filesystem's
@@ -43,4 +45,13 @@ func checkShared(path string) error {
 // record is).
 func (c *Class) SharedVMDir(owner string) string {
 	return filepath.Join(c.SharedPath(), sharedRoot, "vms", owner)
+}
+
+// SharedLayout is a shared filesystem class's tree laid out as a node's
+// data directory: its VMDir(uid) is SharedVMDir(uid), and its
+// SnapshotDir(uid) holds the copies of snapshot content uid's volumes on
+// the class, where every node the class selects sees them
+// (docs/snapshots.md).
+func (c *Class) SharedLayout() nodedir.Layout {
+	return nodedir.Layout{Root: filepath.Join(c.SharedPath(), sharedRoot)}
 }
