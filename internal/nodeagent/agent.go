@@ -243,6 +243,9 @@ func (a *Agent) newDataRoles() {
 		if a.snaps != nil {
 			ro.Contents = a.snaps
 		}
+		if a.storage != nil {
+			ro.Classes = a.storage
+		}
 		a.restores = restore.New(ro)
 	}
 }
