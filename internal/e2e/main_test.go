@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 	if dir != "" {
 		_ = os.RemoveAll(dir)
 	}
+	if err := sharedCeph.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "closing the shared Ceph cluster:", err)
+		code = 1
+	}
 	if err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)
 		code = 1

@@ -33,6 +33,10 @@ import (
 // An image that still has clones is refused by Ceph (busy) and looked at
 // again by the next pass.
 
+// maxRounds bounds the removal rounds of one pass (a chain of clones
+// goes one generation a round).
+const maxRounds = 8
+
 // unneeded is one thing a pass found no object needs.
 type unneeded struct {
 	key         string // class/image[@snap]
@@ -55,22 +59,33 @@ func (v *Volumes) collect(ctx context.Context, class string) (controller.Result,
 	now := v.c.opts.Clock()
 	due, wait := v.due(class, found, now)
 	var errs []error
-	for _, u := range due {
-		var err error
-		if u.snap != "" {
-			err = conn.SnapRemove(ctx, u.image, u.snap)
-		} else {
-			err = conn.Remove(ctx, u.image)
+	// Rounds: removing a clone lets Ceph drop the trashed snapshot it
+	// read from, which frees its parent image for the next round.
+	for round := 0; len(due) > 0 && round < maxRounds; round++ {
+		var busy []unneeded
+		removed := 0
+		for _, u := range due {
+			var err error
+			if u.snap != "" {
+				err = conn.SnapRemove(ctx, u.image, u.snap)
+			} else {
+				err = conn.Remove(ctx, u.image)
+			}
+			switch {
+			case errors.Is(err, ceph.ErrBusy):
+				// Clones, snapshots or a watcher still need it.
+				busy = append(busy, u)
+			case err != nil:
+				errs = append(errs, fmt.Errorf("removing %s/%s: %w", conn.Pool, u.key[len(class)+1:], err))
+			default:
+				removed++
+				v.log.Info("removed what no object needs", "class", class, "what", u.key[len(class)+1:])
+			}
 		}
-		switch {
-		case errors.Is(err, ceph.ErrBusy):
-			// Clones, snapshots or a watcher still need it: a later pass.
-			continue
-		case err != nil:
-			errs = append(errs, fmt.Errorf("removing %s/%s: %w", conn.Pool, u.key, err))
-			continue
+		if removed == 0 {
+			break
 		}
-		v.log.Info("removed what no object needs", "class", class, "what", u.key[len(class)+1:])
+		due = busy
 	}
 	next := v.opts.CollectInterval
 	if wait > 0 && wait < next {
