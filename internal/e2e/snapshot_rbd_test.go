@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
@@ -260,4 +263,53 @@ func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
 		return len(rbdImages(t, cl, uid))+len(rbdImages(t, cl, copyUID))+len(rbdImages(t, cl, liveUID)) == 0
 	})
 	t.Logf("the VMs' images (and the retired one) removed %s after the deletes", time.Since(deleted).Round(time.Millisecond))
+}
+
+// TestRBDSnapshotCostVsLocal measures a snapshot and a restore of a
+// volume with 1 GiB written, on rbd and local, side by side on one node:
+// offline (the rbd one by the server, no node involved), then online.
+// The RBD ones are O(1) (a snapshot, a clone and two renames); the local
+// ones copy the data.
+func TestRBDSnapshotCostVsLocal(t *testing.T) {
+	c, cl := onSharedCeph(t, mnOptions{nodes: 1})
+	class := c.rbdClass(cl)
+	n := c.nodes[0]
+	c.create(c.rbdCounterVM("on-rbd", class, "1Gi"))
+	c.create(c.rbdCounterVM("on-local", "", "1Gi"))
+	for _, name := range []string{"on-rbd", "on-local"} {
+		c.bootAnywhere(name, "")
+		c.setRunning(name, false)
+	}
+	rbdUID, localUID := c.vm("on-rbd").GetMetadata().GetUid(), c.vm("on-local").GetMetadata().GetUid()
+	if _, err := cl.Admin(c.ctx, "rbd", "bench", "--io-type", "write", "--io-size", "4M", "--io-total", "1G", "--io-pattern", "seq",
+		cl.Pool()+"/vm-"+rbdUID+"-vol-data"); err != nil {
+		t.Fatal(err)
+	}
+	vmDir, err := nodedir.Layout{Root: n.NodeDir}.VMDir(localUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(nodedir.VolumesDir(vmDir), "data.qcow2")
+	if out, err := exec.CommandContext(c.ctx, "qemu-io", "-f", "qcow2", "-c", "write -P 0xab 0 1G", file).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-io: %v %s", err, out)
+	}
+	type figure struct{ snapOff, restore, snapOn time.Duration }
+	figs := map[string]*figure{}
+	for _, name := range []string{"on-rbd", "on-local"} {
+		f := &figure{}
+		figs[name] = f
+		_, f.snapOff = c.takeSnapshot(name+"-off", name)
+		_, f.restore = c.restoreInto(name+"-r", name, name+"-off")
+		c.setRunning(name, true)
+		c.bootAnywhere(name, "")
+		_, f.snapOn = c.takeSnapshot(name+"-on", name)
+	}
+	for _, name := range []string{"on-rbd", "on-local"} {
+		f := figs[name]
+		t.Logf("figures, 1 GiB written, %s: offline snapshot %s, restore %s, online snapshot %s", name,
+			f.snapOff.Round(time.Millisecond), f.restore.Round(time.Millisecond), f.snapOn.Round(time.Millisecond))
+	}
+	if r, l := figs["on-rbd"], figs["on-local"]; r.snapOff > l.snapOff || r.restore > l.restore {
+		t.Errorf("rbd offline snapshot %s, restore %s: want no slower than the local copies (%s, %s)", r.snapOff, r.restore, l.snapOff, l.restore)
+	}
 }
