@@ -93,7 +93,7 @@ func New(opts Options, classes *informer.Informer[*apiv1.StorageClass], nodes *i
 	}
 	c := &Controller{opts: opts, classes: classes, nodes: nodes, store: st, log: log.With("controller", "storage"), queue: controller.NewQueue("storage")}
 	classes.AddHandler(informer.Handler[*apiv1.StorageClass]{
-		OnAdd:    func(sc *apiv1.StorageClass) { c.queue.Add(informer.Key(sc)) },
+		OnAdd: func(sc *apiv1.StorageClass) { c.queue.Add(informer.Key(sc)) },
 		OnUpdate: func(old, sc *apiv1.StorageClass) {
 			if !proto.Equal(old.GetSpec(), sc.GetSpec()) {
 				c.queue.Add(informer.Key(sc))
