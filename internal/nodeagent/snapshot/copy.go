@@ -19,7 +19,6 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/launchers"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
 
 // callTimeout bounds SnapshotDisks and CommitDisks: a commit waits for
@@ -70,7 +69,7 @@ func (c *Contents) take(ctx context.Context, sc *apiv1.VirtualMachineSnapshotCon
 		return err
 	}
 	uid := sc.GetMetadata().GetUid()
-	for _, l := range append([]nodedir.Layout{c.opts.Layout}, set.sharedLayouts()...) {
+	for _, l := range append(set.localLayout(c.opts.Layout), set.sharedLayouts()...) {
 		dir, _ := l.SnapshotDir(uid)
 		if _, err := fsutil.MkdirAll(dir, 0o700); err != nil {
 			return fail(fmt.Errorf("creating %s: %w", dir, err))

@@ -49,6 +49,17 @@ type volumeSet struct {
 
 func (s *volumeSet) empty() bool { return len(s.files) == 0 && len(s.rbds) == 0 }
 
+// localLayout is node, the tree the set copies local volumes into, if it
+// has any.
+func (s *volumeSet) localLayout(node nodedir.Layout) []nodedir.Layout {
+	for _, v := range s.files {
+		if v.shared == nil {
+			return []nodedir.Layout{node}
+		}
+	}
+	return nil
+}
+
 // sharedLayouts are the shared classes' trees the set copies into.
 func (s *volumeSet) sharedLayouts() []nodedir.Layout {
 	var out []nodedir.Layout
