@@ -313,3 +313,63 @@ func TestRBDSnapshotCostVsLocal(t *testing.T) {
 		t.Errorf("rbd offline snapshot %s, restore %s: want no slower than the local copies (%s, %s)", r.snapOff, r.restore, l.snapOff, l.restore)
 	}
 }
+
+// TestRBDAndLocalVolumesTogether: a VM with an rbd volume (its boot
+// counter) and a local one is snapshotted online by its node (frozen if
+// it could be, the local volume onto an overlay, the RBD snapshot taken,
+// thawed, the file copied, the overlay committed), and restored by the
+// node (the file) and the storage controller (the RBD snapshot) together.
+func TestRBDAndLocalVolumesTogether(t *testing.T) {
+	c, cl := onSharedCeph(t, mnOptions{nodes: 1})
+	class := c.rbdClass(cl)
+	n := c.nodes[0]
+	vm := c.rbdCounterVM("mixed", class, "64Mi")
+	spec := vm.Spec.Template.Spec
+	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, &apiv1.Disk{Name: "local", Disk: &apiv1.DiskTarget{Bus: "virtio"}})
+	spec.Volumes = append(spec.Volumes, &apiv1.Volume{Name: "local", Persistent: &apiv1.PersistentVolume{Size: "16Mi"}})
+	c.create(vm)
+	if _, _, _, wrote := c.bootAnywhere("mixed", ""); wrote != "1" {
+		t.Fatalf("first boot wrote %q", wrote)
+	}
+	s, _ := c.takeSnapshot("snap-m", "mixed")
+	if st := s.GetStatus(); st.GetNodeName() != n.Name || len(st.GetIncludedVolumes()) != 2 {
+		t.Fatalf("snapshot status %v: want both volumes, copies on %s", st, n.Name)
+	}
+	ct, err := c.api.SnapshotContents.Get(c.ctx, &apiv1.GetSnapshotContentRequest{Key: c.key(s.GetStatus().GetContentName())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rbd, files int
+	for _, b := range ct.GetStatus().GetVolumeBackups() {
+		if b.OnRBD() {
+			rbd++
+		} else if b.OnNodeDisk() {
+			files++
+		}
+	}
+	if rbd != 1 || files != 1 {
+		t.Fatalf("content backups %v: want one RBD snapshot and one file", ct.GetStatus().GetVolumeBackups())
+	}
+	// The overlay was committed: the domain reads its volume again.
+	out, err := n.Virsh(c.ctx, "domblklist", c.domain("mixed"))
+	if err != nil || strings.Contains(out, ".snap-") {
+		t.Fatalf("domain disks after the snapshot: %v\n%s", err, out)
+	}
+
+	old := c.vmi("mixed").GetMetadata().GetUid()
+	if _, err := c.api.VMs.Restart(c.ctx, &apiv1.RestartVirtualMachineRequest{Key: c.key("mixed")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, wrote := c.bootAnywhere("mixed", old); wrote != "2" {
+		t.Fatalf("second boot wrote %q", wrote)
+	}
+	c.setRunning("mixed", false)
+	r, _ := c.restoreInto("restore-m", "mixed", "snap-m")
+	if st := r.GetStatus(); st.GetNodeName() != n.Name || !st.GetSwapped() || !st.GetStorageSwapped() || len(st.GetRestores()) != 2 {
+		t.Fatalf("restore status %v: want both parts done", st)
+	}
+	c.setRunning("mixed", true)
+	if _, _, prev, wrote := c.bootAnywhere("mixed", ""); prev != testguest.PersistLinePrefix+"1" || wrote != "2" {
+		t.Fatalf("after the restore: previous %q, wrote %q; want the snapshot's 1, then 2", prev, wrote)
+	}
+}
