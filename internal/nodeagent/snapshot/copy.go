@@ -63,7 +63,11 @@ func (c *Contents) take(ctx context.Context, sc *apiv1.VirtualMachineSnapshotCon
 		return fail(err)
 	}
 	if len(set.unreachable) > 0 {
-		return fail(errors.Join(set.unreachable...))
+		// The class may be reachable again soon: tried again with
+		// backoff, the snapshot's deadline bounding the wait.
+		err := errors.Join(set.unreachable...)
+		_ = c.update(ctx, ref, func(next *apiv1.VirtualMachineSnapshotContent) { next.Status.Message = err.Error() })
+		return err
 	}
 	if err := c.undo(ctx, sc); err != nil {
 		return err
