@@ -34,12 +34,12 @@ var env struct {
 func TestMain(m *testing.M) {
 	dir, err := setup()
 	code := m.Run()
+	if cerr := sharedCeph.Close(); cerr != nil {
+		fmt.Fprintln(os.Stderr, "closing the shared Ceph cluster:", cerr)
+		code = 1
+	}
 	if dir != "" {
 		_ = os.RemoveAll(dir)
-	}
-	if err := sharedCeph.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "closing the shared Ceph cluster:", err)
-		code = 1
 	}
 	if err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, "e2e setup:", err)

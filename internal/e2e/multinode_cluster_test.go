@@ -40,9 +40,9 @@ type mnOptions struct {
 	// cluster of embedded etcd members unless externalEtcd.
 	servers      int
 	externalEtcd bool // servers on a three-member cluster of Debian's etcd
-	// hub puts the hosts on another run's hub (the shared Ceph cluster's,
-	// sharedCeph.Get).
-	hub *multinode.Run
+	// ceph puts the nodes on the hub of the package's Ceph cluster
+	// (sharedCeph), which the servers reach through its host link.
+	ceph bool
 }
 
 // newMultiNodeCluster starts the private libvirt hosts, the server and
@@ -62,7 +62,11 @@ func newMultiNodeCluster(t *testing.T, o mnOptions) *mnCluster {
 	t.Cleanup(cancel)
 	// First: its cleanup, registered first, runs last, after the agents
 	// and launchers are gone.
-	hosts := multinode.Start(t, o.nodes, multinode.Options{NamePrefix: "e2e", Hub: o.hub})
+	mo := multinode.Options{NamePrefix: "e2e"}
+	if o.ceph {
+		_, mo.Hub = sharedCeph.Get(t)
+	}
+	hosts := multinode.Start(t, o.nodes, mo)
 
 	id := randomID(t)
 	c := &mnCluster{nsAPI: nsAPI{t: t, ctx: ctx, ns: "mn-" + id}}

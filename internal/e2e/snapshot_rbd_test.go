@@ -153,8 +153,9 @@ func (c *mnCluster) cloneOf(name, kind, source, target string) time.Duration {
 // of the snapshot and a clone of the running VM start from their points
 // in time too; deleting the snapshot and the VMs leaves no image behind.
 func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
-	c, cl := onSharedCeph(t, mnOptions{nodes: 2})
-	class := c.rbdClass(cl)
+	c := newMultiNodeCluster(t, mnOptions{nodes: 2, ceph: true})
+	cl, _ := sharedCeph.Get(t)
+	class := c.rbdClass("ceph").GetMetadata().GetName()
 
 	c.create(c.rbdCounterVM("db", class, "64Mi"))
 	vmi, first, prev, wrote := c.bootAnywhere("db", "")
@@ -271,8 +272,9 @@ func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
 // The RBD ones are O(1) (a snapshot, a clone and two renames); the local
 // ones copy the data.
 func TestRBDSnapshotCostVsLocal(t *testing.T) {
-	c, cl := onSharedCeph(t, mnOptions{nodes: 1})
-	class := c.rbdClass(cl)
+	c := newMultiNodeCluster(t, mnOptions{nodes: 1, ceph: true})
+	cl, _ := sharedCeph.Get(t)
+	class := c.rbdClass("ceph").GetMetadata().GetName()
 	n := c.nodes[0]
 	c.create(c.rbdCounterVM("on-rbd", class, "1Gi"))
 	c.create(c.rbdCounterVM("on-local", "", "1Gi"))
@@ -322,8 +324,8 @@ func TestRBDSnapshotCostVsLocal(t *testing.T) {
 // thawed, the file copied, the overlay committed), and restored by the
 // node (the file) and the storage controller (the RBD snapshot) together.
 func TestRBDAndLocalVolumesTogether(t *testing.T) {
-	c, cl := onSharedCeph(t, mnOptions{nodes: 1})
-	class := c.rbdClass(cl)
+	c := newMultiNodeCluster(t, mnOptions{nodes: 1, ceph: true})
+	class := c.rbdClass("ceph").GetMetadata().GetName()
 	n := c.nodes[0]
 	vm := c.rbdCounterVM("mixed", class, "64Mi")
 	spec := vm.Spec.Template.Spec

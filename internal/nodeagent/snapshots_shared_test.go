@@ -29,6 +29,11 @@ func (f fakeClasses) List(context.Context, *apiv1.ListStorageClassesRequest, ...
 	return out, nil
 }
 
+// Watch is refused: the tests sync the room themselves.
+func (f fakeClasses) Watch(context.Context, *apiv1.WatchStorageClassesRequest, ...grpc.CallOption) (grpc.ServerStreamingClient[apiv1.StorageClassEvent], error) {
+	return nil, status.Error(codes.Unimplemented, "no watch in unit tests")
+}
+
 func (f fakeClasses) Connect(_ context.Context, in *apiv1.ConnectStorageClassRequest, _ ...grpc.CallOption) (*apiv1.StorageClassConnection, error) {
 	sc, ok := f[in.GetName()]
 	if !ok {

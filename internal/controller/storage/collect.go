@@ -11,24 +11,24 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 )
 
-// The collection of an rbd class's pool: what virtplane made there and
-// no object needs any more (docs/snapshots.md, "Deleting"). Names say
-// whose each image and snapshot is (package ceph), so the pool itself is
-// the record; the caches say what still exists. Something unneeded is
-// removed only when a pass a grace later still finds it so: an object
-// made a moment ago may not be cached yet.
+// The collection of an rbd class's pool for snapshots and restores: what
+// they made there and no object needs any more (docs/snapshots.md,
+// "Deleting"). Names say whose each image and snapshot is (package
+// ceph), so the pool itself is the record; the caches say what still
+// exists. Something unneeded is removed only when a pass a grace later
+// still finds it so: an object made a moment ago may not be cached yet.
 //
 //   - snap-<content uid> on a VM's image: removed once the content is
 //     gone. Clones restored from it keep its data (a format-2 clone's
 //     parent snapshot waits in Ceph's trash until the last clone goes).
-//   - a VM's live image (and its NVRAM image): removed once no VM and no
-//     bare instance has its uid and no snapshot is left on it; while
-//     snapshots of contents remain, it stays (deleting a VM keeps its
-//     snapshots, and they their data).
 //   - a retired image (replaced by a restore): removed once no snapshot
-//     is left on it.
+//     is left on it (and, Ceph sees to that, no clone reads from it).
 //   - a staged image: removed unless its restore is staging or committing
 //     into its VM.
+//
+// The images of deleted VMs are the class reconcile's (collect in
+// gc.go): they go once no snapshot is left on them, which this
+// collection sees to for deleted contents.
 //
 // An image that still has clones is refused by Ceph (busy) and looked at
 // again by the next pass.
@@ -101,13 +101,6 @@ func (v *Volumes) unneeded(class string, entries []ceph.Entry) []unneeded {
 	for _, ct := range v.contents.List() {
 		contents[ct.GetMetadata().GetUid()] = true
 	}
-	owners := map[string]bool{}
-	for _, vm := range v.vms.List() {
-		owners[vm.GetMetadata().GetUid()] = true
-	}
-	for _, vmi := range v.vmis.List() {
-		owners[vmi.GetMetadata().GetUid()] = true
-	}
 	restores := map[string]*apiv1.VirtualMachineRestore{}
 	for _, r := range v.restores.List() {
 		restores[r.GetMetadata().GetUid()] = r
@@ -126,21 +119,18 @@ func (v *Volumes) unneeded(class string, entries []ceph.Entry) []unneeded {
 	}
 	for _, e := range entries {
 		n := ceph.ParseImage(e.Image)
-		if e.Snapshot != "" || n.Kind == "" || snapped[e.Image] {
+		if e.Snapshot != "" || snapped[e.Image] {
 			continue
 		}
-		need := false
 		switch n.Kind {
-		case ceph.KindVolume, ceph.KindNVRAM:
-			need = owners[n.Owner]
+		case ceph.KindRetired:
+			out = append(out, unneeded{key: class + "/" + e.Image, image: e.Image})
 		case ceph.KindStaged:
 			r := restores[n.Restore]
 			phase := r.GetStatus().GetPhase()
-			need = r != nil && r.GetStatus().GetTargetUid() == n.Owner &&
-				(phase == apiv1.RestoreStaging || phase == apiv1.RestoreCommitting)
-		}
-		if !need {
-			out = append(out, unneeded{key: class + "/" + e.Image, image: e.Image})
+			if r == nil || r.GetStatus().GetTargetUid() != n.Owner || phase != apiv1.RestoreStaging && phase != apiv1.RestoreCommitting {
+				out = append(out, unneeded{key: class + "/" + e.Image, image: e.Image})
+			}
 		}
 	}
 	return out

@@ -21,8 +21,8 @@ import (
 // run and its volumes are all on rbd classes), clones a restore's RBD
 // snapshots beside the target's images and swaps them in (whatever the
 // restore's node, or with none), and collects what no object needs any
-// more: the RBD snapshots of deleted contents, the images of deleted VMs
-// once no snapshot keeps them, retired and abandoned staged images.
+// more: the RBD snapshots of deleted contents, retired and abandoned
+// staged images (the images of deleted VMs are the class reconcile's).
 // Nothing here depends on a node: a snapshot on RBD outlives the node
 // its VM ran on, and is restored onto any other.
 type Volumes struct {
@@ -31,8 +31,6 @@ type Volumes struct {
 	contents informer.Lister[*apiv1.VirtualMachineSnapshotContent]
 	restores informer.Lister[*apiv1.VirtualMachineRestore]
 	snaps    informer.Lister[*apiv1.VirtualMachineSnapshot]
-	vms      informer.Lister[*apiv1.VirtualMachine]
-	vmis     informer.Lister[*apiv1.VirtualMachineInstance]
 	contSt   ContentStore
 	rSt      RestoreStore
 	queue    controller.Queue
@@ -80,7 +78,6 @@ const (
 func NewVolumes(c *Controller, opts VolumeOptions,
 	contents *informer.Informer[*apiv1.VirtualMachineSnapshotContent], restores *informer.Informer[*apiv1.VirtualMachineRestore],
 	snaps *informer.Informer[*apiv1.VirtualMachineSnapshot],
-	vms *informer.Informer[*apiv1.VirtualMachine], vmis *informer.Informer[*apiv1.VirtualMachineInstance],
 	contSt ContentStore, rSt RestoreStore, log *slog.Logger) *Volumes {
 	if opts.CollectInterval <= 0 {
 		opts.CollectInterval = time.Minute
@@ -91,9 +88,9 @@ func NewVolumes(c *Controller, opts VolumeOptions,
 	if log == nil {
 		log = slog.Default()
 	}
-	v := &Volumes{c: c, opts: opts, contents: contents, restores: restores, snaps: snaps, vms: vms, vmis: vmis,
+	v := &Volumes{c: c, opts: opts, contents: contents, restores: restores, snaps: snaps,
 		contSt: contSt, rSt: rSt, queue: controller.NewQueue("storage-volumes"), log: log.With("controller", "storage-volumes"),
-		synced:  []<-chan struct{}{c.classes.Synced(), contents.Synced(), restores.Synced(), snaps.Synced(), vms.Synced(), vmis.Synced()},
+		synced:  []<-chan struct{}{c.classes.Synced(), contents.Synced(), restores.Synced(), snaps.Synced()},
 		orphans: map[string]time.Time{}}
 	content := func(ct *apiv1.VirtualMachineSnapshotContent) {
 		if serverContent(ct) {
@@ -119,12 +116,6 @@ func NewVolumes(c *Controller, opts VolumeOptions,
 			}
 		},
 	})
-	vms.AddHandler(informer.Handler[*apiv1.VirtualMachine]{OnDelete: func(*apiv1.VirtualMachine) { v.collectAll() }})
-	vmis.AddHandler(informer.Handler[*apiv1.VirtualMachineInstance]{OnDelete: func(vmi *apiv1.VirtualMachineInstance) {
-		if len(vmi.GetMetadata().GetOwnerReferences()) == 0 {
-			v.collectAll() // a bare instance owns its volumes
-		}
-	}})
 	c.classes.AddHandler(informer.Handler[*apiv1.StorageClass]{OnAdd: func(sc *apiv1.StorageClass) {
 		if sc.GetSpec().GetRbd() != nil {
 			v.queue.Add(keyCollect + sc.GetMetadata().GetName())

@@ -31,10 +31,10 @@ func TestMain(m *testing.M) {
 
 var t0 = time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
 
-// fixture is the storage controller's Volumes over in-memory stores and
+// volFixture is the storage controller's Volumes over in-memory stores and
 // a real Ceph cluster (the package's shared one), reached from the
 // host's namespace as the server reaches it, as a restricted user.
-type fixture struct {
+type volFixture struct {
 	t        *testing.T
 	cl       *cephtest.Cluster
 	conn     *ceph.Conn // the class's, for the test's own look
@@ -46,10 +46,9 @@ type fixture struct {
 	restores controllertest.Cache[*apiv1.VirtualMachineRestore]
 	snaps    controllertest.Cache[*apiv1.VirtualMachineSnapshot]
 	vms      controllertest.Cache[*apiv1.VirtualMachine]
-	vmis     controllertest.Cache[*apiv1.VirtualMachineInstance]
 }
 
-func newFixture(t *testing.T) *fixture {
+func newVolFixture(t *testing.T) *volFixture {
 	t.Helper()
 	cl, _ := shared.Get(t)
 	user := "t" + strings.ToLower(t.Name())
@@ -57,7 +56,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, cl: cl, now: t0}
+	f := &volFixture{t: t, cl: cl, now: t0}
 	db := memstore.NewDB(func() time.Time { return f.now })
 	f.classes = controllertest.NewCache(db, store.StorageClasses, &apiv1.StorageClass{
 		Metadata: &apiv1.ObjectMeta{Name: "ceph"},
@@ -68,11 +67,10 @@ func newFixture(t *testing.T) *fixture {
 	f.restores = controllertest.NewCache(db, store.Restores)
 	f.snaps = controllertest.NewCache(db, store.Snapshots)
 	f.vms = controllertest.NewCache(db, store.VirtualMachines)
-	f.vmis = controllertest.NewCache(db, store.VirtualMachineInstances)
 	dir := t.TempDir()
-	c := New(Options{Dir: dir, Clock: func() time.Time { return f.now }}, f.classes.Informer, f.nodes.Informer, f.classes.Store, controllertest.Discard())
+	c := New(Options{Dir: dir, Clock: func() time.Time { return f.now }}, f.classes.Informer, f.nodes.Informer, f.vms.Informer, f.classes.Store, controllertest.Discard())
 	f.v = NewVolumes(c, VolumeOptions{Grace: 10 * time.Second}, f.contents.Informer, f.restores.Informer, f.snaps.Informer,
-		f.vms.Informer, f.vmis.Informer, f.contents.Store, f.restores.Store, controllertest.Discard())
+		f.contents.Store, f.restores.Store, controllertest.Discard())
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
 		t.Fatal(err)
@@ -82,7 +80,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) sync() {
+func (f *volFixture) sync() {
 	f.t.Helper()
 	f.classes.Sync(f.t)
 	f.nodes.Sync(f.t)
@@ -90,11 +88,10 @@ func (f *fixture) sync() {
 	f.restores.Sync(f.t)
 	f.snaps.Sync(f.t)
 	f.vms.Sync(f.t)
-	f.vmis.Sync(f.t)
 }
 
 // reconcile syncs the caches and runs one pass over key.
-func (f *fixture) reconcile(key string) {
+func (f *volFixture) reconcile(key string) {
 	f.t.Helper()
 	f.sync()
 	if _, err := f.v.Reconcile(context.Background(), key); err != nil {
@@ -103,7 +100,7 @@ func (f *fixture) reconcile(key string) {
 }
 
 // fill writes byte b over the first 4 KiB of image (a guest's write).
-func (f *fixture) fill(image string, b byte) {
+func (f *volFixture) fill(image string, b byte) {
 	f.t.Helper()
 	target := "rbd:" + f.cl.Pool() + "/" + image + ":conf=" + f.cl.Conf()
 	if out, err := f.cl.Exec(f.t.Context(), "qemu-io", "-f", "raw", "-c", fmt.Sprintf("write -P %#x 0 4k", b), target); err != nil {
@@ -112,7 +109,7 @@ func (f *fixture) fill(image string, b byte) {
 }
 
 // firstByte reads the first byte of image.
-func (f *fixture) firstByte(image string) byte {
+func (f *volFixture) firstByte(image string) byte {
 	f.t.Helper()
 	out := filepath.Join(f.t.TempDir(), "export")
 	if _, err := f.cl.Admin(f.t.Context(), "rbd", "export", "--no-progress", f.cl.Pool()+"/"+image, out); err != nil {
@@ -126,7 +123,7 @@ func (f *fixture) firstByte(image string) byte {
 }
 
 // images are the pool's images of VM owner.
-func (f *fixture) images(owner string) []string {
+func (f *volFixture) images(owner string) []string {
 	f.t.Helper()
 	names, err := f.conn.List(context.Background()) // also in cleanups
 	if err != nil {
@@ -136,7 +133,7 @@ func (f *fixture) images(owner string) []string {
 }
 
 // snapsOf are the user snapshots of image.
-func (f *fixture) snapsOf(image string) []string {
+func (f *volFixture) snapsOf(image string) []string {
 	f.t.Helper()
 	snaps, err := f.conn.Snaps(f.t.Context(), image)
 	if err != nil {
@@ -180,7 +177,7 @@ func vm() *apiv1.VirtualMachine {
 // snapshot once the content is gone, the retired image once it has no
 // snapshot, and the VM's image once the VM is gone.
 func TestRBDSnapshotRestoreAndCollection(t *testing.T) {
-	f := newFixture(t)
+	f := newVolFixture(t)
 	ctx := t.Context()
 	data := ceph.VolumeImage(vmUID, "data")
 	t.Cleanup(func() {
@@ -281,17 +278,21 @@ func TestRBDSnapshotRestoreAndCollection(t *testing.T) {
 		t.Fatalf("the restored volume reads %#x after its parent snapshot went", got)
 	}
 
-	// The VM goes: its image after a grace, and its parent with it (one
-	// pass, two rounds).
+	// The VM goes: the class's reconcile removes its image at the second
+	// look, and its parent, which the restored clone no longer reads
+	// from, at the next (collect in gc.go).
 	if _, _, err := f.vms.Store.Delete(ctx, "default", "web", store.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.reconcile(collect)
-	if imgs := f.images(vmUID); len(imgs) != 2 {
-		t.Fatalf("the VM's images went before the grace: %v", imgs)
+	for look := range 3 {
+		f.sync()
+		if _, err := f.v.c.Reconcile(ctx, "ceph"); err != nil {
+			t.Fatalf("class reconcile: %v", err)
+		}
+		if look == 0 && len(f.images(vmUID)) != 2 {
+			t.Fatalf("the VM's images went at the first look: %v", f.images(vmUID))
+		}
 	}
-	f.now = f.now.Add(10 * time.Second)
-	f.reconcile(collect)
 	if imgs := f.images(vmUID); len(imgs) != 0 {
 		t.Fatalf("images of the deleted VM left: %v", imgs)
 	}
@@ -300,7 +301,7 @@ func TestRBDSnapshotRestoreAndCollection(t *testing.T) {
 // A restore that failed before its commit point has its clones removed,
 // and the target's live volume is as it was.
 func TestFailedRBDRestoreDropsItsClones(t *testing.T) {
-	f := newFixture(t)
+	f := newVolFixture(t)
 	ctx := t.Context()
 	data := ceph.VolumeImage(vmUID, "data")
 	t.Cleanup(func() {
@@ -333,7 +334,7 @@ func TestFailedRBDRestoreDropsItsClones(t *testing.T) {
 // A restore whose content's snapshot is missing in the pool fails with
 // the cause (the restore controller fails the restore for it).
 func TestRBDRestoreOfAMissingSnapshotFails(t *testing.T) {
-	f := newFixture(t)
+	f := newVolFixture(t)
 	src := vm()
 	f.snaps.Store.Seed(&apiv1.VirtualMachineSnapshot{
 		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "snap", Uid: snapUID},

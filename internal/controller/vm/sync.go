@@ -171,6 +171,9 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *apiv1.Virtual
 		annotations[k] = v
 	}
 	annotations[apiv1.AnnotationVMGeneration] = strconv.FormatInt(vm.Metadata.Generation, 10)
+	if vm.GetStatus().GetNodeName() != "" {
+		annotations[apiv1.AnnotationVMRanBefore] = "true"
+	}
 	if p := vm.GetSpec().GetNodeFailurePolicy(); p != "" {
 		annotations[apiv1.AnnotationNodeFailurePolicy] = p
 	}

@@ -265,10 +265,30 @@ func choose(nd needs, pullable func(string) bool, nodes []candidate) decision {
 // image directory, and where each keeps it is not known here. A VMI
 // pinned to its node (LabelNodeName: its VM's persistent volumes live
 // there) does not need its persistent volumes' images any more: they were
-// copied when the volumes were made.
-func requiredImages(spec *apiv1.VirtualMachineInstanceSpec) []string {
+// copied when the volumes were made; nor does one whose VM ran before
+// need those of its volumes on storage classes (AnnotationVMRanBefore).
+func requiredImages(v *apiv1.VirtualMachineInstance) []string {
+	spec := v.GetSpec()
 	_, pinned := spec.GetNodeSelector()[apiv1.LabelNodeName]
-	return validation.ImageRefs(spec, "", !pinned)
+	refs := validation.ImageRefs(spec, "", !pinned)
+	if pinned || v.GetMetadata().GetAnnotations()[apiv1.AnnotationVMRanBefore] != "true" {
+		return refs
+	}
+	// Volumes on storage classes were made at an earlier start: their
+	// images are not needed where the VM runs next.
+	keep := validation.ImageRefs(&apiv1.VirtualMachineInstanceSpec{Domain: spec.GetDomain(), Volumes: localVolumes(spec)}, "", true)
+	return slices.DeleteFunc(refs, func(r string) bool { return !slices.Contains(keep, r) })
+}
+
+// localVolumes are spec's volumes but those on storage classes.
+func localVolumes(spec *apiv1.VirtualMachineInstanceSpec) []*apiv1.Volume {
+	var out []*apiv1.Volume
+	for _, v := range spec.GetVolumes() {
+		if pv := v.GetPersistent(); pv == nil || pv.IsLocal() {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // missingImages returns which of images node does not list. A node that

@@ -37,6 +37,13 @@ type DiskSource struct {
 	ReadOnly  bool                   `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
 	BootOrder int32                  `protobuf:"varint,7,opt,name=boot_order,json=bootOrder,proto3" json:"boot_order,omitempty"` // 0: none
 	Serial    string                 `protobuf:"bytes,8,opt,name=serial,proto3" json:"serial,omitempty"`
+	// The size in bytes the disk must have (a persistent volume's, rounded
+	// up to whole 512-byte sectors); 0 for disks without one. Sync grows a
+	// running domain's disk whose capacity is below it (libvirt's block
+	// resize, which QEMU announces to the guest); it never shrinks one. A
+	// stopped guest's disk is grown before it starts, by whoever owns the
+	// volume (the node agent for files).
+	SizeBytes int64 `protobuf:"varint,9,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	// A network disk on a Ceph RBD pool, instead of path and format (raw).
 	Rbd *RBDDisk `protobuf:"bytes,10,opt,name=rbd,proto3" json:"rbd,omitempty"`
 	// The file is on a shared filesystem every node of its class mounts:
@@ -131,6 +138,13 @@ func (x *DiskSource) GetSerial() string {
 		return x.Serial
 	}
 	return ""
+}
+
+func (x *DiskSource) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
 }
 
 func (x *DiskSource) GetRbd() *RBDDisk {
@@ -1414,7 +1428,7 @@ var File_internal_launcher_launcherpb_launcher_proto protoreflect.FileDescriptor
 
 const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\n" +
-	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\x94\x02\n" +
+	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\xb3\x02\n" +
 	"\n" +
 	"DiskSource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1425,7 +1439,9 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\tread_only\x18\x06 \x01(\bR\breadOnly\x12\x1d\n" +
 	"\n" +
 	"boot_order\x18\a \x01(\x05R\tbootOrder\x12\x16\n" +
-	"\x06serial\x18\b \x01(\tR\x06serial\x120\n" +
+	"\x06serial\x18\b \x01(\tR\x06serial\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\t \x01(\x03R\tsizeBytes\x120\n" +
 	"\x03rbd\x18\n" +
 	" \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\x03rbd\x12\x16\n" +
 	"\x06shared\x18\v \x01(\bR\x06shared\"\x86\x01\n" +

@@ -2,6 +2,7 @@ package disks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -23,14 +24,15 @@ type Classes interface {
 	Lookup(ctx context.Context, name string) (*storage.Class, error)
 }
 
-// owner is the uid a VMI's kept state belongs to: its VM's, or its own
-// for a bare instance; checked, since it names directories and images.
+// owner is the uid a VMI's volumes on a class belong to: its VM's (only
+// VMs have persistent volumes on classes: replica sets have none, and
+// bare instances are not made by users); checked, since it names
+// directories and images.
 func owner(rec *state.VMI) (string, error) {
-	o := rec.VMUID
-	if o == "" {
-		o = rec.UID
+	if rec.VMUID == "" {
+		return "", errors.New("volumes on a storage class belong to a VM, and this instance has none")
 	}
-	return o, validation.CheckUID(o)
+	return rec.VMUID, validation.CheckUID(rec.VMUID)
 }
 
 // classVolume attaches persistent volume d on a storage class, made on
@@ -56,13 +58,18 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 		return nil, volErr(fmt.Errorf("size %q is not a positive quantity", pv.GetSize()))
 	}
 	src := diskSource(d)
+	if src.SizeBytes, err = validation.VolumeBytes(pv.GetSize()); err != nil {
+		return nil, volErr(err)
+	}
 	switch {
 	case class.RBD() != nil:
-		var base *storage.Base
-		if pv.GetImage() != "" && !incoming {
-			if base, err = p.baseImage(ctx, pv.GetImage(), q.Value()); err != nil {
-				return nil, volErr(err)
+		// The image is read only to make the volume: a node the VM fails
+		// over to need not hold it.
+		base := func() (*storage.Base, error) {
+			if pv.GetImage() == "" {
+				return nil, nil
 			}
+			return p.baseImage(ctx, pv.GetImage(), q.Value())
 		}
 		image, err := p.rbdVolume(ctx, vmi, d, pv, class, own, q.Value(), base, incoming)
 		if err != nil {
@@ -71,8 +78,17 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 		src.Format, src.Rbd = "raw", class.RBDDisk(image)
 		addSecret(opts, class.Secret())
 	case class.SharedPath() != "":
-		dir := nodedir.VolumesDir(class.SharedVMDir(own))
-		if src.Path, err = nodedir.FileIn(dir, d.GetName()+".qcow2"); err != nil {
+		// The VM's directory there has its vm.json, checked as a node's
+		// own: another namespace's VM's volumes are never handed over.
+		layout := class.SharedLayout()
+		err := layout.EnsureVMDir(own, vmi.GetMetadata().GetNamespace(), vmi.GetMetadata().GetName())
+		if errors.Is(err, nodedir.ErrForeign) {
+			return nil, failed(fmt.Errorf("metadata.owner_references: %w", err))
+		}
+		if err != nil {
+			return nil, volErr(err)
+		}
+		if src.Path, err = sharedVolumePath(class, rec, d.GetName()); err != nil {
 			return nil, failed(fmt.Errorf("disk %q: %w", d.GetName(), err))
 		}
 		src.Format, src.Shared = "qcow2", true
@@ -91,17 +107,30 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 }
 
 // rbdVolume provisions (or, incoming, only finds) the volume's image.
-func (p *Preparer) rbdVolume(ctx context.Context, vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, pv *apiv1.PersistentVolume, class *storage.Class, own string, size int64, base *storage.Base, incoming bool) (string, error) {
-	if incoming {
-		image := ceph.VolumeImage(own, d.GetName())
-		if _, err := class.Conn.Info(ctx, image); err != nil {
-			return "", fmt.Errorf("the volume a migration brings: %w", err)
-		}
+func (p *Preparer) rbdVolume(ctx context.Context, vmi *apiv1.VirtualMachineInstance, d *apiv1.Disk, pv *apiv1.PersistentVolume, class *storage.Class, own string, size int64, baseOf func() (*storage.Base, error), incoming bool) (string, error) {
+	image := ceph.VolumeImage(own, d.GetName())
+	info, err := class.Conn.Info(ctx, image)
+	switch {
+	case err == nil && (incoming || info.Size >= size):
 		return image, nil
+	case incoming:
+		return "", fmt.Errorf("the volume a migration brings: %w", err)
+	case err != nil && !errors.Is(err, ceph.ErrNotFound):
+		return "", err
+	}
+	exists := err == nil // and smaller than its size: grown below
+	var base *storage.Base
+	if !exists { // a new volume: made from its image, if it has one
+		if base, err = baseOf(); err != nil {
+			return "", err
+		}
 	}
 	if p.opts.Progress != nil {
 		msg := fmt.Sprintf("creating persistent volume %q (%s) on storage class %s", d.GetName(), pv.GetSize(), class.Name)
-		if base != nil {
+		switch {
+		case exists:
+			msg = fmt.Sprintf("growing persistent volume %q to %s on storage class %s", d.GetName(), pv.GetSize(), class.Name)
+		case base != nil:
 			msg = fmt.Sprintf("cloning image %s into persistent volume %q (%s) on storage class %s", pv.GetImage(), d.GetName(), pv.GetSize(), class.Name)
 		}
 		if err := p.opts.Progress.Provisioning(ctx, vmi, msg); err != nil {
@@ -145,4 +174,27 @@ func addSecret(opts *launcherpb.SyncOptions, s *launcherpb.CephSecret) {
 		}
 	}
 	opts.CephSecrets = append(opts.CephSecrets, s)
+}
+
+// classOf is the class of a volume on a storage class, as this node uses
+// it.
+func (p *Preparer) classOf(ctx context.Context, pv *apiv1.PersistentVolume) (*storage.Class, error) {
+	if p.opts.Classes == nil {
+		return nil, errors.New("this node has no storage classes")
+	}
+	return p.opts.Classes.Lookup(ctx, pv.GetStorageClass())
+}
+
+// sharedVolumePath is where volume name of rec's VM is on shared
+// filesystem class.
+func sharedVolumePath(class *storage.Class, rec *state.VMI, name string) (string, error) {
+	own, err := owner(rec)
+	if err != nil {
+		return "", err
+	}
+	vmDir, err := class.SharedLayout().VMDir(own)
+	if err != nil {
+		return "", err
+	}
+	return nodedir.FileIn(nodedir.VolumesDir(vmDir), name+".qcow2")
 }

@@ -26,12 +26,14 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/reported"
 )
 
 // API is what the room needs of the StorageClasses service.
 type API interface {
 	List(ctx context.Context, in *apiv1.ListStorageClassesRequest, opts ...grpc.CallOption) (*apiv1.ListStorageClassesResponse, error)
+	Watch(ctx context.Context, in *apiv1.WatchStorageClassesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[apiv1.StorageClassEvent], error)
 	Connect(ctx context.Context, in *apiv1.ConnectStorageClassRequest, opts ...grpc.CallOption) (*apiv1.StorageClassConnection, error)
 }
 
@@ -131,8 +133,10 @@ func (cs *Classes) Poke() {
 	}
 }
 
-// Run lists and probes the classes every interval, or when poked.
+// Run lists and probes the classes every interval, and at once when a
+// class changes (a watch pokes it).
 func (cs *Classes) Run(ctx context.Context) {
+	go cs.watch(ctx)
 	for {
 		cs.Sync(ctx)
 		t := cs.opts.Clock.NewTimer(cs.opts.Interval)
@@ -276,4 +280,48 @@ func sourceAddress(netns string, monitors []string) (netip.Addr, error) {
 		last = err
 	}
 	return netip.Addr{}, fmt.Errorf("no route to any monitor (spec.rbd.monitors): %w", last)
+}
+
+// watch pokes the room on every class event, so that a class made or
+// changed is probed within seconds, not at the next interval. A broken
+// watch is opened again after a pause; the interval's listing covers the
+// gap.
+func (cs *Classes) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		stream, err := cs.opts.API.Watch(ctx, &apiv1.WatchStorageClassesRequest{Options: &apiv1.WatchOptions{}})
+		for err == nil {
+			var ev *apiv1.StorageClassEvent
+			if ev, err = stream.Recv(); err == nil && ev.GetType() != apiv1.EventType_SYNCED {
+				cs.Poke()
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		cs.log.Debug("storage class watch ended; opening it again", "err", err)
+		t := cs.opts.Clock.NewTimer(watchRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// watchRetry is the pause before a broken watch is opened again.
+const watchRetry = 5 * time.Second
+
+// SharedLayouts are the directories of the shared filesystem classes the
+// node reaches now.
+func (cs *Classes) SharedLayouts() []nodedir.Layout {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	var out []nodedir.Layout
+	for _, c := range cs.classes {
+		if c.SharedPath() != "" && c.Status.GetReady() {
+			out = append(out, c.SharedLayout())
+		}
+	}
+	return out
 }

@@ -3,10 +3,9 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"os"
 	"path/filepath"
-
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
 
 // sharedRoot is the directory virtplane keeps under a shared filesystem's
@@ -39,19 +38,12 @@ func checkShared(path string) error {
 	return os.Remove(name)
 }
 
-// SharedVMDir is the directory of the VM (or bare instance) with uid
-// owner on a shared filesystem class: path/virtplane/vms/<owner>, where
-// its volumes and NVRAM live. owner must be a checked uid (the caller's
-// record is).
-func (c *Class) SharedVMDir(owner string) string {
-	return filepath.Join(c.SharedPath(), sharedRoot, "vms", owner)
-}
-
-// SharedLayout is a shared filesystem class's tree laid out as a node's
-// data directory: its VMDir(uid) is SharedVMDir(uid), and its
-// SnapshotDir(uid) holds the copies of snapshot content uid's volumes on
-// the class, where every node the class selects sees them
-// (docs/snapshots.md).
+// SharedLayout is a shared filesystem class's directory laid out as a
+// node data directory is (package nodedir): the VMs' directories
+// (path/virtplane/vms/<uid>, with vm.json, volumes and NVRAM) made,
+// checked and removed by the same rules as a node's own, and the copies of
+// snapshot content uid's volumes on the class in its SnapshotDir(uid),
+// where every node the class selects sees them (docs/snapshots.md).
 func (c *Class) SharedLayout() nodedir.Layout {
 	return nodedir.Layout{Root: filepath.Join(c.SharedPath(), sharedRoot)}
 }

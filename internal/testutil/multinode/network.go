@@ -3,6 +3,7 @@ package multinode
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -81,9 +82,15 @@ func (r *Run) makeHub(ctx context.Context) error {
 	if err := ip("netns", "add", r.hub); err != nil {
 		return err
 	}
+	// The bridges get fixed MAC addresses: a Linux bridge otherwise takes
+	// the lowest of its ports', which changes as runs that share the hub
+	// add and remove node ports, and the host's namespace (host link)
+	// then keeps sending to the hub's address at a MAC gone from the
+	// bridge until its ARP entry ages out (measured: a shared Ceph
+	// cluster unreachable from the servers after one test's nodes left).
 	for _, args := range [][]string{
-		{"-n", r.hub, "link", "add", "br0", "type", "bridge"},
-		{"-n", r.hub, "link", "add", "gbr0", "type", "bridge"},
+		{"-n", r.hub, "link", "add", "br0", "address", hubMAC(r.id, 1), "type", "bridge"},
+		{"-n", r.hub, "link", "add", "gbr0", "address", hubMAC(r.id, 2), "type", "bridge"},
 		{"-n", r.hub, "link", "set", "lo", "up"},
 	} {
 		if err := ip(args...); err != nil {
@@ -268,4 +275,14 @@ func output(ctx context.Context, name string, args ...string) (string, error) {
 		return stdout.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
 	}
 	return stdout.String(), nil
+}
+
+// hubMAC is a fixed, locally administered unicast MAC address for bridge
+// n of run id's hub: 02:76, the run id's three bytes, n.
+func hubMAC(id string, n int) string {
+	b := []byte{0x02, 0x76, 0, 0, 0, byte(n)}
+	if v, err := hex.DecodeString(id); err == nil && len(v) == 3 {
+		copy(b[2:5], v)
+	}
+	return net.HardwareAddr(b).String()
 }

@@ -18,15 +18,22 @@ import (
 // the node agent map libvirt devices back to VMI disk and interface names.
 var userAlias = regexp.MustCompile(`^ua-[a-zA-Z0-9_-]+$`)
 
-// DiskAlias is the alias of the disk of a VMI disk name.
-func DiskAlias(name string) string { return "ua-disk-" + name }
-
 func alias(kind, name string) *libvirtxml.DomainAlias {
 	a := "ua-" + kind + "-" + name
 	if !userAlias.MatchString(a) {
 		return nil
 	}
 	return &libvirtxml.DomainAlias{Name: a}
+}
+
+// DiskAlias is the alias of the VMI's disk name in the domain, as
+// libvirt keeps it in the live XML; "" for a name that makes no valid
+// alias (then the disk has none).
+func DiskAlias(name string) string {
+	if a := alias("disk", name); a != nil {
+		return a.Name
+	}
+	return ""
 }
 
 func buildDevices(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*libvirtxml.DomainDeviceList, error) {

@@ -67,7 +67,9 @@ type Driver struct {
 
 	subs  *broadcaster
 	lease *watchdog
-	migs  migrations
+	// policy is the node failure policy last read from the domain.
+	policy policyCache
+	migs   migrations
 	// incoming removes a receiving domain whose agent stopped renewing it
 	// (Incoming's valid_for_millis).
 	incoming *watchdog

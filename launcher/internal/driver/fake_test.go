@@ -26,6 +26,9 @@ type fakeConn struct {
 	busyPorts map[int]bool
 	// snaps is the online snapshot state (fake_snapshot_test.go).
 	snaps *fakeSnap
+	// capacity is each disk's size as the guest sees it, by target
+	// (fake_resize_test.go).
+	capacity map[string]uint64
 }
 
 type fakeState struct {

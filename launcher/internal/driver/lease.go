@@ -105,6 +105,7 @@ func (d *Driver) recordedPolicy() (policy string, known bool) {
 	if err != nil || !ok {
 		return "", false
 	}
+	d.policy.remember(md)
 	return md.NodeFailurePolicy, true
 }
 
@@ -122,6 +123,41 @@ func policyName(p string) string {
 // never run. It retries until the domain is down or the lease is renewed.
 func (d *Driver) fence(still func() bool) {
 	d.log.Error("lease expired without renewal: destroying the domain (self-fence)")
+	viaLibvirt := make(chan struct{})
+	go func() {
+		defer close(viaLibvirt)
+		d.fenceThroughLibvirt(still)
+	}()
+	select {
+	case <-viaLibvirt:
+		return
+	case <-d.done:
+		return
+	case <-time.After(fenceKillAfter):
+	}
+	// libvirt has not answered: QEMU goes without it. The libvirt attempt
+	// carries on, to leave the domain's state right when it answers.
+	for still() {
+		gone, err := d.killQEMU()
+		if gone {
+			// The event pump reports the domain's end once libvirt
+			// answers; the node agent sees the lease gone anyway.
+			return
+		}
+		d.log.Error("self-fence: cannot kill QEMU without libvirt; retrying", "error", err)
+		select {
+		case <-viaLibvirt:
+			return
+		case <-d.done:
+			return
+		case <-time.After(fenceRetry):
+		}
+	}
+}
+
+// fenceThroughLibvirt destroys the domain through libvirt, retrying until
+// it is down or the lease is renewed.
+func (d *Driver) fenceThroughLibvirt(still func() bool) {
 	for still() {
 		// The domain's own record decides, not whoever armed the
 		// watchdog: a Wait domain is never killed by lease expiry
@@ -134,6 +170,9 @@ func (d *Driver) fence(still func() bool) {
 		if err == nil {
 			md, ok, merr := readMetadata(dom)
 			dom.Free()
+			if merr == nil && ok {
+				d.policy.remember(md)
+			}
 			if merr == nil && (!ok || !md.FencedOnLeaseExpiry()) {
 				d.log.Warn("self-fence skipped: the domain's node failure policy is not RestartElsewhere",
 					"node_failure_policy", policyName(md.NodeFailurePolicy))

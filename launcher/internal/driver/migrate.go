@@ -42,10 +42,16 @@ type MigratingDomain interface {
 
 // MigrateParams are libvirt's migration parameters.
 type MigrateParams struct {
-	TargetURI    string
-	Address      string
-	DestXML      string
-	CopyDisks    []string
+	TargetURI string
+	Address   string
+	DestXML   string
+	CopyDisks []string
+	// SharedFiles: file disks on a shared filesystem stay where they are.
+	// libvirt 9.0 takes a path for shared only on the filesystems it
+	// knows (NFS, CephFS, GlusterFS, ...) and refuses the rest as
+	// "unsafe"; virtplane vouches for a class's path (opened with
+	// cache=none) and says so (VIR_MIGRATE_UNSAFE).
+	SharedFiles  bool
 	BandwidthMiB uint64
 	AutoConverge bool
 	PostCopy     bool
@@ -151,23 +157,21 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 	}
 
 	copyDisks, dataBytes := req.GetCopyDisks(), req.GetDataBytes()
-	if len(copyDisks) == 0 || dataBytes <= 0 {
-		x, err := dom.GetXMLDesc()
-		if err != nil {
-			dom.Free()
-			return nil, grpcError(fmt.Errorf("read the domain XML: %w", err))
-		}
-		local, size, err := localDisks(x)
-		if err != nil {
-			dom.Free()
-			return nil, status.Errorf(codes.Internal, "migrate: %v", err)
-		}
-		if len(copyDisks) == 0 {
-			copyDisks = local
-		}
-		if dataBytes <= 0 {
-			dataBytes = size
-		}
+	x, err := dom.GetXMLDesc()
+	if err != nil {
+		dom.Free()
+		return nil, grpcError(fmt.Errorf("read the domain XML: %w", err))
+	}
+	local, size, shared, err := localDisks(x)
+	if err != nil {
+		dom.Free()
+		return nil, status.Errorf(codes.Internal, "migrate: %v", err)
+	}
+	if len(copyDisks) == 0 {
+		copyDisks = local
+	}
+	if dataBytes <= 0 {
+		dataBytes = size
 	}
 
 	now := d.cfg.Now()
@@ -194,6 +198,7 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 		Address:      req.GetTargetAddress(),
 		DestXML:      req.GetDestXml(),
 		CopyDisks:    copyDisks,
+		SharedFiles:  shared,
 		BandwidthMiB: uint64(max(cfg.GetBandwidthMibPerSecond(), 0)),
 		AutoConverge: cfg.GetAllowAutoConverge(),
 		PostCopy:     cfg.GetAllowPostCopy(),
@@ -435,16 +440,16 @@ func progressOf(js JobStats, now time.Time) *apiv1.MigrationProgress {
 // localDisks reads a live domain XML: the writable disks backed by a file
 // (node-local in virtplane: copied by a migration) and the bytes a
 // migration moves, the guest memory plus those files' sizes.
-func localDisks(x string) (disks []string, size int64, err error) {
+func localDisks(x string) (disks []string, size int64, sharedFiles bool, err error) {
 	var def libvirtxml.Domain
 	if err := def.Unmarshal(x); err != nil {
-		return nil, 0, fmt.Errorf("parse the domain XML: %w", err)
+		return nil, 0, false, fmt.Errorf("parse the domain XML: %w", err)
 	}
 	if m := def.Memory; m != nil {
 		size = int64(m.Value) * unitBytes(m.Unit)
 	}
 	if def.Devices == nil {
-		return nil, size, nil
+		return nil, size, false, nil
 	}
 	// Files on a shared filesystem stay where they are, as network (RBD)
 	// disks do: the destination opens the same ones.
@@ -461,6 +466,7 @@ func localDisks(x string) (disks []string, size int64, err error) {
 			continue
 		}
 		if disk.Alias != nil && shared[disk.Alias.Name] {
+			sharedFiles = true
 			continue
 		}
 		disks = append(disks, disk.Target.Dev)
@@ -468,7 +474,7 @@ func localDisks(x string) (disks []string, size int64, err error) {
 			size += fi.Size()
 		}
 	}
-	return disks, size, nil
+	return disks, size, sharedFiles, nil
 }
 
 // unitBytes is libvirt's memory unit in bytes (KiB when none).

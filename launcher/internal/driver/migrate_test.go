@@ -12,7 +12,7 @@ func TestLocalDisks(t *testing.T) {
 <disk type="file" device="cdrom"><source file="/nonexistent/seed.iso"/><target dev="sda" bus="sata"/><readonly/></disk>
 <disk type="file" device="disk"><source file="/nonexistent/data.qcow2"/><target dev="vdc" bus="virtio"/></disk>
 </devices></domain>`
-	disks, size, err := localDisks(x)
+	disks, size, _, err := localDisks(x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,10 +26,10 @@ func TestLocalDisks(t *testing.T) {
 <disk type="file" device="disk"><source file="/nonexistent/data.qcow2"/><target dev="vdb" bus="virtio"/><alias name="ua-disk-data"/></disk>
 <disk type="file" device="disk"><source file="/nonexistent/scratch.qcow2"/><target dev="vdc" bus="virtio"/><alias name="ua-disk-scratch"/></disk>
 </devices></domain>`
-	if disks, _, err := localDisks(x); err != nil || !slices.Equal(disks, []string{"vdc"}) {
+	if disks, _, shared, err := localDisks(x); err != nil || !shared || !slices.Equal(disks, []string{"vdc"}) {
 		t.Fatalf("localDisks with rbd and shared disks = %v, %v; want only vdc", disks, err)
 	}
-	if _, _, err := localDisks("<domain"); err == nil {
+	if _, _, _, err := localDisks("<domain"); err == nil {
 		t.Fatal("bad XML accepted")
 	}
 }

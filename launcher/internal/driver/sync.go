@@ -16,8 +16,8 @@ import (
 // Sync is KubeVirt's SyncVirtualMachine: adopt or define the domain, start
 // it if it is down and the VMI has not run yet, resume it if something
 // other than the user paused it, and give a running domain the port
-// forwards and VLANs libvirt cannot (applyNetwork). Calling it again
-// changes nothing.
+// forwards and VLANs libvirt cannot (applyNetwork) and the disk sizes the
+// node agent asks for (growDisks). Calling it again changes nothing.
 func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launcherpb.DomainStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
@@ -74,6 +74,7 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	defer dom.Free()
 	d.focusEvents(true)
+	d.policy.remember(md)
 
 	if !md.FencedOnLeaseExpiry() {
 		// A watchdog armed before the policy was known (a new launcher is
@@ -82,6 +83,9 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	started, err := d.converge(dom, vmi, md)
 	if err != nil {
+		return nil, err
+	}
+	if err := d.growDisks(dom, opts.GetDisks()); err != nil {
 		return nil, err
 	}
 	if err := d.applyNetwork(dom, allNetSteps); err != nil {

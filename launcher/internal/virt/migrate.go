@@ -33,6 +33,9 @@ func (d *domain) Migrate(p driver.MigrateParams) error {
 	if p.TLS {
 		flags |= libvirt.MIGRATE_TLS
 	}
+	if p.SharedFiles {
+		flags |= libvirt.MIGRATE_UNSAFE
+	}
 	params := &libvirt.DomainMigrateParameters{
 		DestXMLSet:    true,
 		DestXML:       p.DestXML,
