@@ -140,3 +140,37 @@ func TestSharedRestoreRefusesForeignPaths(t *testing.T) {
 		t.Fatalf("status %v: want the source path refused", st)
 	}
 }
+
+// A content copies only its namespace's VM from a shared filesystem too:
+// the VM's directory there is owned (vm.json) like a node's own.
+func TestSharedSnapshotCopiesOnlyItsNamespacesVM(t *testing.T) {
+	u := newSnapUnit(t)
+	path := u.withSharedClass()
+	vm := testUID("vm-shared3")
+	lay := nodedir.Layout{Root: filepath.Join(path, "virtplane")}
+	if err := lay.EnsureVMDir(vm, "other", "web"); err != nil {
+		t.Fatal(err)
+	}
+	dir, _ := lay.VMDir(vm)
+	if err := nodedir.MkdirTraversable(nodedir.VolumesDir(dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(u.volume(testUID("scratch3"), "data", "S"), filepath.Join(nodedir.VolumesDir(dir), "data.qcow2")); err != nil {
+		t.Fatal(err)
+	}
+	u.content("c1", vm, "data")
+	u.changeContent("c1", func(c *apiv1.VirtualMachineSnapshotContent) {
+		c.Spec.Source.Spec = &apiv1.VirtualMachineSpec{Template: &apiv1.VirtualMachineInstanceTemplateSpec{Spec: &apiv1.VirtualMachineInstanceSpec{
+			Volumes: []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Mi", StorageClass: "nfs"}}},
+		}}}
+	})
+	u.reconcileContent("c1")
+	if st := u.getContent("c1").GetStatus(); st.GetPhase() != apiv1.SnapshotFailed || !strings.Contains(st.GetError(), "spec.source") {
+		t.Fatalf("status %v: want the other namespace's VM refused", st)
+	}
+	if _, err := os.Stat(filepath.Join(path, "virtplane", "snapshots")); err == nil {
+		if entries, _ := os.ReadDir(filepath.Join(path, "virtplane", "snapshots")); len(entries) != 0 {
+			t.Errorf("copies made of another namespace's VM: %v", entries)
+		}
+	}
+}

@@ -26,8 +26,10 @@ type volume struct {
 	// content is the uid of the snapshot content source belongs to.
 	content string
 	// shared: the volume is on a shared filesystem class (its files are
-	// under the class's path), not in the node's VM directory.
+	// under the class's path, laid out as layout), not in the node's VM
+	// directory.
 	shared bool
+	layout nodedir.Layout
 }
 
 // volumes checks a restore's paths: the target's directory from its
@@ -61,6 +63,9 @@ func (w *Restores) volumes(ctx context.Context, r *apiv1.VirtualMachineRestore) 
 			if err != nil {
 				return "", nil, fmt.Errorf("status.target_uid: %w", err)
 			}
+			if err := nodedir.CheckVMDirOwner(target, r.GetMetadata().GetNamespace(), r.GetSpec().GetTarget()); err != nil {
+				return "", nil, fmt.Errorf("status.target_uid: %w", err)
+			}
 			layout, dir, shared = lay, nodedir.VolumesDir(target), true
 		}
 		content, _, err := layout.CheckSnapshotVolumePath(vr.GetSourcePath())
@@ -71,7 +76,8 @@ func (w *Restores) volumes(ctx context.Context, r *apiv1.VirtualMachineRestore) 
 		if err != nil {
 			return "", nil, fmt.Errorf("status.restores[%d].volume_name: %w", i, err)
 		}
-		out = append(out, volume{name: vr.GetVolumeName(), content: content, source: vr.GetSourcePath(), staged: live + stagedSuffix(uid), live: live, shared: shared})
+		out = append(out, volume{name: vr.GetVolumeName(), content: content, source: vr.GetSourcePath(), staged: live + stagedSuffix(uid), live: live,
+			shared: shared, layout: layout})
 	}
 	return volumesDir, out, nil
 }
@@ -179,6 +185,11 @@ func (w *Restores) stage(ctx context.Context, r *apiv1.VirtualMachineRestore) er
 	}
 	for _, v := range vols {
 		if v.shared {
+			// The target's directory on the class, owned (vm.json) as the
+			// disk room makes it.
+			if err := v.layout.EnsureVMDir(r.GetStatus().GetTargetUid(), r.GetMetadata().GetNamespace(), target); err != nil {
+				return err
+			}
 			if err := nodedir.MkdirTraversable(filepath.Dir(v.live)); err != nil {
 				return err
 			}

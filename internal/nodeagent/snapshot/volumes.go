@@ -128,6 +128,9 @@ func (c *Contents) volumes(ctx context.Context, sc *apiv1.VirtualMachineSnapshot
 			if err != nil {
 				return nil, fmt.Errorf("spec.volumes[%d]: %w", i, err)
 			}
+			if err := nodedir.CheckVMDirOwner(dir, sc.GetMetadata().GetNamespace(), src.GetMetadata().GetName()); err != nil {
+				return nil, fmt.Errorf("spec.source: %w", err)
+			}
 			v, ok, err := fileVolume(lay, dir, uid, name, &lay)
 			if err != nil {
 				return nil, fmt.Errorf("spec.volumes[%d]: %w", i, err)
