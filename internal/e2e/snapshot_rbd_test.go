@@ -154,8 +154,7 @@ func (c *mnCluster) cloneOf(name, kind, source, target string) time.Duration {
 // in time too; deleting the snapshot and the VMs leaves no image behind.
 func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{nodes: 2, ceph: true})
-	cl, _ := sharedCeph.Get(t)
-	class := c.rbdClass("ceph").GetMetadata().GetName()
+	class, pool := c.rbdClassOwnPool("ceph")
 
 	c.create(c.rbdCounterVM("db", class, "64Mi"))
 	vmi, first, prev, wrote := c.bootAnywhere("db", "")
@@ -163,7 +162,7 @@ func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
 		t.Fatalf("first boot on %s: previous %q, wrote %q; want none and 1", first.Name, prev, wrote)
 	}
 	uid := c.vm("db").GetMetadata().GetUid()
-	if imgs := rbdImages(t, cl, uid); len(imgs) != 1 {
+	if imgs := rbdImages(t, pool, uid); len(imgs) != 1 {
 		t.Fatalf("images of the VM: %v, want its one volume", imgs)
 	}
 
@@ -237,22 +236,21 @@ func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
 	}
 	copyUID := c.vm("db-copy").GetMetadata().GetUid()
 	liveUID := c.vm("db-live").GetMetadata().GetUid()
-	info, err := cl.Admin(c.ctx, "rbd", "info", cl.Pool()+"/vm-"+copyUID+"-vol-data")
-	if err != nil || !strings.Contains(string(info), "parent: ") {
-		t.Errorf("the clone's image is no RBD clone: %v\n%s", err, info)
+	if info := pool.rbd(t, "info", pool.name+"/vm-"+copyUID+"-vol-data"); !strings.Contains(string(info), "parent: ") {
+		t.Errorf("the clone's image is no RBD clone:\n%s", info)
 	}
 
 	// Deleting: the snapshot's RBD snapshot (kept in Ceph's trash while
 	// the clones read from it), then every VM's images go.
 	rbdSnap := "snap-" + ct.GetMetadata().GetUid()
-	if got := rbdSnapshotsNamed(t, cl, rbdSnap); len(got) != 1 || !strings.Contains(got[0], ".retired-") {
+	if got := rbdSnapshotsNamed(t, pool, rbdSnap); len(got) != 1 || !strings.Contains(got[0], ".retired-") {
 		t.Errorf("the snapshot's RBD snapshot is on %v: want the image the restore retired", got)
 	}
 	if _, err := c.api.Snapshots.Delete(c.ctx, &apiv1.DeleteSnapshotRequest{Key: c.key("snap-1")}); err != nil {
 		t.Fatal(err)
 	}
 	snapDeleted := time.Now()
-	testutil.Eventually(t, rbdTimeout, "the RBD snapshot removed", func() bool { return len(rbdSnapshotsNamed(t, cl, rbdSnap)) == 0 })
+	testutil.Eventually(t, rbdTimeout, "the RBD snapshot removed", func() bool { return len(rbdSnapshotsNamed(t, pool, rbdSnap)) == 0 })
 	t.Logf("the snapshot's RBD snapshot removed %s after the delete", time.Since(snapDeleted).Round(time.Millisecond))
 	for _, name := range []string{"db", "db-copy", "db-live"} {
 		if _, err := c.api.VMs.Delete(c.ctx, &apiv1.DeleteVirtualMachineRequest{Key: c.key(name)}); err != nil {
@@ -261,7 +259,7 @@ func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
 	}
 	deleted := time.Now()
 	testutil.Eventually(t, rbdTimeout, "the VMs' images removed", func() bool {
-		return len(rbdImages(t, cl, uid))+len(rbdImages(t, cl, copyUID))+len(rbdImages(t, cl, liveUID)) == 0
+		return len(rbdImages(t, pool, uid))+len(rbdImages(t, pool, copyUID))+len(rbdImages(t, pool, liveUID)) == 0
 	})
 	t.Logf("the VMs' images (and the retired one) removed %s after the deletes", time.Since(deleted).Round(time.Millisecond))
 }
@@ -273,8 +271,7 @@ func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
 // ones copy the data.
 func TestRBDSnapshotCostVsLocal(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{nodes: 1, ceph: true})
-	cl, _ := sharedCeph.Get(t)
-	class := c.rbdClass("ceph").GetMetadata().GetName()
+	class, pool := c.rbdClassOwnPool("ceph")
 	n := c.nodes[0]
 	c.create(c.rbdCounterVM("on-rbd", class, "1Gi"))
 	c.create(c.rbdCounterVM("on-local", "", "1Gi"))
@@ -283,10 +280,7 @@ func TestRBDSnapshotCostVsLocal(t *testing.T) {
 		c.setRunning(name, false)
 	}
 	rbdUID, localUID := c.vm("on-rbd").GetMetadata().GetUid(), c.vm("on-local").GetMetadata().GetUid()
-	if _, err := cl.Admin(c.ctx, "rbd", "bench", "--io-type", "write", "--io-size", "4M", "--io-total", "1G", "--io-pattern", "seq",
-		cl.Pool()+"/vm-"+rbdUID+"-vol-data"); err != nil {
-		t.Fatal(err)
-	}
+	pool.rbd(t, "bench", "--io-type", "write", "--io-size", "4M", "--io-total", "1G", "--io-pattern", "seq", pool.name+"/vm-"+rbdUID+"-vol-data")
 	vmDir, err := nodedir.Layout{Root: n.NodeDir}.VMDir(localUID)
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +319,7 @@ func TestRBDSnapshotCostVsLocal(t *testing.T) {
 // node (the file) and the storage controller (the RBD snapshot) together.
 func TestRBDAndLocalVolumesTogether(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{nodes: 1, ceph: true})
-	class := c.rbdClass("ceph").GetMetadata().GetName()
+	class, _ := c.rbdClassOwnPool("ceph")
 	n := c.nodes[0]
 	vm := c.rbdCounterVM("mixed", class, "64Mi")
 	spec := vm.Spec.Template.Spec
