@@ -93,9 +93,12 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	// A deleted node's disk is gone with it: what it held for snapshots
 	// and restores is let go instead of waited for.
 	nodeGone := func(name string) bool { _, ok := nodeInf.Get("", name); return !ok }
-	sc := snapctl.New(snapctl.Options{NodeGone: nodeGone}, snapInf, contentInf, vmInf, vmiInf, st.Snapshots, st.SnapshotContents, st.VMs, log)
+	sc := snapctl.New(snapctl.Options{NodeGone: nodeGone, Classes: classInf}, snapInf, contentInf, vmInf, vmiInf, st.Snapshots, st.SnapshotContents, st.VMs, log)
 	rc := restorectl.New(restorectl.Options{NodeGone: nodeGone}, restoreInf, snapInf, contentInf, vmInf, vmiInf, st.Restores, st.VMs, st.SnapshotContents, log)
 	cc := clonectl.New(clonectl.Options{}, cloneInf, snapInf, restoreInf, vmInf, st.Clones, st.Snapshots, st.Restores, log)
+	// The RBD side of snapshots and restores, and what no object needs.
+	svc := storagectl.NewVolumes(stc, storagectl.VolumeOptions{}, contentInf, restoreInf, snapInf,
+		st.SnapshotContents, st.Restores, log)
 
 	var wg sync.WaitGroup
 	run := func(fn func()) {
@@ -129,6 +132,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { sc.Run(ctx, 2) })
 	run(func() { rc.Run(ctx, 2) })
 	run(func() { cc.Run(ctx, 2) })
+	run(func() { svc.Run(ctx, 2) })
 	log.Info("controllers running")
 	wg.Wait()
 	log.Info("controllers stopped")

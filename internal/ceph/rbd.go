@@ -28,7 +28,9 @@ func (c *Conn) Probe(ctx context.Context) error {
 
 // ImageInfo is what `rbd info` says of an image.
 type ImageInfo struct {
-	Name     string   `json:"name"`
+	Name string `json:"name"`
+	// ID is the image's id, which a rename keeps.
+	ID       string   `json:"id"`
 	Size     int64    `json:"size"`
 	Features []string `json:"features"`
 	Parent   *struct {

@@ -236,14 +236,21 @@ func (a *Agent) newRoles() error {
 func (a *Agent) newDataRoles() {
 	o := a.opts
 	if api := o.API.SnapshotContents; api != nil {
-		a.snaps = snapshot.New(snapshot.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
-			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, GCPeriod: o.Timing.VMDirGCPeriod, Clock: o.Clock, Logger: a.log})
+		so := snapshot.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
+			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, GCPeriod: o.Timing.VMDirGCPeriod, Clock: o.Clock, Logger: a.log}
+		if a.storage != nil {
+			so.Classes = a.storage
+		}
+		a.snaps = snapshot.New(so)
 	}
 	if api := o.API.Restores; api != nil {
 		ro := restore.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
 			Domains: a.handler, VMs: o.API.VMs, CallTimeout: o.Timing.CallTimeout, Logger: a.log}
 		if a.snaps != nil {
 			ro.Contents = a.snaps
+		}
+		if a.storage != nil {
+			ro.Classes = a.storage
 		}
 		a.restores = restore.New(ro)
 	}

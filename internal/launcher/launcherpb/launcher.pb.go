@@ -1411,6 +1411,56 @@ func (x *CommitDisksRequest) GetDisks() []*SnapshotDisk {
 	return nil
 }
 
+// FreezeRequest freezes the guest's file systems for snapshots taken
+// outside the launcher (RBD snapshots of the volumes), when a guest agent
+// answers and the domain is not paused. The launcher thaws them itself
+// after thaw_after_millis if no Thaw came first (KubeVirt's
+// unfreezeTimeout): a node agent that dies in between never leaves the
+// guest frozen.
+type FreezeRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ThawAfterMillis int64                  `protobuf:"varint,1,opt,name=thaw_after_millis,json=thawAfterMillis,proto3" json:"thaw_after_millis,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *FreezeRequest) Reset() {
+	*x = FreezeRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeRequest) ProtoMessage() {}
+
+func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
+func (*FreezeRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FreezeRequest) GetThawAfterMillis() int64 {
+	if x != nil {
+		return x.ThawAfterMillis
+	}
+	return 0
+}
+
 var File_internal_launcher_launcherpb_launcher_proto protoreflect.FileDescriptor
 
 const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
@@ -1533,8 +1583,9 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\vindications\x18\x01 \x03(\tR\vindications\x12(\n" +
 	"\x10time_unix_millis\x18\x02 \x01(\x03R\x0etimeUnixMillis\"O\n" +
 	"\x12CommitDisksRequest\x129\n" +
-	"\x05disks\x18\x01 \x03(\v2#.virtplane.launcher.v1.SnapshotDiskR\x05disks2\xc8\n" +
-	"\n" +
+	"\x05disks\x18\x01 \x03(\v2#.virtplane.launcher.v1.SnapshotDiskR\x05disks\";\n" +
+	"\rFreezeRequest\x12*\n" +
+	"\x11thaw_after_millis\x18\x01 \x01(\x03R\x0fthawAfterMillis2\xea\v\n" +
 	"\bLauncher\x12O\n" +
 	"\x04Sync\x12\".virtplane.launcher.v1.SyncRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12W\n" +
 	"\bShutdown\x12&.virtplane.launcher.v1.ShutdownRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12I\n" +
@@ -1552,7 +1603,9 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x0eAbortMigration\x12\x1c.virtplane.launcher.v1.Empty\x1a&.virtplane.launcher.v1.MigrationStatus\x12Z\n" +
 	"\bIncoming\x12&.virtplane.launcher.v1.IncomingRequest\x1a&.virtplane.launcher.v1.MigrationStatus\x12j\n" +
 	"\rSnapshotDisks\x12+.virtplane.launcher.v1.SnapshotDisksRequest\x1a,.virtplane.launcher.v1.SnapshotDisksResponse\x12V\n" +
-	"\vCommitDisks\x12).virtplane.launcher.v1.CommitDisksRequest\x1a\x1c.virtplane.launcher.v1.EmptyBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
+	"\vCommitDisks\x12).virtplane.launcher.v1.CommitDisksRequest\x1a\x1c.virtplane.launcher.v1.Empty\x12\\\n" +
+	"\x06Freeze\x12$.virtplane.launcher.v1.FreezeRequest\x1a,.virtplane.launcher.v1.SnapshotDisksResponse\x12B\n" +
+	"\x04Thaw\x12\x1c.virtplane.launcher.v1.Empty\x1a\x1c.virtplane.launcher.v1.EmptyBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
 
 var (
 	file_internal_launcher_launcherpb_launcher_proto_rawDescOnce sync.Once
@@ -1566,7 +1619,7 @@ func file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP() []byte {
 	return file_internal_launcher_launcherpb_launcher_proto_rawDescData
 }
 
-var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*DiskSource)(nil),                // 0: virtplane.launcher.v1.DiskSource
 	(*RBDDisk)(nil),                   // 1: virtplane.launcher.v1.RBDDisk
@@ -1586,22 +1639,23 @@ var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*SnapshotDisksRequest)(nil),      // 15: virtplane.launcher.v1.SnapshotDisksRequest
 	(*SnapshotDisksResponse)(nil),     // 16: virtplane.launcher.v1.SnapshotDisksResponse
 	(*CommitDisksRequest)(nil),        // 17: virtplane.launcher.v1.CommitDisksRequest
-	(*v1.VirtualMachineInstance)(nil), // 18: virtplane.v1.VirtualMachineInstance
-	(*v1.InterfaceStatus)(nil),        // 19: virtplane.v1.InterfaceStatus
-	(*v1.MigrationConfiguration)(nil), // 20: virtplane.v1.MigrationConfiguration
-	(*v1.MigrationProgress)(nil),      // 21: virtplane.v1.MigrationProgress
+	(*FreezeRequest)(nil),             // 18: virtplane.launcher.v1.FreezeRequest
+	(*v1.VirtualMachineInstance)(nil), // 19: virtplane.v1.VirtualMachineInstance
+	(*v1.InterfaceStatus)(nil),        // 20: virtplane.v1.InterfaceStatus
+	(*v1.MigrationConfiguration)(nil), // 21: virtplane.v1.MigrationConfiguration
+	(*v1.MigrationProgress)(nil),      // 22: virtplane.v1.MigrationProgress
 }
 var file_internal_launcher_launcherpb_launcher_proto_depIdxs = []int32{
 	1,  // 0: virtplane.launcher.v1.DiskSource.rbd:type_name -> virtplane.launcher.v1.RBDDisk
 	0,  // 1: virtplane.launcher.v1.SyncOptions.disks:type_name -> virtplane.launcher.v1.DiskSource
 	2,  // 2: virtplane.launcher.v1.SyncOptions.ceph_secrets:type_name -> virtplane.launcher.v1.CephSecret
 	1,  // 3: virtplane.launcher.v1.SyncOptions.nvram_rbd:type_name -> virtplane.launcher.v1.RBDDisk
-	18, // 4: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	19, // 4: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
 	3,  // 5: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
-	19, // 6: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	20, // 6: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
 	5,  // 7: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
-	20, // 8: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
-	21, // 9: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
+	21, // 8: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	22, // 9: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
 	4,  // 10: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
 	14, // 11: virtplane.launcher.v1.SnapshotDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
 	14, // 12: virtplane.launcher.v1.CommitDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
@@ -1621,24 +1675,28 @@ var file_internal_launcher_launcherpb_launcher_proto_depIdxs = []int32{
 	13, // 26: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
 	15, // 27: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
 	17, // 28: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
-	5,  // 29: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 30: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 31: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 32: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 33: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 34: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 35: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
-	9,  // 36: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
-	6,  // 37: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
-	10, // 38: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
-	12, // 39: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 40: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 41: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 42: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
-	16, // 43: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
-	6,  // 44: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
-	29, // [29:45] is the sub-list for method output_type
-	13, // [13:29] is the sub-list for method input_type
+	18, // 29: virtplane.launcher.v1.Launcher.Freeze:input_type -> virtplane.launcher.v1.FreezeRequest
+	6,  // 30: virtplane.launcher.v1.Launcher.Thaw:input_type -> virtplane.launcher.v1.Empty
+	5,  // 31: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 32: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 33: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 34: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 35: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 36: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 37: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
+	9,  // 38: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
+	6,  // 39: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
+	10, // 40: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
+	12, // 41: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
+	12, // 42: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	12, // 43: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	12, // 44: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
+	16, // 45: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	6,  // 46: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
+	16, // 47: virtplane.launcher.v1.Launcher.Freeze:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	6,  // 48: virtplane.launcher.v1.Launcher.Thaw:output_type -> virtplane.launcher.v1.Empty
+	31, // [31:49] is the sub-list for method output_type
+	13, // [13:31] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name
@@ -1655,7 +1713,7 @@ func file_internal_launcher_launcherpb_launcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_launcher_launcherpb_launcher_proto_rawDesc), len(file_internal_launcher_launcherpb_launcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,7 +41,9 @@ func checkShared(path string) error {
 // SharedLayout is a shared filesystem class's directory laid out as a
 // node data directory is (package nodedir): the VMs' directories
 // (path/virtplane/vms/<uid>, with vm.json, volumes and NVRAM) made,
-// checked and removed by the same rules as a node's own.
+// checked and removed by the same rules as a node's own, and the copies of
+// snapshot content uid's volumes on the class in its SnapshotDir(uid),
+// where every node the class selects sees them (docs/snapshots.md).
 func (c *Class) SharedLayout() nodedir.Layout {
 	return nodedir.Layout{Root: filepath.Join(c.SharedPath(), sharedRoot)}
 }

@@ -73,6 +73,8 @@ type Driver struct {
 	// incoming removes a receiving domain whose agent stopped renewing it
 	// (Incoming's valid_for_millis).
 	incoming *watchdog
+	// thawer thaws a freeze that no Thaw ended in time (freeze.go).
+	thawer autoThaw
 
 	// ptyMu guards the serial pty cached for one QEMU process: it is
 	// fixed while that process lives, and reading it costs a call for the
@@ -146,6 +148,7 @@ func (d *Driver) Close() {
 	close(d.done)
 	d.lease.stop()
 	d.incoming.stop()
+	d.thawer.disarm()
 	d.subs.close()
 	d.wg.Wait()
 }
