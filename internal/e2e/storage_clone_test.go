@@ -49,11 +49,11 @@ const filledImageSize = 2 << 30
 // GiB with every byte written. The first VM from each image imports it
 // into the pool (once per pool, logged); the ones after it are clones of
 // that base and are compared: the median create → Running of those from
-// the 2 GiB image is within cloneStartSlack of the small image's, each
+// the 2 GiB image is within cloneAllowed of the small image's, each
 // volume's `rbd info` names the base's snapshot as its parent, and `rbd
 // du` finds no data of its own in it. The same 2 GiB image as a local
 // volume (a qcow2 copy on the node, as before storage classes) is timed
-// too and must miss the slack: the slack tells a clone from a copy.
+// too and must miss the bound: the bound tells a clone from a copy.
 //
 // The image is really written, not sparse: a sparse one would make the
 // local copy (qemu-img skips holes) and the import as fast as the clone,
