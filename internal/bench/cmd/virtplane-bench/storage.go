@@ -91,7 +91,7 @@ func runStorage(ctx context.Context, e *env, s *bench.Section) (err error) {
 	}
 	s.NewTable("What the Ceph cluster cost (this run; the OSD's BlueStore file is sparse and grows with what is written)", "When", "OSD VmRSS", "mon VmRSS", "OSD block file allocated")
 	s.AddRow("cluster up", bench.MiB(ceph0.osdKiB), bench.MiB(ceph0.monKiB), bench.MiB(ceph0.blockKiB))
-	s.AddRow("after the volumes from images (both images imported, clones made and removed)", bench.MiB(ceph1.osdKiB), bench.MiB(ceph1.monKiB), bench.MiB(ceph1.blockKiB))
+	s.AddRow("after the volumes from images (both images imported; the VMs deleted)", bench.MiB(ceph1.osdKiB), bench.MiB(ceph1.monKiB), bench.MiB(ceph1.blockKiB))
 	if storageCfg.fillMiB > 0 {
 		s.AddRow(fmt.Sprintf("after the migrations (%d MiB more imported)", storageCfg.fillMiB), bench.MiB(ceph2.osdKiB), bench.MiB(ceph2.monKiB), bench.MiB(ceph2.blockKiB))
 	}
