@@ -100,14 +100,14 @@ func TestRBDVolumeFrom2GiBImageIsAClone(t *testing.T) {
 	// create → Running by the server's timestamps; then it deletes the
 	// VM and waits until the instance is gone, so that no booting guest
 	// weighs on the next start.
-	start := func(name, image, class string) (took time.Duration, vmUID string) {
+	start := func(name, image, class string) time.Duration {
 		t.Helper()
 		vm, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmFrom(name, image, class)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		vmi := c.waitRunning(name)
-		took = apiv1.PhaseSince(vmi.GetStatus().GetPhaseTransitionTimestamps(), apiv1.PhaseRunning).
+		took := apiv1.PhaseSince(vmi.GetStatus().GetPhaseTransitionTimestamps(), apiv1.PhaseRunning).
 			Sub(vm.GetMetadata().GetCreationTimestamp().AsTime())
 		if class != "" {
 			checkClone(t, cl, ceph.VolumeImage(vm.GetMetadata().GetUid(), "data"), bases[image])
@@ -117,22 +117,22 @@ func TestRBDVolumeFrom2GiBImageIsAClone(t *testing.T) {
 		}
 		testutil.Eventually(t, stateTimeout, name+"'s instance gone", func() bool { return c.vmi(name) == nil })
 		t.Logf("%s from %s on %s: Running %s after the create", name, image, classOrLocal(class), took.Round(time.Millisecond))
-		return took, vm.GetMetadata().GetUid()
+		return took
 	}
 
 	// The first VM from each image imports it: its start is not compared.
-	importSmall, _ := start("import-small", small, "ceph")
-	importLarge, _ := start("import-large", large, "ceph")
+	importSmall := start("import-small", small, "ceph")
+	importLarge := start("import-large", large, "ceph")
 	t.Logf("first VM from each image (import into the pool, then clone): %s small, %s 2 GiB; Ceph OSD RSS %d → %d MiB",
 		importSmall.Round(time.Millisecond), importLarge.Round(time.Millisecond), osdBefore, vmRSSMiB(osd))
 
 	var fromSmall, fromLarge []time.Duration
 	for i := range 3 {
-		s, _ := start(fmt.Sprintf("small-%d", i), small, "ceph")
-		l, _ := start(fmt.Sprintf("large-%d", i), large, "ceph")
+		s := start(fmt.Sprintf("small-%d", i), small, "ceph")
+		l := start(fmt.Sprintf("large-%d", i), large, "ceph")
 		fromSmall, fromLarge = append(fromSmall, s), append(fromLarge, l)
 	}
-	local, _ := start("large-local", large, "")
+	local := start("large-local", large, "")
 
 	ms, ml := median(fromSmall), median(fromLarge)
 	allowed := cloneAllowed(ms)
