@@ -107,18 +107,23 @@ func (st *storEnv) createFromImage(ctx context.Context, s *bench.Section) error 
 		return err
 	}
 	type path struct{ image, class string }
-	paths := []path{{small, storageClass}, {large, storageClass}, {small, ""}, {large, ""}}
 	got := map[path][]volumeStart{}
-	for i := range storageCfg.n {
-		// The order turns each round: what one start leaves behind (a
-		// destroyed QEMU, a deleted 2 GiB file) weighs on the next.
-		for j := range paths {
-			p := paths[(i+j)%len(paths)]
-			v, err := start(p.image, p.class)
-			if err != nil {
-				return err
+	// The rbd starts first, then the local ones: a local copy of the
+	// large image leaves gigabytes to write back and, once deleted, to
+	// discard, which would weigh on the clone started after it. Within
+	// each class the images alternate, which goes first turning each
+	// round.
+	for _, class := range []string{storageClass, ""} {
+		paths := []path{{small, class}, {large, class}}
+		for i := range storageCfg.n {
+			for j := range paths {
+				p := paths[(i+j)%len(paths)]
+				v, err := start(p.image, p.class)
+				if err != nil {
+					return err
+				}
+				got[p] = append(got[p], v)
 			}
-			got[p] = append(got[p], v)
 		}
 	}
 
@@ -126,7 +131,7 @@ func (st *storEnv) createFromImage(ctx context.Context, s *bench.Section) error 
 		fmt.Sprintf("Volumes from images: VMs of the test guest (direct kernel boot, %s, grace 0) pinned to %s, each with one virtio data disk, a persistent volume of its image's virtual size made from an image of the node's image dir: the test guest's disk (qcow2, %s virtual, %s of data) and a raw image of %d MiB with every byte written (a pattern, so that neither qemu-img nor Ceph skips any of it; writing it took %s, and the node agent listed it with its checksum %s later).",
 			guestMemory, a.Name, byteMiB(imgs[small].GetVirtualSizeBytes()), byteMiB(imgs[small].GetSizeBytes()), storageCfg.largeMiB,
 			wrote.Round(100*time.Millisecond), listed.Round(100*time.Millisecond)),
-		fmt.Sprintf("On rbd the node agent clones the pool's base of the image (`rbd clone` of its protected snapshot; `rbd info` of every volume checked to name it as parent); the first VM from each image imports it first (`qemu-img convert` into the pool, snapshot, protect), once per pool. On local it copies the image (`qemu-img convert` to qcow2 in the VM's directory), for every VM. Create → Running by the server's timestamps (VM created, VMI phase Running); each VM is deleted, and its domain gone, before the next; %d starts of each path after the imports, the order turning each round.", storageCfg.n),
+		fmt.Sprintf("On rbd the node agent clones the pool's base of the image (`rbd clone` of its protected snapshot; `rbd info` of every volume checked to name it as parent); the first VM from each image imports it first (`qemu-img convert` into the pool, snapshot, protect), once per pool. On local it copies the image (`qemu-img convert` to qcow2 in the VM's directory), for every VM. Create → Running by the server's timestamps (VM created, VMI phase Running); each VM is deleted, and its domain gone, before the next; %d starts of each path after the imports, all on rbd first, then all on local (whose large copies leave gigabytes to write back and discard), the two images alternating.", storageCfg.n),
 	)
 	s.NewTable("Create → Running of a VM whose persistent volume is made from an image", "Class", "Image", "What the node does", "Median", "Min", "Max", "Scheduled → Running (median)", "n")
 	row := func(class, image, what string, vs []volumeStart) {

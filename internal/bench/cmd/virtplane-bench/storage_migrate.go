@@ -115,6 +115,14 @@ func (st *storEnv) migrations(ctx context.Context, s *bench.Section) error {
 			bench.Secs(bench.Median(job)), bench.Secs(bench.Median(down)), byteMiB(medianInt(disk)), byteMiB(medianInt(mem)),
 			bench.Secs(starts[name]), strconv.Itoa(len(ms)))
 	}
+	s.NewTable("Where the time goes (medians; the migrations' phase timestamps and their libvirt job's start and end, as in section 7)", "Step", migDiskless, migRBD, migLocal)
+	for _, stp := range migrationSteps() {
+		row := []string{stp.what}
+		for _, name := range names {
+			row = append(row, bench.Secs(bench.Median(stp.durations(got[name]))))
+		}
+		s.AddRow(row...)
+	}
 	d := walls[migDiskless]
 	s.NewTable("Against the diskless VM (wall medians, same run)", "VM", "Wall", "Diskless", "Difference", "Ratio")
 	for _, name := range []string{migRBD, migLocal} {
