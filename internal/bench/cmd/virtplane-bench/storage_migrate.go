@@ -135,7 +135,7 @@ func (st *storEnv) migrations(ctx context.Context, s *bench.Section) error {
 	}
 	s.Target("rbd VM's live migration vs the diskless one's (wall medians)", fmt.Sprintf("≤ %.1f×", rbdMigrationFactor),
 		fmt.Sprintf("%s (%s vs %s)", bench.Ratio(walls[migRBD], d), bench.Secs(walls[migRBD]), bench.Secs(d)), d > 0 && ratio <= rbdMigrationFactor)
-	s.Note("First starts: %s imported the image's %d MiB into the pool before cloning it, %s copied them into its qcow2; both once, before the migrations.", migRBD, storageCfg.fillMiB, migLocal)
+	s.Note("First starts (the three VMs created together, so the import and the copy shared the node's disk and CPUs): %s imported the image's %d MiB into the pool before cloning it, %s copied them into its qcow2; both once, before the migrations.", migRBD, storageCfg.fillMiB, migLocal)
 	return nil
 }
 
