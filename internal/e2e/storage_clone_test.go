@@ -18,20 +18,23 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/imagefill"
 )
 
-// cloneAllowed is how much later than a VM from the small image one
-// from the 2 GiB image may be Running on rbd, given the small one's
-// time: 50 % more plus 0.5 s. Nothing on the clone path depends on the
-// image's data (the node agent reads the image's cached checksum, asks
-// `rbd info` for the base and runs `rbd clone`, which writes the child's
-// header and a reference to base@snapshot, never a data object; QEMU
-// then opens the clone as it opens any image), so the two differ by
-// noise: the 0.5 s covers the spread of one start on a quiet host (the
-// launcher's define and start alone varies by 0.25–0.45 s,
-// docs/performance.md, and each of the 3–4 rbd CLI calls by 0.05–0.25
-// s), the 50 % a loaded host stretching starts unevenly (single clone
-// starts of 1.3–3.1 s at a load average of 14, medians of three 1.1–1.3 s
-// quiet and 2.0–2.6 s loaded, measured). A copy of 2 GiB cannot meet it:
-// the local copy the test times next to it took 11–21 s here.
+// cloneAllowed is how much later than the fastest VM from the small image
+// the fastest from the 2 GiB image may be Running on rbd: 50 % more plus
+// 0.5 s. Nothing on the clone path depends on the image's data (the node
+// agent reads the image's cached checksum, asks `rbd info` for the base
+// and runs `rbd clone`, which writes the child's header and a reference
+// to base@snapshot, never a data object; QEMU then opens the clone as it
+// opens any image; measured apart, both take the same for either image
+// within 45 ms, docs/performance.md section 8), so the two differ by
+// noise. The fastest of three is compared, not the median: a shared host
+// only ever adds time, and single starts of either kind spread from 0.7
+// to 3.9 s at load averages of 8–15 (measured), which let the median of
+// three cross the bound once in eleven runs; the fastest ones were
+// 0.65–2.5 s (small) and 0.76–1.9 s (large). The 0.5 s covers what is
+// left of one start's spread, the 50 % a host that stays loaded through
+// all of them. A copy of 2 GiB cannot meet it: it makes every start from
+// the image slower, the fastest too, and the local copy the test times
+// next to it took 3.2–21 s here (3.2 s with the image in the page cache).
 func cloneAllowed(small time.Duration) time.Duration {
 	return small + small/2 + 500*time.Millisecond
 }
@@ -45,7 +48,7 @@ const filledImageSize = 2 << 30
 // guest's disk (35 MiB virtual, 11 MiB of data) and from a raw image of 2
 // GiB with every byte written. The first VM from each image imports it
 // into the pool (once per pool, logged); the ones after it are clones of
-// that base and are compared: the median create → Running of those from
+// that base and are compared: the fastest create → Running of three from
 // the 2 GiB image is within cloneAllowed of the small image's, each
 // volume's `rbd info` names the base's snapshot as its parent, and `rbd
 // du` finds no data of its own in it. The same 2 GiB image as a local
@@ -134,14 +137,14 @@ func TestRBDVolumeFrom2GiBImageIsAClone(t *testing.T) {
 	}
 	local := start("large-local", large, "")
 
-	ms, ml := median(fromSmall), median(fromLarge)
-	allowed := cloneAllowed(ms)
-	t.Logf("clones: small %v (median %s), 2 GiB %v (median %s), allowed ≤ %s; the 2 GiB image copied to a local volume: %s (%.1f× the allowed)",
-		fromSmall, ms.Round(time.Millisecond), fromLarge, ml.Round(time.Millisecond), allowed.Round(time.Millisecond),
+	fs, fl := slices.Min(fromSmall), slices.Min(fromLarge)
+	allowed := cloneAllowed(fs)
+	t.Logf("clones: small %v (fastest %s), 2 GiB %v (fastest %s), allowed ≤ %s; the 2 GiB image copied to a local volume: %s (%.1f× the allowed)",
+		fromSmall, fs.Round(time.Millisecond), fromLarge, fl.Round(time.Millisecond), allowed.Round(time.Millisecond),
 		local.Round(time.Millisecond), float64(local)/float64(allowed))
-	if ml > allowed {
-		t.Errorf("VMs from the 2 GiB image ran %s after the create (median), from the small one %s: more than the allowed %s, as if the volume were copied",
-			ml.Round(time.Millisecond), ms.Round(time.Millisecond), allowed.Round(time.Millisecond))
+	if fl > allowed {
+		t.Errorf("the fastest VM from the 2 GiB image ran %s after the create, from the small one %s: more than the allowed %s, as if the volume were copied",
+			fl.Round(time.Millisecond), fs.Round(time.Millisecond), allowed.Round(time.Millisecond))
 	}
 	if local <= allowed {
 		t.Errorf("the local copy of the 2 GiB image ran %s after the create, within the allowed %s: the bound cannot tell a clone from a copy here",
@@ -253,19 +256,6 @@ func classOrLocal(class string) string {
 		return "local"
 	}
 	return class
-}
-
-// median of ds (the mean of the middle two for an even count).
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // vmRSSMiB is process pid's resident memory in MiB, 0 if unknown.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -120,4 +121,17 @@ func TestRBDMigrationCopiesNoDisk(t *testing.T) {
 		t.Errorf("the rbd VM's migrations took %s (median), the diskless one's %s: more than %.1f×", rbd.Round(time.Millisecond),
 			diskless.Round(time.Millisecond), rbdMigrationFactor)
 	}
+}
+
+// median of ds (the mean of the middle two for an even count).
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

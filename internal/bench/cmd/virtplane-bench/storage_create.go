@@ -15,13 +15,13 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/imagefill"
 )
 
-// cloneAllowed is the target for a VM from the large image on rbd against
-// one from the small image (medians): 50 % more plus 0.5 s. The clone
-// path does no work that depends on the image's data (`rbd clone` writes
-// the child's header and a reference to the base's snapshot), so they
-// differ by the noise of a start on a shared host: 0.5 s for one start's
-// spread, 50 % for a load that stretches starts unevenly. The same rule
-// as internal/e2e's TestRBDVolumeFrom2GiBImageIsAClone, which says why.
+// cloneAllowed is the target for the fastest VM from the large image on
+// rbd against the fastest from the small image: 50 % more plus 0.5 s. The
+// clone path does no work that depends on the image's data (`rbd clone`
+// writes the child's header and a reference to the base's snapshot), so
+// they differ by noise, which on a shared host only adds time: hence the
+// fastest, not the median. The same rule as internal/e2e's
+// TestRBDVolumeFrom2GiBImageIsAClone, which says why.
 func cloneAllowed(small time.Duration) time.Duration {
 	return small + small/2 + 500*time.Millisecond
 }
@@ -163,9 +163,18 @@ func (st *storEnv) createFromImage(ctx context.Context, s *bench.Section) error 
 	s.AddRow("large image: local copy against rbd clone", bench.Secs(ll), bench.Secs(rl), bench.Secs(ll-rl), bench.Ratio(ll, rl))
 	s.AddRow("small image: local copy against rbd clone", bench.Secs(ls), bench.Secs(rs), bench.Secs(ls-rs), bench.Ratio(ls, rs))
 	s.AddRow("rbd, large image: first VM (import) against the clones after it", bench.Secs(importLarge.total), bench.Secs(rl), bench.Secs(importLarge.total-rl), bench.Ratio(importLarge.total, rl))
-	allowed := cloneAllowed(rs)
-	s.Target(fmt.Sprintf("VM from the %d MiB image on rbd vs from the test guest's disk (medians)", storageCfg.largeMiB), "≤ small × 1.5 + 0.5 s",
-		fmt.Sprintf("%s vs %s (allowed ≤ %s)", bench.Secs(rl), bench.Secs(rs), bench.Secs(allowed)), rl <= allowed)
+	fastest := func(p path) time.Duration {
+		var ds []time.Duration
+		for _, v := range got[p] {
+			ds = append(ds, v.total)
+		}
+		return bench.MinDuration(ds)
+	}
+	fs, fl := fastest(path{small, storageClass}), fastest(path{large, storageClass})
+	allowed := cloneAllowed(fs)
+	s.Target(fmt.Sprintf("VM from the %d MiB image on rbd vs from the test guest's disk (fastest of %d each)", storageCfg.largeMiB, storageCfg.n), "≤ small × 1.5 + 0.5 s",
+		fmt.Sprintf("%s vs %s (allowed ≤ %s)", bench.Secs(fl), bench.Secs(fs), bench.Secs(allowed)), fl <= allowed)
+	s.Note("The clone target compares the fastest starts: a shared host only adds time to a start, and single starts spread by more than the clone path costs.")
 	s.Note("The import of the %d MiB image, paid once per pool by the first VM from it, is about its start minus a clone's: %s. The local copies of it wrote %d MiB each, on the node's disk.",
 		storageCfg.largeMiB, bench.Secs(importLarge.total-rl), storageCfg.largeMiB)
 	return nil
