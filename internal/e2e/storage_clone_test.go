@@ -27,14 +27,16 @@ import (
 // opens any image; measured apart, both take the same for either image
 // within 45 ms, docs/performance.md section 8), so the two differ by
 // noise. The fastest of three is compared, not the median: a shared host
-// only ever adds time, and single starts of either kind spread from 0.7
-// to 3.9 s at load averages of 8–15 (measured), which let the median of
-// three cross the bound once in eleven runs; the fastest ones were
-// 0.65–2.5 s (small) and 0.76–1.9 s (large). The 0.5 s covers what is
-// left of one start's spread, the 50 % a host that stays loaded through
-// all of them. A copy of 2 GiB cannot meet it: it makes every start from
-// the image slower, the fastest too, and the local copy the test times
-// next to it took 3.2–21 s here (3.2 s with the image in the page cache).
+// only ever adds time, and single starts of either kind spread from 0.65
+// to 3.9 s at load averages of 2–15 (measured), which let medians of two
+// or three cross the bound twice in eleven runs; the fastest ones were
+// 0.62–2.5 s (small) and 0.52–1.9 s (large), never more than 0.8 s apart.
+// The 0.5 s covers what is left of one start's spread, the 50 % a host
+// that stays loaded through all of them. A copy of 2 GiB cannot meet it:
+// it makes every start from the image slower, the fastest too (11–12 s,
+// with the node agent made to import instead of clone), and the local copy
+// the test times next to it took 3.2–21 s here (3.2 s with the image in
+// the page cache).
 func cloneAllowed(small time.Duration) time.Duration {
 	return small + small/2 + 500*time.Millisecond
 }
