@@ -162,6 +162,7 @@ func (e *efiMigration) run(startOn func(a, b *mnNode) *mnNode) *mnNode {
 // its stale copy, and after a stop the guest starts on A with the
 // variables it had on B.
 func TestEFIGuestMigratesWithItsNVRAM(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{serverArgs: loopbackImageSource})
 	t.Cleanup(c.dumpOnFailure)
 	image := c.efiImage()
@@ -200,6 +201,7 @@ func TestEFIGuestMigratesWithItsNVRAM(t *testing.T) {
 // (the disk and the variables are the pool's), no node holds a copy of
 // the variables, and after a stop it starts on B with them.
 func TestEFIGuestMigratesWithItsNVRAMOnRBD(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{ceph: true, serverArgs: loopbackImageSource})
 	t.Cleanup(c.dumpOnFailure)
 	c.rbdClass("ceph")
@@ -256,6 +258,7 @@ func TestEFIGuestMigratesWithItsNVRAMOnRBD(t *testing.T) {
 // unsigned, so OVMF refuses to boot it and stays in its boot manager: the
 // guest runs, with no boot marker.
 func TestSecureBootGuestMigrates(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{serverArgs: loopbackImageSource})
 	t.Cleanup(c.dumpOnFailure)
 	image := c.efiImage()

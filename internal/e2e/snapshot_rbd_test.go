@@ -153,6 +153,7 @@ func (c *mnCluster) cloneOf(name, kind, source, target string) time.Duration {
 // of the snapshot and a clone of the running VM start from their points
 // in time too; deleting the snapshot and the VMs leaves no image behind.
 func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{nodes: 2, ceph: true})
 	class, pool := c.rbdClassOwnPool("ceph")
 
@@ -270,6 +271,7 @@ func TestRBDSnapshotSurvivesNodeLoss(t *testing.T) {
 // The RBD ones are O(1) (a snapshot, a clone and two renames); the local
 // ones copy the data.
 func TestRBDSnapshotCostVsLocal(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{nodes: 1, ceph: true})
 	class, pool := c.rbdClassOwnPool("ceph")
 	n := c.nodes[0]
@@ -318,6 +320,7 @@ func TestRBDSnapshotCostVsLocal(t *testing.T) {
 // thawed, the file copied, the overlay committed), and restored by the
 // node (the file) and the storage controller (the RBD snapshot) together.
 func TestRBDAndLocalVolumesTogether(t *testing.T) {
+	t.Parallel()
 	c := newMultiNodeCluster(t, mnOptions{nodes: 1, ceph: true})
 	class, _ := c.rbdClassOwnPool("ceph")
 	n := c.nodes[0]
