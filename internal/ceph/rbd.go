@@ -26,6 +26,21 @@ func (c *Conn) Probe(ctx context.Context) error {
 	return err
 }
 
+// ProbeMessage says why a Probe failed, naming the class's field to look
+// at: the one wording of the server's class status and the nodes'
+// reports.
+func ProbeMessage(err error) string {
+	switch {
+	case errors.Is(err, ErrUnreachable):
+		return "no monitor answered (spec.rbd.monitors): " + err.Error()
+	case errors.Is(err, ErrDenied):
+		return "the monitors refused the user or key (spec.rbd.user, spec.rbd.key): " + err.Error()
+	case errors.Is(err, ErrNotFound):
+		return "the pool does not exist (spec.rbd.pool): " + err.Error()
+	}
+	return err.Error()
+}
+
 // ImageInfo is what `rbd info` says of an image.
 type ImageInfo struct {
 	Name string `json:"name"`

@@ -19,25 +19,32 @@ import (
 // The API (ValidateVirtualMachineUpdate, ValidatePoolUpdate) and the
 // provider (plan time) both ask this.
 func ValidateVolumeStorageClassUpdate(newSpec, oldSpec *apiv1.VirtualMachineInstanceSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	eachKeptVolume(newSpec, oldSpec, func(i int, name string, pv, was *apiv1.PersistentVolume) {
+		if from, to := StorageClassOf(was), StorageClassOf(pv); from != to {
+			errs = append(errs, field.Invalid(path.Child("volumes").Index(i).Child("persistent", "storage_class"), pv.GetStorageClass(),
+				fmt.Sprintf("may not change from %s to %s: the volume %q exists on its class "+
+					"(rename the disk to get a new volume on another class)", from, to, name)))
+		}
+	})
+	return errs
+}
+
+// eachKeptVolume calls fn with each persistent volume of newSpec (at index
+// i) that oldSpec has too, by name, and the old one: the volumes an
+// update keeps, which the update rules compare.
+func eachKeptVolume(newSpec, oldSpec *apiv1.VirtualMachineInstanceSpec, fn func(i int, name string, pv, was *apiv1.PersistentVolume)) {
 	old := map[string]*apiv1.PersistentVolume{}
 	for _, v := range oldSpec.GetVolumes() {
 		if pv := v.GetPersistent(); pv != nil {
 			old[v.GetName()] = pv
 		}
 	}
-	var errs field.ErrorList
 	for i, v := range newSpec.GetVolumes() {
-		pv, was := v.GetPersistent(), old[v.GetName()]
-		if pv == nil || was == nil {
-			continue
-		}
-		if from, to := StorageClassOf(was), StorageClassOf(pv); from != to {
-			errs = append(errs, field.Invalid(path.Child("volumes").Index(i).Child("persistent", "storage_class"), pv.GetStorageClass(),
-				fmt.Sprintf("may not change from %s to %s: the volume %q exists on its class "+
-					"(rename the disk to get a new volume on another class)", from, to, v.GetName())))
+		if pv, was := v.GetPersistent(), old[v.GetName()]; pv != nil && was != nil {
+			fn(i, v.GetName(), pv, was)
 		}
 	}
-	return errs
 }
 
 // poolInstanceSpec is the instance spec of a pool's VMs. Nil-safe.

@@ -52,18 +52,8 @@ func VolumeBytes(size string) (int64, error) {
 // Both specs are taken as validated: a size that does not parse is
 // validation's to report, not this rule's.
 func ValidatePersistentVolumeUpdate(newSpec, oldSpec *apiv1.VirtualMachineInstanceSpec, path *field.Path) field.ErrorList {
-	old := map[string]*apiv1.PersistentVolume{}
-	for _, v := range oldSpec.GetVolumes() {
-		if pv := v.GetPersistent(); pv != nil {
-			old[v.GetName()] = pv
-		}
-	}
 	var errs field.ErrorList
-	for i, v := range newSpec.GetVolumes() {
-		pv, was := v.GetPersistent(), old[v.GetName()]
-		if pv == nil || was == nil {
-			continue
-		}
+	eachKeptVolume(newSpec, oldSpec, func(i int, _ string, pv, was *apiv1.PersistentVolume) {
 		p := path.Child("volumes").Index(i).Child("persistent")
 		if cmp, ok := compareQuantities(pv.GetSize(), was.GetSize()); ok && cmp < 0 {
 			errs = append(errs, field.Invalid(p.Child("size"), pv.GetSize(), fmt.Sprintf(
@@ -75,7 +65,7 @@ func ValidatePersistentVolumeUpdate(newSpec, oldSpec *apiv1.VirtualMachineInstan
 				"may not change from %s to %s: the image is copied in only when the volume is made "+
 					"(rename the disk to get a new volume from another image)", imageOrBlank(was.GetImage()), imageOrBlank(pv.GetImage()))))
 		}
-	}
+	})
 	return errs
 }
 

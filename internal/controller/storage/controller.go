@@ -195,7 +195,7 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 			err = conn.Probe(ctx)
 		}
 		if err != nil {
-			ready.Status, ready.Reason, ready.Message = apiv1.ConditionFalse, reasonOf(err), probeMessage(err)
+			ready.Status, ready.Reason, ready.Message = apiv1.ConditionFalse, reasonOf(err), ceph.ProbeMessage(err)
 		}
 		if err == nil {
 			lifted, liftErrs = c.lift(ctx, conn, sc)
@@ -276,18 +276,4 @@ func reasonOf(err error) string {
 		return ReasonNoPool
 	}
 	return ReasonUnreachable
-}
-
-// probeMessage says why the server cannot reach a class, naming the
-// field to look at.
-func probeMessage(err error) string {
-	switch {
-	case errors.Is(err, ceph.ErrUnreachable):
-		return "no monitor answered (spec.rbd.monitors): " + err.Error()
-	case errors.Is(err, ceph.ErrDenied):
-		return "the monitors refused the user or key (spec.rbd.user, spec.rbd.key): " + err.Error()
-	case errors.Is(err, ceph.ErrNotFound):
-		return "the pool does not exist (spec.rbd.pool): " + err.Error()
-	}
-	return err.Error()
 }

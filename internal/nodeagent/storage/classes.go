@@ -288,7 +288,7 @@ func (cs *Classes) probe(ctx context.Context, c *Class) {
 			c.Status.Address = addr.String()
 		}
 		if err := c.Conn.Probe(ctx); err != nil {
-			c.Status.Message = probeMessage(err)
+			c.Status.Message = ceph.ProbeMessage(err)
 			return
 		}
 		if err := checkCephx(ctx, c); err != nil {
@@ -311,19 +311,6 @@ func (cs *Classes) probe(ctx context.Context, c *Class) {
 		return
 	}
 	c.Status.Ready = true
-}
-
-// probeMessage says why a probe failed, cause first.
-func probeMessage(err error) string {
-	switch {
-	case errors.Is(err, ceph.ErrUnreachable):
-		return "no monitor answered (spec.rbd.monitors): " + err.Error()
-	case errors.Is(err, ceph.ErrDenied):
-		return "the monitors refused the user or key (spec.rbd.user, spec.rbd.key): " + err.Error()
-	case errors.Is(err, ceph.ErrNotFound):
-		return "the pool does not exist (spec.rbd.pool): " + err.Error()
-	}
-	return err.Error()
 }
 
 // sourceAddress is the node's address towards the first monitor that
