@@ -32,6 +32,21 @@ func (c *mnCluster) writerVM(name, class string) *apiv1.VirtualMachine {
 	return vm
 }
 
+// startWriter starts writerVM name on class and waits until its guest has
+// written three times: its instance, the node it runs on, the other node
+// and its console.
+func (c *mnCluster) startWriter(name, class string) (*apiv1.VirtualMachineInstance, *mnNode, *mnNode, *console) {
+	c.t.Helper()
+	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: c.writerVM(name, class)}); err != nil {
+		c.t.Fatal(err)
+	}
+	first := c.waitRunning(name)
+	on := c.nodeNamed(first.GetStatus().GetNodeName())
+	con := on.console(c.t, first.GetMetadata().GetUid())
+	testutil.Eventually(c.t, bootTimeout, "three writes", func() bool { last, _ := lastWrite(con); return last >= 3 })
+	return first, on, c.otherNode(on), con
+}
+
 // writes is the write count of a persist marker's fields.
 func writes(t *testing.T, marker string) int {
 	t.Helper()
@@ -82,14 +97,7 @@ func TestRBDFailoverFencesTheIsolatedNode(t *testing.T) {
 	t.Cleanup(c.dumpOnFailure)
 	c.rbdClass("ceph")
 	c.waitNodesReach("ceph")
-	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: c.writerVM("db", "ceph")}); err != nil {
-		t.Fatal(err)
-	}
-	first := c.waitRunning("db")
-	isolated := c.nodeNamed(first.GetStatus().GetNodeName())
-	other := c.otherNode(isolated)
-	con := isolated.console(t, first.GetMetadata().GetUid())
-	testutil.Eventually(t, bootTimeout, "three writes", func() bool { last, _ := lastWrite(con); return last >= 3 })
+	first, isolated, other, con := c.startWriter("db", "ceph")
 	dom := apiv1.DomainName(c.ns, "db")
 	qemu := isolated.QEMUPid(dom)
 	launchers := launcherPids(dom)
@@ -217,14 +225,7 @@ func TestSharedFilesystemFailover(t *testing.T) {
 	t.Cleanup(c.dumpOnFailure)
 	c.sharedClass("nas")
 	c.waitNodesReach("nas")
-	if _, err := c.api.VMs.Create(c.ctx, &apiv1.CreateVirtualMachineRequest{Vm: c.writerVM("db", "nas")}); err != nil {
-		t.Fatal(err)
-	}
-	first := c.waitRunning("db")
-	isolated := c.nodeNamed(first.GetStatus().GetNodeName())
-	other := c.otherNode(isolated)
-	con := isolated.console(t, first.GetMetadata().GetUid())
-	testutil.Eventually(t, bootTimeout, "three writes", func() bool { last, _ := lastWrite(con); return last >= 3 })
+	first, isolated, other, con := c.startWriter("db", "nas")
 	dom := apiv1.DomainName(c.ns, "db")
 	qemu := isolated.QEMUPid(dom)
 	freeze(t, "the node agent", isolated.Agent.Cmd.Process.Pid)
