@@ -115,7 +115,7 @@ func TestRBDVolumeFrom2GiBImageIsAClone(t *testing.T) {
 		took := apiv1.PhaseSince(vmi.GetStatus().GetPhaseTransitionTimestamps(), apiv1.PhaseRunning).
 			Sub(vm.GetMetadata().GetCreationTimestamp().AsTime())
 		if class != "" {
-			checkClone(t, cl, ceph.VolumeImage(vm.GetMetadata().GetUid(), "data"), bases[image])
+			checkClone(t, cl, c.cephPool(), ceph.VolumeImage(vm.GetMetadata().GetUid(), "data"), bases[image])
 		}
 		if _, err := c.api.VMs.Delete(c.ctx, &apiv1.DeleteVirtualMachineRequest{Key: c.key(name)}); err != nil {
 			t.Fatal(err)
@@ -158,7 +158,7 @@ func TestRBDVolumeFrom2GiBImageIsAClone(t *testing.T) {
 	// package's other tests need neither its space nor the OSD's memory.
 	began = time.Now()
 	testutil.EventuallyNoError(t, 2*stateTimeout, "the clones of the 2 GiB base removed", func() error {
-		kids, err := cl.Admin(c.ctx, "rbd", "children", cl.Pool()+"/"+bases[large]+"@"+ceph.BaseSnap)
+		kids, err := cl.Admin(c.ctx, "rbd", "children", c.cephPool()+"/"+bases[large]+"@"+ceph.BaseSnap)
 		if err != nil {
 			return err
 		}
@@ -168,9 +168,9 @@ func TestRBDVolumeFrom2GiBImageIsAClone(t *testing.T) {
 		return nil
 	})
 	for _, args := range [][]string{
-		{"snap", "unprotect", cl.Pool() + "/" + bases[large] + "@" + ceph.BaseSnap},
-		{"snap", "purge", cl.Pool() + "/" + bases[large]},
-		{"rm", cl.Pool() + "/" + bases[large]},
+		{"snap", "unprotect", c.cephPool() + "/" + bases[large] + "@" + ceph.BaseSnap},
+		{"snap", "purge", c.cephPool() + "/" + bases[large]},
+		{"rm", c.cephPool() + "/" + bases[large]},
 	} {
 		if _, err := cl.Admin(c.ctx, "rbd", args...); err != nil {
 			t.Errorf("removing the 2 GiB base: %v", err)
@@ -183,9 +183,9 @@ func TestRBDVolumeFrom2GiBImageIsAClone(t *testing.T) {
 
 // checkClone fails t unless pool image `image` is a clone of base's
 // protected snapshot holding no data of its own.
-func checkClone(t *testing.T, cl *cephtest.Cluster, image, base string) {
+func checkClone(t *testing.T, cl *cephtest.Cluster, pool, image, base string) {
 	t.Helper()
-	out, err := cl.Admin(t.Context(), "rbd", "info", "--format", "json", cl.Pool()+"/"+image)
+	out, err := cl.Admin(t.Context(), "rbd", "info", "--format", "json", pool+"/"+image)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,10 +193,10 @@ func checkClone(t *testing.T, cl *cephtest.Cluster, image, base string) {
 	if err := json.Unmarshal(out, &info); err != nil {
 		t.Fatalf("rbd info %s: %v: %s", image, err, out)
 	}
-	if p := info.Parent; p == nil || p.Pool != cl.Pool() || p.Image != base || p.Snapshot != ceph.BaseSnap {
-		t.Fatalf("volume %s has parent %+v, want %s/%s@%s: not a clone of the pool's base", image, info.Parent, cl.Pool(), base, ceph.BaseSnap)
+	if p := info.Parent; p == nil || p.Pool != pool || p.Image != base || p.Snapshot != ceph.BaseSnap {
+		t.Fatalf("volume %s has parent %+v, want %s/%s@%s: not a clone of the pool's base", image, info.Parent, pool, base, ceph.BaseSnap)
 	}
-	out, err = cl.Admin(t.Context(), "rbd", "du", "--format", "json", cl.Pool()+"/"+image)
+	out, err = cl.Admin(t.Context(), "rbd", "du", "--format", "json", pool+"/"+image)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func TestModifyPlanPersistentDisks(t *testing.T) {
 	withDisk := func(size, image string) vmResourceModel {
 		plan := state
 		plan.Disks = append([]diskModel(nil), state.Disks...)
-		plan.Disks[0].Persistent = &persistentModel{Size: quantityOf(size), Image: types.StringValue(image)}
+		plan.Disks[0].Persistent = &persistentModel{Size: quantityOf(size), Image: types.StringValue(image), StorageClass: state.Disks[0].Persistent.StorageClass}
 		plan.Status = types.ObjectUnknown(statusAttrTypes)
 		plan.RestartRequired = types.BoolUnknown()
 		return plan
