@@ -85,7 +85,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 		nodeInf, vmiInf, migInf, st.Nodes, st.VMIs, st.Migrations, log)
 	// The server's copies of the classes' keys live in its data dir, root's
 	// alone (the CLIs read them from there).
-	stc := storagectl.New(storagectl.Options{Dir: filepath.Join(o.DataDir, "storage")}, classInf, nodeInf, vmInf, st.StorageClasses, log)
+	stc := storagectl.New(storagectl.Options{Dir: filepath.Join(o.DataDir, "storage")}, classInf, nodeInf, st.StorageClasses, log)
 	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin, Fencer: stc},
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
 	rsc := rsctl.New(rsctl.Options{}, rsInf, vmiInf, st.ReplicaSets, st.VMIs, log)
@@ -97,7 +97,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	rc := restorectl.New(restorectl.Options{NodeGone: nodeGone}, restoreInf, snapInf, contentInf, vmInf, vmiInf, st.Restores, st.VMs, st.SnapshotContents, log)
 	cc := clonectl.New(clonectl.Options{}, cloneInf, snapInf, restoreInf, vmInf, st.Clones, st.Snapshots, st.Restores, log)
 	// The RBD side of snapshots and restores, and what no object needs.
-	svc := storagectl.NewVolumes(stc, storagectl.VolumeOptions{}, contentInf, restoreInf, snapInf,
+	svc := storagectl.NewVolumes(stc, storagectl.VolumeOptions{}, contentInf, restoreInf, snapInf, vmInf,
 		st.SnapshotContents, st.Restores, log)
 
 	var wg sync.WaitGroup

@@ -25,13 +25,13 @@ import (
 //     is left on it (and, Ceph sees to that, no clone reads from it).
 //   - a staged image: removed unless its restore is staging or committing
 //     into its VM.
+//   - any image of a VM (volumes, NVRAM store; ceph.ParseImage names its
+//     owner) the VM cache does not have: removed once no snapshot is left
+//     on it (snapshot contents keep their VM's data; deleting them
+//     removes their snapshots).
 //
-// The images of deleted VMs are the class reconcile's (collect in
-// gc.go): they go once no snapshot is left on them, which this
-// collection sees to for deleted contents.
-//
-// An image that still has clones is refused by Ceph (busy) and looked at
-// again by the next pass.
+// An image that still has clones, snapshots or a watcher (a QEMU) is
+// refused by Ceph (busy) and looked at again by the next pass.
 
 // maxRounds bounds the removal rounds of one pass (a chain of clones
 // goes one generation a round).
@@ -105,6 +105,10 @@ func (v *Volumes) unneeded(class string, entries []ceph.Entry) []unneeded {
 	for _, r := range v.restores.List() {
 		restores[r.GetMetadata().GetUid()] = r
 	}
+	live := map[string]bool{}
+	for _, vm := range v.vms.List() {
+		live[vm.GetMetadata().GetUid()] = true
+	}
 	snapped := map[string]bool{} // images with snapshots left
 	var out []unneeded
 	for _, e := range entries {
@@ -119,7 +123,12 @@ func (v *Volumes) unneeded(class string, entries []ceph.Entry) []unneeded {
 	}
 	for _, e := range entries {
 		n := ceph.ParseImage(e.Image)
-		if e.Snapshot != "" || snapped[e.Image] {
+		if e.Snapshot != "" || snapped[e.Image] || n.Kind == "" {
+			continue
+		}
+		if !live[n.Owner] {
+			// Its VM was deleted.
+			out = append(out, unneeded{key: class + "/" + e.Image, image: e.Image})
 			continue
 		}
 		switch n.Kind {

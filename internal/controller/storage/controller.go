@@ -30,10 +30,6 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 )
 
-// orphanRecheck is how soon an image seen without its VM is looked at
-// again before it is removed.
-const orphanRecheck = 10 * time.Second
-
 // Reasons of the Ready condition of a class.
 const (
 	ReasonReachable   = "Reachable"
@@ -82,26 +78,20 @@ type Controller struct {
 	classes *informer.Informer[*apiv1.StorageClass]
 	nodes   *informer.Informer[*apiv1.Node]
 	store   ClassStore
-	// vms are the VMs that exist, for collecting deleted VMs' images;
-	// nil collects nothing.
-	vms   VMLister
-	log   *slog.Logger
-	queue controller.Queue
+	log     *slog.Logger
+	queue   controller.Queue
 
 	mu sync.Mutex // serialises fences and lifts of one class's entries
-	// gcMu guards orphans, the images seen without a VM at the last pass.
-	gcMu    sync.Mutex
-	orphans orphanSet
 }
 
 // New registers the controller's handlers; call it before the informers
 // run.
-func New(opts Options, classes *informer.Informer[*apiv1.StorageClass], nodes *informer.Informer[*apiv1.Node], vms *informer.Informer[*apiv1.VirtualMachine], st ClassStore, log *slog.Logger) *Controller {
+func New(opts Options, classes *informer.Informer[*apiv1.StorageClass], nodes *informer.Informer[*apiv1.Node], st ClassStore, log *slog.Logger) *Controller {
 	opts.complete()
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Controller{opts: opts, classes: classes, nodes: nodes, vms: vms, store: st, log: log.With("controller", "storage"), queue: controller.NewQueue("storage")}
+	c := &Controller{opts: opts, classes: classes, nodes: nodes, store: st, log: log.With("controller", "storage"), queue: controller.NewQueue("storage")}
 	classes.AddHandler(informer.Handler[*apiv1.StorageClass]{
 		OnAdd: func(sc *apiv1.StorageClass) { c.queue.Add(informer.Key(sc)) },
 		OnUpdate: func(old, sc *apiv1.StorageClass) {
@@ -120,15 +110,6 @@ func New(opts Options, classes *informer.Informer[*apiv1.StorageClass], nodes *i
 			}
 		}
 	}
-	// A deleted VM's images go soon after it (collect), not at the next
-	// interval.
-	vms.AddHandler(informer.Handler[*apiv1.VirtualMachine]{OnDelete: func(*apiv1.VirtualMachine) {
-		for _, sc := range classes.List() {
-			if sc.GetSpec().GetRbd() != nil {
-				c.queue.Add(informer.Key(sc))
-			}
-		}
-	}})
 	nodes.AddHandler(informer.Handler[*apiv1.Node]{
 		OnUpdate: func(old, n *apiv1.Node) {
 			if old.GetStatus().GetRegistrations() != n.GetStatus().GetRegistrations() {
@@ -199,13 +180,6 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 		}
 		if err == nil {
 			lifted, liftErrs = c.lift(ctx, conn, sc)
-			c.gcMu.Lock()
-			next, gcErr := c.collect(ctx, conn, sc, c.orphans.get(name))
-			c.orphans.set(name, next)
-			c.gcMu.Unlock()
-			if gcErr != nil {
-				c.log.Warn("collecting deleted VMs' images", "class", name, "err", gcErr)
-			}
 		}
 	}
 	if old := apiv1.FindCondition(sc.GetStatus().GetConditions(), apiv1.ConditionReady); old.GetStatus() != ready.Status || old.GetReason() != ready.Reason {
@@ -228,13 +202,6 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	})
 	if err != nil {
 		return controller.Result{}, fmt.Errorf("storage class %s: %w", name, err)
-	}
-	c.gcMu.Lock()
-	pending := len(c.orphans.get(name))
-	c.gcMu.Unlock()
-	if pending > 0 {
-		// Images seen without their VM once: the second look, soon.
-		return controller.Result{RequeueAfter: min(c.opts.Interval, orphanRecheck)}, nil
 	}
 	return controller.Result{RequeueAfter: c.opts.Interval}, nil
 }

@@ -2,8 +2,10 @@ package storage
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
+	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller/controllertest"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store/memstore"
@@ -39,26 +43,27 @@ func (s *cephScript) Run(_ context.Context, name string, args ...string) ([]byte
 		return nil, errors.New("timed out")
 	}
 	switch {
-	case name == "rbd" && op[0] == "ls":
-		var names []string
-		for n := range s.images {
-			names = append(names, `"`+n+`"`)
+	case name == "rbd" && op[0] == "ls" && op[1] == "-l":
+		var entries []ceph.Entry
+		for _, n := range slices.Sorted(maps.Keys(s.images)) {
+			entries = append(entries, ceph.Entry{Image: n})
+			if s.snaps[n] {
+				entries = append(entries, ceph.Entry{Image: n, Snapshot: "snap-x"})
+			}
 		}
-		slices.Sort(names)
-		return []byte("[" + strings.Join(names, ",") + "]"), nil
-	case name == "rbd" && op[0] == "status":
-		img := strings.TrimPrefix(op[1], "vp/")
-		if s.watchers[img] {
-			return []byte(`{"watchers":[{"address":"169.254.7.1:0/42"}]}`), nil
-		}
-		return []byte(`{"watchers":[]}`), nil
-	case name == "rbd" && op[0] == "snap" && op[1] == "ls":
-		if s.snaps[strings.TrimPrefix(op[2], "vp/")] {
-			return []byte(`[{"name":"snap-x","size":1}]`), nil
-		}
-		return []byte(`[]`), nil
+		return json.Marshal(entries)
+	case name == "rbd" && op[0] == "ls": // the probe
+		return json.Marshal(slices.Sorted(maps.Keys(s.images)))
 	case name == "rbd" && op[0] == "rm":
-		delete(s.images, strings.TrimPrefix(op[len(op)-1], "vp/"))
+		// As rbd refuses: an image open (a watcher) or with snapshots.
+		img := strings.TrimPrefix(op[len(op)-1], "vp/")
+		if s.watchers[img] {
+			return nil, &ceph.CLIError{Name: "rbd", Stderr: "rbd: error: image still has watchers\nrbd: delete error: (16) Device or resource busy", Err: errors.New("exit status 16")}
+		}
+		if s.snaps[img] {
+			return nil, &ceph.CLIError{Name: "rbd", Stderr: "rbd: image has snapshots - not removing\nrbd: delete error: (39) Directory not empty", Err: errors.New("exit status 39")}
+		}
+		delete(s.images, img)
 		return nil, nil
 	case name == "ceph" && op[2] == "add":
 		s.blocklist[op[3]] = true
@@ -101,7 +106,7 @@ func newFixture(t *testing.T) *fixture {
 		Status:   &apiv1.NodeStatus{Registrations: 1, Storage: []*apiv1.NodeStorage{{Class: "ceph", Ready: true, Address: "169.254.7.1"}}},
 	})
 	f.vms = controllertest.NewCache(db, store.VirtualMachines, &apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "live", Uid: uidLive}})
-	f.c = New(Options{Dir: t.TempDir(), Runner: f.ceph, Clock: clock}, f.classes.Informer, f.nodes.Informer, f.vms.Informer, f.classes.Store, controllertest.Discard())
+	f.c = New(Options{Dir: t.TempDir(), Runner: f.ceph, Clock: clock}, f.classes.Informer, f.nodes.Informer, f.classes.Store, controllertest.Discard())
 	f.sync()
 	return f
 }
@@ -180,8 +185,17 @@ func TestDeletedNodesFenceIsLifted(t *testing.T) {
 	}
 }
 
-func TestDeletedVMsImagesCollectedAtTheSecondLook(t *testing.T) {
+func TestDeletedVMsImagesCollectedAfterTheGrace(t *testing.T) {
 	f := newFixture(t)
+	db := memstore.NewDB(func() time.Time { return f.now })
+	contents := controllertest.NewCache(db, store.SnapshotContents)
+	restores := controllertest.NewCache(db, store.Restores)
+	snaps := controllertest.NewCache(db, store.Snapshots)
+	v := NewVolumes(f.c, VolumeOptions{Grace: 10 * time.Second}, contents.Informer, restores.Informer, snaps.Informer, f.vms.Informer,
+		contents.Store, restores.Store, controllertest.Discard())
+	contents.Sync(t)
+	restores.Sync(t)
+	snaps.Sync(t)
 	for _, img := range []string{
 		"vm-" + uidLive + "-vol-data", "vm-" + uidGone + "-vol-data", "vm-" + uidGone + "-nvram",
 		"vm-" + uidGone + "-vol-open", "vm-" + uidGone + "-vol-snapped", "img-abc", "someone-elses",
@@ -190,25 +204,36 @@ func TestDeletedVMsImagesCollectedAtTheSecondLook(t *testing.T) {
 	}
 	f.ceph.watchers["vm-"+uidGone+"-vol-open"] = true
 	f.ceph.snaps["vm-"+uidGone+"-vol-snapped"] = true
-	f.reconcile()
-	if len(f.ceph.images) != 7 {
-		t.Fatalf("first look removed images: %v", f.ceph.images)
+	collect := func() controller.Result {
+		t.Helper()
+		res, err := v.Reconcile(context.Background(), keyCollect+"ceph")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
 	}
-	res, err := f.c.Reconcile(context.Background(), "ceph")
-	if err != nil {
-		t.Fatal(err)
+	if res := collect(); len(f.ceph.images) != 7 || res.RequeueAfter != 10*time.Second {
+		t.Fatalf("first look: images %v, requeue %v (want all kept, a look again at the grace)", f.ceph.images, res.RequeueAfter)
 	}
-	var left []string
-	for img := range f.ceph.images {
-		left = append(left, img)
+	f.now = f.now.Add(5 * time.Second)
+	if collect(); len(f.ceph.images) != 7 {
+		t.Fatalf("removed within the grace: %v", f.ceph.images)
 	}
-	slices.Sort(left)
+	f.now = f.now.Add(5 * time.Second)
+	res := collect()
+	left := slices.Sorted(maps.Keys(f.ceph.images))
 	want := []string{"img-abc", "someone-elses", "vm-" + uidLive + "-vol-data", "vm-" + uidGone + "-vol-open", "vm-" + uidGone + "-vol-snapped"}
 	if !slices.Equal(left, want) {
-		t.Fatalf("after the second look: %v\nwant %v", left, want)
+		t.Fatalf("after the grace: %v\nwant %v", left, want)
 	}
-	if res.RequeueAfter != orphanRecheck {
-		t.Fatalf("requeue %v with images still waiting, want %v", res.RequeueAfter, orphanRecheck)
+	// The open one is still due: looked at again at the interval.
+	if res.RequeueAfter != time.Minute {
+		t.Fatalf("requeue %v, want the collect interval", res.RequeueAfter)
+	}
+	// Its QEMU goes: removed at the next pass, with no new grace.
+	delete(f.ceph.watchers, "vm-"+uidGone+"-vol-open")
+	if collect(); f.ceph.images["vm-"+uidGone+"-vol-open"] {
+		t.Fatal("the closed image of the deleted VM is still there")
 	}
 }
 

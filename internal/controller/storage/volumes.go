@@ -21,8 +21,8 @@ import (
 // run and its volumes are all on rbd classes), clones a restore's RBD
 // snapshots beside the target's images and swaps them in (whatever the
 // restore's node, or with none), and collects what no object needs any
-// more: the RBD snapshots of deleted contents, retired and abandoned
-// staged images (the images of deleted VMs are the class reconcile's).
+// more: the images of deleted VMs, the RBD snapshots of deleted
+// contents, retired and abandoned staged images.
 // Nothing here depends on a node: a snapshot on RBD outlives the node
 // its VM ran on, and is restored onto any other.
 type Volumes struct {
@@ -31,11 +31,13 @@ type Volumes struct {
 	contents informer.Lister[*apiv1.VirtualMachineSnapshotContent]
 	restores informer.Lister[*apiv1.VirtualMachineRestore]
 	snaps    informer.Lister[*apiv1.VirtualMachineSnapshot]
-	contSt   ContentStore
-	rSt      RestoreStore
-	queue    controller.Queue
-	log      *slog.Logger
-	synced   []<-chan struct{}
+	// vms say which VMs exist: the images of the others are collected.
+	vms    informer.Lister[*apiv1.VirtualMachine]
+	contSt ContentStore
+	rSt    RestoreStore
+	queue  controller.Queue
+	log    *slog.Logger
+	synced []<-chan struct{}
 
 	mu sync.Mutex
 	// orphans are what a collection found unneeded, by class and
@@ -77,7 +79,7 @@ const (
 // runs afterwards; c gives the classes and their connections.
 func NewVolumes(c *Controller, opts VolumeOptions,
 	contents *informer.Informer[*apiv1.VirtualMachineSnapshotContent], restores *informer.Informer[*apiv1.VirtualMachineRestore],
-	snaps *informer.Informer[*apiv1.VirtualMachineSnapshot],
+	snaps *informer.Informer[*apiv1.VirtualMachineSnapshot], vms *informer.Informer[*apiv1.VirtualMachine],
 	contSt ContentStore, rSt RestoreStore, log *slog.Logger) *Volumes {
 	if opts.CollectInterval <= 0 {
 		opts.CollectInterval = time.Minute
@@ -88,9 +90,9 @@ func NewVolumes(c *Controller, opts VolumeOptions,
 	if log == nil {
 		log = slog.Default()
 	}
-	v := &Volumes{c: c, opts: opts, contents: contents, restores: restores, snaps: snaps,
+	v := &Volumes{c: c, opts: opts, contents: contents, restores: restores, snaps: snaps, vms: vms,
 		contSt: contSt, rSt: rSt, queue: controller.NewQueue("storage-volumes"), log: log.With("controller", "storage-volumes"),
-		synced:  []<-chan struct{}{c.classes.Synced(), contents.Synced(), restores.Synced(), snaps.Synced()},
+		synced:  []<-chan struct{}{c.classes.Synced(), contents.Synced(), restores.Synced(), snaps.Synced(), vms.Synced()},
 		orphans: map[string]time.Time{}}
 	content := func(ct *apiv1.VirtualMachineSnapshotContent) {
 		if serverContent(ct) {
@@ -116,6 +118,9 @@ func NewVolumes(c *Controller, opts VolumeOptions,
 			}
 		},
 	})
+	// A deleted VM's images go a grace after it, not at the next
+	// interval.
+	vms.AddHandler(informer.Handler[*apiv1.VirtualMachine]{OnDelete: func(*apiv1.VirtualMachine) { v.collectAll() }})
 	c.classes.AddHandler(informer.Handler[*apiv1.StorageClass]{OnAdd: func(sc *apiv1.StorageClass) {
 		if sc.GetSpec().GetRbd() != nil {
 			v.queue.Add(keyCollect + sc.GetMetadata().GetName())

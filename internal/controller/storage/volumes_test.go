@@ -68,8 +68,8 @@ func newVolFixture(t *testing.T) *volFixture {
 	f.snaps = controllertest.NewCache(db, store.Snapshots)
 	f.vms = controllertest.NewCache(db, store.VirtualMachines)
 	dir := t.TempDir()
-	c := New(Options{Dir: dir, Clock: func() time.Time { return f.now }}, f.classes.Informer, f.nodes.Informer, f.vms.Informer, f.classes.Store, controllertest.Discard())
-	f.v = NewVolumes(c, VolumeOptions{Grace: 10 * time.Second}, f.contents.Informer, f.restores.Informer, f.snaps.Informer,
+	c := New(Options{Dir: dir, Clock: func() time.Time { return f.now }}, f.classes.Informer, f.nodes.Informer, f.classes.Store, controllertest.Discard())
+	f.v = NewVolumes(c, VolumeOptions{Grace: 10 * time.Second}, f.contents.Informer, f.restores.Informer, f.snaps.Informer, f.vms.Informer,
 		f.contents.Store, f.restores.Store, controllertest.Discard())
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte(key), 0o600); err != nil {
@@ -278,21 +278,18 @@ func TestRBDSnapshotRestoreAndCollection(t *testing.T) {
 		t.Fatalf("the restored volume reads %#x after its parent snapshot went", got)
 	}
 
-	// The VM goes: the class's reconcile removes its image at the second
-	// look, and its parent, which the restored clone no longer reads
-	// from, at the next (collect in gc.go).
+	// The VM goes: the collection removes its image a grace later, and
+	// in the same pass its parent, which the restored clone no longer
+	// reads from.
 	if _, _, err := f.vms.Store.Delete(ctx, "default", "web", store.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for look := range 3 {
-		f.sync()
-		if _, err := f.v.c.Reconcile(ctx, "ceph"); err != nil {
-			t.Fatalf("class reconcile: %v", err)
-		}
-		if look == 0 && len(f.images(vmUID)) != 2 {
-			t.Fatalf("the VM's images went at the first look: %v", f.images(vmUID))
-		}
+	f.reconcile(collect)
+	if imgs := f.images(vmUID); len(imgs) != 2 {
+		t.Fatalf("the VM's images went at the first look: %v", imgs)
 	}
+	f.now = f.now.Add(10 * time.Second)
+	f.reconcile(collect)
 	if imgs := f.images(vmUID); len(imgs) != 0 {
 		t.Fatalf("images of the deleted VM left: %v", imgs)
 	}
