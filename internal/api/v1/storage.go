@@ -24,3 +24,14 @@ func (sc *StorageClass) SelectsNode(labels map[string]string) bool {
 	}
 	return true
 }
+
+// FenceOf is node's fence on the class (status.fences), or nil: while
+// it is there, the node's QEMUs cannot reach the class's storage.
+func (sc *StorageClass) FenceOf(node string) *StorageFence {
+	for _, f := range sc.GetStatus().GetFences() {
+		if f.GetNode() == node {
+			return f
+		}
+	}
+	return nil
+}

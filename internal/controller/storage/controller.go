@@ -105,7 +105,7 @@ func New(opts Options, classes *informer.Informer[*apiv1.StorageClass], nodes *i
 	// lift.
 	nodeChanged := func(n *apiv1.Node) {
 		for _, sc := range classes.List() {
-			if fenced(sc, n.GetMetadata().GetName()) != nil {
+			if sc.FenceOf(n.GetMetadata().GetName()) != nil {
 				c.queue.Add(informer.Key(sc))
 			}
 		}
@@ -128,16 +128,6 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	c.log.Info("starting", "workers", workers)
 	controller.Run(ctx, "storage", c.queue, workers, c, c.log)
-}
-
-// fenced is node's fence on sc, or nil.
-func fenced(sc *apiv1.StorageClass, node string) *apiv1.StorageFence {
-	for _, f := range sc.GetStatus().GetFences() {
-		if f.GetNode() == node {
-			return f
-		}
-	}
-	return nil
 }
 
 // conn is how the server reaches rbd class sc: its key written to the

@@ -46,7 +46,7 @@ func storageReasons(c candidate, nd needs) []string {
 	for _, sc := range nd.classes {
 		name := sc.GetMetadata().GetName()
 		switch s := reported[name]; {
-		case fencedFrom(sc, c.node.GetMetadata().GetName()):
+		case sc.FenceOf(c.node.GetMetadata().GetName()) != nil:
 			out = append(out, fmt.Sprintf("node(s) were fenced from storage class %s", name))
 		case !sc.SelectsNode(c.node.GetMetadata().GetLabels()):
 			out = append(out, fmt.Sprintf("node(s) didn't match the node selector of storage class %s", name))
@@ -71,15 +71,4 @@ func causeOf(msg string) string {
 		cause = cause[:160] + "..."
 	}
 	return cause
-}
-
-// fencedFrom says whether node is cut off class sc (its status.fences):
-// until the fence is lifted, its QEMUs cannot reach the storage.
-func fencedFrom(sc *apiv1.StorageClass, node string) bool {
-	for _, f := range sc.GetStatus().GetFences() {
-		if f.GetNode() == node {
-			return true
-		}
-	}
-	return false
 }
