@@ -270,14 +270,12 @@ func choose(nd needs, pullable func(string) bool, nodes []candidate) decision {
 func requiredImages(v *apiv1.VirtualMachineInstance) []string {
 	spec := v.GetSpec()
 	_, pinned := spec.GetNodeSelector()[apiv1.LabelNodeName]
-	refs := validation.ImageRefs(spec, "", !pinned)
-	if pinned || v.GetMetadata().GetAnnotations()[apiv1.AnnotationVMRanBefore] != "true" {
-		return refs
+	if !pinned && v.GetMetadata().GetAnnotations()[apiv1.AnnotationVMRanBefore] == "true" {
+		// Volumes on storage classes were made at an earlier start: their
+		// images are not needed where the VM runs next.
+		spec = &apiv1.VirtualMachineInstanceSpec{Domain: spec.GetDomain(), Volumes: localVolumes(spec)}
 	}
-	// Volumes on storage classes were made at an earlier start: their
-	// images are not needed where the VM runs next.
-	keep := validation.ImageRefs(&apiv1.VirtualMachineInstanceSpec{Domain: spec.GetDomain(), Volumes: localVolumes(spec)}, "", true)
-	return slices.DeleteFunc(refs, func(r string) bool { return !slices.Contains(keep, r) })
+	return validation.ImageRefs(spec, "", !pinned)
 }
 
 // localVolumes are spec's volumes but those on storage classes.
