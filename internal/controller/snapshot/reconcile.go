@@ -240,10 +240,8 @@ func (c *Controller) succeed(ctx context.Context, key string, s *apiv1.VirtualMa
 	st.CreationTime = cs.GetCreationTime()
 	st.Indications = cs.GetIndications()
 	st.NodeName = ""
-	for _, b := range cs.GetVolumeBackups() {
-		if b.GetStorageClass() == "" {
-			st.NodeName = ct.GetSpec().GetNodeName() // a copy on its disk
-		}
+	if slices.ContainsFunc(cs.GetVolumeBackups(), (*apiv1.VolumeBackup).OnNodeDisk) {
+		st.NodeName = ct.GetSpec().GetNodeName() // a copy on its disk
 	}
 	st.SourceUid = ct.GetSpec().GetSource().GetMetadata().GetUid()
 	st.Error = ""

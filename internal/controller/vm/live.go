@@ -43,9 +43,13 @@ func (c *Controller) carryLiveChanges(ctx context.Context, vm *apiv1.VirtualMach
 		changed = append(changed, "eviction_strategy", want)
 	}
 	if !apiv1.MigrationInFlight(vmi) {
-		if grown, ok := validation.GrowVolumes(tmpl.GetVolumes(), next.Spec.Volumes); ok && !equalMessages(grown, next.Spec.Volumes) {
-			changed = append(changed, "volumes", grownSizes(next.Spec.Volumes, grown))
-			next.Spec.Volumes = grown
+		// GrowVolumes changes nothing but sizes: a size that differs is
+		// the whole difference.
+		if grown, ok := validation.GrowVolumes(tmpl.GetVolumes(), next.Spec.Volumes); ok {
+			if sizes := grownSizes(next.Spec.Volumes, grown); len(sizes) > 0 {
+				changed = append(changed, "volumes", sizes)
+				next.Spec.Volumes = grown
+			}
 		}
 	}
 	if len(changed) == 0 {
@@ -97,17 +101,4 @@ func templateDiffers(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance
 		have.Volumes = grown
 	}
 	return !proto.Equal(want, have)
-}
-
-// equalMessages compares two lists of messages element by element.
-func equalMessages[M proto.Message](a, b []M) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
 }

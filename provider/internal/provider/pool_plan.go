@@ -13,8 +13,9 @@ import (
 )
 
 // What plan says about virtplane_virtual_machine_pool: that a template
-// change restarts the VMs, and that it may not move a persistent disk to
-// another storage class (template_plan_volumes.go).
+// change restarts the VMs, and that it may not shrink a persistent disk,
+// change its image or move it to another storage class
+// (template_plan_volumes.go), which the agent refuses too.
 
 // ModifyPlan keeps the status of a plan that changes nothing, and warns
 // at plan time that a template change restarts the VMs.
@@ -26,7 +27,7 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 	if !changed {
 		return
 	}
-	if state.Template != nil && plan.Template != nil && refuseVolumeClassChanges(ctx, &resp.Diagnostics,
+	if state.Template != nil && plan.Template != nil && refuseVolumeUpdates(ctx, &resp.Diagnostics,
 		&state.Template.instanceSpecModel, &plan.Template.instanceSpecModel, path.Root("virtual_machine_template")) {
 		return
 	}

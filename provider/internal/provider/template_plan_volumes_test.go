@@ -5,8 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -62,16 +66,73 @@ func TestModifyPlanRefusesStorageClassChange(t *testing.T) {
 }
 
 // A pool's template is checked alike, on its virtual_machine_template.
-func TestRefuseVolumeClassChangesInPool(t *testing.T) {
+func TestRefuseVolumeUpdatesInPool(t *testing.T) {
 	state := fullInstanceSpec(t)
 	plan := withClass(state, 0, types.StringValue("local"))
 	var diags diag.Diagnostics
-	if !refuseVolumeClassChanges(context.Background(), &diags, &state, &plan, path.Root("virtual_machine_template")) {
+	if !refuseVolumeUpdates(context.Background(), &diags, &state, &plan, path.Root("virtual_machine_template")) {
 		t.Fatal("not refused")
 	}
 	e := diags.Errors()[0]
 	if p := e.(interface{ Path() path.Path }).Path().String(); p != "virtual_machine_template.disk[0].persistent.storage_class" ||
 		!strings.Contains(e.Detail(), "may not change from ceph to local") {
 		t.Errorf("refused on %s: %s", p, e.Detail())
+	}
+}
+
+// poolPlanFor runs the pool resource's real ModifyPlan from state to plan.
+func poolPlanFor(t *testing.T, state, plan poolResourceModel) resource.ModifyPlanResponse {
+	t.Helper()
+	ctx := context.Background()
+	var sr resource.SchemaResponse
+	NewPoolResource().Schema(ctx, resource.SchemaRequest{}, &sr)
+	st := tfsdk.State{Schema: sr.Schema}
+	if d := st.Set(ctx, &state); d.HasError() {
+		t.Fatal(d)
+	}
+	pl := tfsdk.Plan{Schema: sr.Schema}
+	if d := pl.Set(ctx, &plan); d.HasError() {
+		t.Fatal(d)
+	}
+	resp := resource.ModifyPlanResponse{Plan: pl}
+	NewPoolResource().(resource.ResourceWithModifyPlan).ModifyPlan(ctx, resource.ModifyPlanRequest{State: st, Plan: pl}, &resp)
+	return resp
+}
+
+// A pool's template may not shrink a persistent disk nor change its image
+// either: the agent refuses both (validation.ValidatePoolUpdate), so the
+// plan does, on the pool's attribute, as it does for a VM; growing is
+// planned (a rollout).
+func TestPoolModifyPlanRefusesVolumeUpdates(t *testing.T) {
+	state := poolResourceModel{poolModel: fullPoolModel(t), WaitForReady: types.BoolValue(true),
+		Timeouts: timeouts.Value{Object: types.ObjectNull(map[string]attr.Type{"create": types.StringType, "update": types.StringType, "delete": types.StringType})}}
+	state.ID, state.UID = types.StringValue("prod/db"), types.StringValue("uid-p")
+	state.Status = types.ObjectNull(poolStatusAttrTypes)
+	withDisk := func(size, image string) poolResourceModel {
+		plan := state
+		tmpl := *state.Template
+		tmpl.instanceSpecModel = withClass(tmpl.instanceSpecModel, 0, tmpl.Disks[0].Persistent.StorageClass)
+		tmpl.Disks[0].Persistent.Size, tmpl.Disks[0].Persistent.Image = quantityOf(size), types.StringValue(image)
+		plan.Template = &tmpl
+		plan.Status = types.ObjectUnknown(poolStatusAttrTypes)
+		return plan
+	}
+	errorsOf := func(resp resource.ModifyPlanResponse) string {
+		var out []string
+		for _, e := range resp.Diagnostics.Errors() {
+			out = append(out, e.(diag.DiagnosticWithPath).Path().String()+" | "+e.Summary())
+		}
+		return strings.Join(out, "\n")
+	}
+	if resp := poolPlanFor(t, state, withDisk("20Gi", "debian.qcow2")); resp.Diagnostics.HasError() {
+		t.Errorf("growth refused: %s", errorsOf(resp))
+	}
+	for _, c := range []struct{ size, image, want string }{
+		{"5Gi", "debian.qcow2", "virtual_machine_template.disk[0].persistent.size | Persistent disk cannot shrink"},
+		{"10Gi", "ubuntu.qcow2", "virtual_machine_template.disk[0].persistent.image | Persistent disk image cannot change"},
+	} {
+		if got := errorsOf(poolPlanFor(t, state, withDisk(c.size, c.image))); got != c.want {
+			t.Errorf("%s %s:\n got %s\nwant %s", c.size, c.image, got, c.want)
+		}
 	}
 }

@@ -5,22 +5,19 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
 // What plan says about virtplane_virtual_machine: what apply will do to a
 // running guest (vm_plan_restart.go decides), when source_snapshot
-// replaces the VM, and that a persistent disk cannot move to another
-// storage class (template_plan_volumes.go).
+// replaces the VM, and that a persistent disk cannot shrink, change its
+// image or move to another storage class (template_plan_volumes.go).
 
 // ModifyPlan says at plan time what apply will do to a running guest, and
 // plans the restart that update_policy = "restart" owes a VM whose
@@ -41,13 +38,10 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 	if d := req.State.Get(ctx, &state); d.HasError() {
 		return
 	}
-	if refusePersistentChanges(ctx, &state.vmModel, &plan.vmModel, &resp.Diagnostics) {
+	if refuseVolumeUpdates(ctx, &resp.Diagnostics, &state.instanceSpecModel, &plan.instanceSpecModel, path.Empty()) {
 		return
 	}
 	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())
-	if refuseVolumeClassChanges(ctx, &resp.Diagnostics, &state.instanceSpecModel, &plan.instanceSpecModel, path.Empty()) {
-		return
-	}
 	changed := restartChanges(ctx, &state.vmModel, &plan.vmModel)
 	d := decideRestart(plan.RunStrategy.ValueString(), plan.UpdatePolicy.ValueString(),
 		instanceActive(state.Status), len(changed) > 0 || state.RestartRequired.ValueBool())
@@ -99,39 +93,4 @@ func sourceSnapshotReplace() planmodifier.String {
 		},
 		"Changing to another snapshot replaces the VM; setting or removing it does not.",
 		"Changing to another snapshot replaces the VM; setting or removing it does not.")
-}
-
-// refusePersistentChanges refuses at plan time what the agent would refuse
-// at apply of the change from state to plan, on the attribute: a
-// persistent disk that shrinks or gets another image (the API's rule,
-// validation.ValidatePersistentVolumeUpdate). It reports whether it did.
-// A persistent disk whose size or image is not known yet is judged at
-// apply, by the agent.
-func refusePersistentChanges(ctx context.Context, state, plan *vmModel, diags *diag.Diagnostics) bool {
-	for _, d := range plan.Disks {
-		if pv := d.Persistent; pv != nil && (pv.Size.IsUnknown() || pv.Image.IsUnknown() || d.Name.IsUnknown()) {
-			return false
-		}
-	}
-	from, d1 := vmFromModel(ctx, state)
-	to, d2 := vmFromModel(ctx, plan)
-	if d1.HasError() || d2.HasError() {
-		return false
-	}
-	validation.DefaultVirtualMachine(from)
-	validation.DefaultVirtualMachine(to)
-	errs := validation.ValidatePersistentVolumeUpdate(to.GetSpec().GetTemplate().GetSpec(), from.GetSpec().GetTemplate().GetSpec(),
-		field.NewPath("spec", "template", "spec"))
-	for _, e := range errs {
-		p, ok := vmAttributePath(e.Field)
-		if !ok {
-			p = path.Root("disk")
-		}
-		summary := "Persistent disk cannot shrink"
-		if strings.HasSuffix(e.Field, ".image") {
-			summary = "Persistent disk image cannot change"
-		}
-		diags.AddAttributeError(p, summary, fmt.Sprintf("%s: %s.", p, e.Detail))
-	}
-	return len(errs) > 0
 }
