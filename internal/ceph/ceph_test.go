@@ -191,3 +191,26 @@ func TestBlocklistByHost(t *testing.T) {
 		t.Fatalf("blocklist after remove: %v %v", got, err)
 	}
 }
+
+// TestFailedImportLeavesNothing: an import that fails midway (the source
+// is not the image it claims to be) leaves neither the base nor its
+// temporary in the pool: no half-made image is ever taken for a base.
+func TestFailedImportLeavesNothing(t *testing.T) {
+	cn, _ := conn(t)
+	ctx := t.Context()
+	src := filepath.Join(t.TempDir(), "broken.qcow2")
+	if err := os.WriteFile(src, []byte("not a qcow2 image"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := ceph.BaseImage(strings.Repeat("cd", 32))
+	if err := cn.Import(ctx, src, "qcow2", 3<<20, base, base+".tmp-n1"); err == nil {
+		t.Fatal("import of a broken image succeeded")
+	}
+	names, err := cn.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, base) }) {
+		t.Fatalf("a failed import left %v", names)
+	}
+}
