@@ -3,6 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +23,7 @@ func TestVolumesGrowOnEveryClass(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{ceph: true})
 	t.Cleanup(c.dumpOnFailure)
 	c.rbdClass("ceph")
-	c.sharedClass("nas")
+	nas := c.sharedClass("nas")
 	c.waitNodesReach("ceph")
 	c.waitNodesReach("nas")
 	const dev = "/dev/vda"
@@ -59,6 +62,23 @@ func TestVolumesGrowOnEveryClass(t *testing.T) {
 	}
 	if got := rbdSize(t, c, rbdImageOf(c.vm("grow-rbd"), "data")); got != 128<<20 {
 		t.Fatalf("rbd image is %d bytes after the online growth", got)
+	}
+
+	// The shared file is locked by its QEMU: a second writer is refused
+	// (what keeps a replacement out while the first guest lives).
+	shared := filepath.Join(nas, "virtplane", "vms", c.vm("grow-nas").GetMetadata().GetUid(), "volumes", "data.qcow2")
+	if out, err := exec.CommandContext(c.ctx, "qemu-img", "info", shared).CombinedOutput(); err == nil || !strings.Contains(string(out), "lock") {
+		t.Fatalf("qemu-img info of the running guest's shared volume: %v %s, want a lock refusal", err, out)
+	}
+	// Volumes on classes migrate without a copy; the local one is copied.
+	for name, method := range map[string]string{"grow-rbd": apiv1.MigrationMethodLive, "grow-nas": apiv1.MigrationMethodLive, "grow-local": apiv1.MigrationMethodBlock} {
+		to := c.otherNode(c.nodeNamed(c.vmi(name).GetStatus().GetNodeName()))
+		st := c.migrate(name, to).GetStatus().GetMigrationState()
+		disk := st.GetProgress().GetDiskTotalBytes()
+		t.Logf("%s migrated: method %s, %d disk bytes", name, st.GetMethod(), disk)
+		if st.GetMethod() != method || (method == apiv1.MigrationMethodLive) != (disk == 0) {
+			t.Errorf("%s migrated with method %s and %d disk bytes, want %s", name, st.GetMethod(), disk, method)
+		}
 	}
 
 	// Offline: stopped, raised, started.
