@@ -141,7 +141,13 @@ func (p *Preparer) rbdVolume(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 			return "", err
 		}
 	}
-	return class.ProvisionRBD(ctx, own, d.GetName(), size, base, p.opts.NodeName)
+	if exists {
+		if err := class.GrowRBD(ctx, image, size); err != nil {
+			return "", err
+		}
+		return image, nil
+	}
+	return class.CreateRBD(ctx, own, d.GetName(), size, base, p.opts.NodeName)
 }
 
 // baseImage describes an image of the node's image dir that a volume of

@@ -139,5 +139,9 @@ func TestRBDVolumeIsMadeAtItsSectorSize(t *testing.T) {
 		if want := []string{tc.call}; tc.call == "" && len(changes) != 0 || tc.call != "" && !slices.Equal(changes, want) {
 			t.Errorf("size %s: rbd calls %q, want %q", tc.size, changes, tc.call)
 		}
+		// The image is looked at once per start, whatever is done to it.
+		if n := pool.count("info vp/" + image); n != 1 {
+			t.Errorf("size %s: rbd info of the volume %d times, want 1", tc.size, n)
+		}
 	}
 }
