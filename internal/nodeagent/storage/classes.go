@@ -103,6 +103,11 @@ type Classes struct {
 	report *reported.Latest[*apiv1.NodeStorageList]
 	wake   chan struct{}
 
+	// syncMu makes Syncs (the interval's, a lookup's) one at a time: a
+	// slow one finishing after a later one would put back the classes it
+	// listed, removing the key files of those made meanwhile.
+	syncMu sync.Mutex
+
 	mu      sync.Mutex
 	classes map[string]*Class
 }
@@ -183,6 +188,8 @@ func (cs *Classes) Run(ctx context.Context) {
 // server decides, by the node's labels), writes their keys and probes
 // them, and sets the report. A failed listing keeps what was known.
 func (cs *Classes) Sync(ctx context.Context) {
+	cs.syncMu.Lock()
+	defer cs.syncMu.Unlock()
 	list, err := cs.opts.API.List(ctx, &apiv1.ListStorageClassesRequest{})
 	if err != nil {
 		cs.log.Warn("listing storage classes", "err", err)
