@@ -151,6 +151,7 @@ func aliasOf(list, alias string) (string, error) {
 // descriptorPaths lists the descriptors in libvirt's order.
 func descriptorPaths(dirs []string) ([]string, error) {
 	byName := map[string]string{}
+	sizes := map[string]int64{}
 	for _, dir := range dirs {
 		entries, err := os.ReadDir(dir)
 		if errors.Is(err, os.ErrNotExist) {
@@ -170,6 +171,7 @@ func descriptorPaths(dirs []string) ([]string, error) {
 			}
 			if fi.Mode().IsRegular() {
 				byName[e.Name()] = p // a later (more specific) dir wins
+				sizes[e.Name()] = fi.Size()
 			}
 		}
 	}
@@ -180,11 +182,7 @@ func descriptorPaths(dirs []string) ([]string, error) {
 	slices.Sort(names)
 	var out []string
 	for _, n := range names {
-		fi, err := os.Stat(byName[n])
-		if err != nil {
-			return nil, fmt.Errorf("firmware descriptors: %w", err)
-		}
-		if fi.Size() > 0 { // an empty file masks a less specific one
+		if sizes[n] > 0 { // an empty file masks a less specific one
 			out = append(out, byName[n])
 		}
 	}

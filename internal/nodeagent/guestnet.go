@@ -11,6 +11,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
 	"github.com/virtplane/terraform-provider-virtplane/internal/hostns"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 )
 
 // startGuestFirewall installs the guest firewall (package guestnet:
@@ -67,7 +68,11 @@ func qemuNetNS(o Options) (string, error) {
 	if o.BridgeNetNS != "" {
 		return o.BridgeNetNS, nil
 	}
-	return hostns.DaemonNetNS(o.LibvirtURI)
+	uri := o.LibvirtURI
+	if uri == "" {
+		uri = launcher.DefaultLibvirtURI
+	}
+	return hostns.DaemonNetNS(uri)
 }
 
 // storageFirewall hands the storage room's endpoints to the guest

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"k8s.io/apimachinery/pkg/api/resource"
-
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
@@ -55,10 +53,8 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 	if err != nil {
 		return nil, failed(fmt.Errorf("persistent volume %q: %w", d.GetName(), err))
 	}
-	q, err := resource.ParseQuantity(pv.GetSize())
-	if err != nil || q.Sign() <= 0 {
-		return nil, volErr(fmt.Errorf("size %q is not a positive quantity", pv.GetSize()))
-	}
+	// The size a file volume is made at, too, and the launcher keeps the
+	// disk at: the quantity rounded up to whole sectors.
 	src := diskSource(d)
 	if src.SizeBytes, err = validation.VolumeBytes(pv.GetSize()); err != nil {
 		return nil, volErr(err)
@@ -71,9 +67,9 @@ func (p *Preparer) classVolume(ctx context.Context, vmi *apiv1.VirtualMachineIns
 			if pv.GetImage() == "" {
 				return nil, nil
 			}
-			return p.baseImage(ctx, pv.GetImage(), q.Value())
+			return p.baseImage(ctx, pv.GetImage(), src.SizeBytes)
 		}
-		image, err := p.rbdVolume(ctx, vmi, d, pv, class, own, q.Value(), base, incoming)
+		image, err := p.rbdVolume(ctx, vmi, d, pv, class, own, src.SizeBytes, base, incoming)
 		if err != nil {
 			return nil, volErr(err)
 		}
@@ -145,7 +141,13 @@ func (p *Preparer) rbdVolume(ctx context.Context, vmi *apiv1.VirtualMachineInsta
 			return "", err
 		}
 	}
-	return class.ProvisionRBD(ctx, own, d.GetName(), size, base, p.opts.NodeName)
+	if exists {
+		if err := class.GrowRBD(ctx, image, size); err != nil {
+			return "", err
+		}
+		return image, nil
+	}
+	return class.CreateRBD(ctx, own, d.GetName(), size, base, p.opts.NodeName)
 }
 
 // baseImage describes an image of the node's image dir that a volume of

@@ -101,14 +101,17 @@ func (p *Preparer) nvram(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 // the VARS template of the firmware libvirt will boot it with.
 func (p *Preparer) rbdNVRAM(ctx context.Context, vmi *apiv1.VirtualMachineInstance, class *storage.Class, own string) (string, error) {
 	secure := vmi.GetSpec().GetDomain().GetFirmware().GetBootloader().GetEfi().GetSecureBoot()
-	fw, err := p.opts.Firmware.EFI(ctx, secure)
-	if err != nil {
-		return "", err
+	template := func(ctx context.Context) (string, error) {
+		fw, err := p.opts.Firmware.EFI(ctx, secure)
+		if err != nil {
+			return "", err
+		}
+		if fw.NVRAMTemplate == "" {
+			return "", fmt.Errorf("the firmware libvirt picks (%s, from %s) keeps no variables", fw.Executable, fw.Descriptor)
+		}
+		return fw.NVRAMTemplate, nil
 	}
-	if fw.NVRAMTemplate == "" {
-		return "", fmt.Errorf("the firmware libvirt picks (%s, from %s) keeps no variables", fw.Executable, fw.Descriptor)
-	}
-	return class.ProvisionNVRAM(ctx, own, fw.NVRAMTemplate, p.opts.NodeName)
+	return class.ProvisionNVRAM(ctx, own, template, p.opts.NodeName)
 }
 
 // nvramPath is where an EFI guest's variable store lives on the node

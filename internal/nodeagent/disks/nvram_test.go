@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
+	"github.com/virtplane/terraform-provider-virtplane/internal/firmware"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/storage"
@@ -211,5 +213,40 @@ func TestPrepareIncomingDropsAStaleNVRAM(t *testing.T) {
 	}
 	if _, err := os.Stat(in.NvramPath); !os.IsNotExist(err) {
 		t.Fatalf("the stale NVRAM is still there for the migration's target: %v", err)
+	}
+}
+
+// countingFirmware counts the firmware resolutions asked of it.
+type countingFirmware struct{ n int }
+
+func (f *countingFirmware) EFI(context.Context, bool) (firmware.Firmware, error) {
+	f.n++
+	return firmware.Firmware{Executable: "/usr/share/OVMF/OVMF_CODE_4M.fd", NVRAMTemplate: "/usr/share/OVMF/OVMF_VARS_4M.fd"}, nil
+}
+
+// An EFI guest whose NVRAM image exists on its rbd class starts without
+// the host's firmware descriptors being read: the VARS template is needed
+// only to make a store, and every other start finds the guest's own.
+func TestRBDNVRAMThatExistsNeedsNoFirmware(t *testing.T) {
+	pool := &fakePool{images: map[string]int64{
+		ceph.VolumeImage(rbdVMUID, "data"): 1 << 30,
+		ceph.NVRAMImage(rbdVMUID):          540672,
+	}}
+	fw := &countingFirmware{}
+	layout := nodedir.Layout{Root: t.TempDir()}
+	p := New(Options{ImageDir: t.TempDir(), Layout: layout, Classes: fakeClasses{"ceph": rbdTestClass(pool)}, Firmware: fw})
+	efi := &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}
+	opts, err := p.Prepare(context.Background(), rbdTestVMI("1Gi", efi), rbdTestRec(t, layout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := opts.GetNvramRbd().GetImage(); got != ceph.NVRAMImage(rbdVMUID) {
+		t.Fatalf("NVRAM image %q, want %s", got, ceph.NVRAMImage(rbdVMUID))
+	}
+	if fw.n != 0 {
+		t.Errorf("the firmware was resolved %d times for a guest whose NVRAM exists, want 0", fw.n)
+	}
+	if n := pool.count("info vp/" + ceph.NVRAMImage(rbdVMUID)); n != 1 {
+		t.Errorf("rbd info of the NVRAM image %d times, want 1", n)
 	}
 }

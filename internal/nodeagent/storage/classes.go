@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,6 +103,11 @@ type Classes struct {
 	report *reported.Latest[*apiv1.NodeStorageList]
 	wake   chan struct{}
 
+	// syncMu makes Syncs (the interval's, a lookup's) one at a time: a
+	// slow one finishing after a later one would put back the classes it
+	// listed, removing the key files of those made meanwhile.
+	syncMu sync.Mutex
+
 	mu      sync.Mutex
 	classes map[string]*Class
 }
@@ -182,6 +188,8 @@ func (cs *Classes) Run(ctx context.Context) {
 // server decides, by the node's labels), writes their keys and probes
 // them, and sets the report. A failed listing keeps what was known.
 func (cs *Classes) Sync(ctx context.Context) {
+	cs.syncMu.Lock()
+	defer cs.syncMu.Unlock()
 	list, err := cs.opts.API.List(ctx, &apiv1.ListStorageClassesRequest{})
 	if err != nil {
 		cs.log.Warn("listing storage classes", "err", err)
@@ -247,19 +255,9 @@ func (cs *Classes) Sync(ctx context.Context) {
 		}
 	}
 	slices.SortFunc(items, func(a, b *apiv1.NodeStorage) int {
-		return compare(a.GetClass(), b.GetClass())
+		return strings.Compare(a.GetClass(), b.GetClass())
 	})
 	cs.report.Set(&apiv1.NodeStorageList{Items: items})
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // probe checks that the node reaches c and sets c's status: an rbd class
@@ -281,12 +279,12 @@ func (cs *Classes) probe(ctx context.Context, c *Class) {
 		}
 		netns := cs.opts.NetNS()
 		c.Conn = &ceph.Conn{Monitors: r.GetMonitors(), Pool: r.GetPool(), User: r.GetUser(), KeyFile: key, NetNS: netns, Runner: cs.opts.Runner}
-		if addr, err := sourceAddress(netns, r.GetMonitors()); err != nil {
+		addr, err := sourceAddress(netns, r.GetMonitors())
+		if err != nil {
 			c.Status.Message = err.Error()
 			return
-		} else {
-			c.Status.Address = addr.String()
 		}
+		c.Status.Address = addr.String()
 		if err := c.Conn.Probe(ctx); err != nil {
 			c.Status.Message = ceph.ProbeMessage(err)
 			return

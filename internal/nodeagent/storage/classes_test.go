@@ -176,3 +176,67 @@ func TestSyncProbesWhatChanged(t *testing.T) {
 		t.Errorf("the interval's listing made %d calls, want %d: both classes probed", got, perClass+1)
 	}
 }
+
+// slowListAPI is fakeAPI whose first List answers with the classes of
+// the moment it was called, but only once released.
+type slowListAPI struct {
+	*fakeAPI
+	entered, release chan struct{}
+	first            atomic.Bool
+}
+
+func (s *slowListAPI) List(ctx context.Context, in *apiv1.ListStorageClassesRequest, opts ...grpc.CallOption) (*apiv1.ListStorageClassesResponse, error) {
+	resp, err := s.fakeAPI.List(ctx, in, opts...)
+	if s.first.CompareAndSwap(false, true) {
+		close(s.entered)
+		<-s.release
+	}
+	return resp, err
+}
+
+// TestSlowSyncDoesNotUndoALaterOne: a listing that answers late (the
+// interval's, slow) must not replace what a later listing (a lookup of a
+// class made meanwhile) put in place, nor remove that class's key file.
+func TestSlowSyncDoesNotUndoALaterOne(t *testing.T) {
+	dir := t.TempDir()
+	api := &slowListAPI{fakeAPI: &fakeAPI{}, entered: make(chan struct{}), release: make(chan struct{})}
+	cs := New(Options{API: api, Dir: filepath.Join(dir, "keys"), ConfDir: filepath.Join(dir, "ceph"), Runner: fakeCLI{}})
+	ctx := context.Background()
+	slow := make(chan struct{})
+	go func() { defer close(slow); cs.Sync(ctx) }()
+	<-api.entered // listed: no class yet
+	api.classes = []*apiv1.StorageClass{rbdClass("x")}
+	looked := make(chan error, 1)
+	go func() { _, err := cs.Lookup(ctx, "x"); looked <- err }()
+	// The lookup's listing comes after the slow one's: it waits for it,
+	// or, were the two let run side by side, it is done first (then the
+	// slow one must not undo it). Either way the slow one is let go.
+	var err error
+	waited := false
+	select {
+	case err = <-looked:
+	case <-time.After(time.Second):
+		waited = true
+	}
+	close(api.release)
+	<-slow
+	if waited {
+		err = <-looked
+	}
+	if err != nil {
+		t.Fatalf("lookup of a class made meanwhile: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keys", "x", "key")); err != nil {
+		t.Errorf("the class's key file after the slow listing: %v", err)
+	}
+	cur, _ := cs.Report().Current()
+	if items := cur.GetItems(); len(items) != 1 || items[0].GetClass() != "x" || !items[0].GetReady() {
+		t.Errorf("report after the slow listing: %v, want class x ready", items)
+	}
+	cs.mu.Lock()
+	_, ok := cs.classes["x"]
+	cs.mu.Unlock()
+	if !ok {
+		t.Error("the slow listing dropped the class a later one found")
+	}
+}

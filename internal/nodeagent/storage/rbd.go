@@ -22,28 +22,17 @@ type Base struct {
 // key on every node (the launchers define it; disks refer to it).
 func SecretUsage(class string) string { return "virtplane-" + class }
 
-// ProvisionRBD makes persistent volume vol of the VM (or bare instance)
-// with uid owner on rbd class c, unless it exists: a clone of base's
-// image, imported into the pool first if it is not there yet (O(1)
-// whatever the image's size: RBD layering), or a blank image; then grown
-// to size. An existing volume is grown to size if smaller (the spec's
-// size was raised while the VM was stopped), never shrunk. node names
-// the import's temporary image. It returns the volume's image name.
-func (c *Class) ProvisionRBD(ctx context.Context, owner, vol string, size int64, base *Base, node string) (string, error) {
+// CreateRBD makes persistent volume vol of the VM (or bare instance)
+// with uid owner on rbd class c, which the caller found missing (a
+// volume found smaller than its size is grown with Conn.Resize): a clone
+// of base's image, imported into the pool first if it is not there yet
+// (O(1) whatever the image's size: RBD layering), or a blank image; then
+// grown to size. One made meanwhile (another node, an earlier pass) is
+// taken as it is. node names the import's temporary image. It returns
+// the volume's image name.
+func (c *Class) CreateRBD(ctx context.Context, owner, vol string, size int64, base *Base, node string) (string, error) {
 	conn := c.Conn
 	image := ceph.VolumeImage(owner, vol)
-	info, err := conn.Info(ctx, image)
-	switch {
-	case err == nil:
-		if info.Size < size {
-			if err := conn.Resize(ctx, image, size); err != nil {
-				return "", fmt.Errorf("growing %s/%s to %d bytes: %w", conn.Pool, image, size, err)
-			}
-		}
-		return image, nil
-	case !errors.Is(err, ceph.ErrNotFound):
-		return "", err
-	}
 	if base == nil {
 		if err := conn.Create(ctx, image, size); err != nil && !errors.Is(err, ceph.ErrExists) {
 			return "", fmt.Errorf("creating %s/%s: %w", conn.Pool, image, err)
@@ -59,16 +48,25 @@ func (c *Class) ProvisionRBD(ctx context.Context, owner, vol string, size int64,
 		return "", err
 	}
 	// A crash between the clone and the resize leaves a volume of the
-	// image's size, which the next pass grows (above).
+	// image's size, which the next start grows (the caller finds it
+	// smaller than its size).
 	if err := conn.Clone(ctx, parent, ceph.BaseSnap, image); err != nil && !errors.Is(err, ceph.ErrExists) {
 		return "", fmt.Errorf("cloning %s/%s@%s: %w", conn.Pool, parent, ceph.BaseSnap, err)
 	}
 	if size > base.VirtualSize {
-		if err := conn.Resize(ctx, image, size); err != nil {
-			return "", fmt.Errorf("growing %s/%s to %d bytes: %w", conn.Pool, image, size, err)
+		if err := c.GrowRBD(ctx, image, size); err != nil {
+			return "", err
 		}
 	}
 	return image, nil
+}
+
+// GrowRBD grows image on rbd class c to size bytes (never shrinks it).
+func (c *Class) GrowRBD(ctx context.Context, image string, size int64) error {
+	if err := c.Conn.Resize(ctx, image, size); err != nil {
+		return fmt.Errorf("growing %s/%s to %d bytes: %w", c.Conn.Pool, image, size, err)
+	}
+	return nil
 }
 
 // RBDDisk is the launcher's description of image on rbd class c.

@@ -3,9 +3,10 @@ package storage
 import (
 	"errors"
 	"fmt"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"os"
 	"path/filepath"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
 
 // sharedRoot is the directory virtplane keeps under a shared filesystem's
