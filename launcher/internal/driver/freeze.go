@@ -3,7 +3,6 @@ package driver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
 
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
 
@@ -80,21 +78,13 @@ func (d *Driver) Freeze(ctx context.Context, req *launcherpb.FreezeRequest) (*la
 		if d.migrating() {
 			return status.Error(codes.FailedPrecondition, ErrMigrating)
 		}
-		ind := []string{apiv1.IndicationOnline}
-		if st == StatePaused {
-			ind = append(ind, apiv1.IndicationPaused)
-		} else {
-			switch err := sdom.FSFreeze(); {
-			case errors.Is(err, ErrNoGuestAgent):
-				d.log.Info("no guest agent to freeze the file systems; snapshot without", "err", err)
-				ind = append(ind, apiv1.IndicationNoGuestAgent)
-			case err != nil:
-				return grpcError(fmt.Errorf("freezing the guest's file systems: %w", err))
-			default:
-				ind = append(ind, apiv1.IndicationGuestAgent)
-				d.thawer.arm(d.clock, thawAfter, d.thawNow)
-				d.log.Info("guest file systems frozen", "thaw_after", thawAfter)
-			}
+		ind, frozen, err := d.freezeFor(sdom, st, true)
+		if err != nil {
+			return err
+		}
+		if frozen {
+			d.thawer.arm(d.clock, thawAfter, d.thawNow)
+			d.log.Info("guest file systems frozen", "thaw_after", thawAfter)
 		}
 		out = &launcherpb.SnapshotDisksResponse{Indications: ind, TimeUnixMillis: d.cfg.Now().UnixMilli()}
 		return nil
