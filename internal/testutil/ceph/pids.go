@@ -3,9 +3,6 @@ package ceph
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -17,27 +14,7 @@ import (
 
 // PidsUsing lists the live processes with an argument that holds path
 // (a cluster's Conf): its daemons and any CLI still talking to it.
-func PidsUsing(path string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		for _, arg := range strings.Split(string(b), "\x00") {
-			if strings.Contains(arg, path) && procfs.Alive(pid) {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
-}
+func PidsUsing(path string) []int { return procfs.PidsWithArg(path) }
 
 // killUsers SIGKILLs the processes using path until none is left.
 func killUsers(path string) error {

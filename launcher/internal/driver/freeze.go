@@ -3,15 +3,11 @@ package driver
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/utils/clock"
 
-	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
 
@@ -23,49 +19,6 @@ import (
 
 // DefaultThawAfter bounds a freeze whose request names no bound.
 const DefaultThawAfter = 5 * time.Minute
-
-// autoThaw is the timer of the freeze under way.
-type autoThaw struct {
-	mu   sync.Mutex
-	stop chan struct{} // closed to disarm the armed timer
-}
-
-// arm (re)starts the timer: fn runs after d unless disarm comes first.
-func (a *autoThaw) arm(clk clock.Clock, d time.Duration, fn func()) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.stop != nil {
-		close(a.stop)
-	}
-	stop := make(chan struct{})
-	a.stop = stop
-	t := clk.NewTimer(d)
-	go func() {
-		defer t.Stop()
-		select {
-		case <-stop:
-		case <-t.C():
-			a.mu.Lock()
-			current := a.stop == stop
-			if current {
-				a.stop = nil
-			}
-			a.mu.Unlock()
-			if current {
-				fn()
-			}
-		}
-	}()
-}
-
-func (a *autoThaw) disarm() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.stop != nil {
-		close(a.stop)
-		a.stop = nil
-	}
-}
 
 // Freeze freezes the guest's file systems (unless the domain is paused,
 // which stands still already, or no guest agent answers) and reports the
@@ -80,21 +33,13 @@ func (d *Driver) Freeze(ctx context.Context, req *launcherpb.FreezeRequest) (*la
 		if d.migrating() {
 			return status.Error(codes.FailedPrecondition, ErrMigrating)
 		}
-		ind := []string{apiv1.IndicationOnline}
-		if st == StatePaused {
-			ind = append(ind, apiv1.IndicationPaused)
-		} else {
-			switch err := sdom.FSFreeze(); {
-			case errors.Is(err, ErrNoGuestAgent):
-				d.log.Info("no guest agent to freeze the file systems; snapshot without", "err", err)
-				ind = append(ind, apiv1.IndicationNoGuestAgent)
-			case err != nil:
-				return grpcError(fmt.Errorf("freezing the guest's file systems: %w", err))
-			default:
-				ind = append(ind, apiv1.IndicationGuestAgent)
-				d.thawer.arm(d.clock, thawAfter, d.thawNow)
-				d.log.Info("guest file systems frozen", "thaw_after", thawAfter)
-			}
+		ind, frozen, err := d.freezeFor(sdom, st, true)
+		if err != nil {
+			return err
+		}
+		if frozen {
+			d.thawer.renew(thawAfter)
+			d.log.Info("guest file systems frozen", "thaw_after", thawAfter)
 		}
 		out = &launcherpb.SnapshotDisksResponse{Indications: ind, TimeUnixMillis: d.cfg.Now().UnixMilli()}
 		return nil
@@ -105,7 +50,7 @@ func (d *Driver) Freeze(ctx context.Context, req *launcherpb.FreezeRequest) (*la
 // Thaw thaws the guest's file systems; a guest that is not frozen, has no
 // guest agent or no longer runs is no error.
 func (d *Driver) Thaw(ctx context.Context, _ *launcherpb.Empty) (*launcherpb.Empty, error) {
-	d.thawer.disarm()
+	d.thawer.renew(0)
 	err := d.onRunningDomain(ctx, "thaw", func(_ Domain, sdom SnapshottingDomain, _ State) error {
 		if err := d.thaw(sdom); err != nil && !errors.Is(err, ErrNoGuestAgent) {
 			return grpcError(err)
@@ -121,8 +66,12 @@ func (d *Driver) Thaw(ctx context.Context, _ *launcherpb.Empty) (*launcherpb.Emp
 	return &launcherpb.Empty{}, nil
 }
 
-// thawNow is the timer's thaw of a freeze nobody ended.
-func (d *Driver) thawNow() {
+// thawNow is the timer's thaw of a freeze nobody ended; a Thaw or a new
+// Freeze since it fired (still false) has taken over.
+func (d *Driver) thawNow(still func() bool) {
+	if !still() {
+		return
+	}
 	d.log.Warn("no thaw came in time; thawing the guest's file systems")
 	if _, err := d.Thaw(context.Background(), &launcherpb.Empty{}); err != nil {
 		d.log.Error("thawing the guest's file systems", "err", err)

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
@@ -19,14 +20,15 @@ const fenceRetry = time.Second
 // the arming, so a renewal during a fence attempt stops the retries.
 type watchdog struct {
 	mu      sync.Mutex
-	timer   *time.Timer
+	clk     clock.WithDelayedExecution
+	timer   clock.Timer
 	gen     uint64
 	stopped bool
 	fn      func(still func() bool)
 }
 
-func newWatchdog(fn func(still func() bool)) *watchdog {
-	return &watchdog{fn: fn}
+func newWatchdog(clk clock.WithDelayedExecution, fn func(still func() bool)) *watchdog {
+	return &watchdog{clk: clk, fn: fn}
 }
 
 // renew arms (or re-arms) the watchdog; d == 0 disarms it.
@@ -45,8 +47,11 @@ func (w *watchdog) renew(d time.Duration) {
 		return
 	}
 	gen := w.gen
-	w.timer = time.AfterFunc(d, func() {
-		w.fn(func() bool { return w.current(gen) })
+	w.timer = w.clk.AfterFunc(d, func() {
+		// Its own goroutine, as time.AfterFunc gives it: a fake clock
+		// calls this under its lock, which fn's renew (timer.Stop)
+		// takes again.
+		go w.fn(func() bool { return w.current(gen) })
 	})
 }
 

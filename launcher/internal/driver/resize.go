@@ -34,14 +34,13 @@ type ResizingDomain interface {
 // are grown before it starts), and so is one that migrates: its target
 // made the disks at their old sizes, and the next Sync grows them.
 func (d *Driver) growDisks(dom Domain, disks []*launcherpb.DiskSource) error {
-	want := map[string]uint64{} // domain disk alias → bytes
-	names := map[string]string{}
+	want := map[string]*launcherpb.DiskSource{} // by domain disk alias
 	for _, s := range disks {
 		if s.GetSizeBytes() <= 0 || s.GetReadOnly() {
 			continue
 		}
 		if a := domxml.DiskAlias(s.GetName()); a != "" {
-			want[a], names[a] = uint64(s.GetSizeBytes()), s.GetName()
+			want[a] = s
 		}
 	}
 	if len(want) == 0 {
@@ -70,11 +69,11 @@ func (d *Driver) growDisks(dom Domain, disks []*launcherpb.DiskSource) error {
 		if disk.Alias == nil || disk.Target == nil || disk.Target.Dev == "" {
 			continue
 		}
-		size, ok := want[disk.Alias.Name]
+		src, ok := want[disk.Alias.Name]
 		if !ok {
 			continue
 		}
-		dev, name := disk.Target.Dev, names[disk.Alias.Name]
+		dev, name, size := disk.Target.Dev, src.GetName(), uint64(src.GetSizeBytes())
 		capacity, err := rdom.BlockCapacity(dev)
 		if err != nil {
 			return grpcError(fmt.Errorf("disk %q (%s): reading its capacity: %w", name, dev, err))
