@@ -62,6 +62,11 @@ type Volume struct {
 	// Parent is the id of the backup this one was written on (its base),
 	// or "": for the record only, a restore never needs it.
 	Parent string `json:"parent,omitempty"`
+	// Snapshot is the RBD snapshot an rbd volume's backup was exported
+	// from (the diff's end snapshot, set by WriteRBDDiff): the next
+	// incremental backup's export-diff must start --from-snap it, which
+	// WriteRBDDiff checks.
+	Snapshot string `json:"snapshot,omitempty"`
 }
 
 // ManifestInfo is what a listing says of a backup.
