@@ -81,4 +81,3 @@ func rbdConn(t *testing.T) (*ceph.Conn, *cephtest.Cluster) {
 	}
 	return &ceph.Conn{Monitors: c.Monitors(), Pool: c.Pool(), User: user, KeyFile: file}, c
 }
-

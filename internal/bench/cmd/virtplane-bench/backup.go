@@ -18,8 +18,8 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/backup/repo"
 	"github.com/virtplane/terraform-provider-virtplane/internal/backup/repo/rbddiff"
-	cephcli "github.com/virtplane/terraform-provider-virtplane/internal/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
+	cephcli "github.com/virtplane/terraform-provider-virtplane/internal/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/procfs"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
