@@ -104,8 +104,10 @@ func (c *Cluster) startRGW(ctx context.Context, opts RGWOptions) (*RGW, error) {
 	}
 	began := time.Now()
 	dir := filepath.Join(c.opts.Dir, "rgw")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("ceph: %w", err)
+	for _, d := range []string{dir, filepath.Join(dir, "data")} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, fmt.Errorf("ceph: %w", err)
+		}
 	}
 	// Its key, in the keyring file the conf names for client.rgw.a
 	// ($cluster.$name.keyring), 0600: never on a command line.
@@ -135,8 +137,6 @@ func (c *Cluster) startRGW(ctx context.Context, opts RGWOptions) (*RGW, error) {
 		"--rgw-data", filepath.Join(dir, "data"),
 		// 512 threads by default; a test's requests need a few.
 		"--rgw-thread-pool-size", "16",
-		// Without a mgr it would retry in the log for ever.
-		"--rgw-enable-usage-log", "false",
 	)
 	if err != nil {
 		return nil, err
