@@ -77,7 +77,7 @@ func runBackup(ctx context.Context, e *env, s *bench.Section) (err error) {
 		}
 	}()
 	cephUp := time.Since(began)
-	g, err := cl.RGW(ctx, ceph.RGWOptions{})
+	g, err := cl.RGW(ctx, ceph.RGWOptions{}, slogLogf{e.log})
 	if err != nil {
 		return err
 	}
