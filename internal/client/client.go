@@ -101,6 +101,8 @@ type Client struct {
 	SnapshotContents apiv1.SnapshotContentsClient
 	Restores         apiv1.RestoresClient
 	Clones           apiv1.ClonesClient
+	// Exports (exports_service.proto).
+	Exports apiv1.ExportsClient
 	Conn             *grpc.ClientConn
 }
 
@@ -177,6 +179,7 @@ func New(conn *grpc.ClientConn) *Client {
 		SnapshotContents: apiv1.NewSnapshotContentsClient(conn),
 		Restores:         apiv1.NewRestoresClient(conn),
 		Clones:           apiv1.NewClonesClient(conn),
+		Exports:          apiv1.NewExportsClient(conn),
 		Pools:            apiv1.NewPoolsClient(conn),
 		Conn:             conn,
 	}

@@ -3041,8 +3041,16 @@ type NodeStatus struct {
 	// How often the node agent registered (it does at every start): a
 	// storage fence is lifted by a registration after it.
 	Registrations int64 `protobuf:"varint,15,opt,name=registrations,proto3" json:"registrations,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The IP address and port the node agent serves VM exports at (its
+	// --export-address), which the server builds export links from
+	// (docs/export.md); empty: the node serves no exports.
+	ExportAddress string `protobuf:"bytes,16,opt,name=export_address,json=exportAddress,proto3" json:"export_address,omitempty"`
+	// PEM of the self-signed certificate the node serves exports with, for
+	// the IP of export_address. Export statuses hand it to clients as the
+	// one certificate to trust; it is no CA, and signs nothing else.
+	ExportCertificate string `protobuf:"bytes,17,opt,name=export_certificate,json=exportCertificate,proto3" json:"export_certificate,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -3178,6 +3186,20 @@ func (x *NodeStatus) GetRegistrations() int64 {
 		return x.Registrations
 	}
 	return 0
+}
+
+func (x *NodeStatus) GetExportAddress() string {
+	if x != nil {
+		return x.ExportAddress
+	}
+	return ""
+}
+
+func (x *NodeStatus) GetExportCertificate() string {
+	if x != nil {
+		return x.ExportCertificate
+	}
+	return ""
 }
 
 // NodeStorage is one class as a node sees it (Node status.storage): a
@@ -4657,7 +4679,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x18.virtplane.v1.NodeStatusR\x06status\"F\n" +
 	"\bNodeSpec\x12$\n" +
 	"\runschedulable\x18\x01 \x01(\bR\runschedulable\x12\x14\n" +
-	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xea\x06\n" +
+	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xc0\a\n" +
 	"\n" +
 	"NodeStatus\x12B\n" +
 	"\bcapacity\x18\x01 \x03(\v2&.virtplane.v1.NodeStatus.CapacityEntryR\bcapacity\x12K\n" +
@@ -4679,7 +4701,9 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\bnetworks\x18\f \x03(\tR\bnetworks\x12+\n" +
 	"\x11migration_address\x18\r \x01(\tR\x10migrationAddress\x123\n" +
 	"\astorage\x18\x0e \x03(\v2\x19.virtplane.v1.NodeStorageR\astorage\x12$\n" +
-	"\rregistrations\x18\x0f \x01(\x03R\rregistrations\x1a;\n" +
+	"\rregistrations\x18\x0f \x01(\x03R\rregistrations\x12%\n" +
+	"\x0eexport_address\x18\x10 \x01(\tR\rexportAddress\x12-\n" +
+	"\x12export_certificate\x18\x11 \x01(\tR\x11exportCertificate\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
