@@ -10,8 +10,8 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	clonectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/clone"
-	exportctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/export"
 	evacctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/evacuation"
+	exportctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/export"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	nodectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/node"
 	poolctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/pool"

@@ -103,7 +103,7 @@ type Client struct {
 	Clones           apiv1.ClonesClient
 	// Exports (exports_service.proto).
 	Exports apiv1.ExportsClient
-	Conn             *grpc.ClientConn
+	Conn    *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
