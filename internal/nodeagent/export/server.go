@@ -199,7 +199,9 @@ func (s *Server) observe(e *apiv1.VirtualMachineExport) {
 	// Cut at the expiry by this node's clock, whatever the controller
 	// writes and when.
 	l.timer = s.opts.Clock.AfterFunc(e.GetStatus().GetExpirationTime().AsTime().Sub(s.opts.Clock.Now()), func() {
-		s.end(uid, "expired")
+		// Not under the clock's lock (a fake clock calls back holding it,
+		// and end stops this timer).
+		go s.end(uid, "expired")
 	})
 	s.live[uid] = l
 }
