@@ -112,6 +112,7 @@ func newRig(t *testing.T) *rig {
 			TokenSha256:    apiv1.ExportTokenHash(testToken),
 			ExpirationTime: timestamppb.New(clk.Now().Add(time.Hour)),
 			Volumes:        []*apiv1.ExportVolume{{Name: "data"}},
+			CaCert:         string(cert.PEM),
 		},
 	})
 	if err != nil {
@@ -325,4 +326,26 @@ func TestExportTerminationCutsDownloads(t *testing.T) {
 		_, err := os.Stat(r.filesDir())
 		return os.IsNotExist(err)
 	})
+}
+
+// TestExportDownloadsWithCurl: a plain client needs only the export's
+// certificate (status.ca_cert) and its token, as with KubeVirt's.
+func TestExportDownloadsWithCurl(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not found")
+	}
+	r := newRig(t)
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, []byte(r.export.GetStatus().GetCaCert()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "d.qcow2")
+	// The token goes in a header read from a file: never on a command line.
+	hdr := filepath.Join(dir, "hdr")
+	if err := os.WriteFile(hdr, []byte(apiv1.ExportTokenHeader+": "+testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "curl", "-sSf", "--cacert", ca, "-H", "@"+hdr, "-o", out, r.url("data", apiv1.ExportFormatQcow2))
+	r.compare("qcow2", out)
 }
