@@ -86,6 +86,8 @@ var nodeRules = map[string]nodeRule{
 	apiv1.Images_Watch_FullMethodName: {},
 	// The handler checks that the node reports its own pull.
 	apiv1.Images_UpdateNodeStatus_FullMethodName: {},
+	// An uploaded image's data, as its Image, is for every node to pull.
+	apiv1.ImageUploads_Download_FullMethodName: {},
 	// Storage classes say where volumes are; reads never carry the key
 	// (storageclass.go). Connect gives it to the nodes a class selects
 	// (the handler checks the node's labels).
@@ -195,6 +197,10 @@ var adminOnly = methodSet(lifecycleMethods,
 	// Exports give their token to their creator: admins make, change and
 	// delete them.
 	apiv1.Exports_Create_FullMethodName,
+	// Uploading an image is making one: admins.
+	apiv1.ImageUploads_Begin_FullMethodName,
+	apiv1.ImageUploads_Write_FullMethodName,
+	apiv1.ImageUploads_Commit_FullMethodName,
 	apiv1.Exports_UpdateStatus_FullMethodName,
 	apiv1.Exports_Delete_FullMethodName,
 	// Join is for anonymous callers (and admins); a node already has a

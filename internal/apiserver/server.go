@@ -99,6 +99,9 @@ type Options struct {
 	// default max_size and may not exceed its cap, and every heartbeat
 	// answer carries it to the node. Zero bounds take the defaults.
 	ImagePolicy imagepolicy.Policy
+	// UploadDir holds the images sent by image upload (imageupload.go);
+	// empty takes none.
+	UploadDir string
 }
 
 // Server serves all API services.
@@ -171,5 +174,6 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterRestoresServer(r, newRestoreService(s))
 	apiv1.RegisterClonesServer(r, newCloneService(s))
 	apiv1.RegisterExportsServer(r, newExportService(s))
+	apiv1.RegisterImageUploadsServer(r, newImageUploadService(s))
 	apiv1.RegisterBootstrapServer(r, newBootstrapService(s))
 }

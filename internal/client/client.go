@@ -103,7 +103,9 @@ type Client struct {
 	Clones           apiv1.ClonesClient
 	// Exports (exports_service.proto).
 	Exports apiv1.ExportsClient
-	Conn    *grpc.ClientConn
+	// ImageUploads (image_uploads_service.proto).
+	ImageUploads apiv1.ImageUploadsClient
+	Conn         *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -180,6 +182,7 @@ func New(conn *grpc.ClientConn) *Client {
 		Restores:         apiv1.NewRestoresClient(conn),
 		Clones:           apiv1.NewClonesClient(conn),
 		Exports:          apiv1.NewExportsClient(conn),
+		ImageUploads:     apiv1.NewImageUploadsClient(conn),
 		Pools:            apiv1.NewPoolsClient(conn),
 		Conn:             conn,
 	}
