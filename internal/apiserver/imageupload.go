@@ -418,4 +418,3 @@ func (u *imageUploadService) Download(req *apiv1.DownloadUploadedImageRequest, s
 		}
 	}
 }
-
