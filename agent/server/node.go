@@ -157,7 +157,8 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	na, err := nodeagent.New(nodeagent.Options{
 		NodeName: o.NodeName,
 		API: nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: consoles, Images: c.Images,
-			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses, Exports: c.Exports},
+			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses, Exports: c.Exports,
+			ImageUploads: c.ImageUploads},
 		ExportAddress:   n.ExportAddress,
 		Launchers:       mgr,
 		Tools:           n.Tools,

@@ -212,6 +212,7 @@ func (a *Agent) newRoles() error {
 	if api := o.API.Images; api != nil {
 		p, err := imagepull.NewController(imagepull.ControllerOptions{
 			NodeName: o.NodeName, API: api, ImageDir: o.ImageDir, NodeDataDir: o.NodeDataDir, FileRoots: o.ImageSourceDirs,
+			Uploads:   o.API.ImageUploads,
 			Policy:    &a.imagePolicy,
 			Inventory: a.images, Instances: a.vmis, Reporter: progress, ResyncPeriod: o.Timing.ResyncPeriod,
 			Clock: o.Clock, Logger: a.log,

@@ -65,6 +65,9 @@ type API struct {
 	Consoles []console.API
 	// Images are watched and pulled (package imagepull); nil pulls none.
 	Images imagepull.WatchAPI
+	// ImageUploads serves the images sent by `image upload`; nil pulls
+	// none of them.
+	ImageUploads imagepull.Uploads
 	// SnapshotContents labelled with this node are copied here (package
 	// snapshot) and Restores labelled with it staged and swapped here
 	// (package restore); nil takes no part in snapshots or restores.
