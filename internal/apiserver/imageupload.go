@@ -145,6 +145,7 @@ func (u *imageUploadService) Begin(ctx context.Context, req *apiv1.BeginImageUpl
 	if len(errs) > 0 {
 		return nil, validation.ToStatusError("Image", req.GetName(), errs)
 	}
+	u.sweep(ctx, st)
 	release, err := u.hold(req.GetName())
 	if err != nil {
 		return nil, err
@@ -415,6 +416,35 @@ func (u *imageUploadService) Download(req *apiv1.DownloadUploadedImageRequest, s
 		}
 		if rerr != nil {
 			return status.Errorf(codes.Internal, "image %s: %v", name, rerr)
+		}
+	}
+}
+
+// sweep removes committed uploads whose Image is gone (or is no upload
+// any more): deleting an Image leaves its file here until the next
+// upload begins.
+func (u *imageUploadService) sweep(ctx context.Context, st *imagestore.Store) {
+	files, err := st.List(ctx)
+	if err != nil || len(files) == 0 {
+		return
+	}
+	imgs, _, err := u.s.stores.Images.List(ctx, store.ListOptions{})
+	if err != nil {
+		return
+	}
+	uploads := map[string]bool{}
+	for _, img := range imgs {
+		if img.GetSpec().GetUrl() == validation.ImageUploadURL {
+			uploads[img.GetMetadata().GetName()] = true
+		}
+	}
+	for _, f := range files {
+		if !uploads[f.Name] {
+			if err := st.Remove(ctx, f.Name); err != nil {
+				u.s.log.Warn("removing an upload whose Image is gone", "image", f.Name, "err", err)
+			} else {
+				u.s.log.Info("upload removed: its Image is gone", "image", f.Name)
+			}
 		}
 	}
 }
