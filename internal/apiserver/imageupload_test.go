@@ -168,6 +168,20 @@ func TestImageUploadResumesAndIsServedWhole(t *testing.T) {
 			t.Fatalf("download from %d: %d bytes of size %d, not the upload's", from, buf.Len(), size)
 		}
 	}
+	// Deleting the Image: its file goes when the next upload begins.
+	if _, err := admin.Images.Delete(ctx(), &apiv1.DeleteImageRequest{Name: "up.qcow2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.uploadDir, "up.qcow2")); err != nil {
+		t.Fatalf("the committed upload: %v", err)
+	}
+	if _, err := admin.ImageUploads.Begin(ctx(), &apiv1.BeginImageUploadRequest{Name: "next.qcow2", Sha256: sha(data), SizeBytes: int64(len(data)), Format: "qcow2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(e.uploadDir, "up.qcow2")); !os.IsNotExist(err) {
+		t.Errorf("the deleted Image's upload is still there: %v", err)
+	}
+
 	// Nodes download; they do not upload.
 	_, err = node.c.ImageUploads.Begin(ctx(), &apiv1.BeginImageUploadRequest{Name: "n.qcow2", Sha256: sha(data), SizeBytes: 1, Format: "qcow2"})
 	wantCode(t, "a node beginning an upload", err, codes.PermissionDenied)
