@@ -184,9 +184,9 @@ func (s *Server) serving(e *apiv1.VirtualMachineExport) bool {
 func (s *Server) observe(e *apiv1.VirtualMachineExport) {
 	uid := e.GetMetadata().GetUid()
 	if !s.serving(e) {
-		if e.Terminal() || e.GetMetadata().GetDeletionTimestamp() != nil || e.GetStatus().GetPhase() == apiv1.ExportReady {
-			s.end(uid, e.GetStatus().GetPhase())
-		}
+		// Ended, expired, or back to Pending (its VM deleted, its node
+		// no longer the one): whatever it was serving stops.
+		s.end(uid, e.GetStatus().GetPhase())
 		return
 	}
 	s.mu.Lock()

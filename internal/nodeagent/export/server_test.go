@@ -349,3 +349,21 @@ func TestExportDownloadsWithCurl(t *testing.T) {
 	run(t, "curl", "-sSf", "--cacert", ca, "-H", "@"+hdr, "-o", out, r.url("data", apiv1.ExportFormatQcow2))
 	r.compare("qcow2", out)
 }
+
+// TestExportBackToPendingStopsServing: an export the controller takes
+// back to Pending (its VM was deleted) is no longer served.
+func TestExportBackToPendingStopsServing(t *testing.T) {
+	r := newRig(t)
+	r.download(r.url("data", apiv1.ExportFormatQcow2), "d.qcow2")
+	r.setExport(func(e *apiv1.VirtualMachineExport) {
+		e.Status.Phase = apiv1.ExportPending
+		e.Status.Conditions = []*apiv1.Condition{{Type: apiv1.ConditionReady, Status: apiv1.ConditionFalse, Reason: apiv1.ExportReasonSourceGone}}
+	})
+	testutil.Eventually(t, 10*time.Second, "export files removed", func() bool {
+		_, err := os.Stat(r.filesDir())
+		return os.IsNotExist(err)
+	})
+	if got, body := r.status(r.url("data", "qcow2"), testToken); got != http.StatusForbidden {
+		t.Errorf("Pending export: %d %s, want 403", got, body)
+	}
+}
