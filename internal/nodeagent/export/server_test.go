@@ -41,7 +41,7 @@ const (
 // real HTTPS listener, with the exports in an in-memory store and a fake
 // clock.
 type rig struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	clock   *clocktesting.FakeClock
 	exports *memstore.Store[*apiv1.VirtualMachineExport]
@@ -53,7 +53,7 @@ type rig struct {
 	export  *apiv1.VirtualMachineExport
 }
 
-func needQemu(t *testing.T) {
+func needQemu(t testing.TB) {
 	for _, b := range []string{"qemu-img", "qemu-io"} {
 		if _, err := exec.LookPath(b); err != nil {
 			t.Skipf("%s not found (Debian package qemu-utils)", b)
@@ -61,7 +61,7 @@ func needQemu(t *testing.T) {
 	}
 }
 
-func run(t *testing.T, name string, args ...string) string {
+func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
@@ -73,7 +73,12 @@ func run(t *testing.T, name string, args ...string) string {
 // newRig makes VM "vm1" with a 64 MiB qcow2 volume "data" holding two
 // written stretches, an export of it Ready until an hour from now, and
 // the node's server.
-func newRig(t *testing.T) *rig {
+func newRig(t testing.TB) *rig {
+	return newRigOf(t, "64M", "write -P 0xab 0 1M", "write -P 0x5c 40M 3M")
+}
+
+// newRigOf is newRig with a volume of size and qemu-io writes.
+func newRigOf(t testing.TB, size string, writes ...string) *rig {
 	t.Helper()
 	needQemu(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -91,8 +96,12 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	r.volume = filepath.Join(nodedir.VolumesDir(vmDir), "data.qcow2")
-	run(t, "qemu-img", "create", "-q", "-f", "qcow2", r.volume, "64M")
-	run(t, "qemu-io", "-f", "qcow2", "-c", "write -P 0xab 0 1M", "-c", "write -P 0x5c 40M 3M", r.volume)
+	run(t, "qemu-img", "create", "-q", "-f", "qcow2", r.volume, size)
+	qio := []string{"-f", "qcow2"}
+	for _, w := range writes {
+		qio = append(qio, "-c", w)
+	}
+	run(t, "qemu-io", append(qio, r.volume)...)
 
 	port := testutil.FreePort(t, "tcp")
 	r.addr = fmt.Sprintf("127.0.0.1:%d", port)
