@@ -11,6 +11,9 @@ package export
 import (
 	"context"
 	"log/slog"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
 
 	"k8s.io/utils/clock"
 
@@ -124,7 +127,8 @@ func New(opts Options, inf Informers, exports Writer, log *slog.Logger) *Control
 		OnAdd: func(*apiv1.Node) { all() },
 		OnUpdate: func(old, n *apiv1.Node) {
 			if old.GetStatus().GetExportAddress() != n.GetStatus().GetExportAddress() ||
-				old.GetStatus().GetExportCertificate() != n.GetStatus().GetExportCertificate() {
+				old.GetStatus().GetExportCertificate() != n.GetStatus().GetExportCertificate() ||
+				!slices.EqualFunc(old.GetStatus().GetStorage(), n.GetStatus().GetStorage(), func(a, b *apiv1.NodeStorage) bool { return proto.Equal(a, b) }) {
 				all()
 			}
 		},

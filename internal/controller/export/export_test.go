@@ -25,6 +25,7 @@ type fixture struct {
 	vms     controllertest.Cache[*apiv1.VirtualMachine]
 	vmis    controllertest.Cache[*apiv1.VirtualMachineInstance]
 	nodes   controllertest.Cache[*apiv1.Node]
+	classes controllertest.Cache[*apiv1.StorageClass]
 	all     []interface{ Sync(testing.TB) }
 }
 
@@ -73,6 +74,7 @@ func newFixture(t *testing.T, vm *apiv1.VirtualMachine, node *apiv1.Node) *fixtu
 		nodes:   controllertest.NewCache(db, store.Nodes, nodes...),
 	}
 	classes := controllertest.NewCache(db, store.StorageClasses)
+	f.classes = classes
 	snaps := controllertest.NewCache(db, store.Snapshots)
 	contents := controllertest.NewCache(db, store.SnapshotContents)
 	f.all = []interface{ Sync(testing.TB) }{f.exports, f.vms, f.vmis, f.nodes, classes, snaps, contents}
@@ -187,5 +189,27 @@ func TestExportWithoutAnythingToServe(t *testing.T) {
 				t.Errorf("not served, yet volumes %v labels %v", e.GetStatus().GetVolumes(), e.GetMetadata().GetLabels())
 			}
 		})
+	}
+}
+
+// An RBD volume is served by a node that serves exports and reaches its
+// class: the VM's last node when it does, else another.
+func TestRBDVolumeIsServedByANodeThatReachesTheClass(t *testing.T) {
+	vm := newVM(&apiv1.Volume{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi", StorageClass: "ceph"}})
+	n1 := exportNode() // serves exports, but does not report the class
+	f := newFixture(t, vm, n1)
+	if _, err := f.nodes.Store.Create(context.Background(), &apiv1.Node{Metadata: &apiv1.ObjectMeta{Name: "n2"},
+		Status: &apiv1.NodeStatus{ExportAddress: "192.0.2.2:8444", ExportCertificate: "CERT2",
+			Storage: []*apiv1.NodeStorage{{Class: "ceph", Ready: true}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.classes.Store.Create(context.Background(), &apiv1.StorageClass{Metadata: &apiv1.ObjectMeta{Name: "ceph"},
+		Spec: &apiv1.StorageClassSpec{Rbd: &apiv1.RBDStorage{Pool: "p"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := f.reconcile(t)
+	if e.GetStatus().GetPhase() != apiv1.ExportReady || e.GetStatus().GetNodeName() != "n2" || e.GetStatus().GetCaCert() != "CERT2" ||
+		e.GetStatus().GetVolumes()[0].GetStorageClass() != "ceph" {
+		t.Fatalf("export %v", e.GetStatus())
 	}
 }

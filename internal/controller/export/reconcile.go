@@ -3,6 +3,7 @@ package export
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -90,28 +91,71 @@ func (c *Controller) fromVM(ns, name string, wasReady bool) decision {
 		return decision{phase: apiv1.ExportPending, reason: apiv1.ExportReasonVMRunning, message: "The VM runs: its volumes are exported once it stops"}
 	}
 	d := decision{sourceUID: vm.GetMetadata().GetUid(), node: vm.GetStatus().GetNodeName()}
-	var skipped []string
+	var skipped, classes []string
+	local := false
 	for _, v := range vm.GetSpec().GetTemplate().GetSpec().GetVolumes() {
 		pv := v.GetPersistent()
 		if pv == nil {
 			continue
 		}
-		if !c.fileBacked(pv.GetStorageClass()) {
+		if !c.exportable(pv.GetStorageClass()) {
 			skipped = append(skipped, v.GetName())
 			continue
+		}
+		if pv.IsLocal() {
+			local = true
+		} else if !slices.Contains(classes, pv.GetStorageClass()) {
+			classes = append(classes, pv.GetStorageClass())
 		}
 		d.volumes = append(d.volumes, &apiv1.ExportVolume{Name: v.GetName(), StorageClass: pv.GetStorageClass()})
 	}
 	if len(d.volumes) == 0 {
-		return decision{phase: apiv1.ExportSkipped, reason: apiv1.ExportReasonNoVolumes, message: "The VM has no persistent volume on a local or shared filesystem class" + skippedNote(skipped)}
+		return decision{phase: apiv1.ExportSkipped, reason: apiv1.ExportReasonNoVolumes, message: "The VM has no persistent volume to export" + skippedNote(skipped)}
 	}
-	if d.node == "" {
-		// Volumes are made at a VM's first start; files on a shared
-		// class could be served by another node, but there are none yet.
+	if d.node == "" && (local || len(classes) == 0) {
+		// Volumes are made at a VM's first start.
 		return decision{phase: apiv1.ExportSkipped, reason: apiv1.ExportReasonNoVolumes, message: "The VM never ran: its volumes were never made"}
+	}
+	if !local {
+		// Volumes every node of their classes reaches: the VM's last node
+		// if it serves exports and reaches them, else another that does.
+		d.node = c.servingNode(d.node, classes)
+		if d.node == "" {
+			return decision{phase: apiv1.ExportPending, reason: apiv1.ExportReasonNoNode,
+				message: "No node that serves exports (--export-address) reaches storage class(es) " + strings.Join(classes, ", ")}
+		}
 	}
 	d.message = skippedNote(skipped)
 	return d
+}
+
+// servingNode is prefer when it serves exports and reports every class
+// ready, else the first such node by name, else "".
+func (c *Controller) servingNode(prefer string, classes []string) string {
+	ok := func(n *apiv1.Node) bool {
+		if n.GetStatus().GetExportAddress() == "" || n.GetStatus().GetExportCertificate() == "" {
+			return false
+		}
+		for _, cl := range classes {
+			if !slices.ContainsFunc(n.GetStatus().GetStorage(), func(s *apiv1.NodeStorage) bool { return s.GetClass() == cl && s.GetReady() }) {
+				return false
+			}
+		}
+		return true
+	}
+	if n, found := c.nodeInf.Get("", prefer); found && ok(n) {
+		return prefer
+	}
+	nodes := c.nodeInf.List()
+	slices.SortFunc(nodes, func(a, b *apiv1.Node) int {
+		return strings.Compare(a.GetMetadata().GetName(), b.GetMetadata().GetName())
+	})
+	for _, n := range nodes {
+		if ok(n) {
+			return n.GetMetadata().GetName()
+		}
+	}
+	return ""
 }
 
 // fromSnapshot: a ready snapshot's copies of local volumes, on the node
@@ -146,21 +190,21 @@ func (c *Controller) fromSnapshot(ns, name string) decision {
 	return d
 }
 
-// fileBacked says whether a class's volumes are files the serving node
-// reads (local, or a shared filesystem); rbd volumes are not exported yet.
-func (c *Controller) fileBacked(class string) bool {
+// exportable says whether a class's volumes can be served: local ones,
+// files on a shared filesystem, RBD images.
+func (c *Controller) exportable(class string) bool {
 	if (&apiv1.PersistentVolume{StorageClass: class}).IsLocal() {
 		return true
 	}
 	sc, ok := c.classInf.Get("", class)
-	return ok && sc.GetSpec().GetSharedFilesystem() != nil
+	return ok && (sc.GetSpec().GetSharedFilesystem() != nil || sc.GetSpec().GetRbd() != nil)
 }
 
 func skippedNote(names []string) string {
 	if len(names) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; not exported (not files on a local or shared filesystem class): %s", strings.Join(names, ", "))
+	return fmt.Sprintf("; not exported (their storage class is not found): %s", strings.Join(names, ", "))
 }
 
 // write stores the decision when it changes the export. Once Ready, the

@@ -28,7 +28,7 @@ func fileExt(format string) string {
 // file is the file a download of volume in format reads, made on the
 // first request (one conversion however many ask at once) and kept for
 // the export's life: raw (sparse) for raw and gzip, qcow2 for qcow2.
-func (s *Server) file(ctx context.Context, uid, volume, format, src string) (string, error) {
+func (s *Server) file(ctx context.Context, uid, volume, format string, src volumeSource) (string, error) {
 	out := apiv1.ExportFormatRaw
 	if format == apiv1.ExportFormatQcow2 {
 		out = apiv1.ExportFormatQcow2
@@ -50,7 +50,11 @@ func (s *Server) file(ctx context.Context, uid, volume, format, src string) (str
 		}
 		tmp := path + ".tmp"
 		_ = os.Remove(tmp)
-		if err := s.convert(ctx, src, tmp, out); err != nil {
+		convert := func() error { return s.convert(ctx, src.path, tmp, out) }
+		if src.rbd != nil {
+			convert = func() error { return src.rbd.ExportTo(ctx, src.image, tmp, out) }
+		}
+		if err := convert(); err != nil {
 			_ = os.Remove(tmp)
 			return nil, err
 		}

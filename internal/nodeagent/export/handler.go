@@ -17,6 +17,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
 
@@ -91,7 +92,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	defer context.AfterFunc(ectx, cancel)()
 
-	src, err := s.sourcePath(ctx, e, vol)
+	src, err := s.source(ctx, e, vol)
 	if err != nil {
 		s.log.Warn("export source refused", "export", req.namespace+"/"+req.name, "volume", req.volume, "err", err)
 		http.Error(w, "the volume cannot be served", http.StatusInternalServerError)
@@ -181,11 +182,42 @@ func volumeOf(e *apiv1.VirtualMachineExport, name string) *apiv1.ExportVolume {
 	return nil
 }
 
-// sourcePath is the file a volume of e is read from, built here from
-// checked uids and names, never taken from the export: a local volume in
-// the VM's directory (whose vm.json must name the export's VM), one on a
-// shared filesystem class in that class's tree, or a snapshot's copy of
-// a local volume (whose content must be of the export's namespace).
+// volumeSource is where a volume is read from: a qcow2 file, or an RBD
+// image of a class's pool.
+type volumeSource struct {
+	path  string
+	rbd   *ceph.Conn
+	image string
+}
+
+// source is where a volume of e is read from, built here from checked
+// uids and names, never taken from the export: a local volume in the
+// VM's directory (whose vm.json must name the export's VM), one on a
+// shared filesystem class in that class's tree, an RBD volume of the VM
+// in an rbd class's pool (named by the VM's uid), or a snapshot's copy
+// of a local volume (whose content must be of the export's namespace).
+func (s *Server) source(ctx context.Context, e *apiv1.VirtualMachineExport, vol *apiv1.ExportVolume) (volumeSource, error) {
+	st := e.GetStatus()
+	if c := st.GetContentUid(); c == "" && !(&apiv1.PersistentVolume{StorageClass: vol.GetStorageClass()}).IsLocal() && s.opts.Classes != nil {
+		class, err := s.opts.Classes.Lookup(ctx, vol.GetStorageClass())
+		if err != nil {
+			return volumeSource{}, err
+		}
+		if class.RBD() != nil {
+			if class.Conn == nil {
+				return volumeSource{}, fmt.Errorf("storage class %s: not connected", vol.GetStorageClass())
+			}
+			if err := validation.CheckUID(st.GetSourceUid()); err != nil {
+				return volumeSource{}, err
+			}
+			return volumeSource{rbd: class.Conn, image: ceph.VolumeImage(st.GetSourceUid(), vol.GetName())}, nil
+		}
+	}
+	path, err := s.sourcePath(ctx, e, vol)
+	return volumeSource{path: path}, err
+}
+
+// sourcePath is source's file.
 func (s *Server) sourcePath(ctx context.Context, e *apiv1.VirtualMachineExport, vol *apiv1.ExportVolume) (string, error) {
 	st, ns := e.GetStatus(), e.GetMetadata().GetNamespace()
 	var path string
