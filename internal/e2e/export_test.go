@@ -259,3 +259,12 @@ func imagesIdentical(t *testing.T, volume, download, format string) {
 		t.Fatalf("qemu-img compare %s %s (%s): %v: %s", volume, download, format, err, out)
 	}
 }
+
+// imagesIdenticalAs is qemu-img compare of two images of given formats.
+func imagesIdenticalAs(t *testing.T, a, aFormat, b, bFormat string) {
+	t.Helper()
+	out, err := exec.Command("qemu-img", "compare", "-U", "-f", aFormat, "-F", bFormat, a, b).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Images are identical") {
+		t.Fatalf("qemu-img compare %s %s: %v: %s", a, b, err, out)
+	}
+}
