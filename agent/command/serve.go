@@ -129,6 +129,7 @@ cluster instead of the embedded one.`,
 	f.StringVar(&node.Server.CAFile, "server-ca-file", "", "role node: PEM CA bundle to verify the server; system roots when empty")
 	f.StringVar(&node.LibvirtURI, "libvirt-uri", launcher.DefaultLibvirtURI, "libvirt connection URI the launchers use")
 	f.StringVar(&node.Migration.Address, "migration-address", "", "role node: this node's IP that live migrations come to (its libvirtd on the cluster's --migration-transport and --migration-libvirt-port, and QEMU's stream), registered with the node; empty: the node receives no migrations")
+	f.StringVar(&node.ExportAddress, "export-address", "", "role node: IP:port this node serves VM exports at over HTTPS (docs/export.md), registered with the node; export links are built from it, so it must be an address clients reach; empty: the node serves no exports")
 	f.StringVar(&node.QEMUPidDir, "qemu-pid-dir", launcher.DefaultQEMUPidDir, "where that libvirtd writes QEMU pid files, as seen from this host (launchers report QEMU's pid from it)")
 	f.StringVar(&node.BridgeNetNS, "bridge-netns", "", "role node: the network namespace (/proc/PID/ns/net, /run/netns/NAME) whose Linux bridges this node offers guests, that of its libvirtd (default: the namespace of the daemon listening on --libvirt-uri's socket, else this agent's own)")
 	f.StringVar(&node.LauncherPath, "launcher-path", "", "virtplane-launcher binary (default: next to this executable, else from PATH)")

@@ -39,6 +39,9 @@ type NodeOptions struct {
 	// Migration is where this node receives live migrations
 	// (--migration-address).
 	Migration nodeagent.MigrationOptions
+	// ExportAddress is where this node serves VM exports
+	// (--export-address); empty serves none.
+	ExportAddress string
 	// QEMUPidDir is where that libvirtd writes QEMU pid files, as seen
 	// from here; default /run/libvirt/qemu (launcher.DefaultQEMUPidDir).
 	// A libvirtd in a private mount namespace writes them elsewhere.
@@ -154,7 +157,9 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	na, err := nodeagent.New(nodeagent.Options{
 		NodeName: o.NodeName,
 		API: nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: consoles, Images: c.Images,
-			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses},
+			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses, Exports: c.Exports,
+			ImageUploads: c.ImageUploads},
+		ExportAddress:   n.ExportAddress,
 		Launchers:       mgr,
 		Tools:           n.Tools,
 		NodeDataDir:     nodeDir,

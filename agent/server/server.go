@@ -343,6 +343,7 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		DefaultEvictionStrategy: o.ControllerOptions.DefaultEvictionStrategy,
 		MigrationDestinations:   o.ControllerOptions.Migration.Destinations,
 		ImagePolicy:             o.ImagePolicy,
+		UploadDir:               filepath.Join(o.DataDir, "uploads"),
 	})
 
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -86,6 +86,8 @@ var nodeRules = map[string]nodeRule{
 	apiv1.Images_Watch_FullMethodName: {},
 	// The handler checks that the node reports its own pull.
 	apiv1.Images_UpdateNodeStatus_FullMethodName: {},
+	// An uploaded image's data, as its Image, is for every node to pull.
+	apiv1.ImageUploads_Download_FullMethodName: {},
 	// Storage classes say where volumes are; reads never carry the key
 	// (storageclass.go). Connect gives it to the nodes a class selects
 	// (the handler checks the node's labels).
@@ -106,6 +108,16 @@ var nodeRules = map[string]nodeRule{
 	// The handler checks the stored object's label (status.go, statusRule).
 	apiv1.SnapshotContents_UpdateStatus_FullMethodName: {},
 	apiv1.Restores_Get_FullMethodName:                  {after: labelledForNode(apiv1.KindRestore)},
+	// An export names the node that serves it (virtplane.io/node-name,
+	// set by the export controller): that node reads its token hash and
+	// serves it, and sees no other node's.
+	apiv1.Exports_Get_FullMethodName: {after: labelledForNode(apiv1.KindExport)},
+	apiv1.Exports_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListExportsRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Exports_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchExportsRequest).GetOptions().GetLabelSelector())
+	}},
 	apiv1.Restores_List_FullMethodName: {before: func(node string, req any) error {
 		return nodeNameSelector(node, req.(*apiv1.ListRestoresRequest).GetOptions().GetLabelSelector())
 	}},
@@ -182,6 +194,15 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.Clones_UpdateStatus_FullMethodName,
 	apiv1.Clones_Delete_FullMethodName,
 	apiv1.Clones_Watch_FullMethodName,
+	// Exports give their token to their creator: admins make, change and
+	// delete them.
+	apiv1.Exports_Create_FullMethodName,
+	// Uploading an image is making one: admins.
+	apiv1.ImageUploads_Begin_FullMethodName,
+	apiv1.ImageUploads_Write_FullMethodName,
+	apiv1.ImageUploads_Commit_FullMethodName,
+	apiv1.Exports_UpdateStatus_FullMethodName,
+	apiv1.Exports_Delete_FullMethodName,
 	// Join is for anonymous callers (and admins); a node already has a
 	// certificate and renews it instead.
 	apiv1.Bootstrap_Join_FullMethodName,

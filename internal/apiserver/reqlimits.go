@@ -97,6 +97,9 @@ var requestLimits = map[string]int{
 	apiv1.Restores_UpdateStatus_FullMethodName:                storedRequest,
 	apiv1.Snapshots_UpdateStatus_FullMethodName:               storedRequest,
 	apiv1.Clones_UpdateStatus_FullMethodName:                  storedRequest,
+
+	// A chunk of an image upload and its few names.
+	apiv1.ImageUploads_Write_FullMethodName: UploadChunkSize + 4<<10,
 }
 
 // requestLimit is the largest request message method takes.

@@ -39,6 +39,8 @@ type Stores struct {
 	SnapshotContents store.Store[*apiv1.VirtualMachineSnapshotContent]
 	Restores         store.Store[*apiv1.VirtualMachineRestore]
 	Clones           store.Store[*apiv1.VirtualMachineClone]
+	// VM exports (exports.proto); nil serves none (tests).
+	Exports store.Store[*apiv1.VirtualMachineExport]
 	// Credentials of nodes; nil serves no node certificates (tests).
 	BootstrapTokens store.Store[*apiv1.BootstrapToken]
 	NodeCredentials store.Store[*apiv1.NodeCredential]
@@ -60,6 +62,7 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 		SnapshotContents: store.New(c, store.SnapshotContents, opts),
 		Restores:         store.New(c, store.Restores, opts),
 		Clones:           store.New(c, store.Clones, opts),
+		Exports:          store.New(c, store.Exports, opts),
 		// Credentials are the API's own writes, never a leader's: no fence.
 		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
 		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),
@@ -96,6 +99,9 @@ type Options struct {
 	// default max_size and may not exceed its cap, and every heartbeat
 	// answer carries it to the node. Zero bounds take the defaults.
 	ImagePolicy imagepolicy.Policy
+	// UploadDir holds the images sent by image upload (imageupload.go);
+	// empty takes none.
+	UploadDir string
 }
 
 // Server serves all API services.
@@ -167,5 +173,7 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterSnapshotContentsServer(r, newSnapshotContentService(s))
 	apiv1.RegisterRestoresServer(r, newRestoreService(s))
 	apiv1.RegisterClonesServer(r, newCloneService(s))
+	apiv1.RegisterExportsServer(r, newExportService(s))
+	apiv1.RegisterImageUploadsServer(r, newImageUploadService(s))
 	apiv1.RegisterBootstrapServer(r, newBootstrapService(s))
 }

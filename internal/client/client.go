@@ -101,7 +101,11 @@ type Client struct {
 	SnapshotContents apiv1.SnapshotContentsClient
 	Restores         apiv1.RestoresClient
 	Clones           apiv1.ClonesClient
-	Conn             *grpc.ClientConn
+	// Exports (exports_service.proto).
+	Exports apiv1.ExportsClient
+	// ImageUploads (image_uploads_service.proto).
+	ImageUploads apiv1.ImageUploadsClient
+	Conn         *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -177,6 +181,8 @@ func New(conn *grpc.ClientConn) *Client {
 		SnapshotContents: apiv1.NewSnapshotContentsClient(conn),
 		Restores:         apiv1.NewRestoresClient(conn),
 		Clones:           apiv1.NewClonesClient(conn),
+		Exports:          apiv1.NewExportsClient(conn),
+		ImageUploads:     apiv1.NewImageUploadsClient(conn),
 		Pools:            apiv1.NewPoolsClient(conn),
 		Conn:             conn,
 	}

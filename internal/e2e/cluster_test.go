@@ -52,6 +52,8 @@ type cluster struct {
 	// the TLS listener with a bootstrap token (clusterOptions.tls).
 	serverArgs []string
 	tlsAddr    string
+	// agentArgs are more flags of the node agent (clusterOptions).
+	agentArgs []string
 
 	mu       sync.Mutex
 	agent    *exec.Cmd
@@ -71,6 +73,8 @@ type clusterOptions struct {
 	// --image-* flags): tests that serve Images from loopback allow it
 	// in SourceCIDRs, which the default refuses.
 	imagePolicy imagepolicy.Policy
+	// agentArgs are more flags of the node agent (--export-address).
+	agentArgs []string
 }
 
 // newCluster starts the server and the node agent and waits until the
@@ -138,6 +142,7 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		c.tlsAddr = srv.TCPAddr().String()
 		c.serverArgs = []string{"--server", "https://" + c.tlsAddr, "--join-token", tok.Token, "--ca-cert-hash", tok.CaCertHash}
 	}
+	c.agentArgs = o.agentArgs
 	c.rec = startRecorder(c)
 	c.startAgent()
 	testutil.Eventually(c.t, stateTimeout, "node "+c.node+" registered and schedulable", func() bool {
@@ -185,6 +190,7 @@ func (c *cluster) startAgent() {
 		// Launcher sockets go next to the agent's socket.
 		"--socket", filepath.Join(agentDir, "agent.sock"),
 		"--log-level", "debug")...)
+	cmd.Args = append(cmd.Args, c.agentArgs...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)

@@ -60,6 +60,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/export"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/launchers"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/migration"
@@ -112,6 +113,10 @@ type Agent struct {
 	pulls      *imagepull.Controller
 	snaps      *snapshot.Contents
 	restores   *restore.Restores
+	// exports serves VM exports (nil without Options.ExportAddress), with
+	// the certificate registered as exportCert.
+	exports    *export.Server
+	exportCert []byte
 
 	// host is what registration reported; set by Run before the
 	// handler starts.
@@ -207,6 +212,7 @@ func (a *Agent) newRoles() error {
 	if api := o.API.Images; api != nil {
 		p, err := imagepull.NewController(imagepull.ControllerOptions{
 			NodeName: o.NodeName, API: api, ImageDir: o.ImageDir, NodeDataDir: o.NodeDataDir, FileRoots: o.ImageSourceDirs,
+			Uploads:   o.API.ImageUploads,
 			Policy:    &a.imagePolicy,
 			Inventory: a.images, Instances: a.vmis, Reporter: progress, ResyncPeriod: o.Timing.ResyncPeriod,
 			Clock: o.Clock, Logger: a.log,
@@ -228,7 +234,7 @@ func (a *Agent) newRoles() error {
 	}
 	a.migrations = migration.New(mo)
 	a.newDataRoles()
-	return nil
+	return a.newExportServer()
 }
 
 // newDataRoles makes the roles of snapshots and restores, when the agent
@@ -314,6 +320,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.fenceIfLeaseExpired(ctx)
+	if a.exports != nil {
+		// Before registering the address: a port taken fails the start.
+		if err := a.exports.Listen(); err != nil {
+			return err
+		}
+	}
 	if err := a.register(ctx); err != nil {
 		return a.stopped(ctx, err)
 	}
@@ -354,6 +366,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.restores != nil {
 		defer a.restores.Run(ctx)()
+	}
+	if a.exports != nil {
+		defer a.exports.Run(ctx)()
 	}
 
 	goRun(func() { a.heartbeatLoop(ctx, interval) })

@@ -15,6 +15,7 @@ import (
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
@@ -64,6 +65,9 @@ type API struct {
 	Consoles []console.API
 	// Images are watched and pulled (package imagepull); nil pulls none.
 	Images imagepull.WatchAPI
+	// ImageUploads serves the images sent by `image upload`; nil pulls
+	// none of them.
+	ImageUploads imagepull.Uploads
 	// SnapshotContents labelled with this node are copied here (package
 	// snapshot) and Restores labelled with it staged and swapped here
 	// (package restore); nil takes no part in snapshots or restores.
@@ -72,6 +76,9 @@ type API struct {
 	// StorageClasses are the classes volumes may live on (package
 	// storage); nil makes every volume on a class fail on this node.
 	StorageClasses storage.API
+	// Exports labelled with this node are served here (package export);
+	// required with Options.ExportAddress.
+	Exports remotestore.ExportWatcher
 }
 
 // VolumeCopier copies and merges the qcow2 files of snapshots and
@@ -203,6 +210,9 @@ type Options struct {
 	ListBridges func(ctx context.Context) ([]string, error)
 	// Migration says where this node receives live migrations.
 	Migration MigrationOptions
+	// ExportAddress is the IP:port this node serves VM exports at
+	// (package export, docs/export.md); empty serves none.
+	ExportAddress string
 	// ImageSourceDirs are the directories Images' file:// URLs may name;
 	// none refuses file:// sources.
 	ImageSourceDirs []string

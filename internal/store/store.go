@@ -123,6 +123,10 @@ var (
 		Kind: apiv1.KindClone, Plural: "virtualmachineclones", Namespaced: true,
 		New: func() *apiv1.VirtualMachineClone { return &apiv1.VirtualMachineClone{} },
 	}
+	Exports = Resource[*apiv1.VirtualMachineExport]{
+		Kind: apiv1.KindExport, Plural: "virtualmachineexports", Namespaced: true,
+		New: func() *apiv1.VirtualMachineExport { return &apiv1.VirtualMachineExport{} },
+	}
 	BootstrapTokens = Resource[*apiv1.BootstrapToken]{
 		Kind: "BootstrapToken", Plural: "bootstraptokens", Namespaced: false,
 		New: func() *apiv1.BootstrapToken { return &apiv1.BootstrapToken{} },

@@ -3041,8 +3041,16 @@ type NodeStatus struct {
 	// How often the node agent registered (it does at every start): a
 	// storage fence is lifted by a registration after it.
 	Registrations int64 `protobuf:"varint,15,opt,name=registrations,proto3" json:"registrations,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The IP address and port the node agent serves VM exports at (its
+	// --export-address), which the server builds export links from
+	// (docs/export.md); empty: the node serves no exports.
+	ExportAddress string `protobuf:"bytes,16,opt,name=export_address,json=exportAddress,proto3" json:"export_address,omitempty"`
+	// PEM of the self-signed certificate the node serves exports with, for
+	// the IP of export_address. Export statuses hand it to clients as the
+	// one certificate to trust; it is no CA, and signs nothing else.
+	ExportCertificate string `protobuf:"bytes,17,opt,name=export_certificate,json=exportCertificate,proto3" json:"export_certificate,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -3178,6 +3186,20 @@ func (x *NodeStatus) GetRegistrations() int64 {
 		return x.Registrations
 	}
 	return 0
+}
+
+func (x *NodeStatus) GetExportAddress() string {
+	if x != nil {
+		return x.ExportAddress
+	}
+	return ""
+}
+
+func (x *NodeStatus) GetExportCertificate() string {
+	if x != nil {
+		return x.ExportCertificate
+	}
+	return ""
 }
 
 // NodeStorage is one class as a node sees it (Node status.storage): a
@@ -3951,7 +3973,9 @@ type ImageStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One entry per node that has pulled, is pulling or failed to pull the
 	// image, sorted by node. Each node writes only its own entry.
-	Nodes         []*ImageNodeStatus `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*ImageNodeStatus `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// An uploaded image's upload (url "upload:"): written by the servers.
+	Upload        *ImageUpload `protobuf:"bytes,2,opt,name=upload,proto3" json:"upload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3993,6 +4017,85 @@ func (x *ImageStatus) GetNodes() []*ImageNodeStatus {
 	return nil
 }
 
+func (x *ImageStatus) GetUpload() *ImageUpload {
+	if x != nil {
+		return x.Upload
+	}
+	return nil
+}
+
+// ImageUpload is where an image upload stands (image upload; docs/export.md).
+type ImageUpload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Uploading, Ready (committed: nodes may pull it) or Failed.
+	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	// Bytes the servers hold durably, of size_bytes.
+	BytesReceived int64 `protobuf:"varint,2,opt,name=bytes_received,json=bytesReceived,proto3" json:"bytes_received,omitempty"`
+	SizeBytes     int64 `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Why it failed.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageUpload) Reset() {
+	*x = ImageUpload{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageUpload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageUpload) ProtoMessage() {}
+
+func (x *ImageUpload) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageUpload.ProtoReflect.Descriptor instead.
+func (*ImageUpload) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ImageUpload) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *ImageUpload) GetBytesReceived() int64 {
+	if x != nil {
+		return x.BytesReceived
+	}
+	return 0
+}
+
+func (x *ImageUpload) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *ImageUpload) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type ImageNodeStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
@@ -4024,7 +4127,7 @@ type ImageNodeStatus struct {
 
 func (x *ImageNodeStatus) Reset() {
 	*x = ImageNodeStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[53]
+	mi := &file_internal_api_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4036,7 +4139,7 @@ func (x *ImageNodeStatus) String() string {
 func (*ImageNodeStatus) ProtoMessage() {}
 
 func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[53]
+	mi := &file_internal_api_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4049,7 +4152,7 @@ func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageNodeStatus.ProtoReflect.Descriptor instead.
 func (*ImageNodeStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ImageNodeStatus) GetNode() string {
@@ -4160,7 +4263,7 @@ type BootstrapToken struct {
 
 func (x *BootstrapToken) Reset() {
 	*x = BootstrapToken{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[54]
+	mi := &file_internal_api_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4172,7 +4275,7 @@ func (x *BootstrapToken) String() string {
 func (*BootstrapToken) ProtoMessage() {}
 
 func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[54]
+	mi := &file_internal_api_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4185,7 +4288,7 @@ func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
 func (*BootstrapToken) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BootstrapToken) GetMetadata() *ObjectMeta {
@@ -4216,7 +4319,7 @@ type BootstrapTokenSpec struct {
 
 func (x *BootstrapTokenSpec) Reset() {
 	*x = BootstrapTokenSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[55]
+	mi := &file_internal_api_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4228,7 +4331,7 @@ func (x *BootstrapTokenSpec) String() string {
 func (*BootstrapTokenSpec) ProtoMessage() {}
 
 func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[55]
+	mi := &file_internal_api_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4241,7 +4344,7 @@ func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapTokenSpec.ProtoReflect.Descriptor instead.
 func (*BootstrapTokenSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BootstrapTokenSpec) GetSecretSha256() []byte {
@@ -4285,7 +4388,7 @@ type NodeCredential struct {
 
 func (x *NodeCredential) Reset() {
 	*x = NodeCredential{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[56]
+	mi := &file_internal_api_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4400,7 @@ func (x *NodeCredential) String() string {
 func (*NodeCredential) ProtoMessage() {}
 
 func (x *NodeCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[56]
+	mi := &file_internal_api_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4413,7 @@ func (x *NodeCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
 func (*NodeCredential) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeCredential) GetMetadata() *ObjectMeta {
@@ -4339,7 +4442,7 @@ type NodeCertificate struct {
 
 func (x *NodeCertificate) Reset() {
 	*x = NodeCertificate{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[57]
+	mi := &file_internal_api_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4351,7 +4454,7 @@ func (x *NodeCertificate) String() string {
 func (*NodeCertificate) ProtoMessage() {}
 
 func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[57]
+	mi := &file_internal_api_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4364,7 +4467,7 @@ func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCertificate.ProtoReflect.Descriptor instead.
 func (*NodeCertificate) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NodeCertificate) GetSerial() string {
@@ -4657,7 +4760,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x18.virtplane.v1.NodeStatusR\x06status\"F\n" +
 	"\bNodeSpec\x12$\n" +
 	"\runschedulable\x18\x01 \x01(\bR\runschedulable\x12\x14\n" +
-	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xea\x06\n" +
+	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xc0\a\n" +
 	"\n" +
 	"NodeStatus\x12B\n" +
 	"\bcapacity\x18\x01 \x03(\v2&.virtplane.v1.NodeStatus.CapacityEntryR\bcapacity\x12K\n" +
@@ -4679,7 +4782,9 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\bnetworks\x18\f \x03(\tR\bnetworks\x12+\n" +
 	"\x11migration_address\x18\r \x01(\tR\x10migrationAddress\x123\n" +
 	"\astorage\x18\x0e \x03(\v2\x19.virtplane.v1.NodeStorageR\astorage\x12$\n" +
-	"\rregistrations\x18\x0f \x01(\x03R\rregistrations\x1a;\n" +
+	"\rregistrations\x18\x0f \x01(\x03R\rregistrations\x12%\n" +
+	"\x0eexport_address\x18\x10 \x01(\tR\rexportAddress\x12-\n" +
+	"\x12export_certificate\x18\x11 \x01(\tR\x11exportCertificate\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -4747,9 +4852,16 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x16\n" +
 	"\x06format\x18\x03 \x01(\tR\x06format\x12\x14\n" +
 	"\x05nodes\x18\x04 \x01(\tR\x05nodes\x12\x19\n" +
-	"\bmax_size\x18\x05 \x01(\tR\amaxSize\"B\n" +
+	"\bmax_size\x18\x05 \x01(\tR\amaxSize\"u\n" +
 	"\vImageStatus\x123\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1d.virtplane.v1.ImageNodeStatusR\x05nodes\"\xdc\x03\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1d.virtplane.v1.ImageNodeStatusR\x05nodes\x121\n" +
+	"\x06upload\x18\x02 \x01(\v2\x19.virtplane.v1.ImageUploadR\x06upload\"\x83\x01\n" +
+	"\vImageUpload\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12%\n" +
+	"\x0ebytes_received\x18\x02 \x01(\x03R\rbytesReceived\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xdc\x03\n" +
 	"\x0fImageNodeStatus\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x1d\n" +
@@ -4798,7 +4910,7 @@ func file_internal_api_v1_types_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_types_proto_rawDescData
 }
 
-var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_internal_api_v1_types_proto_goTypes = []any{
 	(*ObjectMeta)(nil),                            // 0: virtplane.v1.ObjectMeta
 	(*OwnerReference)(nil),                        // 1: virtplane.v1.OwnerReference
@@ -4853,28 +4965,29 @@ var file_internal_api_v1_types_proto_goTypes = []any{
 	(*Image)(nil),                                 // 50: virtplane.v1.Image
 	(*ImageSpec)(nil),                             // 51: virtplane.v1.ImageSpec
 	(*ImageStatus)(nil),                           // 52: virtplane.v1.ImageStatus
-	(*ImageNodeStatus)(nil),                       // 53: virtplane.v1.ImageNodeStatus
-	(*BootstrapToken)(nil),                        // 54: virtplane.v1.BootstrapToken
-	(*BootstrapTokenSpec)(nil),                    // 55: virtplane.v1.BootstrapTokenSpec
-	(*NodeCredential)(nil),                        // 56: virtplane.v1.NodeCredential
-	(*NodeCertificate)(nil),                       // 57: virtplane.v1.NodeCertificate
-	nil,                                           // 58: virtplane.v1.ObjectMeta.LabelsEntry
-	nil,                                           // 59: virtplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                                           // 60: virtplane.v1.StateChangeRequest.DataEntry
-	nil,                                           // 61: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
-	nil,                                           // 62: virtplane.v1.NodeStatus.CapacityEntry
-	nil,                                           // 63: virtplane.v1.NodeStatus.AllocatableEntry
-	nil,                                           // 64: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),                 // 65: google.protobuf.Timestamp
+	(*ImageUpload)(nil),                           // 53: virtplane.v1.ImageUpload
+	(*ImageNodeStatus)(nil),                       // 54: virtplane.v1.ImageNodeStatus
+	(*BootstrapToken)(nil),                        // 55: virtplane.v1.BootstrapToken
+	(*BootstrapTokenSpec)(nil),                    // 56: virtplane.v1.BootstrapTokenSpec
+	(*NodeCredential)(nil),                        // 57: virtplane.v1.NodeCredential
+	(*NodeCertificate)(nil),                       // 58: virtplane.v1.NodeCertificate
+	nil,                                           // 59: virtplane.v1.ObjectMeta.LabelsEntry
+	nil,                                           // 60: virtplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                                           // 61: virtplane.v1.StateChangeRequest.DataEntry
+	nil,                                           // 62: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	nil,                                           // 63: virtplane.v1.NodeStatus.CapacityEntry
+	nil,                                           // 64: virtplane.v1.NodeStatus.AllocatableEntry
+	nil,                                           // 65: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),                 // 66: google.protobuf.Timestamp
 }
 var file_internal_api_v1_types_proto_depIdxs = []int32{
-	58, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
-	59, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
-	65, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	65, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	59, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
+	60, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
+	66, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	66, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 4: virtplane.v1.ObjectMeta.owner_references:type_name -> virtplane.v1.OwnerReference
-	65, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	65, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	66, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	66, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: virtplane.v1.VirtualMachine.metadata:type_name -> virtplane.v1.ObjectMeta
 	4,  // 8: virtplane.v1.VirtualMachine.spec:type_name -> virtplane.v1.VirtualMachineSpec
 	6,  // 9: virtplane.v1.VirtualMachine.status:type_name -> virtplane.v1.VirtualMachineStatus
@@ -4884,15 +4997,15 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 13: virtplane.v1.VirtualMachineStatus.conditions:type_name -> virtplane.v1.Condition
 	7,  // 14: virtplane.v1.VirtualMachineStatus.state_change_requests:type_name -> virtplane.v1.StateChangeRequest
 	8,  // 15: virtplane.v1.VirtualMachineStatus.start_failure:type_name -> virtplane.v1.VirtualMachineStartFailure
-	60, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
-	65, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
+	61, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
+	66, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 18: virtplane.v1.VirtualMachineInstance.metadata:type_name -> virtplane.v1.ObjectMeta
 	10, // 19: virtplane.v1.VirtualMachineInstance.spec:type_name -> virtplane.v1.VirtualMachineInstanceSpec
 	33, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
 	11, // 21: virtplane.v1.VirtualMachineInstanceSpec.domain:type_name -> virtplane.v1.DomainSpec
 	24, // 22: virtplane.v1.VirtualMachineInstanceSpec.volumes:type_name -> virtplane.v1.Volume
 	28, // 23: virtplane.v1.VirtualMachineInstanceSpec.networks:type_name -> virtplane.v1.Network
-	61, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	62, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
 	12, // 25: virtplane.v1.DomainSpec.cpu:type_name -> virtplane.v1.CPU
 	13, // 26: virtplane.v1.DomainSpec.memory:type_name -> virtplane.v1.Memory
 	14, // 27: virtplane.v1.DomainSpec.devices:type_name -> virtplane.v1.Devices
@@ -4916,22 +5029,22 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 45: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
 	35, // 46: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
 	36, // 47: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	65, // 48: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
-	65, // 49: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
-	65, // 50: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
-	65, // 51: virtplane.v1.MigrationState.target_ready_timestamp:type_name -> google.protobuf.Timestamp
+	66, // 48: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
+	66, // 49: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
+	66, // 50: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
+	66, // 51: virtplane.v1.MigrationState.target_ready_timestamp:type_name -> google.protobuf.Timestamp
 	37, // 52: virtplane.v1.MigrationState.configuration:type_name -> virtplane.v1.MigrationConfiguration
 	38, // 53: virtplane.v1.MigrationState.progress:type_name -> virtplane.v1.MigrationProgress
-	65, // 54: virtplane.v1.MigrationProgress.update_time:type_name -> google.protobuf.Timestamp
+	66, // 54: virtplane.v1.MigrationProgress.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 55: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
 	40, // 56: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
 	41, // 57: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
-	62, // 58: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
-	63, // 59: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
-	65, // 60: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
+	63, // 58: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
+	64, // 59: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
+	66, // 60: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 61: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
 	46, // 62: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
-	65, // 63: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
+	66, // 63: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
 	45, // 64: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
 	43, // 65: virtplane.v1.NodeStatus.evacuation:type_name -> virtplane.v1.NodeEvacuation
 	42, // 66: virtplane.v1.NodeStatus.storage:type_name -> virtplane.v1.NodeStorage
@@ -4939,27 +5052,28 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	0,  // 68: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
 	48, // 69: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
 	49, // 70: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
-	64, // 71: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	65, // 71: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
 	34, // 72: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
 	2,  // 73: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
 	36, // 74: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
 	0,  // 75: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
 	51, // 76: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
 	52, // 77: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
-	53, // 78: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
-	65, // 79: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
-	0,  // 80: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
-	55, // 81: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
-	65, // 82: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
-	0,  // 83: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
-	57, // 84: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
-	65, // 85: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
-	65, // 86: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
-	87, // [87:87] is the sub-list for method output_type
-	87, // [87:87] is the sub-list for method input_type
-	87, // [87:87] is the sub-list for extension type_name
-	87, // [87:87] is the sub-list for extension extendee
-	0,  // [0:87] is the sub-list for field type_name
+	54, // 78: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
+	53, // 79: virtplane.v1.ImageStatus.upload:type_name -> virtplane.v1.ImageUpload
+	66, // 80: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
+	0,  // 81: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
+	56, // 82: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
+	66, // 83: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
+	0,  // 84: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
+	58, // 85: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
+	66, // 86: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
+	66, // 87: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
+	88, // [88:88] is the sub-list for method output_type
+	88, // [88:88] is the sub-list for method input_type
+	88, // [88:88] is the sub-list for extension type_name
+	88, // [88:88] is the sub-list for extension extendee
+	0,  // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_types_proto_init() }
@@ -4975,7 +5089,7 @@ func file_internal_api_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_types_proto_rawDesc), len(file_internal_api_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   65,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
