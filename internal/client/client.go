@@ -101,7 +101,12 @@ type Client struct {
 	SnapshotContents apiv1.SnapshotContentsClient
 	Restores         apiv1.RestoresClient
 	Clones           apiv1.ClonesClient
-	Conn             *grpc.ClientConn
+	// The backup kinds (backups_service.proto).
+	BackupTargets   apiv1.BackupTargetsClient
+	Backups         apiv1.BackupsClient
+	BackupSchedules apiv1.BackupSchedulesClient
+	BackupRestores  apiv1.BackupRestoresClient
+	Conn            *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -178,6 +183,10 @@ func New(conn *grpc.ClientConn) *Client {
 		Restores:         apiv1.NewRestoresClient(conn),
 		Clones:           apiv1.NewClonesClient(conn),
 		Pools:            apiv1.NewPoolsClient(conn),
+		BackupTargets:    apiv1.NewBackupTargetsClient(conn),
+		Backups:          apiv1.NewBackupsClient(conn),
+		BackupSchedules:  apiv1.NewBackupSchedulesClient(conn),
+		BackupRestores:   apiv1.NewBackupRestoresClient(conn),
 		Conn:             conn,
 	}
 }
