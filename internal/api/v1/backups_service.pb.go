@@ -580,9 +580,13 @@ type BackupManifestInfo struct {
 	VmName      string                 `protobuf:"bytes,4,opt,name=vm_name,json=vmName,proto3" json:"vm_name,omitempty"`
 	VmUid       string                 `protobuf:"bytes,5,opt,name=vm_uid,json=vmUid,proto3" json:"vm_uid,omitempty"`
 	Created     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created,proto3" json:"created,omitempty"`
-	// The volumes' sizes, summed, and each volume's name.
-	SizeBytes     int64    `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
-	Volumes       []string `protobuf:"bytes,8,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// The volumes' sizes, summed; the bytes of data they hold (what a
+	// restore writes); how many volumes.
+	SizeBytes int64 `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	DataBytes int64 `protobuf:"varint,8,opt,name=data_bytes,json=dataBytes,proto3" json:"data_bytes,omitempty"`
+	Volumes   int32 `protobuf:"varint,9,opt,name=volumes,proto3" json:"volumes,omitempty"`
+	// The backup's labels (the schedule that made it).
+	Labels        map[string]string `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -666,9 +670,23 @@ func (x *BackupManifestInfo) GetSizeBytes() int64 {
 	return 0
 }
 
-func (x *BackupManifestInfo) GetVolumes() []string {
+func (x *BackupManifestInfo) GetDataBytes() int64 {
+	if x != nil {
+		return x.DataBytes
+	}
+	return 0
+}
+
+func (x *BackupManifestInfo) GetVolumes() int32 {
 	if x != nil {
 		return x.Volumes
+	}
+	return 0
+}
+
+func (x *BackupManifestInfo) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -1936,7 +1954,7 @@ const file_internal_api_v1_backups_service_proto_rawDesc = "" +
 	"\rbackup_target\x18\x01 \x01(\v2\x1a.virtplane.v1.BackupTargetR\fbackupTarget\"I\n" +
 	"\x1aListBackupManifestsRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
-	"\avm_name\x18\x02 \x01(\tR\x06vmName\"\x80\x02\n" +
+	"\avm_name\x18\x02 \x01(\tR\x06vmName\"\xa0\x03\n" +
 	"\x12BackupManifestInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12!\n" +
@@ -1945,8 +1963,15 @@ const file_internal_api_v1_backups_service_proto_rawDesc = "" +
 	"\x06vm_uid\x18\x05 \x01(\tR\x05vmUid\x124\n" +
 	"\acreated\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x12\x1d\n" +
 	"\n" +
-	"size_bytes\x18\a \x01(\x03R\tsizeBytes\x12\x18\n" +
-	"\avolumes\x18\b \x03(\tR\avolumes\"U\n" +
+	"size_bytes\x18\a \x01(\x03R\tsizeBytes\x12\x1d\n" +
+	"\n" +
+	"data_bytes\x18\b \x01(\x03R\tdataBytes\x12\x18\n" +
+	"\avolumes\x18\t \x01(\x05R\avolumes\x12D\n" +
+	"\x06labels\x18\n" +
+	" \x03(\v2,.virtplane.v1.BackupManifestInfo.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"U\n" +
 	"\x1bListBackupManifestsResponse\x126\n" +
 	"\x05items\x18\x01 \x03(\v2 .virtplane.v1.BackupManifestInfoR\x05items\"Q\n" +
 	"\x13CreateBackupRequest\x12:\n" +
@@ -2055,7 +2080,7 @@ func file_internal_api_v1_backups_service_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_backups_service_proto_rawDescData
 }
 
-var file_internal_api_v1_backups_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_internal_api_v1_backups_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_internal_api_v1_backups_service_proto_goTypes = []any{
 	(*CreateBackupTargetRequest)(nil),        // 0: virtplane.v1.CreateBackupTargetRequest
 	(*GetBackupTargetRequest)(nil),           // 1: virtplane.v1.GetBackupTargetRequest
@@ -2094,116 +2119,118 @@ var file_internal_api_v1_backups_service_proto_goTypes = []any{
 	(*DeleteBackupRestoreRequest)(nil),       // 34: virtplane.v1.DeleteBackupRestoreRequest
 	(*WatchBackupRestoresRequest)(nil),       // 35: virtplane.v1.WatchBackupRestoresRequest
 	(*BackupRestoreEvent)(nil),               // 36: virtplane.v1.BackupRestoreEvent
-	(*BackupTarget)(nil),                     // 37: virtplane.v1.BackupTarget
-	(*WatchOptions)(nil),                     // 38: virtplane.v1.WatchOptions
-	(EventType)(0),                           // 39: virtplane.v1.EventType
-	(*ObjectKey)(nil),                        // 40: virtplane.v1.ObjectKey
-	(*timestamppb.Timestamp)(nil),            // 41: google.protobuf.Timestamp
-	(*VirtualMachineBackup)(nil),             // 42: virtplane.v1.VirtualMachineBackup
-	(*ListOptions)(nil),                      // 43: virtplane.v1.ListOptions
-	(*DeleteOptions)(nil),                    // 44: virtplane.v1.DeleteOptions
-	(*VirtualMachineBackupSchedule)(nil),     // 45: virtplane.v1.VirtualMachineBackupSchedule
-	(*VirtualMachineBackupRestore)(nil),      // 46: virtplane.v1.VirtualMachineBackupRestore
+	nil,                                      // 37: virtplane.v1.BackupManifestInfo.LabelsEntry
+	(*BackupTarget)(nil),                     // 38: virtplane.v1.BackupTarget
+	(*WatchOptions)(nil),                     // 39: virtplane.v1.WatchOptions
+	(EventType)(0),                           // 40: virtplane.v1.EventType
+	(*ObjectKey)(nil),                        // 41: virtplane.v1.ObjectKey
+	(*timestamppb.Timestamp)(nil),            // 42: google.protobuf.Timestamp
+	(*VirtualMachineBackup)(nil),             // 43: virtplane.v1.VirtualMachineBackup
+	(*ListOptions)(nil),                      // 44: virtplane.v1.ListOptions
+	(*DeleteOptions)(nil),                    // 45: virtplane.v1.DeleteOptions
+	(*VirtualMachineBackupSchedule)(nil),     // 46: virtplane.v1.VirtualMachineBackupSchedule
+	(*VirtualMachineBackupRestore)(nil),      // 47: virtplane.v1.VirtualMachineBackupRestore
 }
 var file_internal_api_v1_backups_service_proto_depIdxs = []int32{
-	37, // 0: virtplane.v1.CreateBackupTargetRequest.backup_target:type_name -> virtplane.v1.BackupTarget
-	37, // 1: virtplane.v1.ListBackupTargetsResponse.items:type_name -> virtplane.v1.BackupTarget
-	37, // 2: virtplane.v1.UpdateBackupTargetRequest.backup_target:type_name -> virtplane.v1.BackupTarget
-	38, // 3: virtplane.v1.WatchBackupTargetsRequest.options:type_name -> virtplane.v1.WatchOptions
-	39, // 4: virtplane.v1.BackupTargetEvent.type:type_name -> virtplane.v1.EventType
-	37, // 5: virtplane.v1.BackupTargetEvent.object:type_name -> virtplane.v1.BackupTarget
-	40, // 6: virtplane.v1.ConnectBackupTargetRequest.backup:type_name -> virtplane.v1.ObjectKey
-	40, // 7: virtplane.v1.ConnectBackupTargetRequest.backup_restore:type_name -> virtplane.v1.ObjectKey
-	37, // 8: virtplane.v1.BackupTargetConnection.backup_target:type_name -> virtplane.v1.BackupTarget
-	41, // 9: virtplane.v1.BackupManifestInfo.created:type_name -> google.protobuf.Timestamp
-	11, // 10: virtplane.v1.ListBackupManifestsResponse.items:type_name -> virtplane.v1.BackupManifestInfo
-	42, // 11: virtplane.v1.CreateBackupRequest.backup:type_name -> virtplane.v1.VirtualMachineBackup
-	40, // 12: virtplane.v1.GetBackupRequest.key:type_name -> virtplane.v1.ObjectKey
-	43, // 13: virtplane.v1.ListBackupsRequest.options:type_name -> virtplane.v1.ListOptions
-	42, // 14: virtplane.v1.ListBackupsResponse.items:type_name -> virtplane.v1.VirtualMachineBackup
-	42, // 15: virtplane.v1.UpdateBackupStatusRequest.backup:type_name -> virtplane.v1.VirtualMachineBackup
-	40, // 16: virtplane.v1.DeleteBackupRequest.key:type_name -> virtplane.v1.ObjectKey
-	44, // 17: virtplane.v1.DeleteBackupRequest.options:type_name -> virtplane.v1.DeleteOptions
-	38, // 18: virtplane.v1.WatchBackupsRequest.options:type_name -> virtplane.v1.WatchOptions
-	39, // 19: virtplane.v1.BackupEvent.type:type_name -> virtplane.v1.EventType
-	42, // 20: virtplane.v1.BackupEvent.object:type_name -> virtplane.v1.VirtualMachineBackup
-	45, // 21: virtplane.v1.CreateBackupScheduleRequest.backup_schedule:type_name -> virtplane.v1.VirtualMachineBackupSchedule
-	40, // 22: virtplane.v1.GetBackupScheduleRequest.key:type_name -> virtplane.v1.ObjectKey
-	43, // 23: virtplane.v1.ListBackupSchedulesRequest.options:type_name -> virtplane.v1.ListOptions
-	45, // 24: virtplane.v1.ListBackupSchedulesResponse.items:type_name -> virtplane.v1.VirtualMachineBackupSchedule
-	45, // 25: virtplane.v1.UpdateBackupScheduleRequest.backup_schedule:type_name -> virtplane.v1.VirtualMachineBackupSchedule
-	40, // 26: virtplane.v1.DeleteBackupScheduleRequest.key:type_name -> virtplane.v1.ObjectKey
-	44, // 27: virtplane.v1.DeleteBackupScheduleRequest.options:type_name -> virtplane.v1.DeleteOptions
-	38, // 28: virtplane.v1.WatchBackupSchedulesRequest.options:type_name -> virtplane.v1.WatchOptions
-	39, // 29: virtplane.v1.BackupScheduleEvent.type:type_name -> virtplane.v1.EventType
-	45, // 30: virtplane.v1.BackupScheduleEvent.object:type_name -> virtplane.v1.VirtualMachineBackupSchedule
-	46, // 31: virtplane.v1.CreateBackupRestoreRequest.backup_restore:type_name -> virtplane.v1.VirtualMachineBackupRestore
-	40, // 32: virtplane.v1.GetBackupRestoreRequest.key:type_name -> virtplane.v1.ObjectKey
-	43, // 33: virtplane.v1.ListBackupRestoresRequest.options:type_name -> virtplane.v1.ListOptions
-	46, // 34: virtplane.v1.ListBackupRestoresResponse.items:type_name -> virtplane.v1.VirtualMachineBackupRestore
-	46, // 35: virtplane.v1.UpdateBackupRestoreStatusRequest.backup_restore:type_name -> virtplane.v1.VirtualMachineBackupRestore
-	40, // 36: virtplane.v1.DeleteBackupRestoreRequest.key:type_name -> virtplane.v1.ObjectKey
-	44, // 37: virtplane.v1.DeleteBackupRestoreRequest.options:type_name -> virtplane.v1.DeleteOptions
-	38, // 38: virtplane.v1.WatchBackupRestoresRequest.options:type_name -> virtplane.v1.WatchOptions
-	39, // 39: virtplane.v1.BackupRestoreEvent.type:type_name -> virtplane.v1.EventType
-	46, // 40: virtplane.v1.BackupRestoreEvent.object:type_name -> virtplane.v1.VirtualMachineBackupRestore
-	0,  // 41: virtplane.v1.BackupTargets.Create:input_type -> virtplane.v1.CreateBackupTargetRequest
-	1,  // 42: virtplane.v1.BackupTargets.Get:input_type -> virtplane.v1.GetBackupTargetRequest
-	2,  // 43: virtplane.v1.BackupTargets.List:input_type -> virtplane.v1.ListBackupTargetsRequest
-	4,  // 44: virtplane.v1.BackupTargets.Update:input_type -> virtplane.v1.UpdateBackupTargetRequest
-	5,  // 45: virtplane.v1.BackupTargets.Delete:input_type -> virtplane.v1.DeleteBackupTargetRequest
-	6,  // 46: virtplane.v1.BackupTargets.Watch:input_type -> virtplane.v1.WatchBackupTargetsRequest
-	8,  // 47: virtplane.v1.BackupTargets.Connect:input_type -> virtplane.v1.ConnectBackupTargetRequest
-	10, // 48: virtplane.v1.BackupTargets.ListManifests:input_type -> virtplane.v1.ListBackupManifestsRequest
-	13, // 49: virtplane.v1.Backups.Create:input_type -> virtplane.v1.CreateBackupRequest
-	14, // 50: virtplane.v1.Backups.Get:input_type -> virtplane.v1.GetBackupRequest
-	15, // 51: virtplane.v1.Backups.List:input_type -> virtplane.v1.ListBackupsRequest
-	17, // 52: virtplane.v1.Backups.UpdateStatus:input_type -> virtplane.v1.UpdateBackupStatusRequest
-	18, // 53: virtplane.v1.Backups.Delete:input_type -> virtplane.v1.DeleteBackupRequest
-	19, // 54: virtplane.v1.Backups.Watch:input_type -> virtplane.v1.WatchBackupsRequest
-	21, // 55: virtplane.v1.BackupSchedules.Create:input_type -> virtplane.v1.CreateBackupScheduleRequest
-	22, // 56: virtplane.v1.BackupSchedules.Get:input_type -> virtplane.v1.GetBackupScheduleRequest
-	23, // 57: virtplane.v1.BackupSchedules.List:input_type -> virtplane.v1.ListBackupSchedulesRequest
-	25, // 58: virtplane.v1.BackupSchedules.Update:input_type -> virtplane.v1.UpdateBackupScheduleRequest
-	26, // 59: virtplane.v1.BackupSchedules.Delete:input_type -> virtplane.v1.DeleteBackupScheduleRequest
-	27, // 60: virtplane.v1.BackupSchedules.Watch:input_type -> virtplane.v1.WatchBackupSchedulesRequest
-	29, // 61: virtplane.v1.BackupRestores.Create:input_type -> virtplane.v1.CreateBackupRestoreRequest
-	30, // 62: virtplane.v1.BackupRestores.Get:input_type -> virtplane.v1.GetBackupRestoreRequest
-	31, // 63: virtplane.v1.BackupRestores.List:input_type -> virtplane.v1.ListBackupRestoresRequest
-	33, // 64: virtplane.v1.BackupRestores.UpdateStatus:input_type -> virtplane.v1.UpdateBackupRestoreStatusRequest
-	34, // 65: virtplane.v1.BackupRestores.Delete:input_type -> virtplane.v1.DeleteBackupRestoreRequest
-	35, // 66: virtplane.v1.BackupRestores.Watch:input_type -> virtplane.v1.WatchBackupRestoresRequest
-	37, // 67: virtplane.v1.BackupTargets.Create:output_type -> virtplane.v1.BackupTarget
-	37, // 68: virtplane.v1.BackupTargets.Get:output_type -> virtplane.v1.BackupTarget
-	3,  // 69: virtplane.v1.BackupTargets.List:output_type -> virtplane.v1.ListBackupTargetsResponse
-	37, // 70: virtplane.v1.BackupTargets.Update:output_type -> virtplane.v1.BackupTarget
-	37, // 71: virtplane.v1.BackupTargets.Delete:output_type -> virtplane.v1.BackupTarget
-	7,  // 72: virtplane.v1.BackupTargets.Watch:output_type -> virtplane.v1.BackupTargetEvent
-	9,  // 73: virtplane.v1.BackupTargets.Connect:output_type -> virtplane.v1.BackupTargetConnection
-	12, // 74: virtplane.v1.BackupTargets.ListManifests:output_type -> virtplane.v1.ListBackupManifestsResponse
-	42, // 75: virtplane.v1.Backups.Create:output_type -> virtplane.v1.VirtualMachineBackup
-	42, // 76: virtplane.v1.Backups.Get:output_type -> virtplane.v1.VirtualMachineBackup
-	16, // 77: virtplane.v1.Backups.List:output_type -> virtplane.v1.ListBackupsResponse
-	42, // 78: virtplane.v1.Backups.UpdateStatus:output_type -> virtplane.v1.VirtualMachineBackup
-	42, // 79: virtplane.v1.Backups.Delete:output_type -> virtplane.v1.VirtualMachineBackup
-	20, // 80: virtplane.v1.Backups.Watch:output_type -> virtplane.v1.BackupEvent
-	45, // 81: virtplane.v1.BackupSchedules.Create:output_type -> virtplane.v1.VirtualMachineBackupSchedule
-	45, // 82: virtplane.v1.BackupSchedules.Get:output_type -> virtplane.v1.VirtualMachineBackupSchedule
-	24, // 83: virtplane.v1.BackupSchedules.List:output_type -> virtplane.v1.ListBackupSchedulesResponse
-	45, // 84: virtplane.v1.BackupSchedules.Update:output_type -> virtplane.v1.VirtualMachineBackupSchedule
-	45, // 85: virtplane.v1.BackupSchedules.Delete:output_type -> virtplane.v1.VirtualMachineBackupSchedule
-	28, // 86: virtplane.v1.BackupSchedules.Watch:output_type -> virtplane.v1.BackupScheduleEvent
-	46, // 87: virtplane.v1.BackupRestores.Create:output_type -> virtplane.v1.VirtualMachineBackupRestore
-	46, // 88: virtplane.v1.BackupRestores.Get:output_type -> virtplane.v1.VirtualMachineBackupRestore
-	32, // 89: virtplane.v1.BackupRestores.List:output_type -> virtplane.v1.ListBackupRestoresResponse
-	46, // 90: virtplane.v1.BackupRestores.UpdateStatus:output_type -> virtplane.v1.VirtualMachineBackupRestore
-	46, // 91: virtplane.v1.BackupRestores.Delete:output_type -> virtplane.v1.VirtualMachineBackupRestore
-	36, // 92: virtplane.v1.BackupRestores.Watch:output_type -> virtplane.v1.BackupRestoreEvent
-	67, // [67:93] is the sub-list for method output_type
-	41, // [41:67] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	38, // 0: virtplane.v1.CreateBackupTargetRequest.backup_target:type_name -> virtplane.v1.BackupTarget
+	38, // 1: virtplane.v1.ListBackupTargetsResponse.items:type_name -> virtplane.v1.BackupTarget
+	38, // 2: virtplane.v1.UpdateBackupTargetRequest.backup_target:type_name -> virtplane.v1.BackupTarget
+	39, // 3: virtplane.v1.WatchBackupTargetsRequest.options:type_name -> virtplane.v1.WatchOptions
+	40, // 4: virtplane.v1.BackupTargetEvent.type:type_name -> virtplane.v1.EventType
+	38, // 5: virtplane.v1.BackupTargetEvent.object:type_name -> virtplane.v1.BackupTarget
+	41, // 6: virtplane.v1.ConnectBackupTargetRequest.backup:type_name -> virtplane.v1.ObjectKey
+	41, // 7: virtplane.v1.ConnectBackupTargetRequest.backup_restore:type_name -> virtplane.v1.ObjectKey
+	38, // 8: virtplane.v1.BackupTargetConnection.backup_target:type_name -> virtplane.v1.BackupTarget
+	42, // 9: virtplane.v1.BackupManifestInfo.created:type_name -> google.protobuf.Timestamp
+	37, // 10: virtplane.v1.BackupManifestInfo.labels:type_name -> virtplane.v1.BackupManifestInfo.LabelsEntry
+	11, // 11: virtplane.v1.ListBackupManifestsResponse.items:type_name -> virtplane.v1.BackupManifestInfo
+	43, // 12: virtplane.v1.CreateBackupRequest.backup:type_name -> virtplane.v1.VirtualMachineBackup
+	41, // 13: virtplane.v1.GetBackupRequest.key:type_name -> virtplane.v1.ObjectKey
+	44, // 14: virtplane.v1.ListBackupsRequest.options:type_name -> virtplane.v1.ListOptions
+	43, // 15: virtplane.v1.ListBackupsResponse.items:type_name -> virtplane.v1.VirtualMachineBackup
+	43, // 16: virtplane.v1.UpdateBackupStatusRequest.backup:type_name -> virtplane.v1.VirtualMachineBackup
+	41, // 17: virtplane.v1.DeleteBackupRequest.key:type_name -> virtplane.v1.ObjectKey
+	45, // 18: virtplane.v1.DeleteBackupRequest.options:type_name -> virtplane.v1.DeleteOptions
+	39, // 19: virtplane.v1.WatchBackupsRequest.options:type_name -> virtplane.v1.WatchOptions
+	40, // 20: virtplane.v1.BackupEvent.type:type_name -> virtplane.v1.EventType
+	43, // 21: virtplane.v1.BackupEvent.object:type_name -> virtplane.v1.VirtualMachineBackup
+	46, // 22: virtplane.v1.CreateBackupScheduleRequest.backup_schedule:type_name -> virtplane.v1.VirtualMachineBackupSchedule
+	41, // 23: virtplane.v1.GetBackupScheduleRequest.key:type_name -> virtplane.v1.ObjectKey
+	44, // 24: virtplane.v1.ListBackupSchedulesRequest.options:type_name -> virtplane.v1.ListOptions
+	46, // 25: virtplane.v1.ListBackupSchedulesResponse.items:type_name -> virtplane.v1.VirtualMachineBackupSchedule
+	46, // 26: virtplane.v1.UpdateBackupScheduleRequest.backup_schedule:type_name -> virtplane.v1.VirtualMachineBackupSchedule
+	41, // 27: virtplane.v1.DeleteBackupScheduleRequest.key:type_name -> virtplane.v1.ObjectKey
+	45, // 28: virtplane.v1.DeleteBackupScheduleRequest.options:type_name -> virtplane.v1.DeleteOptions
+	39, // 29: virtplane.v1.WatchBackupSchedulesRequest.options:type_name -> virtplane.v1.WatchOptions
+	40, // 30: virtplane.v1.BackupScheduleEvent.type:type_name -> virtplane.v1.EventType
+	46, // 31: virtplane.v1.BackupScheduleEvent.object:type_name -> virtplane.v1.VirtualMachineBackupSchedule
+	47, // 32: virtplane.v1.CreateBackupRestoreRequest.backup_restore:type_name -> virtplane.v1.VirtualMachineBackupRestore
+	41, // 33: virtplane.v1.GetBackupRestoreRequest.key:type_name -> virtplane.v1.ObjectKey
+	44, // 34: virtplane.v1.ListBackupRestoresRequest.options:type_name -> virtplane.v1.ListOptions
+	47, // 35: virtplane.v1.ListBackupRestoresResponse.items:type_name -> virtplane.v1.VirtualMachineBackupRestore
+	47, // 36: virtplane.v1.UpdateBackupRestoreStatusRequest.backup_restore:type_name -> virtplane.v1.VirtualMachineBackupRestore
+	41, // 37: virtplane.v1.DeleteBackupRestoreRequest.key:type_name -> virtplane.v1.ObjectKey
+	45, // 38: virtplane.v1.DeleteBackupRestoreRequest.options:type_name -> virtplane.v1.DeleteOptions
+	39, // 39: virtplane.v1.WatchBackupRestoresRequest.options:type_name -> virtplane.v1.WatchOptions
+	40, // 40: virtplane.v1.BackupRestoreEvent.type:type_name -> virtplane.v1.EventType
+	47, // 41: virtplane.v1.BackupRestoreEvent.object:type_name -> virtplane.v1.VirtualMachineBackupRestore
+	0,  // 42: virtplane.v1.BackupTargets.Create:input_type -> virtplane.v1.CreateBackupTargetRequest
+	1,  // 43: virtplane.v1.BackupTargets.Get:input_type -> virtplane.v1.GetBackupTargetRequest
+	2,  // 44: virtplane.v1.BackupTargets.List:input_type -> virtplane.v1.ListBackupTargetsRequest
+	4,  // 45: virtplane.v1.BackupTargets.Update:input_type -> virtplane.v1.UpdateBackupTargetRequest
+	5,  // 46: virtplane.v1.BackupTargets.Delete:input_type -> virtplane.v1.DeleteBackupTargetRequest
+	6,  // 47: virtplane.v1.BackupTargets.Watch:input_type -> virtplane.v1.WatchBackupTargetsRequest
+	8,  // 48: virtplane.v1.BackupTargets.Connect:input_type -> virtplane.v1.ConnectBackupTargetRequest
+	10, // 49: virtplane.v1.BackupTargets.ListManifests:input_type -> virtplane.v1.ListBackupManifestsRequest
+	13, // 50: virtplane.v1.Backups.Create:input_type -> virtplane.v1.CreateBackupRequest
+	14, // 51: virtplane.v1.Backups.Get:input_type -> virtplane.v1.GetBackupRequest
+	15, // 52: virtplane.v1.Backups.List:input_type -> virtplane.v1.ListBackupsRequest
+	17, // 53: virtplane.v1.Backups.UpdateStatus:input_type -> virtplane.v1.UpdateBackupStatusRequest
+	18, // 54: virtplane.v1.Backups.Delete:input_type -> virtplane.v1.DeleteBackupRequest
+	19, // 55: virtplane.v1.Backups.Watch:input_type -> virtplane.v1.WatchBackupsRequest
+	21, // 56: virtplane.v1.BackupSchedules.Create:input_type -> virtplane.v1.CreateBackupScheduleRequest
+	22, // 57: virtplane.v1.BackupSchedules.Get:input_type -> virtplane.v1.GetBackupScheduleRequest
+	23, // 58: virtplane.v1.BackupSchedules.List:input_type -> virtplane.v1.ListBackupSchedulesRequest
+	25, // 59: virtplane.v1.BackupSchedules.Update:input_type -> virtplane.v1.UpdateBackupScheduleRequest
+	26, // 60: virtplane.v1.BackupSchedules.Delete:input_type -> virtplane.v1.DeleteBackupScheduleRequest
+	27, // 61: virtplane.v1.BackupSchedules.Watch:input_type -> virtplane.v1.WatchBackupSchedulesRequest
+	29, // 62: virtplane.v1.BackupRestores.Create:input_type -> virtplane.v1.CreateBackupRestoreRequest
+	30, // 63: virtplane.v1.BackupRestores.Get:input_type -> virtplane.v1.GetBackupRestoreRequest
+	31, // 64: virtplane.v1.BackupRestores.List:input_type -> virtplane.v1.ListBackupRestoresRequest
+	33, // 65: virtplane.v1.BackupRestores.UpdateStatus:input_type -> virtplane.v1.UpdateBackupRestoreStatusRequest
+	34, // 66: virtplane.v1.BackupRestores.Delete:input_type -> virtplane.v1.DeleteBackupRestoreRequest
+	35, // 67: virtplane.v1.BackupRestores.Watch:input_type -> virtplane.v1.WatchBackupRestoresRequest
+	38, // 68: virtplane.v1.BackupTargets.Create:output_type -> virtplane.v1.BackupTarget
+	38, // 69: virtplane.v1.BackupTargets.Get:output_type -> virtplane.v1.BackupTarget
+	3,  // 70: virtplane.v1.BackupTargets.List:output_type -> virtplane.v1.ListBackupTargetsResponse
+	38, // 71: virtplane.v1.BackupTargets.Update:output_type -> virtplane.v1.BackupTarget
+	38, // 72: virtplane.v1.BackupTargets.Delete:output_type -> virtplane.v1.BackupTarget
+	7,  // 73: virtplane.v1.BackupTargets.Watch:output_type -> virtplane.v1.BackupTargetEvent
+	9,  // 74: virtplane.v1.BackupTargets.Connect:output_type -> virtplane.v1.BackupTargetConnection
+	12, // 75: virtplane.v1.BackupTargets.ListManifests:output_type -> virtplane.v1.ListBackupManifestsResponse
+	43, // 76: virtplane.v1.Backups.Create:output_type -> virtplane.v1.VirtualMachineBackup
+	43, // 77: virtplane.v1.Backups.Get:output_type -> virtplane.v1.VirtualMachineBackup
+	16, // 78: virtplane.v1.Backups.List:output_type -> virtplane.v1.ListBackupsResponse
+	43, // 79: virtplane.v1.Backups.UpdateStatus:output_type -> virtplane.v1.VirtualMachineBackup
+	43, // 80: virtplane.v1.Backups.Delete:output_type -> virtplane.v1.VirtualMachineBackup
+	20, // 81: virtplane.v1.Backups.Watch:output_type -> virtplane.v1.BackupEvent
+	46, // 82: virtplane.v1.BackupSchedules.Create:output_type -> virtplane.v1.VirtualMachineBackupSchedule
+	46, // 83: virtplane.v1.BackupSchedules.Get:output_type -> virtplane.v1.VirtualMachineBackupSchedule
+	24, // 84: virtplane.v1.BackupSchedules.List:output_type -> virtplane.v1.ListBackupSchedulesResponse
+	46, // 85: virtplane.v1.BackupSchedules.Update:output_type -> virtplane.v1.VirtualMachineBackupSchedule
+	46, // 86: virtplane.v1.BackupSchedules.Delete:output_type -> virtplane.v1.VirtualMachineBackupSchedule
+	28, // 87: virtplane.v1.BackupSchedules.Watch:output_type -> virtplane.v1.BackupScheduleEvent
+	47, // 88: virtplane.v1.BackupRestores.Create:output_type -> virtplane.v1.VirtualMachineBackupRestore
+	47, // 89: virtplane.v1.BackupRestores.Get:output_type -> virtplane.v1.VirtualMachineBackupRestore
+	32, // 90: virtplane.v1.BackupRestores.List:output_type -> virtplane.v1.ListBackupRestoresResponse
+	47, // 91: virtplane.v1.BackupRestores.UpdateStatus:output_type -> virtplane.v1.VirtualMachineBackupRestore
+	47, // 92: virtplane.v1.BackupRestores.Delete:output_type -> virtplane.v1.VirtualMachineBackupRestore
+	36, // 93: virtplane.v1.BackupRestores.Watch:output_type -> virtplane.v1.BackupRestoreEvent
+	68, // [68:94] is the sub-list for method output_type
+	42, // [42:68] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_backups_service_proto_init() }
@@ -2219,7 +2246,7 @@ func file_internal_api_v1_backups_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_backups_service_proto_rawDesc), len(file_internal_api_v1_backups_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
