@@ -59,6 +59,9 @@ func (v *backupService) Create(ctx context.Context, req *apiv1.CreateBackupReque
 	delete(md.Labels, apiv1.LabelBackupTarget)
 	delete(md.Labels, apiv1.LabelBackupVMUID)
 	delete(md.Labels, apiv1.LabelNodeName)
+	// Retention deletes only the backups its schedule made, with their
+	// data: a backup a user makes is never its to delete.
+	delete(md.Labels, apiv1.LabelBackupSchedule)
 	b.Metadata = md
 	b.Status = &apiv1.VirtualMachineBackupStatus{}
 	return v.create(ctx, b, "source", b.Spec.Source, "target", b.Spec.Target)

@@ -1090,8 +1090,13 @@ type VirtualMachineBackupScheduleStatus struct {
 	// The last backup that succeeded, and when it completed.
 	LastSuccessfulBackup string                 `protobuf:"bytes,4,opt,name=last_successful_backup,json=lastSuccessfulBackup,proto3" json:"last_successful_backup,omitempty"`
 	LastSuccessTime      *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_success_time,json=lastSuccessTime,proto3" json:"last_success_time,omitempty"`
-	// Ready (False with the cause: a bad target, a failed retention) .
-	Conditions    []*Condition `protobuf:"bytes,6,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Ready (False with the cause: a bad schedule or target, a failed
+	// retention or GC).
+	Conditions []*Condition `protobuf:"bytes,6,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Retention deleted backups whose chunks the target's GC has not
+	// looked at yet; when it last ran.
+	GcPending     bool                   `protobuf:"varint,7,opt,name=gc_pending,json=gcPending,proto3" json:"gc_pending,omitempty"`
+	LastGcTime    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_gc_time,json=lastGcTime,proto3" json:"last_gc_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1164,6 +1169,20 @@ func (x *VirtualMachineBackupScheduleStatus) GetLastSuccessTime() *timestamppb.T
 func (x *VirtualMachineBackupScheduleStatus) GetConditions() []*Condition {
 	if x != nil {
 		return x.Conditions
+	}
+	return nil
+}
+
+func (x *VirtualMachineBackupScheduleStatus) GetGcPending() bool {
+	if x != nil {
+		return x.GcPending
+	}
+	return false
+}
+
+func (x *VirtualMachineBackupScheduleStatus) GetLastGcTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastGcTime
 	}
 	return nil
 }
@@ -1587,7 +1606,7 @@ const file_internal_api_v1_backups_proto_rawDesc = "" +
 	"\n" +
 	"keep_daily\x18\x02 \x01(\x05R\tkeepDaily\x12\x1f\n" +
 	"\vkeep_weekly\x18\x03 \x01(\x05R\n" +
-	"keepWeekly\"\xff\x02\n" +
+	"keepWeekly\"\xdc\x03\n" +
 	"\"VirtualMachineBackupScheduleStatus\x12\x1f\n" +
 	"\vlast_backup\x18\x01 \x01(\tR\n" +
 	"lastBackup\x12H\n" +
@@ -1597,7 +1616,11 @@ const file_internal_api_v1_backups_proto_rawDesc = "" +
 	"\x11last_success_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0flastSuccessTime\x127\n" +
 	"\n" +
 	"conditions\x18\x06 \x03(\v2\x17.virtplane.v1.ConditionR\n" +
-	"conditions\"\xdf\x01\n" +
+	"conditions\x12\x1d\n" +
+	"\n" +
+	"gc_pending\x18\a \x01(\bR\tgcPending\x12<\n" +
+	"\flast_gc_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"lastGcTime\"\xdf\x01\n" +
 	"\x1bVirtualMachineBackupRestore\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12A\n" +
 	"\x04spec\x18\x02 \x01(\v2-.virtplane.v1.VirtualMachineBackupRestoreSpecR\x04spec\x12G\n" +
@@ -1704,22 +1727,23 @@ var file_internal_api_v1_backups_proto_depIdxs = []int32{
 	23, // 21: virtplane.v1.VirtualMachineBackupScheduleStatus.next_time:type_name -> google.protobuf.Timestamp
 	23, // 22: virtplane.v1.VirtualMachineBackupScheduleStatus.last_success_time:type_name -> google.protobuf.Timestamp
 	22, // 23: virtplane.v1.VirtualMachineBackupScheduleStatus.conditions:type_name -> virtplane.v1.Condition
-	21, // 24: virtplane.v1.VirtualMachineBackupRestore.metadata:type_name -> virtplane.v1.ObjectMeta
-	15, // 25: virtplane.v1.VirtualMachineBackupRestore.spec:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec
-	16, // 26: virtplane.v1.VirtualMachineBackupRestore.status:type_name -> virtplane.v1.VirtualMachineBackupRestoreStatus
-	18, // 27: virtplane.v1.VirtualMachineBackupRestoreSpec.mac_addresses:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.MacAddressesEntry
-	19, // 28: virtplane.v1.VirtualMachineBackupRestoreSpec.labels:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.LabelsEntry
-	20, // 29: virtplane.v1.VirtualMachineBackupRestoreSpec.annotations:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.AnnotationsEntry
-	8,  // 30: virtplane.v1.VirtualMachineBackupRestoreStatus.volumes:type_name -> virtplane.v1.BackupVolumeStatus
-	9,  // 31: virtplane.v1.VirtualMachineBackupRestoreStatus.progress:type_name -> virtplane.v1.BackupProgress
-	23, // 32: virtplane.v1.VirtualMachineBackupRestoreStatus.started:type_name -> google.protobuf.Timestamp
-	23, // 33: virtplane.v1.VirtualMachineBackupRestoreStatus.completed:type_name -> google.protobuf.Timestamp
-	22, // 34: virtplane.v1.VirtualMachineBackupRestoreStatus.conditions:type_name -> virtplane.v1.Condition
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	23, // 24: virtplane.v1.VirtualMachineBackupScheduleStatus.last_gc_time:type_name -> google.protobuf.Timestamp
+	21, // 25: virtplane.v1.VirtualMachineBackupRestore.metadata:type_name -> virtplane.v1.ObjectMeta
+	15, // 26: virtplane.v1.VirtualMachineBackupRestore.spec:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec
+	16, // 27: virtplane.v1.VirtualMachineBackupRestore.status:type_name -> virtplane.v1.VirtualMachineBackupRestoreStatus
+	18, // 28: virtplane.v1.VirtualMachineBackupRestoreSpec.mac_addresses:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.MacAddressesEntry
+	19, // 29: virtplane.v1.VirtualMachineBackupRestoreSpec.labels:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.LabelsEntry
+	20, // 30: virtplane.v1.VirtualMachineBackupRestoreSpec.annotations:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.AnnotationsEntry
+	8,  // 31: virtplane.v1.VirtualMachineBackupRestoreStatus.volumes:type_name -> virtplane.v1.BackupVolumeStatus
+	9,  // 32: virtplane.v1.VirtualMachineBackupRestoreStatus.progress:type_name -> virtplane.v1.BackupProgress
+	23, // 33: virtplane.v1.VirtualMachineBackupRestoreStatus.started:type_name -> google.protobuf.Timestamp
+	23, // 34: virtplane.v1.VirtualMachineBackupRestoreStatus.completed:type_name -> google.protobuf.Timestamp
+	22, // 35: virtplane.v1.VirtualMachineBackupRestoreStatus.conditions:type_name -> virtplane.v1.Condition
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_backups_proto_init() }
