@@ -32,8 +32,8 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
-	"github.com/virtplane/terraform-provider-virtplane/internal/backup/target"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/backup/target"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"

@@ -160,7 +160,7 @@ func NewBackups(opts Options, bInf *informer.Informer[*apiv1.VirtualMachineBacku
 	})
 	enqueue := func(b *apiv1.VirtualMachineBackup) { c.queue.Add(informer.Key(b)) }
 	bInf.AddHandler(informer.Handler[*apiv1.VirtualMachineBackup]{
-		OnAdd:    enqueue,
+		OnAdd: enqueue,
 		OnUpdate: func(old, b *apiv1.VirtualMachineBackup) {
 			enqueue(b)
 			if old.GetStatus().GetPhase() != b.GetStatus().GetPhase() && b.GetStatus().GetPhase() == apiv1.BackupSucceeded {
