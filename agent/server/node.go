@@ -154,7 +154,8 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	na, err := nodeagent.New(nodeagent.Options{
 		NodeName: o.NodeName,
 		API: nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: consoles, Images: c.Images,
-			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses},
+			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses,
+			Backups: c.Backups, BackupRestores: c.BackupRestores, BackupTargets: c.BackupTargets},
 		Launchers:       mgr,
 		Tools:           n.Tools,
 		NodeDataDir:     nodeDir,

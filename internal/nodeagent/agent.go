@@ -58,6 +58,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	nodebackup "github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/backup"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
@@ -112,6 +113,7 @@ type Agent struct {
 	pulls      *imagepull.Controller
 	snaps      *snapshot.Contents
 	restores   *restore.Restores
+	backups    *nodebackup.Role
 
 	// host is what registration reported; set by Run before the
 	// handler starts.
@@ -254,6 +256,14 @@ func (a *Agent) newDataRoles() {
 		}
 		a.restores = restore.New(ro)
 	}
+	if o.API.Backups != nil && o.API.BackupRestores != nil && o.API.BackupTargets != nil {
+		bo := nodebackup.Options{NodeName: o.NodeName, Backups: o.API.Backups, Restores: o.API.BackupRestores, Targets: o.API.BackupTargets,
+			Layout: a.layout, CallTimeout: o.Timing.CallTimeout, Clock: o.Clock, Logger: a.log}
+		if a.storage != nil {
+			bo.Classes = a.storage
+		}
+		a.backups = nodebackup.New(bo)
+	}
 }
 
 // Close releases the state database if the agent opened it. Run calls it
@@ -354,6 +364,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.restores != nil {
 		defer a.restores.Run(ctx)()
+	}
+	if a.backups != nil {
+		defer a.backups.Run(ctx)()
 	}
 
 	goRun(func() { a.heartbeatLoop(ctx, interval) })

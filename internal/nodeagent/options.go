@@ -16,6 +16,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	nodebackup "github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/backup"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
@@ -72,6 +73,12 @@ type API struct {
 	// StorageClasses are the classes volumes may live on (package
 	// storage); nil makes every volume on a class fail on this node.
 	StorageClasses storage.API
+	// Backups and BackupRestores labelled with this node are uploaded
+	// and written here, to and from the BackupTargets it connects to
+	// (package backup); nil (any of the three) takes no part in backups.
+	Backups        nodebackup.BackupAPI
+	BackupRestores nodebackup.RestoreAPI
+	BackupTargets  nodebackup.TargetAPI
 }
 
 // VolumeCopier copies and merges the qcow2 files of snapshots and

@@ -531,9 +531,16 @@ type VirtualMachineBackupStatus struct {
 	// What the node does now ("uploading volume data (2/3)").
 	Message string `protobuf:"bytes,17,opt,name=message,proto3" json:"message,omitempty"`
 	// The label of this cluster written into the manifest.
-	Cluster       string `protobuf:"bytes,18,opt,name=cluster,proto3" json:"cluster,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Cluster string `protobuf:"bytes,18,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// What the node uploads, set by the controller when it hands the
+	// backup over: the VM as the snapshot took it (the manifest carries
+	// it), the snapshot content's uid (its local copies and RBD snapshots
+	// are found by it) and the volumes it copied.
+	Source          *VirtualMachine `protobuf:"bytes,19,opt,name=source,proto3" json:"source,omitempty"`
+	ContentUid      string          `protobuf:"bytes,20,opt,name=content_uid,json=contentUid,proto3" json:"content_uid,omitempty"`
+	SnapshotVolumes []string        `protobuf:"bytes,21,rep,name=snapshot_volumes,json=snapshotVolumes,proto3" json:"snapshot_volumes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *VirtualMachineBackupStatus) Reset() {
@@ -690,6 +697,27 @@ func (x *VirtualMachineBackupStatus) GetCluster() string {
 		return x.Cluster
 	}
 	return ""
+}
+
+func (x *VirtualMachineBackupStatus) GetSource() *VirtualMachine {
+	if x != nil {
+		return x.Source
+	}
+	return nil
+}
+
+func (x *VirtualMachineBackupStatus) GetContentUid() string {
+	if x != nil {
+		return x.ContentUid
+	}
+	return ""
+}
+
+func (x *VirtualMachineBackupStatus) GetSnapshotVolumes() []string {
+	if x != nil {
+		return x.SnapshotVolumes
+	}
+	return nil
 }
 
 // BackupVolumeStatus is what one volume's upload cost.
@@ -1546,7 +1574,7 @@ const file_internal_api_v1_backups_proto_rawDesc = "" +
 	"\x18VirtualMachineBackupSpec\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12'\n" +
-	"\x0fdeletion_policy\x18\x03 \x01(\tR\x0edeletionPolicy\"\xc2\x05\n" +
+	"\x0fdeletion_policy\x18\x03 \x01(\tR\x0edeletionPolicy\"\xc4\x06\n" +
 	"\x1aVirtualMachineBackupStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x1f\n" +
 	"\vmanifest_id\x18\x02 \x01(\tR\n" +
@@ -1571,7 +1599,11 @@ const file_internal_api_v1_backups_proto_rawDesc = "" +
 	"\fupload_phase\x18\x0f \x01(\tR\vuploadPhase\x12!\n" +
 	"\fupload_error\x18\x10 \x01(\tR\vuploadError\x12\x18\n" +
 	"\amessage\x18\x11 \x01(\tR\amessage\x12\x18\n" +
-	"\acluster\x18\x12 \x01(\tR\acluster\"\xbd\x02\n" +
+	"\acluster\x18\x12 \x01(\tR\acluster\x124\n" +
+	"\x06source\x18\x13 \x01(\v2\x1c.virtplane.v1.VirtualMachineR\x06source\x12\x1f\n" +
+	"\vcontent_uid\x18\x14 \x01(\tR\n" +
+	"contentUid\x12)\n" +
+	"\x10snapshot_volumes\x18\x15 \x03(\tR\x0fsnapshotVolumes\"\xbd\x02\n" +
 	"\x12BackupVolumeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\rstorage_class\x18\x02 \x01(\tR\fstorageClass\x12\x1d\n" +
@@ -1701,6 +1733,7 @@ var file_internal_api_v1_backups_proto_goTypes = []any{
 	(*ObjectMeta)(nil),            // 21: virtplane.v1.ObjectMeta
 	(*Condition)(nil),             // 22: virtplane.v1.Condition
 	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*VirtualMachine)(nil),        // 24: virtplane.v1.VirtualMachine
 }
 var file_internal_api_v1_backups_proto_depIdxs = []int32{
 	21, // 0: virtplane.v1.BackupTarget.metadata:type_name -> virtplane.v1.ObjectMeta
@@ -1718,32 +1751,33 @@ var file_internal_api_v1_backups_proto_depIdxs = []int32{
 	23, // 12: virtplane.v1.VirtualMachineBackupStatus.started:type_name -> google.protobuf.Timestamp
 	23, // 13: virtplane.v1.VirtualMachineBackupStatus.completed:type_name -> google.protobuf.Timestamp
 	22, // 14: virtplane.v1.VirtualMachineBackupStatus.conditions:type_name -> virtplane.v1.Condition
-	23, // 15: virtplane.v1.BackupProgress.updated:type_name -> google.protobuf.Timestamp
-	21, // 16: virtplane.v1.VirtualMachineBackupSchedule.metadata:type_name -> virtplane.v1.ObjectMeta
-	11, // 17: virtplane.v1.VirtualMachineBackupSchedule.spec:type_name -> virtplane.v1.VirtualMachineBackupScheduleSpec
-	13, // 18: virtplane.v1.VirtualMachineBackupSchedule.status:type_name -> virtplane.v1.VirtualMachineBackupScheduleStatus
-	12, // 19: virtplane.v1.VirtualMachineBackupScheduleSpec.retention:type_name -> virtplane.v1.BackupRetention
-	23, // 20: virtplane.v1.VirtualMachineBackupScheduleStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
-	23, // 21: virtplane.v1.VirtualMachineBackupScheduleStatus.next_time:type_name -> google.protobuf.Timestamp
-	23, // 22: virtplane.v1.VirtualMachineBackupScheduleStatus.last_success_time:type_name -> google.protobuf.Timestamp
-	22, // 23: virtplane.v1.VirtualMachineBackupScheduleStatus.conditions:type_name -> virtplane.v1.Condition
-	23, // 24: virtplane.v1.VirtualMachineBackupScheduleStatus.last_gc_time:type_name -> google.protobuf.Timestamp
-	21, // 25: virtplane.v1.VirtualMachineBackupRestore.metadata:type_name -> virtplane.v1.ObjectMeta
-	15, // 26: virtplane.v1.VirtualMachineBackupRestore.spec:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec
-	16, // 27: virtplane.v1.VirtualMachineBackupRestore.status:type_name -> virtplane.v1.VirtualMachineBackupRestoreStatus
-	18, // 28: virtplane.v1.VirtualMachineBackupRestoreSpec.mac_addresses:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.MacAddressesEntry
-	19, // 29: virtplane.v1.VirtualMachineBackupRestoreSpec.labels:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.LabelsEntry
-	20, // 30: virtplane.v1.VirtualMachineBackupRestoreSpec.annotations:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.AnnotationsEntry
-	8,  // 31: virtplane.v1.VirtualMachineBackupRestoreStatus.volumes:type_name -> virtplane.v1.BackupVolumeStatus
-	9,  // 32: virtplane.v1.VirtualMachineBackupRestoreStatus.progress:type_name -> virtplane.v1.BackupProgress
-	23, // 33: virtplane.v1.VirtualMachineBackupRestoreStatus.started:type_name -> google.protobuf.Timestamp
-	23, // 34: virtplane.v1.VirtualMachineBackupRestoreStatus.completed:type_name -> google.protobuf.Timestamp
-	22, // 35: virtplane.v1.VirtualMachineBackupRestoreStatus.conditions:type_name -> virtplane.v1.Condition
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	24, // 15: virtplane.v1.VirtualMachineBackupStatus.source:type_name -> virtplane.v1.VirtualMachine
+	23, // 16: virtplane.v1.BackupProgress.updated:type_name -> google.protobuf.Timestamp
+	21, // 17: virtplane.v1.VirtualMachineBackupSchedule.metadata:type_name -> virtplane.v1.ObjectMeta
+	11, // 18: virtplane.v1.VirtualMachineBackupSchedule.spec:type_name -> virtplane.v1.VirtualMachineBackupScheduleSpec
+	13, // 19: virtplane.v1.VirtualMachineBackupSchedule.status:type_name -> virtplane.v1.VirtualMachineBackupScheduleStatus
+	12, // 20: virtplane.v1.VirtualMachineBackupScheduleSpec.retention:type_name -> virtplane.v1.BackupRetention
+	23, // 21: virtplane.v1.VirtualMachineBackupScheduleStatus.last_schedule_time:type_name -> google.protobuf.Timestamp
+	23, // 22: virtplane.v1.VirtualMachineBackupScheduleStatus.next_time:type_name -> google.protobuf.Timestamp
+	23, // 23: virtplane.v1.VirtualMachineBackupScheduleStatus.last_success_time:type_name -> google.protobuf.Timestamp
+	22, // 24: virtplane.v1.VirtualMachineBackupScheduleStatus.conditions:type_name -> virtplane.v1.Condition
+	23, // 25: virtplane.v1.VirtualMachineBackupScheduleStatus.last_gc_time:type_name -> google.protobuf.Timestamp
+	21, // 26: virtplane.v1.VirtualMachineBackupRestore.metadata:type_name -> virtplane.v1.ObjectMeta
+	15, // 27: virtplane.v1.VirtualMachineBackupRestore.spec:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec
+	16, // 28: virtplane.v1.VirtualMachineBackupRestore.status:type_name -> virtplane.v1.VirtualMachineBackupRestoreStatus
+	18, // 29: virtplane.v1.VirtualMachineBackupRestoreSpec.mac_addresses:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.MacAddressesEntry
+	19, // 30: virtplane.v1.VirtualMachineBackupRestoreSpec.labels:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.LabelsEntry
+	20, // 31: virtplane.v1.VirtualMachineBackupRestoreSpec.annotations:type_name -> virtplane.v1.VirtualMachineBackupRestoreSpec.AnnotationsEntry
+	8,  // 32: virtplane.v1.VirtualMachineBackupRestoreStatus.volumes:type_name -> virtplane.v1.BackupVolumeStatus
+	9,  // 33: virtplane.v1.VirtualMachineBackupRestoreStatus.progress:type_name -> virtplane.v1.BackupProgress
+	23, // 34: virtplane.v1.VirtualMachineBackupRestoreStatus.started:type_name -> google.protobuf.Timestamp
+	23, // 35: virtplane.v1.VirtualMachineBackupRestoreStatus.completed:type_name -> google.protobuf.Timestamp
+	22, // 36: virtplane.v1.VirtualMachineBackupRestoreStatus.conditions:type_name -> virtplane.v1.Condition
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_backups_proto_init() }

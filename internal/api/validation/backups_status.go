@@ -26,6 +26,8 @@ func ValidateBackupStatus(st *apiv1.VirtualMachineBackupStatus, path *field.Path
 	errs = append(errs, optionalUID(st.GetBase(), path.Child("base"))...)
 	errs = append(errs, optionalUID(st.GetSourceUid(), path.Child("source_uid"))...)
 	errs = append(errs, optionalUID(st.GetBaseContentUid(), path.Child("base_content_uid"))...)
+	errs = append(errs, optionalUID(st.GetContentUid(), path.Child("content_uid"))...)
+	errs = append(errs, validateVolumeNames(st.GetSnapshotVolumes(), path.Child("snapshot_volumes"))...)
 	for _, n := range []struct{ name, v string }{{"base_backup", st.GetBaseBackup()}, {"snapshot_name", st.GetSnapshotName()}} {
 		if n.v != "" {
 			errs = append(errs, dns1123Label(n.v, path.Child(n.name))...)

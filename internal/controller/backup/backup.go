@@ -141,6 +141,12 @@ func (c *Backups) pending(ctx context.Context, key string, b *apiv1.VirtualMachi
 	}
 	st := backupStatus(next)
 	st.Phase, st.NodeName = apiv1.BackupInProgress, node
+	st.Source = proto.Clone(ct.GetSpec().GetSource()).(*apiv1.VirtualMachine)
+	st.ContentUid = ct.GetMetadata().GetUid()
+	st.SnapshotVolumes = nil
+	for _, v := range ct.GetStatus().GetVolumeBackups() {
+		st.SnapshotVolumes = append(st.SnapshotVolumes, v.GetVolumeName())
+	}
 	st.Conditions = setConditions(st.Conditions, now, apiv1.ConditionTrue, reasonInProgress, "node "+node+" uploads the volumes", false)
 	c.log.Info("backup handed to a node", "backup", key, "node", node, "base", st.GetBase())
 	return controller.Result{}, c.write(ctx, key, next)
