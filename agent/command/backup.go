@@ -193,7 +193,7 @@ func (m *rateMeter) describe(p *apiv1.BackupProgress) string {
 	if m.rate > 0 {
 		s += ", " + formatBytes(int64(m.rate)) + "/s"
 		if left := total - done; left > 0 {
-			s += ", about " + (time.Duration(float64(left)/m.rate*float64(time.Second))).Round(time.Second).String() + " left"
+			s += ", about " + (time.Duration(float64(left) / m.rate * float64(time.Second))).Round(time.Second).String() + " left"
 		}
 	}
 	return s

@@ -9,7 +9,6 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
 
-
 // A backup takes a snapshot it owns, hands the upload to the content's
 // node with what the node needs, and succeeds with the node's upload;
 // the next backup of the VM to the target is incremental to it, and once

@@ -22,7 +22,7 @@ func backedUpVM() *apiv1.VirtualMachine {
 			Domain: &apiv1.DomainSpec{
 				Cpu: &apiv1.CPU{Cores: 1}, Memory: &apiv1.Memory{Guest: "128Mi"},
 				Devices: &apiv1.Devices{
-					Disks: []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}, {Name: "disk", Disk: &apiv1.DiskTarget{Bus: "virtio"}}},
+					Disks:      []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}, {Name: "disk", Disk: &apiv1.DiskTarget{Bus: "virtio"}}},
 					Interfaces: []*apiv1.Interface{{Name: "default", MacAddress: "02:00:00:00:00:01"}},
 				},
 			},

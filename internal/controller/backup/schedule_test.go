@@ -69,7 +69,9 @@ func TestScheduleMakesOneBackupAtATime(t *testing.T) {
 		t.Fatalf("%d backups while the first runs, want 1", n)
 	}
 	// It ends: the one due is made, for the latest time that passed.
-	f.backups.Update(t, "default", bs[0].Metadata.Name, func(b *apiv1.VirtualMachineBackup) { b.Status = &apiv1.VirtualMachineBackupStatus{Phase: apiv1.BackupFailed} })
+	f.backups.Update(t, "default", bs[0].Metadata.Name, func(b *apiv1.VirtualMachineBackup) {
+		b.Status = &apiv1.VirtualMachineBackupStatus{Phase: apiv1.BackupFailed}
+	})
 	f.reconcileSchedule()
 	if bs = f.scheduleBackups(); len(bs) != 2 {
 		t.Fatalf("%d backups after the first ended, want 2", len(bs))
