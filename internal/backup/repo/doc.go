@@ -12,6 +12,8 @@
 //	                              volume, the chunk names in order; named
 //	                              by its id (a UUID) and the sha256 of the
 //	                              object's own bytes
+//	locks/<uuid>                  a backup being written (Lock), which GC
+//	                              keeps the chunks of
 //
 // Chunks are shared by every backup in the repository: a chunk whose
 // bytes are already stored is not uploaded again (deduplication), which
@@ -22,7 +24,11 @@
 // restoring needs that manifest and the chunks it names, never a parent,
 // so any backup can be deleted without rebasing others, and another
 // virtplane cluster pointed at the same target can list and restore it.
-// GC deletes the chunks no manifest names.
+// GC deletes the chunks no manifest names, once they are older than a
+// grace and no backup being written (Lock) may name them.
+//
+// A backup is written as: Lock, then WriteRaw or WriteRBDDiff for each
+// volume, then PutManifest, then Unlock.
 //
 // Everything read back from a target is hostile until checked: keys are
 // validated before they reach a Store, manifests are checked against

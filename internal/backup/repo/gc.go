@@ -21,9 +21,11 @@ type GCStats struct {
 
 // GC deletes the chunks that no manifest names and that are older than
 // grace (0: Options.GCGrace): a backup being written has stored chunks
-// that its manifest, not yet put, will name. A manifest that cannot be
-// read stops it before anything is deleted. Objects under chunks/ that
-// are not chunk keys are left alone.
+// that its manifest, not yet put, will name. While a backup holds a Lock,
+// the grace counts from before its start instead, so a backup longer than
+// the grace loses nothing. A manifest that cannot be read stops it before
+// anything is deleted. Objects under chunks/ that are not chunk keys are
+// left alone.
 func (r *Repo) GC(ctx context.Context, grace time.Duration) (GCStats, error) {
 	if grace <= 0 {
 		grace = r.opts.GCGrace
@@ -46,8 +48,20 @@ func (r *Repo) GC(ctx context.Context, grace time.Duration) (GCStats, error) {
 	}
 	st.ChunksReferenced = len(live)
 	// Listed after the manifests were read: a chunk a manifest put since
-	// names is younger than the grace, or was named before.
-	cutoff := r.opts.Clock.Now().Add(-grace)
+	// names is younger than the grace, or was named before, or belongs to
+	// a backup that holds a lock (Lock): no chunk younger than a grace
+	// before the oldest live lock's start is deleted.
+	now := r.opts.Clock.Now()
+	cutoff := now.Add(-grace)
+	// A lock is renewed every quarter of Options.GCGrace: live within
+	// that grace, whatever this GC's own.
+	oldest, err := r.oldestLiveLock(ctx, now, max(grace, r.opts.GCGrace))
+	if err != nil {
+		return st, fmt.Errorf("gc: reading the backups' locks: %w", err)
+	}
+	if !oldest.IsZero() && oldest.Add(-grace).Before(cutoff) {
+		cutoff = oldest.Add(-grace)
+	}
 	var dead []ObjectInfo
 	err = r.store.List(ctx, chunkDir, func(o ObjectInfo) error {
 		h, ok := parseChunkKey(o.Key)

@@ -17,7 +17,7 @@ import (
 // On an error dst holds part of the volume: the caller deletes it (a
 // restore makes a new volume, never writes over a live one).
 func (r *Repo) RestoreRaw(ctx context.Context, v *Volume, dst io.WriterAt, p ProgressFunc) error {
-	if err := ValidateVolume(v); err != nil {
+	if err := checkGeometry(v); err != nil {
 		return err
 	}
 	prog := &progress{fn: p, tot: v.SizeBytes}
@@ -67,7 +67,7 @@ func (r *Repo) RestoreRaw(ctx context.Context, v *Volume, dst io.WriterAt, p Pro
 // the stream ends without its end record, so import-diff fails; the
 // caller deletes the image.
 func (r *Repo) RestoreRBDDiff(ctx context.Context, v *Volume, w io.Writer, p ProgressFunc) error {
-	if err := ValidateVolume(v); err != nil {
+	if err := checkGeometry(v); err != nil {
 		return err
 	}
 	prog := &progress{fn: p, tot: v.SizeBytes}

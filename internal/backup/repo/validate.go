@@ -2,6 +2,7 @@ package repo
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -150,12 +151,33 @@ func validateVolume(v *Volume, p string) []string {
 		bad("classKind", "%q is not one of %s", clip(v.ClassKind), strings.Join(classKinds, ", "))
 	}
 	if v.Snapshot != "" && !isSnapshotName(v.Snapshot) {
-		bad("snapshot", "%q: 1 to %d of [A-Za-z0-9._-]", clip(v.Snapshot), maxSnapshotName)
+		bad("snapshot", "%q: 1 to %d of [A-Za-z0-9._-], starting with a letter or digit", clip(v.Snapshot), maxSnapshotName)
 	}
 	if v.Parent != "" {
 		if err := validation.CheckUID(v.Parent); err != nil {
 			bad("parent", "%v", err)
 		}
+	}
+	return append(errs, validateGeometry(v, p)...)
+}
+
+// checkGeometry checks what a write on a base or a restore relies on:
+// the size, the chunk size and the chunk names, not the volume's names
+// (a Volume fresh from a write has none yet).
+func checkGeometry(v *Volume) error {
+	if v == nil {
+		return errors.New("no volume")
+	}
+	if errs := validateGeometry(v, "volume"); len(errs) > 0 {
+		return fmt.Errorf("invalid volume: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func validateGeometry(v *Volume, p string) []string {
+	var errs []string
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, p+"."+field+": "+fmt.Sprintf(format, args...))
 	}
 	if err := CheckChunkSize(v.ChunkSize); err != nil {
 		bad("chunkSize", "%v", err)
@@ -220,7 +242,8 @@ func isSnapshotName(s string) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
 			return false
 		}
 	}

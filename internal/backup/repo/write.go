@@ -124,7 +124,7 @@ func (r *Repo) checkBase(base *Volume) (int64, error) {
 		}
 		return r.opts.ChunkSize, nil
 	}
-	if err := ValidateVolume(base); err != nil {
+	if err := checkGeometry(base); err != nil {
 		return 0, fmt.Errorf("base: %w", err)
 	}
 	return base.ChunkSize, nil

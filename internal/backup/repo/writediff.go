@@ -153,7 +153,7 @@ func (w *diffWriter) start(d *rbddiff.Reader) error {
 		return fmt.Errorf("the export-diff starts from snapshot %q, but the base was backed up from %q", w.from, w.base.Snapshot)
 	}
 	if w.to != "" && !isSnapshotName(w.to) {
-		return fmt.Errorf("the export-diff's end snapshot %q is not 1 to %d of [A-Za-z0-9._-]", clip(w.to), maxSnapshotName)
+		return fmt.Errorf("the export-diff's end snapshot %q is not 1 to %d of [A-Za-z0-9._-], starting with a letter or digit", clip(w.to), maxSnapshotName)
 	}
 	n := int(chunkCount(size, w.cs))
 	w.v = &Volume{SizeBytes: size, ChunkSize: w.cs, Chunks: make([]string, n), Snapshot: w.to}
