@@ -1,7 +1,7 @@
 // Package backup is the node's part of backups (docs/backups.md): for a
 // backup labelled with this node it uploads the snapshot's volumes to the
-// target — a local (or shared filesystem) copy converted to a raw sparse
-// file in the node's scratch directory and written with repo.WriteRaw
+// target — a local (or shared filesystem) qcow2 copy read in place
+// (repo.OpenQCOW2: holes are never read) and written with repo.WriteRaw
 // (chunk dedup against the base backup and the target), an rbd volume's
 // RBD snapshot streamed by `rbd export-diff` (from the base backup's RBD
 // snapshot when it still exists) into repo.WriteRBDDiff — then writes
@@ -58,10 +58,9 @@ type Classes interface {
 	Lookup(ctx context.Context, name string) (*storage.Class, error)
 }
 
-// Images converts between a qcow2 volume and a raw sparse file
-// (QemuImg).
+// Images reads the size of a qcow2 volume and converts a restored raw
+// sparse file to one (QemuImg).
 type Images interface {
-	ToRaw(ctx context.Context, qcow2, raw string) error
 	FromRaw(ctx context.Context, raw, qcow2 string) error
 	VirtualSize(ctx context.Context, path string) (int64, error)
 }

@@ -24,13 +24,6 @@ func (q QemuImg) bin() string {
 	return q.Path
 }
 
-// ToRaw writes the qcow2 image src as a raw file dst: sparse, since
-// qemu-img leaves the zeros it finds as holes.
-func (q QemuImg) ToRaw(ctx context.Context, src, dst string) error {
-	_, err := run(ctx, q.bin(), "convert", "-q", "-f", "qcow2", "-O", "raw", src, dst)
-	return err
-}
-
 // FromRaw writes the raw file src as a qcow2 image dst, whose clusters
 // are only those src has data in.
 func (q QemuImg) FromRaw(ctx context.Context, src, dst string) error {

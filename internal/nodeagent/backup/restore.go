@@ -302,10 +302,10 @@ func (r *Role) restoreRBD(ctx context.Context, rp *repo.Repo, conn *ceph.Conn, u
 	}
 	werr := <-written
 	switch {
-	case werr != nil && !errors.Is(werr, context.Canceled):
+	case werr != nil && !errors.Is(werr, context.Canceled) && !errors.Is(werr, io.ErrClosedPipe):
 		return werr // the repository's error (a corrupt chunk) says why
 	case ierr != nil:
-		return fmt.Errorf("rbd import-diff: %w", ierr)
+		return ierr
 	}
 	// A killed attempt may have renamed it already: this VM is new and
 	// locked, its image only ever this restore's.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/backup/target"
 	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
-	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 )
 
@@ -164,6 +162,13 @@ func (r *Role) upload(ctx context.Context, b *apiv1.VirtualMachineBackup) (*uplo
 	})
 	defer stopReport()
 
+	// While the chunks go up, GC in any cluster keeps them (and those
+	// found there) until the manifest names them.
+	lock, err := rp.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = lock.Unlock(context.WithoutCancel(ctx)) }()
 	m := &repo.Manifest{
 		ID: b.GetMetadata().GetUid(), Cluster: st.GetCluster(),
 		VMNamespace: b.GetMetadata().GetNamespace(), VMName: src.GetMetadata().GetName(), VMUID: vmUID,
@@ -324,7 +329,7 @@ func (r *Role) uploadVolume(ctx context.Context, rp *repo.Repo, b *apiv1.Virtual
 		}
 		v, ws, err = r.uploadRBD(ctx, rp, s, bv, p)
 	} else {
-		v, ws, err = r.uploadFile(ctx, rp, b.GetMetadata().GetUid(), s, bv, p)
+		v, ws, err = r.uploadFile(ctx, rp, s, bv, p)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -382,54 +387,28 @@ func (r *Role) uploadRBD(ctx context.Context, rp *repo.Repo, s source, bv *repo.
 	if bv != nil {
 		from = bv.Snapshot
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw := io.Pipe()
-	exported := make(chan error, 1)
-	go func() {
-		err := s.conn.ExportDiff(ctx, s.image, s.snap, from, pw)
-		pw.CloseWithError(err)
-		exported <- err
-	}()
-	v, ws, err := rp.WriteRBDDiff(ctx, pr, bv, p)
+	diff, err := s.conn.ExportDiff(ctx, s.image, from, s.snap)
 	if err != nil {
-		cancel()
-		_ = pr.CloseWithError(err)
+		return nil, repo.WriteStats{}, err
 	}
-	eerr := <-exported
+	v, ws, err := rp.WriteRBDDiff(ctx, diff, bv, p)
+	// Close waits for rbd: its error says why a stream ended early.
+	if cerr := diff.Close(); err == nil {
+		err = cerr
+	} else if cerr != nil {
+		err = fmt.Errorf("%w (%v)", err, cerr)
+	}
 	if err != nil {
-		if eerr != nil && !errors.Is(eerr, context.Canceled) {
-			return nil, ws, fmt.Errorf("%w (rbd export-diff: %v)", err, eerr)
-		}
 		return nil, ws, err
-	}
-	if eerr != nil {
-		return nil, ws, eerr
 	}
 	return v, ws, nil
 }
 
-// uploadFile converts a qcow2 copy into a raw sparse file in the
-// backup's scratch directory and writes that (its holes are read as
-// none, and chunks the base or the target has are not sent again).
-func (r *Role) uploadFile(ctx context.Context, rp *repo.Repo, uid string, s source, bv *repo.Volume, p repo.ProgressFunc) (*repo.Volume, repo.WriteStats, error) {
-	dir, err := r.opts.Layout.BackupWorkDir(uid)
-	if err != nil {
-		return nil, repo.WriteStats{}, err
-	}
-	if _, err := fsutil.MkdirAll(dir, 0o700); err != nil {
-		return nil, repo.WriteStats{}, err
-	}
-	raw, err := r.opts.Layout.BackupRawPath(uid, s.name)
-	if err != nil {
-		return nil, repo.WriteStats{}, err
-	}
-	_ = os.Remove(raw)
-	defer os.Remove(raw)
-	if err := r.opts.Images.ToRaw(ctx, s.file, raw); err != nil {
-		return nil, repo.WriteStats{}, fmt.Errorf("converting the snapshot copy to raw: %w", err)
-	}
-	f, err := repo.OpenRawFile(raw)
+// uploadFile writes a qcow2 copy read in place (qemu-img map says where
+// each extent is; holes are read as none), so chunks the base or the
+// target has are not sent again.
+func (r *Role) uploadFile(ctx context.Context, rp *repo.Repo, s source, bv *repo.Volume, p repo.ProgressFunc) (*repo.Volume, repo.WriteStats, error) {
+	f, err := repo.OpenQCOW2(ctx, s.file)
 	if err != nil {
 		return nil, repo.WriteStats{}, err
 	}
