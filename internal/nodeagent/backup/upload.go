@@ -199,7 +199,9 @@ func (r *Role) upload(ctx context.Context, b *apiv1.VirtualMachineBackup) (*uplo
 	}
 	// The manifest last: until it exists the backup does not, and a
 	// failure before leaves only chunks that GC removes.
-	if err := rp.PutManifest(ctx, m); err != nil {
+	// The manifest's id is the backup's uid: one that exists is this
+	// backup's, put by an attempt whose status write was lost.
+	if err := rp.PutManifest(ctx, m); err != nil && !errors.Is(err, repo.ErrExists) {
 		return nil, fmt.Errorf("writing the manifest: %w", err)
 	}
 	// The local copies have served: keeping them would double the disk
