@@ -42,7 +42,7 @@ func (r *backupTargetResource) Schema(_ context.Context, _ resource.SchemaReques
 			"uid": schema.StringAttribute{Computed: true, MarkdownDescription: "Unique ID the agent gave the target.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"key_set": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the agent holds an S3 secret key for the target (reads never return it). False for a directory."},
-			"ready": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the server wrote, read back and deleted a probe object in the target (its `Ready` condition is `True`)."},
+			"ready":   schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the server wrote, read back and deleted a probe object in the target (its `Ready` condition is `True`)."},
 			"message": schema.StringAttribute{Computed: true, MarkdownDescription: "Why the target is not ready (naming the attribute to look at: a wrong key, a missing bucket or directory, an unreachable endpoint); null when it says nothing."},
 		},
 		Blocks: map[string]schema.Block{
