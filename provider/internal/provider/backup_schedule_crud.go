@@ -142,8 +142,15 @@ func (r *backupScheduleResource) setState(ctx context.Context, st stateSetter, d
 		m.Retention = &backupRetentionModel{KeepLast: keep(prior.Retention.KeepLast, rt.GetKeepLast()),
 			KeepDaily: keep(prior.Retention.KeepDaily, rt.GetKeepDaily()), KeepWeekly: keep(prior.Retention.KeepWeekly, rt.GetKeepWeekly())}
 	} else if rt := sp.GetRetention(); rt != nil && (rt.GetKeepLast() != 0 || rt.GetKeepDaily() != 0 || rt.GetKeepWeekly() != 0) {
-		m.Retention = &backupRetentionModel{KeepLast: types.Int64Value(int64(rt.GetKeepLast())),
-			KeepDaily: types.Int64Value(int64(rt.GetKeepDaily())), KeepWeekly: types.Int64Value(int64(rt.GetKeepWeekly()))}
+		// An import: a rule left at 0 is one the configuration does not
+		// set.
+		rule := func(v int32) types.Int64 {
+			if v == 0 {
+				return types.Int64Null()
+			}
+			return types.Int64Value(int64(v))
+		}
+		m.Retention = &backupRetentionModel{KeepLast: rule(rt.GetKeepLast()), KeepDaily: rule(rt.GetKeepDaily()), KeepWeekly: rule(rt.GetKeepWeekly())}
 	}
 	diags.Append(st.Set(ctx, &m)...)
 }

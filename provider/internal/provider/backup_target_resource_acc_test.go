@@ -3,6 +3,7 @@ package provider_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -131,7 +132,7 @@ func TestAccBackupTargetAndSchedule(t *testing.T) {
     access_key = "AKIAEXAMPLE"
     secret_key = "has a space"
   }
-}`, `s3.secret_key "\(hidden\)": must be 1-256 printable ASCII`),
+}`, `s3.secret_key "(hidden)": must be 1-256 printable ASCII`),
 			bad(`resource "virtplane_backup_target" "d" {
   name = "x"
   directory {
@@ -141,7 +142,7 @@ func TestAccBackupTargetAndSchedule(t *testing.T) {
 			bad(`resource "virtplane_backup_target" "d" {
   name = "x"
 }`, `must set exactly one of the directory and s3`),
-			bad(backupScheduleHCL("s", "@every 1s", 2, false), `Invalid schedule`, `an interval must be at least 10s`),
+			bad(backupTargetsHCL(dirName, dir, s3Name, "x")+backupScheduleHCL("s", "@every 1s", 2, false), `Invalid schedule`, `an interval must be at least 10s`),
 			{
 				Config: cfg("s3cr3t-one", "@every 1h", 2),
 				ConfigStateChecks: []statecheck.StateCheck{
@@ -153,8 +154,21 @@ func TestAccBackupTargetAndSchedule(t *testing.T) {
 				Check: secretIs(t, agent, s3Name, "s3cr3t-one"),
 			},
 			{
-				// The server's probe: the directory target becomes ready.
-				Config: cfg("s3cr3t-one", "@every 1h", 2),
+				// The server's probe: the directory target becomes ready,
+				// which a refresh shows.
+				PreConfig: func() {
+					deadline := time.Now().Add(time.Minute)
+					for {
+						got, err := agent.Client.BackupTargets.Get(t.Context(), &apiv1.GetBackupTargetRequest{Name: dirName})
+						if err == nil && apiv1.IsConditionTrue(got.GetStatus().GetConditions(), apiv1.ConditionReady) {
+							return
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("directory target not ready after a minute: %v %v", got.GetStatus(), err)
+						}
+						time.Sleep(100 * time.Millisecond)
+					}
+				},
 				Check: func(s *terraform.State) error {
 					if got := s.RootModule().Resources[dirTargetAddr].Primary.Attributes["ready"]; got != "true" {
 						return fmt.Errorf("directory target ready %q", got)
