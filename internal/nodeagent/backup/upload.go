@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 
@@ -394,6 +395,11 @@ func (r *Role) uploadRBD(ctx context.Context, rp *repo.Repo, s source, bv *repo.
 		return nil, repo.WriteStats{}, err
 	}
 	v, ws, err := rp.WriteRBDDiff(ctx, diff, bv, p)
+	if err == nil {
+		// WriteRBDDiff stops at the stream's end record: read on to EOF
+		// (nothing, or rbd's error), or Close takes the stream as cut.
+		_, err = io.Copy(io.Discard, io.LimitReader(diff, 1<<20))
+	}
 	// Close waits for rbd: its error says why a stream ended early.
 	if cerr := diff.Close(); err == nil {
 		err = cerr
