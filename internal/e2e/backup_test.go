@@ -3,9 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -62,29 +64,41 @@ func TestBackupScheduleKeepsTwoAndRestoresElsewhere(t *testing.T) {
 	bucket := newS3Bucket(t, a.ctx, a.ns)
 	bucket.target(a, "s3", "shared")
 
-	// Boot 1 makes the volumes; 8 MiB are written into the rbd one while
-	// the VM is stopped (its bytes are compared after the restore); boot
-	// 2 is the state of the first backup.
-	a.create(a.backupVM("db", class, "256Mi"))
+	// The rbd volume starts as 32 MiB of random bytes (imported before
+	// the first start: the node takes an image it finds), so that a full
+	// backup has data to send and an incremental one has none to resend;
+	// its bytes are compared after the restore. The local volume has the
+	// boot counter.
+	vm := a.backupVM("db", class, "256Mi")
+	vm.Spec.RunStrategy = apiv1.RunStrategyHalted
+	a.create(vm)
+	vmUID := a.vm("db").GetMetadata().GetUid()
+	image := ceph.VolumeImage(vmUID, "data")
+	random := filepath.Join(t.TempDir(), "random.raw")
+	data := make([]byte, 32<<20)
+	if _, err := rand.Read(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(random, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pool.rbd(t, "import", "--no-progress", random, pool.name+"/"+image)
+	pool.rbd(t, "resize", "--no-progress", "--size", "256M", pool.name+"/"+image)
+	rbdSum := imageSHA256(t, pool, image)
+	a.setRunning("db", true)
 	_, home, _, wrote := a.bootAnywhere("db", "")
 	if wrote != "1" {
 		t.Fatalf("first boot wrote %q", wrote)
 	}
-	a.setRunning("db", false)
-	vmUID := a.vm("db").GetMetadata().GetUid()
-	image := ceph.VolumeImage(vmUID, "data")
-	pool.rbd(t, "bench", "--io-type", "write", "--io-size", "1M", "--io-total", "8M", "--io-pattern", "seq", pool.name+"/"+image)
-	rbdSum := imageSHA256(t, pool, image)
-	a.setRunning("db", true)
-	_, _, _, wrote = a.bootAnywhere("db", "")
 	t.Logf("VM db on %s, boot counter %s, rbd volume sha256 %s", home.Name, wrote, rbdSum[:12])
 
 	// The schedule, suspended between backups so each takes a known
-	// counter: unsuspended, its due time has passed and it backs up at
-	// once (one backup for the times missed).
+	// counter: unsuspended, it backs up at its next minute (or at once
+	// for a time missed while suspended: one backup, not one per time),
+	// and it is suspended again long before the minute after.
 	if _, err := a.api.BackupSchedules.Create(a.ctx, &apiv1.CreateBackupScheduleRequest{BackupSchedule: &apiv1.VirtualMachineBackupSchedule{
 		Metadata: &apiv1.ObjectMeta{Namespace: a.ns, Name: "db-nightly"},
-		Spec: &apiv1.VirtualMachineBackupScheduleSpec{Source: "db", Target: "s3", Schedule: "@every 10s", Suspend: true,
+		Spec: &apiv1.VirtualMachineBackupScheduleSpec{Source: "db", Target: "s3", Schedule: "@every 1m", Suspend: true,
 			Retention: &apiv1.BackupRetention{KeepLast: 2}},
 	}}); err != nil {
 		t.Fatal(err)
