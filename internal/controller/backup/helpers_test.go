@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -104,11 +103,6 @@ func (f *fixture) settleBackup(key string) {
 		}
 	}
 	f.sync()
-}
-
-func nameOf(key string) string {
-	_, n, _ := bytes.Cut([]byte(key), []byte("/"))
-	return string(n)
 }
 
 func (f *fixture) backup(name string) *apiv1.VirtualMachineBackup {
