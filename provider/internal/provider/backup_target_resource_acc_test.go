@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/backup/repo"
 	"github.com/virtplane/terraform-provider-virtplane/provider/internal/acctest"
 )
 
@@ -186,6 +187,39 @@ func TestAccBackupTargetAndSchedule(t *testing.T) {
 					plancheck.ExpectResourceAction(dirTargetAddr, plancheck.ResourceActionNoop),
 				}},
 				Check: secretIs(t, agent, s3Name, "s3cr3t-two"),
+			},
+			{
+				// What the directory target holds: a backup another
+				// cluster wrote there, listed by the data source.
+				PreConfig: func() {
+					st, err := repo.OpenDir(dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					m := &repo.Manifest{ID: "6f1c2a3e-0000-4000-8000-00000000acc1", Cluster: "elsewhere", VMNamespace: "prod", VMName: "db",
+						VMUID: "6f1c2a3e-0000-4000-8000-00000000acc2", Created: time.Date(2026, 11, 23, 3, 0, 0, 0, time.UTC), Spec: []byte(`{}`)}
+					if err := repo.New(st, repo.Options{}).PutManifest(t.Context(), m); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: cfg("s3cr3t-two", "0 3 * * *", 3) + `
+data "virtplane_backups" "dir" {
+  target = virtplane_backup_target.dir.name
+}
+data "virtplane_backups" "other_vm" {
+  target          = virtplane_backup_target.dir.name
+  virtual_machine = "web"
+}
+`,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.virtplane_backups.dir", tfjsonpath.New("backups"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.ObjectPartial(map[string]knownvalue.Check{
+							"id": knownvalue.StringExact("6f1c2a3e-0000-4000-8000-00000000acc1"), "cluster": knownvalue.StringExact("elsewhere"),
+							"vm_name": knownvalue.StringExact("db"), "created": knownvalue.StringExact("2026-11-23T03:00:00Z"),
+						}),
+					})),
+					statecheck.ExpectKnownValue("data.virtplane_backups.other_vm", tfjsonpath.New("backups"), knownvalue.ListSizeExact(0)),
+				},
 			},
 			{
 				ResourceName:            s3TargetAddr,

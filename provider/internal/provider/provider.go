@@ -192,5 +192,6 @@ func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resourc
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource, NewMigrationsDataSource, NewPoolDataSource,
-		NewReplicaSetDataSource, NewSnapshotDataSource, NewStorageClassDataSource}
+		NewReplicaSetDataSource, NewSnapshotDataSource, NewStorageClassDataSource,
+		NewBackupsDataSource}
 }
