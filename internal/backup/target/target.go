@@ -180,7 +180,13 @@ func Condition(t *apiv1.BackupTarget, err error, now time.Time) *apiv1.Condition
 // field of t to look at; reason is one of the Reason constants.
 func Explain(t *apiv1.BackupTarget, err error) (reason, message string) {
 	isS3 := t.GetSpec().GetS3() != nil
-	code := minio.ToErrorResponse(err).Code
+	// The service's error code, through the wrapping of the repository's
+	// errors (minio.ToErrorResponse looks at err itself only).
+	var er minio.ErrorResponse
+	code := ""
+	if errors.As(err, &er) {
+		code = er.Code
+	}
 	var netErr net.Error
 	var urlErr *url.Error
 	switch {
