@@ -351,8 +351,8 @@ func (c *Backups) deleteSnapshot(ctx context.Context, b *apiv1.VirtualMachineBac
 }
 
 // pruneSnapshots deletes the snapshot of final backup b unless it is the
-// newest succeeded backup of its group and holds RBD snapshots (what the
-// next backup's rbd volumes diff from). Its local copies are gone
+// newest succeeded backup of its group, its VM still exists, and it holds
+// RBD snapshots (what the next backup's rbd volumes diff from). Its local copies are gone
 // already: the node removed them after the upload.
 func (c *Backups) pruneSnapshots(ctx context.Context, b *apiv1.VirtualMachineBackup) error {
 	if c.keepsSnapshot(b) {
@@ -363,6 +363,12 @@ func (c *Backups) pruneSnapshots(ctx context.Context, b *apiv1.VirtualMachineBac
 
 func (c *Backups) keepsSnapshot(b *apiv1.VirtualMachineBackup) bool {
 	if b.GetStatus().GetPhase() != apiv1.BackupSucceeded {
+		return false
+	}
+	// A VM that is gone has no next backup: its snapshot would only keep
+	// its images (and their data) in the pool.
+	if vm, ok := c.vms.Get(b.GetMetadata().GetNamespace(), b.GetSpec().GetSource()); !ok ||
+		vm.GetMetadata().GetUid() != b.GetMetadata().GetLabels()[apiv1.LabelBackupVMUID] {
 		return false
 	}
 	newest := c.newestSucceeded(groupOf(b), "")

@@ -155,3 +155,23 @@ func TestDeletingABackupWaitsForItsNode(t *testing.T) {
 		t.Fatal("the backup stays after its node was deleted")
 	}
 }
+
+// A VM deleted has no next backup: the snapshot kept for its rbd diff
+// goes, so that it does not keep the VM's images in the pool.
+func TestKeptSnapshotGoesWithTheVM(t *testing.T) {
+	f := newFixture(t)
+	uid1 := f.newBackup("b1")
+	f.settleBackup("default/b1")
+	f.snapshotDone(apiv1.BackupSnapshotName(uid1), "n1", nil, []string{"disk"})
+	f.settleBackup("default/b1")
+	f.uploadDone("b1")
+	f.settleBackup("default/b1")
+	f.snaps.Get(t, "default", apiv1.BackupSnapshotName(uid1)) // kept
+	if _, _, err := f.vms.Store.Delete(context.Background(), "default", "web", storeDeleteOptions()); err != nil {
+		t.Fatal(err)
+	}
+	f.settleBackup("default/b1")
+	if _, err := f.snaps.Store.Get(context.Background(), "default", apiv1.BackupSnapshotName(uid1)); err == nil {
+		t.Fatal("the snapshot stays after its VM was deleted")
+	}
+}

@@ -185,6 +185,14 @@ func NewBackups(opts Options, bInf *informer.Informer[*apiv1.VirtualMachineBacku
 		OnUpdate: func(_, s *apiv1.VirtualMachineSnapshot) { bySnapshot(s) },
 		OnDelete: bySnapshot,
 	})
+	// A VM deleted has no next backup: the snapshot kept for it goes.
+	vmInf.AddHandler(informer.Handler[*apiv1.VirtualMachine]{OnDelete: func(vm *apiv1.VirtualMachine) {
+		for _, b := range c.backups.List() {
+			if b.GetMetadata().GetLabels()[apiv1.LabelBackupVMUID] == vm.GetMetadata().GetUid() {
+				enqueue(b)
+			}
+		}
+	}})
 	// A node deleted for good releases what it held.
 	nodeInf.AddHandler(informer.Handler[*apiv1.Node]{OnDelete: func(n *apiv1.Node) {
 		for _, b := range c.backups.List() {
