@@ -37,7 +37,8 @@ func (c *Conn) streamCmd(ctx context.Context, name string, args ...string) *exec
 // takes without reading anything back) and returns its output. Read it
 // to its end, then Close: Close waits for rbd and returns its error (a
 // *CLIError, classified), killing it first when the stream was left
-// unread. from "" is a full export.
+// unread (Close reads what little may be left after the end record a
+// diff reader stops at). from "" is a full export.
 func (c *Conn) ExportDiff(ctx context.Context, image, from, snap string) (io.ReadCloser, error) {
 	if snap == "" {
 		return nil, errors.New("ceph: export-diff needs the snapshot to export")
@@ -81,8 +82,21 @@ func (s *exportStream) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// drainBytes is how much of an export Close reads when its reader
+// stopped before EOF: a reader of the diff format stops at the end
+// record, before rbd has closed its output; a stream with more than this
+// left was given up.
+const drainBytes = 1 << 20
+
 func (s *exportStream) Close() error {
 	s.once.Do(func() {
+		if !s.eof {
+			// rbd ends on its own once its output is read (or, blocked on
+			// an OSD, after its op timeout, or when ctx ends).
+			if _, err := io.CopyN(io.Discard, s.r, drainBytes); err == io.EOF {
+				s.eof = true
+			}
+		}
 		if !s.eof {
 			s.cancel() // the reader gave up: rbd would block on a full pipe
 		}

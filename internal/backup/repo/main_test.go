@@ -41,7 +41,7 @@ func s3Target(t *testing.T) (S3Config, *cephtest.RGW) {
 	t.Helper()
 	c, _ := sharedCeph.Get(t)
 	ctx := t.Context()
-	g, err := c.RGW(ctx, cephtest.RGWOptions{})
+	g, err := c.RGW(ctx, cephtest.RGWOptions{}, t)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,22 +136,33 @@ func (r *Repo) readManifest(ctx context.Context, key string) (*Manifest, error) 
 	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
 		return nil, &CorruptError{Key: key, Reason: fmt.Sprintf("its %d bytes have sha256 %s, not the %s its name says: truncated or altered", len(data), got, sum)}
 	}
-	// The bytes are those that were written; what they say is still
-	// checked, since whoever wrote the target may not be virtplane.
+	m, err := decodeManifest(data, id)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", key, err)
+	}
+	return m, nil
+}
+
+// decodeManifest decodes the manifest of backup id from its bytes. The
+// bytes are those that were written (the checksum said so); what they
+// say is still checked, since whoever wrote the target may not be
+// virtplane: strict JSON (no unknown fields, nothing after the object),
+// the id the key names, every field (ValidateManifest).
+func decodeManifest(data []byte, id string) (*Manifest, error) {
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", key, err)
+		return nil, err
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("manifest %s: data after the JSON object", key)
+		return nil, errors.New("data after the JSON object")
 	}
 	if m.ID != id {
-		return nil, fmt.Errorf("manifest %s: holds id %q", key, clip(m.ID))
+		return nil, fmt.Errorf("holds id %q", clip(m.ID))
 	}
 	if err := ValidateManifest(&m); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
+		return nil, err
 	}
 	return &m, nil
 }

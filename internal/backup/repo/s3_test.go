@@ -57,7 +57,7 @@ func TestOpenS3Refuses(t *testing.T) {
 		mutate func(*S3Config)
 		want   string
 	}{
-		"wrong secret":         {func(c *S3Config) { c.SecretKey = "wrong" + c.SecretKey[5:] }, "SignatureDoesNotMatch"},
+		"wrong secret":         {func(c *S3Config) { c.SecretKey = "wrong" + c.SecretKey[5:] }, "signature we calculated does not match"},
 		"missing bucket":       {func(c *S3Config) { c.Bucket = "nope-" + c.Bucket }, "not found"},
 		"untrusted CA":         {func(c *S3Config) { c.CACertPEM = nil }, "certificate"},
 		"http with a CA":       {func(c *S3Config) { c.Endpoint = strings.Replace(c.Endpoint, "https", "http", 1) }, "CA certificate is for an https"},

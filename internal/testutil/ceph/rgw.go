@@ -71,11 +71,12 @@ type S3User struct {
 	SecretKey string
 }
 
-// RGW starts the cluster's radosgw on the first call (with opts) and
-// returns it on every call; a later call with other options is an error.
+// RGW starts the cluster's radosgw on the first call (with opts; log
+// gets how long it took) and returns it on every call; a later call with
+// other options is an error.
 // It costs a few seconds and a process (measured in the package doc), so
 // only the tests that need S3 start it.
-func (c *Cluster) RGW(ctx context.Context, opts RGWOptions) (*RGW, error) {
+func (c *Cluster) RGW(ctx context.Context, opts RGWOptions, log Logger) (*RGW, error) {
 	c.rgwMu.Lock()
 	defer c.rgwMu.Unlock()
 	if c.rgw != nil {
@@ -84,7 +85,10 @@ func (c *Cluster) RGW(ctx context.Context, opts RGWOptions) (*RGW, error) {
 		}
 		return c.rgw, nil
 	}
-	g, err := c.startRGW(ctx, opts)
+	if log == nil {
+		log = discard{}
+	}
+	g, err := c.startRGW(ctx, opts, log)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +96,7 @@ func (c *Cluster) RGW(ctx context.Context, opts RGWOptions) (*RGW, error) {
 	return g, nil
 }
 
-func (c *Cluster) startRGW(ctx context.Context, opts RGWOptions) (*RGW, error) {
+func (c *Cluster) startRGW(ctx context.Context, opts RGWOptions, log Logger) (*RGW, error) {
 	if _, err := os.Stat("/usr/bin/radosgw"); err != nil {
 		return nil, fmt.Errorf("ceph: radosgw not installed (Debian package radosgw; scripts/install-deps.sh test): %w", err)
 	}
@@ -147,7 +151,7 @@ func (c *Cluster) startRGW(ctx context.Context, opts RGWOptions) (*RGW, error) {
 		return nil, errors.Join(err, p.Stop(stopGrace))
 	}
 	g.Started = time.Since(began)
-	c.opts.Log.Logf("ceph: radosgw up in %s at %s", g.Started.Round(time.Millisecond), g.Endpoint)
+	log.Logf("ceph: radosgw up in %s at %s", g.Started.Round(time.Millisecond), g.Endpoint)
 	return g, nil
 }
 

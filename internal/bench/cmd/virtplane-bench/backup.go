@@ -43,11 +43,12 @@ var backupBench = &measurement{
 // backupEnv is the benchmark's Ceph cluster (with its radosgw) and the
 // two kinds of target.
 type backupEnv struct {
-	dir    string
-	conn   *cephcli.Conn
-	dirRep *repo.Repo
-	s3Rep  *repo.Repo
-	s3     repo.S3Config
+	dir  string
+	conn *cephcli.Conn
+	// local and rbd are the repositories of each volume, in a directory
+	// and in S3: apart, so that the rbd image's backup, which holds the
+	// same bytes as the file, is not deduplicated against the file's.
+	local, rbd [2]*repo.Repo
 }
 
 func runBackup(ctx context.Context, e *env, s *bench.Section) (err error) {
@@ -77,7 +78,7 @@ func runBackup(ctx context.Context, e *env, s *bench.Section) (err error) {
 		}
 	}()
 	cephUp := time.Since(began)
-	g, err := cl.RGW(ctx, ceph.RGWOptions{})
+	g, err := cl.RGW(ctx, ceph.RGWOptions{}, slogLogf{e.log})
 	if err != nil {
 		return err
 	}
@@ -91,17 +92,15 @@ func runBackup(ctx context.Context, e *env, s *bench.Section) (err error) {
 		fmt.Sprintf("A Ceph cluster from Debian's packages in a hub namespace of its own (internal/testutil/ceph: one ceph-mon, one BlueStore ceph-osd on a sparse file, pool size 1), up in %s, and its radosgw (beast, HTTPS with a test CA, on the hub's address; reached from the host's namespace by a host link): up in %s, %s resident.",
 			cephUp.Round(100*time.Millisecond), g.Started.Round(100*time.Millisecond), bench.MiB(rss>>10)),
 		fmt.Sprintf("The volume: %d MiB, its first %d MiB written (half of every 4 KiB random, half one repeated byte: about 2:1 for zstd), the rest a hole; a raw file on this host's disk for the local rows, the same bytes imported into an rbd image (4 MiB objects) for the rbd rows. Then %d MiB rewritten at 1/3 of the data, off object boundaries, and the incremental backups taken.", backupCfg.sizeMiB, backupCfg.dataMiB, backupCfg.changeMiB),
-		"Targets: a directory on this host's disk, and a bucket of the radosgw (both `internal/backup/repo`, 4 MiB chunks, zstd level 3, 4 chunks at a time). The reference copies write to this host's disk too. Rates are MiB of the volume's data (not of its size) per second of wall time; page cache dropped before nothing (the host is shared), so the source reads come mostly from memory.",
+		"Targets: a directory on this host's disk, and a bucket of the radosgw (both `internal/backup/repo`, 4 MiB chunks, zstd level 3, 4 chunks at a time); the file and the image, which hold the same bytes, go to repositories of their own (else the image's backup would find every chunk stored already). The reference copies write to this host's disk too. Rates are MiB of the volume's data (not of its size) per second of wall time; page cache dropped before nothing (the host is shared), so the source reads come mostly from memory.",
 	}
 	return b.measure(ctx, e, s, size, data, change)
 }
 
 func newBackupEnv(ctx context.Context, e *env, cl *ceph.Cluster, g *ceph.RGW) (*backupEnv, error) {
 	b := &backupEnv{dir: filepath.Join(e.work, "backup")}
-	for _, d := range []string{b.dir, filepath.Join(b.dir, "target")} {
-		if err := os.Mkdir(d, 0o700); err != nil {
-			return nil, err
-		}
+	if err := os.Mkdir(b.dir, 0o700); err != nil {
+		return nil, err
 	}
 	key, err := cl.CreateUser(ctx, "bench-backup", "mon", "profile rbd", "osd", "profile rbd pool="+cl.Pool())
 	if err != nil {
@@ -112,30 +111,40 @@ func newBackupEnv(ctx context.Context, e *env, cl *ceph.Cluster, g *ceph.RGW) (*
 		return nil, err
 	}
 	b.conn = &cephcli.Conn{Monitors: cl.Monitors(), Pool: cl.Pool(), User: "bench-backup", KeyFile: keyFile, Timeout: 10 * time.Minute}
-	ds, err := repo.OpenDir(filepath.Join(b.dir, "target"))
-	if err != nil {
-		return nil, err
-	}
-	b.dirRep = repo.New(ds, repo.Options{})
 	u, err := g.CreateUser(ctx, "bench")
 	if err != nil {
 		return nil, err
 	}
-	b.s3 = repo.S3Config{Endpoint: g.Endpoint, Bucket: "bench", Prefix: "repo/", AccessKey: u.AccessKey, SecretKey: u.SecretKey, CACertPEM: g.CACertPEM}
 	mc, err := minio.New(strings.TrimPrefix(g.Endpoint, "https://"), &minio.Options{
 		Creds: credentials.NewStaticV4(u.AccessKey, u.SecretKey, ""), Secure: true, Transport: g.HTTPClient().Transport,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := mc.MakeBucket(ctx, b.s3.Bucket, minio.MakeBucketOptions{}); err != nil {
+	if err := mc.MakeBucket(ctx, "bench", minio.MakeBucketOptions{}); err != nil {
 		return nil, err
 	}
-	ss, err := repo.OpenS3(ctx, b.s3)
-	if err != nil {
-		return nil, err
+	for _, kind := range []string{"local", "rbd"} {
+		d := filepath.Join(b.dir, "target-"+kind)
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, err
+		}
+		ds, err := repo.OpenDir(d)
+		if err != nil {
+			return nil, err
+		}
+		ss, err := repo.OpenS3(ctx, repo.S3Config{Endpoint: g.Endpoint, Bucket: "bench", Prefix: kind + "/",
+			AccessKey: u.AccessKey, SecretKey: u.SecretKey, CACertPEM: g.CACertPEM})
+		if err != nil {
+			return nil, err
+		}
+		repos := [2]*repo.Repo{repo.New(ds, repo.Options{}), repo.New(ss, repo.Options{})}
+		if kind == "local" {
+			b.local = repos
+		} else {
+			b.rbd = repos
+		}
 	}
-	b.s3Rep = repo.New(ss, repo.Options{})
 	return b, nil
 }
 
@@ -185,7 +194,7 @@ func (b *backupEnv) measure(ctx context.Context, e *env, s *bench.Section, size,
 		}
 	}
 	var localV1 [2]*repo.Volume
-	for i, r := range []*repo.Repo{b.dirRep, b.s3Rep} {
+	for i, r := range b.local {
 		var v *repo.Volume
 		t, err := timeFn(func() (int64, int64, error) {
 			src, err := repo.OpenRawFile(raw)
@@ -210,7 +219,7 @@ func (b *backupEnv) measure(ctx context.Context, e *env, s *bench.Section, size,
 		return err
 	}
 	var rbdV1 [2]*repo.Volume
-	for i, r := range []*repo.Repo{b.dirRep, b.s3Rep} {
+	for i, r := range b.rbd {
 		var v *repo.Volume
 		t, err := timeFn(func() (int64, int64, error) {
 			var st repo.WriteStats
@@ -236,7 +245,7 @@ func (b *backupEnv) measure(ctx context.Context, e *env, s *bench.Section, size,
 		return err
 	}
 	s.NewTable(fmt.Sprintf("Incremental backup after %d MiB changed", backupCfg.changeMiB), "Volume", "What", "Read", "Written", "Time", "MiB/s of data", "Agent-side CPU")
-	for i, r := range []*repo.Repo{b.dirRep, b.s3Rep} {
+	for i, r := range b.local {
 		t, err := timeFn(func() (int64, int64, error) {
 			src, err := repo.OpenRawFile(raw)
 			if err != nil {
@@ -250,7 +259,7 @@ func (b *backupEnv) measure(ctx context.Context, e *env, s *bench.Section, size,
 			return err
 		}
 	}
-	for i, r := range []*repo.Repo{b.dirRep, b.s3Rep} {
+	for i, r := range b.rbd {
 		t, err := timeFn(func() (int64, int64, error) {
 			_, st, err := b.writeRBD(ctx, r, image, "s1", "s2", rbdV1[i])
 			return st.BytesRead, st.BytesWritten, err
@@ -261,7 +270,7 @@ func (b *backupEnv) measure(ctx context.Context, e *env, s *bench.Section, size,
 	}
 
 	s.NewTable("Restore of the full backup", "Volume", "What", "Read", "Written", "Time", "MiB/s of data", "Agent-side CPU")
-	for i, r := range []*repo.Repo{b.dirRep, b.s3Rep} {
+	for i, r := range b.local {
 		out := filepath.Join(b.dir, "restore.raw")
 		t, err := timeFn(func() (int64, int64, error) {
 			f, err := os.OpenFile(out, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
@@ -279,7 +288,7 @@ func (b *backupEnv) measure(ctx context.Context, e *env, s *bench.Section, size,
 			return err
 		}
 	}
-	for i, r := range []*repo.Repo{b.dirRep, b.s3Rep} {
+	for i, r := range b.rbd {
 		restored := fmt.Sprintf("bench-restored-%d", i)
 		t, err := timeFn(func() (int64, int64, error) {
 			if err := b.conn.Create(ctx, restored, rbdV1[i].SizeBytes); err != nil {
