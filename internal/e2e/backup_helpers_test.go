@@ -39,7 +39,7 @@ type s3Bucket struct {
 func newS3Bucket(t *testing.T, ctx context.Context, id string) *s3Bucket {
 	t.Helper()
 	cl, _ := sharedCeph.Get(t)
-	rgw, err := cl.RGW(ctx, cephtest.RGWOptions{})
+	rgw, err := cl.RGW(ctx, cephtest.RGWOptions{}, t)
 	if err != nil {
 		t.Fatal(err)
 	}

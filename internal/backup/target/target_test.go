@@ -46,7 +46,7 @@ func probe(ctx context.Context, t *apiv1.BackupTarget) *apiv1.Condition {
 func TestProbeWordsEachFailure(t *testing.T) {
 	ctx := t.Context()
 	cl, _ := sharedCeph.Get(t)
-	rgw, err := cl.RGW(ctx, cephtest.RGWOptions{})
+	rgw, err := cl.RGW(ctx, cephtest.RGWOptions{}, t)
 	if err != nil {
 		t.Fatal(err)
 	}
