@@ -22,6 +22,7 @@ var kinds = []*resource{
 	vmResource, vmiResource, replicaSetResource, poolResource, nodeResource, imageResource, storageClassResource,
 	migrationResource, snapshotResource, snapshotContentResource, restoreResource, cloneResource,
 	exportResource,
+	backupTargetResource, backupResource, backupScheduleResource, backupRestoreResource,
 }
 
 // resource is one kind of object the CLI knows by name: an entry of kinds.

@@ -116,6 +116,7 @@ cluster instead of the embedded one.`,
 	f.DurationVar(&o.NodeLease, "node-lease", 40*time.Second, "fencing lease granted to node agents per heartbeat")
 	f.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 10*time.Second, "how often node agents heartbeat")
 	f.DurationVar(&o.ControllerOptions.FenceMargin, "fence-margin", 10*time.Second, "safety margin after a node lease before RestartElsewhere VMs move (docs/failover.md)")
+	f.StringVar(&o.ControllerOptions.ClusterName, "cluster-name", "virtplane", "this cluster's label in the backups it writes, which other clusters reading the same target list (docs/backups.md)")
 	f.Var(&overhead, "vm-memory-overhead", "memory reserved per VM beyond its guest memory at placement")
 	f.Int64Var(&o.ControllerOptions.CPUAllocationRatio, "cpu-allocation-ratio", 10, "vCPUs placed per host CPU")
 	addMigrationFlags(f, &o.ControllerOptions.Migration)

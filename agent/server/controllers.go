@@ -41,6 +41,8 @@ type ControllerOptions struct {
 	// DefaultEvictionStrategy applies to instances that set none
 	// (--default-eviction-strategy); the API's Evict uses it too.
 	DefaultEvictionStrategy string
+	// ClusterName labels the backups this cluster writes (--cluster-name).
+	ClusterName string
 }
 
 // runControllers builds informers and controllers for one leadership term
@@ -104,6 +106,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	// The RBD side of snapshots and restores, and what no object needs.
 	svc := storagectl.NewVolumes(stc, storagectl.VolumeOptions{}, contentInf, restoreInf, snapInf, vmInf,
 		st.SnapshotContents, st.Restores, log)
+	runBackups := newBackupControllers(deps, o, backupInformers{snaps: snapInf, contents: contentInf, vms: vmInf, nodes: nodeInf, classes: classInf}, nodeGone, log)
 
 	var wg sync.WaitGroup
 	run := func(fn func()) {
@@ -140,6 +143,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { cc.Run(ctx, 2) })
 	run(func() { xc.Run(ctx, 2) })
 	run(func() { svc.Run(ctx, 2) })
+	runBackups(ctx, run)
 	log.Info("controllers running")
 	wg.Wait()
 	log.Info("controllers stopped")

@@ -125,6 +125,33 @@ var nodeRules = map[string]nodeRule{
 		return nodeNameSelector(node, req.(*apiv1.WatchRestoresRequest).GetOptions().GetLabelSelector())
 	}},
 	apiv1.Restores_UpdateStatus_FullMethodName: {},
+	// Backup targets say where backups go; reads never carry the secret
+	// key (backuptarget.go). Connect gives it to the node of a backup or
+	// backup restore in progress that names the target (the handler
+	// checks the object's node label and the target's node selector).
+	apiv1.BackupTargets_Get_FullMethodName:     {},
+	apiv1.BackupTargets_List_FullMethodName:    {},
+	apiv1.BackupTargets_Watch_FullMethodName:   {},
+	apiv1.BackupTargets_Connect_FullMethodName: {},
+	// Backups and backup restores name the node that uploads or writes
+	// their data (virtplane.io/node-name, set by their controllers).
+	apiv1.Backups_Get_FullMethodName: {after: labelledForNode(apiv1.KindBackup)},
+	apiv1.Backups_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListBackupsRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Backups_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchBackupsRequest).GetOptions().GetLabelSelector())
+	}},
+	// The handler checks the stored object's label (status.go, statusRule).
+	apiv1.Backups_UpdateStatus_FullMethodName: {},
+	apiv1.BackupRestores_Get_FullMethodName:   {after: labelledForNode(apiv1.KindBackupRestore)},
+	apiv1.BackupRestores_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListBackupRestoresRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.BackupRestores_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchBackupRestoresRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.BackupRestores_UpdateStatus_FullMethodName: {},
 }
 
 var adminOnly = methodSet(lifecycleMethods,
@@ -203,6 +230,23 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.ImageUploads_Commit_FullMethodName,
 	apiv1.Exports_UpdateStatus_FullMethodName,
 	apiv1.Exports_Delete_FullMethodName,
+	// Backup targets are the admins'; what a target holds is read by the
+	// server for them. Backups, schedules and restores are users'
+	// objects; nodes see only the backups and restores of their own node.
+	apiv1.BackupTargets_Create_FullMethodName,
+	apiv1.BackupTargets_Update_FullMethodName,
+	apiv1.BackupTargets_Delete_FullMethodName,
+	apiv1.BackupTargets_ListManifests_FullMethodName,
+	apiv1.Backups_Create_FullMethodName,
+	apiv1.Backups_Delete_FullMethodName,
+	apiv1.BackupSchedules_Create_FullMethodName,
+	apiv1.BackupSchedules_Get_FullMethodName,
+	apiv1.BackupSchedules_List_FullMethodName,
+	apiv1.BackupSchedules_Update_FullMethodName,
+	apiv1.BackupSchedules_Delete_FullMethodName,
+	apiv1.BackupSchedules_Watch_FullMethodName,
+	apiv1.BackupRestores_Create_FullMethodName,
+	apiv1.BackupRestores_Delete_FullMethodName,
 	// Join is for anonymous callers (and admins); a node already has a
 	// certificate and renews it instead.
 	apiv1.Bootstrap_Join_FullMethodName,

@@ -39,6 +39,7 @@ var layers = []struct {
 	{"libraries", []string{"internal/fsutil", "internal/pki", "internal/cloudinit", "internal/termraw", "internal/procfs",
 		"internal/hostns", "internal/guestnet", "internal/macaddr", "internal/vmlifecycle", "internal/imagestore", "internal/imagepolicy", "internal/ceph", "internal/firmware",
 		"internal/backup/repo/...",
+		"internal/backup/target",
 		"internal/launcher/launcherpb"}},
 	{"store and clients", []string{"internal/store/...", "internal/etcdserver/...", "internal/client/...", "internal/imagewait",
 		"internal/launcher/..."}},

@@ -105,7 +105,12 @@ type Client struct {
 	Exports apiv1.ExportsClient
 	// ImageUploads (image_uploads_service.proto).
 	ImageUploads apiv1.ImageUploadsClient
-	Conn         *grpc.ClientConn
+	// The backup kinds (backups_service.proto).
+	BackupTargets   apiv1.BackupTargetsClient
+	Backups         apiv1.BackupsClient
+	BackupSchedules apiv1.BackupSchedulesClient
+	BackupRestores  apiv1.BackupRestoresClient
+	Conn            *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -184,6 +189,10 @@ func New(conn *grpc.ClientConn) *Client {
 		Exports:          apiv1.NewExportsClient(conn),
 		ImageUploads:     apiv1.NewImageUploadsClient(conn),
 		Pools:            apiv1.NewPoolsClient(conn),
+		BackupTargets:    apiv1.NewBackupTargetsClient(conn),
+		Backups:          apiv1.NewBackupsClient(conn),
+		BackupSchedules:  apiv1.NewBackupSchedulesClient(conn),
+		BackupRestores:   apiv1.NewBackupRestoresClient(conn),
 		Conn:             conn,
 	}
 }

@@ -58,6 +58,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	nodebackup "github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/backup"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/export"
@@ -117,6 +118,7 @@ type Agent struct {
 	// the certificate registered as exportCert.
 	exports    *export.Server
 	exportCert []byte
+	backups    *nodebackup.Role
 
 	// host is what registration reported; set by Run before the
 	// handler starts.
@@ -260,6 +262,14 @@ func (a *Agent) newDataRoles() {
 		}
 		a.restores = restore.New(ro)
 	}
+	if o.API.Backups != nil && o.API.BackupRestores != nil && o.API.BackupTargets != nil {
+		bo := nodebackup.Options{NodeName: o.NodeName, Backups: o.API.Backups, Restores: o.API.BackupRestores, Targets: o.API.BackupTargets,
+			Layout: a.layout, CallTimeout: o.Timing.CallTimeout, Clock: o.Clock, Logger: a.log}
+		if a.storage != nil {
+			bo.Classes = a.storage
+		}
+		a.backups = nodebackup.New(bo)
+	}
 }
 
 // Close releases the state database if the agent opened it. Run calls it
@@ -369,6 +379,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.exports != nil {
 		defer a.exports.Run(ctx)()
+	}
+	if a.backups != nil {
+		defer a.backups.Run(ctx)()
 	}
 
 	goRun(func() { a.heartbeatLoop(ctx, interval) })

@@ -17,6 +17,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	nodebackup "github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/backup"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
@@ -79,6 +80,12 @@ type API struct {
 	// Exports labelled with this node are served here (package export);
 	// required with Options.ExportAddress.
 	Exports remotestore.ExportWatcher
+	// Backups and BackupRestores labelled with this node are uploaded
+	// and written here, to and from the BackupTargets it connects to
+	// (package backup); nil (any of the three) takes no part in backups.
+	Backups        nodebackup.BackupAPI
+	BackupRestores nodebackup.RestoreAPI
+	BackupTargets  nodebackup.TargetAPI
 }
 
 // VolumeCopier copies and merges the qcow2 files of snapshots and
