@@ -50,6 +50,7 @@ func ValidateVirtualMachineInstanceSpec(spec *apiv1.VirtualMachineInstanceSpec, 
 		devicesPath := domainPath.Child("devices")
 		used := map[string]bool{}
 		errs = append(errs, validateDisks(domain.GetDevices().GetDisks(), devicesPath.Child("disks"), volumes.names, used)...)
+		errs = append(errs, validateHotplug(spec, path)...)
 		errs = append(errs, validateInterfaces(domain.GetDevices().GetInterfaces(), devicesPath.Child("interfaces"), networks.names)...)
 		errs = append(errs, validateFirmware(domain.GetFirmware(), domainPath.Child("firmware"), opts)...)
 		// KubeVirt's rule: a volume only reaches the guest through a disk of
