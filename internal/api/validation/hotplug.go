@@ -58,6 +58,49 @@ func validateHotplug(spec *apiv1.VirtualMachineInstanceSpec, path *field.Path) f
 	return errs
 }
 
+// ValidateAddVolume checks an AddVolume request's disk and volume by
+// their field paths in the request (disk.disk.bus, volume.size): the
+// rules of a hotpluggable disk and of a persistent volume. Whether the
+// name is free and the class exists is for the VM's whole spec, which
+// the API checks as for any update.
+func ValidateAddVolume(req *apiv1.AddVolumeRequest, opts Options) field.ErrorList {
+	var errs field.ErrorList
+	dp, vp := field.NewPath("disk"), field.NewPath("volume")
+	d, v := req.GetDisk(), req.GetVolume()
+	if d == nil {
+		errs = append(errs, field.Required(dp, "the disk to add: its name, bus and serial"))
+	} else {
+		if d.GetName() == "" {
+			errs = append(errs, field.Required(dp.Child("name"), ""))
+		} else {
+			errs = append(errs, dns1123Label(d.GetName(), dp.Child("name"))...)
+		}
+		if d.GetCdrom() != nil {
+			errs = append(errs, field.Forbidden(dp.Child("cdrom"), "a hotplugged disk is a disk (virtio or scsi), not a cdrom"))
+		}
+		if bus := d.GetDisk().GetBus(); bus != "" && !slices.Contains(apiv1.HotplugDiskBuses(), bus) {
+			e := field.NotSupported(dp.Child("disk", "bus"), bus, apiv1.HotplugDiskBuses())
+			e.Detail += ": a hotpluggable disk is plugged on the virtio or scsi bus (SATA cannot be plugged)"
+			errs = append(errs, e)
+		}
+		if d.GetBootOrder() != 0 {
+			errs = append(errs, field.Forbidden(dp.Child("boot_order"), "a hotplugged disk cannot boot the VM"))
+		}
+		errs = append(errs, validateDiskSerial(d.GetSerial(), dp.Child("serial"))...)
+	}
+	if v == nil {
+		return append(errs, field.Required(vp, "the persistent volume to add: its size, and optionally image and storage_class"))
+	}
+	errs = append(errs, validateDiskSize(v.GetSize(), vp.Child("size"))...)
+	if v.GetImage() != "" {
+		errs = append(errs, ValidateImagePath(v.GetImage(), vp.Child("image"), opts.ImageDir)...)
+	}
+	if c := v.GetStorageClass(); c != "" {
+		errs = append(errs, dns1123Label(c, vp.Child("storage_class"))...)
+	}
+	return errs
+}
+
 // firstDiskBoots reports whether the first disk boots by default: the VM
 // boots from its disks (no kernel_boot) and no disk has a boot order.
 func firstDiskBoots(spec *apiv1.VirtualMachineInstanceSpec) bool {

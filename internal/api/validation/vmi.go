@@ -292,16 +292,21 @@ func validateDisks(disks []*apiv1.Disk, path *field.Path, volumes nameIndex, use
 			bootOrders[bo] = true
 		}
 
-		if s := d.GetSerial(); s != "" {
-			switch {
-			case len(s) > maxDiskSerialLen:
-				errs = append(errs, field.TooLong(p.Child("serial"), "", maxDiskSerialLen))
-			case !diskSerialRegexp.MatchString(s):
-				errs = append(errs, field.Invalid(p.Child("serial"), s, "must consist of letters, digits, '_', '.', '+' or '-'"))
-			}
-		}
-		return errs
+		return append(errs, validateDiskSerial(d.GetSerial(), p.Child("serial"))...)
 	})
+}
+
+// validateDiskSerial checks a disk's serial; empty is none.
+func validateDiskSerial(s string, path *field.Path) field.ErrorList {
+	switch {
+	case s == "":
+		return nil
+	case len(s) > maxDiskSerialLen:
+		return field.ErrorList{field.TooLong(path, "", maxDiskSerialLen)}
+	case !diskSerialRegexp.MatchString(s):
+		return field.ErrorList{field.Invalid(path, s, "must consist of letters, digits, '_', '.', '+' or '-'")}
+	}
+	return nil
 }
 
 // validateInterfaces checks interfaces against networks. Interface names are
