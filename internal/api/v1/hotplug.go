@@ -6,6 +6,9 @@ package apiv1
 // Hotplug volume phases (VolumeStatus.phase), KubeVirt's VolumePhase
 // values that apply here.
 const (
+	// VolumePending: the node has not made the volume yet (an image to
+	// pull, a class to reach), or could not.
+	VolumePending = "Pending"
 	// VolumeAttachedToNode: the volume is made and reachable on the node
 	// (a file, an rbd image), not in the guest yet.
 	VolumeAttachedToNode = "AttachedToNode"

@@ -2340,9 +2340,10 @@ type VolumeStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The volume's (and its disk's) name.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// AttachedToNode (made and reachable on the node, not in the guest
-	// yet), Ready (in the guest) or Detaching (removed from the spec; the
-	// guest has not released it yet).
+	// Pending (the node has not made the volume yet), AttachedToNode
+	// (made and reachable on the node, not in the guest yet), Ready (in the
+	// guest) or Detaching (removed from the spec; the guest has not
+	// released it yet).
 	Phase string `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
 	// The disk's target in the domain (vdb, sdb), once attached. Not the
 	// guest's name for it: find the disk in the guest by its serial

@@ -250,7 +250,7 @@ func byName[T interface{ GetName() string }](l []T) map[string]T {
 const maxVolumeStatuses = 2 * MaxDevices
 
 var (
-	volumePhases = []string{apiv1.VolumeAttachedToNode, apiv1.VolumeReady, apiv1.VolumeDetaching}
+	volumePhases = []string{apiv1.VolumePending, apiv1.VolumeAttachedToNode, apiv1.VolumeReady, apiv1.VolumeDetaching}
 	// diskTarget is a libvirt target name the launcher gives a disk.
 	diskTarget = regexp.MustCompile(`^(vd|sd)[a-z]{1,3}$`)
 )
