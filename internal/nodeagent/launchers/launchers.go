@@ -49,8 +49,8 @@ type Conn struct {
 	// its hotplug step last found every hotpluggable volume Ready through
 	// this connection: until the disks change, it does not look again.
 	HotplugSettled string
-	dead        atomic.Bool
-	cancel      context.CancelFunc // ends the event watch
+	dead           atomic.Bool
+	cancel         context.CancelFunc // ends the event watch
 }
 
 // Dead reports a launcher that stopped answering.
