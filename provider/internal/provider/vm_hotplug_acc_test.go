@@ -81,7 +81,7 @@ func TestAccVirtualMachine_hotplug(t *testing.T) {
 			// Refused by the plan itself.
 			Config:      cfg(fmt.Sprintf(hot, "sata")),
 			PlanOnly:    true,
-			ExpectError: errorRe(`disk[1].bus`, `hotpluggable`, `SATA cannot be plugged`),
+			ExpectError: errorRe(`Invalid bus for a hotpluggable disk`, `disk[1] is hotpluggable`, `SATA cannot be plugged`),
 		},
 		{
 			Config:            cfg(""),
