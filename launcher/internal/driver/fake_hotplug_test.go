@@ -90,7 +90,10 @@ func (d *fakeDomain) AttachDevice(x string) error {
 	})
 }
 
-func (d *fakeDomain) DetachDevice(x string) error {
+// PersistentXML is the domain's XML: the fake keeps one definition.
+func (d *fakeDomain) PersistentXML() (string, error) { return d.GetXMLDesc() }
+
+func (d *fakeDomain) DetachDevice(x string, _ bool) error {
 	var disk libvirtxml.DomainDisk
 	if err := disk.Unmarshal(x); err != nil || disk.Alias == nil {
 		return fmt.Errorf("detach: not a disk with an alias: %s", x)

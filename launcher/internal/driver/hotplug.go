@@ -30,10 +30,13 @@ type HotplugDomain interface {
 	// AttachDevice plugs the device (its XML) into the live domain and
 	// its persistent definition (VIR_DOMAIN_AFFECT_LIVE|CONFIG).
 	AttachDevice(xml string) error
-	// DetachDevice removes the device from the persistent definition and
-	// asks the guest to release it (LIVE|CONFIG); the device is gone from
-	// the live domain when libvirt's device-removed event says so.
-	DetachDevice(xml string) error
+	// DetachDevice asks the guest to release the device (LIVE) and, with
+	// config, removes it from the persistent definition too (CONFIG); the
+	// device is gone from the live domain when libvirt's device-removed
+	// event says so.
+	DetachDevice(xml string, config bool) error
+	// PersistentXML is the persistent definition (VIR_DOMAIN_XML_INACTIVE).
+	PersistentXML() (string, error)
 }
 
 // unplugs is what the driver knows of the unplugs it asked for: when each
@@ -271,7 +274,18 @@ func (d *Driver) requestUnplug(name, alias string) (<-chan struct{}, *launcherpb
 	if err != nil {
 		return nil, nil, status.Errorf(codes.Internal, "detach disk: marshal: %v", err)
 	}
-	if err := hdom.DetachDevice(x); err != nil && !unplugUnderWay(err) {
+	// The persistent definition may have lost it already (an unplug asked
+	// by an earlier launcher of this domain): libvirt refuses CONFIG for a
+	// device it does not have there.
+	persistent, err := hdom.PersistentXML()
+	if err != nil {
+		return nil, nil, grpcError(fmt.Errorf("read the persistent definition: %w", err))
+	}
+	_, inConfig, err := diskByAlias(persistent, alias)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := hdom.DetachDevice(x, inConfig); err != nil && !unplugUnderWay(err) {
 		return nil, nil, grpcError(fmt.Errorf("detach disk %q (%s): %w", name, targetOf(cur), err))
 	}
 	d.unplug.request(alias, d.cfg.Now())
