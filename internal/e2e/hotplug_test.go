@@ -19,8 +19,8 @@ import (
 // uid); a disk plugged in before a live migration is still in the guest
 // after it (the guest on the target has it, and lets go of it when it is
 // unplugged there); after a restart the new guest boots with it. On the
-// local class (the volume copied by the migration) and on rbd (not
-// copied). The guest prints its disks as they come and go
+// local class (the volume copied by the migration), on rbd and on a
+// shared filesystem (neither copied). The guest prints its disks as they come and go
 // (testguest.BlockWatch); a disk is known in it by its serial, the
 // volume's name.
 func TestHotplugAcrossMigrationAndRestart(t *testing.T) {
@@ -28,8 +28,10 @@ func TestHotplugAcrossMigrationAndRestart(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{ceph: true})
 	t.Cleanup(c.dumpOnFailure)
 	c.rbdClass("ceph")
+	nas := c.sharedClass("nas")
 	c.waitNodesReach("ceph")
-	classes := map[string]string{"hp-local": "", "hp-rbd": "ceph"}
+	c.waitNodesReach("nas")
+	classes := map[string]string{"hp-local": "", "hp-rbd": "ceph", "hp-nas": "nas"}
 	for name, class := range classes {
 		disks := []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}}
 		vols := []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "32Mi", StorageClass: class}}}
@@ -45,12 +47,12 @@ func TestHotplugAcrossMigrationAndRestart(t *testing.T) {
 			// The helpers fail the test they hold: this one.
 			sub := *c
 			sub.t = t
-			sub.hotplugScenario(t, name, class)
+			sub.hotplugScenario(t, name, class, nas)
 		})
 	}
 }
 
-func (c *mnCluster) hotplugScenario(t *testing.T, name, class string) {
+func (c *mnCluster) hotplugScenario(t *testing.T, name, class, nas string) {
 	v := c.waitRunning(name)
 	uid := v.GetMetadata().GetUid()
 	con := c.nodeNamed(v.GetStatus().GetNodeName()).console(t, uid)
@@ -82,6 +84,11 @@ func (c *mnCluster) hotplugScenario(t *testing.T, name, class string) {
 	to := c.otherNode(from)
 	st := c.migrate(name, to).GetStatus().GetMigrationState()
 	t.Logf("%s: migrated %s → %s with the plugged disk: method %s, %d disk bytes", name, from.Name, to.Name, st.GetMethod(), st.GetProgress().GetDiskTotalBytes())
+	if class != "" && st.GetMethod() != apiv1.MigrationMethodLive {
+		// A plugged disk on a class is no more copied than the others: a
+		// shared file is recorded as such when it is plugged.
+		t.Errorf("%s migrated with method %s, want %s: a disk on a class was copied", name, st.GetMethod(), apiv1.MigrationMethodLive)
+	}
 	c.wantSameInstance(t, name, uid)
 	c.waitVolumeStatus(t, name, "hot", apiv1.VolumeReady)
 	there := to.console(t, uid)
@@ -105,7 +112,7 @@ func (c *mnCluster) hotplugScenario(t *testing.T, name, class string) {
 		return len(c.vmi(name).GetStatus().GetVolumeStatus()) == 0
 	})
 	c.wantSameInstance(t, name, uid)
-	c.wantVolumeKept(t, name, class, "hot")
+	c.wantVolumeKept(t, name, class, nas, "hot")
 
 	// Plugged again (the same volume: its data was kept), then a restart:
 	// the new guest boots with it.
@@ -181,10 +188,17 @@ func (c *mnCluster) waitVolumeStatus(t *testing.T, name, vol, phase string) {
 
 // wantVolumeKept checks that an unplugged volume's data is still there:
 // the rbd image, or the file in the VM's directory on its node.
-func (c *mnCluster) wantVolumeKept(t *testing.T, name, class, vol string) {
+func (c *mnCluster) wantVolumeKept(t *testing.T, name, class, nas, vol string) {
 	t.Helper()
 	vm := c.vm(name)
-	if class != "" {
+	switch class {
+	case "nas":
+		p := filepath.Join(nas, "virtplane", "vms", vm.GetMetadata().GetUid(), "volumes", vol+".qcow2")
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("the unplugged volume's shared file: %v", err)
+		}
+		return
+	case "ceph":
 		if size := rbdSize(t, c, rbdImageOf(vm, vol)); size != 16<<20 {
 			t.Errorf("the unplugged rbd volume is %d bytes", size)
 		}
