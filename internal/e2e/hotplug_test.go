@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -32,6 +33,22 @@ func TestHotplugAcrossMigrationAndRestart(t *testing.T) {
 	c.waitNodesReach("ceph")
 	c.waitNodesReach("nas")
 	classes := map[string]string{"hp-local": "", "hp-rbd": "ceph", "hp-nas": "nas"}
+	// The local VM's plugged volume is made from an image (the test
+	// guest's disk), so that what a migration copies of it can be
+	// compared.
+	guestDir, err := testguest.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := os.ReadFile(filepath.Join(guestDir, testguest.DiskFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		if err := os.WriteFile(filepath.Join(n.ImageDir, hotSeed), seed, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, class := range classes {
 		disks := []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}}
 		vols := []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "32Mi", StorageClass: class}}}
@@ -61,16 +78,19 @@ func (c *mnCluster) hotplugScenario(t *testing.T, name, class, nas string) {
 
 	// Plugged: the guest sees it; the instance is the same one.
 	asked := time.Now()
+	hotVol := &apiv1.PersistentVolume{Size: "48Mi", StorageClass: class}
+	if class == "" {
+		hotVol.Image = hotSeed
+	}
 	if _, err := c.api.VMs.AddVolume(c.ctx, &apiv1.AddVolumeRequest{
-		Key: c.key(name), Disk: &apiv1.Disk{Name: "hot", Disk: &apiv1.DiskTarget{Bus: "virtio"}},
-		Volume: &apiv1.PersistentVolume{Size: "16Mi", StorageClass: class},
+		Key: c.key(name), Disk: &apiv1.Disk{Name: "hot", Disk: &apiv1.DiskTarget{Bus: "virtio"}}, Volume: hotVol,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	d := waitSerial(t, con, "hot", true)
 	t.Logf("%s: the guest saw the hotplugged disk as %s (%d bytes) %s after AddVolume", name, d.Dev, d.Bytes, time.Since(asked).Round(time.Millisecond))
-	if d.Bytes != 16<<20 {
-		t.Errorf("the guest sees %d bytes of the plugged disk, want %d", d.Bytes, 16<<20)
+	if d.Bytes != 48<<20 {
+		t.Errorf("the guest sees %d bytes of the plugged disk, want %d", d.Bytes, 48<<20)
 	}
 	c.wantSameInstance(t, name, uid)
 	c.waitVolumeStatus(t, name, "hot", apiv1.VolumeReady)
@@ -91,6 +111,19 @@ func (c *mnCluster) hotplugScenario(t *testing.T, name, class, nas string) {
 	}
 	c.wantSameInstance(t, name, uid)
 	c.waitVolumeStatus(t, name, "hot", apiv1.VolumeReady)
+	if class == "" {
+		// The local plugged volume was copied: the target's file reads
+		// as the image it was made from (grown with zeros).
+		dir, err := nodedir.Layout{Root: to.NodeDir}.VMDir(c.vm(name).GetMetadata().GetUid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		vol := filepath.Join(nodedir.VolumesDir(dir), "hot.qcow2")
+		out, err := exec.CommandContext(c.ctx, "qemu-img", "compare", "-U", vol, filepath.Join(to.ImageDir, hotSeed)).CombinedOutput()
+		if err != nil {
+			t.Errorf("the plugged volume on %s after the migration differs from its image: %v %s", to.Name, err, out)
+		}
+	}
 	there := to.console(t, uid)
 	if _, _, removed := testguest.BlockDevices(con.text()); removed["hot"] > 0 {
 		t.Fatalf("the guest lost the plugged disk before the migration ended:\n%s", con.text())
@@ -117,7 +150,7 @@ func (c *mnCluster) hotplugScenario(t *testing.T, name, class, nas string) {
 	// Plugged again (the same volume: its data was kept), then a restart:
 	// the new guest boots with it.
 	if _, err := c.api.VMs.AddVolume(c.ctx, &apiv1.AddVolumeRequest{
-		Key: c.key(name), Disk: &apiv1.Disk{Name: "hot"}, Volume: &apiv1.PersistentVolume{Size: "16Mi", StorageClass: class},
+		Key: c.key(name), Disk: &apiv1.Disk{Name: "hot"}, Volume: hotVol,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +173,9 @@ func (c *mnCluster) hotplugScenario(t *testing.T, name, class, nas string) {
 	waitSerial(t, again, "hot", true)
 	c.waitVolumeStatus(t, name, "hot", apiv1.VolumeReady)
 }
+
+// hotSeed is the image the local VM's plugged volume is made from.
+const hotSeed = "hp-seed.qcow2"
 
 // waitSerial waits until the guest on con has (present) or has not a
 // disk of serial, and returns it.
@@ -199,7 +235,7 @@ func (c *mnCluster) wantVolumeKept(t *testing.T, name, class, nas, vol string) {
 		}
 		return
 	case "ceph":
-		if size := rbdSize(t, c, rbdImageOf(vm, vol)); size != 16<<20 {
+		if size := rbdSize(t, c, rbdImageOf(vm, vol)); size != 48<<20 {
 			t.Errorf("the unplugged rbd volume is %d bytes", size)
 		}
 		return
