@@ -164,6 +164,11 @@ type Timing struct {
 	// IncomingLease is how long a receiving domain outlives its agent's
 	// last renewal; default 10s.
 	IncomingLease time.Duration
+	// DetachWait is how long one pass waits for a guest to release an
+	// unplugged disk (DefaultDetachWait), DetachTimeout how long a guest
+	// may hold it before its volume status says it does not
+	// (DefaultDetachTimeout).
+	DetachWait, DetachTimeout time.Duration
 }
 
 func (t *Timing) complete() {
@@ -177,6 +182,8 @@ func (t *Timing) complete() {
 	setDefault(&t.CallTimeout, 10*time.Second)
 	setDefault(&t.SyncTimeout, 2*time.Minute)
 	setDefault(&t.StorageStartTimeout, DefaultStorageStartTimeout)
+	setDefault(&t.DetachWait, DefaultDetachWait)
+	setDefault(&t.DetachTimeout, DefaultDetachTimeout)
 	setDefault(&t.VMDirGCPeriod, DefaultVMDirGCPeriod)
 	setDefault(&t.MigrationPoll, time.Second)
 	setDefault(&t.IncomingLease, 10*time.Second)

@@ -32,7 +32,7 @@ func (h *handler) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	}
 	p := &updatePass{key: informer.Key(vmi), vmi: vmi, rec: rec, e: e, dom: dom}
 	for _, step := range []func(context.Context, *updatePass) (controller.Result, bool, error){
-		h.record, h.start, h.checkDomain, h.reportRunning,
+		h.record, h.start, h.checkDomain, h.hotplug, h.reportRunning,
 	} {
 		if res, done, err := step(ctx, p); done || err != nil {
 			return res, err
@@ -49,6 +49,14 @@ type updatePass struct {
 	rec *state.VMI
 	e   *launchers.Conn
 	dom *launcherpb.DomainStatus
+	// opts are the options of this pass's Sync, when it made one.
+	opts *launcherpb.SyncOptions
+	// volumes are the hotpluggable volumes' statuses the hotplug step
+	// found (volumesSet: it ran), written with the running status;
+	// requeue brings the VMI back while they are not settled.
+	volumes    []*apiv1.VolumeStatus
+	volumesSet bool
+	requeue    time.Duration
 }
 
 // record makes sure the VMI has a state record, written before anything
@@ -138,6 +146,7 @@ func (h *handler) syncDomain(ctx context.Context, p *updatePass) (controller.Res
 		return res, true, err
 	}
 	p.e.Synced, p.e.SyncedSizes = true, volumeSizes(vmi)
+	p.opts = opts
 	h.markReachable(p.key)
 	if rec.IncomingMigration != "" {
 		// A migrated-in domain adopted: the instance is this node's.
@@ -192,14 +201,14 @@ func (h *handler) reportRunning(ctx context.Context, p *updatePass) (controller.
 	}
 	running := runningStatus(dom, h.host.KVMUsable)
 	migratable := apiv1.LiveMigratable(p.vmi.GetSpec())
-	if err := h.status.Report(ctx, p.vmi, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+	if err := h.status.Report(ctx, p.vmi, p.withVolumeStatus(func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
 		running(st, now)
 		st.Conditions = apiv1.SetCondition(st.Conditions, migratable, now)
 		st.Interfaces = interfaceStatuses(p.vmi.GetSpec(), dom, st.Interfaces)
-	}); err != nil {
+	})); err != nil {
 		return controller.Result{}, true, err
 	}
-	return controller.Result{}, true, nil
+	return controller.Result{RequeueAfter: p.requeue}, true, nil
 }
 
 // reflectPause applies the VMI's desired pause state to the domain.

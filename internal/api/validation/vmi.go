@@ -50,6 +50,7 @@ func ValidateVirtualMachineInstanceSpec(spec *apiv1.VirtualMachineInstanceSpec, 
 		devicesPath := domainPath.Child("devices")
 		used := map[string]bool{}
 		errs = append(errs, validateDisks(domain.GetDevices().GetDisks(), devicesPath.Child("disks"), volumes.names, used)...)
+		errs = append(errs, validateHotplug(spec, path)...)
 		errs = append(errs, validateInterfaces(domain.GetDevices().GetInterfaces(), devicesPath.Child("interfaces"), networks.names)...)
 		errs = append(errs, validateFirmware(domain.GetFirmware(), domainPath.Child("firmware"), opts)...)
 		// KubeVirt's rule: a volume only reaches the guest through a disk of
@@ -291,16 +292,21 @@ func validateDisks(disks []*apiv1.Disk, path *field.Path, volumes nameIndex, use
 			bootOrders[bo] = true
 		}
 
-		if s := d.GetSerial(); s != "" {
-			switch {
-			case len(s) > maxDiskSerialLen:
-				errs = append(errs, field.TooLong(p.Child("serial"), "", maxDiskSerialLen))
-			case !diskSerialRegexp.MatchString(s):
-				errs = append(errs, field.Invalid(p.Child("serial"), s, "must consist of letters, digits, '_', '.', '+' or '-'"))
-			}
-		}
-		return errs
+		return append(errs, validateDiskSerial(d.GetSerial(), p.Child("serial"))...)
 	})
+}
+
+// validateDiskSerial checks a disk's serial; empty is none.
+func validateDiskSerial(s string, path *field.Path) field.ErrorList {
+	switch {
+	case s == "":
+		return nil
+	case len(s) > maxDiskSerialLen:
+		return field.ErrorList{field.TooLong(path, "", maxDiskSerialLen)}
+	case !diskSerialRegexp.MatchString(s):
+		return field.ErrorList{field.Invalid(path, s, "must consist of letters, digits, '_', '.', '+' or '-'")}
+	}
+	return nil
 }
 
 // validateInterfaces checks interfaces against networks. Interface names are

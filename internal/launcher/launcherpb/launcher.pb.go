@@ -49,7 +49,12 @@ type DiskSource struct {
 	// The file is on a shared filesystem every node of its class mounts:
 	// a live migration does not copy it, and it is opened with cache=none so
 	// that the destination reads what the source wrote.
-	Shared        bool `protobuf:"varint,11,opt,name=shared,proto3" json:"shared,omitempty"`
+	Shared bool `protobuf:"varint,11,opt,name=shared,proto3" json:"shared,omitempty"`
+	// The disk's volume is hotpluggable: its serial defaults to its name (a
+	// name the guest finds it by, /dev/disk/by-id/virtio-<name>), and it
+	// may be attached to and detached from the running domain (AttachDisk,
+	// DetachDisk).
+	Hotpluggable  bool `protobuf:"varint,12,opt,name=hotpluggable,proto3" json:"hotpluggable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,6 +162,13 @@ func (x *DiskSource) GetRbd() *RBDDisk {
 func (x *DiskSource) GetShared() bool {
 	if x != nil {
 		return x.Shared
+	}
+	return false
+}
+
+func (x *DiskSource) GetHotpluggable() bool {
+	if x != nil {
+		return x.Hotpluggable
 	}
 	return false
 }
@@ -1461,11 +1473,259 @@ func (x *FreezeRequest) GetThawAfterMillis() int64 {
 	return 0
 }
 
+// AttachDiskRequest plugs one disk into the running domain.
+type AttachDiskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The disk as the node agent prepared it (a hotpluggable persistent
+	// volume: a file or an rbd image).
+	Disk *DiskSource `protobuf:"bytes,1,opt,name=disk,proto3" json:"disk,omitempty"`
+	// The libvirt secrets an rbd disk refers to, defined before the attach
+	// (its class may be new to the domain).
+	CephSecrets   []*CephSecret `protobuf:"bytes,2,rep,name=ceph_secrets,json=cephSecrets,proto3" json:"ceph_secrets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachDiskRequest) Reset() {
+	*x = AttachDiskRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachDiskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachDiskRequest) ProtoMessage() {}
+
+func (x *AttachDiskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachDiskRequest.ProtoReflect.Descriptor instead.
+func (*AttachDiskRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AttachDiskRequest) GetDisk() *DiskSource {
+	if x != nil {
+		return x.Disk
+	}
+	return nil
+}
+
+func (x *AttachDiskRequest) GetCephSecrets() []*CephSecret {
+	if x != nil {
+		return x.CephSecrets
+	}
+	return nil
+}
+
+// DetachDiskRequest unplugs one disk from the running domain.
+type DetachDiskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The disk's name (the VMI's disk and volume name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How long to wait for the guest to release the disk (libvirt's
+	// device-removed event) before answering that it is still detaching.
+	WaitMillis    int64 `protobuf:"varint,2,opt,name=wait_millis,json=waitMillis,proto3" json:"wait_millis,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetachDiskRequest) Reset() {
+	*x = DetachDiskRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachDiskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachDiskRequest) ProtoMessage() {}
+
+func (x *DetachDiskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachDiskRequest.ProtoReflect.Descriptor instead.
+func (*DetachDiskRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DetachDiskRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DetachDiskRequest) GetWaitMillis() int64 {
+	if x != nil {
+		return x.WaitMillis
+	}
+	return 0
+}
+
+// DiskAttachment is one disk of the domain as libvirt has it.
+type DiskAttachment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The VMI's disk name (from the device's alias).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Target device (vdb, sdc).
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	Bus    string `protobuf:"bytes,3,opt,name=bus,proto3" json:"bus,omitempty"`
+	Serial string `protobuf:"bytes,4,opt,name=serial,proto3" json:"serial,omitempty"`
+	// In the live domain (AttachDisk: plugged; DetachDisk: the guest has
+	// not released it yet).
+	Attached bool `protobuf:"varint,5,opt,name=attached,proto3" json:"attached,omitempty"`
+	// DetachDisk: the unplug was requested of the guest, at this time (unix
+	// milliseconds), and it has not released the disk yet.
+	DetachRequestedUnixMillis int64 `protobuf:"varint,6,opt,name=detach_requested_unix_millis,json=detachRequestedUnixMillis,proto3" json:"detach_requested_unix_millis,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *DiskAttachment) Reset() {
+	*x = DiskAttachment{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiskAttachment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiskAttachment) ProtoMessage() {}
+
+func (x *DiskAttachment) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiskAttachment.ProtoReflect.Descriptor instead.
+func (*DiskAttachment) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DiskAttachment) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DiskAttachment) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *DiskAttachment) GetBus() string {
+	if x != nil {
+		return x.Bus
+	}
+	return ""
+}
+
+func (x *DiskAttachment) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *DiskAttachment) GetAttached() bool {
+	if x != nil {
+		return x.Attached
+	}
+	return false
+}
+
+func (x *DiskAttachment) GetDetachRequestedUnixMillis() int64 {
+	if x != nil {
+		return x.DetachRequestedUnixMillis
+	}
+	return 0
+}
+
+type DiskList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Disks         []*DiskAttachment      `protobuf:"bytes,1,rep,name=disks,proto3" json:"disks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiskList) Reset() {
+	*x = DiskList{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiskList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiskList) ProtoMessage() {}
+
+func (x *DiskList) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiskList.ProtoReflect.Descriptor instead.
+func (*DiskList) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DiskList) GetDisks() []*DiskAttachment {
+	if x != nil {
+		return x.Disks
+	}
+	return nil
+}
+
 var File_internal_launcher_launcherpb_launcher_proto protoreflect.FileDescriptor
 
 const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\n" +
-	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\xb3\x02\n" +
+	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\xd7\x02\n" +
 	"\n" +
 	"DiskSource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1481,7 +1741,8 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"size_bytes\x18\t \x01(\x03R\tsizeBytes\x120\n" +
 	"\x03rbd\x18\n" +
 	" \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\x03rbd\x12\x16\n" +
-	"\x06shared\x18\v \x01(\bR\x06shared\"\xa7\x01\n" +
+	"\x06shared\x18\v \x01(\bR\x06shared\x12\"\n" +
+	"\fhotpluggable\x18\f \x01(\bR\fhotpluggable\"\xa7\x01\n" +
 	"\aRBDDisk\x12\x1a\n" +
 	"\bmonitors\x18\x01 \x03(\tR\bmonitors\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x14\n" +
@@ -1585,7 +1846,23 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x12CommitDisksRequest\x129\n" +
 	"\x05disks\x18\x01 \x03(\v2#.virtplane.launcher.v1.SnapshotDiskR\x05disks\";\n" +
 	"\rFreezeRequest\x12*\n" +
-	"\x11thaw_after_millis\x18\x01 \x01(\x03R\x0fthawAfterMillis2\xea\v\n" +
+	"\x11thaw_after_millis\x18\x01 \x01(\x03R\x0fthawAfterMillis\"\x90\x01\n" +
+	"\x11AttachDiskRequest\x125\n" +
+	"\x04disk\x18\x01 \x01(\v2!.virtplane.launcher.v1.DiskSourceR\x04disk\x12D\n" +
+	"\fceph_secrets\x18\x02 \x03(\v2!.virtplane.launcher.v1.CephSecretR\vcephSecrets\"H\n" +
+	"\x11DetachDiskRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vwait_millis\x18\x02 \x01(\x03R\n" +
+	"waitMillis\"\xc3\x01\n" +
+	"\x0eDiskAttachment\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x10\n" +
+	"\x03bus\x18\x03 \x01(\tR\x03bus\x12\x16\n" +
+	"\x06serial\x18\x04 \x01(\tR\x06serial\x12\x1a\n" +
+	"\battached\x18\x05 \x01(\bR\battached\x12?\n" +
+	"\x1cdetach_requested_unix_millis\x18\x06 \x01(\x03R\x19detachRequestedUnixMillis\"G\n" +
+	"\bDiskList\x12;\n" +
+	"\x05disks\x18\x01 \x03(\v2%.virtplane.launcher.v1.DiskAttachmentR\x05disks2\xf0\r\n" +
 	"\bLauncher\x12O\n" +
 	"\x04Sync\x12\".virtplane.launcher.v1.SyncRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12W\n" +
 	"\bShutdown\x12&.virtplane.launcher.v1.ShutdownRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12I\n" +
@@ -1605,7 +1882,12 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\rSnapshotDisks\x12+.virtplane.launcher.v1.SnapshotDisksRequest\x1a,.virtplane.launcher.v1.SnapshotDisksResponse\x12V\n" +
 	"\vCommitDisks\x12).virtplane.launcher.v1.CommitDisksRequest\x1a\x1c.virtplane.launcher.v1.Empty\x12\\\n" +
 	"\x06Freeze\x12$.virtplane.launcher.v1.FreezeRequest\x1a,.virtplane.launcher.v1.SnapshotDisksResponse\x12B\n" +
-	"\x04Thaw\x12\x1c.virtplane.launcher.v1.Empty\x1a\x1c.virtplane.launcher.v1.EmptyBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
+	"\x04Thaw\x12\x1c.virtplane.launcher.v1.Empty\x1a\x1c.virtplane.launcher.v1.Empty\x12]\n" +
+	"\n" +
+	"AttachDisk\x12(.virtplane.launcher.v1.AttachDiskRequest\x1a%.virtplane.launcher.v1.DiskAttachment\x12]\n" +
+	"\n" +
+	"DetachDisk\x12(.virtplane.launcher.v1.DetachDiskRequest\x1a%.virtplane.launcher.v1.DiskAttachment\x12F\n" +
+	"\x05Disks\x12\x1c.virtplane.launcher.v1.Empty\x1a\x1f.virtplane.launcher.v1.DiskListBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
 
 var (
 	file_internal_launcher_launcherpb_launcher_proto_rawDescOnce sync.Once
@@ -1619,7 +1901,7 @@ func file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP() []byte {
 	return file_internal_launcher_launcherpb_launcher_proto_rawDescData
 }
 
-var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*DiskSource)(nil),                // 0: virtplane.launcher.v1.DiskSource
 	(*RBDDisk)(nil),                   // 1: virtplane.launcher.v1.RBDDisk
@@ -1640,66 +1922,79 @@ var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*SnapshotDisksResponse)(nil),     // 16: virtplane.launcher.v1.SnapshotDisksResponse
 	(*CommitDisksRequest)(nil),        // 17: virtplane.launcher.v1.CommitDisksRequest
 	(*FreezeRequest)(nil),             // 18: virtplane.launcher.v1.FreezeRequest
-	(*v1.VirtualMachineInstance)(nil), // 19: virtplane.v1.VirtualMachineInstance
-	(*v1.InterfaceStatus)(nil),        // 20: virtplane.v1.InterfaceStatus
-	(*v1.MigrationConfiguration)(nil), // 21: virtplane.v1.MigrationConfiguration
-	(*v1.MigrationProgress)(nil),      // 22: virtplane.v1.MigrationProgress
+	(*AttachDiskRequest)(nil),         // 19: virtplane.launcher.v1.AttachDiskRequest
+	(*DetachDiskRequest)(nil),         // 20: virtplane.launcher.v1.DetachDiskRequest
+	(*DiskAttachment)(nil),            // 21: virtplane.launcher.v1.DiskAttachment
+	(*DiskList)(nil),                  // 22: virtplane.launcher.v1.DiskList
+	(*v1.VirtualMachineInstance)(nil), // 23: virtplane.v1.VirtualMachineInstance
+	(*v1.InterfaceStatus)(nil),        // 24: virtplane.v1.InterfaceStatus
+	(*v1.MigrationConfiguration)(nil), // 25: virtplane.v1.MigrationConfiguration
+	(*v1.MigrationProgress)(nil),      // 26: virtplane.v1.MigrationProgress
 }
 var file_internal_launcher_launcherpb_launcher_proto_depIdxs = []int32{
 	1,  // 0: virtplane.launcher.v1.DiskSource.rbd:type_name -> virtplane.launcher.v1.RBDDisk
 	0,  // 1: virtplane.launcher.v1.SyncOptions.disks:type_name -> virtplane.launcher.v1.DiskSource
 	2,  // 2: virtplane.launcher.v1.SyncOptions.ceph_secrets:type_name -> virtplane.launcher.v1.CephSecret
 	1,  // 3: virtplane.launcher.v1.SyncOptions.nvram_rbd:type_name -> virtplane.launcher.v1.RBDDisk
-	19, // 4: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	23, // 4: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
 	3,  // 5: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
-	20, // 6: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	24, // 6: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
 	5,  // 7: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
-	21, // 8: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
-	22, // 9: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
+	25, // 8: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	26, // 9: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
 	4,  // 10: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
 	14, // 11: virtplane.launcher.v1.SnapshotDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
 	14, // 12: virtplane.launcher.v1.CommitDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
-	4,  // 13: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
-	7,  // 14: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
-	6,  // 15: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
-	6,  // 16: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
-	6,  // 17: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
-	6,  // 18: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
-	6,  // 19: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
-	6,  // 20: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
-	8,  // 21: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
-	6,  // 22: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
-	11, // 23: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
-	6,  // 24: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
-	6,  // 25: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
-	13, // 26: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
-	15, // 27: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
-	17, // 28: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
-	18, // 29: virtplane.launcher.v1.Launcher.Freeze:input_type -> virtplane.launcher.v1.FreezeRequest
-	6,  // 30: virtplane.launcher.v1.Launcher.Thaw:input_type -> virtplane.launcher.v1.Empty
-	5,  // 31: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 32: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 33: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 34: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 35: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 36: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 37: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
-	9,  // 38: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
-	6,  // 39: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
-	10, // 40: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
-	12, // 41: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 42: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 43: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 44: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
-	16, // 45: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
-	6,  // 46: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
-	16, // 47: virtplane.launcher.v1.Launcher.Freeze:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
-	6,  // 48: virtplane.launcher.v1.Launcher.Thaw:output_type -> virtplane.launcher.v1.Empty
-	31, // [31:49] is the sub-list for method output_type
-	13, // [13:31] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	0,  // 13: virtplane.launcher.v1.AttachDiskRequest.disk:type_name -> virtplane.launcher.v1.DiskSource
+	2,  // 14: virtplane.launcher.v1.AttachDiskRequest.ceph_secrets:type_name -> virtplane.launcher.v1.CephSecret
+	21, // 15: virtplane.launcher.v1.DiskList.disks:type_name -> virtplane.launcher.v1.DiskAttachment
+	4,  // 16: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
+	7,  // 17: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
+	6,  // 18: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
+	6,  // 19: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
+	6,  // 20: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
+	6,  // 21: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
+	6,  // 22: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
+	6,  // 23: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
+	8,  // 24: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
+	6,  // 25: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
+	11, // 26: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
+	6,  // 27: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
+	6,  // 28: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
+	13, // 29: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
+	15, // 30: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
+	17, // 31: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
+	18, // 32: virtplane.launcher.v1.Launcher.Freeze:input_type -> virtplane.launcher.v1.FreezeRequest
+	6,  // 33: virtplane.launcher.v1.Launcher.Thaw:input_type -> virtplane.launcher.v1.Empty
+	19, // 34: virtplane.launcher.v1.Launcher.AttachDisk:input_type -> virtplane.launcher.v1.AttachDiskRequest
+	20, // 35: virtplane.launcher.v1.Launcher.DetachDisk:input_type -> virtplane.launcher.v1.DetachDiskRequest
+	6,  // 36: virtplane.launcher.v1.Launcher.Disks:input_type -> virtplane.launcher.v1.Empty
+	5,  // 37: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 38: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 39: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 40: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 41: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 42: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 43: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
+	9,  // 44: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
+	6,  // 45: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
+	10, // 46: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
+	12, // 47: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
+	12, // 48: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	12, // 49: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	12, // 50: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
+	16, // 51: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	6,  // 52: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
+	16, // 53: virtplane.launcher.v1.Launcher.Freeze:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	6,  // 54: virtplane.launcher.v1.Launcher.Thaw:output_type -> virtplane.launcher.v1.Empty
+	21, // 55: virtplane.launcher.v1.Launcher.AttachDisk:output_type -> virtplane.launcher.v1.DiskAttachment
+	21, // 56: virtplane.launcher.v1.Launcher.DetachDisk:output_type -> virtplane.launcher.v1.DiskAttachment
+	22, // 57: virtplane.launcher.v1.Launcher.Disks:output_type -> virtplane.launcher.v1.DiskList
+	37, // [37:58] is the sub-list for method output_type
+	16, // [16:37] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_internal_launcher_launcherpb_launcher_proto_init() }
@@ -1713,7 +2008,7 @@ func file_internal_launcher_launcherpb_launcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_launcher_launcherpb_launcher_proto_rawDesc), len(file_internal_launcher_launcherpb_launcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -166,6 +166,9 @@ func (p *Preparer) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		if err != nil {
 			return nil, err
 		}
+		// The launcher plugs it into a running domain, and gives it its
+		// name as serial (docs/hotplug.md).
+		src.Hotpluggable = apiv1.Hotpluggable(v)
 		opts.Disks = append(opts.Disks, src)
 	}
 	if kb := vmi.GetSpec().GetDomain().GetFirmware().GetKernelBoot(); kb != nil {

@@ -75,6 +75,8 @@ type Driver struct {
 	incoming *watchdog
 	// thawer thaws a freeze that no Thaw ended in time (freeze.go).
 	thawer *watchdog
+	// unplug follows the disk unplugs asked of the guest (hotplug.go).
+	unplug unplugs
 
 	// ptyMu guards the serial pty cached for one QEMU process: it is
 	// fixed while that process lives, and reading it costs a call for the

@@ -123,7 +123,36 @@ func (d *Driver) define(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.Sync
 	if err != nil {
 		return nil, grpcError(fmt.Errorf("define domain %s: %w", d.cfg.DomainName, err))
 	}
+	if dom, err = d.withHotplugPorts(dom); err != nil {
+		return nil, err
+	}
 	d.log.Info("defined domain", "vmi_uid", vmi.GetMetadata().GetUid(), "kvm", opts.GetKvm())
+	return dom, nil
+}
+
+// withHotplugPorts defines dom again with domxml.HotplugPorts free PCIe
+// root ports, for disks plugged while it runs: libvirt gives a new
+// definition the ports its devices take and no more, and their addresses
+// only once it is defined, so this is a second definition of what libvirt
+// made of the first (KubeVirt's way too).
+func (d *Driver) withHotplugPorts(dom Domain) (Domain, error) {
+	x, err := dom.GetXMLDesc()
+	if err != nil {
+		dom.Free()
+		return nil, grpcError(fmt.Errorf("read the defined domain %s: %w", d.cfg.DomainName, err))
+	}
+	more, added, err := domxml.WithHotplugPorts(x, domxml.HotplugPorts)
+	if err != nil {
+		dom.Free()
+		return nil, status.Errorf(codes.Internal, "sync: %v", err)
+	}
+	if added == 0 {
+		return dom, nil
+	}
+	dom.Free()
+	if dom, err = d.conn.DomainDefineXML(more); err != nil {
+		return nil, grpcError(fmt.Errorf("define domain %s with ports for hotplug: %w", d.cfg.DomainName, err))
+	}
 	return dom, nil
 }
 

@@ -110,7 +110,7 @@ func diskFromModel(d diskModel) (*apiv1.Disk, *apiv1.Volume) {
 	case d.Persistent != nil:
 		disk.Disk = &apiv1.DiskTarget{Bus: d.Bus.ValueString()}
 		vol.Persistent = &apiv1.PersistentVolume{Size: d.Persistent.Size.ValueString(), Image: d.Persistent.Image.ValueString(),
-			StorageClass: d.Persistent.StorageClass.ValueString()}
+			StorageClass: d.Persistent.StorageClass.ValueString(), Hotpluggable: d.Persistent.Hotpluggable.ValueBool()}
 	default:
 		disk.Disk = &apiv1.DiskTarget{Bus: d.Bus.ValueString()}
 		vol.Image = &apiv1.ImageVolume{Name: d.Image.ValueString()}
@@ -323,6 +323,7 @@ func diskToModel(d *apiv1.Disk, vol *apiv1.Volume, prior *diskModel) diskModel {
 			// As written: unset and "local" are the same class, and the
 			// agent stores either as given.
 			StorageClass: readString(vol.GetPersistent().GetStorageClass(), pp.StorageClass),
+			Hotpluggable: readBool(vol.GetPersistent().GetHotpluggable(), pp.Hotpluggable),
 		}
 	case vol.GetImage() != nil:
 		dm.Image = types.StringValue(vol.GetImage().GetName())

@@ -60,6 +60,20 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 		}
 	}
 
+	if plugged, unplugged := hotplugChanges(ctx, &state.vmModel, &plan.vmModel); instanceActive(state.Status) && len(plugged)+len(unplugged) > 0 {
+		var what []string
+		if len(plugged) > 0 {
+			what = append(what, "plugs disk "+strings.Join(plugged, ", ")+" into")
+		}
+		if len(unplugged) > 0 {
+			what = append(what, "unplugs disk "+strings.Join(unplugged, ", ")+" from")
+		}
+		resp.Diagnostics.AddWarning("Apply changes the disks of running virtual machine "+id+" in place",
+			fmt.Sprintf("Apply %s the running guest without a restart (hotpluggable disks); the instance's volume "+
+				"status shows each one Ready once plugged. An unplugged disk's volume is kept until the VM is deleted.",
+				strings.Join(what, " and ")))
+	}
+
 	if d.action == restartNow && state.RestartRequired.ValueBool() {
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("restart_required"), false)...)
 		if len(changed) == 0 {

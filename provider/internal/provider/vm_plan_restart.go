@@ -99,9 +99,10 @@ func restartChanges(ctx context.Context, state, plan *vmModel) []string {
 	if !proto.Equal(a.Domain.Memory, b.Domain.Memory) {
 		out = append(out, "memory")
 	}
-	// A persistent disk that only grows is grown under the running guest
-	// (the VM controller's rule, validation.GrowVolumes).
-	if _, grows := validation.GrowVolumes(b.Volumes, a.Volumes); !grows || !equalMessages(a.Domain.Devices.Disks, b.Domain.Devices.Disks) {
+	// A persistent disk that only grows is grown under the running guest,
+	// and a hotpluggable one added or removed is plugged or unplugged (the
+	// VM controller's rule, validation.LiveDisks).
+	if _, live := validation.LiveDisks(b, a); !live {
 		out = append(out, "disk")
 	}
 	if !proto.Equal(a.Domain.Firmware.GetKernelBoot(), b.Domain.Firmware.GetKernelBoot()) {
@@ -119,6 +120,21 @@ func restartChanges(ctx context.Context, state, plan *vmModel) []string {
 		out = append(out, "node_selector")
 	}
 	return out
+}
+
+// hotplugChanges names the hotpluggable disks the change between state
+// and plan plugs into a running guest and unplugs from it
+// (validation.LiveDisks, the VM controller's rule).
+func hotplugChanges(ctx context.Context, state, plan *vmModel) (plugged, unplugged []string) {
+	from, d1 := vmFromModel(ctx, state)
+	to, d2 := vmFromModel(ctx, plan)
+	if d1.HasError() || d2.HasError() {
+		return nil, nil
+	}
+	validation.DefaultVirtualMachine(from)
+	validation.DefaultVirtualMachine(to)
+	c, _ := validation.LiveDisks(to.Spec.Template.Spec, from.Spec.Template.Spec)
+	return c.Added, c.Removed
 }
 
 // equalMessages compares two lists of API messages element by element.
