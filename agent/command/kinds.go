@@ -21,6 +21,7 @@ import (
 var kinds = []*resource{
 	vmResource, vmiResource, replicaSetResource, poolResource, nodeResource, imageResource, storageClassResource,
 	migrationResource, snapshotResource, snapshotContentResource, restoreResource, cloneResource,
+	adoptionResource,
 }
 
 // resource is one kind of object the CLI knows by name: an entry of kinds.

@@ -39,6 +39,8 @@ type Stores struct {
 	SnapshotContents store.Store[*apiv1.VirtualMachineSnapshotContent]
 	Restores         store.Store[*apiv1.VirtualMachineRestore]
 	Clones           store.Store[*apiv1.VirtualMachineClone]
+	// Adoptions (adoption.proto); nil serves none (tests).
+	Adoptions store.Store[*apiv1.VirtualMachineAdoption]
 	// Credentials of nodes; nil serves no node certificates (tests).
 	BootstrapTokens store.Store[*apiv1.BootstrapToken]
 	NodeCredentials store.Store[*apiv1.NodeCredential]
@@ -60,6 +62,7 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 		SnapshotContents: store.New(c, store.SnapshotContents, opts),
 		Restores:         store.New(c, store.Restores, opts),
 		Clones:           store.New(c, store.Clones, opts),
+		Adoptions:        store.New(c, store.Adoptions, opts),
 		// Credentials are the API's own writes, never a leader's: no fence.
 		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
 		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),
@@ -167,5 +170,6 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterSnapshotContentsServer(r, newSnapshotContentService(s))
 	apiv1.RegisterRestoresServer(r, newRestoreService(s))
 	apiv1.RegisterClonesServer(r, newCloneService(s))
+	apiv1.RegisterAdoptionsServer(r, newAdoptionService(s))
 	apiv1.RegisterBootstrapServer(r, newBootstrapService(s))
 }

@@ -101,7 +101,9 @@ type Client struct {
 	SnapshotContents apiv1.SnapshotContentsClient
 	Restores         apiv1.RestoresClient
 	Clones           apiv1.ClonesClient
-	Conn             *grpc.ClientConn
+	// Adoptions (adoption_service.proto).
+	Adoptions apiv1.AdoptionsClient
+	Conn      *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -178,6 +180,7 @@ func New(conn *grpc.ClientConn) *Client {
 		Restores:         apiv1.NewRestoresClient(conn),
 		Clones:           apiv1.NewClonesClient(conn),
 		Pools:            apiv1.NewPoolsClient(conn),
+		Adoptions:        apiv1.NewAdoptionsClient(conn),
 		Conn:             conn,
 	}
 }
