@@ -57,6 +57,8 @@ type handler struct {
 	// vmEnded asks for an early look at VM directories: an instance's VM
 	// may be going too.
 	vmEnded func()
+	// adopt takes adopted domains over (adoptions.go); nil adopts none.
+	adopt adoptionClaims
 
 	mu sync.Mutex
 	// unreachable records, per VMI key, since when its launcher could not
