@@ -49,7 +49,8 @@ type cluster struct {
 	consoles consoles
 
 	// serverArgs point the node agent at the server: the unix socket, or
-	// the TLS listener with a bootstrap token (clusterOptions.tls).
+	// the TLS listener with a bootstrap token (clusterOptions.tls), and
+	// the node agent's own flags from clusterOptions.
 	serverArgs []string
 	tlsAddr    string
 
@@ -71,6 +72,8 @@ type clusterOptions struct {
 	// --image-* flags): tests that serve Images from loopback allow it
 	// in SourceCIDRs, which the default refuses.
 	imagePolicy imagepolicy.Policy
+	// adoptDirs are the node agent's --adopt-dir (adopt_test.go).
+	adoptDirs []string
 }
 
 // newCluster starts the server and the node agent and waits until the
@@ -137,6 +140,9 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		}
 		c.tlsAddr = srv.TCPAddr().String()
 		c.serverArgs = []string{"--server", "https://" + c.tlsAddr, "--join-token", tok.Token, "--ca-cert-hash", tok.CaCertHash}
+	}
+	for _, d := range o.adoptDirs {
+		c.serverArgs = append(c.serverArgs, "--adopt-dir", d)
 	}
 	c.rec = startRecorder(c)
 	c.startAgent()
