@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"libvirt.org/go/libvirtxml"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -85,7 +86,7 @@ func (r *Result) Note(format string, args ...any) {
 func (r *Result) SetSize(name string, bytes int64) {
 	for _, v := range r.Spec.GetVolumes() {
 		if v.GetName() == name && v.GetPersistent() != nil {
-			v.Persistent.Size = fmt.Sprint(bytes)
+			v.Persistent.Size = resource.NewQuantity(bytes, resource.BinarySI).String()
 		}
 	}
 }

@@ -83,7 +83,7 @@ func TestVirtInstallDomainMaps(t *testing.T) {
 		t.Errorf("the guest agent channel is noted as dropped, but virtplane gives one: %q", r.Notes)
 	}
 	r.SetSize("vda", 21474836480)
-	if got := r.Spec.GetVolumes()[0].GetPersistent().GetSize(); got != "21474836480" {
+	if got := r.Spec.GetVolumes()[0].GetPersistent().GetSize(); got != "20Gi" {
 		t.Errorf("size %q after SetSize", got)
 	}
 }
