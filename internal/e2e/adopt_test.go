@@ -195,42 +195,10 @@ func TestAdoptRefusesElementByElement(t *testing.T) {
 	}
 }
 
-// adoptedGuest is the test guest as a domain defined outside virtplane:
-// kernel and initrd from the node image directory, its boot counter on
-// raw disk (vda), a user network NIC, a serial pty also logged to
-// bootLog.
+// adoptedGuest is the test guest as a domain defined outside virtplane
+// (testguest.AdoptableDomain), booting from the e2e image directory.
 func adoptedGuest(name, disk, bootLog string) *libvirtxml.Domain {
-	port := uint(0)
-	pty := &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}}
-	return &libvirtxml.Domain{
-		Type:   "qemu",
-		Name:   name,
-		Memory: &libvirtxml.DomainMemory{Value: 160, Unit: "MiB"},
-		VCPU:   &libvirtxml.DomainVCPU{Value: 1},
-		OS: &libvirtxml.DomainOS{
-			Type:    &libvirtxml.DomainOSType{Arch: "x86_64", Type: "hvm"},
-			Kernel:  filepath.Join(env.imageDir, env.kernel),
-			Initrd:  filepath.Join(env.imageDir, testguest.InitrdFile),
-			Cmdline: testguest.Cmdline(testguest.Persist("/dev/vda"), testguest.Hostname(name)),
-		},
-		Features: &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
-		Devices: &libvirtxml.DomainDeviceList{
-			Disks: []libvirtxml.DomainDisk{{
-				Device: "disk",
-				Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
-				Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk}},
-				Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
-			}},
-			Interfaces: []libvirtxml.DomainInterface{{
-				Source: &libvirtxml.DomainInterfaceSource{User: &libvirtxml.DomainInterfaceSourceUser{}},
-				Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
-			}},
-			Serials: []libvirtxml.DomainSerial{{Source: pty, Target: &libvirtxml.DomainSerialTarget{Port: &port},
-				Log: &libvirtxml.DomainChardevLog{File: bootLog, Append: "on"}}},
-			Consoles:   []libvirtxml.DomainConsole{{Source: pty, Target: &libvirtxml.DomainConsoleTarget{Type: "serial", Port: &port}}},
-			MemBalloon: &libvirtxml.DomainMemBalloon{Model: "none"},
-		},
-	}
+	return testguest.AdoptableDomain(name, env.imageDir, env.kernel, disk, bootLog)
 }
 
 // defineDomain defines d with virsh (from a file: typed XML, no shell),
