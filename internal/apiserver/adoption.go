@@ -159,6 +159,27 @@ func setNodeAdoptionStatus(next *apiv1.VirtualMachineAdoption, in *apiv1.Virtual
 	return nil
 }
 
+// checkServerOwnedAnnotations refuses a client's VM whose template sets or
+// changes an annotation only the server writes (the adoption that made
+// the VM: apiv1.ServerOwnedTemplateAnnotation) from old's (nil on
+// create).
+func checkServerOwnedAnnotations(vm, old *apiv1.VirtualMachine) error {
+	want, had := vm.GetSpec().GetTemplate().GetMetadata().GetAnnotations(), old.GetSpec().GetTemplate().GetMetadata().GetAnnotations()
+	var errs field.ErrorList
+	p := field.NewPath("spec", "template", "metadata", "annotations")
+	for _, m := range []map[string]string{want, had} {
+		for k := range m {
+			if apiv1.ServerOwnedTemplateAnnotation(k) && want[k] != had[k] {
+				errs = append(errs, field.Forbidden(p.Key(k), "set by the server when an adoption makes the VM; it may not be set or changed"))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return validation.ToStatusError(apiv1.KindVirtualMachine, vm.GetMetadata().GetName(), errs[:1])
+}
+
 func phaseOrNone(p string) string {
 	if p == "" {
 		return `""`

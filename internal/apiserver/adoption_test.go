@@ -98,3 +98,37 @@ func TestAdoptionsAreTheirNodesAlone(t *testing.T) {
 		}
 	}
 }
+
+// The adoption's annotation on a VM template is the server's: no client
+// sets or changes it.
+func TestServerOwnedTemplateAnnotation(t *testing.T) {
+	e := newSecEnv(t, Limits{})
+	admin := e.admin()
+	vm := &apiv1.VirtualMachine{
+		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: &apiv1.VirtualMachineSpec{RunStrategy: apiv1.RunStrategyHalted, Template: &apiv1.VirtualMachineInstanceTemplateSpec{
+			Metadata: &apiv1.ObjectMeta{Annotations: map[string]string{apiv1.AnnotationAdoption: "6f1c2a3e-0000-4000-8000-00000000a001"}},
+			Spec:     &apiv1.VirtualMachineInstanceSpec{Domain: &apiv1.DomainSpec{Memory: &apiv1.Memory{Guest: "64Mi"}}},
+		}},
+	}
+	_, err := admin.VMs.Create(ctx(), &apiv1.CreateVirtualMachineRequest{Vm: vm})
+	wantCode(t, "a VM claiming an adoption", err, codes.InvalidArgument)
+	if !strings.Contains(err.Error(), "spec.template.metadata.annotations["+apiv1.AnnotationAdoption+"]") {
+		t.Errorf("error %q does not name the annotation", err)
+	}
+	// As the controller makes it (the store), then updated by a client.
+	made := proto.Clone(vm).(*apiv1.VirtualMachine)
+	made, err = e.st.VMs.Create(ctx(), made)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := proto.Clone(made).(*apiv1.VirtualMachine)
+	up.Spec.Template.Metadata.Annotations["team"] = "web"
+	if _, err := admin.VMs.Update(ctx(), &apiv1.UpdateVirtualMachineRequest{Vm: up}); err != nil {
+		t.Fatalf("an update keeping the annotation: %v", err)
+	}
+	up = proto.Clone(made).(*apiv1.VirtualMachine)
+	up.Spec.Template.Metadata.Annotations[apiv1.AnnotationAdoption] = "6f1c2a3e-0000-4000-8000-00000000a0ff"
+	_, err = admin.VMs.Update(ctx(), &apiv1.UpdateVirtualMachineRequest{Vm: up})
+	wantCode(t, "changing the adoption annotation", err, codes.InvalidArgument)
+}

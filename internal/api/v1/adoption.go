@@ -37,6 +37,13 @@ func AdoptionFinal(a *VirtualMachineAdoption) bool {
 	return false
 }
 
+// ServerOwnedTemplateAnnotation reports whether key, an annotation of a
+// VM's instance template, is the server's: set when the server makes the
+// VM, never by a client (the API refuses a change of it), and not
+// managed by clients that write templates (the provider keeps it as
+// stored and does not show it).
+func ServerOwnedTemplateAnnotation(key string) bool { return key == AnnotationAdoption }
+
 // AdoptionOf is the adoption uid a VMI (or a VM template) carries, "" for
 // none.
 func AdoptionOf(md *ObjectMeta) string { return md.GetAnnotations()[AnnotationAdoption] }

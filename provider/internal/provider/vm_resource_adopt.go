@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -149,4 +150,41 @@ func adoptionFailure(a *apiv1.VirtualMachineAdoption, err error) string {
 	}
 	b.WriteString("\nThe adoption object stays (virtplane-agent get vmadoption " + a.GetMetadata().GetName() + " -n " + a.GetMetadata().GetNamespace() + "); delete it to try again.")
 	return b.String()
+}
+
+// withoutServerOwned is a VM template's annotations without those the
+// server owns (apiv1.ServerOwnedTemplateAnnotation: the adoption that made
+// the VM), which configurations do not manage.
+func withoutServerOwned(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if !apiv1.ServerOwnedTemplateAnnotation(k) {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// withServerOwned is want with the server-owned annotations of stored
+// kept: an apply never drops them.
+func withServerOwned(want, stored map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range stored {
+		if apiv1.ServerOwnedTemplateAnnotation(k) {
+			if out == nil {
+				out = maps.Clone(want)
+				if out == nil {
+					out = map[string]string{}
+				}
+			}
+			out[k] = v
+		}
+	}
+	if out == nil {
+		return want
+	}
+	return out
 }

@@ -60,3 +60,25 @@ func TestJudgeAdoption(t *testing.T) {
 		t.Errorf("failure message %q does not list the refusal", msg)
 	}
 }
+
+// The adoption's annotation on an adopted VM's template is the server's:
+// not shown, and kept by an apply.
+func TestServerOwnedAnnotations(t *testing.T) {
+	stored := map[string]string{apiv1.AnnotationAdoption: "u1", "team": "web"}
+	if got := withoutServerOwned(stored); len(got) != 1 || got["team"] != "web" {
+		t.Errorf("read: %v", got)
+	}
+	if got := withoutServerOwned(map[string]string{apiv1.AnnotationAdoption: "u1"}); got != nil {
+		t.Errorf("read of the annotation alone: %v, want nil (null in the state)", got)
+	}
+	got := withServerOwned(map[string]string{"team": "db"}, stored)
+	if len(got) != 2 || got["team"] != "db" || got[apiv1.AnnotationAdoption] != "u1" {
+		t.Errorf("write: %v", got)
+	}
+	if got := withServerOwned(nil, stored); len(got) != 1 || got[apiv1.AnnotationAdoption] != "u1" {
+		t.Errorf("write of no annotations: %v", got)
+	}
+	if got := withServerOwned(map[string]string{"a": "b"}, nil); len(got) != 1 {
+		t.Errorf("write without server-owned ones: %v", got)
+	}
+}
