@@ -69,6 +69,11 @@ func domainFacts(dom driver.Domain, name, pidDir string) (launcher.DomainFacts, 
 			return f, err
 		}
 	}
+	if s, ok := dom.(driver.StatefulDomain); ok {
+		if f.Snapshots, f.Checkpoints, f.ManagedSave, err = s.SavedState(); err != nil {
+			return f, err
+		}
+	}
 	switch _, err := dom.GetMetadata(domxml.Namespace); {
 	case err == nil:
 		f.Managed = true

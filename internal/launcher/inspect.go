@@ -16,9 +16,14 @@ type DomainFacts struct {
 	Persistent bool `json:"persistent"`
 	// Managed says the domain carries virtplane's metadata: virtplane
 	// defined it, or took it over already.
-	Managed bool   `json:"managed"`
-	QEMUPid int    `json:"qemu_pid,omitempty"`
-	XML     string `json:"xml"`
+	Managed bool `json:"managed"`
+	// What libvirt keeps beside the definition: snapshots, checkpoints
+	// and a managed save image, which would block its undefine.
+	Snapshots   int    `json:"snapshots,omitempty"`
+	Checkpoints int    `json:"checkpoints,omitempty"`
+	ManagedSave bool   `json:"managed_save,omitempty"`
+	QEMUPid     int    `json:"qemu_pid,omitempty"`
+	XML         string `json:"xml"`
 }
 
 // InspectDomain runs `launcherPath inspect-domain --libvirt-uri uri

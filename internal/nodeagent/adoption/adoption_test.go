@@ -197,6 +197,8 @@ func TestMapDomainRefusesTheDomain(t *testing.T) {
 		"manages it already": func(f *launcher.DomainFacts) { f.Managed = true },
 		"transient":          func(f *launcher.DomainFacts) { f.Persistent = false },
 		"it is Paused":       func(f *launcher.DomainFacts) { f.State, f.Reason = "Paused", "User" },
+		"libvirt snapshot":   func(f *launcher.DomainFacts) { f.Snapshots = 2 },
+		"managed save image": func(f *launcher.DomainFacts) { f.State, f.ManagedSave = "Shutoff", true },
 	} {
 		e := newEnv(t)
 		disk := filepath.Join(e.adopt, "data.raw")

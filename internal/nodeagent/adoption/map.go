@@ -63,6 +63,17 @@ func (r *Role) mapDomain(ctx context.Context, a *apiv1.VirtualMachineAdoption) *
 	case !slices.Contains(adoptableStates, facts.State):
 		refuse("domain", "it is %s (%s): resume or stop it first", facts.State, facts.Reason)
 	}
+	// What libvirt keeps beside the definition is lost to virtplane, and
+	// would keep the domain from being undefined at its first stop.
+	if facts.Snapshots > 0 {
+		refuse("domain", "it has %d libvirt snapshot(s): delete them first (virsh snapshot-delete); virtplane would not carry them", facts.Snapshots)
+	}
+	if facts.Checkpoints > 0 {
+		refuse("domain", "it has %d libvirt checkpoint(s): delete them first (virsh checkpoint-delete)", facts.Checkpoints)
+	}
+	if facts.ManagedSave {
+		refuse("domain", "it has a managed save image: start it, or remove the image (virsh managedsave-remove)")
+	}
 	res, err := adopt.Map(facts.XML, adopt.Rules{Dirs: r.opts.Dirs, ImageDir: r.opts.ImageDir})
 	if err != nil {
 		refuse("domain", "%v", err)

@@ -36,6 +36,14 @@ type PersistentDomain interface {
 	IsPersistent() (bool, error)
 }
 
+// StatefulDomain tells what libvirt keeps of a domain beside its
+// definition (snapshots, checkpoints, a managed save image), for the
+// node agent's mapping: undefining such a domain is refused.
+// launcher/internal/virt implements it.
+type StatefulDomain interface {
+	SavedState() (snapshots, checkpoints int, managedSave bool, err error)
+}
+
 // takeOver writes this VMI's metadata into dom, which has none yet, if
 // it is the domain the node agent mapped (a's UUID). A domain that has
 // metadata already was taken over (or is virtplane's), and owned
