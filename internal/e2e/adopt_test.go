@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,7 +26,8 @@ import (
 // adopted by `virtplane-agent adopt` with the same QEMU process, its
 // serial console works through virtplane both ways, and stop and start
 // then work through virtplane: the guest boots again, from a copy of the
-// same disk, with the counter one up. A domain with what cannot be
+// same disk, with the counter one up. In between, its launcher and the
+// node agent are killed: the domain stays the VM's, QEMU untouched. A domain with what cannot be
 // mapped is refused element by element.
 func TestAdoptRunningDomain(t *testing.T) {
 	t.Parallel()
@@ -108,6 +110,38 @@ func TestAdoptRunningDomain(t *testing.T) {
 	inter.waitMarker(markerEcho+" "+line, stateTimeout)
 	inter.typeIn("\x1d") // Ctrl-]
 	_ = inter.wait(stateTimeout)
+
+	// The adopted domain is the VM's as any domain is: its launcher
+	// killed, a new one takes it back (the copy of its console too); the
+	// node agent killed and started again, it reattaches. QEMU stays.
+	old := launcherPids(domain)
+	if len(old) != 1 {
+		t.Fatalf("launchers of %s: %v", domain, old)
+	}
+	c.must(syscall.Kill(old[0], syscall.SIGKILL))
+	testutil.Eventually(t, stateTimeout, "a new launcher for the adopted domain", func() bool {
+		pids := launcherPids(domain)
+		return len(pids) == 1 && pids[0] != old[0]
+	})
+	c.killAgent()
+	c.startAgent()
+	testutil.Eventually(t, stateTimeout, "the node agent back", func() bool {
+		return len(c.agentLogMatches(2, regexp.MustCompile(`node agent running`))) > 0
+	})
+	line2 := "again-" + randomID(t)
+	inter2 := c.cli("console", "web", "--interactive")
+	inter2.typeIn(line2 + "\n")
+	inter2.waitMarker(markerEcho+" "+line2, stateTimeout)
+	inter2.typeIn("\x1d")
+	_ = inter2.wait(stateTimeout)
+	if got := qemuPid(t, domain); got != pid {
+		t.Fatalf("QEMU pid %d after the launcher and the node agent were killed, %d before", got, pid)
+	}
+	if v := c.vmi("web"); v.GetMetadata().GetUid() != vmi.GetMetadata().GetUid() || v.GetStatus().GetPhase() != apiv1.PhaseRunning {
+		t.Fatalf("instance after the restarts: %s %s", v.GetMetadata().GetUid(), v.GetStatus().GetPhase())
+	}
+	// A console session is the node agent's: follow again.
+	follower = c.cli("console", "web")
 
 	// Stop through virtplane: ACPI, the guest powers off, the domain is
 	// virtplane's to undefine.
