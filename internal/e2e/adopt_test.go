@@ -119,9 +119,19 @@ func TestAdoptRunningDomain(t *testing.T) {
 		t.Fatalf("launchers of %s: %v", domain, old)
 	}
 	c.must(syscall.Kill(old[0], syscall.SIGKILL))
+	var replaced int
 	testutil.Eventually(t, stateTimeout, "a new launcher for the adopted domain", func() bool {
 		pids := launcherPids(domain)
-		return len(pids) == 1 && pids[0] != old[0]
+		if len(pids) == 1 && pids[0] != old[0] {
+			replaced = pids[0]
+		}
+		return replaced != 0
+	})
+	// Synced, its handle saved (the agent records a launcher before it
+	// syncs): a kill of the agent before that would leave a launcher no
+	// record names, which is not what this tests.
+	testutil.Eventually(t, stateTimeout, "the new launcher synced", func() bool {
+		return len(c.agentLogMatches(1, regexp.MustCompile(`msg="domain synced".* launcher_pid=`+strconv.Itoa(replaced)+` `))) > 0
 	})
 	c.killAgent()
 	c.startAgent()
