@@ -134,6 +134,18 @@ func (h *handler) tookOver(rec *state.VMI, dom *launcherpb.DomainStatus, syncErr
 	}
 }
 
+// notTakenOver is dom as the handler sees it: an adopted domain that the
+// instance has not taken over yet (no metadata of its own) is not the
+// instance's, as if there were none. The handler then never shuts down,
+// kills or undefines a domain it did not take over (a take-over that
+// failed leaves it as it was); the take-over itself is Sync's.
+func notTakenOver(rec *state.VMI, dom *launcherpb.DomainStatus) *launcherpb.DomainStatus {
+	if rec.AdoptedUUID == "" || !dom.GetExists() || dom.GetVmiUid() == rec.UID {
+		return dom
+	}
+	return &launcherpb.DomainStatus{Name: dom.GetName()}
+}
+
 // liveMigratable is the instance's LiveMigratable condition: an adopted
 // domain's disks are the domain's own files until the VM's first start
 // through virtplane, and do not move.

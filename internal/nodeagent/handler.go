@@ -196,6 +196,7 @@ func (h *handler) sync(ctx context.Context, key string, vmi *apiv1.VirtualMachin
 		var err error
 		if e, err = h.launchers.Ensure(ctx, vmi, rec); err == nil {
 			dom, err = h.launchers.GetDomain(ctx, e)
+			dom = notTakenOver(rec, dom)
 		}
 		if err != nil {
 			if launchers.Unavailable(err) {
