@@ -14,7 +14,7 @@ func TestAdoptionSummary(t *testing.T) {
 		Spec:     &apiv1.VirtualMachineAdoptionSpec{NodeName: "node-a", DomainName: "legacy", DryRun: true},
 		Status: &apiv1.VirtualMachineAdoptionStatus{
 			Phase: apiv1.AdoptionMapped, DomainUuid: "6f1c2a3e-0000-4000-8000-00000000d001", DomainState: "Running", QemuPid: 4242,
-			Spec: &apiv1.VirtualMachineInstanceSpec{Domain: &apiv1.DomainSpec{Memory: &apiv1.Memory{Guest: "160Mi"}}},
+			Spec:  &apiv1.VirtualMachineInstanceSpec{Domain: &apiv1.DomainSpec{Memory: &apiv1.Memory{Guest: "160Mi"}}},
 			Disks: []*apiv1.AdoptedDisk{{Name: "vda", Path: "/srv/adopt/data.raw", Format: "raw", VirtualSizeBytes: 64 << 20}},
 			Notes: []string{"graphics (VNC, SPICE) are not carried"},
 		},
