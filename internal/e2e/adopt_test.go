@@ -27,8 +27,7 @@ import (
 // serial console works through virtplane both ways, and stop and start
 // then work through virtplane: the guest boots again, from a copy of the
 // same disk, with the counter one up. In between, its launcher and the
-// node agent are killed: the domain stays the VM's, QEMU untouched. A domain with what cannot be
-// mapped is refused element by element.
+// node agent are killed: the domain stays the VM's, QEMU untouched.
 func TestAdoptRunningDomain(t *testing.T) {
 	t.Parallel()
 	requireEnv(t)
