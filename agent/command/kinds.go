@@ -23,6 +23,7 @@ var kinds = []*resource{
 	migrationResource, snapshotResource, snapshotContentResource, restoreResource, cloneResource,
 	exportResource,
 	backupTargetResource, backupResource, backupScheduleResource, backupRestoreResource,
+	adoptionResource,
 }
 
 // resource is one kind of object the CLI knows by name: an entry of kinds.

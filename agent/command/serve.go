@@ -136,6 +136,7 @@ cluster instead of the embedded one.`,
 	f.StringVar(&node.LauncherPath, "launcher-path", "", "virtplane-launcher binary (default: next to this executable, else from PATH)")
 	f.StringVar(&node.DataDir, "node-data-dir", "", "node state database and per-VMI files (default <data-dir>/node)")
 	f.StringSliceVar(&node.ImageSourceDirs, "image-source-dir", nil, "directories Images' file:// URLs may name on this node (default: none, file:// refused)")
+	f.StringSliceVar(&node.AdoptDirs, "adopt-dir", nil, "role node: directories whose files the disks of adopted libvirt domains may be (docs/adopt.md; default: none, every disk refused); not the node data or image directory")
 	f.Var(&reserved, "reserved-memory", "host memory kept from guests: allocatable = total memory minus this")
 	f.IntVar(&node.Workers, "node-workers", nodeagent.DefaultWorkers, "VMIs the node agent handles at once (starts, stops); default twice the CPUs, at least 4")
 	f.DurationVar(&node.StorageStartTimeout, "storage-start-timeout", nodeagent.DefaultStorageStartTimeout, "role node: a VM with an rbd volume whose QEMU has not opened it this long after its start (an OSD that does not answer) is stopped, and fails saying so; under 2m")

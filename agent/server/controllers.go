@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	adoptionctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/adoption"
 	clonectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/clone"
 	evacctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/evacuation"
 	exportctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/export"
@@ -65,6 +67,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	restoreInf := informer.New(st.Restores, store.ListOptions{}, log.With("informer", "restore"))
 	cloneInf := informer.New(st.Clones, store.ListOptions{}, log.With("informer", "clone"))
 	exportInf := informer.New(st.Exports, store.ListOptions{}, log.With("informer", "export"))
+	adoptionInf := informer.New(st.Adoptions, store.ListOptions{}, log.With("informer", "adoption"))
 
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
@@ -103,6 +106,8 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	xc := exportctl.New(exportctl.Options{}, exportctl.Informers{
 		Exports: exportInf, VMs: vmInf, VMIs: vmiInf, Nodes: nodeInf, Classes: classInf, Snaps: snapInf, Contents: contentInf,
 	}, st.Exports, log)
+	ac := adoptionctl.New(adoptionctl.Options{Validation: validation.Options{ImageDir: o.ImageDir, HostPolicy: o.HostPolicy}},
+		adoptionInf, vmInf, st.Adoptions, st.VMs, log)
 	// The RBD side of snapshots and restores, and what no object needs.
 	svc := storagectl.NewVolumes(stc, storagectl.VolumeOptions{}, contentInf, restoreInf, snapInf, vmInf,
 		st.SnapshotContents, st.Restores, log)
@@ -126,6 +131,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { restoreInf.Run(ctx) })
 	run(func() { cloneInf.Run(ctx) })
 	run(func() { exportInf.Run(ctx) })
+	run(func() { adoptionInf.Run(ctx) })
 	// Worker counts follow KubeVirt's (VM 3, VMI 10, node 3).
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
@@ -142,6 +148,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { rc.Run(ctx, 2) })
 	run(func() { cc.Run(ctx, 2) })
 	run(func() { xc.Run(ctx, 2) })
+	run(func() { ac.Run(ctx, 1) })
 	run(func() { svc.Run(ctx, 2) })
 	runBackups(ctx, run)
 	log.Info("controllers running")

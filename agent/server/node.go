@@ -58,6 +58,9 @@ type NodeOptions struct {
 	// ImageSourceDirs are the directories Images' file:// URLs may name
 	// on this node; none refuses file:// sources.
 	ImageSourceDirs []string
+	// AdoptDirs are the directories whose files adopted libvirt domains'
+	// disks may be (docs/adopt.md); none refuses every disk.
+	AdoptDirs []string
 	// ReservedMemory is kept from guests; nil means 512Mi.
 	ReservedMemory *resource.Quantity
 	// Workers is how many VMIs the node agent handles at once; 0 means
@@ -159,7 +162,8 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		API: nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: consoles, Images: c.Images,
 			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses, Exports: c.Exports,
 			ImageUploads: c.ImageUploads,
-			Backups:      c.Backups, BackupRestores: c.BackupRestores, BackupTargets: c.BackupTargets},
+			Backups:      c.Backups, BackupRestores: c.BackupRestores, BackupTargets: c.BackupTargets,
+			Adoptions: c.Adoptions},
 		ExportAddress:   n.ExportAddress,
 		Launchers:       mgr,
 		Tools:           n.Tools,
@@ -169,6 +173,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		BridgeNetNS:     n.BridgeNetNS,
 		Migration:       n.Migration,
 		ImageSourceDirs: n.ImageSourceDirs,
+		AdoptDirs:       n.AdoptDirs,
 		LauncherPath:    n.LauncherPath,
 		ReservedMemory:  n.ReservedMemory,
 		AgentVersion:    n.AgentVersion,

@@ -152,6 +152,18 @@ var nodeRules = map[string]nodeRule{
 		return nodeNameSelector(node, req.(*apiv1.WatchBackupRestoresRequest).GetOptions().GetLabelSelector())
 	}},
 	apiv1.BackupRestores_UpdateStatus_FullMethodName: {},
+	// An adoption names the node that has the domain (virtplane.io/node-name,
+	// set by the server from its spec): that node maps the domain and
+	// takes it over, and sees no other node's adoptions. The handler
+	// checks the label and which fields a node may write (adoption.go).
+	apiv1.Adoptions_Get_FullMethodName: {after: labelledForNode(apiv1.KindAdoption)},
+	apiv1.Adoptions_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListAdoptionsRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Adoptions_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchAdoptionsRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Adoptions_UpdateStatus_FullMethodName: {},
 }
 
 var adminOnly = methodSet(lifecycleMethods,
@@ -249,6 +261,9 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.BackupSchedules_Watch_FullMethodName,
 	apiv1.BackupRestores_Create_FullMethodName,
 	apiv1.BackupRestores_Delete_FullMethodName,
+	// Adopting a domain makes a VM: admins only; the node sees its own.
+	apiv1.Adoptions_Create_FullMethodName,
+	apiv1.Adoptions_Delete_FullMethodName,
 	// Join is for anonymous callers (and admins); a node already has a
 	// certificate and renews it instead.
 	apiv1.Bootstrap_Join_FullMethodName,

@@ -316,9 +316,10 @@ func (s *Server) nodeActsFor(ctx context.Context, node, target string, req *apiv
 	return nil
 }
 
+// phaseOrNone names an object's phase in an error, an empty one too.
 func phaseOrNone(p string) string {
 	if p == "" {
-		return "not started"
+		return "(no phase)"
 	}
 	return p
 }

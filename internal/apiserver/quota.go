@@ -60,6 +60,8 @@ var quotaGuarded = methodSet(lifecycleMethods,
 	apiv1.Snapshots_Create_FullMethodName,
 	apiv1.Restores_Create_FullMethodName,
 	apiv1.Clones_Create_FullMethodName,
+	// An adoption makes a VM.
+	apiv1.Adoptions_Create_FullMethodName,
 )
 
 // QuotaGuard refuses user writes while the store is nearly full, before

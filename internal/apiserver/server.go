@@ -46,6 +46,8 @@ type Stores struct {
 	Backups         store.Store[*apiv1.VirtualMachineBackup]
 	BackupSchedules store.Store[*apiv1.VirtualMachineBackupSchedule]
 	BackupRestores  store.Store[*apiv1.VirtualMachineBackupRestore]
+	// Adoptions (adoption.proto); nil serves none (tests).
+	Adoptions store.Store[*apiv1.VirtualMachineAdoption]
 	// Credentials of nodes; nil serves no node certificates (tests).
 	BootstrapTokens store.Store[*apiv1.BootstrapToken]
 	NodeCredentials store.Store[*apiv1.NodeCredential]
@@ -72,6 +74,7 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 		Backups:          store.New(c, store.Backups, opts),
 		BackupSchedules:  store.New(c, store.BackupSchedules, opts),
 		BackupRestores:   store.New(c, store.BackupRestores, opts),
+		Adoptions:        store.New(c, store.Adoptions, opts),
 		// Credentials are the API's own writes, never a leader's: no fence.
 		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
 		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),
@@ -191,5 +194,6 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterBackupsServer(r, newBackupService(s))
 	apiv1.RegisterBackupSchedulesServer(r, newBackupScheduleService(s))
 	apiv1.RegisterBackupRestoresServer(r, newBackupRestoreService(s))
+	apiv1.RegisterAdoptionsServer(r, newAdoptionService(s))
 	apiv1.RegisterBootstrapServer(r, newBootstrapService(s))
 }

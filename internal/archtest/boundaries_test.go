@@ -40,6 +40,7 @@ var layers = []struct {
 		"internal/hostns", "internal/guestnet", "internal/macaddr", "internal/vmlifecycle", "internal/imagestore", "internal/imagepolicy", "internal/ceph", "internal/firmware",
 		"internal/backup/repo/...",
 		"internal/backup/target",
+		"internal/adopt",
 		"internal/launcher/launcherpb"}},
 	{"store and clients", []string{"internal/store/...", "internal/etcdserver/...", "internal/client/...", "internal/imagewait",
 		"internal/launcher/..."}},

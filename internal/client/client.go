@@ -110,7 +110,9 @@ type Client struct {
 	Backups         apiv1.BackupsClient
 	BackupSchedules apiv1.BackupSchedulesClient
 	BackupRestores  apiv1.BackupRestoresClient
-	Conn            *grpc.ClientConn
+	// Adoptions (adoption_service.proto).
+	Adoptions apiv1.AdoptionsClient
+	Conn      *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -193,6 +195,7 @@ func New(conn *grpc.ClientConn) *Client {
 		Backups:          apiv1.NewBackupsClient(conn),
 		BackupSchedules:  apiv1.NewBackupSchedulesClient(conn),
 		BackupRestores:   apiv1.NewBackupRestoresClient(conn),
+		Adoptions:        apiv1.NewAdoptionsClient(conn),
 		Conn:             conn,
 	}
 }

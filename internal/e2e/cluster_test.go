@@ -49,7 +49,8 @@ type cluster struct {
 	consoles consoles
 
 	// serverArgs point the node agent at the server: the unix socket, or
-	// the TLS listener with a bootstrap token (clusterOptions.tls).
+	// the TLS listener with a bootstrap token (clusterOptions.tls), and
+	// the node agent's own flags from clusterOptions.
 	serverArgs []string
 	tlsAddr    string
 	// agentArgs are more flags of the node agent (clusterOptions).
@@ -75,6 +76,8 @@ type clusterOptions struct {
 	imagePolicy imagepolicy.Policy
 	// agentArgs are more flags of the node agent (--export-address).
 	agentArgs []string
+	// adoptDirs are the node agent's --adopt-dir (adopt_test.go).
+	adoptDirs []string
 }
 
 // newCluster starts the server and the node agent and waits until the
@@ -143,6 +146,9 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		c.serverArgs = []string{"--server", "https://" + c.tlsAddr, "--join-token", tok.Token, "--ca-cert-hash", tok.CaCertHash}
 	}
 	c.agentArgs = o.agentArgs
+	for _, d := range o.adoptDirs {
+		c.serverArgs = append(c.serverArgs, "--adopt-dir", d)
+	}
 	c.rec = startRecorder(c)
 	c.startAgent()
 	testutil.Eventually(c.t, stateTimeout, "node "+c.node+" registered and schedulable", func() bool {

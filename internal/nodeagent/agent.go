@@ -58,6 +58,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/adoption"
 	nodebackup "github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/backup"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
@@ -119,6 +120,8 @@ type Agent struct {
 	exports    *export.Server
 	exportCert []byte
 	backups    *nodebackup.Role
+	// adoptions is nil without Options.API.Adoptions (adoptions.go).
+	adoptions *adoption.Role
 
 	// host is what registration reported; set by Run before the
 	// handler starts.
@@ -201,14 +204,18 @@ func (a *Agent) newRoles() error {
 			ConfDir: a.cephConfDir(), Firewall: storageFirewall{a}, Clock: o.Clock, Logger: a.log})
 		classes = a.storage
 	}
+	a.newAdoptionRole()
 	h := &handler{
 		node: o.NodeName, timing: &a.opts.Timing, clock: o.Clock, log: a.log,
 		db: a.db, launchers: a.launchers, status: a.status, api: o.API.VMIs, vmis: a.vmis,
 		lease: &a.lease, arm: a.renewLease, layout: a.layout, console: a.console, host: &a.host, vmEnded: a.kickVMDirGC,
 		disks: disks.New(disks.Options{ImageDir: o.ImageDir, Layout: a.layout, Images: o.Images,
 			MaxVirtualSize: a.maxVirtualSize, Progress: progress, Classes: classes, NodeName: o.NodeName,
-			StorageStartTimeout: o.Timing.StorageStartTimeout, Clock: o.Clock, Logger: a.log}),
+			StorageStartTimeout: o.Timing.StorageStartTimeout, Adopted: a.adoptedSources(), Clock: o.Clock, Logger: a.log}),
 		unreachable: map[string]time.Time{},
+	}
+	if a.adoptions != nil {
+		h.adopt = a.adoptions
 	}
 	a.handler = h
 	if api := o.API.Images; api != nil {
@@ -382,6 +389,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.backups != nil {
 		defer a.backups.Run(ctx)()
+	}
+	if a.adoptions != nil {
+		defer a.adoptions.Run(ctx)()
 	}
 
 	goRun(func() { a.heartbeatLoop(ctx, interval) })

@@ -13,10 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/adopt"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/adoption"
 	nodebackup "github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/backup"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
@@ -86,6 +88,9 @@ type API struct {
 	Backups        nodebackup.BackupAPI
 	BackupRestores nodebackup.RestoreAPI
 	BackupTargets  nodebackup.TargetAPI
+	// Adoptions labelled with this node are mapped and taken over here
+	// (package adoption); nil adopts nothing.
+	Adoptions adoption.API
 }
 
 // VolumeCopier copies and merges the qcow2 files of snapshots and
@@ -230,6 +235,15 @@ type Options struct {
 	// ImageSourceDirs are the directories Images' file:// URLs may name;
 	// none refuses file:// sources.
 	ImageSourceDirs []string
+	// AdoptDirs are the directories whose files adopted domains' disks may
+	// be (docs/adopt.md; the agent's --adopt-dir): none refuses every
+	// disk. They are resolved when the agent starts, and may not overlap
+	// NodeDataDir or ImageDir.
+	AdoptDirs []string
+	// AdoptNVRAMDirs are where an adopted domain's EFI variables may be
+	// copied from besides AdoptDirs; nil is libvirt's own directory
+	// (adoption.DefaultNVRAMDir).
+	AdoptNVRAMDirs []string
 	// LauncherPath is the virtplane-launcher binary for the default Tools.
 	LauncherPath string
 	// ReservedMemory is kept from guests: allocatable = capacity minus
@@ -274,6 +288,11 @@ func (o *Options) complete() error {
 	if err := CheckLabels(o.Labels); err != nil {
 		return err
 	}
+	dirs, err := adopt.CheckDirs(o.AdoptDirs, o.NodeDataDir, o.ImageDir)
+	if err != nil {
+		return err
+	}
+	o.AdoptDirs = dirs
 	if o.LibvirtURI == "" {
 		o.LibvirtURI = launcher.DefaultLibvirtURI
 	}

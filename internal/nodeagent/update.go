@@ -62,11 +62,14 @@ type updatePass struct {
 // record makes sure the VMI has a state record, written before anything
 // is started so a crash from here on leaves a trace the next agent
 // follows, and holds back a RestartElsewhere guest without a valid lease.
-func (h *handler) record(_ context.Context, p *updatePass) (controller.Result, bool, error) {
+func (h *handler) record(ctx context.Context, p *updatePass) (controller.Result, bool, error) {
 	if p.rec == nil {
 		rec, err := h.NewRecord(p.vmi)
 		if err != nil {
 			return controller.Result{}, true, fmt.Errorf("recording %s: %w", p.key, err)
+		}
+		if res, done, err := h.claimAdopted(ctx, p.vmi, rec); done || err != nil {
+			return res, true, err
 		}
 		if err := h.db.PutVMI(rec); err != nil {
 			return controller.Result{}, true, fmt.Errorf("saving state record of %s: %w", p.key, err)
@@ -137,6 +140,7 @@ func (h *handler) syncDomain(ctx context.Context, p *updatePass) (controller.Res
 	sctx, cancel := context.WithTimeout(ctx, h.timing.SyncTimeout)
 	p.dom, err = p.e.Client.Sync(sctx, vmi, opts)
 	cancel()
+	h.tookOver(rec, p.dom, err)
 	if err != nil {
 		if launchers.Unavailable(err) {
 			res, err := h.Unreachable(ctx, p.key, vmi, p.e, err)
@@ -200,7 +204,7 @@ func (h *handler) reportRunning(ctx context.Context, p *updatePass) (controller.
 		return controller.Result{}, true, err
 	}
 	running := runningStatus(dom, h.host.KVMUsable)
-	migratable := apiv1.LiveMigratable(p.vmi.GetSpec())
+	migratable := liveMigratable(p.vmi, p.rec)
 	if err := h.status.Report(ctx, p.vmi, p.withVolumeStatus(func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
 		running(st, now)
 		st.Conditions = apiv1.SetCondition(st.Conditions, migratable, now)
@@ -236,6 +240,9 @@ func (h *handler) reflectPause(ctx context.Context, vmi *apiv1.VirtualMachineIns
 // syncOptions prepares the VMI's files and completes the options its
 // domain is built from with what the agent knows.
 func (h *handler) syncOptions(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
+	if rec.AdoptedUUID != "" {
+		return h.adoptedOptions(rec)
+	}
 	if h.pulls != nil {
 		if err := h.pulls.PullFor(ctx, vmi); err != nil {
 			return nil, err

@@ -143,6 +143,10 @@ var (
 		Kind: apiv1.KindBackupRestore, Plural: "virtualmachinebackuprestores", Namespaced: true,
 		New: func() *apiv1.VirtualMachineBackupRestore { return &apiv1.VirtualMachineBackupRestore{} },
 	}
+	Adoptions = Resource[*apiv1.VirtualMachineAdoption]{
+		Kind: apiv1.KindAdoption, Plural: "virtualmachineadoptions", Namespaced: true,
+		New: func() *apiv1.VirtualMachineAdoption { return &apiv1.VirtualMachineAdoption{} },
+	}
 	BootstrapTokens = Resource[*apiv1.BootstrapToken]{
 		Kind: "BootstrapToken", Plural: "bootstraptokens", Namespaced: false,
 		New: func() *apiv1.BootstrapToken { return &apiv1.BootstrapToken{} },

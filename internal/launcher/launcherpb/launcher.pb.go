@@ -353,8 +353,16 @@ type SyncOptions struct {
 	// destroys the domain and fails the Sync, saying the storage did not
 	// answer. 0: no bound.
 	StartTimeoutMillis int64 `protobuf:"varint,13,opt,name=start_timeout_millis,json=startTimeoutMillis,proto3" json:"start_timeout_millis,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Take over a domain virtplane did not define (docs/adopt.md): the
+	// domain named domain_name, which has no virtplane metadata yet, is
+	// this VMI's if its UUID is adopt.uuid. Sync then writes the metadata
+	// into it (live and persistent) instead of defining a domain, and
+	// never defines one: a domain that is gone fails the Sync. The guest
+	// is not restarted. (Numbered from 30: fields of other changes go
+	// below.)
+	Adopt         *AdoptedDomain `protobuf:"bytes,30,opt,name=adopt,proto3" json:"adopt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncOptions) Reset() {
@@ -478,6 +486,58 @@ func (x *SyncOptions) GetStartTimeoutMillis() int64 {
 	return 0
 }
 
+func (x *SyncOptions) GetAdopt() *AdoptedDomain {
+	if x != nil {
+		return x.Adopt
+	}
+	return nil
+}
+
+// AdoptedDomain is the domain a Sync takes over.
+type AdoptedDomain struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Uuid          string                 `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptedDomain) Reset() {
+	*x = AdoptedDomain{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptedDomain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptedDomain) ProtoMessage() {}
+
+func (x *AdoptedDomain) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptedDomain.ProtoReflect.Descriptor instead.
+func (*AdoptedDomain) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AdoptedDomain) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
 type SyncRequest struct {
 	state         protoimpl.MessageState     `protogen:"open.v1"`
 	Vmi           *v1.VirtualMachineInstance `protobuf:"bytes,1,opt,name=vmi,proto3" json:"vmi,omitempty"`
@@ -488,7 +548,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +560,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +573,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{4}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SyncRequest) GetVmi() *v1.VirtualMachineInstance {
@@ -564,7 +624,7 @@ type DomainStatus struct {
 
 func (x *DomainStatus) Reset() {
 	*x = DomainStatus{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +636,7 @@ func (x *DomainStatus) String() string {
 func (*DomainStatus) ProtoMessage() {}
 
 func (x *DomainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +649,7 @@ func (x *DomainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainStatus.ProtoReflect.Descriptor instead.
 func (*DomainStatus) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{5}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DomainStatus) GetExists() bool {
@@ -684,7 +744,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -696,7 +756,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -709,7 +769,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{6}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{7}
 }
 
 type ShutdownRequest struct {
@@ -720,7 +780,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +792,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +805,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{7}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{8}
 }
 
 type LeaseRequest struct {
@@ -759,7 +819,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +831,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +844,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{8}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LeaseRequest) GetValidForMillis() int64 {
@@ -804,7 +864,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +876,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +889,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{9}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PingResponse) GetVersion() string {
@@ -857,7 +917,7 @@ type DomainEvent struct {
 
 func (x *DomainEvent) Reset() {
 	*x = DomainEvent{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -869,7 +929,7 @@ func (x *DomainEvent) String() string {
 func (*DomainEvent) ProtoMessage() {}
 
 func (x *DomainEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -882,7 +942,7 @@ func (x *DomainEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainEvent.ProtoReflect.Descriptor instead.
 func (*DomainEvent) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{10}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DomainEvent) GetStatus() *DomainStatus {
@@ -927,7 +987,7 @@ type MigrateRequest struct {
 
 func (x *MigrateRequest) Reset() {
 	*x = MigrateRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +999,7 @@ func (x *MigrateRequest) String() string {
 func (*MigrateRequest) ProtoMessage() {}
 
 func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +1012,7 @@ func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateRequest.ProtoReflect.Descriptor instead.
 func (*MigrateRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{11}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MigrateRequest) GetMigrationUid() string {
@@ -1030,7 +1090,7 @@ type MigrationStatus struct {
 
 func (x *MigrationStatus) Reset() {
 	*x = MigrationStatus{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1102,7 @@ func (x *MigrationStatus) String() string {
 func (*MigrationStatus) ProtoMessage() {}
 
 func (x *MigrationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1115,7 @@ func (x *MigrationStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationStatus.ProtoReflect.Descriptor instead.
 func (*MigrationStatus) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{12}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MigrationStatus) GetMigrationUid() string {
@@ -1160,7 +1220,7 @@ type IncomingRequest struct {
 
 func (x *IncomingRequest) Reset() {
 	*x = IncomingRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1232,7 @@ func (x *IncomingRequest) String() string {
 func (*IncomingRequest) ProtoMessage() {}
 
 func (x *IncomingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1245,7 @@ func (x *IncomingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncomingRequest.ProtoReflect.Descriptor instead.
 func (*IncomingRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{13}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IncomingRequest) GetMigrationUid() string {
@@ -1224,7 +1284,7 @@ type SnapshotDisk struct {
 
 func (x *SnapshotDisk) Reset() {
 	*x = SnapshotDisk{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1296,7 @@ func (x *SnapshotDisk) String() string {
 func (*SnapshotDisk) ProtoMessage() {}
 
 func (x *SnapshotDisk) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1309,7 @@ func (x *SnapshotDisk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDisk.ProtoReflect.Descriptor instead.
 func (*SnapshotDisk) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{14}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotDisk) GetPath() string {
@@ -1279,7 +1339,7 @@ type SnapshotDisksRequest struct {
 
 func (x *SnapshotDisksRequest) Reset() {
 	*x = SnapshotDisksRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1351,7 @@ func (x *SnapshotDisksRequest) String() string {
 func (*SnapshotDisksRequest) ProtoMessage() {}
 
 func (x *SnapshotDisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1364,7 @@ func (x *SnapshotDisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDisksRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDisksRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{15}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotDisksRequest) GetDisks() []*SnapshotDisk {
@@ -1334,7 +1394,7 @@ type SnapshotDisksResponse struct {
 
 func (x *SnapshotDisksResponse) Reset() {
 	*x = SnapshotDisksResponse{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1406,7 @@ func (x *SnapshotDisksResponse) String() string {
 func (*SnapshotDisksResponse) ProtoMessage() {}
 
 func (x *SnapshotDisksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1419,7 @@ func (x *SnapshotDisksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDisksResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotDisksResponse) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{16}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SnapshotDisksResponse) GetIndications() []string {
@@ -1388,7 +1448,7 @@ type CommitDisksRequest struct {
 
 func (x *CommitDisksRequest) Reset() {
 	*x = CommitDisksRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1460,7 @@ func (x *CommitDisksRequest) String() string {
 func (*CommitDisksRequest) ProtoMessage() {}
 
 func (x *CommitDisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1473,7 @@ func (x *CommitDisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitDisksRequest.ProtoReflect.Descriptor instead.
 func (*CommitDisksRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{17}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommitDisksRequest) GetDisks() []*SnapshotDisk {
@@ -1438,7 +1498,7 @@ type FreezeRequest struct {
 
 func (x *FreezeRequest) Reset() {
 	*x = FreezeRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1510,7 @@ func (x *FreezeRequest) String() string {
 func (*FreezeRequest) ProtoMessage() {}
 
 func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1523,7 @@ func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{18}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FreezeRequest) GetThawAfterMillis() int64 {
@@ -1488,7 +1548,7 @@ type AttachDiskRequest struct {
 
 func (x *AttachDiskRequest) Reset() {
 	*x = AttachDiskRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[19]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1560,7 @@ func (x *AttachDiskRequest) String() string {
 func (*AttachDiskRequest) ProtoMessage() {}
 
 func (x *AttachDiskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[19]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1573,7 @@ func (x *AttachDiskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachDiskRequest.ProtoReflect.Descriptor instead.
 func (*AttachDiskRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{19}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AttachDiskRequest) GetDisk() *DiskSource {
@@ -1544,7 +1604,7 @@ type DetachDiskRequest struct {
 
 func (x *DetachDiskRequest) Reset() {
 	*x = DetachDiskRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[20]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1616,7 @@ func (x *DetachDiskRequest) String() string {
 func (*DetachDiskRequest) ProtoMessage() {}
 
 func (x *DetachDiskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[20]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1629,7 @@ func (x *DetachDiskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DetachDiskRequest.ProtoReflect.Descriptor instead.
 func (*DetachDiskRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{20}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DetachDiskRequest) GetName() string {
@@ -1607,7 +1667,7 @@ type DiskAttachment struct {
 
 func (x *DiskAttachment) Reset() {
 	*x = DiskAttachment{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[21]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1679,7 @@ func (x *DiskAttachment) String() string {
 func (*DiskAttachment) ProtoMessage() {}
 
 func (x *DiskAttachment) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[21]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1692,7 @@ func (x *DiskAttachment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskAttachment.ProtoReflect.Descriptor instead.
 func (*DiskAttachment) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{21}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DiskAttachment) GetName() string {
@@ -1686,7 +1746,7 @@ type DiskList struct {
 
 func (x *DiskList) Reset() {
 	*x = DiskList{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[22]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1758,7 @@ func (x *DiskList) String() string {
 func (*DiskList) ProtoMessage() {}
 
 func (x *DiskList) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[22]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1771,7 @@ func (x *DiskList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiskList.ProtoReflect.Descriptor instead.
 func (*DiskList) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{22}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DiskList) GetDisks() []*DiskAttachment {
@@ -1754,7 +1814,7 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\n" +
 	"CephSecret\x12\x14\n" +
 	"\x05usage\x18\x01 \x01(\tR\x05usage\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"\xb2\x04\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xee\x04\n" +
 	"\vSyncOptions\x12\x10\n" +
 	"\x03kvm\x18\x01 \x01(\bR\x03kvm\x12 \n" +
 	"\ftb_cache_mib\x18\x02 \x01(\x05R\n" +
@@ -1774,7 +1834,10 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	" \x01(\tR\tnvramPath\x12D\n" +
 	"\fceph_secrets\x18\v \x03(\v2!.virtplane.launcher.v1.CephSecretR\vcephSecrets\x12;\n" +
 	"\tnvram_rbd\x18\f \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\bnvramRbd\x120\n" +
-	"\x14start_timeout_millis\x18\r \x01(\x03R\x12startTimeoutMillis\"\x83\x01\n" +
+	"\x14start_timeout_millis\x18\r \x01(\x03R\x12startTimeoutMillis\x12:\n" +
+	"\x05adopt\x18\x1e \x01(\v2$.virtplane.launcher.v1.AdoptedDomainR\x05adopt\"#\n" +
+	"\rAdoptedDomain\x12\x12\n" +
+	"\x04uuid\x18\x01 \x01(\tR\x04uuid\"\x83\x01\n" +
 	"\vSyncRequest\x126\n" +
 	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\x12<\n" +
 	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\x9e\x03\n" +
@@ -1901,100 +1964,102 @@ func file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP() []byte {
 	return file_internal_launcher_launcherpb_launcher_proto_rawDescData
 }
 
-var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*DiskSource)(nil),                // 0: virtplane.launcher.v1.DiskSource
 	(*RBDDisk)(nil),                   // 1: virtplane.launcher.v1.RBDDisk
 	(*CephSecret)(nil),                // 2: virtplane.launcher.v1.CephSecret
 	(*SyncOptions)(nil),               // 3: virtplane.launcher.v1.SyncOptions
-	(*SyncRequest)(nil),               // 4: virtplane.launcher.v1.SyncRequest
-	(*DomainStatus)(nil),              // 5: virtplane.launcher.v1.DomainStatus
-	(*Empty)(nil),                     // 6: virtplane.launcher.v1.Empty
-	(*ShutdownRequest)(nil),           // 7: virtplane.launcher.v1.ShutdownRequest
-	(*LeaseRequest)(nil),              // 8: virtplane.launcher.v1.LeaseRequest
-	(*PingResponse)(nil),              // 9: virtplane.launcher.v1.PingResponse
-	(*DomainEvent)(nil),               // 10: virtplane.launcher.v1.DomainEvent
-	(*MigrateRequest)(nil),            // 11: virtplane.launcher.v1.MigrateRequest
-	(*MigrationStatus)(nil),           // 12: virtplane.launcher.v1.MigrationStatus
-	(*IncomingRequest)(nil),           // 13: virtplane.launcher.v1.IncomingRequest
-	(*SnapshotDisk)(nil),              // 14: virtplane.launcher.v1.SnapshotDisk
-	(*SnapshotDisksRequest)(nil),      // 15: virtplane.launcher.v1.SnapshotDisksRequest
-	(*SnapshotDisksResponse)(nil),     // 16: virtplane.launcher.v1.SnapshotDisksResponse
-	(*CommitDisksRequest)(nil),        // 17: virtplane.launcher.v1.CommitDisksRequest
-	(*FreezeRequest)(nil),             // 18: virtplane.launcher.v1.FreezeRequest
-	(*AttachDiskRequest)(nil),         // 19: virtplane.launcher.v1.AttachDiskRequest
-	(*DetachDiskRequest)(nil),         // 20: virtplane.launcher.v1.DetachDiskRequest
-	(*DiskAttachment)(nil),            // 21: virtplane.launcher.v1.DiskAttachment
-	(*DiskList)(nil),                  // 22: virtplane.launcher.v1.DiskList
-	(*v1.VirtualMachineInstance)(nil), // 23: virtplane.v1.VirtualMachineInstance
-	(*v1.InterfaceStatus)(nil),        // 24: virtplane.v1.InterfaceStatus
-	(*v1.MigrationConfiguration)(nil), // 25: virtplane.v1.MigrationConfiguration
-	(*v1.MigrationProgress)(nil),      // 26: virtplane.v1.MigrationProgress
+	(*AdoptedDomain)(nil),             // 4: virtplane.launcher.v1.AdoptedDomain
+	(*SyncRequest)(nil),               // 5: virtplane.launcher.v1.SyncRequest
+	(*DomainStatus)(nil),              // 6: virtplane.launcher.v1.DomainStatus
+	(*Empty)(nil),                     // 7: virtplane.launcher.v1.Empty
+	(*ShutdownRequest)(nil),           // 8: virtplane.launcher.v1.ShutdownRequest
+	(*LeaseRequest)(nil),              // 9: virtplane.launcher.v1.LeaseRequest
+	(*PingResponse)(nil),              // 10: virtplane.launcher.v1.PingResponse
+	(*DomainEvent)(nil),               // 11: virtplane.launcher.v1.DomainEvent
+	(*MigrateRequest)(nil),            // 12: virtplane.launcher.v1.MigrateRequest
+	(*MigrationStatus)(nil),           // 13: virtplane.launcher.v1.MigrationStatus
+	(*IncomingRequest)(nil),           // 14: virtplane.launcher.v1.IncomingRequest
+	(*SnapshotDisk)(nil),              // 15: virtplane.launcher.v1.SnapshotDisk
+	(*SnapshotDisksRequest)(nil),      // 16: virtplane.launcher.v1.SnapshotDisksRequest
+	(*SnapshotDisksResponse)(nil),     // 17: virtplane.launcher.v1.SnapshotDisksResponse
+	(*CommitDisksRequest)(nil),        // 18: virtplane.launcher.v1.CommitDisksRequest
+	(*FreezeRequest)(nil),             // 19: virtplane.launcher.v1.FreezeRequest
+	(*AttachDiskRequest)(nil),         // 20: virtplane.launcher.v1.AttachDiskRequest
+	(*DetachDiskRequest)(nil),         // 21: virtplane.launcher.v1.DetachDiskRequest
+	(*DiskAttachment)(nil),            // 22: virtplane.launcher.v1.DiskAttachment
+	(*DiskList)(nil),                  // 23: virtplane.launcher.v1.DiskList
+	(*v1.VirtualMachineInstance)(nil), // 24: virtplane.v1.VirtualMachineInstance
+	(*v1.InterfaceStatus)(nil),        // 25: virtplane.v1.InterfaceStatus
+	(*v1.MigrationConfiguration)(nil), // 26: virtplane.v1.MigrationConfiguration
+	(*v1.MigrationProgress)(nil),      // 27: virtplane.v1.MigrationProgress
 }
 var file_internal_launcher_launcherpb_launcher_proto_depIdxs = []int32{
 	1,  // 0: virtplane.launcher.v1.DiskSource.rbd:type_name -> virtplane.launcher.v1.RBDDisk
 	0,  // 1: virtplane.launcher.v1.SyncOptions.disks:type_name -> virtplane.launcher.v1.DiskSource
 	2,  // 2: virtplane.launcher.v1.SyncOptions.ceph_secrets:type_name -> virtplane.launcher.v1.CephSecret
 	1,  // 3: virtplane.launcher.v1.SyncOptions.nvram_rbd:type_name -> virtplane.launcher.v1.RBDDisk
-	23, // 4: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
-	3,  // 5: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
-	24, // 6: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
-	5,  // 7: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
-	25, // 8: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
-	26, // 9: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
-	4,  // 10: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
-	14, // 11: virtplane.launcher.v1.SnapshotDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
-	14, // 12: virtplane.launcher.v1.CommitDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
-	0,  // 13: virtplane.launcher.v1.AttachDiskRequest.disk:type_name -> virtplane.launcher.v1.DiskSource
-	2,  // 14: virtplane.launcher.v1.AttachDiskRequest.ceph_secrets:type_name -> virtplane.launcher.v1.CephSecret
-	21, // 15: virtplane.launcher.v1.DiskList.disks:type_name -> virtplane.launcher.v1.DiskAttachment
-	4,  // 16: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
-	7,  // 17: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
-	6,  // 18: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
-	6,  // 19: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
-	6,  // 20: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
-	6,  // 21: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
-	6,  // 22: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
-	6,  // 23: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
-	8,  // 24: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
-	6,  // 25: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
-	11, // 26: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
-	6,  // 27: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
-	6,  // 28: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
-	13, // 29: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
-	15, // 30: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
-	17, // 31: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
-	18, // 32: virtplane.launcher.v1.Launcher.Freeze:input_type -> virtplane.launcher.v1.FreezeRequest
-	6,  // 33: virtplane.launcher.v1.Launcher.Thaw:input_type -> virtplane.launcher.v1.Empty
-	19, // 34: virtplane.launcher.v1.Launcher.AttachDisk:input_type -> virtplane.launcher.v1.AttachDiskRequest
-	20, // 35: virtplane.launcher.v1.Launcher.DetachDisk:input_type -> virtplane.launcher.v1.DetachDiskRequest
-	6,  // 36: virtplane.launcher.v1.Launcher.Disks:input_type -> virtplane.launcher.v1.Empty
-	5,  // 37: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 38: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 39: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 40: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 41: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 42: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 43: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
-	9,  // 44: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
-	6,  // 45: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
-	10, // 46: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
-	12, // 47: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 48: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 49: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 50: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
-	16, // 51: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
-	6,  // 52: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
-	16, // 53: virtplane.launcher.v1.Launcher.Freeze:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
-	6,  // 54: virtplane.launcher.v1.Launcher.Thaw:output_type -> virtplane.launcher.v1.Empty
-	21, // 55: virtplane.launcher.v1.Launcher.AttachDisk:output_type -> virtplane.launcher.v1.DiskAttachment
-	21, // 56: virtplane.launcher.v1.Launcher.DetachDisk:output_type -> virtplane.launcher.v1.DiskAttachment
-	22, // 57: virtplane.launcher.v1.Launcher.Disks:output_type -> virtplane.launcher.v1.DiskList
-	37, // [37:58] is the sub-list for method output_type
-	16, // [16:37] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	4,  // 4: virtplane.launcher.v1.SyncOptions.adopt:type_name -> virtplane.launcher.v1.AdoptedDomain
+	24, // 5: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	3,  // 6: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
+	25, // 7: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	6,  // 8: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
+	26, // 9: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	27, // 10: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
+	5,  // 11: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
+	15, // 12: virtplane.launcher.v1.SnapshotDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
+	15, // 13: virtplane.launcher.v1.CommitDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
+	0,  // 14: virtplane.launcher.v1.AttachDiskRequest.disk:type_name -> virtplane.launcher.v1.DiskSource
+	2,  // 15: virtplane.launcher.v1.AttachDiskRequest.ceph_secrets:type_name -> virtplane.launcher.v1.CephSecret
+	22, // 16: virtplane.launcher.v1.DiskList.disks:type_name -> virtplane.launcher.v1.DiskAttachment
+	5,  // 17: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
+	8,  // 18: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
+	7,  // 19: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
+	7,  // 20: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
+	7,  // 21: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
+	7,  // 22: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
+	7,  // 23: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
+	7,  // 24: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
+	9,  // 25: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
+	7,  // 26: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
+	12, // 27: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
+	7,  // 28: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
+	7,  // 29: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
+	14, // 30: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
+	16, // 31: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
+	18, // 32: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
+	19, // 33: virtplane.launcher.v1.Launcher.Freeze:input_type -> virtplane.launcher.v1.FreezeRequest
+	7,  // 34: virtplane.launcher.v1.Launcher.Thaw:input_type -> virtplane.launcher.v1.Empty
+	20, // 35: virtplane.launcher.v1.Launcher.AttachDisk:input_type -> virtplane.launcher.v1.AttachDiskRequest
+	21, // 36: virtplane.launcher.v1.Launcher.DetachDisk:input_type -> virtplane.launcher.v1.DetachDiskRequest
+	7,  // 37: virtplane.launcher.v1.Launcher.Disks:input_type -> virtplane.launcher.v1.Empty
+	6,  // 38: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 39: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 40: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 41: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 42: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 43: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 44: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
+	10, // 45: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
+	7,  // 46: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
+	11, // 47: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
+	13, // 48: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
+	13, // 49: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	13, // 50: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	13, // 51: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
+	17, // 52: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	7,  // 53: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
+	17, // 54: virtplane.launcher.v1.Launcher.Freeze:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	7,  // 55: virtplane.launcher.v1.Launcher.Thaw:output_type -> virtplane.launcher.v1.Empty
+	22, // 56: virtplane.launcher.v1.Launcher.AttachDisk:output_type -> virtplane.launcher.v1.DiskAttachment
+	22, // 57: virtplane.launcher.v1.Launcher.DetachDisk:output_type -> virtplane.launcher.v1.DiskAttachment
+	23, // 58: virtplane.launcher.v1.Launcher.Disks:output_type -> virtplane.launcher.v1.DiskList
+	38, // [38:59] is the sub-list for method output_type
+	17, // [17:38] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_internal_launcher_launcherpb_launcher_proto_init() }
@@ -2008,7 +2073,7 @@ func file_internal_launcher_launcherpb_launcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_launcher_launcherpb_launcher_proto_rawDesc), len(file_internal_launcher_launcherpb_launcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,11 +35,13 @@ func (s *Server) openSerial(ctx context.Context, rec *state.VMI) (*serialPort, e
 	if err != nil {
 		return nil, err
 	}
-	return openSerialPty(pty, s.log.With("pty", pty))
+	// An adopted domain's launcher reads the pty itself, into the
+	// console log (docs/adopt.md): a second reader would take half of it.
+	return openSerialPty(pty, s.log.With("pty", pty), rec.AdoptedUUID == "")
 }
 
-// openSerialPty opens the pty at path and starts draining it.
-func openSerialPty(path string, log *slog.Logger) (*serialPort, error) {
+// openSerialPty opens the pty at path and, with drain, starts draining it.
+func openSerialPty(path string, log *slog.Logger, drain bool) (*serialPort, error) {
 	// The path comes from another process and the agent runs as root:
 	// nothing but a pty is opened.
 	if !strings.HasPrefix(path, "/dev/pts/") || filepath.Clean(path) != path {
@@ -56,7 +58,9 @@ func openSerialPty(path string, log *slog.Logger) (*serialPort, error) {
 		return nil, fmt.Errorf("serial pty: %w", err)
 	}
 	p := &serialPort{f: f, log: log}
-	go func() { _, _ = io.Copy(io.Discard, f) }() // ends with Close
+	if drain {
+		go func() { _, _ = io.Copy(io.Discard, f) }() // ends with Close
+	}
 	return p, nil
 }
 

@@ -64,6 +64,9 @@ type Options struct {
 	// (launcherpb.SyncOptions.start_timeout_millis); 0 leaves it
 	// unbounded.
 	StorageStartTimeout time.Duration
+	// Adopted are the files adopted VMs copy their volumes from
+	// (adopted.go); nil adopts none.
+	Adopted AdoptedSources
 	// Clock times provisioning for the log; the real clock when nil.
 	Clock  clock.PassiveClock
 	Logger *slog.Logger

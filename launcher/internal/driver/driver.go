@@ -92,6 +92,9 @@ type Driver struct {
 
 	clock clock.WithTickerAndDelayedExecution
 	addrs addresses
+	// console copies an adopted domain's serial pty into its console log
+	// (takeover.go).
+	console consoleCopy
 
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -154,6 +157,7 @@ func (d *Driver) Close() {
 	d.lease.stop()
 	d.incoming.stop()
 	d.thawer.stop()
+	d.console.stop()
 	d.subs.close()
 	d.wg.Wait()
 }

@@ -61,6 +61,10 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	var md domxml.Metadata
 	if dom == nil {
+		if opts.GetAdopt() != nil {
+			// Never a new domain in place of one to take over.
+			return nil, status.Errorf(codes.FailedPrecondition, "sync: the domain %s to take over is gone", d.cfg.DomainName)
+		}
 		if dom, err = d.define(vmi, opts); err != nil {
 			return nil, err
 		}
@@ -87,6 +91,9 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	if err := d.growDisks(dom, opts.GetDisks()); err != nil {
 		return nil, err
+	}
+	if md.Adopted {
+		d.copyConsole(dom, opts.GetConsoleLogPath())
 	}
 	if err := d.applyNetwork(dom, allNetSteps); err != nil {
 		return nil, d.networkFailed(dom, started, err)
@@ -159,6 +166,11 @@ func (d *Driver) withHotplugPorts(dom Domain) (Domain, error) {
 // adopt takes over a domain that already exists — left by a launcher that
 // died, or by this one before a node-agent restart — if it is this VMI's.
 func (d *Driver) adopt(dom Domain, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (domxml.Metadata, error) {
+	if a := opts.GetAdopt(); a != nil {
+		if err := d.takeOver(dom, vmi, opts, a); err != nil {
+			return domxml.Metadata{}, err
+		}
+	}
 	md, err := d.owned(dom)
 	if err != nil {
 		return md, err

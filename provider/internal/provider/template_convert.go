@@ -137,7 +137,7 @@ func mergeVMSpec(cur, want *apiv1.VirtualMachineSpec) *apiv1.VirtualMachineSpec 
 	if spec.Template.Metadata == nil {
 		spec.Template.Metadata = &apiv1.ObjectMeta{}
 	}
-	spec.Template.Metadata.Annotations = want.GetTemplate().GetMetadata().GetAnnotations()
+	spec.Template.Metadata.Annotations = withServerOwned(want.GetTemplate().GetMetadata().GetAnnotations(), spec.Template.Metadata.GetAnnotations())
 	spec.Template.Spec = mergeInstanceSpec(spec.Template.GetSpec(), want.GetTemplate().GetSpec())
 	return spec
 }
@@ -246,7 +246,7 @@ func vmSpecToModel(labels map[string]string, spec *apiv1.VirtualMachineSpec, pri
 	tmpl := spec.GetTemplate()
 	return vmSpecModel{
 		Labels:            mapFromAPI(labels, prior.Labels, full, diags),
-		Annotations:       mapFromAPI(tmpl.GetMetadata().GetAnnotations(), prior.Annotations, full, diags),
+		Annotations:       mapFromAPI(withoutServerOwned(tmpl.GetMetadata().GetAnnotations()), prior.Annotations, full, diags),
 		RunStrategy:       types.StringValue(runStrategyOf(spec)),
 		NodeFailurePolicy: types.StringValue(cmp.Or(spec.GetNodeFailurePolicy(), apiv1.DefaultNodeFailurePolicy)),
 		instanceSpecModel: instanceSpecToModel(tmpl.GetSpec(), &prior.instanceSpecModel, full, diags),
