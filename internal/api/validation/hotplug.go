@@ -30,30 +30,37 @@ func validateHotplug(spec *apiv1.VirtualMachineInstanceSpec, path *field.Path) f
 	dp := path.Child("domain", "devices", "disks")
 	var errs field.ErrorList
 	for i, d := range disks {
-		if !hot[d.GetName()] {
-			continue
-		}
-		p := dp.Index(i)
-		if d.GetCdrom() != nil {
-			errs = append(errs, field.Forbidden(p.Child("cdrom"), "the disk of a hotpluggable volume is a disk (virtio or scsi), not a cdrom"))
-			continue
-		}
-		bus := d.GetDisk().GetBus()
-		if bus == "" {
-			bus = apiv1.DefaultDiskBus
-		}
-		if !slices.Contains(apiv1.HotplugDiskBuses(), bus) {
-			e := field.NotSupported(p.Child("disk", "bus"), bus, apiv1.HotplugDiskBuses())
-			e.Detail += ": a hotpluggable disk is plugged on the virtio or scsi bus (SATA cannot be plugged)"
-			errs = append(errs, e)
-		}
-		if d.GetBootOrder() != 0 {
-			errs = append(errs, field.Forbidden(p.Child("boot_order"), "a hotpluggable disk cannot boot the VM: it may be unplugged"))
+		if hot[d.GetName()] {
+			errs = append(errs, validateHotplugDisk(d, dp.Index(i))...)
 		}
 	}
 	if first := firstDiskBoots(spec); first && len(disks) > 0 && hot[disks[0].GetName()] {
 		errs = append(errs, field.Forbidden(dp.Index(0), "a hotpluggable disk cannot boot the VM, and the first disk boots when "+
 			"the VM boots from its disks and no disk has a boot_order: put another disk first, or give the boot disk boot_order 1"))
+	}
+	return errs
+}
+
+// validateHotplugDisk checks what being hotpluggable asks of disk d at
+// path: a disk target (no CD-ROM) on a bus that can be plugged, and no
+// boot order. The one definition of these rules, for a VM's disks and an
+// AddVolume request's.
+func validateHotplugDisk(d *apiv1.Disk, path *field.Path) field.ErrorList {
+	if d.GetCdrom() != nil {
+		return field.ErrorList{field.Forbidden(path.Child("cdrom"), "the disk of a hotpluggable volume is a disk (virtio or scsi), not a cdrom")}
+	}
+	var errs field.ErrorList
+	bus := d.GetDisk().GetBus()
+	if bus == "" {
+		bus = apiv1.DefaultDiskBus
+	}
+	if !slices.Contains(apiv1.HotplugDiskBuses(), bus) {
+		e := field.NotSupported(path.Child("disk", "bus"), bus, apiv1.HotplugDiskBuses())
+		e.Detail += ": a hotpluggable disk is plugged on the virtio or scsi bus (SATA cannot be plugged)"
+		errs = append(errs, e)
+	}
+	if d.GetBootOrder() != 0 {
+		errs = append(errs, field.Forbidden(path.Child("boot_order"), "a hotpluggable disk cannot boot the VM: it may be unplugged"))
 	}
 	return errs
 }
@@ -75,30 +82,13 @@ func ValidateAddVolume(req *apiv1.AddVolumeRequest, opts Options) field.ErrorLis
 		} else {
 			errs = append(errs, dns1123Label(d.GetName(), dp.Child("name"))...)
 		}
-		if d.GetCdrom() != nil {
-			errs = append(errs, field.Forbidden(dp.Child("cdrom"), "a hotplugged disk is a disk (virtio or scsi), not a cdrom"))
-		}
-		if bus := d.GetDisk().GetBus(); bus != "" && !slices.Contains(apiv1.HotplugDiskBuses(), bus) {
-			e := field.NotSupported(dp.Child("disk", "bus"), bus, apiv1.HotplugDiskBuses())
-			e.Detail += ": a hotpluggable disk is plugged on the virtio or scsi bus (SATA cannot be plugged)"
-			errs = append(errs, e)
-		}
-		if d.GetBootOrder() != 0 {
-			errs = append(errs, field.Forbidden(dp.Child("boot_order"), "a hotplugged disk cannot boot the VM"))
-		}
+		errs = append(errs, validateHotplugDisk(d, dp)...)
 		errs = append(errs, validateDiskSerial(d.GetSerial(), dp.Child("serial"))...)
 	}
 	if v == nil {
 		return append(errs, field.Required(vp, "the persistent volume to add: its size, and optionally image and storage_class"))
 	}
-	errs = append(errs, validateDiskSize(v.GetSize(), vp.Child("size"))...)
-	if v.GetImage() != "" {
-		errs = append(errs, ValidateImagePath(v.GetImage(), vp.Child("image"), opts.ImageDir)...)
-	}
-	if c := v.GetStorageClass(); c != "" {
-		errs = append(errs, dns1123Label(c, vp.Child("storage_class"))...)
-	}
-	return errs
+	return append(errs, validatePersistentVolume(v, vp, opts)...)
 }
 
 // firstDiskBoots reports whether the first disk boots by default: the VM

@@ -157,6 +157,19 @@ func validateCPU(cpu *apiv1.CPU, path *field.Path) field.ErrorList {
 }
 
 // nameIndex maps each name to the index of its first occurrence.
+// validatePersistentVolume checks a persistent volume's size, image and
+// class name at path: a VM's volume, or an AddVolume request's.
+func validatePersistentVolume(pv *apiv1.PersistentVolume, path *field.Path, opts Options) field.ErrorList {
+	errs := validateDiskSize(pv.GetSize(), path.Child("size"))
+	if pv.GetImage() != "" {
+		errs = append(errs, ValidateImagePath(pv.GetImage(), path.Child("image"), opts.ImageDir)...)
+	}
+	if c := pv.GetStorageClass(); c != "" {
+		errs = append(errs, dns1123Label(c, path.Child("storage_class"))...)
+	}
+	return errs
+}
+
 type nameIndex map[string]int
 
 type namedResult struct {
@@ -176,13 +189,7 @@ func validateVolumes(volumes []*apiv1.Volume, path *field.Path, opts Options) na
 		}
 		if pv := v.GetPersistent(); pv != nil {
 			sources = append(sources, "persistent")
-			errs = append(errs, validateDiskSize(pv.GetSize(), p.Child("persistent", "size"))...)
-			if pv.GetImage() != "" {
-				errs = append(errs, ValidateImagePath(pv.GetImage(), p.Child("persistent", "image"), opts.ImageDir)...)
-			}
-			if c := pv.GetStorageClass(); c != "" {
-				errs = append(errs, dns1123Label(c, p.Child("persistent", "storage_class"))...)
-			}
+			errs = append(errs, validatePersistentVolume(pv, p.Child("persistent"), opts)...)
 		}
 		if ci := v.GetCloudInitNoCloud(); ci != nil {
 			sources = append(sources, "cloud_init_no_cloud")
