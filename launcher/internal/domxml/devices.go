@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -35,6 +36,21 @@ func DiskAlias(name string) string {
 		return a.Name
 	}
 	return ""
+}
+
+// DiskName is the VMI's disk name a disk alias (DiskAlias's) stands for;
+// ok is false for an alias that is no VMI disk's.
+func DiskName(alias string) (name string, ok bool) {
+	name, ok = strings.CutPrefix(alias, "ua-disk-")
+	return name, ok && name != ""
+}
+
+// DiskTarget is a disk's target device (vdb), for messages.
+func DiskTarget(d libvirtxml.DomainDisk) string {
+	if d.Target == nil {
+		return "no target"
+	}
+	return d.Target.Dev
 }
 
 func buildDevices(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*libvirtxml.DomainDeviceList, error) {

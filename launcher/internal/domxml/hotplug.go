@@ -241,7 +241,7 @@ func alignDisks(d, s *libvirtxml.DomainDeviceList) error {
 		disk, ok := byAlias[src.Alias.Name]
 		if !ok {
 			return fmt.Errorf("the source has disk %s (%s) that the destination does not: a disk is being plugged or "+
-				"unplugged; migrate once it is done", diskName(src.Alias.Name), targetOf(src))
+				"unplugged; migrate once it is done", diskNameOf(src.Alias.Name), DiskTarget(src))
 		}
 		delete(byAlias, src.Alias.Name)
 		if disk.Target != nil && src.Target != nil {
@@ -254,19 +254,19 @@ func alignDisks(d, s *libvirtxml.DomainDeviceList) error {
 	}
 	for a := range byAlias {
 		return fmt.Errorf("the destination has disk %s that the source does not: a disk is being plugged or unplugged; "+
-			"migrate once it is done", diskName(a))
+			"migrate once it is done", diskNameOf(a))
 	}
 	d.Disks = out
 	return nil
 }
 
-func diskName(alias string) string { return strings.TrimPrefix(alias, "ua-disk-") }
-
-func targetOf(d libvirtxml.DomainDisk) string {
-	if d.Target == nil {
-		return "no target"
+// diskNameOf is the disk name of a user alias, for messages: the alias
+// itself when it is no disk's.
+func diskNameOf(alias string) string {
+	if name, ok := DiskName(alias); ok {
+		return name
 	}
-	return d.Target.Dev
+	return alias
 }
 
 // withoutLibvirtAliases is a copy of cs with only user aliases kept.

@@ -171,3 +171,18 @@ func TestDestinationXMLTakesTheSourcesLayout(t *testing.T) {
 		t.Errorf("a disk the destination lacks: %v", err)
 	}
 }
+
+// TestDiskNameOfAlias: DiskName reads back what DiskAlias wrote, and
+// nothing from an alias that is no VMI disk's.
+func TestDiskNameOfAlias(t *testing.T) {
+	for _, name := range []string{"data", "hot-1", "a_b"} {
+		if got, ok := DiskName(DiskAlias(name)); !ok || got != name {
+			t.Errorf("DiskName(DiskAlias(%q)) = %q, %v", name, got, ok)
+		}
+	}
+	for _, a := range []string{"ua-net-default", "ua-disk-", "virtio-disk0", ""} {
+		if got, ok := DiskName(a); ok {
+			t.Errorf("DiskName(%q) = %q, want none", a, got)
+		}
+	}
+}

@@ -286,10 +286,10 @@ func (d *Driver) requestUnplug(name, alias string) (<-chan struct{}, *launcherpb
 		return nil, nil, err
 	}
 	if err := hdom.DetachDevice(x, inConfig); err != nil && !unplugUnderWay(err) {
-		return nil, nil, grpcError(fmt.Errorf("detach disk %q (%s): %w", name, targetOf(cur), err))
+		return nil, nil, grpcError(fmt.Errorf("detach disk %q (%s): %w", name, domxml.DiskTarget(cur), err))
 	}
 	d.unplug.request(alias, d.cfg.Now())
-	d.log.Info("asked the guest to release a disk", "disk", name, "target", targetOf(cur))
+	d.log.Info("asked the guest to release a disk", "disk", name, "target", domxml.DiskTarget(cur))
 	return gone, nil, nil
 }
 
@@ -352,10 +352,13 @@ func (d *Driver) Disks(ctx context.Context, _ *launcherpb.Empty) (*launcherpb.Di
 	}
 	out := &launcherpb.DiskList{}
 	for _, disk := range disks {
-		if disk.Alias == nil || !strings.HasPrefix(disk.Alias.Name, "ua-disk-") {
+		if disk.Alias == nil {
 			continue
 		}
-		name := strings.TrimPrefix(disk.Alias.Name, "ua-disk-")
+		name, ok := domxml.DiskName(disk.Alias.Name)
+		if !ok {
+			continue
+		}
 		out.Disks = append(out.Disks, attachment(name, disk, d.unplug.requestedAt(disk.Alias.Name)))
 	}
 	return out, nil
@@ -387,13 +390,6 @@ func diskByAlias(x, alias string) (libvirtxml.DomainDisk, bool, error) {
 		}
 	}
 	return libvirtxml.DomainDisk{}, false, nil
-}
-
-func targetOf(d libvirtxml.DomainDisk) string {
-	if d.Target == nil {
-		return "no target"
-	}
-	return d.Target.Dev
 }
 
 // unplugUnderWay reports libvirt's (QEMU's) refusal of an unplug request
