@@ -42,7 +42,7 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 		return
 	}
 	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())
-	changed := restartChanges(ctx, &state.vmModel, &plan.vmModel)
+	changed, live := restartChanges(ctx, &state.vmModel, &plan.vmModel)
 	d := decideRestart(plan.RunStrategy.ValueString(), plan.UpdatePolicy.ValueString(),
 		instanceActive(state.Status), len(changed) > 0 || state.RestartRequired.ValueBool())
 
@@ -60,7 +60,7 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 		}
 	}
 
-	if plugged, unplugged := hotplugChanges(ctx, &state.vmModel, &plan.vmModel); instanceActive(state.Status) && len(plugged)+len(unplugged) > 0 {
+	if plugged, unplugged := live.Added, live.Removed; instanceActive(state.Status) && len(plugged)+len(unplugged) > 0 {
 		var what []string
 		if len(plugged) > 0 {
 			what = append(what, "plugs disk "+strings.Join(plugged, ", ")+" into")
