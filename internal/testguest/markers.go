@@ -229,12 +229,7 @@ type BlockDevice struct {
 func BlockDevices(console string) (now map[string]BlockDevice, added, removed map[string]int) {
 	now, added, removed = map[string]BlockDevice{}, map[string]int{}, map[string]int{}
 	EachMarker(console, func(marker, rest string) {
-		f := map[string]string{}
-		for _, kv := range strings.Fields(rest) {
-			if k, v, ok := strings.Cut(kv, "="); ok {
-				f[k] = v
-			}
-		}
+		f := Fields(rest)
 		dev := f["dev"]
 		if dev == "" {
 			return
