@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -24,66 +23,39 @@ type TargetReader interface {
 }
 
 // backupTargetService serves BackupTargets. An S3 target's secret key is
-// stored with it and leaves the server only through Connect, to a node
-// acting for a backup or restore of its own: every other read carries
-// status.key_set instead (as a storage class's key).
+// write-only (secretObjects, as a storage class's key): it leaves the
+// server only through Connect, to a node acting for a backup or restore
+// of its own that the target selects.
 type backupTargetService struct {
 	apiv1.UnimplementedBackupTargetsServer
-	s *Server
+	s       *Server
+	targets secretObjects[*apiv1.BackupTarget]
 }
 
 func newBackupTargetService(s *Server) apiv1.BackupTargetsServer {
-	return &backupTargetService{s: s}
-}
-
-// withoutSecret is t as readers see it: no secret key, key_set saying
-// whether one is stored.
-func withoutSecret(t *apiv1.BackupTarget) *apiv1.BackupTarget {
-	if t == nil {
-		return nil
-	}
-	out := proto.Clone(t).(*apiv1.BackupTarget)
-	if out.Status == nil {
-		out.Status = &apiv1.BackupTargetStatus{}
-	}
-	out.Status.KeySet = out.GetSpec().GetS3().GetSecretKey() != ""
-	if s3 := out.GetSpec().GetS3(); s3 != nil {
-		s3.SecretKey = ""
-	}
-	return out
-}
-
-func (c *backupTargetService) store() (store.Store[*apiv1.BackupTarget], error) {
-	if c.s.stores.BackupTargets == nil {
-		return nil, status.Error(codes.Unimplemented, "this server serves no backup targets")
-	}
-	return c.s.stores.BackupTargets, nil
-}
-
-func checkTargetName(name string) error {
-	errs := validation.ValidateObjectMeta(&apiv1.ObjectMeta{Name: name}, false, field.NewPath("name"))
-	return validation.ToStatusError(apiv1.KindBackupTarget, name, errs)
+	return &backupTargetService{s: s, targets: secretObjects[*apiv1.BackupTarget]{
+		st: s.stores.BackupTargets, s: s, log: s.log, kind: apiv1.KindBackupTarget, noun: "backup target", attr: "target",
+		secret: func(t *apiv1.BackupTarget) *string {
+			if s3 := t.GetSpec().GetS3(); s3 != nil {
+				return &s3.SecretKey
+			}
+			return nil
+		},
+		setKeySet: func(t *apiv1.BackupTarget, set bool) {
+			if t.Status == nil {
+				t.Status = &apiv1.BackupTargetStatus{}
+			}
+			t.Status.KeySet = set
+		},
+		newStatus:      func(t *apiv1.BackupTarget) { t.Status = &apiv1.BackupTargetStatus{} },
+		specKind:       targetKindName,
+		validate:       validation.ValidateBackupTarget,
+		validateUpdate: validation.ValidateBackupTargetUpdate,
+	}}
 }
 
 func (c *backupTargetService) Create(ctx context.Context, req *apiv1.CreateBackupTargetRequest) (*apiv1.BackupTarget, error) {
-	st, err := c.store()
-	if err != nil {
-		return nil, err
-	}
-	t := requestCopy(req.GetBackupTarget())
-	validation.DiscardUnknown(t)
-	if errs := validation.ValidateBackupTarget(t, true); len(errs) > 0 {
-		return nil, validation.ToStatusError(apiv1.KindBackupTarget, t.GetMetadata().GetName(), errs)
-	}
-	m := t.Metadata
-	t.Metadata = &apiv1.ObjectMeta{Name: m.Name, Labels: m.Labels, Annotations: m.Annotations}
-	t.Status = &apiv1.BackupTargetStatus{}
-	out, err := st.Create(ctx, t)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	c.s.log.Info("backup target created", "target", m.Name, "kind", targetKindName(t))
-	return withoutSecret(out), nil
+	return c.targets.create(ctx, req.GetBackupTarget())
 }
 
 func targetKindName(t *apiv1.BackupTarget) string {
@@ -94,31 +66,13 @@ func targetKindName(t *apiv1.BackupTarget) string {
 }
 
 func (c *backupTargetService) Get(ctx context.Context, req *apiv1.GetBackupTargetRequest) (*apiv1.BackupTarget, error) {
-	st, err := c.store()
-	if err != nil {
-		return nil, err
-	}
-	if err := checkTargetName(req.GetName()); err != nil {
-		return nil, err
-	}
-	out, err := st.Get(ctx, "", req.GetName())
-	return withoutSecret(out), toStatus(err)
+	return c.targets.get(ctx, req.GetName())
 }
 
 func (c *backupTargetService) List(ctx context.Context, req *apiv1.ListBackupTargetsRequest) (*apiv1.ListBackupTargetsResponse, error) {
-	st, err := c.store()
+	items, rev, err := c.targets.list(ctx, req.GetLabelSelector())
 	if err != nil {
 		return nil, err
-	}
-	if err := checkSelector(req.GetLabelSelector()); err != nil {
-		return nil, err
-	}
-	items, rev, err := st.List(ctx, store.ListOptions{LabelSelector: req.GetLabelSelector()})
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	for i, t := range items {
-		items[i] = withoutSecret(t)
 	}
 	return &apiv1.ListBackupTargetsResponse{Items: items, ResourceVersion: rev}, nil
 }
@@ -127,76 +81,20 @@ func (c *backupTargetService) List(ctx context.Context, req *apiv1.ListBackupTar
 // keeps the stored one. Where the data is (kind, path, endpoint, bucket,
 // prefix) is immutable.
 func (c *backupTargetService) Update(ctx context.Context, req *apiv1.UpdateBackupTargetRequest) (*apiv1.BackupTarget, error) {
-	st, err := c.store()
-	if err != nil {
-		return nil, err
-	}
-	in := requestCopy(req.GetBackupTarget())
-	validation.DiscardUnknown(in)
-	if in.GetMetadata().GetResourceVersion() == 0 {
-		return nil, errNoResourceVersion
-	}
-	if errs := validation.ValidateBackupTarget(in, false); len(errs) > 0 {
-		return nil, validation.ToStatusError(apiv1.KindBackupTarget, in.GetMetadata().GetName(), errs)
-	}
-	old, err := st.Get(ctx, "", in.Metadata.Name)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	if s3 := in.GetSpec().GetS3(); s3 != nil && s3.SecretKey == "" {
-		s3.SecretKey = old.GetSpec().GetS3().GetSecretKey()
-	}
-	if errs := validation.ValidateBackupTargetUpdate(in, old); len(errs) > 0 {
-		return nil, validation.ToStatusError(apiv1.KindBackupTarget, in.Metadata.Name, errs)
-	}
-	if stale(old, in.Metadata) {
-		return nil, conflict(apiv1.KindBackupTarget, in.Metadata.Name)
-	}
-	next, changed := withUserChanges(old, in, func(n *apiv1.BackupTarget) bool { return replaceSpec(&n.Spec, in.Spec) })
-	if !changed {
-		return withoutSecret(old), nil
-	}
-	out, err := st.Update(ctx, next)
-	if err == nil {
-		c.s.log.Info("backup target updated", "target", in.Metadata.Name)
-	}
-	return withoutSecret(out), toStatus(err)
+	return c.targets.update(ctx, req.GetBackupTarget(), func(n, in *apiv1.BackupTarget) bool { return replaceSpec(&n.Spec, in.Spec) })
 }
 
 // Delete refuses while a backup, schedule or restore names the target:
 // their data is there (backups deleted with policy Delete must delete
 // their manifests through it).
 func (c *backupTargetService) Delete(ctx context.Context, req *apiv1.DeleteBackupTargetRequest) (*apiv1.BackupTarget, error) {
-	st, err := c.store()
-	if err != nil {
-		return nil, err
-	}
-	name := req.GetName()
-	if err := checkTargetName(name); err != nil {
-		return nil, err
-	}
-	users, err := c.s.backupTargetUsers(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if len(users) > 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "backup target %q is in use by %s: delete them first (a backup with deletion_policy Retain keeps its data in the target)", name, joinUsers(users))
-	}
-	out, _, err := st.Delete(ctx, "", name, store.DeleteOptions{})
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	c.s.log.Info("backup target deleted", "target", name)
-	return withoutSecret(out), nil
+	return c.targets.delete(ctx, req.GetName(), c.s.backupTargetUsers,
+		"delete them first (a backup with deletion_policy Retain keeps its data in the target)")
 }
 
 func (c *backupTargetService) Watch(req *apiv1.WatchBackupTargetsRequest, stream apiv1.BackupTargets_WatchServer) error {
-	st, err := c.store()
-	if err != nil {
-		return err
-	}
-	return clusterWatch(stream.Context(), st, req.GetOptions(), func(t apiv1.EventType, obj *apiv1.BackupTarget, rev int64) error {
-		return stream.Send(&apiv1.BackupTargetEvent{Type: t, Object: withoutSecret(obj), ResourceVersion: rev})
+	return c.targets.watch(stream.Context(), req.GetOptions(), func(t apiv1.EventType, obj *apiv1.BackupTarget, rev int64) error {
+		return stream.Send(&apiv1.BackupTargetEvent{Type: t, Object: obj, ResourceVersion: rev})
 	})
 }
 
@@ -205,43 +103,21 @@ func (c *backupTargetService) Watch(req *apiv1.WatchBackupTargetsRequest, stream
 // controllers, in progress, naming this target), when the target selects
 // the node. Admins may call it too: they wrote the key.
 func (c *backupTargetService) Connect(ctx context.Context, req *apiv1.ConnectBackupTargetRequest) (*apiv1.BackupTargetConnection, error) {
-	st, err := c.store()
-	if err != nil {
-		return nil, err
-	}
 	name := req.GetName()
-	if err := checkTargetName(name); err != nil {
-		return nil, err
-	}
-	if id := IdentityFrom(ctx); id.Kind == Node {
-		if err := c.s.nodeActsFor(ctx, id.Node, name, req); err != nil {
-			return nil, err
-		}
-	}
-	t, err := st.Get(ctx, "", name)
+	t, err := c.targets.connect(ctx, name, func(node string) error { return c.s.nodeActsFor(ctx, node, name, req) })
 	if err != nil {
-		return nil, toStatus(err)
-	}
-	if id := IdentityFrom(ctx); id.Kind == Node {
-		node, err := c.s.stores.Nodes.Get(ctx, "", id.Node)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		if !t.SelectsNode(node.GetMetadata().GetLabels()) {
-			return nil, status.Errorf(codes.PermissionDenied, "backup target %q does not select node %s (spec.node_selector)", name, id.Node)
-		}
+		return nil, err
 	}
 	return &apiv1.BackupTargetConnection{BackupTarget: t}, nil
 }
 
 // ListManifests answers from the target's manifests, read by the server.
 func (c *backupTargetService) ListManifests(ctx context.Context, req *apiv1.ListBackupManifestsRequest) (*apiv1.ListBackupManifestsResponse, error) {
-	st, err := c.store()
-	if err != nil {
+	if _, err := c.targets.store(); err != nil {
 		return nil, err
 	}
 	name := req.GetName()
-	if err := checkTargetName(name); err != nil {
+	if err := c.targets.checkName(name); err != nil {
 		return nil, err
 	}
 	if vm := req.GetVmName(); vm != "" {
@@ -252,9 +128,9 @@ func (c *backupTargetService) ListManifests(ctx context.Context, req *apiv1.List
 	if c.s.opts.BackupTargets == nil {
 		return nil, status.Error(codes.Unimplemented, "this server reads no backup targets")
 	}
-	t, err := st.Get(ctx, "", name)
+	t, err := c.targets.getWithSecret(ctx, name) // the reader needs the key
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
 	items, err := c.s.opts.BackupTargets.ListManifests(ctx, t, req.GetVmName())
 	if err != nil {

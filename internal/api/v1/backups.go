@@ -76,10 +76,5 @@ func ScheduledBackupName(schedule string, unixSeconds int64) string {
 // SelectsNode says whether the target's node selector matches a node's
 // labels: every label of the selector, with its value.
 func (t *BackupTarget) SelectsNode(labels map[string]string) bool {
-	for k, v := range t.GetSpec().GetNodeSelector() {
-		if got, ok := labels[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
+	return selectsNode(t.GetSpec().GetNodeSelector(), labels)
 }

@@ -63,7 +63,10 @@ func Store(ctx context.Context, t *apiv1.BackupTarget) (repo.Store, error) {
 
 // Cache keeps one open store per target, opened again when its spec
 // changes: opening an S3 store checks the bucket (a round trip), and a
-// directory store holds the directory open.
+// directory store holds the directory open (an os.Root). A store dropped
+// from the cache is never closed by it: the controllers and the manifest
+// reader share it and may still be using it; a directory store's handle
+// is closed when the store is collected (os.Root's finalizer).
 type Cache struct {
 	mu    sync.Mutex
 	items map[string]cached
@@ -93,27 +96,15 @@ func (c *Cache) Store(ctx context.Context, t *apiv1.BackupTarget) (repo.Store, e
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.items[name]; ok {
-		closeStore(old.store)
-	}
 	c.items[name] = cached{spec: proto.Clone(t.GetSpec()).(*apiv1.BackupTargetSpec), store: st}
 	return st, nil
 }
 
-// Forget closes and drops the store of target name.
+// Forget drops the store of target name: the next Store opens it anew.
 func (c *Cache) Forget(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old, ok := c.items[name]; ok {
-		closeStore(old.store)
-		delete(c.items, name)
-	}
-}
-
-func closeStore(st repo.Store) {
-	if c, ok := st.(io.Closer); ok {
-		_ = c.Close()
-	}
+	delete(c.items, name)
 }
 
 // probePrefix is where probe objects go: outside the repository's

@@ -28,6 +28,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/backup/repo"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodework"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/storage"
@@ -59,10 +60,10 @@ type Classes interface {
 }
 
 // Images reads the size of a qcow2 volume and converts a restored raw
-// sparse file to one (QemuImg).
+// sparse file to one (disks.QemuImg).
 type Images interface {
-	FromRaw(ctx context.Context, raw, qcow2 string) error
-	VirtualSize(ctx context.Context, path string) (int64, error)
+	ConvertRaw(ctx context.Context, raw, qcow2 string) error
+	Info(ctx context.Context, path string) (disks.ImageInfo, error)
 }
 
 // Options configure the role.
@@ -74,7 +75,7 @@ type Options struct {
 	Layout   nodedir.Layout
 	// Classes are the storage classes the node uses; nil when it has none.
 	Classes Classes
-	// Images converts volumes; nil is QemuImg{}.
+	// Images converts volumes; nil is disks.QemuImg{}.
 	Images Images
 	// Repo are the options of the repositories opened (chunk size,
 	// concurrency); its Clock defaults to Clock.
@@ -93,7 +94,7 @@ type Options struct {
 
 func (o *Options) complete() {
 	if o.Images == nil {
-		o.Images = QemuImg{}
+		o.Images = disks.QemuImg{}
 	}
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = 2 * time.Second

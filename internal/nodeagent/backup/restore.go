@@ -256,7 +256,7 @@ func (r *Role) restoreFile(ctx context.Context, rp *repo.Repo, uid string, lay n
 	}
 	tmp := dst + ".tmp"
 	_ = os.Remove(tmp)
-	if err := r.opts.Images.FromRaw(ctx, raw, tmp); err != nil {
+	if err := r.opts.Images.ConvertRaw(ctx, raw, tmp); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("converting to qcow2: %w", err)
 	}

@@ -315,7 +315,11 @@ func (r *Role) sourceSize(ctx context.Context, s source) (int64, error) {
 		}
 		return info.Size, nil
 	}
-	return r.opts.Images.VirtualSize(ctx, s.file)
+	info, err := r.opts.Images.Info(ctx, s.file)
+	if err != nil {
+		return 0, err
+	}
+	return info.VirtualSize, nil
 }
 
 // uploadVolume writes one volume to the repository on base's volume of

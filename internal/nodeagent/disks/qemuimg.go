@@ -138,6 +138,13 @@ func (q QemuImg) Convert(ctx context.Context, src, dst string, shared bool) erro
 	return err
 }
 
+// ConvertRaw writes the raw (sparse) file src as a qcow2 image dst whose
+// clusters are only those src has data in (a restored backup's volume).
+func (q QemuImg) ConvertRaw(ctx context.Context, src, dst string) error {
+	_, err := runCommand(ctx, q.bin(), "convert", "-q", "-f", "raw", "-O", "qcow2", src, dst)
+	return err
+}
+
 // Commit merges the qcow2 overlay into its backing file, with no QEMU
 // running on either (an online snapshot's overlay left by a guest that
 // stopped before the overlay was committed).
