@@ -341,3 +341,22 @@ func TestMapDomainReportWithinTheAPIsBounds(t *testing.T) {
 		t.Errorf("%d notes, the last %q", len(ns), ns[len(ns)-1])
 	}
 }
+
+// The record is read back bounded: a file larger than any record is an
+// error, not a megabytes-long read into memory.
+func TestReadRecordBounded(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeRecord(dir, &Record{Adoption: adoptUID, VMUID: vmUID, State: stateClaimed}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := readRecord(dir); err != nil || r.Adoption != adoptUID || r.State != stateClaimed {
+		t.Fatalf("read back %+v, %v", r, err)
+	}
+	big := `{"adoption":"` + strings.Repeat("a", maxRecord) + `"}`
+	if err := os.WriteFile(filepath.Join(dir, recordFile), []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := readRecord(dir); err == nil {
+		t.Fatalf("a record of %d bytes read: %d bytes of adoption uid", len(big), len(r.Adoption))
+	}
+}
