@@ -25,10 +25,7 @@ var adoptionResource = kind[*apiv1.VirtualMachineAdoption, *apiv1.AdoptionEvent]
 		wideColumns: []string{"QEMU-PID", "VM-UID"},
 	},
 	row: func(a *apiv1.VirtualMachineAdoption, now time.Time) []string {
-		phase := a.GetStatus().GetPhase()
-		if phase == "" {
-			phase = apiv1.AdoptionPending
-		}
+		phase := adoptionPhase(a)
 		if a.GetSpec().GetDryRun() {
 			phase += " (dry run)"
 		}

@@ -175,6 +175,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		ImageSourceDirs: n.ImageSourceDirs,
 		AdoptDirs:       n.AdoptDirs,
 		LauncherPath:    n.LauncherPath,
+		QEMUPidDir:      n.QEMUPidDir,
 		ReservedMemory:  n.ReservedMemory,
 		AgentVersion:    n.AgentVersion,
 		Labels:          n.Labels,

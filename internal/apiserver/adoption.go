@@ -126,9 +126,8 @@ func (v *adoptionService) UpdateStatus(ctx context.Context, req *apiv1.UpdateAdo
 		next.Status = in.GetStatus()
 		return v.commitStatus(ctx, cur, next)
 	}
-	if got := cur.GetMetadata().GetLabels()[apiv1.LabelNodeName]; got != id.Node {
-		return nil, status.Errorf(codes.PermissionDenied, "%s %q: node %s may write only those labelled %s=%s, not one of %q",
-			apiv1.KindAdoption, ref, id.Node, apiv1.LabelNodeName, id.Node, got)
+	if err := nodeLabelled(id, apiv1.KindAdoption, ref, cur.GetMetadata()); err != nil {
+		return nil, err
 	}
 	if err := setNodeAdoptionStatus(next, in.GetStatus()); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s %q: %v", apiv1.KindAdoption, ref, err)

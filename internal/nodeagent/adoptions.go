@@ -62,22 +62,14 @@ func (a *Agent) adoptedSources() disks.AdoptedSources {
 	return a.adoptions
 }
 
-// InspectDomain runs `virtplane-launcher inspect-domain`.
-func (t ExecTools) InspectDomain(ctx context.Context, uri, name string) (launcher.DomainFacts, error) {
-	return launcher.InspectDomain(ctx, t.path(), uri, "", name)
-}
-
 // inspector runs the launcher binary's inspect-domain on the node's
-// libvirtd.
+// libvirtd, with the launchers' QEMU pid directory (a libvirtd in a
+// private mount namespace writes its pid files elsewhere than the
+// default).
 type inspector struct{ o Options }
 
 func (i inspector) InspectDomain(ctx context.Context, name string) (launcher.DomainFacts, error) {
-	if t, ok := i.o.Tools.(interface {
-		InspectDomain(ctx context.Context, uri, name string) (launcher.DomainFacts, error)
-	}); ok {
-		return t.InspectDomain(ctx, i.o.LibvirtURI, name)
-	}
-	return launcher.InspectDomain(ctx, i.o.LauncherPath, i.o.LibvirtURI, "", name)
+	return launcher.InspectDomain(ctx, ExecTools{Path: i.o.LauncherPath}.path(), i.o.LibvirtURI, i.o.QEMUPidDir, name)
 }
 
 // claimAdopted gives a new record of an adopted VM's first instance the

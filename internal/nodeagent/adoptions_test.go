@@ -1,6 +1,9 @@
 package nodeagent
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -37,5 +40,25 @@ func TestAdoptedInstanceIsNotLiveMigratable(t *testing.T) {
 	}
 	if c := liveMigratable(vmi, &state.VMI{}); c.GetStatus() != apiv1.ConditionTrue {
 		t.Errorf("not adopted: %v", c)
+	}
+}
+
+// The inspection of a domain to adopt runs the node's launcher binary on
+// its libvirtd and reads the QEMU pid where the launchers are told to (a
+// libvirtd in a private mount namespace writes it elsewhere than the
+// default).
+func TestInspectorUsesTheNodesPidDir(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "virtplane-launcher")
+	body := `#!/bin/sh
+[ "$*" = "inspect-domain --libvirt-uri test:///default --qemu-pid-dir /run/private/qemu -- legacy" ] || { echo "args: $*" >&2; exit 2; }
+echo '{"name":"legacy","uuid":"u","state":"Running","persistent":true,"qemu_pid":4242,"xml":"<domain/>"}'
+`
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	i := inspector{Options{LauncherPath: script, LibvirtURI: "test:///default", QEMUPidDir: "/run/private/qemu"}}
+	f, err := i.InspectDomain(context.Background(), "legacy")
+	if err != nil || f.QEMUPid != 4242 || f.UUID != "u" {
+		t.Fatalf("inspect-domain %+v, %v", f, err)
 	}
 }

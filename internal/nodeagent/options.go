@@ -246,6 +246,11 @@ type Options struct {
 	AdoptNVRAMDirs []string
 	// LauncherPath is the virtplane-launcher binary for the default Tools.
 	LauncherPath string
+	// QEMUPidDir is where the node's libvirtd writes QEMU pid files, as
+	// the launchers are told (launcher.ManagerOptions.QEMUPidDir); ""
+	// is launcher.DefaultQEMUPidDir. The inspection of a domain to adopt
+	// reads its QEMU pid there.
+	QEMUPidDir string
 	// ReservedMemory is kept from guests: allocatable = capacity minus
 	// this; nil means DefaultReservedMemory.
 	ReservedMemory *resource.Quantity

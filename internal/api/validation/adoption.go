@@ -18,9 +18,10 @@ import (
 // hold 255 bytes with their suffixes.
 const MaxDomainNameLen = 128
 
-// maxAdoptionItems bounds the refusals and notes of an adoption: a domain
-// has at most a few hundred elements worth a word.
-const maxAdoptionItems = 256
+// MaxAdoptionItems bounds the refusals and notes of an adoption: a domain
+// has at most a few hundred elements worth a word (the node says how many
+// more there were in the last one).
+const MaxAdoptionItems = 256
 
 // domainNameRegexp is the names of domains virtplane adopts: what libvirt
 // allows and a file name holds as it is (no "/", no leading "." or "-",
@@ -105,8 +106,8 @@ func ValidateAdoptionStatus(st *apiv1.VirtualMachineAdoptionStatus, path *field.
 		errs = append(errs, field.Invalid(path.Child("qemu_pid"), st.GetQemuPid(), "must not be negative"))
 	}
 	rp := path.Child("refusals")
-	if n := len(st.GetRefusals()); n > maxAdoptionItems {
-		errs = append(errs, field.TooMany(rp, n, maxAdoptionItems))
+	if n := len(st.GetRefusals()); n > MaxAdoptionItems {
+		errs = append(errs, field.TooMany(rp, n, MaxAdoptionItems))
 	} else {
 		for i, r := range st.GetRefusals() {
 			errs = append(errs, validateStatusMessage(r.GetElement(), rp.Index(i).Child("element"))...)
@@ -114,8 +115,8 @@ func ValidateAdoptionStatus(st *apiv1.VirtualMachineAdoptionStatus, path *field.
 		}
 	}
 	np := path.Child("notes")
-	if n := len(st.GetNotes()); n > maxAdoptionItems {
-		errs = append(errs, field.TooMany(np, n, maxAdoptionItems))
+	if n := len(st.GetNotes()); n > MaxAdoptionItems {
+		errs = append(errs, field.TooMany(np, n, MaxAdoptionItems))
 	} else {
 		for i, s := range st.GetNotes() {
 			errs = append(errs, validateStatusMessage(s, np.Index(i))...)

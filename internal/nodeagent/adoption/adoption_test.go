@@ -3,6 +3,7 @@ package adoption
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,9 +12,11 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/adopt"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
@@ -303,5 +306,57 @@ func TestClaimRefusals(t *testing.T) {
 	other.Metadata.Annotations[apiv1.AnnotationAdoption] = "6f1c2a3e-0000-4000-8000-00000000a0ff"
 	if _, err := e.role.Claim(ctx, other, "6f1c2a3e-0000-4000-8000-00000000e0ff"); err == nil {
 		t.Error("a VMI naming another adoption was not refused")
+	}
+}
+
+// A domain with more to say than the API takes of a node (hundreds of
+// unknown devices, empty drives, disks) is still reported, within the
+// API's bounds: refused, with the rest counted, never a status the API
+// refuses (which would leave the adoption Pending for good).
+func TestMapDomainReportWithinTheAPIsBounds(t *testing.T) {
+	e := newEnv(t)
+	var devs strings.Builder
+	for i := range 300 {
+		devs.WriteString("<hostdev mode='subsystem' type='usb'/>")
+		fmt.Fprintf(&devs, "<disk type='file' device='cdrom'><target dev='hd%d' bus='sata'/></disk>", i)
+	}
+	for i := range 70 {
+		p := filepath.Join(e.adopt, fmt.Sprintf("d%d.raw", i))
+		writeFile(t, p)
+		e.files[p] = disks.FileInfo{Format: "raw", VirtualSize: 1 << 20}
+		fmt.Fprintf(&devs, "<disk type='file' device='disk'><driver name='qemu' type='raw'/><source file='%s'/><target dev='vd%d' bus='virtio'/></disk>", p, i)
+	}
+	e.inspect.facts = launcher.DomainFacts{Name: "legacy", UUID: domainUUID, State: "Running", Persistent: true,
+		XML: `<domain type='qemu'><name>legacy</name><memory unit='MiB'>160</memory><vcpu>1</vcpu><os><type>hvm</type></os><devices>` +
+			devs.String() + `</devices></domain>`}
+	st := e.role.mapDomain(context.Background(), e.api.a).status
+	if errs := validation.ValidateAdoptionStatus(st, field.NewPath("status")); len(errs) > 0 {
+		t.Fatalf("the node's report is one the API refuses: %v", errs.ToAggregate())
+	}
+	rs := st.GetRefusals()
+	if len(rs) != validation.MaxAdoptionItems || !strings.Contains(rs[len(rs)-1].GetReason(), "more refusals not listed") {
+		t.Errorf("%d refusals, the last %v; want %d, the last counting the rest", len(rs), rs[len(rs)-1], validation.MaxAdoptionItems)
+	}
+	if ns := st.GetNotes(); len(ns) != validation.MaxAdoptionItems || !strings.Contains(ns[len(ns)-1], "more notes not listed") {
+		t.Errorf("%d notes, the last %q", len(ns), ns[len(ns)-1])
+	}
+}
+
+// The record is read back bounded: a file larger than any record is an
+// error, not a megabytes-long read into memory.
+func TestReadRecordBounded(t *testing.T) {
+	dir := t.TempDir()
+	if err := writeRecord(dir, &Record{Adoption: adoptUID, VMUID: vmUID, State: stateClaimed}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := readRecord(dir); err != nil || r.Adoption != adoptUID || r.State != stateClaimed {
+		t.Fatalf("read back %+v, %v", r, err)
+	}
+	big := `{"adoption":"` + strings.Repeat("a", maxRecord) + `"}`
+	if err := os.WriteFile(filepath.Join(dir, recordFile), []byte(big), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := readRecord(dir); err == nil {
+		t.Fatalf("a record of %d bytes read: %d bytes of adoption uid", len(big), len(r.Adoption))
 	}
 }

@@ -97,7 +97,30 @@ func (r *Role) mapDomain(ctx context.Context, a *apiv1.VirtualMachineAdoption) *
 		res.Spec = vm.GetSpec().GetTemplate().GetSpec()
 	}
 	st.Spec = res.Spec
+	bound(st)
 	return m
+}
+
+// bound keeps st within what the API takes of a node's report
+// (validation.ValidateAdoptionStatus): a domain with more refusals, notes
+// or disks than that (a hostile definition can have thousands of unknown
+// elements) is reported with the first ones and a count of the rest,
+// rather than as a status the API refuses, which would leave the
+// adoption Pending and the node inspecting the domain again and again.
+// More disks than a VM may have are refused by the VM's validation
+// already.
+func bound(st *apiv1.VirtualMachineAdoptionStatus) {
+	const keep = validation.MaxAdoptionItems - 1
+	if n := len(st.Refusals); n > validation.MaxAdoptionItems {
+		st.Refusals = append(st.Refusals[:keep:keep], &apiv1.AdoptionRefusal{Element: "domain",
+			Reason: fmt.Sprintf("%d more refusals not listed", n-keep)})
+	}
+	if n := len(st.Notes); n > validation.MaxAdoptionItems {
+		st.Notes = append(st.Notes[:keep:keep], fmt.Sprintf("%d more notes not listed", n-keep))
+	}
+	if len(st.Disks) > validation.MaxDevices {
+		st.Disks = st.Disks[:validation.MaxDevices]
+	}
 }
 
 // checkFiles checks each disk file: its real path inside an allowed

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -66,10 +67,16 @@ func readRecord(dir string) (*Record, error) {
 		return nil, err
 	}
 	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxRecord+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRecord {
+		return nil, fmt.Errorf("reading %s: more than %d bytes", f.Name(), maxRecord)
+	}
 	var r Record
-	dec := json.NewDecoder(&limited{f, maxRecord})
-	if err := dec.Decode(&r); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, recordFile), err)
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", f.Name(), err)
 	}
 	return &r, nil
 }
@@ -81,22 +88,4 @@ func writeRecord(dir string, r *Record) error {
 		return err
 	}
 	return fsutil.WriteFileAtomic(filepath.Join(dir, recordFile), b, 0o600)
-}
-
-// limited is io.LimitReader that fails past n instead of ending.
-type limited struct {
-	r interface{ Read([]byte) (int, error) }
-	n int64
-}
-
-func (l *limited) Read(b []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, errors.New("record too large")
-	}
-	if int64(len(b)) > l.n {
-		b = b[:l.n]
-	}
-	n, err := l.r.Read(b)
-	l.n -= int64(n)
-	return n, err
 }

@@ -6,10 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
@@ -42,20 +39,11 @@ func (s *Server) openSerial(ctx context.Context, rec *state.VMI) (*serialPort, e
 
 // openSerialPty opens the pty at path and, with drain, starts draining it.
 func openSerialPty(path string, log *slog.Logger, drain bool) (*serialPort, error) {
-	// The path comes from another process and the agent runs as root:
-	// nothing but a pty is opened.
-	if !strings.HasPrefix(path, "/dev/pts/") || filepath.Clean(path) != path {
-		return nil, fmt.Errorf("the launcher reported %q as the serial pty", path)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOCTTY, 0)
+	// QEMU made it raw; OpenPty again, and opens nothing but a pty (the
+	// path is the launcher's word, and the agent runs as root).
+	f, err := termraw.OpenPty(path, os.O_RDWR)
 	if err != nil {
-		return nil, fmt.Errorf("opening the serial pty: %w", err)
-	}
-	// QEMU made it raw; again, because an echoing pty would feed the
-	// guest's output back to it as input.
-	if _, err := termraw.MakeRaw(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("serial pty: %w", err)
+		return nil, fmt.Errorf("the launcher's serial pty: %w", err)
 	}
 	p := &serialPort{f: f, log: log}
 	if drain {

@@ -2,7 +2,6 @@ package disks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -50,24 +49,7 @@ type FileInfo struct {
 // file holding a qcow2 header is the guest's data, not an image), and
 // shared (-U): an adopted domain's QEMU has the file open.
 func (q QemuImg) InfoAs(ctx context.Context, path, format string) (FileInfo, error) {
-	out, err := runCommand(ctx, q.bin(), "info", "-U", "-f", format, "--output=json", path)
-	if err != nil {
-		return FileInfo{}, err
-	}
-	var info struct {
-		Format         string `json:"format"`
-		VirtualSize    int64  `json:"virtual-size"`
-		BackingFile    string `json:"backing-filename"`
-		FormatSpecific struct {
-			Data struct {
-				DataFile string `json:"data-file"`
-			} `json:"data"`
-		} `json:"format-specific"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return FileInfo{}, fmt.Errorf("qemu-img info %s: decoding output: %w", path, err)
-	}
-	return FileInfo{Format: info.Format, VirtualSize: info.VirtualSize, BackingFile: info.BackingFile, DataFile: info.FormatSpecific.Data.DataFile}, nil
+	return q.info(ctx, path, format)
 }
 
 // Import writes a standalone qcow2 copy of src (read as format) to dst.
@@ -75,8 +57,7 @@ func (q QemuImg) InfoAs(ctx context.Context, path, format string) (FileInfo, err
 // the file (the adopted domain, or another started by hand) fails the
 // copy instead of tearing it.
 func (q QemuImg) Import(ctx context.Context, src, format, dst string) error {
-	_, err := runCommand(ctx, q.bin(), "convert", "-q", "-f", format, "-O", "qcow2", src, dst)
-	return err
+	return q.convert(ctx, format, src, dst, false)
 }
 
 // Importer copies adopted disk files (QemuImg).

@@ -115,3 +115,33 @@ func TestAdoptedVolumeIsCopiedOnce(t *testing.T) {
 		t.Errorf("the adopted files were asked for %d times again", files.calls-calls)
 	}
 }
+
+// InfoAs reads a file as the format it is told, never probed: a qcow2
+// image read as raw is raw data (the guest's), and a qcow2 read as qcow2
+// names its backing file.
+func TestInfoAsNeverProbes(t *testing.T) {
+	diskstest.NeedQemuImg(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	base, overlay := filepath.Join(dir, "base.qcow2"), filepath.Join(dir, "overlay.qcow2")
+	q := QemuImg{}
+	if err := q.CreateBlank(ctx, base, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.CreateOverlay(ctx, base, "qcow2", overlay); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := q.InfoAs(ctx, overlay, "raw")
+	if err != nil || raw.Format != "raw" || raw.BackingFile != "" {
+		t.Errorf("the overlay read as raw: %+v, %v", raw, err)
+	}
+	qc, err := q.InfoAs(ctx, overlay, "qcow2")
+	if err != nil || qc.Format != "qcow2" || qc.BackingFile != base || qc.VirtualSize != 1<<20 {
+		t.Errorf("the overlay read as qcow2: %+v, %v", qc, err)
+	}
+	probed, err := q.Info(ctx, overlay)
+	if err != nil || probed.Format != "qcow2" || probed.VirtualSize != 1<<20 {
+		t.Errorf("Info of the overlay: %+v, %v", probed, err)
+	}
+}

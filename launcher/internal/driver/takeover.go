@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -128,30 +126,13 @@ func (d *Driver) copyConsole(dom Domain, path string) {
 		return
 	}
 	c.stopLocked()
-	f, err := openPty(pty)
+	f, err := termraw.OpenPty(pty, os.O_RDONLY)
 	if err != nil {
 		d.log.Warn("copying the adopted domain's serial console", "pty", pty, "err", err)
 		return
 	}
 	c.pid, c.pty, c.done = pid, f, make(chan struct{})
 	go copyPty(f, &rotatingFile{path: path}, c.done, d.log.With("pty", pty, "console_log", path))
-}
-
-// openPty opens the serial pty (from libvirt's live XML) for reading, raw:
-// an echoing pty would feed the guest's output back to it as input.
-func openPty(path string) (*os.File, error) {
-	if !strings.HasPrefix(path, "/dev/pts/") || filepath.Clean(path) != path {
-		return nil, fmt.Errorf("%q is not a pty", path)
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := termraw.MakeRaw(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
 }
 
 // copyPty copies until the pty ends (QEMU exited: EIO) or is closed.
