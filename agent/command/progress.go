@@ -20,6 +20,9 @@ type byteProgress struct {
 	clk   clock.WithTicker
 	done  atomic.Int64
 	began time.Time
+	// base is what was done before start (a resumed upload's offset):
+	// not sent in this run, so not in the rate.
+	base int64
 }
 
 func newByteProgress(w io.Writer, tty bool, total int64, clk clock.WithTicker) *byteProgress {
@@ -35,7 +38,7 @@ func (p *byteProgress) Write(b []byte) (int, error) {
 // start prints until the returned func is called, which prints the
 // final line.
 func (p *byteProgress) start() (stop func()) {
-	p.began = p.clk.Now()
+	p.began, p.base = p.clk.Now(), p.done.Load()
 	every := plainInterval
 	if p.tty {
 		every = time.Second
@@ -74,7 +77,7 @@ func (p *byteProgress) line(elapsed time.Duration, final bool) string {
 	n := p.done.Load()
 	rate := 0.0
 	if s := elapsed.Seconds(); s > 0 {
-		rate = float64(n) / s
+		rate = float64(n-p.base) / s
 	}
 	s := transferText(n, p.total, rate, !final)
 	if final {
