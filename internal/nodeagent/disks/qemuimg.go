@@ -130,7 +130,21 @@ func runCommand(ctx context.Context, path string, args ...string) ([]byte, error
 // under a snapshot overlay); without it qemu-img takes the image's lock,
 // so a QEMU writing to src makes the copy fail instead of tearing it.
 func (q QemuImg) Convert(ctx context.Context, src, dst string, shared bool) error {
-	args := []string{"convert", "-q", "-f", "qcow2", "-O", "qcow2"}
+	return q.convert(ctx, src, dst, "qcow2", shared)
+}
+
+// ConvertTo writes a copy of the qcow2 image src to dst as format (raw:
+// a sparse file; qcow2: standalone), read shared (-U): a VM export's
+// files, made from the volume of a stopped VM, whose start must not be
+// refused its disk (the export ends then anyway).
+func (q QemuImg) ConvertTo(ctx context.Context, src, dst, format string) error {
+	return q.convert(ctx, src, dst, format, true)
+}
+
+// convert runs qemu-img convert from the qcow2 src (the format is given:
+// never probed) to dst in format.
+func (q QemuImg) convert(ctx context.Context, src, dst, format string, shared bool) error {
+	args := []string{"convert", "-q", "-f", "qcow2", "-O", format}
 	if shared {
 		args = append(args, "-U")
 	}
