@@ -5,6 +5,7 @@ import (
 	"os"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
@@ -54,7 +55,9 @@ func (s *Server) file(ctx context.Context, uid, volume, format string, src volum
 			_ = os.Remove(tmp)
 			return nil, err
 		}
-		if err := os.Rename(tmp, path); err != nil {
+		// Durably: the file is served for the export's life, across a
+		// restart of the node, so it must never name a partial copy.
+		if err := fsutil.Commit(tmp, path); err != nil {
 			_ = os.Remove(tmp)
 			return nil, err
 		}
