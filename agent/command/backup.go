@@ -171,7 +171,7 @@ type rateMeter struct {
 	rate float64 // bytes per second, smoothed
 }
 
-// describe is "42Mi of 128Mi (32%), 12.5Mi/s, about 7s left".
+// describe is "42Mi of 128Mi (32%) at 12.5Mi/s, ETA 7s" (transferText).
 func (m *rateMeter) describe(p *apiv1.BackupProgress) string {
 	done, total := p.GetBytesDone(), p.GetBytesTotal()
 	at := p.GetUpdated().AsTime()
@@ -186,17 +186,7 @@ func (m *rateMeter) describe(p *apiv1.BackupProgress) string {
 	if m.at.IsZero() || at.After(m.at) {
 		m.done, m.at = done, at
 	}
-	s := formatBytes(done) + " of " + formatBytes(total)
-	if total > 0 {
-		s += " (" + strconv.FormatInt(done*100/total, 10) + "%)"
-	}
-	if m.rate > 0 {
-		s += ", " + formatBytes(int64(m.rate)) + "/s"
-		if left := total - done; left > 0 {
-			s += ", about " + (time.Duration(float64(left) / m.rate * float64(time.Second))).Round(time.Second).String() + " left"
-		}
-	}
-	return s
+	return transferText(done, total, m.rate, true)
 }
 
 // backupOutcome reports a backup that ended: nil when it succeeded, with

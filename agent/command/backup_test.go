@@ -21,7 +21,7 @@ func TestBackupProgressLine(t *testing.T) {
 	if got := m.describe(p(0, 0)); got != "0 of 100Mi (0%)" {
 		t.Fatalf("first report: %q", got)
 	}
-	if got := m.describe(p(20<<20, 2*time.Second)); got != "20Mi of 100Mi (20%), 10Mi/s, about 8s left" {
+	if got := m.describe(p(20<<20, 2*time.Second)); got != "20Mi of 100Mi (20%) at 10Mi/s, ETA 8s" {
 		t.Fatalf("second report: %q", got)
 	}
 	// The same report again (a status write of something else) changes

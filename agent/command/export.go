@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -162,19 +161,6 @@ func writeNewSecretFile(path, secret string) error {
 		return err
 	}
 	return f.Close()
-}
-
-// readTokenFile reads an export token written by export create.
-func readTokenFile(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("%s is empty", path)
-	}
-	return tok, nil
 }
 
 // waitExportReady polls the export until it is Ready; Skipped and

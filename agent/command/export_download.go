@@ -17,10 +17,14 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/pki"
 )
 
 // exportRawSizeHeader is the node's RawSizeHeader (package
@@ -133,12 +137,12 @@ func (o *exportDownloadOptions) run(ctx context.Context, out, errOut io.Writer, 
 // or that of a new export made here (made).
 func (o *exportDownloadOptions) exportToken(ctx context.Context, c *client.Client, vm, name string) (token string, made bool, _ error) {
 	if o.tokenFile != "" {
-		t, err := readTokenFile(o.tokenFile)
+		t, err := pki.ReadToken(o.tokenFile)
 		return t, false, err
 	}
 	_, tok, err := createExport(ctx, c, o.exportSource.object(o.namespace, vm))
 	if err != nil {
-		if strings.Contains(err.Error(), "already exists") {
+		if status.Code(err) == codes.AlreadyExists {
 			return "", false, fmt.Errorf("export %s exists: pass the token its create printed with --export-token-file, or delete it", name)
 		}
 		return "", false, err
@@ -240,16 +244,7 @@ func finishDownload(f *os.File, part, output string, n int64, resp *http.Respons
 	if err := os.Rename(part, output); err != nil {
 		return n, err
 	}
-	return n, syncDir(filepath.Dir(output))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return n, fsutil.SyncDir(filepath.Dir(output))
 }
 
 type countingWriter struct{ n atomic.Int64 }

@@ -50,3 +50,19 @@ func TestExportSourceObject(t *testing.T) {
 		t.Errorf("snapshot export %v", e)
 	}
 }
+
+// A resumed transfer's rate counts only what this run sent, not the
+// offset it resumed at (image upload after a broken connection).
+func TestByteProgressRateAfterResume(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(0, 0))
+	var out strings.Builder
+	p := newByteProgress(&out, false, 64<<20, clk)
+	p.done.Store(48 << 20)
+	stop := p.start()
+	_, _ = p.Write(make([]byte, 16<<20))
+	clk.Step(4 * time.Second)
+	stop()
+	if want := "64Mi of 64Mi (100%) at 4Mi/s in 4s\n"; out.String() != want {
+		t.Errorf("final line %q, want %q", out.String(), want)
+	}
+}

@@ -57,7 +57,7 @@ func (q QemuImg) InfoAs(ctx context.Context, path, format string) (FileInfo, err
 // the file (the adopted domain, or another started by hand) fails the
 // copy instead of tearing it.
 func (q QemuImg) Import(ctx context.Context, src, format, dst string) error {
-	return q.convert(ctx, format, src, dst, false)
+	return q.convert(ctx, format, src, "qcow2", dst, false)
 }
 
 // Importer copies adopted disk files (QemuImg).

@@ -98,7 +98,7 @@ func (q QemuImg) CreateBlank(ctx context.Context, path string, size int64) error
 }
 
 func (q QemuImg) CopyResized(ctx context.Context, base, baseFormat, dst string, size int64) error {
-	if err := q.convert(ctx, baseFormat, base, dst, true); err != nil {
+	if err := q.convert(ctx, baseFormat, base, "qcow2", dst, true); err != nil {
 		return err
 	}
 	info, err := q.Info(ctx, dst)
@@ -149,13 +149,21 @@ func runCommand(ctx context.Context, path string, args ...string) ([]byte, error
 // under a snapshot overlay); without it qemu-img takes the image's lock,
 // so a QEMU writing to src makes the copy fail instead of tearing it.
 func (q QemuImg) Convert(ctx context.Context, src, dst string, shared bool) error {
-	return q.convert(ctx, "qcow2", src, dst, shared)
+	return q.convert(ctx, "qcow2", src, "qcow2", dst, shared)
 }
 
-// convert writes a standalone qcow2 copy of src, read as format (never
-// probed), to dst; shared (-U) as Convert says.
-func (q QemuImg) convert(ctx context.Context, format, src, dst string, shared bool) error {
-	args := []string{"convert", "-q", "-f", format, "-O", "qcow2"}
+// ConvertTo writes a copy of the qcow2 image src to dst as format (raw:
+// a sparse file; qcow2: standalone), read shared (-U): a VM export's
+// files, made from the volume of a stopped VM, whose start must not be
+// refused its disk (the export ends then anyway).
+func (q QemuImg) ConvertTo(ctx context.Context, src, dst, format string) error {
+	return q.convert(ctx, "qcow2", src, format, dst, true)
+}
+
+// convert runs qemu-img convert of src, read as inFormat (given: never
+// probed), to dst in outFormat; shared (-U) as Convert says.
+func (q QemuImg) convert(ctx context.Context, inFormat, src, outFormat, dst string, shared bool) error {
+	args := []string{"convert", "-q", "-f", inFormat, "-O", outFormat}
 	if shared {
 		args = append(args, "-U")
 	}
@@ -166,8 +174,7 @@ func (q QemuImg) convert(ctx context.Context, format, src, dst string, shared bo
 // ConvertRaw writes the raw (sparse) file src as a qcow2 image dst whose
 // clusters are only those src has data in (a restored backup's volume).
 func (q QemuImg) ConvertRaw(ctx context.Context, src, dst string) error {
-	_, err := runCommand(ctx, q.bin(), "convert", "-q", "-f", "raw", "-O", "qcow2", src, dst)
-	return err
+	return q.convert(ctx, "raw", src, "qcow2", dst, false)
 }
 
 // Commit merges the qcow2 overlay into its backing file, with no QEMU

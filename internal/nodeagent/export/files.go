@@ -1,15 +1,12 @@
 package export
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
 
@@ -50,7 +47,7 @@ func (s *Server) file(ctx context.Context, uid, volume, format string, src volum
 		}
 		tmp := path + ".tmp"
 		_ = os.Remove(tmp)
-		convert := func() error { return s.convert(ctx, src.path, tmp, out) }
+		convert := func() error { return disks.QemuImg{Path: s.opts.QemuImg}.ConvertTo(ctx, src.path, tmp, out) }
 		if src.rbd != nil {
 			convert = func() error { return src.rbd.ExportTo(ctx, src.image, tmp, out) }
 		}
@@ -58,7 +55,9 @@ func (s *Server) file(ctx context.Context, uid, volume, format string, src volum
 			_ = os.Remove(tmp)
 			return nil, err
 		}
-		if err := os.Rename(tmp, path); err != nil {
+		// Durably: the file is served for the export's life, across a
+		// restart of the node, so it must never name a partial copy.
+		if err := fsutil.Commit(tmp, path); err != nil {
 			_ = os.Remove(tmp)
 			return nil, err
 		}
@@ -71,34 +70,4 @@ func (s *Server) file(ctx context.Context, uid, volume, format string, src volum
 		return "", ctx.Err()
 	}
 	return path, nil
-}
-
-// convert runs qemu-img convert from the qcow2 src (the format is given:
-// never probed) to dst in format. -U reads without taking the image's
-// lock, so that a VM starting meanwhile is not refused its disk; the
-// export ends then anyway.
-func (s *Server) convert(ctx context.Context, src, dst, format string) error {
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, s.opts.QemuImg, "convert", "-q", "-U", "-f", "qcow2", "-O", format, src, dst)
-	cmd.Stderr = &limitedBuffer{b: &stderr, max: 4096}
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("qemu-img convert of %s to %s: %w: %s", filepath.Base(src), format, err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
-}
-
-// limitedBuffer keeps the first max bytes written to it.
-type limitedBuffer struct {
-	b   *bytes.Buffer
-	max int
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - l.b.Len(); room > 0 {
-		l.b.Write(p[:min(room, len(p))])
-	}
-	return len(p), nil
 }

@@ -198,12 +198,21 @@ type volumeSource struct {
 // of a local volume (whose content must be of the export's namespace).
 func (s *Server) source(ctx context.Context, e *apiv1.VirtualMachineExport, vol *apiv1.ExportVolume) (volumeSource, error) {
 	st := e.GetStatus()
-	if c := st.GetContentUid(); c == "" && !(&apiv1.PersistentVolume{StorageClass: vol.GetStorageClass()}).IsLocal() && s.opts.Classes != nil {
+	if c := st.GetContentUid(); c != "" {
+		path, err := s.snapshotPath(e, c, vol.GetName())
+		return volumeSource{path: path}, err
+	}
+	layout := s.opts.Layout
+	if !(&apiv1.PersistentVolume{StorageClass: vol.GetStorageClass()}).IsLocal() {
+		if s.opts.Classes == nil {
+			return volumeSource{}, fmt.Errorf("storage class %s: this node has no storage classes", vol.GetStorageClass())
+		}
 		class, err := s.opts.Classes.Lookup(ctx, vol.GetStorageClass())
 		if err != nil {
 			return volumeSource{}, err
 		}
-		if class.RBD() != nil {
+		switch {
+		case class.RBD() != nil:
 			if class.Conn == nil {
 				return volumeSource{}, fmt.Errorf("storage class %s: not connected", vol.GetStorageClass())
 			}
@@ -211,55 +220,46 @@ func (s *Server) source(ctx context.Context, e *apiv1.VirtualMachineExport, vol 
 				return volumeSource{}, err
 			}
 			return volumeSource{rbd: class.Conn, image: ceph.VolumeImage(st.GetSourceUid(), vol.GetName())}, nil
+		case class.SharedPath() == "":
+			return volumeSource{}, fmt.Errorf("storage class %s is not a shared filesystem", vol.GetStorageClass())
 		}
+		layout = class.SharedLayout()
 	}
-	path, err := s.sourcePath(ctx, e, vol)
+	vmDir, err := layout.VMDir(st.GetSourceUid())
+	if err != nil {
+		return volumeSource{}, err
+	}
+	if err := nodedir.CheckVMDirOwner(vmDir, e.GetMetadata().GetNamespace(), e.GetSpec().GetSourceName()); err != nil {
+		return volumeSource{}, err
+	}
+	path, err := nodedir.FileIn(nodedir.VolumesDir(vmDir), vol.GetName()+".qcow2")
+	if err != nil {
+		return volumeSource{}, err
+	}
+	path, err = regularFile(path)
 	return volumeSource{path: path}, err
 }
 
-// sourcePath is source's file.
-func (s *Server) sourcePath(ctx context.Context, e *apiv1.VirtualMachineExport, vol *apiv1.ExportVolume) (string, error) {
-	st, ns := e.GetStatus(), e.GetMetadata().GetNamespace()
-	var path string
-	if c := st.GetContentUid(); c != "" {
-		if s.opts.Contents == nil {
-			return "", errors.New("this node takes no part in snapshots")
-		}
-		owner, ok, _ := s.opts.Contents.Owner(c)
-		if !ok || owner != ns {
-			return "", fmt.Errorf("snapshot content %s is not of namespace %s", c, ns)
-		}
-		p, err := s.opts.Layout.SnapshotVolumePath(c, vol.GetName())
-		if err != nil {
-			return "", err
-		}
-		path = p
-	} else {
-		layout := s.opts.Layout
-		if !(&apiv1.PersistentVolume{StorageClass: vol.GetStorageClass()}).IsLocal() {
-			if s.opts.Classes == nil {
-				return "", fmt.Errorf("storage class %s: this node has no storage classes", vol.GetStorageClass())
-			}
-			class, err := s.opts.Classes.Lookup(ctx, vol.GetStorageClass())
-			if err != nil {
-				return "", err
-			}
-			if class.SharedPath() == "" {
-				return "", fmt.Errorf("storage class %s is not a shared filesystem", vol.GetStorageClass())
-			}
-			layout = class.SharedLayout()
-		}
-		vmDir, err := layout.VMDir(st.GetSourceUid())
-		if err != nil {
-			return "", err
-		}
-		if err := nodedir.CheckVMDirOwner(vmDir, ns, e.GetSpec().GetSourceName()); err != nil {
-			return "", err
-		}
-		if path, err = nodedir.FileIn(nodedir.VolumesDir(vmDir), vol.GetName()+".qcow2"); err != nil {
-			return "", err
-		}
+// snapshotPath is the copy of volume in snapshot content c, which must
+// be of the export's namespace.
+func (s *Server) snapshotPath(e *apiv1.VirtualMachineExport, c, volume string) (string, error) {
+	if s.opts.Contents == nil {
+		return "", errors.New("this node takes no part in snapshots")
 	}
+	ns := e.GetMetadata().GetNamespace()
+	owner, ok, _ := s.opts.Contents.Owner(c)
+	if !ok || owner != ns {
+		return "", fmt.Errorf("snapshot content %s is not of namespace %s", c, ns)
+	}
+	p, err := s.opts.Layout.SnapshotVolumePath(c, volume)
+	if err != nil {
+		return "", err
+	}
+	return regularFile(p)
+}
+
+// regularFile is path when it names a regular file (not a link).
+func regularFile(path string) (string, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return "", err

@@ -20,6 +20,9 @@ type byteProgress struct {
 	clk   clock.WithTicker
 	done  atomic.Int64
 	began time.Time
+	// base is what was done before start (a resumed upload's offset):
+	// not sent in this run, so not in the rate.
+	base int64
 }
 
 func newByteProgress(w io.Writer, tty bool, total int64, clk clock.WithTicker) *byteProgress {
@@ -35,7 +38,7 @@ func (p *byteProgress) Write(b []byte) (int, error) {
 // start prints until the returned func is called, which prints the
 // final line.
 func (p *byteProgress) start() (stop func()) {
-	p.began = p.clk.Now()
+	p.began, p.base = p.clk.Now(), p.done.Load()
 	every := plainInterval
 	if p.tty {
 		every = time.Second
@@ -68,23 +71,17 @@ func (p *byteProgress) print(final bool) {
 	fmt.Fprint(p.w, p.line(p.clk.Now().Sub(p.began), final))
 }
 
-// line is one report: "12.5Mi of 64Mi (19%) at 3.2Mi/s, ETA 16s".
+// line is one report: "12.5Mi of 64Mi (19%) at 3.2Mi/s, ETA 16s", the
+// last one "64Mi of 64Mi (100%) at 3.2Mi/s in 20s".
 func (p *byteProgress) line(elapsed time.Duration, final bool) string {
 	n := p.done.Load()
 	rate := 0.0
 	if s := elapsed.Seconds(); s > 0 {
-		rate = float64(n) / s
+		rate = float64(n-p.base) / s
 	}
-	s := formatBytes(n)
-	if p.total > 0 {
-		s += fmt.Sprintf(" of %s (%d%%)", formatBytes(p.total), n*100/p.total)
-	}
-	s += fmt.Sprintf(" at %s/s", formatBytes(int64(rate)))
-	switch {
-	case final:
+	s := transferText(n, p.total, rate, !final)
+	if final {
 		s += fmt.Sprintf(" in %s", elapsed.Round(100*time.Millisecond))
-	case p.total > 0 && rate > 0:
-		s += fmt.Sprintf(", ETA %s", time.Duration(float64(p.total-n)/rate*float64(time.Second)).Round(time.Second))
 	}
 	if p.tty {
 		if final {
@@ -93,4 +90,25 @@ func (p *byteProgress) line(elapsed time.Duration, final bool) string {
 		return "\r\033[K" + s
 	}
 	return s + "\n"
+}
+
+// transferText is the one wording of how far a transfer of bytes is, for
+// every command that shows one (export download, image upload, backup
+// and backup restore --wait): "12.5Mi of 64Mi (19%) at 3.2Mi/s, ETA 16s".
+// A total <= 0 is not known, and a rate <= 0 not yet (both are left out,
+// and the ETA with them); eta false leaves the ETA out (a transfer that
+// ended).
+func transferText(done, total int64, rate float64, eta bool) string {
+	s := formatBytes(done)
+	if total > 0 {
+		s += fmt.Sprintf(" of %s (%d%%)", formatBytes(total), done*100/total)
+	}
+	if rate <= 0 {
+		return s
+	}
+	s += fmt.Sprintf(" at %s/s", formatBytes(int64(rate)))
+	if eta && total > done {
+		s += fmt.Sprintf(", ETA %s", time.Duration(float64(total-done)/rate*float64(time.Second)).Round(time.Second))
+	}
+	return s
 }
