@@ -21,10 +21,11 @@ func newApplyCommand(root *rootOptions) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
-		Short: "Create or update virtual machines, replica sets and pools, or create snapshots, restores and clones, from a YAML or JSON manifest",
+		Short: "Create or update virtual machines, replica sets, pools and storage classes, or create snapshots, restores and clones, from a YAML or JSON manifest",
 		Example: `  virtplane-agent apply -f examples/vm.yaml
   virtplane-agent apply -f examples/pool.yaml
   virtplane-agent apply -f examples/snapshot.yaml
+  virtplane-agent apply -f examples/storageclass.yaml
   cat vm.json | virtplane-agent apply -f -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

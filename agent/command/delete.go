@@ -29,10 +29,11 @@ func newDeleteCommand(root *rootOptions) *cobra.Command {
 	o := &deleteOptions{rootOptions: root}
 	cmd := &cobra.Command{
 		Use:   "delete " + strings.Join(deleteArgs, "|") + " NAME...",
-		Short: "Delete virtual machines (their instances go with them), replica sets, pools, images, snapshots, restores or clones, or cancel migrations",
+		Short: "Delete virtual machines (their instances go with them), replica sets, pools, images, storage classes, snapshots, restores or clones, or cancel migrations",
 		Long: `Delete virtual machines (their instances go with them), replica sets, pools
 or images. A replica set's instances and a pool's VMs are deleted by their
 controller, which holds the replica set or pool until they are gone.
+A storage class is refused while a VM or an instance has a volume on it.
 
 A VM's snapshots outlive it unless --delete-snapshots is given. Deleting a
 snapshot deletes its content and the data on the node too, unless its
@@ -49,6 +50,7 @@ cancels a VM's migrations without their names.`,
   virtplane-agent delete vmsnapshot demo-20250102030405 --wait
   virtplane-agent delete pool db --wait
   virtplane-agent delete image debian-12.qcow2
+  virtplane-agent delete storageclass ceph
   virtplane-agent delete migration demo-migration-x7k2p --wait`,
 		Args:      cobra.MinimumNArgs(2),
 		ValidArgs: deleteArgs,

@@ -28,7 +28,7 @@ func newGetCommand(root *rootOptions) *cobra.Command {
 	o := &getOptions{rootOptions: root, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME]",
-		Short: "Display virtual machines (vm), their instances (vmi), replica sets (rs), pools, nodes, images, migrations, snapshots (vmsnapshot, vmsnapshotcontent), restores (vmrestore) or clones (vmclone)",
+		Short: "Display virtual machines (vm), their instances (vmi), replica sets (rs), pools, nodes, images, storage classes (sc), migrations, snapshots (vmsnapshot, vmsnapshotcontent), restores (vmrestore) or clones (vmclone)",
 		Example: `  virtplane-agent get vms
   virtplane-agent get vm demo -o yaml
   virtplane-agent get vmi -A -l app=demo
@@ -38,6 +38,8 @@ func newGetCommand(root *rootOptions) *cobra.Command {
   virtplane-agent get nodes -o wide
   virtplane-agent get nodes --show-labels
   virtplane-agent get images
+  virtplane-agent get storageclasses
+  virtplane-agent get vm -o wide
   virtplane-agent get migrations -w
   virtplane-agent get migrations -l virtplane.io/vmi-name=demo
   virtplane-agent get vmsnapshots -o wide
@@ -49,7 +51,7 @@ func newGetCommand(root *rootOptions) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.output, "output", "o", formatTable, "output format: table, wide (nodes' bridges and networks, instances' addresses), json or yaml")
+	f.StringVarP(&o.output, "output", "o", formatTable, "output format: table, wide (nodes' bridges and networks, instances' addresses, VMs' persistent volumes and their storage classes), json or yaml")
 	f.BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "list objects of all namespaces")
 	f.StringVarP(&o.selector, "selector", "l", "", "label selector, e.g. app=web,tier!=db")
 	f.BoolVarP(&o.watch, "watch", "w", false, "after listing, print changes as they happen")

@@ -19,7 +19,7 @@ import (
 // scale need of it, so that the commands have no case per kind; a kind of
 // the API missing here fails TestKindsCoverTheAPI.
 var kinds = []*resource{
-	vmResource, vmiResource, replicaSetResource, poolResource, nodeResource, imageResource,
+	vmResource, vmiResource, replicaSetResource, poolResource, nodeResource, imageResource, storageClassResource,
 	migrationResource, snapshotResource, snapshotContentResource, restoreResource, cloneResource,
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
@@ -19,8 +20,9 @@ import (
 var vmResource = kind[*apiv1.VirtualMachine, *apiv1.VirtualMachineEvent]{
 	resource: resource{
 		Kind: apiv1.KindVirtualMachine, Singular: "virtualmachine", Namespaced: true,
-		names:   []string{"vm", "vms", "virtualmachine", "virtualmachines"},
-		columns: []string{"NAME", "AGE", "STATUS", "READY"},
+		names:       []string{"vm", "vms", "virtualmachine", "virtualmachines"},
+		columns:     []string{"NAME", "AGE", "STATUS", "READY"},
+		wideColumns: []string{"STORAGE"},
 	},
 	row: func(vm *apiv1.VirtualMachine, now time.Time) []string {
 		return []string{
@@ -29,6 +31,17 @@ var vmResource = kind[*apiv1.VirtualMachine, *apiv1.VirtualMachineEvent]{
 			cell(vm.GetStatus().GetPrintableStatus()),
 			boolString(vm.GetStatus().GetReady()),
 		}
+	},
+	// Each persistent volume and the storage class it is on, which says
+	// whether the VM is pinned to a node (local) or not.
+	wide: func(vm *apiv1.VirtualMachine) []string {
+		var vols []string
+		for _, v := range vm.GetSpec().GetTemplate().GetSpec().GetVolumes() {
+			if pv := v.GetPersistent(); pv != nil {
+				vols = append(vols, v.GetName()+"="+validation.StorageClassOf(pv))
+			}
+		}
+		return []string{cell(strings.Join(vols, ","))}
 	},
 	get: func(ctx context.Context, c *client.Client, key *apiv1.ObjectKey) (*apiv1.VirtualMachine, error) {
 		return c.VMs.Get(ctx, &apiv1.GetVirtualMachineRequest{Key: key})

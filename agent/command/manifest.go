@@ -146,6 +146,10 @@ func parseDocument(j []byte, namespace string, namespaceExplicit bool) (object, 
 		return nil, fmt.Errorf("metadata.name is required")
 	}
 	switch ns := md.GetNamespace(); {
+	case !res.Namespaced && ns != "":
+		return nil, fmt.Errorf("metadata.namespace: a %s is cluster-scoped and has no namespace (got %q)", res.Kind, ns)
+	case !res.Namespaced:
+		// -n does not apply to a cluster-scoped kind.
 	case ns == "":
 		md.Namespace = namespace
 	case namespaceExplicit && ns != namespace:

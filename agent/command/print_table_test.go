@@ -156,8 +156,9 @@ func TestStreamTable(t *testing.T) {
 	}
 }
 
-// -o wide adds a node's bridges and libvirt networks, and an instance's
-// first address on each interface that has one.
+// -o wide adds a node's bridges and libvirt networks, an instance's
+// first address on each interface that has one, and a VM's persistent
+// volumes with their storage classes.
 func TestWideColumns(t *testing.T) {
 	vmi := &apiv1.VirtualMachineInstance{
 		Metadata: &apiv1.ObjectMeta{Name: "web", CreationTimestamp: ago(time.Minute)},
@@ -171,6 +172,14 @@ func TestWideColumns(t *testing.T) {
 		Metadata: &apiv1.ObjectMeta{Name: "node-a"},
 		Status:   &apiv1.NodeStatus{Bridges: []string{"br0", "vpguest0"}, Networks: []string{"default", "lan"}},
 	}
+	vm := testVM("demo", "Running", true)
+	vm.Spec = &apiv1.VirtualMachineSpec{Template: &apiv1.VirtualMachineInstanceTemplateSpec{Spec: &apiv1.VirtualMachineInstanceSpec{}}}
+	vm.Spec.Template.Spec.Volumes = []*apiv1.Volume{
+		{Name: "root", Image: &apiv1.ImageVolume{Name: "debian.qcow2"}},
+		{Name: "data", Persistent: &apiv1.PersistentVolume{Size: "1Gi", StorageClass: "ceph"}},
+		{Name: "logs", Persistent: &apiv1.PersistentVolume{Size: "1Gi", StorageClass: "local"}},
+		{Name: "tmp", Persistent: &apiv1.PersistentVolume{Size: "1Gi"}},
+	}
 	tests := []struct {
 		obj        object
 		res        *resource
@@ -180,7 +189,8 @@ func TestWideColumns(t *testing.T) {
 	}{
 		{vmi, vmiResource, []string{"IPS"}, []string{"10.0.2.15,192.0.2.7"}, []string{"<none>"}},
 		{node, nodeResource, []string{"BRIDGES", "NETWORKS"}, []string{"br0,vpguest0", "default,lan"}, []string{"<none>", "<none>"}},
-		{testVM("demo", "Running", true), vmResource, nil, nil, nil},
+		{vm, vmResource, []string{"STORAGE"}, []string{"data=ceph,logs=local,tmp=local"}, []string{"<none>"}},
+		{testVM("demo", "Running", true), vmResource, []string{"STORAGE"}, []string{"<none>"}, []string{"<none>"}},
 	}
 	for _, tt := range tests {
 		if got := wideHeader(tt.res); !reflect.DeepEqual(got, tt.header) {

@@ -87,6 +87,7 @@ https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
 		newNodeCommand(o),
 		newTokenCommand(o),
 		newImageCommand(o),
+		newStorageClassCommand(o),
 		newStoreCommand(o),
 		newVersionCommand(),
 	)

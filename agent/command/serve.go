@@ -136,6 +136,7 @@ cluster instead of the embedded one.`,
 	f.StringSliceVar(&node.ImageSourceDirs, "image-source-dir", nil, "directories Images' file:// URLs may name on this node (default: none, file:// refused)")
 	f.Var(&reserved, "reserved-memory", "host memory kept from guests: allocatable = total memory minus this")
 	f.IntVar(&node.Workers, "node-workers", nodeagent.DefaultWorkers, "VMIs the node agent handles at once (starts, stops); default twice the CPUs, at least 4")
+	f.DurationVar(&node.StorageStartTimeout, "storage-start-timeout", nodeagent.DefaultStorageStartTimeout, "role node: a VM with an rbd volume whose QEMU has not opened it this long after its start (an OSD that does not answer) is stopped, and fails saying so; under 2m")
 	f.StringToStringVar(&node.Labels, "node-labels", nil, "labels this node registers with, k=v,k2=v2: only under "+apiv1.NodeLabelPrefix+
 		" (the node's own; "+apiv1.LabelKVM+" is set by the agent); every other label of a node is an admin's (node label NODE k=v)")
 	addIdentityFlags(f, &o, node)

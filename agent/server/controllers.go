@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	rsctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/replicaset"
 	restorectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/restore"
 	snapctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/snapshot"
+	storagectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/storage"
 	vmctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vm"
 	vmictl "github.com/virtplane/terraform-provider-virtplane/internal/controller/vmi"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
@@ -51,6 +53,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	vmiInf := informer.New(st.VMIs, store.ListOptions{}, log.With("informer", "vmi"))
 	nodeInf := informer.New(st.Nodes, store.ListOptions{}, log.With("informer", "node"))
 	imageInf := informer.New(st.Images, store.ListOptions{}, log.With("informer", "image"))
+	classInf := informer.New(st.StorageClasses, store.ListOptions{}, log.With("informer", "storageclass"))
 	migInf := informer.New(st.Migrations, store.ListOptions{}, log.With("informer", "migration"))
 	rsInf := informer.New(st.ReplicaSets, store.ListOptions{}, log.With("informer", "replicaset"))
 	poolInf := informer.New(st.Pools, store.ListOptions{}, log.With("informer", "pool"))
@@ -62,9 +65,13 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
 	vmic := vmictl.New(vmictl.Options{MemoryOverhead: co.MemoryOverhead, CPUAllocationRatio: co.CPUAllocationRatio, Images: imageInf,
-		HostPolicy: o.HostPolicy},
+		HostPolicy: o.HostPolicy, StorageClasses: classInf},
 		vmiInf, nodeInf, st.VMIs, log)
 	imageInf.AddHandler(informer.Handler[*apiv1.Image]{OnAdd: func(*apiv1.Image) { vmic.ImagesChanged() }})
+	classInf.AddHandler(informer.Handler[*apiv1.StorageClass]{
+		OnAdd:    func(*apiv1.StorageClass) { vmic.ImagesChanged() },
+		OnUpdate: func(_, _ *apiv1.StorageClass) { vmic.ImagesChanged() },
+	})
 	migOpts := co.Migration
 	migOpts.LockedBy = func(ns, name string) string {
 		vm, ok := vmInf.Get(ns, name)
@@ -76,16 +83,22 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	mc := migctl.New(migOpts, migInf, vmiInf, nodeInf, vmic, st.Migrations, st.VMIs, log)
 	ec := evacctl.New(evacctl.Options{DefaultEvictionStrategy: co.DefaultEvictionStrategy},
 		nodeInf, vmiInf, migInf, st.Nodes, st.VMIs, st.Migrations, log)
-	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin},
+	// The server's copies of the classes' keys live in its data dir, root's
+	// alone (the CLIs read them from there).
+	stc := storagectl.New(storagectl.Options{Dir: filepath.Join(o.DataDir, "storage")}, classInf, nodeInf, st.StorageClasses, log)
+	nc := nodectl.New(nodectl.Options{Lease: o.NodeLease, FenceMargin: co.FenceMargin, Fencer: stc},
 		nodeInf, vmiInf, vmInf, st.Nodes, st.VMIs, log)
 	rsc := rsctl.New(rsctl.Options{}, rsInf, vmiInf, st.ReplicaSets, st.VMIs, log)
 	pc := poolctl.New(poolctl.Options{}, poolInf, vmInf, vmiInf, st.Pools, st.VMs, st.VMIs, log)
 	// A deleted node's disk is gone with it: what it held for snapshots
 	// and restores is let go instead of waited for.
 	nodeGone := func(name string) bool { _, ok := nodeInf.Get("", name); return !ok }
-	sc := snapctl.New(snapctl.Options{NodeGone: nodeGone}, snapInf, contentInf, vmInf, vmiInf, st.Snapshots, st.SnapshotContents, st.VMs, log)
+	sc := snapctl.New(snapctl.Options{NodeGone: nodeGone, Classes: classInf}, snapInf, contentInf, vmInf, vmiInf, st.Snapshots, st.SnapshotContents, st.VMs, log)
 	rc := restorectl.New(restorectl.Options{NodeGone: nodeGone}, restoreInf, snapInf, contentInf, vmInf, vmiInf, st.Restores, st.VMs, st.SnapshotContents, log)
 	cc := clonectl.New(clonectl.Options{}, cloneInf, snapInf, restoreInf, vmInf, st.Clones, st.Snapshots, st.Restores, log)
+	// The RBD side of snapshots and restores, and what no object needs.
+	svc := storagectl.NewVolumes(stc, storagectl.VolumeOptions{}, contentInf, restoreInf, snapInf, vmInf,
+		st.SnapshotContents, st.Restores, log)
 
 	var wg sync.WaitGroup
 	run := func(fn func()) {
@@ -96,6 +109,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { vmiInf.Run(ctx) })
 	run(func() { nodeInf.Run(ctx) })
 	run(func() { imageInf.Run(ctx) })
+	run(func() { classInf.Run(ctx) })
 	run(func() { migInf.Run(ctx) })
 	run(func() { rsInf.Run(ctx) })
 	run(func() { poolInf.Run(ctx) })
@@ -107,6 +121,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
 	run(func() { nc.Run(ctx, max(co.NodeWorkers, 1)) })
+	run(func() { stc.Run(ctx, 2) })
 	run(func() { mc.Run(ctx, max(co.MigrationWorkers, 3)) })
 	run(func() { ec.Run(ctx, 2) })
 	// KubeVirt runs 3 workers for replica sets and pools.
@@ -117,6 +132,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { sc.Run(ctx, 2) })
 	run(func() { rc.Run(ctx, 2) })
 	run(func() { cc.Run(ctx, 2) })
+	run(func() { svc.Run(ctx, 2) })
 	log.Info("controllers running")
 	wg.Wait()
 	log.Info("controllers stopped")

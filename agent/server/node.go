@@ -59,8 +59,11 @@ type NodeOptions struct {
 	ReservedMemory *resource.Quantity
 	// Workers is how many VMIs the node agent handles at once; 0 means
 	// nodeagent.DefaultWorkers.
-	Workers      int
-	AgentVersion string
+	Workers int
+	// StorageStartTimeout bounds the start of a domain with an rbd disk;
+	// 0 means nodeagent.DefaultStorageStartTimeout.
+	StorageStartTimeout time.Duration
+	AgentVersion        string
 	// Labels are the node's own labels it registers with besides
 	// node.virtplane.io/kvm (--node-labels): only under node.virtplane.io/
 	// (nodeagent.CheckLabels, at start).
@@ -151,7 +154,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	na, err := nodeagent.New(nodeagent.Options{
 		NodeName: o.NodeName,
 		API: nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: consoles, Images: c.Images,
-			SnapshotContents: c.SnapshotContents, Restores: c.Restores},
+			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses},
 		Launchers:       mgr,
 		Tools:           n.Tools,
 		NodeDataDir:     nodeDir,
@@ -165,6 +168,7 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		AgentVersion:    n.AgentVersion,
 		Labels:          n.Labels,
 		Workers:         n.Workers,
+		Timing:          nodeagent.Timing{StorageStartTimeout: n.StorageStartTimeout},
 		Host:            n.Host,
 		Logger:          o.Logger,
 	})

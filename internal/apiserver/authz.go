@@ -86,6 +86,13 @@ var nodeRules = map[string]nodeRule{
 	apiv1.Images_Watch_FullMethodName: {},
 	// The handler checks that the node reports its own pull.
 	apiv1.Images_UpdateNodeStatus_FullMethodName: {},
+	// Storage classes say where volumes are; reads never carry the key
+	// (storageclass.go). Connect gives it to the nodes a class selects
+	// (the handler checks the node's labels).
+	apiv1.StorageClasses_Get_FullMethodName:     {},
+	apiv1.StorageClasses_List_FullMethodName:    {},
+	apiv1.StorageClasses_Watch_FullMethodName:   {},
+	apiv1.StorageClasses_Connect_FullMethodName: {},
 	// Snapshot contents and restores name the node that holds their data
 	// (virtplane.io/node-name, set by their controllers): that node copies,
 	// stages and removes the data, and sees no other node's.
@@ -131,6 +138,9 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.Images_Create_FullMethodName,
 	apiv1.Images_Update_FullMethodName,
 	apiv1.Images_Delete_FullMethodName,
+	apiv1.StorageClasses_Create_FullMethodName,
+	apiv1.StorageClasses_Update_FullMethodName,
+	apiv1.StorageClasses_Delete_FullMethodName,
 	// Migrations are the controller's business; nodes learn of theirs
 	// through the instance's migration state.
 	apiv1.Migrations_Create_FullMethodName,

@@ -31,9 +31,9 @@ func TestEvictFollowsTheStrategy(t *testing.T) {
 	strategy := func(s string) func(*apiv1.VirtualMachineInstance) {
 		return func(v *apiv1.VirtualMachineInstance) { v.Spec.EvictionStrategy = s }
 	}
-	efi := func(v *apiv1.VirtualMachineInstance) {
+	paused := func(v *apiv1.VirtualMachineInstance) {
 		v.Spec.EvictionStrategy = apiv1.EvictionStrategyLiveMigrate
-		v.Spec.Domain.Firmware = &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}
+		v.Spec.Paused = true
 	}
 	f.runningInstance(t, "live", strategy(apiv1.EvictionStrategyLiveMigrate))
 	f.runningInstance(t, "ext", strategy(apiv1.EvictionStrategyExternal))
@@ -42,7 +42,7 @@ func TestEvictFollowsTheStrategy(t *testing.T) {
 		v.Metadata.Finalizers = []string{apiv1.FinalizerVMController} // its VM's, which holds it until its end is seen
 	})
 	f.runningInstance(t, "default", nil) // cluster default LiveMigrateIfPossible, migratable
-	f.runningInstance(t, "efi", efi)
+	f.runningInstance(t, "paused", paused)
 	evict := func(name string, dry bool) error {
 		_, err := f.vmis.Evict(ctx, &apiv1.EvictVirtualMachineInstanceRequest{
 			Key: &apiv1.ObjectKey{Namespace: "default", Name: name}, DryRun: dry})
@@ -64,12 +64,12 @@ func TestEvictFollowsTheStrategy(t *testing.T) {
 			t.Errorf("%s: evacuation_node_name %q, want a", name, got)
 		}
 	}
-	err := evict("efi", false)
+	err := evict("paused", false)
 	if code(err) != codes.ResourceExhausted || errorReason(err) != apiv1.ReasonDisruptionBudget ||
-		!strings.Contains(status.Convert(err).Message(), "EFI") {
-		t.Errorf("efi: %v, want ResourceExhausted %s saying why", err, apiv1.ReasonDisruptionBudget)
+		!strings.Contains(status.Convert(err).Message(), apiv1.ReasonPausedNotLiveMigratable) {
+		t.Errorf("paused: %v, want ResourceExhausted %s saying why", err, apiv1.ReasonDisruptionBudget)
 	}
-	if v := storedVMI(t, f, "efi"); v.GetStatus().GetEvacuationNodeName() != "" || v.GetMetadata().GetDeletionTimestamp() != nil {
+	if v := storedVMI(t, f, "paused"); v.GetStatus().GetEvacuationNodeName() != "" || v.GetMetadata().GetDeletionTimestamp() != nil {
 		t.Error("a refused eviction changed the instance")
 	}
 

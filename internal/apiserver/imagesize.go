@@ -10,6 +10,16 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
+// checkVolumes checks what a spec's persistent volumes refer to in the
+// store: their storage classes (checkStorageClasses) and images
+// (checkImageSizes).
+func (s *Server) checkVolumes(ctx context.Context, kind, name string, path *field.Path, spec, old *apiv1.VirtualMachineInstanceSpec) error {
+	if err := s.checkStorageClasses(ctx, kind, name, path, spec); err != nil {
+		return err
+	}
+	return s.checkImageSizes(ctx, kind, name, path, spec, old)
+}
+
 // checkImageSizes refuses persistent volumes smaller than the image they
 // are copied from, as the nodes' image lists report it. The nodes are read
 // only for a spec that has such a volume new or changed, so other creates

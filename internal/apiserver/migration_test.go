@@ -38,8 +38,9 @@ func TestCreateMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.runningInstance(t, "web", nil)
+	f.runningInstance(t, "paused", func(v *apiv1.VirtualMachineInstance) { v.Spec.Paused = true })
 	f.runningInstance(t, "efi", func(v *apiv1.VirtualMachineInstance) {
-		v.Spec.Domain.Firmware = &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}
+		v.Spec.Domain.Firmware = &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{SecureBoot: true}}}
 	})
 	f.runningInstance(t, "blocked", func(v *apiv1.VirtualMachineInstance) {
 		v.Status.Conditions = []*apiv1.Condition{{Type: apiv1.ConditionLiveMigratable, Status: apiv1.ConditionFalse, Reason: "Because", Message: "the node says so"}}
@@ -49,7 +50,7 @@ func TestCreateMigration(t *testing.T) {
 	for vmi, want := range map[string]string{
 		"":         "spec.vmi_name",
 		"nope":     `"default/nope" does not exist`,
-		"efi":      apiv1.ReasonFirmwareNotLiveMigratable,
+		"paused":   apiv1.ReasonPausedNotLiveMigratable,
 		"blocked":  "Because: the node says so",
 		"starting": "not running",
 	} {
@@ -58,6 +59,11 @@ func TestCreateMigration(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("migrate %q: %v; want an error saying %q", vmi, err, want)
 		}
+	}
+	// EFI firmware, Secure Boot included, migrates: its NVRAM goes along.
+	if _, err := migs.Create(ctx, &apiv1.CreateMigrationRequest{Migration: &apiv1.VirtualMachineInstanceMigration{
+		Spec: &apiv1.VirtualMachineInstanceMigrationSpec{VmiName: "efi"}}}); err != nil {
+		t.Errorf("migrate an EFI guest: %v", err)
 	}
 
 	// VMs.Migrate names it after the VM and passes the selector.

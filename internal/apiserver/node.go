@@ -102,6 +102,9 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 		// the domains of the instances the fence failed; it may take new
 		// ones again (see fence.go).
 		st.Conditions = apiv1.RemoveCondition(st.Conditions, apiv1.ConditionNodeFenced)
+		// Counted for the storage fences (storage.proto), which the same
+		// restart lifts.
+		st.Registrations++
 		n.beat(st, now)
 		return node
 	}
@@ -215,8 +218,12 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 		n.s.log.Warn("heartbeat carries an invalid network inventory; keeping the stored one", "node", req.GetName(), "err", errs.ToAggregate())
 		nets = nil
 	}
+	storage, err := n.checkNodeStorage(ctx, req.GetName(), req.GetStorage())
+	if err != nil {
+		return nil, err
+	}
 	now := n.s.opts.Clock()
-	_, err := n.s.stores.Nodes.GuaranteedUpdate(ctx, "", req.GetName(), func(node *apiv1.Node) (*apiv1.Node, error) {
+	_, err = n.s.stores.Nodes.GuaranteedUpdate(ctx, "", req.GetName(), func(node *apiv1.Node) (*apiv1.Node, error) {
 		if node.Status == nil {
 			node.Status = &apiv1.NodeStatus{}
 		}
@@ -235,6 +242,9 @@ func (n *nodeService) Heartbeat(ctx context.Context, req *apiv1.HeartbeatRequest
 		}
 		if nets != nil {
 			node.Status.Bridges, node.Status.Networks = sortedNames(nets.GetBridges()), sortedNames(nets.GetNetworks())
+		}
+		if storage != nil {
+			node.Status.Storage = storage.GetItems()
 		}
 		n.beat(node.Status, now)
 		return node, nil

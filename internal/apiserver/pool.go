@@ -39,7 +39,7 @@ func (p *poolService) Create(ctx context.Context, req *apiv1.CreatePoolRequest) 
 	if errs := validation.ValidatePool(pool, p.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError(apiv1.KindPool, pool.GetMetadata().GetName(), errs)
 	}
-	if err := p.s.checkImageSizes(ctx, apiv1.KindPool, pool.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(pool), nil); err != nil {
+	if err := p.s.checkVolumes(ctx, apiv1.KindPool, pool.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(pool), nil); err != nil {
 		return nil, err
 	}
 	pool.Metadata = userMeta(pool.Metadata)
@@ -73,7 +73,7 @@ func (p *poolService) Update(ctx context.Context, req *apiv1.UpdatePoolRequest) 
 		if errs := validation.ValidatePoolUpdate(in, old, p.s.opts.Validation); len(errs) > 0 {
 			return validation.ToStatusError(apiv1.KindPool, in.Metadata.Name, errs)
 		}
-		return p.s.checkImageSizes(ctx, apiv1.KindPool, in.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(in), poolInstanceSpec(old))
+		return p.s.checkVolumes(ctx, apiv1.KindPool, in.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(in), poolInstanceSpec(old))
 	}, func(next, in *apiv1.VirtualMachinePool) bool { return replaceSpec(&next.Spec, in.Spec) })
 }
 

@@ -82,9 +82,12 @@ var requestLimits = map[string]int{
 	apiv1.Restores_Create_FullMethodName:        objectRequest,
 	apiv1.Clones_Create_FullMethodName:          objectRequest,
 
-	apiv1.Images_Create_FullMethodName:     metaRequest,
-	apiv1.Images_Update_FullMethodName:     metaRequest,
-	apiv1.Migrations_Create_FullMethodName: metaRequest,
+	apiv1.Images_Create_FullMethodName: metaRequest,
+	apiv1.Images_Update_FullMethodName: metaRequest,
+	// A class is its metadata, a node selector and a few short strings.
+	apiv1.StorageClasses_Create_FullMethodName: metaRequest,
+	apiv1.StorageClasses_Update_FullMethodName: metaRequest,
+	apiv1.Migrations_Create_FullMethodName:     metaRequest,
 
 	apiv1.Nodes_Register_FullMethodName:  nodeRequest,
 	apiv1.Nodes_Heartbeat_FullMethodName: nodeRequest,

@@ -29,6 +29,8 @@ type Stores struct {
 	Nodes      store.Store[*apiv1.Node]
 	Migrations store.Store[*apiv1.VirtualMachineInstanceMigration]
 	Images     store.Store[*apiv1.Image]
+	// StorageClasses (storage.proto); nil serves none (tests).
+	StorageClasses store.Store[*apiv1.StorageClass]
 	// The replica kinds (replicas.proto).
 	ReplicaSets store.Store[*apiv1.VirtualMachineInstanceReplicaSet]
 	Pools       store.Store[*apiv1.VirtualMachinePool]
@@ -51,6 +53,7 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 		Nodes:            store.New(c, store.Nodes, opts),
 		Migrations:       store.New(c, store.Migrations, opts),
 		Images:           store.New(c, store.Images, opts),
+		StorageClasses:   store.New(c, store.StorageClasses, opts),
 		ReplicaSets:      store.New(c, store.ReplicaSets, opts),
 		Pools:            store.New(c, store.Pools, opts),
 		Snapshots:        store.New(c, store.Snapshots, opts),
@@ -156,6 +159,7 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterNodesServer(r, newNodeService(s))
 	apiv1.RegisterConsolesServer(r, newConsoleService(s))
 	apiv1.RegisterImagesServer(r, newImageService(s))
+	apiv1.RegisterStorageClassesServer(r, newStorageClassService(s))
 	apiv1.RegisterMigrationsServer(r, newMigrationService(s))
 	apiv1.RegisterReplicaSetsServer(r, newReplicaSetService(s))
 	apiv1.RegisterPoolsServer(r, newPoolService(s))

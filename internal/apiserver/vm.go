@@ -44,7 +44,7 @@ func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineR
 	if errs := validation.ValidateVirtualMachine(vm, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError(apiv1.KindVirtualMachine, vm.GetMetadata().GetName(), errs)
 	}
-	if err := v.s.checkImageSizes(ctx, apiv1.KindVirtualMachine, vm.Metadata.Name, vmTemplateSpecPath, vm.Spec.Template.Spec, nil); err != nil {
+	if err := v.s.checkVolumes(ctx, apiv1.KindVirtualMachine, vm.Metadata.Name, vmTemplateSpecPath, vm.Spec.Template.Spec, nil); err != nil {
 		return nil, err
 	}
 	// The server owns the rest of metadata and the status; a client
@@ -87,7 +87,7 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 	if errs := validation.ValidateVirtualMachineUpdate(in, old, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError(apiv1.KindVirtualMachine, in.Metadata.Name, errs)
 	}
-	if err := v.s.checkImageSizes(ctx, apiv1.KindVirtualMachine, in.Metadata.Name, vmTemplateSpecPath, in.Spec.Template.Spec, old.GetSpec().GetTemplate().GetSpec()); err != nil {
+	if err := v.s.checkVolumes(ctx, apiv1.KindVirtualMachine, in.Metadata.Name, vmTemplateSpecPath, in.Spec.Template.Spec, old.GetSpec().GetTemplate().GetSpec()); err != nil {
 		return nil, err
 	}
 	if stale(old, in.Metadata) {

@@ -37,7 +37,7 @@ var layers = []struct {
 	{"API types", []string{"internal/api/v1", "internal/api/migrationdest"}},
 	{"validation", []string{"internal/api/validation"}},
 	{"libraries", []string{"internal/fsutil", "internal/pki", "internal/cloudinit", "internal/termraw", "internal/procfs",
-		"internal/hostns", "internal/guestnet", "internal/macaddr", "internal/vmlifecycle", "internal/imagestore", "internal/imagepolicy",
+		"internal/hostns", "internal/guestnet", "internal/macaddr", "internal/vmlifecycle", "internal/imagestore", "internal/imagepolicy", "internal/ceph", "internal/firmware",
 		"internal/launcher/launcherpb"}},
 	{"store and clients", []string{"internal/store/...", "internal/etcdserver/...", "internal/client/...", "internal/imagewait",
 		"internal/launcher/..."}},

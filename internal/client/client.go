@@ -84,13 +84,15 @@ func ConfigFromEnv() Config {
 
 // Client bundles the service stubs of one agent connection.
 type Client struct {
-	VMs        apiv1.VirtualMachinesClient
-	VMIs       apiv1.VirtualMachineInstancesClient
-	Nodes      apiv1.NodesClient
-	Consoles   apiv1.ConsolesClient
-	Bootstrap  apiv1.BootstrapClient
-	Images     apiv1.ImagesClient
-	Migrations apiv1.MigrationsClient
+	VMs       apiv1.VirtualMachinesClient
+	VMIs      apiv1.VirtualMachineInstancesClient
+	Nodes     apiv1.NodesClient
+	Consoles  apiv1.ConsolesClient
+	Bootstrap apiv1.BootstrapClient
+	Images    apiv1.ImagesClient
+	// StorageClasses (storage_service.proto).
+	StorageClasses apiv1.StorageClassesClient
+	Migrations     apiv1.MigrationsClient
 	// The replica kinds (replicas_service.proto).
 	ReplicaSets apiv1.ReplicaSetsClient
 	Pools       apiv1.PoolsClient
@@ -168,6 +170,7 @@ func New(conn *grpc.ClientConn) *Client {
 		Consoles:         apiv1.NewConsolesClient(conn),
 		Bootstrap:        apiv1.NewBootstrapClient(conn),
 		Images:           apiv1.NewImagesClient(conn),
+		StorageClasses:   apiv1.NewStorageClassesClient(conn),
 		Migrations:       apiv1.NewMigrationsClient(conn),
 		ReplicaSets:      apiv1.NewReplicaSetsClient(conn),
 		Snapshots:        apiv1.NewSnapshotsClient(conn),

@@ -17,15 +17,15 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 )
 
-// drainTimeout bounds a whole drain here: two sequential migrations, an
-// EFI guest's shutdown and boot elsewhere under TCG, and the restarts.
+// drainTimeout bounds a whole drain here: two sequential migrations, a
+// paused guest's shutdown and boot elsewhere under TCG, and the restarts.
 const drainTimeout = 8 * time.Minute
 
 // TestDrainEvacuatesByStrategy drains a node of three holding four guests
 // with one migration at a time per node: the two LiveMigrate guests
 // migrate with no gap in their console counters, the
-// LiveMigrateIfPossible guest that boots through EFI (not live-migratable)
-// is restarted on another node, the None guest (run strategy Manual) is
+// LiveMigrateIfPossible guest that is paused (not live-migratable) is
+// restarted on another node, the None guest (run strategy Manual) is
 // stopped, and the node ends empty. The server and the drained node's
 // agent are SIGKILLed during the drain; it resumes. Then a LiveMigrate
 // guest pinned to the node holds a drain up until its timeout, which
@@ -33,7 +33,6 @@ const drainTimeout = 8 * time.Minute
 func TestDrainEvacuatesByStrategy(t *testing.T) {
 	c := newMultiNodeCluster(t, mnOptions{nodes: 3, serverArgs: append([]string{"--migrations-per-node", "1"}, loopbackImageSource...)})
 	src := c.nodes[0]
-	image := c.efiImage()
 
 	// Everything starts on src: the others are cordoned meanwhile.
 	for _, n := range c.nodes[1:] {
@@ -45,9 +44,12 @@ func TestDrainEvacuatesByStrategy(t *testing.T) {
 		vm.Spec.Template.Spec.EvictionStrategy = apiv1.EvictionStrategyLiveMigrate
 		c.create(vm)
 	}
-	efi := diskVM(c.ns, "efi", image, &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}})
-	efi.Spec.Template.Spec.EvictionStrategy = apiv1.EvictionStrategyLiveMigrateIfPossible
-	c.create(efi)
+	paused := guestVM(c.ns, "paused", apiv1.RunStrategyAlways, src.Kernel, "")
+	paused.Spec.Template.Spec.EvictionStrategy = apiv1.EvictionStrategyLiveMigrateIfPossible
+	// A paused guest ignores the power button: killed after this.
+	grace := int64(2)
+	paused.Spec.Template.Spec.TerminationGracePeriodSeconds = &grace
+	c.create(paused)
 	none := guestVM(c.ns, "none", apiv1.RunStrategyManual, src.Kernel, "")
 	none.Spec.Template.Spec.EvictionStrategy = apiv1.EvictionStrategyNone
 	c.create(none)
@@ -55,12 +57,15 @@ func TestDrainEvacuatesByStrategy(t *testing.T) {
 		t.Fatal(err)
 	}
 	uids := map[string]string{}
-	for _, name := range []string{"live-a", "live-b", "efi", "none"} {
+	for _, name := range []string{"live-a", "live-b", "paused", "none"} {
 		v := c.waitRunning(name)
 		if v.GetStatus().GetNodeName() != src.Name {
 			t.Fatalf("%s runs on %s, want %s", name, v.GetStatus().GetNodeName(), src.Name)
 		}
 		uids[name] = v.GetMetadata().GetUid()
+	}
+	if _, err := c.api.VMs.Pause(c.ctx, &apiv1.PauseVirtualMachineRequest{Key: c.key("paused")}); err != nil {
+		t.Fatal(err)
 	}
 	for _, n := range c.nodes[1:] {
 		c.node("uncordon", n)
@@ -68,7 +73,7 @@ func TestDrainEvacuatesByStrategy(t *testing.T) {
 	testutil.Eventually(t, stateTimeout, "LiveMigratable reported", func() bool {
 		return apiv1.IsConditionTrue(c.vmi("live-a").GetStatus().GetConditions(), apiv1.ConditionLiveMigratable) &&
 			apiv1.IsConditionTrue(c.vmi("live-b").GetStatus().GetConditions(), apiv1.ConditionLiveMigratable) &&
-			apiv1.FindCondition(c.vmi("efi").GetStatus().GetConditions(), apiv1.ConditionLiveMigratable).GetStatus() == apiv1.ConditionFalse
+			apiv1.FindCondition(c.vmi("paused").GetStatus().GetConditions(), apiv1.ConditionLiveMigratable).GetStatus() == apiv1.ConditionFalse
 	})
 	legs := map[string][]*console{}
 	t.Cleanup(func() {
@@ -151,16 +156,16 @@ func TestDrainEvacuatesByStrategy(t *testing.T) {
 		}
 		t.Logf("%s: migrated to %s, counter contiguous up to %d", name, to.Name, maxTick(legs[name]))
 	}
-	// The EFI guest started again elsewhere, as a new instance.
-	testutil.Eventually(t, diskBootTimeout, "efi running again elsewhere", func() bool {
-		v := c.vmi("efi")
-		return v.GetMetadata().GetUid() != uids["efi"] && v.GetStatus().GetPhase() == apiv1.PhaseRunning
+	// The paused guest started again elsewhere, as a new instance.
+	testutil.Eventually(t, bootTimeout, "paused running again elsewhere", func() bool {
+		v := c.vmi("paused")
+		return v.GetMetadata().GetUid() != uids["paused"] && v.GetStatus().GetPhase() == apiv1.PhaseRunning
 	})
-	efiNode := c.nodeNamed(c.vmi("efi").GetStatus().GetNodeName())
-	if efiNode == src {
-		t.Fatal("efi restarted on the drained node")
+	pausedNode := c.nodeNamed(c.vmi("paused").GetStatus().GetNodeName())
+	if pausedNode == src {
+		t.Fatal("paused restarted on the drained node")
 	}
-	testutil.EventuallyNoError(t, stateTimeout, "efi on "+efiNode.Name+" only", func() error { return c.runsOnlyOn("efi", efiNode) })
+	testutil.EventuallyNoError(t, stateTimeout, "paused on "+pausedNode.Name+" only", func() error { return c.runsOnlyOn("paused", pausedNode) })
 	// The None guest is stopped and stays so.
 	if v := c.vmi("none"); v != nil && !apiv1.IsFinal(v.GetStatus().GetPhase()) {
 		t.Fatalf("none: %v, want stopped", v.GetStatus())

@@ -189,9 +189,17 @@ func (v *vethNS) ip(args ...string) {
 // a thread that entered it, and stays there whoever serves it.
 func (v *vethNS) listen(addr string) net.Listener {
 	v.t.Helper()
-	f, err := os.Open("/run/netns/" + v.name)
+	return listenIn(v.t, v.name, "tcp4", addr)
+}
+
+// listenIn listens on addr inside network namespace netns (a name under
+// /run/netns): the socket is created on a thread that entered it, and
+// stays there whoever serves it.
+func listenIn(t *testing.T, netns, network, addr string) net.Listener {
+	t.Helper()
+	f, err := os.Open("/run/netns/" + netns)
 	if err != nil {
-		v.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	type res struct {
@@ -204,15 +212,15 @@ func (v *vethNS) listen(addr string) net.Listener {
 		// other goroutine runs in the namespace.
 		runtime.LockOSThread()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- res{nil, fmt.Errorf("setns %s: %w", v.name, err)}
+			ch <- res{nil, fmt.Errorf("setns %s: %w", netns, err)}
 			return
 		}
-		ln, err := net.Listen("tcp4", addr)
+		ln, err := net.Listen(network, addr)
 		ch <- res{ln, err}
 	}()
 	r := <-ch
 	if r.err != nil {
-		v.t.Fatal(r.err)
+		t.Fatal(r.err)
 	}
 	return r.ln
 }

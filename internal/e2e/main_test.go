@@ -34,6 +34,10 @@ var env struct {
 func TestMain(m *testing.M) {
 	dir, err := setup()
 	code := m.Run()
+	if cerr := sharedCeph.Close(); cerr != nil {
+		fmt.Fprintln(os.Stderr, "closing the shared Ceph cluster:", cerr)
+		code = 1
+	}
 	if dir != "" {
 		_ = os.RemoveAll(dir)
 	}

@@ -36,10 +36,14 @@ type mnOptions struct {
 	nodes                int // default 2
 	nodeLease, heartbeat time.Duration
 	serverArgs           []string // more flags for the servers
+	nodeArgs             []string // more flags for the node agents
 	// servers is how many servers run (default 1); more than one form a
 	// cluster of embedded etcd members unless externalEtcd.
 	servers      int
 	externalEtcd bool // servers on a three-member cluster of Debian's etcd
+	// ceph puts the nodes on the hub of the package's Ceph cluster
+	// (sharedCeph), which the servers reach through its host link.
+	ceph bool
 }
 
 // newMultiNodeCluster starts the private libvirt hosts, the server and
@@ -59,7 +63,11 @@ func newMultiNodeCluster(t *testing.T, o mnOptions) *mnCluster {
 	t.Cleanup(cancel)
 	// First: its cleanup, registered first, runs last, after the agents
 	// and launchers are gone.
-	hosts := multinode.Start(t, o.nodes, multinode.Options{NamePrefix: "e2e"})
+	mo := multinode.Options{NamePrefix: "e2e"}
+	if o.ceph {
+		_, mo.Hub = sharedCeph.Get(t)
+	}
+	hosts := multinode.Start(t, o.nodes, mo)
 
 	id := randomID(t)
 	c := &mnCluster{nsAPI: nsAPI{t: t, ctx: ctx, ns: "mn-" + id}}
@@ -68,7 +76,7 @@ func newMultiNodeCluster(t *testing.T, o mnOptions) *mnCluster {
 		Agent: env.agent, Launcher: env.launcher, GuestDir: guestDir, ServerImageDir: env.imageDir,
 		// Short: launcher sockets live under it (108-byte limit).
 		Dir:       filepath.Join("/tmp", "vpmne-"+id),
-		Namespace: c.ns, NodeLease: o.nodeLease, Heartbeat: o.heartbeat, ServerArgs: o.serverArgs,
+		Namespace: c.ns, NodeLease: o.nodeLease, Heartbeat: o.heartbeat, ServerArgs: o.serverArgs, NodeArgs: o.nodeArgs,
 		JoinTimeout: stateTimeout, Servers: o.servers, ExternalEtcd: o.externalEtcd,
 	})
 	if err != nil {

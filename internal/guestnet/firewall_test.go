@@ -423,7 +423,7 @@ func TestFirewall(t *testing.T) {
 		if err != nil || listing == nil {
 			return false
 		}
-		why, err := verify(listing, fw.rules)
+		why, err := verify(listing, fw.rules, fw.eps)
 		return err == nil && why == ""
 	})
 	checkConfined("put back by Run")

@@ -20,7 +20,10 @@
 // new connections from sockets of the QEMU user (libvirt's DAC label) to
 // any address of the host itself (fib daddr type local: 127.0.0.0/8, ::1
 // and every other local address), except DNS (slirp forwards the guest's
-// resolver to the host's, which may listen on loopback). TCP is refused
+// resolver to the host's, which may listen on loopback) and the storage
+// endpoints QEMU itself uses on a hyperconverged host (exact address and
+// port pairs of a Ceph cluster's monitors and OSDs, SetStorageEndpoints;
+// storage.go says why no narrower exception exists). TCP is refused
 // with a reset, so the guest sees "connection refused"; QEMU's sends of
 // UDP and the rest fail. Replies of QEMU's own listeners (VNC, a TCP
 // hostfwd), a UDP hostfwd's answers to its client (conntrack's reply
@@ -83,6 +86,7 @@ type Firewall struct {
 
 	mu        sync.Mutex // one Ensure at a time
 	installed bool       // by this Firewall, at least once
+	eps       endpoints  // the storage sets' elements (SetStorageEndpoints)
 }
 
 // New checks cfg; it runs nothing.
@@ -130,7 +134,7 @@ func (f *Firewall) Ensure(ctx context.Context) (changed bool, err error) {
 	}
 	why := "absent"
 	if listing != nil {
-		if why, err = verify(listing, f.rules); err != nil {
+		if why, err = verify(listing, f.rules, f.eps); err != nil {
 			return false, fmt.Errorf("guest firewall: %w", err)
 		}
 		if why == "" {
@@ -138,7 +142,7 @@ func (f *Firewall) Ensure(ctx context.Context) (changed bool, err error) {
 			return false, nil
 		}
 	}
-	if err := f.nft.apply(ctx, installDocument(f.rules)); err != nil {
+	if err := f.nft.apply(ctx, installDocument(f.rules, f.eps)); err != nil {
 		return false, fmt.Errorf("guest firewall: installing: %w", err)
 	}
 	if f.installed {

@@ -32,18 +32,33 @@ type document struct {
 type entry struct {
 	Add    *object `json:"add,omitempty"`
 	Delete *object `json:"delete,omitempty"`
+	Flush  *object `json:"flush,omitempty"`
 	object
 }
 
 type object struct {
 	Table *table `json:"table,omitempty"`
+	Set   *set   `json:"set,omitempty"`
 	Chain *chain `json:"chain,omitempty"`
 	Rule  *rule  `json:"rule,omitempty"`
+	// Element adds to a set (a command only): Name is the set's, Elem
+	// the elements.
+	Element *set `json:"element,omitempty"`
 }
 
 type table struct {
 	Family string `json:"family"`
 	Name   string `json:"name"`
+}
+
+// set is a named set; Type is its key's type ([]string for a
+// concatenation); Elem are its elements (concat values here).
+type set struct {
+	Family string `json:"family"`
+	Table  string `json:"table"`
+	Name   string `json:"name"`
+	Type   any    `json:"type,omitempty"`
+	Elem   []any  `json:"elem,omitempty"`
 }
 
 type chain struct {
@@ -102,6 +117,12 @@ type ctExpr struct {
 	Ct struct {
 		Key string `json:"key"`
 	} `json:"ct"`
+}
+
+// concatExpr joins expressions (a set's key, as in "ip daddr . tcp
+// dport") or values (an element of such a set).
+type concatExpr struct {
+	Concat []any `json:"concat"`
 }
 
 type andExpr struct {
@@ -172,7 +193,9 @@ func jump(target string) jumpStmt {
 // rules returns the firewall's rules for QEMU running as uids, in order:
 //
 //	output:        meta skuid {uids} fib daddr type local jump guest_to_host
-//	guest_to_host: meta l4proto {tcp, udp} th dport 53 accept
+//	guest_to_host: ip daddr . tcp dport @storage4 accept
+//	               ip6 daddr . tcp dport @storage6 accept
+//	               meta l4proto {tcp, udp} th dport 53 accept
 //	               tcp flags & (fin|syn|rst|ack) == syn counter reject with tcp reset
 //	               meta l4proto tcp accept
 //	               meta l4proto udp ct direction reply accept
@@ -194,6 +217,12 @@ func rules(uids []uint32) []rule {
 		// namespace): slirp maps the guest's 10.0.2.2 and fec0::2 to
 		// 127.0.0.1 and ::1, and passes other destinations through.
 		mk(chainOutput, eq(meta("skuid"), setExpr{uidSet}), eq(fibDaddrType(), "local"), jump(chainGuest)),
+		// The storage QEMU itself uses on this host (a hyperconverged
+		// node's Ceph monitors and OSDs, SetStorageEndpoints): exact
+		// address and port pairs, first, since nothing tells QEMU's own
+		// connections from its guests' (docs/notes/storage-probes.md).
+		mk(chainGuest, eq(concatExpr{[]any{payload("ip", "daddr"), payload("tcp", "dport")}}, "@"+setStorage4), acceptStmt{}),
+		mk(chainGuest, eq(concatExpr{[]any{payload("ip6", "daddr"), payload("tcp", "dport")}}, "@"+setStorage6), acceptStmt{}),
 		// slirp forwards the guest's DNS (10.0.2.3) to the host's
 		// resolver, which may listen on loopback (127.0.0.53).
 		mk(chainGuest, eq(meta("l4proto"), setExpr{[]any{"tcp", "udp"}}), eq(payload("th", "dport"), 53), acceptStmt{}),
@@ -213,6 +242,8 @@ func rules(uids []uint32) []rule {
 	}
 	why := []string{
 		"QEMU to this host's own addresses",
+		"storage endpoints QEMU uses (IPv4)",
+		"storage endpoints QEMU uses (IPv6)",
 		"DNS: slirp forwards the guest's to the host's resolver",
 		"new TCP connections from guests",
 		"replies of QEMU's own listeners",
@@ -238,38 +269,47 @@ func digest(rs []rule) string {
 
 var prioFilter = 0 // "priority filter"
 
-// installDocument replaces the table with one holding rs, in one nft
-// transaction: adding the table first makes the delete succeed when it
-// is absent, and no packet ever sees a half-built table.
-func installDocument(rs []rule) document {
+// installDocument replaces the table with one holding rs and the storage
+// endpoints eps, in one nft transaction: adding the table first makes the
+// delete succeed when it is absent, and no packet ever sees a half-built
+// table.
+func installDocument(rs []rule, eps endpoints) document {
 	t := &table{Family: family, Name: Table}
 	cmds := []entry{
 		{Add: &object{Table: t}},
 		{Delete: &object{Table: t}},
 		{Add: &object{Table: t}},
-		{Add: &object{Chain: &chain{Family: family, Table: Table, Name: chainOutput,
-			Type: "filter", Hook: "output", Prio: &prioFilter, Policy: "accept"}}},
-		{Add: &object{Chain: &chain{Family: family, Table: Table, Name: chainGuest}}},
 	}
+	for _, s := range storageSets() {
+		cmds = append(cmds, entry{Add: &object{Set: s}})
+	}
+	cmds = append(cmds,
+		entry{Add: &object{Chain: &chain{Family: family, Table: Table, Name: chainOutput,
+			Type: "filter", Hook: "output", Prio: &prioFilter, Policy: "accept"}}},
+		entry{Add: &object{Chain: &chain{Family: family, Table: Table, Name: chainGuest}}})
 	for i := range rs {
 		cmds = append(cmds, entry{Add: &object{Rule: &rs[i]}})
 	}
-	return document{Nftables: cmds}
+	return document{Nftables: append(cmds, eps.addElements()...)}
 }
 
-// verify compares a `nft -j list table` listing with the rules it should
-// hold and says what differs ("" when nothing does). Rules are matched
-// by their comments, in order; a chain must carry exactly those rules,
-// and the output chain must still be the hook the table installed.
-func verify(listing []byte, want []rule) (string, error) {
+// verify compares a `nft -j list table` listing with the rules and the
+// storage endpoints it should hold and says what differs ("" when nothing
+// does). Rules are matched by their comments, in order; a chain must
+// carry exactly those rules, the output chain must still be the hook the
+// table installed, and the storage sets exactly eps.
+func verify(listing []byte, want []rule, eps endpoints) (string, error) {
 	var doc document
 	if err := json.Unmarshal(listing, &doc); err != nil {
 		return "", fmt.Errorf("reading nft's listing: %w", err)
 	}
 	chains := map[string]*chain{}
 	got := map[string][]string{}
+	var sets []*set
 	for _, e := range doc.Nftables {
 		switch {
+		case e.Set != nil && e.Set.Table == Table:
+			sets = append(sets, e.Set)
 		case e.Chain != nil && e.Chain.Table == Table:
 			chains[e.Chain.Name] = e.Chain
 		case e.Rule != nil && e.Rule.Table == Table:
@@ -304,5 +344,5 @@ func verify(listing []byte, want []rule) (string, error) {
 			return "chain " + name + " is not the firewall's", nil
 		}
 	}
-	return "", nil
+	return eps.verify(sets), nil
 }

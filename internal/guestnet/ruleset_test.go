@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,18 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
+// testEndpoints are a local Ceph cluster's: a monitor (v2, v1) and an
+// OSD, on IPv4 and IPv6.
+var testEndpoints = newEndpoints([]netip.AddrPort{
+	netip.MustParseAddrPort("198.18.0.1:3300"), netip.MustParseAddrPort("198.18.0.1:6789"),
+	netip.MustParseAddrPort("198.18.0.1:6800"), netip.MustParseAddrPort("[fd00::1]:6800"),
+})
+
 // TestInstallDocument pins the nft commands: replacing the table in one
 // transaction, and the rules themselves. nft's own reading of them (it
 // accepts them, and they block what they should) is firewall_test.go's.
 func TestInstallDocument(t *testing.T) {
-	got, err := json.MarshalIndent(installDocument(rules([]uint32{64055})), "", "  ")
+	got, err := json.MarshalIndent(installDocument(rules([]uint32{64055}), testEndpoints), "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +78,17 @@ func TestVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := rules([]uint32{64055})
-	if why, err := verify(raw, want); err != nil || why != "" {
+	if why, err := verify(raw, want, testEndpoints); err != nil || why != "" {
 		t.Fatalf("verify(the installed table) = %q, %v", why, err)
 	}
-	if why, _ := verify(raw, rules([]uint32{64056})); why == "" {
+	if why, _ := verify(raw, rules([]uint32{64056}), testEndpoints); why == "" {
 		t.Error("a table for another QEMU user passed")
+	}
+	if why, _ := verify(raw, want, testEndpoints[1:]); !strings.Contains(why, "the storage sets hold") {
+		t.Errorf("a table with an endpoint more: %q", why)
+	}
+	if why, _ := verify(raw, want, nil); !strings.Contains(why, "the storage sets hold") {
+		t.Errorf("a table with endpoints where none should be: %q", why)
 	}
 
 	for _, tc := range []struct {
@@ -92,6 +106,15 @@ func TestVerify(t *testing.T) {
 		{"the policy changed", func(d *map[string][]map[string]map[string]any) {
 			nth(d, "chain", 0)["policy"] = "drop"
 		}, "chain output is not a filter hook"},
+		{"an endpoint removed by hand", func(d *map[string][]map[string]map[string]any) {
+			s := nth(d, "set", 0)
+			s["elem"] = s["elem"].([]any)[1:]
+		}, "the storage sets hold"},
+		{"a storage set gone", func(d *map[string][]map[string]map[string]any) { dropNth(d, "set", 1) }, "set storage6 is missing"},
+		{"another set", func(d *map[string][]map[string]map[string]any) {
+			(*d)["nftables"] = append((*d)["nftables"], map[string]map[string]any{"set": {
+				"family": "inet", "table": Table, "name": "extra", "type": "ipv4_addr"}})
+		}, "set extra is not the firewall's"},
 		{"another chain", func(d *map[string][]map[string]map[string]any) {
 			(*d)["nftables"] = append((*d)["nftables"], map[string]map[string]any{"chain": {
 				"family": "inet", "table": Table, "name": "extra"}})
@@ -107,13 +130,13 @@ func TestVerify(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			why, err := verify(b, want)
+			why, err := verify(b, want, testEndpoints)
 			if err != nil || !strings.Contains(why, tc.want) {
 				t.Errorf("verify = %q, %v; want %q", why, err, tc.want)
 			}
 		})
 	}
-	if _, err := verify([]byte("{"), want); err == nil {
+	if _, err := verify([]byte("{"), want, testEndpoints); err == nil {
 		t.Error("a broken listing passed")
 	}
 }

@@ -18,3 +18,16 @@ func (c *grpcClient) CommitDisks(ctx context.Context, req *launcherpb.CommitDisk
 	})
 	return err
 }
+
+func (c *grpcClient) Freeze(ctx context.Context, req *launcherpb.FreezeRequest) (*launcherpb.SnapshotDisksResponse, error) {
+	return unary(c, ctx, "Freeze", func(ctx context.Context) (*launcherpb.SnapshotDisksResponse, error) {
+		return c.rpc.Freeze(ctx, req)
+	})
+}
+
+func (c *grpcClient) Thaw(ctx context.Context) error {
+	_, err := unary(c, ctx, "Thaw", func(ctx context.Context) (*launcherpb.Empty, error) {
+		return c.rpc.Thaw(ctx, &launcherpb.Empty{})
+	})
+	return err
+}

@@ -84,6 +84,12 @@ type Client interface {
 type Snapshots interface {
 	SnapshotDisks(ctx context.Context, req *launcherpb.SnapshotDisksRequest) (*launcherpb.SnapshotDisksResponse, error)
 	CommitDisks(ctx context.Context, req *launcherpb.CommitDisksRequest) error
+	// Freeze and Thaw bracket snapshots the node agent takes itself (RBD
+	// snapshots of volumes on a storage class): the guest's file systems
+	// are frozen when a guest agent answers, and thawed by the launcher
+	// itself if no Thaw comes in time.
+	Freeze(ctx context.Context, req *launcherpb.FreezeRequest) (*launcherpb.SnapshotDisksResponse, error)
+	Thaw(ctx context.Context) error
 }
 
 // Migrations is a launcher's part in a live migration: as the source it

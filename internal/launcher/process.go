@@ -34,7 +34,9 @@ func processAlive(pid int) bool {
 	// kill(0) succeeds on zombies; /proc tells them apart.
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return !errors.Is(err, os.ErrNotExist)
+		// A zombie reaped between the kill(0) and the read leaves its
+		// /proc entry open to a read that fails with ESRCH: gone too.
+		return !errors.Is(err, os.ErrNotExist) && !errors.Is(err, syscall.ESRCH)
 	}
 	if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) {
 		return b[i+2] != 'Z' && b[i+2] != 'X'

@@ -49,11 +49,13 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
+	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
@@ -65,6 +67,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/restore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/snapshot"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/storage"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/vmistatus"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
@@ -90,6 +93,12 @@ type Agent struct {
 	console   consoleRoom
 	images    imageList
 	networks  networkList
+	// storage is the storage classes of the node (nil without
+	// Options.API.StorageClasses).
+	storage *storage.Classes
+	// firewall is the guest firewall, once Run started it (nil when the
+	// node's guests are not QEMU processes on this host).
+	firewall atomic.Pointer[guestnet.Firewall]
 	// imagePolicy is the server's image download policy, from the last
 	// heartbeat that carried one.
 	imagePolicy imagepolicy.Current
@@ -179,12 +188,19 @@ func New(opts Options) (*Agent, error) {
 func (a *Agent) newRoles() error {
 	o := a.opts
 	progress := diskProgress{a.status}
+	var classes disks.Classes
+	if api := o.API.StorageClasses; api != nil {
+		a.storage = storage.New(storage.Options{API: api, Dir: a.layout.StorageDir(), NetNS: func() string { return bridgeNetNS(o) },
+			ConfDir: a.cephConfDir(), Firewall: storageFirewall{a}, Clock: o.Clock, Logger: a.log})
+		classes = a.storage
+	}
 	h := &handler{
 		node: o.NodeName, timing: &a.opts.Timing, clock: o.Clock, log: a.log,
 		db: a.db, launchers: a.launchers, status: a.status, api: o.API.VMIs, vmis: a.vmis,
 		lease: &a.lease, arm: a.renewLease, layout: a.layout, console: a.console, host: &a.host, vmEnded: a.kickVMDirGC,
 		disks: disks.New(disks.Options{ImageDir: o.ImageDir, Layout: a.layout, Images: o.Images,
-			MaxVirtualSize: a.maxVirtualSize, Progress: progress, Clock: o.Clock, Logger: a.log}),
+			MaxVirtualSize: a.maxVirtualSize, Progress: progress, Classes: classes, NodeName: o.NodeName,
+			StorageStartTimeout: o.Timing.StorageStartTimeout, Clock: o.Clock, Logger: a.log}),
 		unreachable: map[string]time.Time{},
 	}
 	a.handler = h
@@ -220,14 +236,21 @@ func (a *Agent) newRoles() error {
 func (a *Agent) newDataRoles() {
 	o := a.opts
 	if api := o.API.SnapshotContents; api != nil {
-		a.snaps = snapshot.New(snapshot.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
-			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, GCPeriod: o.Timing.VMDirGCPeriod, Clock: o.Clock, Logger: a.log})
+		so := snapshot.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
+			Domains: a.handler, CallTimeout: o.Timing.CallTimeout, GCPeriod: o.Timing.VMDirGCPeriod, Clock: o.Clock, Logger: a.log}
+		if a.storage != nil {
+			so.Classes = a.storage
+		}
+		a.snaps = snapshot.New(so)
 	}
 	if api := o.API.Restores; api != nil {
 		ro := restore.Options{NodeName: o.NodeName, API: api, Layout: a.layout, Copier: o.Copier,
 			Domains: a.handler, VMs: o.API.VMs, CallTimeout: o.Timing.CallTimeout, Logger: a.log}
 		if a.snaps != nil {
 			ro.Contents = a.snaps
+		}
+		if a.storage != nil {
+			ro.Classes = a.storage
 		}
 		a.restores = restore.New(ro)
 	}
@@ -293,6 +316,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.fenceIfLeaseExpired(ctx)
 	if err := a.register(ctx); err != nil {
 		return a.stopped(ctx, err)
+	}
+	if a.storage != nil {
+		// After registering: a class selects the node by the labels the
+		// server holds for it.
+		inventories.Go(func() { a.storage.Run(inventoryCtx) })
 	}
 	interval, err := a.firstHeartbeat(ctx)
 	if err != nil {

@@ -19,6 +19,9 @@ import (
 // should show is a *disks.Error.
 type diskRoom interface {
 	Prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error)
+	// GrowVolumes grows the VMI's persistent volumes that are smaller
+	// than their sizes; no QEMU may have them open.
+	GrowVolumes(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) error
 	migration.Disks
 }
 

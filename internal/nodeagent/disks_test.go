@@ -27,6 +27,10 @@ func (f fakeDisks) Prepare(context.Context, *apiv1.VirtualMachineInstance, *stat
 	return proto.Clone(f.opts).(*launcherpb.SyncOptions), nil
 }
 
+func (f fakeDisks) GrowVolumes(context.Context, *apiv1.VirtualMachineInstance, *state.VMI) error {
+	return f.err
+}
+
 func (f fakeDisks) PrepareIncoming(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
 	return f.Prepare(ctx, vmi, rec)
 }

@@ -4,40 +4,46 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
+	"github.com/virtplane/terraform-provider-virtplane/internal/hostns"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 )
 
 // startGuestFirewall installs the guest firewall (package guestnet:
 // guests' QEMU may not open connections to this host's own addresses,
-// loopback included) before the agent touches any guest, and keeps it
-// until ctx ends; stop waits for that. A firewall that cannot be
-// installed stops the agent: guests that reach the host's loopback reach
-// the agent's API and metrics.
+// loopback included, except the storage endpoints the storage room hands
+// it) before the agent touches any guest, and keeps it until ctx ends;
+// stop waits for that. A firewall that cannot be installed stops the
+// agent: guests that reach the host's loopback reach the agent's API and
+// metrics.
 //
 // uids are QEMU's users (qemuUsers): none when the guests are not QEMU
 // processes on this host, and then nothing is installed.
 //
-// The table goes into the network namespace of the libvirt daemon, which
-// QEMU inherits; tests may run node agents in namespaces of their own.
-// It stays when the agent stops: guests keep running.
+// The table goes into the network namespace QEMU inherits from the
+// libvirt daemon behind LibvirtURI (found by its socket, package hostns,
+// as the node's bridges are; Options.BridgeNetNS when set): tests run
+// private libvirtds in namespaces of their own, each node's table in its
+// namespace. It stays when the agent stops: guests keep running.
 func (a *Agent) startGuestFirewall(ctx context.Context, uids []uint32) (stop func(), err error) {
 	if len(uids) == 0 {
 		return func() {}, nil // no QEMU on this host (qemuUsers)
 	}
 	// nil: the agent's own namespace.
 	var netns func() (string, error)
-	if ns, err := guestnet.DaemonNetNS(""); err != nil {
-		// The daemon must be running for anything to work; without its
-		// pid file, assume it shares the agent's namespace.
-		a.log.Warn("guest firewall: libvirt's daemon not found by its pid file; installing in the agent's network namespace", "err", err)
+	if ns, err := qemuNetNS(a.opts); err != nil {
+		// The daemon must be running for anything to work; without
+		// it, assume it shares the agent's namespace.
+		a.log.Warn("guest firewall: libvirt's daemon not found by its socket; installing in the agent's network namespace", "err", err)
 	} else if same, err := guestnet.SameNetNS(ns, "/proc/self/ns/net"); err != nil || !same {
 		a.log.Info("guest firewall: installing in libvirt's network namespace, not the agent's", "netns", ns)
 		// Found again each time: the daemon may restart.
-		netns = func() (string, error) { return guestnet.DaemonNetNS("") }
+		netns = func() (string, error) { return qemuNetNS(a.opts) }
 	}
 	fw, err := guestnet.New(guestnet.Config{UIDs: uids, NetNS: netns, Clock: a.opts.Clock, Logger: a.log})
 	if err != nil {
@@ -49,10 +55,36 @@ func (a *Agent) startGuestFirewall(ctx context.Context, uids []uint32) (stop fun
 	if err != nil {
 		return nil, err
 	}
+	a.firewall.Store(fw)
 	rctx, cancelRun := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); fw.Run(rctx) }()
 	return func() { cancelRun(); <-done }, nil
+}
+
+// qemuNetNS is the network namespace the node's QEMUs run in: the
+// libvirt daemon's (Options.BridgeNetNS, else found by its socket).
+func qemuNetNS(o Options) (string, error) {
+	if o.BridgeNetNS != "" {
+		return o.BridgeNetNS, nil
+	}
+	uri := o.LibvirtURI
+	if uri == "" {
+		uri = launcher.DefaultLibvirtURI
+	}
+	return hostns.DaemonNetNS(uri)
+}
+
+// storageFirewall hands the storage room's endpoints to the guest
+// firewall, once it runs; without one (no QEMU on this host) there is
+// nothing to open.
+type storageFirewall struct{ a *Agent }
+
+func (s storageFirewall) SetStorageEndpoints(ctx context.Context, eps []netip.AddrPort) error {
+	if fw := s.a.firewall.Load(); fw != nil {
+		return fw.SetStorageEndpoints(ctx, eps)
+	}
+	return nil
 }
 
 // qemuUsers are the uids and gids QEMU runs as, from libvirt's

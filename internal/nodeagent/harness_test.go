@@ -132,23 +132,45 @@ func (t fakeTools) ListNetworks(context.Context, string) ([]launcher.NetworkInfo
 }
 
 // fakeImages stands in for qemu-img: bases must exist; overlays are empty
-// files.
+// files. The virtual size of a volume it made or grew is kept apart from
+// its bytes (fakeVirtualSizes), as a qcow2's is from what the guest
+// writes; any other file's is its length.
 type fakeImages struct{}
+
+// fakeVirtualSizes maps a volume's path to its virtual size. Paths are
+// under each test's own directories, so tests never share an entry.
+var fakeVirtualSizes sync.Map
 
 func (fakeImages) Info(_ context.Context, path string) (disks.ImageInfo, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return disks.ImageInfo{}, fmt.Errorf("qemu-img: Could not open '%s': No such file or directory", path)
 	}
+	if n, ok := fakeVirtualSizes.Load(path); ok {
+		return disks.ImageInfo{Format: "qcow2", VirtualSize: n.(int64)}, nil
+	}
 	return disks.ImageInfo{Format: "raw", VirtualSize: st.Size()}, nil
 }
 
 func (fakeImages) CreateBlank(_ context.Context, path string, size int64) error {
+	fakeVirtualSizes.Store(strings.TrimSuffix(path, ".tmp"), size)
 	return os.WriteFile(path, []byte(fmt.Sprintf("blank %d", size)), 0o600)
 }
 
 func (fakeImages) CopyResized(_ context.Context, base, _, dst string, size int64) error {
+	fakeVirtualSizes.Store(strings.TrimSuffix(dst, ".tmp"), size)
 	return os.WriteFile(dst, []byte(fmt.Sprintf("copy of %s grown to %d", base, size)), 0o600)
+}
+
+func (fakeImages) Grow(_ context.Context, path string, size int64) error {
+	if _, err := os.Stat(path); err != nil {
+		return err
+	}
+	if n, ok := fakeVirtualSizes.Load(path); ok && n.(int64) > size {
+		return fmt.Errorf("qemu-img: Use the --shrink option to perform a shrink operation")
+	}
+	fakeVirtualSizes.Store(path, size)
+	return nil
 }
 
 func (fakeImages) CreateOverlay(_ context.Context, base, _ string, overlay string) error {

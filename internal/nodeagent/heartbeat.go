@@ -60,10 +60,17 @@ func (a *Agent) heartbeat(ctx context.Context, schedulable bool) (time.Duration,
 	// changed; listing happens in the inventories (disks.Inventory.Run,
 	// netinventory.Inventory.Run), never here.
 	images, nets := a.images.Pending(), a.networks.Pending()
+	var storage *apiv1.NodeStorageList
+	if a.storage != nil {
+		storage = a.storage.Report().Pending()
+	}
 	resp, err := a.nodes.Heartbeat(ctx, &apiv1.HeartbeatRequest{Name: a.opts.NodeName, Schedulable: schedulable,
-		Images: images, NetworkInventory: nets})
+		Images: images, NetworkInventory: nets, Storage: storage})
 	if err != nil {
 		return 0, fmt.Errorf("heartbeat: %w", err)
+	}
+	if storage != nil {
+		a.storage.Report().MarkSent(storage)
 	}
 	if images != nil {
 		a.images.MarkSent(images)
@@ -101,6 +108,10 @@ func (a *Agent) firstHeartbeat(ctx context.Context) (time.Duration, error) {
 }
 
 func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
+	var storageChanged <-chan struct{} // nil: never
+	if a.storage != nil {
+		storageChanged = a.storage.Report().Changed()
+	}
 	t := a.opts.Clock.NewTimer(interval)
 	defer t.Stop()
 	for {
@@ -117,6 +128,11 @@ func (a *Agent) heartbeatLoop(ctx context.Context, interval time.Duration) {
 		case <-a.networks.Changed():
 			// The same for a new bridge or libvirt network.
 			if a.networks.Pending() == nil {
+				continue
+			}
+		case <-storageChanged:
+			// And for a storage class that became reachable or not.
+			if a.storage.Report().Pending() == nil {
 				continue
 			}
 		}

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
-	"github.com/virtplane/terraform-provider-virtplane/internal/hostns"
-	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/netinventory"
 )
 
@@ -58,14 +56,7 @@ func newNetworkInventory(opts Options, a *Agent) networkList {
 // host is the agent's too; in the multi-node harness each node's daemon
 // has its own.
 func bridgeNetNS(opts Options) string {
-	if opts.BridgeNetNS != "" {
-		return opts.BridgeNetNS
-	}
-	uri := opts.LibvirtURI
-	if uri == "" {
-		uri = launcher.DefaultLibvirtURI
-	}
-	ns, err := hostns.DaemonNetNS(uri)
+	ns, err := qemuNetNS(opts)
 	if err != nil {
 		return "" // remote or not running: the agent's own namespace
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/restore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/snapshot"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/storage"
 )
 
 // Defaults of Options.
@@ -40,6 +41,11 @@ const (
 	// DefaultSlowStartWindow is how long a Scheduled VMI's defined but
 	// stopped domain counts as still starting (KubeVirt: 5 minutes).
 	DefaultSlowStartWindow = 5 * time.Minute
+	// DefaultStorageStartTimeout bounds the start of a domain with an
+	// rbd disk: a start takes under a second, a monitor that does not
+	// answer fails it in about ceph.ConnectTimeout, and only an OSD that
+	// does not answer holds it longer (docs/notes/storage-probes.md).
+	DefaultStorageStartTimeout = time.Minute
 )
 
 // API is the control plane as the node agent uses it, each service
@@ -63,6 +69,9 @@ type API struct {
 	// (package restore); nil takes no part in snapshots or restores.
 	SnapshotContents snapshot.API
 	Restores         restore.API
+	// StorageClasses are the classes volumes may live on (package
+	// storage); nil makes every volume on a class fail on this node.
+	StorageClasses storage.API
 }
 
 // VolumeCopier copies and merges the qcow2 files of snapshots and
@@ -121,6 +130,10 @@ type Timing struct {
 	// SyncTimeout bounds Sync, which may define and boot a domain;
 	// default 2 min.
 	SyncTimeout time.Duration
+	// StorageStartTimeout bounds the start of a domain with an rbd disk,
+	// after which its launcher destroys it: librados waits for an OSD
+	// without end. Default DefaultStorageStartTimeout; under SyncTimeout.
+	StorageStartTimeout time.Duration
 	// VMDirGCPeriod is how often the files of deleted VMs are looked
 	// for; default DefaultVMDirGCPeriod.
 	VMDirGCPeriod time.Duration
@@ -149,6 +162,7 @@ func (t *Timing) complete() {
 	setDefault(&t.ReattachTimeout, 2*time.Second)
 	setDefault(&t.CallTimeout, 10*time.Second)
 	setDefault(&t.SyncTimeout, 2*time.Minute)
+	setDefault(&t.StorageStartTimeout, DefaultStorageStartTimeout)
 	setDefault(&t.VMDirGCPeriod, DefaultVMDirGCPeriod)
 	setDefault(&t.MigrationPoll, time.Second)
 	setDefault(&t.IncomingLease, 10*time.Second)
@@ -257,6 +271,9 @@ func (o *Options) complete() error {
 	}
 	setDefault(&o.Workers, DefaultWorkers)
 	o.Timing.complete()
+	if o.Timing.StorageStartTimeout >= o.Timing.SyncTimeout {
+		return fmt.Errorf("the storage start timeout (%s) must be under the Sync timeout (%s)", o.Timing.StorageStartTimeout, o.Timing.SyncTimeout)
+	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
 	}

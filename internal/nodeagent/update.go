@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -80,7 +81,12 @@ func (h *handler) record(_ context.Context, p *updatePass) (controller.Result, b
 // the handle is saved: Nomad's rule, it is on disk before the VMI is
 // reported Running, or a restart could not find this launcher again.
 func (h *handler) start(ctx context.Context, p *updatePass) (controller.Result, bool, error) {
-	if p.e == nil || !p.e.Synced {
+	resize := p.e != nil && p.e.Synced && p.e.SyncedSizes != volumeSizes(p.vmi)
+	if resize {
+		h.log.Info("persistent volume sizes changed; syncing to grow the disks", "vmi", p.key,
+			"from", p.e.SyncedSizes, "to", volumeSizes(p.vmi))
+	}
+	if p.e == nil || !p.e.Synced || resize {
 		if res, done, err := h.syncDomain(ctx, p); done || err != nil {
 			return res, true, err
 		}
@@ -93,6 +99,15 @@ func (h *handler) start(ctx context.Context, p *updatePass) (controller.Result, 
 
 func (h *handler) syncDomain(ctx context.Context, p *updatePass) (controller.Result, bool, error) {
 	vmi, rec := p.vmi, p.rec
+	if !domainAlive(p.dom) {
+		// No QEMU has the volumes open: those whose size was raised while
+		// the guest was stopped grow before it starts. A running guest's
+		// are grown by its launcher's Sync (size_bytes).
+		if err := h.disks.GrowVolumes(ctx, vmi, rec); err != nil {
+			res, err := h.prepareFailed(ctx, vmi, err)
+			return res, true, err
+		}
+	}
 	opts, err := h.syncOptions(ctx, vmi, rec)
 	if w := (*imagepull.Wait)(nil); errors.As(err, &w) {
 		res, err := h.pullWaiting(ctx, vmi, w)
@@ -122,7 +137,7 @@ func (h *handler) syncDomain(ctx context.Context, p *updatePass) (controller.Res
 		res, err := h.syncFailed(ctx, vmi, err)
 		return res, true, err
 	}
-	p.e.Synced = true
+	p.e.Synced, p.e.SyncedSizes = true, volumeSizes(vmi)
 	h.markReachable(p.key)
 	if rec.IncomingMigration != "" {
 		// A migrated-in domain adopted: the instance is this node's.
@@ -284,4 +299,19 @@ func (h *handler) prepareFailed(ctx context.Context, vmi *apiv1.VirtualMachineIn
 // finish writes a final phase.
 func (h *handler) finish(ctx context.Context, vmi *apiv1.VirtualMachineInstance, phase, reason, msg string) (controller.Result, error) {
 	return controller.Result{}, h.status.Report(ctx, vmi, vmistatus.Final(phase, reason, msg))
+}
+
+// volumeSizes is the fingerprint of the VMI's persistent volume sizes
+// that a Sync carries (launchers.Conn.SyncedSizes): "data=128Mi,db=1Gi".
+func volumeSizes(vmi *apiv1.VirtualMachineInstance) string {
+	var b strings.Builder
+	for _, v := range vmi.GetSpec().GetVolumes() {
+		if pv := v.GetPersistent(); pv != nil {
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(v.GetName() + "=" + pv.GetSize())
+		}
+	}
+	return b.String()
 }

@@ -55,14 +55,6 @@ func (a *Agent) vmDirGCLoop(ctx context.Context) {
 // ever deletes on the API's word: a VM that is NotFound, or whose name
 // now belongs to a VM with another uid. Any other error keeps the data.
 func (a *Agent) gcVMDirs(ctx context.Context) {
-	root := a.layout.VMsDir()
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			a.log.Warn("listing VM directories", "err", err)
-		}
-		return
-	}
 	inUse := map[string]bool{}
 	recs, err := a.db.ListVMIs()
 	if err != nil {
@@ -72,12 +64,34 @@ func (a *Agent) gcVMDirs(ctx context.Context) {
 	for _, r := range recs {
 		inUse[r.VMUID] = true
 	}
+	a.gcVMDirsIn(ctx, a.layout, inUse)
+	// The VMs' directories on the shared filesystems the node mounts:
+	// whichever node looks first removes a deleted VM's, by the same
+	// rule (the API says the VM is gone).
+	if a.storage != nil {
+		for _, layout := range a.storage.SharedLayouts() {
+			a.gcVMDirsIn(ctx, layout, inUse)
+		}
+	}
+}
+
+// gcVMDirsIn removes the directories of deleted VMs in layout, but for
+// those of the VMs with an instance on this node (inUse).
+func (a *Agent) gcVMDirsIn(ctx context.Context, layout nodedir.Layout, inUse map[string]bool) {
+	root := layout.VMsDir()
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			a.log.Warn("listing VM directories", "err", err)
+		}
+		return
+	}
 	for _, e := range entries {
 		uid := e.Name()
 		if !e.IsDir() || inUse[uid] {
 			continue
 		}
-		dir, err := a.layout.VMDir(uid)
+		dir, err := layout.VMDir(uid)
 		if err != nil {
 			a.log.Warn("not a VM directory; leaving it", "dir", filepath.Join(root, uid), "err", err)
 			continue
@@ -90,7 +104,7 @@ func (a *Agent) gcVMDirs(ctx context.Context) {
 		if !a.vmGone(ctx, m) {
 			continue
 		}
-		if err := a.layout.RemoveVMDir(uid); err != nil {
+		if err := layout.RemoveVMDir(uid); err != nil {
 			a.log.Warn("removing the files of a deleted VM", "dir", dir, "err", err)
 			continue
 		}

@@ -199,15 +199,16 @@ func TestPersistentVolumeErrorWaitsAndRetries(t *testing.T) {
 		t.Error("a launcher was started without its volume")
 	}
 
-	// An image larger than the requested size is refused with both sizes.
-	if err := os.WriteFile(filepath.Join(h.imageDir, "os.img"), make([]byte, 64), 0o644); err != nil {
+	// An image larger than the requested size (rounded up to a whole
+	// sector, as the volume is made) is refused with both sizes.
+	if err := os.WriteFile(filepath.Join(h.imageDir, "os.img"), make([]byte, 1024), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Reconcile(h.ctx, "default/dv"); err == nil {
 		t.Fatal("no error for a size below the image")
 	}
 	c = apiv1.FindCondition(h.getVMI("dv").Status.Conditions, apiv1.ConditionSynchronized)
-	if c.GetReason() != apiv1.ReasonDataVolumeError || !strings.Contains(c.GetMessage(), "below the virtual size") || !strings.Contains(c.GetMessage(), "64 bytes") {
+	if c.GetReason() != apiv1.ReasonDataVolumeError || !strings.Contains(c.GetMessage(), "below the virtual size") || !strings.Contains(c.GetMessage(), "1024 bytes") {
 		t.Fatalf("condition %v", c)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -158,6 +159,22 @@ func PidsOf(binary string) []int {
 	var out []int
 	for _, pid := range pids() {
 		if args := cmdline(pid); len(args) > 0 && args[0] == binary && Alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// PidsWithArg lists the live processes other than this one with an
+// argument that contains s (a config file's path: a daemon's -c and any
+// CLI still using it).
+func PidsWithArg(s string) []int {
+	var out []int
+	for _, pid := range pids() {
+		if pid == os.Getpid() {
+			continue
+		}
+		if slices.ContainsFunc(cmdline(pid), func(a string) bool { return strings.Contains(a, s) }) && Alive(pid) {
 			out = append(out, pid)
 		}
 	}

@@ -29,6 +29,12 @@ func TestStatReaders(t *testing.T) {
 	if got := PidsOf(cmd.Path); !slices.Contains(got, pid) {
 		t.Errorf("PidsOf(%s) = %v, want it to hold %d", cmd.Path, got, pid)
 	}
+	if got := PidsWithArg("eep 6"); slices.Contains(got, pid) {
+		t.Errorf("PidsWithArg matched across arguments: %v holds %d", got, pid)
+	}
+	if got := PidsWithArg("60"); !slices.Contains(got, pid) || slices.Contains(got, self) {
+		t.Errorf("PidsWithArg(60) = %v, want it to hold %d and not this process (%d)", got, pid, self)
+	}
 	if State(-1) != 0 || Alive(0) || SessionID(1<<30) != -1 {
 		t.Error("a pid that is not there reads as present")
 	}

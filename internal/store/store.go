@@ -95,6 +95,10 @@ var (
 		Kind: "Image", Plural: "images", Namespaced: false,
 		New: func() *apiv1.Image { return &apiv1.Image{} },
 	}
+	StorageClasses = Resource[*apiv1.StorageClass]{
+		Kind: apiv1.KindStorageClass, Plural: "storageclasses", Namespaced: false,
+		New: func() *apiv1.StorageClass { return &apiv1.StorageClass{} },
+	}
 	ReplicaSets = Resource[*apiv1.VirtualMachineInstanceReplicaSet]{
 		Kind: apiv1.KindReplicaSet, Plural: "virtualmachineinstancereplicasets", Namespaced: true,
 		New: func() *apiv1.VirtualMachineInstanceReplicaSet { return &apiv1.VirtualMachineInstanceReplicaSet{} },

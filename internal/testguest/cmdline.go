@@ -90,6 +90,24 @@ func Persist(dev string) Option {
 	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.persist="+dev) }
 }
 
+// PersistEvery makes a Persist guest also write a counter to the disk's
+// second sector every d, carrying on from the last boot's, and say of
+// each write whether it reached the disk (MarkerPersistWrite,
+// MarkerPersistWriteFailed).
+func PersistEvery(d time.Duration) Option {
+	return func(c *cmdline) {
+		c.flags = append(c.flags, fmt.Sprintf("virtplane.persist_every=%d", seconds(d)))
+	}
+}
+
+// DiskSize makes the guest print the size it sees of the disk dev (e.g.
+// "/dev/vda") once it appears, and again whenever it changes (a disk
+// grown while the guest runs): MarkerDiskSize lines, which DiskSizes
+// reads.
+func DiskSize(dev string) Option {
+	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.disksize="+dev) }
+}
+
 // Hostname sets the guest's hostname, printed in MarkerBooted
 // (letters, digits, '.' and '-'; default "virtplane-guest").
 func Hostname(name string) Option {

@@ -125,6 +125,50 @@ func TestPersist(t *testing.T) {
 	}
 }
 
+// TestPersistEvery: the write counter in the second sector goes on from
+// the last boot's, and each write is said to have reached the disk.
+func TestPersistEvery(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	disk := filepath.Join(workDir(t), "persist.raw")
+	if err := os.WriteFile(disk, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := guestSpec{
+		cmdline: testguest.Cmdline(testguest.Persist("/dev/vda"), testguest.PersistEvery(time.Second), testguest.PoweroffAfter(4*time.Second)),
+		disks: []libvirtxml.DomainDisk{{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+		}},
+	}
+	last := 0
+	for boot := range 2 {
+		g := startGuest(t, uri, spec)
+		g.waitBooted()
+		if reason := g.waitStopped(bootTimeout); reason != "shutdown" {
+			t.Fatalf("boot %d: shut off with reason %q, want shutdown", boot+1, reason)
+		}
+		console := g.consoleText()
+		prev, _ := testguest.FindMarker(console, testguest.MarkerPersistWritesPrevious)
+		if want := "writes=" + strconv.Itoa(last); prev != want {
+			t.Fatalf("boot %d: previous %q, want %q; console:\n%s", boot+1, prev, want, console)
+		}
+		n := 0
+		testguest.EachMarker(console, func(_, rest string) {
+			n++
+			if want := "writes=" + strconv.Itoa(last+n); rest != want {
+				t.Errorf("boot %d: write %q, want %q", boot+1, rest, want)
+			}
+		}, testguest.MarkerPersistWrite)
+		if n < 2 {
+			t.Fatalf("boot %d: %d writes in 4 s; console:\n%s", boot+1, n, console)
+		}
+		last += n
+	}
+}
+
 // TestCIData attaches a cidata ISO as a SATA CD-ROM and checks that the
 // guest prints its user-data and meta-data.
 func TestCIData(t *testing.T) {
@@ -266,4 +310,44 @@ func TestStaticIPHTTPAndGuestAgent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestDiskSize: the guest reports a disk's size, and the new size once
+// the disk grows under it (virsh blockresize, what libvirt's block resize
+// does for a running domain).
+func TestDiskSize(t *testing.T) {
+	t.Parallel()
+	uri := libvirtURI(t)
+	disk := filepath.Join(workDir(t), "grow.raw")
+	if err := os.WriteFile(disk, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(disk, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	g := startGuest(t, uri, guestSpec{
+		cmdline: testguest.Cmdline(testguest.DiskSize("/dev/vda"), testguest.PoweroffAfter(10*time.Minute)),
+		disks: []libvirtxml.DomainDisk{{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+		}},
+	})
+	g.waitBooted()
+	sizes := func(want int64) {
+		t.Helper()
+		testutil.EventuallyNoError(t, bootTimeout, fmt.Sprintf("the guest to see %d bytes", want), func() error {
+			got := testguest.DiskSizes(g.consoleText(), "/dev/vda")
+			if len(got) == 0 || got[len(got)-1] != want {
+				return fmt.Errorf("sizes seen %v", got)
+			}
+			return nil
+		})
+	}
+	sizes(64 << 20)
+	if _, err := virsh(uri, "blockresize", g.name, "vda", "--size", strconv.Itoa(128<<20)+"B"); err != nil {
+		t.Fatal(err)
+	}
+	sizes(128 << 20)
 }

@@ -148,6 +148,8 @@ crash=
 crash_after=0
 cidata=
 persist=
+persist_every=
+disksize=
 wait_dev=30
 net=
 netprobe=
@@ -175,6 +177,13 @@ for arg in $(cat /proc/cmdline); do
 	virtplane.persist=*)
 		case "$val" in
 		/dev/[a-z]*) persist=$val ;;
+		*) warn "ignoring bad $arg" ;;
+		esac
+		;;
+	virtplane.persist_every=*) numopt persist_every ;;
+	virtplane.disksize=*)
+		case "$val" in
+		/dev/[a-z]*) disksize=$val ;;
 		*) warn "ignoring bad $arg" ;;
 		esac
 		;;
@@ -261,7 +270,7 @@ firmware=bios
 say "VIRTPLANE-GUEST-BOOTED hostname=$(hostname) uptime=$(uptime_s) firmware=$firmware"
 
 # --- disks ---------------------------------------------------------------
-if [ -n "$cidata" ] || [ -n "$persist" ]; then
+if [ -n "$cidata" ] || [ -n "$persist" ] || [ -n "$disksize" ]; then
 	load_modules storage
 fi
 
@@ -378,7 +387,66 @@ if [ -n "$persist" ]; then
 		else
 			warn "persist: write to $persist failed"
 		fi
+		# virtplane.persist_every=S: a write counter in the second
+		# sector, carried on from the last boot's and written every S
+		# seconds, each write said to have worked or failed: a guest
+		# cut off its storage shows its first failed write, and the
+		# next boot elsewhere goes on from the last one that worked.
+		if [ -n "$persist_every" ] && [ "$persist_every" -gt 0 ]; then
+			wprev=$(dd if="$persist" bs=512 skip=1 count=1 2>/dev/null | tr -d '\000' | head -n 1)
+			k=0
+			case "$wprev" in
+			"VIRTPLANE-PERSIST writes="*)
+				k=${wprev#VIRTPLANE-PERSIST writes=}
+				isnum "$k" || k=0
+				;;
+			esac
+			say "VIRTPLANE-PERSIST-WRITES-PREVIOUS writes=$k"
+			(
+				while :; do
+					next=$((k + 1))
+					echo "VIRTPLANE-PERSIST writes=$next" >/tmp/persist-w
+					truncate -s 512 /tmp/persist-w
+					if dd if=/tmp/persist-w of="$persist" bs=512 seek=1 count=1 conv=notrunc,fsync 2>/dev/null; then
+						k=$next
+						say "VIRTPLANE-PERSIST-WRITE writes=$k"
+					else
+						say "VIRTPLANE-PERSIST-WRITE-FAILED writes=$next"
+					fi
+					sleep "$persist_every"
+				done
+			) &
+		fi
 	fi
+fi
+
+# virtplane.disksize prints the size the guest sees of a disk, and again
+# each time it changes: a disk grown online (libvirt's block resize) is
+# announced by QEMU, and the kernel reads the new capacity into sysfs
+# (/sys/class/block/X/size counts 512-byte sectors whatever the disk's
+# block size). Looked at every 0.5 s, in the background.
+if [ -n "$disksize" ]; then
+	(
+		sys=/sys/class/block/${disksize#/dev/}/size
+		i=0
+		while [ ! -b "$disksize" ] && [ "$i" -lt "$wait_dev" ]; do
+			sleep 1
+			i=$((i + 1))
+		done
+		if [ ! -b "$disksize" ] || [ ! -r "$sys" ]; then
+			warn "disksize: $disksize is not a block device"
+			exit 0
+		fi
+		last=
+		while :; do
+			s=$(cat "$sys" 2>/dev/null)
+			if isnum "$s" && [ "$s" != "$last" ]; then
+				say "VIRTPLANE-DISK-SIZE dev=$disksize bytes=$((s * 512))"
+				last=$s
+			fi
+			sleep 0.5
+		done
+	) &
 fi
 
 # --- network -------------------------------------------------------------

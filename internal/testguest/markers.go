@@ -51,6 +51,20 @@ func markerIn(line, marker string) (string, bool) {
 	}
 }
 
+// EachMarker calls fn, in console order, with what follows each marker
+// of the given kinds, and which marker it was: markers that share a
+// prefix (MarkerPersistWrite, MarkerPersistWriteFailed) are told apart.
+func EachMarker(console string, fn func(marker, rest string), markers ...string) {
+	for _, line := range consoleLines(console) {
+		for _, m := range markers {
+			if rest, ok := markerIn(line, m); ok {
+				fn(m, rest)
+				break
+			}
+		}
+	}
+}
+
 // CountMarker counts the console lines that carry marker, e.g. to see a
 // guest that booted twice.
 func CountMarker(console, marker string) int {
@@ -179,6 +193,25 @@ func Ticks(console string) []int {
 	for _, m := range reTick.FindAllStringSubmatch(console, -1) {
 		n, _ := strconv.Atoi(m[1])
 		out = append(out, n)
+	}
+	return out
+}
+
+var reDiskSize = regexp.MustCompile(MarkerDiskSize + ` dev=(/dev/[a-z0-9]+) bytes=([0-9]+)\r?\n`)
+
+// DiskSizes are the sizes in bytes the guest reported of disk dev
+// (MarkerDiskSize lines, complete ones only), in the order printed: the
+// last is what it sees now.
+func DiskSizes(console, dev string) []int64 {
+	var out []int64
+	for _, m := range reDiskSize.FindAllStringSubmatch(console, -1) {
+		if m[1] != dev {
+			continue
+		}
+		n, err := strconv.ParseInt(m[2], 10, 64)
+		if err == nil {
+			out = append(out, n)
+		}
 	}
 	return out
 }

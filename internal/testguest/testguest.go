@@ -64,6 +64,14 @@ const (
 	// MarkerPersistWrote: "boot=<n>", n being one more than the previous
 	// boot's (1 on a blank disk).
 	MarkerPersistWrote = "VIRTPLANE-PERSIST-WROTE"
+	// MarkerPersistWritesPrevious: "writes=<k>", the write counter the
+	// last boot left in the persist disk's second sector (PersistEvery).
+	MarkerPersistWritesPrevious = "VIRTPLANE-PERSIST-WRITES-PREVIOUS"
+	// MarkerPersistWrite: "writes=<k>", each write that reached the disk.
+	MarkerPersistWrite = "VIRTPLANE-PERSIST-WRITE"
+	// MarkerPersistWriteFailed: "writes=<k>", each write that failed
+	// (the disk refused it: a storage fence).
+	MarkerPersistWriteFailed = "VIRTPLANE-PERSIST-WRITE-FAILED"
 	// PersistLinePrefix starts the line the guest keeps on the persist
 	// disk.
 	PersistLinePrefix = "VIRTPLANE-PERSIST boot="
@@ -90,6 +98,10 @@ const (
 	// MarkerTick: "n=<counter>" every 100 ms with virtplane.tick; Ticks
 	// parses them.
 	MarkerTick = "VIRTPLANE-TICK"
+	// MarkerDiskSize: "dev=<device> bytes=<size>", the size the guest
+	// sees of the DiskSize disk, once it is there and again each time it
+	// changes; DiskSizes parses them.
+	MarkerDiskSize = "VIRTPLANE-DISK-SIZE"
 )
 
 // InitScript is the guest's /init. The builder copies it into the

@@ -96,6 +96,20 @@ func TestTicks(t *testing.T) {
 	}
 }
 
+// DiskSizes reads the complete size lines of one disk, in order.
+func TestDiskSizes(t *testing.T) {
+	console := "VIRTPLANE-DISK-SIZE dev=/dev/vda bytes=67108864\r\n" +
+		"[ 3.1] virtio_blk virtio2: [vda] new size\r\nVIRTPLANE-DISK-SIZE dev=/dev/vdb bytes=512\r\n" +
+		"VIRTPLANE-DISK-SIZE dev=/dev/vda bytes=134217728\n" +
+		"VIRTPLANE-DISK-SIZE dev=/dev/vda bytes=2684" // cut short
+	if got, want := testguest.DiskSizes(console, "/dev/vda"), []int64{64 << 20, 128 << 20}; !slices.Equal(got, want) {
+		t.Fatalf("DiskSizes = %v, want %v", got, want)
+	}
+	if got := testguest.DiskSizes(console, "/dev/vdc"); len(got) != 0 {
+		t.Fatalf("DiskSizes of another disk = %v", got)
+	}
+}
+
 func TestBetween(t *testing.T) {
 	console := "x\r\nVIRTPLANE-USERDATA-BEGIN\r\n#cloud-config\r\na: 1\r\nVIRTPLANE-USERDATA-END\r\n" +
 		"VIRTPLANE-METADATA-BEGIN\r\nVIRTPLANE-METADATA-END\r\n"
@@ -118,7 +132,7 @@ func TestInitScript(t *testing.T) {
 		testguest.MarkerUserdataBegin, testguest.MarkerUserdataEnd, testguest.MarkerMetadataBegin, testguest.MarkerMetadataEnd,
 		testguest.MarkerPersistPrevious, testguest.MarkerPersistWrote, testguest.PersistLinePrefix,
 		testguest.MarkerNetUp, testguest.MarkerNetProbe, testguest.MarkerNetProbeDone, testguest.MarkerCloudInitUser,
-		testguest.MarkerTick, testguest.MarkerHTTPUp, testguest.MarkerGuestAgentUp,
+		testguest.MarkerTick, testguest.MarkerHTTPUp, testguest.MarkerGuestAgentUp, testguest.MarkerDiskSize,
 	} {
 		if !strings.Contains(testguest.InitScript, m) {
 			t.Errorf("init.sh never prints %s", m)

@@ -67,23 +67,26 @@ func Timestamp(t time.Time) *timestamppb.Timestamp {
 	return timestamppb.New(t)
 }
 
-// HasPersistentVolumes reports whether spec has a persistent volume: its
-// VM is then pinned to the node holding it, and a migration copies it.
-func HasPersistentVolumes(spec *VirtualMachineInstanceSpec) bool {
+// HasLocalVolumes reports whether spec has a persistent volume on the
+// local storage class: its VM is then pinned to the node holding it, and a
+// migration copies it. Volumes on other classes are reachable from every
+// node their class selects.
+func HasLocalVolumes(spec *VirtualMachineInstanceSpec) bool {
 	for _, v := range spec.GetVolumes() {
-		if v.GetPersistent() != nil {
+		if pv := v.GetPersistent(); pv != nil && pv.IsLocal() {
 			return true
 		}
 	}
 	return false
 }
 
-// MigrationMethodFor is how an instance with spec migrates: every
-// virtplane disk but a CD-ROM is node-local and writable, so any such
-// disk is copied with the memory (a block migration).
+// MigrationMethodFor is how an instance with spec migrates: a writable
+// disk on the node (an image's overlay, a local persistent volume) is
+// copied with the memory (a block migration); volumes on storage classes
+// stay where they are.
 func MigrationMethodFor(spec *VirtualMachineInstanceSpec) string {
 	for _, v := range spec.GetVolumes() {
-		if v.GetImage() != nil || v.GetPersistent() != nil {
+		if v.GetImage() != nil || (v.GetPersistent() != nil && v.GetPersistent().IsLocal()) {
 			return MigrationMethodBlock
 		}
 	}
@@ -92,18 +95,18 @@ func MigrationMethodFor(spec *VirtualMachineInstanceSpec) string {
 
 // Reasons of a LiveMigratable=False condition.
 const (
-	ReasonFirmwareNotLiveMigratable = "FirmwareNotLiveMigratable"
-	ReasonPausedNotLiveMigratable   = "PausedNotLiveMigratable"
+	ReasonPausedNotLiveMigratable = "PausedNotLiveMigratable"
 )
 
 // LiveMigratable is KubeVirt's LiveMigratable condition for what the
 // spec alone decides (the node agent adds what only the node knows):
 // False with the first reason that blocks a live migration, else True.
+// EFI firmware does not block one: the variable store (NVRAM) travels in
+// the migration stream (QEMU writes it to the target's store when the
+// guest resumes there), or is on the VM's storage class (docs/
+// migration.md).
 func LiveMigratable(spec *VirtualMachineInstanceSpec) *Condition {
 	switch {
-	case spec.GetDomain().GetFirmware().GetBootloader().GetEfi() != nil:
-		return &Condition{Type: ConditionLiveMigratable, Status: ConditionFalse, Reason: ReasonFirmwareNotLiveMigratable,
-			Message: "the EFI variable store (NVRAM) is kept on the node and does not move with a live migration"}
 	case spec.GetPaused():
 		return &Condition{Type: ConditionLiveMigratable, Status: ConditionFalse, Reason: ReasonPausedNotLiveMigratable,
 			Message: "the instance is paused; unpause it to migrate"}

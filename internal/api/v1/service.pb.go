@@ -1706,8 +1706,11 @@ type HeartbeatRequest struct {
 	// The node's bridges and libvirt networks, when they changed; unset
 	// keeps the stored ones.
 	NetworkInventory *NodeNetworkInventory `protobuf:"bytes,5,opt,name=network_inventory,json=networkInventory,proto3" json:"network_inventory,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The node's view of its storage classes, when it changed; unset keeps
+	// the stored one.
+	Storage       *NodeStorageList `protobuf:"bytes,6,opt,name=storage,proto3" json:"storage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -1775,6 +1778,57 @@ func (x *HeartbeatRequest) GetNetworkInventory() *NodeNetworkInventory {
 	return nil
 }
 
+func (x *HeartbeatRequest) GetStorage() *NodeStorageList {
+	if x != nil {
+		return x.Storage
+	}
+	return nil
+}
+
+type NodeStorageList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*NodeStorage         `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStorageList) Reset() {
+	*x = NodeStorageList{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStorageList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStorageList) ProtoMessage() {}
+
+func (x *NodeStorageList) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStorageList.ProtoReflect.Descriptor instead.
+func (*NodeStorageList) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *NodeStorageList) GetItems() []*NodeStorage {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 // NodeNetworkInventory is what a node can connect guests to: status.bridges
 // and status.networks of its Node.
 type NodeNetworkInventory struct {
@@ -1787,7 +1841,7 @@ type NodeNetworkInventory struct {
 
 func (x *NodeNetworkInventory) Reset() {
 	*x = NodeNetworkInventory{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1853,7 @@ func (x *NodeNetworkInventory) String() string {
 func (*NodeNetworkInventory) ProtoMessage() {}
 
 func (x *NodeNetworkInventory) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1866,7 @@ func (x *NodeNetworkInventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNetworkInventory.ProtoReflect.Descriptor instead.
 func (*NodeNetworkInventory) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeNetworkInventory) GetBridges() []string {
@@ -1838,7 +1892,7 @@ type NodeImageList struct {
 
 func (x *NodeImageList) Reset() {
 	*x = NodeImageList{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[33]
+	mi := &file_internal_api_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +1904,7 @@ func (x *NodeImageList) String() string {
 func (*NodeImageList) ProtoMessage() {}
 
 func (x *NodeImageList) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[33]
+	mi := &file_internal_api_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +1917,7 @@ func (x *NodeImageList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeImageList.ProtoReflect.Descriptor instead.
 func (*NodeImageList) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeImageList) GetItems() []*NodeImage {
@@ -1888,7 +1942,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[34]
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +1954,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[34]
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +1967,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HeartbeatResponse) GetLeaseDurationSeconds() int64 {
@@ -1966,7 +2020,7 @@ type ImagePullPolicy struct {
 
 func (x *ImagePullPolicy) Reset() {
 	*x = ImagePullPolicy{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1978,7 +2032,7 @@ func (x *ImagePullPolicy) String() string {
 func (*ImagePullPolicy) ProtoMessage() {}
 
 func (x *ImagePullPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1991,7 +2045,7 @@ func (x *ImagePullPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImagePullPolicy.ProtoReflect.Descriptor instead.
 func (*ImagePullPolicy) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImagePullPolicy) GetSourceCidrs() []string {
@@ -2052,7 +2106,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2064,7 +2118,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2077,7 +2131,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -2096,7 +2150,7 @@ type RevokeNodeRequest struct {
 
 func (x *RevokeNodeRequest) Reset() {
 	*x = RevokeNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2162,7 @@ func (x *RevokeNodeRequest) String() string {
 func (*RevokeNodeRequest) ProtoMessage() {}
 
 func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2175,7 @@ func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RevokeNodeRequest) GetName() string {
@@ -2141,7 +2195,7 @@ type RevokeNodeResponse struct {
 
 func (x *RevokeNodeResponse) Reset() {
 	*x = RevokeNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2207,7 @@ func (x *RevokeNodeResponse) String() string {
 func (*RevokeNodeResponse) ProtoMessage() {}
 
 func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2220,7 @@ func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RevokeNodeResponse) GetRevokedSerials() []string {
@@ -2185,7 +2239,7 @@ type FenceNodeRequest struct {
 
 func (x *FenceNodeRequest) Reset() {
 	*x = FenceNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2251,7 @@ func (x *FenceNodeRequest) String() string {
 func (*FenceNodeRequest) ProtoMessage() {}
 
 func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2264,7 @@ func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeRequest.ProtoReflect.Descriptor instead.
 func (*FenceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FenceNodeRequest) GetName() string {
@@ -2231,7 +2285,7 @@ type FenceNodeResponse struct {
 
 func (x *FenceNodeResponse) Reset() {
 	*x = FenceNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2297,7 @@ func (x *FenceNodeResponse) String() string {
 func (*FenceNodeResponse) ProtoMessage() {}
 
 func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2310,7 @@ func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeResponse.ProtoReflect.Descriptor instead.
 func (*FenceNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FenceNodeResponse) GetNode() *Node {
@@ -2282,7 +2336,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2348,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2361,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CordonNodeRequest) GetName() string {
@@ -2335,7 +2389,7 @@ type LabelNodeRequest struct {
 
 func (x *LabelNodeRequest) Reset() {
 	*x = LabelNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2401,7 @@ func (x *LabelNodeRequest) String() string {
 func (*LabelNodeRequest) ProtoMessage() {}
 
 func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2414,7 @@ func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelNodeRequest.ProtoReflect.Descriptor instead.
 func (*LabelNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LabelNodeRequest) GetName() string {
@@ -2400,7 +2454,7 @@ type CreateImageRequest struct {
 
 func (x *CreateImageRequest) Reset() {
 	*x = CreateImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2466,7 @@ func (x *CreateImageRequest) String() string {
 func (*CreateImageRequest) ProtoMessage() {}
 
 func (x *CreateImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2479,7 @@ func (x *CreateImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateImageRequest.ProtoReflect.Descriptor instead.
 func (*CreateImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CreateImageRequest) GetImage() *Image {
@@ -2444,7 +2498,7 @@ type GetImageRequest struct {
 
 func (x *GetImageRequest) Reset() {
 	*x = GetImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2510,7 @@ func (x *GetImageRequest) String() string {
 func (*GetImageRequest) ProtoMessage() {}
 
 func (x *GetImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2523,7 @@ func (x *GetImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetImageRequest.ProtoReflect.Descriptor instead.
 func (*GetImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetImageRequest) GetName() string {
@@ -2488,7 +2542,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2500,7 +2554,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2513,7 +2567,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListImagesRequest) GetLabelSelector() string {
@@ -2533,7 +2587,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2545,7 +2599,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2558,7 +2612,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListImagesResponse) GetItems() []*Image {
@@ -2586,7 +2640,7 @@ type UpdateImageRequest struct {
 
 func (x *UpdateImageRequest) Reset() {
 	*x = UpdateImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2652,7 @@ func (x *UpdateImageRequest) String() string {
 func (*UpdateImageRequest) ProtoMessage() {}
 
 func (x *UpdateImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2665,7 @@ func (x *UpdateImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateImageRequest.ProtoReflect.Descriptor instead.
 func (*UpdateImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateImageRequest) GetImage() *Image {
@@ -2630,7 +2684,7 @@ type DeleteImageRequest struct {
 
 func (x *DeleteImageRequest) Reset() {
 	*x = DeleteImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[48]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2696,7 @@ func (x *DeleteImageRequest) String() string {
 func (*DeleteImageRequest) ProtoMessage() {}
 
 func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[48]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2709,7 @@ func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteImageRequest.ProtoReflect.Descriptor instead.
 func (*DeleteImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DeleteImageRequest) GetName() string {
@@ -2674,7 +2728,7 @@ type WatchImagesRequest struct {
 
 func (x *WatchImagesRequest) Reset() {
 	*x = WatchImagesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[49]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +2740,7 @@ func (x *WatchImagesRequest) String() string {
 func (*WatchImagesRequest) ProtoMessage() {}
 
 func (x *WatchImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[49]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +2753,7 @@ func (x *WatchImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchImagesRequest.ProtoReflect.Descriptor instead.
 func (*WatchImagesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WatchImagesRequest) GetOptions() *WatchOptions {
@@ -2720,7 +2774,7 @@ type ImageEvent struct {
 
 func (x *ImageEvent) Reset() {
 	*x = ImageEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[50]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2786,7 @@ func (x *ImageEvent) String() string {
 func (*ImageEvent) ProtoMessage() {}
 
 func (x *ImageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[50]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2799,7 @@ func (x *ImageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageEvent.ProtoReflect.Descriptor instead.
 func (*ImageEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ImageEvent) GetType() EventType {
@@ -2780,7 +2834,7 @@ type UpdateImageNodeStatusRequest struct {
 
 func (x *UpdateImageNodeStatusRequest) Reset() {
 	*x = UpdateImageNodeStatusRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[51]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +2846,7 @@ func (x *UpdateImageNodeStatusRequest) String() string {
 func (*UpdateImageNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateImageNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[51]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +2859,7 @@ func (x *UpdateImageNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateImageNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateImageNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateImageNodeStatusRequest) GetName() string {
@@ -2843,7 +2897,7 @@ type ConsoleOpen struct {
 
 func (x *ConsoleOpen) Reset() {
 	*x = ConsoleOpen{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[52]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +2909,7 @@ func (x *ConsoleOpen) String() string {
 func (*ConsoleOpen) ProtoMessage() {}
 
 func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[52]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +2922,7 @@ func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOpen.ProtoReflect.Descriptor instead.
 func (*ConsoleOpen) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ConsoleOpen) GetNamespace() string {
@@ -2925,7 +2979,7 @@ type ConsoleInput struct {
 
 func (x *ConsoleInput) Reset() {
 	*x = ConsoleInput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[53]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2937,7 +2991,7 @@ func (x *ConsoleInput) String() string {
 func (*ConsoleInput) ProtoMessage() {}
 
 func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[53]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2950,7 +3004,7 @@ func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleInput.ProtoReflect.Descriptor instead.
 func (*ConsoleInput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ConsoleInput) GetOpen() *ConsoleOpen {
@@ -2986,7 +3040,7 @@ type ConsoleOutput struct {
 
 func (x *ConsoleOutput) Reset() {
 	*x = ConsoleOutput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[54]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3052,7 @@ func (x *ConsoleOutput) String() string {
 func (*ConsoleOutput) ProtoMessage() {}
 
 func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[54]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3065,7 @@ func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOutput.ProtoReflect.Descriptor instead.
 func (*ConsoleOutput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ConsoleOutput) GetData() []byte {
@@ -3060,7 +3114,7 @@ type ConsoleSession struct {
 
 func (x *ConsoleSession) Reset() {
 	*x = ConsoleSession{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[55]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3126,7 @@ func (x *ConsoleSession) String() string {
 func (*ConsoleSession) ProtoMessage() {}
 
 func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[55]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3139,7 @@ func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSession.ProtoReflect.Descriptor instead.
 func (*ConsoleSession) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ConsoleSession) GetSessionId() string {
@@ -3132,7 +3186,7 @@ type ConsoleSessionsRequest struct {
 
 func (x *ConsoleSessionsRequest) Reset() {
 	*x = ConsoleSessionsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[56]
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +3198,7 @@ func (x *ConsoleSessionsRequest) String() string {
 func (*ConsoleSessionsRequest) ProtoMessage() {}
 
 func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[56]
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +3211,7 @@ func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ConsoleSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ConsoleSessionsRequest) GetNodeName() string {
@@ -3181,7 +3235,7 @@ type CreateBootstrapTokenRequest struct {
 
 func (x *CreateBootstrapTokenRequest) Reset() {
 	*x = CreateBootstrapTokenRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3247,7 @@ func (x *CreateBootstrapTokenRequest) String() string {
 func (*CreateBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3260,7 @@ func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CreateBootstrapTokenRequest) GetTtlSeconds() int64 {
@@ -3245,7 +3299,7 @@ type CreateBootstrapTokenResponse struct {
 
 func (x *CreateBootstrapTokenResponse) Reset() {
 	*x = CreateBootstrapTokenResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3257,7 +3311,7 @@ func (x *CreateBootstrapTokenResponse) String() string {
 func (*CreateBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3270,7 +3324,7 @@ func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CreateBootstrapTokenResponse) GetToken() string {
@@ -3306,7 +3360,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3372,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3385,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -3365,7 +3419,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3431,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3444,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JoinResponse) GetCertificatePem() []byte {
@@ -3416,7 +3470,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3428,7 +3482,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3441,7 +3495,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RenewRequest) GetCsrPem() []byte {
@@ -3460,7 +3514,7 @@ type CreateMigrationRequest struct {
 
 func (x *CreateMigrationRequest) Reset() {
 	*x = CreateMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +3526,7 @@ func (x *CreateMigrationRequest) String() string {
 func (*CreateMigrationRequest) ProtoMessage() {}
 
 func (x *CreateMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +3539,7 @@ func (x *CreateMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMigrationRequest.ProtoReflect.Descriptor instead.
 func (*CreateMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *CreateMigrationRequest) GetMigration() *VirtualMachineInstanceMigration {
@@ -3504,7 +3558,7 @@ type GetMigrationRequest struct {
 
 func (x *GetMigrationRequest) Reset() {
 	*x = GetMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	mi := &file_internal_api_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3516,7 +3570,7 @@ func (x *GetMigrationRequest) String() string {
 func (*GetMigrationRequest) ProtoMessage() {}
 
 func (x *GetMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	mi := &file_internal_api_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3529,7 +3583,7 @@ func (x *GetMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMigrationRequest.ProtoReflect.Descriptor instead.
 func (*GetMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetMigrationRequest) GetKey() *ObjectKey {
@@ -3548,7 +3602,7 @@ type ListMigrationsRequest struct {
 
 func (x *ListMigrationsRequest) Reset() {
 	*x = ListMigrationsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[64]
+	mi := &file_internal_api_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3560,7 +3614,7 @@ func (x *ListMigrationsRequest) String() string {
 func (*ListMigrationsRequest) ProtoMessage() {}
 
 func (x *ListMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[64]
+	mi := &file_internal_api_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3573,7 +3627,7 @@ func (x *ListMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*ListMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{64}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ListMigrationsRequest) GetOptions() *ListOptions {
@@ -3596,7 +3650,7 @@ type ListMigrationsResponse struct {
 
 func (x *ListMigrationsResponse) Reset() {
 	*x = ListMigrationsResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[65]
+	mi := &file_internal_api_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3662,7 @@ func (x *ListMigrationsResponse) String() string {
 func (*ListMigrationsResponse) ProtoMessage() {}
 
 func (x *ListMigrationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[65]
+	mi := &file_internal_api_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3675,7 @@ func (x *ListMigrationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMigrationsResponse.ProtoReflect.Descriptor instead.
 func (*ListMigrationsResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{65}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListMigrationsResponse) GetItems() []*VirtualMachineInstanceMigration {
@@ -3654,7 +3708,7 @@ type DeleteMigrationRequest struct {
 
 func (x *DeleteMigrationRequest) Reset() {
 	*x = DeleteMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[66]
+	mi := &file_internal_api_v1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +3720,7 @@ func (x *DeleteMigrationRequest) String() string {
 func (*DeleteMigrationRequest) ProtoMessage() {}
 
 func (x *DeleteMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[66]
+	mi := &file_internal_api_v1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +3733,7 @@ func (x *DeleteMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMigrationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{66}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DeleteMigrationRequest) GetKey() *ObjectKey {
@@ -3698,7 +3752,7 @@ type WatchMigrationsRequest struct {
 
 func (x *WatchMigrationsRequest) Reset() {
 	*x = WatchMigrationsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[67]
+	mi := &file_internal_api_v1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3710,7 +3764,7 @@ func (x *WatchMigrationsRequest) String() string {
 func (*WatchMigrationsRequest) ProtoMessage() {}
 
 func (x *WatchMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[67]
+	mi := &file_internal_api_v1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3723,7 +3777,7 @@ func (x *WatchMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{67}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *WatchMigrationsRequest) GetOptions() *WatchOptions {
@@ -3744,7 +3798,7 @@ type MigrationEvent struct {
 
 func (x *MigrationEvent) Reset() {
 	*x = MigrationEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[68]
+	mi := &file_internal_api_v1_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +3810,7 @@ func (x *MigrationEvent) String() string {
 func (*MigrationEvent) ProtoMessage() {}
 
 func (x *MigrationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[68]
+	mi := &file_internal_api_v1_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +3823,7 @@ func (x *MigrationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationEvent.ProtoReflect.Descriptor instead.
 func (*MigrationEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{68}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *MigrationEvent) GetType() EventType {
@@ -3890,16 +3944,19 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x06object\x18\x02 \x01(\v2\x12.virtplane.v1.NodeR\x06object\x12)\n" +
 	"\x10resource_version\x18\x03 \x01(\x03R\x0fresourceVersion\"=\n" +
 	"\x13RegisterNodeRequest\x12&\n" +
-	"\x04node\x18\x01 \x01(\v2\x12.virtplane.v1.NodeR\x04node\"\xe1\x02\n" +
+	"\x04node\x18\x01 \x01(\v2\x12.virtplane.v1.NodeR\x04node\"\x9a\x03\n" +
 	"\x10HeartbeatRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vschedulable\x18\x02 \x01(\bR\vschedulable\x12Q\n" +
 	"\vallocatable\x18\x03 \x03(\v2/.virtplane.v1.HeartbeatRequest.AllocatableEntryR\vallocatable\x123\n" +
 	"\x06images\x18\x04 \x01(\v2\x1b.virtplane.v1.NodeImageListR\x06images\x12O\n" +
-	"\x11network_inventory\x18\x05 \x01(\v2\".virtplane.v1.NodeNetworkInventoryR\x10networkInventory\x1a>\n" +
+	"\x11network_inventory\x18\x05 \x01(\v2\".virtplane.v1.NodeNetworkInventoryR\x10networkInventory\x127\n" +
+	"\astorage\x18\x06 \x01(\v2\x1d.virtplane.v1.NodeStorageListR\astorage\x1a>\n" +
 	"\x10AllocatableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
+	"\x0fNodeStorageList\x12/\n" +
+	"\x05items\x18\x01 \x03(\v2\x19.virtplane.v1.NodeStorageR\x05items\"L\n" +
 	"\x14NodeNetworkInventory\x12\x18\n" +
 	"\abridges\x18\x01 \x03(\tR\abridges\x12\x1a\n" +
 	"\bnetworks\x18\x02 \x03(\tR\bnetworks\">\n" +
@@ -4102,7 +4159,7 @@ func file_internal_api_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_api_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_internal_api_v1_service_proto_goTypes = []any{
 	(EventType)(0),                                    // 0: virtplane.v1.EventType
 	(*ObjectKey)(nil),                                 // 1: virtplane.v1.ObjectKey
@@ -4137,211 +4194,215 @@ var file_internal_api_v1_service_proto_goTypes = []any{
 	(*NodeEvent)(nil),                                 // 30: virtplane.v1.NodeEvent
 	(*RegisterNodeRequest)(nil),                       // 31: virtplane.v1.RegisterNodeRequest
 	(*HeartbeatRequest)(nil),                          // 32: virtplane.v1.HeartbeatRequest
-	(*NodeNetworkInventory)(nil),                      // 33: virtplane.v1.NodeNetworkInventory
-	(*NodeImageList)(nil),                             // 34: virtplane.v1.NodeImageList
-	(*HeartbeatResponse)(nil),                         // 35: virtplane.v1.HeartbeatResponse
-	(*ImagePullPolicy)(nil),                           // 36: virtplane.v1.ImagePullPolicy
-	(*DeleteNodeRequest)(nil),                         // 37: virtplane.v1.DeleteNodeRequest
-	(*RevokeNodeRequest)(nil),                         // 38: virtplane.v1.RevokeNodeRequest
-	(*RevokeNodeResponse)(nil),                        // 39: virtplane.v1.RevokeNodeResponse
-	(*FenceNodeRequest)(nil),                          // 40: virtplane.v1.FenceNodeRequest
-	(*FenceNodeResponse)(nil),                         // 41: virtplane.v1.FenceNodeResponse
-	(*CordonNodeRequest)(nil),                         // 42: virtplane.v1.CordonNodeRequest
-	(*LabelNodeRequest)(nil),                          // 43: virtplane.v1.LabelNodeRequest
-	(*CreateImageRequest)(nil),                        // 44: virtplane.v1.CreateImageRequest
-	(*GetImageRequest)(nil),                           // 45: virtplane.v1.GetImageRequest
-	(*ListImagesRequest)(nil),                         // 46: virtplane.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),                        // 47: virtplane.v1.ListImagesResponse
-	(*UpdateImageRequest)(nil),                        // 48: virtplane.v1.UpdateImageRequest
-	(*DeleteImageRequest)(nil),                        // 49: virtplane.v1.DeleteImageRequest
-	(*WatchImagesRequest)(nil),                        // 50: virtplane.v1.WatchImagesRequest
-	(*ImageEvent)(nil),                                // 51: virtplane.v1.ImageEvent
-	(*UpdateImageNodeStatusRequest)(nil),              // 52: virtplane.v1.UpdateImageNodeStatusRequest
-	(*ConsoleOpen)(nil),                               // 53: virtplane.v1.ConsoleOpen
-	(*ConsoleInput)(nil),                              // 54: virtplane.v1.ConsoleInput
-	(*ConsoleOutput)(nil),                             // 55: virtplane.v1.ConsoleOutput
-	(*ConsoleSession)(nil),                            // 56: virtplane.v1.ConsoleSession
-	(*ConsoleSessionsRequest)(nil),                    // 57: virtplane.v1.ConsoleSessionsRequest
-	(*CreateBootstrapTokenRequest)(nil),               // 58: virtplane.v1.CreateBootstrapTokenRequest
-	(*CreateBootstrapTokenResponse)(nil),              // 59: virtplane.v1.CreateBootstrapTokenResponse
-	(*JoinRequest)(nil),                               // 60: virtplane.v1.JoinRequest
-	(*JoinResponse)(nil),                              // 61: virtplane.v1.JoinResponse
-	(*RenewRequest)(nil),                              // 62: virtplane.v1.RenewRequest
-	(*CreateMigrationRequest)(nil),                    // 63: virtplane.v1.CreateMigrationRequest
-	(*GetMigrationRequest)(nil),                       // 64: virtplane.v1.GetMigrationRequest
-	(*ListMigrationsRequest)(nil),                     // 65: virtplane.v1.ListMigrationsRequest
-	(*ListMigrationsResponse)(nil),                    // 66: virtplane.v1.ListMigrationsResponse
-	(*DeleteMigrationRequest)(nil),                    // 67: virtplane.v1.DeleteMigrationRequest
-	(*WatchMigrationsRequest)(nil),                    // 68: virtplane.v1.WatchMigrationsRequest
-	(*MigrationEvent)(nil),                            // 69: virtplane.v1.MigrationEvent
-	nil,                                               // 70: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	nil,                                               // 71: virtplane.v1.HeartbeatRequest.AllocatableEntry
-	nil,                                               // 72: virtplane.v1.LabelNodeRequest.SetEntry
-	(*VirtualMachine)(nil),                            // 73: virtplane.v1.VirtualMachine
-	(*VirtualMachineInstance)(nil),                    // 74: virtplane.v1.VirtualMachineInstance
-	(*Node)(nil),                                      // 75: virtplane.v1.Node
-	(*NodeImage)(nil),                                 // 76: virtplane.v1.NodeImage
-	(*Image)(nil),                                     // 77: virtplane.v1.Image
-	(*ImageNodeStatus)(nil),                           // 78: virtplane.v1.ImageNodeStatus
-	(*timestamppb.Timestamp)(nil),                     // 79: google.protobuf.Timestamp
-	(*VirtualMachineInstanceMigration)(nil),           // 80: virtplane.v1.VirtualMachineInstanceMigration
+	(*NodeStorageList)(nil),                           // 33: virtplane.v1.NodeStorageList
+	(*NodeNetworkInventory)(nil),                      // 34: virtplane.v1.NodeNetworkInventory
+	(*NodeImageList)(nil),                             // 35: virtplane.v1.NodeImageList
+	(*HeartbeatResponse)(nil),                         // 36: virtplane.v1.HeartbeatResponse
+	(*ImagePullPolicy)(nil),                           // 37: virtplane.v1.ImagePullPolicy
+	(*DeleteNodeRequest)(nil),                         // 38: virtplane.v1.DeleteNodeRequest
+	(*RevokeNodeRequest)(nil),                         // 39: virtplane.v1.RevokeNodeRequest
+	(*RevokeNodeResponse)(nil),                        // 40: virtplane.v1.RevokeNodeResponse
+	(*FenceNodeRequest)(nil),                          // 41: virtplane.v1.FenceNodeRequest
+	(*FenceNodeResponse)(nil),                         // 42: virtplane.v1.FenceNodeResponse
+	(*CordonNodeRequest)(nil),                         // 43: virtplane.v1.CordonNodeRequest
+	(*LabelNodeRequest)(nil),                          // 44: virtplane.v1.LabelNodeRequest
+	(*CreateImageRequest)(nil),                        // 45: virtplane.v1.CreateImageRequest
+	(*GetImageRequest)(nil),                           // 46: virtplane.v1.GetImageRequest
+	(*ListImagesRequest)(nil),                         // 47: virtplane.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),                        // 48: virtplane.v1.ListImagesResponse
+	(*UpdateImageRequest)(nil),                        // 49: virtplane.v1.UpdateImageRequest
+	(*DeleteImageRequest)(nil),                        // 50: virtplane.v1.DeleteImageRequest
+	(*WatchImagesRequest)(nil),                        // 51: virtplane.v1.WatchImagesRequest
+	(*ImageEvent)(nil),                                // 52: virtplane.v1.ImageEvent
+	(*UpdateImageNodeStatusRequest)(nil),              // 53: virtplane.v1.UpdateImageNodeStatusRequest
+	(*ConsoleOpen)(nil),                               // 54: virtplane.v1.ConsoleOpen
+	(*ConsoleInput)(nil),                              // 55: virtplane.v1.ConsoleInput
+	(*ConsoleOutput)(nil),                             // 56: virtplane.v1.ConsoleOutput
+	(*ConsoleSession)(nil),                            // 57: virtplane.v1.ConsoleSession
+	(*ConsoleSessionsRequest)(nil),                    // 58: virtplane.v1.ConsoleSessionsRequest
+	(*CreateBootstrapTokenRequest)(nil),               // 59: virtplane.v1.CreateBootstrapTokenRequest
+	(*CreateBootstrapTokenResponse)(nil),              // 60: virtplane.v1.CreateBootstrapTokenResponse
+	(*JoinRequest)(nil),                               // 61: virtplane.v1.JoinRequest
+	(*JoinResponse)(nil),                              // 62: virtplane.v1.JoinResponse
+	(*RenewRequest)(nil),                              // 63: virtplane.v1.RenewRequest
+	(*CreateMigrationRequest)(nil),                    // 64: virtplane.v1.CreateMigrationRequest
+	(*GetMigrationRequest)(nil),                       // 65: virtplane.v1.GetMigrationRequest
+	(*ListMigrationsRequest)(nil),                     // 66: virtplane.v1.ListMigrationsRequest
+	(*ListMigrationsResponse)(nil),                    // 67: virtplane.v1.ListMigrationsResponse
+	(*DeleteMigrationRequest)(nil),                    // 68: virtplane.v1.DeleteMigrationRequest
+	(*WatchMigrationsRequest)(nil),                    // 69: virtplane.v1.WatchMigrationsRequest
+	(*MigrationEvent)(nil),                            // 70: virtplane.v1.MigrationEvent
+	nil,                                               // 71: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	nil,                                               // 72: virtplane.v1.HeartbeatRequest.AllocatableEntry
+	nil,                                               // 73: virtplane.v1.LabelNodeRequest.SetEntry
+	(*VirtualMachine)(nil),                            // 74: virtplane.v1.VirtualMachine
+	(*VirtualMachineInstance)(nil),                    // 75: virtplane.v1.VirtualMachineInstance
+	(*Node)(nil),                                      // 76: virtplane.v1.Node
+	(*NodeStorage)(nil),                               // 77: virtplane.v1.NodeStorage
+	(*NodeImage)(nil),                                 // 78: virtplane.v1.NodeImage
+	(*Image)(nil),                                     // 79: virtplane.v1.Image
+	(*ImageNodeStatus)(nil),                           // 80: virtplane.v1.ImageNodeStatus
+	(*timestamppb.Timestamp)(nil),                     // 81: google.protobuf.Timestamp
+	(*VirtualMachineInstanceMigration)(nil),           // 82: virtplane.v1.VirtualMachineInstanceMigration
 }
 var file_internal_api_v1_service_proto_depIdxs = []int32{
-	73,  // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	74,  // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,   // 1: virtplane.v1.GetVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,   // 2: virtplane.v1.ListVirtualMachinesRequest.options:type_name -> virtplane.v1.ListOptions
-	73,  // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
-	73,  // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	74,  // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
+	74,  // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,   // 5: virtplane.v1.DeleteVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	4,   // 6: virtplane.v1.DeleteVirtualMachineRequest.options:type_name -> virtplane.v1.DeleteOptions
 	3,   // 7: virtplane.v1.WatchVirtualMachinesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,   // 8: virtplane.v1.VirtualMachineEvent.type:type_name -> virtplane.v1.EventType
-	73,  // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
+	74,  // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
 	1,   // 10: virtplane.v1.StartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 11: virtplane.v1.StopVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 12: virtplane.v1.RestartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 13: virtplane.v1.PauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 14: virtplane.v1.UnpauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 15: virtplane.v1.MigrateVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	70,  // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	71,  // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
 	1,   // 17: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,   // 18: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
-	74,  // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
+	75,  // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
 	3,   // 20: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,   // 21: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
-	74,  // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
-	74,  // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	75,  // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
+	75,  // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
 	1,   // 24: virtplane.v1.EvictVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
-	75,  // 25: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
+	76,  // 25: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
 	3,   // 26: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,   // 27: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
-	75,  // 28: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
-	75,  // 29: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
-	71,  // 30: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
-	34,  // 31: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
-	33,  // 32: virtplane.v1.HeartbeatRequest.network_inventory:type_name -> virtplane.v1.NodeNetworkInventory
-	76,  // 33: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
-	36,  // 34: virtplane.v1.HeartbeatResponse.image_pull_policy:type_name -> virtplane.v1.ImagePullPolicy
-	75,  // 35: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
-	1,   // 36: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
-	72,  // 37: virtplane.v1.LabelNodeRequest.set:type_name -> virtplane.v1.LabelNodeRequest.SetEntry
-	77,  // 38: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
-	77,  // 39: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
-	77,  // 40: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
-	3,   // 41: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,   // 42: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
-	77,  // 43: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
-	78,  // 44: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
-	53,  // 45: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
-	53,  // 46: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
-	79,  // 47: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	80,  // 48: virtplane.v1.CreateMigrationRequest.migration:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	1,   // 49: virtplane.v1.GetMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
-	2,   // 50: virtplane.v1.ListMigrationsRequest.options:type_name -> virtplane.v1.ListOptions
-	80,  // 51: virtplane.v1.ListMigrationsResponse.items:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	1,   // 52: virtplane.v1.DeleteMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
-	3,   // 53: virtplane.v1.WatchMigrationsRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,   // 54: virtplane.v1.MigrationEvent.type:type_name -> virtplane.v1.EventType
-	80,  // 55: virtplane.v1.MigrationEvent.object:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	5,   // 56: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
-	6,   // 57: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
-	7,   // 58: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
-	9,   // 59: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
-	10,  // 60: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
-	11,  // 61: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
-	13,  // 62: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
-	14,  // 63: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
-	15,  // 64: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
-	16,  // 65: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
-	17,  // 66: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
-	18,  // 67: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
-	19,  // 68: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
-	20,  // 69: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
-	22,  // 70: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
-	24,  // 71: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
-	25,  // 72: virtplane.v1.VirtualMachineInstances.Evict:input_type -> virtplane.v1.EvictVirtualMachineInstanceRequest
-	26,  // 73: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
-	27,  // 74: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
-	29,  // 75: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
-	31,  // 76: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
-	32,  // 77: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
-	40,  // 78: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
-	38,  // 79: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
-	37,  // 80: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
-	42,  // 81: virtplane.v1.Nodes.Cordon:input_type -> virtplane.v1.CordonNodeRequest
-	42,  // 82: virtplane.v1.Nodes.Uncordon:input_type -> virtplane.v1.CordonNodeRequest
-	42,  // 83: virtplane.v1.Nodes.Drain:input_type -> virtplane.v1.CordonNodeRequest
-	43,  // 84: virtplane.v1.Nodes.Label:input_type -> virtplane.v1.LabelNodeRequest
-	44,  // 85: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
-	45,  // 86: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
-	46,  // 87: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
-	48,  // 88: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
-	49,  // 89: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
-	50,  // 90: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
-	52,  // 91: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
-	54,  // 92: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
-	57,  // 93: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
-	55,  // 94: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
-	58,  // 95: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
-	60,  // 96: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
-	62,  // 97: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
-	63,  // 98: virtplane.v1.Migrations.Create:input_type -> virtplane.v1.CreateMigrationRequest
-	64,  // 99: virtplane.v1.Migrations.Get:input_type -> virtplane.v1.GetMigrationRequest
-	65,  // 100: virtplane.v1.Migrations.List:input_type -> virtplane.v1.ListMigrationsRequest
-	67,  // 101: virtplane.v1.Migrations.Delete:input_type -> virtplane.v1.DeleteMigrationRequest
-	68,  // 102: virtplane.v1.Migrations.Watch:input_type -> virtplane.v1.WatchMigrationsRequest
-	73,  // 103: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
-	73,  // 104: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
-	8,   // 105: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
-	73,  // 106: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
-	73,  // 107: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
-	12,  // 108: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
-	73,  // 109: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
-	73,  // 110: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
-	73,  // 111: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
-	73,  // 112: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
-	73,  // 113: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
-	80,  // 114: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	74,  // 115: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
-	21,  // 116: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
-	23,  // 117: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
-	74,  // 118: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
-	74,  // 119: virtplane.v1.VirtualMachineInstances.Evict:output_type -> virtplane.v1.VirtualMachineInstance
-	75,  // 120: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
-	28,  // 121: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
-	30,  // 122: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
-	75,  // 123: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
-	35,  // 124: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
-	41,  // 125: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
-	39,  // 126: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
-	75,  // 127: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
-	75,  // 128: virtplane.v1.Nodes.Cordon:output_type -> virtplane.v1.Node
-	75,  // 129: virtplane.v1.Nodes.Uncordon:output_type -> virtplane.v1.Node
-	75,  // 130: virtplane.v1.Nodes.Drain:output_type -> virtplane.v1.Node
-	75,  // 131: virtplane.v1.Nodes.Label:output_type -> virtplane.v1.Node
-	77,  // 132: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
-	77,  // 133: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
-	47,  // 134: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
-	77,  // 135: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
-	77,  // 136: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
-	51,  // 137: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
-	77,  // 138: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
-	55,  // 139: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
-	56,  // 140: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
-	54,  // 141: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
-	59,  // 142: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
-	61,  // 143: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
-	61,  // 144: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
-	80,  // 145: virtplane.v1.Migrations.Create:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	80,  // 146: virtplane.v1.Migrations.Get:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	66,  // 147: virtplane.v1.Migrations.List:output_type -> virtplane.v1.ListMigrationsResponse
-	80,  // 148: virtplane.v1.Migrations.Delete:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	69,  // 149: virtplane.v1.Migrations.Watch:output_type -> virtplane.v1.MigrationEvent
-	103, // [103:150] is the sub-list for method output_type
-	56,  // [56:103] is the sub-list for method input_type
-	56,  // [56:56] is the sub-list for extension type_name
-	56,  // [56:56] is the sub-list for extension extendee
-	0,   // [0:56] is the sub-list for field type_name
+	76,  // 28: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
+	76,  // 29: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
+	72,  // 30: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
+	35,  // 31: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
+	34,  // 32: virtplane.v1.HeartbeatRequest.network_inventory:type_name -> virtplane.v1.NodeNetworkInventory
+	33,  // 33: virtplane.v1.HeartbeatRequest.storage:type_name -> virtplane.v1.NodeStorageList
+	77,  // 34: virtplane.v1.NodeStorageList.items:type_name -> virtplane.v1.NodeStorage
+	78,  // 35: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
+	37,  // 36: virtplane.v1.HeartbeatResponse.image_pull_policy:type_name -> virtplane.v1.ImagePullPolicy
+	76,  // 37: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
+	1,   // 38: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
+	73,  // 39: virtplane.v1.LabelNodeRequest.set:type_name -> virtplane.v1.LabelNodeRequest.SetEntry
+	79,  // 40: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
+	79,  // 41: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
+	79,  // 42: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
+	3,   // 43: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 44: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
+	79,  // 45: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
+	80,  // 46: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
+	54,  // 47: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
+	54,  // 48: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
+	81,  // 49: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	82,  // 50: virtplane.v1.CreateMigrationRequest.migration:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,   // 51: virtplane.v1.GetMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	2,   // 52: virtplane.v1.ListMigrationsRequest.options:type_name -> virtplane.v1.ListOptions
+	82,  // 53: virtplane.v1.ListMigrationsResponse.items:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,   // 54: virtplane.v1.DeleteMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	3,   // 55: virtplane.v1.WatchMigrationsRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 56: virtplane.v1.MigrationEvent.type:type_name -> virtplane.v1.EventType
+	82,  // 57: virtplane.v1.MigrationEvent.object:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	5,   // 58: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
+	6,   // 59: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
+	7,   // 60: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
+	9,   // 61: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
+	10,  // 62: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
+	11,  // 63: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
+	13,  // 64: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
+	14,  // 65: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
+	15,  // 66: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
+	16,  // 67: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
+	17,  // 68: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
+	18,  // 69: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
+	19,  // 70: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
+	20,  // 71: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
+	22,  // 72: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
+	24,  // 73: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	25,  // 74: virtplane.v1.VirtualMachineInstances.Evict:input_type -> virtplane.v1.EvictVirtualMachineInstanceRequest
+	26,  // 75: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
+	27,  // 76: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
+	29,  // 77: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
+	31,  // 78: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
+	32,  // 79: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
+	41,  // 80: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
+	39,  // 81: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
+	38,  // 82: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
+	43,  // 83: virtplane.v1.Nodes.Cordon:input_type -> virtplane.v1.CordonNodeRequest
+	43,  // 84: virtplane.v1.Nodes.Uncordon:input_type -> virtplane.v1.CordonNodeRequest
+	43,  // 85: virtplane.v1.Nodes.Drain:input_type -> virtplane.v1.CordonNodeRequest
+	44,  // 86: virtplane.v1.Nodes.Label:input_type -> virtplane.v1.LabelNodeRequest
+	45,  // 87: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
+	46,  // 88: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
+	47,  // 89: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
+	49,  // 90: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
+	50,  // 91: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
+	51,  // 92: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
+	53,  // 93: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
+	55,  // 94: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
+	58,  // 95: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
+	56,  // 96: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
+	59,  // 97: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
+	61,  // 98: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
+	63,  // 99: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
+	64,  // 100: virtplane.v1.Migrations.Create:input_type -> virtplane.v1.CreateMigrationRequest
+	65,  // 101: virtplane.v1.Migrations.Get:input_type -> virtplane.v1.GetMigrationRequest
+	66,  // 102: virtplane.v1.Migrations.List:input_type -> virtplane.v1.ListMigrationsRequest
+	68,  // 103: virtplane.v1.Migrations.Delete:input_type -> virtplane.v1.DeleteMigrationRequest
+	69,  // 104: virtplane.v1.Migrations.Watch:input_type -> virtplane.v1.WatchMigrationsRequest
+	74,  // 105: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
+	74,  // 106: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
+	8,   // 107: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
+	74,  // 108: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
+	74,  // 109: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
+	12,  // 110: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
+	74,  // 111: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
+	74,  // 112: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
+	74,  // 113: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
+	74,  // 114: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
+	74,  // 115: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
+	82,  // 116: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	75,  // 117: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
+	21,  // 118: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
+	23,  // 119: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
+	75,  // 120: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
+	75,  // 121: virtplane.v1.VirtualMachineInstances.Evict:output_type -> virtplane.v1.VirtualMachineInstance
+	76,  // 122: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
+	28,  // 123: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
+	30,  // 124: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
+	76,  // 125: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
+	36,  // 126: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
+	42,  // 127: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
+	40,  // 128: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
+	76,  // 129: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
+	76,  // 130: virtplane.v1.Nodes.Cordon:output_type -> virtplane.v1.Node
+	76,  // 131: virtplane.v1.Nodes.Uncordon:output_type -> virtplane.v1.Node
+	76,  // 132: virtplane.v1.Nodes.Drain:output_type -> virtplane.v1.Node
+	76,  // 133: virtplane.v1.Nodes.Label:output_type -> virtplane.v1.Node
+	79,  // 134: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
+	79,  // 135: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
+	48,  // 136: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
+	79,  // 137: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
+	79,  // 138: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
+	52,  // 139: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
+	79,  // 140: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
+	56,  // 141: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
+	57,  // 142: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
+	55,  // 143: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
+	60,  // 144: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
+	62,  // 145: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
+	62,  // 146: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
+	82,  // 147: virtplane.v1.Migrations.Create:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	82,  // 148: virtplane.v1.Migrations.Get:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	67,  // 149: virtplane.v1.Migrations.List:output_type -> virtplane.v1.ListMigrationsResponse
+	82,  // 150: virtplane.v1.Migrations.Delete:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	70,  // 151: virtplane.v1.Migrations.Watch:output_type -> virtplane.v1.MigrationEvent
+	105, // [105:152] is the sub-list for method output_type
+	58,  // [58:105] is the sub-list for method input_type
+	58,  // [58:58] is the sub-list for extension type_name
+	58,  // [58:58] is the sub-list for extension extendee
+	0,   // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_service_proto_init() }
@@ -4358,7 +4419,7 @@ func file_internal_api_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_service_proto_rawDesc), len(file_internal_api_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   72,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   7,
 		},

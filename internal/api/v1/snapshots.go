@@ -120,3 +120,16 @@ func CloneRestoreName(cloneUID string) string  { return "clone-" + cloneUID + "-
 
 // LastRestoreValue is AnnotationLastRestore's value for a restore.
 func LastRestoreValue(name, uid string) string { return name + "-" + uid }
+
+// OnRBD says whether the copy is an RBD snapshot, which lives in the
+// Ceph cluster (whatever happens to the nodes) and which the server's
+// storage controller restores, not a file a node copies.
+func (b *VolumeBackup) OnRBD() bool { return b.GetRbdSnapshot() != "" }
+
+// OnNodeDisk says whether the copy is a file on the disk of its
+// content's node (a local volume's), which goes with that node.
+func (b *VolumeBackup) OnNodeDisk() bool { return !b.OnRBD() && b.GetStorageClass() == "" }
+
+// OnRBD says whether the volume is restored from an RBD snapshot (by the
+// server's storage controller) rather than from a file (by the node).
+func (r *VolumeRestore) OnRBD() bool { return r.GetRbdSnapshot() != "" }

@@ -185,7 +185,8 @@ type VirtualMachineSnapshotStatus struct {
 	// cloud-init seeds, volumes never provisioned).
 	IncludedVolumes []string `protobuf:"bytes,10,rep,name=included_volumes,json=includedVolumes,proto3" json:"included_volumes,omitempty"`
 	ExcludedVolumes []string `protobuf:"bytes,11,rep,name=excluded_volumes,json=excludedVolumes,proto3" json:"excluded_volumes,omitempty"`
-	// The node whose disk holds the data.
+	// The node whose disk holds the data; empty when every copy is an RBD
+	// snapshot (in the Ceph cluster, whatever happens to the nodes).
 	NodeName      string `protobuf:"bytes,12,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -377,7 +378,10 @@ type VirtualMachineSnapshotContentSpec struct {
 	// The VM as it was: its name, uid, labels, annotations and spec. A
 	// restore makes the target's spec this one.
 	Source *VirtualMachine `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
-	// The node that holds the VM's persistent volumes and takes the copy.
+	// The node that takes the snapshot: the instance's (an online
+	// snapshot) or the one holding the VM's local volumes. Empty when every
+	// volume is on an rbd storage class and the VM does not run: the
+	// server's storage controller takes the RBD snapshots, no node needed.
 	NodeName string `protobuf:"bytes,4,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// The persistent volumes to copy, by volume name.
 	Volumes []string `protobuf:"bytes,5,rep,name=volumes,proto3" json:"volumes,omitempty"`
@@ -559,13 +563,21 @@ func (x *VirtualMachineSnapshotContentStatus) GetMessage() string {
 type VolumeBackup struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	VolumeName string                 `protobuf:"bytes,1,opt,name=volume_name,json=volumeName,proto3" json:"volume_name,omitempty"`
-	// Where the copy lives on the node (under its data directory).
+	// Where the copy lives: on the node (under its data directory) for a
+	// local volume; empty for a volume on an rbd storage class.
 	Path string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
-	// Bytes the copy takes on disk, and the volume's virtual size.
+	// Bytes the copy takes on disk (0 for an RBD snapshot, which shares
+	// its data with the volume), and the volume's virtual size.
 	SizeBytes        int64 `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	VirtualSizeBytes int64 `protobuf:"varint,4,opt,name=virtual_size_bytes,json=virtualSizeBytes,proto3" json:"virtual_size_bytes,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The volume's storage class; empty for local.
+	StorageClass string `protobuf:"bytes,5,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	// On an rbd class: the RBD snapshot, pool/image@snap, for people.
+	// virtplane finds it again by the VM's uid, the volume's name and the
+	// content's uid alone, never by this.
+	RbdSnapshot   string `protobuf:"bytes,6,opt,name=rbd_snapshot,json=rbdSnapshot,proto3" json:"rbd_snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VolumeBackup) Reset() {
@@ -624,6 +636,20 @@ func (x *VolumeBackup) GetVirtualSizeBytes() int64 {
 		return x.VirtualSizeBytes
 	}
 	return 0
+}
+
+func (x *VolumeBackup) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
+}
+
+func (x *VolumeBackup) GetRbdSnapshot() string {
+	if x != nil {
+		return x.RbdSnapshot
+	}
+	return ""
 }
 
 // VirtualMachineRestore puts a snapshot's spec and volume data into a VM:
@@ -818,10 +844,18 @@ type VirtualMachineRestoreStatus struct {
 	Staged  bool `protobuf:"varint,10,opt,name=staged,proto3" json:"staged,omitempty"`
 	Swapped bool `protobuf:"varint,11,opt,name=swapped,proto3" json:"swapped,omitempty"`
 	// Set by the controller once the target's spec is the snapshot's.
-	SpecRestored  bool         `protobuf:"varint,12,opt,name=spec_restored,json=specRestored,proto3" json:"spec_restored,omitempty"`
-	Conditions    []*Condition `protobuf:"bytes,13,rep,name=conditions,proto3" json:"conditions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SpecRestored bool         `protobuf:"varint,12,opt,name=spec_restored,json=specRestored,proto3" json:"spec_restored,omitempty"`
+	Conditions   []*Condition `protobuf:"bytes,13,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// Set by the server's storage controller, which restores the volumes
+	// on rbd classes (no node involved): each is cloned from its RBD
+	// snapshot beside the target's image (Staging done), and the clones
+	// have replaced the target's images (Committing done). True from the
+	// start when the snapshot has no such volume, as staged and swapped
+	// are when it has no file to copy.
+	StorageStaged  bool `protobuf:"varint,14,opt,name=storage_staged,json=storageStaged,proto3" json:"storage_staged,omitempty"`
+	StorageSwapped bool `protobuf:"varint,15,opt,name=storage_swapped,json=storageSwapped,proto3" json:"storage_swapped,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *VirtualMachineRestoreStatus) Reset() {
@@ -945,11 +979,30 @@ func (x *VirtualMachineRestoreStatus) GetConditions() []*Condition {
 	return nil
 }
 
+func (x *VirtualMachineRestoreStatus) GetStorageStaged() bool {
+	if x != nil {
+		return x.StorageStaged
+	}
+	return false
+}
+
+func (x *VirtualMachineRestoreStatus) GetStorageSwapped() bool {
+	if x != nil {
+		return x.StorageSwapped
+	}
+	return false
+}
+
 type VolumeRestore struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	VolumeName string                 `protobuf:"bytes,1,opt,name=volume_name,json=volumeName,proto3" json:"volume_name,omitempty"`
-	// The copy it was restored from (VolumeBackup.path).
-	SourcePath    string `protobuf:"bytes,2,opt,name=source_path,json=sourcePath,proto3" json:"source_path,omitempty"`
+	// The copy it was restored from (VolumeBackup.path); empty for an RBD
+	// snapshot.
+	SourcePath string `protobuf:"bytes,2,opt,name=source_path,json=sourcePath,proto3" json:"source_path,omitempty"`
+	// As in the VolumeBackup: the class, and the RBD snapshot cloned (by
+	// the server's storage controller, not the node).
+	StorageClass  string `protobuf:"bytes,3,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	RbdSnapshot   string `protobuf:"bytes,4,opt,name=rbd_snapshot,json=rbdSnapshot,proto3" json:"rbd_snapshot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -994,6 +1047,20 @@ func (x *VolumeRestore) GetVolumeName() string {
 func (x *VolumeRestore) GetSourcePath() string {
 	if x != nil {
 		return x.SourcePath
+	}
+	return ""
+}
+
+func (x *VolumeRestore) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
+	}
+	return ""
+}
+
+func (x *VolumeRestore) GetRbdSnapshot() string {
+	if x != nil {
+		return x.RbdSnapshot
 	}
 	return ""
 }
@@ -1289,14 +1356,16 @@ const file_internal_api_v1_snapshots_proto_rawDesc = "" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12 \n" +
 	"\vindications\x18\x05 \x03(\tR\vindications\x12A\n" +
 	"\x0evolume_backups\x18\x06 \x03(\v2\x1a.virtplane.v1.VolumeBackupR\rvolumeBackups\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\"\x90\x01\n" +
+	"\amessage\x18\a \x01(\tR\amessage\"\xd8\x01\n" +
 	"\fVolumeBackup\x12\x1f\n" +
 	"\vvolume_name\x18\x01 \x01(\tR\n" +
 	"volumeName\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
 	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12,\n" +
-	"\x12virtual_size_bytes\x18\x04 \x01(\x03R\x10virtualSizeBytes\"\xcd\x01\n" +
+	"\x12virtual_size_bytes\x18\x04 \x01(\x03R\x10virtualSizeBytes\x12#\n" +
+	"\rstorage_class\x18\x05 \x01(\tR\fstorageClass\x12!\n" +
+	"\frbd_snapshot\x18\x06 \x01(\tR\vrbdSnapshot\"\xcd\x01\n" +
 	"\x15VirtualMachineRestore\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x12;\n" +
 	"\x04spec\x18\x02 \x01(\v2'.virtplane.v1.VirtualMachineRestoreSpecR\x04spec\x12A\n" +
@@ -1317,7 +1386,7 @@ const file_internal_api_v1_snapshots_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xea\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xba\x04\n" +
 	"\x1bVirtualMachineRestoreStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12\x1a\n" +
 	"\bcomplete\x18\x02 \x01(\bR\bcomplete\x12=\n" +
@@ -1335,12 +1404,16 @@ const file_internal_api_v1_snapshots_proto_rawDesc = "" +
 	"\rspec_restored\x18\f \x01(\bR\fspecRestored\x127\n" +
 	"\n" +
 	"conditions\x18\r \x03(\v2\x17.virtplane.v1.ConditionR\n" +
-	"conditions\"Q\n" +
+	"conditions\x12%\n" +
+	"\x0estorage_staged\x18\x0e \x01(\bR\rstorageStaged\x12'\n" +
+	"\x0fstorage_swapped\x18\x0f \x01(\bR\x0estorageSwapped\"\x99\x01\n" +
 	"\rVolumeRestore\x12\x1f\n" +
 	"\vvolume_name\x18\x01 \x01(\tR\n" +
 	"volumeName\x12\x1f\n" +
 	"\vsource_path\x18\x02 \x01(\tR\n" +
-	"sourcePath\"\xc7\x01\n" +
+	"sourcePath\x12#\n" +
+	"\rstorage_class\x18\x03 \x01(\tR\fstorageClass\x12!\n" +
+	"\frbd_snapshot\x18\x04 \x01(\tR\vrbdSnapshot\"\xc7\x01\n" +
 	"\x13VirtualMachineClone\x124\n" +
 	"\bmetadata\x18\x01 \x01(\v2\x18.virtplane.v1.ObjectMetaR\bmetadata\x129\n" +
 	"\x04spec\x18\x02 \x01(\v2%.virtplane.v1.VirtualMachineCloneSpecR\x04spec\x12?\n" +

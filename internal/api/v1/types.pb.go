@@ -1781,7 +1781,10 @@ type PersistentVolume struct {
 	// Size as a quantity ("10Gi").
 	Size string `protobuf:"bytes,1,opt,name=size,proto3" json:"size,omitempty"`
 	// Optional image to copy in; empty means a blank disk.
-	Image         string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	Image string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	// The StorageClass the volume lives on; empty or "local" is a file on
+	// the node that made it (the VM is then pinned to that node). Immutable.
+	StorageClass  string `protobuf:"bytes,3,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1826,6 +1829,13 @@ func (x *PersistentVolume) GetSize() string {
 func (x *PersistentVolume) GetImage() string {
 	if x != nil {
 		return x.Image
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetStorageClass() string {
+	if x != nil {
+		return x.StorageClass
 	}
 	return ""
 }
@@ -3024,8 +3034,15 @@ type NodeStatus struct {
 	// migration destination from it (package migrationdest); empty: the
 	// node takes no migrations.
 	MigrationAddress string `protobuf:"bytes,13,opt,name=migration_address,json=migrationAddress,proto3" json:"migration_address,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The storage classes that select the node, as it reaches them
+	// (NodeStorage), sorted by class; refreshed by the node
+	// agent with the images.
+	Storage []*NodeStorage `protobuf:"bytes,14,rep,name=storage,proto3" json:"storage,omitempty"`
+	// How often the node agent registered (it does at every start): a
+	// storage fence is lifted by a registration after it.
+	Registrations int64 `protobuf:"varint,15,opt,name=registrations,proto3" json:"registrations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -3149,6 +3166,97 @@ func (x *NodeStatus) GetMigrationAddress() string {
 	return ""
 }
 
+func (x *NodeStatus) GetStorage() []*NodeStorage {
+	if x != nil {
+		return x.Storage
+	}
+	return nil
+}
+
+func (x *NodeStatus) GetRegistrations() int64 {
+	if x != nil {
+		return x.Registrations
+	}
+	return 0
+}
+
+// NodeStorage is one class as a node sees it (Node status.storage): a
+// node reports every class whose node selector it matches.
+type NodeStorage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Class string                 `protobuf:"bytes,1,opt,name=class,proto3" json:"class,omitempty"`
+	// The node reached the storage with the class's settings (rbd:
+	// monitors, key and pool; shared_filesystem: the path is a directory
+	// it can write).
+	Ready bool `protobuf:"varint,2,opt,name=ready,proto3" json:"ready,omitempty"`
+	// Why not, when not ready.
+	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// The node's own address towards the storage (rbd: the source address
+	// of its connections to the monitors), which the server fences the
+	// node by (docs/storage.md, Failover).
+	Address       string `protobuf:"bytes,4,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeStorage) Reset() {
+	*x = NodeStorage{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStorage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStorage) ProtoMessage() {}
+
+func (x *NodeStorage) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStorage.ProtoReflect.Descriptor instead.
+func (*NodeStorage) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *NodeStorage) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *NodeStorage) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *NodeStorage) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *NodeStorage) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
 // NodeEvacuation is the progress of a node's drain.
 type NodeEvacuation struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3162,7 +3270,7 @@ type NodeEvacuation struct {
 
 func (x *NodeEvacuation) Reset() {
 	*x = NodeEvacuation{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3174,7 +3282,7 @@ func (x *NodeEvacuation) String() string {
 func (*NodeEvacuation) ProtoMessage() {}
 
 func (x *NodeEvacuation) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3187,7 +3295,7 @@ func (x *NodeEvacuation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvacuation.ProtoReflect.Descriptor instead.
 func (*NodeEvacuation) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeEvacuation) GetDrained() bool {
@@ -3224,7 +3332,7 @@ type Evacuee struct {
 
 func (x *Evacuee) Reset() {
 	*x = Evacuee{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3344,7 @@ func (x *Evacuee) String() string {
 func (*Evacuee) ProtoMessage() {}
 
 func (x *Evacuee) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3357,7 @@ func (x *Evacuee) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evacuee.ProtoReflect.Descriptor instead.
 func (*Evacuee) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Evacuee) GetNamespace() string {
@@ -3306,7 +3414,7 @@ type NodeImage struct {
 
 func (x *NodeImage) Reset() {
 	*x = NodeImage{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3426,7 @@ func (x *NodeImage) String() string {
 func (*NodeImage) ProtoMessage() {}
 
 func (x *NodeImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3439,7 @@ func (x *NodeImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeImage.ProtoReflect.Descriptor instead.
 func (*NodeImage) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NodeImage) GetName() string {
@@ -3384,7 +3492,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3504,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3517,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeInfo) GetHostname() string {
@@ -3472,7 +3580,7 @@ type VirtualMachineInstanceMigration struct {
 
 func (x *VirtualMachineInstanceMigration) Reset() {
 	*x = VirtualMachineInstanceMigration{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[46]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3484,7 +3592,7 @@ func (x *VirtualMachineInstanceMigration) String() string {
 func (*VirtualMachineInstanceMigration) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[46]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3497,7 +3605,7 @@ func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualMachineInstanceMigration.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigration) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *VirtualMachineInstanceMigration) GetMetadata() *ObjectMeta {
@@ -3534,7 +3642,7 @@ type VirtualMachineInstanceMigrationSpec struct {
 
 func (x *VirtualMachineInstanceMigrationSpec) Reset() {
 	*x = VirtualMachineInstanceMigrationSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[47]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3546,7 +3654,7 @@ func (x *VirtualMachineInstanceMigrationSpec) String() string {
 func (*VirtualMachineInstanceMigrationSpec) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[47]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3559,7 +3667,7 @@ func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use VirtualMachineInstanceMigrationSpec.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *VirtualMachineInstanceMigrationSpec) GetVmiName() string {
@@ -3600,7 +3708,7 @@ type VirtualMachineInstanceMigrationStatus struct {
 
 func (x *VirtualMachineInstanceMigrationStatus) Reset() {
 	*x = VirtualMachineInstanceMigrationStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[48]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3612,7 +3720,7 @@ func (x *VirtualMachineInstanceMigrationStatus) String() string {
 func (*VirtualMachineInstanceMigrationStatus) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[48]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3625,7 +3733,7 @@ func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use VirtualMachineInstanceMigrationStatus.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *VirtualMachineInstanceMigrationStatus) GetPhase() string {
@@ -3699,7 +3807,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[49]
+	mi := &file_internal_api_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3819,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[49]
+	mi := &file_internal_api_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3832,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Image) GetMetadata() *ObjectMeta {
@@ -3776,7 +3884,7 @@ type ImageSpec struct {
 
 func (x *ImageSpec) Reset() {
 	*x = ImageSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[50]
+	mi := &file_internal_api_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3788,7 +3896,7 @@ func (x *ImageSpec) String() string {
 func (*ImageSpec) ProtoMessage() {}
 
 func (x *ImageSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[50]
+	mi := &file_internal_api_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3801,7 +3909,7 @@ func (x *ImageSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageSpec.ProtoReflect.Descriptor instead.
 func (*ImageSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ImageSpec) GetUrl() string {
@@ -3850,7 +3958,7 @@ type ImageStatus struct {
 
 func (x *ImageStatus) Reset() {
 	*x = ImageStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[51]
+	mi := &file_internal_api_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +3970,7 @@ func (x *ImageStatus) String() string {
 func (*ImageStatus) ProtoMessage() {}
 
 func (x *ImageStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[51]
+	mi := &file_internal_api_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +3983,7 @@ func (x *ImageStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageStatus.ProtoReflect.Descriptor instead.
 func (*ImageStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ImageStatus) GetNodes() []*ImageNodeStatus {
@@ -3916,7 +4024,7 @@ type ImageNodeStatus struct {
 
 func (x *ImageNodeStatus) Reset() {
 	*x = ImageNodeStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[52]
+	mi := &file_internal_api_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3928,7 +4036,7 @@ func (x *ImageNodeStatus) String() string {
 func (*ImageNodeStatus) ProtoMessage() {}
 
 func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[52]
+	mi := &file_internal_api_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3941,7 +4049,7 @@ func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageNodeStatus.ProtoReflect.Descriptor instead.
 func (*ImageNodeStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ImageNodeStatus) GetNode() string {
@@ -4052,7 +4160,7 @@ type BootstrapToken struct {
 
 func (x *BootstrapToken) Reset() {
 	*x = BootstrapToken{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[53]
+	mi := &file_internal_api_v1_types_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4172,7 @@ func (x *BootstrapToken) String() string {
 func (*BootstrapToken) ProtoMessage() {}
 
 func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[53]
+	mi := &file_internal_api_v1_types_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4185,7 @@ func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
 func (*BootstrapToken) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BootstrapToken) GetMetadata() *ObjectMeta {
@@ -4108,7 +4216,7 @@ type BootstrapTokenSpec struct {
 
 func (x *BootstrapTokenSpec) Reset() {
 	*x = BootstrapTokenSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[54]
+	mi := &file_internal_api_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4120,7 +4228,7 @@ func (x *BootstrapTokenSpec) String() string {
 func (*BootstrapTokenSpec) ProtoMessage() {}
 
 func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[54]
+	mi := &file_internal_api_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4133,7 +4241,7 @@ func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapTokenSpec.ProtoReflect.Descriptor instead.
 func (*BootstrapTokenSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BootstrapTokenSpec) GetSecretSha256() []byte {
@@ -4177,7 +4285,7 @@ type NodeCredential struct {
 
 func (x *NodeCredential) Reset() {
 	*x = NodeCredential{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[55]
+	mi := &file_internal_api_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4189,7 +4297,7 @@ func (x *NodeCredential) String() string {
 func (*NodeCredential) ProtoMessage() {}
 
 func (x *NodeCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[55]
+	mi := &file_internal_api_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4202,7 +4310,7 @@ func (x *NodeCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
 func (*NodeCredential) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NodeCredential) GetMetadata() *ObjectMeta {
@@ -4231,7 +4339,7 @@ type NodeCertificate struct {
 
 func (x *NodeCertificate) Reset() {
 	*x = NodeCertificate{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[56]
+	mi := &file_internal_api_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4243,7 +4351,7 @@ func (x *NodeCertificate) String() string {
 func (*NodeCertificate) ProtoMessage() {}
 
 func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[56]
+	mi := &file_internal_api_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4256,7 +4364,7 @@ func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCertificate.ProtoReflect.Descriptor instead.
 func (*NodeCertificate) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeCertificate) GetSerial() string {
@@ -4444,10 +4552,11 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"persistent\x12M\n" +
 	"\x13cloud_init_no_cloud\x18\x04 \x01(\v2\x1e.virtplane.v1.CloudInitNoCloudR\x10cloudInitNoCloud\"!\n" +
 	"\vImageVolume\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"<\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"a\n" +
 	"\x10PersistentVolume\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\tR\x04size\x12\x14\n" +
-	"\x05image\x18\x02 \x01(\tR\x05image\"R\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12#\n" +
+	"\rstorage_class\x18\x03 \x01(\tR\fstorageClass\"R\n" +
 	"\x10CloudInitNoCloud\x12\x1b\n" +
 	"\tuser_data\x18\x01 \x01(\tR\buserData\x12!\n" +
 	"\fnetwork_data\x18\x02 \x01(\tR\vnetworkData\"\xb9\x01\n" +
@@ -4548,7 +4657,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x18.virtplane.v1.NodeStatusR\x06status\"F\n" +
 	"\bNodeSpec\x12$\n" +
 	"\runschedulable\x18\x01 \x01(\bR\runschedulable\x12\x14\n" +
-	"\x05drain\x18\x02 \x01(\bR\x05drain\"\x8f\x06\n" +
+	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xea\x06\n" +
 	"\n" +
 	"NodeStatus\x12B\n" +
 	"\bcapacity\x18\x01 \x03(\v2&.virtplane.v1.NodeStatus.CapacityEntryR\bcapacity\x12K\n" +
@@ -4568,13 +4677,20 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"evacuation\x12\x18\n" +
 	"\abridges\x18\v \x03(\tR\abridges\x12\x1a\n" +
 	"\bnetworks\x18\f \x03(\tR\bnetworks\x12+\n" +
-	"\x11migration_address\x18\r \x01(\tR\x10migrationAddress\x1a;\n" +
+	"\x11migration_address\x18\r \x01(\tR\x10migrationAddress\x123\n" +
+	"\astorage\x18\x0e \x03(\v2\x19.virtplane.v1.NodeStorageR\astorage\x12$\n" +
+	"\rregistrations\x18\x0f \x01(\x03R\rregistrations\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AllocatableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
+	"\vNodeStorage\x12\x14\n" +
+	"\x05class\x18\x01 \x01(\tR\x05class\x12\x14\n" +
+	"\x05ready\x18\x02 \x01(\bR\x05ready\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x18\n" +
+	"\aaddress\x18\x04 \x01(\tR\aaddress\"_\n" +
 	"\x0eNodeEvacuation\x12\x18\n" +
 	"\adrained\x18\x01 \x01(\bR\adrained\x123\n" +
 	"\tremaining\x18\x02 \x03(\v2\x15.virtplane.v1.EvacueeR\tremaining\"\x98\x01\n" +
@@ -4682,7 +4798,7 @@ func file_internal_api_v1_types_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_types_proto_rawDescData
 }
 
-var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_internal_api_v1_types_proto_goTypes = []any{
 	(*ObjectMeta)(nil),                            // 0: virtplane.v1.ObjectMeta
 	(*OwnerReference)(nil),                        // 1: virtplane.v1.OwnerReference
@@ -4726,38 +4842,39 @@ var file_internal_api_v1_types_proto_goTypes = []any{
 	(*Node)(nil),                                  // 39: virtplane.v1.Node
 	(*NodeSpec)(nil),                              // 40: virtplane.v1.NodeSpec
 	(*NodeStatus)(nil),                            // 41: virtplane.v1.NodeStatus
-	(*NodeEvacuation)(nil),                        // 42: virtplane.v1.NodeEvacuation
-	(*Evacuee)(nil),                               // 43: virtplane.v1.Evacuee
-	(*NodeImage)(nil),                             // 44: virtplane.v1.NodeImage
-	(*NodeInfo)(nil),                              // 45: virtplane.v1.NodeInfo
-	(*VirtualMachineInstanceMigration)(nil),       // 46: virtplane.v1.VirtualMachineInstanceMigration
-	(*VirtualMachineInstanceMigrationSpec)(nil),   // 47: virtplane.v1.VirtualMachineInstanceMigrationSpec
-	(*VirtualMachineInstanceMigrationStatus)(nil), // 48: virtplane.v1.VirtualMachineInstanceMigrationStatus
-	(*Image)(nil),                                 // 49: virtplane.v1.Image
-	(*ImageSpec)(nil),                             // 50: virtplane.v1.ImageSpec
-	(*ImageStatus)(nil),                           // 51: virtplane.v1.ImageStatus
-	(*ImageNodeStatus)(nil),                       // 52: virtplane.v1.ImageNodeStatus
-	(*BootstrapToken)(nil),                        // 53: virtplane.v1.BootstrapToken
-	(*BootstrapTokenSpec)(nil),                    // 54: virtplane.v1.BootstrapTokenSpec
-	(*NodeCredential)(nil),                        // 55: virtplane.v1.NodeCredential
-	(*NodeCertificate)(nil),                       // 56: virtplane.v1.NodeCertificate
-	nil,                                           // 57: virtplane.v1.ObjectMeta.LabelsEntry
-	nil,                                           // 58: virtplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                                           // 59: virtplane.v1.StateChangeRequest.DataEntry
-	nil,                                           // 60: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
-	nil,                                           // 61: virtplane.v1.NodeStatus.CapacityEntry
-	nil,                                           // 62: virtplane.v1.NodeStatus.AllocatableEntry
-	nil,                                           // 63: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),                 // 64: google.protobuf.Timestamp
+	(*NodeStorage)(nil),                           // 42: virtplane.v1.NodeStorage
+	(*NodeEvacuation)(nil),                        // 43: virtplane.v1.NodeEvacuation
+	(*Evacuee)(nil),                               // 44: virtplane.v1.Evacuee
+	(*NodeImage)(nil),                             // 45: virtplane.v1.NodeImage
+	(*NodeInfo)(nil),                              // 46: virtplane.v1.NodeInfo
+	(*VirtualMachineInstanceMigration)(nil),       // 47: virtplane.v1.VirtualMachineInstanceMigration
+	(*VirtualMachineInstanceMigrationSpec)(nil),   // 48: virtplane.v1.VirtualMachineInstanceMigrationSpec
+	(*VirtualMachineInstanceMigrationStatus)(nil), // 49: virtplane.v1.VirtualMachineInstanceMigrationStatus
+	(*Image)(nil),                                 // 50: virtplane.v1.Image
+	(*ImageSpec)(nil),                             // 51: virtplane.v1.ImageSpec
+	(*ImageStatus)(nil),                           // 52: virtplane.v1.ImageStatus
+	(*ImageNodeStatus)(nil),                       // 53: virtplane.v1.ImageNodeStatus
+	(*BootstrapToken)(nil),                        // 54: virtplane.v1.BootstrapToken
+	(*BootstrapTokenSpec)(nil),                    // 55: virtplane.v1.BootstrapTokenSpec
+	(*NodeCredential)(nil),                        // 56: virtplane.v1.NodeCredential
+	(*NodeCertificate)(nil),                       // 57: virtplane.v1.NodeCertificate
+	nil,                                           // 58: virtplane.v1.ObjectMeta.LabelsEntry
+	nil,                                           // 59: virtplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                                           // 60: virtplane.v1.StateChangeRequest.DataEntry
+	nil,                                           // 61: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	nil,                                           // 62: virtplane.v1.NodeStatus.CapacityEntry
+	nil,                                           // 63: virtplane.v1.NodeStatus.AllocatableEntry
+	nil,                                           // 64: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),                 // 65: google.protobuf.Timestamp
 }
 var file_internal_api_v1_types_proto_depIdxs = []int32{
-	57, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
-	58, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
-	64, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	64, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	58, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
+	59, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
+	65, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	65, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 4: virtplane.v1.ObjectMeta.owner_references:type_name -> virtplane.v1.OwnerReference
-	64, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	64, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	65, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	65, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: virtplane.v1.VirtualMachine.metadata:type_name -> virtplane.v1.ObjectMeta
 	4,  // 8: virtplane.v1.VirtualMachine.spec:type_name -> virtplane.v1.VirtualMachineSpec
 	6,  // 9: virtplane.v1.VirtualMachine.status:type_name -> virtplane.v1.VirtualMachineStatus
@@ -4767,15 +4884,15 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 13: virtplane.v1.VirtualMachineStatus.conditions:type_name -> virtplane.v1.Condition
 	7,  // 14: virtplane.v1.VirtualMachineStatus.state_change_requests:type_name -> virtplane.v1.StateChangeRequest
 	8,  // 15: virtplane.v1.VirtualMachineStatus.start_failure:type_name -> virtplane.v1.VirtualMachineStartFailure
-	59, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
-	64, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
+	60, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
+	65, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 18: virtplane.v1.VirtualMachineInstance.metadata:type_name -> virtplane.v1.ObjectMeta
 	10, // 19: virtplane.v1.VirtualMachineInstance.spec:type_name -> virtplane.v1.VirtualMachineInstanceSpec
 	33, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
 	11, // 21: virtplane.v1.VirtualMachineInstanceSpec.domain:type_name -> virtplane.v1.DomainSpec
 	24, // 22: virtplane.v1.VirtualMachineInstanceSpec.volumes:type_name -> virtplane.v1.Volume
 	28, // 23: virtplane.v1.VirtualMachineInstanceSpec.networks:type_name -> virtplane.v1.Network
-	60, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	61, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
 	12, // 25: virtplane.v1.DomainSpec.cpu:type_name -> virtplane.v1.CPU
 	13, // 26: virtplane.v1.DomainSpec.memory:type_name -> virtplane.v1.Memory
 	14, // 27: virtplane.v1.DomainSpec.devices:type_name -> virtplane.v1.Devices
@@ -4799,49 +4916,50 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 45: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
 	35, // 46: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
 	36, // 47: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	64, // 48: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
-	64, // 49: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
-	64, // 50: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
-	64, // 51: virtplane.v1.MigrationState.target_ready_timestamp:type_name -> google.protobuf.Timestamp
+	65, // 48: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
+	65, // 49: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
+	65, // 50: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
+	65, // 51: virtplane.v1.MigrationState.target_ready_timestamp:type_name -> google.protobuf.Timestamp
 	37, // 52: virtplane.v1.MigrationState.configuration:type_name -> virtplane.v1.MigrationConfiguration
 	38, // 53: virtplane.v1.MigrationState.progress:type_name -> virtplane.v1.MigrationProgress
-	64, // 54: virtplane.v1.MigrationProgress.update_time:type_name -> google.protobuf.Timestamp
+	65, // 54: virtplane.v1.MigrationProgress.update_time:type_name -> google.protobuf.Timestamp
 	0,  // 55: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
 	40, // 56: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
 	41, // 57: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
-	61, // 58: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
-	62, // 59: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
-	64, // 60: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
+	62, // 58: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
+	63, // 59: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
+	65, // 60: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
 	2,  // 61: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
-	45, // 62: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
-	64, // 63: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
-	44, // 64: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
-	42, // 65: virtplane.v1.NodeStatus.evacuation:type_name -> virtplane.v1.NodeEvacuation
-	43, // 66: virtplane.v1.NodeEvacuation.remaining:type_name -> virtplane.v1.Evacuee
-	0,  // 67: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
-	47, // 68: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
-	48, // 69: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
-	63, // 70: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	34, // 71: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
-	2,  // 72: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
-	36, // 73: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	0,  // 74: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
-	50, // 75: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
-	51, // 76: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
-	52, // 77: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
-	64, // 78: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
-	0,  // 79: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
-	54, // 80: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
-	64, // 81: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
-	0,  // 82: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
-	56, // 83: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
-	64, // 84: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
-	64, // 85: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
-	86, // [86:86] is the sub-list for method output_type
-	86, // [86:86] is the sub-list for method input_type
-	86, // [86:86] is the sub-list for extension type_name
-	86, // [86:86] is the sub-list for extension extendee
-	0,  // [0:86] is the sub-list for field type_name
+	46, // 62: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
+	65, // 63: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
+	45, // 64: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
+	43, // 65: virtplane.v1.NodeStatus.evacuation:type_name -> virtplane.v1.NodeEvacuation
+	42, // 66: virtplane.v1.NodeStatus.storage:type_name -> virtplane.v1.NodeStorage
+	44, // 67: virtplane.v1.NodeEvacuation.remaining:type_name -> virtplane.v1.Evacuee
+	0,  // 68: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
+	48, // 69: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
+	49, // 70: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
+	64, // 71: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	34, // 72: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
+	2,  // 73: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
+	36, // 74: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
+	0,  // 75: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
+	51, // 76: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
+	52, // 77: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
+	53, // 78: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
+	65, // 79: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
+	0,  // 80: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
+	55, // 81: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
+	65, // 82: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
+	0,  // 83: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
+	57, // 84: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
+	65, // 85: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
+	65, // 86: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
+	87, // [87:87] is the sub-list for method output_type
+	87, // [87:87] is the sub-list for method input_type
+	87, // [87:87] is the sub-list for extension type_name
+	87, // [87:87] is the sub-list for extension extendee
+	0,  // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_types_proto_init() }
@@ -4857,7 +4975,7 @@ func file_internal_api_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_types_proto_rawDesc), len(file_internal_api_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   64,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -93,6 +93,11 @@ const (
 	// AnnotationVMGeneration on a VMI records the VM generation it was
 	// created from (RestartRequired detection).
 	AnnotationVMGeneration = "virtplane.io/vm-generation"
+	// AnnotationVMRanBefore on a VMI says its VM had an instance placed
+	// before (VM status.node_name): its volumes on storage classes were
+	// made then, so placement no longer needs the images they were made
+	// from on the node (a failover target need not hold them).
+	AnnotationVMRanBefore = "virtplane.io/vm-ran-before"
 	// AnnotationNodeFailurePolicy on a VMI carries its VM's
 	// node_failure_policy, so the node agent can self-fence without reading
 	// VMs.

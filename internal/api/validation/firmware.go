@@ -72,3 +72,18 @@ func BootsEFI(spec *apiv1.VirtualMachineInstanceSpec) bool {
 	fw := spec.GetDomain().GetFirmware()
 	return fw.GetBootloader().GetEfi() != nil && fw.GetKernelBoot() == nil
 }
+
+// NVRAMStorageClass is the storage class an EFI guest's variable store
+// (NVRAM) lives on: the class of its persistent volumes when every one of
+// them is on the same class other than local, so that the variables are
+// wherever the volumes are (a VM that starts on any node of the class, or
+// fails over, boots with its own boot entries); "" otherwise, for the
+// VM's directory on its node. A change of the VM's volumes that changes
+// this moves the NVRAM to a new, blank store: the old one is not copied.
+func NVRAMStorageClass(spec *apiv1.VirtualMachineInstanceSpec) string {
+	refs := StorageClassRefs(spec)
+	if len(refs) != 1 || apiv1.HasLocalVolumes(spec) {
+		return ""
+	}
+	return refs[0]
+}

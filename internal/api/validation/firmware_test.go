@@ -59,3 +59,27 @@ func TestBootsEFI(t *testing.T) {
 		t.Error("BootsEFI(nil) = true")
 	}
 }
+
+func TestNVRAMStorageClass(t *testing.T) {
+	vol := func(name, class string) *apiv1.Volume {
+		return &apiv1.Volume{Name: name, Persistent: &apiv1.PersistentVolume{Size: "1Gi", StorageClass: class}}
+	}
+	image := &apiv1.Volume{Name: "img", Image: &apiv1.ImageVolume{Name: "disk.qcow2"}}
+	for _, tc := range []struct {
+		name string
+		vols []*apiv1.Volume
+		want string
+	}{
+		{"no volumes", nil, ""},
+		{"an image only", []*apiv1.Volume{image}, ""},
+		{"local", []*apiv1.Volume{vol("a", "")}, ""},
+		{"local by name", []*apiv1.Volume{vol("a", apiv1.StorageClassLocal)}, ""},
+		{"one class", []*apiv1.Volume{vol("a", "ceph"), vol("b", "ceph"), image}, "ceph"},
+		{"a class and local", []*apiv1.Volume{vol("a", "ceph"), vol("b", "")}, ""},
+		{"two classes", []*apiv1.Volume{vol("a", "ceph"), vol("b", "nfs")}, ""},
+	} {
+		if got := NVRAMStorageClass(&apiv1.VirtualMachineInstanceSpec{Volumes: tc.vols}); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -287,7 +287,7 @@ func checkReplicaTemplate(t *testing.T, spec *apiv1.VirtualMachineInstanceSpec, 
 			t.Fatalf("accepted a template with MAC %s", i.GetMacAddress())
 		}
 	}
-	if !persistentOK && apiv1.HasPersistentVolumes(spec) {
+	if !persistentOK && apiv1.HasLocalVolumes(spec) {
 		t.Fatal("accepted a replica set template with a persistent volume")
 	}
 }

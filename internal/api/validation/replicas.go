@@ -97,14 +97,22 @@ func ValidatePool(p *apiv1.VirtualMachinePool, opts Options) field.ErrorList {
 	return append(errs, validateReplicaSize(p)...)
 }
 
-// ValidatePoolUpdate is ValidateReplicaSetUpdate for a pool.
+// ValidatePoolUpdate is ValidateReplicaSetUpdate for a pool; its VMs'
+// persistent volumes keep their storage classes too
+// (ValidateVolumeStorageClassUpdate).
 func ValidatePoolUpdate(newPool, oldPool *apiv1.VirtualMachinePool, opts Options) field.ErrorList {
-	errs := ValidatePool(newPool, opts)
+	errs := append(ValidatePool(newPool, opts), ValidateVolumeStorageClassUpdate(poolInstanceSpec(newPool), poolInstanceSpec(oldPool),
+		field.NewPath("spec", "virtual_machine_template", "spec", "template", "spec"))...)
 	if oldPool == nil {
 		return errs
 	}
 	errs = append(errs, validateIdentityUpdate(newPool.GetMetadata(), oldPool.GetMetadata())...)
-	return append(errs, validateSelectorUnchanged(newPool.GetSpec().GetSelector(), oldPool.GetSpec().GetSelector())...)
+	errs = append(errs, validateSelectorUnchanged(newPool.GetSpec().GetSelector(), oldPool.GetSpec().GetSelector())...)
+	// Each VM's volumes are made from the template: they grow with it,
+	// never shrink, keep their image.
+	return append(errs, ValidatePersistentVolumeUpdate(newPool.GetSpec().GetVirtualMachineTemplate().GetSpec().GetTemplate().GetSpec(),
+		oldPool.GetSpec().GetVirtualMachineTemplate().GetSpec().GetTemplate().GetSpec(),
+		field.NewPath("spec", "virtual_machine_template", "spec", "template", "spec"))...)
 }
 
 // validateReplicaCommon checks what both replica kinds' specs have: the

@@ -212,6 +212,19 @@ func TestValidatePoolUpdate(t *testing.T) {
 	next.Spec.Selector.MatchLabels["tier"] = "data"
 	expectErrors(t, ValidatePoolUpdate(next, old, Options{}), invalid("spec.selector"))
 	expectErrors(t, ValidatePoolUpdate(next, nil, Options{}))
+
+	// The template's persistent volumes are each VM's: they grow, never
+	// shrink.
+	withVolume := func(size string) *apiv1.VirtualMachinePool {
+		p := validPool()
+		s := p.Spec.VirtualMachineTemplate.Spec.Template.Spec
+		s.Domain.Devices = &apiv1.Devices{Disks: []*apiv1.Disk{{Name: "data", Disk: &apiv1.DiskTarget{Bus: "virtio"}}}}
+		s.Volumes = []*apiv1.Volume{{Name: "data", Persistent: &apiv1.PersistentVolume{Size: size}}}
+		return p
+	}
+	expectErrors(t, ValidatePoolUpdate(withVolume("2Gi"), withVolume("1Gi"), Options{}))
+	expectErrors(t, ValidatePoolUpdate(withVolume("1Gi"), withVolume("2Gi"), Options{}),
+		invalid("spec.virtual_machine_template.spec.template.spec.volumes[0].persistent.size"))
 }
 
 func TestDefaultReplicaSet(t *testing.T) {

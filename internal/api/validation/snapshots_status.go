@@ -2,6 +2,7 @@ package validation
 
 import (
 	"path/filepath"
+	"regexp"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -71,7 +72,7 @@ func ValidateSnapshotContentStatus(st *apiv1.VirtualMachineSnapshotContentStatus
 			continue
 		}
 		errs = append(errs, uniqueName(b.GetVolumeName(), p.Child("volume_name"), i, seen, true)...)
-		errs = append(errs, validateNodePath(b.GetPath(), p.Child("path"))...)
+		errs = append(errs, validateCopyLocation(b.GetPath(), b.GetStorageClass(), b.GetRbdSnapshot(), p, "path")...)
 		if b.GetSizeBytes() < 0 {
 			errs = append(errs, field.Invalid(p.Child("size_bytes"), b.GetSizeBytes(), "must not be negative"))
 		}
@@ -107,7 +108,7 @@ func ValidateRestoreStatus(st *apiv1.VirtualMachineRestoreStatus, path *field.Pa
 			continue
 		}
 		errs = append(errs, uniqueName(r.GetVolumeName(), p.Child("volume_name"), i, seen, true)...)
-		errs = append(errs, validateNodePath(r.GetSourcePath(), p.Child("source_path"))...)
+		errs = append(errs, validateCopyLocation(r.GetSourcePath(), r.GetStorageClass(), r.GetRbdSnapshot(), p, "source_path")...)
 	}
 	return errs
 }
@@ -157,6 +158,36 @@ func optionalUID(uid string, path *field.Path) field.ErrorList {
 		return nil
 	}
 	return ValidateUID(uid, path)
+}
+
+// rbdSnapshotRegexp is pool/image@snap with the names' characters (the
+// pool's as validateRBD allows them).
+var rbdSnapshotRegexp = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}/[A-Za-z0-9][A-Za-z0-9_.-]{0,199}@[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+
+// validateCopyLocation checks where a volume's copy is: a file (pathField,
+// for a local volume or one on a shared filesystem class) or an RBD
+// snapshot (rbd_snapshot, on an rbd class), never both.
+func validateCopyLocation(p, class, rbdSnap string, path *field.Path, pathField string) field.ErrorList {
+	var errs field.ErrorList
+	if class != "" {
+		errs = append(errs, dns1123Label(class, path.Child("storage_class"))...)
+		if class == StorageClassLocal {
+			errs = append(errs, field.Invalid(path.Child("storage_class"), class, "the local class is named by an empty storage_class"))
+		}
+	}
+	if rbdSnap == "" {
+		return append(errs, validateNodePath(p, path.Child(pathField))...)
+	}
+	switch {
+	case class == "":
+		errs = append(errs, field.Required(path.Child("storage_class"), "an RBD snapshot is on an rbd storage class"))
+	case p != "":
+		errs = append(errs, field.Invalid(path.Child(pathField), p, "must be empty for an RBD snapshot"))
+	}
+	if !rbdSnapshotRegexp.MatchString(rbdSnap) {
+		errs = append(errs, field.Invalid(path.Child("rbd_snapshot"), rbdSnap, "must be pool/image@snapshot"))
+	}
+	return errs
 }
 
 // validateNodePath checks a file path a node reports: absolute, clean (a

@@ -214,6 +214,29 @@ func TestValidateSnapshotStatuses(t *testing.T) {
 	rs.Phase, rs.Restores[0].SourcePath = "Staged", ""
 	expectErrors(t, ValidateRestoreStatus(rs, p), notSupported("status.phase"), required("status.restores[0].source_path"))
 
+	// Copies on storage classes: an RBD snapshot has no path, a file on
+	// a shared filesystem has one.
+	onClasses := &apiv1.VirtualMachineSnapshotContentStatus{VolumeBackups: []*apiv1.VolumeBackup{
+		{VolumeName: "root", StorageClass: "ceph", RbdSnapshot: "vp/vm-" + uid + "-vol-root@snap-" + uid, VirtualSizeBytes: 1},
+		{VolumeName: "data", StorageClass: "nfs", Path: "/mnt/nfs/virtplane/snapshots/" + uid + "/data.qcow2"},
+	}}
+	expectErrors(t, ValidateSnapshotContentStatus(onClasses, p))
+	onClasses.VolumeBackups = append(onClasses.VolumeBackups,
+		&apiv1.VolumeBackup{VolumeName: "a", RbdSnapshot: "vp/img@s"},
+		&apiv1.VolumeBackup{VolumeName: "b", StorageClass: "ceph", RbdSnapshot: "vp/img@s", Path: "/x"},
+		&apiv1.VolumeBackup{VolumeName: "c", StorageClass: "Ceph_1", RbdSnapshot: "vp/img"},
+		&apiv1.VolumeBackup{VolumeName: "d", StorageClass: "local", RbdSnapshot: "vp/i mg@s"},
+		&apiv1.VolumeBackup{VolumeName: "e", StorageClass: "nfs"})
+	expectErrors(t, ValidateSnapshotContentStatus(onClasses, p),
+		required("status.volume_backups[2].storage_class"), invalid("status.volume_backups[3].path"),
+		invalid("status.volume_backups[4].storage_class"), invalid("status.volume_backups[4].rbd_snapshot"),
+		invalid("status.volume_backups[5].storage_class"), invalid("status.volume_backups[5].rbd_snapshot"),
+		required("status.volume_backups[6].path"))
+	rs.Phase, rs.Restores = apiv1.RestoreStaging, []*apiv1.VolumeRestore{{VolumeName: "root", StorageClass: "ceph", RbdSnapshot: "vp/img@s"}}
+	expectErrors(t, ValidateRestoreStatus(rs, p))
+	rs.Restores[0].RbdSnapshot = "vp/img@s:conf=/etc/x"
+	expectErrors(t, ValidateRestoreStatus(rs, p), invalid("status.restores[0].rbd_snapshot"))
+
 	cs := &apiv1.VirtualMachineCloneStatus{Phase: apiv1.CloneSnapshotInProgress, SnapshotName: apiv1.CloneSnapshotName(uid), TargetUid: uid}
 	expectErrors(t, ValidateCloneStatus(cs, p))
 	cs.RestoreName = "Bad"

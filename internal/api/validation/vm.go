@@ -108,14 +108,19 @@ func listSize[T proto.Message](l []T) int {
 	return n
 }
 
-// ValidateVirtualMachineUpdate checks newVM and that identity fields did not
-// change from oldVM. A nil oldVM leaves nothing to compare against.
+// ValidateVirtualMachineUpdate checks newVM, that identity fields did not
+// change from oldVM, and that no persistent volume shrank or changed its
+// image (ValidatePersistentVolumeUpdate). A nil oldVM leaves nothing to
+// compare against.
 func ValidateVirtualMachineUpdate(newVM, oldVM *apiv1.VirtualMachine, opts Options) field.ErrorList {
-	errs := ValidateVirtualMachine(newVM, opts)
+	errs := append(ValidateVirtualMachine(newVM, opts), ValidateVolumeStorageClassUpdate(newVM.GetSpec().GetTemplate().GetSpec(),
+		oldVM.GetSpec().GetTemplate().GetSpec(), field.NewPath("spec", "template", "spec"))...)
 	if oldVM == nil {
 		return errs
 	}
-	return append(errs, validateIdentityUpdate(newVM.GetMetadata(), oldVM.GetMetadata())...)
+	errs = append(errs, validateIdentityUpdate(newVM.GetMetadata(), oldVM.GetMetadata())...)
+	return append(errs, ValidatePersistentVolumeUpdate(newVM.GetSpec().GetTemplate().GetSpec(),
+		oldVM.GetSpec().GetTemplate().GetSpec(), field.NewPath("spec", "template", "spec"))...)
 }
 
 // validateIdentityUpdate refuses an update that names another object than

@@ -179,6 +179,9 @@ func validateVolumes(volumes []*apiv1.Volume, path *field.Path, opts Options) na
 			if pv.GetImage() != "" {
 				errs = append(errs, ValidateImagePath(pv.GetImage(), p.Child("persistent", "image"), opts.ImageDir)...)
 			}
+			if c := pv.GetStorageClass(); c != "" {
+				errs = append(errs, dns1123Label(c, p.Child("persistent", "storage_class"))...)
+			}
 		}
 		if ci := v.GetCloudInitNoCloud(); ci != nil {
 			sources = append(sources, "cloud_init_no_cloud")

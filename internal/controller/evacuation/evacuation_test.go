@@ -31,7 +31,7 @@ func running(name, nodeName, strategy string, migratable bool) *apiv1.VirtualMac
 	cond := &apiv1.Condition{Type: apiv1.ConditionLiveMigratable, Status: apiv1.ConditionTrue}
 	if !migratable {
 		cond = &apiv1.Condition{Type: apiv1.ConditionLiveMigratable, Status: apiv1.ConditionFalse,
-			Reason: apiv1.ReasonFirmwareNotLiveMigratable, Message: "the EFI variable store stays on the node"}
+			Reason: apiv1.ReasonPausedNotLiveMigratable, Message: "the instance is paused; unpause it to migrate"}
 	}
 	return &apiv1.VirtualMachineInstance{
 		Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: name, Uid: "vmi-uid-" + name,
@@ -118,7 +118,7 @@ func (f *fixture) remaining(nodeName string) map[string]*apiv1.Evacuee {
 func TestDrainActsPerStrategy(t *testing.T) {
 	f := newFixture(t, []*apiv1.Node{node("n1", true), node("n2", false)},
 		running("live", "n1", apiv1.EvictionStrategyLiveMigrate, true),
-		running("pinned-efi", "n1", apiv1.EvictionStrategyLiveMigrate, false),
+		running("blocked", "n1", apiv1.EvictionStrategyLiveMigrate, false),
 		running("maybe", "n1", apiv1.EvictionStrategyLiveMigrateIfPossible, false),
 		running("none", "n1", apiv1.EvictionStrategyNone, true),
 		running("ext", "n1", apiv1.EvictionStrategyExternal, true),
@@ -146,8 +146,8 @@ func TestDrainActsPerStrategy(t *testing.T) {
 			t.Errorf("%s: got a migration", name)
 		}
 	}
-	if v := f.vmi("pinned-efi"); v.GetStatus().GetEvacuationNodeName() != "" || v.GetMetadata().GetDeletionTimestamp() != nil || len(f.migrationsOf("pinned-efi")) != 0 {
-		t.Errorf("pinned-efi: touched: %v", v)
+	if v := f.vmi("blocked"); v.GetStatus().GetEvacuationNodeName() != "" || v.GetMetadata().GetDeletionTimestamp() != nil || len(f.migrationsOf("blocked")) != 0 {
+		t.Errorf("blocked: touched: %v", v)
 	}
 	if v := f.vmi("ext"); v.GetStatus().GetEvacuationNodeName() != "n1" || len(f.migrationsOf("ext")) != 0 {
 		t.Errorf("ext: want marked and not migrated: %v", v.GetStatus())
@@ -159,7 +159,7 @@ func TestDrainActsPerStrategy(t *testing.T) {
 	f.reconcile("n1") // sees its own writes
 	rem := f.remaining("n1")
 	want := map[string]string{"live": StateWaiting, "default": StateWaiting, "maybe": StateStopping,
-		"none": StateStopping, "pinned-efi": StateBlocked, "ext": StateExternal}
+		"none": StateStopping, "blocked": StateBlocked, "ext": StateExternal}
 	if len(rem) != len(want) {
 		t.Fatalf("remaining %v, want %v", rem, want)
 	}
@@ -168,7 +168,7 @@ func TestDrainActsPerStrategy(t *testing.T) {
 			t.Errorf("%s: state %q (%s), want %q", name, rem[name].GetState(), rem[name].GetMessage(), state)
 		}
 	}
-	if msg := rem["pinned-efi"].GetMessage(); !strings.Contains(msg, "not live-migratable") || !strings.Contains(msg, "EFI") {
+	if msg := rem["blocked"].GetMessage(); !strings.Contains(msg, "not live-migratable") || !strings.Contains(msg, "paused") {
 		t.Errorf("blocked message %q does not say why", msg)
 	}
 	if rem["default"].GetEvictionStrategy() != apiv1.EvictionStrategyLiveMigrateIfPossible {

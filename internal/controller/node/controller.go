@@ -29,6 +29,18 @@ type Options struct {
 	FenceMargin time.Duration
 	// Clock is the controller's clock; every deadline is measured on it.
 	Clock func() time.Time
+	// Fencer cuts a silent node off the storage classes of the instances
+	// about to run elsewhere (package storage); nil: instances with
+	// volumes on a storage class never fail over.
+	Fencer Fencer
+	// FenceRetry is how soon a fence that failed is tried again (default
+	// 10s).
+	FenceRetry time.Duration
+}
+
+// Fencer fences a node's access to storage classes; nil error means done.
+type Fencer interface {
+	Fence(ctx context.Context, node *apiv1.Node, classes []string) error
 }
 
 func (o *Options) complete() {
@@ -40,6 +52,9 @@ func (o *Options) complete() {
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	if o.FenceRetry <= 0 {
+		o.FenceRetry = 10 * time.Second
 	}
 }
 

@@ -66,11 +66,19 @@ type fixture struct {
 	vmis  controllertest.Cache[*apiv1.VirtualMachineInstance]
 	vms   controllertest.Cache[*apiv1.VirtualMachine]
 	c     *Controller
+	// fencer is the controller's storage fencer (nil: none).
+	fencer Fencer
 }
 
 func newFixture(t *testing.T, nodes []*apiv1.Node, vms []*apiv1.VirtualMachine, vmis ...*apiv1.VirtualMachineInstance) *fixture {
 	t.Helper()
-	f := &fixture{t: t, now: t0}
+	return newFixtureFencing(t, nil, nodes, vms, vmis...)
+}
+
+// newFixtureFencing is newFixture with a storage fencer.
+func newFixtureFencing(t *testing.T, fencer Fencer, nodes []*apiv1.Node, vms []*apiv1.VirtualMachine, vmis ...*apiv1.VirtualMachineInstance) *fixture {
+	t.Helper()
+	f := &fixture{t: t, now: t0, fencer: fencer}
 	clock := func() time.Time { return f.now }
 	db := memstore.NewDB(clock)
 	f.nodes = controllertest.NewCache(db, store.Nodes, nodes...)
@@ -82,7 +90,7 @@ func newFixture(t *testing.T, nodes []*apiv1.Node, vms []*apiv1.VirtualMachine, 
 }
 
 func (f *fixture) newController() *Controller {
-	return New(Options{Lease: lease, FenceMargin: margin, Clock: func() time.Time { return f.now }},
+	return New(Options{Lease: lease, FenceMargin: margin, Clock: func() time.Time { return f.now }, Fencer: f.fencer},
 		f.nodes.Informer, f.vmis.Informer, f.vms.Informer, f.nodes.Store, f.vmis.Store, controllertest.Discard())
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/controller"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
@@ -136,6 +138,7 @@ func (c *Controller) failRestartElsewhere(ctx context.Context, name string, obs 
 		c.log.Info("node heartbeat seen in the store but not yet in the cache; not failing its VMIs", "node", name)
 		return controller.Result{RequeueAfter: c.opts.Lease}, nil
 	}
+	due, retry := c.fenceStorage(ctx, cur, due)
 	// One write per VMI, one after the other, as KubeVirt does to avoid
 	// update storms.
 	for _, v := range due {
@@ -143,7 +146,46 @@ func (c *Controller) failRestartElsewhere(ctx context.Context, name string, obs 
 			return controller.Result{}, err
 		}
 	}
+	if retry {
+		return controller.Result{RequeueAfter: c.opts.FenceRetry}, nil
+	}
 	return controller.Result{}, nil
+}
+
+// fenceStorage cuts the node off the storage classes of the instances
+// about to run elsewhere, and returns those that may: all of them once
+// the fence holds, else only those with no volume on a class (their
+// disks die with the node). An instance whose volumes another host can
+// reach must never run twice: while its node's QEMU may still write
+// there, it waits, and retry says to try again.
+func (c *Controller) fenceStorage(ctx context.Context, node *apiv1.Node, due []*apiv1.VirtualMachineInstance) (ok []*apiv1.VirtualMachineInstance, retry bool) {
+	var classes []string
+	for _, v := range due {
+		for _, class := range validation.StorageClassRefs(v.GetSpec()) {
+			if !slices.Contains(classes, class) {
+				classes = append(classes, class)
+			}
+		}
+	}
+	if len(classes) == 0 {
+		return due, false
+	}
+	err := errors.New("no storage fencer")
+	if c.opts.Fencer != nil {
+		err = c.opts.Fencer.Fence(ctx, node, classes)
+	}
+	if err == nil {
+		return due, false
+	}
+	for _, v := range due {
+		if len(validation.StorageClassRefs(v.GetSpec())) == 0 {
+			ok = append(ok, v)
+		} else {
+			c.log.Warn("not failing over an instance until its node is fenced from its storage", "vmi", informer.Key(v),
+				"node", node.GetMetadata().GetName(), "err", err)
+		}
+	}
+	return ok, true
 }
 
 func (c *Controller) failVMI(ctx context.Context, v *apiv1.VirtualMachineInstance, node string, silent time.Duration, now time.Time) error {

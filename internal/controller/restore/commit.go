@@ -40,8 +40,8 @@ func (c *Controller) committing(ctx context.Context, key string, r *apiv1.Virtua
 		next.Status.SpecRestored = true
 		return controller.Result{}, c.write(ctx, key, next)
 	}
-	if !st.GetSwapped() {
-		return controller.Result{}, nil // the node's write brings the restore back
+	if !st.GetSwapped() || !storageDone(st, st.GetStorageSwapped()) {
+		return controller.Result{}, nil // the node's or the storage controller's write brings the restore back
 	}
 	if err := c.unlock(ctx, r, true); err != nil {
 		return controller.Result{}, err
@@ -60,7 +60,10 @@ func (c *Controller) restoreSpec(ctx context.Context, r *apiv1.VirtualMachineRes
 		return err
 	}
 	want := ct.GetSpec().GetSource().GetSpec()
-	node := ct.GetSpec().GetNodeName()
+	node := ""
+	if localCopies(ct) {
+		node = ct.GetSpec().GetNodeName()
+	}
 	lastRestore := apiv1.LastRestoreValue(r.GetMetadata().GetName(), r.GetMetadata().GetUid())
 	uid := vm.GetMetadata().GetUid()
 	_, err = c.vmSt.GuaranteedUpdate(ctx, ns, vm.GetMetadata().GetName(), func(cur *apiv1.VirtualMachine) (*apiv1.VirtualMachine, error) {
@@ -84,8 +87,8 @@ func (c *Controller) restoreSpec(ctx context.Context, r *apiv1.VirtualMachineRes
 		if cur.Status == nil {
 			cur.Status = &apiv1.VirtualMachineStatus{}
 		}
-		if cur.Status.NodeName == "" {
-			// The restored volumes are on the snapshot's node now.
+		if cur.Status.NodeName == "" && node != "" {
+			// The restored local volumes are on the snapshot's node now.
 			cur.Status.NodeName = node
 		}
 		return cur, nil

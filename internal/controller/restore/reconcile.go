@@ -87,6 +87,8 @@ func (c *Controller) pending(ctx context.Context, key string, r *apiv1.VirtualMa
 		return c.wait(ctx, key, r, fmt.Sprintf("VMSnapshotContent %q does not exist", snap.GetStatus().GetContentName()), 0)
 	case ct.GetMetadata().GetDeletionTimestamp() != nil:
 		return c.fail(ctx, key, r, fmt.Sprintf("VMSnapshotContent %q is being deleted", ct.GetMetadata().GetName()))
+	case copiesOnNode(ct) && c.nodeGone(ct.GetSpec().GetNodeName()):
+		return c.fail(ctx, key, r, fmt.Sprintf("the snapshot's copies were on node %q, which was deleted", ct.GetSpec().GetNodeName()))
 	}
 
 	vm, exists := c.vms.Get(ns, target)
@@ -148,7 +150,7 @@ func (c *Controller) checkExisting(ctx context.Context, key string, r *apiv1.Vir
 		res, err = c.fail(ctx, key, r, "restore source and restore target are different but restore target already exists")
 		return res, true, err
 	}
-	if n, want := vm.GetStatus().GetNodeName(), ct.GetSpec().GetNodeName(); n != "" && n != want {
+	if n, want := vm.GetStatus().GetNodeName(), ct.GetSpec().GetNodeName(); n != "" && n != want && localCopies(ct) {
 		res, err = c.fail(ctx, key, r, fmt.Sprintf("restore target %q has its volumes on node %q but the snapshot's data is on node %q", target, n, want))
 		return res, true, err
 	}
@@ -186,29 +188,46 @@ func (c *Controller) targetRunning(ctx context.Context, key string, r *apiv1.Vir
 
 // stage is the one write that ends Pending: the target, the node and the
 // copies to stage, labelled for that node and held by its finalizer
-// until it dropped them. Without copies the node has nothing to do and
-// the restore goes straight to Committing.
+// until it dropped them. RBD snapshots are the server's storage
+// controller's to stage (storage_staged), with no node. A part with
+// nothing to do is done from the start, and a restore with nothing to
+// stage goes straight to Committing.
 func (c *Controller) stage(ctx context.Context, key string, r *apiv1.VirtualMachineRestore,
 	ct *apiv1.VirtualMachineSnapshotContent, vm *apiv1.VirtualMachine, made bool) error {
 	next := proto.Clone(r).(*apiv1.VirtualMachineRestore)
 	st := status(next)
 	st.TargetUid = vm.GetMetadata().GetUid()
-	st.NodeName = ct.GetSpec().GetNodeName()
 	if made {
 		// The new VM already has the snapshot's spec.
 		st.TargetCreated, st.SpecRestored = true, true
 	}
 	st.Restores = nil
+	files, rbds := 0, 0
 	for _, b := range ct.GetStatus().GetVolumeBackups() {
-		st.Restores = append(st.Restores, &apiv1.VolumeRestore{VolumeName: b.GetVolumeName(), SourcePath: b.GetPath()})
+		st.Restores = append(st.Restores, &apiv1.VolumeRestore{VolumeName: b.GetVolumeName(), SourcePath: b.GetPath(),
+			StorageClass: b.GetStorageClass(), RbdSnapshot: b.GetRbdSnapshot()})
+		if b.OnRBD() {
+			rbds++
+		} else {
+			files++
+		}
+	}
+	st.Staged, st.Swapped = files == 0, files == 0
+	st.StorageStaged, st.StorageSwapped = rbds == 0, rbds == 0
+	if files > 0 {
+		st.NodeName = ct.GetSpec().GetNodeName()
 	}
 	if len(st.Restores) == 0 {
 		st.Phase = apiv1.RestoreCommitting
-		st.Staged, st.Swapped = true, true
 		st.Message = "Restoring the target's spec"
 	} else {
 		st.Phase = apiv1.RestoreStaging
 		st.Message = "Copying the snapshot's volumes beside the target's"
+		if rbds > 0 && files == 0 {
+			st.Message = "Cloning the snapshot's RBD snapshots beside the target's volumes"
+		}
+	}
+	if files > 0 {
 		if next.Metadata.Labels == nil {
 			next.Metadata.Labels = map[string]string{}
 		}
@@ -221,8 +240,33 @@ func (c *Controller) stage(ctx context.Context, key string, r *apiv1.VirtualMach
 	if err := c.write(ctx, key, next); err != nil {
 		return err
 	}
-	c.log.Info("restore staging", "restore", key, "target", r.GetSpec().GetTarget(), "node", st.NodeName, "volumes", len(st.Restores))
+	c.log.Info("restore staging", "restore", key, "target", r.GetSpec().GetTarget(), "node", st.NodeName, "files", files, "rbd", rbds)
 	return nil
+}
+
+// copiesOnNode reports whether a content has copies a node restores
+// (files: local volumes' on its disk, shared ones' on the class).
+func copiesOnNode(ct *apiv1.VirtualMachineSnapshotContent) bool {
+	return slices.ContainsFunc(ct.GetStatus().GetVolumeBackups(), func(b *apiv1.VolumeBackup) bool { return !b.OnRBD() })
+}
+
+// localCopies reports whether a content has copies of local volumes,
+// which pin their VM to the content's node.
+func localCopies(ct *apiv1.VirtualMachineSnapshotContent) bool {
+	return slices.ContainsFunc(ct.GetStatus().GetVolumeBackups(), (*apiv1.VolumeBackup).OnNodeDisk)
+}
+
+// storageDone reports whether the storage controller's part of a restore
+// is done (flag, its storage_staged or storage_swapped): set, or nothing
+// to do (no RBD snapshot to restore, as in a restore older than that
+// part).
+func storageDone(st *apiv1.VirtualMachineRestoreStatus, flag bool) bool {
+	return flag || !slices.ContainsFunc(st.GetRestores(), (*apiv1.VolumeRestore).OnRBD)
+}
+
+// nodeGone reports whether node is deleted (Options.NodeGone).
+func (c *Controller) nodeGone(node string) bool {
+	return node != "" && c.opts.NodeGone != nil && c.opts.NodeGone(node)
 }
 
 // staging waits for the node's copies; any failure before they are
@@ -239,8 +283,8 @@ func (c *Controller) staging(ctx context.Context, key string, r *apiv1.VirtualMa
 	if vm, ok := c.vms.Get(ns, r.GetSpec().GetTarget()); !ok || vm.GetMetadata().GetUid() != st.GetTargetUid() || vm.GetMetadata().GetDeletionTimestamp() != nil {
 		return c.fail(ctx, key, r, fmt.Sprintf("restore target %q was deleted", r.GetSpec().GetTarget()))
 	}
-	if !st.GetStaged() {
-		return controller.Result{}, nil // the node's write brings the restore back
+	if !st.GetStaged() || !storageDone(st, st.GetStorageStaged()) {
+		return controller.Result{}, nil // the node's or the storage controller's write brings the restore back
 	}
 	// The commit point.
 	next := proto.Clone(r).(*apiv1.VirtualMachineRestore)

@@ -22,7 +22,7 @@ import (
 var errReplaced = errors.New("restore target replaced")
 
 // createTarget makes the missing target from the snapshot: halted, with
-// the snapshot's spec, pinned to the node holding the data, locked by
+// the snapshot's spec, pinned to the node holding its local volumes' data, locked by
 // this restore and marked with its annotation (which tells a resumed
 // pass that this restore made it). nil, nil when the name was taken
 // meanwhile: the VM's event brings the restore back to check it.
@@ -62,7 +62,11 @@ func (c *Controller) createTarget(ctx context.Context, r *apiv1.VirtualMachineRe
 			Labels: labels, Annotations: annotations,
 		},
 		Spec:   spec,
-		Status: &apiv1.VirtualMachineStatus{NodeName: ct.GetSpec().GetNodeName(), RestoreInProgress: name},
+		Status: &apiv1.VirtualMachineStatus{RestoreInProgress: name},
+	}
+	if localCopies(ct) {
+		// Pinned where the local volumes' copies are.
+		vm.Status.NodeName = ct.GetSpec().GetNodeName()
 	}
 	out, err := c.vmSt.Create(ctx, vm)
 	switch {

@@ -31,6 +31,11 @@ type Options struct {
 	// data finalizers are dropped for it and nothing waits for it. Nil:
 	// every node is there.
 	NodeGone func(name string) bool
+	// Classes finds the storage classes of the VMs' volumes: a VM that
+	// does not run and whose volumes are all on rbd classes is
+	// snapshotted by the server's storage controller, with no node.
+	// Nil: every volume needs a node, as local ones do.
+	Classes informer.Lister[*apiv1.StorageClass]
 }
 
 // SnapshotWriter writes a snapshot (finalizer and status) with

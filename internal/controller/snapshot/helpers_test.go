@@ -26,7 +26,9 @@ type fixture struct {
 	contents controllertest.Cache[*apiv1.VirtualMachineSnapshotContent]
 	vms      controllertest.Cache[*apiv1.VirtualMachine]
 	vmis     controllertest.Cache[*apiv1.VirtualMachineInstance]
-	now      time.Time
+	// classes hold "ceph" (rbd) and "nfs" (a shared filesystem).
+	classes controllertest.Cache[*apiv1.StorageClass]
+	now     time.Time
 	// goneNodes are the nodes Options.NodeGone reports deleted.
 	goneNodes map[string]bool
 }
@@ -42,6 +44,9 @@ func newFixture(t testing.TB, snap *apiv1.VirtualMachineSnapshot, vm *apiv1.Virt
 	f.contents = controllertest.NewCache(f.db, store.SnapshotContents)
 	f.vms = controllertest.NewCache(f.db, store.VirtualMachines)
 	f.vmis = controllertest.NewCache(f.db, store.VirtualMachineInstances)
+	f.classes = controllertest.NewCache(f.db, store.StorageClasses,
+		&apiv1.StorageClass{Metadata: &apiv1.ObjectMeta{Name: "ceph"}, Spec: &apiv1.StorageClassSpec{Rbd: &apiv1.RBDStorage{Pool: "vp"}}},
+		&apiv1.StorageClass{Metadata: &apiv1.ObjectMeta{Name: "nfs"}, Spec: &apiv1.StorageClassSpec{SharedFilesystem: &apiv1.SharedFilesystemStorage{Path: "/mnt/nfs"}}})
 	if snap != nil {
 		f.snaps.Store.Seed(snap)
 	}
@@ -62,7 +67,8 @@ func (f *fixture) restart(t testing.TB) {
 	clock := func() time.Time { return f.now }
 	f.snaps.Informer, f.contents.Informer = newInformer(f.snaps.Store), newInformer(f.contents.Store)
 	f.vms.Informer, f.vmis.Informer = newInformer(f.vms.Store), newInformer(f.vmis.Store)
-	f.c = New(Options{Clock: clock, NodeGone: func(n string) bool { return f.goneNodes[n] }}, f.snaps.Informer, f.contents.Informer, f.vms.Informer, f.vmis.Informer,
+	f.classes.Informer = newInformer(f.classes.Store)
+	f.c = New(Options{Clock: clock, NodeGone: func(n string) bool { return f.goneNodes[n] }, Classes: f.classes.Informer}, f.snaps.Informer, f.contents.Informer, f.vms.Informer, f.vmis.Informer,
 		f.snaps.Store, f.contents.Store, f.vms.Store, controllertest.Discard())
 	f.sync(t)
 }
@@ -78,6 +84,7 @@ func (f *fixture) sync(t testing.TB) {
 	f.contents.Sync(t)
 	f.vms.Sync(t)
 	f.vmis.Sync(t)
+	f.classes.Sync(t)
 }
 
 func (f *fixture) resetWrites() {

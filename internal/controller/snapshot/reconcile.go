@@ -147,21 +147,35 @@ func contentName(s *apiv1.VirtualMachineSnapshot) string {
 }
 
 // createContent makes the content from the locked VM (docs/snapshots.md
-// step 2). A VM that never ran has no volumes anywhere, and one without
-// persistent volumes has nothing to copy: its content only holds the spec
-// and is done at once, with no node to involve.
+// step 2) and gives it to whoever takes the snapshot: the node of the
+// running instance (online: it freezes the guest), else the node that
+// holds the VM's local volumes, else, when the volumes to copy are all
+// on rbd classes, no node: the server's storage controller takes the RBD
+// snapshots, whatever became of the nodes. A VM that never ran has no
+// volumes anywhere, and one without persistent volumes has nothing to
+// copy: its content only holds the spec and is done at once.
 func (c *Controller) createContent(ctx context.Context, s *apiv1.VirtualMachineSnapshot, vm *apiv1.VirtualMachine) error {
 	vmMeta := vm.GetMetadata()
 	node := vm.GetStatus().GetNodeName()
+	online := false
 	if vmi, ok := c.vmis.Get(vmMeta.GetNamespace(), vmMeta.GetName()); ok && apiv1.IsControlledBy(vmi, vm) &&
 		!apiv1.IsFinal(vmi.GetStatus().GetPhase()) && vmi.GetStatus().GetNodeName() != "" {
-		node = vmi.GetStatus().GetNodeName()
+		node, online = vmi.GetStatus().GetNodeName(), true
 	}
 	var volumes []string
+	onRBD, onNode := false, false
 	for _, v := range vm.GetSpec().GetTemplate().GetSpec().GetVolumes() {
-		if v.GetPersistent() != nil {
+		if pv := v.GetPersistent(); pv != nil {
 			volumes = append(volumes, v.GetName())
+			if c.onRBD(pv) {
+				onRBD = true
+			} else {
+				onNode = true
+			}
 		}
+	}
+	if !online && !onNode {
+		node = "" // nothing for a node to copy or freeze
 	}
 	ct := &apiv1.VirtualMachineSnapshotContent{
 		Metadata: &apiv1.ObjectMeta{Namespace: s.GetMetadata().GetNamespace(), Name: contentName(s)},
@@ -179,11 +193,12 @@ func (c *Controller) createContent(ctx context.Context, s *apiv1.VirtualMachineS
 			Volumes:  volumes,
 		},
 	}
-	if node == "" || len(volumes) == 0 {
+	switch {
+	case len(volumes) == 0 || node == "" && !onRBD:
 		ct.Status = &apiv1.VirtualMachineSnapshotContentStatus{
 			Phase: apiv1.SnapshotSucceeded, CreationTime: timestamppb.New(c.opts.Clock()), ReadyToUse: true,
 		}
-	} else {
+	case node != "":
 		ct.Metadata.Labels = map[string]string{apiv1.LabelNodeName: node}
 		ct.Metadata.Finalizers = []string{apiv1.FinalizerSnapshotData}
 	}
@@ -196,8 +211,19 @@ func (c *Controller) createContent(ctx context.Context, s *apiv1.VirtualMachineS
 		return fmt.Errorf("creating content %s for snapshot %s: %w", ct.Metadata.Name, apiv1.Ref(s.Metadata.Namespace, s.Metadata.Name), err)
 	}
 	c.log.Info("snapshot content created", "snapshot", apiv1.Ref(s.Metadata.Namespace, s.Metadata.Name),
-		"content", ct.Metadata.Name, "node", node, "volumes", volumes)
+		"content", ct.Metadata.Name, "node", node, "online", online, "volumes", volumes)
 	return nil
+}
+
+// onRBD reports whether pv is on an rbd class (or on a class that does
+// not exist, which the storage controller then reports), whose snapshot
+// the Ceph cluster holds rather than a node.
+func (c *Controller) onRBD(pv *apiv1.PersistentVolume) bool {
+	if pv.IsLocal() || c.opts.Classes == nil {
+		return false
+	}
+	sc, ok := c.opts.Classes.Get("", pv.GetStorageClass())
+	return !ok || sc.GetSpec().GetRbd() != nil
 }
 
 // succeed copies the content's outcome onto the snapshot, once the VM is
@@ -213,7 +239,10 @@ func (c *Controller) succeed(ctx context.Context, key string, s *apiv1.VirtualMa
 	st.ReadyToUse = cs.GetReadyToUse()
 	st.CreationTime = cs.GetCreationTime()
 	st.Indications = cs.GetIndications()
-	st.NodeName = ct.GetSpec().GetNodeName()
+	st.NodeName = ""
+	if slices.ContainsFunc(cs.GetVolumeBackups(), (*apiv1.VolumeBackup).OnNodeDisk) {
+		st.NodeName = ct.GetSpec().GetNodeName() // a copy on its disk
+	}
 	st.SourceUid = ct.GetSpec().GetSource().GetMetadata().GetUid()
 	st.Error = ""
 	st.IncludedVolumes, st.ExcludedVolumes = nil, nil

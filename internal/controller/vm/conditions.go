@@ -78,19 +78,3 @@ func (c *Controller) syncConditions(vm *apiv1.VirtualMachine, vmi *apiv1.Virtual
 	}
 	st.Conditions = out
 }
-
-// templateDiffers reports whether the VM template no longer matches the
-// VMI's spec, ignoring the pause state, which the verbs change at runtime.
-func templateDiffers(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) bool {
-	want, _ := proto.Clone(vm.GetSpec().GetTemplate().GetSpec()).(*apiv1.VirtualMachineInstanceSpec)
-	have, _ := proto.Clone(vmi.GetSpec()).(*apiv1.VirtualMachineInstanceSpec)
-	if want == nil || have == nil {
-		return want != have
-	}
-	want.Paused, have.Paused = false, false
-	// Carried to the running instance (carryEvictionStrategy).
-	want.EvictionStrategy, have.EvictionStrategy = "", ""
-	// A stop with a grace period patches the VMI's; not a template change.
-	have.TerminationGracePeriodSeconds = want.TerminationGracePeriodSeconds
-	return !proto.Equal(want, have)
-}

@@ -10,8 +10,6 @@ package vm
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -185,34 +183,10 @@ func (c *Controller) Reconcile(ctx context.Context, key string) (controller.Resu
 	if syncErr != nil {
 		return controller.Result{}, syncErr
 	}
-	if err := c.carryEvictionStrategy(ctx, vm, vmi); err != nil {
+	if err := c.carryLiveChanges(ctx, vm, vmi); err != nil {
 		return controller.Result{}, err
 	}
 	return res, nil
-}
-
-// carryEvictionStrategy gives a running instance its VM's eviction
-// strategy when the template changed it: what a drain does is a policy,
-// not part of the guest, so it applies without a restart.
-func (c *Controller) carryEvictionStrategy(ctx context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) error {
-	want := vm.GetSpec().GetTemplate().GetSpec().GetEvictionStrategy()
-	if vmi == nil || vmi.GetMetadata().GetDeletionTimestamp() != nil || apiv1.IsFinal(vmi.GetStatus().GetPhase()) ||
-		!apiv1.IsControlledBy(vmi, vm) || vmi.GetSpec().GetEvictionStrategy() == want {
-		return nil
-	}
-	next := proto.Clone(vmi).(*apiv1.VirtualMachineInstance)
-	if next.Spec == nil {
-		next.Spec = &apiv1.VirtualMachineInstanceSpec{}
-	}
-	next.Spec.EvictionStrategy = want
-	if _, err := c.vmiSt.Update(ctx, next); err != nil {
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
-			return err // the cache is behind; the instance's event brings the VM back
-		}
-		return fmt.Errorf("carrying eviction strategy %q to %s: %w", want, informer.Key(vmi), err)
-	}
-	c.log.Info("eviction strategy changed on the running instance", "vmi", informer.Key(vmi), "eviction_strategy", want)
-	return nil
 }
 
 // ownedByVM reports a VMI that some VM controls, this one or an earlier

@@ -61,10 +61,10 @@ func (c *Controller) updateStatus(ctx context.Context, key string, old, next *ap
 	st.PrintableStatus = PrintableStatus(next, vmi, adds > 0, dels > 0)
 
 	if n := vmi.GetStatus().GetNodeName(); n != "" && n != st.NodeName {
-		// A VM with persistent volumes is pinned to the node that holds
+		// A VM with local persistent volumes is pinned to the node that holds
 		// them, so that node is written at once; for others it rides
 		// along with the next write (placement alone costs no VM write).
-		if hasPersistentVolumes(next) || !proto.Equal(old, next) {
+		if hasLocalVolumes(next) || !proto.Equal(old, next) {
 			st.NodeName = n
 		}
 	}

@@ -126,10 +126,10 @@ func (c *Controller) sync(ctx context.Context, key string, next *apiv1.VirtualMa
 	return controller.Result{}, nil
 }
 
-// hasPersistentVolumes reports whether the VM's template has a
-// persistent volume.
-func hasPersistentVolumes(vm *apiv1.VirtualMachine) bool {
-	return apiv1.HasPersistentVolumes(vm.GetSpec().GetTemplate().GetSpec())
+// hasLocalVolumes reports whether the VM's template has a persistent
+// volume on the local storage class (apiv1.HasLocalVolumes).
+func hasLocalVolumes(vm *apiv1.VirtualMachine) bool {
+	return apiv1.HasLocalVolumes(vm.GetSpec().GetTemplate().GetSpec())
 }
 
 // startWithBackoff starts unless the crash-loop backoff still runs.
@@ -158,7 +158,7 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *apiv1.Virtual
 	if req := firstRequest(vm.Status); req != nil && req.Action == apiv1.StateChangeStart && req.Data["paused"] == "true" {
 		spec.Paused = true
 	}
-	if n := vm.GetStatus().GetNodeName(); n != "" && hasPersistentVolumes(vm) {
+	if n := vm.GetStatus().GetNodeName(); n != "" && hasLocalVolumes(vm) {
 		// Persistent volumes live on the disk of the node that created
 		// them (local storage): every later instance runs there.
 		if spec.NodeSelector == nil {
@@ -171,6 +171,9 @@ func (c *Controller) startVMI(ctx context.Context, key string, vm *apiv1.Virtual
 		annotations[k] = v
 	}
 	annotations[apiv1.AnnotationVMGeneration] = strconv.FormatInt(vm.Metadata.Generation, 10)
+	if vm.GetStatus().GetNodeName() != "" {
+		annotations[apiv1.AnnotationVMRanBefore] = "true"
+	}
 	if p := vm.GetSpec().GetNodeFailurePolicy(); p != "" {
 		annotations[apiv1.AnnotationNodeFailurePolicy] = p
 	}

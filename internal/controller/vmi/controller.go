@@ -44,6 +44,14 @@ type Options struct {
 	// applies too (an instance written before it changed, or past the
 	// API); nil is validation.DefaultHostPolicy().
 	HostPolicy *validation.HostPolicy
+	// StorageClasses, when set, are read for the classes of instances'
+	// persistent volumes; nil places no instance with such a volume.
+	StorageClasses StorageClassLister
+}
+
+// StorageClassLister reads StorageClass objects from a cache.
+type StorageClassLister interface {
+	Get(namespace, name string) (*apiv1.StorageClass, bool)
 }
 
 // ImageLister reads Image objects from a cache.
@@ -148,7 +156,12 @@ func (c *Controller) pullable(name string) bool {
 // Run waits for the caches and processes VMIs until ctx ends. Placement
 // decisions are serialised internally, so several workers are safe.
 func (c *Controller) Run(ctx context.Context, workers int) {
-	if !controller.WaitForSynced(ctx, c.queue, c.vmiInf.Synced(), c.nodeInf.Synced()) {
+	synced := []<-chan struct{}{c.vmiInf.Synced(), c.nodeInf.Synced()}
+	if s, ok := c.opts.StorageClasses.(interface{ Synced() <-chan struct{} }); ok {
+		// A class not listed yet would read as one that does not exist.
+		synced = append(synced, s.Synced())
+	}
+	if !controller.WaitForSynced(ctx, c.queue, synced...) {
 		return
 	}
 	c.log.Info("starting", "workers", workers)
@@ -203,7 +216,7 @@ func (c *Controller) nodeDeleted(n *apiv1.Node) {
 }
 
 // ImagesChanged re-tries placement of the VMIs not placed yet: an Image
-// created since may make a node fit.
+// or a storage class created or changed since may make a node fit.
 func (c *Controller) ImagesChanged() { c.enqueueUnplaced() }
 
 // enqueueUnplaced retries every VMI still waiting for a node, as
@@ -245,6 +258,11 @@ func placementView(n *apiv1.Node) *apiv1.Node {
 	// new one may let a waiting VMI in, without waiting for the retry.
 	for _, img := range st.GetImages() {
 		view.Status.Images = append(view.Status.Images, &apiv1.NodeImage{Name: img.GetName()})
+	}
+	// A storage class the node reaches now may let a waiting VMI in; one
+	// it reports a new cause for changes the VMI's message (storageReasons).
+	for _, s := range st.GetStorage() {
+		view.Status.Storage = append(view.Status.Storage, &apiv1.NodeStorage{Class: s.GetClass(), Ready: s.GetReady(), Message: causeOf(s.GetMessage())})
 	}
 	for _, t := range []string{apiv1.ConditionReady, apiv1.ConditionNodeFenced} {
 		if cond := apiv1.FindCondition(st.GetConditions(), t); cond != nil {

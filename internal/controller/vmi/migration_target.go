@@ -41,7 +41,7 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 		sel = map[string]string{}
 	}
 	for k, val := range v.GetSpec().GetNodeSelector() {
-		if k == apiv1.LabelNodeName && val == source && apiv1.HasPersistentVolumes(v.GetSpec()) {
+		if k == apiv1.LabelNodeName && val == source && apiv1.HasLocalVolumes(v.GetSpec()) {
 			continue // the VM controller's pin to its volumes, which move
 		}
 		sel[k] = val
@@ -54,7 +54,7 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 	c.placeMu.Lock()
 	defer c.placeMu.Unlock()
 	// Persistent volumes are copied, not recreated from their images.
-	nd := needsOf(v.GetSpec(), req, sel, validation.ImageRefs(v.GetSpec(), "", false), c.opts.HostPolicy)
+	nd := needsOf(v.GetSpec(), req, sel, validation.ImageRefs(v.GetSpec(), "", false), c.opts.HostPolicy, c.opts.StorageClasses)
 	// Its own key: the instance holds its MACs and host ports on the
 	// source, which is excluded anyway, and on no other node.
 	cands := c.candidates(c.opts.Clock(), informer.Key(v), holdingsOf(v.GetSpec()))

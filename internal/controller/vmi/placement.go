@@ -170,15 +170,23 @@ type needs struct {
 	// attaches to (networkNeeds).
 	bridges, networks []string
 	// refused, when set, is why the host-resource policy lets no node
-	// take it (policyRefusal).
+	// take it (policyRefusal), or why no node can have its volumes.
 	refused string
+	// classes are the storage classes its persistent volumes are on
+	// (storageNeeds).
+	classes []*apiv1.StorageClass
 }
 
 // needsOf is what spec asks of its node, with request req and the images
 // it needs there, and whether policy lets it have them at all.
-func needsOf(spec *apiv1.VirtualMachineInstanceSpec, req resources, sel map[string]string, images []string, policy *validation.HostPolicy) needs {
+func needsOf(spec *apiv1.VirtualMachineInstanceSpec, req resources, sel map[string]string, images []string, policy *validation.HostPolicy, classes StorageClassLister) needs {
 	nd := needs{req: req, sel: sel, images: images, refused: policyRefusal(policy, spec)}
 	nd.bridges, nd.networks = networkNeeds(spec)
+	var missing string
+	nd.classes, missing = storageNeeds(spec, classes)
+	if nd.refused == "" && missing != "" {
+		nd.refused = missing
+	}
 	return nd
 }
 
@@ -257,10 +265,28 @@ func choose(nd needs, pullable func(string) bool, nodes []candidate) decision {
 // image directory, and where each keeps it is not known here. A VMI
 // pinned to its node (LabelNodeName: its VM's persistent volumes live
 // there) does not need its persistent volumes' images any more: they were
-// copied when the volumes were made.
-func requiredImages(spec *apiv1.VirtualMachineInstanceSpec) []string {
+// copied when the volumes were made; nor does one whose VM ran before
+// need those of its volumes on storage classes (AnnotationVMRanBefore).
+func requiredImages(v *apiv1.VirtualMachineInstance) []string {
+	spec := v.GetSpec()
 	_, pinned := spec.GetNodeSelector()[apiv1.LabelNodeName]
+	if !pinned && v.GetMetadata().GetAnnotations()[apiv1.AnnotationVMRanBefore] == "true" {
+		// Volumes on storage classes were made at an earlier start: their
+		// images are not needed where the VM runs next.
+		spec = &apiv1.VirtualMachineInstanceSpec{Domain: spec.GetDomain(), Volumes: localVolumes(spec)}
+	}
 	return validation.ImageRefs(spec, "", !pinned)
+}
+
+// localVolumes are spec's volumes but those on storage classes.
+func localVolumes(spec *apiv1.VirtualMachineInstanceSpec) []*apiv1.Volume {
+	var out []*apiv1.Volume
+	for _, v := range spec.GetVolumes() {
+		if pv := v.GetPersistent(); pv == nil || pv.IsLocal() {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // missingImages returns which of images node does not list. A node that
@@ -310,6 +336,9 @@ func unfit(c candidate, nd needs) []string {
 		return []string{reasonSelector}
 	}
 	if rs := networkReasons(c, nd); len(rs) > 0 {
+		return rs
+	}
+	if rs := storageReasons(c, nd); len(rs) > 0 {
 		return rs
 	}
 	free := nodeAllocatable(n).minus(c.used)

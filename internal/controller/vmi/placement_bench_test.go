@@ -45,7 +45,7 @@ func BenchmarkPlacementDecision(b *testing.B) {
 			}
 			now := f.c.opts.Clock()
 			for b.Loop() {
-				nd := needsOf(bc.v.Spec, req, nil, nil, f.c.opts.HostPolicy)
+				nd := needsOf(bc.v.Spec, req, nil, nil, f.c.opts.HostPolicy, nil)
 				d := choose(nd, nil, f.c.candidates(now, "default/new", holdingsOf(bc.v.Spec)))
 				if d.node == "" {
 					b.Fatal(d.message)

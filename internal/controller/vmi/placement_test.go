@@ -250,11 +250,18 @@ func TestRequiredImages(t *testing.T) {
 			{Name: "ci", CloudInitNoCloud: &apiv1.CloudInitNoCloud{}},
 		},
 	}
-	got := requiredImages(spec)
+	inst := func(spec *apiv1.VirtualMachineInstanceSpec, ranBefore bool) *apiv1.VirtualMachineInstance {
+		v := &apiv1.VirtualMachineInstance{Metadata: &apiv1.ObjectMeta{}, Spec: spec}
+		if ranBefore {
+			v.Metadata.Annotations = map[string]string{apiv1.AnnotationVMRanBefore: "true"}
+		}
+		return v
+	}
+	got := requiredImages(inst(spec, false))
 	if want := []string{"boot/initrd.img", "boot/vmlinuz", "debian.qcow2"}; !slices.Equal(got, want) {
 		t.Fatalf("requiredImages = %q, want %q", got, want)
 	}
-	if got := requiredImages(&apiv1.VirtualMachineInstanceSpec{}); len(got) != 0 {
+	if got := requiredImages(inst(&apiv1.VirtualMachineInstanceSpec{}, false)); len(got) != 0 {
 		t.Fatalf("requiredImages(empty) = %q", got)
 	}
 
@@ -264,8 +271,22 @@ func TestRequiredImages(t *testing.T) {
 		NodeSelector: map[string]string{apiv1.LabelNodeName: "n1"},
 		Volumes:      []*apiv1.Volume{{Name: "copy", Persistent: &apiv1.PersistentVolume{Image: "debian.qcow2", Size: "10Gi"}}},
 	}
-	if got := requiredImages(pinned); len(got) != 0 {
+	if got := requiredImages(inst(pinned, false)); len(got) != 0 {
 		t.Fatalf("requiredImages(pinned) = %q, want none", got)
+	}
+
+	// A volume on a storage class made at an earlier start: its image is
+	// not needed where the VM runs next (a failover target), but a local
+	// volume's, an image volume's and the kernel's still are.
+	shared := &apiv1.VirtualMachineInstanceSpec{Volumes: []*apiv1.Volume{
+		{Name: "data", Persistent: &apiv1.PersistentVolume{Image: "big.qcow2", Size: "10Gi", StorageClass: "ceph"}},
+		{Name: "root", Image: &apiv1.ImageVolume{Name: "debian.qcow2"}},
+	}}
+	if got := requiredImages(inst(shared, false)); !slices.Equal(got, []string{"big.qcow2", "debian.qcow2"}) {
+		t.Fatalf("first start: %q", got)
+	}
+	if got := requiredImages(inst(shared, true)); !slices.Equal(got, []string{"debian.qcow2"}) {
+		t.Fatalf("VM that ran before: %q, want only the image volume's", got)
 	}
 }
 

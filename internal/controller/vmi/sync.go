@@ -81,7 +81,7 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	// Deciding and reserving happen under one lock so that two workers
 	// cannot both see the same free capacity; the write itself happens
 	// outside it, as kube-scheduler binds asynchronously after assuming.
-	nd := needsOf(v.GetSpec(), req, v.GetSpec().GetNodeSelector(), requiredImages(v.GetSpec()), c.opts.HostPolicy)
+	nd := needsOf(v.GetSpec(), req, v.GetSpec().GetNodeSelector(), requiredImages(v), c.opts.HostPolicy, c.opts.StorageClasses)
 	held := holdingsOf(v.GetSpec())
 	c.placeMu.Lock()
 	d := choose(nd, c.pullable, c.candidates(now, key, held))

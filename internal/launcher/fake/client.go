@@ -99,6 +99,17 @@ func (c *client) Sync(ctx context.Context, vmi *apiv1.VirtualMachineInstance, op
 		d.State, d.Reason = StateRunning, "Unpaused"
 		m.emit(c.domain, "Resumed/Unpaused")
 	}
+	if d.State == StateRunning || d.State == StatePaused {
+		// The launcher grows a running domain's disks to their sizes.
+		for _, disk := range opts.GetDisks() {
+			if n := disk.GetSizeBytes(); n > d.DiskSizes[disk.GetName()] {
+				if d.DiskSizes == nil {
+					d.DiskSizes = map[string]int64{}
+				}
+				d.DiskSizes[disk.GetName()] = n
+			}
+		}
+	}
 	return m.statusLocked(c.domain), nil
 }
 

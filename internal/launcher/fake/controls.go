@@ -64,6 +64,7 @@ func (m *Manager) Domain(name string) (Domain, bool) {
 	c := *d
 	c.Leases = append([]time.Duration(nil), d.Leases...)
 	c.Overlays = maps.Clone(d.Overlays)
+	c.DiskSizes = maps.Clone(d.DiskSizes)
 	return c, true
 }
 

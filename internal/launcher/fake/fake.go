@@ -61,6 +61,12 @@ type Domain struct {
 	// file system freezes.
 	Overlays map[string]string
 	Freezes  int
+	// Frozen: a Freeze with a guest agent not thawed yet.
+	Frozen bool
+	// DiskSizes is each disk's size as the guest sees it, by disk name:
+	// what a Sync of a running domain grew it to (size_bytes; never
+	// shrunk).
+	DiskSizes map[string]int64
 }
 
 // Call is one recorded call.

@@ -87,7 +87,49 @@ func (c *client) CommitDisks(ctx context.Context, req *launcherpb.CommitDisksReq
 	return nil
 }
 
-// SetSnapshotError makes SnapshotDisks of domain fail with libvirt's
+func (c *client) Freeze(ctx context.Context, _ *launcherpb.FreezeRequest) (*launcherpb.SnapshotDisksResponse, error) {
+	if err := c.enter(ctx, Call{Op: "Freeze"}); err != nil {
+		return nil, err
+	}
+	m := c.m
+	defer m.mu.Unlock()
+	d := m.domains[c.domain]
+	if d == nil || d.State != StateRunning && d.State != StatePaused {
+		return nil, status.Errorf(codes.FailedPrecondition, "domain %s is not running", c.domain)
+	}
+	if mig := m.migrations[c.domain]; mig != nil && mig.GetRunning() {
+		return nil, status.Error(codes.FailedPrecondition, ErrMigrating)
+	}
+	if err := m.snapshotErr[c.domain]; err != nil {
+		return nil, err
+	}
+	ind := []string{apiv1.IndicationOnline}
+	switch {
+	case d.State == StatePaused:
+		ind = append(ind, apiv1.IndicationPaused)
+	case d.GuestAgentConnected:
+		d.Freezes++
+		d.Frozen = true
+		ind = append(ind, apiv1.IndicationGuestAgent)
+	default:
+		ind = append(ind, apiv1.IndicationNoGuestAgent)
+	}
+	return &launcherpb.SnapshotDisksResponse{Indications: ind, TimeUnixMillis: m.now().UnixMilli()}, nil
+}
+
+func (c *client) Thaw(ctx context.Context) error {
+	if err := c.enter(ctx, Call{Op: "Thaw"}); err != nil {
+		return err
+	}
+	m := c.m
+	defer m.mu.Unlock()
+	if d := m.domains[c.domain]; d != nil {
+		d.Frozen = false
+	}
+	return nil
+}
+
+// SetSnapshotError makes SnapshotDisks and Freeze of domain fail with libvirt's
 // message (an empty message clears it).
 func (m *Manager) SetSnapshotError(domain, libvirtMessage string) {
 	m.mu.Lock()

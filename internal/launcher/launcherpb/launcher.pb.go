@@ -28,15 +28,28 @@ const (
 
 // DiskSource is a disk the node agent prepared for the domain.
 type DiskSource struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`     // the VMI disk/volume name
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`     // absolute path of the file
-	Format        string                 `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"` // qcow2 or raw
-	Device        string                 `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"` // disk or cdrom
-	Bus           string                 `protobuf:"bytes,5,opt,name=bus,proto3" json:"bus,omitempty"`       // virtio, sata or scsi
-	ReadOnly      bool                   `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
-	BootOrder     int32                  `protobuf:"varint,7,opt,name=boot_order,json=bootOrder,proto3" json:"boot_order,omitempty"` // 0: none
-	Serial        string                 `protobuf:"bytes,8,opt,name=serial,proto3" json:"serial,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`     // the VMI disk/volume name
+	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`     // absolute path of the file
+	Format    string                 `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"` // qcow2 or raw
+	Device    string                 `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"` // disk or cdrom
+	Bus       string                 `protobuf:"bytes,5,opt,name=bus,proto3" json:"bus,omitempty"`       // virtio, sata or scsi
+	ReadOnly  bool                   `protobuf:"varint,6,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	BootOrder int32                  `protobuf:"varint,7,opt,name=boot_order,json=bootOrder,proto3" json:"boot_order,omitempty"` // 0: none
+	Serial    string                 `protobuf:"bytes,8,opt,name=serial,proto3" json:"serial,omitempty"`
+	// The size in bytes the disk must have (a persistent volume's, rounded
+	// up to whole 512-byte sectors); 0 for disks without one. Sync grows a
+	// running domain's disk whose capacity is below it (libvirt's block
+	// resize, which QEMU announces to the guest); it never shrinks one. A
+	// stopped guest's disk is grown before it starts, by whoever owns the
+	// volume (the node agent for files).
+	SizeBytes int64 `protobuf:"varint,9,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// A network disk on a Ceph RBD pool, instead of path and format (raw).
+	Rbd *RBDDisk `protobuf:"bytes,10,opt,name=rbd,proto3" json:"rbd,omitempty"`
+	// The file is on a shared filesystem every node of its class mounts:
+	// a live migration does not copy it, and it is opened with cache=none so
+	// that the destination reads what the source wrote.
+	Shared        bool `protobuf:"varint,11,opt,name=shared,proto3" json:"shared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -127,6 +140,172 @@ func (x *DiskSource) GetSerial() string {
 	return ""
 }
 
+func (x *DiskSource) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *DiskSource) GetRbd() *RBDDisk {
+	if x != nil {
+		return x.Rbd
+	}
+	return nil
+}
+
+func (x *DiskSource) GetShared() bool {
+	if x != nil {
+		return x.Shared
+	}
+	return false
+}
+
+// RBDDisk is an image on a Ceph cluster's pool, which QEMU opens itself.
+type RBDDisk struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Monitors []string               `protobuf:"bytes,1,rep,name=monitors,proto3" json:"monitors,omitempty"` // IP:port
+	Pool     string                 `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	Image    string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
+	User     string                 `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"` // cephx name without "client."
+	// Usage name of the libvirt secret with the user's key
+	// (SyncOptions.ceph_secrets defines it).
+	SecretUsage string `protobuf:"bytes,5,opt,name=secret_usage,json=secretUsage,proto3" json:"secret_usage,omitempty"`
+	// A ceph.conf QEMU's rbd driver reads (absolute; readable by QEMU's
+	// user; no secret): bounded waits for monitors, so that a monitor that
+	// does not answer fails a start within seconds, not librados' 300 s.
+	// Empty: none (librados' defaults and the host's /etc/ceph/ceph.conf).
+	ConfigFile    string `protobuf:"bytes,6,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RBDDisk) Reset() {
+	*x = RBDDisk{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RBDDisk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RBDDisk) ProtoMessage() {}
+
+func (x *RBDDisk) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RBDDisk.ProtoReflect.Descriptor instead.
+func (*RBDDisk) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RBDDisk) GetMonitors() []string {
+	if x != nil {
+		return x.Monitors
+	}
+	return nil
+}
+
+func (x *RBDDisk) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *RBDDisk) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *RBDDisk) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *RBDDisk) GetSecretUsage() string {
+	if x != nil {
+		return x.SecretUsage
+	}
+	return ""
+}
+
+func (x *RBDDisk) GetConfigFile() string {
+	if x != nil {
+		return x.ConfigFile
+	}
+	return ""
+}
+
+// CephSecret is a cephx key the launcher hands to libvirt as a private,
+// ephemeral secret (never written to disk by libvirt, never read back).
+type CephSecret struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Usage         string                 `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CephSecret) Reset() {
+	*x = CephSecret{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CephSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CephSecret) ProtoMessage() {}
+
+func (x *CephSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CephSecret.ProtoReflect.Descriptor instead.
+func (*CephSecret) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CephSecret) GetUsage() string {
+	if x != nil {
+		return x.Usage
+	}
+	return ""
+}
+
+func (x *CephSecret) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 // SyncOptions are the node-side decisions the domain is built from.
 type SyncOptions struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -144,18 +323,31 @@ type SyncOptions struct {
 	// without the API: it is never armed for a Wait domain
 	// (docs/failover.md, point 3). Empty keeps what the domain records.
 	NodeFailurePolicy string `protobuf:"bytes,9,opt,name=node_failure_policy,json=nodeFailurePolicy,proto3" json:"node_failure_policy,omitempty"`
-	// EFI variable store of a guest that boots through EFI firmware: a file
-	// in the VM's node directory, so its boot entries outlive instances.
+	// EFI variable store of a guest that boots through EFI firmware, kept
+	// by VM so that its boot entries outlive instances: a file in the VM's
+	// node directory, or in its directory on a shared filesystem class;
 	// libvirt copies the firmware's VARS template there on the first start.
-	// Empty for BIOS and kernel boot.
-	NvramPath     string `protobuf:"bytes,10,opt,name=nvram_path,json=nvramPath,proto3" json:"nvram_path,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Empty for BIOS, kernel boot, and an NVRAM on RBD (nvram_rbd).
+	NvramPath string `protobuf:"bytes,10,opt,name=nvram_path,json=nvramPath,proto3" json:"nvram_path,omitempty"`
+	// The libvirt secrets the RBD disks refer to, defined before the domain.
+	CephSecrets []*CephSecret `protobuf:"bytes,11,rep,name=ceph_secrets,json=cephSecrets,proto3" json:"ceph_secrets,omitempty"`
+	// The EFI variable store as an image on an rbd class (the class of the
+	// VM's volumes), instead of nvram_path: made by the node agent from the
+	// firmware's VARS template (libvirt fills no network NVRAM).
+	NvramRbd *RBDDisk `protobuf:"bytes,12,opt,name=nvram_rbd,json=nvramRbd,proto3" json:"nvram_rbd,omitempty"`
+	// Bounds the domain's start (libvirt's create) when its disks are on
+	// storage that may not answer: librados waits for an OSD without end,
+	// leaving the domain paused in its start. After it the launcher
+	// destroys the domain and fails the Sync, saying the storage did not
+	// answer. 0: no bound.
+	StartTimeoutMillis int64 `protobuf:"varint,13,opt,name=start_timeout_millis,json=startTimeoutMillis,proto3" json:"start_timeout_millis,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *SyncOptions) Reset() {
 	*x = SyncOptions{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[1]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -167,7 +359,7 @@ func (x *SyncOptions) String() string {
 func (*SyncOptions) ProtoMessage() {}
 
 func (x *SyncOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[1]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -180,7 +372,7 @@ func (x *SyncOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncOptions.ProtoReflect.Descriptor instead.
 func (*SyncOptions) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{1}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SyncOptions) GetKvm() bool {
@@ -253,6 +445,27 @@ func (x *SyncOptions) GetNvramPath() string {
 	return ""
 }
 
+func (x *SyncOptions) GetCephSecrets() []*CephSecret {
+	if x != nil {
+		return x.CephSecrets
+	}
+	return nil
+}
+
+func (x *SyncOptions) GetNvramRbd() *RBDDisk {
+	if x != nil {
+		return x.NvramRbd
+	}
+	return nil
+}
+
+func (x *SyncOptions) GetStartTimeoutMillis() int64 {
+	if x != nil {
+		return x.StartTimeoutMillis
+	}
+	return 0
+}
+
 type SyncRequest struct {
 	state         protoimpl.MessageState     `protogen:"open.v1"`
 	Vmi           *v1.VirtualMachineInstance `protobuf:"bytes,1,opt,name=vmi,proto3" json:"vmi,omitempty"`
@@ -263,7 +476,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[2]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +488,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[2]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +501,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{2}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SyncRequest) GetVmi() *v1.VirtualMachineInstance {
@@ -339,7 +552,7 @@ type DomainStatus struct {
 
 func (x *DomainStatus) Reset() {
 	*x = DomainStatus{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[3]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +564,7 @@ func (x *DomainStatus) String() string {
 func (*DomainStatus) ProtoMessage() {}
 
 func (x *DomainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[3]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +577,7 @@ func (x *DomainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainStatus.ProtoReflect.Descriptor instead.
 func (*DomainStatus) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{3}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DomainStatus) GetExists() bool {
@@ -459,7 +672,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +684,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +697,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{4}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{6}
 }
 
 type ShutdownRequest struct {
@@ -495,7 +708,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +720,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +733,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{5}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{7}
 }
 
 type LeaseRequest struct {
@@ -534,7 +747,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -546,7 +759,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -559,7 +772,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{6}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeaseRequest) GetValidForMillis() int64 {
@@ -579,7 +792,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +804,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +817,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{7}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PingResponse) GetVersion() string {
@@ -632,7 +845,7 @@ type DomainEvent struct {
 
 func (x *DomainEvent) Reset() {
 	*x = DomainEvent{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +857,7 @@ func (x *DomainEvent) String() string {
 func (*DomainEvent) ProtoMessage() {}
 
 func (x *DomainEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +870,7 @@ func (x *DomainEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainEvent.ProtoReflect.Descriptor instead.
 func (*DomainEvent) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{8}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DomainEvent) GetStatus() *DomainStatus {
@@ -702,7 +915,7 @@ type MigrateRequest struct {
 
 func (x *MigrateRequest) Reset() {
 	*x = MigrateRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -714,7 +927,7 @@ func (x *MigrateRequest) String() string {
 func (*MigrateRequest) ProtoMessage() {}
 
 func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -727,7 +940,7 @@ func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateRequest.ProtoReflect.Descriptor instead.
 func (*MigrateRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{9}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *MigrateRequest) GetMigrationUid() string {
@@ -805,7 +1018,7 @@ type MigrationStatus struct {
 
 func (x *MigrationStatus) Reset() {
 	*x = MigrationStatus{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1030,7 @@ func (x *MigrationStatus) String() string {
 func (*MigrationStatus) ProtoMessage() {}
 
 func (x *MigrationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1043,7 @@ func (x *MigrationStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationStatus.ProtoReflect.Descriptor instead.
 func (*MigrationStatus) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{10}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MigrationStatus) GetMigrationUid() string {
@@ -935,7 +1148,7 @@ type IncomingRequest struct {
 
 func (x *IncomingRequest) Reset() {
 	*x = IncomingRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1160,7 @@ func (x *IncomingRequest) String() string {
 func (*IncomingRequest) ProtoMessage() {}
 
 func (x *IncomingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1173,7 @@ func (x *IncomingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncomingRequest.ProtoReflect.Descriptor instead.
 func (*IncomingRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{11}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IncomingRequest) GetMigrationUid() string {
@@ -999,7 +1212,7 @@ type SnapshotDisk struct {
 
 func (x *SnapshotDisk) Reset() {
 	*x = SnapshotDisk{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1224,7 @@ func (x *SnapshotDisk) String() string {
 func (*SnapshotDisk) ProtoMessage() {}
 
 func (x *SnapshotDisk) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1237,7 @@ func (x *SnapshotDisk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDisk.ProtoReflect.Descriptor instead.
 func (*SnapshotDisk) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{12}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SnapshotDisk) GetPath() string {
@@ -1054,7 +1267,7 @@ type SnapshotDisksRequest struct {
 
 func (x *SnapshotDisksRequest) Reset() {
 	*x = SnapshotDisksRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1279,7 @@ func (x *SnapshotDisksRequest) String() string {
 func (*SnapshotDisksRequest) ProtoMessage() {}
 
 func (x *SnapshotDisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1292,7 @@ func (x *SnapshotDisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDisksRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDisksRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{13}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotDisksRequest) GetDisks() []*SnapshotDisk {
@@ -1109,7 +1322,7 @@ type SnapshotDisksResponse struct {
 
 func (x *SnapshotDisksResponse) Reset() {
 	*x = SnapshotDisksResponse{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1334,7 @@ func (x *SnapshotDisksResponse) String() string {
 func (*SnapshotDisksResponse) ProtoMessage() {}
 
 func (x *SnapshotDisksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1347,7 @@ func (x *SnapshotDisksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDisksResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotDisksResponse) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{14}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotDisksResponse) GetIndications() []string {
@@ -1163,7 +1376,7 @@ type CommitDisksRequest struct {
 
 func (x *CommitDisksRequest) Reset() {
 	*x = CommitDisksRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1388,7 @@ func (x *CommitDisksRequest) String() string {
 func (*CommitDisksRequest) ProtoMessage() {}
 
 func (x *CommitDisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1401,7 @@ func (x *CommitDisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitDisksRequest.ProtoReflect.Descriptor instead.
 func (*CommitDisksRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{15}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CommitDisksRequest) GetDisks() []*SnapshotDisk {
@@ -1198,11 +1411,61 @@ func (x *CommitDisksRequest) GetDisks() []*SnapshotDisk {
 	return nil
 }
 
+// FreezeRequest freezes the guest's file systems for snapshots taken
+// outside the launcher (RBD snapshots of the volumes), when a guest agent
+// answers and the domain is not paused. The launcher thaws them itself
+// after thaw_after_millis if no Thaw came first (KubeVirt's
+// unfreezeTimeout): a node agent that dies in between never leaves the
+// guest frozen.
+type FreezeRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ThawAfterMillis int64                  `protobuf:"varint,1,opt,name=thaw_after_millis,json=thawAfterMillis,proto3" json:"thaw_after_millis,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *FreezeRequest) Reset() {
+	*x = FreezeRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeRequest) ProtoMessage() {}
+
+func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
+func (*FreezeRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *FreezeRequest) GetThawAfterMillis() int64 {
+	if x != nil {
+		return x.ThawAfterMillis
+	}
+	return 0
+}
+
 var File_internal_launcher_launcherpb_launcher_proto protoreflect.FileDescriptor
 
 const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\n" +
-	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\xca\x01\n" +
+	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\xb3\x02\n" +
 	"\n" +
 	"DiskSource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1213,7 +1476,24 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\tread_only\x18\x06 \x01(\bR\breadOnly\x12\x1d\n" +
 	"\n" +
 	"boot_order\x18\a \x01(\x05R\tbootOrder\x12\x16\n" +
-	"\x06serial\x18\b \x01(\tR\x06serial\"\xfd\x02\n" +
+	"\x06serial\x18\b \x01(\tR\x06serial\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\t \x01(\x03R\tsizeBytes\x120\n" +
+	"\x03rbd\x18\n" +
+	" \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\x03rbd\x12\x16\n" +
+	"\x06shared\x18\v \x01(\bR\x06shared\"\xa7\x01\n" +
+	"\aRBDDisk\x12\x1a\n" +
+	"\bmonitors\x18\x01 \x03(\tR\bmonitors\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x14\n" +
+	"\x05image\x18\x03 \x01(\tR\x05image\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12!\n" +
+	"\fsecret_usage\x18\x05 \x01(\tR\vsecretUsage\x12\x1f\n" +
+	"\vconfig_file\x18\x06 \x01(\tR\n" +
+	"configFile\"4\n" +
+	"\n" +
+	"CephSecret\x12\x14\n" +
+	"\x05usage\x18\x01 \x01(\tR\x05usage\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xb2\x04\n" +
 	"\vSyncOptions\x12\x10\n" +
 	"\x03kvm\x18\x01 \x01(\bR\x03kvm\x12 \n" +
 	"\ftb_cache_mib\x18\x02 \x01(\x05R\n" +
@@ -1230,7 +1510,10 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x13node_failure_policy\x18\t \x01(\tR\x11nodeFailurePolicy\x12\x1d\n" +
 	"\n" +
 	"nvram_path\x18\n" +
-	" \x01(\tR\tnvramPath\"\x83\x01\n" +
+	" \x01(\tR\tnvramPath\x12D\n" +
+	"\fceph_secrets\x18\v \x03(\v2!.virtplane.launcher.v1.CephSecretR\vcephSecrets\x12;\n" +
+	"\tnvram_rbd\x18\f \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\bnvramRbd\x120\n" +
+	"\x14start_timeout_millis\x18\r \x01(\x03R\x12startTimeoutMillis\"\x83\x01\n" +
 	"\vSyncRequest\x126\n" +
 	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\x12<\n" +
 	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\x9e\x03\n" +
@@ -1300,8 +1583,9 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\vindications\x18\x01 \x03(\tR\vindications\x12(\n" +
 	"\x10time_unix_millis\x18\x02 \x01(\x03R\x0etimeUnixMillis\"O\n" +
 	"\x12CommitDisksRequest\x129\n" +
-	"\x05disks\x18\x01 \x03(\v2#.virtplane.launcher.v1.SnapshotDiskR\x05disks2\xc8\n" +
-	"\n" +
+	"\x05disks\x18\x01 \x03(\v2#.virtplane.launcher.v1.SnapshotDiskR\x05disks\";\n" +
+	"\rFreezeRequest\x12*\n" +
+	"\x11thaw_after_millis\x18\x01 \x01(\x03R\x0fthawAfterMillis2\xea\v\n" +
 	"\bLauncher\x12O\n" +
 	"\x04Sync\x12\".virtplane.launcher.v1.SyncRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12W\n" +
 	"\bShutdown\x12&.virtplane.launcher.v1.ShutdownRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12I\n" +
@@ -1319,7 +1603,9 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x0eAbortMigration\x12\x1c.virtplane.launcher.v1.Empty\x1a&.virtplane.launcher.v1.MigrationStatus\x12Z\n" +
 	"\bIncoming\x12&.virtplane.launcher.v1.IncomingRequest\x1a&.virtplane.launcher.v1.MigrationStatus\x12j\n" +
 	"\rSnapshotDisks\x12+.virtplane.launcher.v1.SnapshotDisksRequest\x1a,.virtplane.launcher.v1.SnapshotDisksResponse\x12V\n" +
-	"\vCommitDisks\x12).virtplane.launcher.v1.CommitDisksRequest\x1a\x1c.virtplane.launcher.v1.EmptyBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
+	"\vCommitDisks\x12).virtplane.launcher.v1.CommitDisksRequest\x1a\x1c.virtplane.launcher.v1.Empty\x12\\\n" +
+	"\x06Freeze\x12$.virtplane.launcher.v1.FreezeRequest\x1a,.virtplane.launcher.v1.SnapshotDisksResponse\x12B\n" +
+	"\x04Thaw\x12\x1c.virtplane.launcher.v1.Empty\x1a\x1c.virtplane.launcher.v1.EmptyBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
 
 var (
 	file_internal_launcher_launcherpb_launcher_proto_rawDescOnce sync.Once
@@ -1333,77 +1619,87 @@ func file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP() []byte {
 	return file_internal_launcher_launcherpb_launcher_proto_rawDescData
 }
 
-var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*DiskSource)(nil),                // 0: virtplane.launcher.v1.DiskSource
-	(*SyncOptions)(nil),               // 1: virtplane.launcher.v1.SyncOptions
-	(*SyncRequest)(nil),               // 2: virtplane.launcher.v1.SyncRequest
-	(*DomainStatus)(nil),              // 3: virtplane.launcher.v1.DomainStatus
-	(*Empty)(nil),                     // 4: virtplane.launcher.v1.Empty
-	(*ShutdownRequest)(nil),           // 5: virtplane.launcher.v1.ShutdownRequest
-	(*LeaseRequest)(nil),              // 6: virtplane.launcher.v1.LeaseRequest
-	(*PingResponse)(nil),              // 7: virtplane.launcher.v1.PingResponse
-	(*DomainEvent)(nil),               // 8: virtplane.launcher.v1.DomainEvent
-	(*MigrateRequest)(nil),            // 9: virtplane.launcher.v1.MigrateRequest
-	(*MigrationStatus)(nil),           // 10: virtplane.launcher.v1.MigrationStatus
-	(*IncomingRequest)(nil),           // 11: virtplane.launcher.v1.IncomingRequest
-	(*SnapshotDisk)(nil),              // 12: virtplane.launcher.v1.SnapshotDisk
-	(*SnapshotDisksRequest)(nil),      // 13: virtplane.launcher.v1.SnapshotDisksRequest
-	(*SnapshotDisksResponse)(nil),     // 14: virtplane.launcher.v1.SnapshotDisksResponse
-	(*CommitDisksRequest)(nil),        // 15: virtplane.launcher.v1.CommitDisksRequest
-	(*v1.VirtualMachineInstance)(nil), // 16: virtplane.v1.VirtualMachineInstance
-	(*v1.InterfaceStatus)(nil),        // 17: virtplane.v1.InterfaceStatus
-	(*v1.MigrationConfiguration)(nil), // 18: virtplane.v1.MigrationConfiguration
-	(*v1.MigrationProgress)(nil),      // 19: virtplane.v1.MigrationProgress
+	(*RBDDisk)(nil),                   // 1: virtplane.launcher.v1.RBDDisk
+	(*CephSecret)(nil),                // 2: virtplane.launcher.v1.CephSecret
+	(*SyncOptions)(nil),               // 3: virtplane.launcher.v1.SyncOptions
+	(*SyncRequest)(nil),               // 4: virtplane.launcher.v1.SyncRequest
+	(*DomainStatus)(nil),              // 5: virtplane.launcher.v1.DomainStatus
+	(*Empty)(nil),                     // 6: virtplane.launcher.v1.Empty
+	(*ShutdownRequest)(nil),           // 7: virtplane.launcher.v1.ShutdownRequest
+	(*LeaseRequest)(nil),              // 8: virtplane.launcher.v1.LeaseRequest
+	(*PingResponse)(nil),              // 9: virtplane.launcher.v1.PingResponse
+	(*DomainEvent)(nil),               // 10: virtplane.launcher.v1.DomainEvent
+	(*MigrateRequest)(nil),            // 11: virtplane.launcher.v1.MigrateRequest
+	(*MigrationStatus)(nil),           // 12: virtplane.launcher.v1.MigrationStatus
+	(*IncomingRequest)(nil),           // 13: virtplane.launcher.v1.IncomingRequest
+	(*SnapshotDisk)(nil),              // 14: virtplane.launcher.v1.SnapshotDisk
+	(*SnapshotDisksRequest)(nil),      // 15: virtplane.launcher.v1.SnapshotDisksRequest
+	(*SnapshotDisksResponse)(nil),     // 16: virtplane.launcher.v1.SnapshotDisksResponse
+	(*CommitDisksRequest)(nil),        // 17: virtplane.launcher.v1.CommitDisksRequest
+	(*FreezeRequest)(nil),             // 18: virtplane.launcher.v1.FreezeRequest
+	(*v1.VirtualMachineInstance)(nil), // 19: virtplane.v1.VirtualMachineInstance
+	(*v1.InterfaceStatus)(nil),        // 20: virtplane.v1.InterfaceStatus
+	(*v1.MigrationConfiguration)(nil), // 21: virtplane.v1.MigrationConfiguration
+	(*v1.MigrationProgress)(nil),      // 22: virtplane.v1.MigrationProgress
 }
 var file_internal_launcher_launcherpb_launcher_proto_depIdxs = []int32{
-	0,  // 0: virtplane.launcher.v1.SyncOptions.disks:type_name -> virtplane.launcher.v1.DiskSource
-	16, // 1: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
-	1,  // 2: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
-	17, // 3: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
-	3,  // 4: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
-	18, // 5: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
-	19, // 6: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
-	2,  // 7: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
-	12, // 8: virtplane.launcher.v1.SnapshotDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
-	12, // 9: virtplane.launcher.v1.CommitDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
-	2,  // 10: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
-	5,  // 11: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
-	4,  // 12: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
-	4,  // 13: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
-	4,  // 14: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
-	4,  // 15: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
-	4,  // 16: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
-	4,  // 17: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
-	6,  // 18: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
-	4,  // 19: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
-	9,  // 20: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
-	4,  // 21: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
-	4,  // 22: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
-	11, // 23: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
-	13, // 24: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
-	15, // 25: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
-	3,  // 26: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 27: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 28: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 29: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 30: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 31: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
-	3,  // 32: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
-	7,  // 33: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
-	4,  // 34: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
-	8,  // 35: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
-	10, // 36: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
-	10, // 37: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	10, // 38: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	10, // 39: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
-	14, // 40: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
-	4,  // 41: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
-	26, // [26:42] is the sub-list for method output_type
-	10, // [10:26] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	1,  // 0: virtplane.launcher.v1.DiskSource.rbd:type_name -> virtplane.launcher.v1.RBDDisk
+	0,  // 1: virtplane.launcher.v1.SyncOptions.disks:type_name -> virtplane.launcher.v1.DiskSource
+	2,  // 2: virtplane.launcher.v1.SyncOptions.ceph_secrets:type_name -> virtplane.launcher.v1.CephSecret
+	1,  // 3: virtplane.launcher.v1.SyncOptions.nvram_rbd:type_name -> virtplane.launcher.v1.RBDDisk
+	19, // 4: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	3,  // 5: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
+	20, // 6: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	5,  // 7: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
+	21, // 8: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	22, // 9: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
+	4,  // 10: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
+	14, // 11: virtplane.launcher.v1.SnapshotDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
+	14, // 12: virtplane.launcher.v1.CommitDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
+	4,  // 13: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
+	7,  // 14: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
+	6,  // 15: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
+	6,  // 16: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
+	6,  // 17: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
+	6,  // 18: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
+	6,  // 19: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
+	6,  // 20: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
+	8,  // 21: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
+	6,  // 22: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
+	11, // 23: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
+	6,  // 24: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
+	6,  // 25: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
+	13, // 26: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
+	15, // 27: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
+	17, // 28: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
+	18, // 29: virtplane.launcher.v1.Launcher.Freeze:input_type -> virtplane.launcher.v1.FreezeRequest
+	6,  // 30: virtplane.launcher.v1.Launcher.Thaw:input_type -> virtplane.launcher.v1.Empty
+	5,  // 31: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 32: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 33: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 34: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 35: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 36: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
+	5,  // 37: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
+	9,  // 38: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
+	6,  // 39: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
+	10, // 40: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
+	12, // 41: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
+	12, // 42: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	12, // 43: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	12, // 44: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
+	16, // 45: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	6,  // 46: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
+	16, // 47: virtplane.launcher.v1.Launcher.Freeze:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	6,  // 48: virtplane.launcher.v1.Launcher.Thaw:output_type -> virtplane.launcher.v1.Empty
+	31, // [31:49] is the sub-list for method output_type
+	13, // [13:31] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_internal_launcher_launcherpb_launcher_proto_init() }
@@ -1417,7 +1713,7 @@ func file_internal_launcher_launcherpb_launcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_launcher_launcherpb_launcher_proto_rawDesc), len(file_internal_launcher_launcherpb_launcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

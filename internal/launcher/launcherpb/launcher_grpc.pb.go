@@ -39,6 +39,8 @@ const (
 	Launcher_Incoming_FullMethodName       = "/virtplane.launcher.v1.Launcher/Incoming"
 	Launcher_SnapshotDisks_FullMethodName  = "/virtplane.launcher.v1.Launcher/SnapshotDisks"
 	Launcher_CommitDisks_FullMethodName    = "/virtplane.launcher.v1.Launcher/CommitDisks"
+	Launcher_Freeze_FullMethodName         = "/virtplane.launcher.v1.Launcher/Freeze"
+	Launcher_Thaw_FullMethodName           = "/virtplane.launcher.v1.Launcher/Thaw"
 )
 
 // LauncherClient is the client API for Launcher service.
@@ -79,6 +81,11 @@ type LauncherClient interface {
 	// FAILED_PRECONDITION to both.
 	SnapshotDisks(ctx context.Context, in *SnapshotDisksRequest, opts ...grpc.CallOption) (*SnapshotDisksResponse, error)
 	CommitDisks(ctx context.Context, in *CommitDisksRequest, opts ...grpc.CallOption) (*Empty, error)
+	// Freeze and thaw the guest's file systems around snapshots the node
+	// agent takes itself (RBD); Freeze answers with the indications and the
+	// time of the point in time, Thaw is safe to repeat.
+	Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*SnapshotDisksResponse, error)
+	Thaw(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
 }
 
 type launcherClient struct {
@@ -258,6 +265,26 @@ func (c *launcherClient) CommitDisks(ctx context.Context, in *CommitDisksRequest
 	return out, nil
 }
 
+func (c *launcherClient) Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*SnapshotDisksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnapshotDisksResponse)
+	err := c.cc.Invoke(ctx, Launcher_Freeze_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *launcherClient) Thaw(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Empty)
+	err := c.cc.Invoke(ctx, Launcher_Thaw_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LauncherServer is the server API for Launcher service.
 // All implementations must embed UnimplementedLauncherServer
 // for forward compatibility.
@@ -296,6 +323,11 @@ type LauncherServer interface {
 	// FAILED_PRECONDITION to both.
 	SnapshotDisks(context.Context, *SnapshotDisksRequest) (*SnapshotDisksResponse, error)
 	CommitDisks(context.Context, *CommitDisksRequest) (*Empty, error)
+	// Freeze and thaw the guest's file systems around snapshots the node
+	// agent takes itself (RBD); Freeze answers with the indications and the
+	// time of the point in time, Thaw is safe to repeat.
+	Freeze(context.Context, *FreezeRequest) (*SnapshotDisksResponse, error)
+	Thaw(context.Context, *Empty) (*Empty, error)
 	mustEmbedUnimplementedLauncherServer()
 }
 
@@ -353,6 +385,12 @@ func (UnimplementedLauncherServer) SnapshotDisks(context.Context, *SnapshotDisks
 }
 func (UnimplementedLauncherServer) CommitDisks(context.Context, *CommitDisksRequest) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitDisks not implemented")
+}
+func (UnimplementedLauncherServer) Freeze(context.Context, *FreezeRequest) (*SnapshotDisksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Freeze not implemented")
+}
+func (UnimplementedLauncherServer) Thaw(context.Context, *Empty) (*Empty, error) {
+	return nil, status.Error(codes.Unimplemented, "method Thaw not implemented")
 }
 func (UnimplementedLauncherServer) mustEmbedUnimplementedLauncherServer() {}
 func (UnimplementedLauncherServer) testEmbeddedByValue()                  {}
@@ -656,6 +694,42 @@ func _Launcher_CommitDisks_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Launcher_Freeze_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FreezeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).Freeze(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_Freeze_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).Freeze(ctx, req.(*FreezeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Launcher_Thaw_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).Thaw(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_Thaw_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).Thaw(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Launcher_ServiceDesc is the grpc.ServiceDesc for Launcher service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -722,6 +796,14 @@ var Launcher_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitDisks",
 			Handler:    _Launcher_CommitDisks_Handler,
+		},
+		{
+			MethodName: "Freeze",
+			Handler:    _Launcher_Freeze_Handler,
+		},
+		{
+			MethodName: "Thaw",
+			Handler:    _Launcher_Thaw_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/firmware"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
@@ -48,6 +50,20 @@ type Options struct {
 	MaxVirtualSize func() int64
 	// Progress is told when a volume is being created; nil tells no one.
 	Progress Progress
+	// Classes are the storage classes of the node (package storage); nil
+	// fails every volume on a class.
+	Classes Classes
+	// NodeName names what the node makes in shared storage for a while
+	// (an image's import into a pool).
+	NodeName string
+	// Firmware names the EFI build libvirt boots a guest with, whose
+	// VARS template an NVRAM on RBD is made from; nil reads the host's
+	// firmware descriptors (package firmware).
+	Firmware Firmware
+	// StorageStartTimeout bounds the start of a domain with an rbd disk
+	// (launcherpb.SyncOptions.start_timeout_millis); 0 leaves it
+	// unbounded.
+	StorageStartTimeout time.Duration
 	// Clock times provisioning for the log; the real clock when nil.
 	Clock  clock.PassiveClock
 	Logger *slog.Logger
@@ -66,6 +82,9 @@ func New(opts Options) *Preparer {
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.Firmware == nil {
+		opts.Firmware = &firmware.Resolver{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -133,6 +152,8 @@ func (p *Preparer) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		switch {
 		case v.GetImage() != nil:
 			src, err = p.imageDisk(ctx, d, v.GetImage(), disksDir, incoming)
+		case v.GetPersistent() != nil && !validation.UsesLocalStorage(v.GetPersistent()):
+			src, err = p.classVolume(ctx, vmi, rec, d, v.GetPersistent(), opts, incoming)
 		case v.GetPersistent() != nil && incoming:
 			src, err = p.incomingVolume(ctx, vmi, rec, d, v.GetPersistent())
 		case v.GetPersistent() != nil:
@@ -164,30 +185,11 @@ func (p *Preparer) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		opts.KernelCmdline = kb.GetCmdline()
 	}
 	if validation.BootsEFI(vmi.GetSpec()) {
-		var err error
-		if opts.NvramPath, err = p.nvramPath(vmi, rec); err != nil {
+		if err := p.nvram(ctx, vmi, rec, opts, incoming); err != nil {
 			return nil, err
 		}
 	}
 	return opts, nil
-}
-
-// nvramPath is where an EFI guest's variable store lives (keptDir, like
-// a persistent volume). A VM's directory is made here (EnsureVMDir does
-// nothing for a bare VMI); the file is libvirt's to create from the
-// firmware's template.
-func (p *Preparer) nvramPath(vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (string, error) {
-	dir, err := p.keptDir(rec)
-	if err != nil {
-		return "", failed(fmt.Errorf("nvram: %w", err))
-	}
-	if err := p.ensureVMDir(vmi, rec); err != nil {
-		if _, ok := errors.AsType[*Error](err); ok {
-			return "", err
-		}
-		return "", fmt.Errorf("nvram: %w", err)
-	}
-	return nodedir.NVRAMPath(dir), nil
 }
 
 // imageDisk gives a disk a qcow2 overlay over its base image, so

@@ -22,6 +22,9 @@ type ImageTool interface {
 	// CopyResized writes a standalone qcow2 copy of base grown to size
 	// bytes (never shrunk).
 	CopyResized(ctx context.Context, base, baseFormat, dst string, size int64) error
+	// Grow makes the qcow2 image at path size bytes large, a whole
+	// number of 512-byte sectors; it refuses to shrink one.
+	Grow(ctx context.Context, path string, size int64) error
 }
 
 // ImageInfo is what ImageTool.Info reports.
@@ -86,7 +89,21 @@ func (q QemuImg) CopyResized(ctx context.Context, base, baseFormat, dst string, 
 	if size <= info.VirtualSize {
 		return nil
 	}
-	_, err = runCommand(ctx, q.bin(), "resize", "-q", "-f", "qcow2", dst, strconv.FormatInt(size, 10))
+	return q.Grow(ctx, dst, size)
+}
+
+// Grow runs qemu-img resize, which takes the image's write lock (so it
+// fails rather than resize an image a QEMU has open) and refuses a smaller
+// size unless told --shrink, which it never is here. A qcow2 grows
+// crash-safely (QEMU's qcow2_co_truncate): a larger L1 table, when one is
+// needed, is written aside and flushed before a header write switches to
+// it, and the new size is one more header write after that; each state in
+// between is a valid image of the old size. A resize killed or cut by a
+// power loss leaves the old size or the new one, never a broken image (at
+// worst a leaked cluster, which qemu-img check reports and nothing
+// minds); the caller compares the size again and grows again.
+func (q QemuImg) Grow(ctx context.Context, path string, size int64) error {
+	_, err := runCommand(ctx, q.bin(), "resize", "-q", "-f", "qcow2", path, strconv.FormatInt(size, 10))
 	return err
 }
 

@@ -39,8 +39,14 @@ type Conn struct {
 	// created the domain. A new launcher always syncs once. Only the
 	// worker handling Key reads and writes it.
 	Synced bool
-	dead   atomic.Bool
-	cancel context.CancelFunc // ends the event watch
+	// SyncedSizes is what the last Sync carried of the VMI's persistent
+	// volume sizes (the handler's fingerprint of them): when the VM
+	// controller grows them in the running instance's spec, the handler
+	// syncs again and the launcher grows the disks. Only the worker
+	// handling Key reads and writes it.
+	SyncedSizes string
+	dead        atomic.Bool
+	cancel      context.CancelFunc // ends the event watch
 }
 
 // Dead reports a launcher that stopped answering.

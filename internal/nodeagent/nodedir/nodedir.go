@@ -5,6 +5,7 @@
 // disk and console rooms of the node agent both build on it.
 //
 //	<root>/state.db                  the agent's local database (package state)
+//	<root>/ceph/virtplane-<class>.conf an rbd class's ceph.conf for QEMU (no secret)
 //	<root>/vmis/<vmi uid>/           one instance; removed when it ends
 //	    console.log[.N]              serial console, written by virtlogd
 //	    disks/                       overlays and seeds
@@ -59,6 +60,14 @@ type Layout struct {
 
 // StateDBPath is the node agent's local database.
 func (l Layout) StateDBPath() string { return filepath.Join(l.Root, "state.db") }
+
+// CephConfDir holds the ceph.conf QEMU reads for each rbd class
+// (package storage), readable by QEMU's user; no secret.
+func (l Layout) CephConfDir() string { return filepath.Join(l.Root, "ceph") }
+
+// StorageDir holds a directory per storage class the node uses, with its
+// key (package storage): root's alone.
+func (l Layout) StorageDir() string { return filepath.Join(l.Root, "storage") }
 
 // VMIsDir holds the directories of VMIs.
 func (l Layout) VMIsDir() string { return filepath.Join(l.Root, vmisDir) }

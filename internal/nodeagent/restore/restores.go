@@ -21,6 +21,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodework"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/storage"
 )
 
 // API is the restore service as the node uses it: it watches the
@@ -48,6 +49,12 @@ type Contents interface {
 	Owner(contentUID string) (namespace string, ok, synced bool)
 }
 
+// Classes is what restores need of the node's storage room: a shared
+// filesystem class whose copies are restored here.
+type Classes interface {
+	Lookup(ctx context.Context, name string) (*storage.Class, error)
+}
+
 // VMs finds a restore's target VM (the node sees a VM's identity:
 // namespace, name and uid).
 type VMs interface {
@@ -56,13 +63,16 @@ type VMs interface {
 
 // Options configure Restores.
 type Options struct {
-	NodeName    string
-	API         API
-	Layout      nodedir.Layout
-	Copier      Copier
-	Domains     Domains
-	Contents    Contents
-	VMs         VMs
+	NodeName string
+	API      API
+	Layout   nodedir.Layout
+	Copier   Copier
+	Domains  Domains
+	Contents Contents
+	VMs      VMs
+	// Classes are the storage classes the node uses (volumes on shared
+	// filesystems); nil when the node has none.
+	Classes     Classes
 	CallTimeout time.Duration // bounds a status write
 	Logger      *slog.Logger
 }
@@ -123,7 +133,7 @@ func (w *Restores) Reconcile(ctx context.Context, key string) (controller.Result
 	deleting := r.GetMetadata().GetDeletionTimestamp() != nil
 	switch {
 	case st.GetPhase() == apiv1.RestoreFailed || deleting && !st.GetSwapped():
-		if err := w.dropStaged(r); err != nil {
+		if err := w.dropStaged(ctx, r); err != nil {
 			return controller.Result{}, err
 		}
 		return controller.Result{}, w.release(ctx, r)

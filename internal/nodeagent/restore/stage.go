@@ -25,12 +25,18 @@ type volume struct {
 	name, source, staged, live string
 	// content is the uid of the snapshot content source belongs to.
 	content string
+	// shared: the volume is on a shared filesystem class (its files are
+	// under the class's path, laid out as layout), not in the node's VM
+	// directory.
+	shared bool
+	layout nodedir.Layout
 }
 
-// volumes checks a restore's paths: the target's directory from
-// its uid, each source a snapshot volume of this node, each volume a
-// file name.
-func (w *Restores) volumes(r *apiv1.VirtualMachineRestore) (volumesDir string, out []volume, err error) {
+// volumes checks a restore's paths: the target's directory from its
+// uid, each source a snapshot volume of this node (or of a shared
+// filesystem class it uses), each volume a file name. Volumes restored
+// from RBD snapshots are the server's storage controller's, not listed.
+func (w *Restores) volumes(ctx context.Context, r *apiv1.VirtualMachineRestore) (volumesDir string, out []volume, err error) {
 	vmDir, err := w.opts.Layout.VMDir(r.GetStatus().GetTargetUid())
 	if err != nil {
 		return "", nil, fmt.Errorf("status.target_uid: %w", err)
@@ -44,17 +50,52 @@ func (w *Restores) volumes(r *apiv1.VirtualMachineRestore) (volumesDir string, o
 		return "", nil, fmt.Errorf("status.target_uid: %w", err)
 	}
 	for i, vr := range r.GetStatus().GetRestores() {
-		content, _, err := w.opts.Layout.CheckSnapshotVolumePath(vr.GetSourcePath())
+		if vr.OnRBD() {
+			continue
+		}
+		layout, dir, shared := w.opts.Layout, volumesDir, false
+		if class := vr.GetStorageClass(); class != "" {
+			lay, err := w.sharedLayout(ctx, class)
+			if err != nil {
+				return "", nil, fmt.Errorf("status.restores[%d].storage_class: %w", i, err)
+			}
+			target, err := lay.VMDir(r.GetStatus().GetTargetUid())
+			if err != nil {
+				return "", nil, fmt.Errorf("status.target_uid: %w", err)
+			}
+			if err := nodedir.CheckVMDirOwner(target, r.GetMetadata().GetNamespace(), r.GetSpec().GetTarget()); err != nil {
+				return "", nil, fmt.Errorf("status.target_uid: %w", err)
+			}
+			layout, dir, shared = lay, nodedir.VolumesDir(target), true
+		}
+		content, _, err := layout.CheckSnapshotVolumePath(vr.GetSourcePath())
 		if err != nil {
 			return "", nil, fmt.Errorf("status.restores[%d].source_path: %w", i, err)
 		}
-		live, err := nodedir.FileIn(volumesDir, vr.GetVolumeName()+".qcow2")
+		live, err := nodedir.FileIn(dir, vr.GetVolumeName()+".qcow2")
 		if err != nil {
 			return "", nil, fmt.Errorf("status.restores[%d].volume_name: %w", i, err)
 		}
-		out = append(out, volume{name: vr.GetVolumeName(), content: content, source: vr.GetSourcePath(), staged: live + stagedSuffix(uid), live: live})
+		out = append(out, volume{name: vr.GetVolumeName(), content: content, source: vr.GetSourcePath(), staged: live + stagedSuffix(uid), live: live,
+			shared: shared, layout: layout})
 	}
 	return volumesDir, out, nil
+}
+
+// sharedLayout is the tree of shared filesystem class name, which this
+// node must use and reach.
+func (w *Restores) sharedLayout(ctx context.Context, name string) (nodedir.Layout, error) {
+	if w.opts.Classes == nil {
+		return nodedir.Layout{}, fmt.Errorf("storage class %s: this node has no storage classes", name)
+	}
+	class, err := w.opts.Classes.Lookup(ctx, name)
+	if err != nil {
+		return nodedir.Layout{}, err
+	}
+	if class.SharedPath() == "" {
+		return nodedir.Layout{}, fmt.Errorf("storage class %s is not a shared filesystem", name)
+	}
+	return class.SharedLayout(), nil
 }
 
 // targetIsItsOwn checks that status.target_uid is the uid of the
@@ -113,7 +154,7 @@ func checkUIDElement(uid string) error { return validation.CheckUID(uid) }
 // again.
 func (w *Restores) stage(ctx context.Context, r *apiv1.VirtualMachineRestore) error {
 	ref := &restoreRef{r: r}
-	volumesDir, vols, err := w.volumes(r)
+	volumesDir, vols, err := w.volumes(ctx, r)
 	if err != nil {
 		return w.fail(ctx, ref, err)
 	}
@@ -141,6 +182,18 @@ func (w *Restores) stage(ctx context.Context, r *apiv1.VirtualMachineRestore) er
 	}
 	if err := nodedir.MkdirTraversable(volumesDir); err != nil {
 		return err
+	}
+	for _, v := range vols {
+		if v.shared {
+			// The target's directory on the class, owned (vm.json) as the
+			// disk room makes it.
+			if err := v.layout.EnsureVMDir(r.GetStatus().GetTargetUid(), r.GetMetadata().GetNamespace(), target); err != nil {
+				return err
+			}
+			if err := nodedir.MkdirTraversable(filepath.Dir(v.live)); err != nil {
+				return err
+			}
+		}
 	}
 	for i, v := range vols {
 		msg := fmt.Sprintf("copying volume %s (%d/%d)", v.name, i+1, len(vols))
@@ -182,7 +235,7 @@ func (w *Restores) fail(ctx context.Context, ref *restoreRef, cause error) error
 // rename already done (a pass that stopped halfway) is skipped, so it
 // can be repeated. It is refused while a domain of the target runs here.
 func (w *Restores) swap(ctx context.Context, r *apiv1.VirtualMachineRestore) error {
-	volumesDir, vols, err := w.volumes(r)
+	volumesDir, vols, err := w.volumes(ctx, r)
 	if err != nil {
 		// Past the commit point: the controller cannot go back, so this
 		// waits for a person to look.
@@ -197,7 +250,9 @@ func (w *Restores) swap(ctx context.Context, r *apiv1.VirtualMachineRestore) err
 	}
 	keep := map[string]bool{}
 	for _, v := range vols {
-		keep[filepath.Base(v.live)] = true
+		if !v.shared {
+			keep[filepath.Base(v.live)] = true
+		}
 		if _, err := os.Stat(v.staged); err == nil {
 			if err := fsutil.Commit(v.staged, v.live); err != nil {
 				return err
@@ -227,6 +282,13 @@ func (w *Restores) swap(ctx context.Context, r *apiv1.VirtualMachineRestore) err
 	if err := fsutil.SyncDir(volumesDir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
+	for _, v := range vols {
+		if v.shared {
+			if err := fsutil.SyncDir(filepath.Dir(v.live)); err != nil {
+				return err
+			}
+		}
+	}
 	ref := &restoreRef{r: r}
 	err = w.update(ctx, ref, func(next *apiv1.VirtualMachineRestore) {
 		next.Status.Swapped, next.Status.Message = true, "volumes restored"
@@ -238,8 +300,9 @@ func (w *Restores) swap(ctx context.Context, r *apiv1.VirtualMachineRestore) err
 }
 
 // dropStaged removes this restore's staged copies (and copies being
-// written) from the target's volumes.
-func (w *Restores) dropStaged(r *apiv1.VirtualMachineRestore) error {
+// written) from the target's volumes, in its VM directory and beside its
+// volumes on shared filesystem classes.
+func (w *Restores) dropStaged(ctx context.Context, r *apiv1.VirtualMachineRestore) error {
 	vmDir, err := w.opts.Layout.VMDir(r.GetStatus().GetTargetUid())
 	if err != nil {
 		return nil // no target known: nothing was staged
@@ -248,18 +311,31 @@ func (w *Restores) dropStaged(r *apiv1.VirtualMachineRestore) error {
 	if checkUIDElement(uid) != nil {
 		return nil
 	}
-	volumesDir := nodedir.VolumesDir(vmDir)
-	entries, err := os.ReadDir(volumesDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
+	dirs := []string{nodedir.VolumesDir(vmDir)}
+	for _, vr := range r.GetStatus().GetRestores() {
+		if class := vr.GetStorageClass(); class != "" && !vr.OnRBD() {
+			lay, err := w.sharedLayout(ctx, class)
+			if err != nil {
+				return err // staged copies may be there: again later
+			}
+			if d, err := lay.VMDir(r.GetStatus().GetTargetUid()); err == nil && !slices.Contains(dirs, nodedir.VolumesDir(d)) {
+				dirs = append(dirs, nodedir.VolumesDir(d))
+			}
+		}
 	}
 	suffix := ".qcow2" + stagedSuffix(uid)
-	for _, e := range entries {
-		if n := e.Name(); strings.HasSuffix(n, suffix) || strings.HasSuffix(n, suffix+".tmp") {
-			if err := os.Remove(filepath.Join(volumesDir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
+	for _, dir := range dirs {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if n := e.Name(); strings.HasSuffix(n, suffix) || strings.HasSuffix(n, suffix+".tmp") {
+				if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
 			}
 		}
 	}

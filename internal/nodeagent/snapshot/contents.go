@@ -58,6 +58,9 @@ type Options struct {
 	Layout   nodedir.Layout
 	Copier   Copier
 	Domains  Domains
+	// Classes are the storage classes the node uses (volumes on them);
+	// nil when the node has none.
+	Classes Classes
 	// CallTimeout bounds a status write; GCPeriod is how often the data
 	// of contents that are gone is looked for.
 	CallTimeout, GCPeriod time.Duration

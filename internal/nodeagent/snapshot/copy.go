@@ -13,12 +13,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/launchers"
-	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/nodedir"
 )
 
 // callTimeout bounds SnapshotDisks and CommitDisks: a commit waits for
@@ -28,50 +28,6 @@ const callTimeout = 5 * time.Minute
 // errMigrating is KubeVirt's refusal to snapshot a migrating instance.
 var errMigrating = errors.New("failed to freeze VMI, VMI is currently during migration")
 
-// volume is one persistent volume to copy: the live file, its copy, and
-// the overlay an online snapshot puts over the live file.
-type volume struct {
-	name, live, copy, overlay string
-}
-
-// volumes lists the volumes of sc that exist on this node; a volume
-// never provisioned is skipped (the controller lists it as excluded).
-// Every path is built from checked uids and names.
-func (c *Contents) volumes(sc *apiv1.VirtualMachineSnapshotContent) ([]volume, error) {
-	layout := c.opts.Layout
-	uid := sc.GetMetadata().GetUid()
-	vmDir, err := layout.VMDir(sc.GetSpec().GetSource().GetMetadata().GetUid())
-	if err != nil {
-		return nil, fmt.Errorf("spec.source.metadata.uid: %w", err)
-	}
-	// The content's own namespace, not the one its spec names: a content
-	// copies only its namespace's VMs.
-	if err := nodedir.CheckVMDirOwner(vmDir, sc.GetMetadata().GetNamespace(), sc.GetSpec().GetSource().GetMetadata().GetName()); err != nil {
-		return nil, fmt.Errorf("spec.source: %w", err)
-	}
-	var out []volume
-	for i, name := range sc.GetSpec().GetVolumes() {
-		live, err := nodedir.FileIn(nodedir.VolumesDir(vmDir), name+".qcow2")
-		if err != nil {
-			return nil, fmt.Errorf("spec.volumes[%d]: %w", i, err)
-		}
-		cp, err := layout.SnapshotVolumePath(uid, name)
-		if err != nil {
-			return nil, fmt.Errorf("spec.volumes[%d]: %w", i, err)
-		}
-		v := volume{name: name, live: live, copy: cp, overlay: live + ".snap-" + uid}
-		if _, err := os.Stat(live); errors.Is(err, os.ErrNotExist) {
-			if _, oerr := os.Stat(v.overlay); oerr != nil {
-				continue
-			}
-		} else if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, nil
-}
-
 func snapshotDisks(vols []volume) []*launcherpb.SnapshotDisk {
 	out := make([]*launcherpb.SnapshotDisk, len(vols))
 	for i, v := range vols {
@@ -80,9 +36,10 @@ func snapshotDisks(vols []volume) []*launcherpb.SnapshotDisk {
 	return out
 }
 
-// take copies the volumes of sc into its snapshot directory and writes
-// the outcome. Anything a previous attempt left (an agent killed
-// mid-copy) is undone first, so every attempt starts from scratch.
+// take copies the volumes of sc (files into snapshot directories, RBD
+// snapshots of the volumes on rbd classes) and writes the outcome.
+// Anything a previous attempt left (an agent killed mid-copy) is undone
+// first, so every attempt starts from scratch.
 func (c *Contents) take(ctx context.Context, sc *apiv1.VirtualMachineSnapshotContent) error {
 	key := informer.Key(sc)
 	ref := &contentRef{c: sc}
@@ -101,18 +58,28 @@ func (c *Contents) take(ctx context.Context, sc *apiv1.VirtualMachineSnapshotCon
 			next.Status.ReadyToUse = false
 		})
 	}
-	vols, err := c.volumes(sc)
+	set, err := c.volumes(ctx, sc)
 	if err != nil {
 		return fail(err)
+	}
+	if len(set.unreachable) > 0 {
+		// The class may be reachable again soon: tried again with
+		// backoff, the snapshot's deadline bounding the wait.
+		err := errors.Join(set.unreachable...)
+		_ = c.update(ctx, ref, func(next *apiv1.VirtualMachineSnapshotContent) { next.Status.Message = err.Error() })
+		return err
 	}
 	if err := c.undo(ctx, sc); err != nil {
 		return err
 	}
-	dir, _ := c.opts.Layout.SnapshotDir(sc.GetMetadata().GetUid())
-	if _, err := fsutil.MkdirAll(dir, 0o700); err != nil {
-		return fail(fmt.Errorf("creating %s: %w", dir, err))
+	uid := sc.GetMetadata().GetUid()
+	for _, l := range append(set.localLayout(c.opts.Layout), set.sharedLayouts()...) {
+		dir, _ := l.SnapshotDir(uid)
+		if _, err := fsutil.MkdirAll(dir, 0o700); err != nil {
+			return fail(fmt.Errorf("creating %s: %w", dir, err))
+		}
 	}
-	e, vmi, err := c.opts.Domains.RunningDomain(ctx, sc.GetSpec().GetSource().GetMetadata().GetUid())
+	e, vmi, err := c.opts.Domains.RunningDomain(ctx, set.owner)
 	if err != nil {
 		return err // the launcher may answer soon; the deadline bounds it
 	}
@@ -122,22 +89,27 @@ func (c *Contents) take(ctx context.Context, sc *apiv1.VirtualMachineSnapshotCon
 
 	var at time.Time
 	var indications []string
-	if e == nil || len(vols) == 0 {
+	var snaps map[string]*ceph.VolumeSnapshot
+	switch {
+	case e == nil || set.empty():
 		at = c.opts.Clock.Now()
-		if err := c.copyVolumes(ctx, ref, vols, false); err != nil {
-			return failOrStop(ctx, fail, err)
+		if snaps, err = c.snapshotRBD(ctx, uid, set); err == nil {
+			err = c.copyVolumes(ctx, ref, set.files, false)
 		}
-	} else {
-		at, indications, err = c.onlineCopy(ctx, ref, e, vols)
-		if err != nil {
-			return failOrStop(ctx, fail, err)
-		}
+	case len(set.rbds) == 0:
+		at, indications, err = c.onlineCopy(ctx, ref, e, set.files)
+	default:
+		at, indications, snaps, err = c.onlineWithRBD(ctx, ref, e, uid, set)
+	}
+	if err != nil {
+		return failOrStop(ctx, fail, err)
 	}
 
 	st := &apiv1.VirtualMachineSnapshotContentStatus{
 		Phase: apiv1.SnapshotSucceeded, CreationTime: timestamppb.New(at), ReadyToUse: true, Indications: indications,
 	}
-	for _, v := range vols {
+	backups := map[string]*apiv1.VolumeBackup{}
+	for _, v := range set.files {
 		fi, err := os.Stat(v.copy)
 		if err != nil {
 			return fail(err)
@@ -146,7 +118,18 @@ func (c *Contents) take(ctx context.Context, sc *apiv1.VirtualMachineSnapshotCon
 		if err != nil {
 			return fail(err)
 		}
-		st.VolumeBackups = append(st.VolumeBackups, &apiv1.VolumeBackup{VolumeName: v.name, Path: v.copy, SizeBytes: fi.Size(), VirtualSizeBytes: info.VirtualSize})
+		backups[v.name] = &apiv1.VolumeBackup{VolumeName: v.name, Path: v.copy, SizeBytes: fi.Size(), VirtualSizeBytes: info.VirtualSize, StorageClass: v.class}
+	}
+	for _, v := range set.rbds {
+		if s := snaps[v.name]; s != nil {
+			backups[v.name] = &apiv1.VolumeBackup{VolumeName: v.name, StorageClass: v.class.Name,
+				RbdSnapshot: s.Spec(v.class.Conn.Pool), VirtualSizeBytes: s.Size}
+		}
+	}
+	for _, name := range sc.GetSpec().GetVolumes() {
+		if b := backups[name]; b != nil {
+			st.VolumeBackups = append(st.VolumeBackups, b)
+		}
 	}
 	if err := c.update(ctx, ref, func(next *apiv1.VirtualMachineSnapshotContent) {
 		next.Status = proto.Clone(st).(*apiv1.VirtualMachineSnapshotContentStatus)
@@ -154,7 +137,7 @@ func (c *Contents) take(ctx context.Context, sc *apiv1.VirtualMachineSnapshotCon
 		c.keepResult(sc.GetMetadata().GetUid(), st)
 		return err
 	}
-	c.log.Info("snapshot taken", "content", key, "volumes", len(vols), "online", e != nil, "indications", indications)
+	c.log.Info("snapshot taken", "content", key, "files", len(set.files), "rbd", len(snaps), "online", e != nil, "indications", indications)
 	return nil
 }
 
@@ -212,21 +195,27 @@ func (c *Contents) copyVolumes(ctx context.Context, ref *contentRef, vols []volu
 
 // undo puts the VM's volumes back as they were before any attempt at sc
 // (an online snapshot's overlays committed, by the launcher while the
-// guest runs, by qemu-img otherwise) and removes sc's data.
+// guest runs, by qemu-img otherwise) and removes sc's data: its copies
+// and its RBD snapshots. A class the node cannot reach now keeps its RBD
+// snapshots, which the server's storage controller removes once the
+// content is gone.
 func (c *Contents) undo(ctx context.Context, sc *apiv1.VirtualMachineSnapshotContent) error {
 	ctx = context.WithoutCancel(ctx)
-	vols, err := c.volumes(sc)
+	set, err := c.volumes(ctx, sc)
 	if err != nil {
-		vols = nil // nothing can have been made from a content whose paths are refused
+		set = &volumeSet{} // nothing can have been made from a content whose paths are refused
+	}
+	for _, e := range set.unreachable {
+		c.log.Warn("undoing a snapshot without a storage class", "content", informer.Key(sc), "err", e)
 	}
 	var left []volume
-	for _, v := range vols {
+	for _, v := range set.files {
 		if _, err := os.Stat(v.overlay); err == nil {
 			left = append(left, v)
 		}
 	}
 	if len(left) > 0 {
-		e, _, err := c.opts.Domains.RunningDomain(ctx, sc.GetSpec().GetSource().GetMetadata().GetUid())
+		e, _, err := c.opts.Domains.RunningDomain(ctx, set.owner)
 		if err != nil {
 			return err
 		}
@@ -254,7 +243,19 @@ func (c *Contents) undo(ctx context.Context, sc *apiv1.VirtualMachineSnapshotCon
 			}
 		}
 	}
-	if err := c.opts.Layout.RemoveSnapshotDir(sc.GetMetadata().GetUid()); err != nil {
+	uid := sc.GetMetadata().GetUid()
+	for _, v := range set.rbds {
+		if err := v.class.Conn.SnapRemove(ctx, ceph.VolumeImage(set.owner, v.name), ceph.SnapshotName(uid)); err != nil {
+			c.log.Warn("removing an RBD snapshot; the storage controller removes it once the content is gone",
+				"content", informer.Key(sc), "volume", v.name, "err", err)
+		}
+	}
+	for _, l := range set.sharedLayouts() {
+		if err := l.RemoveSnapshotDir(uid); err != nil {
+			return fmt.Errorf("removing the data of snapshot content %s under %s: %w", informer.Key(sc), l.Root, err)
+		}
+	}
+	if err := c.opts.Layout.RemoveSnapshotDir(uid); err != nil {
 		return fmt.Errorf("removing the data of snapshot content %s: %w", informer.Key(sc), err)
 	}
 	return nil

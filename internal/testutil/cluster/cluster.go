@@ -60,8 +60,9 @@ type Options struct {
 	Namespace string
 	// NodeLease and Heartbeat override the server's defaults when set.
 	NodeLease, Heartbeat time.Duration
-	// ServerArgs are more flags for the server.
-	ServerArgs []string
+	// ServerArgs are more flags for the server; NodeArgs for every node
+	// agent.
+	ServerArgs, NodeArgs []string
 	// JoinTimeout bounds the server's start and each node's join
 	// (default 2 minutes).
 	JoinTimeout time.Duration
@@ -191,8 +192,7 @@ func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
 		log = filepath.Join(n.Dir, fmt.Sprintf("agent-%d.log", n.Starts))
 	}
 	n.Starts++
-	n.Agent, err = proc.Start(proc.DiesWithParent, "node agent "+n.Name, log, c.opts.Agent,
-		"serve", "--role", "node",
+	args := []string{"serve", "--role", "node",
 		"--server", strings.Join(c.ServerEndpoints(), ","), "--join-token", string(tok[1]), "--ca-cert-hash", string(hash[1]),
 		"--node-name", n.Name,
 		"--libvirt-uri", n.URI,
@@ -208,7 +208,8 @@ func (c *Cluster) StartNodeAgent(ctx context.Context, n *Node) error {
 		// with the node; the server builds the destination from it
 		// (serverArgs: tcp, multinode.TCPPort).
 		"--migration-address", n.Addr,
-		"--log-level", "debug")
+		"--log-level", "debug"}
+	n.Agent, err = proc.Start(proc.DiesWithParent, "node agent "+n.Name, log, c.opts.Agent, append(args, c.opts.NodeArgs...)...)
 	return err
 }
 

@@ -11,12 +11,17 @@
 //
 //   - Network: a hub network namespace holds a bridge; each node has a
 //     network namespace of its own joined to the bridge by a veth pair,
-//     with a link-local address (169.254.S.i+1/24). A second segment is
+//     with a link-local address (169.254.S.i/24, i from 1). A second segment is
 //     for guests: each node namespace holds the bridge GuestBridge,
 //     joined by another veth pair to the hub's guest bridge, which has
-//     HubGuestAddr; Node.HubExec runs a command there.
-//     Traffic stays inside namespaces the test made; the host's
-//     interfaces get no address.
+//     HubGuestAddr; Node.HubExec runs a command there. The hub's br0
+//     has 169.254.S.254 (Node.HubAddr, Hub): services of the run, such
+//     as a Ceph cluster (internal/testutil/ceph), live there. Traffic
+//     stays inside namespaces the test made; the host's interfaces get
+//     no address, unless Options.HostLink asks for a veth pair from the
+//     host's namespace into br0 (169.254.S.250 on the host's side), so
+//     that processes there reach the hub. A run of no nodes is a hub
+//     alone, which other runs' nodes join with Options.Hub.
 //   - Files: each node's root dir R holds etc (a copy of /etc/libvirt
 //     without the system daemon's domains, networks and pools, and with
 //     libvirtd.conf and qemu.conf of its own), run, lib, log and cache
@@ -49,8 +54,9 @@
 // hostname, sleep and cp installed and QEMU's user libvirt-qemu. Its
 // t.Cleanup destroys and undefines every domain of each node, stops the
 // daemons (SIGTERM, then SIGKILL), kills whatever else still runs in the
-// node's network namespace (a QEMU libvirtd left behind), deletes the
-// namespaces and removes the dirs. Names, addresses, UUIDs and dirs come
+// node's network namespace (a QEMU libvirtd left behind) and in the
+// run's own hub (a Ceph cluster nobody closed), deletes the namespaces
+// and the host link, and removes the dirs. Names, addresses, UUIDs and dirs come
 // from a random run id, so test packages running at once under
 // `go test ./...` never collide. A run whose test process died without
 // cleaning up (killed by go test's -timeout) is swept by the next Start:

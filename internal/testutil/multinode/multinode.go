@@ -28,6 +28,20 @@ type Options struct {
 	// minutes: a few seconds with the capabilities cache, ~20 s per node
 	// without it, more on a loaded two-core host).
 	StartTimeout time.Duration
+	// HostLink joins the host's network namespace to the hub's br0 by a
+	// veth pair with HostAddr on the host's side, so that processes
+	// there reach services in the hub at HubAddr: the virtplane server
+	// (the storage controller's ceph and rbd calls), a test's own CLI
+	// calls and the system libvirtd's QEMUs reach a Ceph cluster in the
+	// hub (internal/testutil/ceph). Without it the run adds no interface
+	// and no route to the host's namespace.
+	HostLink bool
+	// Hub puts the nodes on that run's hub instead of one of their own:
+	// its bridges, its subnet (each node an address of its own in it)
+	// and what runs there, such as a test package's shared Ceph cluster
+	// (ceph.Shared). The run of Hub must outlive this one, and only it
+	// has a host link (HostLink is refused here).
+	Hub *Run
 }
 
 func (o *Options) complete() {
@@ -61,6 +75,9 @@ type Node struct {
 	// Addr is the node's link-local IPv4 address in its network
 	// namespace; migration_host and migration_address are this.
 	Addr string
+	// HubAddr is the hub's address on the nodes' network (169.254.S.254,
+	// on its br0): where services in the hub listen (Hub).
+	HubAddr string
 	// MigrationPortMin and MigrationPortMax are the node's incoming
 	// migration port range (qemu.conf).
 	MigrationPortMin, MigrationPortMax int
@@ -78,6 +95,8 @@ type Node struct {
 	Root string
 
 	runDir                     string
+	hub                        Hub
+	host                       int // the last byte of Addr
 	holder, virtlogd, libvirtd *proc.Proc
 	// poweredOff is set by PowerOff: no daemon answers any more.
 	poweredOff atomic.Bool
@@ -115,8 +134,11 @@ const (
 	runIDLen     = 6       // hex digits
 	baseMigPort  = 49152
 	migPorts     = 64
-	// MaxNodes bounds n: addresses are .1 to .250 of one /24.
-	MaxNodes = 250
+	// MaxNodes bounds the nodes on one hub: addresses are .1 to .249 of
+	// one /24 (.250 is the host link's, .254 the hub's).
+	MaxNodes     = 249
+	hostLinkHost = 250
+	hubHost      = 254
 )
 
 // TCPPort is where every node's libvirtd listens for the other nodes
@@ -129,9 +151,17 @@ const TCPPort = 16509
 type Run struct {
 	id     string
 	dir    string
-	subnet int // 169.254.<subnet>.0/24
-	hub    string
-	nodes  []*Node
+	subnet int    // 169.254.<subnet>.0/24
+	hub    string // the hub's network namespace
+	// hubRun is the run whose hub this one's nodes joined (Options.Hub);
+	// nil when the hub is this run's own.
+	hubRun   *Run
+	hostLink bool
+	nodes    []*Node
+
+	mu     sync.Mutex
+	hosts  int  // node addresses handed out on this run's hub
+	closed bool // Close has begun
 }
 
 // Logger is where the harness reports what it did; a *testing.T is one.
@@ -163,13 +193,17 @@ func Start(t testing.TB, n int, opts Options) []*Node {
 
 // Launch is Start outside a test: it creates n private libvirt hosts
 // (undoing what it made if that fails) and returns them running; Close
-// removes them. ctx bounds the start.
+// removes them. ctx bounds the start. n may be 0: a hub alone, a place
+// for services that later runs join (Options.Hub).
 func Launch(ctx context.Context, n int, opts Options, log Logger) (*Run, error) {
 	if reason := Unavailable(); reason != "" {
 		return nil, errors.New(reason)
 	}
-	if n < 1 || n > MaxNodes {
-		return nil, fmt.Errorf("multinode: n = %d: want 1 to %d nodes", n, MaxNodes)
+	if n < 0 || n > MaxNodes {
+		return nil, fmt.Errorf("multinode: n = %d: want 0 to %d nodes", n, MaxNodes)
+	}
+	if opts.Hub != nil && opts.HostLink {
+		return nil, errors.New("multinode: HostLink with Hub: a host link belongs to the hub's own run")
 	}
 	opts.complete()
 	sweepStale(log)
@@ -184,7 +218,9 @@ func Launch(ctx context.Context, n int, opts Options, log Logger) (*Run, error) 
 		err = fmt.Errorf("multinode: starting %d nodes (run %s): %w", n, r.id, err)
 		return nil, errors.Join(err, r.Close(log, true))
 	}
-	log.Logf("multinode: %d nodes up in %s (run %s, 169.254.%d.0/24)", n, time.Since(began).Round(time.Millisecond), r.id, r.subnet)
+	hub := r.Hub()
+	log.Logf("multinode: %d nodes up in %s (run %s, 169.254.%d.0/24, hub %s at %s, host link %q)",
+		n, time.Since(began).Round(time.Millisecond), r.id, r.subnet, hub.NetNS, hub.Addr, hub.HostAddr)
 	return r, nil
 }
 
@@ -210,19 +246,29 @@ func Unavailable() string {
 const qemuUser = "libvirt-qemu"
 
 func newRun(n int, opts Options) (*Run, error) {
-	b := make([]byte, 4)
+	b := make([]byte, 3)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
 	id := hex.EncodeToString(b[:runIDLen/2])
 	r := &Run{
-		id:     id,
-		dir:    filepath.Join(runBase, runDirPrefix+id),
-		subnet: 1 + int(b[3])%254,
-		hub:    nsPrefix + id + "-hub",
+		id:       id,
+		dir:      filepath.Join(runBase, runDirPrefix+id),
+		hub:      nsPrefix + id + "-hub",
+		hostLink: opts.HostLink,
+	}
+	if err := r.pickSubnet(); err != nil {
+		return nil, err
+	}
+	hubRun := r
+	if opts.Hub != nil {
+		hubRun, r.hubRun, r.hub, r.subnet = opts.Hub, opts.Hub, opts.Hub.hub, opts.Hub.subnet
+	}
+	hosts, err := hubRun.takeHosts(n)
+	if err != nil {
+		return nil, err
 	}
 	for i := range n {
-		addr := fmt.Sprintf("169.254.%d.%d", r.subnet, i+1)
 		uuid, err := newUUID()
 		if err != nil {
 			return nil, err
@@ -232,18 +278,67 @@ func newRun(n int, opts Options) (*Run, error) {
 			Index:            i,
 			Name:             fmt.Sprintf("%s-%s-%d", opts.NamePrefix, id, i),
 			URI:              "qemu+unix:///system?socket=" + filepath.Join(root, "run", "libvirt-sock"),
-			TCPURI:           fmt.Sprintf("qemu+tcp://%s:%d/system", addr, TCPPort),
-			Addr:             addr,
 			MigrationPortMin: baseMigPort + i*migPorts,
 			MigrationPortMax: baseMigPort + (i+1)*migPorts - 1,
 			HostUUID:         uuid,
 			NetNS:            fmt.Sprintf("%s%s-%d", nsPrefix, id, i),
-			HubNetNS:         nsPrefix + id + "-hub",
+			HubNetNS:         r.hub,
 			Root:             root,
 			runDir:           r.dir,
+			host:             hosts[i],
 		})
 	}
+	r.setSubnet(r.subnet)
 	return r, nil
+}
+
+// metadataSubnet holds 169.254.169.254, the cloud metadata service: a
+// host link routing it into a hub would cut a cloud VM off from it.
+const metadataSubnet = 169
+
+// pickSubnet picks a random subnet byte for the run's own hub.
+func (r *Run) pickSubnet() error {
+	b := make([]byte, 1)
+	for {
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		if s := 1 + int(b[0])%254; s != metadataSubnet {
+			r.subnet = s
+			return nil
+		}
+	}
+}
+
+// setSubnet puts the run (its nodes' addresses and URIs) on subnet s.
+func (r *Run) setSubnet(s int) {
+	r.subnet = s
+	hub := r.hubAddrs()
+	for _, n := range r.nodes {
+		n.Addr = fmt.Sprintf("169.254.%d.%d", s, n.host)
+		n.TCPURI = fmt.Sprintf("qemu+tcp://%s:%d/system", n.Addr, TCPPort)
+		n.HubAddr = hub.Addr
+		n.hub = hub
+	}
+}
+
+// takeHosts hands out the last bytes of n node addresses on r's hub,
+// never one twice: runs that join the hub get addresses of their own.
+func (r *Run) takeHosts(n int) ([]int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("the hub's run %s is closed", r.id)
+	}
+	if r.hosts+n > MaxNodes {
+		return nil, fmt.Errorf("%d more nodes on the hub of run %s, which has %d: at most %d per hub", n, r.id, r.hosts, MaxNodes)
+	}
+	out := make([]int, n)
+	for i := range out {
+		r.hosts++
+		out[i] = r.hosts
+	}
+	return out, nil
 }
 
 func newUUID() (string, error) {
@@ -290,11 +385,50 @@ func (r *Run) start(ctx context.Context) error {
 // Nodes are the run's hosts, by Index.
 func (r *Run) Nodes() []*Node { return r.nodes }
 
+// Hub is where a run's shared services live (a Ceph cluster): the hub's
+// network namespace and its address on the nodes' network.
+type Hub struct {
+	// NetNS is the hub's network namespace, under /run/netns.
+	NetNS string
+	// Addr is the hub's address on its br0 (169.254.S.254): every node
+	// of the hub reaches it, and the host's namespace with HostLink.
+	Addr string
+	// HostAddr is the host's end of the host link (169.254.S.250), ""
+	// without one: the source address of what the host's namespace
+	// sends to the hub.
+	HostAddr string
+	// Dir is the hub's run's directory (0755), removed with it (also by
+	// the sweep of a run whose test died).
+	Dir string
+}
+
+// Hub is the hub the run's nodes are on: its own, or the one of
+// Options.Hub.
+func (r *Run) Hub() Hub { return r.hubAddrs() }
+
+func (r *Run) hubAddrs() Hub {
+	owner := r
+	if r.hubRun != nil {
+		owner = r.hubRun
+	}
+	h := Hub{NetNS: owner.hub, Addr: fmt.Sprintf("169.254.%d.%d", owner.subnet, hubHost), Dir: owner.dir}
+	if owner.hostLink {
+		h.HostAddr = fmt.Sprintf("169.254.%d.%d", owner.subnet, hostLinkHost)
+	}
+	return h
+}
+
+// Hub is the hub of the node's run.
+func (n *Node) Hub() Hub { return n.hub }
+
 // Close undoes Launch, whatever state it got to, and reports anything
 // left behind; with dumpLogs it first logs the end of every node's
 // daemon logs.
 func (r *Run) Close(log Logger, dumpLogs bool) error {
 	began := time.Now()
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 	if dumpLogs {
 		for _, n := range r.nodes {
 			n.dumpLogs(log)
@@ -307,7 +441,7 @@ func (r *Run) Close(log Logger, dumpLogs bool) error {
 	}
 	wg.Wait()
 	var out []error
-	if err := errors.Join(append(errs, r.removeNetwork(), removeRunDir(r.dir))...); err != nil {
+	if err := errors.Join(append(errs, r.removeNetwork(log), removeRunDir(r.dir))...); err != nil {
 		out = append(out, fmt.Errorf("multinode: cleaning up run %s: %w", r.id, err))
 	}
 	for _, n := range r.nodes {

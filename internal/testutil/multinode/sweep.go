@@ -115,8 +115,9 @@ func isRunID(s string) bool {
 	return err == nil
 }
 
-// sweepRun kills what runs in run id's namespaces, deletes them and
-// removes dir ("" for none).
+// sweepRun kills what runs in run id's namespaces (its nodes' daemons
+// and QEMUs, and whatever runs in its hub: a Ceph cluster's daemons),
+// deletes them and its host link, and removes dir ("" for none).
 func sweepRun(t Logger, id, dir string) error {
 	nss, _ := filepath.Glob(filepath.Join(netnsDir, nsPrefix+id+"-*"))
 	var errs []error
@@ -124,6 +125,9 @@ func sweepRun(t Logger, id, dir string) error {
 		name := filepath.Base(ns)
 		errs = append(errs, killNetNS(name, 15*time.Second), deleteNetNS(name))
 	}
+	// The veth pair goes with the hub's namespace; deleting it by name
+	// also covers a hub namespace that something outside the run keeps.
+	errs = append(errs, deleteLink(hostLinkName(id)))
 	if dir != "" {
 		errs = append(errs, removeRunDir(dir))
 	}

@@ -126,7 +126,14 @@ func metadataFor(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions
 	if md.GetUid() == "" {
 		return "", errors.New("vmi metadata.uid is required")
 	}
+	var shared []string
+	for _, d := range opts.GetDisks() {
+		if d.GetShared() {
+			shared = append(shared, d.GetName())
+		}
+	}
 	return Metadata{
+		SharedDisks:        shared,
 		UID:                md.GetUid(),
 		Namespace:          md.GetNamespace(),
 		Name:               md.GetName(),

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -44,6 +45,39 @@ func TestBuildGolden(t *testing.T) {
 				KernelPath:     "/var/lib/virtplane/images/vmlinuz",
 				InitrdPath:     "/var/lib/virtplane/images/initrd.img",
 				KernelCmdline:  "console=ttyS0 panic=-1",
+			},
+		},
+		{
+			name: "storage_classes",
+			vmi:  func() *apiv1.VirtualMachineInstance { return testVMI("256Mi") },
+			opts: &launcherpb.SyncOptions{
+				DomainName:     "default_db",
+				ConsoleLogPath: "/var/log/virtplane/console/default_db.log",
+				Disks: []*launcherpb.DiskSource{
+					{Name: "root", Format: "raw", BootOrder: 1, Rbd: &launcherpb.RBDDisk{
+						Monitors: []string{"169.254.7.254:3300", "[fd00::1]:6789"}, Pool: "vp",
+						Image: "vm-6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f-vol-root", User: "virtplane", SecretUsage: "virtplane-ceph",
+						ConfigFile: "/var/lib/virtplane/node/ceph/virtplane-ceph.conf"}},
+					{Name: "data", Path: "/mnt/nfs/virtplane/vms/6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f/volumes/data.qcow2", Format: "qcow2", Shared: true},
+				},
+				CephSecrets: []*launcherpb.CephSecret{{Usage: "virtplane-ceph", Key: "AQCauhZroSmaLxAADcjclatTLvDt1b2rQ3bj4Q=="}},
+			},
+		},
+		{
+			// An EFI guest whose volume and NVRAM are on an rbd class.
+			name: "tcg_efi_rbd_nvram",
+			vmi: func() *apiv1.VirtualMachineInstance {
+				v := testVMI("384Mi")
+				v.Spec.Domain.Firmware = &apiv1.Firmware{Bootloader: &apiv1.Bootloader{Efi: &apiv1.EFIBootloader{}}}
+				return v
+			},
+			opts: &launcherpb.SyncOptions{
+				DomainName: "default_db",
+				Disks: []*launcherpb.DiskSource{
+					{Name: "root", Format: "raw", Rbd: rbdImage("vm-6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f-vol-root")},
+				},
+				NvramRbd:    rbdImage("vm-6f1c0e1e-4d7b-4d55-9a43-1b2f3c4d5e6f-nvram"),
+				CephSecrets: []*launcherpb.CephSecret{{Usage: "virtplane-ceph", Key: "AQCauhZroSmaLxAADcjclatTLvDt1b2rQ3bj4Q=="}},
 			},
 		},
 		{
@@ -243,6 +277,14 @@ func TestBuildErrors(t *testing.T) {
 			v.Spec.Domain.Firmware, o.NvramPath = efi(), "/var/lib/virtplane/vms/../../etc/x"
 		}, "not absolute and clean"},
 		{"nvram for bios", func(_ *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) { o.NvramPath = "/n.fd" }, "only for EFI"},
+		{"rbd nvram for bios", func(_ *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) { o.NvramRbd = rbdImage("n") }, "only for EFI"},
+		{"nvram file and rbd", func(v *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
+			v.Spec.Domain.Firmware, o.NvramPath, o.NvramRbd = efi(), "/n.fd", rbdImage("n")
+		}, "both given"},
+		{"rbd nvram without a secret", func(v *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
+			v.Spec.Domain.Firmware, o.NvramRbd = efi(), rbdImage("n")
+			o.NvramRbd.SecretUsage = ""
+		}, "NVRAM: an rbd image needs monitors, pool, image, user and secret"},
 		{"nvram with kernel boot", func(_ *apiv1.VirtualMachineInstance, o *launcherpb.SyncOptions) {
 			o.KernelPath, o.NvramPath = "/k", "/n.fd"
 		}, "kernel boot cannot use EFI"},
@@ -261,6 +303,10 @@ func TestBuildErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+func rbdImage(image string) *launcherpb.RBDDisk {
+	return &launcherpb.RBDDisk{Monitors: []string{"169.254.7.254:3300"}, Pool: "vp", Image: image, User: "virtplane", SecretUsage: "virtplane-ceph"}
 }
 
 func efi() *apiv1.Firmware {
@@ -285,7 +331,8 @@ func TestMemoryRoundsUp(t *testing.T) {
 }
 
 func TestMetadataRoundTrip(t *testing.T) {
-	m := Metadata{UID: "u", Namespace: "ns", Name: "n", GracePeriodSeconds: 30, PausedByUser: true, ShutdownRequestedAt: 17}
+	m := Metadata{UID: "u", Namespace: "ns", Name: "n", GracePeriodSeconds: 30, PausedByUser: true, ShutdownRequestedAt: 17,
+		SharedDisks: []string{"data", "logs"}}
 	for _, marshal := range []func() (string, error){m.MarshalNamespaced, m.MarshalElement} {
 		s, err := marshal()
 		if err != nil {
@@ -296,7 +343,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		got.XMLName = m.XMLName
-		if got != m {
+		if !reflect.DeepEqual(got, m) {
 			t.Errorf("round trip of %s = %+v", s, got)
 		}
 	}

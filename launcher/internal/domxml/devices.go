@@ -1,10 +1,13 @@
 package domxml
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -22,6 +25,16 @@ func alias(kind, name string) *libvirtxml.DomainAlias {
 		return nil
 	}
 	return &libvirtxml.DomainAlias{Name: a}
+}
+
+// DiskAlias is the alias of the VMI's disk name in the domain, as
+// libvirt keeps it in the live XML; "" for a name that makes no valid
+// alias (then the disk has none).
+func DiskAlias(name string) string {
+	if a := alias("disk", name); a != nil {
+		return a.Name
+	}
+	return ""
 }
 
 func buildDevices(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*libvirtxml.DomainDeviceList, error) {
@@ -135,14 +148,14 @@ func buildDisks(srcs []*launcherpb.DiskSource) ([]libvirtxml.DomainDisk, bool, e
 		if format != "raw" && format != "qcow2" {
 			return nil, false, fmt.Errorf("disk %q: unknown format %q (raw or qcow2)", s.GetName(), format)
 		}
-		if !filepath.IsAbs(s.GetPath()) {
-			return nil, false, fmt.Errorf("disk %q: path %q is not absolute", s.GetName(), s.GetPath())
+		source, driver, err := diskSource(s, format)
+		if err != nil {
+			return nil, false, err
 		}
-
 		disk := libvirtxml.DomainDisk{
 			Device: device,
-			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: format},
-			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.GetPath()}},
+			Driver: driver,
+			Source: source,
 			Target: &libvirtxml.DomainDiskTarget{Dev: prefix + diskSuffix(counter[prefix]), Bus: bus},
 			Serial: s.GetSerial(),
 			Alias:  alias("disk", s.GetName()),
@@ -159,6 +172,43 @@ func buildDisks(srcs []*launcherpb.DiskSource) ([]libvirtxml.DomainDisk, bool, e
 	return out, scsi, nil
 }
 
+// diskSource is where a disk's data is, and how QEMU opens it: a file
+// (shared ones uncached, so that a migration's destination reads what the
+// source wrote: libvirt's rule for shared storage), or an image on a Ceph
+// pool that QEMU opens itself, authenticated by the libvirt secret the
+// launcher defined from SyncOptions.ceph_secrets.
+func diskSource(s *launcherpb.DiskSource, format string) (*libvirtxml.DomainDiskSource, *libvirtxml.DomainDiskDriver, error) {
+	driver := &libvirtxml.DomainDiskDriver{Name: "qemu", Type: format}
+	if r := s.GetRbd(); r != nil {
+		if format != "raw" {
+			return nil, nil, fmt.Errorf("disk %q: an rbd disk is raw, not %s", s.GetName(), format)
+		}
+		net, err := rbdNetwork(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("disk %q: %w", s.GetName(), err)
+		}
+		if f := r.GetConfigFile(); f != "" {
+			// Read by QEMU: bounded waits for monitors (package ceph's
+			// QEMUConf).
+			if !filepath.IsAbs(f) || filepath.Clean(f) != f {
+				return nil, nil, fmt.Errorf("disk %q: ceph config file %q is not a clean absolute path", s.GetName(), f)
+			}
+			net.Config = &libvirtxml.DomainDiskSourceNetworkConfig{File: f}
+		}
+		// librbd's cache is coherent across a migration (QEMU flushes it
+		// when the source lets go), and writeback is what it is built for.
+		driver.Cache = "writeback"
+		return &libvirtxml.DomainDiskSource{Network: net}, driver, nil
+	}
+	if !filepath.IsAbs(s.GetPath()) {
+		return nil, nil, fmt.Errorf("disk %q: path %q is not absolute", s.GetName(), s.GetPath())
+	}
+	if s.GetShared() {
+		driver.Cache = "none"
+	}
+	return &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.GetPath()}}, driver, nil
+}
+
 // diskSuffix maps 0→a, 25→z, 26→aa like the Linux sd/vd naming.
 func diskSuffix(i int) string {
 	s := ""
@@ -166,4 +216,27 @@ func diskSuffix(i int) string {
 		s = string(rune('a'+(i-1)%26)) + s
 	}
 	return s
+}
+
+// rbdNetwork is an image on a Ceph pool as QEMU opens it: the class's
+// monitors, pool/image, and the user whose key is the libvirt secret of
+// that usage (SyncOptions.ceph_secrets).
+func rbdNetwork(r *launcherpb.RBDDisk) (*libvirtxml.DomainDiskSourceNetwork, error) {
+	if r.GetPool() == "" || r.GetImage() == "" || r.GetUser() == "" || r.GetSecretUsage() == "" || len(r.GetMonitors()) == 0 {
+		return nil, errors.New("an rbd image needs monitors, pool, image, user and secret")
+	}
+	net := &libvirtxml.DomainDiskSourceNetwork{
+		Protocol: "rbd",
+		Name:     r.GetPool() + "/" + r.GetImage(),
+		Auth: &libvirtxml.DomainDiskAuth{Username: r.GetUser(),
+			Secret: &libvirtxml.DomainDiskSecret{Type: "ceph", Usage: r.GetSecretUsage()}},
+	}
+	for _, m := range r.GetMonitors() {
+		ap, err := netip.ParseAddrPort(m)
+		if err != nil {
+			return nil, fmt.Errorf("monitor %q: %w", m, err)
+		}
+		net.Hosts = append(net.Hosts, libvirtxml.DomainDiskSourceHost{Name: ap.Addr().String(), Port: strconv.Itoa(int(ap.Port()))})
+	}
+	return net, nil
 }

@@ -50,6 +50,11 @@ type Metadata struct {
 	// written before libvirt's job starts and when it ends, so that a
 	// launcher that restarts meanwhile still knows what it was doing.
 	Migration *MigrationRecord `xml:"migration,omitempty"`
+	// SharedDisks are the disks (by VMI disk name) whose files are on a
+	// shared filesystem that every node of their storage class mounts: a
+	// live migration leaves them where they are. (RBD disks are network
+	// disks, which libvirt never copies.)
+	SharedDisks []string `xml:"sharedDisk,omitempty"`
 }
 
 // MigrationRecord is a launcher's note of one live migration.

@@ -41,9 +41,9 @@ type Config struct {
 	Logger     *slog.Logger
 	// Now is for tests.
 	Now func() time.Time
-	// Clock paces the interface address lookups; the real clock when
-	// nil.
-	Clock clock.WithTicker
+	// Clock paces the interface address lookups, bounds a domain's start
+	// and thaws a freeze no Thaw ended; the real clock when nil.
+	Clock clock.WithTickerAndDelayedExecution
 	// SetVLAN makes tap, on bridge in the network namespace of process
 	// pid (QEMU), an access port of VLAN vid; SetAccessVLAN when nil.
 	SetVLAN func(pid int, bridge, tap string, vid int) error
@@ -67,10 +67,14 @@ type Driver struct {
 
 	subs  *broadcaster
 	lease *watchdog
-	migs  migrations
+	// policy is the node failure policy last read from the domain.
+	policy policyCache
+	migs   migrations
 	// incoming removes a receiving domain whose agent stopped renewing it
 	// (Incoming's valid_for_millis).
 	incoming *watchdog
+	// thawer thaws a freeze that no Thaw ended in time (freeze.go).
+	thawer *watchdog
 
 	// ptyMu guards the serial pty cached for one QEMU process: it is
 	// fixed while that process lives, and reading it costs a call for the
@@ -84,7 +88,7 @@ type Driver struct {
 	netMu sync.Mutex
 	net   *netSpec // guarded by netMu
 
-	clock clock.WithTicker
+	clock clock.WithTickerAndDelayedExecution
 	addrs addresses
 
 	done chan struct{}
@@ -125,8 +129,11 @@ func New(conn Conn, events <-chan Event, cfg Config) (*Driver, error) {
 		addrs: addresses{kick: make(chan struct{}, 1)},
 		done:  make(chan struct{}),
 	}
-	d.lease = newWatchdog(d.fence)
-	d.incoming = newWatchdog(d.dropIncoming)
+	// The lease and incoming watchdogs keep real time (their tests run
+	// in synctest bubbles); the thaw timer runs on the injected clock.
+	d.lease = newWatchdog(clock.RealClock{}, d.fence)
+	d.incoming = newWatchdog(clock.RealClock{}, d.dropIncoming)
+	d.thawer = newWatchdog(d.clock, d.thawNow)
 	d.wg.Add(2)
 	go d.pump(events)
 	go d.watchAddresses()
@@ -144,6 +151,7 @@ func (d *Driver) Close() {
 	close(d.done)
 	d.lease.stop()
 	d.incoming.stop()
+	d.thawer.stop()
 	d.subs.close()
 	d.wg.Wait()
 }

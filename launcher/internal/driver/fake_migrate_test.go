@@ -9,6 +9,7 @@ import "errors"
 var errAborted = errors.New("operation aborted: migration out job: canceled by client")
 
 type fakeJob struct {
+	params  MigrateParams // what the last Migrate was called with
 	done    chan error
 	stats   JobStats
 	aborted bool
@@ -48,6 +49,7 @@ func (d *fakeDomain) Migrate(p MigrateParams) error {
 	}
 	j := d.c.job(d.name)
 	d.c.mu.Lock()
+	j.params = p
 	j.stats.Active = true
 	d.c.mu.Unlock()
 	err := <-j.done

@@ -26,6 +26,12 @@ type fakeConn struct {
 	busyPorts map[int]bool
 	// snaps is the online snapshot state (fake_snapshot_test.go).
 	snaps *fakeSnap
+	// hang makes the next Create hang until a Destroy
+	// (fake_hang_test.go).
+	hang, hanging chan struct{}
+	// capacity is each disk's size as the guest sees it, by target
+	// (fake_resize_test.go).
+	capacity map[string]uint64
 }
 
 type fakeState struct {
@@ -221,6 +227,9 @@ func (d *fakeDomain) transition(call string, from []State, to State, reason, evT
 }
 
 func (d *fakeDomain) Create(paused bool) error {
+	if hang := d.c.takeHang(); hang != nil {
+		return d.hangingCreate(hang) // fake_hang_test.go
+	}
 	if paused {
 		return d.transition("Create(paused)", []State{StateShutoff, StateCrashed}, StatePaused, ReasonPausedUser, 3, 0)
 	}
@@ -238,6 +247,7 @@ func (d *fakeDomain) Shutdown() error {
 }
 
 func (d *fakeDomain) Destroy(graceful bool) error {
+	d.c.unhang()
 	call := "Destroy"
 	if graceful {
 		call = "Destroy(graceful)"

@@ -75,6 +75,9 @@ func (d *Driver) Incoming(ctx context.Context, req *launcherpb.IncomingRequest) 
 		return d.incomingStatus(dom, md.Migration)
 	}
 
+	if err := d.setSecrets(opts); err != nil {
+		return nil, err
+	}
 	def, err := domxml.Build(vmi, opts)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "incoming: build domain: %v", err)

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/utils/clock"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
@@ -19,14 +20,15 @@ const fenceRetry = time.Second
 // the arming, so a renewal during a fence attempt stops the retries.
 type watchdog struct {
 	mu      sync.Mutex
-	timer   *time.Timer
+	clk     clock.WithDelayedExecution
+	timer   clock.Timer
 	gen     uint64
 	stopped bool
 	fn      func(still func() bool)
 }
 
-func newWatchdog(fn func(still func() bool)) *watchdog {
-	return &watchdog{fn: fn}
+func newWatchdog(clk clock.WithDelayedExecution, fn func(still func() bool)) *watchdog {
+	return &watchdog{clk: clk, fn: fn}
 }
 
 // renew arms (or re-arms) the watchdog; d == 0 disarms it.
@@ -45,8 +47,11 @@ func (w *watchdog) renew(d time.Duration) {
 		return
 	}
 	gen := w.gen
-	w.timer = time.AfterFunc(d, func() {
-		w.fn(func() bool { return w.current(gen) })
+	w.timer = w.clk.AfterFunc(d, func() {
+		// Its own goroutine, as time.AfterFunc gives it: a fake clock
+		// calls this under its lock, which fn's renew (timer.Stop)
+		// takes again.
+		go w.fn(func() bool { return w.current(gen) })
 	})
 }
 
@@ -105,6 +110,7 @@ func (d *Driver) recordedPolicy() (policy string, known bool) {
 	if err != nil || !ok {
 		return "", false
 	}
+	d.policy.remember(md)
 	return md.NodeFailurePolicy, true
 }
 
@@ -122,6 +128,41 @@ func policyName(p string) string {
 // never run. It retries until the domain is down or the lease is renewed.
 func (d *Driver) fence(still func() bool) {
 	d.log.Error("lease expired without renewal: destroying the domain (self-fence)")
+	viaLibvirt := make(chan struct{})
+	go func() {
+		defer close(viaLibvirt)
+		d.fenceThroughLibvirt(still)
+	}()
+	select {
+	case <-viaLibvirt:
+		return
+	case <-d.done:
+		return
+	case <-time.After(fenceKillAfter):
+	}
+	// libvirt has not answered: QEMU goes without it. The libvirt attempt
+	// carries on, to leave the domain's state right when it answers.
+	for still() {
+		gone, err := d.killQEMU()
+		if gone {
+			// The event pump reports the domain's end once libvirt
+			// answers; the node agent sees the lease gone anyway.
+			return
+		}
+		d.log.Error("self-fence: cannot kill QEMU without libvirt; retrying", "error", err)
+		select {
+		case <-viaLibvirt:
+			return
+		case <-d.done:
+			return
+		case <-time.After(fenceRetry):
+		}
+	}
+}
+
+// fenceThroughLibvirt destroys the domain through libvirt, retrying until
+// it is down or the lease is renewed.
+func (d *Driver) fenceThroughLibvirt(still func() bool) {
 	for still() {
 		// The domain's own record decides, not whoever armed the
 		// watchdog: a Wait domain is never killed by lease expiry
@@ -134,6 +175,9 @@ func (d *Driver) fence(still func() bool) {
 		if err == nil {
 			md, ok, merr := readMetadata(dom)
 			dom.Free()
+			if merr == nil && ok {
+				d.policy.remember(md)
+			}
 			if merr == nil && (!ok || !md.FencedOnLeaseExpiry()) {
 				d.log.Warn("self-fence skipped: the domain's node failure policy is not RestartElsewhere",
 					"node_failure_policy", policyName(md.NodeFailurePolicy))

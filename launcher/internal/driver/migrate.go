@@ -42,10 +42,19 @@ type MigratingDomain interface {
 
 // MigrateParams are libvirt's migration parameters.
 type MigrateParams struct {
-	TargetURI    string
-	Address      string
-	DestXML      string
-	CopyDisks    []string
+	TargetURI string
+	Address   string
+	// DestXML is the domain the target starts; PersistXML its persistent
+	// definition there (the target's own, firmware by feature).
+	DestXML    string
+	PersistXML string
+	CopyDisks  []string
+	// SharedFiles: file disks on a shared filesystem stay where they are.
+	// libvirt 9.0 takes a path for shared only on the filesystems it
+	// knows (NFS, CephFS, GlusterFS, ...) and refuses the rest as
+	// "unsafe"; virtplane vouches for a class's path (opened with
+	// cache=none) and says so (VIR_MIGRATE_UNSAFE).
+	SharedFiles  bool
 	BandwidthMiB uint64
 	AutoConverge bool
 	PostCopy     bool
@@ -151,23 +160,29 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 	}
 
 	copyDisks, dataBytes := req.GetCopyDisks(), req.GetDataBytes()
-	if len(copyDisks) == 0 || dataBytes <= 0 {
-		x, err := dom.GetXMLDesc()
-		if err != nil {
-			dom.Free()
-			return nil, grpcError(fmt.Errorf("read the domain XML: %w", err))
-		}
-		local, size, err := localDisks(x)
-		if err != nil {
-			dom.Free()
-			return nil, status.Errorf(codes.Internal, "migrate: %v", err)
-		}
-		if len(copyDisks) == 0 {
-			copyDisks = local
-		}
-		if dataBytes <= 0 {
-			dataBytes = size
-		}
+	x, err := dom.GetXMLDesc()
+	if err != nil {
+		dom.Free()
+		return nil, grpcError(fmt.Errorf("read the domain XML: %w", err))
+	}
+	local, size, shared, err := localDisks(x)
+	if err != nil {
+		dom.Free()
+		return nil, status.Errorf(codes.Internal, "migrate: %v", err)
+	}
+	// An EFI guest's destination carries the firmware libvirt resolved
+	// here; one that cannot is refused before libvirt sees it (libvirt 9.0
+	// crashes the target's libvirtd on an EFI domain without a loader).
+	destXML, err := domxml.DestinationXML(req.GetDestXml(), x)
+	if err != nil {
+		dom.Free()
+		return nil, status.Errorf(codes.InvalidArgument, "migrate: dest_xml: %v", err)
+	}
+	if len(copyDisks) == 0 {
+		copyDisks = local
+	}
+	if dataBytes <= 0 {
+		dataBytes = size
 	}
 
 	now := d.cfg.Now()
@@ -192,8 +207,10 @@ func (d *Driver) Migrate(ctx context.Context, req *launcherpb.MigrateRequest) (*
 	params := MigrateParams{
 		TargetURI:    req.GetTargetLibvirtUri(),
 		Address:      req.GetTargetAddress(),
-		DestXML:      req.GetDestXml(),
+		DestXML:      destXML,
+		PersistXML:   req.GetDestXml(),
 		CopyDisks:    copyDisks,
+		SharedFiles:  shared,
 		BandwidthMiB: uint64(max(cfg.GetBandwidthMibPerSecond(), 0)),
 		AutoConverge: cfg.GetAllowAutoConverge(),
 		PostCopy:     cfg.GetAllowPostCopy(),
@@ -435,19 +452,33 @@ func progressOf(js JobStats, now time.Time) *apiv1.MigrationProgress {
 // localDisks reads a live domain XML: the writable disks backed by a file
 // (node-local in virtplane: copied by a migration) and the bytes a
 // migration moves, the guest memory plus those files' sizes.
-func localDisks(x string) (disks []string, size int64, err error) {
+func localDisks(x string) (disks []string, size int64, sharedFiles bool, err error) {
 	var def libvirtxml.Domain
 	if err := def.Unmarshal(x); err != nil {
-		return nil, 0, fmt.Errorf("parse the domain XML: %w", err)
+		return nil, 0, false, fmt.Errorf("parse the domain XML: %w", err)
 	}
 	if m := def.Memory; m != nil {
 		size = int64(m.Value) * unitBytes(m.Unit)
 	}
 	if def.Devices == nil {
-		return nil, size, nil
+		return nil, size, false, nil
+	}
+	// Files on a shared filesystem stay where they are, as network (RBD)
+	// disks do: the destination opens the same ones.
+	shared := map[string]bool{}
+	if def.Metadata != nil {
+		if md, err := domxml.ParseMetadata(def.Metadata.XML); err == nil {
+			for _, name := range md.SharedDisks {
+				shared[domxml.DiskAlias(name)] = true
+			}
+		}
 	}
 	for _, disk := range def.Devices.Disks {
 		if disk.Device != "disk" || disk.ReadOnly != nil || disk.Source == nil || disk.Source.File == nil || disk.Target == nil {
+			continue
+		}
+		if disk.Alias != nil && shared[disk.Alias.Name] {
+			sharedFiles = true
 			continue
 		}
 		disks = append(disks, disk.Target.Dev)
@@ -455,7 +486,7 @@ func localDisks(x string) (disks []string, size int64, err error) {
 			size += fi.Size()
 		}
 	}
-	return disks, size, nil
+	return disks, size, sharedFiles, nil
 }
 
 // unitBytes is libvirt's memory unit in bytes (KiB when none).

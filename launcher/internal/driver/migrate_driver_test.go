@@ -3,6 +3,8 @@ package driver
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -12,6 +14,7 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil"
 	"github.com/virtplane/terraform-provider-virtplane/launcher/internal/domxml"
 )
 
@@ -137,6 +140,61 @@ func TestMigrateRefusesDestinations(t *testing.T) {
 	}
 	if st := h.migration(); st.GetMigrationUid() != "" {
 		t.Fatalf("a refused migration was recorded: %v", st)
+	}
+}
+
+// An EFI guest's destination XML goes to libvirt with the firmware the
+// source runs (libvirt 9.0 resolves none for an incoming domain), its
+// persistent definition as the target made it; one that cannot be
+// completed never reaches libvirt.
+func TestMigrateCompletesTheEFIDestination(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "domxml", "testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	efiTarget, efiSource := read("migrate_efi_target.xml"), read("migrate_efi_source.xml")
+	h := newHarness(t)
+	h.mustSync(vmi(apiv1.PhaseScheduled)) // a BIOS guest
+	req := &launcherpb.MigrateRequest{MigrationUid: "m1", TargetLibvirtUri: targetURI, TargetAddress: targetAddr, DestXml: efiTarget}
+	st, err := h.d.Migrate(context.Background(), req)
+	if err == nil {
+		h.conn.finishJob(testDomain, errors.New("ended by the test")) // the job it started must end for the cleanup
+		t.Fatalf("an EFI destination without firmware started libvirt's job: %v", st)
+	}
+	wantCode(t, err, codes.InvalidArgument, "dest_xml: the destination XML asks for EFI firmware (firmware='efi') but the source's running domain names no loader")
+	if n := h.conn.callsMatching("Migrate"); n != 0 {
+		t.Fatalf("libvirt's migration was called %d times", n)
+	}
+	if st := h.migration(); st.GetMigrationUid() != "" {
+		t.Fatalf("a refused migration was recorded: %v", st)
+	}
+
+	// The source runs OVMF: libvirt resolved its loader when it started.
+	h.conn.mu.Lock()
+	h.conn.doms[testDomain].xml = efiSource
+	h.conn.mu.Unlock()
+	if _, err := h.d.Migrate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	j := h.conn.job(testDomain)
+	var p MigrateParams
+	testutil.Eventually(t, 5*time.Second, "libvirt's job started", func() bool {
+		h.conn.mu.Lock()
+		defer h.conn.mu.Unlock()
+		p = j.params
+		return p.DestXML != ""
+	})
+	h.conn.finishJob(testDomain, nil)
+	if p.PersistXML != efiTarget {
+		t.Errorf("persistent XML is not the target's own:\n%s", p.PersistXML)
+	}
+	if !strings.Contains(p.DestXML, `<loader readonly="yes" type="pflash">/usr/share/OVMF/OVMF_CODE_4M.fd</loader>`) ||
+		!strings.Contains(p.DestXML, `<nvram template="/usr/share/OVMF/OVMF_VARS_4M.fd">/var/lib/virtplane/node-b/`) ||
+		strings.Contains(p.DestXML, `firmware="efi"`) {
+		t.Errorf("destination XML not completed with the source's firmware and the target's NVRAM:\n%s", p.DestXML)
 	}
 }
 

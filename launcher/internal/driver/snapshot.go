@@ -197,24 +197,9 @@ func (d *Driver) SnapshotDisks(ctx context.Context, req *launcherpb.SnapshotDisk
 			snap.Disks.Disks = append(snap.Disks.Disks, sd)
 		}
 
-		ind := []string{apiv1.IndicationOnline}
-		frozen := false
-		switch {
-		case st == StatePaused:
-			ind = append(ind, apiv1.IndicationPaused)
-		case !req.GetFreeze():
-			ind = append(ind, apiv1.IndicationNoGuestAgent)
-		default:
-			switch err := sdom.FSFreeze(); {
-			case errors.Is(err, ErrNoGuestAgent):
-				d.log.Info("no guest agent to freeze the file systems; snapshot without", "err", err)
-				ind = append(ind, apiv1.IndicationNoGuestAgent)
-			case err != nil:
-				return grpcError(fmt.Errorf("freezing the guest's file systems: %w", err))
-			default:
-				frozen = true
-				ind = append(ind, apiv1.IndicationGuestAgent)
-			}
+		ind, frozen, err := d.freezeFor(sdom, st, req.GetFreeze())
+		if err != nil {
+			return err
 		}
 		at := d.cfg.Now()
 		serr := sdom.CreateDiskSnapshot(snap)
@@ -231,6 +216,28 @@ func (d *Driver) SnapshotDisks(ctx context.Context, req *launcherpb.SnapshotDisk
 		return nil
 	})
 	return out, err
+}
+
+// freezeFor freezes the guest's file systems for a point in time when
+// asked to, the domain is not paused (it stands still already) and a
+// guest agent answers, and returns the snapshot's indications; frozen
+// says a thaw is owed.
+func (d *Driver) freezeFor(sdom SnapshottingDomain, st State, freeze bool) (ind []string, frozen bool, err error) {
+	ind = []string{apiv1.IndicationOnline}
+	switch {
+	case st == StatePaused:
+		return append(ind, apiv1.IndicationPaused), false, nil
+	case !freeze:
+		return append(ind, apiv1.IndicationNoGuestAgent), false, nil
+	}
+	switch err := sdom.FSFreeze(); {
+	case errors.Is(err, ErrNoGuestAgent):
+		d.log.Info("no guest agent to freeze the file systems; snapshot without", "err", err)
+		return append(ind, apiv1.IndicationNoGuestAgent), false, nil
+	case err != nil:
+		return nil, false, grpcError(fmt.Errorf("freezing the guest's file systems: %w", err))
+	}
+	return append(ind, apiv1.IndicationGuestAgent), true, nil
 }
 
 // thaw thaws the guest's file systems, trying a few times: a guest left

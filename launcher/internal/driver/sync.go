@@ -16,8 +16,8 @@ import (
 // Sync is KubeVirt's SyncVirtualMachine: adopt or define the domain, start
 // it if it is down and the VMI has not run yet, resume it if something
 // other than the user paused it, and give a running domain the port
-// forwards and VLANs libvirt cannot (applyNetwork). Calling it again
-// changes nothing.
+// forwards and VLANs libvirt cannot (applyNetwork) and the disk sizes the
+// node agent asks for (growDisks). Calling it again changes nothing.
 func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launcherpb.DomainStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
@@ -50,6 +50,11 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 		return nil, status.Errorf(codes.InvalidArgument, "sync: %v", err)
 	}
 
+	// Every Sync: libvirt forgets ephemeral secrets when it restarts, and a
+	// domain that stopped needs them to start again.
+	if err := d.setSecrets(opts); err != nil {
+		return nil, err
+	}
 	dom, err := d.lookup()
 	if err != nil {
 		return nil, err
@@ -69,14 +74,18 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	defer dom.Free()
 	d.focusEvents(true)
+	d.policy.remember(md)
 
 	if !md.FencedOnLeaseExpiry() {
 		// A watchdog armed before the policy was known (a new launcher is
 		// renewed before its first Sync) must not outlive that knowledge.
 		d.lease.renew(0)
 	}
-	started, err := d.converge(dom, vmi, md)
+	started, err := d.converge(dom, vmi, md, startBoundOf(opts))
 	if err != nil {
+		return nil, err
+	}
+	if err := d.growDisks(dom, opts.GetDisks()); err != nil {
 		return nil, err
 	}
 	if err := d.applyNetwork(dom, allNetSteps); err != nil {
@@ -143,9 +152,9 @@ func (d *Driver) adopt(dom Domain, vmi *apiv1.VirtualMachineInstance, opts *laun
 	return md, nil
 }
 
-// converge starts or resumes the domain as the VMI requires; started
-// says it started it.
-func (d *Driver) converge(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.Metadata) (started bool, err error) {
+// converge starts (within b) or resumes the domain as the VMI requires;
+// started says it started it.
+func (d *Driver) converge(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.Metadata, b startBound) (started bool, err error) {
 	st, reason, err := dom.GetState()
 	if err != nil {
 		return false, grpcError(fmt.Errorf("get domain state: %w", err))
@@ -160,7 +169,7 @@ func (d *Driver) converge(dom Domain, vmi *apiv1.VirtualMachineInstance, md domx
 		if phase == apiv1.PhaseRunning || apiv1.IsFinal(phase) {
 			return false, nil
 		}
-		return true, d.start(dom, vmi, md)
+		return true, d.start(dom, vmi, md, b)
 	case st == StatePaused && !md.PausedByUser:
 		if err := dom.Resume(); err != nil {
 			return false, grpcError(fmt.Errorf("resume domain: %w", err))
@@ -170,7 +179,7 @@ func (d *Driver) converge(dom Domain, vmi *apiv1.VirtualMachineInstance, md domx
 	return false, nil
 }
 
-func (d *Driver) start(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.Metadata) error {
+func (d *Driver) start(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.Metadata, b startBound) error {
 	// A new boot: forget the previous run's shutdown request. spec.paused
 	// ("start --paused") boots into the paused state and counts as a user
 	// pause, so Sync will not resume it.
@@ -182,8 +191,8 @@ func (d *Driver) start(dom Domain, vmi *apiv1.VirtualMachineInstance, md domxml.
 			return grpcError(err)
 		}
 	}
-	if err := dom.Create(paused); err != nil {
-		return grpcError(fmt.Errorf("start domain: %w", err))
+	if err := d.create(dom, paused, b); err != nil {
+		return err
 	}
 	d.log.Info("started domain", "paused", paused)
 	return nil

@@ -33,11 +33,18 @@ func (d *domain) Migrate(p driver.MigrateParams) error {
 	if p.TLS {
 		flags |= libvirt.MIGRATE_TLS
 	}
+	if p.SharedFiles {
+		flags |= libvirt.MIGRATE_UNSAFE
+	}
+	persist := p.PersistXML
+	if persist == "" {
+		persist = p.DestXML
+	}
 	params := &libvirt.DomainMigrateParameters{
 		DestXMLSet:    true,
 		DestXML:       p.DestXML,
 		PersistXMLSet: true,
-		PersistXML:    p.DestXML,
+		PersistXML:    persist,
 	}
 	if p.Address != "" {
 		// QEMU's stream goes to the target's migration address; the port

@@ -7,7 +7,7 @@
 // prefix: vm (virtplane_virtual_machine), vms (virtplane_virtual_machines),
 // image, pool (virtplane_virtual_machine_pool), replicaset
 // (virtplane_virtual_machine_replica_set), snapshot, restore,
-// node_maintenance, node_labels, nodes and migrations. A kind's code is in files named
+// node_maintenance, node_labels, storage_class, nodes and migrations. A kind's code is in files named
 // <kind>_<part>.go, one part each, in this order of a request's life:
 //
 //   - resource: the resource type, its constructor, Metadata and

@@ -21,8 +21,10 @@ import (
 // same, so that removing it uncordons the node. The node is a fake node
 // agent of the test's own (the harness's nodes run the other tests' VMs
 // and are never cordoned), and the VM on it holds the drain: LiveMigrate
-// with EFI firmware, which cannot migrate. Like TestAccNodeMaintenance it
-// runs before the parallel tests and deletes its node.
+// and paused, which cannot migrate (EFI guests migrate since issue 34: a
+// paused instance is the one that is not live-migratable). Like
+// TestAccNodeMaintenance it runs before the parallel tests and deletes its
+// node.
 func TestAccNodeMaintenance_drainTimeout(t *testing.T) {
 	agent := acctest.SharedAgent(t)
 	ctx := t.Context()
@@ -44,9 +46,6 @@ resource "virtplane_virtual_machine" "test" {
   memory            = "128Mi"
   eviction_strategy = "LiveMigrate"
   node_selector     = { "node.virtplane.io/acctest-drain" = %q }
-  bootloader {
-    efi {}
-  }
   disk {
     name  = "root"
     image = "root.qcow2"
@@ -81,9 +80,15 @@ resource "virtplane_node_maintenance" "window" {
 				ConfigStateChecks: []statecheck.StateCheck{expectStatus(apiv1.PrintableRunning)},
 			},
 			{
+				PreConfig: func() {
+					key := &apiv1.ObjectKey{Namespace: "default", Name: vm}
+					if _, err := agent.Client.VMs.Pause(ctx, &apiv1.PauseVirtualMachineRequest{Key: key}); err != nil {
+						t.Fatalf("pausing %s: %v", vm, err)
+					}
+				},
 				Config: maintCfg,
 				ExpectError: errorRe("Node "+node+" not drained",
-					"node "+node+" not drained after 10s: default/"+vm+" (LiveMigrate, Blocked:", "not live-migratable"),
+					"node "+node+" not drained after 10s: default/"+vm+" (LiveMigrate, Blocked:", "not live-migratable: the instance is paused"),
 			},
 			{
 				// The window was saved (tainted) despite the error: removing

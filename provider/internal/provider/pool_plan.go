@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"google.golang.org/protobuf/proto"
 
@@ -12,7 +13,9 @@ import (
 )
 
 // What plan says about virtplane_virtual_machine_pool: that a template
-// change restarts the VMs.
+// change restarts the VMs, and that it may not shrink a persistent disk,
+// change its image or move it to another storage class
+// (template_plan_volumes.go), which the agent refuses too.
 
 // ModifyPlan keeps the status of a plan that changes nothing, and warns
 // at plan time that a template change restarts the VMs.
@@ -22,6 +25,10 @@ func (r *poolResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRe
 		return p.Spec.VirtualMachineTemplate
 	})
 	if !changed {
+		return
+	}
+	if state.Template != nil && plan.Template != nil && refuseVolumeUpdates(ctx, &resp.Diagnostics,
+		&state.Template.instanceSpecModel, &plan.Template.instanceSpecModel, path.Root("virtual_machine_template")) {
 		return
 	}
 	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())

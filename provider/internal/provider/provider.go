@@ -186,10 +186,10 @@ func unknownAttributes(m providerModel) []string {
 
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource, NewPoolResource, NewReplicaSetResource,
-		NewSnapshotResource, NewRestoreResource, NewNodeLabelsResource}
+		NewSnapshotResource, NewRestoreResource, NewNodeLabelsResource, NewStorageClassResource}
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource, NewMigrationsDataSource, NewPoolDataSource,
-		NewReplicaSetDataSource, NewSnapshotDataSource}
+		NewReplicaSetDataSource, NewSnapshotDataSource, NewStorageClassDataSource}
 }

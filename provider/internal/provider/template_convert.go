@@ -109,7 +109,8 @@ func diskFromModel(d diskModel) (*apiv1.Disk, *apiv1.Volume) {
 		}
 	case d.Persistent != nil:
 		disk.Disk = &apiv1.DiskTarget{Bus: d.Bus.ValueString()}
-		vol.Persistent = &apiv1.PersistentVolume{Size: d.Persistent.Size.ValueString(), Image: d.Persistent.Image.ValueString()}
+		vol.Persistent = &apiv1.PersistentVolume{Size: d.Persistent.Size.ValueString(), Image: d.Persistent.Image.ValueString(),
+			StorageClass: d.Persistent.StorageClass.ValueString()}
 	default:
 		disk.Disk = &apiv1.DiskTarget{Bus: d.Bus.ValueString()}
 		vol.Image = &apiv1.ImageVolume{Name: d.Image.ValueString()}
@@ -319,6 +320,9 @@ func diskToModel(d *apiv1.Disk, vol *apiv1.Volume, prior *diskModel) diskModel {
 		dm.Persistent = &persistentModel{
 			Size:  quantityOf(vol.GetPersistent().GetSize()),
 			Image: readString(vol.GetPersistent().GetImage(), pp.Image),
+			// As written: unset and "local" are the same class, and the
+			// agent stores either as given.
+			StorageClass: readString(vol.GetPersistent().GetStorageClass(), pp.StorageClass),
 		}
 	case vol.GetImage() != nil:
 		dm.Image = types.StringValue(vol.GetImage().GetName())

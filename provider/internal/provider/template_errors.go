@@ -109,7 +109,7 @@ func vmAttributePath(field string) (path.Path, bool) {
 			return p.AtName("name"), true
 		case "image", "image.name":
 			return p.AtName("image"), true
-		case "persistent.size", "persistent.image":
+		case "persistent.size", "persistent.image", "persistent.storage_class":
 			return p.AtName("persistent").AtName(strings.TrimPrefix(n, "persistent.")), true
 		case "cloud_init_no_cloud.user_data", "cloud_init_no_cloud.network_data":
 			return p.AtName("cloud_init").AtName(strings.TrimPrefix(n, "cloud_init_no_cloud.")), true

@@ -61,8 +61,9 @@ type diskModel struct {
 }
 
 type persistentModel struct {
-	Size  quantityValue `tfsdk:"size"`
-	Image types.String  `tfsdk:"image"`
+	Size         quantityValue `tfsdk:"size"`
+	Image        types.String  `tfsdk:"image"`
+	StorageClass types.String  `tfsdk:"storage_class"`
 }
 
 type cloudInitModel struct {

@@ -158,7 +158,8 @@ func diskBlock(o specSchema) schema.ListNestedBlock {
 	}
 	return schema.ListNestedBlock{
 		Description: "Disks, in the order the guest sees them. Each has exactly one source: `image`, " +
-			"`persistent` or `cloud_init`." + o.vm(" Changing disks needs a restart."),
+			"`persistent` or `cloud_init`." + o.vm(" Changing disks needs a restart, except raising the size "+
+			"of a `persistent` one."),
 		NestedObject: schema.NestedBlockObject{
 			Attributes: map[string]schema.Attribute{
 				"name": schema.StringAttribute{
@@ -197,14 +198,29 @@ func diskBlock(o specSchema) schema.ListNestedBlock {
 							Optional:   true,
 							CustomType: quantityType{},
 							Description: "Size as a quantity (`10Gi`); required in a `persistent` block. " +
-								"Equal sizes in other spellings are not a change.",
+								"Equal sizes in other spellings are not a change." + o.vm(" Raising it grows the disk "+
+								"without a restart: while the VM runs the disk grows under the running guest, which "+
+								"sees the new size at once (growing its partitions and file systems is the guest's "+
+								"business), else before the next start. Lowering it is refused at plan time: a disk "+
+								"never shrinks; rename the disk to get a new, smaller one."),
 							Validators:    []validator.String{quantityRange("", "1Ei")},
 							PlanModifiers: []planmodifier.String{quantityKeepState()},
 						},
 						"image": schema.StringAttribute{
-							Optional:    true,
-							Description: "Image copied in when the disk is created; unset for a blank disk.",
-							Validators:  []validator.String{imagePathValidator()},
+							Optional: true,
+							Description: "Image copied in when the disk is created; unset for a blank disk." +
+								o.vm(" It cannot change afterwards (refused at plan time): rename the disk to get a "+
+									"new one from another image."),
+							Validators: []validator.String{imagePathValidator()},
+						},
+						"storage_class": schema.StringAttribute{
+							Optional: true,
+							Description: "Storage class the volume lives on (`virtplane_storage_class`): unset or " +
+								"`local`, a file on the node that made it, which pins the VM to that node; an `rbd` or " +
+								"`shared_filesystem` class keeps it off any one node. The class must exist. It cannot " +
+								"change once set (the volume exists there): a change is refused at plan time; rename " +
+								"the disk to get a new volume on another class.",
+							Validators: []validator.String{dnsLabelValidator()},
 						},
 					},
 				},

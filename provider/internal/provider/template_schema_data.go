@@ -65,6 +65,8 @@ func dataInstanceSpecAttributes(labels, annotations string) map[string]schema.At
 					Attributes: map[string]schema.Attribute{
 						"size":  schema.StringAttribute{Computed: true, CustomType: quantityType{}, Description: "Size."},
 						"image": str("Image copied in at creation; null for a blank disk."),
+						"storage_class": str("Storage class the volume lives on, as the VM names it; null when it names " +
+							"none (`local`: a file on the VM's node)."),
 					},
 				},
 				"cloud_init": schema.SingleNestedAttribute{

@@ -36,7 +36,7 @@ func fullInstanceSpec(t *testing.T) instanceSpecModel {
 		Memory: quantityOf("1024Mi"),
 		Disks: []diskModel{
 			{Name: types.StringValue("root"), Bus: types.StringValue("virtio"), BootOrder: types.Int64Value(1), Image: types.StringNull(),
-				Persistent: &persistentModel{Size: quantityOf("10Gi"), Image: types.StringValue("debian.qcow2")}},
+				Persistent: &persistentModel{Size: quantityOf("10Gi"), Image: types.StringValue("debian.qcow2"), StorageClass: types.StringValue("ceph")}},
 			{Name: types.StringValue("scratch"), Bus: types.StringValue("scsi"), BootOrder: types.Int64Null(), Image: types.StringValue("blank.qcow2")},
 			{Name: types.StringValue("seed"), Bus: types.StringValue("sata"), BootOrder: types.Int64Null(), Image: types.StringNull(),
 				CloudInit: &cloudInitModel{UserData: types.StringValue("#cloud-config\n"), NetworkData: types.StringValue("version: 2\n")}},

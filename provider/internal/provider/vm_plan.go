@@ -15,8 +15,9 @@ import (
 )
 
 // What plan says about virtplane_virtual_machine: what apply will do to a
-// running guest (vm_plan_restart.go decides), and when source_snapshot
-// replaces the VM.
+// running guest (vm_plan_restart.go decides), when source_snapshot
+// replaces the VM, and that a persistent disk cannot shrink, change its
+// image or move to another storage class (template_plan_volumes.go).
 
 // ModifyPlan says at plan time what apply will do to a running guest, and
 // plans the restart that update_policy = "restart" owes a VM whose
@@ -35,6 +36,9 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 		return
 	}
 	if d := req.State.Get(ctx, &state); d.HasError() {
+		return
+	}
+	if refuseVolumeUpdates(ctx, &resp.Diagnostics, &state.instanceSpecModel, &plan.instanceSpecModel, path.Empty()) {
 		return
 	}
 	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())

@@ -99,7 +99,9 @@ func restartChanges(ctx context.Context, state, plan *vmModel) []string {
 	if !proto.Equal(a.Domain.Memory, b.Domain.Memory) {
 		out = append(out, "memory")
 	}
-	if !equalMessages(a.Volumes, b.Volumes) || !equalMessages(a.Domain.Devices.Disks, b.Domain.Devices.Disks) {
+	// A persistent disk that only grows is grown under the running guest
+	// (the VM controller's rule, validation.GrowVolumes).
+	if _, grows := validation.GrowVolumes(b.Volumes, a.Volumes); !grows || !equalMessages(a.Domain.Devices.Disks, b.Domain.Devices.Disks) {
 		out = append(out, "disk")
 	}
 	if !proto.Equal(a.Domain.Firmware.GetKernelBoot(), b.Domain.Firmware.GetKernelBoot()) {

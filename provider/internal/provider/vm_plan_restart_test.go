@@ -165,6 +165,18 @@ func TestRestartChanges(t *testing.T) {
 			m.CPU = nil
 			m.Disks = m.Disks[:1]
 		}, "cpu, disk"},
+		{"a persistent disk grows: online", func(m *vmModel) {
+			m.Disks = append([]diskModel(nil), m.Disks...)
+			m.Disks[0].Persistent = &persistentModel{Size: quantityOf("20Gi"), Image: m.Disks[0].Persistent.Image, StorageClass: m.Disks[0].Persistent.StorageClass}
+		}, ""},
+		{"a persistent disk grows and another disk goes", func(m *vmModel) {
+			m.Disks = append([]diskModel(nil), m.Disks[:2]...)
+			m.Disks[0].Persistent = &persistentModel{Size: quantityOf("20Gi"), Image: m.Disks[0].Persistent.Image, StorageClass: m.Disks[0].Persistent.StorageClass}
+		}, "disk"},
+		{"a persistent disk shrinks", func(m *vmModel) {
+			m.Disks = append([]diskModel(nil), m.Disks...)
+			m.Disks[0].Persistent = &persistentModel{Size: quantityOf("5Gi"), Image: m.Disks[0].Persistent.Image, StorageClass: m.Disks[0].Persistent.StorageClass}
+		}, "disk"},
 		{"cloud-init user data", func(m *vmModel) {
 			m.Disks = append([]diskModel(nil), m.Disks...)
 			m.Disks[2].CloudInit = &cloudInitModel{UserData: types.StringValue("#cloud-config\nx: 1\n"), NetworkData: m.Disks[2].CloudInit.NetworkData}

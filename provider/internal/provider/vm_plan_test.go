@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -149,6 +150,54 @@ func TestModifyPlanSaysWhatApplyDoes(t *testing.T) {
 	}
 	if w := warnings(resp); !strings.Contains(w, "restart_required is true") {
 		t.Errorf("warnings: %q", w)
+	}
+}
+
+// A persistent disk that shrinks or gets another image is refused at plan
+// time, on its attribute, with the agent's words; one that grows is
+// planned without a restart.
+func TestModifyPlanPersistentDisks(t *testing.T) {
+	state := runningState(t)
+	withDisk := func(size, image string) vmResourceModel {
+		plan := state
+		plan.Disks = append([]diskModel(nil), state.Disks...)
+		plan.Disks[0].Persistent = &persistentModel{Size: quantityOf(size), Image: types.StringValue(image), StorageClass: state.Disks[0].Persistent.StorageClass}
+		plan.Status = types.ObjectUnknown(statusAttrTypes)
+		plan.RestartRequired = types.BoolUnknown()
+		return plan
+	}
+	errorsOf := func(resp resource.ModifyPlanResponse) string {
+		var out []string
+		for _, e := range resp.Diagnostics.Errors() {
+			p := ""
+			if a, ok := e.(diag.DiagnosticWithPath); ok {
+				p = a.Path().String()
+			}
+			out = append(out, p+" | "+e.Summary()+" | "+e.Detail())
+		}
+		return strings.Join(out, "\n")
+	}
+
+	resp := planFor(t, state, withDisk("20Gi", "debian.qcow2"))
+	if resp.Diagnostics.HasError() || warnings(resp) != "" {
+		t.Errorf("growth: %s; warnings %q", errorsOf(resp), warnings(resp))
+	}
+	for _, c := range []struct{ size, image, want string }{
+		{"5Gi", "debian.qcow2", "disk[0].persistent.size | Persistent disk cannot shrink | disk[0].persistent.size: " +
+			"may not shrink from 10Gi to 5Gi: a persistent volume only grows (rename the disk to get a new, smaller volume)."},
+		{"10Gi", "ubuntu.qcow2", "disk[0].persistent.image | Persistent disk image cannot change | disk[0].persistent.image: " +
+			`may not change from "debian.qcow2" to "ubuntu.qcow2": the image is copied in only when the volume is made ` +
+			"(rename the disk to get a new volume from another image)."},
+	} {
+		if got := errorsOf(planFor(t, state, withDisk(c.size, c.image))); got != c.want {
+			t.Errorf("%s %s:\n got %s\nwant %s", c.size, c.image, got, c.want)
+		}
+	}
+	// Not known yet: the agent judges it at apply.
+	plan := withDisk("5Gi", "debian.qcow2")
+	plan.Disks[0].Persistent.Size = quantityValue{StringValue: types.StringUnknown()}
+	if resp := planFor(t, state, plan); resp.Diagnostics.HasError() {
+		t.Errorf("unknown size refused: %s", errorsOf(resp))
 	}
 }
 

@@ -30,6 +30,7 @@ type env struct {
 	uri      string // qemu:///system
 	work     string // /tmp/vpb-<id>: short, for unix socket paths
 	images   string // image dir with the test guest's kernel and initrd
+	guestDir string // the built test guest (abs), for its disk image
 	kernel   string // file names in images
 	initrd   string
 	// prefix starts every libvirt domain name and namespace of this run:
@@ -100,6 +101,10 @@ func newEnv(ctx context.Context, log *slog.Logger, o envOptions) (_ *env, err er
 // prepareImages copies the test guest into an image directory of the run:
 // libvirt relabels the files it boots from, and bin/guest is shared.
 func (e *env) prepareImages(guestDir string) error {
+	var err error
+	if e.guestDir, err = filepath.Abs(guestDir); err != nil {
+		return err
+	}
 	e.images = filepath.Join(e.work, "images")
 	if err := os.MkdirAll(e.images, 0o755); err != nil {
 		return err

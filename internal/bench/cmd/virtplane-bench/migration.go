@@ -181,6 +181,28 @@ type step struct {
 // migrationBreakdown splits virtplane migrations at their phase
 // timestamps and their libvirt job's start and end.
 func migrationBreakdown(s *bench.Section, title string, vps []vpMigration) {
+	s.NewTable(title, "Step", "Median", "Max", "n")
+	for _, st := range migrationSteps() {
+		ds := st.durations(vps)
+		s.AddRow(st.what, bench.Secs(bench.Median(ds)), bench.Secs(bench.MaxDuration(ds)), fmt.Sprint(len(ds)))
+	}
+}
+
+// durations is the step's length in each migration that has both ends.
+func (st step) durations(vps []vpMigration) []time.Duration {
+	var ds []time.Duration
+	for _, v := range vps {
+		a, b := st.from(v), st.to(v)
+		if !a.IsZero() && !b.IsZero() {
+			ds = append(ds, b.Sub(a))
+		}
+	}
+	return ds
+}
+
+// migrationSteps are a virtplane migration's steps, from the Create call
+// to the watch seeing it Succeeded.
+func migrationSteps() []step {
 	ph := func(p string) func(vpMigration) time.Time { return func(v vpMigration) time.Time { return v.phase(p) } }
 	created := func(v vpMigration) time.Time { return v.created }
 	seen := func(v vpMigration) time.Time { return v.seen }
@@ -190,7 +212,7 @@ func migrationBreakdown(s *bench.Section, title string, vps []vpMigration) {
 	jobEnd := func(v vpMigration) time.Time {
 		return tsTime(v.final.GetStatus().GetMigrationState().GetEndTimestamp().AsTime())
 	}
-	steps := []step{
+	return []step{
 		{"API Create call → Scheduling (API write, migration controller picks it up; waits here for the limits)", created, ph(apiv1.MigrationScheduling)},
 		{"Scheduling → Scheduled (target node chosen)", ph(apiv1.MigrationScheduling), ph(apiv1.MigrationScheduled)},
 		{"Scheduled → PreparingTarget (target node agent picks it up)", ph(apiv1.MigrationScheduled), ph(apiv1.MigrationPreparingTarget)},
@@ -199,17 +221,6 @@ func migrationBreakdown(s *bench.Section, title string, vps []vpMigration) {
 		{"libvirt migrate call (source launcher's job start → end timestamps)", jobStart, jobEnd},
 		{"job end → Succeeded (source reports, target takes over, controller finishes)", jobEnd, ph(apiv1.MigrationSucceeded)},
 		{"Succeeded → seen by the client's watch", ph(apiv1.MigrationSucceeded), seen},
-	}
-	s.NewTable(title, "Step", "Median", "Max", "n")
-	for _, st := range steps {
-		var ds []time.Duration
-		for _, v := range vps {
-			a, b := st.from(v), st.to(v)
-			if !a.IsZero() && !b.IsZero() {
-				ds = append(ds, b.Sub(a))
-			}
-		}
-		s.AddRow(st.what, bench.Secs(bench.Median(ds)), bench.Secs(bench.MaxDuration(ds)), fmt.Sprint(len(ds)))
 	}
 }
 

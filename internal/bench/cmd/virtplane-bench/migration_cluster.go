@@ -14,6 +14,7 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/bench"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testguest"
+	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/ceph"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/cluster"
 	"github.com/virtplane/terraform-provider-virtplane/internal/testutil/multinode"
 )
@@ -32,6 +33,10 @@ type migEnv struct {
 	lv    map[*cluster.Node]nodeConn
 	tr    *bench.Tracker
 	mw    *migWatch
+	// ceph, when the storage benchmark started one in the hosts' hub,
+	// stops after the cluster (no QEMU uses it then) and before the
+	// hosts (whose Close kills what runs in the hub).
+	ceph *ceph.Cluster
 }
 
 // slogLogf reports the harness's steps through the benchmark's log.
@@ -42,7 +47,14 @@ func (l slogLogf) Logf(format string, args ...any) { l.log.Info(fmt.Sprintf(form
 // startMigEnv brings the two hosts and the cluster up; close undoes all of
 // it, also after a failure here.
 func startMigEnv(ctx context.Context, e *env) (m *migEnv, err error) {
-	m = &migEnv{e: e, ns: e.prefix + "-mig", dir: filepath.Join(e.work, "mig-raw"), lv: map[*cluster.Node]nodeConn{}}
+	return startMigEnvWith(ctx, e, "mig", multinode.Options{NamePrefix: e.prefix}, nil)
+}
+
+// startMigEnvWith is startMigEnv with the hosts' options, the cluster's
+// dir and namespace suffix, and a hook run once the hosts are up and
+// before the cluster starts (a service in their hub).
+func startMigEnvWith(ctx context.Context, e *env, suffix string, hostOpts multinode.Options, hostsUp func(*migEnv) error) (m *migEnv, err error) {
+	m = &migEnv{e: e, ns: e.prefix + "-" + suffix, dir: filepath.Join(e.work, suffix+"-raw"), lv: map[*cluster.Node]nodeConn{}}
 	if err := os.MkdirAll(m.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -51,14 +63,19 @@ func startMigEnv(ctx context.Context, e *env) (m *migEnv, err error) {
 			err = errors.Join(err, m.close())
 		}
 	}()
-	if m.hosts, err = multinode.Launch(ctx, 2, multinode.Options{NamePrefix: e.prefix}, slogLogf{e.log}); err != nil {
+	if m.hosts, err = multinode.Launch(ctx, 2, hostOpts, slogLogf{e.log}); err != nil {
 		return m, err
+	}
+	if hostsUp != nil {
+		if err := hostsUp(m); err != nil {
+			return m, err
+		}
 	}
 	// The cluster's dir is under the run's: short (launcher sockets), and
 	// seen at the same path by both hosts (kernels, console logs).
 	if m.c, err = cluster.Start(ctx, m.hosts.Nodes(), cluster.Options{
 		Agent: e.agent, Launcher: e.launcher, GuestDir: e.images,
-		Dir: filepath.Join(e.work, "mig"), Namespace: m.ns,
+		Dir: filepath.Join(e.work, suffix), Namespace: m.ns,
 	}); err != nil {
 		return m, err
 	}
@@ -94,6 +111,9 @@ func (m *migEnv) close() error {
 	if m.c != nil {
 		errs = append(errs, m.c.Close())
 	}
+	if m.ceph != nil {
+		errs = append(errs, m.ceph.Close())
+	}
 	if m.hosts != nil {
 		errs = append(errs, m.hosts.Close(slogLogf{m.e.log}, false))
 	}
@@ -113,13 +133,28 @@ func (m *migEnv) other(n *cluster.Node) *cluster.Node {
 // that the VMs are placed on A without a node selector a migration's
 // target selector could not override.
 func (m *migEnv) createOnA(ctx context.Context, names []string) error {
+	vms := make([]*apiv1.VirtualMachine, len(names))
+	for i, name := range names {
+		vms[i] = m.guestVM(name)
+	}
+	return m.placeOnA(ctx, vms)
+}
+
+// guestVM is the test guest as the migration benchmarks run it.
+func (m *migEnv) guestVM(name string) *apiv1.VirtualMachine {
+	return bench.GuestVM(m.ns, name, guestMemory, m.a.Kernel, testguest.InitrdFile, testguest.Cmdline(testguest.Hostname("bench")))
+}
+
+// placeOnA is createOnA for VMs of any spec.
+func (m *migEnv) placeOnA(ctx context.Context, vms []*apiv1.VirtualMachine) error {
 	if _, err := m.c.API.Nodes.Cordon(ctx, &apiv1.CordonNodeRequest{Name: m.b.Name}); err != nil {
 		return fmt.Errorf("cordoning %s: %w", m.b.Name, err)
 	}
-	for _, name := range names {
-		vm := bench.GuestVM(m.ns, name, guestMemory, m.a.Kernel, testguest.InitrdFile, testguest.Cmdline(testguest.Hostname("bench")))
+	names := make([]string, len(vms))
+	for i, vm := range vms {
+		names[i] = vm.GetMetadata().GetName()
 		if _, err := m.c.API.VMs.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vm}); err != nil {
-			return fmt.Errorf("creating %s: %w", name, err)
+			return fmt.Errorf("creating %s: %w", names[i], err)
 		}
 	}
 	err := waitUntil(ctx, 3*time.Minute, fmt.Sprintf("%d VMs Running and LiveMigratable on %s", len(names), m.a.Name), func() bool {
