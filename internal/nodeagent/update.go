@@ -94,7 +94,7 @@ func (h *handler) record(ctx context.Context, p *updatePass) (controller.Result,
 func (h *handler) start(ctx context.Context, p *updatePass) (controller.Result, bool, error) {
 	resize := p.e != nil && p.e.Synced && p.e.SyncedSizes != volumeSizes(p.vmi)
 	if resize {
-		h.log.Info("persistent volume sizes changed; syncing to grow the disks", "vmi", p.key,
+		h.log.Info("persistent volumes changed (grown, plugged or unplugged); syncing the domain", "vmi", p.key,
 			"from", p.e.SyncedSizes, "to", volumeSizes(p.vmi))
 	}
 	if p.e == nil || !p.e.Synced || resize {
@@ -317,8 +317,9 @@ func (h *handler) finish(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	return controller.Result{}, h.status.Report(ctx, vmi, vmistatus.Final(phase, reason, msg))
 }
 
-// volumeSizes is the fingerprint of the VMI's persistent volume sizes
-// that a Sync carries (launchers.Conn.SyncedSizes): "data=128Mi,db=1Gi".
+// volumeSizes is the fingerprint of the VMI's persistent volumes and
+// their sizes that a Sync carries (launchers.Conn.SyncedSizes):
+// "data=128Mi,db=1Gi"; a volume plugged or unplugged changes it too.
 func volumeSizes(vmi *apiv1.VirtualMachineInstance) string {
 	var b strings.Builder
 	for _, v := range vmi.GetSpec().GetVolumes() {
