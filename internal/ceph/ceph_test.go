@@ -3,7 +3,6 @@ package ceph_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -20,12 +19,7 @@ import (
 var shared cephtest.Shared
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := shared.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "closing the shared Ceph cluster:", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(shared.CloseAfter(m.Run()))
 }
 
 // conn is a connection as the server makes one: from the host's namespace

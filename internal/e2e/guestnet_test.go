@@ -67,22 +67,7 @@ func TestGuestCannotReachHost(t *testing.T) {
 	if p := probes[other.addr]; !p.Reached || p.Body != other.token {
 		t.Errorf("the guest could not reach another machine (%s): %+v; the firewall must leave outbound NAT alone", other.addr, p)
 	}
-	for _, target := range targets[1:] {
-		p, srv := probes[target], mustNotReach[target]
-		switch {
-		case p.Target == "":
-			t.Errorf("no probe result for %s", target)
-		case p.Reached:
-			t.Errorf("the guest reached the host through %s (%s answered %q)", target, srv.addr, p.Body)
-		case !strings.Contains(p.Error, "refused"):
-			t.Errorf("probe of %s failed with %q, want refused by the guest firewall", target, p.Error)
-		}
-	}
-	for _, srv := range []*tokenServer{loop4, loop6, hostAddr} {
-		if from := srv.requests(); len(from) > 0 {
-			t.Errorf("%s served the guest: requests from %v", srv.addr, from)
-		}
-	}
+	assertRefused(t, probes, mustNotReach, loop4, loop6, hostAddr)
 	// The host's own processes are not confined.
 	if body, err := httpGet(loop4.addr); err != nil || body != loop4.token {
 		t.Errorf("the test's own request to %s: %q, %v", loop4.addr, body, err)
@@ -223,4 +208,28 @@ func listenIn(t *testing.T, netns, network, addr string) net.Listener {
 		t.Fatal(r.err)
 	}
 	return r.ln
+}
+
+// assertRefused checks that the guest's probe of each of mustNotReach's
+// targets was refused by the guest firewall (not reached, not merely
+// lost), and that none of servers, which the targets lead to, saw a
+// request.
+func assertRefused(t *testing.T, probes map[string]testguest.ProbeResult, mustNotReach map[string]*tokenServer, servers ...*tokenServer) {
+	t.Helper()
+	for target, srv := range mustNotReach {
+		p := probes[target]
+		switch {
+		case p.Target == "":
+			t.Errorf("no probe result for %s", target)
+		case p.Reached:
+			t.Errorf("the guest reached the host through %s (%s answered %q)", target, srv.addr, p.Body)
+		case !strings.Contains(p.Error, "refused"):
+			t.Errorf("probe of %s failed with %q, want refused by the guest firewall", target, p.Error)
+		}
+	}
+	for _, srv := range servers {
+		if from := srv.requests(); len(from) > 0 {
+			t.Errorf("%s served the guest: requests from %v", srv.addr, from)
+		}
+	}
 }

@@ -33,11 +33,7 @@ var env struct {
 
 func TestMain(m *testing.M) {
 	dir, err := setup()
-	code := m.Run()
-	if cerr := sharedCeph.Close(); cerr != nil {
-		fmt.Fprintln(os.Stderr, "closing the shared Ceph cluster:", cerr)
-		code = 1
-	}
+	code := sharedCeph.CloseAfter(m.Run())
 	if dir != "" {
 		_ = os.RemoveAll(dir)
 	}

@@ -122,22 +122,7 @@ func TestHyperconvergedHost(t *testing.T) {
 	con.waitMarker(testguest.MarkerNetProbeDone, 2*time.Minute)
 	probes, _ := testguest.NetProbes(con.text())
 	t.Logf("probes: %v", probes)
-	for _, target := range targets[1:] {
-		p, srv := probes[target], mustNotReach[target]
-		switch {
-		case p.Target == "":
-			t.Errorf("no probe result for %s", target)
-		case p.Reached:
-			t.Errorf("the guest reached the host through %s (%s answered %q)", target, srv.addr, p.Body)
-		case !strings.Contains(p.Error, "refused"):
-			t.Errorf("probe of %s failed with %q, want refused by the guest firewall", target, p.Error)
-		}
-	}
-	for _, srv := range []*tokenServer{local, osdRange, loop} {
-		if from := srv.requests(); len(from) > 0 {
-			t.Errorf("%s served the guest: requests from %v", srv.addr, from)
-		}
-	}
+	assertRefused(t, probes, mustNotReach, local, osdRange, loop)
 	// The exception: the guest's connection to the monitor is let
 	// through (the monitor speaks msgr2, not HTTP), as it would be to a
 	// monitor on any other host.

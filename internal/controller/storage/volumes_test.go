@@ -21,12 +21,7 @@ import (
 var shared cephtest.Shared
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := shared.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "closing the shared Ceph cluster:", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(shared.CloseAfter(m.Run()))
 }
 
 var t0 = time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
@@ -108,6 +103,23 @@ func (f *volFixture) fill(image string, b byte) {
 	}
 }
 
+// dataVolume makes the VM's 8 MiB volume "data" and removes whatever the
+// test leaves of the VM's images (and the content's snapshots) at its end.
+func (f *volFixture) dataVolume() string {
+	f.t.Helper()
+	data := ceph.VolumeImage(vmUID, "data")
+	f.t.Cleanup(func() {
+		for _, img := range f.images(vmUID) {
+			_ = f.conn.SnapRemove(context.Background(), img, ceph.SnapshotName(contentUID))
+			_ = f.conn.Remove(context.Background(), img)
+		}
+	})
+	if err := f.conn.Create(f.t.Context(), data, 8<<20); err != nil {
+		f.t.Fatal(err)
+	}
+	return data
+}
+
 // firstByte reads the first byte of image.
 func (f *volFixture) firstByte(image string) byte {
 	f.t.Helper()
@@ -179,16 +191,7 @@ func vm() *apiv1.VirtualMachine {
 func TestRBDSnapshotRestoreAndCollection(t *testing.T) {
 	f := newVolFixture(t)
 	ctx := t.Context()
-	data := ceph.VolumeImage(vmUID, "data")
-	t.Cleanup(func() {
-		for _, img := range f.images(vmUID) {
-			_ = f.conn.SnapRemove(context.Background(), img, ceph.SnapshotName(contentUID))
-			_ = f.conn.Remove(context.Background(), img)
-		}
-	})
-	if err := f.conn.Create(ctx, data, 8<<20); err != nil {
-		t.Fatal(err)
-	}
+	data := f.dataVolume()
 	f.fill(data, 0x11)
 	f.vms.Store.Seed(vm())
 
@@ -300,16 +303,7 @@ func TestRBDSnapshotRestoreAndCollection(t *testing.T) {
 func TestFailedRBDRestoreDropsItsClones(t *testing.T) {
 	f := newVolFixture(t)
 	ctx := t.Context()
-	data := ceph.VolumeImage(vmUID, "data")
-	t.Cleanup(func() {
-		for _, img := range f.images(vmUID) {
-			_ = f.conn.SnapRemove(context.Background(), img, ceph.SnapshotName(contentUID))
-			_ = f.conn.Remove(context.Background(), img)
-		}
-	})
-	if err := f.conn.Create(ctx, data, 8<<20); err != nil {
-		t.Fatal(err)
-	}
+	data := f.dataVolume()
 	if _, err := f.conn.SnapshotVolume(ctx, vmUID, "data", contentUID); err != nil {
 		t.Fatal(err)
 	}

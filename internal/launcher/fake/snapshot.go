@@ -29,14 +29,8 @@ func (c *client) SnapshotDisks(ctx context.Context, req *launcherpb.SnapshotDisk
 	}
 	m := c.m
 	defer m.mu.Unlock()
-	d := m.domains[c.domain]
-	if d == nil || d.State != StateRunning && d.State != StatePaused {
-		return nil, status.Errorf(codes.FailedPrecondition, "domain %s is not running", c.domain)
-	}
-	if mig := m.migrations[c.domain]; mig != nil && mig.GetRunning() {
-		return nil, status.Error(codes.FailedPrecondition, ErrMigrating)
-	}
-	if err := m.snapshotErr[c.domain]; err != nil {
+	d, err := c.snapshotTarget()
+	if err != nil {
 		return nil, err
 	}
 	if d.Overlays == nil {
@@ -66,6 +60,24 @@ func (c *client) SnapshotDisks(ctx context.Context, req *launcherpb.SnapshotDisk
 	return &launcherpb.SnapshotDisksResponse{Indications: ind, TimeUnixMillis: m.now().UnixMilli()}, nil
 }
 
+// snapshotTarget is the domain a snapshot or a freeze acts on, or the
+// launcher's refusal: not running, migrating, or the error the test set
+// (SetSnapshotError). m.mu is held.
+func (c *client) snapshotTarget() (*Domain, error) {
+	m := c.m
+	d := m.domains[c.domain]
+	if d == nil || d.State != StateRunning && d.State != StatePaused {
+		return nil, status.Errorf(codes.FailedPrecondition, "domain %s is not running", c.domain)
+	}
+	if mig := m.migrations[c.domain]; mig != nil && mig.GetRunning() {
+		return nil, status.Error(codes.FailedPrecondition, ErrMigrating)
+	}
+	if err := m.snapshotErr[c.domain]; err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 func (c *client) CommitDisks(ctx context.Context, req *launcherpb.CommitDisksRequest) error {
 	if err := c.enter(ctx, Call{Op: "CommitDisks"}); err != nil {
 		return err
@@ -93,14 +105,8 @@ func (c *client) Freeze(ctx context.Context, _ *launcherpb.FreezeRequest) (*laun
 	}
 	m := c.m
 	defer m.mu.Unlock()
-	d := m.domains[c.domain]
-	if d == nil || d.State != StateRunning && d.State != StatePaused {
-		return nil, status.Errorf(codes.FailedPrecondition, "domain %s is not running", c.domain)
-	}
-	if mig := m.migrations[c.domain]; mig != nil && mig.GetRunning() {
-		return nil, status.Error(codes.FailedPrecondition, ErrMigrating)
-	}
-	if err := m.snapshotErr[c.domain]; err != nil {
+	d, err := c.snapshotTarget()
+	if err != nil {
 		return nil, err
 	}
 	ind := []string{apiv1.IndicationOnline}

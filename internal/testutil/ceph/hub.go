@@ -147,6 +147,19 @@ func (s *Shared) Close() error {
 	return errors.Join(errs...)
 }
 
+// CloseAfter is Close at the end of a TestMain: it returns the exit code
+// of the tests (m.Run's), or 1 when the cluster could not be closed
+// (said on stderr), so a leaked daemon fails the package:
+//
+//	os.Exit(shared.CloseAfter(m.Run()))
+func (s *Shared) CloseAfter(code int) int {
+	if err := s.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "closing the shared Ceph cluster:", err)
+		return 1
+	}
+	return code
+}
+
 // stderrLog is the Logger of what runs after the tests (TestMain).
 type stderrLog struct{}
 

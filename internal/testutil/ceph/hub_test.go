@@ -3,7 +3,6 @@ package ceph_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -24,12 +23,7 @@ import (
 var sharedCeph ceph.Shared
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := sharedCeph.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "closing the shared Ceph cluster:", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(sharedCeph.CloseAfter(m.Run()))
 }
 
 // The multinode tests run private libvirtds: they belong to the libvirt

@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
-	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -83,20 +82,7 @@ func TestRefuseVolumeUpdatesInPool(t *testing.T) {
 // poolPlanFor runs the pool resource's real ModifyPlan from state to plan.
 func poolPlanFor(t *testing.T, state, plan poolResourceModel) resource.ModifyPlanResponse {
 	t.Helper()
-	ctx := context.Background()
-	var sr resource.SchemaResponse
-	NewPoolResource().Schema(ctx, resource.SchemaRequest{}, &sr)
-	st := tfsdk.State{Schema: sr.Schema}
-	if d := st.Set(ctx, &state); d.HasError() {
-		t.Fatal(d)
-	}
-	pl := tfsdk.Plan{Schema: sr.Schema}
-	if d := pl.Set(ctx, &plan); d.HasError() {
-		t.Fatal(d)
-	}
-	resp := resource.ModifyPlanResponse{Plan: pl}
-	NewPoolResource().(resource.ResourceWithModifyPlan).ModifyPlan(ctx, resource.ModifyPlanRequest{State: st, Plan: pl}, &resp)
-	return resp
+	return modifyPlan(t, NewPoolResource(), state, plan)
 }
 
 // A pool's template may not shrink a persistent disk nor change its image

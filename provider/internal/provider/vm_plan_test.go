@@ -55,9 +55,16 @@ func TestSourceSnapshotReplace(t *testing.T) {
 // planFor runs ModifyPlan on state → plan and returns the response.
 func planFor(t *testing.T, state, plan vmResourceModel) resource.ModifyPlanResponse {
 	t.Helper()
+	return modifyPlan(t, NewVMResource(), state, plan)
+}
+
+// modifyPlan runs r's real ModifyPlan from state to plan (models of r's
+// schema) and returns the response.
+func modifyPlan[M any](t *testing.T, r resource.Resource, state, plan M) resource.ModifyPlanResponse {
+	t.Helper()
 	ctx := context.Background()
 	var sr resource.SchemaResponse
-	NewVMResource().Schema(ctx, resource.SchemaRequest{}, &sr)
+	r.Schema(ctx, resource.SchemaRequest{}, &sr)
 	st := tfsdk.State{Schema: sr.Schema}
 	if d := st.Set(ctx, &state); d.HasError() {
 		t.Fatal(d)
@@ -67,7 +74,7 @@ func planFor(t *testing.T, state, plan vmResourceModel) resource.ModifyPlanRespo
 		t.Fatal(d)
 	}
 	resp := resource.ModifyPlanResponse{Plan: pl}
-	(&vmResource{}).ModifyPlan(ctx, resource.ModifyPlanRequest{State: st, Plan: pl}, &resp)
+	r.(resource.ResourceWithModifyPlan).ModifyPlan(ctx, resource.ModifyPlanRequest{State: st, Plan: pl}, &resp)
 	return resp
 }
 
