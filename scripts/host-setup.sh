@@ -15,7 +15,10 @@ fi
 if ! pgrep -x virtlogd >/dev/null; then
   virtlogd -d
 fi
-if ! pgrep -x libvirtd >/dev/null; then
+# The system daemon is asked, not looked for by name: the multi-node
+# tests run private libvirtds (their own --pid-file), which a process
+# name match would take for it.
+if ! virsh -c qemu:///system version >/dev/null 2>&1; then
   libvirtd -d
 fi
 for _ in $(seq 1 50); do
