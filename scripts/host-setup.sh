@@ -11,13 +11,13 @@ if [ -e /dev/kvm ]; then
   chmod 0660 /dev/kvm
 fi
 
-# Start libvirt's daemons when no service manager did.
-if ! pgrep -x virtlogd >/dev/null; then
+# Start libvirt's daemons when no service manager did. The system daemons
+# are found by their pid files or asked, not looked for by name: the
+# multi-node tests run private libvirtds and virtlogds (their own
+# --pid-file), which a process name match would take for them.
+if ! pgrep -F /run/virtlogd.pid -x virtlogd >/dev/null 2>&1; then
   virtlogd -d
 fi
-# The system daemon is asked, not looked for by name: the multi-node
-# tests run private libvirtds (their own --pid-file), which a process
-# name match would take for it.
 if ! virsh -c qemu:///system version >/dev/null 2>&1; then
   libvirtd -d
 fi
