@@ -2,14 +2,10 @@ package provider
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -103,31 +99,18 @@ func (r *backupTargetResource) Delete(ctx context.Context, req resource.DeleteRe
 	}
 	name := state.Name.ValueString()
 	c := r.data.client
-	cur, err := c.BackupTargets.Get(ctx, &apiv1.GetBackupTargetRequest{Name: name})
-	switch {
-	case status.Code(err) == codes.NotFound:
-		return
-	case err != nil:
-		r.addError(&resp.Diagnostics, err, "read backup target "+name+" before deleting it")
-		return
-	case state.UID.ValueString() != "" && cur.GetMetadata().GetUid() != state.UID.ValueString():
-		resp.Diagnostics.AddWarning("Backup target "+name+" was replaced outside Terraform",
-			"The backup target Terraform created is already gone; the target now named "+name+" was created by someone else and was left alone.")
-		return
-	}
-	_, err = c.BackupTargets.Delete(ctx, &apiv1.DeleteBackupTargetRequest{Name: name})
-	switch {
-	case err == nil, status.Code(err) == codes.NotFound:
-		tflog.Info(ctx, "backup target deleted", map[string]any{"backup_target": name})
-	case status.Code(err) == codes.FailedPrecondition:
-		resp.Diagnostics.AddError("Backup target "+name+" is in use",
-			fmt.Sprintf("Cannot delete backup target %s: %s.\n\nWhen those schedules are in this configuration, make them "+
-				"refer to the target (target = virtplane_backup_target.<name>.name), so that Terraform destroys them first; "+
-				"backups with deletion_policy Retain keep their data in the target after their objects are deleted.",
-				name, strings.TrimSuffix(status.Convert(err).Message(), ".")))
-	default:
-		r.addError(&resp.Diagnostics, err, "delete backup target "+name)
-	}
+	deleteCreated(ctx, &r.configuredResource, &resp.Diagnostics, name, state.UID.ValueString(),
+		func(ctx context.Context) (*apiv1.BackupTarget, error) {
+			return c.BackupTargets.Get(ctx, &apiv1.GetBackupTargetRequest{Name: name})
+		},
+		func(ctx context.Context) error {
+			_, err := c.BackupTargets.Delete(ctx, &apiv1.DeleteBackupTargetRequest{Name: name})
+			return err
+		},
+		"backup target deleted",
+		"When those schedules are in this configuration, make them refer to the target "+
+			"(target = virtplane_backup_target.<name>.name), so that Terraform destroys them first; backups with "+
+			"deletion_policy Retain keep their data in the target after their objects are deleted.")
 }
 
 func (r *backupTargetResource) setState(ctx context.Context, st stateSetter, diags *diag.Diagnostics, t *apiv1.BackupTarget, prior *backupTargetModel) {
