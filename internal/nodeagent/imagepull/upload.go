@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -30,6 +32,17 @@ func (p *Puller) fetchUpload(ctx context.Context, name, uid, download string, c 
 	if p.opts.Uploads == nil {
 		return errors.New("this node agent cannot pull uploaded images")
 	}
+	err := p.fetchUploadOnce(ctx, name, uid, download, c, maxSize)
+	if errors.Is(err, errRangeNotSatisfiable) {
+		// The kept part is longer than the upload (a file damaged on
+		// the node): resuming could never succeed, starting over can.
+		discard(download)
+		err = p.fetchUploadOnce(ctx, name, uid, download, c, maxSize)
+	}
+	return err
+}
+
+func (p *Puller) fetchUploadOnce(ctx context.Context, name, uid, download string, c counter, maxSize int64) error {
 	var have int64
 	if ri, ok := readResumeInfo(download); ok && ri.ImageUID == uid && ri.URL == validation.ImageUploadURL {
 		if fi, err := os.Stat(download); err == nil {
@@ -49,12 +62,18 @@ func (p *Puller) fetchUpload(ctx context.Context, name, uid, download string, c 
 		return err
 	}
 	msg, err := stream.Recv()
+	if status.Code(err) == codes.OutOfRange && have > 0 {
+		return fmt.Errorf("resuming the upload at byte %d: %w", have, errRangeNotSatisfiable)
+	}
 	if err != nil {
 		return err
 	}
 	total := msg.GetSizeBytes()
 	if total > maxSize {
 		return tooLarge(maxSize, fmt.Sprintf("the upload has %d bytes,", total))
+	}
+	if have > total {
+		return fmt.Errorf("resuming the upload at byte %d of %d: %w", have, total, errRangeNotSatisfiable)
 	}
 	out, err := os.OpenFile(download, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
