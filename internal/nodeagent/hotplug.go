@@ -35,9 +35,37 @@ const (
 	// disk before the volume status says it does not release it.
 	DefaultDetachTimeout = 30 * time.Second
 	// hotplugRetry is when a pass whose hotplug is not settled (a disk
-	// detaching, a plug that failed) looks again.
-	hotplugRetry = 5 * time.Second
+	// detaching, a plug that failed) looks again first; each further
+	// unsettled pass for the same disks doubles it, up to
+	// hotplugRetryMax, so that a plug that keeps failing (its storage
+	// unreachable, a disk the guest never releases) costs a launcher call
+	// every few minutes, not every few seconds. A change of the disks
+	// and libvirt's device-removed event still bring the instance back
+	// at once.
+	hotplugRetry    = 5 * time.Second
+	hotplugRetryMax = 5 * time.Minute
 )
+
+// hotplugBackoff is how long the pass after the n-th unsettled one in a
+// row waits (n >= 1).
+func hotplugBackoff(n int) time.Duration {
+	d := hotplugRetry
+	for i := 1; i < n && d < hotplugRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, hotplugRetryMax)
+}
+
+// unsettled counts one more hotplug pass of the disks fp that left a
+// volume not Ready and sets the pass's requeue by it.
+func unsettled(p *updatePass, fp string) {
+	r := &p.e.HotplugRetry
+	if r.For != fp {
+		r.For, r.Count = fp, 0
+	}
+	r.Count++
+	p.requeue = hotplugBackoff(r.Count)
+}
 
 // hotplugFingerprint is what of a VMI's spec the hotplug step acts on:
 // its disks, by name, and which are hotpluggable. "" for an instance
@@ -90,7 +118,7 @@ func (h *handler) hotplug(ctx context.Context, p *updatePass) (controller.Result
 	live, err := h.liveDisks(ctx, p.e)
 	if err != nil {
 		h.log.Info("hotplug: the domain's disks cannot be read now", "vmi", p.key, "err", err)
-		p.requeue = hotplugRetry
+		unsettled(p, fp)
 		return controller.Result{}, false, nil
 	}
 	st := h.plugDisks(ctx, p, live)
@@ -98,9 +126,10 @@ func (h *handler) hotplug(ctx context.Context, p *updatePass) (controller.Result
 	p.volumes, p.volumesSet = st, true
 	if settled(st) {
 		p.e.HotplugSettled = fp
+		p.e.HotplugRetry.For, p.e.HotplugRetry.Count = "", 0
 	} else {
 		p.e.HotplugSettled = ""
-		p.requeue = hotplugRetry
+		unsettled(p, fp)
 	}
 	return controller.Result{}, false, nil
 }

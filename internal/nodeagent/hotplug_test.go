@@ -3,7 +3,9 @@ package nodeagent
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/fake"
@@ -143,4 +145,30 @@ func mustDomain(t *testing.T, h *harness, name string) fake.Domain {
 		t.Fatalf("no domain %s", name)
 	}
 	return d
+}
+
+// A disk the guest keeps holding is looked at again later each time (5 s,
+// 10 s, 20 s, ... up to 5 minutes), not every 5 s for ever; a change of
+// the disks starts the count again.
+func TestHotplugRetriesBackOff(t *testing.T) {
+	h := newHarness(t)
+	a := h.directAgent()
+	h.startVMI(a, "hp", ownedBy(testUID("vm-backoff")), withDataVolume("64Mi"), addHotVolume("hot", "32Mi"), addHotVolume("more", "32Mi"))
+	dom := domainOf("hp")
+	h.fake.SetHoldUnplugs(dom, true)
+
+	h.updateVMI("hp", dropVolume("hot"))
+	var got []time.Duration
+	for range 9 {
+		got = append(got, h.reconcile(a, "hp"))
+	}
+	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second,
+		160 * time.Second, 5 * time.Minute, 5 * time.Minute, 5 * time.Minute}
+	if !slices.Equal(got, want) {
+		t.Fatalf("requeues while the guest holds the disk: %v, want %v", got, want)
+	}
+	h.updateVMI("hp", dropVolume("more"))
+	if after := h.reconcile(a, "hp"); after != 5*time.Second {
+		t.Fatalf("requeue after the disks changed: %v, want 5s", after)
+	}
 }
