@@ -2,9 +2,9 @@
 // virtual machine instance (KubeVirt's virt-launcher). The node agent starts
 // it through hashicorp/go-plugin (`serve`, the default) and reattaches to it
 // after restarts; libvirtd owns QEMU, so neither a launcher nor an agent
-// crash stops the guest. `probe`, `list-domains`, `list-networks` and
-// `version` are one-shot helpers the pure-Go node agent runs through
-// os/exec.
+// crash stops the guest. `probe`, `list-domains`, `list-networks`,
+// `inspect-domain` and `version` are one-shot helpers the pure-Go node
+// agent runs through os/exec.
 package main
 
 import (
@@ -24,6 +24,9 @@ var commands = map[string]func(args []string) int{
 	"probe":         probe,
 	"list-domains":  listDomains,
 	"list-networks": listNetworks,
+	// docs/adopt.md: a domain virtplane did not define, for the node
+	// agent to map.
+	"inspect-domain": inspectDomain,
 }
 
 func main() {
@@ -38,7 +41,7 @@ func main() {
 	}
 	run, ok := commands[cmd]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "virtplane-launcher: unknown command %q (serve, probe, list-domains, list-networks or version)\n", cmd)
+		fmt.Fprintf(os.Stderr, "virtplane-launcher: unknown command %q (serve, probe, list-domains, list-networks, inspect-domain or version)\n", cmd)
 		os.Exit(2)
 	}
 	// Before anything else: the node agent shows a failed launcher's

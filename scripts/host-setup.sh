@@ -11,11 +11,14 @@ if [ -e /dev/kvm ]; then
   chmod 0660 /dev/kvm
 fi
 
-# Start libvirt's daemons when no service manager did.
-if ! pgrep -x virtlogd >/dev/null; then
+# Start libvirt's daemons when no service manager did. The system daemons
+# are found by their pid files or asked, not looked for by name: the
+# multi-node tests run private libvirtds and virtlogds (their own
+# --pid-file), which a process name match would take for them.
+if ! pgrep -F /run/virtlogd.pid -x virtlogd >/dev/null 2>&1; then
   virtlogd -d
 fi
-if ! pgrep -x libvirtd >/dev/null; then
+if ! virsh -c qemu:///system version >/dev/null 2>&1; then
   libvirtd -d
 fi
 for _ in $(seq 1 50); do

@@ -26,7 +26,7 @@ demo_pkgs=(git make gcc pkg-config libvirt-dev xz-utils curl
 # GRUB and efibootmgr, which would manage this host's own EFI boot; the
 # Ceph packages' are ceph-mgr and its Python stack, which the test cluster
 # does without (40 packages, 49 MB instead of 89, 58 MB).
-norecommends_pkgs=(grub-pc-bin grub-efi-amd64-bin ceph-mon ceph-osd ceph-common qemu-block-extra)
+norecommends_pkgs=(grub-pc-bin grub-efi-amd64-bin ceph-mon ceph-osd ceph-common qemu-block-extra radosgw)
 # The test tiers also cross-check the generated protobuf code and the
 # cloud-init ISO writer against the usual tools, and the guest firewall
 # tests make network namespaces and veth pairs (iproute2); the control
@@ -34,11 +34,13 @@ norecommends_pkgs=(grub-pc-bin grub-efi-amd64-bin ceph-mon ceph-osd ceph-common 
 # (etcd-server, started by the tests on loopback ports of their own); the
 # storage tier runs a throwaway Ceph cluster (internal/testutil/ceph: one
 # ceph-mon, one ceph-osd, the ceph and rbd CLIs of ceph-common) and boots
-# guests from RBD through QEMU's rbd block driver (qemu-block-extra).
-# Installing them starts no daemon.
+# guests from RBD through QEMU's rbd block driver (qemu-block-extra); the
+# backup tests put backups in S3 on that cluster's radosgw (one instance,
+# started by the tests that ask for it). Installing them starts no daemon
+# (radosgw's systemd target has no instance).
 test_pkgs=(protobuf-compiler busybox-static cpio
   genisoimage libarchive-tools p7zip-full xorriso iproute2 etcd-server
-  ceph-mon ceph-osd ceph-common qemu-block-extra)
+  ceph-mon ceph-osd ceph-common qemu-block-extra radosgw)
 
 case "${1:-}" in
   demo) pkgs=("${demo_pkgs[@]}") ;;

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagestore"
 )
@@ -37,6 +38,7 @@ not talk to the agent:
 	cmd.PersistentFlags().StringVar(&dir, "image-dir", imagestore.DefaultDir, "the node's image directory (import, list, remove)")
 	cmd.AddCommand(newImageImportCommand(&dir), newImageListCommand(&dir), newImageRemoveCommand(&dir))
 	cmd.AddCommand(newImageCreateCommand(root), newImageGetCommand(root), newImageDeleteCommand(root))
+	cmd.AddCommand(newImageUploadCommand(root, clock.RealClock{}))
 	return cmd
 }
 

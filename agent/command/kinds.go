@@ -21,6 +21,9 @@ import (
 var kinds = []*resource{
 	vmResource, vmiResource, replicaSetResource, poolResource, nodeResource, imageResource, storageClassResource,
 	migrationResource, snapshotResource, snapshotContentResource, restoreResource, cloneResource,
+	exportResource,
+	backupTargetResource, backupResource, backupScheduleResource, backupRestoreResource,
+	adoptionResource,
 }
 
 // resource is one kind of object the CLI knows by name: an entry of kinds.

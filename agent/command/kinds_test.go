@@ -132,26 +132,26 @@ func btoi(b bool) int {
 // What the commands derive from the table reads as it did when they
 // listed the kinds themselves.
 func TestKindLists(t *testing.T) {
-	if _, err := lookupResource("pods"); err == nil || err.Error() != `unknown resource type "pods" (want vm, vmi, rs, pool, node, image, storageclass, migration, vmsnapshot, vmsnapshotcontent, vmrestore or vmclone)` {
+	if _, err := lookupResource("pods"); err == nil || err.Error() != `unknown resource type "pods" (want vm, vmi, rs, pool, node, image, storageclass, migration, vmsnapshot, vmsnapshotcontent, vmrestore, vmclone, vmexport, backuptarget, vmbackup, vmbackupschedule, vmbackuprestore or vmadoption)` {
 		t.Errorf("lookupResource(pods): %v", err)
 	}
 	for _, tt := range []struct {
 		name      string
 		got, want []string
 	}{
-		{"get", resourceArgs, []string{"vm", "vmi", "rs", "pool", "node", "image", "storageclass", "migration", "vmsnapshot", "vmsnapshotcontent", "vmrestore", "vmclone"}},
-		{"delete", deleteArgs, []string{"vm", "rs", "pool", "image", "storageclass", "migration", "vmsnapshot", "vmsnapshotcontent", "vmrestore", "vmclone"}},
+		{"get", resourceArgs, []string{"vm", "vmi", "rs", "pool", "node", "image", "storageclass", "migration", "vmsnapshot", "vmsnapshotcontent", "vmrestore", "vmclone", "vmexport", "backuptarget", "vmbackup", "vmbackupschedule", "vmbackuprestore", "vmadoption"}},
+		{"delete", deleteArgs, []string{"vm", "rs", "pool", "image", "storageclass", "migration", "vmsnapshot", "vmsnapshotcontent", "vmrestore", "vmclone", "vmexport", "backuptarget", "vmbackup", "vmbackupschedule", "vmbackuprestore", "vmadoption"}},
 		{"scale", scaleArgs, []string{"rs", "pool"}},
 	} {
 		if !reflect.DeepEqual(tt.got, tt.want) {
 			t.Errorf("%s takes %q, want %q", tt.name, tt.got, tt.want)
 		}
 	}
-	const want = "VirtualMachine, VirtualMachineInstanceReplicaSet, VirtualMachinePool, StorageClass, VirtualMachineSnapshot, VirtualMachineRestore or VirtualMachineClone"
+	const want = "VirtualMachine, VirtualMachineInstanceReplicaSet, VirtualMachinePool, StorageClass, VirtualMachineSnapshot, VirtualMachineRestore, VirtualMachineClone, BackupTarget, VirtualMachineBackup, VirtualMachineBackupSchedule, VirtualMachineBackupRestore or VirtualMachineAdoption"
 	if manifestKindList != want {
 		t.Errorf("apply takes %q, want %q", manifestKindList, want)
 	}
-	if got := newDeleteCommand(&rootOptions{}).Use; got != "delete vm|rs|pool|image|storageclass|migration|vmsnapshot|vmsnapshotcontent|vmrestore|vmclone NAME..." {
+	if got := newDeleteCommand(&rootOptions{}).Use; got != "delete vm|rs|pool|image|storageclass|migration|vmsnapshot|vmsnapshotcontent|vmrestore|vmclone|vmexport|backuptarget|vmbackup|vmbackupschedule|vmbackuprestore|vmadoption NAME..." {
 		t.Errorf("delete's usage: %q", got)
 	}
 }

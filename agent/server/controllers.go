@@ -9,8 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	adoptionctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/adoption"
 	clonectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/clone"
 	evacctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/evacuation"
+	exportctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/export"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	nodectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/node"
 	poolctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/pool"
@@ -40,6 +43,8 @@ type ControllerOptions struct {
 	// DefaultEvictionStrategy applies to instances that set none
 	// (--default-eviction-strategy); the API's Evict uses it too.
 	DefaultEvictionStrategy string
+	// ClusterName labels the backups this cluster writes (--cluster-name).
+	ClusterName string
 }
 
 // runControllers builds informers and controllers for one leadership term
@@ -61,6 +66,8 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	contentInf := informer.New(st.SnapshotContents, store.ListOptions{}, log.With("informer", "snapshotcontent"))
 	restoreInf := informer.New(st.Restores, store.ListOptions{}, log.With("informer", "restore"))
 	cloneInf := informer.New(st.Clones, store.ListOptions{}, log.With("informer", "clone"))
+	exportInf := informer.New(st.Exports, store.ListOptions{}, log.With("informer", "export"))
+	adoptionInf := informer.New(st.Adoptions, store.ListOptions{}, log.With("informer", "adoption"))
 
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
@@ -96,9 +103,15 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	sc := snapctl.New(snapctl.Options{NodeGone: nodeGone, Classes: classInf}, snapInf, contentInf, vmInf, vmiInf, st.Snapshots, st.SnapshotContents, st.VMs, log)
 	rc := restorectl.New(restorectl.Options{NodeGone: nodeGone}, restoreInf, snapInf, contentInf, vmInf, vmiInf, st.Restores, st.VMs, st.SnapshotContents, log)
 	cc := clonectl.New(clonectl.Options{}, cloneInf, snapInf, restoreInf, vmInf, st.Clones, st.Snapshots, st.Restores, log)
+	xc := exportctl.New(exportctl.Options{}, exportctl.Informers{
+		Exports: exportInf, VMs: vmInf, VMIs: vmiInf, Nodes: nodeInf, Classes: classInf, Snaps: snapInf, Contents: contentInf,
+	}, st.Exports, log)
+	ac := adoptionctl.New(adoptionctl.Options{Validation: validation.Options{ImageDir: o.ImageDir, HostPolicy: o.HostPolicy}},
+		adoptionInf, vmInf, st.Adoptions, st.VMs, log)
 	// The RBD side of snapshots and restores, and what no object needs.
 	svc := storagectl.NewVolumes(stc, storagectl.VolumeOptions{}, contentInf, restoreInf, snapInf, vmInf,
 		st.SnapshotContents, st.Restores, log)
+	runBackups := newBackupControllers(deps, o, backupInformers{snaps: snapInf, contents: contentInf, vms: vmInf, nodes: nodeInf, classes: classInf}, nodeGone, log)
 
 	var wg sync.WaitGroup
 	run := func(fn func()) {
@@ -117,6 +130,8 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { contentInf.Run(ctx) })
 	run(func() { restoreInf.Run(ctx) })
 	run(func() { cloneInf.Run(ctx) })
+	run(func() { exportInf.Run(ctx) })
+	run(func() { adoptionInf.Run(ctx) })
 	// Worker counts follow KubeVirt's (VM 3, VMI 10, node 3).
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
@@ -132,7 +147,10 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { sc.Run(ctx, 2) })
 	run(func() { rc.Run(ctx, 2) })
 	run(func() { cc.Run(ctx, 2) })
+	run(func() { xc.Run(ctx, 2) })
+	run(func() { ac.Run(ctx, 1) })
 	run(func() { svc.Run(ctx, 2) })
+	runBackups(ctx, run)
 	log.Info("controllers running")
 	wg.Wait()
 	log.Info("controllers stopped")

@@ -39,6 +39,9 @@ type NodeOptions struct {
 	// Migration is where this node receives live migrations
 	// (--migration-address).
 	Migration nodeagent.MigrationOptions
+	// ExportAddress is where this node serves VM exports
+	// (--export-address); empty serves none.
+	ExportAddress string
 	// QEMUPidDir is where that libvirtd writes QEMU pid files, as seen
 	// from here; default /run/libvirt/qemu (launcher.DefaultQEMUPidDir).
 	// A libvirtd in a private mount namespace writes them elsewhere.
@@ -55,6 +58,9 @@ type NodeOptions struct {
 	// ImageSourceDirs are the directories Images' file:// URLs may name
 	// on this node; none refuses file:// sources.
 	ImageSourceDirs []string
+	// AdoptDirs are the directories whose files adopted libvirt domains'
+	// disks may be (docs/adopt.md); none refuses every disk.
+	AdoptDirs []string
 	// ReservedMemory is kept from guests; nil means 512Mi.
 	ReservedMemory *resource.Quantity
 	// Workers is how many VMIs the node agent handles at once; 0 means
@@ -154,7 +160,11 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 	na, err := nodeagent.New(nodeagent.Options{
 		NodeName: o.NodeName,
 		API: nodeagent.API{VMIs: c.VMIs, Nodes: c.Nodes, VMs: c.VMs, Consoles: consoles, Images: c.Images,
-			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses},
+			SnapshotContents: c.SnapshotContents, Restores: c.Restores, StorageClasses: c.StorageClasses, Exports: c.Exports,
+			ImageUploads: c.ImageUploads,
+			Backups:      c.Backups, BackupRestores: c.BackupRestores, BackupTargets: c.BackupTargets,
+			Adoptions: c.Adoptions},
+		ExportAddress:   n.ExportAddress,
 		Launchers:       mgr,
 		Tools:           n.Tools,
 		NodeDataDir:     nodeDir,
@@ -163,7 +173,9 @@ func (a *Agent) startNodeAgent(ctx context.Context, cfg client.Config, kp *pki.K
 		BridgeNetNS:     n.BridgeNetNS,
 		Migration:       n.Migration,
 		ImageSourceDirs: n.ImageSourceDirs,
+		AdoptDirs:       n.AdoptDirs,
 		LauncherPath:    n.LauncherPath,
+		QEMUPidDir:      n.QEMUPidDir,
 		ReservedMemory:  n.ReservedMemory,
 		AgentVersion:    n.AgentVersion,
 		Labels:          n.Labels,

@@ -33,6 +33,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/backup/target"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	"github.com/virtplane/terraform-provider-virtplane/internal/etcdserver"
@@ -343,6 +344,8 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		DefaultEvictionStrategy: o.ControllerOptions.DefaultEvictionStrategy,
 		MigrationDestinations:   o.ControllerOptions.Migration.Destinations,
 		ImagePolicy:             o.ImagePolicy,
+		UploadDir:               filepath.Join(o.DataDir, "uploads"),
+		BackupTargets:           &target.Reader{Cache: target.NewCache()},
 	})
 
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -86,6 +86,8 @@ var nodeRules = map[string]nodeRule{
 	apiv1.Images_Watch_FullMethodName: {},
 	// The handler checks that the node reports its own pull.
 	apiv1.Images_UpdateNodeStatus_FullMethodName: {},
+	// An uploaded image's data, as its Image, is for every node to pull.
+	apiv1.ImageUploads_Download_FullMethodName: {},
 	// Storage classes say where volumes are; reads never carry the key
 	// (storageclass.go). Connect gives it to the nodes a class selects
 	// (the handler checks the node's labels).
@@ -106,6 +108,16 @@ var nodeRules = map[string]nodeRule{
 	// The handler checks the stored object's label (status.go, statusRule).
 	apiv1.SnapshotContents_UpdateStatus_FullMethodName: {},
 	apiv1.Restores_Get_FullMethodName:                  {after: labelledForNode(apiv1.KindRestore)},
+	// An export names the node that serves it (virtplane.io/node-name,
+	// set by the export controller): that node reads its token hash and
+	// serves it, and sees no other node's.
+	apiv1.Exports_Get_FullMethodName: {after: labelledForNode(apiv1.KindExport)},
+	apiv1.Exports_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListExportsRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Exports_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchExportsRequest).GetOptions().GetLabelSelector())
+	}},
 	apiv1.Restores_List_FullMethodName: {before: func(node string, req any) error {
 		return nodeNameSelector(node, req.(*apiv1.ListRestoresRequest).GetOptions().GetLabelSelector())
 	}},
@@ -113,6 +125,45 @@ var nodeRules = map[string]nodeRule{
 		return nodeNameSelector(node, req.(*apiv1.WatchRestoresRequest).GetOptions().GetLabelSelector())
 	}},
 	apiv1.Restores_UpdateStatus_FullMethodName: {},
+	// Backup targets say where backups go; reads never carry the secret
+	// key (backuptarget.go). Connect gives it to the node of a backup or
+	// backup restore in progress that names the target (the handler
+	// checks the object's node label and the target's node selector).
+	apiv1.BackupTargets_Get_FullMethodName:     {},
+	apiv1.BackupTargets_List_FullMethodName:    {},
+	apiv1.BackupTargets_Watch_FullMethodName:   {},
+	apiv1.BackupTargets_Connect_FullMethodName: {},
+	// Backups and backup restores name the node that uploads or writes
+	// their data (virtplane.io/node-name, set by their controllers).
+	apiv1.Backups_Get_FullMethodName: {after: labelledForNode(apiv1.KindBackup)},
+	apiv1.Backups_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListBackupsRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Backups_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchBackupsRequest).GetOptions().GetLabelSelector())
+	}},
+	// The handler checks the stored object's label (status.go, statusRule).
+	apiv1.Backups_UpdateStatus_FullMethodName: {},
+	apiv1.BackupRestores_Get_FullMethodName:   {after: labelledForNode(apiv1.KindBackupRestore)},
+	apiv1.BackupRestores_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListBackupRestoresRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.BackupRestores_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchBackupRestoresRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.BackupRestores_UpdateStatus_FullMethodName: {},
+	// An adoption names the node that has the domain (virtplane.io/node-name,
+	// set by the server from its spec): that node maps the domain and
+	// takes it over, and sees no other node's adoptions. The handler
+	// checks the label and which fields a node may write (adoption.go).
+	apiv1.Adoptions_Get_FullMethodName: {after: labelledForNode(apiv1.KindAdoption)},
+	apiv1.Adoptions_List_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.ListAdoptionsRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Adoptions_Watch_FullMethodName: {before: func(node string, req any) error {
+		return nodeNameSelector(node, req.(*apiv1.WatchAdoptionsRequest).GetOptions().GetLabelSelector())
+	}},
+	apiv1.Adoptions_UpdateStatus_FullMethodName: {},
 }
 
 var adminOnly = methodSet(lifecycleMethods,
@@ -121,6 +172,8 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.VirtualMachines_Update_FullMethodName,
 	apiv1.VirtualMachines_Delete_FullMethodName,
 	apiv1.VirtualMachines_Watch_FullMethodName,
+	apiv1.VirtualMachines_AddVolume_FullMethodName,
+	apiv1.VirtualMachines_RemoveVolume_FullMethodName,
 	apiv1.Nodes_List_FullMethodName,
 	apiv1.Nodes_Watch_FullMethodName,
 	apiv1.Nodes_Fence_FullMethodName,
@@ -182,6 +235,35 @@ var adminOnly = methodSet(lifecycleMethods,
 	apiv1.Clones_UpdateStatus_FullMethodName,
 	apiv1.Clones_Delete_FullMethodName,
 	apiv1.Clones_Watch_FullMethodName,
+	// Exports give their token to their creator: admins make, change and
+	// delete them.
+	apiv1.Exports_Create_FullMethodName,
+	// Uploading an image is making one: admins.
+	apiv1.ImageUploads_Begin_FullMethodName,
+	apiv1.ImageUploads_Write_FullMethodName,
+	apiv1.ImageUploads_Commit_FullMethodName,
+	apiv1.Exports_UpdateStatus_FullMethodName,
+	apiv1.Exports_Delete_FullMethodName,
+	// Backup targets are the admins'; what a target holds is read by the
+	// server for them. Backups, schedules and restores are users'
+	// objects; nodes see only the backups and restores of their own node.
+	apiv1.BackupTargets_Create_FullMethodName,
+	apiv1.BackupTargets_Update_FullMethodName,
+	apiv1.BackupTargets_Delete_FullMethodName,
+	apiv1.BackupTargets_ListManifests_FullMethodName,
+	apiv1.Backups_Create_FullMethodName,
+	apiv1.Backups_Delete_FullMethodName,
+	apiv1.BackupSchedules_Create_FullMethodName,
+	apiv1.BackupSchedules_Get_FullMethodName,
+	apiv1.BackupSchedules_List_FullMethodName,
+	apiv1.BackupSchedules_Update_FullMethodName,
+	apiv1.BackupSchedules_Delete_FullMethodName,
+	apiv1.BackupSchedules_Watch_FullMethodName,
+	apiv1.BackupRestores_Create_FullMethodName,
+	apiv1.BackupRestores_Delete_FullMethodName,
+	// Adopting a domain makes a VM: admins only; the node sees its own.
+	apiv1.Adoptions_Create_FullMethodName,
+	apiv1.Adoptions_Delete_FullMethodName,
 	// Join is for anonymous callers (and admins); a node already has a
 	// certificate and renews it instead.
 	apiv1.Bootstrap_Join_FullMethodName,

@@ -37,6 +37,9 @@ func (i *imageService) Create(ctx context.Context, req *apiv1.CreateImageRequest
 	if len(errs) == 0 {
 		errs = validation.ValidateImageMaxSize(img, nil, i.s.opts.ImagePolicy.MaxSizeCap)
 	}
+	if len(errs) == 0 && img.GetSpec().GetUrl() == validation.ImageUploadURL {
+		errs = field.ErrorList{field.Invalid(field.NewPath("spec", "url"), img.GetSpec().GetUrl(), "is made by `image upload` (ImageUploads.Begin), not by Create")}
+	}
 	if len(errs) > 0 {
 		return nil, validation.ToStatusError("Image", img.GetMetadata().GetName(), errs)
 	}

@@ -92,6 +92,8 @@ func (n *nodeService) Register(ctx context.Context, req *apiv1.RegisterNodeReque
 		st.NodeInfo = in.GetStatus().GetNodeInfo()
 		st.Address = in.GetStatus().GetAddress()
 		st.MigrationAddress = in.GetStatus().GetMigrationAddress()
+		st.ExportAddress = in.GetStatus().GetExportAddress()
+		st.ExportCertificate = in.GetStatus().GetExportCertificate()
 		st.Schedulable = in.GetStatus().GetSchedulable()
 		// The agent lists its image directory at start, so registering
 		// replaces the list, an empty one included.

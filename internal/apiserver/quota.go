@@ -46,6 +46,9 @@ type QuotaOptions struct {
 var quotaGuarded = methodSet(lifecycleMethods,
 	apiv1.VirtualMachines_Create_FullMethodName,
 	apiv1.VirtualMachines_Update_FullMethodName,
+	// A hotplug is an update of the VM's template, and adds a volume.
+	apiv1.VirtualMachines_AddVolume_FullMethodName,
+	apiv1.VirtualMachines_RemoveVolume_FullMethodName,
 	apiv1.ReplicaSets_Create_FullMethodName,
 	apiv1.ReplicaSets_Update_FullMethodName,
 	apiv1.ReplicaSets_Scale_FullMethodName,
@@ -57,6 +60,8 @@ var quotaGuarded = methodSet(lifecycleMethods,
 	apiv1.Snapshots_Create_FullMethodName,
 	apiv1.Restores_Create_FullMethodName,
 	apiv1.Clones_Create_FullMethodName,
+	// An adoption makes a VM.
+	apiv1.Adoptions_Create_FullMethodName,
 )
 
 // QuotaGuard refuses user writes while the store is nearly full, before

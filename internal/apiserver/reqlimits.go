@@ -88,6 +88,8 @@ var requestLimits = map[string]int{
 	apiv1.StorageClasses_Create_FullMethodName: metaRequest,
 	apiv1.StorageClasses_Update_FullMethodName: metaRequest,
 	apiv1.Migrations_Create_FullMethodName:     metaRequest,
+	// An adoption names a node and a domain.
+	apiv1.Adoptions_Create_FullMethodName: metaRequest,
 
 	apiv1.Nodes_Register_FullMethodName:  nodeRequest,
 	apiv1.Nodes_Heartbeat_FullMethodName: nodeRequest,
@@ -97,6 +99,11 @@ var requestLimits = map[string]int{
 	apiv1.Restores_UpdateStatus_FullMethodName:                storedRequest,
 	apiv1.Snapshots_UpdateStatus_FullMethodName:               storedRequest,
 	apiv1.Clones_UpdateStatus_FullMethodName:                  storedRequest,
+
+	// A chunk of an image upload and its few names.
+	apiv1.ImageUploads_Write_FullMethodName: UploadChunkSize + 4<<10,
+	// The node's report carries the VM template the domain maps to.
+	apiv1.Adoptions_UpdateStatus_FullMethodName: storedRequest,
 }
 
 // requestLimit is the largest request message method takes.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -29,14 +30,16 @@ import (
 // etcd, the agent CA, node certificates, the admin token, every limit and
 // check; callers are real TLS clients on 127.0.0.1.
 type secEnv struct {
-	t      *testing.T
-	st     Stores
-	srv    *Server
-	ca     *pki.CA
-	caFile string
-	addr   string
-	token  string
-	clock  *testClock
+	t *testing.T
+	// uploadDir is the server's image upload directory.
+	uploadDir string
+	st        Stores
+	srv       *Server
+	ca        *pki.CA
+	caFile    string
+	addr      string
+	token     string
+	clock     *testClock
 	// payloads counts request messages the server read, per method.
 	payloads *payloadCounter
 	// metrics counts the server's calls and refusals in reg.
@@ -91,7 +94,8 @@ func newSecEnvWith(t *testing.T, limits Limits, unary []grpc.UnaryServerIntercep
 	if e.metrics, err = NewMetrics(e.reg); err != nil {
 		t.Fatal(err)
 	}
-	e.srv = New(e.st, Options{CA: ca, Clock: e.clock.Now, Limits: limits, NodeCertValidity: time.Hour, Metrics: e.metrics})
+	e.uploadDir = filepath.Join(dir, "uploads")
+	e.srv = New(e.st, Options{CA: ca, Clock: e.clock.Now, Limits: limits, NodeCertValidity: time.Hour, Metrics: e.metrics, UploadDir: e.uploadDir})
 	go e.srv.Run(ctx)
 	kp, err := pki.LoadKeyPair(paths.ServerCert, paths.ServerKey, paths.CACert)
 	if err != nil {

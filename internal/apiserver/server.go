@@ -39,6 +39,15 @@ type Stores struct {
 	SnapshotContents store.Store[*apiv1.VirtualMachineSnapshotContent]
 	Restores         store.Store[*apiv1.VirtualMachineRestore]
 	Clones           store.Store[*apiv1.VirtualMachineClone]
+	// VM exports (exports.proto); nil serves none (tests).
+	Exports store.Store[*apiv1.VirtualMachineExport]
+	// The backup kinds (backups.proto); nil serves none (tests).
+	BackupTargets   store.Store[*apiv1.BackupTarget]
+	Backups         store.Store[*apiv1.VirtualMachineBackup]
+	BackupSchedules store.Store[*apiv1.VirtualMachineBackupSchedule]
+	BackupRestores  store.Store[*apiv1.VirtualMachineBackupRestore]
+	// Adoptions (adoption.proto); nil serves none (tests).
+	Adoptions store.Store[*apiv1.VirtualMachineAdoption]
 	// Credentials of nodes; nil serves no node certificates (tests).
 	BootstrapTokens store.Store[*apiv1.BootstrapToken]
 	NodeCredentials store.Store[*apiv1.NodeCredential]
@@ -60,6 +69,12 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 		SnapshotContents: store.New(c, store.SnapshotContents, opts),
 		Restores:         store.New(c, store.Restores, opts),
 		Clones:           store.New(c, store.Clones, opts),
+		Exports:          store.New(c, store.Exports, opts),
+		BackupTargets:    store.New(c, store.BackupTargets, opts),
+		Backups:          store.New(c, store.Backups, opts),
+		BackupSchedules:  store.New(c, store.BackupSchedules, opts),
+		BackupRestores:   store.New(c, store.BackupRestores, opts),
+		Adoptions:        store.New(c, store.Adoptions, opts),
 		// Credentials are the API's own writes, never a leader's: no fence.
 		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
 		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),
@@ -96,6 +111,12 @@ type Options struct {
 	// default max_size and may not exceed its cap, and every heartbeat
 	// answer carries it to the node. Zero bounds take the defaults.
 	ImagePolicy imagepolicy.Policy
+	// UploadDir holds the images sent by image upload (imageupload.go);
+	// empty takes none.
+	UploadDir string
+	// BackupTargets reads what a backup target holds (ListManifests);
+	// nil answers Unimplemented.
+	BackupTargets TargetReader
 }
 
 // Server serves all API services.
@@ -167,5 +188,12 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterSnapshotContentsServer(r, newSnapshotContentService(s))
 	apiv1.RegisterRestoresServer(r, newRestoreService(s))
 	apiv1.RegisterClonesServer(r, newCloneService(s))
+	apiv1.RegisterExportsServer(r, newExportService(s))
+	apiv1.RegisterImageUploadsServer(r, newImageUploadService(s))
+	apiv1.RegisterBackupTargetsServer(r, newBackupTargetService(s))
+	apiv1.RegisterBackupsServer(r, newBackupService(s))
+	apiv1.RegisterBackupSchedulesServer(r, newBackupScheduleService(s))
+	apiv1.RegisterBackupRestoresServer(r, newBackupRestoreService(s))
+	apiv1.RegisterAdoptionsServer(r, newAdoptionService(s))
 	apiv1.RegisterBootstrapServer(r, newBootstrapService(s))
 }

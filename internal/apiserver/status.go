@@ -66,6 +66,18 @@ func (o *objects[T, L, E]) commitStatus(ctx context.Context, cur, next T) (T, er
 	return out, nil
 }
 
+// nodeLabelled refuses node id's status write of the object of kind at
+// ref, stored with metadata md, unless it is labelled with id's node:
+// the label is the server's or a controller's, set when the object was
+// made, and a status write cannot change it.
+func nodeLabelled(id Identity, kind, ref string, md *apiv1.ObjectMeta) error {
+	if got := md.GetLabels()[apiv1.LabelNodeName]; got != id.Node {
+		return status.Errorf(codes.PermissionDenied, "%s %q: node %s may write only those labelled %s=%s, not one of %q",
+			kind, ref, id.Node, apiv1.LabelNodeName, id.Node, got)
+	}
+	return nil
+}
+
 // statusRule is how the status of one snapshot kind is written: as the
 // instances' is, but for the one finalizer the writer may drop
 // (dataFinalizer), and with nodes writing only the objects of their own
@@ -101,9 +113,8 @@ func (o *objects[T, L, E]) updateStatus(ctx context.Context, req T, r statusRule
 		if r.dataFinalizer == "" {
 			return none, status.Errorf(codes.PermissionDenied, "%s may not write the status of a %s", id, o.kind)
 		}
-		if got := cur.GetMetadata().GetLabels()[apiv1.LabelNodeName]; got != id.Node {
-			return none, status.Errorf(codes.PermissionDenied, "%s %q: node %s may write only those labelled %s=%s, not one of %q",
-				o.kind, ref, id.Node, apiv1.LabelNodeName, id.Node, got)
+		if err := nodeLabelled(id, o.kind, ref, cur.GetMetadata()); err != nil {
+			return none, err
 		}
 	}
 	if errs := r.validate(in); len(errs) > 0 {

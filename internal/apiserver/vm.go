@@ -47,6 +47,9 @@ func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineR
 	if err := v.s.checkVolumes(ctx, apiv1.KindVirtualMachine, vm.Metadata.Name, vmTemplateSpecPath, vm.Spec.Template.Spec, nil); err != nil {
 		return nil, err
 	}
+	if err := checkServerOwnedAnnotations(vm, nil); err != nil {
+		return nil, err
+	}
 	// The server owns the rest of metadata and the status; a client
 	// cannot preset them.
 	vm.Metadata = userMeta(vm.Metadata)
@@ -88,6 +91,9 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 		return nil, validation.ToStatusError(apiv1.KindVirtualMachine, in.Metadata.Name, errs)
 	}
 	if err := v.s.checkVolumes(ctx, apiv1.KindVirtualMachine, in.Metadata.Name, vmTemplateSpecPath, in.Spec.Template.Spec, old.GetSpec().GetTemplate().GetSpec()); err != nil {
+		return nil, err
+	}
+	if err := checkServerOwnedAnnotations(in, old); err != nil {
 		return nil, err
 	}
 	if stale(old, in.Metadata) {

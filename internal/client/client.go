@@ -101,7 +101,18 @@ type Client struct {
 	SnapshotContents apiv1.SnapshotContentsClient
 	Restores         apiv1.RestoresClient
 	Clones           apiv1.ClonesClient
-	Conn             *grpc.ClientConn
+	// Exports (exports_service.proto).
+	Exports apiv1.ExportsClient
+	// ImageUploads (image_uploads_service.proto).
+	ImageUploads apiv1.ImageUploadsClient
+	// The backup kinds (backups_service.proto).
+	BackupTargets   apiv1.BackupTargetsClient
+	Backups         apiv1.BackupsClient
+	BackupSchedules apiv1.BackupSchedulesClient
+	BackupRestores  apiv1.BackupRestoresClient
+	// Adoptions (adoption_service.proto).
+	Adoptions apiv1.AdoptionsClient
+	Conn      *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -177,7 +188,14 @@ func New(conn *grpc.ClientConn) *Client {
 		SnapshotContents: apiv1.NewSnapshotContentsClient(conn),
 		Restores:         apiv1.NewRestoresClient(conn),
 		Clones:           apiv1.NewClonesClient(conn),
+		Exports:          apiv1.NewExportsClient(conn),
+		ImageUploads:     apiv1.NewImageUploadsClient(conn),
 		Pools:            apiv1.NewPoolsClient(conn),
+		BackupTargets:    apiv1.NewBackupTargetsClient(conn),
+		Backups:          apiv1.NewBackupsClient(conn),
+		BackupSchedules:  apiv1.NewBackupSchedulesClient(conn),
+		BackupRestores:   apiv1.NewBackupRestoresClient(conn),
+		Adoptions:        apiv1.NewAdoptionsClient(conn),
 		Conn:             conn,
 	}
 }

@@ -49,9 +49,12 @@ type cluster struct {
 	consoles consoles
 
 	// serverArgs point the node agent at the server: the unix socket, or
-	// the TLS listener with a bootstrap token (clusterOptions.tls).
+	// the TLS listener with a bootstrap token (clusterOptions.tls), and
+	// the node agent's own flags from clusterOptions.
 	serverArgs []string
 	tlsAddr    string
+	// agentArgs are more flags of the node agent (clusterOptions).
+	agentArgs []string
 
 	mu       sync.Mutex
 	agent    *exec.Cmd
@@ -71,6 +74,10 @@ type clusterOptions struct {
 	// --image-* flags): tests that serve Images from loopback allow it
 	// in SourceCIDRs, which the default refuses.
 	imagePolicy imagepolicy.Policy
+	// agentArgs are more flags of the node agent (--export-address).
+	agentArgs []string
+	// adoptDirs are the node agent's --adopt-dir (adopt_test.go).
+	adoptDirs []string
 }
 
 // newCluster starts the server and the node agent and waits until the
@@ -138,6 +145,10 @@ func newCluster(t *testing.T, opts ...clusterOptions) *cluster {
 		c.tlsAddr = srv.TCPAddr().String()
 		c.serverArgs = []string{"--server", "https://" + c.tlsAddr, "--join-token", tok.Token, "--ca-cert-hash", tok.CaCertHash}
 	}
+	c.agentArgs = o.agentArgs
+	for _, d := range o.adoptDirs {
+		c.serverArgs = append(c.serverArgs, "--adopt-dir", d)
+	}
 	c.rec = startRecorder(c)
 	c.startAgent()
 	testutil.Eventually(c.t, stateTimeout, "node "+c.node+" registered and schedulable", func() bool {
@@ -185,6 +196,7 @@ func (c *cluster) startAgent() {
 		// Launcher sockets go next to the agent's socket.
 		"--socket", filepath.Join(agentDir, "agent.sock"),
 		"--log-level", "debug")...)
+	cmd.Args = append(cmd.Args, c.agentArgs...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)

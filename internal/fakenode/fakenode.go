@@ -27,7 +27,9 @@
 // so that placement can be tested against them.
 //
 // Snapshot contents and restores labelled with the node get the node's
-// part done at once, without disks (snapshots.go).
+// part done at once, without disks (snapshots.go); hotpluggable volumes
+// are Ready in a running guest's status as soon as they are in its spec
+// (volumes.go).
 package fakenode
 
 import (
@@ -230,6 +232,7 @@ func (n *Node) handle(ctx context.Context, typ apiv1.EventType, vmi *apiv1.Virtu
 	}
 	if g != nil && phase == apiv1.PhaseRunning {
 		n.syncPaused(ctx, vmi)
+		n.syncVolumes(ctx, vmi)
 	}
 }
 

@@ -74,6 +74,19 @@ type Client interface {
 	Stop(ctx context.Context) error
 	Migrations
 	Snapshots
+	Hotplug
+}
+
+// Hotplug is a launcher's part in plugging disks into its running domain
+// and unplugging them (docs/hotplug.md).
+type Hotplug interface {
+	// AttachDisk plugs the disk in; one plugged already is reported.
+	AttachDisk(ctx context.Context, req *launcherpb.AttachDiskRequest) (*launcherpb.DiskAttachment, error)
+	// DetachDisk asks the guest to release the disk (once) and waits up
+	// to the request's wait for it to.
+	DetachDisk(ctx context.Context, req *launcherpb.DetachDiskRequest) (*launcherpb.DiskAttachment, error)
+	// Disks lists the live domain's disks.
+	Disks(ctx context.Context) (*launcherpb.DiskList, error)
 }
 
 // Snapshots is a launcher's part in an online snapshot of its domain's

@@ -58,8 +58,11 @@ import (
 	"github.com/virtplane/terraform-provider-virtplane/internal/guestnet"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 	"github.com/virtplane/terraform-provider-virtplane/internal/informer"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/adoption"
+	nodebackup "github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/backup"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/export"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/launchers"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/migration"
@@ -112,6 +115,13 @@ type Agent struct {
 	pulls      *imagepull.Controller
 	snaps      *snapshot.Contents
 	restores   *restore.Restores
+	// exports serves VM exports (nil without Options.ExportAddress), with
+	// the certificate registered as exportCert.
+	exports    *export.Server
+	exportCert []byte
+	backups    *nodebackup.Role
+	// adoptions is nil without Options.API.Adoptions (adoptions.go).
+	adoptions *adoption.Role
 
 	// host is what registration reported; set by Run before the
 	// handler starts.
@@ -194,19 +204,24 @@ func (a *Agent) newRoles() error {
 			ConfDir: a.cephConfDir(), Firewall: storageFirewall{a}, Clock: o.Clock, Logger: a.log})
 		classes = a.storage
 	}
+	a.newAdoptionRole()
 	h := &handler{
 		node: o.NodeName, timing: &a.opts.Timing, clock: o.Clock, log: a.log,
 		db: a.db, launchers: a.launchers, status: a.status, api: o.API.VMIs, vmis: a.vmis,
 		lease: &a.lease, arm: a.renewLease, layout: a.layout, console: a.console, host: &a.host, vmEnded: a.kickVMDirGC,
 		disks: disks.New(disks.Options{ImageDir: o.ImageDir, Layout: a.layout, Images: o.Images,
 			MaxVirtualSize: a.maxVirtualSize, Progress: progress, Classes: classes, NodeName: o.NodeName,
-			StorageStartTimeout: o.Timing.StorageStartTimeout, Clock: o.Clock, Logger: a.log}),
+			StorageStartTimeout: o.Timing.StorageStartTimeout, Adopted: a.adoptedSources(), Clock: o.Clock, Logger: a.log}),
 		unreachable: map[string]time.Time{},
+	}
+	if a.adoptions != nil {
+		h.adopt = a.adoptions
 	}
 	a.handler = h
 	if api := o.API.Images; api != nil {
 		p, err := imagepull.NewController(imagepull.ControllerOptions{
 			NodeName: o.NodeName, API: api, ImageDir: o.ImageDir, NodeDataDir: o.NodeDataDir, FileRoots: o.ImageSourceDirs,
+			Uploads:   o.API.ImageUploads,
 			Policy:    &a.imagePolicy,
 			Inventory: a.images, Instances: a.vmis, Reporter: progress, ResyncPeriod: o.Timing.ResyncPeriod,
 			Clock: o.Clock, Logger: a.log,
@@ -228,7 +243,7 @@ func (a *Agent) newRoles() error {
 	}
 	a.migrations = migration.New(mo)
 	a.newDataRoles()
-	return nil
+	return a.newExportServer()
 }
 
 // newDataRoles makes the roles of snapshots and restores, when the agent
@@ -253,6 +268,14 @@ func (a *Agent) newDataRoles() {
 			ro.Classes = a.storage
 		}
 		a.restores = restore.New(ro)
+	}
+	if o.API.Backups != nil && o.API.BackupRestores != nil && o.API.BackupTargets != nil {
+		bo := nodebackup.Options{NodeName: o.NodeName, Backups: o.API.Backups, Restores: o.API.BackupRestores, Targets: o.API.BackupTargets,
+			Layout: a.layout, CallTimeout: o.Timing.CallTimeout, Clock: o.Clock, Logger: a.log}
+		if a.storage != nil {
+			bo.Classes = a.storage
+		}
+		a.backups = nodebackup.New(bo)
 	}
 }
 
@@ -314,6 +337,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.fenceIfLeaseExpired(ctx)
+	if a.exports != nil {
+		// Before registering the address: a port taken fails the start.
+		if err := a.exports.Listen(); err != nil {
+			return err
+		}
+	}
 	if err := a.register(ctx); err != nil {
 		return a.stopped(ctx, err)
 	}
@@ -354,6 +383,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.restores != nil {
 		defer a.restores.Run(ctx)()
+	}
+	if a.exports != nil {
+		defer a.exports.Run(ctx)()
+	}
+	if a.backups != nil {
+		defer a.backups.Run(ctx)()
+	}
+	if a.adoptions != nil {
+		defer a.adoptions.Run(ctx)()
 	}
 
 	goRun(func() { a.heartbeatLoop(ctx, interval) })

@@ -57,6 +57,8 @@ type handler struct {
 	// vmEnded asks for an early look at VM directories: an instance's VM
 	// may be going too.
 	vmEnded func()
+	// adopt takes adopted domains over (adoptions.go); nil adopts none.
+	adopt adoptionClaims
 
 	mu sync.Mutex
 	// unreachable records, per VMI key, since when its launcher could not
@@ -194,6 +196,7 @@ func (h *handler) sync(ctx context.Context, key string, vmi *apiv1.VirtualMachin
 		var err error
 		if e, err = h.launchers.Ensure(ctx, vmi, rec); err == nil {
 			dom, err = h.launchers.GetDomain(ctx, e)
+			dom = notTakenOver(rec, dom)
 		}
 		if err != nil {
 			if launchers.Unavailable(err) {

@@ -13,9 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/adopt"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/migrationdest"
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client/remotestore"
 	"github.com/virtplane/terraform-provider-virtplane/internal/launcher"
+	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/adoption"
+	nodebackup "github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/backup"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/console"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/disks"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/imagepull"
@@ -64,6 +68,9 @@ type API struct {
 	Consoles []console.API
 	// Images are watched and pulled (package imagepull); nil pulls none.
 	Images imagepull.WatchAPI
+	// ImageUploads serves the images sent by `image upload`; nil pulls
+	// none of them.
+	ImageUploads imagepull.Uploads
 	// SnapshotContents labelled with this node are copied here (package
 	// snapshot) and Restores labelled with it staged and swapped here
 	// (package restore); nil takes no part in snapshots or restores.
@@ -72,6 +79,18 @@ type API struct {
 	// StorageClasses are the classes volumes may live on (package
 	// storage); nil makes every volume on a class fail on this node.
 	StorageClasses storage.API
+	// Exports labelled with this node are served here (package export);
+	// required with Options.ExportAddress.
+	Exports remotestore.ExportWatcher
+	// Backups and BackupRestores labelled with this node are uploaded
+	// and written here, to and from the BackupTargets it connects to
+	// (package backup); nil (any of the three) takes no part in backups.
+	Backups        nodebackup.BackupAPI
+	BackupRestores nodebackup.RestoreAPI
+	BackupTargets  nodebackup.TargetAPI
+	// Adoptions labelled with this node are mapped and taken over here
+	// (package adoption); nil adopts nothing.
+	Adoptions adoption.API
 }
 
 // VolumeCopier copies and merges the qcow2 files of snapshots and
@@ -150,6 +169,11 @@ type Timing struct {
 	// IncomingLease is how long a receiving domain outlives its agent's
 	// last renewal; default 10s.
 	IncomingLease time.Duration
+	// DetachWait is how long one pass waits for a guest to release an
+	// unplugged disk (DefaultDetachWait), DetachTimeout how long a guest
+	// may hold it before its volume status says it does not
+	// (DefaultDetachTimeout).
+	DetachWait, DetachTimeout time.Duration
 }
 
 func (t *Timing) complete() {
@@ -163,6 +187,8 @@ func (t *Timing) complete() {
 	setDefault(&t.CallTimeout, 10*time.Second)
 	setDefault(&t.SyncTimeout, 2*time.Minute)
 	setDefault(&t.StorageStartTimeout, DefaultStorageStartTimeout)
+	setDefault(&t.DetachWait, DefaultDetachWait)
+	setDefault(&t.DetachTimeout, DefaultDetachTimeout)
 	setDefault(&t.VMDirGCPeriod, DefaultVMDirGCPeriod)
 	setDefault(&t.MigrationPoll, time.Second)
 	setDefault(&t.IncomingLease, 10*time.Second)
@@ -203,11 +229,28 @@ type Options struct {
 	ListBridges func(ctx context.Context) ([]string, error)
 	// Migration says where this node receives live migrations.
 	Migration MigrationOptions
+	// ExportAddress is the IP:port this node serves VM exports at
+	// (package export, docs/export.md); empty serves none.
+	ExportAddress string
 	// ImageSourceDirs are the directories Images' file:// URLs may name;
 	// none refuses file:// sources.
 	ImageSourceDirs []string
+	// AdoptDirs are the directories whose files adopted domains' disks may
+	// be (docs/adopt.md; the agent's --adopt-dir): none refuses every
+	// disk. They are resolved when the agent starts, and may not overlap
+	// NodeDataDir or ImageDir.
+	AdoptDirs []string
+	// AdoptNVRAMDirs are where an adopted domain's EFI variables may be
+	// copied from besides AdoptDirs; nil is libvirt's own directory
+	// (adoption.DefaultNVRAMDir).
+	AdoptNVRAMDirs []string
 	// LauncherPath is the virtplane-launcher binary for the default Tools.
 	LauncherPath string
+	// QEMUPidDir is where the node's libvirtd writes QEMU pid files, as
+	// the launchers are told (launcher.ManagerOptions.QEMUPidDir); ""
+	// is launcher.DefaultQEMUPidDir. The inspection of a domain to adopt
+	// reads its QEMU pid there.
+	QEMUPidDir string
 	// ReservedMemory is kept from guests: allocatable = capacity minus
 	// this; nil means DefaultReservedMemory.
 	ReservedMemory *resource.Quantity
@@ -250,6 +293,11 @@ func (o *Options) complete() error {
 	if err := CheckLabels(o.Labels); err != nil {
 		return err
 	}
+	dirs, err := adopt.CheckDirs(o.AdoptDirs, o.NodeDataDir, o.ImageDir)
+	if err != nil {
+		return err
+	}
+	o.AdoptDirs = dirs
 	if o.LibvirtURI == "" {
 		o.LibvirtURI = launcher.DefaultLibvirtURI
 	}

@@ -42,6 +42,10 @@ func (a *Agent) node(ctx context.Context) *apiv1.Node {
 			// Where migrations to this node go: the server builds each
 			// destination from it.
 			MigrationAddress: a.opts.Migration.Address,
+			// Where exports of this node are served, and the one
+			// certificate their clients trust (package export).
+			ExportAddress:     a.opts.ExportAddress,
+			ExportCertificate: string(a.exportCert),
 			NodeInfo: &apiv1.NodeInfo{
 				Hostname:       h.Hostname,
 				AgentVersion:   a.opts.AgentVersion,

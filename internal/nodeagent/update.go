@@ -32,7 +32,7 @@ func (h *handler) update(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	}
 	p := &updatePass{key: informer.Key(vmi), vmi: vmi, rec: rec, e: e, dom: dom}
 	for _, step := range []func(context.Context, *updatePass) (controller.Result, bool, error){
-		h.record, h.start, h.checkDomain, h.reportRunning,
+		h.record, h.start, h.checkDomain, h.hotplug, h.reportRunning,
 	} {
 		if res, done, err := step(ctx, p); done || err != nil {
 			return res, err
@@ -49,16 +49,27 @@ type updatePass struct {
 	rec *state.VMI
 	e   *launchers.Conn
 	dom *launcherpb.DomainStatus
+	// opts are the options of this pass's Sync, when it made one.
+	opts *launcherpb.SyncOptions
+	// volumes are the hotpluggable volumes' statuses the hotplug step
+	// found (volumesSet: it ran), written with the running status;
+	// requeue brings the VMI back while they are not settled.
+	volumes    []*apiv1.VolumeStatus
+	volumesSet bool
+	requeue    time.Duration
 }
 
 // record makes sure the VMI has a state record, written before anything
 // is started so a crash from here on leaves a trace the next agent
 // follows, and holds back a RestartElsewhere guest without a valid lease.
-func (h *handler) record(_ context.Context, p *updatePass) (controller.Result, bool, error) {
+func (h *handler) record(ctx context.Context, p *updatePass) (controller.Result, bool, error) {
 	if p.rec == nil {
 		rec, err := h.NewRecord(p.vmi)
 		if err != nil {
 			return controller.Result{}, true, fmt.Errorf("recording %s: %w", p.key, err)
+		}
+		if res, done, err := h.claimAdopted(ctx, p.vmi, rec); done || err != nil {
+			return res, true, err
 		}
 		if err := h.db.PutVMI(rec); err != nil {
 			return controller.Result{}, true, fmt.Errorf("saving state record of %s: %w", p.key, err)
@@ -83,7 +94,7 @@ func (h *handler) record(_ context.Context, p *updatePass) (controller.Result, b
 func (h *handler) start(ctx context.Context, p *updatePass) (controller.Result, bool, error) {
 	resize := p.e != nil && p.e.Synced && p.e.SyncedSizes != volumeSizes(p.vmi)
 	if resize {
-		h.log.Info("persistent volume sizes changed; syncing to grow the disks", "vmi", p.key,
+		h.log.Info("persistent volumes changed (grown, plugged or unplugged); syncing the domain", "vmi", p.key,
 			"from", p.e.SyncedSizes, "to", volumeSizes(p.vmi))
 	}
 	if p.e == nil || !p.e.Synced || resize {
@@ -129,6 +140,7 @@ func (h *handler) syncDomain(ctx context.Context, p *updatePass) (controller.Res
 	sctx, cancel := context.WithTimeout(ctx, h.timing.SyncTimeout)
 	p.dom, err = p.e.Client.Sync(sctx, vmi, opts)
 	cancel()
+	h.tookOver(rec, p.dom, err)
 	if err != nil {
 		if launchers.Unavailable(err) {
 			res, err := h.Unreachable(ctx, p.key, vmi, p.e, err)
@@ -138,6 +150,7 @@ func (h *handler) syncDomain(ctx context.Context, p *updatePass) (controller.Res
 		return res, true, err
 	}
 	p.e.Synced, p.e.SyncedSizes = true, volumeSizes(vmi)
+	p.opts = opts
 	h.markReachable(p.key)
 	if rec.IncomingMigration != "" {
 		// A migrated-in domain adopted: the instance is this node's.
@@ -191,15 +204,15 @@ func (h *handler) reportRunning(ctx context.Context, p *updatePass) (controller.
 		return controller.Result{}, true, err
 	}
 	running := runningStatus(dom, h.host.KVMUsable)
-	migratable := apiv1.LiveMigratable(p.vmi.GetSpec())
-	if err := h.status.Report(ctx, p.vmi, func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
+	migratable := liveMigratable(p.vmi, p.rec)
+	if err := h.status.Report(ctx, p.vmi, p.withVolumeStatus(func(st *apiv1.VirtualMachineInstanceStatus, now time.Time) {
 		running(st, now)
 		st.Conditions = apiv1.SetCondition(st.Conditions, migratable, now)
 		st.Interfaces = interfaceStatuses(p.vmi.GetSpec(), dom, st.Interfaces)
-	}); err != nil {
+	})); err != nil {
 		return controller.Result{}, true, err
 	}
-	return controller.Result{}, true, nil
+	return controller.Result{RequeueAfter: p.requeue}, true, nil
 }
 
 // reflectPause applies the VMI's desired pause state to the domain.
@@ -227,6 +240,9 @@ func (h *handler) reflectPause(ctx context.Context, vmi *apiv1.VirtualMachineIns
 // syncOptions prepares the VMI's files and completes the options its
 // domain is built from with what the agent knows.
 func (h *handler) syncOptions(ctx context.Context, vmi *apiv1.VirtualMachineInstance, rec *state.VMI) (*launcherpb.SyncOptions, error) {
+	if rec.AdoptedUUID != "" {
+		return h.adoptedOptions(rec)
+	}
 	if h.pulls != nil {
 		if err := h.pulls.PullFor(ctx, vmi); err != nil {
 			return nil, err
@@ -301,8 +317,9 @@ func (h *handler) finish(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 	return controller.Result{}, h.status.Report(ctx, vmi, vmistatus.Final(phase, reason, msg))
 }
 
-// volumeSizes is the fingerprint of the VMI's persistent volume sizes
-// that a Sync carries (launchers.Conn.SyncedSizes): "data=128Mi,db=1Gi".
+// volumeSizes is the fingerprint of the VMI's persistent volumes and
+// their sizes that a Sync carries (launchers.Conn.SyncedSizes):
+// "data=128Mi,db=1Gi"; a volume plugged or unplugged changes it too.
 func volumeSizes(vmi *apiv1.VirtualMachineInstance) string {
 	var b strings.Builder
 	for _, v := range vmi.GetSpec().GetVolumes() {

@@ -123,6 +123,30 @@ var (
 		Kind: apiv1.KindClone, Plural: "virtualmachineclones", Namespaced: true,
 		New: func() *apiv1.VirtualMachineClone { return &apiv1.VirtualMachineClone{} },
 	}
+	Exports = Resource[*apiv1.VirtualMachineExport]{
+		Kind: apiv1.KindExport, Plural: "virtualmachineexports", Namespaced: true,
+		New: func() *apiv1.VirtualMachineExport { return &apiv1.VirtualMachineExport{} },
+	}
+	BackupTargets = Resource[*apiv1.BackupTarget]{
+		Kind: apiv1.KindBackupTarget, Plural: "backuptargets", Namespaced: false,
+		New: func() *apiv1.BackupTarget { return &apiv1.BackupTarget{} },
+	}
+	Backups = Resource[*apiv1.VirtualMachineBackup]{
+		Kind: apiv1.KindBackup, Plural: "virtualmachinebackups", Namespaced: true,
+		New: func() *apiv1.VirtualMachineBackup { return &apiv1.VirtualMachineBackup{} },
+	}
+	BackupSchedules = Resource[*apiv1.VirtualMachineBackupSchedule]{
+		Kind: apiv1.KindBackupSchedule, Plural: "virtualmachinebackupschedules", Namespaced: true,
+		New: func() *apiv1.VirtualMachineBackupSchedule { return &apiv1.VirtualMachineBackupSchedule{} },
+	}
+	BackupRestores = Resource[*apiv1.VirtualMachineBackupRestore]{
+		Kind: apiv1.KindBackupRestore, Plural: "virtualmachinebackuprestores", Namespaced: true,
+		New: func() *apiv1.VirtualMachineBackupRestore { return &apiv1.VirtualMachineBackupRestore{} },
+	}
+	Adoptions = Resource[*apiv1.VirtualMachineAdoption]{
+		Kind: apiv1.KindAdoption, Plural: "virtualmachineadoptions", Namespaced: true,
+		New: func() *apiv1.VirtualMachineAdoption { return &apiv1.VirtualMachineAdoption{} },
+	}
 	BootstrapTokens = Resource[*apiv1.BootstrapToken]{
 		Kind: "BootstrapToken", Plural: "bootstraptokens", Namespaced: false,
 		New: func() *apiv1.BootstrapToken { return &apiv1.BootstrapToken{} },

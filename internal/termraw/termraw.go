@@ -1,6 +1,7 @@
 // Package termraw puts terminals into raw mode (cfmakeraw) without cgo:
-// the console command's local terminal, and the node agent's end of a
-// guest's serial pty.
+// the console command's local terminal, and the ends of a guest's serial
+// pty that the node agent (input) and an adopted domain's launcher (the
+// console log) open, both through OpenPty.
 package termraw
 
 import (

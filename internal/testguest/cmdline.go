@@ -108,6 +108,12 @@ func DiskSize(dev string) Option {
 	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.disksize="+dev) }
 }
 
+// BlockWatch makes the guest print its disks as they come and go:
+// MarkerBlockAdd and MarkerBlockRemove lines, which BlockDevices reads.
+func BlockWatch() Option {
+	return func(c *cmdline) { c.flags = append(c.flags, "virtplane.blockwatch") }
+}
+
 // Hostname sets the guest's hostname, printed in MarkerBooted
 // (letters, digits, '.' and '-'; default "virtplane-guest").
 func Hostname(name string) Option {

@@ -150,6 +150,7 @@ cidata=
 persist=
 persist_every=
 disksize=
+blockwatch=
 wait_dev=30
 net=
 netprobe=
@@ -188,6 +189,8 @@ for arg in $(cat /proc/cmdline); do
 		esac
 		;;
 	virtplane.device_timeout=*) numopt wait_dev ;;
+	virtplane.blockwatch) blockwatch=1 ;;
+	virtplane.blockwatch=*) flagopt blockwatch ;;
 	virtplane.net) net=1 ;;
 	virtplane.net=*) flagopt net ;;
 	virtplane.tick) tick=1 ;;
@@ -270,7 +273,7 @@ firmware=bios
 say "VIRTPLANE-GUEST-BOOTED hostname=$(hostname) uptime=$(uptime_s) firmware=$firmware"
 
 # --- disks ---------------------------------------------------------------
-if [ -n "$cidata" ] || [ -n "$persist" ] || [ -n "$disksize" ]; then
+if [ -n "$cidata" ] || [ -n "$persist" ] || [ -n "$disksize" ] || [ -n "$blockwatch" ]; then
 	load_modules storage
 fi
 
@@ -606,6 +609,43 @@ if [ -n "$crash" ]; then
 		say "VIRTPLANE-GUEST-CRASH uptime=$(uptime_s)"
 		# sysrq "c" panics; pvpanic tells QEMU, and libvirt applies on_crash.
 		echo c >/proc/sysrq-trigger
+	) &
+fi
+
+# virtplane.blockwatch prints the guest's disks (virtio and SCSI, /sys/block
+# vd* and sd*) as they come and go: each one there at boot and each one
+# plugged in later as "VIRTPLANE-BLOCK-ADD dev=vdb serial=data bytes=N",
+# each one that leaves as "VIRTPLANE-BLOCK-REMOVE dev=vdb". Looked at every
+# 0.5 s, in the background, so a disk plugged in and out in between is
+# missed (hotplug tests wait for each step).
+blockserial() {
+	if [ -r "/sys/block/$1/serial" ]; then
+		oneword <"/sys/block/$1/serial"
+	elif [ -r "/sys/block/$1/device/vpd_pg80" ]; then
+		# The unit serial number page: a 4-byte header, then the serial.
+		dd if="/sys/block/$1/device/vpd_pg80" bs=1 skip=4 2>/dev/null | oneword
+	fi
+}
+if [ -n "$blockwatch" ]; then
+	(
+		known=" "
+		while :; do
+			now=" "
+			for p in /sys/block/vd* /sys/block/sd*; do
+				[ -e "$p" ] || continue
+				d=${p##*/}
+				now="$now$d "
+				case "$known" in *" $d "*) continue ;; esac
+				s=$(cat "$p/size" 2>/dev/null)
+				isnum "$s" || s=0
+				say "VIRTPLANE-BLOCK-ADD dev=$d serial=$(blockserial "$d") bytes=$((s * 512))"
+			done
+			for d in $known; do
+				case "$now" in *" $d "*) ;; *) say "VIRTPLANE-BLOCK-REMOVE dev=$d" ;; esac
+			done
+			known=$now
+			sleep 0.5
+		done
 	) &
 fi
 

@@ -215,3 +215,46 @@ func DiskSizes(console, dev string) []int64 {
 	}
 	return out
 }
+
+// BlockDevice is a disk the guest has (MarkerBlockAdd).
+type BlockDevice struct {
+	Dev, Serial string
+	Bytes       int64
+}
+
+// BlockDevices are the disks the guest has, by device name, after the
+// MarkerBlockAdd and MarkerBlockRemove lines of console (BlockWatch), and
+// how many times each serial was added and removed (a disk plugged in,
+// out and in again counts 2 and 1).
+func BlockDevices(console string) (now map[string]BlockDevice, added, removed map[string]int) {
+	now, added, removed = map[string]BlockDevice{}, map[string]int{}, map[string]int{}
+	EachMarker(console, func(marker, rest string) {
+		f := Fields(rest)
+		dev := f["dev"]
+		if dev == "" {
+			return
+		}
+		switch marker {
+		case MarkerBlockAdd:
+			n, _ := strconv.ParseInt(f["bytes"], 10, 64)
+			now[dev] = BlockDevice{Dev: dev, Serial: f["serial"], Bytes: n}
+			added[f["serial"]]++
+		case MarkerBlockRemove:
+			if d, ok := now[dev]; ok {
+				removed[d.Serial]++
+				delete(now, dev)
+			}
+		}
+	}, MarkerBlockAdd, MarkerBlockRemove)
+	return now, added, removed
+}
+
+// BlockBySerial is the disk of serial among devs, if there is one.
+func BlockBySerial(devs map[string]BlockDevice, serial string) (BlockDevice, bool) {
+	for _, d := range devs {
+		if d.Serial == serial {
+			return d, true
+		}
+	}
+	return BlockDevice{}, false
+}

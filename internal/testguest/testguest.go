@@ -102,6 +102,11 @@ const (
 	// sees of the DiskSize disk, once it is there and again each time it
 	// changes; DiskSizes parses them.
 	MarkerDiskSize = "VIRTPLANE-DISK-SIZE"
+	// MarkerBlockAdd: "dev=<name> serial=<serial> bytes=<size>", a disk
+	// (vd*, sd*) the guest has, at boot or plugged in later; and
+	// MarkerBlockRemove: "dev=<name>", one that left (BlockWatch).
+	MarkerBlockAdd    = "VIRTPLANE-BLOCK-ADD"
+	MarkerBlockRemove = "VIRTPLANE-BLOCK-REMOVE"
 )
 
 // InitScript is the guest's /init. The builder copies it into the

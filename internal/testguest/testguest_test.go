@@ -110,6 +110,36 @@ func TestDiskSizes(t *testing.T) {
 	}
 }
 
+// BlockDevices follows the disks the guest has as they come and go, by
+// serial across a plug, an unplug and a plug again; a line cut short
+// counts for nothing.
+func TestBlockDevices(t *testing.T) {
+	console := "VIRTPLANE-BLOCK-ADD dev=vda serial= bytes=67108864\r\n" +
+		"VIRTPLANE-BLOCK-ADD dev=vdb serial=hot bytes=50331648\r\n" +
+		"[ 9.2] pcieport 0000:00:02.5: pciehp: Slot(0-5): Attention button pressed\r\n" +
+		"VIRTPLANE-BLOCK-REMOVE dev=vdb\r\n" +
+		"VIRTPLANE-BLOCK-REMOVE dev=vdz\r\n" + // never added: nothing to remove
+		"VIRTPLANE-BLOCK-ADD dev=sda serial=hot bytes=1024\r\n" +
+		"VIRTPLANE-BLOCK-ADD dev=sdb serial=cut bytes=5" // cut short
+	now, added, removed := testguest.BlockDevices(console)
+	want := map[string]testguest.BlockDevice{
+		"vda": {Dev: "vda", Bytes: 64 << 20},
+		"sda": {Dev: "sda", Serial: "hot", Bytes: 1024},
+	}
+	if !maps.Equal(now, want) {
+		t.Errorf("BlockDevices now = %v, want %v", now, want)
+	}
+	if added["hot"] != 2 || removed["hot"] != 1 || added["cut"] != 0 || len(removed) != 1 {
+		t.Errorf("BlockDevices added = %v, removed = %v, want hot added twice and removed once", added, removed)
+	}
+	if d, ok := testguest.BlockBySerial(now, "hot"); !ok || d.Dev != "sda" {
+		t.Errorf("BlockBySerial(hot) = %v, %v, want sda", d, ok)
+	}
+	if _, ok := testguest.BlockBySerial(now, "cut"); ok {
+		t.Error("BlockBySerial found the disk of a line cut short")
+	}
+}
+
 func TestBetween(t *testing.T) {
 	console := "x\r\nVIRTPLANE-USERDATA-BEGIN\r\n#cloud-config\r\na: 1\r\nVIRTPLANE-USERDATA-END\r\n" +
 		"VIRTPLANE-METADATA-BEGIN\r\nVIRTPLANE-METADATA-END\r\n"

@@ -1051,6 +1051,129 @@ func (x *MigrateVirtualMachineRequest) GetAddedNodeSelector() map[string]string 
 	return nil
 }
 
+// AddVolumeRequest adds a hotpluggable disk and its persistent volume to
+// a VM (KubeVirt's addvolume subresource): to its template, and so to
+// its running instance without a restart.
+type AddVolumeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The disk: its name (also the volume's), bus (virtio, the default, or
+	// scsi) and serial. A disk target only (no cdrom), no boot order.
+	Disk *Disk `protobuf:"bytes,2,opt,name=disk,proto3" json:"disk,omitempty"`
+	// The volume: size, image, storage_class. Made hotpluggable by the
+	// call.
+	Volume        *PersistentVolume `protobuf:"bytes,3,opt,name=volume,proto3" json:"volume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddVolumeRequest) Reset() {
+	*x = AddVolumeRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddVolumeRequest) ProtoMessage() {}
+
+func (x *AddVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddVolumeRequest.ProtoReflect.Descriptor instead.
+func (*AddVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AddVolumeRequest) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *AddVolumeRequest) GetDisk() *Disk {
+	if x != nil {
+		return x.Disk
+	}
+	return nil
+}
+
+func (x *AddVolumeRequest) GetVolume() *PersistentVolume {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
+// RemoveVolumeRequest removes a hotpluggable disk and its volume from a
+// VM (KubeVirt's removevolume): its running instance detaches it. The
+// volume's data is kept until the VM is deleted (docs/hotplug.md).
+type RemoveVolumeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The disk's (and volume's) name.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveVolumeRequest) Reset() {
+	*x = RemoveVolumeRequest{}
+	mi := &file_internal_api_v1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveVolumeRequest) ProtoMessage() {}
+
+func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveVolumeRequest.ProtoReflect.Descriptor instead.
+func (*RemoveVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RemoveVolumeRequest) GetKey() *ObjectKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *RemoveVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
 type GetVirtualMachineInstanceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           *ObjectKey             `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1060,7 +1183,7 @@ type GetVirtualMachineInstanceRequest struct {
 
 func (x *GetVirtualMachineInstanceRequest) Reset() {
 	*x = GetVirtualMachineInstanceRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[18]
+	mi := &file_internal_api_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1195,7 @@ func (x *GetVirtualMachineInstanceRequest) String() string {
 func (*GetVirtualMachineInstanceRequest) ProtoMessage() {}
 
 func (x *GetVirtualMachineInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[18]
+	mi := &file_internal_api_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1208,7 @@ func (x *GetVirtualMachineInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVirtualMachineInstanceRequest.ProtoReflect.Descriptor instead.
 func (*GetVirtualMachineInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetVirtualMachineInstanceRequest) GetKey() *ObjectKey {
@@ -1104,7 +1227,7 @@ type ListVirtualMachineInstancesRequest struct {
 
 func (x *ListVirtualMachineInstancesRequest) Reset() {
 	*x = ListVirtualMachineInstancesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[19]
+	mi := &file_internal_api_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1239,7 @@ func (x *ListVirtualMachineInstancesRequest) String() string {
 func (*ListVirtualMachineInstancesRequest) ProtoMessage() {}
 
 func (x *ListVirtualMachineInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[19]
+	mi := &file_internal_api_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1252,7 @@ func (x *ListVirtualMachineInstancesRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use ListVirtualMachineInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListVirtualMachineInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListVirtualMachineInstancesRequest) GetOptions() *ListOptions {
@@ -1152,7 +1275,7 @@ type ListVirtualMachineInstancesResponse struct {
 
 func (x *ListVirtualMachineInstancesResponse) Reset() {
 	*x = ListVirtualMachineInstancesResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[20]
+	mi := &file_internal_api_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1164,7 +1287,7 @@ func (x *ListVirtualMachineInstancesResponse) String() string {
 func (*ListVirtualMachineInstancesResponse) ProtoMessage() {}
 
 func (x *ListVirtualMachineInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[20]
+	mi := &file_internal_api_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1177,7 +1300,7 @@ func (x *ListVirtualMachineInstancesResponse) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use ListVirtualMachineInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListVirtualMachineInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListVirtualMachineInstancesResponse) GetItems() []*VirtualMachineInstance {
@@ -1210,7 +1333,7 @@ type WatchVirtualMachineInstancesRequest struct {
 
 func (x *WatchVirtualMachineInstancesRequest) Reset() {
 	*x = WatchVirtualMachineInstancesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[21]
+	mi := &file_internal_api_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1345,7 @@ func (x *WatchVirtualMachineInstancesRequest) String() string {
 func (*WatchVirtualMachineInstancesRequest) ProtoMessage() {}
 
 func (x *WatchVirtualMachineInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[21]
+	mi := &file_internal_api_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1358,7 @@ func (x *WatchVirtualMachineInstancesRequest) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use WatchVirtualMachineInstancesRequest.ProtoReflect.Descriptor instead.
 func (*WatchVirtualMachineInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchVirtualMachineInstancesRequest) GetOptions() *WatchOptions {
@@ -1256,7 +1379,7 @@ type VirtualMachineInstanceEvent struct {
 
 func (x *VirtualMachineInstanceEvent) Reset() {
 	*x = VirtualMachineInstanceEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[22]
+	mi := &file_internal_api_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1391,7 @@ func (x *VirtualMachineInstanceEvent) String() string {
 func (*VirtualMachineInstanceEvent) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[22]
+	mi := &file_internal_api_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1404,7 @@ func (x *VirtualMachineInstanceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualMachineInstanceEvent.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VirtualMachineInstanceEvent) GetType() EventType {
@@ -1316,7 +1439,7 @@ type UpdateVirtualMachineInstanceStatusRequest struct {
 
 func (x *UpdateVirtualMachineInstanceStatusRequest) Reset() {
 	*x = UpdateVirtualMachineInstanceStatusRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[23]
+	mi := &file_internal_api_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1451,7 @@ func (x *UpdateVirtualMachineInstanceStatusRequest) String() string {
 func (*UpdateVirtualMachineInstanceStatusRequest) ProtoMessage() {}
 
 func (x *UpdateVirtualMachineInstanceStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[23]
+	mi := &file_internal_api_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1464,7 @@ func (x *UpdateVirtualMachineInstanceStatusRequest) ProtoReflect() protoreflect.
 
 // Deprecated: Use UpdateVirtualMachineInstanceStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateVirtualMachineInstanceStatusRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdateVirtualMachineInstanceStatusRequest) GetVmi() *VirtualMachineInstance {
@@ -1362,7 +1485,7 @@ type EvictVirtualMachineInstanceRequest struct {
 
 func (x *EvictVirtualMachineInstanceRequest) Reset() {
 	*x = EvictVirtualMachineInstanceRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[24]
+	mi := &file_internal_api_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1497,7 @@ func (x *EvictVirtualMachineInstanceRequest) String() string {
 func (*EvictVirtualMachineInstanceRequest) ProtoMessage() {}
 
 func (x *EvictVirtualMachineInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[24]
+	mi := &file_internal_api_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1510,7 @@ func (x *EvictVirtualMachineInstanceRequest) ProtoReflect() protoreflect.Message
 
 // Deprecated: Use EvictVirtualMachineInstanceRequest.ProtoReflect.Descriptor instead.
 func (*EvictVirtualMachineInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *EvictVirtualMachineInstanceRequest) GetKey() *ObjectKey {
@@ -1413,7 +1536,7 @@ type GetNodeRequest struct {
 
 func (x *GetNodeRequest) Reset() {
 	*x = GetNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[25]
+	mi := &file_internal_api_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1548,7 @@ func (x *GetNodeRequest) String() string {
 func (*GetNodeRequest) ProtoMessage() {}
 
 func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[25]
+	mi := &file_internal_api_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1561,7 @@ func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetNodeRequest) GetName() string {
@@ -1457,7 +1580,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[26]
+	mi := &file_internal_api_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1592,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[26]
+	mi := &file_internal_api_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1605,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListNodesRequest) GetLabelSelector() string {
@@ -1502,7 +1625,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[27]
+	mi := &file_internal_api_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1637,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[27]
+	mi := &file_internal_api_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1650,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListNodesResponse) GetItems() []*Node {
@@ -1553,7 +1676,7 @@ type WatchNodesRequest struct {
 
 func (x *WatchNodesRequest) Reset() {
 	*x = WatchNodesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[28]
+	mi := &file_internal_api_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1688,7 @@ func (x *WatchNodesRequest) String() string {
 func (*WatchNodesRequest) ProtoMessage() {}
 
 func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[28]
+	mi := &file_internal_api_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1701,7 @@ func (x *WatchNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchNodesRequest.ProtoReflect.Descriptor instead.
 func (*WatchNodesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchNodesRequest) GetOptions() *WatchOptions {
@@ -1599,7 +1722,7 @@ type NodeEvent struct {
 
 func (x *NodeEvent) Reset() {
 	*x = NodeEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[29]
+	mi := &file_internal_api_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1611,7 +1734,7 @@ func (x *NodeEvent) String() string {
 func (*NodeEvent) ProtoMessage() {}
 
 func (x *NodeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[29]
+	mi := &file_internal_api_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1624,7 +1747,7 @@ func (x *NodeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvent.ProtoReflect.Descriptor instead.
 func (*NodeEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeEvent) GetType() EventType {
@@ -1660,7 +1783,7 @@ type RegisterNodeRequest struct {
 
 func (x *RegisterNodeRequest) Reset() {
 	*x = RegisterNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[30]
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1795,7 @@ func (x *RegisterNodeRequest) String() string {
 func (*RegisterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[30]
+	mi := &file_internal_api_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1808,7 @@ func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RegisterNodeRequest) GetNode() *Node {
@@ -1715,7 +1838,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1727,7 +1850,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[31]
+	mi := &file_internal_api_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1740,7 +1863,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HeartbeatRequest) GetName() string {
@@ -1794,7 +1917,7 @@ type NodeStorageList struct {
 
 func (x *NodeStorageList) Reset() {
 	*x = NodeStorageList{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1929,7 @@ func (x *NodeStorageList) String() string {
 func (*NodeStorageList) ProtoMessage() {}
 
 func (x *NodeStorageList) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[32]
+	mi := &file_internal_api_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1942,7 @@ func (x *NodeStorageList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStorageList.ProtoReflect.Descriptor instead.
 func (*NodeStorageList) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeStorageList) GetItems() []*NodeStorage {
@@ -1841,7 +1964,7 @@ type NodeNetworkInventory struct {
 
 func (x *NodeNetworkInventory) Reset() {
 	*x = NodeNetworkInventory{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[33]
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1976,7 @@ func (x *NodeNetworkInventory) String() string {
 func (*NodeNetworkInventory) ProtoMessage() {}
 
 func (x *NodeNetworkInventory) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[33]
+	mi := &file_internal_api_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1989,7 @@ func (x *NodeNetworkInventory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNetworkInventory.ProtoReflect.Descriptor instead.
 func (*NodeNetworkInventory) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NodeNetworkInventory) GetBridges() []string {
@@ -1892,7 +2015,7 @@ type NodeImageList struct {
 
 func (x *NodeImageList) Reset() {
 	*x = NodeImageList{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[34]
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +2027,7 @@ func (x *NodeImageList) String() string {
 func (*NodeImageList) ProtoMessage() {}
 
 func (x *NodeImageList) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[34]
+	mi := &file_internal_api_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2040,7 @@ func (x *NodeImageList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeImageList.ProtoReflect.Descriptor instead.
 func (*NodeImageList) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NodeImageList) GetItems() []*NodeImage {
@@ -1942,7 +2065,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2077,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[35]
+	mi := &file_internal_api_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2090,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *HeartbeatResponse) GetLeaseDurationSeconds() int64 {
@@ -2020,7 +2143,7 @@ type ImagePullPolicy struct {
 
 func (x *ImagePullPolicy) Reset() {
 	*x = ImagePullPolicy{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2155,7 @@ func (x *ImagePullPolicy) String() string {
 func (*ImagePullPolicy) ProtoMessage() {}
 
 func (x *ImagePullPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[36]
+	mi := &file_internal_api_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2168,7 @@ func (x *ImagePullPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImagePullPolicy.ProtoReflect.Descriptor instead.
 func (*ImagePullPolicy) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ImagePullPolicy) GetSourceCidrs() []string {
@@ -2106,7 +2229,7 @@ type DeleteNodeRequest struct {
 
 func (x *DeleteNodeRequest) Reset() {
 	*x = DeleteNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2241,7 @@ func (x *DeleteNodeRequest) String() string {
 func (*DeleteNodeRequest) ProtoMessage() {}
 
 func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[37]
+	mi := &file_internal_api_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2254,7 @@ func (x *DeleteNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNodeRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteNodeRequest) GetName() string {
@@ -2150,7 +2273,7 @@ type RevokeNodeRequest struct {
 
 func (x *RevokeNodeRequest) Reset() {
 	*x = RevokeNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2285,7 @@ func (x *RevokeNodeRequest) String() string {
 func (*RevokeNodeRequest) ProtoMessage() {}
 
 func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[38]
+	mi := &file_internal_api_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2298,7 @@ func (x *RevokeNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RevokeNodeRequest) GetName() string {
@@ -2195,7 +2318,7 @@ type RevokeNodeResponse struct {
 
 func (x *RevokeNodeResponse) Reset() {
 	*x = RevokeNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2330,7 @@ func (x *RevokeNodeResponse) String() string {
 func (*RevokeNodeResponse) ProtoMessage() {}
 
 func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[39]
+	mi := &file_internal_api_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2343,7 @@ func (x *RevokeNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeNodeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RevokeNodeResponse) GetRevokedSerials() []string {
@@ -2239,7 +2362,7 @@ type FenceNodeRequest struct {
 
 func (x *FenceNodeRequest) Reset() {
 	*x = FenceNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2251,7 +2374,7 @@ func (x *FenceNodeRequest) String() string {
 func (*FenceNodeRequest) ProtoMessage() {}
 
 func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[40]
+	mi := &file_internal_api_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2264,7 +2387,7 @@ func (x *FenceNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeRequest.ProtoReflect.Descriptor instead.
 func (*FenceNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FenceNodeRequest) GetName() string {
@@ -2285,7 +2408,7 @@ type FenceNodeResponse struct {
 
 func (x *FenceNodeResponse) Reset() {
 	*x = FenceNodeResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2420,7 @@ func (x *FenceNodeResponse) String() string {
 func (*FenceNodeResponse) ProtoMessage() {}
 
 func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[41]
+	mi := &file_internal_api_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2433,7 @@ func (x *FenceNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FenceNodeResponse.ProtoReflect.Descriptor instead.
 func (*FenceNodeResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FenceNodeResponse) GetNode() *Node {
@@ -2336,7 +2459,7 @@ type CordonNodeRequest struct {
 
 func (x *CordonNodeRequest) Reset() {
 	*x = CordonNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2471,7 @@ func (x *CordonNodeRequest) String() string {
 func (*CordonNodeRequest) ProtoMessage() {}
 
 func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[42]
+	mi := &file_internal_api_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2484,7 @@ func (x *CordonNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CordonNodeRequest.ProtoReflect.Descriptor instead.
 func (*CordonNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CordonNodeRequest) GetName() string {
@@ -2389,7 +2512,7 @@ type LabelNodeRequest struct {
 
 func (x *LabelNodeRequest) Reset() {
 	*x = LabelNodeRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2524,7 @@ func (x *LabelNodeRequest) String() string {
 func (*LabelNodeRequest) ProtoMessage() {}
 
 func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[43]
+	mi := &file_internal_api_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2537,7 @@ func (x *LabelNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LabelNodeRequest.ProtoReflect.Descriptor instead.
 func (*LabelNodeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LabelNodeRequest) GetName() string {
@@ -2454,7 +2577,7 @@ type CreateImageRequest struct {
 
 func (x *CreateImageRequest) Reset() {
 	*x = CreateImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2589,7 @@ func (x *CreateImageRequest) String() string {
 func (*CreateImageRequest) ProtoMessage() {}
 
 func (x *CreateImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[44]
+	mi := &file_internal_api_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2602,7 @@ func (x *CreateImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateImageRequest.ProtoReflect.Descriptor instead.
 func (*CreateImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateImageRequest) GetImage() *Image {
@@ -2498,7 +2621,7 @@ type GetImageRequest struct {
 
 func (x *GetImageRequest) Reset() {
 	*x = GetImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2633,7 @@ func (x *GetImageRequest) String() string {
 func (*GetImageRequest) ProtoMessage() {}
 
 func (x *GetImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[45]
+	mi := &file_internal_api_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2646,7 @@ func (x *GetImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetImageRequest.ProtoReflect.Descriptor instead.
 func (*GetImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetImageRequest) GetName() string {
@@ -2542,7 +2665,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2677,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[46]
+	mi := &file_internal_api_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2690,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListImagesRequest) GetLabelSelector() string {
@@ -2587,7 +2710,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2722,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[47]
+	mi := &file_internal_api_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2735,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListImagesResponse) GetItems() []*Image {
@@ -2640,7 +2763,7 @@ type UpdateImageRequest struct {
 
 func (x *UpdateImageRequest) Reset() {
 	*x = UpdateImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[48]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +2775,7 @@ func (x *UpdateImageRequest) String() string {
 func (*UpdateImageRequest) ProtoMessage() {}
 
 func (x *UpdateImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[48]
+	mi := &file_internal_api_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +2788,7 @@ func (x *UpdateImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateImageRequest.ProtoReflect.Descriptor instead.
 func (*UpdateImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateImageRequest) GetImage() *Image {
@@ -2684,7 +2807,7 @@ type DeleteImageRequest struct {
 
 func (x *DeleteImageRequest) Reset() {
 	*x = DeleteImageRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[49]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2819,7 @@ func (x *DeleteImageRequest) String() string {
 func (*DeleteImageRequest) ProtoMessage() {}
 
 func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[49]
+	mi := &file_internal_api_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2832,7 @@ func (x *DeleteImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteImageRequest.ProtoReflect.Descriptor instead.
 func (*DeleteImageRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *DeleteImageRequest) GetName() string {
@@ -2728,7 +2851,7 @@ type WatchImagesRequest struct {
 
 func (x *WatchImagesRequest) Reset() {
 	*x = WatchImagesRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[50]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2740,7 +2863,7 @@ func (x *WatchImagesRequest) String() string {
 func (*WatchImagesRequest) ProtoMessage() {}
 
 func (x *WatchImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[50]
+	mi := &file_internal_api_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2753,7 +2876,7 @@ func (x *WatchImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchImagesRequest.ProtoReflect.Descriptor instead.
 func (*WatchImagesRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WatchImagesRequest) GetOptions() *WatchOptions {
@@ -2774,7 +2897,7 @@ type ImageEvent struct {
 
 func (x *ImageEvent) Reset() {
 	*x = ImageEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[51]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2786,7 +2909,7 @@ func (x *ImageEvent) String() string {
 func (*ImageEvent) ProtoMessage() {}
 
 func (x *ImageEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[51]
+	mi := &file_internal_api_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2799,7 +2922,7 @@ func (x *ImageEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageEvent.ProtoReflect.Descriptor instead.
 func (*ImageEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ImageEvent) GetType() EventType {
@@ -2834,7 +2957,7 @@ type UpdateImageNodeStatusRequest struct {
 
 func (x *UpdateImageNodeStatusRequest) Reset() {
 	*x = UpdateImageNodeStatusRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[52]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +2969,7 @@ func (x *UpdateImageNodeStatusRequest) String() string {
 func (*UpdateImageNodeStatusRequest) ProtoMessage() {}
 
 func (x *UpdateImageNodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[52]
+	mi := &file_internal_api_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +2982,7 @@ func (x *UpdateImageNodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateImageNodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*UpdateImageNodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UpdateImageNodeStatusRequest) GetName() string {
@@ -2897,7 +3020,7 @@ type ConsoleOpen struct {
 
 func (x *ConsoleOpen) Reset() {
 	*x = ConsoleOpen{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[53]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3032,7 @@ func (x *ConsoleOpen) String() string {
 func (*ConsoleOpen) ProtoMessage() {}
 
 func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[53]
+	mi := &file_internal_api_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3045,7 @@ func (x *ConsoleOpen) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOpen.ProtoReflect.Descriptor instead.
 func (*ConsoleOpen) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ConsoleOpen) GetNamespace() string {
@@ -2979,7 +3102,7 @@ type ConsoleInput struct {
 
 func (x *ConsoleInput) Reset() {
 	*x = ConsoleInput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[54]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3114,7 @@ func (x *ConsoleInput) String() string {
 func (*ConsoleInput) ProtoMessage() {}
 
 func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[54]
+	mi := &file_internal_api_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3127,7 @@ func (x *ConsoleInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleInput.ProtoReflect.Descriptor instead.
 func (*ConsoleInput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ConsoleInput) GetOpen() *ConsoleOpen {
@@ -3040,7 +3163,7 @@ type ConsoleOutput struct {
 
 func (x *ConsoleOutput) Reset() {
 	*x = ConsoleOutput{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[55]
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3175,7 @@ func (x *ConsoleOutput) String() string {
 func (*ConsoleOutput) ProtoMessage() {}
 
 func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[55]
+	mi := &file_internal_api_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3188,7 @@ func (x *ConsoleOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleOutput.ProtoReflect.Descriptor instead.
 func (*ConsoleOutput) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ConsoleOutput) GetData() []byte {
@@ -3114,7 +3237,7 @@ type ConsoleSession struct {
 
 func (x *ConsoleSession) Reset() {
 	*x = ConsoleSession{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[56]
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3126,7 +3249,7 @@ func (x *ConsoleSession) String() string {
 func (*ConsoleSession) ProtoMessage() {}
 
 func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[56]
+	mi := &file_internal_api_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3139,7 +3262,7 @@ func (x *ConsoleSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSession.ProtoReflect.Descriptor instead.
 func (*ConsoleSession) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ConsoleSession) GetSessionId() string {
@@ -3186,7 +3309,7 @@ type ConsoleSessionsRequest struct {
 
 func (x *ConsoleSessionsRequest) Reset() {
 	*x = ConsoleSessionsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3321,7 @@ func (x *ConsoleSessionsRequest) String() string {
 func (*ConsoleSessionsRequest) ProtoMessage() {}
 
 func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[57]
+	mi := &file_internal_api_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3334,7 @@ func (x *ConsoleSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsoleSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ConsoleSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ConsoleSessionsRequest) GetNodeName() string {
@@ -3235,7 +3358,7 @@ type CreateBootstrapTokenRequest struct {
 
 func (x *CreateBootstrapTokenRequest) Reset() {
 	*x = CreateBootstrapTokenRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3370,7 @@ func (x *CreateBootstrapTokenRequest) String() string {
 func (*CreateBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[58]
+	mi := &file_internal_api_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3383,7 @@ func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CreateBootstrapTokenRequest) GetTtlSeconds() int64 {
@@ -3299,7 +3422,7 @@ type CreateBootstrapTokenResponse struct {
 
 func (x *CreateBootstrapTokenResponse) Reset() {
 	*x = CreateBootstrapTokenResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3311,7 +3434,7 @@ func (x *CreateBootstrapTokenResponse) String() string {
 func (*CreateBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[59]
+	mi := &file_internal_api_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3324,7 +3447,7 @@ func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateBootstrapTokenResponse) GetToken() string {
@@ -3360,7 +3483,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3372,7 +3495,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[60]
+	mi := &file_internal_api_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3385,7 +3508,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JoinRequest) GetToken() string {
@@ -3419,7 +3542,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3554,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[61]
+	mi := &file_internal_api_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3567,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *JoinResponse) GetCertificatePem() []byte {
@@ -3470,7 +3593,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	mi := &file_internal_api_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3605,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[62]
+	mi := &file_internal_api_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3618,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *RenewRequest) GetCsrPem() []byte {
@@ -3514,7 +3637,7 @@ type CreateMigrationRequest struct {
 
 func (x *CreateMigrationRequest) Reset() {
 	*x = CreateMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	mi := &file_internal_api_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3526,7 +3649,7 @@ func (x *CreateMigrationRequest) String() string {
 func (*CreateMigrationRequest) ProtoMessage() {}
 
 func (x *CreateMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[63]
+	mi := &file_internal_api_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3539,7 +3662,7 @@ func (x *CreateMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateMigrationRequest.ProtoReflect.Descriptor instead.
 func (*CreateMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *CreateMigrationRequest) GetMigration() *VirtualMachineInstanceMigration {
@@ -3558,7 +3681,7 @@ type GetMigrationRequest struct {
 
 func (x *GetMigrationRequest) Reset() {
 	*x = GetMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[64]
+	mi := &file_internal_api_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +3693,7 @@ func (x *GetMigrationRequest) String() string {
 func (*GetMigrationRequest) ProtoMessage() {}
 
 func (x *GetMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[64]
+	mi := &file_internal_api_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +3706,7 @@ func (x *GetMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMigrationRequest.ProtoReflect.Descriptor instead.
 func (*GetMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{64}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetMigrationRequest) GetKey() *ObjectKey {
@@ -3602,7 +3725,7 @@ type ListMigrationsRequest struct {
 
 func (x *ListMigrationsRequest) Reset() {
 	*x = ListMigrationsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[65]
+	mi := &file_internal_api_v1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +3737,7 @@ func (x *ListMigrationsRequest) String() string {
 func (*ListMigrationsRequest) ProtoMessage() {}
 
 func (x *ListMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[65]
+	mi := &file_internal_api_v1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +3750,7 @@ func (x *ListMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*ListMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{65}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListMigrationsRequest) GetOptions() *ListOptions {
@@ -3650,7 +3773,7 @@ type ListMigrationsResponse struct {
 
 func (x *ListMigrationsResponse) Reset() {
 	*x = ListMigrationsResponse{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[66]
+	mi := &file_internal_api_v1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3662,7 +3785,7 @@ func (x *ListMigrationsResponse) String() string {
 func (*ListMigrationsResponse) ProtoMessage() {}
 
 func (x *ListMigrationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[66]
+	mi := &file_internal_api_v1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3675,7 +3798,7 @@ func (x *ListMigrationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMigrationsResponse.ProtoReflect.Descriptor instead.
 func (*ListMigrationsResponse) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{66}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListMigrationsResponse) GetItems() []*VirtualMachineInstanceMigration {
@@ -3708,7 +3831,7 @@ type DeleteMigrationRequest struct {
 
 func (x *DeleteMigrationRequest) Reset() {
 	*x = DeleteMigrationRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[67]
+	mi := &file_internal_api_v1_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3843,7 @@ func (x *DeleteMigrationRequest) String() string {
 func (*DeleteMigrationRequest) ProtoMessage() {}
 
 func (x *DeleteMigrationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[67]
+	mi := &file_internal_api_v1_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3856,7 @@ func (x *DeleteMigrationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMigrationRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMigrationRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{67}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DeleteMigrationRequest) GetKey() *ObjectKey {
@@ -3752,7 +3875,7 @@ type WatchMigrationsRequest struct {
 
 func (x *WatchMigrationsRequest) Reset() {
 	*x = WatchMigrationsRequest{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[68]
+	mi := &file_internal_api_v1_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3887,7 @@ func (x *WatchMigrationsRequest) String() string {
 func (*WatchMigrationsRequest) ProtoMessage() {}
 
 func (x *WatchMigrationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[68]
+	mi := &file_internal_api_v1_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3900,7 @@ func (x *WatchMigrationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchMigrationsRequest.ProtoReflect.Descriptor instead.
 func (*WatchMigrationsRequest) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{68}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *WatchMigrationsRequest) GetOptions() *WatchOptions {
@@ -3798,7 +3921,7 @@ type MigrationEvent struct {
 
 func (x *MigrationEvent) Reset() {
 	*x = MigrationEvent{}
-	mi := &file_internal_api_v1_service_proto_msgTypes[69]
+	mi := &file_internal_api_v1_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3810,7 +3933,7 @@ func (x *MigrationEvent) String() string {
 func (*MigrationEvent) ProtoMessage() {}
 
 func (x *MigrationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_service_proto_msgTypes[69]
+	mi := &file_internal_api_v1_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3823,7 +3946,7 @@ func (x *MigrationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationEvent.ProtoReflect.Descriptor instead.
 func (*MigrationEvent) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{69}
+	return file_internal_api_v1_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *MigrationEvent) GetType() EventType {
@@ -3910,7 +4033,14 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\x13added_node_selector\x18\x02 \x03(\v2A.virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntryR\x11addedNodeSelector\x1aD\n" +
 	"\x16AddedNodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9d\x01\n" +
+	"\x10AddVolumeRequest\x12)\n" +
+	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\x12&\n" +
+	"\x04disk\x18\x02 \x01(\v2\x12.virtplane.v1.DiskR\x04disk\x126\n" +
+	"\x06volume\x18\x03 \x01(\v2\x1e.virtplane.v1.PersistentVolumeR\x06volume\"T\n" +
+	"\x13RemoveVolumeRequest\x12)\n" +
+	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"M\n" +
 	" GetVirtualMachineInstanceRequest\x12)\n" +
 	"\x03key\x18\x01 \x01(\v2\x17.virtplane.v1.ObjectKeyR\x03key\"Y\n" +
 	"\"ListVirtualMachineInstancesRequest\x123\n" +
@@ -4089,7 +4219,7 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\aDELETED\x10\x03\x12\t\n" +
 	"\x05RESET\x10\x04\x12\n" +
 	"\n" +
-	"\x06SYNCED\x10\x052\x8e\b\n" +
+	"\x06SYNCED\x10\x052\xaa\t\n" +
 	"\x0fVirtualMachines\x12Q\n" +
 	"\x06Create\x12).virtplane.v1.CreateVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12K\n" +
 	"\x03Get\x12&.virtplane.v1.GetVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12[\n" +
@@ -4102,7 +4232,9 @@ const file_internal_api_v1_service_proto_rawDesc = "" +
 	"\aRestart\x12*.virtplane.v1.RestartVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12O\n" +
 	"\x05Pause\x12(.virtplane.v1.PauseVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12S\n" +
 	"\aUnpause\x12*.virtplane.v1.UnpauseVirtualMachineRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12d\n" +
-	"\aMigrate\x12*.virtplane.v1.MigrateVirtualMachineRequest\x1a-.virtplane.v1.VirtualMachineInstanceMigration2\x9c\x04\n" +
+	"\aMigrate\x12*.virtplane.v1.MigrateVirtualMachineRequest\x1a-.virtplane.v1.VirtualMachineInstanceMigration\x12I\n" +
+	"\tAddVolume\x12\x1e.virtplane.v1.AddVolumeRequest\x1a\x1c.virtplane.v1.VirtualMachine\x12O\n" +
+	"\fRemoveVolume\x12!.virtplane.v1.RemoveVolumeRequest\x1a\x1c.virtplane.v1.VirtualMachine2\x9c\x04\n" +
 	"\x17VirtualMachineInstances\x12[\n" +
 	"\x03Get\x12..virtplane.v1.GetVirtualMachineInstanceRequest\x1a$.virtplane.v1.VirtualMachineInstance\x12k\n" +
 	"\x04List\x120.virtplane.v1.ListVirtualMachineInstancesRequest\x1a1.virtplane.v1.ListVirtualMachineInstancesResponse\x12g\n" +
@@ -4159,7 +4291,7 @@ func file_internal_api_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_internal_api_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_internal_api_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_internal_api_v1_service_proto_goTypes = []any{
 	(EventType)(0),                                    // 0: virtplane.v1.EventType
 	(*ObjectKey)(nil),                                 // 1: virtplane.v1.ObjectKey
@@ -4180,229 +4312,241 @@ var file_internal_api_v1_service_proto_goTypes = []any{
 	(*PauseVirtualMachineRequest)(nil),                // 16: virtplane.v1.PauseVirtualMachineRequest
 	(*UnpauseVirtualMachineRequest)(nil),              // 17: virtplane.v1.UnpauseVirtualMachineRequest
 	(*MigrateVirtualMachineRequest)(nil),              // 18: virtplane.v1.MigrateVirtualMachineRequest
-	(*GetVirtualMachineInstanceRequest)(nil),          // 19: virtplane.v1.GetVirtualMachineInstanceRequest
-	(*ListVirtualMachineInstancesRequest)(nil),        // 20: virtplane.v1.ListVirtualMachineInstancesRequest
-	(*ListVirtualMachineInstancesResponse)(nil),       // 21: virtplane.v1.ListVirtualMachineInstancesResponse
-	(*WatchVirtualMachineInstancesRequest)(nil),       // 22: virtplane.v1.WatchVirtualMachineInstancesRequest
-	(*VirtualMachineInstanceEvent)(nil),               // 23: virtplane.v1.VirtualMachineInstanceEvent
-	(*UpdateVirtualMachineInstanceStatusRequest)(nil), // 24: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
-	(*EvictVirtualMachineInstanceRequest)(nil),        // 25: virtplane.v1.EvictVirtualMachineInstanceRequest
-	(*GetNodeRequest)(nil),                            // 26: virtplane.v1.GetNodeRequest
-	(*ListNodesRequest)(nil),                          // 27: virtplane.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),                         // 28: virtplane.v1.ListNodesResponse
-	(*WatchNodesRequest)(nil),                         // 29: virtplane.v1.WatchNodesRequest
-	(*NodeEvent)(nil),                                 // 30: virtplane.v1.NodeEvent
-	(*RegisterNodeRequest)(nil),                       // 31: virtplane.v1.RegisterNodeRequest
-	(*HeartbeatRequest)(nil),                          // 32: virtplane.v1.HeartbeatRequest
-	(*NodeStorageList)(nil),                           // 33: virtplane.v1.NodeStorageList
-	(*NodeNetworkInventory)(nil),                      // 34: virtplane.v1.NodeNetworkInventory
-	(*NodeImageList)(nil),                             // 35: virtplane.v1.NodeImageList
-	(*HeartbeatResponse)(nil),                         // 36: virtplane.v1.HeartbeatResponse
-	(*ImagePullPolicy)(nil),                           // 37: virtplane.v1.ImagePullPolicy
-	(*DeleteNodeRequest)(nil),                         // 38: virtplane.v1.DeleteNodeRequest
-	(*RevokeNodeRequest)(nil),                         // 39: virtplane.v1.RevokeNodeRequest
-	(*RevokeNodeResponse)(nil),                        // 40: virtplane.v1.RevokeNodeResponse
-	(*FenceNodeRequest)(nil),                          // 41: virtplane.v1.FenceNodeRequest
-	(*FenceNodeResponse)(nil),                         // 42: virtplane.v1.FenceNodeResponse
-	(*CordonNodeRequest)(nil),                         // 43: virtplane.v1.CordonNodeRequest
-	(*LabelNodeRequest)(nil),                          // 44: virtplane.v1.LabelNodeRequest
-	(*CreateImageRequest)(nil),                        // 45: virtplane.v1.CreateImageRequest
-	(*GetImageRequest)(nil),                           // 46: virtplane.v1.GetImageRequest
-	(*ListImagesRequest)(nil),                         // 47: virtplane.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),                        // 48: virtplane.v1.ListImagesResponse
-	(*UpdateImageRequest)(nil),                        // 49: virtplane.v1.UpdateImageRequest
-	(*DeleteImageRequest)(nil),                        // 50: virtplane.v1.DeleteImageRequest
-	(*WatchImagesRequest)(nil),                        // 51: virtplane.v1.WatchImagesRequest
-	(*ImageEvent)(nil),                                // 52: virtplane.v1.ImageEvent
-	(*UpdateImageNodeStatusRequest)(nil),              // 53: virtplane.v1.UpdateImageNodeStatusRequest
-	(*ConsoleOpen)(nil),                               // 54: virtplane.v1.ConsoleOpen
-	(*ConsoleInput)(nil),                              // 55: virtplane.v1.ConsoleInput
-	(*ConsoleOutput)(nil),                             // 56: virtplane.v1.ConsoleOutput
-	(*ConsoleSession)(nil),                            // 57: virtplane.v1.ConsoleSession
-	(*ConsoleSessionsRequest)(nil),                    // 58: virtplane.v1.ConsoleSessionsRequest
-	(*CreateBootstrapTokenRequest)(nil),               // 59: virtplane.v1.CreateBootstrapTokenRequest
-	(*CreateBootstrapTokenResponse)(nil),              // 60: virtplane.v1.CreateBootstrapTokenResponse
-	(*JoinRequest)(nil),                               // 61: virtplane.v1.JoinRequest
-	(*JoinResponse)(nil),                              // 62: virtplane.v1.JoinResponse
-	(*RenewRequest)(nil),                              // 63: virtplane.v1.RenewRequest
-	(*CreateMigrationRequest)(nil),                    // 64: virtplane.v1.CreateMigrationRequest
-	(*GetMigrationRequest)(nil),                       // 65: virtplane.v1.GetMigrationRequest
-	(*ListMigrationsRequest)(nil),                     // 66: virtplane.v1.ListMigrationsRequest
-	(*ListMigrationsResponse)(nil),                    // 67: virtplane.v1.ListMigrationsResponse
-	(*DeleteMigrationRequest)(nil),                    // 68: virtplane.v1.DeleteMigrationRequest
-	(*WatchMigrationsRequest)(nil),                    // 69: virtplane.v1.WatchMigrationsRequest
-	(*MigrationEvent)(nil),                            // 70: virtplane.v1.MigrationEvent
-	nil,                                               // 71: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	nil,                                               // 72: virtplane.v1.HeartbeatRequest.AllocatableEntry
-	nil,                                               // 73: virtplane.v1.LabelNodeRequest.SetEntry
-	(*VirtualMachine)(nil),                            // 74: virtplane.v1.VirtualMachine
-	(*VirtualMachineInstance)(nil),                    // 75: virtplane.v1.VirtualMachineInstance
-	(*Node)(nil),                                      // 76: virtplane.v1.Node
-	(*NodeStorage)(nil),                               // 77: virtplane.v1.NodeStorage
-	(*NodeImage)(nil),                                 // 78: virtplane.v1.NodeImage
-	(*Image)(nil),                                     // 79: virtplane.v1.Image
-	(*ImageNodeStatus)(nil),                           // 80: virtplane.v1.ImageNodeStatus
-	(*timestamppb.Timestamp)(nil),                     // 81: google.protobuf.Timestamp
-	(*VirtualMachineInstanceMigration)(nil),           // 82: virtplane.v1.VirtualMachineInstanceMigration
+	(*AddVolumeRequest)(nil),                          // 19: virtplane.v1.AddVolumeRequest
+	(*RemoveVolumeRequest)(nil),                       // 20: virtplane.v1.RemoveVolumeRequest
+	(*GetVirtualMachineInstanceRequest)(nil),          // 21: virtplane.v1.GetVirtualMachineInstanceRequest
+	(*ListVirtualMachineInstancesRequest)(nil),        // 22: virtplane.v1.ListVirtualMachineInstancesRequest
+	(*ListVirtualMachineInstancesResponse)(nil),       // 23: virtplane.v1.ListVirtualMachineInstancesResponse
+	(*WatchVirtualMachineInstancesRequest)(nil),       // 24: virtplane.v1.WatchVirtualMachineInstancesRequest
+	(*VirtualMachineInstanceEvent)(nil),               // 25: virtplane.v1.VirtualMachineInstanceEvent
+	(*UpdateVirtualMachineInstanceStatusRequest)(nil), // 26: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	(*EvictVirtualMachineInstanceRequest)(nil),        // 27: virtplane.v1.EvictVirtualMachineInstanceRequest
+	(*GetNodeRequest)(nil),                            // 28: virtplane.v1.GetNodeRequest
+	(*ListNodesRequest)(nil),                          // 29: virtplane.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),                         // 30: virtplane.v1.ListNodesResponse
+	(*WatchNodesRequest)(nil),                         // 31: virtplane.v1.WatchNodesRequest
+	(*NodeEvent)(nil),                                 // 32: virtplane.v1.NodeEvent
+	(*RegisterNodeRequest)(nil),                       // 33: virtplane.v1.RegisterNodeRequest
+	(*HeartbeatRequest)(nil),                          // 34: virtplane.v1.HeartbeatRequest
+	(*NodeStorageList)(nil),                           // 35: virtplane.v1.NodeStorageList
+	(*NodeNetworkInventory)(nil),                      // 36: virtplane.v1.NodeNetworkInventory
+	(*NodeImageList)(nil),                             // 37: virtplane.v1.NodeImageList
+	(*HeartbeatResponse)(nil),                         // 38: virtplane.v1.HeartbeatResponse
+	(*ImagePullPolicy)(nil),                           // 39: virtplane.v1.ImagePullPolicy
+	(*DeleteNodeRequest)(nil),                         // 40: virtplane.v1.DeleteNodeRequest
+	(*RevokeNodeRequest)(nil),                         // 41: virtplane.v1.RevokeNodeRequest
+	(*RevokeNodeResponse)(nil),                        // 42: virtplane.v1.RevokeNodeResponse
+	(*FenceNodeRequest)(nil),                          // 43: virtplane.v1.FenceNodeRequest
+	(*FenceNodeResponse)(nil),                         // 44: virtplane.v1.FenceNodeResponse
+	(*CordonNodeRequest)(nil),                         // 45: virtplane.v1.CordonNodeRequest
+	(*LabelNodeRequest)(nil),                          // 46: virtplane.v1.LabelNodeRequest
+	(*CreateImageRequest)(nil),                        // 47: virtplane.v1.CreateImageRequest
+	(*GetImageRequest)(nil),                           // 48: virtplane.v1.GetImageRequest
+	(*ListImagesRequest)(nil),                         // 49: virtplane.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),                        // 50: virtplane.v1.ListImagesResponse
+	(*UpdateImageRequest)(nil),                        // 51: virtplane.v1.UpdateImageRequest
+	(*DeleteImageRequest)(nil),                        // 52: virtplane.v1.DeleteImageRequest
+	(*WatchImagesRequest)(nil),                        // 53: virtplane.v1.WatchImagesRequest
+	(*ImageEvent)(nil),                                // 54: virtplane.v1.ImageEvent
+	(*UpdateImageNodeStatusRequest)(nil),              // 55: virtplane.v1.UpdateImageNodeStatusRequest
+	(*ConsoleOpen)(nil),                               // 56: virtplane.v1.ConsoleOpen
+	(*ConsoleInput)(nil),                              // 57: virtplane.v1.ConsoleInput
+	(*ConsoleOutput)(nil),                             // 58: virtplane.v1.ConsoleOutput
+	(*ConsoleSession)(nil),                            // 59: virtplane.v1.ConsoleSession
+	(*ConsoleSessionsRequest)(nil),                    // 60: virtplane.v1.ConsoleSessionsRequest
+	(*CreateBootstrapTokenRequest)(nil),               // 61: virtplane.v1.CreateBootstrapTokenRequest
+	(*CreateBootstrapTokenResponse)(nil),              // 62: virtplane.v1.CreateBootstrapTokenResponse
+	(*JoinRequest)(nil),                               // 63: virtplane.v1.JoinRequest
+	(*JoinResponse)(nil),                              // 64: virtplane.v1.JoinResponse
+	(*RenewRequest)(nil),                              // 65: virtplane.v1.RenewRequest
+	(*CreateMigrationRequest)(nil),                    // 66: virtplane.v1.CreateMigrationRequest
+	(*GetMigrationRequest)(nil),                       // 67: virtplane.v1.GetMigrationRequest
+	(*ListMigrationsRequest)(nil),                     // 68: virtplane.v1.ListMigrationsRequest
+	(*ListMigrationsResponse)(nil),                    // 69: virtplane.v1.ListMigrationsResponse
+	(*DeleteMigrationRequest)(nil),                    // 70: virtplane.v1.DeleteMigrationRequest
+	(*WatchMigrationsRequest)(nil),                    // 71: virtplane.v1.WatchMigrationsRequest
+	(*MigrationEvent)(nil),                            // 72: virtplane.v1.MigrationEvent
+	nil,                                               // 73: virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	nil,                                               // 74: virtplane.v1.HeartbeatRequest.AllocatableEntry
+	nil,                                               // 75: virtplane.v1.LabelNodeRequest.SetEntry
+	(*VirtualMachine)(nil),                            // 76: virtplane.v1.VirtualMachine
+	(*Disk)(nil),                                      // 77: virtplane.v1.Disk
+	(*PersistentVolume)(nil),                          // 78: virtplane.v1.PersistentVolume
+	(*VirtualMachineInstance)(nil),                    // 79: virtplane.v1.VirtualMachineInstance
+	(*Node)(nil),                                      // 80: virtplane.v1.Node
+	(*NodeStorage)(nil),                               // 81: virtplane.v1.NodeStorage
+	(*NodeImage)(nil),                                 // 82: virtplane.v1.NodeImage
+	(*Image)(nil),                                     // 83: virtplane.v1.Image
+	(*ImageNodeStatus)(nil),                           // 84: virtplane.v1.ImageNodeStatus
+	(*timestamppb.Timestamp)(nil),                     // 85: google.protobuf.Timestamp
+	(*VirtualMachineInstanceMigration)(nil),           // 86: virtplane.v1.VirtualMachineInstanceMigration
 }
 var file_internal_api_v1_service_proto_depIdxs = []int32{
-	74,  // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	76,  // 0: virtplane.v1.CreateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,   // 1: virtplane.v1.GetVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	2,   // 2: virtplane.v1.ListVirtualMachinesRequest.options:type_name -> virtplane.v1.ListOptions
-	74,  // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
-	74,  // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
+	76,  // 3: virtplane.v1.ListVirtualMachinesResponse.items:type_name -> virtplane.v1.VirtualMachine
+	76,  // 4: virtplane.v1.UpdateVirtualMachineRequest.vm:type_name -> virtplane.v1.VirtualMachine
 	1,   // 5: virtplane.v1.DeleteVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	4,   // 6: virtplane.v1.DeleteVirtualMachineRequest.options:type_name -> virtplane.v1.DeleteOptions
 	3,   // 7: virtplane.v1.WatchVirtualMachinesRequest.options:type_name -> virtplane.v1.WatchOptions
 	0,   // 8: virtplane.v1.VirtualMachineEvent.type:type_name -> virtplane.v1.EventType
-	74,  // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
+	76,  // 9: virtplane.v1.VirtualMachineEvent.object:type_name -> virtplane.v1.VirtualMachine
 	1,   // 10: virtplane.v1.StartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 11: virtplane.v1.StopVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 12: virtplane.v1.RestartVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 13: virtplane.v1.PauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 14: virtplane.v1.UnpauseVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
 	1,   // 15: virtplane.v1.MigrateVirtualMachineRequest.key:type_name -> virtplane.v1.ObjectKey
-	71,  // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
-	1,   // 17: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
-	2,   // 18: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
-	75,  // 19: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
-	3,   // 20: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,   // 21: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
-	75,  // 22: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
-	75,  // 23: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
-	1,   // 24: virtplane.v1.EvictVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
-	76,  // 25: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
-	3,   // 26: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,   // 27: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
-	76,  // 28: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
-	76,  // 29: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
-	72,  // 30: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
-	35,  // 31: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
-	34,  // 32: virtplane.v1.HeartbeatRequest.network_inventory:type_name -> virtplane.v1.NodeNetworkInventory
-	33,  // 33: virtplane.v1.HeartbeatRequest.storage:type_name -> virtplane.v1.NodeStorageList
-	77,  // 34: virtplane.v1.NodeStorageList.items:type_name -> virtplane.v1.NodeStorage
-	78,  // 35: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
-	37,  // 36: virtplane.v1.HeartbeatResponse.image_pull_policy:type_name -> virtplane.v1.ImagePullPolicy
-	76,  // 37: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
-	1,   // 38: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
-	73,  // 39: virtplane.v1.LabelNodeRequest.set:type_name -> virtplane.v1.LabelNodeRequest.SetEntry
-	79,  // 40: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
-	79,  // 41: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
-	79,  // 42: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
-	3,   // 43: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,   // 44: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
-	79,  // 45: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
-	80,  // 46: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
-	54,  // 47: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
-	54,  // 48: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
-	81,  // 49: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
-	82,  // 50: virtplane.v1.CreateMigrationRequest.migration:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	1,   // 51: virtplane.v1.GetMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
-	2,   // 52: virtplane.v1.ListMigrationsRequest.options:type_name -> virtplane.v1.ListOptions
-	82,  // 53: virtplane.v1.ListMigrationsResponse.items:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	1,   // 54: virtplane.v1.DeleteMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
-	3,   // 55: virtplane.v1.WatchMigrationsRequest.options:type_name -> virtplane.v1.WatchOptions
-	0,   // 56: virtplane.v1.MigrationEvent.type:type_name -> virtplane.v1.EventType
-	82,  // 57: virtplane.v1.MigrationEvent.object:type_name -> virtplane.v1.VirtualMachineInstanceMigration
-	5,   // 58: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
-	6,   // 59: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
-	7,   // 60: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
-	9,   // 61: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
-	10,  // 62: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
-	11,  // 63: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
-	13,  // 64: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
-	14,  // 65: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
-	15,  // 66: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
-	16,  // 67: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
-	17,  // 68: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
-	18,  // 69: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
-	19,  // 70: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
-	20,  // 71: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
-	22,  // 72: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
-	24,  // 73: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
-	25,  // 74: virtplane.v1.VirtualMachineInstances.Evict:input_type -> virtplane.v1.EvictVirtualMachineInstanceRequest
-	26,  // 75: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
-	27,  // 76: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
-	29,  // 77: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
-	31,  // 78: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
-	32,  // 79: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
-	41,  // 80: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
-	39,  // 81: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
-	38,  // 82: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
-	43,  // 83: virtplane.v1.Nodes.Cordon:input_type -> virtplane.v1.CordonNodeRequest
-	43,  // 84: virtplane.v1.Nodes.Uncordon:input_type -> virtplane.v1.CordonNodeRequest
-	43,  // 85: virtplane.v1.Nodes.Drain:input_type -> virtplane.v1.CordonNodeRequest
-	44,  // 86: virtplane.v1.Nodes.Label:input_type -> virtplane.v1.LabelNodeRequest
-	45,  // 87: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
-	46,  // 88: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
-	47,  // 89: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
-	49,  // 90: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
-	50,  // 91: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
-	51,  // 92: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
-	53,  // 93: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
-	55,  // 94: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
-	58,  // 95: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
-	56,  // 96: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
-	59,  // 97: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
-	61,  // 98: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
-	63,  // 99: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
-	64,  // 100: virtplane.v1.Migrations.Create:input_type -> virtplane.v1.CreateMigrationRequest
-	65,  // 101: virtplane.v1.Migrations.Get:input_type -> virtplane.v1.GetMigrationRequest
-	66,  // 102: virtplane.v1.Migrations.List:input_type -> virtplane.v1.ListMigrationsRequest
-	68,  // 103: virtplane.v1.Migrations.Delete:input_type -> virtplane.v1.DeleteMigrationRequest
-	69,  // 104: virtplane.v1.Migrations.Watch:input_type -> virtplane.v1.WatchMigrationsRequest
-	74,  // 105: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
-	74,  // 106: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
-	8,   // 107: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
-	74,  // 108: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
-	74,  // 109: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
-	12,  // 110: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
-	74,  // 111: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
-	74,  // 112: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
-	74,  // 113: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
-	74,  // 114: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
-	74,  // 115: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
-	82,  // 116: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	75,  // 117: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
-	21,  // 118: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
-	23,  // 119: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
-	75,  // 120: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
-	75,  // 121: virtplane.v1.VirtualMachineInstances.Evict:output_type -> virtplane.v1.VirtualMachineInstance
-	76,  // 122: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
-	28,  // 123: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
-	30,  // 124: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
-	76,  // 125: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
-	36,  // 126: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
-	42,  // 127: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
-	40,  // 128: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
-	76,  // 129: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
-	76,  // 130: virtplane.v1.Nodes.Cordon:output_type -> virtplane.v1.Node
-	76,  // 131: virtplane.v1.Nodes.Uncordon:output_type -> virtplane.v1.Node
-	76,  // 132: virtplane.v1.Nodes.Drain:output_type -> virtplane.v1.Node
-	76,  // 133: virtplane.v1.Nodes.Label:output_type -> virtplane.v1.Node
-	79,  // 134: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
-	79,  // 135: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
-	48,  // 136: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
-	79,  // 137: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
-	79,  // 138: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
-	52,  // 139: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
-	79,  // 140: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
-	56,  // 141: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
-	57,  // 142: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
-	55,  // 143: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
-	60,  // 144: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
-	62,  // 145: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
-	62,  // 146: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
-	82,  // 147: virtplane.v1.Migrations.Create:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	82,  // 148: virtplane.v1.Migrations.Get:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	67,  // 149: virtplane.v1.Migrations.List:output_type -> virtplane.v1.ListMigrationsResponse
-	82,  // 150: virtplane.v1.Migrations.Delete:output_type -> virtplane.v1.VirtualMachineInstanceMigration
-	70,  // 151: virtplane.v1.Migrations.Watch:output_type -> virtplane.v1.MigrationEvent
-	105, // [105:152] is the sub-list for method output_type
-	58,  // [58:105] is the sub-list for method input_type
-	58,  // [58:58] is the sub-list for extension type_name
-	58,  // [58:58] is the sub-list for extension extendee
-	0,   // [0:58] is the sub-list for field type_name
+	73,  // 16: virtplane.v1.MigrateVirtualMachineRequest.added_node_selector:type_name -> virtplane.v1.MigrateVirtualMachineRequest.AddedNodeSelectorEntry
+	1,   // 17: virtplane.v1.AddVolumeRequest.key:type_name -> virtplane.v1.ObjectKey
+	77,  // 18: virtplane.v1.AddVolumeRequest.disk:type_name -> virtplane.v1.Disk
+	78,  // 19: virtplane.v1.AddVolumeRequest.volume:type_name -> virtplane.v1.PersistentVolume
+	1,   // 20: virtplane.v1.RemoveVolumeRequest.key:type_name -> virtplane.v1.ObjectKey
+	1,   // 21: virtplane.v1.GetVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
+	2,   // 22: virtplane.v1.ListVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.ListOptions
+	79,  // 23: virtplane.v1.ListVirtualMachineInstancesResponse.items:type_name -> virtplane.v1.VirtualMachineInstance
+	3,   // 24: virtplane.v1.WatchVirtualMachineInstancesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 25: virtplane.v1.VirtualMachineInstanceEvent.type:type_name -> virtplane.v1.EventType
+	79,  // 26: virtplane.v1.VirtualMachineInstanceEvent.object:type_name -> virtplane.v1.VirtualMachineInstance
+	79,  // 27: virtplane.v1.UpdateVirtualMachineInstanceStatusRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	1,   // 28: virtplane.v1.EvictVirtualMachineInstanceRequest.key:type_name -> virtplane.v1.ObjectKey
+	80,  // 29: virtplane.v1.ListNodesResponse.items:type_name -> virtplane.v1.Node
+	3,   // 30: virtplane.v1.WatchNodesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 31: virtplane.v1.NodeEvent.type:type_name -> virtplane.v1.EventType
+	80,  // 32: virtplane.v1.NodeEvent.object:type_name -> virtplane.v1.Node
+	80,  // 33: virtplane.v1.RegisterNodeRequest.node:type_name -> virtplane.v1.Node
+	74,  // 34: virtplane.v1.HeartbeatRequest.allocatable:type_name -> virtplane.v1.HeartbeatRequest.AllocatableEntry
+	37,  // 35: virtplane.v1.HeartbeatRequest.images:type_name -> virtplane.v1.NodeImageList
+	36,  // 36: virtplane.v1.HeartbeatRequest.network_inventory:type_name -> virtplane.v1.NodeNetworkInventory
+	35,  // 37: virtplane.v1.HeartbeatRequest.storage:type_name -> virtplane.v1.NodeStorageList
+	81,  // 38: virtplane.v1.NodeStorageList.items:type_name -> virtplane.v1.NodeStorage
+	82,  // 39: virtplane.v1.NodeImageList.items:type_name -> virtplane.v1.NodeImage
+	39,  // 40: virtplane.v1.HeartbeatResponse.image_pull_policy:type_name -> virtplane.v1.ImagePullPolicy
+	80,  // 41: virtplane.v1.FenceNodeResponse.node:type_name -> virtplane.v1.Node
+	1,   // 42: virtplane.v1.FenceNodeResponse.failed_instances:type_name -> virtplane.v1.ObjectKey
+	75,  // 43: virtplane.v1.LabelNodeRequest.set:type_name -> virtplane.v1.LabelNodeRequest.SetEntry
+	83,  // 44: virtplane.v1.CreateImageRequest.image:type_name -> virtplane.v1.Image
+	83,  // 45: virtplane.v1.ListImagesResponse.items:type_name -> virtplane.v1.Image
+	83,  // 46: virtplane.v1.UpdateImageRequest.image:type_name -> virtplane.v1.Image
+	3,   // 47: virtplane.v1.WatchImagesRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 48: virtplane.v1.ImageEvent.type:type_name -> virtplane.v1.EventType
+	83,  // 49: virtplane.v1.ImageEvent.object:type_name -> virtplane.v1.Image
+	84,  // 50: virtplane.v1.UpdateImageNodeStatusRequest.status:type_name -> virtplane.v1.ImageNodeStatus
+	56,  // 51: virtplane.v1.ConsoleInput.open:type_name -> virtplane.v1.ConsoleOpen
+	56,  // 52: virtplane.v1.ConsoleSession.open:type_name -> virtplane.v1.ConsoleOpen
+	85,  // 53: virtplane.v1.CreateBootstrapTokenResponse.expires:type_name -> google.protobuf.Timestamp
+	86,  // 54: virtplane.v1.CreateMigrationRequest.migration:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,   // 55: virtplane.v1.GetMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	2,   // 56: virtplane.v1.ListMigrationsRequest.options:type_name -> virtplane.v1.ListOptions
+	86,  // 57: virtplane.v1.ListMigrationsResponse.items:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	1,   // 58: virtplane.v1.DeleteMigrationRequest.key:type_name -> virtplane.v1.ObjectKey
+	3,   // 59: virtplane.v1.WatchMigrationsRequest.options:type_name -> virtplane.v1.WatchOptions
+	0,   // 60: virtplane.v1.MigrationEvent.type:type_name -> virtplane.v1.EventType
+	86,  // 61: virtplane.v1.MigrationEvent.object:type_name -> virtplane.v1.VirtualMachineInstanceMigration
+	5,   // 62: virtplane.v1.VirtualMachines.Create:input_type -> virtplane.v1.CreateVirtualMachineRequest
+	6,   // 63: virtplane.v1.VirtualMachines.Get:input_type -> virtplane.v1.GetVirtualMachineRequest
+	7,   // 64: virtplane.v1.VirtualMachines.List:input_type -> virtplane.v1.ListVirtualMachinesRequest
+	9,   // 65: virtplane.v1.VirtualMachines.Update:input_type -> virtplane.v1.UpdateVirtualMachineRequest
+	10,  // 66: virtplane.v1.VirtualMachines.Delete:input_type -> virtplane.v1.DeleteVirtualMachineRequest
+	11,  // 67: virtplane.v1.VirtualMachines.Watch:input_type -> virtplane.v1.WatchVirtualMachinesRequest
+	13,  // 68: virtplane.v1.VirtualMachines.Start:input_type -> virtplane.v1.StartVirtualMachineRequest
+	14,  // 69: virtplane.v1.VirtualMachines.Stop:input_type -> virtplane.v1.StopVirtualMachineRequest
+	15,  // 70: virtplane.v1.VirtualMachines.Restart:input_type -> virtplane.v1.RestartVirtualMachineRequest
+	16,  // 71: virtplane.v1.VirtualMachines.Pause:input_type -> virtplane.v1.PauseVirtualMachineRequest
+	17,  // 72: virtplane.v1.VirtualMachines.Unpause:input_type -> virtplane.v1.UnpauseVirtualMachineRequest
+	18,  // 73: virtplane.v1.VirtualMachines.Migrate:input_type -> virtplane.v1.MigrateVirtualMachineRequest
+	19,  // 74: virtplane.v1.VirtualMachines.AddVolume:input_type -> virtplane.v1.AddVolumeRequest
+	20,  // 75: virtplane.v1.VirtualMachines.RemoveVolume:input_type -> virtplane.v1.RemoveVolumeRequest
+	21,  // 76: virtplane.v1.VirtualMachineInstances.Get:input_type -> virtplane.v1.GetVirtualMachineInstanceRequest
+	22,  // 77: virtplane.v1.VirtualMachineInstances.List:input_type -> virtplane.v1.ListVirtualMachineInstancesRequest
+	24,  // 78: virtplane.v1.VirtualMachineInstances.Watch:input_type -> virtplane.v1.WatchVirtualMachineInstancesRequest
+	26,  // 79: virtplane.v1.VirtualMachineInstances.UpdateStatus:input_type -> virtplane.v1.UpdateVirtualMachineInstanceStatusRequest
+	27,  // 80: virtplane.v1.VirtualMachineInstances.Evict:input_type -> virtplane.v1.EvictVirtualMachineInstanceRequest
+	28,  // 81: virtplane.v1.Nodes.Get:input_type -> virtplane.v1.GetNodeRequest
+	29,  // 82: virtplane.v1.Nodes.List:input_type -> virtplane.v1.ListNodesRequest
+	31,  // 83: virtplane.v1.Nodes.Watch:input_type -> virtplane.v1.WatchNodesRequest
+	33,  // 84: virtplane.v1.Nodes.Register:input_type -> virtplane.v1.RegisterNodeRequest
+	34,  // 85: virtplane.v1.Nodes.Heartbeat:input_type -> virtplane.v1.HeartbeatRequest
+	43,  // 86: virtplane.v1.Nodes.Fence:input_type -> virtplane.v1.FenceNodeRequest
+	41,  // 87: virtplane.v1.Nodes.Revoke:input_type -> virtplane.v1.RevokeNodeRequest
+	40,  // 88: virtplane.v1.Nodes.Delete:input_type -> virtplane.v1.DeleteNodeRequest
+	45,  // 89: virtplane.v1.Nodes.Cordon:input_type -> virtplane.v1.CordonNodeRequest
+	45,  // 90: virtplane.v1.Nodes.Uncordon:input_type -> virtplane.v1.CordonNodeRequest
+	45,  // 91: virtplane.v1.Nodes.Drain:input_type -> virtplane.v1.CordonNodeRequest
+	46,  // 92: virtplane.v1.Nodes.Label:input_type -> virtplane.v1.LabelNodeRequest
+	47,  // 93: virtplane.v1.Images.Create:input_type -> virtplane.v1.CreateImageRequest
+	48,  // 94: virtplane.v1.Images.Get:input_type -> virtplane.v1.GetImageRequest
+	49,  // 95: virtplane.v1.Images.List:input_type -> virtplane.v1.ListImagesRequest
+	51,  // 96: virtplane.v1.Images.Update:input_type -> virtplane.v1.UpdateImageRequest
+	52,  // 97: virtplane.v1.Images.Delete:input_type -> virtplane.v1.DeleteImageRequest
+	53,  // 98: virtplane.v1.Images.Watch:input_type -> virtplane.v1.WatchImagesRequest
+	55,  // 99: virtplane.v1.Images.UpdateNodeStatus:input_type -> virtplane.v1.UpdateImageNodeStatusRequest
+	57,  // 100: virtplane.v1.Consoles.Attach:input_type -> virtplane.v1.ConsoleInput
+	60,  // 101: virtplane.v1.Consoles.Sessions:input_type -> virtplane.v1.ConsoleSessionsRequest
+	58,  // 102: virtplane.v1.Consoles.Serve:input_type -> virtplane.v1.ConsoleOutput
+	61,  // 103: virtplane.v1.Bootstrap.CreateToken:input_type -> virtplane.v1.CreateBootstrapTokenRequest
+	63,  // 104: virtplane.v1.Bootstrap.Join:input_type -> virtplane.v1.JoinRequest
+	65,  // 105: virtplane.v1.Bootstrap.Renew:input_type -> virtplane.v1.RenewRequest
+	66,  // 106: virtplane.v1.Migrations.Create:input_type -> virtplane.v1.CreateMigrationRequest
+	67,  // 107: virtplane.v1.Migrations.Get:input_type -> virtplane.v1.GetMigrationRequest
+	68,  // 108: virtplane.v1.Migrations.List:input_type -> virtplane.v1.ListMigrationsRequest
+	70,  // 109: virtplane.v1.Migrations.Delete:input_type -> virtplane.v1.DeleteMigrationRequest
+	71,  // 110: virtplane.v1.Migrations.Watch:input_type -> virtplane.v1.WatchMigrationsRequest
+	76,  // 111: virtplane.v1.VirtualMachines.Create:output_type -> virtplane.v1.VirtualMachine
+	76,  // 112: virtplane.v1.VirtualMachines.Get:output_type -> virtplane.v1.VirtualMachine
+	8,   // 113: virtplane.v1.VirtualMachines.List:output_type -> virtplane.v1.ListVirtualMachinesResponse
+	76,  // 114: virtplane.v1.VirtualMachines.Update:output_type -> virtplane.v1.VirtualMachine
+	76,  // 115: virtplane.v1.VirtualMachines.Delete:output_type -> virtplane.v1.VirtualMachine
+	12,  // 116: virtplane.v1.VirtualMachines.Watch:output_type -> virtplane.v1.VirtualMachineEvent
+	76,  // 117: virtplane.v1.VirtualMachines.Start:output_type -> virtplane.v1.VirtualMachine
+	76,  // 118: virtplane.v1.VirtualMachines.Stop:output_type -> virtplane.v1.VirtualMachine
+	76,  // 119: virtplane.v1.VirtualMachines.Restart:output_type -> virtplane.v1.VirtualMachine
+	76,  // 120: virtplane.v1.VirtualMachines.Pause:output_type -> virtplane.v1.VirtualMachine
+	76,  // 121: virtplane.v1.VirtualMachines.Unpause:output_type -> virtplane.v1.VirtualMachine
+	86,  // 122: virtplane.v1.VirtualMachines.Migrate:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	76,  // 123: virtplane.v1.VirtualMachines.AddVolume:output_type -> virtplane.v1.VirtualMachine
+	76,  // 124: virtplane.v1.VirtualMachines.RemoveVolume:output_type -> virtplane.v1.VirtualMachine
+	79,  // 125: virtplane.v1.VirtualMachineInstances.Get:output_type -> virtplane.v1.VirtualMachineInstance
+	23,  // 126: virtplane.v1.VirtualMachineInstances.List:output_type -> virtplane.v1.ListVirtualMachineInstancesResponse
+	25,  // 127: virtplane.v1.VirtualMachineInstances.Watch:output_type -> virtplane.v1.VirtualMachineInstanceEvent
+	79,  // 128: virtplane.v1.VirtualMachineInstances.UpdateStatus:output_type -> virtplane.v1.VirtualMachineInstance
+	79,  // 129: virtplane.v1.VirtualMachineInstances.Evict:output_type -> virtplane.v1.VirtualMachineInstance
+	80,  // 130: virtplane.v1.Nodes.Get:output_type -> virtplane.v1.Node
+	30,  // 131: virtplane.v1.Nodes.List:output_type -> virtplane.v1.ListNodesResponse
+	32,  // 132: virtplane.v1.Nodes.Watch:output_type -> virtplane.v1.NodeEvent
+	80,  // 133: virtplane.v1.Nodes.Register:output_type -> virtplane.v1.Node
+	38,  // 134: virtplane.v1.Nodes.Heartbeat:output_type -> virtplane.v1.HeartbeatResponse
+	44,  // 135: virtplane.v1.Nodes.Fence:output_type -> virtplane.v1.FenceNodeResponse
+	42,  // 136: virtplane.v1.Nodes.Revoke:output_type -> virtplane.v1.RevokeNodeResponse
+	80,  // 137: virtplane.v1.Nodes.Delete:output_type -> virtplane.v1.Node
+	80,  // 138: virtplane.v1.Nodes.Cordon:output_type -> virtplane.v1.Node
+	80,  // 139: virtplane.v1.Nodes.Uncordon:output_type -> virtplane.v1.Node
+	80,  // 140: virtplane.v1.Nodes.Drain:output_type -> virtplane.v1.Node
+	80,  // 141: virtplane.v1.Nodes.Label:output_type -> virtplane.v1.Node
+	83,  // 142: virtplane.v1.Images.Create:output_type -> virtplane.v1.Image
+	83,  // 143: virtplane.v1.Images.Get:output_type -> virtplane.v1.Image
+	50,  // 144: virtplane.v1.Images.List:output_type -> virtplane.v1.ListImagesResponse
+	83,  // 145: virtplane.v1.Images.Update:output_type -> virtplane.v1.Image
+	83,  // 146: virtplane.v1.Images.Delete:output_type -> virtplane.v1.Image
+	54,  // 147: virtplane.v1.Images.Watch:output_type -> virtplane.v1.ImageEvent
+	83,  // 148: virtplane.v1.Images.UpdateNodeStatus:output_type -> virtplane.v1.Image
+	58,  // 149: virtplane.v1.Consoles.Attach:output_type -> virtplane.v1.ConsoleOutput
+	59,  // 150: virtplane.v1.Consoles.Sessions:output_type -> virtplane.v1.ConsoleSession
+	57,  // 151: virtplane.v1.Consoles.Serve:output_type -> virtplane.v1.ConsoleInput
+	62,  // 152: virtplane.v1.Bootstrap.CreateToken:output_type -> virtplane.v1.CreateBootstrapTokenResponse
+	64,  // 153: virtplane.v1.Bootstrap.Join:output_type -> virtplane.v1.JoinResponse
+	64,  // 154: virtplane.v1.Bootstrap.Renew:output_type -> virtplane.v1.JoinResponse
+	86,  // 155: virtplane.v1.Migrations.Create:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	86,  // 156: virtplane.v1.Migrations.Get:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	69,  // 157: virtplane.v1.Migrations.List:output_type -> virtplane.v1.ListMigrationsResponse
+	86,  // 158: virtplane.v1.Migrations.Delete:output_type -> virtplane.v1.VirtualMachineInstanceMigration
+	72,  // 159: virtplane.v1.Migrations.Watch:output_type -> virtplane.v1.MigrationEvent
+	111, // [111:160] is the sub-list for method output_type
+	62,  // [62:111] is the sub-list for method input_type
+	62,  // [62:62] is the sub-list for extension type_name
+	62,  // [62:62] is the sub-list for extension extendee
+	0,   // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_service_proto_init() }
@@ -4419,7 +4563,7 @@ func file_internal_api_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_service_proto_rawDesc), len(file_internal_api_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   73,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   7,
 		},

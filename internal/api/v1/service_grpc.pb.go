@@ -23,18 +23,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	VirtualMachines_Create_FullMethodName  = "/virtplane.v1.VirtualMachines/Create"
-	VirtualMachines_Get_FullMethodName     = "/virtplane.v1.VirtualMachines/Get"
-	VirtualMachines_List_FullMethodName    = "/virtplane.v1.VirtualMachines/List"
-	VirtualMachines_Update_FullMethodName  = "/virtplane.v1.VirtualMachines/Update"
-	VirtualMachines_Delete_FullMethodName  = "/virtplane.v1.VirtualMachines/Delete"
-	VirtualMachines_Watch_FullMethodName   = "/virtplane.v1.VirtualMachines/Watch"
-	VirtualMachines_Start_FullMethodName   = "/virtplane.v1.VirtualMachines/Start"
-	VirtualMachines_Stop_FullMethodName    = "/virtplane.v1.VirtualMachines/Stop"
-	VirtualMachines_Restart_FullMethodName = "/virtplane.v1.VirtualMachines/Restart"
-	VirtualMachines_Pause_FullMethodName   = "/virtplane.v1.VirtualMachines/Pause"
-	VirtualMachines_Unpause_FullMethodName = "/virtplane.v1.VirtualMachines/Unpause"
-	VirtualMachines_Migrate_FullMethodName = "/virtplane.v1.VirtualMachines/Migrate"
+	VirtualMachines_Create_FullMethodName       = "/virtplane.v1.VirtualMachines/Create"
+	VirtualMachines_Get_FullMethodName          = "/virtplane.v1.VirtualMachines/Get"
+	VirtualMachines_List_FullMethodName         = "/virtplane.v1.VirtualMachines/List"
+	VirtualMachines_Update_FullMethodName       = "/virtplane.v1.VirtualMachines/Update"
+	VirtualMachines_Delete_FullMethodName       = "/virtplane.v1.VirtualMachines/Delete"
+	VirtualMachines_Watch_FullMethodName        = "/virtplane.v1.VirtualMachines/Watch"
+	VirtualMachines_Start_FullMethodName        = "/virtplane.v1.VirtualMachines/Start"
+	VirtualMachines_Stop_FullMethodName         = "/virtplane.v1.VirtualMachines/Stop"
+	VirtualMachines_Restart_FullMethodName      = "/virtplane.v1.VirtualMachines/Restart"
+	VirtualMachines_Pause_FullMethodName        = "/virtplane.v1.VirtualMachines/Pause"
+	VirtualMachines_Unpause_FullMethodName      = "/virtplane.v1.VirtualMachines/Unpause"
+	VirtualMachines_Migrate_FullMethodName      = "/virtplane.v1.VirtualMachines/Migrate"
+	VirtualMachines_AddVolume_FullMethodName    = "/virtplane.v1.VirtualMachines/AddVolume"
+	VirtualMachines_RemoveVolume_FullMethodName = "/virtplane.v1.VirtualMachines/RemoveVolume"
 )
 
 // VirtualMachinesClient is the client API for VirtualMachines service.
@@ -53,6 +55,10 @@ type VirtualMachinesClient interface {
 	Pause(ctx context.Context, in *PauseVirtualMachineRequest, opts ...grpc.CallOption) (*VirtualMachine, error)
 	Unpause(ctx context.Context, in *UnpauseVirtualMachineRequest, opts ...grpc.CallOption) (*VirtualMachine, error)
 	Migrate(ctx context.Context, in *MigrateVirtualMachineRequest, opts ...grpc.CallOption) (*VirtualMachineInstanceMigration, error)
+	// Hotplug: a hotpluggable disk added to or removed from the VM's
+	// template, and so from its running instance (docs/hotplug.md).
+	AddVolume(ctx context.Context, in *AddVolumeRequest, opts ...grpc.CallOption) (*VirtualMachine, error)
+	RemoveVolume(ctx context.Context, in *RemoveVolumeRequest, opts ...grpc.CallOption) (*VirtualMachine, error)
 }
 
 type virtualMachinesClient struct {
@@ -192,6 +198,26 @@ func (c *virtualMachinesClient) Migrate(ctx context.Context, in *MigrateVirtualM
 	return out, nil
 }
 
+func (c *virtualMachinesClient) AddVolume(ctx context.Context, in *AddVolumeRequest, opts ...grpc.CallOption) (*VirtualMachine, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VirtualMachine)
+	err := c.cc.Invoke(ctx, VirtualMachines_AddVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *virtualMachinesClient) RemoveVolume(ctx context.Context, in *RemoveVolumeRequest, opts ...grpc.CallOption) (*VirtualMachine, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VirtualMachine)
+	err := c.cc.Invoke(ctx, VirtualMachines_RemoveVolume_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VirtualMachinesServer is the server API for VirtualMachines service.
 // All implementations must embed UnimplementedVirtualMachinesServer
 // for forward compatibility.
@@ -208,6 +234,10 @@ type VirtualMachinesServer interface {
 	Pause(context.Context, *PauseVirtualMachineRequest) (*VirtualMachine, error)
 	Unpause(context.Context, *UnpauseVirtualMachineRequest) (*VirtualMachine, error)
 	Migrate(context.Context, *MigrateVirtualMachineRequest) (*VirtualMachineInstanceMigration, error)
+	// Hotplug: a hotpluggable disk added to or removed from the VM's
+	// template, and so from its running instance (docs/hotplug.md).
+	AddVolume(context.Context, *AddVolumeRequest) (*VirtualMachine, error)
+	RemoveVolume(context.Context, *RemoveVolumeRequest) (*VirtualMachine, error)
 	mustEmbedUnimplementedVirtualMachinesServer()
 }
 
@@ -253,6 +283,12 @@ func (UnimplementedVirtualMachinesServer) Unpause(context.Context, *UnpauseVirtu
 }
 func (UnimplementedVirtualMachinesServer) Migrate(context.Context, *MigrateVirtualMachineRequest) (*VirtualMachineInstanceMigration, error) {
 	return nil, status.Error(codes.Unimplemented, "method Migrate not implemented")
+}
+func (UnimplementedVirtualMachinesServer) AddVolume(context.Context, *AddVolumeRequest) (*VirtualMachine, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddVolume not implemented")
+}
+func (UnimplementedVirtualMachinesServer) RemoveVolume(context.Context, *RemoveVolumeRequest) (*VirtualMachine, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveVolume not implemented")
 }
 func (UnimplementedVirtualMachinesServer) mustEmbedUnimplementedVirtualMachinesServer() {}
 func (UnimplementedVirtualMachinesServer) testEmbeddedByValue()                         {}
@@ -484,6 +520,42 @@ func _VirtualMachines_Migrate_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VirtualMachines_AddVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VirtualMachinesServer).AddVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VirtualMachines_AddVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VirtualMachinesServer).AddVolume(ctx, req.(*AddVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _VirtualMachines_RemoveVolume_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveVolumeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VirtualMachinesServer).RemoveVolume(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VirtualMachines_RemoveVolume_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VirtualMachinesServer).RemoveVolume(ctx, req.(*RemoveVolumeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // VirtualMachines_ServiceDesc is the grpc.ServiceDesc for VirtualMachines service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -534,6 +606,14 @@ var VirtualMachines_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Migrate",
 			Handler:    _VirtualMachines_Migrate_Handler,
+		},
+		{
+			MethodName: "AddVolume",
+			Handler:    _VirtualMachines_AddVolume_Handler,
+		},
+		{
+			MethodName: "RemoveVolume",
+			Handler:    _VirtualMachines_RemoveVolume_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -17,7 +17,13 @@ func (pv *PersistentVolume) IsLocal() bool {
 // SelectsNode says whether the class's node selector matches a node's
 // labels: every label of the selector, with its value.
 func (sc *StorageClass) SelectsNode(labels map[string]string) bool {
-	for k, v := range sc.GetSpec().GetNodeSelector() {
+	return selectsNode(sc.GetSpec().GetNodeSelector(), labels)
+}
+
+// selectsNode is the rule of an admin kind's node_selector (storage
+// classes, backup targets): every label of sel, with its value.
+func selectsNode(sel, labels map[string]string) bool {
+	for k, v := range sel {
 		if got, ok := labels[k]; !ok || got != v {
 			return false
 		}

@@ -1784,7 +1784,16 @@ type PersistentVolume struct {
 	Image string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
 	// The StorageClass the volume lives on; empty or "local" is a file on
 	// the node that made it (the VM is then pinned to that node). Immutable.
-	StorageClass  string `protobuf:"bytes,3,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	StorageClass string `protobuf:"bytes,3,opt,name=storage_class,json=storageClass,proto3" json:"storage_class,omitempty"`
+	// The disk of this volume may be attached to and detached from a
+	// running instance (KubeVirt's hotpluggable, which it also keeps on the
+	// volume source, not the disk): adding or removing it in the VM's
+	// template reaches the guest without a restart (docs/hotplug.md). It is
+	// here, not on the disk, because only a persistent volume can be
+	// plugged: an image volume is an overlay made when the instance starts
+	// and a cloud-init seed is a CD-ROM, so neither can carry the flag.
+	// Its disk must be on the virtio or scsi bus and cannot boot the VM.
+	Hotpluggable  bool `protobuf:"varint,4,opt,name=hotpluggable,proto3" json:"hotpluggable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1838,6 +1847,13 @@ func (x *PersistentVolume) GetStorageClass() string {
 		return x.StorageClass
 	}
 	return ""
+}
+
+func (x *PersistentVolume) GetHotpluggable() bool {
+	if x != nil {
+		return x.Hotpluggable
+	}
+	return false
 }
 
 type CloudInitNoCloud struct {
@@ -2204,8 +2220,12 @@ type VirtualMachineInstanceStatus struct {
 	// server only, cleared once the instance left that node or the drain
 	// was canceled (KubeVirt's evacuationNodeName).
 	EvacuationNodeName string `protobuf:"bytes,10,opt,name=evacuation_node_name,json=evacuationNodeName,proto3" json:"evacuation_node_name,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The instance's hotpluggable volumes as its node sees them, by name
+	// (KubeVirt's volumeStatus): those of the spec, and those removed from
+	// it that the guest has not released yet. Written by the node.
+	VolumeStatus  []*VolumeStatus `protobuf:"bytes,11,rep,name=volume_status,json=volumeStatus,proto3" json:"volume_status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VirtualMachineInstanceStatus) Reset() {
@@ -2308,6 +2328,100 @@ func (x *VirtualMachineInstanceStatus) GetEvacuationNodeName() string {
 	return ""
 }
 
+func (x *VirtualMachineInstanceStatus) GetVolumeStatus() []*VolumeStatus {
+	if x != nil {
+		return x.VolumeStatus
+	}
+	return nil
+}
+
+// VolumeStatus is one hotpluggable volume of a running instance.
+type VolumeStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The volume's (and its disk's) name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Pending (the node has not made the volume yet), AttachedToNode
+	// (made and reachable on the node, not in the guest yet), Ready (in the
+	// guest) or Detaching (removed from the spec; the guest has not
+	// released it yet).
+	Phase string `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	// The disk's target in the domain (vdb, sdb), once attached. Not the
+	// guest's name for it: find the disk in the guest by its serial
+	// (/dev/disk/by-id/virtio-<serial>).
+	Target string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// Why it is not Ready (AttachFailed, DetachTimeout, ...) and what
+	// happened, in words.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeStatus) Reset() {
+	*x = VolumeStatus{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeStatus) ProtoMessage() {}
+
+func (x *VolumeStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeStatus.ProtoReflect.Descriptor instead.
+func (*VolumeStatus) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *VolumeStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *VolumeStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *VolumeStatus) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *VolumeStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *VolumeStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type PhaseTransitionTimestamp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Phase         string                 `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
@@ -2318,7 +2432,7 @@ type PhaseTransitionTimestamp struct {
 
 func (x *PhaseTransitionTimestamp) Reset() {
 	*x = PhaseTransitionTimestamp{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2444,7 @@ func (x *PhaseTransitionTimestamp) String() string {
 func (*PhaseTransitionTimestamp) ProtoMessage() {}
 
 func (x *PhaseTransitionTimestamp) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[34]
+	mi := &file_internal_api_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2457,7 @@ func (x *PhaseTransitionTimestamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PhaseTransitionTimestamp.ProtoReflect.Descriptor instead.
 func (*PhaseTransitionTimestamp) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *PhaseTransitionTimestamp) GetPhase() string {
@@ -2389,7 +2503,7 @@ type InterfaceStatus struct {
 
 func (x *InterfaceStatus) Reset() {
 	*x = InterfaceStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2515,7 @@ func (x *InterfaceStatus) String() string {
 func (*InterfaceStatus) ProtoMessage() {}
 
 func (x *InterfaceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[35]
+	mi := &file_internal_api_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2528,7 @@ func (x *InterfaceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterfaceStatus.ProtoReflect.Descriptor instead.
 func (*InterfaceStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *InterfaceStatus) GetName() string {
@@ -2520,7 +2634,7 @@ type MigrationState struct {
 
 func (x *MigrationState) Reset() {
 	*x = MigrationState{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2646,7 @@ func (x *MigrationState) String() string {
 func (*MigrationState) ProtoMessage() {}
 
 func (x *MigrationState) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[36]
+	mi := &file_internal_api_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2659,7 @@ func (x *MigrationState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationState.ProtoReflect.Descriptor instead.
 func (*MigrationState) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MigrationState) GetMigrationUid() string {
@@ -2697,7 +2811,7 @@ type MigrationConfiguration struct {
 
 func (x *MigrationConfiguration) Reset() {
 	*x = MigrationConfiguration{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2709,7 +2823,7 @@ func (x *MigrationConfiguration) String() string {
 func (*MigrationConfiguration) ProtoMessage() {}
 
 func (x *MigrationConfiguration) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[37]
+	mi := &file_internal_api_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2722,7 +2836,7 @@ func (x *MigrationConfiguration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationConfiguration.ProtoReflect.Descriptor instead.
 func (*MigrationConfiguration) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MigrationConfiguration) GetBandwidthMibPerSecond() int64 {
@@ -2795,7 +2909,7 @@ type MigrationProgress struct {
 
 func (x *MigrationProgress) Reset() {
 	*x = MigrationProgress{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[38]
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +2921,7 @@ func (x *MigrationProgress) String() string {
 func (*MigrationProgress) ProtoMessage() {}
 
 func (x *MigrationProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[38]
+	mi := &file_internal_api_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +2934,7 @@ func (x *MigrationProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationProgress.ProtoReflect.Descriptor instead.
 func (*MigrationProgress) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MigrationProgress) GetDataTotalBytes() int64 {
@@ -2897,7 +3011,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3023,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[39]
+	mi := &file_internal_api_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3036,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Node) GetMetadata() *ObjectMeta {
@@ -2960,7 +3074,7 @@ type NodeSpec struct {
 
 func (x *NodeSpec) Reset() {
 	*x = NodeSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3086,7 @@ func (x *NodeSpec) String() string {
 func (*NodeSpec) ProtoMessage() {}
 
 func (x *NodeSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[40]
+	mi := &file_internal_api_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3099,7 @@ func (x *NodeSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeSpec.ProtoReflect.Descriptor instead.
 func (*NodeSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *NodeSpec) GetUnschedulable() bool {
@@ -3041,13 +3155,21 @@ type NodeStatus struct {
 	// How often the node agent registered (it does at every start): a
 	// storage fence is lifted by a registration after it.
 	Registrations int64 `protobuf:"varint,15,opt,name=registrations,proto3" json:"registrations,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The IP address and port the node agent serves VM exports at (its
+	// --export-address), which the server builds export links from
+	// (docs/export.md); empty: the node serves no exports.
+	ExportAddress string `protobuf:"bytes,16,opt,name=export_address,json=exportAddress,proto3" json:"export_address,omitempty"`
+	// PEM of the self-signed certificate the node serves exports with, for
+	// the IP of export_address. Export statuses hand it to clients as the
+	// one certificate to trust; it is no CA, and signs nothing else.
+	ExportCertificate string `protobuf:"bytes,17,opt,name=export_certificate,json=exportCertificate,proto3" json:"export_certificate,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3059,7 +3181,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[41]
+	mi := &file_internal_api_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3072,7 +3194,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NodeStatus) GetCapacity() map[string]string {
@@ -3180,6 +3302,20 @@ func (x *NodeStatus) GetRegistrations() int64 {
 	return 0
 }
 
+func (x *NodeStatus) GetExportAddress() string {
+	if x != nil {
+		return x.ExportAddress
+	}
+	return ""
+}
+
+func (x *NodeStatus) GetExportCertificate() string {
+	if x != nil {
+		return x.ExportCertificate
+	}
+	return ""
+}
+
 // NodeStorage is one class as a node sees it (Node status.storage): a
 // node reports every class whose node selector it matches.
 type NodeStorage struct {
@@ -3201,7 +3337,7 @@ type NodeStorage struct {
 
 func (x *NodeStorage) Reset() {
 	*x = NodeStorage{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +3349,7 @@ func (x *NodeStorage) String() string {
 func (*NodeStorage) ProtoMessage() {}
 
 func (x *NodeStorage) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[42]
+	mi := &file_internal_api_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +3362,7 @@ func (x *NodeStorage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStorage.ProtoReflect.Descriptor instead.
 func (*NodeStorage) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeStorage) GetClass() string {
@@ -3270,7 +3406,7 @@ type NodeEvacuation struct {
 
 func (x *NodeEvacuation) Reset() {
 	*x = NodeEvacuation{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3418,7 @@ func (x *NodeEvacuation) String() string {
 func (*NodeEvacuation) ProtoMessage() {}
 
 func (x *NodeEvacuation) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[43]
+	mi := &file_internal_api_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3431,7 @@ func (x *NodeEvacuation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvacuation.ProtoReflect.Descriptor instead.
 func (*NodeEvacuation) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeEvacuation) GetDrained() bool {
@@ -3332,7 +3468,7 @@ type Evacuee struct {
 
 func (x *Evacuee) Reset() {
 	*x = Evacuee{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3344,7 +3480,7 @@ func (x *Evacuee) String() string {
 func (*Evacuee) ProtoMessage() {}
 
 func (x *Evacuee) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[44]
+	mi := &file_internal_api_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3357,7 +3493,7 @@ func (x *Evacuee) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Evacuee.ProtoReflect.Descriptor instead.
 func (*Evacuee) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Evacuee) GetNamespace() string {
@@ -3414,7 +3550,7 @@ type NodeImage struct {
 
 func (x *NodeImage) Reset() {
 	*x = NodeImage{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3426,7 +3562,7 @@ func (x *NodeImage) String() string {
 func (*NodeImage) ProtoMessage() {}
 
 func (x *NodeImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[45]
+	mi := &file_internal_api_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3439,7 +3575,7 @@ func (x *NodeImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeImage.ProtoReflect.Descriptor instead.
 func (*NodeImage) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeImage) GetName() string {
@@ -3492,7 +3628,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[46]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3504,7 +3640,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[46]
+	mi := &file_internal_api_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3517,7 +3653,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeInfo) GetHostname() string {
@@ -3580,7 +3716,7 @@ type VirtualMachineInstanceMigration struct {
 
 func (x *VirtualMachineInstanceMigration) Reset() {
 	*x = VirtualMachineInstanceMigration{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[47]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3592,7 +3728,7 @@ func (x *VirtualMachineInstanceMigration) String() string {
 func (*VirtualMachineInstanceMigration) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[47]
+	mi := &file_internal_api_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3605,7 +3741,7 @@ func (x *VirtualMachineInstanceMigration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VirtualMachineInstanceMigration.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigration) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *VirtualMachineInstanceMigration) GetMetadata() *ObjectMeta {
@@ -3642,7 +3778,7 @@ type VirtualMachineInstanceMigrationSpec struct {
 
 func (x *VirtualMachineInstanceMigrationSpec) Reset() {
 	*x = VirtualMachineInstanceMigrationSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[48]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3654,7 +3790,7 @@ func (x *VirtualMachineInstanceMigrationSpec) String() string {
 func (*VirtualMachineInstanceMigrationSpec) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[48]
+	mi := &file_internal_api_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3667,7 +3803,7 @@ func (x *VirtualMachineInstanceMigrationSpec) ProtoReflect() protoreflect.Messag
 
 // Deprecated: Use VirtualMachineInstanceMigrationSpec.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *VirtualMachineInstanceMigrationSpec) GetVmiName() string {
@@ -3708,7 +3844,7 @@ type VirtualMachineInstanceMigrationStatus struct {
 
 func (x *VirtualMachineInstanceMigrationStatus) Reset() {
 	*x = VirtualMachineInstanceMigrationStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[49]
+	mi := &file_internal_api_v1_types_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3720,7 +3856,7 @@ func (x *VirtualMachineInstanceMigrationStatus) String() string {
 func (*VirtualMachineInstanceMigrationStatus) ProtoMessage() {}
 
 func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[49]
+	mi := &file_internal_api_v1_types_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3733,7 +3869,7 @@ func (x *VirtualMachineInstanceMigrationStatus) ProtoReflect() protoreflect.Mess
 
 // Deprecated: Use VirtualMachineInstanceMigrationStatus.ProtoReflect.Descriptor instead.
 func (*VirtualMachineInstanceMigrationStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{49}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *VirtualMachineInstanceMigrationStatus) GetPhase() string {
@@ -3807,7 +3943,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[50]
+	mi := &file_internal_api_v1_types_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3819,7 +3955,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[50]
+	mi := &file_internal_api_v1_types_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3832,7 +3968,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{50}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Image) GetMetadata() *ObjectMeta {
@@ -3884,7 +4020,7 @@ type ImageSpec struct {
 
 func (x *ImageSpec) Reset() {
 	*x = ImageSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[51]
+	mi := &file_internal_api_v1_types_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3896,7 +4032,7 @@ func (x *ImageSpec) String() string {
 func (*ImageSpec) ProtoMessage() {}
 
 func (x *ImageSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[51]
+	mi := &file_internal_api_v1_types_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3909,7 +4045,7 @@ func (x *ImageSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageSpec.ProtoReflect.Descriptor instead.
 func (*ImageSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{51}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ImageSpec) GetUrl() string {
@@ -3951,14 +4087,16 @@ type ImageStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One entry per node that has pulled, is pulling or failed to pull the
 	// image, sorted by node. Each node writes only its own entry.
-	Nodes         []*ImageNodeStatus `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*ImageNodeStatus `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// An uploaded image's upload (url "upload:"): written by the servers.
+	Upload        *ImageUpload `protobuf:"bytes,2,opt,name=upload,proto3" json:"upload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ImageStatus) Reset() {
 	*x = ImageStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[52]
+	mi := &file_internal_api_v1_types_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3970,7 +4108,7 @@ func (x *ImageStatus) String() string {
 func (*ImageStatus) ProtoMessage() {}
 
 func (x *ImageStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[52]
+	mi := &file_internal_api_v1_types_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3983,7 +4121,7 @@ func (x *ImageStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageStatus.ProtoReflect.Descriptor instead.
 func (*ImageStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{52}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ImageStatus) GetNodes() []*ImageNodeStatus {
@@ -3991,6 +4129,85 @@ func (x *ImageStatus) GetNodes() []*ImageNodeStatus {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *ImageStatus) GetUpload() *ImageUpload {
+	if x != nil {
+		return x.Upload
+	}
+	return nil
+}
+
+// ImageUpload is where an image upload stands (image upload; docs/export.md).
+type ImageUpload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Uploading, Ready (committed: nodes may pull it) or Failed.
+	Phase string `protobuf:"bytes,1,opt,name=phase,proto3" json:"phase,omitempty"`
+	// Bytes the servers hold durably, of size_bytes.
+	BytesReceived int64 `protobuf:"varint,2,opt,name=bytes_received,json=bytesReceived,proto3" json:"bytes_received,omitempty"`
+	SizeBytes     int64 `protobuf:"varint,3,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	// Why it failed.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageUpload) Reset() {
+	*x = ImageUpload{}
+	mi := &file_internal_api_v1_types_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageUpload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageUpload) ProtoMessage() {}
+
+func (x *ImageUpload) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_api_v1_types_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageUpload.ProtoReflect.Descriptor instead.
+func (*ImageUpload) Descriptor() ([]byte, []int) {
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ImageUpload) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *ImageUpload) GetBytesReceived() int64 {
+	if x != nil {
+		return x.BytesReceived
+	}
+	return 0
+}
+
+func (x *ImageUpload) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *ImageUpload) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
 }
 
 type ImageNodeStatus struct {
@@ -4024,7 +4241,7 @@ type ImageNodeStatus struct {
 
 func (x *ImageNodeStatus) Reset() {
 	*x = ImageNodeStatus{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[53]
+	mi := &file_internal_api_v1_types_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4036,7 +4253,7 @@ func (x *ImageNodeStatus) String() string {
 func (*ImageNodeStatus) ProtoMessage() {}
 
 func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[53]
+	mi := &file_internal_api_v1_types_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4049,7 +4266,7 @@ func (x *ImageNodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageNodeStatus.ProtoReflect.Descriptor instead.
 func (*ImageNodeStatus) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{53}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ImageNodeStatus) GetNode() string {
@@ -4160,7 +4377,7 @@ type BootstrapToken struct {
 
 func (x *BootstrapToken) Reset() {
 	*x = BootstrapToken{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[54]
+	mi := &file_internal_api_v1_types_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4172,7 +4389,7 @@ func (x *BootstrapToken) String() string {
 func (*BootstrapToken) ProtoMessage() {}
 
 func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[54]
+	mi := &file_internal_api_v1_types_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4185,7 +4402,7 @@ func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
 func (*BootstrapToken) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{54}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BootstrapToken) GetMetadata() *ObjectMeta {
@@ -4216,7 +4433,7 @@ type BootstrapTokenSpec struct {
 
 func (x *BootstrapTokenSpec) Reset() {
 	*x = BootstrapTokenSpec{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[55]
+	mi := &file_internal_api_v1_types_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4228,7 +4445,7 @@ func (x *BootstrapTokenSpec) String() string {
 func (*BootstrapTokenSpec) ProtoMessage() {}
 
 func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[55]
+	mi := &file_internal_api_v1_types_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4241,7 +4458,7 @@ func (x *BootstrapTokenSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapTokenSpec.ProtoReflect.Descriptor instead.
 func (*BootstrapTokenSpec) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{55}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BootstrapTokenSpec) GetSecretSha256() []byte {
@@ -4285,7 +4502,7 @@ type NodeCredential struct {
 
 func (x *NodeCredential) Reset() {
 	*x = NodeCredential{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[56]
+	mi := &file_internal_api_v1_types_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4297,7 +4514,7 @@ func (x *NodeCredential) String() string {
 func (*NodeCredential) ProtoMessage() {}
 
 func (x *NodeCredential) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[56]
+	mi := &file_internal_api_v1_types_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4310,7 +4527,7 @@ func (x *NodeCredential) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCredential.ProtoReflect.Descriptor instead.
 func (*NodeCredential) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{56}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NodeCredential) GetMetadata() *ObjectMeta {
@@ -4339,7 +4556,7 @@ type NodeCertificate struct {
 
 func (x *NodeCertificate) Reset() {
 	*x = NodeCertificate{}
-	mi := &file_internal_api_v1_types_proto_msgTypes[57]
+	mi := &file_internal_api_v1_types_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4351,7 +4568,7 @@ func (x *NodeCertificate) String() string {
 func (*NodeCertificate) ProtoMessage() {}
 
 func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_api_v1_types_proto_msgTypes[57]
+	mi := &file_internal_api_v1_types_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4364,7 +4581,7 @@ func (x *NodeCertificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeCertificate.ProtoReflect.Descriptor instead.
 func (*NodeCertificate) Descriptor() ([]byte, []int) {
-	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{57}
+	return file_internal_api_v1_types_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodeCertificate) GetSerial() string {
@@ -4552,11 +4769,12 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"persistent\x12M\n" +
 	"\x13cloud_init_no_cloud\x18\x04 \x01(\v2\x1e.virtplane.v1.CloudInitNoCloudR\x10cloudInitNoCloud\"!\n" +
 	"\vImageVolume\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"a\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x85\x01\n" +
 	"\x10PersistentVolume\x12\x12\n" +
 	"\x04size\x18\x01 \x01(\tR\x04size\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12#\n" +
-	"\rstorage_class\x18\x03 \x01(\tR\fstorageClass\"R\n" +
+	"\rstorage_class\x18\x03 \x01(\tR\fstorageClass\x12\"\n" +
+	"\fhotpluggable\x18\x04 \x01(\bR\fhotpluggable\"R\n" +
 	"\x10CloudInitNoCloud\x12\x1b\n" +
 	"\tuser_data\x18\x01 \x01(\tR\buserData\x12!\n" +
 	"\fnetwork_data\x18\x02 \x01(\tR\vnetworkData\"\xb9\x01\n" +
@@ -4577,7 +4795,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x06bridge\x18\x01 \x01(\tR\x06bridge\x12\x12\n" +
 	"\x04vlan\x18\x02 \x01(\x05R\x04vlan\"$\n" +
 	"\x0eLibvirtNetwork\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xfd\x03\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xbe\x04\n" +
 	"\x1cVirtualMachineInstanceStatus\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12f\n" +
 	"\x1bphase_transition_timestamps\x18\x02 \x03(\v2&.virtplane.v1.PhaseTransitionTimestampR\x19phaseTransitionTimestamps\x127\n" +
@@ -4594,7 +4812,14 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"domainUuid\x12E\n" +
 	"\x0fmigration_state\x18\t \x01(\v2\x1c.virtplane.v1.MigrationStateR\x0emigrationState\x120\n" +
 	"\x14evacuation_node_name\x18\n" +
-	" \x01(\tR\x12evacuationNodeName\"`\n" +
+	" \x01(\tR\x12evacuationNodeName\x12?\n" +
+	"\rvolume_status\x18\v \x03(\v2\x1a.virtplane.v1.VolumeStatusR\fvolumeStatus\"\x82\x01\n" +
+	"\fVolumeStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x05 \x01(\tR\amessage\"`\n" +
 	"\x18PhaseTransitionTimestamp\x12\x14\n" +
 	"\x05phase\x18\x01 \x01(\tR\x05phase\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\xdb\x01\n" +
@@ -4657,7 +4882,7 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\v2\x18.virtplane.v1.NodeStatusR\x06status\"F\n" +
 	"\bNodeSpec\x12$\n" +
 	"\runschedulable\x18\x01 \x01(\bR\runschedulable\x12\x14\n" +
-	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xea\x06\n" +
+	"\x05drain\x18\x02 \x01(\bR\x05drain\"\xc0\a\n" +
 	"\n" +
 	"NodeStatus\x12B\n" +
 	"\bcapacity\x18\x01 \x03(\v2&.virtplane.v1.NodeStatus.CapacityEntryR\bcapacity\x12K\n" +
@@ -4679,7 +4904,9 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\bnetworks\x18\f \x03(\tR\bnetworks\x12+\n" +
 	"\x11migration_address\x18\r \x01(\tR\x10migrationAddress\x123\n" +
 	"\astorage\x18\x0e \x03(\v2\x19.virtplane.v1.NodeStorageR\astorage\x12$\n" +
-	"\rregistrations\x18\x0f \x01(\x03R\rregistrations\x1a;\n" +
+	"\rregistrations\x18\x0f \x01(\x03R\rregistrations\x12%\n" +
+	"\x0eexport_address\x18\x10 \x01(\tR\rexportAddress\x12-\n" +
+	"\x12export_certificate\x18\x11 \x01(\tR\x11exportCertificate\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -4747,9 +4974,16 @@ const file_internal_api_v1_types_proto_rawDesc = "" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x16\n" +
 	"\x06format\x18\x03 \x01(\tR\x06format\x12\x14\n" +
 	"\x05nodes\x18\x04 \x01(\tR\x05nodes\x12\x19\n" +
-	"\bmax_size\x18\x05 \x01(\tR\amaxSize\"B\n" +
+	"\bmax_size\x18\x05 \x01(\tR\amaxSize\"u\n" +
 	"\vImageStatus\x123\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x1d.virtplane.v1.ImageNodeStatusR\x05nodes\"\xdc\x03\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1d.virtplane.v1.ImageNodeStatusR\x05nodes\x121\n" +
+	"\x06upload\x18\x02 \x01(\v2\x19.virtplane.v1.ImageUploadR\x06upload\"\x83\x01\n" +
+	"\vImageUpload\x12\x14\n" +
+	"\x05phase\x18\x01 \x01(\tR\x05phase\x12%\n" +
+	"\x0ebytes_received\x18\x02 \x01(\x03R\rbytesReceived\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x03 \x01(\x03R\tsizeBytes\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xdc\x03\n" +
 	"\x0fImageNodeStatus\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x1d\n" +
@@ -4798,7 +5032,7 @@ func file_internal_api_v1_types_proto_rawDescGZIP() []byte {
 	return file_internal_api_v1_types_proto_rawDescData
 }
 
-var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_internal_api_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_internal_api_v1_types_proto_goTypes = []any{
 	(*ObjectMeta)(nil),                            // 0: virtplane.v1.ObjectMeta
 	(*OwnerReference)(nil),                        // 1: virtplane.v1.OwnerReference
@@ -4834,47 +5068,49 @@ var file_internal_api_v1_types_proto_goTypes = []any{
 	(*BridgeNetwork)(nil),                         // 31: virtplane.v1.BridgeNetwork
 	(*LibvirtNetwork)(nil),                        // 32: virtplane.v1.LibvirtNetwork
 	(*VirtualMachineInstanceStatus)(nil),          // 33: virtplane.v1.VirtualMachineInstanceStatus
-	(*PhaseTransitionTimestamp)(nil),              // 34: virtplane.v1.PhaseTransitionTimestamp
-	(*InterfaceStatus)(nil),                       // 35: virtplane.v1.InterfaceStatus
-	(*MigrationState)(nil),                        // 36: virtplane.v1.MigrationState
-	(*MigrationConfiguration)(nil),                // 37: virtplane.v1.MigrationConfiguration
-	(*MigrationProgress)(nil),                     // 38: virtplane.v1.MigrationProgress
-	(*Node)(nil),                                  // 39: virtplane.v1.Node
-	(*NodeSpec)(nil),                              // 40: virtplane.v1.NodeSpec
-	(*NodeStatus)(nil),                            // 41: virtplane.v1.NodeStatus
-	(*NodeStorage)(nil),                           // 42: virtplane.v1.NodeStorage
-	(*NodeEvacuation)(nil),                        // 43: virtplane.v1.NodeEvacuation
-	(*Evacuee)(nil),                               // 44: virtplane.v1.Evacuee
-	(*NodeImage)(nil),                             // 45: virtplane.v1.NodeImage
-	(*NodeInfo)(nil),                              // 46: virtplane.v1.NodeInfo
-	(*VirtualMachineInstanceMigration)(nil),       // 47: virtplane.v1.VirtualMachineInstanceMigration
-	(*VirtualMachineInstanceMigrationSpec)(nil),   // 48: virtplane.v1.VirtualMachineInstanceMigrationSpec
-	(*VirtualMachineInstanceMigrationStatus)(nil), // 49: virtplane.v1.VirtualMachineInstanceMigrationStatus
-	(*Image)(nil),                                 // 50: virtplane.v1.Image
-	(*ImageSpec)(nil),                             // 51: virtplane.v1.ImageSpec
-	(*ImageStatus)(nil),                           // 52: virtplane.v1.ImageStatus
-	(*ImageNodeStatus)(nil),                       // 53: virtplane.v1.ImageNodeStatus
-	(*BootstrapToken)(nil),                        // 54: virtplane.v1.BootstrapToken
-	(*BootstrapTokenSpec)(nil),                    // 55: virtplane.v1.BootstrapTokenSpec
-	(*NodeCredential)(nil),                        // 56: virtplane.v1.NodeCredential
-	(*NodeCertificate)(nil),                       // 57: virtplane.v1.NodeCertificate
-	nil,                                           // 58: virtplane.v1.ObjectMeta.LabelsEntry
-	nil,                                           // 59: virtplane.v1.ObjectMeta.AnnotationsEntry
-	nil,                                           // 60: virtplane.v1.StateChangeRequest.DataEntry
-	nil,                                           // 61: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
-	nil,                                           // 62: virtplane.v1.NodeStatus.CapacityEntry
-	nil,                                           // 63: virtplane.v1.NodeStatus.AllocatableEntry
-	nil,                                           // 64: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),                 // 65: google.protobuf.Timestamp
+	(*VolumeStatus)(nil),                          // 34: virtplane.v1.VolumeStatus
+	(*PhaseTransitionTimestamp)(nil),              // 35: virtplane.v1.PhaseTransitionTimestamp
+	(*InterfaceStatus)(nil),                       // 36: virtplane.v1.InterfaceStatus
+	(*MigrationState)(nil),                        // 37: virtplane.v1.MigrationState
+	(*MigrationConfiguration)(nil),                // 38: virtplane.v1.MigrationConfiguration
+	(*MigrationProgress)(nil),                     // 39: virtplane.v1.MigrationProgress
+	(*Node)(nil),                                  // 40: virtplane.v1.Node
+	(*NodeSpec)(nil),                              // 41: virtplane.v1.NodeSpec
+	(*NodeStatus)(nil),                            // 42: virtplane.v1.NodeStatus
+	(*NodeStorage)(nil),                           // 43: virtplane.v1.NodeStorage
+	(*NodeEvacuation)(nil),                        // 44: virtplane.v1.NodeEvacuation
+	(*Evacuee)(nil),                               // 45: virtplane.v1.Evacuee
+	(*NodeImage)(nil),                             // 46: virtplane.v1.NodeImage
+	(*NodeInfo)(nil),                              // 47: virtplane.v1.NodeInfo
+	(*VirtualMachineInstanceMigration)(nil),       // 48: virtplane.v1.VirtualMachineInstanceMigration
+	(*VirtualMachineInstanceMigrationSpec)(nil),   // 49: virtplane.v1.VirtualMachineInstanceMigrationSpec
+	(*VirtualMachineInstanceMigrationStatus)(nil), // 50: virtplane.v1.VirtualMachineInstanceMigrationStatus
+	(*Image)(nil),                                 // 51: virtplane.v1.Image
+	(*ImageSpec)(nil),                             // 52: virtplane.v1.ImageSpec
+	(*ImageStatus)(nil),                           // 53: virtplane.v1.ImageStatus
+	(*ImageUpload)(nil),                           // 54: virtplane.v1.ImageUpload
+	(*ImageNodeStatus)(nil),                       // 55: virtplane.v1.ImageNodeStatus
+	(*BootstrapToken)(nil),                        // 56: virtplane.v1.BootstrapToken
+	(*BootstrapTokenSpec)(nil),                    // 57: virtplane.v1.BootstrapTokenSpec
+	(*NodeCredential)(nil),                        // 58: virtplane.v1.NodeCredential
+	(*NodeCertificate)(nil),                       // 59: virtplane.v1.NodeCertificate
+	nil,                                           // 60: virtplane.v1.ObjectMeta.LabelsEntry
+	nil,                                           // 61: virtplane.v1.ObjectMeta.AnnotationsEntry
+	nil,                                           // 62: virtplane.v1.StateChangeRequest.DataEntry
+	nil,                                           // 63: virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	nil,                                           // 64: virtplane.v1.NodeStatus.CapacityEntry
+	nil,                                           // 65: virtplane.v1.NodeStatus.AllocatableEntry
+	nil,                                           // 66: virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	(*timestamppb.Timestamp)(nil),                 // 67: google.protobuf.Timestamp
 }
 var file_internal_api_v1_types_proto_depIdxs = []int32{
-	58, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
-	59, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
-	65, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
-	65, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	60, // 0: virtplane.v1.ObjectMeta.labels:type_name -> virtplane.v1.ObjectMeta.LabelsEntry
+	61, // 1: virtplane.v1.ObjectMeta.annotations:type_name -> virtplane.v1.ObjectMeta.AnnotationsEntry
+	67, // 2: virtplane.v1.ObjectMeta.creation_timestamp:type_name -> google.protobuf.Timestamp
+	67, // 3: virtplane.v1.ObjectMeta.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 4: virtplane.v1.ObjectMeta.owner_references:type_name -> virtplane.v1.OwnerReference
-	65, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	65, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
+	67, // 5: virtplane.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	67, // 6: virtplane.v1.Condition.last_probe_time:type_name -> google.protobuf.Timestamp
 	0,  // 7: virtplane.v1.VirtualMachine.metadata:type_name -> virtplane.v1.ObjectMeta
 	4,  // 8: virtplane.v1.VirtualMachine.spec:type_name -> virtplane.v1.VirtualMachineSpec
 	6,  // 9: virtplane.v1.VirtualMachine.status:type_name -> virtplane.v1.VirtualMachineStatus
@@ -4884,15 +5120,15 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	2,  // 13: virtplane.v1.VirtualMachineStatus.conditions:type_name -> virtplane.v1.Condition
 	7,  // 14: virtplane.v1.VirtualMachineStatus.state_change_requests:type_name -> virtplane.v1.StateChangeRequest
 	8,  // 15: virtplane.v1.VirtualMachineStatus.start_failure:type_name -> virtplane.v1.VirtualMachineStartFailure
-	60, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
-	65, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
+	62, // 16: virtplane.v1.StateChangeRequest.data:type_name -> virtplane.v1.StateChangeRequest.DataEntry
+	67, // 17: virtplane.v1.VirtualMachineStartFailure.retry_after_timestamp:type_name -> google.protobuf.Timestamp
 	0,  // 18: virtplane.v1.VirtualMachineInstance.metadata:type_name -> virtplane.v1.ObjectMeta
 	10, // 19: virtplane.v1.VirtualMachineInstance.spec:type_name -> virtplane.v1.VirtualMachineInstanceSpec
 	33, // 20: virtplane.v1.VirtualMachineInstance.status:type_name -> virtplane.v1.VirtualMachineInstanceStatus
 	11, // 21: virtplane.v1.VirtualMachineInstanceSpec.domain:type_name -> virtplane.v1.DomainSpec
 	24, // 22: virtplane.v1.VirtualMachineInstanceSpec.volumes:type_name -> virtplane.v1.Volume
 	28, // 23: virtplane.v1.VirtualMachineInstanceSpec.networks:type_name -> virtplane.v1.Network
-	61, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
+	63, // 24: virtplane.v1.VirtualMachineInstanceSpec.node_selector:type_name -> virtplane.v1.VirtualMachineInstanceSpec.NodeSelectorEntry
 	12, // 25: virtplane.v1.DomainSpec.cpu:type_name -> virtplane.v1.CPU
 	13, // 26: virtplane.v1.DomainSpec.memory:type_name -> virtplane.v1.Memory
 	14, // 27: virtplane.v1.DomainSpec.devices:type_name -> virtplane.v1.Devices
@@ -4912,54 +5148,56 @@ var file_internal_api_v1_types_proto_depIdxs = []int32{
 	31, // 41: virtplane.v1.Network.bridge:type_name -> virtplane.v1.BridgeNetwork
 	32, // 42: virtplane.v1.Network.network:type_name -> virtplane.v1.LibvirtNetwork
 	30, // 43: virtplane.v1.UserNetwork.port_forwards:type_name -> virtplane.v1.PortForward
-	34, // 44: virtplane.v1.VirtualMachineInstanceStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
+	35, // 44: virtplane.v1.VirtualMachineInstanceStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
 	2,  // 45: virtplane.v1.VirtualMachineInstanceStatus.conditions:type_name -> virtplane.v1.Condition
-	35, // 46: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
-	36, // 47: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	65, // 48: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
-	65, // 49: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
-	65, // 50: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
-	65, // 51: virtplane.v1.MigrationState.target_ready_timestamp:type_name -> google.protobuf.Timestamp
-	37, // 52: virtplane.v1.MigrationState.configuration:type_name -> virtplane.v1.MigrationConfiguration
-	38, // 53: virtplane.v1.MigrationState.progress:type_name -> virtplane.v1.MigrationProgress
-	65, // 54: virtplane.v1.MigrationProgress.update_time:type_name -> google.protobuf.Timestamp
-	0,  // 55: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
-	40, // 56: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
-	41, // 57: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
-	62, // 58: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
-	63, // 59: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
-	65, // 60: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
-	2,  // 61: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
-	46, // 62: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
-	65, // 63: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
-	45, // 64: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
-	43, // 65: virtplane.v1.NodeStatus.evacuation:type_name -> virtplane.v1.NodeEvacuation
-	42, // 66: virtplane.v1.NodeStatus.storage:type_name -> virtplane.v1.NodeStorage
-	44, // 67: virtplane.v1.NodeEvacuation.remaining:type_name -> virtplane.v1.Evacuee
-	0,  // 68: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
-	48, // 69: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
-	49, // 70: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
-	64, // 71: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
-	34, // 72: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
-	2,  // 73: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
-	36, // 74: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
-	0,  // 75: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
-	51, // 76: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
-	52, // 77: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
-	53, // 78: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
-	65, // 79: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
-	0,  // 80: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
-	55, // 81: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
-	65, // 82: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
-	0,  // 83: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
-	57, // 84: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
-	65, // 85: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
-	65, // 86: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
-	87, // [87:87] is the sub-list for method output_type
-	87, // [87:87] is the sub-list for method input_type
-	87, // [87:87] is the sub-list for extension type_name
-	87, // [87:87] is the sub-list for extension extendee
-	0,  // [0:87] is the sub-list for field type_name
+	36, // 46: virtplane.v1.VirtualMachineInstanceStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	37, // 47: virtplane.v1.VirtualMachineInstanceStatus.migration_state:type_name -> virtplane.v1.MigrationState
+	34, // 48: virtplane.v1.VirtualMachineInstanceStatus.volume_status:type_name -> virtplane.v1.VolumeStatus
+	67, // 49: virtplane.v1.PhaseTransitionTimestamp.time:type_name -> google.protobuf.Timestamp
+	67, // 50: virtplane.v1.MigrationState.start_timestamp:type_name -> google.protobuf.Timestamp
+	67, // 51: virtplane.v1.MigrationState.end_timestamp:type_name -> google.protobuf.Timestamp
+	67, // 52: virtplane.v1.MigrationState.target_ready_timestamp:type_name -> google.protobuf.Timestamp
+	38, // 53: virtplane.v1.MigrationState.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	39, // 54: virtplane.v1.MigrationState.progress:type_name -> virtplane.v1.MigrationProgress
+	67, // 55: virtplane.v1.MigrationProgress.update_time:type_name -> google.protobuf.Timestamp
+	0,  // 56: virtplane.v1.Node.metadata:type_name -> virtplane.v1.ObjectMeta
+	41, // 57: virtplane.v1.Node.spec:type_name -> virtplane.v1.NodeSpec
+	42, // 58: virtplane.v1.Node.status:type_name -> virtplane.v1.NodeStatus
+	64, // 59: virtplane.v1.NodeStatus.capacity:type_name -> virtplane.v1.NodeStatus.CapacityEntry
+	65, // 60: virtplane.v1.NodeStatus.allocatable:type_name -> virtplane.v1.NodeStatus.AllocatableEntry
+	67, // 61: virtplane.v1.NodeStatus.heartbeat:type_name -> google.protobuf.Timestamp
+	2,  // 62: virtplane.v1.NodeStatus.conditions:type_name -> virtplane.v1.Condition
+	47, // 63: virtplane.v1.NodeStatus.node_info:type_name -> virtplane.v1.NodeInfo
+	67, // 64: virtplane.v1.NodeStatus.lease_expiry:type_name -> google.protobuf.Timestamp
+	46, // 65: virtplane.v1.NodeStatus.images:type_name -> virtplane.v1.NodeImage
+	44, // 66: virtplane.v1.NodeStatus.evacuation:type_name -> virtplane.v1.NodeEvacuation
+	43, // 67: virtplane.v1.NodeStatus.storage:type_name -> virtplane.v1.NodeStorage
+	45, // 68: virtplane.v1.NodeEvacuation.remaining:type_name -> virtplane.v1.Evacuee
+	0,  // 69: virtplane.v1.VirtualMachineInstanceMigration.metadata:type_name -> virtplane.v1.ObjectMeta
+	49, // 70: virtplane.v1.VirtualMachineInstanceMigration.spec:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec
+	50, // 71: virtplane.v1.VirtualMachineInstanceMigration.status:type_name -> virtplane.v1.VirtualMachineInstanceMigrationStatus
+	66, // 72: virtplane.v1.VirtualMachineInstanceMigrationSpec.added_node_selector:type_name -> virtplane.v1.VirtualMachineInstanceMigrationSpec.AddedNodeSelectorEntry
+	35, // 73: virtplane.v1.VirtualMachineInstanceMigrationStatus.phase_transition_timestamps:type_name -> virtplane.v1.PhaseTransitionTimestamp
+	2,  // 74: virtplane.v1.VirtualMachineInstanceMigrationStatus.conditions:type_name -> virtplane.v1.Condition
+	37, // 75: virtplane.v1.VirtualMachineInstanceMigrationStatus.migration_state:type_name -> virtplane.v1.MigrationState
+	0,  // 76: virtplane.v1.Image.metadata:type_name -> virtplane.v1.ObjectMeta
+	52, // 77: virtplane.v1.Image.spec:type_name -> virtplane.v1.ImageSpec
+	53, // 78: virtplane.v1.Image.status:type_name -> virtplane.v1.ImageStatus
+	55, // 79: virtplane.v1.ImageStatus.nodes:type_name -> virtplane.v1.ImageNodeStatus
+	54, // 80: virtplane.v1.ImageStatus.upload:type_name -> virtplane.v1.ImageUpload
+	67, // 81: virtplane.v1.ImageNodeStatus.last_update_time:type_name -> google.protobuf.Timestamp
+	0,  // 82: virtplane.v1.BootstrapToken.metadata:type_name -> virtplane.v1.ObjectMeta
+	57, // 83: virtplane.v1.BootstrapToken.spec:type_name -> virtplane.v1.BootstrapTokenSpec
+	67, // 84: virtplane.v1.BootstrapTokenSpec.expires:type_name -> google.protobuf.Timestamp
+	0,  // 85: virtplane.v1.NodeCredential.metadata:type_name -> virtplane.v1.ObjectMeta
+	59, // 86: virtplane.v1.NodeCredential.certificates:type_name -> virtplane.v1.NodeCertificate
+	67, // 87: virtplane.v1.NodeCertificate.not_after:type_name -> google.protobuf.Timestamp
+	67, // 88: virtplane.v1.NodeCertificate.issued:type_name -> google.protobuf.Timestamp
+	89, // [89:89] is the sub-list for method output_type
+	89, // [89:89] is the sub-list for method input_type
+	89, // [89:89] is the sub-list for extension type_name
+	89, // [89:89] is the sub-list for extension extendee
+	0,  // [0:89] is the sub-list for field type_name
 }
 
 func init() { file_internal_api_v1_types_proto_init() }
@@ -4975,7 +5213,7 @@ func file_internal_api_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_api_v1_types_proto_rawDesc), len(file_internal_api_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   65,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -134,6 +134,11 @@ func ValidateImageUpdate(img, old *apiv1.Image) field.ErrorList {
 	return errs
 }
 
+// ImageUploadURL is the url of an Image made by image upload: its nodes
+// pull it from the servers (ImageUploads.Download), and only the upload
+// service makes such Images (Images.Create refuses the url).
+const ImageUploadURL = "upload:"
+
 // validateImageURL accepts http(s) URLs with a host and file URLs with an
 // absolute, clean path. Credentials in the URL are refused: every node
 // and every reader of the object would see them.
@@ -143,6 +148,9 @@ func validateImageURL(s string, path *field.Path) field.ErrorList {
 	}
 	if errs := validatePrintable(s, maxImageURLLen, path, false); len(errs) > 0 {
 		return errs
+	}
+	if s == ImageUploadURL {
+		return nil
 	}
 	u, err := url.Parse(s)
 	if err != nil {

@@ -66,6 +66,7 @@ func ValidateNode(node *apiv1.Node) field.ErrorList {
 			errs = append(errs, field.Invalid(status.Child("migration_address"), a, err.Error()))
 		}
 	}
+	errs = append(errs, validateExportEndpoint(st, status)...)
 	return errs
 }
 

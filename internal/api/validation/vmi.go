@@ -50,6 +50,7 @@ func ValidateVirtualMachineInstanceSpec(spec *apiv1.VirtualMachineInstanceSpec, 
 		devicesPath := domainPath.Child("devices")
 		used := map[string]bool{}
 		errs = append(errs, validateDisks(domain.GetDevices().GetDisks(), devicesPath.Child("disks"), volumes.names, used)...)
+		errs = append(errs, validateHotplug(spec, path)...)
 		errs = append(errs, validateInterfaces(domain.GetDevices().GetInterfaces(), devicesPath.Child("interfaces"), networks.names)...)
 		errs = append(errs, validateFirmware(domain.GetFirmware(), domainPath.Child("firmware"), opts)...)
 		// KubeVirt's rule: a volume only reaches the guest through a disk of
@@ -156,6 +157,19 @@ func validateCPU(cpu *apiv1.CPU, path *field.Path) field.ErrorList {
 }
 
 // nameIndex maps each name to the index of its first occurrence.
+// validatePersistentVolume checks a persistent volume's size, image and
+// class name at path: a VM's volume, or an AddVolume request's.
+func validatePersistentVolume(pv *apiv1.PersistentVolume, path *field.Path, opts Options) field.ErrorList {
+	errs := validateDiskSize(pv.GetSize(), path.Child("size"))
+	if pv.GetImage() != "" {
+		errs = append(errs, ValidateImagePath(pv.GetImage(), path.Child("image"), opts.ImageDir)...)
+	}
+	if c := pv.GetStorageClass(); c != "" {
+		errs = append(errs, dns1123Label(c, path.Child("storage_class"))...)
+	}
+	return errs
+}
+
 type nameIndex map[string]int
 
 type namedResult struct {
@@ -175,13 +189,7 @@ func validateVolumes(volumes []*apiv1.Volume, path *field.Path, opts Options) na
 		}
 		if pv := v.GetPersistent(); pv != nil {
 			sources = append(sources, "persistent")
-			errs = append(errs, validateDiskSize(pv.GetSize(), p.Child("persistent", "size"))...)
-			if pv.GetImage() != "" {
-				errs = append(errs, ValidateImagePath(pv.GetImage(), p.Child("persistent", "image"), opts.ImageDir)...)
-			}
-			if c := pv.GetStorageClass(); c != "" {
-				errs = append(errs, dns1123Label(c, p.Child("persistent", "storage_class"))...)
-			}
+			errs = append(errs, validatePersistentVolume(pv, p.Child("persistent"), opts)...)
 		}
 		if ci := v.GetCloudInitNoCloud(); ci != nil {
 			sources = append(sources, "cloud_init_no_cloud")
@@ -291,16 +299,21 @@ func validateDisks(disks []*apiv1.Disk, path *field.Path, volumes nameIndex, use
 			bootOrders[bo] = true
 		}
 
-		if s := d.GetSerial(); s != "" {
-			switch {
-			case len(s) > maxDiskSerialLen:
-				errs = append(errs, field.TooLong(p.Child("serial"), "", maxDiskSerialLen))
-			case !diskSerialRegexp.MatchString(s):
-				errs = append(errs, field.Invalid(p.Child("serial"), s, "must consist of letters, digits, '_', '.', '+' or '-'"))
-			}
-		}
-		return errs
+		return append(errs, validateDiskSerial(d.GetSerial(), p.Child("serial"))...)
 	})
+}
+
+// validateDiskSerial checks a disk's serial; empty is none.
+func validateDiskSerial(s string, path *field.Path) field.ErrorList {
+	switch {
+	case s == "":
+		return nil
+	case len(s) > maxDiskSerialLen:
+		return field.ErrorList{field.TooLong(path, "", maxDiskSerialLen)}
+	case !diskSerialRegexp.MatchString(s):
+		return field.ErrorList{field.Invalid(path, s, "must consist of letters, digits, '_', '.', '+' or '-'")}
+	}
+	return nil
 }
 
 // validateInterfaces checks interfaces against networks. Interface names are

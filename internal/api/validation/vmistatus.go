@@ -61,6 +61,7 @@ func ValidateVirtualMachineInstanceStatus(st *apiv1.VirtualMachineInstanceStatus
 		errs = append(errs, dns1123Subdomain(n, path.Child("node_name"))...)
 	}
 	errs = append(errs, validateInterfaceStatuses(st.GetInterfaces(), path.Child("interfaces"))...)
+	errs = append(errs, validateVolumeStatuses(st.GetVolumeStatus(), path.Child("volume_status"))...)
 	errs = append(errs, validatePrintable(st.GetReason(), maxStatusReasonLen, path.Child("reason"), true)...)
 	errs = append(errs, validateStatusMessage(st.GetMessage(), path.Child("message"))...)
 	if u := st.GetDomainUuid(); u != "" && CheckUID(u) != nil {

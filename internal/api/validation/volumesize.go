@@ -3,7 +3,6 @@ package validation
 import (
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -15,9 +14,8 @@ import (
 // image in a pool): the same name in the old and the new template is the
 // same disk. The API (ValidateVirtualMachineUpdate, ValidatePoolUpdate)
 // and the provider (plan time) ask ValidatePersistentVolumeUpdate; the VM
-// controller
-// and the provider both ask GrowVolumes whether a change applies to a
-// running guest.
+// controller and the provider both ask LiveDisks (hotplug.go) whether a
+// change applies to a running guest.
 
 // VolumeSectorSize is the unit disks are sized in: qemu-img create rounds
 // a size up to it, and qemu-img resize and libvirt's block resize of a
@@ -85,41 +83,4 @@ func compareQuantities(a, b string) (cmp int, ok bool) {
 		return 0, false
 	}
 	return qa.Cmp(qb), true
-}
-
-// GrowVolumes returns have (a running instance's volumes) with the size of
-// each persistent volume taken from the volume at the same place in want
-// (its VM's template), and whether that makes them equal to want with no
-// size getting smaller: a change that only grows persistent volumes,
-// which a running guest takes without a restart (its node grows the disks
-// online). have is not changed. Any other difference (a volume added,
-// removed, renamed, moved, of another source or image) is not such a
-// change, and neither is a shrink (which ValidatePersistentVolumeUpdate
-// refuses of a template, but a template restored from a snapshot may
-// have).
-func GrowVolumes(want, have []*apiv1.Volume) ([]*apiv1.Volume, bool) {
-	if len(want) != len(have) {
-		return nil, false
-	}
-	out := make([]*apiv1.Volume, len(have))
-	for i, h := range have {
-		w := want[i]
-		out[i] = h
-		wp, hp := w.GetPersistent(), h.GetPersistent()
-		if wp == nil || hp == nil || wp.GetSize() == hp.GetSize() {
-			continue
-		}
-		if cmp, ok := compareQuantities(wp.GetSize(), hp.GetSize()); !ok || cmp < 0 {
-			return nil, false
-		}
-		grown := proto.Clone(h).(*apiv1.Volume)
-		grown.Persistent.Size = wp.GetSize()
-		out[i] = grown
-	}
-	for i := range out {
-		if !proto.Equal(out[i], want[i]) {
-			return nil, false
-		}
-	}
-	return out, true
 }

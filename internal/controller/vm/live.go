@@ -22,11 +22,14 @@ import (
 // its VM's template that apply without a restart:
 //   - the eviction strategy: what a drain does is a policy, not part of
 //     the guest;
-//   - larger persistent volumes (validation.GrowVolumes): the node grows
-//     the disks under the running guest, which sees the new size. Not
-//     while a live migration is in flight: the target made its volumes at
-//     the size the instance had, and the migration's end brings the VM
-//     back here.
+//   - the disk changes validation.LiveDisks allows: larger persistent
+//     volumes (the node grows the disks under the running guest, which
+//     sees the new size) and hotpluggable disks added or removed (the
+//     node plugs or unplugs them). Not while a live migration is in
+//     flight: the target made its volumes as the instance had them, and
+//     the migration's end brings the VM back here. Carried even when the
+//     template has other changes that wait for a restart, as the eviction
+//     strategy is: a restart applies the whole template anyway.
 func (c *Controller) carryLiveChanges(ctx context.Context, vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) error {
 	if vmi == nil || vmi.GetMetadata().GetDeletionTimestamp() != nil || apiv1.IsFinal(vmi.GetStatus().GetPhase()) ||
 		!apiv1.IsControlledBy(vmi, vm) {
@@ -43,12 +46,21 @@ func (c *Controller) carryLiveChanges(ctx context.Context, vm *apiv1.VirtualMach
 		changed = append(changed, "eviction_strategy", want)
 	}
 	if !apiv1.MigrationInFlight(vmi) {
-		// GrowVolumes changes nothing but sizes: a size that differs is
-		// the whole difference.
-		if grown, ok := validation.GrowVolumes(tmpl.GetVolumes(), next.Spec.Volumes); ok {
-			if sizes := grownSizes(next.Spec.Volumes, grown); len(sizes) > 0 {
-				changed = append(changed, "volumes", sizes)
-				next.Spec.Volumes = grown
+		if live, _ := validation.LiveDisks(tmpl, next.Spec); live.Changed() {
+			if next.Spec.Domain == nil {
+				next.Spec.Domain = &apiv1.DomainSpec{}
+			}
+			if next.Spec.Domain.Devices == nil {
+				next.Spec.Domain.Devices = &apiv1.Devices{}
+			}
+			next.Spec.Domain.Devices.Disks, next.Spec.Volumes = live.Disks, live.Volumes
+			for _, c := range []struct {
+				what  string
+				names []string
+			}{{"grown", live.Grown}, {"plugged", live.Added}, {"unplugged", live.Removed}} {
+				if len(c.names) > 0 {
+					changed = append(changed, c.what, c.names)
+				}
 			}
 		}
 	}
@@ -65,23 +77,13 @@ func (c *Controller) carryLiveChanges(ctx context.Context, vm *apiv1.VirtualMach
 	return nil
 }
 
-// grownSizes says which volumes grow, for the log: "data: 64Mi → 128Mi".
-func grownSizes(from, to []*apiv1.Volume) []string {
-	var out []string
-	for i := range to {
-		if a, b := from[i].GetPersistent().GetSize(), to[i].GetPersistent().GetSize(); a != b {
-			out = append(out, fmt.Sprintf("%s: %s → %s", to[i].GetName(), a, b))
-		}
-	}
-	return out
-}
-
 // templateDiffers reports whether the VM template no longer matches the
 // VMI's spec in a way only a restart applies: it ignores the pause state
 // (the verbs change it at runtime), the grace period a stop patches in,
 // the node pin startVMI adds, and what carryLiveChanges carries to a
-// running instance (eviction strategy, larger persistent volumes), which
-// is no restart's business even before it is written.
+// running instance (eviction strategy, larger persistent volumes,
+// hotpluggable disks), which is no restart's business even before it is
+// written.
 func templateDiffers(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance) bool {
 	want, _ := proto.Clone(vm.GetSpec().GetTemplate().GetSpec()).(*apiv1.VirtualMachineInstanceSpec)
 	have, _ := proto.Clone(vmi.GetSpec()).(*apiv1.VirtualMachineInstanceSpec)
@@ -97,8 +99,15 @@ func templateDiffers(vm *apiv1.VirtualMachine, vmi *apiv1.VirtualMachineInstance
 		// it left restart_required true after every restart.
 		delete(have.NodeSelector, apiv1.LabelNodeName)
 	}
-	if grown, ok := validation.GrowVolumes(want.GetVolumes(), have.GetVolumes()); ok {
-		have.Volumes = grown
+	if _, complete := validation.LiveDisks(want, have); complete {
+		// Only what the instance takes live differs (or nothing): the
+		// disks and volumes count as the template's.
+		for _, spec := range []*apiv1.VirtualMachineInstanceSpec{want, have} {
+			spec.Volumes = nil
+			if d := spec.GetDomain().GetDevices(); d != nil {
+				d.Disks = nil
+			}
+		}
 	}
 	return !proto.Equal(want, have)
 }

@@ -93,6 +93,7 @@ func (c *client) Sync(ctx context.Context, vmi *apiv1.VirtualMachineInstance, op
 			d.State, d.Reason, d.PausedByUser = StatePaused, "StartingUp", true
 		}
 		d.Starts++
+		d.Disks = bootDisks(opts)
 		m.emit(c.domain, "Started/Booted")
 	}
 	if d.State == StatePaused && !d.PausedByUser {

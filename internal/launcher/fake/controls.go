@@ -12,8 +12,10 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpb"
 )
 
 // SetLaunchError makes every Launch fail with err (nil: succeed again).
@@ -65,6 +67,11 @@ func (m *Manager) Domain(name string) (Domain, bool) {
 	c.Leases = append([]time.Duration(nil), d.Leases...)
 	c.Overlays = maps.Clone(d.Overlays)
 	c.DiskSizes = maps.Clone(d.DiskSizes)
+	c.UnplugRequests = maps.Clone(d.UnplugRequests)
+	c.Disks = nil
+	for _, a := range d.Disks {
+		c.Disks = append(c.Disks, proto.Clone(a).(*launcherpb.DiskAttachment))
+	}
 	return c, true
 }
 

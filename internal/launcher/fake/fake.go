@@ -67,6 +67,14 @@ type Domain struct {
 	// what a Sync of a running domain grew it to (size_bytes; never
 	// shrunk).
 	DiskSizes map[string]int64
+	// Disks are the running domain's disks, in libvirt's order: those
+	// Sync started it with, then those plugged in (hotplug.go).
+	Disks []*launcherpb.DiskAttachment
+	// HoldUnplugs: the guest does not release unplugged disks until
+	// ReleaseDisk.
+	HoldUnplugs bool
+	// UnplugRequests counts the unplugs asked of the guest, by disk.
+	UnplugRequests map[string]int
 }
 
 // Call is one recorded call.

@@ -49,7 +49,12 @@ type DiskSource struct {
 	// The file is on a shared filesystem every node of its class mounts:
 	// a live migration does not copy it, and it is opened with cache=none so
 	// that the destination reads what the source wrote.
-	Shared        bool `protobuf:"varint,11,opt,name=shared,proto3" json:"shared,omitempty"`
+	Shared bool `protobuf:"varint,11,opt,name=shared,proto3" json:"shared,omitempty"`
+	// The disk's volume is hotpluggable: its serial defaults to its name (a
+	// name the guest finds it by, /dev/disk/by-id/virtio-<name>), and it
+	// may be attached to and detached from the running domain (AttachDisk,
+	// DetachDisk).
+	Hotpluggable  bool `protobuf:"varint,12,opt,name=hotpluggable,proto3" json:"hotpluggable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,6 +162,13 @@ func (x *DiskSource) GetRbd() *RBDDisk {
 func (x *DiskSource) GetShared() bool {
 	if x != nil {
 		return x.Shared
+	}
+	return false
+}
+
+func (x *DiskSource) GetHotpluggable() bool {
+	if x != nil {
+		return x.Hotpluggable
 	}
 	return false
 }
@@ -341,8 +353,16 @@ type SyncOptions struct {
 	// destroys the domain and fails the Sync, saying the storage did not
 	// answer. 0: no bound.
 	StartTimeoutMillis int64 `protobuf:"varint,13,opt,name=start_timeout_millis,json=startTimeoutMillis,proto3" json:"start_timeout_millis,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Take over a domain virtplane did not define (docs/adopt.md): the
+	// domain named domain_name, which has no virtplane metadata yet, is
+	// this VMI's if its UUID is adopt.uuid. Sync then writes the metadata
+	// into it (live and persistent) instead of defining a domain, and
+	// never defines one: a domain that is gone fails the Sync. The guest
+	// is not restarted. (Numbered from 30: fields of other changes go
+	// below.)
+	Adopt         *AdoptedDomain `protobuf:"bytes,30,opt,name=adopt,proto3" json:"adopt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SyncOptions) Reset() {
@@ -466,6 +486,58 @@ func (x *SyncOptions) GetStartTimeoutMillis() int64 {
 	return 0
 }
 
+func (x *SyncOptions) GetAdopt() *AdoptedDomain {
+	if x != nil {
+		return x.Adopt
+	}
+	return nil
+}
+
+// AdoptedDomain is the domain a Sync takes over.
+type AdoptedDomain struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Uuid          string                 `protobuf:"bytes,1,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdoptedDomain) Reset() {
+	*x = AdoptedDomain{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdoptedDomain) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdoptedDomain) ProtoMessage() {}
+
+func (x *AdoptedDomain) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdoptedDomain.ProtoReflect.Descriptor instead.
+func (*AdoptedDomain) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *AdoptedDomain) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
 type SyncRequest struct {
 	state         protoimpl.MessageState     `protogen:"open.v1"`
 	Vmi           *v1.VirtualMachineInstance `protobuf:"bytes,1,opt,name=vmi,proto3" json:"vmi,omitempty"`
@@ -476,7 +548,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +560,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[4]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +573,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{4}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SyncRequest) GetVmi() *v1.VirtualMachineInstance {
@@ -552,7 +624,7 @@ type DomainStatus struct {
 
 func (x *DomainStatus) Reset() {
 	*x = DomainStatus{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +636,7 @@ func (x *DomainStatus) String() string {
 func (*DomainStatus) ProtoMessage() {}
 
 func (x *DomainStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[5]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +649,7 @@ func (x *DomainStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainStatus.ProtoReflect.Descriptor instead.
 func (*DomainStatus) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{5}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DomainStatus) GetExists() bool {
@@ -672,7 +744,7 @@ type Empty struct {
 
 func (x *Empty) Reset() {
 	*x = Empty{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +756,7 @@ func (x *Empty) String() string {
 func (*Empty) ProtoMessage() {}
 
 func (x *Empty) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[6]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,7 +769,7 @@ func (x *Empty) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Empty.ProtoReflect.Descriptor instead.
 func (*Empty) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{6}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{7}
 }
 
 type ShutdownRequest struct {
@@ -708,7 +780,7 @@ type ShutdownRequest struct {
 
 func (x *ShutdownRequest) Reset() {
 	*x = ShutdownRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -720,7 +792,7 @@ func (x *ShutdownRequest) String() string {
 func (*ShutdownRequest) ProtoMessage() {}
 
 func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[7]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -733,7 +805,7 @@ func (x *ShutdownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShutdownRequest.ProtoReflect.Descriptor instead.
 func (*ShutdownRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{7}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{8}
 }
 
 type LeaseRequest struct {
@@ -747,7 +819,7 @@ type LeaseRequest struct {
 
 func (x *LeaseRequest) Reset() {
 	*x = LeaseRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +831,7 @@ func (x *LeaseRequest) String() string {
 func (*LeaseRequest) ProtoMessage() {}
 
 func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[8]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +844,7 @@ func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{8}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LeaseRequest) GetValidForMillis() int64 {
@@ -792,7 +864,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -804,7 +876,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[9]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -817,7 +889,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{9}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PingResponse) GetVersion() string {
@@ -845,7 +917,7 @@ type DomainEvent struct {
 
 func (x *DomainEvent) Reset() {
 	*x = DomainEvent{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +929,7 @@ func (x *DomainEvent) String() string {
 func (*DomainEvent) ProtoMessage() {}
 
 func (x *DomainEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[10]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +942,7 @@ func (x *DomainEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainEvent.ProtoReflect.Descriptor instead.
 func (*DomainEvent) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{10}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DomainEvent) GetStatus() *DomainStatus {
@@ -915,7 +987,7 @@ type MigrateRequest struct {
 
 func (x *MigrateRequest) Reset() {
 	*x = MigrateRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +999,7 @@ func (x *MigrateRequest) String() string {
 func (*MigrateRequest) ProtoMessage() {}
 
 func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[11]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1012,7 @@ func (x *MigrateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrateRequest.ProtoReflect.Descriptor instead.
 func (*MigrateRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{11}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *MigrateRequest) GetMigrationUid() string {
@@ -1018,7 +1090,7 @@ type MigrationStatus struct {
 
 func (x *MigrationStatus) Reset() {
 	*x = MigrationStatus{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1102,7 @@ func (x *MigrationStatus) String() string {
 func (*MigrationStatus) ProtoMessage() {}
 
 func (x *MigrationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[12]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1115,7 @@ func (x *MigrationStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MigrationStatus.ProtoReflect.Descriptor instead.
 func (*MigrationStatus) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{12}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MigrationStatus) GetMigrationUid() string {
@@ -1148,7 +1220,7 @@ type IncomingRequest struct {
 
 func (x *IncomingRequest) Reset() {
 	*x = IncomingRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1232,7 @@ func (x *IncomingRequest) String() string {
 func (*IncomingRequest) ProtoMessage() {}
 
 func (x *IncomingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[13]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1245,7 @@ func (x *IncomingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncomingRequest.ProtoReflect.Descriptor instead.
 func (*IncomingRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{13}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IncomingRequest) GetMigrationUid() string {
@@ -1212,7 +1284,7 @@ type SnapshotDisk struct {
 
 func (x *SnapshotDisk) Reset() {
 	*x = SnapshotDisk{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1296,7 @@ func (x *SnapshotDisk) String() string {
 func (*SnapshotDisk) ProtoMessage() {}
 
 func (x *SnapshotDisk) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[14]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1309,7 @@ func (x *SnapshotDisk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDisk.ProtoReflect.Descriptor instead.
 func (*SnapshotDisk) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{14}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotDisk) GetPath() string {
@@ -1267,7 +1339,7 @@ type SnapshotDisksRequest struct {
 
 func (x *SnapshotDisksRequest) Reset() {
 	*x = SnapshotDisksRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1351,7 @@ func (x *SnapshotDisksRequest) String() string {
 func (*SnapshotDisksRequest) ProtoMessage() {}
 
 func (x *SnapshotDisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[15]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1364,7 @@ func (x *SnapshotDisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDisksRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotDisksRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{15}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotDisksRequest) GetDisks() []*SnapshotDisk {
@@ -1322,7 +1394,7 @@ type SnapshotDisksResponse struct {
 
 func (x *SnapshotDisksResponse) Reset() {
 	*x = SnapshotDisksResponse{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1334,7 +1406,7 @@ func (x *SnapshotDisksResponse) String() string {
 func (*SnapshotDisksResponse) ProtoMessage() {}
 
 func (x *SnapshotDisksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[16]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1347,7 +1419,7 @@ func (x *SnapshotDisksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotDisksResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotDisksResponse) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{16}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SnapshotDisksResponse) GetIndications() []string {
@@ -1376,7 +1448,7 @@ type CommitDisksRequest struct {
 
 func (x *CommitDisksRequest) Reset() {
 	*x = CommitDisksRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1460,7 @@ func (x *CommitDisksRequest) String() string {
 func (*CommitDisksRequest) ProtoMessage() {}
 
 func (x *CommitDisksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[17]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1473,7 @@ func (x *CommitDisksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitDisksRequest.ProtoReflect.Descriptor instead.
 func (*CommitDisksRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{17}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CommitDisksRequest) GetDisks() []*SnapshotDisk {
@@ -1426,7 +1498,7 @@ type FreezeRequest struct {
 
 func (x *FreezeRequest) Reset() {
 	*x = FreezeRequest{}
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1510,7 @@ func (x *FreezeRequest) String() string {
 func (*FreezeRequest) ProtoMessage() {}
 
 func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[18]
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1523,7 @@ func (x *FreezeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreezeRequest.ProtoReflect.Descriptor instead.
 func (*FreezeRequest) Descriptor() ([]byte, []int) {
-	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{18}
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FreezeRequest) GetThawAfterMillis() int64 {
@@ -1461,11 +1533,259 @@ func (x *FreezeRequest) GetThawAfterMillis() int64 {
 	return 0
 }
 
+// AttachDiskRequest plugs one disk into the running domain.
+type AttachDiskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The disk as the node agent prepared it (a hotpluggable persistent
+	// volume: a file or an rbd image).
+	Disk *DiskSource `protobuf:"bytes,1,opt,name=disk,proto3" json:"disk,omitempty"`
+	// The libvirt secrets an rbd disk refers to, defined before the attach
+	// (its class may be new to the domain).
+	CephSecrets   []*CephSecret `protobuf:"bytes,2,rep,name=ceph_secrets,json=cephSecrets,proto3" json:"ceph_secrets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachDiskRequest) Reset() {
+	*x = AttachDiskRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachDiskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachDiskRequest) ProtoMessage() {}
+
+func (x *AttachDiskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachDiskRequest.ProtoReflect.Descriptor instead.
+func (*AttachDiskRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AttachDiskRequest) GetDisk() *DiskSource {
+	if x != nil {
+		return x.Disk
+	}
+	return nil
+}
+
+func (x *AttachDiskRequest) GetCephSecrets() []*CephSecret {
+	if x != nil {
+		return x.CephSecrets
+	}
+	return nil
+}
+
+// DetachDiskRequest unplugs one disk from the running domain.
+type DetachDiskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The disk's name (the VMI's disk and volume name).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How long to wait for the guest to release the disk (libvirt's
+	// device-removed event) before answering that it is still detaching.
+	WaitMillis    int64 `protobuf:"varint,2,opt,name=wait_millis,json=waitMillis,proto3" json:"wait_millis,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DetachDiskRequest) Reset() {
+	*x = DetachDiskRequest{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DetachDiskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DetachDiskRequest) ProtoMessage() {}
+
+func (x *DetachDiskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DetachDiskRequest.ProtoReflect.Descriptor instead.
+func (*DetachDiskRequest) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DetachDiskRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DetachDiskRequest) GetWaitMillis() int64 {
+	if x != nil {
+		return x.WaitMillis
+	}
+	return 0
+}
+
+// DiskAttachment is one disk of the domain as libvirt has it.
+type DiskAttachment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The VMI's disk name (from the device's alias).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Target device (vdb, sdc).
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	Bus    string `protobuf:"bytes,3,opt,name=bus,proto3" json:"bus,omitempty"`
+	Serial string `protobuf:"bytes,4,opt,name=serial,proto3" json:"serial,omitempty"`
+	// In the live domain (AttachDisk: plugged; DetachDisk: the guest has
+	// not released it yet).
+	Attached bool `protobuf:"varint,5,opt,name=attached,proto3" json:"attached,omitempty"`
+	// DetachDisk: the unplug was requested of the guest, at this time (unix
+	// milliseconds), and it has not released the disk yet.
+	DetachRequestedUnixMillis int64 `protobuf:"varint,6,opt,name=detach_requested_unix_millis,json=detachRequestedUnixMillis,proto3" json:"detach_requested_unix_millis,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
+}
+
+func (x *DiskAttachment) Reset() {
+	*x = DiskAttachment{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiskAttachment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiskAttachment) ProtoMessage() {}
+
+func (x *DiskAttachment) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiskAttachment.ProtoReflect.Descriptor instead.
+func (*DiskAttachment) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DiskAttachment) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DiskAttachment) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *DiskAttachment) GetBus() string {
+	if x != nil {
+		return x.Bus
+	}
+	return ""
+}
+
+func (x *DiskAttachment) GetSerial() string {
+	if x != nil {
+		return x.Serial
+	}
+	return ""
+}
+
+func (x *DiskAttachment) GetAttached() bool {
+	if x != nil {
+		return x.Attached
+	}
+	return false
+}
+
+func (x *DiskAttachment) GetDetachRequestedUnixMillis() int64 {
+	if x != nil {
+		return x.DetachRequestedUnixMillis
+	}
+	return 0
+}
+
+type DiskList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Disks         []*DiskAttachment      `protobuf:"bytes,1,rep,name=disks,proto3" json:"disks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiskList) Reset() {
+	*x = DiskList{}
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiskList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiskList) ProtoMessage() {}
+
+func (x *DiskList) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_launcher_launcherpb_launcher_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiskList.ProtoReflect.Descriptor instead.
+func (*DiskList) Descriptor() ([]byte, []int) {
+	return file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *DiskList) GetDisks() []*DiskAttachment {
+	if x != nil {
+		return x.Disks
+	}
+	return nil
+}
+
 var File_internal_launcher_launcherpb_launcher_proto protoreflect.FileDescriptor
 
 const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\n" +
-	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\xb3\x02\n" +
+	"+internal/launcher/launcherpb/launcher.proto\x12\x15virtplane.launcher.v1\x1a\x1binternal/api/v1/types.proto\"\xd7\x02\n" +
 	"\n" +
 	"DiskSource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1481,7 +1801,8 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"size_bytes\x18\t \x01(\x03R\tsizeBytes\x120\n" +
 	"\x03rbd\x18\n" +
 	" \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\x03rbd\x12\x16\n" +
-	"\x06shared\x18\v \x01(\bR\x06shared\"\xa7\x01\n" +
+	"\x06shared\x18\v \x01(\bR\x06shared\x12\"\n" +
+	"\fhotpluggable\x18\f \x01(\bR\fhotpluggable\"\xa7\x01\n" +
 	"\aRBDDisk\x12\x1a\n" +
 	"\bmonitors\x18\x01 \x03(\tR\bmonitors\x12\x12\n" +
 	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x14\n" +
@@ -1493,7 +1814,7 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\n" +
 	"CephSecret\x12\x14\n" +
 	"\x05usage\x18\x01 \x01(\tR\x05usage\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"\xb2\x04\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xee\x04\n" +
 	"\vSyncOptions\x12\x10\n" +
 	"\x03kvm\x18\x01 \x01(\bR\x03kvm\x12 \n" +
 	"\ftb_cache_mib\x18\x02 \x01(\x05R\n" +
@@ -1513,7 +1834,10 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	" \x01(\tR\tnvramPath\x12D\n" +
 	"\fceph_secrets\x18\v \x03(\v2!.virtplane.launcher.v1.CephSecretR\vcephSecrets\x12;\n" +
 	"\tnvram_rbd\x18\f \x01(\v2\x1e.virtplane.launcher.v1.RBDDiskR\bnvramRbd\x120\n" +
-	"\x14start_timeout_millis\x18\r \x01(\x03R\x12startTimeoutMillis\"\x83\x01\n" +
+	"\x14start_timeout_millis\x18\r \x01(\x03R\x12startTimeoutMillis\x12:\n" +
+	"\x05adopt\x18\x1e \x01(\v2$.virtplane.launcher.v1.AdoptedDomainR\x05adopt\"#\n" +
+	"\rAdoptedDomain\x12\x12\n" +
+	"\x04uuid\x18\x01 \x01(\tR\x04uuid\"\x83\x01\n" +
 	"\vSyncRequest\x126\n" +
 	"\x03vmi\x18\x01 \x01(\v2$.virtplane.v1.VirtualMachineInstanceR\x03vmi\x12<\n" +
 	"\aoptions\x18\x02 \x01(\v2\".virtplane.launcher.v1.SyncOptionsR\aoptions\"\x9e\x03\n" +
@@ -1585,7 +1909,23 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\x12CommitDisksRequest\x129\n" +
 	"\x05disks\x18\x01 \x03(\v2#.virtplane.launcher.v1.SnapshotDiskR\x05disks\";\n" +
 	"\rFreezeRequest\x12*\n" +
-	"\x11thaw_after_millis\x18\x01 \x01(\x03R\x0fthawAfterMillis2\xea\v\n" +
+	"\x11thaw_after_millis\x18\x01 \x01(\x03R\x0fthawAfterMillis\"\x90\x01\n" +
+	"\x11AttachDiskRequest\x125\n" +
+	"\x04disk\x18\x01 \x01(\v2!.virtplane.launcher.v1.DiskSourceR\x04disk\x12D\n" +
+	"\fceph_secrets\x18\x02 \x03(\v2!.virtplane.launcher.v1.CephSecretR\vcephSecrets\"H\n" +
+	"\x11DetachDiskRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vwait_millis\x18\x02 \x01(\x03R\n" +
+	"waitMillis\"\xc3\x01\n" +
+	"\x0eDiskAttachment\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x10\n" +
+	"\x03bus\x18\x03 \x01(\tR\x03bus\x12\x16\n" +
+	"\x06serial\x18\x04 \x01(\tR\x06serial\x12\x1a\n" +
+	"\battached\x18\x05 \x01(\bR\battached\x12?\n" +
+	"\x1cdetach_requested_unix_millis\x18\x06 \x01(\x03R\x19detachRequestedUnixMillis\"G\n" +
+	"\bDiskList\x12;\n" +
+	"\x05disks\x18\x01 \x03(\v2%.virtplane.launcher.v1.DiskAttachmentR\x05disks2\xf0\r\n" +
 	"\bLauncher\x12O\n" +
 	"\x04Sync\x12\".virtplane.launcher.v1.SyncRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12W\n" +
 	"\bShutdown\x12&.virtplane.launcher.v1.ShutdownRequest\x1a#.virtplane.launcher.v1.DomainStatus\x12I\n" +
@@ -1605,7 +1945,12 @@ const file_internal_launcher_launcherpb_launcher_proto_rawDesc = "" +
 	"\rSnapshotDisks\x12+.virtplane.launcher.v1.SnapshotDisksRequest\x1a,.virtplane.launcher.v1.SnapshotDisksResponse\x12V\n" +
 	"\vCommitDisks\x12).virtplane.launcher.v1.CommitDisksRequest\x1a\x1c.virtplane.launcher.v1.Empty\x12\\\n" +
 	"\x06Freeze\x12$.virtplane.launcher.v1.FreezeRequest\x1a,.virtplane.launcher.v1.SnapshotDisksResponse\x12B\n" +
-	"\x04Thaw\x12\x1c.virtplane.launcher.v1.Empty\x1a\x1c.virtplane.launcher.v1.EmptyBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
+	"\x04Thaw\x12\x1c.virtplane.launcher.v1.Empty\x1a\x1c.virtplane.launcher.v1.Empty\x12]\n" +
+	"\n" +
+	"AttachDisk\x12(.virtplane.launcher.v1.AttachDiskRequest\x1a%.virtplane.launcher.v1.DiskAttachment\x12]\n" +
+	"\n" +
+	"DetachDisk\x12(.virtplane.launcher.v1.DetachDiskRequest\x1a%.virtplane.launcher.v1.DiskAttachment\x12F\n" +
+	"\x05Disks\x12\x1c.virtplane.launcher.v1.Empty\x1a\x1f.virtplane.launcher.v1.DiskListBPZNgithub.com/virtplane/terraform-provider-virtplane/internal/launcher/launcherpbb\x06proto3"
 
 var (
 	file_internal_launcher_launcherpb_launcher_proto_rawDescOnce sync.Once
@@ -1619,87 +1964,102 @@ func file_internal_launcher_launcherpb_launcher_proto_rawDescGZIP() []byte {
 	return file_internal_launcher_launcherpb_launcher_proto_rawDescData
 }
 
-var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_internal_launcher_launcherpb_launcher_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_internal_launcher_launcherpb_launcher_proto_goTypes = []any{
 	(*DiskSource)(nil),                // 0: virtplane.launcher.v1.DiskSource
 	(*RBDDisk)(nil),                   // 1: virtplane.launcher.v1.RBDDisk
 	(*CephSecret)(nil),                // 2: virtplane.launcher.v1.CephSecret
 	(*SyncOptions)(nil),               // 3: virtplane.launcher.v1.SyncOptions
-	(*SyncRequest)(nil),               // 4: virtplane.launcher.v1.SyncRequest
-	(*DomainStatus)(nil),              // 5: virtplane.launcher.v1.DomainStatus
-	(*Empty)(nil),                     // 6: virtplane.launcher.v1.Empty
-	(*ShutdownRequest)(nil),           // 7: virtplane.launcher.v1.ShutdownRequest
-	(*LeaseRequest)(nil),              // 8: virtplane.launcher.v1.LeaseRequest
-	(*PingResponse)(nil),              // 9: virtplane.launcher.v1.PingResponse
-	(*DomainEvent)(nil),               // 10: virtplane.launcher.v1.DomainEvent
-	(*MigrateRequest)(nil),            // 11: virtplane.launcher.v1.MigrateRequest
-	(*MigrationStatus)(nil),           // 12: virtplane.launcher.v1.MigrationStatus
-	(*IncomingRequest)(nil),           // 13: virtplane.launcher.v1.IncomingRequest
-	(*SnapshotDisk)(nil),              // 14: virtplane.launcher.v1.SnapshotDisk
-	(*SnapshotDisksRequest)(nil),      // 15: virtplane.launcher.v1.SnapshotDisksRequest
-	(*SnapshotDisksResponse)(nil),     // 16: virtplane.launcher.v1.SnapshotDisksResponse
-	(*CommitDisksRequest)(nil),        // 17: virtplane.launcher.v1.CommitDisksRequest
-	(*FreezeRequest)(nil),             // 18: virtplane.launcher.v1.FreezeRequest
-	(*v1.VirtualMachineInstance)(nil), // 19: virtplane.v1.VirtualMachineInstance
-	(*v1.InterfaceStatus)(nil),        // 20: virtplane.v1.InterfaceStatus
-	(*v1.MigrationConfiguration)(nil), // 21: virtplane.v1.MigrationConfiguration
-	(*v1.MigrationProgress)(nil),      // 22: virtplane.v1.MigrationProgress
+	(*AdoptedDomain)(nil),             // 4: virtplane.launcher.v1.AdoptedDomain
+	(*SyncRequest)(nil),               // 5: virtplane.launcher.v1.SyncRequest
+	(*DomainStatus)(nil),              // 6: virtplane.launcher.v1.DomainStatus
+	(*Empty)(nil),                     // 7: virtplane.launcher.v1.Empty
+	(*ShutdownRequest)(nil),           // 8: virtplane.launcher.v1.ShutdownRequest
+	(*LeaseRequest)(nil),              // 9: virtplane.launcher.v1.LeaseRequest
+	(*PingResponse)(nil),              // 10: virtplane.launcher.v1.PingResponse
+	(*DomainEvent)(nil),               // 11: virtplane.launcher.v1.DomainEvent
+	(*MigrateRequest)(nil),            // 12: virtplane.launcher.v1.MigrateRequest
+	(*MigrationStatus)(nil),           // 13: virtplane.launcher.v1.MigrationStatus
+	(*IncomingRequest)(nil),           // 14: virtplane.launcher.v1.IncomingRequest
+	(*SnapshotDisk)(nil),              // 15: virtplane.launcher.v1.SnapshotDisk
+	(*SnapshotDisksRequest)(nil),      // 16: virtplane.launcher.v1.SnapshotDisksRequest
+	(*SnapshotDisksResponse)(nil),     // 17: virtplane.launcher.v1.SnapshotDisksResponse
+	(*CommitDisksRequest)(nil),        // 18: virtplane.launcher.v1.CommitDisksRequest
+	(*FreezeRequest)(nil),             // 19: virtplane.launcher.v1.FreezeRequest
+	(*AttachDiskRequest)(nil),         // 20: virtplane.launcher.v1.AttachDiskRequest
+	(*DetachDiskRequest)(nil),         // 21: virtplane.launcher.v1.DetachDiskRequest
+	(*DiskAttachment)(nil),            // 22: virtplane.launcher.v1.DiskAttachment
+	(*DiskList)(nil),                  // 23: virtplane.launcher.v1.DiskList
+	(*v1.VirtualMachineInstance)(nil), // 24: virtplane.v1.VirtualMachineInstance
+	(*v1.InterfaceStatus)(nil),        // 25: virtplane.v1.InterfaceStatus
+	(*v1.MigrationConfiguration)(nil), // 26: virtplane.v1.MigrationConfiguration
+	(*v1.MigrationProgress)(nil),      // 27: virtplane.v1.MigrationProgress
 }
 var file_internal_launcher_launcherpb_launcher_proto_depIdxs = []int32{
 	1,  // 0: virtplane.launcher.v1.DiskSource.rbd:type_name -> virtplane.launcher.v1.RBDDisk
 	0,  // 1: virtplane.launcher.v1.SyncOptions.disks:type_name -> virtplane.launcher.v1.DiskSource
 	2,  // 2: virtplane.launcher.v1.SyncOptions.ceph_secrets:type_name -> virtplane.launcher.v1.CephSecret
 	1,  // 3: virtplane.launcher.v1.SyncOptions.nvram_rbd:type_name -> virtplane.launcher.v1.RBDDisk
-	19, // 4: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
-	3,  // 5: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
-	20, // 6: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
-	5,  // 7: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
-	21, // 8: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
-	22, // 9: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
-	4,  // 10: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
-	14, // 11: virtplane.launcher.v1.SnapshotDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
-	14, // 12: virtplane.launcher.v1.CommitDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
-	4,  // 13: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
-	7,  // 14: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
-	6,  // 15: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
-	6,  // 16: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
-	6,  // 17: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
-	6,  // 18: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
-	6,  // 19: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
-	6,  // 20: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
-	8,  // 21: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
-	6,  // 22: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
-	11, // 23: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
-	6,  // 24: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
-	6,  // 25: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
-	13, // 26: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
-	15, // 27: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
-	17, // 28: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
-	18, // 29: virtplane.launcher.v1.Launcher.Freeze:input_type -> virtplane.launcher.v1.FreezeRequest
-	6,  // 30: virtplane.launcher.v1.Launcher.Thaw:input_type -> virtplane.launcher.v1.Empty
-	5,  // 31: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 32: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 33: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 34: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 35: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 36: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
-	5,  // 37: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
-	9,  // 38: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
-	6,  // 39: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
-	10, // 40: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
-	12, // 41: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 42: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 43: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
-	12, // 44: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
-	16, // 45: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
-	6,  // 46: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
-	16, // 47: virtplane.launcher.v1.Launcher.Freeze:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
-	6,  // 48: virtplane.launcher.v1.Launcher.Thaw:output_type -> virtplane.launcher.v1.Empty
-	31, // [31:49] is the sub-list for method output_type
-	13, // [13:31] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	4,  // 4: virtplane.launcher.v1.SyncOptions.adopt:type_name -> virtplane.launcher.v1.AdoptedDomain
+	24, // 5: virtplane.launcher.v1.SyncRequest.vmi:type_name -> virtplane.v1.VirtualMachineInstance
+	3,  // 6: virtplane.launcher.v1.SyncRequest.options:type_name -> virtplane.launcher.v1.SyncOptions
+	25, // 7: virtplane.launcher.v1.DomainStatus.interfaces:type_name -> virtplane.v1.InterfaceStatus
+	6,  // 8: virtplane.launcher.v1.DomainEvent.status:type_name -> virtplane.launcher.v1.DomainStatus
+	26, // 9: virtplane.launcher.v1.MigrateRequest.configuration:type_name -> virtplane.v1.MigrationConfiguration
+	27, // 10: virtplane.launcher.v1.MigrationStatus.progress:type_name -> virtplane.v1.MigrationProgress
+	5,  // 11: virtplane.launcher.v1.IncomingRequest.sync:type_name -> virtplane.launcher.v1.SyncRequest
+	15, // 12: virtplane.launcher.v1.SnapshotDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
+	15, // 13: virtplane.launcher.v1.CommitDisksRequest.disks:type_name -> virtplane.launcher.v1.SnapshotDisk
+	0,  // 14: virtplane.launcher.v1.AttachDiskRequest.disk:type_name -> virtplane.launcher.v1.DiskSource
+	2,  // 15: virtplane.launcher.v1.AttachDiskRequest.ceph_secrets:type_name -> virtplane.launcher.v1.CephSecret
+	22, // 16: virtplane.launcher.v1.DiskList.disks:type_name -> virtplane.launcher.v1.DiskAttachment
+	5,  // 17: virtplane.launcher.v1.Launcher.Sync:input_type -> virtplane.launcher.v1.SyncRequest
+	8,  // 18: virtplane.launcher.v1.Launcher.Shutdown:input_type -> virtplane.launcher.v1.ShutdownRequest
+	7,  // 19: virtplane.launcher.v1.Launcher.Kill:input_type -> virtplane.launcher.v1.Empty
+	7,  // 20: virtplane.launcher.v1.Launcher.Delete:input_type -> virtplane.launcher.v1.Empty
+	7,  // 21: virtplane.launcher.v1.Launcher.Pause:input_type -> virtplane.launcher.v1.Empty
+	7,  // 22: virtplane.launcher.v1.Launcher.Unpause:input_type -> virtplane.launcher.v1.Empty
+	7,  // 23: virtplane.launcher.v1.Launcher.GetDomain:input_type -> virtplane.launcher.v1.Empty
+	7,  // 24: virtplane.launcher.v1.Launcher.Ping:input_type -> virtplane.launcher.v1.Empty
+	9,  // 25: virtplane.launcher.v1.Launcher.RenewLease:input_type -> virtplane.launcher.v1.LeaseRequest
+	7,  // 26: virtplane.launcher.v1.Launcher.Events:input_type -> virtplane.launcher.v1.Empty
+	12, // 27: virtplane.launcher.v1.Launcher.Migrate:input_type -> virtplane.launcher.v1.MigrateRequest
+	7,  // 28: virtplane.launcher.v1.Launcher.GetMigration:input_type -> virtplane.launcher.v1.Empty
+	7,  // 29: virtplane.launcher.v1.Launcher.AbortMigration:input_type -> virtplane.launcher.v1.Empty
+	14, // 30: virtplane.launcher.v1.Launcher.Incoming:input_type -> virtplane.launcher.v1.IncomingRequest
+	16, // 31: virtplane.launcher.v1.Launcher.SnapshotDisks:input_type -> virtplane.launcher.v1.SnapshotDisksRequest
+	18, // 32: virtplane.launcher.v1.Launcher.CommitDisks:input_type -> virtplane.launcher.v1.CommitDisksRequest
+	19, // 33: virtplane.launcher.v1.Launcher.Freeze:input_type -> virtplane.launcher.v1.FreezeRequest
+	7,  // 34: virtplane.launcher.v1.Launcher.Thaw:input_type -> virtplane.launcher.v1.Empty
+	20, // 35: virtplane.launcher.v1.Launcher.AttachDisk:input_type -> virtplane.launcher.v1.AttachDiskRequest
+	21, // 36: virtplane.launcher.v1.Launcher.DetachDisk:input_type -> virtplane.launcher.v1.DetachDiskRequest
+	7,  // 37: virtplane.launcher.v1.Launcher.Disks:input_type -> virtplane.launcher.v1.Empty
+	6,  // 38: virtplane.launcher.v1.Launcher.Sync:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 39: virtplane.launcher.v1.Launcher.Shutdown:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 40: virtplane.launcher.v1.Launcher.Kill:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 41: virtplane.launcher.v1.Launcher.Delete:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 42: virtplane.launcher.v1.Launcher.Pause:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 43: virtplane.launcher.v1.Launcher.Unpause:output_type -> virtplane.launcher.v1.DomainStatus
+	6,  // 44: virtplane.launcher.v1.Launcher.GetDomain:output_type -> virtplane.launcher.v1.DomainStatus
+	10, // 45: virtplane.launcher.v1.Launcher.Ping:output_type -> virtplane.launcher.v1.PingResponse
+	7,  // 46: virtplane.launcher.v1.Launcher.RenewLease:output_type -> virtplane.launcher.v1.Empty
+	11, // 47: virtplane.launcher.v1.Launcher.Events:output_type -> virtplane.launcher.v1.DomainEvent
+	13, // 48: virtplane.launcher.v1.Launcher.Migrate:output_type -> virtplane.launcher.v1.MigrationStatus
+	13, // 49: virtplane.launcher.v1.Launcher.GetMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	13, // 50: virtplane.launcher.v1.Launcher.AbortMigration:output_type -> virtplane.launcher.v1.MigrationStatus
+	13, // 51: virtplane.launcher.v1.Launcher.Incoming:output_type -> virtplane.launcher.v1.MigrationStatus
+	17, // 52: virtplane.launcher.v1.Launcher.SnapshotDisks:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	7,  // 53: virtplane.launcher.v1.Launcher.CommitDisks:output_type -> virtplane.launcher.v1.Empty
+	17, // 54: virtplane.launcher.v1.Launcher.Freeze:output_type -> virtplane.launcher.v1.SnapshotDisksResponse
+	7,  // 55: virtplane.launcher.v1.Launcher.Thaw:output_type -> virtplane.launcher.v1.Empty
+	22, // 56: virtplane.launcher.v1.Launcher.AttachDisk:output_type -> virtplane.launcher.v1.DiskAttachment
+	22, // 57: virtplane.launcher.v1.Launcher.DetachDisk:output_type -> virtplane.launcher.v1.DiskAttachment
+	23, // 58: virtplane.launcher.v1.Launcher.Disks:output_type -> virtplane.launcher.v1.DiskList
+	38, // [38:59] is the sub-list for method output_type
+	17, // [17:38] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_internal_launcher_launcherpb_launcher_proto_init() }
@@ -1713,7 +2073,7 @@ func file_internal_launcher_launcherpb_launcher_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internal_launcher_launcherpb_launcher_proto_rawDesc), len(file_internal_launcher_launcherpb_launcher_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

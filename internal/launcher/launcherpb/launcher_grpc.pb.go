@@ -41,6 +41,9 @@ const (
 	Launcher_CommitDisks_FullMethodName    = "/virtplane.launcher.v1.Launcher/CommitDisks"
 	Launcher_Freeze_FullMethodName         = "/virtplane.launcher.v1.Launcher/Freeze"
 	Launcher_Thaw_FullMethodName           = "/virtplane.launcher.v1.Launcher/Thaw"
+	Launcher_AttachDisk_FullMethodName     = "/virtplane.launcher.v1.Launcher/AttachDisk"
+	Launcher_DetachDisk_FullMethodName     = "/virtplane.launcher.v1.Launcher/DetachDisk"
+	Launcher_Disks_FullMethodName          = "/virtplane.launcher.v1.Launcher/Disks"
 )
 
 // LauncherClient is the client API for Launcher service.
@@ -86,6 +89,14 @@ type LauncherClient interface {
 	// time of the point in time, Thaw is safe to repeat.
 	Freeze(ctx context.Context, in *FreezeRequest, opts ...grpc.CallOption) (*SnapshotDisksResponse, error)
 	Thaw(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*Empty, error)
+	// Hotplug of a running domain's disks (LIVE and CONFIG): AttachDisk
+	// plugs a disk (a no-op for one plugged already), DetachDisk asks the
+	// guest to release one and waits for it up to wait_millis, Disks lists
+	// the live domain's disks. A domain that is not running, or migrates,
+	// answers FAILED_PRECONDITION.
+	AttachDisk(ctx context.Context, in *AttachDiskRequest, opts ...grpc.CallOption) (*DiskAttachment, error)
+	DetachDisk(ctx context.Context, in *DetachDiskRequest, opts ...grpc.CallOption) (*DiskAttachment, error)
+	Disks(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*DiskList, error)
 }
 
 type launcherClient struct {
@@ -285,6 +296,36 @@ func (c *launcherClient) Thaw(ctx context.Context, in *Empty, opts ...grpc.CallO
 	return out, nil
 }
 
+func (c *launcherClient) AttachDisk(ctx context.Context, in *AttachDiskRequest, opts ...grpc.CallOption) (*DiskAttachment, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiskAttachment)
+	err := c.cc.Invoke(ctx, Launcher_AttachDisk_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *launcherClient) DetachDisk(ctx context.Context, in *DetachDiskRequest, opts ...grpc.CallOption) (*DiskAttachment, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiskAttachment)
+	err := c.cc.Invoke(ctx, Launcher_DetachDisk_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *launcherClient) Disks(ctx context.Context, in *Empty, opts ...grpc.CallOption) (*DiskList, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiskList)
+	err := c.cc.Invoke(ctx, Launcher_Disks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LauncherServer is the server API for Launcher service.
 // All implementations must embed UnimplementedLauncherServer
 // for forward compatibility.
@@ -328,6 +369,14 @@ type LauncherServer interface {
 	// time of the point in time, Thaw is safe to repeat.
 	Freeze(context.Context, *FreezeRequest) (*SnapshotDisksResponse, error)
 	Thaw(context.Context, *Empty) (*Empty, error)
+	// Hotplug of a running domain's disks (LIVE and CONFIG): AttachDisk
+	// plugs a disk (a no-op for one plugged already), DetachDisk asks the
+	// guest to release one and waits for it up to wait_millis, Disks lists
+	// the live domain's disks. A domain that is not running, or migrates,
+	// answers FAILED_PRECONDITION.
+	AttachDisk(context.Context, *AttachDiskRequest) (*DiskAttachment, error)
+	DetachDisk(context.Context, *DetachDiskRequest) (*DiskAttachment, error)
+	Disks(context.Context, *Empty) (*DiskList, error)
 	mustEmbedUnimplementedLauncherServer()
 }
 
@@ -391,6 +440,15 @@ func (UnimplementedLauncherServer) Freeze(context.Context, *FreezeRequest) (*Sna
 }
 func (UnimplementedLauncherServer) Thaw(context.Context, *Empty) (*Empty, error) {
 	return nil, status.Error(codes.Unimplemented, "method Thaw not implemented")
+}
+func (UnimplementedLauncherServer) AttachDisk(context.Context, *AttachDiskRequest) (*DiskAttachment, error) {
+	return nil, status.Error(codes.Unimplemented, "method AttachDisk not implemented")
+}
+func (UnimplementedLauncherServer) DetachDisk(context.Context, *DetachDiskRequest) (*DiskAttachment, error) {
+	return nil, status.Error(codes.Unimplemented, "method DetachDisk not implemented")
+}
+func (UnimplementedLauncherServer) Disks(context.Context, *Empty) (*DiskList, error) {
+	return nil, status.Error(codes.Unimplemented, "method Disks not implemented")
 }
 func (UnimplementedLauncherServer) mustEmbedUnimplementedLauncherServer() {}
 func (UnimplementedLauncherServer) testEmbeddedByValue()                  {}
@@ -730,6 +788,60 @@ func _Launcher_Thaw_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Launcher_AttachDisk_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AttachDiskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).AttachDisk(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_AttachDisk_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).AttachDisk(ctx, req.(*AttachDiskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Launcher_DetachDisk_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DetachDiskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).DetachDisk(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_DetachDisk_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).DetachDisk(ctx, req.(*DetachDiskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Launcher_Disks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(Empty)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LauncherServer).Disks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Launcher_Disks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LauncherServer).Disks(ctx, req.(*Empty))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Launcher_ServiceDesc is the grpc.ServiceDesc for Launcher service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -804,6 +916,18 @@ var Launcher_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Thaw",
 			Handler:    _Launcher_Thaw_Handler,
+		},
+		{
+			MethodName: "AttachDisk",
+			Handler:    _Launcher_AttachDisk_Handler,
+		},
+		{
+			MethodName: "DetachDisk",
+			Handler:    _Launcher_DetachDisk_Handler,
+		},
+		{
+			MethodName: "Disks",
+			Handler:    _Launcher_Disks_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -6,10 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/virtplane/terraform-provider-virtplane/internal/nodeagent/state"
@@ -35,28 +32,23 @@ func (s *Server) openSerial(ctx context.Context, rec *state.VMI) (*serialPort, e
 	if err != nil {
 		return nil, err
 	}
-	return openSerialPty(pty, s.log.With("pty", pty))
+	// An adopted domain's launcher reads the pty itself, into the
+	// console log (docs/adopt.md): a second reader would take half of it.
+	return openSerialPty(pty, s.log.With("pty", pty), rec.AdoptedUUID == "")
 }
 
-// openSerialPty opens the pty at path and starts draining it.
-func openSerialPty(path string, log *slog.Logger) (*serialPort, error) {
-	// The path comes from another process and the agent runs as root:
-	// nothing but a pty is opened.
-	if !strings.HasPrefix(path, "/dev/pts/") || filepath.Clean(path) != path {
-		return nil, fmt.Errorf("the launcher reported %q as the serial pty", path)
-	}
-	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOCTTY, 0)
+// openSerialPty opens the pty at path and, with drain, starts draining it.
+func openSerialPty(path string, log *slog.Logger, drain bool) (*serialPort, error) {
+	// QEMU made it raw; OpenPty again, and opens nothing but a pty (the
+	// path is the launcher's word, and the agent runs as root).
+	f, err := termraw.OpenPty(path, os.O_RDWR)
 	if err != nil {
-		return nil, fmt.Errorf("opening the serial pty: %w", err)
-	}
-	// QEMU made it raw; again, because an echoing pty would feed the
-	// guest's output back to it as input.
-	if _, err := termraw.MakeRaw(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("serial pty: %w", err)
+		return nil, fmt.Errorf("the launcher's serial pty: %w", err)
 	}
 	p := &serialPort{f: f, log: log}
-	go func() { _, _ = io.Copy(io.Discard, f) }() // ends with Close
+	if drain {
+		go func() { _, _ = io.Copy(io.Discard, f) }() // ends with Close
+	}
 	return p, nil
 }
 

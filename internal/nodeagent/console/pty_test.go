@@ -44,7 +44,7 @@ func newPTY(t *testing.T) (*os.File, string) {
 // drained (never blocking it) and never echoed back as input.
 func TestSerialPortInputDrainNoEcho(t *testing.T) {
 	m, path := newPTY(t)
-	p, err := openSerialPty(path, slog.New(slog.DiscardHandler))
+	p, err := openSerialPty(path, slog.New(slog.DiscardHandler), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestSerialPortInputDrainNoEcho(t *testing.T) {
 
 func TestSerialPortOnlyPtys(t *testing.T) {
 	for _, path := range []string{"/etc/passwd", "/dev/pts/../../etc/passwd", "pts/1", ""} {
-		if p, err := openSerialPty(path, slog.New(slog.DiscardHandler)); err == nil {
+		if p, err := openSerialPty(path, slog.New(slog.DiscardHandler), true); err == nil {
 			p.Close()
 			t.Errorf("openSerialPty(%q) opened it", path)
 		}

@@ -45,6 +45,9 @@ func (p *Preparer) nvram(ctx context.Context, vmi *apiv1.VirtualMachineInstance,
 			}
 		}
 		opts.NvramPath = path
+		if !incoming {
+			return p.importAdoptedNVRAM(rec, path)
+		}
 		return nil
 	}
 	nvErr := func(err error) error {

@@ -64,6 +64,9 @@ type Options struct {
 	// (launcherpb.SyncOptions.start_timeout_millis); 0 leaves it
 	// unbounded.
 	StorageStartTimeout time.Duration
+	// Adopted are the files adopted VMs copy their volumes from
+	// (adopted.go); nil adopts none.
+	Adopted AdoptedSources
 	// Clock times provisioning for the log; the real clock when nil.
 	Clock  clock.PassiveClock
 	Logger *slog.Logger
@@ -166,6 +169,9 @@ func (p *Preparer) prepare(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 		if err != nil {
 			return nil, err
 		}
+		// The launcher plugs it into a running domain, and gives it its
+		// name as serial (docs/hotplug.md).
+		src.Hotpluggable = apiv1.Hotpluggable(v)
 		opts.Disks = append(opts.Disks, src)
 	}
 	if kb := vmi.GetSpec().GetDomain().GetFirmware().GetKernelBoot(); kb != nil {

@@ -51,21 +51,40 @@ func (q QemuImg) bin() string {
 func (q QemuImg) Info(ctx context.Context, path string) (ImageInfo, error) {
 	// -U (force share): base images are shared by running guests, whose
 	// QEMU holds a lock on them.
-	out, err := runCommand(ctx, q.bin(), "info", "-U", "--output=json", path)
+	info, err := q.info(ctx, path, "")
 	if err != nil {
 		return ImageInfo{}, err
-	}
-	var info struct {
-		Format      string `json:"format"`
-		VirtualSize int64  `json:"virtual-size"`
-	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		return ImageInfo{}, fmt.Errorf("qemu-img info %s: decoding output: %w", path, err)
 	}
 	if info.Format == "" {
 		return ImageInfo{}, fmt.Errorf("qemu-img info %s: no format reported", path)
 	}
 	return ImageInfo{Format: info.Format, VirtualSize: info.VirtualSize}, nil
+}
+
+// info runs qemu-img info -U on path, read as format ("" probes it).
+func (q QemuImg) info(ctx context.Context, path, format string) (FileInfo, error) {
+	args := []string{"info", "-U"}
+	if format != "" {
+		args = append(args, "-f", format)
+	}
+	out, err := runCommand(ctx, q.bin(), append(args, "--output=json", path)...)
+	if err != nil {
+		return FileInfo{}, err
+	}
+	var info struct {
+		Format         string `json:"format"`
+		VirtualSize    int64  `json:"virtual-size"`
+		BackingFile    string `json:"backing-filename"`
+		FormatSpecific struct {
+			Data struct {
+				DataFile string `json:"data-file"`
+			} `json:"data"`
+		} `json:"format-specific"`
+	}
+	if err := json.Unmarshal(out, &info); err != nil {
+		return FileInfo{}, fmt.Errorf("qemu-img info %s: decoding output: %w", path, err)
+	}
+	return FileInfo{Format: info.Format, VirtualSize: info.VirtualSize, BackingFile: info.BackingFile, DataFile: info.FormatSpecific.Data.DataFile}, nil
 }
 
 func (q QemuImg) CreateOverlay(ctx context.Context, base, baseFormat, overlay string) error {
@@ -79,7 +98,7 @@ func (q QemuImg) CreateBlank(ctx context.Context, path string, size int64) error
 }
 
 func (q QemuImg) CopyResized(ctx context.Context, base, baseFormat, dst string, size int64) error {
-	if _, err := runCommand(ctx, q.bin(), "convert", "-U", "-q", "-f", baseFormat, "-O", "qcow2", base, dst); err != nil {
+	if err := q.convert(ctx, baseFormat, base, "qcow2", dst, true); err != nil {
 		return err
 	}
 	info, err := q.Info(ctx, dst)
@@ -130,12 +149,32 @@ func runCommand(ctx context.Context, path string, args ...string) ([]byte, error
 // under a snapshot overlay); without it qemu-img takes the image's lock,
 // so a QEMU writing to src makes the copy fail instead of tearing it.
 func (q QemuImg) Convert(ctx context.Context, src, dst string, shared bool) error {
-	args := []string{"convert", "-q", "-f", "qcow2", "-O", "qcow2"}
+	return q.convert(ctx, "qcow2", src, "qcow2", dst, shared)
+}
+
+// ConvertTo writes a copy of the qcow2 image src to dst as format (raw:
+// a sparse file; qcow2: standalone), read shared (-U): a VM export's
+// files, made from the volume of a stopped VM, whose start must not be
+// refused its disk (the export ends then anyway).
+func (q QemuImg) ConvertTo(ctx context.Context, src, dst, format string) error {
+	return q.convert(ctx, "qcow2", src, format, dst, true)
+}
+
+// convert runs qemu-img convert of src, read as inFormat (given: never
+// probed), to dst in outFormat; shared (-U) as Convert says.
+func (q QemuImg) convert(ctx context.Context, inFormat, src, outFormat, dst string, shared bool) error {
+	args := []string{"convert", "-q", "-f", inFormat, "-O", outFormat}
 	if shared {
 		args = append(args, "-U")
 	}
 	_, err := runCommand(ctx, q.bin(), append(args, src, dst)...)
 	return err
+}
+
+// ConvertRaw writes the raw (sparse) file src as a qcow2 image dst whose
+// clusters are only those src has data in (a restored backup's volume).
+func (q QemuImg) ConvertRaw(ctx context.Context, src, dst string) error {
+	return q.convert(ctx, "raw", src, "qcow2", dst, false)
 }
 
 // Commit merges the qcow2 overlay into its backing file, with no QEMU

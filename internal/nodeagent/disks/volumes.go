@@ -79,6 +79,11 @@ func (p *Preparer) persistentDisk(ctx context.Context, vmi *apiv1.VirtualMachine
 	if err != nil {
 		return nil, err
 	}
+	if done, err := p.importAdopted(ctx, vmi, rec, d, src.Path); err != nil {
+		return nil, err
+	} else if done {
+		return src, nil
+	}
 	if err := p.provisionFile(ctx, vmi, d, pv, src.Path); err != nil {
 		return nil, err
 	}

@@ -59,6 +59,8 @@ type ControllerOptions struct {
 	ImageDir, NodeDataDir string
 	// FileRoots are the directories file:// URLs may name.
 	FileRoots []string
+	// Uploads serves uploaded images; nil pulls none.
+	Uploads Uploads
 	// Policy is the server's image policy as the node last received it.
 	Policy *imagepolicy.Current
 
@@ -95,7 +97,7 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 	}
 	p, err := New(Options{
 		NodeName: opts.NodeName, Store: st, RecordDir: filepath.Join(opts.NodeDataDir, "pulled"), API: opts.API,
-		FileRoots: opts.FileRoots, Policy: opts.Policy, Clock: opts.Clock, Logger: opts.Logger,
+		FileRoots: opts.FileRoots, Uploads: opts.Uploads, Policy: opts.Policy, Clock: opts.Clock, Logger: opts.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/fsutil"
 	"github.com/virtplane/terraform-provider-virtplane/internal/imagepolicy"
 )
@@ -54,7 +55,10 @@ type counter interface {
 // when the server supports ranges and still has the same content. An
 // HTTP source is fetched under the policy in ctx (imagepolicy.WithPolicy),
 // and its errors say only what the node knows (describe).
-func (p *Puller) fetch(ctx context.Context, uid, src, download string, c counter, maxSize int64) error {
+func (p *Puller) fetch(ctx context.Context, name, uid, src, download string, c counter, maxSize int64) error {
+	if src == validation.ImageUploadURL {
+		return p.fetchUpload(ctx, name, uid, download, c, maxSize)
+	}
 	u, err := url.Parse(src)
 	if err != nil {
 		return err

@@ -158,7 +158,7 @@ func (pl *pull) download(ctx context.Context) (imagestore.Image, error) {
 		return imagestore.Image{}, err
 	}
 	wctx, stop := pl.watch(imagepolicy.WithPolicy(ctx, pl.policy), pl.received.Load)
-	err = p.fetch(wctx, pl.uid, spec.GetUrl(), dl, pl, pl.bounds.maxSize)
+	err = p.fetch(wctx, name, pl.uid, spec.GetUrl(), dl, pl, pl.bounds.maxSize)
 	stop()
 	if err != nil {
 		if permanent(err) {

@@ -67,6 +67,8 @@ type Options struct {
 	// FileRoots are the directories file:// sources may come from; none
 	// refuses file:// sources.
 	FileRoots []string
+	// Uploads serves uploaded images (url "upload:"); nil pulls none.
+	Uploads Uploads
 	// ReportInterval is how often progress is reported while pulling;
 	// default 2 s.
 	ReportInterval time.Duration

@@ -45,8 +45,20 @@ type Conn struct {
 	// syncs again and the launcher grows the disks. Only the worker
 	// handling Key reads and writes it.
 	SyncedSizes string
-	dead        atomic.Bool
-	cancel      context.CancelFunc // ends the event watch
+	// HotplugSettled is the handler's fingerprint of the VMI's disks when
+	// its hotplug step last found every hotpluggable volume Ready through
+	// this connection: until the disks change, it does not look again.
+	HotplugSettled string
+	// HotplugRetry counts the hotplug passes in a row through this
+	// connection that left a volume of the disks with fingerprint For
+	// not Ready: the next look waits the longer. Only the worker
+	// handling Key reads and writes it.
+	HotplugRetry struct {
+		For   string
+		Count int
+	}
+	dead   atomic.Bool
+	cancel context.CancelFunc // ends the event watch
 }
 
 // Dead reports a launcher that stopped answering.

@@ -113,6 +113,9 @@ func (w *Worker[T]) Stale(o T) bool {
 	return w.written.stale(o.GetMetadata().GetUid(), o.GetMetadata().GetResourceVersion())
 }
 
+// Enqueue asks for a pass over key.
+func (w *Worker[T]) Enqueue(key string) { w.queue.Add(key) }
+
 // Forget drops what the worker remembers of uid (its object is gone, or
 // the node has nothing more to do for it).
 func (w *Worker[T]) Forget(uid string) { w.written.forget(uid) }

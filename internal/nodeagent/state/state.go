@@ -59,6 +59,10 @@ type VMI struct {
 	// instance to another node: its VM's volumes were copied there, so
 	// the cleanup removes this node's copies too.
 	MigratedAway string `json:"migrated_away,omitempty"`
+	// AdoptedUUID is the UUID of the domain defined outside virtplane
+	// that this instance takes over (docs/adopt.md), whose name is
+	// DomainName; "" for an instance whose domain virtplane defines.
+	AdoptedUUID string `json:"adopted_uuid,omitempty"`
 }
 
 // Key is the VMI's namespace/name.

@@ -110,6 +110,9 @@ func clipMessages(st *apiv1.VirtualMachineInstanceStatus) {
 	for _, c := range st.Conditions {
 		c.Message = validation.ClipStatusMessage(c.Message)
 	}
+	for _, v := range st.VolumeStatus {
+		v.Message = validation.ClipStatusMessage(v.Message)
+	}
 }
 
 // Final ends the VMI with phase (Succeeded or Failed).

@@ -59,6 +59,10 @@ type Cluster struct {
 	mu     sync.Mutex
 	closed bool
 	err    error // Close's
+
+	rgwMu   sync.Mutex
+	rgw     *RGW // started by the first RGW call (rgw.go)
+	rgwOpts RGWOptions
 }
 
 // Timeouts of the daemons' stop: the mon exits at once on SIGTERM, the
@@ -204,7 +208,9 @@ func (c *Cluster) Close() error {
 		return c.err
 	}
 	c.closed = true
-	var errs []error
+	c.rgwMu.Lock()
+	errs := []error{c.rgw.stop()}
+	c.rgwMu.Unlock()
 	for _, p := range []*proc.Proc{c.osd, c.mon} {
 		errs = append(errs, p.Stop(stopGrace))
 	}

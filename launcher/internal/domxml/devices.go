@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"libvirt.org/go/libvirtxml"
 
@@ -35,6 +36,21 @@ func DiskAlias(name string) string {
 		return a.Name
 	}
 	return ""
+}
+
+// DiskName is the VMI's disk name a disk alias (DiskAlias's) stands for;
+// ok is false for an alias that is no VMI disk's.
+func DiskName(alias string) (name string, ok bool) {
+	name, ok = strings.CutPrefix(alias, "ua-disk-")
+	return name, ok && name != ""
+}
+
+// DiskTarget is a disk's target device (vdb), for messages.
+func DiskTarget(d libvirtxml.DomainDisk) string {
+	if d.Target == nil {
+		return "no target"
+	}
+	return d.Target.Dev
 }
 
 func buildDevices(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (*libvirtxml.DomainDeviceList, error) {
@@ -109,67 +125,76 @@ func buildDisks(srcs []*launcherpb.DiskSource) ([]libvirtxml.DomainDisk, bool, e
 		counter = map[string]int{}
 	)
 	for _, s := range srcs {
-		device := s.GetDevice()
-		if device == "" {
-			device = "disk"
-		}
-		bus := s.GetBus()
-		switch device {
-		case "disk":
-			if bus == "" {
-				bus = apiv1.DefaultDiskBus
-			}
-		case "cdrom":
-			if bus == "" {
-				bus = apiv1.DefaultCDRomBus
-			}
-			if !slices.Contains(apiv1.CDRomBuses(), bus) {
-				return nil, false, fmt.Errorf("disk %q: a cdrom cannot use the %s bus", s.GetName(), bus)
-			}
-		default:
-			return nil, false, fmt.Errorf("disk %q: unknown device %q (disk or cdrom)", s.GetName(), device)
-		}
-		var prefix string
-		switch bus {
-		case apiv1.DiskBusVirtio:
-			prefix = "vd"
-		case apiv1.DiskBusSATA:
-			prefix = "sd"
-		case apiv1.DiskBusSCSI:
-			prefix = "sd"
-			scsi = true
-		default:
-			return nil, false, fmt.Errorf("disk %q: unknown bus %q (virtio, sata or scsi)", s.GetName(), bus)
-		}
-		format := s.GetFormat()
-		if format == "" {
-			format = "raw"
-		}
-		if format != "raw" && format != "qcow2" {
-			return nil, false, fmt.Errorf("disk %q: unknown format %q (raw or qcow2)", s.GetName(), format)
-		}
-		source, driver, err := diskSource(s, format)
+		disk, prefix, err := buildDisk(s)
 		if err != nil {
 			return nil, false, err
 		}
-		disk := libvirtxml.DomainDisk{
-			Device: device,
-			Driver: driver,
-			Source: source,
-			Target: &libvirtxml.DomainDiskTarget{Dev: prefix + diskSuffix(counter[prefix]), Bus: bus},
-			Serial: s.GetSerial(),
-			Alias:  alias("disk", s.GetName()),
-		}
+		disk.Target.Dev = prefix + diskSuffix(counter[prefix])
 		counter[prefix]++
-		if device == "cdrom" || s.GetReadOnly() {
-			disk.ReadOnly = &libvirtxml.DomainDiskReadOnly{}
-		}
-		if o := s.GetBootOrder(); o > 0 {
-			disk.Boot = &libvirtxml.DomainDeviceBoot{Order: uint(o)}
-		}
+		scsi = scsi || disk.Target.Bus == apiv1.DiskBusSCSI
 		out = append(out, disk)
 	}
 	return out, scsi, nil
+}
+
+// buildDisk is one disk without its target name, and the prefix of the
+// target names of its bus (vd, sd).
+func buildDisk(s *launcherpb.DiskSource) (libvirtxml.DomainDisk, string, error) {
+	device := s.GetDevice()
+	if device == "" {
+		device = "disk"
+	}
+	bus := s.GetBus()
+	switch device {
+	case "disk":
+		if bus == "" {
+			bus = apiv1.DefaultDiskBus
+		}
+	case "cdrom":
+		if bus == "" {
+			bus = apiv1.DefaultCDRomBus
+		}
+		if !slices.Contains(apiv1.CDRomBuses(), bus) {
+			return libvirtxml.DomainDisk{}, "", fmt.Errorf("disk %q: a cdrom cannot use the %s bus", s.GetName(), bus)
+		}
+	default:
+		return libvirtxml.DomainDisk{}, "", fmt.Errorf("disk %q: unknown device %q (disk or cdrom)", s.GetName(), device)
+	}
+	var prefix string
+	switch bus {
+	case apiv1.DiskBusVirtio:
+		prefix = "vd"
+	case apiv1.DiskBusSATA, apiv1.DiskBusSCSI:
+		prefix = "sd"
+	default:
+		return libvirtxml.DomainDisk{}, "", fmt.Errorf("disk %q: unknown bus %q (virtio, sata or scsi)", s.GetName(), bus)
+	}
+	format := s.GetFormat()
+	if format == "" {
+		format = "raw"
+	}
+	if format != "raw" && format != "qcow2" {
+		return libvirtxml.DomainDisk{}, "", fmt.Errorf("disk %q: unknown format %q (raw or qcow2)", s.GetName(), format)
+	}
+	source, driver, err := diskSource(s, format)
+	if err != nil {
+		return libvirtxml.DomainDisk{}, "", err
+	}
+	disk := libvirtxml.DomainDisk{
+		Device: device,
+		Driver: driver,
+		Source: source,
+		Target: &libvirtxml.DomainDiskTarget{Bus: bus},
+		Serial: diskSerial(s),
+		Alias:  alias("disk", s.GetName()),
+	}
+	if device == "cdrom" || s.GetReadOnly() {
+		disk.ReadOnly = &libvirtxml.DomainDiskReadOnly{}
+	}
+	if o := s.GetBootOrder(); o > 0 {
+		disk.Boot = &libvirtxml.DomainDeviceBoot{Order: uint(o)}
+	}
+	return disk, prefix, nil
 }
 
 // diskSource is where a disk's data is, and how QEMU opens it: a file

@@ -55,6 +55,10 @@ type Metadata struct {
 	// live migration leaves them where they are. (RBD disks are network
 	// disks, which libvirt never copies.)
 	SharedDisks []string `xml:"sharedDisk,omitempty"`
+	// Adopted marks a domain virtplane took over (docs/adopt.md): it was
+	// defined outside virtplane, so its serial console writes no log; the
+	// launcher copies its pty into the console log instead.
+	Adopted bool `xml:"adopted,omitempty"`
 }
 
 // MigrationRecord is a launcher's note of one live migration.

@@ -26,8 +26,13 @@ import (
 // definition is left in the autoselection form (the caller passes dest
 // unchanged as the persistent XML).
 //
-// A domain without EFI firmware is returned as it came. An EFI
-// destination that cannot be completed is an error, never sent.
+// The destination's devices are laid out as the source's
+// (alignDevices): disks plugged into or unplugged from the source while
+// it ran change its layout.
+//
+// A domain without EFI firmware whose devices match is returned as it
+// came. An EFI destination that cannot be completed is an error, never
+// sent.
 func DestinationXML(dest, source string) (string, error) {
 	var d, s libvirtxml.Domain
 	if err := d.Unmarshal(dest); err != nil {
@@ -35,6 +40,16 @@ func DestinationXML(dest, source string) (string, error) {
 	}
 	if err := s.Unmarshal(source); err != nil {
 		return "", fmt.Errorf("parse the source domain's XML: %w", err)
+	}
+	aligned, err := alignDevices(&d, &s)
+	if err != nil {
+		return "", err
+	}
+	unchanged := func() (string, error) {
+		if !aligned {
+			return dest, nil
+		}
+		return marshalDestination(&d)
 	}
 	var loader *libvirtxml.DomainLoader
 	var srcNVRAM *libvirtxml.DomainNVRam
@@ -46,9 +61,9 @@ func DestinationXML(dest, source string) (string, error) {
 	switch {
 	case dos != nil && dos.Loader != nil && dos.Loader.Path != "":
 		// Resolved already (not what the launcher defines, but complete).
-		return dest, nil
+		return unchanged()
 	case !autoselect && (loader == nil || loader.Path == ""):
-		return dest, nil // no firmware to carry (SeaBIOS)
+		return unchanged() // no firmware to carry (SeaBIOS)
 	case !autoselect:
 		return "", fmt.Errorf("the source runs firmware %s but the destination XML asks for none: the target's domain would not match", loader.Path)
 	case loader == nil || loader.Path == "":
@@ -76,6 +91,10 @@ func DestinationXML(dest, source string) (string, error) {
 			d.Features.SMM = &libvirtxml.DomainFeatureSMM{State: "on"}
 		}
 	}
+	return marshalDestination(&d)
+}
+
+func marshalDestination(d *libvirtxml.Domain) (string, error) {
 	out, err := d.Marshal()
 	if err != nil {
 		return "", fmt.Errorf("marshal the destination XML: %w", err)

@@ -60,6 +60,13 @@ const (
 	// virConnectDomainEventAgentLifecycleState (AgentConnected or
 	// AgentDisconnected), Detail its reason.
 	EventAgent
+	// EventDeviceRemoved: a device left the live domain (libvirt's
+	// device-removed event: the guest released an unplugged disk);
+	// Alias names it.
+	EventDeviceRemoved
+	// EventDeviceRemovalFailed: QEMU reported that the guest refused to
+	// release the device Alias names.
+	EventDeviceRemovalFailed
 )
 
 // Guest agent lifecycle states (virConnectDomainEventAgentLifecycleState,
@@ -114,4 +121,6 @@ type Event struct {
 	// Type and Detail are virDomainEventType and its detail enum.
 	Type   int
 	Detail int
+	// Alias is the device's alias, for device events.
+	Alias string
 }

@@ -75,6 +75,8 @@ type Driver struct {
 	incoming *watchdog
 	// thawer thaws a freeze that no Thaw ended in time (freeze.go).
 	thawer *watchdog
+	// unplug follows the disk unplugs asked of the guest (hotplug.go).
+	unplug unplugs
 
 	// ptyMu guards the serial pty cached for one QEMU process: it is
 	// fixed while that process lives, and reading it costs a call for the
@@ -90,6 +92,9 @@ type Driver struct {
 
 	clock clock.WithTickerAndDelayedExecution
 	addrs addresses
+	// console copies an adopted domain's serial pty into its console log
+	// (takeover.go).
+	console consoleCopy
 
 	done chan struct{}
 	wg   sync.WaitGroup
@@ -152,6 +157,7 @@ func (d *Driver) Close() {
 	d.lease.stop()
 	d.incoming.stop()
 	d.thawer.stop()
+	d.console.stop()
 	d.subs.close()
 	d.wg.Wait()
 }

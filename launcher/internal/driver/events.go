@@ -114,6 +114,18 @@ func (d *Driver) pump(events <-chan Event) {
 				d.kickAddresses()
 			}
 			continue
+		case EventDeviceRemoved, EventDeviceRemovalFailed:
+			if ev.Domain != d.cfg.DomainName {
+				continue
+			}
+			name = "DeviceRemoved/" + ev.Alias
+			if ev.Kind == EventDeviceRemovalFailed {
+				// The unplug stands: the guest may release it later.
+				name = "DeviceRemovalFailed/" + ev.Alias
+				d.log.Warn("the guest refused to release a device", "alias", ev.Alias)
+			} else {
+				d.unplug.removed(ev.Alias)
+			}
 		case EventLifecycle:
 			if ev.Domain != d.cfg.DomainName {
 				continue

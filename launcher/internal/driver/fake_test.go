@@ -32,6 +32,8 @@ type fakeConn struct {
 	// capacity is each disk's size as the guest sees it, by target
 	// (fake_resize_test.go).
 	capacity map[string]uint64
+	// unplugHold: the guest keeps unplugged disks (fake_hotplug_test.go).
+	unplugHold bool
 }
 
 type fakeState struct {

@@ -61,6 +61,10 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	var md domxml.Metadata
 	if dom == nil {
+		if opts.GetAdopt() != nil {
+			// Never a new domain in place of one to take over.
+			return nil, status.Errorf(codes.FailedPrecondition, "sync: the domain %s to take over is gone", d.cfg.DomainName)
+		}
 		if dom, err = d.define(vmi, opts); err != nil {
 			return nil, err
 		}
@@ -87,6 +91,9 @@ func (d *Driver) Sync(ctx context.Context, req *launcherpb.SyncRequest) (*launch
 	}
 	if err := d.growDisks(dom, opts.GetDisks()); err != nil {
 		return nil, err
+	}
+	if md.Adopted {
+		d.copyConsole(dom, opts.GetConsoleLogPath())
 	}
 	if err := d.applyNetwork(dom, allNetSteps); err != nil {
 		return nil, d.networkFailed(dom, started, err)
@@ -123,13 +130,47 @@ func (d *Driver) define(vmi *apiv1.VirtualMachineInstance, opts *launcherpb.Sync
 	if err != nil {
 		return nil, grpcError(fmt.Errorf("define domain %s: %w", d.cfg.DomainName, err))
 	}
+	if dom, err = d.withHotplugPorts(dom); err != nil {
+		return nil, err
+	}
 	d.log.Info("defined domain", "vmi_uid", vmi.GetMetadata().GetUid(), "kvm", opts.GetKvm())
+	return dom, nil
+}
+
+// withHotplugPorts defines dom again with domxml.HotplugPorts free PCIe
+// root ports, for disks plugged while it runs: libvirt gives a new
+// definition the ports its devices take and no more, and their addresses
+// only once it is defined, so this is a second definition of what libvirt
+// made of the first (KubeVirt's way too).
+func (d *Driver) withHotplugPorts(dom Domain) (Domain, error) {
+	x, err := dom.GetXMLDesc()
+	if err != nil {
+		dom.Free()
+		return nil, grpcError(fmt.Errorf("read the defined domain %s: %w", d.cfg.DomainName, err))
+	}
+	more, added, err := domxml.WithHotplugPorts(x, domxml.HotplugPorts)
+	if err != nil {
+		dom.Free()
+		return nil, status.Errorf(codes.Internal, "sync: %v", err)
+	}
+	if added == 0 {
+		return dom, nil
+	}
+	dom.Free()
+	if dom, err = d.conn.DomainDefineXML(more); err != nil {
+		return nil, grpcError(fmt.Errorf("define domain %s with ports for hotplug: %w", d.cfg.DomainName, err))
+	}
 	return dom, nil
 }
 
 // adopt takes over a domain that already exists — left by a launcher that
 // died, or by this one before a node-agent restart — if it is this VMI's.
 func (d *Driver) adopt(dom Domain, vmi *apiv1.VirtualMachineInstance, opts *launcherpb.SyncOptions) (domxml.Metadata, error) {
+	if a := opts.GetAdopt(); a != nil {
+		if err := d.takeOver(dom, vmi, opts, a); err != nil {
+			return domxml.Metadata{}, err
+		}
+	}
 	md, err := d.owned(dom)
 	if err != nil {
 		return md, err

@@ -121,6 +121,25 @@ func (c *Connection) register(conn *libvirt.Connect, dom *libvirt.Domain) ([]int
 	} else {
 		ids = append(ids, id)
 	}
+	// A guest releasing an unplugged disk (or refusing to).
+	id, err = conn.DomainEventDeviceRemovedRegister(dom, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventDeviceRemoved) {
+		name, _ := d.GetName()
+		c.events(driver.Event{Kind: driver.EventDeviceRemoved, Domain: name, Alias: ev.DevAlias})
+	})
+	if err != nil {
+		c.log.Debug("device removed events not supported", "error", err)
+	} else {
+		ids = append(ids, id)
+	}
+	id, err = conn.DomainEventDeviceRemovalFailedRegister(dom, func(_ *libvirt.Connect, d *libvirt.Domain, ev *libvirt.DomainEventDeviceRemovalFailed) {
+		name, _ := d.GetName()
+		c.events(driver.Event{Kind: driver.EventDeviceRemovalFailed, Domain: name, Alias: ev.DevAlias})
+	})
+	if err != nil {
+		c.log.Debug("device removal failed events not supported", "error", err)
+	} else {
+		ids = append(ids, id)
+	}
 	return ids, nil
 }
 

@@ -33,6 +33,7 @@ type libvirtHost struct {
 	nodeDir  string // the node agent's data dir (VMI dirs, consoles)
 	kernel   string // file name of the kernel in imageDir
 	node     string // node name, recorded in every domain it defines
+	adoptDir string // the node agent's --adopt-dir (adopt.go)
 }
 
 // prepareLibvirtHost lays out dir for a real node: the launcher binary
@@ -56,9 +57,12 @@ func prepareLibvirtHost(ctx context.Context, dir, uri string) (*libvirtHost, err
 		launcher: filepath.Join(dir, "bin", "virtplane-launcher"),
 		imageDir: filepath.Join(dir, "images"),
 		nodeDir:  filepath.Join(dir, "node"),
+		adoptDir: filepath.Join(dir, "adopt"),
 	}
-	if err := os.Mkdir(h.imageDir, 0o755); err != nil {
-		return nil, err
+	for _, d := range []string{h.imageDir, h.adoptDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	if h.kernel, err = testguest.Install(guestDir, h.imageDir); err != nil {
 		return nil, err

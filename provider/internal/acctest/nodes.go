@@ -180,6 +180,7 @@ func realNodeSetup(ctx context.Context, dir string) (nodeSetup, error) {
 			LibvirtURI:   host.uri,
 			LauncherPath: host.launcher,
 			DataDir:      host.nodeDir,
+			AdoptDirs:    []string{host.adoptDir},
 			AgentVersion: "acctest",
 		},
 		nodeName: name,

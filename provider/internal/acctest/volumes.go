@@ -71,3 +71,29 @@ func (n *Nodes) WaitDiskSize(tb testing.TB, uid, dev string, bytes int64) {
 		return nil
 	})
 }
+
+// WaitGuestDisk waits until the guest of VMI uid, booted with
+// testguest.BlockWatch(), has (present) or no longer has a disk of serial
+// (testguest.BlockDevices); without real nodes it returns at once.
+func (n *Nodes) WaitGuestDisk(tb testing.TB, uid, serial string, present bool) {
+	tb.Helper()
+	if n.host == nil {
+		return
+	}
+	dir, err := nodedir.Layout{Root: n.host.nodeDir}.VMIDir(uid)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := nodedir.ConsoleLogPath(dir)
+	testutil.EventuallyNoError(tb, GuestBootTimeout, fmt.Sprintf("the guest of VMI %s to have disk %s: %v", uid, serial, present), func() error {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		now, _, _ := testguest.BlockDevices(string(b))
+		if _, ok := testguest.BlockBySerial(now, serial); ok != present {
+			return fmt.Errorf("the guest's disks: %v", now)
+		}
+		return nil
+	})
+}

@@ -2,16 +2,12 @@ package provider
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
@@ -138,34 +134,17 @@ func (r *imageResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 	name := state.Name.ValueString()
 	c := r.data.client
-	// The API's delete takes no uid precondition: check it first, so that
-	// destroy leaves alone an image someone created under the same name
-	// after ours was deleted.
-	cur, err := c.Images.Get(ctx, &apiv1.GetImageRequest{Name: name})
-	switch {
-	case status.Code(err) == codes.NotFound:
-		return
-	case err != nil:
-		r.addError(&resp.Diagnostics, err, "read image "+name+" before deleting it")
-		return
-	case state.UID.ValueString() != "" && cur.GetMetadata().GetUid() != state.UID.ValueString():
-		resp.Diagnostics.AddWarning("Image "+name+" was replaced outside Terraform",
-			"The image Terraform created is already gone; the image now named "+name+" was created by someone else and was left alone.")
-		return
-	}
-	_, err = c.Images.Delete(ctx, &apiv1.DeleteImageRequest{Name: name})
-	switch {
-	case err == nil, status.Code(err) == codes.NotFound:
-		tflog.Info(ctx, "image deleted; nodes remove their copies", map[string]any{"image": name})
-	case status.Code(err) == codes.FailedPrecondition:
-		resp.Diagnostics.AddError("Image "+name+" is in use",
-			fmt.Sprintf("Cannot delete image %s: %s.\n\nWhen those VMs are in this configuration, make their "+
-				"disks refer to the image (image = virtplane_image.<name>.name) or add depends_on, so that "+
-				"Terraform destroys or changes them first.",
-				name, strings.TrimSuffix(status.Convert(err).Message(), ".")))
-	default:
-		r.addError(&resp.Diagnostics, err, "delete image "+name)
-	}
+	deleteCreated(ctx, &r.configuredResource, &resp.Diagnostics, name, state.UID.ValueString(),
+		func(ctx context.Context) (*apiv1.Image, error) {
+			return c.Images.Get(ctx, &apiv1.GetImageRequest{Name: name})
+		},
+		func(ctx context.Context) error {
+			_, err := c.Images.Delete(ctx, &apiv1.DeleteImageRequest{Name: name})
+			return err
+		},
+		"image deleted; nodes remove their copies",
+		"When those VMs are in this configuration, make their disks refer to the image "+
+			"(image = virtplane_image.<name>.name) or add depends_on, so that Terraform destroys or changes them first.")
 }
 
 // setState writes img as state, keeping the provider-only settings and

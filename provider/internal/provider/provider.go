@@ -186,10 +186,12 @@ func unknownAttributes(m providerModel) []string {
 
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource, NewPoolResource, NewReplicaSetResource,
-		NewSnapshotResource, NewRestoreResource, NewNodeLabelsResource, NewStorageClassResource}
+		NewSnapshotResource, NewRestoreResource, NewNodeLabelsResource, NewStorageClassResource,
+		NewBackupTargetResource, NewBackupScheduleResource}
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource, NewMigrationsDataSource, NewPoolDataSource,
-		NewReplicaSetDataSource, NewSnapshotDataSource, NewStorageClassDataSource}
+		NewReplicaSetDataSource, NewSnapshotDataSource, NewStorageClassDataSource,
+		NewBackupsDataSource}
 }

@@ -2,14 +2,10 @@ package provider
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 )
@@ -104,35 +100,19 @@ func (r *storageClassResource) Delete(ctx context.Context, req resource.DeleteRe
 	}
 	name := state.Name.ValueString()
 	c := r.data.client
-	// The API's delete takes no uid precondition: check it first, so that
-	// destroy leaves alone a class someone created under the same name
-	// after ours was deleted.
-	cur, err := c.StorageClasses.Get(ctx, &apiv1.GetStorageClassRequest{Name: name})
-	switch {
-	case status.Code(err) == codes.NotFound:
-		return
-	case err != nil:
-		r.addError(&resp.Diagnostics, err, "read storage class "+name+" before deleting it")
-		return
-	case state.UID.ValueString() != "" && cur.GetMetadata().GetUid() != state.UID.ValueString():
-		resp.Diagnostics.AddWarning("Storage class "+name+" was replaced outside Terraform",
-			"The storage class Terraform created is already gone; the class now named "+name+" was created by someone else and was left alone.")
-		return
-	}
-	_, err = c.StorageClasses.Delete(ctx, &apiv1.DeleteStorageClassRequest{Name: name})
-	switch {
-	case err == nil, status.Code(err) == codes.NotFound:
-		tflog.Info(ctx, "storage class deleted", map[string]any{"storage_class": name})
-	case status.Code(err) == codes.FailedPrecondition:
-		resp.Diagnostics.AddError("Storage class "+name+" is in use",
-			fmt.Sprintf("Cannot delete storage class %s: %s.\n\nWhen those VMs are in this configuration, make their "+
-				"disks' storage_class refer to the class (storage_class = virtplane_storage_class.<name>.name) or add "+
-				"depends_on, so that Terraform destroys them first. A class is replaced (deleted, then created) when its "+
-				"kind, pool or path changes: that needs its volumes gone.",
-				name, strings.TrimSuffix(status.Convert(err).Message(), ".")))
-	default:
-		r.addError(&resp.Diagnostics, err, "delete storage class "+name)
-	}
+	deleteCreated(ctx, &r.configuredResource, &resp.Diagnostics, name, state.UID.ValueString(),
+		func(ctx context.Context) (*apiv1.StorageClass, error) {
+			return c.StorageClasses.Get(ctx, &apiv1.GetStorageClassRequest{Name: name})
+		},
+		func(ctx context.Context) error {
+			_, err := c.StorageClasses.Delete(ctx, &apiv1.DeleteStorageClassRequest{Name: name})
+			return err
+		},
+		"storage class deleted",
+		"When those VMs are in this configuration, make their disks' storage_class refer to the class "+
+			"(storage_class = virtplane_storage_class.<name>.name) or add depends_on, so that Terraform destroys them "+
+			"first. A class is replaced (deleted, then created) when its kind, pool or path changes: that needs its "+
+			"volumes gone.")
 }
 
 // setState writes sc as state, with the key and spellings of prior (the

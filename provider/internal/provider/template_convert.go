@@ -110,7 +110,7 @@ func diskFromModel(d diskModel) (*apiv1.Disk, *apiv1.Volume) {
 	case d.Persistent != nil:
 		disk.Disk = &apiv1.DiskTarget{Bus: d.Bus.ValueString()}
 		vol.Persistent = &apiv1.PersistentVolume{Size: d.Persistent.Size.ValueString(), Image: d.Persistent.Image.ValueString(),
-			StorageClass: d.Persistent.StorageClass.ValueString()}
+			StorageClass: d.Persistent.StorageClass.ValueString(), Hotpluggable: d.Persistent.Hotpluggable.ValueBool()}
 	default:
 		disk.Disk = &apiv1.DiskTarget{Bus: d.Bus.ValueString()}
 		vol.Image = &apiv1.ImageVolume{Name: d.Image.ValueString()}
@@ -137,7 +137,7 @@ func mergeVMSpec(cur, want *apiv1.VirtualMachineSpec) *apiv1.VirtualMachineSpec 
 	if spec.Template.Metadata == nil {
 		spec.Template.Metadata = &apiv1.ObjectMeta{}
 	}
-	spec.Template.Metadata.Annotations = want.GetTemplate().GetMetadata().GetAnnotations()
+	spec.Template.Metadata.Annotations = withServerOwned(want.GetTemplate().GetMetadata().GetAnnotations(), spec.Template.Metadata.GetAnnotations())
 	spec.Template.Spec = mergeInstanceSpec(spec.Template.GetSpec(), want.GetTemplate().GetSpec())
 	return spec
 }
@@ -246,7 +246,7 @@ func vmSpecToModel(labels map[string]string, spec *apiv1.VirtualMachineSpec, pri
 	tmpl := spec.GetTemplate()
 	return vmSpecModel{
 		Labels:            mapFromAPI(labels, prior.Labels, full, diags),
-		Annotations:       mapFromAPI(tmpl.GetMetadata().GetAnnotations(), prior.Annotations, full, diags),
+		Annotations:       mapFromAPI(withoutServerOwned(tmpl.GetMetadata().GetAnnotations()), prior.Annotations, full, diags),
 		RunStrategy:       types.StringValue(runStrategyOf(spec)),
 		NodeFailurePolicy: types.StringValue(cmp.Or(spec.GetNodeFailurePolicy(), apiv1.DefaultNodeFailurePolicy)),
 		instanceSpecModel: instanceSpecToModel(tmpl.GetSpec(), &prior.instanceSpecModel, full, diags),
@@ -323,6 +323,7 @@ func diskToModel(d *apiv1.Disk, vol *apiv1.Volume, prior *diskModel) diskModel {
 			// As written: unset and "local" are the same class, and the
 			// agent stores either as given.
 			StorageClass: readString(vol.GetPersistent().GetStorageClass(), pp.StorageClass),
+			Hotpluggable: readBool(vol.GetPersistent().GetHotpluggable(), pp.Hotpluggable),
 		}
 	case vol.GetImage() != nil:
 		dm.Image = types.StringValue(vol.GetImage().GetName())

@@ -64,6 +64,7 @@ type persistentModel struct {
 	Size         quantityValue `tfsdk:"size"`
 	Image        types.String  `tfsdk:"image"`
 	StorageClass types.String  `tfsdk:"storage_class"`
+	Hotpluggable types.Bool    `tfsdk:"hotpluggable"`
 }
 
 type cloudInitModel struct {

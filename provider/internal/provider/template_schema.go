@@ -222,6 +222,19 @@ func diskBlock(o specSchema) schema.ListNestedBlock {
 								"the disk to get a new volume on another class.",
 							Validators: []validator.String{dnsLabelValidator()},
 						},
+						"hotpluggable": schema.BoolAttribute{
+							Optional: true,
+							Description: "The disk may be plugged into and unplugged from a running guest " +
+								"(KubeVirt's hotpluggable volumes; the API's `persistent.hotpluggable`). Its bus is " +
+								"`virtio` or `scsi`, it has no `boot_order` and is not the first disk of a VM that " +
+								"boots from its disks. In the guest its serial is its name unless `serial` says " +
+								"otherwise (`/dev/disk/by-id/virtio-<name>`)." + o.vm(" Adding or removing such a "+
+								"disk changes the VM in place: the running guest gets it plugged in or unplugged "+
+								"without a restart (the plan says so), and the instance's volume status shows it. "+
+								"A removed disk's volume is kept until the VM is deleted, as KubeVirt keeps an "+
+								"unplugged volume: adding a disk of the same name again brings its data back. "+
+								"Turning the flag on or off for an existing disk needs a restart."),
+						},
 					},
 				},
 				"cloud_init": schema.SingleNestedBlock{

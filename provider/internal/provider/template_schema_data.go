@@ -67,6 +67,8 @@ func dataInstanceSpecAttributes(labels, annotations string) map[string]schema.At
 						"image": str("Image copied in at creation; null for a blank disk."),
 						"storage_class": str("Storage class the volume lives on, as the VM names it; null when it names " +
 							"none (`local`: a file on the VM's node)."),
+						"hotpluggable": schema.BoolAttribute{Computed: true, Description: "Whether the disk may be plugged " +
+							"into and unplugged from the running guest; null when not set."},
 					},
 				},
 				"cloud_init": schema.SingleNestedAttribute{

@@ -87,6 +87,9 @@ func validateDisks(ds []diskModel, list path.Path, diags *diag.Diagnostics) {
 				diags.AddAttributeError(p.AtName("persistent").AtName("size"), "Missing disk size",
 					"A persistent disk needs size, a quantity such as 10Gi.")
 			}
+			if d.Persistent.Hotpluggable.ValueBool() {
+				validateHotpluggableDisk(d, p, diags)
+			}
 		}
 		if d.CloudInit != nil {
 			sources = append(sources, "cloud_init")
@@ -122,6 +125,22 @@ func validateDisks(ds []diskModel, list path.Path, diags *diag.Diagnostics) {
 			}
 			bootOrders[d.BootOrder.ValueInt64()] = i
 		}
+	}
+}
+
+// validateHotpluggableDisk checks a hotpluggable disk as the API does
+// (validation's hotplug rules): a bus that can be plugged, no boot order.
+// The API also refuses one that boots by being the first disk, which
+// depends on the boot block.
+func validateHotpluggableDisk(d diskModel, p path.Path, diags *diag.Diagnostics) {
+	if bus := d.Bus.ValueString(); !d.Bus.IsUnknown() && !d.Bus.IsNull() && !slices.Contains(apiv1.HotplugDiskBuses(), bus) {
+		diags.AddAttributeError(p.AtName("bus"), "Invalid bus for a hotpluggable disk",
+			fmt.Sprintf("%s is hotpluggable, so its bus must be one of %s (SATA cannot be plugged), got %q.",
+				p, oneOf(apiv1.HotplugDiskBuses()...).list(), bus))
+	}
+	if !d.BootOrder.IsNull() && !d.BootOrder.IsUnknown() {
+		diags.AddAttributeError(p.AtName("boot_order"), "A hotpluggable disk cannot boot",
+			fmt.Sprintf("%s is hotpluggable and may be unplugged, so it cannot have a boot_order.", p))
 	}
 }
 

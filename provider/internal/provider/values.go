@@ -26,6 +26,15 @@ func readString(s string, prior types.String) types.String {
 	return types.StringNull()
 }
 
+// readBool maps false to null, unless the prior value was a known false
+// (a configuration that says `x = false` must read back as false).
+func readBool(b bool, prior types.Bool) types.Bool {
+	if b || (!prior.IsNull() && !prior.IsUnknown()) {
+		return types.BoolValue(b)
+	}
+	return types.BoolNull()
+}
+
 // mapFromAPI maps an empty map to null, unless the prior value was a known
 // empty map or full is set (data sources return empty maps, so lookup()
 // works on them).

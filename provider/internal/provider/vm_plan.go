@@ -42,7 +42,7 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 		return
 	}
 	id := apiv1.Ref(state.Namespace.ValueString(), state.Name.ValueString())
-	changed := restartChanges(ctx, &state.vmModel, &plan.vmModel)
+	changed, live := restartChanges(ctx, &state.vmModel, &plan.vmModel)
 	d := decideRestart(plan.RunStrategy.ValueString(), plan.UpdatePolicy.ValueString(),
 		instanceActive(state.Status), len(changed) > 0 || state.RestartRequired.ValueBool())
 
@@ -58,6 +58,20 @@ func (r *vmResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequ
 				fmt.Sprintf("Changing %s takes effect only when the guest restarts; %s keeps running with the old settings "+
 					"(%s) and restart_required becomes true.", what, id, d.why))
 		}
+	}
+
+	if plugged, unplugged := live.Added, live.Removed; instanceActive(state.Status) && len(plugged)+len(unplugged) > 0 {
+		var what []string
+		if len(plugged) > 0 {
+			what = append(what, "plugs disk "+strings.Join(plugged, ", ")+" into")
+		}
+		if len(unplugged) > 0 {
+			what = append(what, "unplugs disk "+strings.Join(unplugged, ", ")+" from")
+		}
+		resp.Diagnostics.AddWarning("Apply changes the disks of running virtual machine "+id+" in place",
+			fmt.Sprintf("Apply %s the running guest without a restart (hotpluggable disks); the instance's volume "+
+				"status shows each one Ready once plugged. An unplugged disk's volume is kept until the VM is deleted.",
+				strings.Join(what, " and ")))
 	}
 
 	if d.action == restartNow && state.RestartRequired.ValueBool() {

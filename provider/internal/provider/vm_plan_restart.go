@@ -80,28 +80,31 @@ func (d restartDecision) target(gen int64, instanceUID string) waitTarget {
 }
 
 // restartChanges names the attributes whose change between state and plan
-// the running guest only sees after a restart. The comparison is on the
-// API objects after the agent's defaulting, as the VM controller's
-// RestartRequired check is, so spellings and defaults do not count.
-func restartChanges(ctx context.Context, state, plan *vmModel) []string {
+// the running guest only sees after a restart, and what of the disks it
+// takes without one (live: the hotpluggable disks plugged and
+// unplugged). The comparison is on the API objects after the agent's
+// defaulting, as the VM controller's RestartRequired check is, so
+// spellings and defaults do not count.
+func restartChanges(ctx context.Context, state, plan *vmModel) (out []string, live validation.LiveDiskChange) {
 	from, d1 := vmFromModel(ctx, state)
 	to, d2 := vmFromModel(ctx, plan)
 	if d1.HasError() || d2.HasError() {
-		return nil
+		return nil, live
 	}
 	validation.DefaultVirtualMachine(from)
 	validation.DefaultVirtualMachine(to)
 	a, b := from.Spec.Template.Spec, to.Spec.Template.Spec
-	var out []string
 	if !proto.Equal(a.Domain.Cpu, b.Domain.Cpu) {
 		out = append(out, "cpu")
 	}
 	if !proto.Equal(a.Domain.Memory, b.Domain.Memory) {
 		out = append(out, "memory")
 	}
-	// A persistent disk that only grows is grown under the running guest
-	// (the VM controller's rule, validation.GrowVolumes).
-	if _, grows := validation.GrowVolumes(b.Volumes, a.Volumes); !grows || !equalMessages(a.Domain.Devices.Disks, b.Domain.Devices.Disks) {
+	// A persistent disk that only grows is grown under the running guest,
+	// and a hotpluggable one added or removed is plugged or unplugged (the
+	// VM controller's rule, validation.LiveDisks).
+	live, complete := validation.LiveDisks(b, a)
+	if !complete {
 		out = append(out, "disk")
 	}
 	if !proto.Equal(a.Domain.Firmware.GetKernelBoot(), b.Domain.Firmware.GetKernelBoot()) {
@@ -118,7 +121,7 @@ func restartChanges(ctx context.Context, state, plan *vmModel) []string {
 	if !maps.Equal(a.NodeSelector, b.NodeSelector) {
 		out = append(out, "node_selector")
 	}
-	return out
+	return out, live
 }
 
 // equalMessages compares two lists of API messages element by element.

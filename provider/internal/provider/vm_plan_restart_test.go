@@ -211,7 +211,8 @@ func TestRestartChanges(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			plan := base
 			c.edit(&plan)
-			if got := strings.Join(restartChanges(ctx, &base, &plan), ", "); got != c.want {
+			changed, _ := restartChanges(ctx, &base, &plan)
+			if got := strings.Join(changed, ", "); got != c.want {
 				t.Errorf("restartChanges = %q, want %q", got, c.want)
 			}
 		})

@@ -346,3 +346,36 @@ func TestVMStatusNodeChangeIsNoPlanDiff(t *testing.T) {
 		t.Errorf("with a memory change status is planned as %v, want unknown (known after apply)", m.Status)
 	}
 }
+
+// A hotpluggable disk added to or removed from a running VM is planned in
+// place: the plan says it is plugged or unplugged, with no restart
+// warning; a plain disk added still warns of a restart.
+func TestModifyPlanHotplug(t *testing.T) {
+	state := runningState(t)
+	withHot := func(base vmResourceModel, name string, hot bool) vmResourceModel {
+		plan := base
+		plan.Disks = append(append([]diskModel(nil), base.Disks...), diskModel{
+			Name: types.StringValue(name), Bus: types.StringValue("virtio"),
+			Persistent: &persistentModel{Size: quantityOf("1Gi"), Hotpluggable: types.BoolValue(hot)},
+		})
+		plan.Status = types.ObjectUnknown(statusAttrTypes)
+		plan.RestartRequired = types.BoolUnknown()
+		return plan
+	}
+	w := warnings(planFor(t, state, withHot(state, "extra", true)))
+	if !strings.Contains(w, "Apply changes the disks of running virtual machine prod/web in place: Apply plugs disk extra into the running guest without a restart") ||
+		strings.Contains(w, "restart virtual machine") || strings.Contains(w, "Apply restarts") {
+		t.Errorf("hotpluggable disk added: %q", w)
+	}
+	hotState := withHot(state, "extra", true)
+	hotState.Status, hotState.RestartRequired = state.Status, state.RestartRequired
+	removed := state
+	removed.Status = types.ObjectUnknown(statusAttrTypes)
+	removed.RestartRequired = types.BoolUnknown()
+	if w := warnings(planFor(t, hotState, removed)); !strings.Contains(w, "unplugs disk extra from the running guest") || strings.Contains(w, "Apply restarts") {
+		t.Errorf("hotpluggable disk removed: %q", w)
+	}
+	if w := warnings(planFor(t, state, withHot(state, "cold", false))); !strings.Contains(w, "Apply restarts virtual machine prod/web: Changing disk") || strings.Contains(w, "plugs") {
+		t.Errorf("plain disk added: %q", w)
+	}
+}

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -31,6 +32,10 @@ func (r *vmResource) Metadata(_ context.Context, req resource.MetadataRequest, r
 }
 
 func (r *vmResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if id, ok := strings.CutPrefix(req.ID, adoptImportPrefix); ok {
+		r.importAdopted(ctx, id, resp) // vm_resource_adopt.go
+		return
+	}
 	if importNamespaced(ctx, req, resp, r.kind, "default/web") {
 		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("update_policy"), defaultUpdatePolicy)...)
 	}

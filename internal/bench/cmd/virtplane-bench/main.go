@@ -4,7 +4,7 @@
 // bench-full` in full mode; every section of the page names the command
 // that reproduces it.
 //
-//	virtplane-bench [-mode quick|full] [flags] all|start|density|throughput|overhead|tfscale|recovery|migration|storage|render [command flags]
+//	virtplane-bench [-mode quick|full] [flags] all|start|density|throughput|overhead|tfscale|recovery|migration|storage|backup|render [command flags]
 package main
 
 import (
@@ -45,7 +45,7 @@ func byMode[T any](full bool, quick, fullSize T) T {
 	return quick
 }
 
-var measurements = []*measurement{startBench, densityBench, throughputBench, overheadBench, tfscaleBench, recoveryBench, migrationBench, storageBench}
+var measurements = []*measurement{startBench, densityBench, throughputBench, overheadBench, tfscaleBench, recoveryBench, migrationBench, storageBench, backupBench}
 
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -72,7 +72,7 @@ func run(log *slog.Logger, args []string) error {
 	fs.StringVar(&results, "results", "", "JSON results file (default bin/bench/<mode>.json)")
 	fs.StringVar(&doc, "doc", "docs/performance.md", "page to write the figures into; empty skips it")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: virtplane-bench [flags] all|start|density|throughput|overhead|tfscale|recovery|migration|storage|render [command flags]")
+		fmt.Fprintln(fs.Output(), "usage: virtplane-bench [flags] all|start|density|throughput|overhead|tfscale|recovery|migration|storage|backup|render [command flags]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
