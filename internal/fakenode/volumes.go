@@ -2,6 +2,7 @@ package fakenode
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -51,13 +52,5 @@ func (n *Node) syncVolumes(ctx context.Context, vmi *apiv1.VirtualMachineInstanc
 }
 
 func equalVolumeStatuses(a, b []*apiv1.VolumeStatus) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(x, y *apiv1.VolumeStatus) bool { return proto.Equal(x, y) })
 }

@@ -59,12 +59,13 @@ func hotplugBackoff(n int) time.Duration {
 // unsettled counts one more hotplug pass of the disks fp that left a
 // volume not Ready and sets the pass's requeue by it.
 func unsettled(p *updatePass, fp string) {
-	r := &p.e.HotplugRetry
-	if r.For != fp {
-		r.For, r.Count = fp, 0
+	h := &p.e.Hotplug
+	if h.Disks != fp {
+		*h = launchers.HotplugState{Disks: fp}
 	}
-	r.Count++
-	p.requeue = hotplugBackoff(r.Count)
+	h.Settled = false
+	h.Retries++
+	p.requeue = hotplugBackoff(h.Retries)
 }
 
 // hotplugFingerprint is what of a VMI's spec the hotplug step acts on:
@@ -106,7 +107,7 @@ func settled(st []*apiv1.VolumeStatus) bool {
 func (h *handler) hotplug(ctx context.Context, p *updatePass) (controller.Result, bool, error) {
 	fp := hotplugFingerprint(p.vmi)
 	current := p.vmi.GetStatus().GetVolumeStatus()
-	if (fp == "" && len(current) == 0) || (fp == p.e.HotplugSettled && settled(current)) {
+	if (fp == "" && len(current) == 0) || (p.e.Hotplug.Settled && fp == p.e.Hotplug.Disks && settled(current)) {
 		return controller.Result{}, false, nil
 	}
 	if apiv1.MigrationInFlight(p.vmi) {
@@ -125,10 +126,8 @@ func (h *handler) hotplug(ctx context.Context, p *updatePass) (controller.Result
 	st = append(st, h.unplugDisks(ctx, p, live)...)
 	p.volumes, p.volumesSet = st, true
 	if settled(st) {
-		p.e.HotplugSettled = fp
-		p.e.HotplugRetry.For, p.e.HotplugRetry.Count = "", 0
+		p.e.Hotplug = launchers.HotplugState{Disks: fp, Settled: true}
 	} else {
-		p.e.HotplugSettled = ""
 		unsettled(p, fp)
 	}
 	return controller.Result{}, false, nil

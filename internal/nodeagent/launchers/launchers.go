@@ -45,20 +45,23 @@ type Conn struct {
 	// syncs again and the launcher grows the disks. Only the worker
 	// handling Key reads and writes it.
 	SyncedSizes string
-	// HotplugSettled is the handler's fingerprint of the VMI's disks when
-	// its hotplug step last found every hotpluggable volume Ready through
-	// this connection: until the disks change, it does not look again.
-	HotplugSettled string
-	// HotplugRetry counts the hotplug passes in a row through this
-	// connection that left a volume of the disks with fingerprint For
-	// not Ready: the next look waits the longer. Only the worker
-	// handling Key reads and writes it.
-	HotplugRetry struct {
-		For   string
-		Count int
-	}
-	dead   atomic.Bool
-	cancel context.CancelFunc // ends the event watch
+	// Hotplug is what the handler's hotplug step last did through this
+	// connection. Only the worker handling Key reads and writes it.
+	Hotplug HotplugState
+	dead    atomic.Bool
+	cancel  context.CancelFunc // ends the event watch
+}
+
+// HotplugState is the hotplug step's memory of one instance's disks.
+type HotplugState struct {
+	// Disks is the fingerprint of the VMI's disks the step last acted on.
+	Disks string
+	// Settled: every hotpluggable volume of Disks was Ready; until the
+	// disks change, the step does not look again.
+	Settled bool
+	// Retries counts the passes in a row over Disks that left a volume
+	// not Ready: the next look waits the longer.
+	Retries int
 }
 
 // Dead reports a launcher that stopped answering.
