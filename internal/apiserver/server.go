@@ -51,6 +51,13 @@ type Stores struct {
 	// Credentials of nodes; nil serves no node certificates (tests).
 	BootstrapTokens store.Store[*apiv1.BootstrapToken]
 	NodeCredentials store.Store[*apiv1.NodeCredential]
+	// The tenancy kinds (tenancy.proto); nil serves none (tests).
+	Namespaces          store.Store[*apiv1.Namespace]
+	Users               store.Store[*apiv1.User]
+	ServiceAccounts     store.Store[*apiv1.ServiceAccount]
+	Credentials         store.Store[*apiv1.Credential]
+	RoleBindings        store.Store[*apiv1.RoleBinding]
+	ClusterRoleBindings store.Store[*apiv1.ClusterRoleBinding]
 }
 
 // NewStores returns the etcd stores of every kind the API serves, all with
@@ -78,6 +85,13 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 		// Credentials are the API's own writes, never a leader's: no fence.
 		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
 		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),
+		// Who may do what is the API's own, never a leader's: no fence.
+		Users:               store.New(c, store.Users, store.Options{Prefix: opts.Prefix}),
+		ServiceAccounts:     store.New(c, store.ServiceAccounts, store.Options{Prefix: opts.Prefix}),
+		Credentials:         store.New(c, store.Credentials, store.Options{Prefix: opts.Prefix}),
+		RoleBindings:        store.New(c, store.RoleBindings, store.Options{Prefix: opts.Prefix}),
+		ClusterRoleBindings: store.New(c, store.ClusterRoleBindings, store.Options{Prefix: opts.Prefix}),
+		Namespaces:          store.New(c, store.Namespaces, opts),
 	}
 }
 
@@ -196,4 +210,12 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterBackupRestoresServer(r, newBackupRestoreService(s))
 	apiv1.RegisterAdoptionsServer(r, newAdoptionService(s))
 	apiv1.RegisterBootstrapServer(r, newBootstrapService(s))
+	apiv1.RegisterNamespacesServer(r, newNamespaceService(s))
+	apiv1.RegisterUsersServer(r, newUserService(s))
+	apiv1.RegisterServiceAccountsServer(r, newServiceAccountService(s))
+	apiv1.RegisterCredentialsServer(r, newCredentialService(s))
+	apiv1.RegisterRoleBindingsServer(r, newRoleBindingService(s))
+	apiv1.RegisterClusterRoleBindingsServer(r, newClusterRoleBindingService(s))
+	apiv1.RegisterAuthServer(r, newAuthService(s))
+	apiv1.RegisterAuditServer(r, newAuditService(s))
 }

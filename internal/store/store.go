@@ -155,6 +155,31 @@ var (
 		Kind: "NodeCredential", Plural: "nodecredentials", Namespaced: false,
 		New: func() *apiv1.NodeCredential { return &apiv1.NodeCredential{} },
 	}
+	// The tenancy kinds (tenancy.proto).
+	Namespaces = Resource[*apiv1.Namespace]{
+		Kind: apiv1.KindNamespace, Plural: "namespaces", Namespaced: false,
+		New: func() *apiv1.Namespace { return &apiv1.Namespace{} },
+	}
+	Users = Resource[*apiv1.User]{
+		Kind: apiv1.KindUser, Plural: "users", Namespaced: false,
+		New: func() *apiv1.User { return &apiv1.User{} },
+	}
+	ServiceAccounts = Resource[*apiv1.ServiceAccount]{
+		Kind: apiv1.KindServiceAccount, Plural: "serviceaccounts", Namespaced: true,
+		New: func() *apiv1.ServiceAccount { return &apiv1.ServiceAccount{} },
+	}
+	Credentials = Resource[*apiv1.Credential]{
+		Kind: apiv1.KindCredential, Plural: "credentials", Namespaced: false,
+		New: func() *apiv1.Credential { return &apiv1.Credential{} },
+	}
+	RoleBindings = Resource[*apiv1.RoleBinding]{
+		Kind: apiv1.KindRoleBinding, Plural: "rolebindings", Namespaced: true,
+		New: func() *apiv1.RoleBinding { return &apiv1.RoleBinding{} },
+	}
+	ClusterRoleBindings = Resource[*apiv1.ClusterRoleBinding]{
+		Kind: apiv1.KindClusterRoleBinding, Plural: "clusterrolebindings", Namespaced: false,
+		New: func() *apiv1.ClusterRoleBinding { return &apiv1.ClusterRoleBinding{} },
+	}
 )
 
 // ListOptions filter List and Watch.
