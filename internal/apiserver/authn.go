@@ -92,6 +92,7 @@ func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 		id, err := s.authenticate(ctx, l, info)
 		if err != nil {
 			s.limits.refused(method, "unauthenticated")
+			s.auditRefused(ctx, info, Identity{}, err)
 			return nil, err
 		}
 		if err := s.limits.allow(id, method); err != nil {
@@ -99,6 +100,7 @@ func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 		}
 		if _, err := authorize(id, method); err != nil {
 			s.limits.refused(method, "forbidden")
+			s.auditRefused(ctx, info, id, err)
 			return nil, err
 		}
 		release, err := s.limits.startRequest(id, method)

@@ -131,6 +131,14 @@ type Options struct {
 	// BackupTargets reads what a backup target holds (ListManifests);
 	// nil answers Unimplemented.
 	BackupTargets TargetReader
+	// Audit records writes and console, export and migration requests
+	// (audit.go) and serves Audit.Read; nil keeps no audit trail.
+	Audit AuditLog
+	// AuditNodeReports records the nodes' routine reports too
+	// (auditNodeReport).
+	AuditNodeReports bool
+	// ServerName names this server in audit records (its node name).
+	ServerName string
 }
 
 // Server serves all API services.
