@@ -155,6 +155,20 @@ type auditCall struct {
 	method, namespace, name, uid string
 }
 
+// answer takes the uid of the object resp carries, its name when the
+// request named none (a generated name) and its namespace when the
+// request left it to the server (the default one).
+func (c *auditCall) answer(resp any) {
+	ns, name, uid := auditAnswer(resp)
+	c.uid = uid
+	if c.name == "" {
+		c.name = name
+	}
+	if c.namespace == "" && c.name == name {
+		c.namespace = ns
+	}
+}
+
 // record writes the record of a call by id that ended with err.
 func (s *Server) record(id Identity, c auditCall, err error) {
 	st := status.Convert(err)
@@ -188,7 +202,7 @@ func (s *Server) auditUnary(ctx context.Context, req any, info *grpc.UnaryServer
 			s.record(id, c, status.Error(codes.Internal, "internal error (logged by the server)"))
 			panic(r)
 		}
-		c.uid = auditUID(resp)
+		c.answer(resp)
 		s.record(id, c, err)
 	}()
 	return h(ctx, req)
@@ -236,7 +250,7 @@ func (a *auditedStream) RecvMsg(m any) error {
 func (a *auditedStream) SendMsg(m any) error {
 	if !a.sent {
 		a.sent = true
-		a.call.uid = auditUID(m)
+		a.call.answer(m)
 	}
 	return a.ServerStream.SendMsg(m)
 }

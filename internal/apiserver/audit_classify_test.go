@@ -159,6 +159,7 @@ func TestAuditObjectAndUID(t *testing.T) {
 	}{
 		{&apiv1.CreateVirtualMachineRequest{Vm: vm}, "a", "web"},
 		{&apiv1.DeleteVirtualMachineRequest{Key: &apiv1.ObjectKey{Namespace: "a", Name: "web"}}, "a", "web"},
+		{&apiv1.DeleteVirtualMachineRequest{Key: &apiv1.ObjectKey{Name: "web"}}, "default", "web"},
 		{&apiv1.ScaleRequest{Key: &apiv1.ObjectKey{Namespace: "b", Name: "pool"}, Replicas: 3}, "b", "pool"},
 		{&apiv1.ConsoleInput{Open: &apiv1.ConsoleOpen{Namespace: "a", Name: "web"}}, "a", "web"},
 		{&apiv1.JoinRequest{Token: "abc.def", NodeName: "n1"}, "", "n1"},
@@ -172,7 +173,7 @@ func TestAuditObjectAndUID(t *testing.T) {
 			t.Errorf("%T: %q/%q, want %q/%q", c.req, ns, name, c.ns, c.name)
 		}
 	}
-	meta := &apiv1.ObjectMeta{Name: "x", Uid: "uid-1"}
+	meta := &apiv1.ObjectMeta{Namespace: "a", Name: "x", Uid: "uid-1"}
 	for _, c := range []struct {
 		resp proto.Message
 		uid  string
@@ -183,8 +184,25 @@ func TestAuditObjectAndUID(t *testing.T) {
 		{&apiv1.CreateBootstrapTokenResponse{Token: "a.b"}, ""},
 		{nil, ""},
 	} {
-		if got := auditUID(c.resp); got != c.uid {
-			t.Errorf("%T: uid %q, want %q", c.resp, got, c.uid)
+		ns, name, uid := auditAnswer(c.resp)
+		if uid != c.uid || c.uid != "" && (ns != "a" || name != "x") {
+			t.Errorf("%T: %q/%q uid %q, want a/x uid %q", c.resp, ns, name, uid, c.uid)
 		}
+	}
+	// A generated name comes from the answer; a requested one stays.
+	c := auditCall{}
+	c.answer(&apiv1.VirtualMachineInstanceMigration{Metadata: &apiv1.ObjectMeta{Namespace: "a", Name: "web-migration-x", Uid: "u"}})
+	if c.namespace != "a" || c.name != "web-migration-x" || c.uid != "u" {
+		t.Errorf("generated name: %+v", c)
+	}
+	c = auditCall{name: "m"}
+	c.answer(&apiv1.VirtualMachineInstanceMigration{Metadata: &apiv1.ObjectMeta{Namespace: "default", Name: "m"}})
+	if c.namespace != "default" {
+		t.Errorf("the default namespace: %+v", c)
+	}
+	c = auditCall{namespace: "a", name: "asked"}
+	c.answer(&apiv1.VirtualMachine{Metadata: &apiv1.ObjectMeta{Namespace: "b", Name: "other", Uid: "u"}})
+	if c.namespace != "a" || c.name != "asked" || c.uid != "u" {
+		t.Errorf("requested name: %+v", c)
 	}
 }

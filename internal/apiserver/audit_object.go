@@ -39,12 +39,21 @@ func objectOf(m protoreflect.Message, depth int) (string, string) {
 		return "", ""
 	}
 	fields := m.Descriptor().Fields()
-	for _, ref := range []protoreflect.Name{"key", "metadata"} {
-		if fd := fields.ByName(ref); fd != nil && singularMessage(fd) &&
-			(fd.Message().FullName() == objectKeyName || fd.Message().FullName() == objectMetaName) {
-			k := m.Get(fd).Message()
-			return stringField(k, "namespace"), stringField(k, "name")
+	if fd := fields.ByName("key"); fd != nil && singularMessage(fd) && fd.Message().FullName() == objectKeyName {
+		// Keys name namespaced objects only; an empty namespace is the
+		// default one (keyOf).
+		k := m.Get(fd).Message()
+		ns := stringField(k, "namespace")
+		if ns == "" {
+			ns = apiv1.DefaultNamespace
 		}
+		return ns, stringField(k, "name")
+	}
+	if fd := fields.ByName("metadata"); fd != nil && singularMessage(fd) && fd.Message().FullName() == objectMetaName {
+		// An object's empty namespace is the default one for namespaced
+		// kinds and none for the others: the answer tells (answer).
+		md := m.Get(fd).Message()
+		return stringField(md, "namespace"), stringField(md, "name")
 	}
 	if fd := fields.ByName("name"); fd != nil && fd.Kind() == protoreflect.StringKind {
 		return stringField(m, "namespace"), m.Get(fd).String()
@@ -88,44 +97,49 @@ func namesObject(md protoreflect.MessageDescriptor) bool {
 	return fd != nil && fd.Kind() == protoreflect.StringKind && fd.Cardinality() != protoreflect.Repeated
 }
 
-// auditUID returns the uid of the object msg (an answer) carries in its
-// metadata, or in that of its one object field (an export or credential
-// beside its token).
-func auditUID(msg any) string {
+// auditAnswer returns the namespace, name and uid of the object msg (an
+// answer) carries in its metadata, or in that of its one object field (an
+// export or credential beside its token). The name fills a record whose
+// request named none (a generated name).
+func auditAnswer(msg any) (namespace, name, uid string) {
 	m, ok := msg.(proto.Message)
 	if !ok || m == nil {
-		return ""
+		return "", "", ""
 	}
 	r := m.ProtoReflect()
 	if !r.IsValid() {
-		return ""
+		return "", "", ""
 	}
-	if uid, ok := metadataUID(r); ok {
-		return uid
+	if md, ok := metadataOf(r); ok {
+		return stringField(md, "namespace"), stringField(md, "name"), stringField(md, "uid")
 	}
-	uid := ""
+	var found protoreflect.Message
 	fields := r.Descriptor().Fields()
 	for i := range fields.Len() {
 		fd := fields.Get(i)
-		if !singularMessage(fd) {
+		if !singularMessage(fd) || !r.Has(fd) {
 			continue
 		}
-		if u, ok := metadataUID(r.Get(fd).Message()); ok {
-			if uid != "" {
-				return ""
+		if md, ok := metadataOf(r.Get(fd).Message()); ok {
+			if found != nil {
+				return "", "", ""
 			}
-			uid = u
+			found = md
 		}
 	}
-	return uid
+	if found == nil {
+		return "", "", ""
+	}
+	return stringField(found, "namespace"), stringField(found, "name"), stringField(found, "uid")
 }
 
-func metadataUID(m protoreflect.Message) (string, bool) {
+// metadataOf returns m's metadata when it has some.
+func metadataOf(m protoreflect.Message) (protoreflect.Message, bool) {
 	fd := m.Descriptor().Fields().ByName("metadata")
 	if fd == nil || !singularMessage(fd) || fd.Message().FullName() != objectMetaName || !m.Has(fd) {
-		return "", false
+		return nil, false
 	}
-	return stringField(m.Get(fd).Message(), "uid"), true
+	return m.Get(fd).Message(), true
 }
 
 func singularMessage(fd protoreflect.FieldDescriptor) bool {
