@@ -179,6 +179,9 @@ func TestAuditTrailRecordsWritesOnceWithoutSecrets(t *testing.T) {
 	if _, err := admin.VMs.Delete(ctx(), &apiv1.DeleteVirtualMachineRequest{Key: webKey}); err != nil {
 		t.Fatal(err)
 	}
+	// A join with a wrong token: refused, and the token stays out.
+	_, err = e.tryJoin("node-c", "abcdef."+marker)
+	wantCode(t, "a join with a wrong token", err, codes.Unauthenticated)
 
 	want := []struct {
 		identity, method, namespace, name, code string
@@ -197,6 +200,7 @@ func TestAuditTrailRecordsWritesOnceWithoutSecrets(t *testing.T) {
 		{"admin", apiv1.Consoles_Attach_FullMethodName, "", "web", "FailedPrecondition", false},
 		{"admin", apiv1.Migrations_Create_FullMethodName, "", "move-web", "", false},
 		{"admin", apiv1.VirtualMachines_Delete_FullMethodName, "default", "web", "OK", true},
+		{"anonymous (127.0.0.1)", apiv1.Bootstrap_Join_FullMethodName, "", "node-c", "Unauthenticated", false},
 	}
 	// The console's record is written when its stream ends, which the
 	// server sees after the client has the error.
