@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"net"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -221,38 +222,51 @@ func (s *Server) auditStream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	as := &auditedStream{ServerStream: ss, call: auditCall{method: info.FullMethod}}
 	defer func() {
 		if r := recover(); r != nil {
-			s.record(id, as.call, status.Error(codes.Internal, "internal error (logged by the server)"))
+			s.record(id, as.seen(), status.Error(codes.Internal, "internal error (logged by the server)"))
 			panic(r)
 		}
-		s.record(id, as.call, err)
+		s.record(id, as.seen(), err)
 	}()
 	return h(srv, as)
 }
 
 // auditedStream notes what a record needs from a stream's first request
-// and first answer as they pass; the handler runs on its one goroutine,
-// so no lock.
+// and first answer as they pass. A console's handler receives and sends
+// on goroutines of their own, hence the lock.
 type auditedStream struct {
 	grpc.ServerStream
+	mu          sync.Mutex
 	call        auditCall
 	recvd, sent bool
 }
 
 func (a *auditedStream) RecvMsg(m any) error {
 	err := a.ServerStream.RecvMsg(m)
-	if err == nil && !a.recvd {
-		a.recvd = true
-		a.call.namespace, a.call.name = auditObject(m)
+	if err == nil {
+		a.mu.Lock()
+		if !a.recvd {
+			a.recvd = true
+			a.call.namespace, a.call.name = auditObject(m)
+		}
+		a.mu.Unlock()
 	}
 	return err
 }
 
 func (a *auditedStream) SendMsg(m any) error {
+	a.mu.Lock()
 	if !a.sent {
 		a.sent = true
 		a.call.answer(m)
 	}
+	a.mu.Unlock()
 	return a.ServerStream.SendMsg(m)
+}
+
+func (a *auditedStream) seen() auditCall {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.call
 }
 
 // auditRefused records a call the tap handle refused (unauthenticated,

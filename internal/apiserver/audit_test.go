@@ -343,3 +343,79 @@ func TestAuditNodeReports(t *testing.T) {
 		t.Fatalf("%d heartbeat records, want 1", beats)
 	}
 }
+
+// A console session is recorded once, when it ends, with its code; what
+// was typed and shown is not. The node's side (Serve) is a node report.
+func TestAuditConsoleSessionOnce(t *testing.T) {
+	e, logPath := newAuditEnv(t, Options{})
+	n := e.join("node-a")
+	e.runningVMI("web", "node-a")
+	sctx, cancel := context.WithCancel(ctx())
+	defer cancel()
+	sessions, err := n.c.Consoles.Sessions(sctx, &apiv1.ConsoleSessionsRequest{NodeName: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sessions.Header(); err != nil {
+		t.Fatal(err)
+	}
+	client, err := e.admin().Consoles.Attach(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Send(&apiv1.ConsoleInput{Open: &apiv1.ConsoleOpen{Namespace: "default", Name: "web", Interactive: true}}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sessions.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := n.c.Consoles.Serve(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Send(&apiv1.ConsoleOutput{SessionId: s.GetSessionId()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Send(&apiv1.ConsoleOutput{Data: []byte("login: " + marker)}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := client.Recv(); err != nil || !strings.Contains(string(out.GetData()), marker) {
+		t.Fatalf("client got %v, %v", out, err)
+	}
+	if err := client.Send(&apiv1.ConsoleInput{Data: []byte(marker + "\r")}); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := node.Recv(); err != nil || !strings.Contains(string(in.GetData()), marker) {
+		t.Fatalf("node got %v, %v", in, err)
+	}
+	if err := node.Send(&apiv1.ConsoleOutput{Notice: "instance ended", Final: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = node.CloseSend()
+	for {
+		if _, err := client.Recv(); err != nil {
+			break
+		}
+	}
+	var got []audit.Record
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		got = auditLines(t, logPath)
+	}
+	var consoles []audit.Record
+	for _, r := range got {
+		if strings.Contains(r.Method, "Consoles") {
+			consoles = append(consoles, r)
+		}
+	}
+	if len(consoles) != 1 || consoles[0].Method != apiv1.Consoles_Attach_FullMethodName || consoles[0].Identity != "admin" ||
+		consoles[0].Namespace != "default" || consoles[0].Name != "web" || consoles[0].Code != "OK" {
+		t.Fatalf("console records: %+v", consoles)
+	}
+	data, _ := os.ReadFile(logPath)
+	if strings.Contains(string(data), marker) {
+		t.Error("the audit log holds what was typed or shown")
+	}
+}
