@@ -37,8 +37,12 @@ type AuditLog interface {
 }
 
 // auditRole names the roles id holds for a call in namespace ("edit in
-// a"), for the record's role field. The authorization code sets it; ""
-// leaves the field empty.
+// a"; namespace is "" for cluster-scoped objects and for calls refused
+// before their request was read), for the record's role field. The
+// authorization code sets it once, before the server serves; ""
+// leaves the field empty. It runs for every recorded call, in the
+// transport's tap handle for refusals there, so it must answer from
+// memory.
 var auditRole = func(id Identity, namespace string) string { return "" }
 
 // auditClass is what the audit trail does with a method's calls.
