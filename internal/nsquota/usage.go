@@ -203,3 +203,14 @@ func (u Usage) String() string {
 	}
 	return b.String()
 }
+
+// NonNegative is u with every negative amount at zero.
+func (u Usage) NonNegative() Usage {
+	out := Usage{VCPUs: max(u.VCPUs, 0), Memory: max(u.Memory, 0), VMs: max(u.VMs, 0), Images: max(u.Images, 0)}
+	for class, n := range u.Storage {
+		if n > 0 {
+			out.addStorage(class, n)
+		}
+	}
+	return out
+}
