@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
