@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -101,9 +102,9 @@ func CheckNamespaceAllowed(ns string, a *apiv1.NamespaceAllowed, spec *apiv1.Vir
 	}
 	var errs field.ErrorList
 	refuse := func(p *field.Path, what, value string, allowed []string) {
-		errs = append(errs, field.Forbidden(p, fmt.Sprintf("%s %q is not allowed in namespace %s (allowed: %s)", what, value, ns, listOrNone(allowed))))
+		errs = append(errs, field.Forbidden(p, notAllowed(what, value, ns, allowed)))
 	}
-	bridges, networks, classes, ranges := a.GetBridges(), a.GetNetworks(), a.GetStorageClasses(), a.GetPortForwardRanges()
+	bridges, networks, ranges := a.GetBridges(), a.GetNetworks(), a.GetPortForwardRanges()
 	for i, n := range spec.GetNetworks() {
 		p := path.Child("networks").Index(i)
 		if b := n.GetBridge(); b != nil && bridges != nil && !slices.Contains(bridges.GetItems(), b.GetBridge()) {
@@ -123,16 +124,35 @@ func CheckNamespaceAllowed(ns string, a *apiv1.NamespaceAllowed, spec *apiv1.Vir
 			refuse(p.Child("user", "port_forwards").Index(j).Child("host_port"), "host port", fmt.Sprint(f.GetHostPort()), ranges.GetItems())
 		}
 	}
-	if classes != nil {
-		for i, v := range spec.GetVolumes() {
-			pv := v.GetPersistent()
-			if pv == nil || classAllowed(pv, classes.GetItems()) {
-				continue
-			}
-			refuse(path.Child("volumes").Index(i).Child("persistent", "storage_class"), "storage class", StorageClassOf(pv), classes.GetItems())
+	for i, v := range spec.GetVolumes() {
+		if pv := v.GetPersistent(); pv != nil {
+			errs = append(errs, CheckNamespaceVolume(ns, a, pv, path.Child("volumes").Index(i).Child("persistent", "storage_class"))...)
 		}
 	}
 	return errs
+}
+
+// CheckNamespaceVolume refuses persistent volume pv (its storage class at
+// path) when namespace ns's allowed storage classes (a) leave its class
+// out: CheckNamespaceAllowed's rule for one volume, which AddVolume
+// checks alone.
+func CheckNamespaceVolume(ns string, a *apiv1.NamespaceAllowed, pv *apiv1.PersistentVolume, path *field.Path) field.ErrorList {
+	classes := a.GetStorageClasses()
+	if classes == nil || classAllowed(pv, classes.GetItems()) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path, notAllowed("storage class", StorageClassOf(pv), ns, classes.GetItems()))}
+}
+
+// notAllowed is the refusal of a host resource a namespace does not allow.
+// The storage class "" (the node's disk) is spelled out, or the list
+// would read as empty.
+func notAllowed(what, value, ns string, allowed []string) string {
+	shown := make([]string, len(allowed))
+	for i, a := range allowed {
+		shown[i] = cmp.Or(a, `"" (the node's disk)`)
+	}
+	return fmt.Sprintf("%s %q is not allowed in namespace %s (allowed: %s)", what, value, ns, listOrNone(shown))
 }
 
 // classAllowed: the node's disk is "" or "local" in a list.
