@@ -68,16 +68,27 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	cloneInf := informer.New(st.Clones, store.ListOptions{}, log.With("informer", "clone"))
 	exportInf := informer.New(st.Exports, store.ListOptions{}, log.With("informer", "export"))
 	adoptionInf := informer.New(st.Adoptions, store.ListOptions{}, log.With("informer", "adoption"))
+	nsInf := informer.New(st.Namespaces, store.ListOptions{}, log.With("informer", "namespace"))
 
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
 	vmic := vmictl.New(vmictl.Options{MemoryOverhead: co.MemoryOverhead, CPUAllocationRatio: co.CPUAllocationRatio, Images: imageInf,
-		HostPolicy: o.HostPolicy, StorageClasses: classInf},
+		HostPolicy: o.HostPolicy, StorageClasses: classInf, Namespaces: nsInf},
 		vmiInf, nodeInf, st.VMIs, log)
 	imageInf.AddHandler(informer.Handler[*apiv1.Image]{OnAdd: func(*apiv1.Image) { vmic.ImagesChanged() }})
 	classInf.AddHandler(informer.Handler[*apiv1.StorageClass]{
 		OnAdd:    func(*apiv1.StorageClass) { vmic.ImagesChanged() },
 		OnUpdate: func(_, _ *apiv1.StorageClass) { vmic.ImagesChanged() },
+	})
+	// A namespace's allowed host resources widened: an instance waiting
+	// for them may fit now. (Usage moves with every VM written and
+	// places nothing, so only a spec change, its generation, counts.)
+	nsInf.AddHandler(informer.Handler[*apiv1.Namespace]{
+		OnUpdate: func(old, cur *apiv1.Namespace) {
+			if old.GetMetadata().GetGeneration() != cur.GetMetadata().GetGeneration() {
+				vmic.ImagesChanged()
+			}
+		},
 	})
 	migOpts := co.Migration
 	migOpts.LockedBy = func(ns, name string) string {
@@ -132,6 +143,7 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { cloneInf.Run(ctx) })
 	run(func() { exportInf.Run(ctx) })
 	run(func() { adoptionInf.Run(ctx) })
+	run(func() { nsInf.Run(ctx) })
 	// Worker counts follow KubeVirt's (VM 3, VMI 10, node 3).
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
