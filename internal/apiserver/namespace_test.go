@@ -11,7 +11,6 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/nsquota"
-	"github.com/virtplane/terraform-provider-virtplane/internal/store"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -21,21 +20,6 @@ func vmIn(ns, name string) *apiv1.VirtualMachine {
 	vm.Metadata.Namespace = ns
 	vm.Spec.RunStrategy = apiv1.RunStrategyHalted
 	return vm
-}
-
-// setNamespaceQuota sets namespace ns's quota through the API.
-func setNamespaceQuota(t *testing.T, nss apiv1.NamespacesClient, ns string, q *apiv1.NamespaceQuota) *apiv1.Namespace {
-	t.Helper()
-	cur, err := nss.Get(t.Context(), &apiv1.GetNamespaceRequest{Name: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec = &apiv1.NamespaceSpec{Quota: q, Allowed: cur.GetSpec().GetAllowed()}
-	out, err := nss.Update(t.Context(), &apiv1.UpdateNamespaceRequest{Namespace: cur})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // THE RACE, through the API: 50 creates for one free VM slot.
@@ -192,5 +176,4 @@ func TestNamespaceAPI(t *testing.T) {
 	if _, err := f.st.Namespaces.Get(ctx, "", "team"); !strings.Contains(fmt.Sprint(err), "not found") {
 		t.Fatalf("after delete: %v", err)
 	}
-	_ = store.ErrNotFound
 }
