@@ -17,7 +17,9 @@ import (
 func ValidateNamespace(ns *apiv1.Namespace) field.ErrorList {
 	md := field.NewPath("metadata")
 	errs := ValidateObjectMeta(ns.GetMetadata(), false, md)
-	if name := ns.GetMetadata().GetName(); name != "" {
+	if name := ns.GetMetadata().GetName(); name != "" && len(dns1123Subdomain(name, nil)) == 0 {
+		// A subdomain passed as a cluster-scoped name; a namespace is
+		// narrower.
 		errs = append(errs, dns1123Label(name, md.Child("name"))...)
 	}
 	spec := field.NewPath("spec")
