@@ -22,61 +22,72 @@ func vmIn(ns, name string) *apiv1.VirtualMachine {
 	return vm
 }
 
-// THE RACE, through the API: 50 creates for one free VM slot.
+// THE RACE, through the API: 50 creates for one free slot, of the VM
+// count or of vCPUs.
 func TestNamespaceQuotaRaceThroughAPI(t *testing.T) {
-	f := newFixture(t)
-	ctx := t.Context()
-	nss := apiv1.NewNamespacesClient(f.conn)
-	if _, err := nss.Create(ctx, &apiv1.CreateNamespaceRequest{Namespace: &apiv1.Namespace{
-		Metadata: &apiv1.ObjectMeta{Name: "a"},
-		Spec:     &apiv1.NamespaceSpec{Quota: &apiv1.NamespaceQuota{Vms: ptr[int64](5), Vcpus: ptr[int64](100)}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 4 {
-		if _, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmIn("a", fmt.Sprintf("seed%d", i))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		ok       int
-		refusals []error
-	)
-	for i := range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmIn("a", fmt.Sprintf("racer%d", i))})
-			mu.Lock()
-			defer mu.Unlock()
-			if err == nil {
-				ok++
-			} else {
-				refusals = append(refusals, err)
+	for _, tc := range []struct {
+		name  string
+		quota *apiv1.NamespaceQuota
+		bound string
+	}{
+		{"vms", &apiv1.NamespaceQuota{Vms: ptr[int64](5), Vcpus: ptr[int64](100)}, "vms: requested 1, used 5, limited 5"},
+		{"vcpus", &apiv1.NamespaceQuota{Vcpus: ptr[int64](5)}, "vcpus: requested 1, used 5, limited 5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			ctx := t.Context()
+			nss := apiv1.NewNamespacesClient(f.conn)
+			if _, err := nss.Create(ctx, &apiv1.CreateNamespaceRequest{Namespace: &apiv1.Namespace{
+				Metadata: &apiv1.ObjectMeta{Name: "a"}, Spec: &apiv1.NamespaceSpec{Quota: tc.quota},
+			}}); err != nil {
+				t.Fatal(err)
 			}
-		}()
-	}
-	wg.Wait()
-	if ok != 1 {
-		t.Errorf("%d creates passed, want 1", ok)
-	}
-	for _, err := range refusals {
-		if code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "namespace a: exceeded quota: vms: requested 1, used 5, limited 5") {
-			t.Fatalf("refusal %v: want ResourceExhausted naming the vms quota", err)
-		}
-	}
-	list, err := f.vms.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: &apiv1.ListOptions{Namespace: "a"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := nss.Get(ctx, &apiv1.GetNamespaceRequest{Name: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 5 || ns.Status.Used.Vms != 5 || ns.Status.Used.Vcpus != 5 || ns.Status.Used.Memory != "5Gi" {
-		t.Fatalf("stored %d VMs, used %v; want 5 VMs and their usage", len(list.Items), ns.Status.Used)
+			for i := range 4 {
+				if _, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmIn("a", fmt.Sprintf("seed%d", i))}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var (
+				wg       sync.WaitGroup
+				mu       sync.Mutex
+				ok       int
+				refusals []error
+			)
+			for i := range 50 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmIn("a", fmt.Sprintf("racer%d", i))})
+					mu.Lock()
+					defer mu.Unlock()
+					if err == nil {
+						ok++
+					} else {
+						refusals = append(refusals, err)
+					}
+				}()
+			}
+			wg.Wait()
+			if ok != 1 {
+				t.Errorf("%d creates passed, want 1", ok)
+			}
+			for _, err := range refusals {
+				if code(err) != codes.ResourceExhausted || !strings.Contains(status.Convert(err).Message(), "namespace a: exceeded quota: "+tc.bound) {
+					t.Fatalf("refusal %v: want ResourceExhausted naming %q", err, tc.bound)
+				}
+			}
+			list, err := f.vms.List(ctx, &apiv1.ListVirtualMachinesRequest{Options: &apiv1.ListOptions{Namespace: "a"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns, err := nss.Get(ctx, &apiv1.GetNamespaceRequest{Name: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Items) != 5 || ns.Status.Used.Vms != 5 || ns.Status.Used.Vcpus != 5 || ns.Status.Used.Memory != "5Gi" {
+				t.Fatalf("stored %d VMs, used %v; want 5 VMs and their usage", len(list.Items), ns.Status.Used)
+			}
+		})
 	}
 }
 
