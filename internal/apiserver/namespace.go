@@ -111,9 +111,10 @@ func (n *namespaceService) Update(ctx context.Context, req *apiv1.UpdateNamespac
 }
 
 // Delete refuses while the namespace holds any object: its objects would
-// be left in a namespace that does not exist, with no quota. The delete
-// is conditional on the version read before the check, so a VM or image
-// charged to the namespace meanwhile (which moves its usage) fails it.
+// be left in a namespace that does not exist, with no quota. The store
+// checks it again in the deletion's transaction (store.ErrNotEmpty), so
+// an object created meanwhile fails it too; the check here names what
+// remains.
 func (n *namespaceService) Delete(ctx context.Context, req *apiv1.DeleteNamespaceRequest) (*apiv1.Namespace, error) {
 	name := req.GetName()
 	if err := namespaceName(name); err != nil {
@@ -135,22 +136,38 @@ func (n *namespaceService) Delete(ctx context.Context, req *apiv1.DeleteNamespac
 	if rv := opts.GetResourceVersion(); rv != 0 && rv != cur.GetMetadata().GetResourceVersion() {
 		return nil, conflict(apiv1.KindNamespace, name)
 	}
-	left, err := n.s.namespaceContents(ctx, name)
-	if err != nil {
+	if err := n.refuseNotEmpty(ctx, name); err != nil {
 		return nil, err
 	}
-	if len(left) > 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "namespace %s is not empty: it still holds %s; delete them first", name, strings.Join(left, ", "))
-	}
+	// At the version checked: an image charged to it meanwhile (images
+	// are cluster-wide, beyond the store's check) moves it.
 	out, _, err := n.st.Delete(ctx, "", name, store.DeleteOptions{UID: cur.GetMetadata().GetUid(), ResourceVersion: cur.GetMetadata().GetResourceVersion()})
-	if errors.Is(err, store.ErrConflict) {
-		return nil, status.Errorf(codes.Aborted, "namespace %q changed while it was checked for objects (one was written there); try again", name)
+	switch {
+	case errors.Is(err, store.ErrNotEmpty):
+		if err := n.refuseNotEmpty(ctx, name); err != nil {
+			return nil, err
+		}
+	case errors.Is(err, store.ErrConflict):
+		return nil, status.Errorf(codes.Aborted, "namespace %q changed while it was checked for objects (one was charged to it); try again", name)
 	}
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	n.s.log.Info("namespace deleted", "namespace", name)
 	return out, nil
+}
+
+// refuseNotEmpty is FailedPrecondition naming what namespace name still
+// holds, nil when it holds nothing (images charged to it included).
+func (n *namespaceService) refuseNotEmpty(ctx context.Context, name string) error {
+	left, err := n.s.namespaceContents(ctx, name)
+	if err != nil {
+		return err
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	return status.Errorf(codes.FailedPrecondition, "namespace %s is not empty: it still holds %s; delete them first", name, strings.Join(left, ", "))
 }
 
 func (n *namespaceService) Watch(req *apiv1.WatchNamespacesRequest, stream apiv1.Namespaces_WatchServer) error {

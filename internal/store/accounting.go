@@ -78,6 +78,28 @@ type accounting struct {
 	charged bool
 	// namespaced: a create makes sure its namespace has an object.
 	namespaced bool
+	// emptyRoots, in the Namespaces' store, are the key roots
+	// ("<prefix>/<plural>/") of every namespaced kind: a Namespace is
+	// deleted only while none holds a key under <root><name>/.
+	emptyRoots []string
+}
+
+// deleteGuards are the compares a deletion of the object named name adds:
+// for a Namespace, that no namespaced kind has an object in it. etcd
+// compares every key of a range (a range with none compares as one key
+// that does not exist), so a create in the namespace that commits before
+// the deletion fails it, and one after finds no Namespace and makes it
+// again (commitCharged): the store never keeps an object whose namespace
+// has no Namespace, whatever the order of the writes.
+func (a *accounting) deleteGuards(name string) []clientv3.Cmp {
+	if a == nil {
+		return nil
+	}
+	cmps := make([]clientv3.Cmp, 0, len(a.emptyRoots))
+	for _, root := range a.emptyRoots {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(root+name+"/"), "=", 0).WithPrefix())
+	}
+	return cmps
 }
 
 // charges are the namespace changes of one write.
@@ -149,16 +171,16 @@ func (r nsRead) holds(kvs []*mvccpb.KeyValue) bool {
 // on (another write charged it) it reads again and retries; when cmp
 // failed it returns the failed response for the caller to read els, as
 // commit does. A refused increase is *QuotaExceededError.
-func (s *etcdStore[T]) commitCharged(ctx context.Context, ch charges, cmp clientv3.Cmp, thens []clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
+func (s *etcdStore[T]) commitCharged(ctx context.Context, ch charges, cmp []clientv3.Cmp, thens []clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	if ch.empty() {
-		return s.commit(ctx, []clientv3.Cmp{cmp}, thens, els...)
+		return s.commit(ctx, cmp, thens, els...)
 	}
 	nss := slices.Sorted(maps.Keys(ch.deltas))
 	if ch.ensure != "" && !slices.Contains(nss, ch.ensure) {
 		nss = append(nss, ch.ensure)
 	}
 	for attempt := 1; ; attempt++ {
-		cmps := []clientv3.Cmp{cmp}
+		cmps := slices.Clone(cmp)
 		ops := slices.Clone(thens)
 		gets := slices.Clone(els)
 		reads := make([]nsRead, len(nss))

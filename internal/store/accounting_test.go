@@ -401,3 +401,43 @@ func TestAccountingFenced(t *testing.T) {
 	}
 	wantUsed(t, nss, "a", nsquota.Usage{VCPUs: 1, Memory: 1 << 30, VMs: 1})
 }
+
+// A Namespace is deleted only empty, checked in the deletion's own
+// transaction; an object created after it makes it again.
+func TestAccountingNamespaceDeleteGuard(t *testing.T) {
+	t.Parallel()
+	c := storetest.Client(t)
+	opts := accountingOptions(t)
+	nss := store.New(c, store.Namespaces, opts)
+	snaps := store.New(c, store.Snapshots, opts)
+	// A store without accounting, as a write past it: the guard still sees it.
+	plain := opts
+	plain.Accounting = false
+	plainSnaps := store.New(c, store.Snapshots, plain)
+	ctx := t.Context()
+	if _, err := nss.Create(ctx, &apiv1.Namespace{Metadata: &apiv1.ObjectMeta{Name: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plainSnaps.Create(ctx, &apiv1.VirtualMachineSnapshot{Metadata: &apiv1.ObjectMeta{Namespace: "a", Name: "s"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A namespace named like a prefix of a's is not a's.
+	if _, err := plainSnaps.Create(ctx, &apiv1.VirtualMachineSnapshot{Metadata: &apiv1.ObjectMeta{Namespace: "ab", Name: "s"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := nss.Delete(ctx, "", "a", store.DeleteOptions{}); !errors.Is(err, store.ErrNotEmpty) {
+		t.Fatalf("delete of a namespace with a snapshot: %v, want ErrNotEmpty", err)
+	}
+	if _, _, err := plainSnaps.Delete(ctx, "a", "s", store.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, deleted, err := nss.Delete(ctx, "", "a", store.DeleteOptions{}); err != nil || !deleted {
+		t.Fatalf("delete of an empty namespace: %v %v", deleted, err)
+	}
+	if _, err := snaps.Create(ctx, &apiv1.VirtualMachineSnapshot{Metadata: &apiv1.ObjectMeta{Namespace: "a", Name: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nss.Get(ctx, "", "a"); err != nil {
+		t.Fatalf("namespace after a create following its deletion: %v", err)
+	}
+}

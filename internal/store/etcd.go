@@ -85,6 +85,11 @@ func New[T Object](client *clientv3.Client, res Resource[T], opts Options) Store
 			charged:    charged(res),
 			namespaced: res.Namespaced,
 		}
+		if res.Plural == Namespaces.Plural {
+			for _, p := range namespacedPlurals {
+				s.acct.emptyRoots = append(s.acct.emptyRoots, newKeys(opts.Prefix, p, "", true).root)
+			}
+		}
 	}
 	s.hub = newHub(s)
 	return s
@@ -114,7 +119,7 @@ func (s *etcdStore[T]) Create(ctx context.Context, obj T) (T, error) {
 	if err != nil {
 		return zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, err)
 	}
-	resp, err := s.commitCharged(ctx, s.acct.plan(nil, obj, true), clientv3.Compare(clientv3.CreateRevision(key), "=", 0), []clientv3.Op{clientv3.OpPut(key, string(data))})
+	resp, err := s.commitCharged(ctx, s.acct.plan(nil, obj, true), []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, []clientv3.Op{clientv3.OpPut(key, string(data))})
 	if err != nil {
 		return zero, fmt.Errorf("%s %q: create: %w", s.keys.kind, ref, err)
 	}
@@ -227,7 +232,7 @@ func (s *etcdStore[T]) update(ctx context.Context, obj, old T) (out, current T, 
 	if old.GetMetadata() != nil {
 		stored = old
 	}
-	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpPut(key, string(data)), opUpdate, s.acct.plan(stored, out, false))
+	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpPut(key, string(data)), opUpdate, s.acct.plan(stored, out, false), nil)
 	if err != nil {
 		return zero, current, err
 	}
@@ -239,12 +244,17 @@ func (s *etcdStore[T]) update(ctx context.Context, obj, old T) (out, current T, 
 // key is still at revision rv, and returns the revision it committed at.
 // When key has moved on, the error is ErrConflict and current the object
 // stored now. ch is what the write changes in namespaces' usage.
-func (s *etcdStore[T]) writeAt(ctx context.Context, key, ref string, rv int64, op clientv3.Op, what string, ch charges) (rev int64, current T, err error) {
-	resp, err := s.commitCharged(ctx, ch, clientv3.Compare(clientv3.ModRevision(key), "=", rv), []clientv3.Op{op}, clientv3.OpGet(key))
+// guards are further compares the write needs (deleteGuards).
+func (s *etcdStore[T]) writeAt(ctx context.Context, key, ref string, rv int64, op clientv3.Op, what string, ch charges, guards []clientv3.Cmp) (rev int64, current T, err error) {
+	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rv)}, guards...)
+	resp, err := s.commitCharged(ctx, ch, cmps, []clientv3.Op{op}, clientv3.OpGet(key))
 	if err != nil {
 		return 0, current, fmt.Errorf("%s %q: %s: %w", s.keys.kind, ref, what, err)
 	}
 	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(guards) > 0 && len(kvs) > 0 && kvs[0].ModRevision == rv {
+			return 0, current, fmt.Errorf("%s %q: %s: %w: objects are stored in it", s.keys.kind, ref, what, ErrNotEmpty)
+		}
 		current, err := s.failedCAS(resp, ref, rv)
 		return 0, current, err
 	}
@@ -338,7 +348,7 @@ func (s *etcdStore[T]) deleteAt(ctx context.Context, key, ref string, last, stor
 	if stored.GetMetadata() != nil {
 		old = stored
 	}
-	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpDelete(key), opDelete, s.acct.plan(old, nil, false))
+	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpDelete(key), opDelete, s.acct.plan(old, nil, false), s.acct.deleteGuards(last.GetMetadata().GetName()))
 	if err != nil {
 		return zero, current, err
 	}
