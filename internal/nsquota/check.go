@@ -59,7 +59,9 @@ func Check(quota *apiv1.NamespaceQuota, used, delta Usage) []Exceeded {
 	}
 	count("vms", quota.Vms, used.VMs, delta.VMs)
 	for _, class := range slices.Sorted(maps.Keys(quota.GetPersistentStorage())) {
-		bytes("persistent_storage["+strconv.Quote(class)+"]", quota.GetPersistentStorage()[class], used.Storage[class], delta.Storage[class])
+		// "local" bounds the node's disk as "" does.
+		key := StorageClassKey(class)
+		bytes("persistent_storage["+strconv.Quote(class)+"]", quota.GetPersistentStorage()[class], used.Storage[key], delta.Storage[key])
 	}
 	count("images", quota.Images, used.Images, delta.Images)
 	return out

@@ -92,6 +92,10 @@ func TestCheck(t *testing.T) {
 	if got := Check(q, Usage{VCPUs: 12}, Usage{VCPUs: 4, Memory: 8 << 30}); len(got) != 0 {
 		t.Fatalf("up to the bound refused: %v", got)
 	}
+	local := &apiv1.NamespaceQuota{PersistentStorage: map[string]string{"local": "1Gi"}}
+	if got := Check(local, Usage{}, Usage{Storage: map[string]int64{"": 2 << 30}}); len(got) != 1 {
+		t.Fatalf(`a quota on "local" does not bound the node's disk: %v`, got)
+	}
 	if got := Check(nil, used, Usage{VCPUs: 100}); len(got) != 0 {
 		t.Fatalf("no quota refused: %v", got)
 	}
