@@ -63,6 +63,9 @@ type Stores struct {
 // NewStores returns the etcd stores of every kind the API serves, all with
 // opts (one key prefix; a leader's fence for controller writes).
 func NewStores(c *clientv3.Client, opts store.Options) Stores {
+	// Every writer of the server's objects, the API and the controllers,
+	// keeps namespaces' usage and quotas (store.Options.Accounting).
+	opts.Accounting = true
 	return Stores{
 		VMs:              store.New(c, store.VirtualMachines, opts),
 		VMIs:             store.New(c, store.VirtualMachineInstances, opts),
