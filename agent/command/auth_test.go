@@ -23,7 +23,7 @@ func startTenancy(t *testing.T) (*fakeTenancy, string) {
 	return f, serveUnix(t, f.register)
 }
 
-func i64(n int64) *int64 { return &n }
+func i64(n int64) *int64   { return &n }
 func str(s string) *string { return &s }
 
 // get namespace puts usage beside the quota, USED/LIMIT, and what is
