@@ -187,11 +187,13 @@ func unknownAttributes(m providerModel) []string {
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource, NewPoolResource, NewReplicaSetResource,
 		NewSnapshotResource, NewRestoreResource, NewNodeLabelsResource, NewStorageClassResource,
-		NewBackupTargetResource, NewBackupScheduleResource}
+		NewBackupTargetResource, NewBackupScheduleResource,
+		NewNamespaceResource, NewUserResource, NewServiceAccountResource, NewServiceAccountTokenResource,
+		NewRoleBindingResource, NewClusterRoleBindingResource}
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource, NewMigrationsDataSource, NewPoolDataSource,
 		NewReplicaSetDataSource, NewSnapshotDataSource, NewStorageClassDataSource,
-		NewBackupsDataSource}
+		NewBackupsDataSource, NewNamespaceDataSource}
 }
