@@ -34,7 +34,9 @@ func (d *namespaceDataSource) Metadata(_ context.Context, req datasource.Metadat
 
 func (d *namespaceDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	desc := namespaceDescriptions
-	num := func(d string) schema.Int64Attribute { return schema.Int64Attribute{Computed: true, MarkdownDescription: d} }
+	num := func(d string) schema.Int64Attribute {
+		return schema.Int64Attribute{Computed: true, MarkdownDescription: d}
+	}
 	strs := func(d string) schema.ListAttribute {
 		return schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: d}
 	}
@@ -49,8 +51,8 @@ func (d *namespaceDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 			"quota": schema.SingleNestedAttribute{Computed: true, MarkdownDescription: desc["quota"] + " Null when it has none.",
 				Attributes: map[string]schema.Attribute{
 					"vcpus": num(desc["vcpus"] + " Null: unlimited."), "vms": num(desc["vms"] + " Null: unlimited."),
-					"images": num(desc["images"] + " Null: unlimited."),
-					"memory": schema.StringAttribute{Computed: true, CustomType: quantityType{}, MarkdownDescription: desc["memory"] + " Null: unlimited."},
+					"images":             num(desc["images"] + " Null: unlimited."),
+					"memory":             schema.StringAttribute{Computed: true, CustomType: quantityType{}, MarkdownDescription: desc["memory"] + " Null: unlimited."},
 					"persistent_storage": schema.MapAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: desc["persistent_storage"]},
 				}},
 			"allowed": schema.SingleNestedAttribute{Computed: true, MarkdownDescription: desc["allowed"] + " Null when it narrows nothing.",

@@ -32,7 +32,7 @@ func TestNamespaceConversions(t *testing.T) {
 	ns, d := namespaceFromModel(ctx, &plan)
 	diags.Append(d...)
 	want := &apiv1.Namespace{Metadata: &apiv1.ObjectMeta{Name: "team-a"}, Spec: &apiv1.NamespaceSpec{
-		Quota: &apiv1.NamespaceQuota{Vcpus: i64p(16), Memory: proto.String("65536Mi"), Images: i64p(0), PersistentStorage: map[string]string{"ceph": "512000Mi"}},
+		Quota:   &apiv1.NamespaceQuota{Vcpus: i64p(16), Memory: proto.String("65536Mi"), Images: i64p(0), PersistentStorage: map[string]string{"ceph": "512000Mi"}},
 		Allowed: &apiv1.NamespaceAllowed{Bridges: &apiv1.StringList{Items: []string{"br0"}}, Networks: &apiv1.StringList{Items: []string{}}},
 	}}
 	if !proto.Equal(ns, want) {

@@ -130,7 +130,9 @@ func (r *userResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	name := want.Metadata.Name
 	c := r.data.client
 	u, _, err := updateCAS(ctx, "user "+name, state.UID.ValueString(),
-		func(ctx context.Context) (*apiv1.User, error) { return c.Users.Get(ctx, &apiv1.GetUserRequest{Name: name}) },
+		func(ctx context.Context) (*apiv1.User, error) {
+			return c.Users.Get(ctx, &apiv1.GetUserRequest{Name: name})
+		},
 		func(cur *apiv1.User) *apiv1.User {
 			next := proto.Clone(cur).(*apiv1.User)
 			next.Spec = want.Spec
@@ -154,7 +156,9 @@ func (r *userResource) Delete(ctx context.Context, req resource.DeleteRequest, r
 	name := state.Name.ValueString()
 	c := r.data.client
 	deleteCreated(ctx, &r.configuredResource, &resp.Diagnostics, name, state.UID.ValueString(),
-		func(ctx context.Context) (*apiv1.User, error) { return c.Users.Get(ctx, &apiv1.GetUserRequest{Name: name}) },
+		func(ctx context.Context) (*apiv1.User, error) {
+			return c.Users.Get(ctx, &apiv1.GetUserRequest{Name: name})
+		},
 		func(ctx context.Context) error {
 			_, err := c.Users.Delete(ctx, &apiv1.DeleteUserRequest{Name: name})
 			return err
