@@ -1,7 +1,15 @@
 package provider_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -398,4 +406,87 @@ func tokenWorks(t *testing.T, agent *acctest.Agent, addr, ns string) resource.Te
 		}
 		return nil
 	}
+}
+
+// A user's client certificate (made here: the key never leaves the
+// test) as the provider's credential: with view in the team's namespace
+// the data source reads, and a VM is refused naming the role.
+func TestAccTenancy_clientCertificate(t *testing.T) {
+	agent := tlsAgent(t)
+	tm := newTeam(t, agent, nil)
+	user := acctest.RandomName("user")
+	c := agent.Client
+	if _, err := c.Users.Create(t.Context(), &apiv1.CreateUserRequest{User: &apiv1.User{Metadata: &apiv1.ObjectMeta{Name: user}}}); err != nil {
+		t.Fatalf("create user %s: %v", user, err)
+	}
+	t.Cleanup(func() { _, _ = c.Users.Delete(t.Context(), &apiv1.DeleteUserRequest{Name: user}) })
+	if _, err := c.RoleBindings.Create(t.Context(), &apiv1.CreateRoleBindingRequest{RoleBinding: &apiv1.RoleBinding{
+		Metadata: &apiv1.ObjectMeta{Namespace: tm.namespace, Name: "viewer"},
+		Spec:     &apiv1.RoleBindingSpec{Role: apiv1.RoleView, Subjects: []*apiv1.Subject{{Kind: apiv1.SubjectUser, Name: user}}},
+	}}); err != nil {
+		t.Fatalf("bind view: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = c.RoleBindings.Delete(t.Context(), &apiv1.DeleteRoleBindingRequest{Key: &apiv1.ObjectKey{Namespace: tm.namespace, Name: "viewer"}})
+	})
+	certFile, keyFile := issueClientCertificate(t, agent, &apiv1.Subject{Kind: apiv1.SubjectUser, Name: user})
+	providerBlock := fmt.Sprintf("provider %q {\n  endpoint         = %q\n  ca_file          = %q\n  client_cert_file = %q\n  client_key_file  = %q\n}\n",
+		acctest.ProviderName, "https://"+agent.TLS.Endpoint, agent.TLS.CAFile, certFile, keyFile)
+	read := fmt.Sprintf("data \"virtplane_namespace\" \"team\" {\n  name = %q\n}\n", tm.namespace)
+	resource.ParallelTest(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.ProtoV6ProviderFactories,
+		CheckDestroy:             checkTeamEmpty(t, agent, tm.namespace),
+		Steps: []resource.TestStep{
+			{
+				Config: providerBlock + read,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("data.virtplane_namespace.team", tfjsonpath.New("used").AtMapKey("vms"), knownvalue.Int64Exact(0)),
+				},
+			},
+			{
+				Config: providerBlock + read + fmt.Sprintf(`
+resource "virtplane_virtual_machine" "test" {
+  namespace    = %q
+  name         = "viewer-vm"
+  run_strategy = "Halted"
+  memory       = "64Mi"
+}
+`, tm.namespace),
+				ExpectError: errorRe("user "+user, "VirtualMachines.Create", "needs edit in "+tm.namespace),
+			},
+		},
+	})
+}
+
+// issueClientCertificate has the agent CA certify a key made here for
+// subject, and writes the pair to a temporary directory.
+func issueClientCertificate(t *testing.T, agent *acctest.Agent, subject *apiv1.Subject) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: subject.GetName()}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := agent.Client.Credentials.IssueCertificate(t.Context(), &apiv1.IssueCertificateRequest{
+		Subject: subject, CsrPem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: csr}), TtlSeconds: 3600,
+	})
+	if err != nil {
+		t.Fatalf("issue a certificate of %v: %v", subject, err)
+	}
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	if err := os.WriteFile(certFile, resp.GetCertificatePem(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }
