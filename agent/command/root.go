@@ -45,7 +45,10 @@ func newRootCommand(getenv func(string) string) (*cobra.Command, *rootOptions) {
 
 The client commands reach the agent at --endpoint: unix:///path (default
 ` + client.DefaultEndpoint + `, no token needed), host:port or
-https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
+https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file, or
+a client certificate with --client-cert and --client-key). The token is the
+admin token or a user's or service account's (auth token issue), whose roles
+decide what it may do (docs/security.md).`,
 		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,

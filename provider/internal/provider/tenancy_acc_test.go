@@ -123,39 +123,7 @@ func TestAccTenancy_editToken(t *testing.T) {
 	tm := newTeam(t, agent, &apiv1.NamespaceQuota{Vcpus: proto.Int64(8), Memory: proto.String("4Gi"), Vms: proto.Int64(5)})
 	ns, vmName, poolName := tm.namespace, acctest.RandomName("vm"), acctest.RandomName("pool")
 	cfg := func(vmMemory string, replicas int, extra string) string {
-		return tm.providerBlock(agent) + fmt.Sprintf(`
-resource "virtplane_virtual_machine" "test" {
-  namespace    = %[1]q
-  name         = %[2]q
-  run_strategy = "Halted"
-  memory       = %[3]q
-  %[6]s
-}
-
-resource "virtplane_virtual_machine_pool" "test" {
-  namespace = %[1]q
-  name      = %[4]q
-  replicas  = %[5]d
-  virtual_machine_template {
-    labels = {
-      pool = %[4]q
-    }
-    memory = %[7]q
-    %[6]s
-    %[8]s
-  }
-}
-
-data "virtplane_namespace" "team" {
-  name       = %[1]q
-  depends_on = [virtplane_virtual_machine.test, virtplane_virtual_machine_pool.test]
-}
-
-data "virtplane_virtual_machine" "test" {
-  namespace = %[1]q
-  name      = virtplane_virtual_machine.test.name
-}
-%[9]s`, ns, vmName, vmMemory, poolName, replicas, agent.Nodes.NodeSelectorHCL(), guestMemory, agent.Nodes.BootHCL(), extra)
+		return editConfig(agent, tm, vmName, poolName, vmMemory, replicas, extra)
 	}
 	used := func(vms int64) []statecheck.StateCheck {
 		return []statecheck.StateCheck{
@@ -213,6 +181,46 @@ resource "virtplane_virtual_machine" "elsewhere" {
 			},
 		},
 	})
+}
+
+// editConfig is the team's configuration: a Halted VM and a pool of
+// replicas in its namespace, the namespace and the VM read back through
+// data sources, and extra.
+func editConfig(agent *acctest.Agent, tm team, vmName, poolName, vmMemory string, replicas int, extra string) string {
+	ns := tm.namespace
+	return tm.providerBlock(agent) + fmt.Sprintf(`
+resource "virtplane_virtual_machine" "test" {
+  namespace    = %[1]q
+  name         = %[2]q
+  run_strategy = "Halted"
+  memory       = %[3]q
+  %[6]s
+}
+
+resource "virtplane_virtual_machine_pool" "test" {
+  namespace = %[1]q
+  name      = %[4]q
+  replicas  = %[5]d
+  virtual_machine_template {
+    labels = {
+      pool = %[4]q
+    }
+    memory = %[7]q
+    %[6]s
+    %[8]s
+  }
+}
+
+data "virtplane_namespace" "team" {
+  name       = %[1]q
+  depends_on = [virtplane_virtual_machine.test, virtplane_virtual_machine_pool.test]
+}
+
+data "virtplane_virtual_machine" "test" {
+  namespace = %[1]q
+  name      = virtplane_virtual_machine.test.name
+}
+%[9]s`, ns, vmName, vmMemory, poolName, replicas, agent.Nodes.NodeSelectorHCL(), guestMemory, agent.Nodes.BootHCL(), extra)
 }
 
 // A VM beyond the namespace's quota fails naming the quota: what is
