@@ -115,21 +115,32 @@ func checkTeamEmpty(t *testing.T, agent *acctest.Agent, ns string) resource.Test
 
 // The acceptance point: with an edit token of one namespace,
 // Terraform creates, updates, imports and destroys a VM and a pool there
-// and reads the namespace (its quota and usage) and the VM through data
-// sources; a resource the role does not allow (a storage class, a VM in
+// and reads the namespace (its quota and usage), the VM and an image
+// through data sources; a resource the role does not allow (a storage class, a VM in
 // another namespace) fails with the role that would allow it.
 func TestAccTenancy_editToken(t *testing.T) {
 	agent := tlsAgent(t)
 	tm := newTeam(t, agent, &apiv1.NamespaceQuota{Vcpus: proto.Int64(8), Memory: proto.String("4Gi"), Vms: proto.Int64(5)})
 	ns, vmName, poolName := tm.namespace, acctest.RandomName("vm"), acctest.RandomName("pool")
+	// A cluster-admin's image, which every editor reads (images are
+	// cluster-wide); on demand, so no node pulls it.
+	image := acctest.RandomName("img")
+	if _, err := agent.Client.Images.Create(t.Context(), &apiv1.CreateImageRequest{Image: &apiv1.Image{
+		Metadata: &apiv1.ObjectMeta{Name: image}, Spec: &apiv1.ImageSpec{Url: "http://127.0.0.1:9/" + image + ".qcow2"},
+	}}); err != nil {
+		t.Fatalf("create image %s: %v", image, err)
+	}
+	t.Cleanup(func() { _, _ = agent.Client.Images.Delete(t.Context(), &apiv1.DeleteImageRequest{Name: image}) })
 	cfg := func(vmMemory string, replicas int, extra string) string {
-		return editConfig(agent, tm, vmName, poolName, vmMemory, replicas, extra)
+		return editConfig(agent, tm, vmName, poolName, vmMemory, replicas, extra) +
+			fmt.Sprintf("\ndata \"virtplane_image\" \"base\" {\n  name = %q\n}\n", image)
 	}
 	used := func(vms int64) []statecheck.StateCheck {
 		return []statecheck.StateCheck{
 			statecheck.ExpectKnownValue("data.virtplane_namespace.team", tfjsonpath.New("used").AtMapKey("vms"), knownvalue.Int64Exact(vms)),
 			statecheck.ExpectKnownValue("data.virtplane_namespace.team", tfjsonpath.New("quota").AtMapKey("vms"), knownvalue.Int64Exact(5)),
 			statecheck.ExpectKnownValue("data.virtplane_virtual_machine.test", tfjsonpath.New("namespace"), knownvalue.StringExact(ns)),
+			statecheck.ExpectKnownValue("data.virtplane_image.base", tfjsonpath.New("name"), knownvalue.StringExact(image)),
 		}
 	}
 	const vmAddr, poolAddr = "virtplane_virtual_machine.test", "virtplane_virtual_machine_pool.test"
