@@ -21,23 +21,24 @@ import (
 
 type auditOptions struct {
 	*rootOptions
-	since                       time.Duration
-	identity, method, namespace string
-	limit                       int64
-	output                      string
-	clock                       clock.PassiveClock
+	since            time.Duration
+	identity, method string
+	limit            int64
+	output           string
+	clock            clock.PassiveClock
 }
 
 func newAuditCommand(root *rootOptions, clk clock.PassiveClock) *cobra.Command {
 	o := &auditOptions{rootOptions: root, clock: clk}
 	cmd := &cobra.Command{
-		Use:   "audit [--since 1h] [--identity 'user alice'] [--method VirtualMachines] [--namespace NS] [--limit N]",
+		Use:   "audit [--since 1h] [--identity 'user alice'] [--method VirtualMachines] [-n NAMESPACE] [--limit N]",
 		Short: "Print the audit log of the server: who called what, on which object, and the answer",
 		Long: `Print the records of the audit log of the server at --endpoint, oldest first:
 every write, and every console, export and migration request, with the
 identity, the role it held, the method, the object and the answer's code.
 A record never holds a request's body (no token, key or cloud-init data).
-Cluster-admins only. -o json prints one JSON object a line, as the log
+-n keeps the calls about one namespace's objects (all namespaces' without
+it). Cluster-admins only. -o json prints one JSON object a line, as the log
 file holds them.`,
 		Example: `  virtplane-agent audit --since 24h --namespace team-a
   virtplane-agent audit --identity "serviceaccount team-a/deployer" --method VirtualMachines.Delete
@@ -50,7 +51,12 @@ file holds them.`,
 			if o.since < 0 || o.limit < 0 {
 				return fmt.Errorf("--since and --limit must not be negative")
 			}
-			req := &apiv1.ReadAuditRequest{Limit: o.limit, Identity: o.identity, Method: o.method, Namespace: o.namespace}
+			req := &apiv1.ReadAuditRequest{Limit: o.limit, Identity: o.identity, Method: o.method}
+			// -n defaults to "default" for the other commands; here
+			// only an explicit one filters.
+			if o.namespaceExplicit() {
+				req.Namespace = o.namespace
+			}
 			if o.since > 0 {
 				req.Since = timestamppb.New(o.clock.Now().Add(-o.since))
 			}
@@ -90,7 +96,6 @@ file holds them.`,
 	f.DurationVar(&o.since, "since", 0, "only records of this last while, e.g. 1h (default: all the log holds)")
 	f.StringVar(&o.identity, "identity", "", `only this identity's, as records name it: "user alice", "serviceaccount ci/deployer", "admin"`)
 	f.StringVar(&o.method, "method", "", "only methods containing this, e.g. VirtualMachines or Delete")
-	f.StringVar(&o.namespace, "namespace", "", "only calls about objects of this namespace (not -n: that defaults to default)")
 	f.Int64Var(&o.limit, "limit", 0, "at most this many records, the newest (default: the server's, 1000)")
 	f.StringVarP(&o.output, "output", "o", formatTable, "output format: table or json (one record a line)")
 	return cmd

@@ -324,7 +324,7 @@ func TestAuditCommand(t *testing.T) {
 		}}
 	})
 	before := time.Now()
-	out := mustRun(t, ep, "audit", "--since", "1h", "--identity", "serviceaccount team-a/deployer", "--method", "Create", "--namespace", "team-a", "--limit", "5")
+	out := mustRun(t, ep, "audit", "--since", "1h", "--identity", "serviceaccount team-a/deployer", "--method", "Create", "-n", "team-a", "--limit", "5")
 	want := "" +
 		"TIME                   IDENTITY                         ROLE             METHOD                   NAMESPACE   NAME   CODE                MESSAGE\n" +
 		"2030-01-02T03:04:05Z   serviceaccount team-a/deployer   edit in team-a   VirtualMachines.Create   team-a      web    ResourceExhausted   namespace team-a: exceeded quota: vms: requested 1, used 10, limited 10\n"
@@ -339,6 +339,10 @@ func TestAuditCommand(t *testing.T) {
 		t.Errorf("ReadAudit request %v (since %v)", req, since)
 	}
 	js := mustRun(t, ep, "audit", "-o", "json")
+	f.locked(func() { req = f.lastAudit })
+	if req.GetNamespace() != "" || req.GetSince() != nil {
+		t.Errorf("audit without -n or --since filtered: %v", req)
+	}
 	if strings.Count(js, "\n") != 1 || !strings.HasPrefix(js, `{"time":"2030-01-02T03:04:05Z","identity":"serviceaccount team-a/deployer"`) {
 		t.Errorf("audit -o json: %q", js)
 	}

@@ -321,7 +321,7 @@ func allowedCell(l *apiv1.StringList) string {
 }
 
 // parseSubject reads --user NAME or --service-account NS/NAME (exactly
-// one of them) into a Subject; flag names the flags in messages.
+// one of them) into a Subject.
 func parseSubject(user, serviceAccount string) (*apiv1.Subject, error) {
 	switch {
 	case user != "" && serviceAccount != "":
