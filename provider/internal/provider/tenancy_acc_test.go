@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -65,7 +67,9 @@ func newTeam(t *testing.T, agent *acctest.Agent, quota *apiv1.NamespaceQuota) te
 		t.Fatalf("issue a token of %s/ci: %v", ns, err)
 	}
 	t.Cleanup(func() {
-		ctx := t.Context()
+		// t.Context() is canceled before cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		_, _ = c.Credentials.Revoke(ctx, &apiv1.RevokeCredentialRequest{Name: issued.GetCredential().GetMetadata().GetName()})
 		_, _ = c.RoleBindings.Delete(ctx, &apiv1.DeleteRoleBindingRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: "ci-edit"}})
 		_, _ = c.ServiceAccounts.Delete(ctx, &apiv1.DeleteServiceAccountRequest{Key: &apiv1.ObjectKey{Namespace: ns, Name: "ci"}})
@@ -74,6 +78,14 @@ func newTeam(t *testing.T, agent *acctest.Agent, quota *apiv1.NamespaceQuota) te
 		}
 	})
 	return team{namespace: ns, token: issued.GetToken()}
+}
+
+// cleanupContext is a context for a cleanup's calls (t.Context() is
+// canceled before cleanups run), ended when the test's cleanups are.
+func cleanupContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // providerBlock points the provider at the agent's TLS listener with the
@@ -130,7 +142,7 @@ func TestAccTenancy_editToken(t *testing.T) {
 	}}); err != nil {
 		t.Fatalf("create image %s: %v", image, err)
 	}
-	t.Cleanup(func() { _, _ = agent.Client.Images.Delete(t.Context(), &apiv1.DeleteImageRequest{Name: image}) })
+	t.Cleanup(func() { _, _ = agent.Client.Images.Delete(cleanupContext(t), &apiv1.DeleteImageRequest{Name: image}) })
 	cfg := func(vmMemory string, replicas int, extra string) string {
 		return editConfig(agent, tm, vmName, poolName, vmMemory, replicas, extra) +
 			fmt.Sprintf("\ndata \"virtplane_image\" \"base\" {\n  name = %q\n}\n", image)
@@ -438,7 +450,7 @@ func TestAccTenancy_clientCertificate(t *testing.T) {
 	if _, err := c.Users.Create(t.Context(), &apiv1.CreateUserRequest{User: &apiv1.User{Metadata: &apiv1.ObjectMeta{Name: user}}}); err != nil {
 		t.Fatalf("create user %s: %v", user, err)
 	}
-	t.Cleanup(func() { _, _ = c.Users.Delete(t.Context(), &apiv1.DeleteUserRequest{Name: user}) })
+	t.Cleanup(func() { _, _ = c.Users.Delete(cleanupContext(t), &apiv1.DeleteUserRequest{Name: user}) })
 	if _, err := c.RoleBindings.Create(t.Context(), &apiv1.CreateRoleBindingRequest{RoleBinding: &apiv1.RoleBinding{
 		Metadata: &apiv1.ObjectMeta{Namespace: tm.namespace, Name: "viewer"},
 		Spec:     &apiv1.RoleBindingSpec{Role: apiv1.RoleView, Subjects: []*apiv1.Subject{{Kind: apiv1.SubjectUser, Name: user}}},
@@ -446,7 +458,7 @@ func TestAccTenancy_clientCertificate(t *testing.T) {
 		t.Fatalf("bind view: %v", err)
 	}
 	t.Cleanup(func() {
-		_, _ = c.RoleBindings.Delete(t.Context(), &apiv1.DeleteRoleBindingRequest{Key: &apiv1.ObjectKey{Namespace: tm.namespace, Name: "viewer"}})
+		_, _ = c.RoleBindings.Delete(cleanupContext(t), &apiv1.DeleteRoleBindingRequest{Key: &apiv1.ObjectKey{Namespace: tm.namespace, Name: "viewer"}})
 	})
 	certFile, keyFile := issueClientCertificate(t, agent, &apiv1.Subject{Kind: apiv1.SubjectUser, Name: user})
 	providerBlock := fmt.Sprintf("provider %q {\n  endpoint         = %q\n  ca_file          = %q\n  client_cert_file = %q\n  client_key_file  = %q\n}\n",
