@@ -2,6 +2,12 @@ package provider
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -10,6 +16,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 )
 
 // The schema of the virtplane_namespace resource; its descriptions are
@@ -32,6 +40,38 @@ var namespaceDescriptions = map[string]string{
 	"storage_classes":     "Storage classes persistent volumes may name (`\"\"` is the node's disk).",
 	"port_forward_ranges": "Host ports of port forwards: `\"8080\"` or `\"20000-20999\"`.",
 	"used":                "What the namespace's objects ask for now, in the quota's units (the server keeps it in the same transaction as every write that changes it).",
+}
+
+// quantityMapValidator checks that every value of a map is a quantity
+// (persistent_storage), so a typo fails the plan on its key.
+func quantityMapValidator() validator.Map {
+	return mapCheck{
+		describedAs: "values must be quantities such as 500Gi",
+		check: func(p path.Path, elems map[string]attr.Value, diags *diag.Diagnostics) {
+			for k, e := range elems {
+				s, ok := e.(types.String)
+				if !ok || s.IsNull() || s.IsUnknown() {
+					continue
+				}
+				if _, err := validation.CanonicalQuantity(s.ValueString()); err != nil {
+					diags.AddAttributeError(p.AtMapKey(k), "Invalid quantity", quantityHelp(fmt.Sprintf("%s[%q]", p, k), s.ValueString()))
+				}
+			}
+		},
+	}
+}
+
+// portRangeValidator checks a port-forward range as the agent does
+// ("8080", "20000-20999").
+func portRangeValidator() validator.String {
+	return stringCheck{
+		describedAs: `a port or a range of ports: "8080" or "20000-20999"`,
+		check: func(p path.Path, s string, diags *diag.Diagnostics) {
+			if _, err := validation.ParsePortRange(s); err != nil {
+				diags.AddAttributeError(p, "Invalid port range", p.String()+": "+err.Error())
+			}
+		},
+	}
 }
 
 func (r *namespaceResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -72,12 +112,17 @@ func (r *namespaceResource) Schema(_ context.Context, _ resource.SchemaRequest, 
 					"vms":    count("vms"),
 					"images": count("images"),
 					"persistent_storage": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-						MarkdownDescription: desc["persistent_storage"]},
+						MarkdownDescription: desc["persistent_storage"], Validators: []validator.Map{quantityMapValidator()}},
 				}},
 			"allowed": schema.SingleNestedBlock{MarkdownDescription: desc["allowed"] + " Changes in place.",
 				Attributes: map[string]schema.Attribute{
 					"bridges": list("bridges"), "networks": list("networks"),
-					"storage_classes": list("storage_classes"), "port_forward_ranges": list("port_forward_ranges"),
+					"storage_classes": list("storage_classes"),
+					"port_forward_ranges": func() schema.ListAttribute {
+						a := list("port_forward_ranges")
+						a.Validators = []validator.List{listvalidator.ValueStringsAre(portRangeValidator())}
+						return a
+					}(),
 				}},
 		},
 	}

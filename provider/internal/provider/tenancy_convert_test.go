@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -128,6 +129,25 @@ func TestTenancyAttributePaths(t *testing.T) {
 	} {
 		if got, ok := tt.fn(tt.in); !ok || !got.Equal(tt.want) {
 			t.Errorf("%s -> %v, %v; want %v", tt.in, got, ok, tt.want)
+		}
+	}
+}
+
+// The namespace's quantities and port ranges are checked at plan time,
+// on the attribute at fault.
+func TestNamespaceValidators(t *testing.T) {
+	var diags diag.Diagnostics
+	m, d := types.MapValue(types.StringType, map[string]attr.Value{"ceph": types.StringValue("500Gi"), "": types.StringValue("100GB")})
+	diags.Append(d...)
+	quantityMapValidator().(mapCheck).check(path.Root("quota").AtName("persistent_storage"), m.Elements(), &diags)
+	if diags.ErrorsCount() != 1 || !diags[0].(diag.DiagnosticWithPath).Path().Equal(path.Root("quota").AtName("persistent_storage").AtMapKey("")) {
+		t.Errorf("quantities: %v", diags)
+	}
+	for s, ok := range map[string]bool{"8080": true, "20000-20999": true, "0": false, "20999-20000": false, "http": false, "1-65536": false} {
+		var diags diag.Diagnostics
+		portRangeValidator().(stringCheck).check(path.Root("r"), s, &diags)
+		if diags.HasError() == ok {
+			t.Errorf("port range %q: %v, want ok %v", s, diags, ok)
 		}
 	}
 }
