@@ -269,6 +269,10 @@ func (s *Server) authorize(id Identity, method string) (nodeRule, error) {
 		return nodeRule{}, status.Error(codes.Unauthenticated, "no credential")
 	case Node:
 		rule, ok := nodeRules[method]
+		if !ok && methodRules[method].scope == scopeSelf {
+			// Who am I, may I: every authenticated caller, nodes too.
+			return nodeRule{}, nil
+		}
 		if !ok {
 			return nodeRule{}, status.Errorf(codes.PermissionDenied, "%s may not call %s: it is not for nodes", id, shortMethod(method))
 		}

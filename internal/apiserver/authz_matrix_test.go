@@ -56,7 +56,7 @@ func (c matrixCaller) expect(method string, rule methodRule) (allowed bool, code
 		return false, codes.Unauthenticated
 	case c.node != "":
 		_, ok := nodeRules[method]
-		return ok, codes.PermissionDenied
+		return ok || rule.scope == scopeSelf, codes.PermissionDenied
 	case c.cluster == roleClusterAdmin:
 		return true, codes.OK
 	}
