@@ -206,3 +206,4 @@ func shortMethod(full string) string {
 	}
 	return fmt.Sprintf("%s.%s", svc, m)
 }
+

@@ -215,6 +215,14 @@ func (c *userCreds) track(ctx context.Context, id Identity) context.Context {
 	} else if err := c.valid(cr); err != nil {
 		cancel(err)
 	}
+	// An open call ends when its credential expires, as a new one would
+	// be refused then.
+	if !id.Expires.IsZero() {
+		expiry := time.AfterFunc(id.Expires.Sub(c.clock()), func() {
+			cancel(status.Errorf(codes.Unauthenticated, "credential %s expired", id.Credential))
+		})
+		context.AfterFunc(ctx, func() { expiry.Stop() })
+	}
 	context.AfterFunc(ctx, func() {
 		c.mu.Lock()
 		delete(c.calls[id.Credential], tc)
