@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"crypto/tls"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -272,6 +273,16 @@ func TestNamespaceAdminManagesServiceAccounts(t *testing.T) {
 	wantDenied(t, "admin of a listing every credential", err, "needs cluster-admin")
 	_, err = creds.Get(ctx(), &apiv1.GetCredentialRequest{Name: eddie.cred})
 	wantDenied(t, "admin of a reading a user's credential", err, "needs cluster-admin")
+	// An account a cluster-admin bound elsewhere is not the namespace
+	// admin's to take.
+	e.bindRole(ci, "view *")
+	testutil.EventuallyNoError(t, 10*time.Second, "a token of an account with a cluster role refused", func() error {
+		_, err := creds.IssueToken(ctx(), &apiv1.IssueTokenRequest{Subject: ci})
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "may not issue credentials of serviceaccount a/ci") {
+			return fmt.Errorf("got %v", err)
+		}
+		return nil
+	})
 	if _, err := creds.Revoke(ctx(), &apiv1.RevokeCredentialRequest{Name: tok.Credential.Metadata.Name}); err != nil {
 		t.Fatalf("admin of a revoking the account's token: %v", err)
 	}

@@ -207,3 +207,33 @@ func shortMethod(full string) string {
 	return fmt.Sprintf("%s.%s", svc, m)
 }
 
+
+// noEscalation refuses a caller a credential of sub that would give it
+// more than it holds: a namespace's admin may issue the tokens of the
+// namespace's service accounts, but not of one that a cluster-admin bound
+// to a role elsewhere (Kubernetes leaves that hole open; here the caller
+// must hold every role the account holds).
+func (s *Server) noEscalation(ctx context.Context, sub *apiv1.Subject) error {
+	id := IdentityFrom(ctx)
+	g, err := s.roles.grantsOf(id)
+	if err != nil || g.cluster == roleClusterAdmin {
+		return err
+	}
+	as := Identity{Kind: User, Name: sub.GetName()}
+	if sub.GetKind() == apiv1.SubjectServiceAccount {
+		as = Identity{Kind: ServiceAccount, Name: sub.GetName(), Namespace: sub.GetNamespace()}
+	}
+	sg, err := s.roles.grantsOf(as)
+	if err != nil {
+		return err
+	}
+	if sg.cluster > g.cluster {
+		return status.Errorf(codes.PermissionDenied, "%s (%s) may not issue credentials of %s: it holds %s, which needs %s", id, g, as, sg, clusterNeed(sg.cluster))
+	}
+	for ns, r := range sg.ns {
+		if g.in(ns) < r {
+			return status.Errorf(codes.PermissionDenied, "%s (%s) may not issue credentials of %s: it holds %s, which needs %s in %s", id, g, as, sg, r, ns)
+		}
+	}
+	return nil
+}

@@ -75,6 +75,9 @@ func (c *credentialService) newCredential(ctx context.Context, sub *apiv1.Subjec
 	case err != nil:
 		return nil, 0, toStatus(err)
 	}
+	if err := c.s.noEscalation(ctx, sub); err != nil {
+		return nil, 0, err
+	}
 	id := make([]byte, 8)
 	_, _ = rand.Read(id)
 	now := c.s.opts.Clock()
