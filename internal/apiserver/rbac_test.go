@@ -80,3 +80,55 @@ func TestUserRolesAndRefusals(t *testing.T) {
 	_, err = ci.c.VMs.Delete(ctx(), &apiv1.DeleteVirtualMachineRequest{Key: &apiv1.ObjectKey{Namespace: "a", Name: "web"}})
 	wantDenied(t, "cluster viewer deleting", err, "serviceaccount ci/deployer (view in every namespace) may not call VirtualMachines.Delete: needs edit in the request's namespace")
 }
+
+// The identity kinds are validated with field paths, and updated with the
+// version they were read at.
+func TestIdentityKindsValidateAndUpdate(t *testing.T) {
+	e := newSecEnv(t, Limits{})
+	admin := e.admin()
+	rbs := apiv1.NewRoleBindingsClient(admin.Conn)
+	_, err := rbs.Create(ctx(), &apiv1.CreateRoleBindingRequest{RoleBinding: &apiv1.RoleBinding{
+		Metadata: &apiv1.ObjectMeta{Namespace: "a", Name: "x"},
+		Spec:     &apiv1.RoleBindingSpec{Role: "cluster-admin", Subjects: []*apiv1.Subject{{Kind: "Group", Name: "devs"}}}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "spec.role") || !strings.Contains(err.Error(), "spec.subjects[0].kind") {
+		t.Fatalf("an invalid role binding: %v", err)
+	}
+	_, err = apiv1.NewUsersClient(admin.Conn).Create(ctx(), &apiv1.CreateUserRequest{User: &apiv1.User{Metadata: &apiv1.ObjectMeta{Name: "Alice"}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "metadata.name") {
+		t.Fatalf("an invalid user name: %v", err)
+	}
+	_, err = apiv1.NewClusterRoleBindingsClient(admin.Conn).Create(ctx(), &apiv1.CreateClusterRoleBindingRequest{ClusterRoleBinding: &apiv1.ClusterRoleBinding{
+		Metadata: &apiv1.ObjectMeta{Name: "x"}, Spec: &apiv1.RoleBindingSpec{Role: "owner", Subjects: []*apiv1.Subject{{Kind: "User", Name: "a"}}}}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "spec.role") {
+		t.Fatalf("an invalid cluster role: %v", err)
+	}
+
+	rb, err := rbs.Create(ctx(), &apiv1.CreateRoleBindingRequest{RoleBinding: &apiv1.RoleBinding{
+		Metadata: &apiv1.ObjectMeta{Namespace: "a", Name: "devs"},
+		Spec:     &apiv1.RoleBindingSpec{Role: apiv1.RoleView, Subjects: []*apiv1.Subject{{Kind: apiv1.SubjectUser, Name: "alice"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := rb.Metadata.ResourceVersion
+	rb.Spec.Role = apiv1.RoleEdit
+	if rb, err = rbs.Update(ctx(), &apiv1.UpdateRoleBindingRequest{RoleBinding: rb}); err != nil || rb.Spec.Role != apiv1.RoleEdit {
+		t.Fatalf("update: %v, %v", rb, err)
+	}
+	rb.Metadata.ResourceVersion = stale
+	_, err = rbs.Update(ctx(), &apiv1.UpdateRoleBindingRequest{RoleBinding: rb})
+	wantCode(t, "an update of a stale version", err, codes.Aborted)
+
+	users := apiv1.NewUsersClient(admin.Conn)
+	u, err := users.Create(ctx(), &apiv1.CreateUserRequest{User: &apiv1.User{Metadata: &apiv1.ObjectMeta{Name: "alice"}, Spec: &apiv1.UserSpec{Description: "Alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Spec.Description = "Alice Smith"
+	if u, err = users.Update(ctx(), &apiv1.UpdateUserRequest{User: u}); err != nil || u.Spec.Description != "Alice Smith" {
+		t.Fatalf("user update: %v, %v", u, err)
+	}
+	list, err := users.List(ctx(), &apiv1.ListUsersRequest{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("users: %v, %v", list, err)
+	}
+}
