@@ -207,7 +207,6 @@ func shortMethod(full string) string {
 	return fmt.Sprintf("%s.%s", svc, m)
 }
 
-
 // noEscalation refuses a caller a credential of sub that would give it
 // more than it holds: a namespace's admin may issue the tokens of the
 // namespace's service accounts, but not of one that a cluster-admin bound
