@@ -132,3 +132,24 @@ func TestIdentityKindsValidateAndUpdate(t *testing.T) {
 		t.Fatalf("users: %v, %v", list, err)
 	}
 }
+
+// A call no role of the caller could allow is refused in the tap handle,
+// before its body is read; one that needs the namespace is decided after
+// decoding, and refused then.
+func TestMethodRefusalsReadNoBody(t *testing.T) {
+	e := newSecEnv(t, Limits{})
+	vic := e.user("vic", "view a")
+	eddie := e.user("eddie", "edit b")
+	_, err := vic.c.VMs.Create(ctx(), &apiv1.CreateVirtualMachineRequest{Vm: vmIn("a", "web")})
+	wantDenied(t, "a viewer creating", err, "needs edit")
+	_, err = vic.c.StorageClasses.Create(ctx(), &apiv1.CreateStorageClassRequest{})
+	wantDenied(t, "a viewer making a class", err, "needs cluster-admin")
+	if n := e.payloads.count(apiv1.VirtualMachines_Create_FullMethodName) + e.payloads.count(apiv1.StorageClasses_Create_FullMethodName); n != 0 {
+		t.Fatalf("the server read %d bodies of calls refused by method", n)
+	}
+	_, err = eddie.c.VMs.Create(ctx(), &apiv1.CreateVirtualMachineRequest{Vm: vmIn("a", "web")})
+	wantDenied(t, "edit of b creating in a", err, "needs edit in a")
+	if n := e.payloads.count(apiv1.VirtualMachines_Create_FullMethodName); n != 1 {
+		t.Fatalf("the server read %d bodies; the namespace check needs the one", n)
+	}
+}
