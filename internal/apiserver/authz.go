@@ -20,7 +20,8 @@ import (
 //     their role bindings (roles.go) allow;
 //   - nodes only the methods in nodeRules, each checked to act for the
 //     calling node alone, as Kubernetes' node authorizer and
-//     NodeRestriction hold a kubelet to its own Node and its pods.
+//     NodeRestriction hold a kubelet to its own Node and its pods, and
+//     Auth (who am I), as every caller.
 //
 // Every method of the API has an entry in methodRules; a test keeps it
 // so, so a new method is never open by omission.
