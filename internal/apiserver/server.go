@@ -194,8 +194,9 @@ func (s *Server) Run(ctx context.Context) {
 
 // Register adds every service to r: one line per service of
 // apiv1.Services(). A new kind takes, in this package, its store in
-// Stores, its service's file, its line here and its methods in authz_table.go's
-// tables (and in quotaGuarded when its writes add VMs).
+// Stores, its service's file, its line here and its methods in
+// authz_table.go's methodRules (and in quotaGuarded when its writes add
+// VMs).
 // TestEveryServiceIsRegistered fails while a service has no line,
 // TestEveryMethodIsServed while one of its methods is left to the
 // Unimplemented fallback.
