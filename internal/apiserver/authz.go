@@ -343,7 +343,8 @@ func (r methodRule) allowsIn(id Identity, g grants, method string, t target) err
 
 // authorizeRequest decides a user's or service account's call with its
 // decoded request (a stream's first message): the rule's namespace, and
-// the trim of the response (nil: none).
+// the trim of the response (nil: none). The decision is kept on the
+// call, to be taken again when the caller's bindings change (recheck).
 func (s *Server) authorizeRequest(ctx context.Context, id Identity, method string, req any) (func(any) any, error) {
 	rule, ok := methodRules[method]
 	if !ok {
@@ -356,6 +357,8 @@ func (s *Server) authorizeRequest(ctx context.Context, id Identity, method strin
 	if err := rule.allowsMethod(id, g, method); err != nil {
 		return nil, err
 	}
+	check := callCheck{id: id, method: method, rule: rule}
+	defer func() { keepCheck(ctx, check) }()
 	if g.cluster == roleClusterAdmin {
 		return nil, nil
 	}
@@ -371,11 +374,43 @@ func (s *Server) authorizeRequest(ctx context.Context, id Identity, method strin
 		if err := rule.allowsIn(id, g, method, t); err != nil {
 			return nil, err
 		}
+		check.t = &t
 	}
 	if rule.after == nil {
 		return nil, nil
 	}
 	return func(resp any) any { return rule.after(g, resp) }, nil
+}
+
+// callCheck is a decided call of a user or service account.
+type callCheck struct {
+	id     Identity
+	method string
+	rule   methodRule
+	// t is the request's target; nil when the caller was a
+	// cluster-admin, who needs none.
+	t *target
+}
+
+// recheck decides c again on the caller's bindings now: an open watch or
+// console of a caller who lost the role that allowed it ends
+// (usercreds.go, recheckSubjects).
+func (s *Server) recheck(c callCheck) error {
+	g, err := s.roles.grantsOf(c.id)
+	if err != nil {
+		// Still loading: the call was allowed and nothing says otherwise.
+		return nil
+	}
+	if err := c.rule.allowsMethod(c.id, g, c.method); err != nil {
+		return err
+	}
+	switch {
+	case g.cluster == roleClusterAdmin || c.rule.scope != scopeNamespace:
+		return nil
+	case c.t == nil:
+		return describeRefusal(c.id, g, c.method, "", "cluster-admin, which it held when it made the call")
+	}
+	return c.rule.allowsIn(c.id, g, c.method, *c.t)
 }
 
 func (s *Server) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {

@@ -361,3 +361,65 @@ func TestImageOwnership(t *testing.T) {
 		t.Fatalf("edit of a deleting its image: %v", err)
 	}
 }
+
+// A caller who loses the role an open watch needs (its binding deleted or
+// changed) has that watch ended; a change that leaves the role leaves it.
+func TestLosingARoleEndsOpenCalls(t *testing.T) {
+	e := newSecEnv(t, Limits{})
+	admin := e.admin()
+	eddie := e.user("eddie", "edit a")
+	rbs := apiv1.NewRoleBindingsClient(admin.Conn)
+	key := &apiv1.ObjectKey{Namespace: "a", Name: "user-eddie-edit"}
+
+	ended := openWatch(t, eddie.c)
+	// Edit to view still lets it watch; the watch that then sees the
+	// binding deleted ends.
+	rb, err := rbs.Get(ctx(), &apiv1.GetRoleBindingRequest{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb.Spec.Role = apiv1.RoleView
+	if _, err := rbs.Update(ctx(), &apiv1.UpdateRoleBindingRequest{RoleBinding: rb}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyNoError(t, 10*time.Second, "eddie down to view", func() error {
+		_, err := eddie.c.VMs.Create(ctx(), &apiv1.CreateVirtualMachineRequest{Vm: vmIn("a", "web")})
+		if status.Code(err) != codes.PermissionDenied {
+			return fmt.Errorf("create as view: %v", err)
+		}
+		return nil
+	})
+	select {
+	case err := <-ended:
+		t.Fatalf("a watch a viewer may keep ended: %v", err)
+	default:
+	}
+	if _, err := rbs.Delete(ctx(), &apiv1.DeleteRoleBindingRequest{Key: key}); err != nil {
+		t.Fatal(err)
+	}
+	wantEnded(t, "binding deleted", ended)
+
+	// A watch of every namespace by a cluster viewer ends when its
+	// ClusterRoleBinding goes.
+	vic := e.user("vic", "view *")
+	w, err := vic.c.VMs.Watch(ctx(), &apiv1.WatchVirtualMachinesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	vicEnded := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := w.Recv(); err != nil {
+				vicEnded <- err
+				return
+			}
+		}
+	}()
+	if _, err := apiv1.NewClusterRoleBindingsClient(admin.Conn).Delete(ctx(), &apiv1.DeleteClusterRoleBindingRequest{Name: "user-vic-view"}); err != nil {
+		t.Fatal(err)
+	}
+	wantEnded(t, "cluster binding deleted", vicEnded)
+}

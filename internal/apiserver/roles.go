@@ -135,15 +135,25 @@ type roleCache struct {
 	crbs *informer.Informer[*apiv1.ClusterRoleBinding]
 }
 
-func newRoleCache(rbs store.Store[*apiv1.RoleBinding], crbs store.Store[*apiv1.ClusterRoleBinding], log *slog.Logger) *roleCache {
+// newRoleCache watches the bindings; lost is told the subjects of a
+// binding changed or deleted, which may have lost a role.
+func newRoleCache(rbs store.Store[*apiv1.RoleBinding], crbs store.Store[*apiv1.ClusterRoleBinding], log *slog.Logger, lost func(subjects []string)) *roleCache {
 	c := &roleCache{}
 	if rbs == nil || crbs == nil {
 		return c
 	}
 	c.rbs = informer.New[*apiv1.RoleBinding](rbs, store.ListOptions{}, log.With("informer", "rolebindings"))
 	c.rbs.AddIndex(bySubject, func(rb *apiv1.RoleBinding) []string { return bindingSubjects(rb.GetSpec()) })
+	c.rbs.AddHandler(informer.Handler[*apiv1.RoleBinding]{
+		OnUpdate: func(old, _ *apiv1.RoleBinding) { lost(bindingSubjects(old.GetSpec())) },
+		OnDelete: func(old *apiv1.RoleBinding) { lost(bindingSubjects(old.GetSpec())) },
+	})
 	c.crbs = informer.New[*apiv1.ClusterRoleBinding](crbs, store.ListOptions{}, log.With("informer", "clusterrolebindings"))
 	c.crbs.AddIndex(bySubject, func(b *apiv1.ClusterRoleBinding) []string { return bindingSubjects(b.GetSpec()) })
+	c.crbs.AddHandler(informer.Handler[*apiv1.ClusterRoleBinding]{
+		OnUpdate: func(old, _ *apiv1.ClusterRoleBinding) { lost(bindingSubjects(old.GetSpec())) },
+		OnDelete: func(old *apiv1.ClusterRoleBinding) { lost(bindingSubjects(old.GetSpec())) },
+	})
 	return c
 }
 

@@ -180,7 +180,9 @@ func New(stores Stores, opts Options) *Server {
 	}
 	s.creds = newCredentials(creds, opts.Clock, opts.Logger)
 	s.users = newUserCreds(stores, opts.Clock, opts.Logger)
-	s.roles = newRoleCache(stores.RoleBindings, stores.ClusterRoleBindings, opts.Logger)
+	s.roles = newRoleCache(stores.RoleBindings, stores.ClusterRoleBindings, opts.Logger, func(subjects []string) {
+		s.users.recheckSubjects(subjects, s.recheck)
+	})
 	return s
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -201,7 +202,8 @@ func (c *userCreds) valid(cr *apiv1.Credential) error {
 // stops being valid.
 func (c *userCreds) track(ctx context.Context, id Identity) context.Context {
 	ctx, cancel := context.WithCancelCause(ctx)
-	tc := &trackedCall{serial: id.Credential, cancel: cancel}
+	tc := &trackedCall{serial: id.Credential, cancel: cancel, subject: subjectKey(id.Subject())}
+	ctx = context.WithValue(ctx, trackedCallKey{}, tc)
 	c.mu.Lock()
 	if c.calls[id.Credential] == nil {
 		c.calls[id.Credential] = map[*trackedCall]struct{}{}
@@ -251,5 +253,42 @@ func (c *userCreds) cut(name string, err error) {
 func (c *userCreds) cutSubject(s *apiv1.Subject, why string) {
 	for _, cr := range c.creds.ByIndex(bySubject, subjectKey(s)) {
 		c.cut(cr.GetMetadata().GetName(), status.Errorf(codes.Unauthenticated, "credential %s: %s %s", cr.GetMetadata().GetName(), subjectKey(s), why))
+	}
+}
+
+type trackedCallKey struct{}
+
+// keepCheck keeps how the call of ctx was authorized, for recheck.
+func keepCheck(ctx context.Context, check callCheck) {
+	if tc, ok := ctx.Value(trackedCallKey{}).(*trackedCall); ok {
+		tc.mu.Lock()
+		tc.check = &check
+		tc.mu.Unlock()
+	}
+}
+
+// recheckSubjects decides again the open calls of the subjects keys
+// (their bindings changed) and ends those now refused.
+func (c *userCreds) recheckSubjects(keys []string, recheck func(callCheck) error) {
+	c.mu.Lock()
+	var calls []*trackedCall
+	for _, byCred := range c.calls {
+		for tc := range byCred {
+			if slices.Contains(keys, tc.subject) {
+				calls = append(calls, tc)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, tc := range calls {
+		tc.mu.Lock()
+		check := tc.check
+		tc.mu.Unlock()
+		if check == nil {
+			continue
+		}
+		if err := recheck(*check); err != nil {
+			tc.cancel(err)
+		}
 	}
 }
