@@ -151,7 +151,11 @@ type Server struct {
 	log      *slog.Logger
 	consoles *consoleHub
 	creds    *nodeCreds
-	limits   *limiter
+	// users are the credentials of users and service accounts, roles
+	// their role bindings (usercreds.go, roles.go).
+	users  *userCreds
+	roles  *roleCache
+	limits *limiter
 	// oversize carries the requests the codec refused to their
 	// interceptor (reqlimits.go).
 	oversize *oversized
@@ -186,16 +190,26 @@ func New(stores Stores, opts Options) *Server {
 		creds = stores.NodeCredentials
 	}
 	s.creds = newCredentials(creds, opts.Clock, opts.Logger)
+	s.users = newUserCreds(stores, opts.Clock, opts.Logger)
+	s.roles = newRoleCache(stores.RoleBindings, stores.ClusterRoleBindings, opts.Logger, func(subjects []string) {
+		s.users.recheckSubjects(subjects, s.recheck)
+	})
 	return s
 }
 
-// Run keeps the server's caches (the node credentials) until ctx ends.
-func (s *Server) Run(ctx context.Context) { s.creds.run(ctx) }
+// Run keeps the server's caches (the node credentials, users' credentials
+// and role bindings) until ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	go s.users.run(ctx)
+	go s.roles.run(ctx)
+	s.creds.run(ctx)
+}
 
 // Register adds every service to r: one line per service of
 // apiv1.Services(). A new kind takes, in this package, its store in
-// Stores, its service's file, its line here and its methods in authz.go's
-// tables (and in quotaGuarded when its writes add VMs).
+// Stores, its service's file, its line here and its methods in
+// authz_table.go's methodRules (and in quotaGuarded when its writes add
+// VMs).
 // TestEveryServiceIsRegistered fails while a service has no line,
 // TestEveryMethodIsServed while one of its methods is left to the
 // Unimplemented fallback.
