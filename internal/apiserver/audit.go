@@ -36,14 +36,31 @@ type AuditLog interface {
 	Read(ctx context.Context, q audit.Query, emit func(audit.Record) error) error
 }
 
-// auditRole names the roles id holds for a call in namespace ("edit in
-// a"; namespace is "" for cluster-scoped objects and for calls refused
-// before their request was read), for the record's role field. The
-// authorization code sets it once, before the server serves; ""
-// leaves the field empty. It runs for every recorded call, in the
-// transport's tap handle for refusals there, so it must answer from
-// memory.
-var auditRole = func(id Identity, namespace string) string { return "" }
+// auditRole names the role id holds for a call in namespace ("edit in
+// a", "cluster-admin"; namespace is "" for cluster-scoped objects and for
+// calls refused before their request was read: then every role it
+// holds), for the record's role field. It runs for every recorded call,
+// in the transport's tap handle for refusals there, so it answers from
+// the role caches alone.
+func (s *Server) auditRole(id Identity, namespace string) string {
+	switch id.Kind {
+	case Anonymous:
+		return ""
+	case Node:
+		return "node"
+	}
+	g, err := s.roles.grantsOf(id)
+	if err != nil {
+		return ""
+	}
+	if namespace == "" || g.cluster == roleClusterAdmin {
+		return g.String()
+	}
+	if r := g.in(namespace); r != roleNone {
+		return r.String() + " in " + namespace
+	}
+	return "no role in " + namespace
+}
 
 // auditClass is what the audit trail does with a method's calls.
 type auditClass int
@@ -180,7 +197,7 @@ func (s *Server) record(id Identity, c auditCall, err error) {
 	s.opts.Audit.Log(audit.Record{
 		Time:      s.opts.Clock(),
 		Identity:  id.String(),
-		Role:      auditRole(id, c.namespace),
+		Role:      s.auditRole(id, c.namespace),
 		Method:    c.method,
 		Namespace: c.namespace,
 		Name:      c.name,

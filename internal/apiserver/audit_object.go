@@ -15,11 +15,6 @@ import (
 // object, a console's open, a credential's subject), looked into the same
 // way. Only those strings are read: never another field's value.
 
-var (
-	objectKeyName  = (&apiv1.ObjectKey{}).ProtoReflect().Descriptor().FullName()
-	objectMetaName = (&apiv1.ObjectMeta{}).ProtoReflect().Descriptor().FullName()
-)
-
 // auditObjectDepth bounds the search into object fields: a request holds
 // its object at the top level or one field down (ConsoleInput.open).
 const auditObjectDepth = 2

@@ -15,9 +15,8 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-func vmIn(ns, name string) *apiv1.VirtualMachine {
-	vm := validVM(name)
-	vm.Metadata.Namespace = ns
+func haltedVMIn(ns, name string) *apiv1.VirtualMachine {
+	vm := vmIn(ns, name)
 	vm.Spec.RunStrategy = apiv1.RunStrategyHalted
 	return vm
 }
@@ -43,7 +42,7 @@ func TestNamespaceQuotaRaceThroughAPI(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 4 {
-				if _, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmIn("a", fmt.Sprintf("seed%d", i))}); err != nil {
+				if _, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: haltedVMIn("a", fmt.Sprintf("seed%d", i))}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -57,7 +56,7 @@ func TestNamespaceQuotaRaceThroughAPI(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmIn("a", fmt.Sprintf("racer%d", i))})
+					_, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: haltedVMIn("a", fmt.Sprintf("racer%d", i))})
 					mu.Lock()
 					defer mu.Unlock()
 					if err == nil {
@@ -97,7 +96,7 @@ func TestNamespaceAPI(t *testing.T) {
 	nss := apiv1.NewNamespacesClient(f.conn)
 
 	// Made on first use, with no quota.
-	if _, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmIn("team", "web")}); err != nil {
+	if _, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: haltedVMIn("team", "web")}); err != nil {
 		t.Fatal(err)
 	}
 	ns, err := nss.Get(ctx, &apiv1.GetNamespaceRequest{Name: "team"})
@@ -127,7 +126,7 @@ func TestNamespaceAPI(t *testing.T) {
 
 	// Update takes the spec; the status stays the server's; a usage change
 	// since the read does not make it stale.
-	if _, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmIn("team", "db")}); err != nil {
+	if _, err := f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: haltedVMIn("team", "db")}); err != nil {
 		t.Fatal(err)
 	}
 	ns.Spec = &apiv1.NamespaceSpec{Quota: &apiv1.NamespaceQuota{Vms: ptr[int64](2), Memory: ptr("8Gi")}}
@@ -145,7 +144,7 @@ func TestNamespaceAPI(t *testing.T) {
 	if _, err := nss.Update(ctx, &apiv1.UpdateNamespaceRequest{Namespace: ns}); code(err) != codes.Aborted {
 		t.Fatalf("stale update: %v, want Aborted", err)
 	}
-	_, err = f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: vmIn("team", "third")})
+	_, err = f.vms.Create(ctx, &apiv1.CreateVirtualMachineRequest{Vm: haltedVMIn("team", "third")})
 	if code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "namespace team: exceeded quota: vms: requested 1, used 2, limited 2") {
 		t.Fatalf("third VM: %v", err)
 	}
