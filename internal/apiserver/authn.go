@@ -110,7 +110,7 @@ func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 		if err := s.limits.allow(id, method); err != nil {
 			return nil, err
 		}
-		if _, err := s.authorize(id, method); err != nil {
+		if _, err := s.authorize(ctx, id, method); err != nil {
 			s.limits.refused(method, "forbidden")
 			s.auditRefused(ctx, info, id, err)
 			return nil, err

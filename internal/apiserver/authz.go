@@ -259,7 +259,7 @@ func pinsNode(node, selector string, deny error, keys ...string) error {
 // no role of the caller could allow costs no body read. The interceptors
 // call it again (a server built without the tap refuses as well) and
 // then decide with the decoded request (authorizeRequest).
-func (s *Server) authorize(id Identity, method string) (nodeRule, error) {
+func (s *Server) authorize(ctx context.Context, id Identity, method string) (nodeRule, error) {
 	switch id.Kind {
 	case Admin:
 		return nodeRule{}, nil
@@ -283,11 +283,8 @@ func (s *Server) authorize(id Identity, method string) (nodeRule, error) {
 	if !ok {
 		return nodeRule{}, status.Errorf(codes.PermissionDenied, "%s may not call %s: it has no authorization rule", id, method)
 	}
-	g, err := s.roles.grantsOf(id)
-	if err != nil {
-		return nodeRule{}, err
-	}
-	return nodeRule{}, rule.allowsMethod(id, g, method)
+	_, err := s.roles.decide(ctx, id, func(g grants) error { return rule.allowsMethod(id, g, method) })
+	return nodeRule{}, err
 }
 
 // allowsMethod is nil when some request of method could be allowed to a
@@ -350,11 +347,8 @@ func (s *Server) authorizeRequest(ctx context.Context, id Identity, method strin
 	if !ok {
 		return nil, status.Errorf(codes.PermissionDenied, "%s may not call %s: it has no authorization rule", id, method)
 	}
-	g, err := s.roles.grantsOf(id)
+	g, err := s.roles.decide(ctx, id, func(g grants) error { return rule.allowsMethod(id, g, method) })
 	if err != nil {
-		return nil, err
-	}
-	if err := rule.allowsMethod(id, g, method); err != nil {
 		return nil, err
 	}
 	check := callCheck{id: id, method: method, rule: rule}
@@ -371,7 +365,7 @@ func (s *Server) authorizeRequest(ctx context.Context, id Identity, method strin
 		if err != nil {
 			return nil, err
 		}
-		if err := rule.allowsIn(id, g, method, t); err != nil {
+		if g, err = s.roles.decide(ctx, id, func(g grants) error { return rule.allowsIn(id, g, method, t) }); err != nil {
 			return nil, err
 		}
 		check.t = &t
@@ -415,7 +409,7 @@ func (s *Server) recheck(c callCheck) error {
 
 func (s *Server) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	id := IdentityFrom(ctx)
-	rule, err := s.authorize(id, info.FullMethod)
+	rule, err := s.authorize(ctx, id, info.FullMethod)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +439,7 @@ func (s *Server) authorizeUnary(ctx context.Context, req any, info *grpc.UnarySe
 func (s *Server) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	ctx := ss.Context()
 	id := IdentityFrom(ctx)
-	rule, err := s.authorize(id, info.FullMethod)
+	rule, err := s.authorize(ss.Context(), id, info.FullMethod)
 	if err != nil {
 		return err
 	}

@@ -133,6 +133,14 @@ func bindingSubjects(spec *apiv1.RoleBindingSpec) []string {
 type roleCache struct {
 	rbs  *informer.Informer[*apiv1.RoleBinding]
 	crbs *informer.Informer[*apiv1.ClusterRoleBinding]
+	// The stores themselves, read before a refusal (storedGrantsOf).
+	rbStore  bindingLister[*apiv1.RoleBinding]
+	crbStore bindingLister[*apiv1.ClusterRoleBinding]
+}
+
+// bindingLister is the read roleCache makes of a binding store.
+type bindingLister[T store.Object] interface {
+	List(ctx context.Context, opts store.ListOptions) ([]T, int64, error)
 }
 
 // newRoleCache watches the bindings; lost is told the subjects of a
@@ -142,6 +150,7 @@ func newRoleCache(rbs store.Store[*apiv1.RoleBinding], crbs store.Store[*apiv1.C
 	if rbs == nil || crbs == nil {
 		return c
 	}
+	c.rbStore, c.crbStore = rbs, crbs
 	c.rbs = informer.New[*apiv1.RoleBinding](rbs, store.ListOptions{}, log.With("informer", "rolebindings"))
 	c.rbs.AddIndex(bySubject, func(rb *apiv1.RoleBinding) []string { return bindingSubjects(rb.GetSpec()) })
 	c.rbs.AddHandler(informer.Handler[*apiv1.RoleBinding]{
@@ -182,17 +191,65 @@ func (c *roleCache) grantsOf(id Identity) (grants, error) {
 		return grants{}, status.Error(codes.Unavailable, "role bindings are still loading; retry")
 	}
 	key := subjectKey(id.Subject())
+	return grantsFrom(c.crbs.ByIndex(bySubject, key), c.rbs.ByIndex(bySubject, key)), nil
+}
+
+// grantsFrom is what a subject's cluster role bindings and role
+// bindings give it.
+func grantsFrom(crbs []*apiv1.ClusterRoleBinding, rbs []*apiv1.RoleBinding) grants {
 	g := grants{ns: map[string]role{}}
-	for _, b := range c.crbs.ByIndex(bySubject, key) {
+	for _, b := range crbs {
 		g.cluster = max(g.cluster, parseRole(b.GetSpec().GetRole()))
 	}
-	for _, b := range c.rbs.ByIndex(bySubject, key) {
+	for _, b := range rbs {
 		ns := b.GetMetadata().GetNamespace()
 		// A namespace's binding gives at most admin: cluster-admin is
 		// a ClusterRoleBinding's alone.
 		g.ns[ns] = max(g.ns[ns], min(parseRole(b.GetSpec().GetRole()), roleAdmin))
 	}
-	return g, nil
+	return g
+}
+
+// storedGrantsOf resolves id's roles from the stores rather than the
+// caches. A refusal is decided again on them: the caches follow the
+// store a moment late, and a binding made just before a call (a
+// Terraform run that binds a role, then uses it) must not be refused
+// for that. Only refusals pay for the read, and callers' requests are
+// rate limited.
+func (c *roleCache) storedGrantsOf(ctx context.Context, id Identity) (grants, bool) {
+	if c.rbStore == nil || (id.Kind != User && id.Kind != ServiceAccount) {
+		return grants{}, false
+	}
+	key := subjectKey(id.Subject())
+	crbs, _, err := c.crbStore.List(ctx, store.ListOptions{})
+	if err != nil {
+		return grants{}, false
+	}
+	rbs, _, err := c.rbStore.List(ctx, store.ListOptions{})
+	if err != nil {
+		return grants{}, false
+	}
+	crbs = slices.DeleteFunc(crbs, func(b *apiv1.ClusterRoleBinding) bool { return !slices.Contains(bindingSubjects(b.GetSpec()), key) })
+	rbs = slices.DeleteFunc(rbs, func(b *apiv1.RoleBinding) bool { return !slices.Contains(bindingSubjects(b.GetSpec()), key) })
+	return grantsFrom(crbs, rbs), true
+}
+
+// decide runs allow on id's cached grants and, when they refuse, once
+// more on the stored ones (storedGrantsOf); it returns the grants that
+// decided.
+func (c *roleCache) decide(ctx context.Context, id Identity, allow func(grants) error) (grants, error) {
+	g, err := c.grantsOf(id)
+	if err != nil {
+		return g, err
+	}
+	err = allow(g)
+	if err == nil {
+		return g, nil
+	}
+	if fresh, ok := c.storedGrantsOf(ctx, id); ok {
+		return fresh, allow(fresh)
+	}
+	return g, err
 }
 
 // describeRefusal is the PermissionDenied of a call id may not make:

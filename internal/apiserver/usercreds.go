@@ -30,7 +30,13 @@ type userCreds struct {
 	creds *informer.Informer[*apiv1.Credential]
 	users *informer.Informer[*apiv1.User]
 	sas   *informer.Informer[*apiv1.ServiceAccount]
-	clock func() time.Time
+	// userStored and saStored read a subject the caches do not hold
+	// from the store: the three caches watch apart, so a credential
+	// issued just after its user or service account was made may reach
+	// its cache first.
+	userStored func(name string) (*apiv1.User, bool)
+	saStored   func(namespace, name string) bool
+	clock         func() time.Time
 
 	mu    sync.Mutex
 	calls map[string]map[*trackedCall]struct{} // credential name → open calls
@@ -38,10 +44,26 @@ type userCreds struct {
 
 const bySerial = "serial"
 
+// subjectLookupTimeout bounds the store read of a subject the caches do
+// not hold yet (userCreds.subjectStored).
+const subjectLookupTimeout = 5 * time.Second
+
 func newUserCreds(st Stores, clock func() time.Time, log *slog.Logger) *userCreds {
 	c := &userCreds{clock: clock, calls: map[string]map[*trackedCall]struct{}{}}
 	if st.Credentials == nil || st.Users == nil || st.ServiceAccounts == nil {
 		return c
+	}
+	c.userStored = func(name string) (*apiv1.User, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), subjectLookupTimeout)
+		defer cancel()
+		u, err := st.Users.Get(ctx, "", name)
+		return u, err == nil
+	}
+	c.saStored = func(namespace, name string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), subjectLookupTimeout)
+		defer cancel()
+		_, err := st.ServiceAccounts.Get(ctx, namespace, name)
+		return err == nil
 	}
 	c.creds = informer.New[*apiv1.Credential](st.Credentials, store.ListOptions{}, log.With("informer", "credentials"))
 	c.creds.AddIndex(bySerial, func(cr *apiv1.Credential) []string {
@@ -183,13 +205,16 @@ func (c *userCreds) valid(cr *apiv1.Credential) error {
 	case apiv1.SubjectUser:
 		u, ok := c.users.Get("", s.GetName())
 		if !ok {
+			u, ok = c.userStored(s.GetName())
+		}
+		if !ok {
 			return status.Errorf(codes.Unauthenticated, "credential %s: user %s was deleted", name, s.GetName())
 		}
 		if u.GetSpec().GetDisabled() {
 			return status.Errorf(codes.Unauthenticated, "credential %s: user %s is disabled", name, s.GetName())
 		}
 	case apiv1.SubjectServiceAccount:
-		if _, ok := c.sas.Get(s.GetNamespace(), s.GetName()); !ok {
+		if _, ok := c.sas.Get(s.GetNamespace(), s.GetName()); !ok && !c.saStored(s.GetNamespace(), s.GetName()) {
 			return status.Errorf(codes.Unauthenticated, "credential %s: serviceaccount %s/%s was deleted", name, s.GetNamespace(), s.GetName())
 		}
 	default:

@@ -48,15 +48,17 @@ func (a *authService) CanI(ctx context.Context, req *apiv1.CanIRequest) (*apiv1.
 	var err error
 	switch id.Kind {
 	case Node:
-		_, err = a.s.authorize(id, method)
+		_, err = a.s.authorize(ctx, id, method)
 	default:
-		var g grants
-		if g, err = a.s.roles.grantsOf(id); err != nil {
+		ns := req.GetNamespace()
+		_, err = a.s.roles.decide(ctx, id, func(g grants) error {
+			if err := rule.allowsMethod(id, g, method); err != nil || rule.scope != scopeNamespace {
+				return err
+			}
+			return rule.allowsIn(id, g, method, target{ns: ns, all: ns == ""})
+		})
+		if status.Code(err) == codes.Unavailable {
 			return nil, err
-		}
-		if err = rule.allowsMethod(id, g, method); err == nil && rule.scope == scopeNamespace {
-			ns := req.GetNamespace()
-			err = rule.allowsIn(id, g, method, target{ns: ns, all: ns == ""})
 		}
 	}
 	if err != nil {
