@@ -305,7 +305,11 @@ func (r methodRule) allowsMethod(id Identity, g grants, method string) error {
 			return describeRefusal(id, g, method, "", "a role in some namespace (a RoleBinding or ClusterRoleBinding)")
 		}
 	case scopeNamespace:
-		if g.highest() < r.role {
+		// Only a caller with no role anywhere is refused before the
+		// request is read: anyone else is refused with the namespace
+		// named (and recorded in the audit trail with it), at the cost
+		// of reading a body its size limits bound.
+		if g.highest() == roleNone {
 			return describeRefusal(id, g, method, "", r.role.String()+" in the request's namespace")
 		}
 	}

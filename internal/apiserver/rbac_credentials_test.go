@@ -245,7 +245,7 @@ func TestNamespaceAdminManagesServiceAccounts(t *testing.T) {
 	_, err := sas.Create(ctx(), &apiv1.CreateServiceAccountRequest{ServiceAccount: &apiv1.ServiceAccount{Metadata: &apiv1.ObjectMeta{Namespace: "b", Name: "ci"}}})
 	wantDenied(t, "admin of a making an account in b", err, "needs admin in b")
 	_, err = apiv1.NewServiceAccountsClient(eddie.c.Conn).Create(ctx(), &apiv1.CreateServiceAccountRequest{ServiceAccount: &apiv1.ServiceAccount{Metadata: &apiv1.ObjectMeta{Namespace: "a", Name: "ci2"}}})
-	wantDenied(t, "edit of a making an account", err, "needs admin in the request's namespace")
+	wantDenied(t, "edit of a making an account", err, "user eddie (edit in a) may not call ServiceAccounts.Create in namespace a: needs admin in a")
 	ci := &apiv1.Subject{Kind: apiv1.SubjectServiceAccount, Namespace: "a", Name: "ci"}
 	if _, err := apiv1.NewRoleBindingsClient(ada.c.Conn).Create(ctx(), &apiv1.CreateRoleBindingRequest{RoleBinding: &apiv1.RoleBinding{
 		Metadata: &apiv1.ObjectMeta{Namespace: "a", Name: "ci"}, Spec: &apiv1.RoleBindingSpec{Role: apiv1.RoleEdit, Subjects: []*apiv1.Subject{ci}}}}); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -36,13 +37,21 @@ type userCreds struct {
 	// its cache first.
 	userStored func(name string) (*apiv1.User, bool)
 	saStored   func(namespace, name string) bool
-	clock         func() time.Time
+	// credStored and certStored read a credential the cache does not hold
+	// yet (a token used the moment it was issued, maybe through another
+	// server).
+	credStored func(name string) (*apiv1.Credential, bool)
+	certStored func(serial string) []*apiv1.Credential
+	clock      func() time.Time
 
 	mu    sync.Mutex
 	calls map[string]map[*trackedCall]struct{} // credential name → open calls
 }
 
 const bySerial = "serial"
+
+// credentialName is the name of every credential (usercredentials.go).
+var credentialName = regexp.MustCompile(`^cred-[0-9a-f]{16}$`)
 
 // subjectLookupTimeout bounds the store read of a subject the caches do
 // not hold yet (userCreds.subjectStored).
@@ -58,6 +67,21 @@ func newUserCreds(st Stores, clock func() time.Time, log *slog.Logger) *userCred
 		defer cancel()
 		u, err := st.Users.Get(ctx, "", name)
 		return u, err == nil
+	}
+	c.credStored = func(name string) (*apiv1.Credential, bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), subjectLookupTimeout)
+		defer cancel()
+		cr, err := st.Credentials.Get(ctx, "", name)
+		return cr, err == nil
+	}
+	c.certStored = func(serial string) []*apiv1.Credential {
+		ctx, cancel := context.WithTimeout(context.Background(), subjectLookupTimeout)
+		defer cancel()
+		all, _, err := st.Credentials.List(ctx, store.ListOptions{})
+		if err != nil {
+			return nil
+		}
+		return slices.DeleteFunc(all, func(cr *apiv1.Credential) bool { return cr.GetSpec().GetCertificateSerial() != serial })
 	}
 	c.saStored = func(namespace, name string) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), subjectLookupTimeout)
@@ -140,6 +164,11 @@ func (c *userCreds) authenticateToken(tok string) (Identity, error) {
 		return Identity{}, status.Errorf(codes.Unauthenticated, "invalid bearer token: a user token is %s<credential>.<secret>", apiv1.TokenPrefix)
 	}
 	cr, ok := c.creds.Get("", name)
+	if !ok && credentialName.MatchString(name) {
+		// Only a name as the server makes them is looked up: a token
+		// that cannot be one costs no store read.
+		cr, ok = c.credStored(name)
+	}
 	// Compared in constant time even when there is no such credential,
 	// so the time of a refusal does not tell which names exist.
 	want := cr.GetSpec().GetTokenSha256()
@@ -167,7 +196,13 @@ func (c *userCreds) authenticateCert(kind, namespace, name, serial string) (Iden
 	if kind == pki.UserCertServiceAccount {
 		subj = &apiv1.Subject{Kind: apiv1.SubjectServiceAccount, Namespace: namespace, Name: name}
 	}
-	for _, cr := range c.creds.ByIndex(bySerial, serial) {
+	found := c.creds.ByIndex(bySerial, serial)
+	if len(found) == 0 {
+		// The certificate is the agent CA's (the TLS handshake checked
+		// it): only a certificate issued a moment ago is missing here.
+		found = c.certStored(serial)
+	}
+	for _, cr := range found {
 		if cr.GetSpec().GetType() != apiv1.CredentialCertificate || subjectKey(cr.GetSpec().GetSubject()) != subjectKey(subj) {
 			continue
 		}
