@@ -9,9 +9,11 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
@@ -204,7 +207,67 @@ resource "virtplane_virtual_machine" "elsewhere" {
 			},
 		},
 	})
+	checkTeamAudit(t, agent, tm, vmName, poolName)
 }
+
+// checkTeamAudit reads the audit trail of the run above (the team's
+// service account is the test's own): every write Terraform made with the
+// token is there once, with the identity and its role, the refusals too,
+// and neither the token's secret nor the VM's user data is.
+func checkTeamAudit(t *testing.T, agent *acctest.Agent, tm team, vmName, poolName string) {
+	t.Helper()
+	identity := "serviceaccount " + tm.namespace + "/ci"
+	stream, err := agent.Client.Audit.Read(t.Context(), &apiv1.ReadAuditRequest{Identity: identity, Limit: 10000})
+	if err != nil {
+		t.Fatalf("read the audit trail: %v", err)
+	}
+	count := map[string]int{}
+	seen := map[string]bool{}
+	var updates int
+	for {
+		r, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("read the audit trail: %v", err)
+		}
+		line := protojson.Format(r)
+		if strings.Contains(line, userDataSecret) || strings.Contains(line, tm.token[strings.Index(tm.token, ".")+1:]) {
+			t.Errorf("an audit record holds a secret: %s", line)
+		}
+		if r.GetIdentity() != identity || r.GetRole() == "" {
+			t.Errorf("record without the caller's identity and role: %s", line)
+		}
+		if seen[line] {
+			t.Errorf("recorded twice: %s", line)
+		}
+		seen[line] = true
+		method := r.GetMethod()[strings.LastIndex(r.GetMethod(), ".")+1:]
+		count[method+" "+r.GetName()+" "+r.GetCode()]++
+		if method == "VirtualMachines/Update" && r.GetName() == vmName && r.GetCode() == "OK" {
+			updates++
+		}
+	}
+	for key, want := range map[string]int{
+		"VirtualMachines/Create " + vmName + " OK": 1,
+		"VirtualMachines/Delete " + vmName + " OK": 1,
+		"Pools/Create " + poolName + " OK":         1,
+		"Pools/Delete " + poolName + " OK":         1,
+		"StorageClasses/Create  PermissionDenied":  1,
+	} {
+		if count[key] != want {
+			t.Errorf("audit trail: %d records of %q, want %d; all: %v", count[key], key, want, count)
+		}
+	}
+	if updates == 0 {
+		t.Errorf("audit trail: no update of VM %s; all: %v", vmName, count)
+	}
+}
+
+// userDataSecret is in the team VM's cloud-init user data: the audit
+// trail must never hold it.
+const userDataSecret = "s3cret-in-user-data-36"
 
 // editConfig is the team's configuration: a Halted VM and a pool of
 // replicas in its namespace, the namespace and the VM read back through
@@ -218,6 +281,12 @@ resource "virtplane_virtual_machine" "test" {
   run_strategy = "Halted"
   memory       = %[3]q
   %[6]s
+  disk {
+    name = "seed"
+    cloud_init {
+      user_data = "#cloud-config\npassword: %[10]s\n"
+    }
+  }
 }
 
 resource "virtplane_virtual_machine_pool" "test" {
@@ -243,7 +312,7 @@ data "virtplane_virtual_machine" "test" {
   namespace = %[1]q
   name      = virtplane_virtual_machine.test.name
 }
-%[9]s`, ns, vmName, vmMemory, poolName, replicas, agent.Nodes.NodeSelectorHCL(), guestMemory, agent.Nodes.BootHCL(), extra)
+%[9]s`, ns, vmName, vmMemory, poolName, replicas, agent.Nodes.NodeSelectorHCL(), guestMemory, agent.Nodes.BootHCL(), extra, userDataSecret)
 }
 
 // A VM beyond the namespace's quota fails naming the quota: what is
