@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
+	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 )
 
 // wantDenied checks a refusal's code and that its message says what it
@@ -153,5 +154,35 @@ func TestMethodRefusalsReadNoBody(t *testing.T) {
 	wantDenied(t, "a viewer creating", err, "user vic (view in a) may not call VirtualMachines.Create in namespace a: needs edit in a")
 	if n := e.payloads.count(apiv1.VirtualMachines_Create_FullMethodName); n != 1 {
 		t.Fatalf("the server read %d bodies; the namespace check needs the one", n)
+	}
+}
+
+// The annotation that lets a backup restore take another namespace's
+// backup is the server's, set for cluster-admins only: an editor's
+// restore never has it, whatever it asks.
+func TestOnlyClusterAdminsRestoreAnyNamespacesBackups(t *testing.T) {
+	e := newSecEnv(t, Limits{})
+	eddie := e.user("eddie", "edit a")
+	if _, err := e.admin().BackupTargets.Create(ctx(), &apiv1.CreateBackupTargetRequest{BackupTarget: s3Target("s3")}); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(name string) *apiv1.VirtualMachineBackupRestore {
+		return &apiv1.VirtualMachineBackupRestore{
+			Metadata: &apiv1.ObjectMeta{Namespace: "a", Name: name, Annotations: map[string]string{apiv1.AnnotationAnyNamespaceRestore: "true"}},
+			Spec:     &apiv1.VirtualMachineBackupRestoreSpec{Target: "s3", BackupId: "6f1c2a3e-0000-4000-8000-0000000000b1", VmName: name + "-vm"},
+		}
+	}
+	for _, tc := range []struct {
+		who  *client.Client
+		name string
+		want bool
+	}{{eddie.c, "by-editor", false}, {e.admin(), "by-admin", true}} {
+		got, err := tc.who.BackupRestores.Create(ctx(), &apiv1.CreateBackupRestoreRequest{BackupRestore: restore(tc.name)})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if has := got.GetMetadata().GetAnnotations()[apiv1.AnnotationAnyNamespaceRestore] == "true"; has != tc.want {
+			t.Fatalf("%s: any-namespace annotation %v, want %v", tc.name, has, tc.want)
+		}
 	}
 }

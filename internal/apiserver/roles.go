@@ -303,3 +303,11 @@ func (s *Server) noEscalation(ctx context.Context, sub *apiv1.Subject) error {
 	}
 	return nil
 }
+
+// clusterAdmin reports whether id may call every method: an admin, or a
+// user or service account bound to cluster-admin. Handlers ask it for
+// what only cluster-admins may do within a method others may call too.
+func (s *Server) clusterAdmin(id Identity) bool {
+	g, err := s.roles.grantsOf(id)
+	return err == nil && g.cluster == roleClusterAdmin
+}
