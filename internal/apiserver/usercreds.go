@@ -163,12 +163,7 @@ func (c *userCreds) authenticateToken(tok string) (Identity, error) {
 	if !ok || name == "" || secret == "" {
 		return Identity{}, status.Errorf(codes.Unauthenticated, "invalid bearer token: a user token is %s<credential>.<secret>", apiv1.TokenPrefix)
 	}
-	cr, ok := c.creds.Get("", name)
-	if !ok && credentialName.MatchString(name) {
-		// Only a name as the server makes them is looked up: a token
-		// that cannot be one costs no store read.
-		cr, ok = c.credStored(name)
-	}
+	cr, ok := c.lookup(name)
 	// Compared in constant time even when there is no such credential,
 	// so the time of a refusal does not tell which names exist.
 	want := cr.GetSpec().GetTokenSha256()
@@ -258,6 +253,20 @@ func (c *userCreds) valid(cr *apiv1.Credential) error {
 	return nil
 }
 
+// lookup is the credential of name from the cache, or from the store when
+// the cache has not seen it yet (a token used the moment it was issued).
+// Only a name as the server makes them is read from the store: a token
+// that cannot be one costs no store read.
+func (c *userCreds) lookup(name string) (*apiv1.Credential, bool) {
+	if cr, ok := c.creds.Get("", name); ok {
+		return cr, true
+	}
+	if !credentialName.MatchString(name) {
+		return nil, false
+	}
+	return c.credStored(name)
+}
+
 // track returns ctx cancelled when the call ends or when its credential
 // stops being valid.
 func (c *userCreds) track(ctx context.Context, id Identity) context.Context {
@@ -272,7 +281,7 @@ func (c *userCreds) track(ctx context.Context, id Identity) context.Context {
 	c.mu.Unlock()
 	// A credential revoked between authentication and here would miss its
 	// cut: look again now that the call is tracked.
-	if cr, ok := c.creds.Get("", id.Credential); !ok {
+	if cr, ok := c.lookup(id.Credential); !ok {
 		cancel(status.Errorf(codes.Unauthenticated, "credential %s was deleted", id.Credential))
 	} else if err := c.valid(cr); err != nil {
 		cancel(err)

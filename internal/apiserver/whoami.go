@@ -22,9 +22,14 @@ func newAuthService(s *Server) apiv1.AuthServer { return &authService{s: s} }
 
 func (a *authService) WhoAmI(ctx context.Context, _ *apiv1.WhoAmIRequest) (*apiv1.WhoAmIResponse, error) {
 	id := IdentityFrom(ctx)
-	g, err := a.s.roles.grantsOf(id)
-	if err != nil {
-		return nil, err
+	// The stored bindings, not the caches, which follow them a moment
+	// late: a binding made just before is one the caller holds.
+	g, ok := a.s.roles.storedGrantsOf(ctx, id)
+	if !ok {
+		var err error
+		if g, err = a.s.roles.grantsOf(id); err != nil {
+			return nil, err
+		}
 	}
 	out := &apiv1.WhoAmIResponse{Identity: id.String(), Subject: id.Subject(), Credential: id.Credential, Roles: g.roles()}
 	if !id.Expires.IsZero() {
