@@ -28,7 +28,7 @@ func newGetCommand(root *rootOptions) *cobra.Command {
 	o := &getOptions{rootOptions: root, now: time.Now}
 	cmd := &cobra.Command{
 		Use:   "get TYPE [NAME]",
-		Short: "Display virtual machines (vm), their instances (vmi), replica sets (rs), pools, nodes, images, storage classes (sc), migrations, snapshots (vmsnapshot, vmsnapshotcontent), restores (vmrestore) or clones (vmclone)",
+		Short: "Display virtual machines (vm), their instances (vmi), replica sets (rs), pools, nodes, images, storage classes (sc), migrations, snapshots (vmsnapshot, vmsnapshotcontent), restores (vmrestore), clones (vmclone), namespaces (ns), users, service accounts (sa), credentials and role bindings",
 		Example: `  virtplane-agent get vms
   virtplane-agent get vm demo -o yaml
   virtplane-agent get vmi -A -l app=demo
@@ -43,7 +43,12 @@ func newGetCommand(root *rootOptions) *cobra.Command {
   virtplane-agent get migrations -w
   virtplane-agent get migrations -l virtplane.io/vmi-name=demo
   virtplane-agent get vmsnapshots -o wide
-  virtplane-agent get vmrestore -w`,
+  virtplane-agent get vmrestore -w
+  virtplane-agent get namespaces
+  virtplane-agent get namespace team-a -o yaml
+  virtplane-agent get sa -n team-a
+  virtplane-agent get rolebindings -A
+  virtplane-agent get credentials -o wide`,
 		Args:      cobra.RangeArgs(1, 2),
 		ValidArgs: resourceArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

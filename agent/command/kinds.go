@@ -24,6 +24,7 @@ var kinds = []*resource{
 	exportResource,
 	backupTargetResource, backupResource, backupScheduleResource, backupRestoreResource,
 	adoptionResource,
+	namespaceResource, userResource, serviceAccountResource, credentialResource, roleBindingResource, clusterRoleBindingResource,
 }
 
 // resource is one kind of object the CLI knows by name: an entry of kinds.

@@ -19,7 +19,10 @@ type rootOptions struct {
 	endpoint  string
 	tokenFile string
 	caFile    string
-	namespace string
+	// clientCert and clientKey: a client certificate as the credential
+	// (auth cert issue), instead of a token.
+	clientCert, clientKey string
+	namespace             string
 
 	flags  *pflag.FlagSet
 	getenv func(string) string
@@ -42,7 +45,10 @@ func newRootCommand(getenv func(string) string) (*cobra.Command, *rootOptions) {
 
 The client commands reach the agent at --endpoint: unix:///path (default
 ` + client.DefaultEndpoint + `, no token needed), host:port or
-https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
+https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file, or
+a client certificate with --client-cert and --client-key). The token is the
+admin token or a user's or service account's (auth token issue), whose roles
+decide what it may do (docs/security.md).`,
 		Version:       Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -64,6 +70,8 @@ https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
 	pf.StringVar(&o.endpoint, "endpoint", endpoint, "agent endpoint: unix:///path, host:port or https://host:port, or several servers comma-separated (env "+client.EnvEndpoint+")")
 	pf.StringVar(&o.tokenFile, "token-file", getenv(client.EnvTokenFile), "file holding the bearer token for TCP endpoints (env "+client.EnvTokenFile+"; "+client.EnvToken+" holds the token itself)")
 	pf.StringVar(&o.caFile, "ca-file", getenv(client.EnvCAFile), "PEM CA bundle to verify the agent; system roots when empty (env "+client.EnvCAFile+")")
+	pf.StringVar(&o.clientCert, "client-cert", getenv(client.EnvClientCert), "client certificate (PEM) from `auth cert issue`, the credential instead of a token; with --client-key (env "+client.EnvClientCert+")")
+	pf.StringVar(&o.clientKey, "client-key", getenv(client.EnvClientKey), "the client certificate's key (env "+client.EnvClientKey+")")
 	pf.StringVarP(&o.namespace, "namespace", "n", "default", "namespace of the objects")
 	o.flags = pf
 
@@ -94,6 +102,9 @@ https://host:port (TLS; bearer token from VIRTPLANE_TOKEN or --token-file).`,
 		newImageCommand(o),
 		newStorageClassCommand(o),
 		newStoreCommand(o),
+		newAuthCommand(o),
+		newNamespaceCommand(o),
+		newAuditCommand(o, clock.RealClock{}),
 		newVersionCommand(),
 	)
 	return cmd, o
@@ -107,6 +118,9 @@ func (o *rootOptions) config() client.Config {
 		Token:     o.getenv(client.EnvToken),
 		TokenFile: o.tokenFile,
 		CAFile:    o.caFile,
+
+		ClientCertFile: o.clientCert,
+		ClientKeyFile:  o.clientKey,
 	}
 	// An explicit --token-file must beat a token left in the environment,
 	// although the client prefers Token over TokenFile.

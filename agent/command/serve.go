@@ -144,6 +144,7 @@ cluster instead of the embedded one.`,
 		" (the node's own; "+apiv1.LabelKVM+" is set by the agent); every other label of a node is an admin's (node label NODE k=v)")
 	addIdentityFlags(f, &o, node)
 	addHostPolicyFlags(f, &hostFlags)
+	addAuditFlags(f, &o.Audit)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", "text", "text or json")
 	return cmd

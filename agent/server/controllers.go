@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"time"
@@ -10,12 +11,14 @@ import (
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
+	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
 	adoptionctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/adoption"
 	clonectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/clone"
 	evacctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/evacuation"
 	exportctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/export"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
 	nodectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/node"
+	"github.com/virtplane/terraform-provider-virtplane/internal/controller/nsusage"
 	poolctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/pool"
 	rsctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/replicaset"
 	restorectl "github.com/virtplane/terraform-provider-virtplane/internal/controller/restore"
@@ -68,16 +71,27 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	cloneInf := informer.New(st.Clones, store.ListOptions{}, log.With("informer", "clone"))
 	exportInf := informer.New(st.Exports, store.ListOptions{}, log.With("informer", "export"))
 	adoptionInf := informer.New(st.Adoptions, store.ListOptions{}, log.With("informer", "adoption"))
+	nsInf := informer.New(st.Namespaces, store.ListOptions{}, log.With("informer", "namespace"))
 
 	// Controllers register handlers and indexes before the informers run.
 	vmc := vmctl.New(vmctl.Options{}, vmInf, vmiInf, st.VMs, st.VMIs, log)
 	vmic := vmictl.New(vmictl.Options{MemoryOverhead: co.MemoryOverhead, CPUAllocationRatio: co.CPUAllocationRatio, Images: imageInf,
-		HostPolicy: o.HostPolicy, StorageClasses: classInf},
+		HostPolicy: o.HostPolicy, StorageClasses: classInf, Namespaces: nsInf},
 		vmiInf, nodeInf, st.VMIs, log)
 	imageInf.AddHandler(informer.Handler[*apiv1.Image]{OnAdd: func(*apiv1.Image) { vmic.ImagesChanged() }})
 	classInf.AddHandler(informer.Handler[*apiv1.StorageClass]{
 		OnAdd:    func(*apiv1.StorageClass) { vmic.ImagesChanged() },
 		OnUpdate: func(_, _ *apiv1.StorageClass) { vmic.ImagesChanged() },
+	})
+	// A namespace's allowed host resources widened: an instance waiting
+	// for them may fit now. (Usage moves with every VM written and
+	// places nothing, so only a spec change, its generation, counts.)
+	nsInf.AddHandler(informer.Handler[*apiv1.Namespace]{
+		OnUpdate: func(old, cur *apiv1.Namespace) {
+			if old.GetMetadata().GetGeneration() != cur.GetMetadata().GetGeneration() {
+				vmic.ImagesChanged()
+			}
+		},
 	})
 	migOpts := co.Migration
 	migOpts.LockedBy = func(ns, name string) string {
@@ -132,6 +146,10 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	run(func() { cloneInf.Run(ctx) })
 	run(func() { exportInf.Run(ctx) })
 	run(func() { adoptionInf.Run(ctx) })
+	run(func() { nsInf.Run(ctx) })
+	// A new leader first backfills namespaces' objects and usage (an
+	// upgraded cluster), then recomputes usage periodically.
+	run(func() { newUsageReconciler(st, log).Run(ctx) })
 	// Worker counts follow KubeVirt's (VM 3, VMI 10, node 3).
 	run(func() { vmc.Run(ctx, max(co.VMWorkers, 1)) })
 	run(func() { vmic.Run(ctx, max(co.VMIWorkers, 1)) })
@@ -154,4 +172,19 @@ func runControllers(ctx context.Context, deps Deps, o Options) {
 	log.Info("controllers running")
 	wg.Wait()
 	log.Info("controllers stopped")
+}
+
+// newUsageReconciler is the namespace usage reconciler over the stores
+// (the leader's, fenced): every namespaced kind says which namespaces are
+// occupied, the charged kinds what they use.
+func newUsageReconciler(st apiserver.Stores, log *slog.Logger) *nsusage.Reconciler {
+	occupied := []func(context.Context) ([]string, error){
+		nsusage.NamespacesOf(st.Migrations), nsusage.NamespacesOf(st.ReplicaSets), nsusage.NamespacesOf(st.Pools),
+		nsusage.NamespacesOf(st.Snapshots), nsusage.NamespacesOf(st.SnapshotContents), nsusage.NamespacesOf(st.Restores),
+		nsusage.NamespacesOf(st.Clones), nsusage.NamespacesOf(st.Exports), nsusage.NamespacesOf(st.Backups),
+		nsusage.NamespacesOf(st.BackupSchedules), nsusage.NamespacesOf(st.BackupRestores), nsusage.NamespacesOf(st.Adoptions),
+		nsusage.NamespacesOf(st.ServiceAccounts), nsusage.NamespacesOf(st.RoleBindings),
+	}
+	return nsusage.New(nsusage.Sources{Namespaces: st.Namespaces, VMs: st.VMs, VMIs: st.VMIs, Images: st.Images, Occupied: occupied},
+		nsusage.Options{Logger: log.With("controller", "nsusage")})
 }

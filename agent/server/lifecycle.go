@@ -42,6 +42,11 @@ func (a *Agent) Shutdown(ctx context.Context) {
 	// themselves, so with any watch open the graceful stop lasts all it is
 	// given, and the controllers and the store must still get their turn.
 	stuck = append(stuck, a.stopGRPC(ctx)...)
+	// The calls have ended and written their records; what is queued for
+	// syslog gets a few seconds (audit.Logger.Close).
+	if err := a.audit.Close(); err != nil {
+		a.log.Warn("closing the audit log", "err", err)
+	}
 
 	if a.httpSrv != nil {
 		// A scrape is quick, but a CPU profile runs for its 30 s.

@@ -33,6 +33,7 @@ import (
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/apiserver"
+	"github.com/virtplane/terraform-provider-virtplane/internal/audit"
 	"github.com/virtplane/terraform-provider-virtplane/internal/backup/target"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
 	migctl "github.com/virtplane/terraform-provider-virtplane/internal/controller/migration"
@@ -111,6 +112,8 @@ type Options struct {
 	HostPolicy *validation.HostPolicy
 
 	ControllerOptions ControllerOptions
+	// Audit configures the API's audit trail (audit.go).
+	Audit AuditOptions
 	// NoControllers serves the API and store only (an API-only server
 	// next to others that run the controllers).
 	NoControllers bool
@@ -227,6 +230,9 @@ func (o *Options) Validate() error {
 	if err := o.ImagePolicy.Validate(); err != nil {
 		return err
 	}
+	if err := o.Audit.validate(); err != nil {
+		return err
+	}
 	return o.validateEtcd()
 }
 
@@ -273,6 +279,9 @@ type Agent struct {
 	err      error
 	done     chan struct{}
 	stopOnce sync.Once
+
+	// audit is the API's audit trail; nil keeps none.
+	audit *audit.Logger
 
 	nodeCancel context.CancelFunc // the node agent, when running
 	nodeDone   chan struct{}
@@ -332,6 +341,9 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 	}
 	// The API's writes are users' requests, not the leader's: unfenced.
 	stores := newStores(a.client, o.EtcdPrefix, nil)
+	if a.audit, err = openAudit(o, reg, o.Logger.With("component", "audit")); err != nil {
+		return nil, err
+	}
 	api := apiserver.New(stores, apiserver.Options{
 		Validation:              validation.Options{ImageDir: o.ImageDir, HostPolicy: o.HostPolicy},
 		NodeLease:               o.NodeLease,
@@ -346,6 +358,9 @@ func Start(ctx context.Context, o Options) (_ *Agent, retErr error) {
 		ImagePolicy:             o.ImagePolicy,
 		UploadDir:               filepath.Join(o.DataDir, "uploads"),
 		BackupTargets:           &target.Reader{Cache: target.NewCache()},
+		Audit:                   auditLog(a.audit),
+		AuditNodeReports:        o.Audit.NodeReports,
+		ServerName:              o.NodeName,
 	})
 
 	runCtx, cancel := context.WithCancel(context.Background())

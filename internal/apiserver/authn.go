@@ -20,7 +20,9 @@ import (
 type Listener struct {
 	// Unix marks the root-only (0600) unix socket: its callers are admins.
 	Unix bool
-	// Token returns the admins' bearer token on a TLS listener; it is
+	// Token returns the admins' bearer token on a TLS listener (users'
+	// and service accounts' tokens, apiv1.TokenPrefix, are their
+	// Credential records'); it is
 	// asked on every call, so a rotated token takes effect at once.
 	Token func() string
 }
@@ -49,11 +51,16 @@ func (s *Server) authenticate(ctx context.Context, l Listener, info *tap.Info) (
 	if p != nil {
 		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
 			leaf := ti.State.VerifiedChains[0][0]
+			serial := pki.SerialHex(leaf)
+			if kind, ns, name, ok := pki.UserSubject(leaf); ok {
+				id, err := s.users.authenticateCert(kind, ns, name, serial)
+				id.Peer = addr
+				return id, err
+			}
 			node, ok := pki.NodeName(leaf)
 			if !ok {
-				return Identity{}, status.Error(codes.Unauthenticated, "client certificate is not a node certificate")
+				return Identity{}, status.Error(codes.Unauthenticated, "client certificate is neither a node's nor a user's")
 			}
-			serial := pki.SerialHex(leaf)
 			if err := s.creds.check(node, serial); err != nil {
 				return Identity{}, err
 			}
@@ -62,6 +69,11 @@ func (s *Server) authenticate(ctx context.Context, l Listener, info *tap.Info) (
 	}
 	if vals := info.Header.Get("authorization"); len(vals) > 0 {
 		tok, ok := strings.CutPrefix(vals[0], "Bearer ")
+		if ok && strings.HasPrefix(tok, apiv1.TokenPrefix) {
+			id, err := s.users.authenticateToken(tok)
+			id.Peer = addr
+			return id, err
+		}
 		want := ""
 		if l.Token != nil {
 			want = l.Token()
@@ -92,13 +104,15 @@ func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 		id, err := s.authenticate(ctx, l, info)
 		if err != nil {
 			s.limits.refused(method, "unauthenticated")
+			s.auditRefused(ctx, info, Identity{}, err)
 			return nil, err
 		}
 		if err := s.limits.allow(id, method); err != nil {
 			return nil, err
 		}
-		if _, err := authorize(id, method); err != nil {
+		if _, err := s.authorize(ctx, id, method); err != nil {
 			s.limits.refused(method, "forbidden")
+			s.auditRefused(ctx, info, id, err)
 			return nil, err
 		}
 		release, err := s.limits.startRequest(id, method)
@@ -113,9 +127,13 @@ func (s *Server) tapHandle(l Listener) tap.ServerInHandle {
 		context.AfterFunc(ctx, release)
 		ctx = context.WithValue(ctx, requestSlotKey{}, release)
 		ctx = WithIdentity(ctx, id)
-		if id.Kind == Node && id.Serial != "" {
+		switch {
+		case id.Kind == Node && id.Serial != "":
 			// A revocation cancels the node's open calls and streams.
 			ctx = s.creds.track(ctx, id)
+		case id.Credential != "":
+			// So does a user's or service account's.
+			ctx = s.users.track(ctx, id)
 		}
 		return ctx, nil
 	}

@@ -14,20 +14,24 @@ import (
 )
 
 // Authorization, per method (docs/security.md has the table):
-//   - admins may call everything;
+//   - admins (and cluster-admin users) may call everything;
 //   - anonymous callers only Bootstrap.Join (the token in it authenticates);
+//   - users and service accounts what methodRules (authz_table.go) and
+//     their role bindings (roles.go) allow;
 //   - nodes only the methods in nodeRules, each checked to act for the
 //     calling node alone, as Kubernetes' node authorizer and
-//     NodeRestriction hold a kubelet to its own Node and its pods.
+//     NodeRestriction hold a kubelet to its own Node and its pods, and
+//     Auth (who am I), as every caller.
 //
-// Every method of the API is listed either in nodeRules or in adminOnly;
-// a test keeps it so, so a new method is never open to nodes by omission.
+// Every method of the API has an entry in methodRules; a test keeps it
+// so, so a new method is never open by omission.
 //
 // The table is applied in two places: whether an identity may call a
 // method at all (authorize) is decided in the tap handle, before grpc
 // reads the request, so a refused call costs no body read or decode; a
 // node rule's checks of the request and the response (before, after),
-// which need them decoded, run in the interceptors below.
+// and a user's namespace, which need them decoded, run in the
+// interceptors below.
 
 // nodeRule checks a node's call: before sees the request (a stream's
 // first message), after may refuse or trim the response.
@@ -166,109 +170,6 @@ var nodeRules = map[string]nodeRule{
 	apiv1.Adoptions_UpdateStatus_FullMethodName: {},
 }
 
-var adminOnly = methodSet(lifecycleMethods,
-	apiv1.VirtualMachines_Create_FullMethodName,
-	apiv1.VirtualMachines_List_FullMethodName,
-	apiv1.VirtualMachines_Update_FullMethodName,
-	apiv1.VirtualMachines_Delete_FullMethodName,
-	apiv1.VirtualMachines_Watch_FullMethodName,
-	apiv1.VirtualMachines_AddVolume_FullMethodName,
-	apiv1.VirtualMachines_RemoveVolume_FullMethodName,
-	apiv1.Nodes_List_FullMethodName,
-	apiv1.Nodes_Watch_FullMethodName,
-	apiv1.Nodes_Fence_FullMethodName,
-	apiv1.Nodes_Revoke_FullMethodName,
-	apiv1.Nodes_Delete_FullMethodName,
-	apiv1.Nodes_Cordon_FullMethodName,
-	apiv1.Nodes_Uncordon_FullMethodName,
-	apiv1.Nodes_Drain_FullMethodName,
-	// A node's labels other than its own are what admins place VMs by; a
-	// node sets its own through Register.
-	apiv1.Nodes_Label_FullMethodName,
-	apiv1.VirtualMachineInstances_Evict_FullMethodName,
-	apiv1.Consoles_Attach_FullMethodName,
-	apiv1.Bootstrap_CreateToken_FullMethodName,
-	apiv1.Images_Create_FullMethodName,
-	apiv1.Images_Update_FullMethodName,
-	apiv1.Images_Delete_FullMethodName,
-	apiv1.StorageClasses_Create_FullMethodName,
-	apiv1.StorageClasses_Update_FullMethodName,
-	apiv1.StorageClasses_Delete_FullMethodName,
-	// Migrations are the controller's business; nodes learn of theirs
-	// through the instance's migration state.
-	apiv1.Migrations_Create_FullMethodName,
-	apiv1.Migrations_Get_FullMethodName,
-	apiv1.Migrations_List_FullMethodName,
-	apiv1.Migrations_Delete_FullMethodName,
-	apiv1.Migrations_Watch_FullMethodName,
-	// Replica sets and pools are users' objects; nodes see what their
-	// controllers make (instances, VMs), never these.
-	apiv1.ReplicaSets_Create_FullMethodName,
-	apiv1.ReplicaSets_Get_FullMethodName,
-	apiv1.ReplicaSets_List_FullMethodName,
-	apiv1.ReplicaSets_Update_FullMethodName,
-	apiv1.ReplicaSets_Delete_FullMethodName,
-	apiv1.ReplicaSets_Watch_FullMethodName,
-	apiv1.ReplicaSets_Scale_FullMethodName,
-	apiv1.Pools_Create_FullMethodName,
-	apiv1.Pools_Get_FullMethodName,
-	apiv1.Pools_List_FullMethodName,
-	apiv1.Pools_Update_FullMethodName,
-	apiv1.Pools_Delete_FullMethodName,
-	apiv1.Pools_Watch_FullMethodName,
-	apiv1.Pools_Scale_FullMethodName,
-	// Snapshots and clones are users' objects, and so is making and
-	// deleting restores and contents; nodes see only the contents and
-	// restores of their own node (nodeRules).
-	apiv1.Snapshots_Create_FullMethodName,
-	apiv1.Snapshots_Get_FullMethodName,
-	apiv1.Snapshots_List_FullMethodName,
-	apiv1.Snapshots_UpdateStatus_FullMethodName,
-	apiv1.Snapshots_Delete_FullMethodName,
-	apiv1.Snapshots_Watch_FullMethodName,
-	apiv1.SnapshotContents_Delete_FullMethodName,
-	apiv1.Restores_Create_FullMethodName,
-	apiv1.Restores_Delete_FullMethodName,
-	apiv1.Clones_Create_FullMethodName,
-	apiv1.Clones_Get_FullMethodName,
-	apiv1.Clones_List_FullMethodName,
-	apiv1.Clones_UpdateStatus_FullMethodName,
-	apiv1.Clones_Delete_FullMethodName,
-	apiv1.Clones_Watch_FullMethodName,
-	// Exports give their token to their creator: admins make, change and
-	// delete them.
-	apiv1.Exports_Create_FullMethodName,
-	// Uploading an image is making one: admins.
-	apiv1.ImageUploads_Begin_FullMethodName,
-	apiv1.ImageUploads_Write_FullMethodName,
-	apiv1.ImageUploads_Commit_FullMethodName,
-	apiv1.Exports_UpdateStatus_FullMethodName,
-	apiv1.Exports_Delete_FullMethodName,
-	// Backup targets are the admins'; what a target holds is read by the
-	// server for them. Backups, schedules and restores are users'
-	// objects; nodes see only the backups and restores of their own node.
-	apiv1.BackupTargets_Create_FullMethodName,
-	apiv1.BackupTargets_Update_FullMethodName,
-	apiv1.BackupTargets_Delete_FullMethodName,
-	apiv1.BackupTargets_ListManifests_FullMethodName,
-	apiv1.Backups_Create_FullMethodName,
-	apiv1.Backups_Delete_FullMethodName,
-	apiv1.BackupSchedules_Create_FullMethodName,
-	apiv1.BackupSchedules_Get_FullMethodName,
-	apiv1.BackupSchedules_List_FullMethodName,
-	apiv1.BackupSchedules_Update_FullMethodName,
-	apiv1.BackupSchedules_Delete_FullMethodName,
-	apiv1.BackupSchedules_Watch_FullMethodName,
-	apiv1.BackupRestores_Create_FullMethodName,
-	apiv1.BackupRestores_Delete_FullMethodName,
-	// Adopting a domain makes a VM: admins only; the node sees its own.
-	apiv1.Adoptions_Create_FullMethodName,
-	apiv1.Adoptions_Delete_FullMethodName,
-	// Join is for anonymous callers (and admins); a node already has a
-	// certificate and renews it instead.
-	apiv1.Bootstrap_Join_FullMethodName,
-)
-
 // methodSet is the set of the full method names in group and more.
 func methodSet(group []string, more ...string) map[string]bool {
 	set := make(map[string]bool, len(group)+len(more))
@@ -353,10 +254,12 @@ func pinsNode(node, selector string, deny error, keys ...string) error {
 	return deny
 }
 
-// authorize decides whether id may call method at all. The tap handle
-// calls it before the request is read; the interceptors call it again for
-// the node rule, and so refuse as well on a server built without the tap.
-func authorize(id Identity, method string) (nodeRule, error) {
+// authorize decides whether id may call method at all, from the method
+// alone: the tap handle calls it before the request is read, so a call
+// no role of the caller could allow costs no body read. The interceptors
+// call it again (a server built without the tap refuses as well) and
+// then decide with the decoded request (authorizeRequest).
+func (s *Server) authorize(ctx context.Context, id Identity, method string) (nodeRule, error) {
 	switch id.Kind {
 	case Admin:
 		return nodeRule{}, nil
@@ -365,19 +268,165 @@ func authorize(id Identity, method string) (nodeRule, error) {
 			return nodeRule{}, nil
 		}
 		return nodeRule{}, status.Error(codes.Unauthenticated, "no credential")
+	case Node:
+		rule, ok := nodeRules[method]
+		if !ok && methodRules[method].scope == scopeSelf {
+			// Who am I, may I: every authenticated caller, nodes too.
+			return nodeRule{}, nil
+		}
+		if !ok {
+			return nodeRule{}, status.Errorf(codes.PermissionDenied, "%s may not call %s: it is not for nodes", id, shortMethod(method))
+		}
+		return rule, nil
 	}
-	rule, ok := nodeRules[method]
+	rule, ok := methodRules[method]
 	if !ok {
-		return nodeRule{}, status.Errorf(codes.PermissionDenied, "%s may not call %s: it is for admins", id, method)
+		return nodeRule{}, status.Errorf(codes.PermissionDenied, "%s may not call %s: it has no authorization rule", id, method)
 	}
-	return rule, nil
+	_, err := s.roles.decide(ctx, id, func(g grants) error { return rule.allowsMethod(id, g, method) })
+	return nodeRule{}, err
+}
+
+// allowsMethod is nil when some request of method could be allowed to a
+// caller holding g.
+func (r methodRule) allowsMethod(id Identity, g grants, method string) error {
+	if g.cluster == roleClusterAdmin {
+		return nil
+	}
+	switch r.scope {
+	case scopeSelf, scopeJoin:
+		return nil
+	case scopeCluster:
+		if g.cluster < r.role {
+			return describeRefusal(id, g, method, "", clusterNeed(r.role))
+		}
+	case scopeBound:
+		if g.highest() < r.role {
+			return describeRefusal(id, g, method, "", "a role in some namespace (a RoleBinding or ClusterRoleBinding)")
+		}
+	case scopeNamespace:
+		// Only a caller with no role anywhere is refused before the
+		// request is read: anyone else is refused with the namespace
+		// named (and recorded in the audit trail with it), at the cost
+		// of reading a body its size limits bound.
+		if g.highest() == roleNone {
+			return describeRefusal(id, g, method, "", r.role.String()+" in the request's namespace")
+		}
+	}
+	return nil
+}
+
+// clusterNeed names what a cluster-wide rule of role needs.
+func clusterNeed(r role) string {
+	if r == roleClusterAdmin {
+		return apiv1.RoleClusterAdmin
+	}
+	return r.String() + " in every namespace (a ClusterRoleBinding)"
+}
+
+// allowsIn is nil when a caller holding g may call method on t: the one
+// rule of namespaced requests, for calls (authorizeRequest) and for CanI.
+func (r methodRule) allowsIn(id Identity, g grants, method string, t target) error {
+	switch {
+	case g.cluster == roleClusterAdmin:
+		return nil
+	case t.clusterAdmin:
+		return describeRefusal(id, g, method, "", apiv1.RoleClusterAdmin+" for "+t.why)
+	case t.all:
+		if g.cluster < r.role {
+			return describeRefusal(id, g, method, "in all namespaces", clusterNeed(r.role)+"; set the namespace")
+		}
+	case g.in(t.ns) < r.role:
+		return describeRefusal(id, g, method, "in namespace "+t.ns, r.role.String()+" in "+t.ns)
+	}
+	return nil
+}
+
+// authorizeRequest decides a user's or service account's call with its
+// decoded request (a stream's first message): the rule's namespace, and
+// the trim of the response (nil: none). The decision is kept on the
+// call, to be taken again when the caller's bindings change (recheck).
+func (s *Server) authorizeRequest(ctx context.Context, id Identity, method string, req any) (func(any) any, error) {
+	rule, ok := methodRules[method]
+	if !ok {
+		return nil, status.Errorf(codes.PermissionDenied, "%s may not call %s: it has no authorization rule", id, method)
+	}
+	g, err := s.roles.decide(ctx, id, func(g grants) error { return rule.allowsMethod(id, g, method) })
+	if err != nil {
+		return nil, err
+	}
+	check := callCheck{id: id, method: method, rule: rule}
+	defer func() { keepCheck(ctx, check) }()
+	if g.cluster == roleClusterAdmin {
+		return nil, nil
+	}
+	if rule.scope == scopeNamespace {
+		tf := rule.target
+		if tf == nil {
+			tf = requestTarget
+		}
+		t, err := tf(ctx, s, req)
+		if err != nil {
+			return nil, err
+		}
+		if g, err = s.roles.decide(ctx, id, func(g grants) error { return rule.allowsIn(id, g, method, t) }); err != nil {
+			return nil, err
+		}
+		check.t = &t
+	}
+	if rule.after == nil {
+		return nil, nil
+	}
+	return func(resp any) any { return rule.after(g, resp) }, nil
+}
+
+// callCheck is a decided call of a user or service account.
+type callCheck struct {
+	id     Identity
+	method string
+	rule   methodRule
+	// t is the request's target; nil when the caller was a
+	// cluster-admin, who needs none.
+	t *target
+}
+
+// recheck decides c again on the caller's bindings now: an open watch or
+// console of a caller who lost the role that allowed it ends
+// (usercreds.go, recheckSubjects).
+func (s *Server) recheck(c callCheck) error {
+	g, err := s.roles.grantsOf(c.id)
+	if err != nil {
+		// Still loading: the call was allowed and nothing says otherwise.
+		return nil
+	}
+	if err := c.rule.allowsMethod(c.id, g, c.method); err != nil {
+		return err
+	}
+	switch {
+	case g.cluster == roleClusterAdmin || c.rule.scope != scopeNamespace:
+		return nil
+	case c.t == nil:
+		return describeRefusal(c.id, g, c.method, "", "cluster-admin, which it held when it made the call")
+	}
+	return c.rule.allowsIn(c.id, g, c.method, *c.t)
 }
 
 func (s *Server) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	id := IdentityFrom(ctx)
-	rule, err := authorize(id, info.FullMethod)
+	rule, err := s.authorize(ctx, id, info.FullMethod)
 	if err != nil {
 		return nil, err
+	}
+	if id.Kind == User || id.Kind == ServiceAccount {
+		after, err := s.authorizeRequest(ctx, id, info.FullMethod, req)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := h(ctx, req)
+		if err != nil || after == nil {
+			return resp, err
+		}
+		return after(resp), nil
 	}
 	if rule.before != nil {
 		if err := rule.before(id.Node, req); err != nil {
@@ -392,12 +441,19 @@ func (s *Server) authorizeUnary(ctx context.Context, req any, info *grpc.UnarySe
 }
 
 func (s *Server) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	id := IdentityFrom(ss.Context())
-	rule, err := authorize(id, info.FullMethod)
+	ctx := ss.Context()
+	id := IdentityFrom(ctx)
+	rule, err := s.authorize(ss.Context(), id, info.FullMethod)
 	if err != nil {
 		return err
 	}
-	if rule.before != nil {
+	switch {
+	case id.Kind == User || id.Kind == ServiceAccount:
+		ss = &checkedStream{ServerStream: ss, check: func(m any) error {
+			_, err := s.authorizeRequest(ctx, id, info.FullMethod, m)
+			return err
+		}}
+	case rule.before != nil:
 		ss = &checkedStream{ServerStream: ss, check: func(m any) error { return rule.before(id.Node, m) }}
 	}
 	return h(srv, ss)

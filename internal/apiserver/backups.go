@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"maps"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -251,6 +252,16 @@ func (v *backupRestoreService) Create(ctx context.Context, req *apiv1.CreateBack
 	}
 	r.Metadata = userMeta(r.Metadata)
 	delete(r.Metadata.Labels, apiv1.LabelNodeName)
+	// Only a cluster-admin's restore may take a backup of another
+	// namespace; the annotation that says so is the server's.
+	r.Metadata.Annotations = maps.Clone(r.Metadata.Annotations)
+	delete(r.Metadata.Annotations, apiv1.AnnotationAnyNamespaceRestore)
+	if v.s.clusterAdmin(IdentityFrom(ctx)) {
+		if r.Metadata.Annotations == nil {
+			r.Metadata.Annotations = map[string]string{}
+		}
+		r.Metadata.Annotations[apiv1.AnnotationAnyNamespaceRestore] = "true"
+	}
 	r.Status = &apiv1.VirtualMachineBackupRestoreStatus{}
 	return v.create(ctx, r, "target", r.Spec.Target, "backup_id", r.Spec.BackupId, "vm", r.Spec.VmName)
 }

@@ -31,6 +31,11 @@ type nodeCreds struct {
 type trackedCall struct {
 	serial string
 	cancel context.CancelCauseFunc
+	// subject and check are a user's or service account's: whom the
+	// call is for and how it was authorized (usercreds.go).
+	subject string
+	mu      sync.Mutex
+	check   *callCheck
 }
 
 func newCredentials(st informer.Watcher[*apiv1.NodeCredential], clock func() time.Time, log *slog.Logger) *nodeCreds {

@@ -41,6 +41,13 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, store.ErrAlreadyExists):
 		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, store.ErrQuotaExceeded):
+		// Kubernetes answers 403 "exceeded quota"; ResourceExhausted is
+		// gRPC's "some resource has been exhausted, perhaps a per-user
+		// quota". The message names the namespace and every bound.
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, store.ErrNotEmpty):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, store.ErrConflict):
 		return status.Errorf(codes.Aborted, "%v: %s", err, conflictMessage)
 	case errors.Is(err, store.ErrInvalid), errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrGRPCRequestTooLarge):

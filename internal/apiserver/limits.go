@@ -339,8 +339,9 @@ var (
 // method authorization and the rate and in-flight limits in the tap
 // handle (before bodies are read), message sizes (reqlimits.go) and
 // stream limits,
-// keepalive, panic recovery, metrics, authorization per method, and any
-// extra interceptors (run last, just before the handler).
+// keepalive, panic recovery, metrics, the audit trail (audit.go),
+// authorization per method, and any extra interceptors (run last, just
+// before the handler).
 func (s *Server) ServerOptions(l Listener, unary []grpc.UnaryServerInterceptor, stream []grpc.StreamServerInterceptor) []grpc.ServerOption {
 	lim := s.limits.l
 	us := []grpc.UnaryServerInterceptor{requestDone, s.oversize.unary, recoverUnary(s.log)}
@@ -348,8 +349,11 @@ func (s *Server) ServerOptions(l Listener, unary []grpc.UnaryServerInterceptor, 
 	if m := s.opts.Metrics; m != nil {
 		us, ss = append(us, m.Unary), append(ss, m.Stream)
 	}
-	us = append(append(us, s.authorizeUnary, requireLeaderUnary), unary...)
-	ss = append(append(ss, requestRead, s.streamLimit, s.authorizeStream, requireLeaderStream), stream...)
+	// The audit interceptors wrap authorization, so that a call its
+	// checks of the request refuse is recorded with that refusal
+	// (the tap handle's refusals are recorded there: auditRefused).
+	us = append(append(us, s.auditUnary, s.authorizeUnary, requireLeaderUnary), unary...)
+	ss = append(append(ss, requestRead, s.auditStream, s.streamLimit, s.authorizeStream, requireLeaderStream), stream...)
 	opts := []grpc.ServerOption{
 		grpc.InTapHandle(s.tapHandle(l)),
 		grpc.MaxRecvMsgSize(lim.MaxRecvMsgSize),

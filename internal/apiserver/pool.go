@@ -42,6 +42,9 @@ func (p *poolService) Create(ctx context.Context, req *apiv1.CreatePoolRequest) 
 	if err := p.s.checkVolumes(ctx, apiv1.KindPool, pool.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(pool), nil); err != nil {
 		return nil, err
 	}
+	if err := p.s.checkNamespaceAllowed(ctx, apiv1.KindPool, pool.Metadata.Namespace, pool.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(pool)); err != nil {
+		return nil, err
+	}
 	pool.Metadata = userMeta(pool.Metadata)
 	// The selector cannot change, so its text is known for good.
 	pool.Status = &apiv1.VirtualMachinePoolStatus{LabelSelector: apiv1.SelectorString(pool.Spec.Selector)}
@@ -73,7 +76,10 @@ func (p *poolService) Update(ctx context.Context, req *apiv1.UpdatePoolRequest) 
 		if errs := validation.ValidatePoolUpdate(in, old, p.s.opts.Validation); len(errs) > 0 {
 			return validation.ToStatusError(apiv1.KindPool, in.Metadata.Name, errs)
 		}
-		return p.s.checkVolumes(ctx, apiv1.KindPool, in.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(in), poolInstanceSpec(old))
+		if err := p.s.checkVolumes(ctx, apiv1.KindPool, in.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(in), poolInstanceSpec(old)); err != nil {
+			return err
+		}
+		return p.s.checkNamespaceAllowed(ctx, apiv1.KindPool, in.Metadata.Namespace, in.Metadata.Name, poolInstanceSpecPath, poolInstanceSpec(in))
 	}, func(next, in *apiv1.VirtualMachinePool) bool { return replaceSpec(&next.Spec, in.Spec) })
 }
 

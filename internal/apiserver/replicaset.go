@@ -3,6 +3,8 @@ package apiserver
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/api/validation"
 	"github.com/virtplane/terraform-provider-virtplane/internal/store"
@@ -37,11 +39,18 @@ func (r *replicaSetService) Create(ctx context.Context, req *apiv1.CreateReplica
 	if errs := validation.ValidateReplicaSet(rs, r.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError(apiv1.KindReplicaSet, rs.GetMetadata().GetName(), errs)
 	}
+	if err := r.s.checkNamespaceAllowed(ctx, apiv1.KindReplicaSet, rs.Metadata.Namespace, rs.Metadata.Name, replicaSetInstanceSpecPath, rs.GetSpec().GetTemplate().GetSpec()); err != nil {
+		return nil, err
+	}
 	rs.Metadata = userMeta(rs.Metadata)
 	// The selector cannot change, so its text is known for good.
 	rs.Status = &apiv1.VirtualMachineInstanceReplicaSetStatus{LabelSelector: apiv1.SelectorString(rs.Spec.Selector)}
 	return r.create(ctx, rs, "replicas", rs.Spec.DesiredReplicas())
 }
+
+// replicaSetInstanceSpecPath is where a replica set holds its instances'
+// spec.
+var replicaSetInstanceSpecPath = field.NewPath("spec", "template", "spec")
 
 func (r *replicaSetService) Get(ctx context.Context, req *apiv1.GetReplicaSetRequest) (*apiv1.VirtualMachineInstanceReplicaSet, error) {
 	return r.get(ctx, req.GetKey())
@@ -59,7 +68,7 @@ func (r *replicaSetService) Update(ctx context.Context, req *apiv1.UpdateReplica
 		if errs := validation.ValidateReplicaSetUpdate(in, old, r.s.opts.Validation); len(errs) > 0 {
 			return validation.ToStatusError(apiv1.KindReplicaSet, in.Metadata.Name, errs)
 		}
-		return nil
+		return r.s.checkNamespaceAllowed(ctx, apiv1.KindReplicaSet, in.Metadata.Namespace, in.Metadata.Name, replicaSetInstanceSpecPath, in.GetSpec().GetTemplate().GetSpec())
 	}, func(next, in *apiv1.VirtualMachineInstanceReplicaSet) bool { return replaceSpec(&next.Spec, in.Spec) })
 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	apiv1 "github.com/virtplane/terraform-provider-virtplane/internal/api/v1"
 	"github.com/virtplane/terraform-provider-virtplane/internal/client"
@@ -411,8 +412,10 @@ func TestRateAndStreamLimits(t *testing.T) {
 	}
 }
 
-// Every method is classified: open to nodes with a check, or for admins.
-// A new method must be added to one of the two tables.
+// Every method has exactly one entry in the authorization table (a map:
+// at most one), and the node table names only methods; a namespaced
+// entry finds the namespace of its request. A new method without an
+// entry fails here (and in the role matrix).
 func TestEveryMethodHasAnAuthorizationRule(t *testing.T) {
 	seen := map[string]bool{}
 	for _, sd := range apiv1.Services() {
@@ -420,9 +423,16 @@ func TestEveryMethodHasAnAuthorizationRule(t *testing.T) {
 		for j := range ms.Len() {
 			full := "/" + string(sd.FullName()) + "/" + string(ms.Get(j).Name())
 			seen[full] = true
-			_, node := nodeRules[full]
-			if node == adminOnly[full] {
-				t.Errorf("%s: in both or neither of nodeRules and adminOnly", full)
+			rule, ok := methodRules[full]
+			if !ok {
+				t.Errorf("%s: no entry in methodRules", full)
+				continue
+			}
+			if rule.scope == scopeNamespace && rule.target == nil {
+				req := dynamicpb.NewMessage(ms.Get(j).Input())
+				if _, err := namespaceOf(req); err != nil {
+					t.Errorf("%s: namespaced rule, but %v", full, err)
+				}
 			}
 		}
 	}
@@ -431,9 +441,9 @@ func TestEveryMethodHasAnAuthorizationRule(t *testing.T) {
 			t.Errorf("nodeRules names %s, which is no method", m)
 		}
 	}
-	for m := range adminOnly {
+	for m := range methodRules {
 		if !seen[m] {
-			t.Errorf("adminOnly names %s, which is no method", m)
+			t.Errorf("methodRules names %s, which is no method", m)
 		}
 	}
 }

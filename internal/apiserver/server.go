@@ -51,11 +51,21 @@ type Stores struct {
 	// Credentials of nodes; nil serves no node certificates (tests).
 	BootstrapTokens store.Store[*apiv1.BootstrapToken]
 	NodeCredentials store.Store[*apiv1.NodeCredential]
+	// The tenancy kinds (tenancy.proto); nil serves none (tests).
+	Namespaces          store.Store[*apiv1.Namespace]
+	Users               store.Store[*apiv1.User]
+	ServiceAccounts     store.Store[*apiv1.ServiceAccount]
+	Credentials         store.Store[*apiv1.Credential]
+	RoleBindings        store.Store[*apiv1.RoleBinding]
+	ClusterRoleBindings store.Store[*apiv1.ClusterRoleBinding]
 }
 
 // NewStores returns the etcd stores of every kind the API serves, all with
 // opts (one key prefix; a leader's fence for controller writes).
 func NewStores(c *clientv3.Client, opts store.Options) Stores {
+	// Every writer of the server's objects, the API and the controllers,
+	// keeps namespaces' usage and quotas (store.Options.Accounting).
+	opts.Accounting = true
 	return Stores{
 		VMs:              store.New(c, store.VirtualMachines, opts),
 		VMIs:             store.New(c, store.VirtualMachineInstances, opts),
@@ -78,6 +88,13 @@ func NewStores(c *clientv3.Client, opts store.Options) Stores {
 		// Credentials are the API's own writes, never a leader's: no fence.
 		BootstrapTokens: store.New(c, store.BootstrapTokens, store.Options{Prefix: opts.Prefix}),
 		NodeCredentials: store.New(c, store.NodeCredentials, store.Options{Prefix: opts.Prefix}),
+		// Who may do what is the API's own, never a leader's: no fence.
+		Users:               store.New(c, store.Users, store.Options{Prefix: opts.Prefix}),
+		ServiceAccounts:     store.New(c, store.ServiceAccounts, store.Options{Prefix: opts.Prefix}),
+		Credentials:         store.New(c, store.Credentials, store.Options{Prefix: opts.Prefix}),
+		RoleBindings:        store.New(c, store.RoleBindings, store.Options{Prefix: opts.Prefix}),
+		ClusterRoleBindings: store.New(c, store.ClusterRoleBindings, store.Options{Prefix: opts.Prefix}),
+		Namespaces:          store.New(c, store.Namespaces, opts),
 	}
 }
 
@@ -117,6 +134,14 @@ type Options struct {
 	// BackupTargets reads what a backup target holds (ListManifests);
 	// nil answers Unimplemented.
 	BackupTargets TargetReader
+	// Audit records writes and console, export and migration requests
+	// (audit.go) and serves Audit.Read; nil keeps no audit trail.
+	Audit AuditLog
+	// AuditNodeReports records the nodes' routine reports too
+	// (auditNodeReport).
+	AuditNodeReports bool
+	// ServerName names this server in audit records (its node name).
+	ServerName string
 }
 
 // Server serves all API services.
@@ -126,7 +151,11 @@ type Server struct {
 	log      *slog.Logger
 	consoles *consoleHub
 	creds    *nodeCreds
-	limits   *limiter
+	// users are the credentials of users and service accounts, roles
+	// their role bindings (usercreds.go, roles.go).
+	users  *userCreds
+	roles  *roleCache
+	limits *limiter
 	// oversize carries the requests the codec refused to their
 	// interceptor (reqlimits.go).
 	oversize *oversized
@@ -161,16 +190,26 @@ func New(stores Stores, opts Options) *Server {
 		creds = stores.NodeCredentials
 	}
 	s.creds = newCredentials(creds, opts.Clock, opts.Logger)
+	s.users = newUserCreds(stores, opts.Clock, opts.Logger)
+	s.roles = newRoleCache(stores.RoleBindings, stores.ClusterRoleBindings, opts.Logger, func(subjects []string) {
+		s.users.recheckSubjects(subjects, s.recheck)
+	})
 	return s
 }
 
-// Run keeps the server's caches (the node credentials) until ctx ends.
-func (s *Server) Run(ctx context.Context) { s.creds.run(ctx) }
+// Run keeps the server's caches (the node credentials, users' credentials
+// and role bindings) until ctx ends.
+func (s *Server) Run(ctx context.Context) {
+	go s.users.run(ctx)
+	go s.roles.run(ctx)
+	s.creds.run(ctx)
+}
 
 // Register adds every service to r: one line per service of
 // apiv1.Services(). A new kind takes, in this package, its store in
-// Stores, its service's file, its line here and its methods in authz.go's
-// tables (and in quotaGuarded when its writes add VMs).
+// Stores, its service's file, its line here and its methods in
+// authz_table.go's methodRules (and in quotaGuarded when its writes add
+// VMs).
 // TestEveryServiceIsRegistered fails while a service has no line,
 // TestEveryMethodIsServed while one of its methods is left to the
 // Unimplemented fallback.
@@ -196,4 +235,12 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	apiv1.RegisterBackupRestoresServer(r, newBackupRestoreService(s))
 	apiv1.RegisterAdoptionsServer(r, newAdoptionService(s))
 	apiv1.RegisterBootstrapServer(r, newBootstrapService(s))
+	apiv1.RegisterNamespacesServer(r, newNamespaceService(s))
+	apiv1.RegisterUsersServer(r, newUserService(s))
+	apiv1.RegisterServiceAccountsServer(r, newServiceAccountService(s))
+	apiv1.RegisterCredentialsServer(r, newCredentialService(s))
+	apiv1.RegisterRoleBindingsServer(r, newRoleBindingService(s))
+	apiv1.RegisterClusterRoleBindingsServer(r, newClusterRoleBindingService(s))
+	apiv1.RegisterAuthServer(r, newAuthService(s))
+	apiv1.RegisterAuditServer(r, newAuditService(s))
 }

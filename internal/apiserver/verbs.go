@@ -22,8 +22,8 @@ import (
 // controller's concurrent status writes are neither lost nor overwritten.
 
 // lifecycleMethods are the full method names of the lifecycle verbs and
-// Migrate: users' writes to a VM's run state, which only admins may make
-// (adminOnly) and a nearly full store refuses (quotaGuarded).
+// Migrate: users' writes to a VM's run state, which a namespace's editors
+// may make (methodRules) and a nearly full store refuses (quotaGuarded).
 var lifecycleMethods = []string{
 	apiv1.VirtualMachines_Start_FullMethodName,
 	apiv1.VirtualMachines_Stop_FullMethodName,

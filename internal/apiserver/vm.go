@@ -47,6 +47,9 @@ func (v *vmService) Create(ctx context.Context, req *apiv1.CreateVirtualMachineR
 	if err := v.s.checkVolumes(ctx, apiv1.KindVirtualMachine, vm.Metadata.Name, vmTemplateSpecPath, vm.Spec.Template.Spec, nil); err != nil {
 		return nil, err
 	}
+	if err := v.s.checkNamespaceAllowed(ctx, apiv1.KindVirtualMachine, vm.Metadata.Namespace, vm.Metadata.Name, vmTemplateSpecPath, vm.Spec.Template.Spec); err != nil {
+		return nil, err
+	}
 	if err := checkServerOwnedAnnotations(vm, nil); err != nil {
 		return nil, err
 	}
@@ -91,6 +94,9 @@ func (v *vmService) Update(ctx context.Context, req *apiv1.UpdateVirtualMachineR
 		return nil, validation.ToStatusError(apiv1.KindVirtualMachine, in.Metadata.Name, errs)
 	}
 	if err := v.s.checkVolumes(ctx, apiv1.KindVirtualMachine, in.Metadata.Name, vmTemplateSpecPath, in.Spec.Template.Spec, old.GetSpec().GetTemplate().GetSpec()); err != nil {
+		return nil, err
+	}
+	if err := v.s.checkNamespaceAllowed(ctx, apiv1.KindVirtualMachine, in.Metadata.Namespace, in.Metadata.Name, vmTemplateSpecPath, in.Spec.Template.Spec); err != nil {
 		return nil, err
 	}
 	if err := checkServerOwnedAnnotations(in, old); err != nil {

@@ -35,6 +35,13 @@ func (v *vmService) AddVolume(ctx context.Context, req *apiv1.AddVolumeRequest) 
 	if errs := validation.ValidateAddVolume(req, v.s.opts.Validation); len(errs) > 0 {
 		return nil, validation.ToStatusError(apiv1.KindVirtualMachine, name, errs)
 	}
+	allowed, err := v.s.namespaceAllowed(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	if errs := validation.CheckNamespaceVolume(ns, allowed, req.GetVolume(), field.NewPath("volume", "storage_class")); len(errs) > 0 {
+		return nil, validation.ToStatusError(apiv1.KindVirtualMachine, name, errs)
+	}
 	disk := proto.Clone(req.GetDisk()).(*apiv1.Disk)
 	vol := &apiv1.Volume{Name: disk.GetName(), Persistent: proto.Clone(req.GetVolume()).(*apiv1.PersistentVolume)}
 	vol.Persistent.Hotpluggable = true

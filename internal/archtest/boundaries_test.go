@@ -41,6 +41,8 @@ var layers = []struct {
 		"internal/backup/repo/...",
 		"internal/backup/target",
 		"internal/adopt",
+		"internal/nsquota",
+		"internal/audit",
 		"internal/launcher/launcherpb"}},
 	{"store and clients", []string{"internal/store/...", "internal/etcdserver/...", "internal/client/...", "internal/imagewait",
 		"internal/launcher/..."}},

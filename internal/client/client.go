@@ -32,6 +32,10 @@ const (
 	EnvToken     = "VIRTPLANE_TOKEN"
 	EnvTokenFile = "VIRTPLANE_TOKEN_FILE"
 	EnvCAFile    = "VIRTPLANE_CA_FILE"
+	// A client certificate and its key (PEM files), issued by
+	// `virtplane-agent auth cert issue`: the credential instead of a token.
+	EnvClientCert = "VIRTPLANE_CLIENT_CERT"
+	EnvClientKey  = "VIRTPLANE_CLIENT_KEY"
 )
 
 // Config says where the agent is and how to authenticate to it.
@@ -54,6 +58,12 @@ type Config struct {
 	// (pki.KeyPair.GetClientCertificate: a renewed certificate is used on
 	// the next connection).
 	ClientCertificate func(*tls.CertificateRequestInfo) (*tls.Certificate, error)
+	// ClientCertFile and ClientKeyFile are a user's or service account's
+	// client certificate (signed by the agent CA) and its key, PEM: with
+	// them the certificate is the credential and no token is sent, so
+	// that one call never carries two identities. Both or neither.
+	ClientCertFile string
+	ClientKeyFile  string
 	// PinnedCA ("sha256:<hex>" of a CA's public key, as
 	// CreateBootstrapTokenResponse.ca_cert_hash) trusts the server when
 	// the chain it presents holds a CA with that key and its certificate
@@ -79,6 +89,9 @@ func ConfigFromEnv() Config {
 		Token:     os.Getenv(EnvToken),
 		TokenFile: os.Getenv(EnvTokenFile),
 		CAFile:    os.Getenv(EnvCAFile),
+
+		ClientCertFile: os.Getenv(EnvClientCert),
+		ClientKeyFile:  os.Getenv(EnvClientKey),
 	}
 }
 
@@ -112,7 +125,16 @@ type Client struct {
 	BackupRestores  apiv1.BackupRestoresClient
 	// Adoptions (adoption_service.proto).
 	Adoptions apiv1.AdoptionsClient
-	Conn      *grpc.ClientConn
+	// The tenancy kinds (tenancy_service.proto, docs/security.md).
+	Namespaces          apiv1.NamespacesClient
+	Users               apiv1.UsersClient
+	ServiceAccounts     apiv1.ServiceAccountsClient
+	Credentials         apiv1.CredentialsClient
+	RoleBindings        apiv1.RoleBindingsClient
+	ClusterRoleBindings apiv1.ClusterRoleBindingsClient
+	Auth                apiv1.AuthClient
+	Audit               apiv1.AuditClient
+	Conn                *grpc.ClientConn
 }
 
 // Dial prepares a connection to the agent described by cfg. Like
@@ -134,13 +156,19 @@ func Dial(ctx context.Context, cfg Config, opts ...grpc.DialOption) (*Client, er
 			return nil, err
 		}
 		tlsCfg.GetClientCertificate = cfg.ClientCertificate
+		withCert, err := clientCertificate(cfg, tlsCfg)
+		if err != nil {
+			return nil, err
+		}
 		if cfg.PinnedCA != "" {
 			pinCA(tlsCfg, cfg.PinnedCA)
 		}
 		dialOpts = append(dialOpts, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
-		token, err := loadToken(cfg)
-		if err != nil {
-			return nil, err
+		token := ""
+		if !withCert {
+			if token, err = loadToken(cfg); err != nil {
+				return nil, err
+			}
 		}
 		// No token is not an error: the server answers Unauthenticated,
 		// which tells the user more than a local guess would.
@@ -196,7 +224,16 @@ func New(conn *grpc.ClientConn) *Client {
 		BackupSchedules:  apiv1.NewBackupSchedulesClient(conn),
 		BackupRestores:   apiv1.NewBackupRestoresClient(conn),
 		Adoptions:        apiv1.NewAdoptionsClient(conn),
-		Conn:             conn,
+
+		Namespaces:          apiv1.NewNamespacesClient(conn),
+		Users:               apiv1.NewUsersClient(conn),
+		ServiceAccounts:     apiv1.NewServiceAccountsClient(conn),
+		Credentials:         apiv1.NewCredentialsClient(conn),
+		RoleBindings:        apiv1.NewRoleBindingsClient(conn),
+		ClusterRoleBindings: apiv1.NewClusterRoleBindingsClient(conn),
+		Auth:                apiv1.NewAuthClient(conn),
+		Audit:               apiv1.NewAuditClient(conn),
+		Conn:                conn,
 	}
 }
 
@@ -278,6 +315,26 @@ func pinCA(cfg *tls.Config, pin string) {
 		}
 		return fmt.Errorf("the server's CA does not match the pinned %s: check --ca-cert-hash (printed by `virtplane-agent token create`)", pin)
 	}
+}
+
+// clientCertificate loads ClientCertFile and ClientKeyFile into tlsCfg
+// and reports whether it did. The pair is read once, at Dial: a user's
+// certificate is renewed by issuing a new one, not in place as a node's.
+func clientCertificate(cfg Config, tlsCfg *tls.Config) (bool, error) {
+	switch {
+	case cfg.ClientCertFile == "" && cfg.ClientKeyFile == "":
+		return false, nil
+	case cfg.ClientCertFile == "" || cfg.ClientKeyFile == "":
+		return false, errors.New("client certificate: set both the certificate file and the key file, or neither")
+	case cfg.ClientCertificate != nil:
+		return false, errors.New("client certificate: a certificate file and a node's certificate are exclusive")
+	}
+	pair, err := tls.LoadX509KeyPair(cfg.ClientCertFile, cfg.ClientKeyFile)
+	if err != nil {
+		return false, fmt.Errorf("client certificate %s: %w", cfg.ClientCertFile, err)
+	}
+	tlsCfg.Certificates = []tls.Certificate{pair}
+	return true, nil
 }
 
 func loadToken(cfg Config) (string, error) {

@@ -91,7 +91,8 @@ func SplitEndpoints(endpoint string) ([]string, error) {
 // broke with its server is sent again, to the next one. Calls that write
 // are not: the broken server may have applied them, and the caller, who
 // knows whether a repeat is harmless, decides.
-var readOnlyMethods = map[string]bool{"Get": true, "List": true, "Watch": true}
+// Auth's WhoAmI and CanI and Audit's Read only read too.
+var readOnlyMethods = map[string]bool{"Get": true, "List": true, "Watch": true, "WhoAmI": true, "CanI": true, "Read": true}
 
 // retryServiceConfig is the gRPC service config of a list of servers:
 // round_robin over them, and read-only calls that failed Unavailable

@@ -147,12 +147,15 @@ func TestRetryServiceConfigCoversEveryService(t *testing.T) {
 	for _, m := range []string{
 		apiv1.VirtualMachines_Get_FullMethodName, apiv1.ReplicaSets_List_FullMethodName,
 		apiv1.Pools_Get_FullMethodName, apiv1.Pools_Watch_FullMethodName,
+		apiv1.Namespaces_Get_FullMethodName, apiv1.Auth_WhoAmI_FullMethodName, apiv1.Auth_CanI_FullMethodName,
+		apiv1.Audit_Read_FullMethodName,
 	} {
 		if !retried[m] {
 			t.Errorf("%s is not retried", m)
 		}
 	}
-	for _, m := range []string{apiv1.VirtualMachines_Create_FullMethodName, apiv1.ReplicaSets_Scale_FullMethodName, apiv1.Pools_Delete_FullMethodName} {
+	for _, m := range []string{apiv1.VirtualMachines_Create_FullMethodName, apiv1.ReplicaSets_Scale_FullMethodName, apiv1.Pools_Delete_FullMethodName,
+		apiv1.Credentials_IssueToken_FullMethodName, apiv1.Credentials_Revoke_FullMethodName} {
 		if retried[m] {
 			t.Errorf("%s, a write, is retried", m)
 		}

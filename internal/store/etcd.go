@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,6 +30,12 @@ type Options struct {
 	// LeaderTerm, when set, makes every write conditional on that leader
 	// term (see the package documentation).
 	LeaderTerm *LeaderTerm
+	// Accounting keeps namespaces' usage in the transaction of every write
+	// of a kind quotas count and refuses writes beyond a quota
+	// (*QuotaExceededError); creates of namespaced objects make their
+	// Namespace when it has none (accounting.go). Every store of a server
+	// and its controllers has it on.
+	Accounting bool
 }
 
 // LeaderTerm is one won leader election (internal/leader): the key the
@@ -54,6 +61,7 @@ type etcdStore[T Object] struct {
 	term    *LeaderTerm
 	metrics storeMetrics
 	hub     *hub[T]
+	acct    *accounting // nil: no accounting
 }
 
 // New returns the store of res in etcd.
@@ -69,6 +77,19 @@ func New[T Object](client *clientv3.Client, res Resource[T], opts Options) Store
 		clock:   clock,
 		term:    opts.LeaderTerm,
 		metrics: newStoreMetrics(res.Kind),
+	}
+	if opts.Accounting {
+		s.acct = &accounting{
+			nsKeys:     newKeys(opts.Prefix, Namespaces.Plural, Namespaces.Kind, false),
+			clock:      clock,
+			charged:    charged(res),
+			namespaced: res.Namespaced,
+		}
+		if res.Plural == Namespaces.Plural {
+			for _, p := range namespacedPlurals {
+				s.acct.emptyRoots = append(s.acct.emptyRoots, newKeys(opts.Prefix, p, "", true).root)
+			}
+		}
 	}
 	s.hub = newHub(s)
 	return s
@@ -98,7 +119,7 @@ func (s *etcdStore[T]) Create(ctx context.Context, obj T) (T, error) {
 	if err != nil {
 		return zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, err)
 	}
-	resp, err := s.commit(ctx, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.OpPut(key, string(data)))
+	resp, err := s.commitCharged(ctx, s.acct.plan(nil, obj, true), []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, []clientv3.Op{clientv3.OpPut(key, string(data))})
 	if err != nil {
 		return zero, fmt.Errorf("%s %q: create: %w", s.keys.kind, ref, err)
 	}
@@ -167,14 +188,17 @@ func (s *etcdStore[T]) list(ctx context.Context, f filter) ([]T, int64, error) {
 
 func (s *etcdStore[T]) Update(ctx context.Context, obj T) (T, error) {
 	defer s.metrics.observe(opUpdate, time.Now())
-	out, _, err := s.update(ctx, obj)
+	var unknown T
+	out, _, err := s.update(ctx, obj, unknown)
 	return out, err
 }
 
 // update writes obj if the stored object is still at obj's resource
 // version. On ErrConflict it also returns the stored object read in the
-// same transaction, so callers can retry without another read.
-func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err error) {
+// same transaction, so callers can retry without another read. old is the
+// stored object obj replaces when the caller has it (nil otherwise), which
+// accounting needs.
+func (s *etcdStore[T]) update(ctx context.Context, obj, old T) (out, current T, err error) {
 	var zero T
 	md := obj.GetMetadata()
 	if md == nil {
@@ -190,8 +214,13 @@ func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err e
 		return zero, zero, fmt.Errorf("%s %q: %w: resource version is required", s.keys.kind, ref, ErrInvalid)
 	}
 
+	if s.acct != nil && s.acct.charged && old.GetMetadata().GetResourceVersion() != rv {
+		if old, err = s.storedAt(ctx, key, ref, rv); err != nil {
+			return zero, old, err
+		}
+	}
 	if md.DeletionTimestamp != nil && len(md.Finalizers) == 0 {
-		return s.deleteAt(ctx, key, ref, obj, rv)
+		return s.deleteAt(ctx, key, ref, obj, old, rv)
 	}
 
 	out = clone(obj)
@@ -199,7 +228,11 @@ func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err e
 	if err != nil {
 		return zero, zero, fmt.Errorf("%s %q: %w", s.keys.kind, ref, err)
 	}
-	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpPut(key, string(data)), opUpdate)
+	var stored Object
+	if old.GetMetadata() != nil {
+		stored = old
+	}
+	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpPut(key, string(data)), opUpdate, s.acct.plan(stored, out, false), nil)
 	if err != nil {
 		return zero, current, err
 	}
@@ -210,13 +243,18 @@ func (s *etcdStore[T]) update(ctx context.Context, obj T) (out, current T, err e
 // writeAt commits op, the write counted as what (opUpdate, opDelete), if
 // key is still at revision rv, and returns the revision it committed at.
 // When key has moved on, the error is ErrConflict and current the object
-// stored now.
-func (s *etcdStore[T]) writeAt(ctx context.Context, key, ref string, rv int64, op clientv3.Op, what string) (rev int64, current T, err error) {
-	resp, err := s.commit(ctx, clientv3.Compare(clientv3.ModRevision(key), "=", rv), op, clientv3.OpGet(key))
+// stored now. ch is what the write changes in namespaces' usage.
+// guards are further compares the write needs (deleteGuards).
+func (s *etcdStore[T]) writeAt(ctx context.Context, key, ref string, rv int64, op clientv3.Op, what string, ch charges, guards []clientv3.Cmp) (rev int64, current T, err error) {
+	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rv)}, guards...)
+	resp, err := s.commitCharged(ctx, ch, cmps, []clientv3.Op{op}, clientv3.OpGet(key))
 	if err != nil {
 		return 0, current, fmt.Errorf("%s %q: %s: %w", s.keys.kind, ref, what, err)
 	}
 	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(guards) > 0 && len(kvs) > 0 && kvs[0].ModRevision == rv {
+			return 0, current, fmt.Errorf("%s %q: %s: %w: objects are stored in it", s.keys.kind, ref, what, ErrNotEmpty)
+		}
 		current, err := s.failedCAS(resp, ref, rv)
 		return 0, current, err
 	}
@@ -277,17 +315,17 @@ func IsProposalDropped(err error) bool {
 // the store's leader term if it has one. A transaction that failed only
 // because the term ended is ErrNotLeader; otherwise the caller reads why
 // cmp failed from the Else responses, which come first.
-func (s *etcdStore[T]) commit(ctx context.Context, cmp clientv3.Cmp, op clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
+func (s *etcdStore[T]) commit(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op, els ...clientv3.Op) (*clientv3.TxnResponse, error) {
 	f := s.term
 	if f == nil {
 		return commitTxn(ctx, func() (*clientv3.TxnResponse, error) {
-			return s.client.Txn(ctx).If(cmp).Then(op).Else(els...).Commit()
+			return s.client.Txn(ctx).If(cmps...).Then(ops...).Else(els...).Commit()
 		})
 	}
 	resp, err := commitTxn(ctx, func() (*clientv3.TxnResponse, error) {
 		return s.client.Txn(ctx).
-			If(cmp, clientv3.Compare(clientv3.CreateRevision(f.Key), "=", f.Revision)).
-			Then(op).
+			If(append(slices.Clone(cmps), clientv3.Compare(clientv3.CreateRevision(f.Key), "=", f.Revision))...).
+			Then(ops...).
 			Else(append(els, clientv3.OpGet(f.Key))...).
 			Commit()
 	})
@@ -302,9 +340,15 @@ func (s *etcdStore[T]) commit(ctx context.Context, cmp clientv3.Cmp, op clientv3
 
 // deleteAt deletes key if it is still at revision rv, and returns last
 // with the deletion revision as its resource version, as a watch would.
-func (s *etcdStore[T]) deleteAt(ctx context.Context, key, ref string, last T, rv int64) (out, current T, err error) {
+// stored is the object at rv, whose usage the deletion releases (nil when
+// the store does no accounting of its kind).
+func (s *etcdStore[T]) deleteAt(ctx context.Context, key, ref string, last, stored T, rv int64) (out, current T, err error) {
 	var zero T
-	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpDelete(key), opDelete)
+	var old Object
+	if stored.GetMetadata() != nil {
+		old = stored
+	}
+	rev, current, err := s.writeAt(ctx, key, ref, rv, clientv3.OpDelete(key), opDelete, s.acct.plan(old, nil, false), s.acct.deleteGuards(last.GetMetadata().GetName()))
 	if err != nil {
 		return zero, current, err
 	}
@@ -336,8 +380,13 @@ func (s *etcdStore[T]) GuaranteedUpdate(ctx context.Context, namespace, name str
 	if err != nil {
 		return zero, err
 	}
-	return UpdateLoop(ctx, cur, namespace, name, fn,
-		func(obj T) (T, T, error) { return s.update(ctx, obj) },
+	// The write replaces what fn was given, which accounting needs.
+	var seen T
+	return UpdateLoop(ctx, cur, namespace, name, func(in T) (T, error) {
+		seen = clone(in)
+		return fn(in)
+	},
+		func(obj T) (T, T, error) { return s.update(ctx, obj, seen) },
 		func(err error) error { return fmt.Errorf("%s %q: %w", s.keys.kind, apiv1.Ref(namespace, name), err) })
 }
 
@@ -367,14 +416,14 @@ func (s *etcdStore[T]) Delete(ctx context.Context, namespace, name string, opts 
 		var res, latest T
 		deleted := len(md.Finalizers) == 0
 		if deleted {
-			res, latest, err = s.deleteAt(ctx, key, ref, cur, md.ResourceVersion)
+			res, latest, err = s.deleteAt(ctx, key, ref, cur, cur, md.ResourceVersion)
 		} else {
 			if md.DeletionTimestamp != nil {
 				return cur, false, nil // deletion already requested
 			}
 			next := clone(cur)
 			next.GetMetadata().DeletionTimestamp = timestamppb.New(s.clock())
-			res, latest, err = s.update(ctx, next)
+			res, latest, err = s.update(ctx, next, cur)
 		}
 		if !errors.Is(err, ErrConflict) {
 			if err != nil {
@@ -402,6 +451,15 @@ func encode(obj Object) ([]byte, error) {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
 	return data, nil
+}
+
+// decodeInto unmarshals a stored object of another resource (the
+// namespaces accounting charges).
+func decodeInto(data []byte, obj Object) error {
+	if err := proto.Unmarshal(data, obj); err != nil {
+		return fmt.Errorf("decode stored object: %w", err)
+	}
+	return nil
 }
 
 func (s *etcdStore[T]) decode(data []byte, rev int64) (T, error) {

@@ -58,6 +58,9 @@ var (
 	// ErrNotLeader: a fenced store's write was refused because the leader
 	// term it was built for has ended (Options.LeaderTerm).
 	ErrNotLeader = errors.New("not leader")
+	// ErrNotEmpty: a Namespace's deletion was refused because objects are
+	// stored in it (Options.Accounting).
+	ErrNotEmpty = errors.New("not empty")
 )
 
 // Object is any stored API object.
@@ -75,87 +78,124 @@ type Resource[T Object] struct {
 }
 
 var (
-	VirtualMachines = Resource[*apiv1.VirtualMachine]{
+	VirtualMachines = register(Resource[*apiv1.VirtualMachine]{
 		Kind: "VirtualMachine", Plural: "virtualmachines", Namespaced: true,
 		New: func() *apiv1.VirtualMachine { return &apiv1.VirtualMachine{} },
-	}
-	VirtualMachineInstances = Resource[*apiv1.VirtualMachineInstance]{
+	})
+	VirtualMachineInstances = register(Resource[*apiv1.VirtualMachineInstance]{
 		Kind: "VirtualMachineInstance", Plural: "virtualmachineinstances", Namespaced: true,
 		New: func() *apiv1.VirtualMachineInstance { return &apiv1.VirtualMachineInstance{} },
-	}
-	Nodes = Resource[*apiv1.Node]{
+	})
+	Nodes = register(Resource[*apiv1.Node]{
 		Kind: "Node", Plural: "nodes", Namespaced: false,
 		New: func() *apiv1.Node { return &apiv1.Node{} },
-	}
-	Migrations = Resource[*apiv1.VirtualMachineInstanceMigration]{
+	})
+	Migrations = register(Resource[*apiv1.VirtualMachineInstanceMigration]{
 		Kind: "VirtualMachineInstanceMigration", Plural: "virtualmachineinstancemigrations", Namespaced: true,
 		New: func() *apiv1.VirtualMachineInstanceMigration { return &apiv1.VirtualMachineInstanceMigration{} },
-	}
-	Images = Resource[*apiv1.Image]{
+	})
+	Images = register(Resource[*apiv1.Image]{
 		Kind: "Image", Plural: "images", Namespaced: false,
 		New: func() *apiv1.Image { return &apiv1.Image{} },
-	}
-	StorageClasses = Resource[*apiv1.StorageClass]{
+	})
+	StorageClasses = register(Resource[*apiv1.StorageClass]{
 		Kind: apiv1.KindStorageClass, Plural: "storageclasses", Namespaced: false,
 		New: func() *apiv1.StorageClass { return &apiv1.StorageClass{} },
-	}
-	ReplicaSets = Resource[*apiv1.VirtualMachineInstanceReplicaSet]{
+	})
+	ReplicaSets = register(Resource[*apiv1.VirtualMachineInstanceReplicaSet]{
 		Kind: apiv1.KindReplicaSet, Plural: "virtualmachineinstancereplicasets", Namespaced: true,
 		New: func() *apiv1.VirtualMachineInstanceReplicaSet { return &apiv1.VirtualMachineInstanceReplicaSet{} },
-	}
-	Pools = Resource[*apiv1.VirtualMachinePool]{
+	})
+	Pools = register(Resource[*apiv1.VirtualMachinePool]{
 		Kind: apiv1.KindPool, Plural: "virtualmachinepools", Namespaced: true,
 		New: func() *apiv1.VirtualMachinePool { return &apiv1.VirtualMachinePool{} },
-	}
-	Snapshots = Resource[*apiv1.VirtualMachineSnapshot]{
+	})
+	Snapshots = register(Resource[*apiv1.VirtualMachineSnapshot]{
 		Kind: apiv1.KindSnapshot, Plural: "virtualmachinesnapshots", Namespaced: true,
 		New: func() *apiv1.VirtualMachineSnapshot { return &apiv1.VirtualMachineSnapshot{} },
-	}
-	SnapshotContents = Resource[*apiv1.VirtualMachineSnapshotContent]{
+	})
+	SnapshotContents = register(Resource[*apiv1.VirtualMachineSnapshotContent]{
 		Kind: apiv1.KindSnapshotContent, Plural: "virtualmachinesnapshotcontents", Namespaced: true,
 		New: func() *apiv1.VirtualMachineSnapshotContent { return &apiv1.VirtualMachineSnapshotContent{} },
-	}
-	Restores = Resource[*apiv1.VirtualMachineRestore]{
+	})
+	Restores = register(Resource[*apiv1.VirtualMachineRestore]{
 		Kind: apiv1.KindRestore, Plural: "virtualmachinerestores", Namespaced: true,
 		New: func() *apiv1.VirtualMachineRestore { return &apiv1.VirtualMachineRestore{} },
-	}
-	Clones = Resource[*apiv1.VirtualMachineClone]{
+	})
+	Clones = register(Resource[*apiv1.VirtualMachineClone]{
 		Kind: apiv1.KindClone, Plural: "virtualmachineclones", Namespaced: true,
 		New: func() *apiv1.VirtualMachineClone { return &apiv1.VirtualMachineClone{} },
-	}
-	Exports = Resource[*apiv1.VirtualMachineExport]{
+	})
+	Exports = register(Resource[*apiv1.VirtualMachineExport]{
 		Kind: apiv1.KindExport, Plural: "virtualmachineexports", Namespaced: true,
 		New: func() *apiv1.VirtualMachineExport { return &apiv1.VirtualMachineExport{} },
-	}
-	BackupTargets = Resource[*apiv1.BackupTarget]{
+	})
+	BackupTargets = register(Resource[*apiv1.BackupTarget]{
 		Kind: apiv1.KindBackupTarget, Plural: "backuptargets", Namespaced: false,
 		New: func() *apiv1.BackupTarget { return &apiv1.BackupTarget{} },
-	}
-	Backups = Resource[*apiv1.VirtualMachineBackup]{
+	})
+	Backups = register(Resource[*apiv1.VirtualMachineBackup]{
 		Kind: apiv1.KindBackup, Plural: "virtualmachinebackups", Namespaced: true,
 		New: func() *apiv1.VirtualMachineBackup { return &apiv1.VirtualMachineBackup{} },
-	}
-	BackupSchedules = Resource[*apiv1.VirtualMachineBackupSchedule]{
+	})
+	BackupSchedules = register(Resource[*apiv1.VirtualMachineBackupSchedule]{
 		Kind: apiv1.KindBackupSchedule, Plural: "virtualmachinebackupschedules", Namespaced: true,
 		New: func() *apiv1.VirtualMachineBackupSchedule { return &apiv1.VirtualMachineBackupSchedule{} },
-	}
-	BackupRestores = Resource[*apiv1.VirtualMachineBackupRestore]{
+	})
+	BackupRestores = register(Resource[*apiv1.VirtualMachineBackupRestore]{
 		Kind: apiv1.KindBackupRestore, Plural: "virtualmachinebackuprestores", Namespaced: true,
 		New: func() *apiv1.VirtualMachineBackupRestore { return &apiv1.VirtualMachineBackupRestore{} },
-	}
-	Adoptions = Resource[*apiv1.VirtualMachineAdoption]{
+	})
+	Adoptions = register(Resource[*apiv1.VirtualMachineAdoption]{
 		Kind: apiv1.KindAdoption, Plural: "virtualmachineadoptions", Namespaced: true,
 		New: func() *apiv1.VirtualMachineAdoption { return &apiv1.VirtualMachineAdoption{} },
-	}
-	BootstrapTokens = Resource[*apiv1.BootstrapToken]{
+	})
+	BootstrapTokens = register(Resource[*apiv1.BootstrapToken]{
 		Kind: "BootstrapToken", Plural: "bootstraptokens", Namespaced: false,
 		New: func() *apiv1.BootstrapToken { return &apiv1.BootstrapToken{} },
-	}
-	NodeCredentials = Resource[*apiv1.NodeCredential]{
+	})
+	NodeCredentials = register(Resource[*apiv1.NodeCredential]{
 		Kind: "NodeCredential", Plural: "nodecredentials", Namespaced: false,
 		New: func() *apiv1.NodeCredential { return &apiv1.NodeCredential{} },
-	}
+	})
+	// The tenancy kinds (tenancy.proto).
+	Namespaces = register(Resource[*apiv1.Namespace]{
+		Kind: apiv1.KindNamespace, Plural: "namespaces", Namespaced: false,
+		New: func() *apiv1.Namespace { return &apiv1.Namespace{} },
+	})
+	Users = register(Resource[*apiv1.User]{
+		Kind: apiv1.KindUser, Plural: "users", Namespaced: false,
+		New: func() *apiv1.User { return &apiv1.User{} },
+	})
+	ServiceAccounts = register(Resource[*apiv1.ServiceAccount]{
+		Kind: apiv1.KindServiceAccount, Plural: "serviceaccounts", Namespaced: true,
+		New: func() *apiv1.ServiceAccount { return &apiv1.ServiceAccount{} },
+	})
+	Credentials = register(Resource[*apiv1.Credential]{
+		Kind: apiv1.KindCredential, Plural: "credentials", Namespaced: false,
+		New: func() *apiv1.Credential { return &apiv1.Credential{} },
+	})
+	RoleBindings = register(Resource[*apiv1.RoleBinding]{
+		Kind: apiv1.KindRoleBinding, Plural: "rolebindings", Namespaced: true,
+		New: func() *apiv1.RoleBinding { return &apiv1.RoleBinding{} },
+	})
+	ClusterRoleBindings = register(Resource[*apiv1.ClusterRoleBinding]{
+		Kind: apiv1.KindClusterRoleBinding, Plural: "clusterrolebindings", Namespaced: false,
+		New: func() *apiv1.ClusterRoleBinding { return &apiv1.ClusterRoleBinding{} },
+	})
 )
+
+// namespacedPlurals are the key segments of every namespaced kind, which
+// a Namespace's deletion checks are empty (accounting.go). register
+// keeps it whole: each Resource above is declared through it.
+var namespacedPlurals []string
+
+func register[T Object](r Resource[T]) Resource[T] {
+	if r.Namespaced {
+		namespacedPlurals = append(namespacedPlurals, r.Plural)
+	}
+	return r
+}
 
 // ListOptions filter List and Watch.
 type ListOptions struct {

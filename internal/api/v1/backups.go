@@ -38,6 +38,13 @@ const (
 	// AnnotationRestoredFrom on a VM made by a backup restore names the
 	// backup: "<target>/<backup id>".
 	AnnotationRestoredFrom = "virtplane.io/restored-from-backup"
+	// AnnotationAnyNamespaceRestore on a backup restore, set by the
+	// server alone and only when a cluster-admin made the restore, lets
+	// it restore a backup of another namespace: without it the restore
+	// controller restores only backups of the restore's own namespace, so
+	// an editor of one namespace cannot read another's VM through its
+	// backups.
+	AnnotationAnyNamespaceRestore = "virtplane.io/any-namespace-restore"
 )
 
 // Deletion policies of a backup are those of a snapshot

@@ -185,6 +185,10 @@ func (c *Restores) pending(ctx context.Context, key string, r *apiv1.VirtualMach
 	case err != nil:
 		return controller.Result{RequeueAfter: retryRequeue}, c.waiting(ctx, key, r, "reading the backup's manifest: "+err.Error())
 	}
+	if ns := r.GetMetadata().GetNamespace(); m.VMNamespace != ns && r.GetMetadata().GetAnnotations()[apiv1.AnnotationAnyNamespaceRestore] != "true" {
+		return controller.Result{}, c.fail(ctx, key, r, fmt.Sprintf(
+			"backup %s is of a VM of namespace %q: restoring it into namespace %q needs a restore made by a cluster-admin", sp.GetBackupId(), m.VMNamespace, ns))
+	}
 	plan, err := planRestore(r, m, c.validate, c.classes)
 	if err != nil {
 		return controller.Result{}, c.fail(ctx, key, r, err.Error())

@@ -130,3 +130,45 @@ func TestRestoreOfAMissingBackupFails(t *testing.T) {
 		t.Fatal("a VM was made")
 	}
 }
+
+// A backup of another namespace's VM is restored only by a restore a
+// cluster-admin made (the server's annotation): an editor of one
+// namespace cannot read another's VM through its backups.
+func TestRestoreOfAnotherNamespacesBackupNeedsAClusterAdmin(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		annotated bool
+	}{{"editor's restore", false}, {"cluster-admin's restore", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			st, err := repo.OpenDir(f.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The manifest's VM is of namespace prod; the restore is in default.
+			m := manifestOf(t, backedUpVM())
+			m.Created = f.clock.Now()
+			if err := repo.New(st, repo.Options{}).PutManifest(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+			r := restoreOf(false)
+			if tc.annotated {
+				r.Metadata.Annotations = map[string]string{apiv1.AnnotationAnyNamespaceRestore: "true"}
+			}
+			if _, err := f.restores.Store.Create(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			for range 4 {
+				f.sync()
+				if _, err := f.rc.Reconcile(context.Background(), "default/r1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := f.restores.Get(t, "default", "r1").GetStatus()
+			refused := got.GetPhase() == apiv1.BackupFailed && strings.Contains(got.GetError(), `restoring it into namespace "default" needs a restore made by a cluster-admin`)
+			if refused == tc.annotated {
+				t.Fatalf("restore of prod's backup into default (annotated %v): %v", tc.annotated, got)
+			}
+		})
+	}
+}

@@ -47,6 +47,16 @@ type Options struct {
 	// StorageClasses, when set, are read for the classes of instances'
 	// persistent volumes; nil places no instance with such a volume.
 	StorageClasses StorageClassLister
+	// Namespaces, when set, are read for the host resources each
+	// namespace allows (validation.CheckNamespaceAllowed), which
+	// placement applies on top of HostPolicy: an instance its namespace
+	// no longer allows one of is not placed. Nil applies none.
+	Namespaces NamespaceLister
+}
+
+// NamespaceLister reads Namespace objects from a cache.
+type NamespaceLister interface {
+	Get(namespace, name string) (*apiv1.Namespace, bool)
 }
 
 // StorageClassLister reads StorageClass objects from a cache.

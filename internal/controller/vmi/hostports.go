@@ -35,6 +35,29 @@ func policyRefusal(policy *validation.HostPolicy, spec *apiv1.VirtualMachineInst
 	return msg + "."
 }
 
+// namespaceRefusal is why no node may take vmi because its namespace
+// does not allow one of its host resources ("" when it does): the first
+// with how many more, as policyRefusal says the server's.
+func namespaceRefusal(namespaces NamespaceLister, vmi *apiv1.VirtualMachineInstance) string {
+	if namespaces == nil {
+		return ""
+	}
+	name := vmi.GetMetadata().GetNamespace()
+	obj, ok := namespaces.Get("", name)
+	if !ok || obj.GetSpec().GetAllowed() == nil {
+		return ""
+	}
+	errs := validation.CheckNamespaceAllowed(name, obj.GetSpec().GetAllowed(), vmi.GetSpec(), specPath)
+	if len(errs) == 0 {
+		return ""
+	}
+	msg := "namespace " + name + " does not allow the instance's host resources: " + strings.TrimSuffix(errs[0].Error(), ".")
+	if len(errs) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(errs)-1)
+	}
+	return msg + "."
+}
+
 // portReasons are the reasons for the host ports in use on a candidate.
 func portReasons(inUse []validation.HostPort) []string {
 	out := make([]string, 0, len(inUse))

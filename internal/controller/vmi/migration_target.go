@@ -55,6 +55,9 @@ func (c *Controller) PlaceMigrationTarget(v *apiv1.VirtualMachineInstance, added
 	defer c.placeMu.Unlock()
 	// Persistent volumes are copied, not recreated from their images.
 	nd := needsOf(v.GetSpec(), req, sel, validation.ImageRefs(v.GetSpec(), "", false), c.opts.HostPolicy, c.opts.StorageClasses)
+	if nd.refused == "" {
+		nd.refused = namespaceRefusal(c.opts.Namespaces, v)
+	}
 	// Its own key: the instance holds its MACs and host ports on the
 	// source, which is excluded anyway, and on no other node.
 	cands := c.candidates(c.opts.Clock(), informer.Key(v), holdingsOf(v.GetSpec()))

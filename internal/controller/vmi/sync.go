@@ -82,6 +82,9 @@ func (c *Controller) place(ctx context.Context, key string, v *apiv1.VirtualMach
 	// cannot both see the same free capacity; the write itself happens
 	// outside it, as kube-scheduler binds asynchronously after assuming.
 	nd := needsOf(v.GetSpec(), req, v.GetSpec().GetNodeSelector(), requiredImages(v), c.opts.HostPolicy, c.opts.StorageClasses)
+	if nd.refused == "" {
+		nd.refused = namespaceRefusal(c.opts.Namespaces, v)
+	}
 	held := holdingsOf(v.GetSpec())
 	c.placeMu.Lock()
 	d := choose(nd, c.pullable, c.candidates(now, key, held))

@@ -5,6 +5,11 @@
 // compaction. On top it records every write and can inject failures, which
 // controller tests use to see what a reconcile did. Integration tests use
 // the real etcd store.
+//
+// It does no namespace accounting (store.Options.Accounting): no quota
+// refuses its writes and no Namespace is made on first use. Quotas are a
+// property of the etcd transaction, so their tests run on real etcd
+// (internal/store/accounting_test.go).
 package memstore
 
 import (

@@ -354,3 +354,12 @@ func RandomName(prefix string) string {
 	_, _ = rand.Read(b)
 	return prefix + "-" + hex.EncodeToString(b)
 }
+
+// DialToken dials the in-process agent's TLS listener with token, as a
+// user or service account of that token would.
+func DialToken(ctx context.Context, a *Agent, token string) (*client.Client, error) {
+	if a.TLS == nil {
+		return nil, errors.New("external agent: no TLS listener of the harness's")
+	}
+	return client.Dial(ctx, client.Config{Endpoint: "https://" + a.TLS.Endpoint, CAFile: a.TLS.CAFile, Token: token})
+}

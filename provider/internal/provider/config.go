@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -61,6 +62,7 @@ func (s setting) describe() string {
 // environment over defaults.
 type resolvedConfig struct {
 	endpoint, token, tokenFile, caFile setting
+	clientCert, clientKey              setting
 }
 
 func (r resolvedConfig) clientConfig() client.Config {
@@ -69,6 +71,9 @@ func (r resolvedConfig) clientConfig() client.Config {
 		Token:     r.token.value,
 		TokenFile: r.tokenFile.value,
 		CAFile:    r.caFile.value,
+
+		ClientCertFile: r.clientCert.value,
+		ClientKeyFile:  r.clientKey.value,
 	}
 }
 
@@ -88,8 +93,11 @@ func resolveConfig(m providerModel, getenv func(string) string) resolvedConfig {
 		}
 		return s
 	}
+	// The credential is one choice too: a token or a client certificate
+	// set in the block ignores every credential variable.
 	credEnv := getenv
-	if m.Token.ValueString() != "" || m.TokenFile.ValueString() != "" {
+	if m.Token.ValueString() != "" || m.TokenFile.ValueString() != "" ||
+		m.ClientCertFile.ValueString() != "" || m.ClientKeyFile.ValueString() != "" {
 		credEnv = func(string) string { return "" }
 	}
 	r := resolvedConfig{
@@ -97,6 +105,9 @@ func resolveConfig(m providerModel, getenv func(string) string) resolvedConfig {
 		token:     pick(m.Token, "token", client.EnvToken, credEnv),
 		tokenFile: pick(m.TokenFile, "token_file", client.EnvTokenFile, credEnv),
 		caFile:    pick(m.CAFile, "ca_file", client.EnvCAFile, getenv),
+
+		clientCert: pick(m.ClientCertFile, "client_cert_file", client.EnvClientCert, credEnv),
+		clientKey:  pick(m.ClientKeyFile, "client_key_file", client.EnvClientKey, credEnv),
 	}
 	if !m.Endpoints.IsNull() && !m.Endpoints.IsUnknown() {
 		var list []string
@@ -172,6 +183,16 @@ func checkCAFile(path string) error {
 		return fmt.Errorf("%s holds no PEM certificate", path)
 	}
 	return nil
+}
+
+// checkClientCertificate loads the pair as client.Dial will, so that a
+// missing file or a key of another certificate points at the attributes.
+func checkClientCertificate(certFile, keyFile string) error {
+	if certFile == "" || keyFile == "" {
+		return errors.New("set both client_cert_file and client_key_file, or neither")
+	}
+	_, err := tls.LoadX509KeyPair(certFile, keyFile)
+	return err
 }
 
 // checkTokenFile mirrors client.Dial's token file rules for the same reason.

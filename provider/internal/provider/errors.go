@@ -55,8 +55,16 @@ func apiError(err error, endpoint, what string) (summary, detail string) {
 				"Set token or token_file (or VIRTPLANE_TOKEN / VIRTPLANE_TOKEN_FILE) to the agent's token, "+
 				"found in <data-dir>/pki/token on the agent host.", what, endpoint, msg)
 	case codes.PermissionDenied:
+		// The agent's message names the identity and the role that would
+		// allow the call ("needs edit in team-a"): it is the advice.
 		return "virtplane agent denied the request",
 			fmt.Sprintf("Cannot %s: permission denied by the agent at %s: %s", what, endpoint, msg)
+	case codes.ResourceExhausted:
+		// A namespace's quota: the message names the bound, what is used
+		// and what the request asks.
+		return "virtplane namespace quota exceeded",
+			fmt.Sprintf("Cannot %s: %s\n\nFree something in the namespace or ask a cluster-admin to raise its quota "+
+				"(virtplane_namespace, or virtplane-agent namespace set-quota).", what, msg)
 	case codes.DeadlineExceeded, codes.Canceled:
 		return "virtplane request did not finish",
 			fmt.Sprintf("Cannot %s: the request to %s ended before the agent answered: %s", what, endpoint, msg)

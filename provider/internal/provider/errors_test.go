@@ -22,6 +22,12 @@ func TestAPIError(t *testing.T) {
 		{status.Error(codes.Unauthenticated, "missing bearer token"),
 			[]string{"rejected", "missing bearer token", "token_file"}},
 		{status.Error(codes.Internal, "boom"), []string{"Internal", "boom", ep}},
+		// Refusals of issue 36 keep the agent's words: the role that
+		// would allow the call, the quota that would be exceeded.
+		{status.Error(codes.PermissionDenied, "serviceaccount team-a/ci (edit in team-a) may not call StorageClasses.Create: needs cluster-admin"),
+			[]string{"denied", "may not call StorageClasses.Create: needs cluster-admin"}},
+		{status.Error(codes.ResourceExhausted, "namespace team-a: exceeded quota: vcpus: requested 4, used 14, limited 16"),
+			[]string{"quota exceeded", "namespace team-a: exceeded quota: vcpus: requested 4, used 14, limited 16", "set-quota"}},
 		{errors.New("not a status"), []string{"not a status"}},
 	}
 	for _, tt := range tests {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -76,6 +77,18 @@ func importNamespaced(ctx context.Context, req resource.ImportStateRequest, resp
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), ns)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	return true
+}
+
+// importClusterScoped imports a cluster-scoped object by its name into
+// the id and name attributes.
+func importClusterScoped(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse, k objectKind, example string) {
+	if req.ID == "" || strings.Contains(req.ID, "/") {
+		resp.Diagnostics.AddError("Invalid import ID",
+			"Import a "+k.noun+" by its name ("+example+"); "+k.noun+"s have no namespace. Got "+strconv.Quote(req.ID)+".")
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
 }
 
 // importNode imports an object that is a node's (its maintenance, its

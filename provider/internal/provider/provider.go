@@ -32,6 +32,11 @@ type providerModel struct {
 	Token     types.String `tfsdk:"token"`
 	TokenFile types.String `tfsdk:"token_file"`
 	CAFile    types.String `tfsdk:"ca_file"`
+	// ClientCertFile and ClientKeyFile: a user's or service account's
+	// client certificate (virtplane-agent auth cert issue) instead of a
+	// token.
+	ClientCertFile types.String `tfsdk:"client_cert_file"`
+	ClientKeyFile  types.String `tfsdk:"client_key_file"`
 }
 
 // New returns the provider factory.
@@ -80,6 +85,19 @@ func (p *virtplaneProvider) Schema(_ context.Context, _ provider.SchemaRequest, 
 					"Setting `token` or `token_file` here ignores both token environment variables. " +
 					"Environment: `" + client.EnvTokenFile + "`.",
 			},
+			"client_cert_file": schema.StringAttribute{
+				Optional: true,
+				Description: "PEM client certificate of a user or service account, signed by the agent CA " +
+					"(`virtplane-agent auth cert issue` writes it as `client.crt`): the credential instead of a token, " +
+					"which is then not sent. Requires `client_key_file`. Environment: `" + client.EnvClientCert + "`.",
+				Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("client_key_file"))},
+			},
+			"client_key_file": schema.StringAttribute{
+				Optional: true,
+				Description: "The client certificate's private key (`client.key`). Requires `client_cert_file`. " +
+					"Environment: `" + client.EnvClientKey + "`.",
+				Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("client_cert_file"))},
+			},
 			"ca_file": schema.StringAttribute{
 				Optional: true,
 				Description: "PEM CA bundle that signed the agent's TLS certificate (the agent writes it to " +
@@ -123,7 +141,12 @@ func (p *virtplaneProvider) Configure(ctx context.Context, req provider.Configur
 					r.caFile.describe()+": "+err.Error())
 			}
 		}
-		if r.token.value == "" && r.tokenFile.value != "" {
+		if r.clientCert.value != "" || r.clientKey.value != "" {
+			if err := checkClientCertificate(r.clientCert.value, r.clientKey.value); err != nil {
+				resp.Diagnostics.AddAttributeError(path.Root("client_cert_file"), "Unusable client certificate",
+					r.clientCert.describe()+", "+r.clientKey.describe()+": "+err.Error())
+			}
+		} else if r.token.value == "" && r.tokenFile.value != "" {
 			if err := checkTokenFile(r.tokenFile.value); err != nil {
 				resp.Diagnostics.AddAttributeError(path.Root("token_file"), "Unusable token_file",
 					r.tokenFile.describe()+": "+err.Error())
@@ -135,7 +158,7 @@ func (p *virtplaneProvider) Configure(ctx context.Context, req provider.Configur
 	} else {
 		// Only warn about what the block itself says: environment variables
 		// are often exported for other endpoints and are harmless here.
-		for _, s := range []setting{r.token, r.tokenFile, r.caFile} {
+		for _, s := range []setting{r.token, r.tokenFile, r.caFile, r.clientCert, r.clientKey} {
 			if s.from == fromConfig {
 				resp.Diagnostics.AddAttributeWarning(path.Root(s.attr), s.attr+" is ignored for a unix socket endpoint",
 					"The agent's unix socket is protected by file permissions and carries no token or TLS; "+
@@ -166,7 +189,8 @@ func unknownAttributes(m providerModel) []string {
 	for _, a := range []struct {
 		name string
 		v    types.String
-	}{{"endpoint", m.Endpoint}, {"token", m.Token}, {"token_file", m.TokenFile}, {"ca_file", m.CAFile}} {
+	}{{"endpoint", m.Endpoint}, {"token", m.Token}, {"token_file", m.TokenFile}, {"ca_file", m.CAFile},
+		{"client_cert_file", m.ClientCertFile}, {"client_key_file", m.ClientKeyFile}} {
 		if a.v.IsUnknown() {
 			out = append(out, a.name)
 		}
@@ -187,11 +211,13 @@ func unknownAttributes(m providerModel) []string {
 func (p *virtplaneProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{NewVMResource, NewImageResource, NewNodeMaintenanceResource, NewPoolResource, NewReplicaSetResource,
 		NewSnapshotResource, NewRestoreResource, NewNodeLabelsResource, NewStorageClassResource,
-		NewBackupTargetResource, NewBackupScheduleResource}
+		NewBackupTargetResource, NewBackupScheduleResource,
+		NewNamespaceResource, NewUserResource, NewServiceAccountResource, NewServiceAccountTokenResource,
+		NewRoleBindingResource, NewClusterRoleBindingResource}
 }
 
 func (p *virtplaneProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewNodesDataSource, NewVMDataSource, NewVMsDataSource, NewImageDataSource, NewMigrationsDataSource, NewPoolDataSource,
 		NewReplicaSetDataSource, NewSnapshotDataSource, NewStorageClassDataSource,
-		NewBackupsDataSource}
+		NewBackupsDataSource, NewNamespaceDataSource}
 }

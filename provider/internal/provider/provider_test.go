@@ -70,6 +70,22 @@ func TestResolveConfigPrecedence(t *testing.T) {
 			from: map[string]string{"token_file": fromConfig, "token": ""},
 		},
 		{
+			// A client certificate is a credential as a token is: set in
+			// the block, the token variables stay out.
+			name: "configured client certificate shadows env token",
+			m:    providerModel{ClientCertFile: types.StringValue("/cfg/client.crt"), ClientKeyFile: types.StringValue("/cfg/client.key")},
+			env:  env,
+			want: client.Config{Endpoint: "env.example:7443", CAFile: "/env/ca.crt", ClientCertFile: "/cfg/client.crt", ClientKeyFile: "/cfg/client.key"},
+			from: map[string]string{"client_cert_file": fromConfig, "token": "", "token_file": ""},
+		},
+		{
+			name: "client certificate from env",
+			m:    providerModel{},
+			env:  map[string]string{client.EnvClientCert: "/env/client.crt", client.EnvClientKey: "/env/client.key"},
+			want: client.Config{Endpoint: client.DefaultEndpoint, ClientCertFile: "/env/client.crt", ClientKeyFile: "/env/client.key"},
+			from: map[string]string{"client_cert_file": fromEnv, "client_key_file": fromEnv},
+		},
+		{
 			name: "empty strings count as unset",
 			m:    providerModel{Endpoint: types.StringValue(""), CAFile: types.StringValue("")},
 			env:  map[string]string{client.EnvCAFile: "/env/ca.crt"},
@@ -93,7 +109,8 @@ func TestResolveConfigPrecedence(t *testing.T) {
 			if got := r.clientConfig(); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("config = %+v, want %+v", got, tt.want)
 			}
-			byAttr := map[string]setting{"endpoint": r.endpoint, "token": r.token, "token_file": r.tokenFile, "ca_file": r.caFile}
+			byAttr := map[string]setting{"endpoint": r.endpoint, "token": r.token, "token_file": r.tokenFile, "ca_file": r.caFile,
+				"client_cert_file": r.clientCert, "client_key_file": r.clientKey}
 			for attr, want := range tt.from {
 				if got := byAttr[attr].from; got != want {
 					t.Errorf("%s came from %q, want %q", attr, got, want)
@@ -165,7 +182,7 @@ func configure(t *testing.T, attrs map[string]tftypes.Value, env map[string]stri
 	var sresp provider.SchemaResponse
 	p.Schema(ctx, provider.SchemaRequest{}, &sresp)
 	vals := map[string]tftypes.Value{}
-	for _, k := range []string{"endpoint", "token", "token_file", "ca_file"} {
+	for _, k := range []string{"endpoint", "token", "token_file", "ca_file", "client_cert_file", "client_key_file"} {
 		vals[k] = tftypes.NewValue(tftypes.String, nil)
 		if v, ok := attrs[k]; ok {
 			vals[k] = v
@@ -315,6 +332,17 @@ func TestConfigureErrorsNameTheAttribute(t *testing.T) {
 	t.Run("empty token_file", func(t *testing.T) {
 		_, diags, _ := configure(t, map[string]tftypes.Value{"endpoint": str("127.0.0.1:7443"), "token_file": str(emptyToken)}, nil, false)
 		wantAttrError(t, diags, "token_file", "Unusable token_file", "is empty")
+	})
+	t.Run("missing client certificate", func(t *testing.T) {
+		missing := filepath.Join(dir, "client.crt")
+		_, diags, _ := configure(t, map[string]tftypes.Value{"endpoint": str("127.0.0.1:7443"),
+			"client_cert_file": str(missing), "client_key_file": str(filepath.Join(dir, "client.key"))}, nil, false)
+		wantAttrError(t, diags, "client_cert_file", "Unusable client certificate", missing, "no such file")
+	})
+	t.Run("client key without certificate from env", func(t *testing.T) {
+		_, diags, _ := configure(t, map[string]tftypes.Value{"endpoint": str("127.0.0.1:7443")},
+			map[string]string{client.EnvClientKey: "/env/client.key"}, false)
+		wantAttrError(t, diags, "client_cert_file", "Unusable client certificate", "VIRTPLANE_CLIENT_KEY", "both")
 	})
 }
 

@@ -1,0 +1,2 @@
+# Import by name; cluster role bindings have no namespace.
+terraform import virtplane_cluster_role_binding.ops ops-cluster-admin

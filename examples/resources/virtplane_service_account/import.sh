@@ -1,0 +1,2 @@
+# Import by namespace/name.
+terraform import virtplane_service_account.deployer team-a/deployer

@@ -1,0 +1,1 @@
+terraform import virtplane_user.alice alice
