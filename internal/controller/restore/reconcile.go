@@ -92,6 +92,13 @@ func (c *Controller) pending(ctx context.Context, key string, r *apiv1.VirtualMa
 	}
 
 	vm, exists := c.vms.Get(ns, target)
+	if !exists && r.GetStatus().GetTargetUid() != "" {
+		// The restore made its target; the VM cache may not have it yet.
+		var err error
+		if vm, exists, err = c.storedTarget(ctx, ns, target); err != nil {
+			return controller.Result{}, err
+		}
+	}
 	made := exists && c.madeByUs(r, vm)
 	switch {
 	case !exists && r.GetStatus().GetTargetUid() != "":
@@ -280,7 +287,15 @@ func (c *Controller) staging(ctx context.Context, key string, r *apiv1.VirtualMa
 	if snap, ok := c.snaps.Get(ns, r.GetSpec().GetSnapshot()); !ok || snap.GetMetadata().GetDeletionTimestamp() != nil {
 		return c.fail(ctx, key, r, fmt.Sprintf("VMSnapshot %q was deleted", r.GetSpec().GetSnapshot()))
 	}
-	if vm, ok := c.vms.Get(ns, r.GetSpec().GetTarget()); !ok || vm.GetMetadata().GetUid() != st.GetTargetUid() || vm.GetMetadata().GetDeletionTimestamp() != nil {
+	vm, ok := c.vms.Get(ns, r.GetSpec().GetTarget())
+	if !ok || vm.GetMetadata().GetUid() != st.GetTargetUid() {
+		// The cache may not have the target this restore made yet.
+		var err error
+		if vm, ok, err = c.storedTarget(ctx, ns, r.GetSpec().GetTarget()); err != nil {
+			return controller.Result{}, err
+		}
+	}
+	if !ok || vm.GetMetadata().GetUid() != st.GetTargetUid() || vm.GetMetadata().GetDeletionTimestamp() != nil {
 		return c.fail(ctx, key, r, fmt.Sprintf("restore target %q was deleted", r.GetSpec().GetTarget()))
 	}
 	if !st.GetStaged() || !storageDone(st, st.GetStorageStaged()) {
@@ -370,4 +385,19 @@ func (c *Controller) heldByGoneNode(r *apiv1.VirtualMachineRestore) bool {
 	node := r.GetMetadata().GetLabels()[apiv1.LabelNodeName]
 	return node != "" && c.opts.NodeGone != nil && !slices.Contains(r.GetMetadata().GetFinalizers(), apiv1.FinalizerRestore) &&
 		slices.Contains(r.GetMetadata().GetFinalizers(), apiv1.FinalizerRestoreData) && c.opts.NodeGone(node)
+}
+
+// storedTarget reads the target VM from the store: before a restore fails
+// for a target the VM cache lacks, the store decides whether it is gone
+// (the cache follows the store a moment late, and a target the restore
+// just made may not be in it yet).
+func (c *Controller) storedTarget(ctx context.Context, ns, name string) (*apiv1.VirtualMachine, bool, error) {
+	vm, err := c.vmSt.Get(ctx, ns, name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("reading restore target %s: %w", apiv1.Ref(ns, name), err)
+	}
+	return vm, true, nil
 }

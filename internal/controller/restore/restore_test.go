@@ -355,3 +355,27 @@ func TestRestoreTargetDeleted(t *testing.T) {
 		t.Fatalf("status %v", st)
 	}
 }
+
+// A target the restore made that the VM cache has not seen yet (it
+// follows the store a moment late) is not taken for deleted: the store
+// decides.
+func TestRestoreTargetNotInTheCacheYet(t *testing.T) {
+	f := newFixture(t, newRestore("copy"), nil, sourceVM())
+	f.settle(t)
+	if st := f.restore(t).Status; st.Phase != apiv1.RestoreStaging || st.TargetUid == "" {
+		t.Fatalf("status %v", st)
+	}
+	// The cache without the target, the store with it.
+	f.vms.Informer.Fill(f.vm("web"))
+	if _, ok := f.c.vms.Get("default", "copy"); ok {
+		t.Fatal("the cache still has the target: the test proves nothing")
+	}
+	f.restores.Sync(t)
+	if _, err := f.c.Reconcile(t.Context(), restoreKey); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	f.restores.Sync(t)
+	if st := f.restore(t).Status; st.Phase == apiv1.RestoreFailed {
+		t.Fatalf("failed for a target only the cache lacks: %v", st)
+	}
+}
