@@ -56,3 +56,13 @@ func TestRefusalsAreDecidedAgainOnTheStoredBindings(t *testing.T) {
 		t.Fatal("a node's grants were read from the stores")
 	}
 }
+
+// Every name the server gives a credential is one authentication reads
+// from the store when its cache lags (usercreds.go lookup).
+func TestCredentialNamesAreLookedUp(t *testing.T) {
+	for range 100 {
+		if n := newCredentialName(); !credentialName.MatchString(n) {
+			t.Fatalf("credential name %q is not looked up in the store", n)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"time"
 
@@ -78,11 +77,9 @@ func (c *credentialService) newCredential(ctx context.Context, sub *apiv1.Subjec
 	if err := c.s.noEscalation(ctx, sub); err != nil {
 		return nil, 0, err
 	}
-	id := make([]byte, 8)
-	_, _ = rand.Read(id)
 	now := c.s.opts.Clock()
 	return &apiv1.Credential{
-		Metadata: &apiv1.ObjectMeta{Name: "cred-" + hex.EncodeToString(id)},
+		Metadata: &apiv1.ObjectMeta{Name: newCredentialName()},
 		Spec: &apiv1.CredentialSpec{
 			Subject: &apiv1.Subject{Kind: sub.GetKind(), Name: sub.GetName(), Namespace: sub.GetNamespace()},
 			Type:    typ, Expires: timestamppb.New(now.Add(ttl)), Description: description,

@@ -2,8 +2,10 @@ package apiserver
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"log/slog"
 	"regexp"
 	"slices"
@@ -50,8 +52,16 @@ type userCreds struct {
 
 const bySerial = "serial"
 
-// credentialName is the name of every credential (usercredentials.go).
+// credentialName is the name of every credential: newCredentialName's.
 var credentialName = regexp.MustCompile(`^cred-[0-9a-f]{16}$`)
+
+// newCredentialName is a fresh credential's name: "cred-" and 8 random
+// bytes in hex, which is also the id part of its token.
+func newCredentialName() string {
+	id := make([]byte, 8)
+	_, _ = rand.Read(id)
+	return "cred-" + hex.EncodeToString(id)
+}
 
 // subjectLookupTimeout bounds the store read of a subject the caches do
 // not hold yet (userCreds.subjectStored).
